@@ -1,0 +1,9 @@
+"""The storage layer: every Kubernetes API call of the operator lives here.
+
+Objects travel as plain dicts (the JSON the API speaks), never as client models: the manifest
+builders in ``core`` return dicts, and reading dicts avoids deserialising whole typed models for
+each of thousands of pods. HTTP goes through pykube-ng's ``HTTPClient`` (a pooled ``requests``
+session that loads kubeconfig or in-cluster credentials). Calls are synchronous; the async layers
+above run them with ``asyncio.to_thread``. API errors are mapped to ``kube.errors`` so nothing
+above this package sees an HTTP status code.
+"""
