@@ -1,0 +1,417 @@
+"""Prometheus metrics for the RolloutBatch operator.
+
+Every collector lives on an injected :class:`CollectorRegistry`, so tests build a fresh registry
+and read values with ``registry.get_sample_value``; the operator builds one registry per process.
+
+Naming follows the Prometheus conventions: prefix ``rolloutbatch_``, base units in the names
+(``_seconds``, ``_bytes``), ``_total`` on counters. Label cardinality is bounded: by default the
+only per-object label is ``namespace`` (the RolloutBatch's namespace); pod, episode and batch names
+never become labels. ``batch_label=True`` adds a ``batch`` label to the per-batch series, and
+:meth:`Metrics.batch_deleted` removes them again, so a cluster that runs many batches does not
+accumulate dead series.
+
+The operator calls the methods below from its handlers; they are cheap, thread-safe, idempotent
+where a restarted or retried handler may repeat a call (``batch_started``, ``batch_finished``,
+``batch_deleted``), and never raise on odd numbers (NaN, infinity, negative durations caused by
+clock skew): such observations are dropped or clamped, because a metrics bug must never fail a
+batch.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import ContextManager
+
+from prometheus_client import (
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+from rolloutbatch import __version__
+
+PREFIX = "rolloutbatch"
+
+# Pod created -> ready. Sandboxed pods start in well under a second on a warm node and in
+# minutes when an image must be pulled or a node scaled up: 0.25 s ... 600 s.
+DEFAULT_STARTUP_BUCKETS: tuple[float, ...] = (
+    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0,
+    180.0, 300.0, 450.0, 600.0,
+)
+# Rewards are usually in [-1, 1] (pass/fail tests: 0 or 1; shaped rewards: fractions). With a
+# negative bucket prometheus-client exports no `_sum` (it could decrease); pass non-negative
+# buckets if every reward is >= 0 and a mean-reward series (`_sum / _count`) is wanted.
+DEFAULT_REWARD_BUCKETS: tuple[float, ...] = (
+    -1.0, -0.5, -0.25, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+)
+# Ready -> reward: an agent's attempt plus the tests; the default episode timeout is 600 s.
+DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
+    0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+)
+# Whole-batch durations (batch created -> all ready / all rewards / Job complete).
+DEFAULT_BATCH_BUCKETS: tuple[float, ...] = (
+    1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+    14400.0, 28800.0,
+)
+# One bounded pod-log read.
+DEFAULT_LOG_READ_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)
+DEFAULT_HANDLER_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)
+
+BATCH_RESULTS: tuple[str, ...] = ("succeeded", "failed")
+EPISODE_RESULTS: tuple[str, ...] = ("succeeded", "failed", "lost")
+
+# Every metric family this module exports (names as Prometheus shows them, without the
+# `_bucket`/`_sum`/`_count` suffixes of histograms). Tests use it to check dashboards and alerts.
+METRIC_NAMES: frozenset[str] = frozenset(
+    f"{PREFIX}_{n}"
+    for n in (
+        "episodes_total", "batches_total", "batches_active", "episodes_running",
+        "episodes_retried_total", "episode_startup_seconds", "episode_duration_seconds",
+        "episode_reward", "batch_ready_seconds", "batch_rewards_seconds",
+        "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
+        "handler_duration_seconds", "handler_errors_total", "build_info",
+    )
+)
+HISTOGRAM_NAMES: frozenset[str] = frozenset(
+    f"{PREFIX}_{n}"
+    for n in (
+        "episode_startup_seconds", "episode_duration_seconds", "episode_reward",
+        "batch_ready_seconds", "batch_rewards_seconds", "batch_complete_seconds",
+        "log_read_seconds", "handler_duration_seconds",
+    )
+)
+
+
+@dataclass
+class _BatchState:
+    active: bool = False
+    finished: bool = False
+    running: int = 0
+
+
+def _usable(value: float | None) -> float | None:
+    """A value fit to observe: None for missing/NaN/infinite input."""
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _duration(value: float | None) -> float | None:
+    """A duration fit to observe; negative values (clock skew) are clamped to zero."""
+    v = _usable(value)
+    return None if v is None else max(0.0, v)
+
+
+class Metrics:
+    """The operator's collectors, registered on ``registry``.
+
+    ``registry=None`` creates a private registry with the process and platform collectors, so
+    ``serve()`` exports ``process_*`` and ``python_info`` as well; pass your own registry to
+    control exactly what is exported (tests pass an empty one).
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        batch_label: bool = False,
+        startup_buckets: Sequence[float] = DEFAULT_STARTUP_BUCKETS,
+        reward_buckets: Sequence[float] = DEFAULT_REWARD_BUCKETS,
+    ) -> None:
+        if registry is None:
+            registry = CollectorRegistry(auto_describe=True)
+            registry.register(PROCESS_COLLECTOR)
+            registry.register(PLATFORM_COLLECTOR)
+        self.registry = registry
+        self.batch_label = batch_label
+        self.server_port: int | None = None  # the bound port after serve()
+        self._lock = threading.Lock()
+        self._batches: dict[tuple[str, str], _BatchState] = {}
+        # Active batches per namespace, and running episodes per namespace (sum over batches).
+        self._active: dict[str, int] = {}
+        self._running: dict[str, int] = {}
+
+        per_batch = ("namespace", "batch") if batch_label else ("namespace",)
+
+        def name(n: str) -> str:
+            return f"{PREFIX}_{n}"
+
+        r = registry
+        self.episodes_total = Counter(
+            name("episodes"), "Episodes finished, by result (succeeded, failed, lost).",
+            [*per_batch, "result"], registry=r)
+        self.batches_total = Counter(
+            name("batches"), "RolloutBatches finished, by result (succeeded, failed).",
+            [*per_batch, "result"], registry=r)
+        self.batches_active = Gauge(
+            name("batches_active"), "RolloutBatches started and not yet finished.",
+            list(per_batch), registry=r)
+        self.episodes_running = Gauge(
+            name("episodes_running"), "Episode pods currently running.",
+            list(per_batch), registry=r)
+        self.episodes_retried_total = Counter(
+            name("episodes_retried"),
+            "Episodes re-run after an infrastructure failure (eviction, preemption, node loss).",
+            list(per_batch), registry=r)
+        self.episode_startup_seconds = Histogram(
+            name("episode_startup_seconds"),
+            "Episode pod created -> its ready event, in seconds.",
+            list(per_batch), buckets=tuple(startup_buckets), registry=r)
+        self.episode_duration_seconds = Histogram(
+            name("episode_duration_seconds"),
+            "Episode ready event -> its reward event, in seconds.",
+            list(per_batch), buckets=DEFAULT_DURATION_BUCKETS, registry=r)
+        self.episode_reward = Histogram(
+            name("episode_reward"), "Rewards reported by episodes.",
+            list(per_batch), buckets=tuple(reward_buckets), registry=r)
+        self.batch_ready_seconds = Histogram(
+            name("batch_ready_seconds"),
+            "RolloutBatch start -> every episode ready, in seconds.",
+            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+        self.batch_rewards_seconds = Histogram(
+            name("batch_rewards_seconds"),
+            "RolloutBatch start -> every episode's reward, in seconds.",
+            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+        self.batch_complete_seconds = Histogram(
+            name("batch_complete_seconds"),
+            "Job created -> the operator saw the Job finish, in seconds.",
+            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+        self.log_read_seconds = Histogram(
+            name("log_read_seconds"), "Time to read one episode pod's log, in seconds.",
+            buckets=DEFAULT_LOG_READ_BUCKETS, registry=r)
+        self.log_read_bytes_total = Counter(
+            name("log_read_bytes"), "Bytes of episode pod logs read.", registry=r)
+        self.handler_duration_seconds = Histogram(
+            name("handler_duration_seconds"), "Operator handler run time, in seconds.",
+            ["handler"], buckets=DEFAULT_HANDLER_BUCKETS, registry=r)
+        self.handler_errors_total = Counter(
+            name("handler_errors"), "Operator handler runs that raised.",
+            ["handler"], registry=r)
+        self.build_info = Gauge(
+            name("build_info"), "Always 1; the operator's version is in the labels.",
+            ["version"], registry=r)
+        self.build_info.labels(version=__version__).set(1)
+
+        self._batch_histograms = (
+            self.batch_ready_seconds, self.batch_rewards_seconds, self.batch_complete_seconds,
+        )
+        self._episode_histograms = (
+            self.episode_startup_seconds, self.episode_duration_seconds, self.episode_reward,
+        )
+
+    # --- label plumbing -----------------------------------------------------------------------
+
+    def _key(self, namespace: str, batch: str) -> tuple[str, ...]:
+        return (namespace, batch) if self.batch_label else (namespace,)
+
+    def _init_series(self, key: tuple[str, ...]) -> None:
+        """Create every series of a namespace/batch at zero, so rate() and ratios see 0, not
+        absence (prometheus-client only creates a labelled series on first use)."""
+        for result in EPISODE_RESULTS:
+            self.episodes_total.labels(*key, result)
+        for result in BATCH_RESULTS:
+            self.batches_total.labels(*key, result)
+        self.batches_active.labels(*key)
+        self.episodes_running.labels(*key)
+        self.episodes_retried_total.labels(*key)
+        for h in (*self._episode_histograms, *self._batch_histograms):
+            h.labels(*key)
+
+    def _state(self, namespace: str, batch: str) -> _BatchState:
+        """The batch's bookkeeping, created (with its series) on first sight. Caller holds the lock."""
+        k = (namespace, batch)
+        st = self._batches.get(k)
+        if st is None:
+            st = self._batches[k] = _BatchState()
+            self._init_series(self._key(namespace, batch))
+        return st
+
+    def _set_active_gauge(self, namespace: str, batch: str, st: _BatchState) -> None:
+        if self.batch_label:
+            self.batches_active.labels(namespace, batch).set(1 if st.active else 0)
+        else:
+            self.batches_active.labels(namespace).set(self._active.get(namespace, 0))
+
+    def _set_running_gauge(self, namespace: str, batch: str, st: _BatchState) -> None:
+        if self.batch_label:
+            self.episodes_running.labels(namespace, batch).set(st.running)
+        else:
+            self.episodes_running.labels(namespace).set(self._running.get(namespace, 0))
+
+    def _deactivate(self, namespace: str, batch: str, st: _BatchState) -> None:
+        if st.active:
+            st.active = False
+            self._active[namespace] = self._active.get(namespace, 0) - 1
+        if st.running:
+            self._running[namespace] = self._running.get(namespace, 0) - st.running
+            st.running = 0
+        self._set_active_gauge(namespace, batch, st)
+        self._set_running_gauge(namespace, batch, st)
+
+    # --- batch lifecycle ------------------------------------------------------------------------
+
+    def batch_started(self, namespace: str, batch: str) -> None:
+        """A batch began (or a restarted operator resumed it): batches_active +1, once."""
+        with self._lock:
+            st = self._state(namespace, batch)
+            if st.active or st.finished:
+                return
+            st.active = True
+            self._active[namespace] = self._active.get(namespace, 0) + 1
+            self._set_active_gauge(namespace, batch, st)
+
+    def batch_finished(
+        self,
+        namespace: str,
+        batch: str,
+        result: str,
+        ready_seconds: float | None,
+        rewards_seconds: float | None,
+        complete_seconds: float | None,
+    ) -> None:
+        """A batch reached Succeeded or Failed: counted once, leaves batches_active, its running
+        episodes drop to zero, and its durations are observed (None = not measured)."""
+        if result not in BATCH_RESULTS:
+            raise ValueError(f"batch result must be one of {BATCH_RESULTS}, not {result!r}")
+        with self._lock:
+            st = self._state(namespace, batch)
+            if st.finished:
+                return
+            st.finished = True
+            self._deactivate(namespace, batch, st)
+            key = self._key(namespace, batch)
+            self.batches_total.labels(*key, result).inc()
+            for hist, value in zip(
+                self._batch_histograms, (ready_seconds, rewards_seconds, complete_seconds)
+            ):
+                v = _duration(value)
+                if v is not None:
+                    hist.labels(*key).observe(v)
+
+    def batch_deleted(self, namespace: str, batch: str) -> None:
+        """A batch is gone: leave batches_active if it never finished, forget its bookkeeping,
+        and (with batch_label) remove every series carrying its name."""
+        with self._lock:
+            st = self._batches.pop((namespace, batch), None)
+            if st is not None:
+                self._deactivate(namespace, batch, st)
+            if not self.batch_label:
+                return
+            key = (namespace, batch)
+            for result in EPISODE_RESULTS:
+                _remove(self.episodes_total, *key, result)
+            for result in BATCH_RESULTS:
+                _remove(self.batches_total, *key, result)
+            for metric in (
+                self.batches_active, self.episodes_running, self.episodes_retried_total,
+                *self._episode_histograms, *self._batch_histograms,
+            ):
+                _remove(metric, *key)
+
+    # --- episodes -------------------------------------------------------------------------------
+
+    def episode_finished(
+        self,
+        namespace: str,
+        batch: str,
+        result: str,
+        startup_seconds: float | None,
+        duration_seconds: float | None,
+        reward: float | None,
+    ) -> None:
+        """One episode's verdict; each episode index should be reported once."""
+        if result not in EPISODE_RESULTS:
+            raise ValueError(f"episode result must be one of {EPISODE_RESULTS}, not {result!r}")
+        with self._lock:
+            self._state(namespace, batch)
+            key = self._key(namespace, batch)
+            self.episodes_total.labels(*key, result).inc()
+            v = _duration(startup_seconds)
+            if v is not None:
+                self.episode_startup_seconds.labels(*key).observe(v)
+            v = _duration(duration_seconds)
+            if v is not None:
+                self.episode_duration_seconds.labels(*key).observe(v)
+            v = _usable(reward)
+            if v is not None:
+                self.episode_reward.labels(*key).observe(v)
+
+    def episode_retried(self, namespace: str, batch: str) -> None:
+        with self._lock:
+            self._state(namespace, batch)
+            self.episodes_retried_total.labels(*self._key(namespace, batch)).inc()
+
+    def set_running(self, namespace: str, batch: str, running: int) -> None:
+        """The batch's current number of running episode pods. Exported per namespace (the sum
+        over its batches) unless batch_label. Ignored once the batch has finished."""
+        running = max(0, int(running))
+        with self._lock:
+            st = self._state(namespace, batch)
+            if st.finished:
+                return
+            self._running[namespace] = self._running.get(namespace, 0) - st.running + running
+            st.running = running
+            self._set_running_gauge(namespace, batch, st)
+
+    # --- operator internals ---------------------------------------------------------------------
+
+    def log_read(self, seconds: float, nbytes: int) -> None:
+        v = _duration(seconds)
+        if v is not None:
+            self.log_read_seconds.observe(v)
+        if nbytes and nbytes > 0:
+            self.log_read_bytes_total.inc(nbytes)
+
+    def handler(self, name: str) -> ContextManager[None]:
+        """Time a handler run: ``with metrics.handler("create"): ...``. Exceptions are counted in
+        handler_errors_total and re-raised unchanged."""
+        return self._handler(name)
+
+    @contextmanager
+    def _handler(self, name: str) -> Iterator[None]:
+        errors = self.handler_errors_total.labels(name)  # exported at 0 from the first run on
+        start = time.perf_counter()
+        try:
+            yield
+        except Exception:  # not CancelledError: a cancelled handler did not fail
+            errors.inc()
+            raise
+        finally:
+            self.handler_duration_seconds.labels(name).observe(time.perf_counter() - start)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> Callable[[], None]:
+        """Serve ``/metrics`` from a daemon thread; returns a function that stops the server.
+        ``port=0`` picks a free port, readable afterwards as ``self.server_port``."""
+        server, thread = start_http_server(port, addr, registry=self.registry)
+        self.server_port = server.server_port
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+        return stop
+
+
+def _remove(metric: Counter | Gauge | Histogram, *labelvalues: str) -> None:
+    try:
+        metric.remove(*labelvalues)
+    except KeyError:
+        pass

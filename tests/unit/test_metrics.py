@@ -1,0 +1,279 @@
+"""rolloutbatch.metrics on a fresh CollectorRegistry, read back with get_sample_value."""
+
+from __future__ import annotations
+
+import math
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from rolloutbatch import __version__
+from rolloutbatch.metrics import (
+    DEFAULT_REWARD_BUCKETS,
+    DEFAULT_STARTUP_BUCKETS,
+    HISTOGRAM_NAMES,
+    METRIC_NAMES,
+    Metrics,
+)
+
+
+@pytest.fixture
+def reg() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def m(reg: CollectorRegistry) -> Metrics:
+    return Metrics(reg)
+
+
+def val(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return reg.get_sample_value(name, labels)
+
+
+def exported_families(reg: CollectorRegistry) -> set[str]:
+    names = set()
+    for fam in reg.collect():
+        # prometheus-client strips `_total` from counter family names.
+        names.add(fam.name + "_total" if fam.type == "counter" else fam.name)
+    return names
+
+
+def test_every_documented_metric_is_exported(reg, m):
+    assert exported_families(reg) == set(METRIC_NAMES)
+    assert HISTOGRAM_NAMES <= METRIC_NAMES
+    assert all(n.startswith("rolloutbatch_") for n in METRIC_NAMES)
+
+
+def test_build_info(reg, m):
+    assert val(reg, "rolloutbatch_build_info", version=__version__) == 1
+
+
+def test_default_buckets():
+    assert DEFAULT_STARTUP_BUCKETS[0] == 0.25 and DEFAULT_STARTUP_BUCKETS[-1] == 600
+    assert list(DEFAULT_STARTUP_BUCKETS) == sorted(DEFAULT_STARTUP_BUCKETS)
+    assert list(DEFAULT_REWARD_BUCKETS) == sorted(DEFAULT_REWARD_BUCKETS)
+
+
+def test_batch_lifecycle_counts_and_active(reg, m):
+    m.batch_started("team-a", "b1")
+    m.batch_started("team-a", "b2")
+    m.batch_started("team-b", "b3")
+    assert val(reg, "rolloutbatch_batches_active", namespace="team-a") == 2
+    assert val(reg, "rolloutbatch_batches_active", namespace="team-b") == 1
+    # Series exist at zero before anything finished, so rate() and ratios see 0.
+    assert val(reg, "rolloutbatch_batches_total", namespace="team-a", result="failed") == 0
+    assert val(reg, "rolloutbatch_episodes_total", namespace="team-a", result="lost") == 0
+
+    m.batch_finished("team-a", "b1", "succeeded", 3.0, 20.0, 21.0)
+    m.batch_finished("team-a", "b2", "failed", None, None, 40.0)
+    assert val(reg, "rolloutbatch_batches_active", namespace="team-a") == 0
+    assert val(reg, "rolloutbatch_batches_total", namespace="team-a", result="succeeded") == 1
+    assert val(reg, "rolloutbatch_batches_total", namespace="team-a", result="failed") == 1
+    assert val(reg, "rolloutbatch_batch_ready_seconds_count", namespace="team-a") == 1
+    assert val(reg, "rolloutbatch_batch_ready_seconds_sum", namespace="team-a") == 3.0
+    assert val(reg, "rolloutbatch_batch_rewards_seconds_sum", namespace="team-a") == 20.0
+    assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-a") == 2
+    assert val(reg, "rolloutbatch_batch_complete_seconds_sum", namespace="team-a") == 61.0
+    # No batch label by default.
+    assert val(reg, "rolloutbatch_batches_active", namespace="team-a", batch="b1") is None
+
+
+def test_repeated_calls_are_idempotent(reg, m):
+    """A restarted or retried handler may repeat a call; nothing is counted twice."""
+    m.batch_started("ns", "b")
+    m.batch_started("ns", "b")
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns") == 1
+    m.batch_finished("ns", "b", "succeeded", 1.0, 2.0, 3.0)
+    m.batch_finished("ns", "b", "succeeded", 1.0, 2.0, 3.0)
+    m.batch_started("ns", "b")  # a finished batch does not become active again
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns") == 0
+    assert val(reg, "rolloutbatch_batches_total", namespace="ns", result="succeeded") == 1
+    assert val(reg, "rolloutbatch_batch_ready_seconds_count", namespace="ns") == 1
+    m.batch_deleted("ns", "b")
+    m.batch_deleted("ns", "b")
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns") == 0
+
+
+def test_finish_without_start_never_goes_negative(reg, m):
+    m.batch_finished("ns", "b", "failed", None, None, None)
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns") == 0
+    assert val(reg, "rolloutbatch_batches_total", namespace="ns", result="failed") == 1
+    assert val(reg, "rolloutbatch_batch_ready_seconds_count", namespace="ns") == 0
+
+
+def test_deleting_an_unfinished_batch_leaves_active(reg, m):
+    m.batch_started("ns", "b1")
+    m.batch_started("ns", "b2")
+    m.set_running("ns", "b1", 4)
+    m.batch_deleted("ns", "b1")
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns") == 1
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns") == 0
+    # counters are never reset by a deletion
+    m.batch_finished("ns", "b2", "succeeded", 1, 1, 1)
+    m.batch_deleted("ns", "b2")
+    assert val(reg, "rolloutbatch_batches_total", namespace="ns", result="succeeded") == 1
+
+
+def test_episodes(reg, m):
+    m.batch_started("ns", "b")
+    m.episode_finished("ns", "b", "succeeded", 0.8, 12.0, 1.0)
+    m.episode_finished("ns", "b", "succeeded", 1.2, 10.0, 0.5)
+    m.episode_finished("ns", "b", "failed", 2.0, None, None)
+    m.episode_finished("ns", "b", "lost", None, None, None)
+    m.episode_retried("ns", "b")
+    assert val(reg, "rolloutbatch_episodes_total", namespace="ns", result="succeeded") == 2
+    assert val(reg, "rolloutbatch_episodes_total", namespace="ns", result="failed") == 1
+    assert val(reg, "rolloutbatch_episodes_total", namespace="ns", result="lost") == 1
+    assert val(reg, "rolloutbatch_episodes_retried_total", namespace="ns") == 1
+    assert val(reg, "rolloutbatch_episode_startup_seconds_count", namespace="ns") == 3
+    assert val(reg, "rolloutbatch_episode_startup_seconds_sum", namespace="ns") == pytest.approx(4.0)
+    assert val(reg, "rolloutbatch_episode_startup_seconds_bucket", namespace="ns", le="1.0") == 1
+    assert val(reg, "rolloutbatch_episode_startup_seconds_bucket", namespace="ns", le="0.25") == 0
+    assert val(reg, "rolloutbatch_episode_startup_seconds_bucket", namespace="ns", le="600.0") == 3
+    assert val(reg, "rolloutbatch_episode_duration_seconds_count", namespace="ns") == 2
+    assert val(reg, "rolloutbatch_episode_reward_count", namespace="ns") == 2
+    # With negative buckets (the default) prometheus-client exports no _sum: a sum that can go
+    # down is not a counter, and rate() over it would be wrong. Dashboards use the buckets.
+    assert val(reg, "rolloutbatch_episode_reward_sum", namespace="ns") is None
+    assert val(reg, "rolloutbatch_episode_reward_bucket", namespace="ns", le="0.5") == 1
+
+
+def test_hostile_numbers_are_dropped_or_clamped(reg, m):
+    m.episode_finished("ns", "b", "succeeded", -0.3, float("nan"), float("inf"))
+    m.episode_finished("ns", "b", "succeeded", None, -5, -1e308 * 10)
+    assert val(reg, "rolloutbatch_episode_startup_seconds_count", namespace="ns") == 1
+    assert val(reg, "rolloutbatch_episode_startup_seconds_sum", namespace="ns") == 0.0  # clamped
+    assert val(reg, "rolloutbatch_episode_duration_seconds_count", namespace="ns") == 1
+    assert val(reg, "rolloutbatch_episode_duration_seconds_sum", namespace="ns") == 0.0
+    assert val(reg, "rolloutbatch_episode_reward_count", namespace="ns") == 0
+    m.batch_finished("ns", "b", "succeeded", float("nan"), -1.0, None)
+    assert val(reg, "rolloutbatch_batch_ready_seconds_count", namespace="ns") == 0
+    assert val(reg, "rolloutbatch_batch_rewards_seconds_sum", namespace="ns") == 0.0
+
+
+def test_results_are_validated(m):
+    with pytest.raises(ValueError):
+        m.episode_finished("ns", "b", "ok", None, None, None)
+    with pytest.raises(ValueError):
+        m.batch_finished("ns", "b", "lost", None, None, None)
+
+
+def test_running_is_the_namespace_sum(reg, m):
+    m.batch_started("ns", "b1")
+    m.batch_started("ns", "b2")
+    m.batch_started("other", "b3")
+    m.set_running("ns", "b1", 5)
+    m.set_running("ns", "b2", 3)
+    m.set_running("other", "b3", 7)
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns") == 8
+    m.set_running("ns", "b1", 2)
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns") == 5
+    m.batch_finished("ns", "b2", "succeeded", 1, 1, 1)  # a finished batch runs nothing
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns") == 2
+    m.set_running("ns", "b2", 9)  # late update after finishing: ignored
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns") == 2
+    m.set_running("ns", "b1", -4)  # clamped to 0
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns") == 0
+    assert val(reg, "rolloutbatch_episodes_running", namespace="other") == 7
+
+
+def test_batch_label_series_and_removal(reg):
+    m = Metrics(reg, batch_label=True)
+    m.batch_started("ns", "b1")
+    m.batch_started("ns", "b2")
+    m.set_running("ns", "b1", 3)
+    m.episode_finished("ns", "b1", "succeeded", 1.0, 2.0, 1.0)
+    m.episode_retried("ns", "b1")
+    m.batch_finished("ns", "b1", "succeeded", 1.0, 2.0, 3.0)
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns", batch="b1") == 0
+    assert val(reg, "rolloutbatch_batches_active", namespace="ns", batch="b2") == 1
+    assert val(reg, "rolloutbatch_episodes_total", namespace="ns", batch="b1", result="succeeded") == 1
+    assert val(reg, "rolloutbatch_batches_total", namespace="ns", batch="b1", result="succeeded") == 1
+    assert val(reg, "rolloutbatch_episodes_retried_total", namespace="ns", batch="b1") == 1
+    assert val(reg, "rolloutbatch_episode_reward_count", namespace="ns", batch="b1") == 1
+    assert val(reg, "rolloutbatch_episodes_running", namespace="ns", batch="b1") == 0
+
+    m.batch_deleted("ns", "b1")
+    text = "\n".join(
+        f"{s.name}{s.labels}" for fam in reg.collect() for s in fam.samples
+    )
+    assert "'b1'" not in text, text
+    assert "'b2'" in text
+    # deleting an unfinished batch drops its series too
+    m.batch_deleted("ns", "b2")
+    assert all(
+        "batch" not in s.labels for fam in reg.collect() for s in fam.samples
+    )
+
+
+def test_handler_timing_and_errors(reg, m):
+    with m.handler("create"):
+        pass
+    with pytest.raises(RuntimeError, match="boom"):
+        with m.handler("create"):
+            raise RuntimeError("boom")
+    assert val(reg, "rolloutbatch_handler_duration_seconds_count", handler="create") == 2
+    assert val(reg, "rolloutbatch_handler_errors_total", handler="create") == 1
+    with m.handler("delete"):
+        pass
+    assert val(reg, "rolloutbatch_handler_errors_total", handler="delete") == 0
+
+
+async def _async_handler_body(m: Metrics) -> None:
+    with m.handler("timer"):
+        raise ValueError("x")
+
+
+def test_handler_in_async_code(reg, m):
+    import asyncio
+
+    with pytest.raises(ValueError):
+        asyncio.run(_async_handler_body(m))
+    assert val(reg, "rolloutbatch_handler_errors_total", handler="timer") == 1
+
+
+def test_log_reads(reg, m):
+    m.log_read(0.02, 1000)
+    m.log_read(0.5, 24)
+    m.log_read(0.1, 0)
+    assert val(reg, "rolloutbatch_log_read_seconds_count") == 3
+    assert val(reg, "rolloutbatch_log_read_bytes_total") == 1024
+
+
+def test_custom_buckets(reg):
+    m = Metrics(reg, startup_buckets=(1, 10), reward_buckets=(0, 100))
+    m.episode_finished("ns", "b", "succeeded", 5, 1, 50)
+    assert val(reg, "rolloutbatch_episode_startup_seconds_bucket", namespace="ns", le="10.0") == 1
+    assert val(reg, "rolloutbatch_episode_startup_seconds_bucket", namespace="ns", le="1.0") == 0
+    assert val(reg, "rolloutbatch_episode_reward_bucket", namespace="ns", le="100.0") == 1
+    assert val(reg, "rolloutbatch_episode_reward_sum", namespace="ns") == 50
+
+
+def test_two_instances_on_separate_registries_do_not_collide():
+    a, b = Metrics(), Metrics()
+    a.batch_started("ns", "x")
+    assert a.registry.get_sample_value("rolloutbatch_batches_active", {"namespace": "ns"}) == 1
+    assert b.registry.get_sample_value("rolloutbatch_batches_active", {"namespace": "ns"}) is None
+    # the default registry carries process metrics for the operator
+    names = {fam.name for fam in a.registry.collect()}
+    assert "python_info" in names
+
+
+def test_serve_exposes_and_stops(reg, m):
+    m.batch_started("ns", "b")
+    stop = m.serve(0, "127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{m.server_port}/metrics"
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        fams = {f.name: f for f in text_string_to_metric_families(body)}
+        assert "rolloutbatch_batches_active" in fams
+        (sample,) = fams["rolloutbatch_batches_active"].samples
+        assert sample.labels == {"namespace": "ns"} and sample.value == 1
+        assert not math.isnan(sample.value)
+    finally:
+        stop()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=2)
