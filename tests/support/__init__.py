@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites (no Kubernetes mocks: these drive real processes)."""
