@@ -1,0 +1,95 @@
+"""manifests/monitoring: monitors select the operator, the kube-state-metrics config reads
+fields that exist in the CRD schema, and the kustomization lists files that exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MON = REPO / "manifests" / "monitoring"
+CRD = REPO / "crds" / "rl.agentruntime.io_rolloutbatches.yaml"
+
+
+def load(name: str):
+    return yaml.safe_load((MON / name).read_text())
+
+
+@pytest.mark.parametrize("name,kind,endpoints", [
+    ("servicemonitor.yaml", "ServiceMonitor", "endpoints"),
+    ("podmonitor.yaml", "PodMonitor", "podMetricsEndpoints"),
+])
+def test_monitors_select_the_operator(name, kind, endpoints):
+    doc = load(name)
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    assert doc["kind"] == kind
+    assert doc["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "rolloutbatch"}
+    (ep,) = doc["spec"][endpoints]
+    assert ep["port"] == "metrics" and ep["path"] == "/metrics"
+
+
+def _crd_schema() -> dict:
+    crd = yaml.safe_load(CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def _resolve(schema: dict, path: list[str]) -> dict:
+    """Walk a KSM path through the OpenAPI schema; `[k=v]` selects a list element."""
+    node = schema
+    for seg in path:
+        if seg.startswith("[") and seg.endswith("]"):
+            assert node.get("type") == "array", f"{path}: {seg} on a non-list"
+            node = node["items"]
+            continue
+        props = node.get("properties", {})
+        assert seg in props, f"{path}: {seg!r} not in the CRD schema (has {sorted(props)})"
+        node = props[seg]
+    return node
+
+
+def test_ksm_config_paths_exist_in_the_crd():
+    cfg = load("kube-state-metrics-config.yaml")
+    assert cfg["kind"] == "CustomResourceStateMetrics"
+    (res,) = cfg["spec"]["resources"]
+    crd = yaml.safe_load(CRD.read_text())
+    assert res["groupVersionKind"] == {"group": crd["spec"]["group"], "version": "v1alpha1",
+                                       "kind": crd["spec"]["names"]["kind"]}
+    schema = _crd_schema()
+    seen = set()
+    conditions = set()
+    for metric in res["metrics"]:
+        each = metric["each"]
+        body = each[{"Gauge": "gauge", "StateSet": "stateSet", "Info": "info"}[each["type"]]]
+        path = body["path"]
+        seen.add(metric["name"])
+        if path[0] == "metadata":
+            assert path[1] in ("generation", "name", "namespace", "creationTimestamp")
+            continue
+        node = _resolve(schema, path)
+        if each["type"] == "StateSet":
+            if "enum" in node:
+                assert body["list"] == node["enum"], metric["name"]
+            if metric["name"] == "status_condition":
+                conditions.add(metric["commonLabels"]["condition"])
+        else:
+            assert node.get("type") in ("integer", "number", "string"), (metric["name"], node)
+            if node.get("type") == "string":
+                assert node.get("format") == "date-time", metric["name"]
+    assert conditions == {"Ready", "Stalled", "Succeeded", "Reconciling"}
+    for needed in ("status_phase", "spec_episodes", "status_succeeded_episodes",
+                   "status_failed_episodes", "status_running_episodes", "status_reward_sum",
+                   "status_observed_generation", "metadata_generation"):
+        assert needed in seen, needed
+
+
+def test_kustomization_lists_existing_files():
+    k = load("kustomization.yaml")
+    files = list(k["resources"]) + [f for g in k.get("configMapGenerator", []) for f in g["files"]]
+    for f in files:
+        assert (MON / f).is_file(), f
+    assert "grafana-dashboard-configmap.yaml" in k["resources"]
+    # One scrape config, never both monitors.
+    assert ("servicemonitor.yaml" in k["resources"]) != ("podmonitor.yaml" in k["resources"])
