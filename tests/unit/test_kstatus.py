@@ -1,0 +1,52 @@
+"""How kstatus (cli-utils' status.Compute, used by Flux and kpt) reads RolloutBatch objects.
+
+Same fixture objects as the Argo CD health tests (manifests/gitops/argocd/testdata), so the two
+GitOps readings of one object are checked side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import kstatus
+
+ARGOCD = Path(__file__).resolve().parents[2] / "manifests" / "gitops" / "argocd"
+
+pytestmark = pytest.mark.skipif(not kstatus.go_available() and not kstatus.BIN.exists(),
+                                reason="no Go toolchain to build the kstatus helper")
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((ARGOCD / "testdata" / name).read_text())
+
+
+@pytest.mark.parametrize("fixture,expected", [
+    ("running.yaml", "InProgress"),        # Reconciling=True, Ready=False
+    ("provisioning.yaml", "InProgress"),
+    ("succeeded.yaml", "Current"),         # Ready=True
+    ("failed.yaml", "Failed"),             # Stalled=True
+    ("invalid.yaml", "Failed"),
+    ("stalled.yaml", "Failed"),
+    ("generation-behind.yaml", "InProgress"),  # observedGeneration < generation
+    # kstatus reads a custom resource without any conditions as Current: a RolloutBatch that
+    # the operator has not visited yet looks done to plain kstatus. Hence Flux's
+    # healthCheckExprs in manifests/gitops/flux/ (and the operator setting Reconciling=True on
+    # its first visit).
+    ("no-status.yaml", "Current"),
+])
+def test_kstatus_of_fixtures(fixture, expected):
+    assert kstatus.compute(load(fixture))["status"] == expected
+
+
+def test_messages():
+    assert "generation" in kstatus.compute(load("generation-behind.yaml"))["message"].lower()
+    assert kstatus.compute(load("failed.yaml"))["message"] == "7/10 episodes succeeded; 10 required"
+
+
+def test_build_is_cached():
+    path = kstatus.build()
+    mtime = path.stat().st_mtime_ns
+    assert kstatus.build() == path
+    assert path.stat().st_mtime_ns == mtime
