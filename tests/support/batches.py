@@ -1,0 +1,86 @@
+"""Submit RolloutBatches and wait for them, through the real API (kubectl and JSON)."""
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import time
+import uuid
+
+import yaml
+
+from tests.support.operator import kubectl
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES / name).read_text())
+
+
+def episode_batch(name: str, program: str, episodes: int = 3, parallelism: int | None = None, **spec) -> dict:
+    """A batch whose episode program is the given Python source."""
+    body = {"episodes": episodes, "parallelism": parallelism or episodes, "image": "python:3.12-alpine",
+            "command": ["python", "-B", "/task/episode.py"], "task": {"files": {"episode.py": program}},
+            "episodeTimeoutSeconds": 120, "activeDeadlineSeconds": 300}
+    body.update(spec)
+    return {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+            "metadata": {"name": name}, "spec": body}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def apply(obj: dict, namespace: str) -> dict:
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = namespace
+    out = kubectl("create", "-o", "json", "-f", "-", input=json.dumps(obj))
+    return json.loads(out.stdout)
+
+
+def get(name: str, namespace: str, kind: str = "rolloutbatch") -> dict | None:
+    out = kubectl("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found", check=False)
+    return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def condition(obj: dict, type_: str) -> dict | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return cond
+    return None
+
+
+def wait_finished(name: str, namespace: str, timeout: float = 300, operator=None) -> dict:
+    """Wait until the batch is Succeeded or Failed (Ready=True or Stalled=True)."""
+    deadline = time.monotonic() + timeout
+    obj = None
+    while time.monotonic() < deadline:
+        obj = get(name, namespace)
+        if obj and (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return obj
+        time.sleep(0.5)
+    tail = operator.log_tail() if operator else ""
+    raise AssertionError(f"batch {namespace}/{name} did not finish in {timeout}s: "
+                         f"{json.dumps((obj or {}).get('status'), indent=1)}\n{tail}")
+
+
+def wait_gone(kind: str, name: str, namespace: str | None = None, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    args = [kind, name, "--ignore-not-found", "-o", "name"] + (["-n", namespace] if namespace else [])
+    while time.monotonic() < deadline:
+        if not kubectl("get", *args, check=False).stdout.strip():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{kind} {name} still exists after {timeout}s")
+
+
+def results(name: str, namespace: str) -> dict:
+    """The results document of a batch, from its results ConfigMap."""
+    import base64
+    import gzip
+    cm = get(f"{name}-results", namespace, kind="configmap")
+    assert cm, f"results ConfigMap {name}-results missing"
+    if "results.json" in (cm.get("data") or {}):
+        return json.loads(cm["data"]["results.json"])
+    return json.loads(gzip.decompress(base64.b64decode(cm["binaryData"]["results.json.gz"])))

@@ -1,0 +1,94 @@
+"""Run the real operator as a subprocess against the devcluster, for end-to-end tests.
+
+The operator is started exactly as a user would (`rolloutbatch operator`), with its log in
+.devcluster/logs/, so a failing test can show what the operator said. Chaos tests use
+``kill()`` (SIGKILL) and ``start()`` to restart it.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+STATE = ROOT / ".devcluster"
+CRD = ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def kubectl(*args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    """The devcluster's own kubectl (localkube's matching client) with the test kubeconfig."""
+    binary = STATE / "bin" / "localkube"
+    cmd = [str(binary), "kubectl", *args] if binary.exists() else ["kubectl", *args]
+    return subprocess.run(cmd, input=input, text=True, capture_output=True, check=check, timeout=timeout)
+
+
+def install_crd() -> None:
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "crd/rolloutbatches.rl.agentruntime.io", "--timeout=60s")
+
+
+class OperatorProcess:
+    def __init__(self, name: str = "operator", extra_args: tuple[str, ...] = (), env: dict | None = None) -> None:
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        self.log_path = STATE / "logs" / f"{name}.log"
+        self.extra_args = extra_args
+        self.env = env or {}
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        cmd = [sys.executable, "-m", "rolloutbatch.cli.main", "operator",
+               "--metrics-port", str(self.metrics_port), "--liveness-port", str(self.liveness_port),
+               "--metrics-address", "127.0.0.1", *self.extra_args]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env={**os.environ, **self.env}, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"operator exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"operator did not become live:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no final patch: what a crash looks like."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def metrics(self) -> str:
+        return urllib.request.urlopen(self.metrics_url, timeout=5).read().decode()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no operator log)"
