@@ -6,6 +6,11 @@ the binary. Compute is the same library Flux's kustomize-controller, kpt and cli
 waiters use to decide whether an object is Current, InProgress or Failed.
 
     compute(obj_dict) -> {"status": "Current", "message": "Resource is Ready"}
+    flux_health(obj_dict, current=..., failed=..., in_progress=...) -> {"status": "Failed", ...}
+
+``flux_health`` evaluates Flux kustomize-controller ``healthCheckExprs`` with cel-go (see
+tests/kstatus/main.go for the exact semantics); an evaluation error (e.g. no status yet) comes
+back as status "Error" with the message in "error" (Flux keeps waiting in that case).
 """
 
 from __future__ import annotations
@@ -58,15 +63,27 @@ def build(force: bool = False) -> Path:
     return BIN
 
 
-def compute(obj: dict[str, Any]) -> dict[str, str]:
-    """The kstatus verdict for one object (as the API returns it, e.g. a kubernetes client dict)."""
+def _run(args: list[str], obj: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict]:
     binary = build()
-    proc = subprocess.run([str(binary)], input=json.dumps(obj, default=str), capture_output=True,
-                          text=True, timeout=30)
+    proc = subprocess.run([str(binary), *args], input=json.dumps(obj, default=str),
+                          capture_output=True, text=True, timeout=30)
     try:
-        verdict = json.loads(proc.stdout)
+        return proc, json.loads(proc.stdout)
     except json.JSONDecodeError:
         raise RuntimeError(f"kstatus helper: rc={proc.returncode} {proc.stdout!r} {proc.stderr!r}")
+
+
+def flux_health(obj: dict[str, Any], *, current: str, failed: str = "",
+                in_progress: str = "") -> dict[str, str]:
+    """Flux healthCheckExprs verdict: InProgress, Failed, Current, or Error (+ "error")."""
+    _, verdict = _run(["-flux-current", current, "-flux-failed", failed,
+                       "-flux-inprogress", in_progress], obj)
+    return verdict
+
+
+def compute(obj: dict[str, Any]) -> dict[str, str]:
+    """The kstatus verdict for one object (as the API returns it, e.g. a kubernetes client dict)."""
+    proc, verdict = _run([], obj)
     if proc.returncode != 0 or verdict.get("error"):
         raise RuntimeError(f"kstatus helper: {verdict.get('error') or proc.stderr}")
     return {"status": verdict["status"], "message": verdict["message"]}

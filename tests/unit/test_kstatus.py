@@ -50,3 +50,37 @@ def test_build_is_cached():
     mtime = path.stat().st_mtime_ns
     assert kstatus.build() == path
     assert path.stat().st_mtime_ns == mtime
+
+
+FLUX = Path(__file__).resolve().parents[2] / "manifests" / "gitops" / "flux" / "kustomization.yaml"
+
+
+def flux_exprs() -> dict[str, str]:
+    ks = yaml.safe_load(FLUX.read_text())
+    assert ks["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1" and ks["kind"] == "Kustomization"
+    assert ks["spec"]["wait"] is True and ks["spec"]["timeout"]
+    (check,) = [c for c in ks["spec"]["healthCheckExprs"] if c["kind"] == "RolloutBatch"]
+    assert check["apiVersion"] == "rl.agentruntime.io/v1alpha1"
+    return {"current": check["current"], "failed": check["failed"],
+            "in_progress": check["inProgress"]}
+
+
+@pytest.mark.parametrize("fixture,expected", [
+    ("running.yaml", "InProgress"),
+    ("provisioning.yaml", "InProgress"),
+    ("succeeded.yaml", "Current"),
+    ("failed.yaml", "Failed"),
+    ("invalid.yaml", "Failed"),
+    ("stalled.yaml", "Failed"),  # Stalled wins over a stale Ready=True
+    ("generation-behind.yaml", "InProgress"),
+])
+def test_flux_health_check_exprs(fixture, expected):
+    assert kstatus.flux_health(load(fixture), **flux_exprs())["status"] == expected
+
+
+def test_flux_without_conditions_is_in_progress_and_without_status_never_healthy():
+    obj = load("running.yaml")
+    obj["status"].pop("conditions")
+    assert kstatus.flux_health(obj, **flux_exprs())["status"] == "InProgress"
+    # No status at all: the expressions cannot be evaluated; Flux reports the error and waits.
+    assert kstatus.flux_health(load("no-status.yaml"), **flux_exprs())["status"] == "Error"
