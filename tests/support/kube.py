@@ -51,6 +51,15 @@ def api_client(path: pathlib.Path | None = None) -> client.ApiClient:
     return api
 
 
+def raw_get(api: client.ApiClient, path: str) -> tuple[int, str]:
+    """GET an arbitrary API path (e.g. /readyz, /api/v1/.../pods/x/log) as (status, text),
+    with the client's TLS and credentials; no exception on HTTP errors."""
+    response = api.rest_client.request("GET", api.configuration.host + path,
+                                       headers={"Accept": "*/*"})
+    response.read()
+    return response.status, response.data.decode(errors="replace")
+
+
 def wait_for(predicate: Callable[[], T], timeout: float = 60, interval: float = 0.5,
              what: str | None = None, ignore: tuple[type[BaseException], ...] = (ApiException,)) -> T:
     """Poll `predicate` until it returns something truthy; return that value.
