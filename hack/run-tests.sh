@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `make test`: unit tests, then a fresh devcluster for every other suite, always torn down.
+#
+#   1. tests/unit                      (no cluster)
+#   2. python -m devcluster.cluster up (fresh cluster: `down` wipes etcd data)
+#   3. every other suite: pytest tests --ignore=tests/unit
+#   4. python -m devcluster.cluster down, on any exit (trap)
+#
+# "No tests collected" (pytest exit code 5) counts as a failure: a suite that silently
+# disappears must not look green. On failure the tail of every component log is printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PY:-$ROOT/.venv/bin/python}
+export KUBECONFIG=${KUBECONFIG:-$ROOT/.devcluster/kubeconfig}
+LOGS=$ROOT/.devcluster/logs
+PYTEST_ARGS=${PYTEST_ARGS:-}
+
+status=0
+failed_steps=()
+
+# run_pytest NAME ARGS...: run pytest, treat exit 5 (nothing collected) as failure
+run_pytest() {
+  local name=$1; shift
+  local rc=0
+  echo "=== $name: pytest $*"
+  # shellcheck disable=SC2086
+  "$PY" -m pytest "$@" $PYTEST_ARGS || rc=$?
+  if [ "$rc" -eq 5 ]; then
+    echo "!!! $name: no tests were collected (pytest exit 5): treated as a failure"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    failed_steps+=("$name (exit $rc)")
+  fi
+}
+
+show_logs() {
+  [ -d "$LOGS" ] || return 0
+  for log in "$LOGS"/*.log; do
+    [ -e "$log" ] || continue
+    echo "----- tail -n 40 $log"
+    tail -n 40 "$log" || true
+  done
+}
+
+cluster_started=0
+finish() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
+    status=$rc
+    failed_steps+=("script (exit $rc)")
+  fi
+  if [ "$status" -ne 0 ]; then
+    echo "=== component logs (failure)"
+    show_logs
+  fi
+  if [ "$cluster_started" -eq 1 ]; then
+    echo "=== devcluster down"
+    "$PY" -m devcluster.cluster down || status=1
+  fi
+  if [ "$status" -ne 0 ]; then
+    echo "=== FAILED: ${failed_steps[*]}"
+  else
+    echo "=== all tests passed"
+  fi
+  exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+run_pytest unit -q tests/unit
+
+echo "=== devcluster up"
+cluster_started=1
+start=$(date +%s)
+if ! "$PY" -m devcluster.cluster up; then
+  status=1
+  failed_steps+=("devcluster up")
+  exit 1
+fi
+echo "=== devcluster up took $(( $(date +%s) - start ))s"
+
+run_pytest cluster -q tests --ignore=tests/unit
