@@ -285,13 +285,25 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _ancestors(pid: int) -> set[int]:
+    chain = set()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            break
+        pid = int(stat[stat.rindex(b")") + 2:].split()[1])
+    return chain
+
+
 def _marked_processes() -> set[int]:
     """Every live process whose environment carries our state-dir marker."""
     needle = f"{MARKER_ENV}={STATE}".encode()
     found = set()
-    me = os.getpid()
+    spared = _ancestors(os.getpid())  # never the launcher itself or whatever runs it
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit() or int(entry) in spared:
             continue
         try:
             env = Path(f"/proc/{entry}/environ").read_bytes()
@@ -604,10 +616,17 @@ def healthy(component: str, state: State, pki: Pki) -> bool:
     return False
 
 
+_API_CLIENT = None
+
+
 def _api():
+    """(kubernetes.client module, a shared ApiClient for the admin kubeconfig)."""
+    global _API_CLIENT
     from kubernetes import client, config
 
-    return client, config.new_client_from_config(config_file=str(KUBECONFIG))
+    if _API_CLIENT is None:
+        _API_CLIENT = config.new_client_from_config(config_file=str(KUBECONFIG))
+    return client, _API_CLIENT
 
 
 def node_ready(name: str) -> bool:
@@ -615,8 +634,7 @@ def node_ready(name: str) -> bool:
     every new Node and only KCM's node-lifecycle controller removes it, so Ready alone does not
     mean pods can schedule (research §6.2)."""
     client, api = _api()
-    with api:
-        node = client.CoreV1Api(api).read_node(name)
+    node = client.CoreV1Api(api).read_node(name, _request_timeout=5)
     ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
     taints = [t.key for t in (node.spec.taints or [])]
     return ready and "node.kubernetes.io/not-ready" not in taints and not node.spec.unschedulable
@@ -625,8 +643,7 @@ def node_ready(name: str) -> bool:
 def default_service_account_exists() -> bool:
     """ServiceAccount admission rejects pods until KCM created `default` (research §5.5)."""
     client, api = _api()
-    with api:
-        client.CoreV1Api(api).read_namespaced_service_account("default", "default")
+    client.CoreV1Api(api).read_namespaced_service_account("default", "default", _request_timeout=5)
     return True
 
 
@@ -636,13 +653,11 @@ def ensure_runtime_class() -> None:
     from kubernetes.client.rest import ApiException
 
     client, api = _api()
-    with api:
-        node_api = client.NodeV1Api(api)
-        try:
-            node_api.create_runtime_class(RUNTIME_CLASS)
-        except ApiException as e:
-            if e.status != 409:
-                raise
+    try:
+        client.NodeV1Api(api).create_runtime_class(RUNTIME_CLASS, _request_timeout=10)
+    except ApiException as e:
+        if e.status != 409:
+            raise
 
 
 # --------------------------------------------------------------------------------------------
