@@ -1,0 +1,97 @@
+"""Wiring: API client, node registration and leases, pod manager, log server, signals."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import warnings
+
+from .kubeapi import Api, load_kubeconfig
+from .logserver import start as start_logserver
+from .logstore import LogStore
+from .node import NodeManager
+from .pods import PodManager, Shared
+
+log = logging.getLogger("nodeagent")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m devcluster.nodeagent",
+                                description="devcluster node agent: runs pods as bubblewrap sandboxes")
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--node-name", required=True)
+    p.add_argument("--port", type=int, required=True, help="HTTPS port for /containerLogs")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--tls-cert", required=True)
+    p.add_argument("--tls-key", required=True)
+    p.add_argument("--cpu", default="32")
+    p.add_argument("--memory", default="64Gi")
+    p.add_argument("--pods", default="250")
+    p.add_argument("--ephemeral-storage", default="100Gi")
+    p.add_argument("--log-level", default=os.environ.get("NODEAGENT_LOG_LEVEL", "INFO"))
+    return p.parse_args(argv)
+
+
+def _install_child_watcher() -> None:
+    """Python 3.11 defaults to one waitpid thread per child; use pidfds instead."""
+    if sys.version_info >= (3, 12):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            w = asyncio.PidfdChildWatcher()
+            w.attach_loop(asyncio.get_running_loop())
+            asyncio.set_child_watcher(w)
+        except (AttributeError, OSError, NotImplementedError):
+            pass
+
+
+async def run(args: argparse.Namespace) -> int:
+    _install_child_watcher()
+    state = os.path.abspath(args.state_dir)
+    os.makedirs(state, exist_ok=True)
+    server, ctx = load_kubeconfig(args.kubeconfig, os.path.join(state, "client"))
+    api = Api(server, ctx)
+    await api.start()
+    capacity = {"cpu": str(args.cpu), "memory": str(args.memory), "pods": str(args.pods),
+                "ephemeral-storage": str(args.ephemeral_storage)}
+    logs = LogStore()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key)
+    node = NodeManager(api, args.node_name, port=args.port, capacity=capacity)
+    while not stop.is_set():
+        try:
+            await node.register()
+            break
+        except Exception as e:  # noqa: BLE001 - the apiserver may still be starting
+            log.warning("node registration: %s; retrying", e)
+            try:
+                await asyncio.wait_for(stop.wait(), 1)
+            except asyncio.TimeoutError:
+                pass
+    pods = PodManager(Shared(api, args.node_name, state, capacity, logs))
+    tasks = [asyncio.create_task(node.run(), name="node"), asyncio.create_task(pods.run(), name="pods")]
+    if not stop.is_set():
+        log.info("node %s ready (state %s)", args.node_name, state)
+    await stop.wait()
+    log.info("stopping: killing sandboxes")
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await pods.shutdown()
+    await runner.cleanup()
+    await api.close()
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(run(args))
