@@ -81,12 +81,16 @@ async def run(args: argparse.Namespace) -> int:
         log.info("node %s ready (state %s)", args.node_name, state)
     await stop.wait()
     log.info("stopping: killing sandboxes")
+    t0 = loop.time()
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await pods.shutdown()
+    t1 = loop.time()
     await runner.cleanup()
+    t2 = loop.time()
     await api.close()
+    log.info("stopped (sandboxes %.2fs, log server %.2fs, client %.2fs)", t1 - t0, t2 - t1, loop.time() - t2)
     return 0
 
 
@@ -94,4 +98,6 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(run(args))
+    rc = asyncio.run(run(args))
+    log.info("event loop closed")
+    return rc
