@@ -121,6 +121,9 @@ ADMISSION_PLUGINS = (
     "ResourceQuota",
 )
 
+#: Taints KCM's node-lifecycle controller manages from the Ready condition.
+NODE_LIFECYCLE_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
 RUNTIME_CLASS = {
     "apiVersion": "node.k8s.io/v1",
     "kind": "RuntimeClass",
@@ -632,12 +635,12 @@ def _api():
 def node_ready(name: str) -> bool:
     """Ready=True and no not-ready taint: TaintNodesByCondition puts `not-ready:NoSchedule` on
     every new Node and only KCM's node-lifecycle controller removes it, so Ready alone does not
-    mean pods can schedule (research §6.2)."""
+    mean pods can schedule (research §6.2). Same for `unreachable` after a node agent restart."""
     client, api = _api()
     node = client.CoreV1Api(api).read_node(name, _request_timeout=5)
     ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-    taints = [t.key for t in (node.spec.taints or [])]
-    return ready and "node.kubernetes.io/not-ready" not in taints and not node.spec.unschedulable
+    taints = {t.key for t in (node.spec.taints or [])}
+    return ready and not taints & NODE_LIFECYCLE_TAINTS and not node.spec.unschedulable
 
 
 def default_service_account_exists() -> bool:
