@@ -45,3 +45,31 @@ def kube_namespace(kube_api, request) -> str:
     """A fresh namespace for one test (ready for pods), deleted after it."""
     prefix = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:20].strip("-") or "t"
     yield from kube.namespace_fixture(kube_api, prefix=prefix)
+
+
+@pytest.fixture(scope="session")
+def operator_process():
+    """The real operator (`rolloutbatch operator`), one per test run, with the CRD installed.
+
+    Chaos tests may stop it and must start it again (see tests/chaos).
+    """
+    from tests.support.operator import OperatorProcess, install_crd
+
+    install_crd()
+    operator = OperatorProcess("operator-tests")
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+@pytest.fixture
+def namespace():
+    """A fresh namespace for one test's RolloutBatches, deleted (with them) afterwards."""
+    from tests.support.batches import unique
+    from tests.support.operator import kubectl
+
+    name = unique("e2e")
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl("delete", "rolloutbatches", "--all", "-n", name, "--wait=false", check=False)
+    kubectl("delete", "namespace", name, "--wait=false", check=False)

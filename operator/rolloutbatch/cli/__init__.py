@@ -1,0 +1,1 @@
+"""The ``rolloutbatch`` command (also ``kubectl rolloutbatch``): one module per subcommand group."""

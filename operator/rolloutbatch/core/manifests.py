@@ -1,0 +1,173 @@
+"""Pure builders of every object a batch creates. Plain dicts, checked by golden files.
+
+Security defaults (DESIGN section 8): episode pods mount no service-account token, run as
+UID/GID 1000 with RuntimeDefault seccomp, drop all capabilities, cannot escalate, see the task
+read-only and write only their size-limited workspace. Dedicated sandboxes enforce PSA
+``restricted`` and deny all network traffic by default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from rolloutbatch.core import naming
+from rolloutbatch.core.model import BatchRef, BatchSpec
+from rolloutbatch.core.results import encode_results
+from rolloutbatch.core.spec import format_quantity, parse_quantity
+
+TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
+NODE_LOSS_TOLERATION_SECONDS = 30
+
+
+def owner_reference(api_version: str, kind: str, name: str, uid: str, controller: bool = True) -> dict:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
+            "controller": controller, "blockOwnerDeletion": True}
+
+
+def _meta(ref: BatchRef, name: str, namespace: str | None, owner: Mapping | None = None, **labels: str) -> dict:
+    meta: dict = {"name": name, "labels": {**naming.owner_labels(ref), **labels}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if owner is not None:
+        meta["ownerReferences"] = [dict(owner)]
+    return meta
+
+
+def namespace(ref: BatchRef, spec: BatchSpec) -> dict:
+    psa = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+    psa.update({f"pod-security.kubernetes.io/{mode}-version": "latest" for mode in ("enforce", "audit", "warn")})
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": _meta(ref, naming.sandbox_namespace(ref), None, **psa)}
+
+
+def network_policy(ref: BatchRef, spec: BatchSpec) -> dict:
+    types = ["Ingress"] if spec.isolation_network == "AllowEgress" else ["Ingress", "Egress"]
+    body = {"podSelector": {}, "policyTypes": types}
+    if spec.isolation_network == "AllowEgress":
+        body["egress"] = [{}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _meta(ref, "default-deny", naming.child_namespace(ref, spec)), "spec": body}
+
+
+def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict:
+    """Room for ``parallelism`` episode pods (resources plus RuntimeClass overhead), no more."""
+    pods = spec.parallelism + TERMINATING_SLACK
+    hard = {"pods": str(pods)}
+    for kind in ("requests", "limits"):
+        for resource, value in sorted((spec.resources.get(kind) or {}).items()):
+            per_pod = parse_quantity(str(value)) + parse_quantity(str((overhead or {}).get(resource, "0")))
+            hard[f"{kind}.{resource}"] = format_quantity(per_pod * pods)
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": _meta(ref, "episodes", naming.child_namespace(ref, spec)), "spec": {"hard": hard}}
+
+
+def task_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": _meta(ref, naming.task_configmap_name(ref), naming.child_namespace(ref, spec), owner),
+            "data": dict(spec.task_files)}
+
+
+def inputs_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict | None:
+    if not spec.inputs:
+        return None
+    data = {f"input-{i}.json": json.dumps(value) for i, value in enumerate(spec.inputs)}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": _meta(ref, naming.inputs_configmap_name(ref), naming.child_namespace(ref, spec), owner),
+            "data": data}
+
+
+def _env(ref: BatchRef, spec: BatchSpec) -> list[dict]:
+    env = [
+        {"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {"name": "BATCH_NAME", "value": ref.name},
+    ]
+    if spec.inputs:
+        # $(EPISODE_INDEX) expands because EPISODE_INDEX is defined earlier in the list.
+        env.append({"name": "EPISODE_INPUT", "value": f"{naming.INPUTS_MOUNT_PATH}/input-$(EPISODE_INDEX).json"})
+    env.extend({"name": e["name"], "value": str(e.get("value", ""))} for e in spec.env)
+    return env
+
+
+def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
+    """The Indexed Job: one completion index per episode.
+
+    ``podFailurePolicy`` tells infrastructure failures from task failures: a pod with the
+    DisruptionTarget condition (evicted, preempted, its node lost) counts against
+    ``backoffLimitPerIndex`` = retries.infrastructure and is retried; any non-zero exit of the
+    episode fails its index at once. The Job then runs every other index to the end, so one bad
+    episode fails only itself.
+    """
+    ns = naming.child_namespace(ref, spec)
+    volumes = [
+        {"name": "task", "configMap": {"name": naming.task_configmap_name(ref)}},
+        {"name": "workspace", "emptyDir": {"sizeLimit": spec.workspace_size_limit}},
+    ]
+    mounts = [
+        {"name": "task", "mountPath": spec.task_mount_path, "readOnly": True},
+        {"name": "workspace", "mountPath": spec.workspace_mount_path},
+    ]
+    if spec.inputs:
+        volumes.append({"name": "inputs", "configMap": {"name": naming.inputs_configmap_name(ref)}})
+        mounts.append({"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH, "readOnly": True})
+    container = {
+        "name": naming.CONTAINER_NAME, "image": spec.image, "imagePullPolicy": "IfNotPresent",
+        "command": list(spec.command), "env": _env(ref, spec), "workingDir": spec.workspace_mount_path,
+        "resources": {k: dict(v) for k, v in spec.resources.items()}, "volumeMounts": mounts,
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if spec.args:
+        container["args"] = list(spec.args)
+    tolerations = list(spec.pod_template.get("tolerations") or [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                            "tolerationSeconds": NODE_LOSS_TOLERATION_SECONDS})
+    pod_spec: dict = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "activeDeadlineSeconds": spec.episode_timeout_seconds,
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+        "tolerations": tolerations,
+    }
+    if spec.runtime_class_name:
+        pod_spec["runtimeClassName"] = spec.runtime_class_name
+    for key in ("nodeSelector", "affinity", "priorityClassName"):
+        if spec.pod_template.get(key):
+            pod_spec[key] = spec.pod_template[key]
+    labels = {**naming.owner_labels(ref), naming.LABEL_EPISODE_ROLE: "episode"}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": _meta(ref, naming.job_name(ref), ns, owner),
+        "spec": {
+            "completions": spec.episodes,
+            "parallelism": spec.parallelism,
+            "completionMode": "Indexed",
+            "backoffLimitPerIndex": spec.infrastructure_retries,
+            "activeDeadlineSeconds": spec.active_deadline_seconds,
+            "podFailurePolicy": {"rules": [
+                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": "FailIndex", "onExitCodes": {"containerName": naming.CONTAINER_NAME,
+                                                        "operator": "NotIn", "values": [0]}},
+            ]},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None) -> dict:
+    data, binary = encode_results(document)
+    cm: dict = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": _meta(ref, naming.results_configmap_name(ref), ref.namespace, owner)}
+    if data:
+        cm["data"] = data
+    if binary:
+        cm["binaryData"] = binary
+    return cm

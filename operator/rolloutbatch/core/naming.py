@@ -1,0 +1,70 @@
+"""Deterministic names and labels of everything a batch creates.
+
+Names derive from the batch's UID, so an operator restarted at any point finds what it created
+instead of creating it twice (DESIGN section 5), and two batches never collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from rolloutbatch.core.model import BatchRef, BatchSpec
+
+LABEL_BATCH_UID = "rl.agentruntime.io/batch-uid"
+LABEL_BATCH_NAME = "rl.agentruntime.io/batch-name"
+LABEL_EPISODE_ROLE = "rl.agentruntime.io/role"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "rolloutbatch"
+FINALIZER = "rl.agentruntime.io/cleanup"
+CONTAINER_NAME = "episode"
+INPUTS_MOUNT_PATH = "/rollout/inputs"
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def short_uid(uid: str) -> str:
+    return uid.replace("-", "").lower()[:10]
+
+
+def sandbox_namespace(ref: BatchRef) -> str:
+    return f"rb-{short_uid(ref.uid)}"
+
+
+def job_name(ref: BatchRef) -> str:
+    return f"rb-{short_uid(ref.uid)}"
+
+
+def task_configmap_name(ref: BatchRef) -> str:
+    return f"rb-{short_uid(ref.uid)}-task"
+
+
+def inputs_configmap_name(ref: BatchRef) -> str:
+    return f"rb-{short_uid(ref.uid)}-inputs"
+
+
+def results_configmap_name(ref: BatchRef) -> str:
+    name = f"{ref.name}-results"
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(ref.name.encode()).hexdigest()[:8]
+    return f"{ref.name[:236]}-{digest}-results"
+
+
+def child_namespace(ref: BatchRef, spec: BatchSpec) -> str:
+    """Where the Job and its ConfigMaps live: the sandbox namespace, or the batch's own."""
+    return sandbox_namespace(ref) if spec.isolation_namespace == "Dedicated" else ref.namespace
+
+
+def label_value(text: str) -> str:
+    """``text`` made a valid label value (≤ 63 chars, alphanumeric at both ends)."""
+    value = re.sub(r"[^-A-Za-z0-9_.]", "-", text)[:63].strip("-_.")
+    return value if _LABEL_VALUE.match(value) else ""
+
+
+def owner_labels(ref: BatchRef) -> dict[str, str]:
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_BATCH_UID: ref.uid, LABEL_BATCH_NAME: label_value(ref.name)}
+
+
+def label_selector(ref: BatchRef) -> str:
+    return f"{LABEL_BATCH_UID}={ref.uid}"

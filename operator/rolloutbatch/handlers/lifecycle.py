@@ -1,0 +1,30 @@
+"""Operator-wide kopf settings, applied once at startup."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from rolloutbatch import GROUP
+from rolloutbatch.core.naming import FINALIZER, LABEL_BATCH_UID
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Our own finalizer and annotation prefix instead of kopf.zalando.org: users see whose it is.
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration")
+    # Server-side filtering (kopf 1.45): only our children's pods and jobs travel the wire,
+    # never the whole cluster's.
+    settings.watching.label_selectors["v1", "pods"] = LABEL_BATCH_UID
+    settings.watching.label_selectors["batch", "v1", "jobs"] = LABEL_BATCH_UID
+    settings.posting.level = logging.INFO
+    # Reconnect quickly after an apiserver restart.
+    settings.watching.reconnect_backoff = 0.5
+    settings.networking.error_backoffs = [0.5, 1, 2, 3, 5]
+    # kopf's own "Handler ... succeeded" events would flood the batch's event list.
+    settings.posting.loggers = False

@@ -1,0 +1,159 @@
+"""Typed operations on the objects the operator owns: create-or-adopt, logs, status, deletion.
+
+Every function takes the shared :class:`~rolloutbatch.kube.client.Api` and plain dicts. Ownership
+is checked by the batch-UID label before anything found under one of our deterministic names is
+used or deleted: a restarted operator adopts what it created, and never touches what it did not
+(DESIGN section 5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rolloutbatch import GROUP, PLURAL, VERSION
+from rolloutbatch.core.naming import LABEL_BATCH_UID
+from rolloutbatch.kube.client import Api
+from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
+
+# API paths of the kinds we touch: (collection path for a namespace or None, kind label for messages)
+_COLLECTIONS = {
+    "Namespace": "/api/v1/namespaces",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
+    "Pod": "/api/v1/namespaces/{ns}/pods",
+    "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
+    "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+    "RolloutBatch": f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{PLURAL}",
+}
+
+
+def collection_path(kind: str, namespace: str | None = None) -> str:
+    return _COLLECTIONS[kind].format(ns=namespace)
+
+
+def object_path(kind: str, name: str, namespace: str | None = None) -> str:
+    return f"{collection_path(kind, namespace)}/{name}"
+
+
+def _describe(obj: dict) -> str:
+    meta = obj.get("metadata", {})
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind', 'object')} {where}{meta.get('name')}"
+
+
+def owned_by(obj: dict, batch_uid: str) -> bool:
+    return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_BATCH_UID) == batch_uid
+
+
+def create_or_adopt(api: Api, obj: dict, batch_uid: str) -> dict:
+    """Create ``obj``; on 409 return the existing object if it carries our batch-UID label.
+
+    Raises :class:`NotOurs` when the name is taken by an object of another owner.
+    """
+    meta = obj["metadata"]
+    path = collection_path(obj["kind"], meta.get("namespace"))
+    what = f"create {_describe(obj)}"
+    try:
+        return api.create(path, obj, what)
+    except Conflict:
+        existing = api.get(f"{path}/{meta['name']}", f"get {_describe(obj)}")
+        if not owned_by(existing, batch_uid):
+            raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None
+        return existing
+
+
+def get_or_none(api: Api, kind: str, name: str, namespace: str | None = None) -> dict | None:
+    try:
+        return api.get(object_path(kind, name, namespace), f"get {kind} {name}")
+    except NotFound:
+        return None
+
+
+def runtime_class(api: Api, name: str) -> dict | None:
+    try:
+        return api.get(f"/apis/node.k8s.io/v1/runtimeclasses/{name}", f"get RuntimeClass {name}")
+    except NotFound:
+        return None
+
+
+def resource_quotas(api: Api, namespace: str) -> list[dict]:
+    return api.get(collection_path("ResourceQuota", namespace), "list ResourceQuotas").get("items", [])
+
+
+def read_log(api: Api, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
+    """Read at most ``limit_bytes`` of a container's log; returns (data, truncated).
+
+    The server-side ``limitBytes`` bounds what the apiserver sends; reading the stream in chunks
+    and stopping at the limit bounds what we hold even if a server ignored it: an episode's
+    output is hostile input (DESIGN section 4).
+    """
+    response = api.raw(
+        object_path("Pod", pod, namespace) + "/log",
+        f"read log of pod {namespace}/{pod}",
+        container=container,
+        limitBytes=limit_bytes + 1,
+    )
+    chunks, size = [], 0
+    try:
+        for chunk in response.iter_content(chunk_size=65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit_bytes:
+                break
+    finally:
+        response.close()
+    data = b"".join(chunks)
+    return data[:limit_bytes], size > limit_bytes
+
+
+def patch_batch_status(api: Api, namespace: str, name: str, patch: dict) -> dict:
+    path = object_path("RolloutBatch", name, namespace) + "/status"
+    return api.merge_patch(path, {"status": patch}, f"patch status of RolloutBatch {namespace}/{name}")
+
+
+def get_batch(api: Api, namespace: str, name: str) -> dict | None:
+    return get_or_none(api, "RolloutBatch", name, namespace)
+
+
+def put_configmap(api: Api, obj: dict, batch_uid: str) -> dict:
+    """Create or replace a ConfigMap we own (the results document)."""
+    meta = obj["metadata"]
+    try:
+        return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
+    except Conflict:
+        path = object_path("ConfigMap", meta["name"], meta["namespace"])
+        existing = api.get(path, f"get {_describe(obj)}")
+        if not owned_by(existing, batch_uid):
+            raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None
+        body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
+        return api.replace(path, body, f"replace {_describe(obj)}")
+
+
+def delete_owned(api: Api, kind: str, name: str, namespace: str | None, batch_uid: str,
+                 *, propagation: str = "Background") -> bool:
+    """Delete an object after checking our label; UID precondition so a namesake is never hit.
+
+    Returns True when the object is gone or going, False when it was never there.
+    """
+    live = get_or_none(api, kind, name, namespace)
+    if live is None:
+        return False
+    if not owned_by(live, batch_uid):
+        raise NotOurs(f"{_describe(live)} is not owned by this RolloutBatch; not deleting it")
+    body: dict[str, Any] = {
+        "kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation,
+        "preconditions": {"uid": live["metadata"]["uid"]},
+    }
+    try:
+        api.delete(object_path(kind, name, namespace), f"delete {_describe(live)}", body)
+    except (NotFound, Conflict):
+        pass  # gone meanwhile, or replaced by a namesake we must not touch
+    return True
+
+
+def delete_batch(api: Api, namespace: str, name: str, uid: str) -> None:
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+    try:
+        api.delete(object_path("RolloutBatch", name, namespace), f"delete RolloutBatch {namespace}/{name}", body)
+    except (NotFound, Conflict):
+        pass

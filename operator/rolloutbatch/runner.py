@@ -1,0 +1,62 @@
+"""``rolloutbatch operator``: builds the shared context and runs kopf with our handlers.
+
+kopf runs standalone (no peering objects): the Deployment has one replica with the ``Recreate``
+strategy, so two operators never run at once, and peering would need cluster-wide rights on
+KopfPeering objects for no gain (kopf docs, deployment.rst).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+import kopf
+
+from rolloutbatch.kube.client import Api, load_config
+from rolloutbatch.metrics import Metrics
+from rolloutbatch.service.reconciler import Context, Settings
+from rolloutbatch.service.registry import Registry
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = Settings()
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)")
+    parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (default 8080)")
+    parser.add_argument("--metrics-address", default="0.0.0.0")
+    parser.add_argument("--liveness-port", type=int, default=8081, help="kopf liveness /healthz port (default 8081)")
+    parser.add_argument("--metrics-batch-label", action="store_true",
+                        help="add a `batch` label to per-batch series (removed when the batch is deleted)")
+    parser.add_argument("--log-limit-bytes", type=int, default=defaults.log_limit_bytes,
+                        help="bytes of each episode's log read at most (default 1 MiB)")
+    parser.add_argument("--read-concurrency", type=int, default=defaults.read_concurrency,
+                        help="log reads in flight at once across all batches (default 16)")
+    parser.add_argument("--status-interval", type=float, default=defaults.status_interval,
+                        help="minimum seconds between two status patches of one batch (default 1)")
+    parser.add_argument("--verbose", action="store_true", help="debug logging")
+
+
+def run(args: argparse.Namespace) -> int:
+    kopf.configure(verbose=args.verbose)
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
+                        status_interval=args.status_interval)
+    api = Api(load_config(args.kubeconfig), pool=max(16, args.read_concurrency * 2))
+    metrics = Metrics(batch_label=args.metrics_batch_label)
+    stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)
+    ctx = Context(api=api, metrics=metrics, settings=settings,
+                  read_slots=asyncio.Semaphore(args.read_concurrency))
+    memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
+    import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
+    try:
+        kopf.run(
+            standalone=True,
+            # Cluster-wide: Dedicated sandboxes are namespaces created per batch, and their
+            # pods must be watched wherever they are.
+            clusterwide=True,
+            memo=memo,
+            liveness_endpoint=f"http://{args.metrics_address}:{args.liveness_port}/healthz",
+        )
+    finally:
+        stop_metrics()
+    return 0

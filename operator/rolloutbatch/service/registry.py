@@ -1,0 +1,70 @@
+"""Routes watch events to the reconciler of their batch, by the batch-UID label.
+
+Pod and Job events can arrive before the batch's daemon has started (after an operator restart,
+kopf lists all three kinds at once); they are kept and replayed when the reconciler appears.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from rolloutbatch.core.model import PodFacts
+from rolloutbatch.core.tracker import JobFacts
+from rolloutbatch.service.reconciler import BatchReconciler, Context, Emit
+
+# Events of batches without a reconciler: bounded so orphaned children cannot grow memory.
+MAX_EARLY_BATCHES = 1000
+
+
+class Registry:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._reconcilers: dict[str, BatchReconciler] = {}
+        self._early_pods: OrderedDict[str, dict[str, tuple[PodFacts, bool]]] = OrderedDict()
+        self._early_jobs: dict[str, JobFacts] = {}
+
+    def reconciler(self, body: Mapping, emit: Emit, logger: logging.Logger) -> BatchReconciler:
+        uid = body["metadata"]["uid"]
+        rec = self._reconcilers.get(uid)
+        if rec is None:
+            rec = BatchReconciler(self.ctx, body, emit, logger)
+            self._reconcilers[uid] = rec
+            for facts, deleted in self._early_pods.pop(uid, {}).values():
+                rec.observe_pod(facts, deleted)
+            job = self._early_jobs.pop(uid, None)
+            if job is not None:
+                rec.observe_job(job)
+        else:
+            rec.body, rec.emit, rec.log = body, emit, logger
+        return rec
+
+    def get(self, uid: str) -> BatchReconciler | None:
+        return self._reconcilers.get(uid)
+
+    def forget(self, uid: str) -> None:
+        self._reconcilers.pop(uid, None)
+        self._early_pods.pop(uid, None)
+        self._early_jobs.pop(uid, None)
+
+    def pod_event(self, batch_uid: str, facts: PodFacts, deleted: bool) -> None:
+        rec = self._reconcilers.get(batch_uid)
+        if rec is not None:
+            rec.observe_pod(facts, deleted)
+            return
+        pods = self._early_pods.setdefault(batch_uid, {})
+        pods[facts.uid] = (facts, deleted)
+        self._early_pods.move_to_end(batch_uid)
+        while len(self._early_pods) > MAX_EARLY_BATCHES:
+            self._early_pods.popitem(last=False)
+
+    def job_event(self, batch_uid: str, facts: JobFacts) -> None:
+        rec = self._reconcilers.get(batch_uid)
+        if rec is not None:
+            rec.observe_job(facts)
+        elif len(self._early_jobs) < MAX_EARLY_BATCHES:
+            self._early_jobs[batch_uid] = facts
+
+    def running_batches(self) -> int:
+        return len(self._reconcilers)

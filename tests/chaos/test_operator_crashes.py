@@ -1,0 +1,135 @@
+"""Faults: the operator is SIGKILLed at many points of a batch's life, then restarted.
+
+Each case runs the same 4-episode batch (one episode fails on purpose, so failure rows are
+compared too) with ``ROLLOUTBATCH_CRASH_AT=<point>``: the operator kills itself the first time
+it reaches the point, and a fresh operator (without the switch) takes over. After the restart
+the batch must end exactly as an undisturbed run: same counts, rewards and per-episode rows,
+exactly one sandbox namespace and one Job, and nothing left after deletion.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support.batches import apply, episode_batch, get, results, unique, wait_finished, wait_gone
+from tests.support.operator import OperatorProcess, kubectl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+PROGRAM = '''
+import json, os, sys, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready")
+time.sleep(1.5)
+i = int(os.environ["EPISODE_INDEX"])
+emit("reward", reward=i / 10)
+if i == 3:
+    sys.exit(2)
+'''
+
+EXPECTED = {0: ("succeeded", 0.0), 1: ("succeeded", 0.1), 2: ("succeeded", 0.2), 3: ("failed", None)}
+
+POINTS = [
+    "provision:Namespace", "provision:NetworkPolicy", "provision:ResourceQuota", "provision:ConfigMap",
+    "provision:Job", "status:Running", "track:log-read", "results:partial", "results:final", "status:Succeeded",
+]
+
+
+@pytest.fixture
+def solo_operator(operator_process):
+    """Chaos needs the cluster to itself: pause the shared operator, restore it afterwards."""
+    operator_process.stop()
+    yield
+    operator_process.start()
+
+
+def rows_of(doc):
+    return {r["index"]: (r["outcome"], r["reward"] if r["outcome"] == "succeeded" else None) for r in doc["pods"]}
+
+
+def check_outcome(name, namespace, operator):
+    obj = wait_finished(name, namespace, timeout=240, operator=operator)
+    st = obj["status"]
+    assert st["phase"] == "Succeeded", st  # minSuccessfulEpisodes 3 of 4
+    assert (st["succeededEpisodes"], st["failedEpisodes"], st["lostEpisodes"]) == (3, 1, 0), st
+    assert abs(st["rewardSum"] - 0.3) < 1e-9
+    doc = results(name, namespace)
+    assert rows_of(doc) == EXPECTED
+    sandbox = st["sandboxNamespace"]
+    namespaces = kubectl("get", "namespaces", "-l", f"rl.agentruntime.io/batch-uid={obj['metadata']['uid']}",
+                         "-o", "name").stdout.split()
+    assert namespaces == [f"namespace/{sandbox}"]
+    jobs = kubectl("get", "jobs", "-n", sandbox, "-o", "name").stdout.split()
+    assert len(jobs) == 1, jobs
+    return obj
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_crash_and_restart_loses_nothing(solo_operator, point):
+    namespace = unique("chaos")
+    kubectl("create", "namespace", namespace)
+    crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point})
+    crashing.start()
+    name = unique("crash")
+    apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
+                        cleanup={"sandbox": "Never"}), namespace)
+    deadline = time.monotonic() + 120
+    while crashing.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert crashing.proc.poll() is not None, f"the operator never reached {point}:\n{crashing.log_tail()}"
+    survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
+    survivor.start()
+    try:
+        obj = check_outcome(name, namespace, survivor)
+        kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
+        wait_gone("namespace", obj["status"]["sandboxNamespace"])
+        wait_gone("configmap", f"{name}-results", namespace)
+    finally:
+        survivor.stop()
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_crash_during_cleanup_completes_the_deletion(solo_operator):
+    namespace = unique("chaos")
+    kubectl("create", "namespace", namespace)
+    first = OperatorProcess("operator-crash-cleanup", env={"ROLLOUTBATCH_CRASH_AT": "cleanup:namespace"})
+    first.start()
+    name = unique("crash")
+    apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
+    obj = wait_finished(name, namespace, operator=first)
+    kubectl("delete", "rb", name, "-n", namespace, "--wait=false")
+    deadline = time.monotonic() + 60
+    while first.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.proc.poll() is not None
+    assert get(name, namespace) is not None  # held by our finalizer while the operator is down
+    second = OperatorProcess("operator-after-cleanup-crash")
+    second.start()
+    try:
+        wait_gone("rolloutbatch", name, namespace)
+        wait_gone("namespace", obj["status"]["sandboxNamespace"])
+    finally:
+        second.stop()
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_operator_down_while_batch_finishes(solo_operator):
+    namespace = unique("chaos")
+    kubectl("create", "namespace", namespace)
+    op = OperatorProcess("operator-down-early")
+    op.start()
+    name = unique("down")
+    apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (get(name, namespace).get("status") or {}).get("phase") != "Running":
+        time.sleep(0.2)
+    op.kill()
+    time.sleep(8)  # every episode finishes while nobody watches
+    op2 = OperatorProcess("operator-back")
+    op2.start()
+    try:
+        check_outcome(name, namespace, op2)
+    finally:
+        op2.stop()
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)

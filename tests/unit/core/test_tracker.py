@@ -1,0 +1,106 @@
+"""Counting rules of one batch: each index once, infrastructure retries, restarts."""
+from __future__ import annotations
+
+import dataclasses
+
+from rolloutbatch.core.model import EpisodeResult, PodFacts
+from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+
+
+def pod(index: int, uid: str | None = None, phase: str = "Running", **kw) -> PodFacts:
+    base = dict(name=f"rb-x-{index}-{uid or 'a'}", namespace="rb-x", uid=uid or f"uid-{index}", index=index,
+                created=100.0, phase=phase, node="devnode-1", image_id="img", exit_code=None, restart_count=0,
+                terminated_reason=None, pod_reason=None, pod_message=None, disrupted=False, deleting=False,
+                ready=phase == "Running", started_at=None, finished_at=None, waiting_reason=None,
+                waiting_message=None)
+    base.update(kw)
+    return PodFacts(**base)
+
+
+def result(index: int, outcome: str = "succeeded", reward: float | None = 1.0) -> EpisodeResult:
+    return EpisodeResult(index=index, pod=f"p{index}", node="n", image_id="i", outcome=outcome,
+                         reason=None if outcome == "succeeded" else "NonZeroExit", message="", reward=reward,
+                         pod_created=100.0, ready_at=101.0, reward_at=102.0, pod_to_ready_seconds=1.0)
+
+
+def test_terminal_pod_is_read_once():
+    t = BatchTracker(2, 2)
+    t.observe_pod(pod(0))
+    assert t.running == 1 and t.take_reads() == []
+    done = pod(0, phase="Succeeded", exit_code=0)
+    t.observe_pod(done)
+    t.observe_pod(done)  # the same snapshot again (a resync) queues nothing new
+    reads = t.take_reads()
+    assert [f.uid for f in reads] == ["uid-0"]
+    t.observe_pod(done)  # while the read is in flight
+    assert t.take_reads() == [] and t.busy
+    t.record(result(0), "uid-0")
+    t.observe_pod(done)  # after the verdict
+    assert t.take_reads() == [] and not t.busy
+    assert len(t.results) == 1 and not t.complete
+
+
+def test_infrastructure_failure_is_a_retry_until_retries_run_out():
+    t = BatchTracker(1, 1)
+    t.observe_pod(pod(0, uid="a", phase="Failed", disrupted=True))
+    assert t.retried == 1 and not t.results and t.take_reads() == []
+    t.observe_pod(pod(0, uid="b", phase="Failed", disrupted=True))
+    assert t.retried == 1
+    assert t.results[0].outcome == "failed" and t.results[0].reason == "InfrastructureFailure"
+    assert t.complete
+
+
+def test_each_index_counted_once_across_attempts():
+    t = BatchTracker(1, 3)
+    t.observe_pod(pod(0, uid="a", phase="Failed", disrupted=True))
+    t.observe_pod(pod(0, uid="b", phase="Succeeded", exit_code=0))
+    (facts,) = t.take_reads()
+    t.record(result(0), facts.uid)
+    assert t.results[0].attempts == 2
+    t.observe_pod(pod(0, uid="c", phase="Failed", exit_code=1))  # a stray later pod
+    assert t.take_reads() == [] and t.outcome_counts() == {"succeeded": 1, "failed": 0, "lost": 0}
+
+
+def test_restored_results_are_final():
+    t = BatchTracker(3, 2)
+    t.restore({0: result(0), 1: result(1, "failed", None)}, retried=4)
+    assert t.retried == 4 and t.ready == 2
+    t.observe_pod(pod(0, phase="Succeeded", exit_code=0))
+    t.observe_pod(pod(2, phase="Succeeded", exit_code=0))
+    assert [f.index for f in t.take_reads()] == [2]
+
+
+def test_out_of_range_and_unindexed_pods_are_ignored():
+    t = BatchTracker(2, 0)
+    t.observe_pod(pod(5, phase="Succeeded"))
+    t.observe_pod(dataclasses.replace(pod(0, phase="Succeeded"), index=None))
+    assert t.take_reads() == [] and t.version == 0
+
+
+def test_give_up_missing_marks_lost():
+    t = BatchTracker(3, 0)
+    t.record(result(0), "uid-0")
+    assert t.give_up_missing("DeadlineExceeded", "the Job ran out of time") == [1, 2]
+    assert t.results[2].outcome == "lost" and t.results[2].reason == "DeadlineExceeded"
+    assert t.complete
+
+
+def test_waiting_pods_are_reported():
+    t = BatchTracker(1, 0)
+    t.observe_pod(pod(0, phase="Pending", ready=False, waiting_reason="ErrImagePull", waiting_message="no"))
+    assert [f.waiting_reason for f in t.waiting()] == ["ErrImagePull"]
+
+
+def test_job_facts_and_finish_time():
+    job = {"metadata": {"uid": "j", "creationTimestamp": "2026-11-29T07:00:00Z"},
+           "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                                      "message": "too slow"}]}}
+    facts = job_facts(job)
+    assert facts.finished and facts.failed and facts.reason == "DeadlineExceeded"
+    t = BatchTracker(1, 0)
+    t.observe_job(JobFacts(uid="j", created=1.0), now=5.0)
+    assert t.job_finished_seen_at is None
+    t.observe_job(facts, now=9.0)
+    assert t.job_finished_seen_at == 9.0
+    t.observe_job(facts, now=20.0)
+    assert t.job_finished_seen_at == 9.0
