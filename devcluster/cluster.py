@@ -849,6 +849,24 @@ def restart(component: str) -> int:
     return 0
 
 
+_LOCK_FILE = None
+
+
+def _lock() -> None:
+    """Serialise mutating commands on one state dir (two `up`s racing would each start an etcd;
+    an `up` racing a `down` would kill what the other just started). Held until exit."""
+    global _LOCK_FILE
+    import fcntl
+
+    STATE.mkdir(parents=True, exist_ok=True)
+    _LOCK_FILE = open(STATE / ".lock", "w")
+    try:
+        fcntl.flock(_LOCK_FILE, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log("another devcluster command is running on this state dir; waiting for it")
+        fcntl.flock(_LOCK_FILE, fcntl.LOCK_EX)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster.cluster",
                                      description=__doc__.split("\n\n")[0])
@@ -861,6 +879,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=f"{name} one component")
         p.add_argument("component")
     args = parser.parse_args(argv)
+    if args.cmd != "status":
+        _lock()
     try:
         if args.cmd == "up":
             return up(args.nodes)

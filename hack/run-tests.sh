@@ -12,7 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY=${PY:-$ROOT/.venv/bin/python}
-export KUBECONFIG=${KUBECONFIG:-$ROOT/.devcluster/kubeconfig}
+# Always the devcluster this script starts: never a KUBECONFIG inherited from the caller's
+# shell (tests create and delete namespaces).
+export KUBECONFIG=$ROOT/.devcluster/kubeconfig
 LOGS=$ROOT/.devcluster/logs
 PYTEST_ARGS=${PYTEST_ARGS:-}
 
