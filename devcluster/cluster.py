@@ -1,6 +1,8 @@
 """Launch, stop and inspect the devcluster: a real Kubernetes control plane on this machine.
 
-    python -m devcluster.cluster up [--nodes N]     start everything (no-op when already up)
+    python -m devcluster.cluster up [--nodes N]     start everything (no-op when already up;
+                                                    with etcd+apiserver alive it only starts
+                                                    the missing components)
     python -m devcluster.cluster down               stop everything, wipe cluster data
     python -m devcluster.cluster status             one line per component
     python -m devcluster.cluster restart COMPONENT  stop + start one component (chaos tests)
@@ -706,6 +708,16 @@ def up(nodes: int) -> int:
     state = State.load()
     if is_up(state, pki):
         log("already up")
+        print(_export_line())
+        return 0
+    if (state is not None and read_pid("etcd") and read_pid("kube-apiserver")
+            and healthy("kube-apiserver", state, pki)):
+        # etcd and the apiserver hold the cluster: keep them (and every object) and only start
+        # what is missing, e.g. a node agent a chaos test stopped.
+        missing = [c for c in state.components() if read_pid(c) is None]
+        log(f"repairing: starting {', '.join(missing)}")
+        for comp in missing:
+            _start(comp, state, pki, False, timeout)
         print(_export_line())
         return 0
     if state is not None or any(PIDS.glob("*.pid")):
