@@ -7,7 +7,7 @@ from typing import Any
 
 import pykube
 import requests
-import requests.adapters
+import pykube.http
 
 from rolloutbatch.kube.errors import Unavailable, raise_for
 
@@ -30,7 +30,8 @@ class Api:
     """
 
     def __init__(self, config: pykube.KubeConfig, *, pool: int = 64, timeout: float = 30) -> None:
-        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool)
+        # pykube's adapter injects the kubeconfig's TLS and credentials at send time.
+        adapter = pykube.http.KubernetesHTTPAdapter(config, pool_connections=4, pool_maxsize=pool)
         self._http = pykube.HTTPClient(config, timeout=timeout, http_adapter=adapter)
         self._http.session.headers["User-Agent"] = USER_AGENT
         self.url = self._http.url
