@@ -49,8 +49,17 @@ def _install_child_watcher() -> None:
             pass
 
 
+def _raise_fd_limit() -> None:
+    """Each running container holds ~5 descriptors (pipes, pidfd, log file)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def run(args: argparse.Namespace) -> int:
     _install_child_watcher()
+    _raise_fd_limit()
     state = os.path.abspath(args.state_dir)
     os.makedirs(state, exist_ok=True)
     server, ctx = load_kubeconfig(args.kubeconfig, os.path.join(state, "client"))

@@ -74,7 +74,7 @@ def make_app(store: LogStore) -> web.Application:
         if path is None:
             if previous:
                 return web.Response(status=400, text=f'previous terminated container "{name}" in pod "{pod}" not found\n')
-            return web.Response(text="")
+            return web.Response(status=400, text=f'container "{name}" in pod "{pod}" is waiting to start\n')
         entries, offset = await asyncio.to_thread(_read_entries, path)
         body = render(entries, timestamps=stamps, since=since, tail=tail)
         if limit is not None:

@@ -25,6 +25,10 @@ log = logging.getLogger("nodeagent.pods")
 HOST_IP = "127.0.0.1"
 RETRY_MIN, RETRY_MAX = 1.0, 20.0          # config/volume errors
 BACKOFF_MIN, BACKOFF_MAX = 1.0, 60.0      # container restarts (kubelet: 10 s .. 5 min)
+# The Running write waits this long: a container that is already done by then gets a single
+# (terminal) status write, like the kubelet's batching status manager. Saves one API write per
+# very short pod; longer pods see Running after this delay.
+RUNNING_WRITE_DELAY = float(os.environ.get("NODEAGENT_RUNNING_WRITE_DELAY", "0.2"))
 
 
 def _terminal(pod: dict) -> bool:
@@ -230,6 +234,7 @@ class PodWorker:
                 break
             if err != last_err:
                 last_err = err
+                log.info("%s/%s: %s", self.ns, self.name, err)
                 await self.write_status()
             await self._sleep_or_wake(delay)
             delay = min(delay * 2, RETRY_MAX)
@@ -244,9 +249,11 @@ class PodWorker:
         for c in self.containers:
             await self._spawn(c)
         self.phase = "Running"
-        await self.write_status()
         for c in self.containers:
             c.task = asyncio.create_task(self._supervise(c))
+        await self._sleep_or_wake(RUNNING_WRITE_DELAY)
+        if not all(c.task.done() for c in self.containers):
+            await self.write_status()
         while True:
             if self.gone:
                 return
@@ -306,7 +313,6 @@ class PodWorker:
                 c.view.state = S.waiting(reason, message)
             elif "waiting" in c.view.state:
                 c.view.state = S.waiting("ContainerCreating" if not self.inits else "PodInitializing")
-        log.info("%s/%s: %s: %s", self.ns, self.name, reason, message)
         return f"{reason}: {message}"
 
     def _hostname(self) -> str:
