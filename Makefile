@@ -8,7 +8,8 @@ STATE     := $(ROOT)/.devcluster
 VENV      := $(ROOT)/.venv
 PY        := $(VENV)/bin/python
 LOCALKUBE := $(STATE)/bin/localkube
-export KUBECONFIG ?= $(STATE)/kubeconfig
+# Always the devcluster: `make demo`/`make bench` must never act on a user's own cluster.
+export KUBECONFIG := $(STATE)/kubeconfig
 export GOTOOLCHAIN := local
 export CGO_ENABLED := 0
 export PATH := $(VENV)/bin:$(STATE)/bin/links:$(PATH)

@@ -40,7 +40,8 @@ def apply(obj: dict, namespace: str) -> dict:
 
 
 def get(name: str, namespace: str, kind: str = "rolloutbatch") -> dict | None:
-    out = kubectl("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found", check=False)
+    where = ["-n", namespace] if namespace else []
+    out = kubectl("get", kind, name, *where, "-o", "json", "--ignore-not-found", check=False)
     return json.loads(out.stdout) if out.stdout.strip() else None
 
 
