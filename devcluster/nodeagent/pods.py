@@ -239,8 +239,12 @@ class PodWorker:
             await self._sleep_or_wake(delay)
             delay = min(delay * 2, RETRY_MAX)
         self.sandbox_ready = True
-        # init containers, in order
+        # init containers, in order; sidecars (restartPolicy: Always) start and keep running
         for c in self.inits:
+            if c.spec.get("restartPolicy") == "Always":
+                await self._spawn(c)
+                c.task = asyncio.create_task(self._supervise(c, always=True))
+                continue
             ok = await self._run_init(c)
             if not ok:
                 return
@@ -264,6 +268,7 @@ class PodWorker:
                 await self._finish_deadline()
                 return
             if all(c.task.done() for c in self.containers):
+                await self._stop_sidecars()
                 self.phase = S.pod_phase(self._policy(), [c.view for c in self.containers])
                 await self.write_status()
                 return
@@ -391,12 +396,23 @@ class PodWorker:
         p = self._policy()
         return p == "Always" or (p == "OnFailure" and code != 0)
 
-    async def _supervise(self, c: Container) -> None:
-        """Wait for one app container; restart it per restartPolicy with exponential backoff."""
+    async def _stop_sidecars(self) -> None:
+        """App containers are done: sidecars get SIGTERM (then SIGKILL after the grace period)."""
+        side = [c for c in self.inits if c.task is not None]
+        if not side:
+            return
+        self.stopping = True
+        self.stop_ev.set()
+        grace = float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
+        await asyncio.gather(*[c.proc.stop(grace) for c in side if c.proc is not None], return_exceptions=True)
+        await asyncio.wait([c.task for c in side], timeout=10)
+
+    async def _supervise(self, c: Container, always: bool = False) -> None:
+        """Wait for one container; restart it per restartPolicy with exponential backoff."""
         backoff = BACKOFF_MIN
         while True:
             code = await self._wait_exit(c)
-            if self.stopping or not self._should_restart(code):
+            if self.stopping or not (always or self._should_restart(code)):
                 self.wake.set()
                 return
             lived = c.proc.finished_at - c.proc.started_at if c.proc else 0
@@ -461,7 +477,7 @@ class PodWorker:
         procs = [c.proc for c in self.inits + self.containers if c.proc is not None and c.proc.running]
         if procs:
             await asyncio.gather(*[p.stop(grace) for p in procs], return_exceptions=True)
-        tasks = [c.task for c in self.containers if c.task is not None and not c.task.done()]
+        tasks = [c.task for c in self.inits + self.containers if c.task is not None and not c.task.done()]
         if tasks:
             await asyncio.wait(tasks, timeout=10)
 
