@@ -1,0 +1,149 @@
+"""``submit``, ``get``, ``list`` and ``cleanup``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rolloutbatch import GROUP
+from rolloutbatch.cli import render
+from rolloutbatch.cli.common import CLIError, load_documents, make_client
+from rolloutbatch.sdk import BatchHandle, is_succeeded
+
+RESOURCE = f"rolloutbatch.{GROUP}"
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def add_parsers(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("submit", parents=[common], help="create RolloutBatches from a YAML file",
+                       description="Create the RolloutBatch object(s) in FILE; with --watch, follow them to the end.")
+    p.add_argument("-f", "--filename", required=True, action="append", metavar="FILE",
+                   help="YAML or JSON file with RolloutBatch object(s); '-' reads stdin (repeatable)")
+    p.add_argument("-w", "--watch", action="store_true",
+                   help="show live progress, then a summary; exit 0 when every batch Succeeded, 1 otherwise")
+    p.add_argument("--timeout", type=_positive, default=3600.0, metavar="SECONDS",
+                   help="give up watching after this long (default 3600)")
+    p.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the created objects")
+    p.set_defaults(func=submit)
+
+    p = sub.add_parser("get", parents=[common], help="show one RolloutBatch")
+    p.add_argument("name")
+    p.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
+    p.set_defaults(func=get)
+
+    p = sub.add_parser("list", parents=[common], help="list RolloutBatches", aliases=["ls"])
+    p.add_argument("-A", "--all-namespaces", action="store_true")
+    p.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
+    p.set_defaults(func=list_)
+
+    p = sub.add_parser("cleanup", parents=[common], help="delete a RolloutBatch and wait until its sandbox is gone")
+    p.add_argument("name")
+    p.add_argument("--timeout", type=_positive, default=300.0, metavar="SECONDS",
+                   help="how long to wait for the batch and its sandbox namespace to go (default 300)")
+    p.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
+                   help="wait until everything is gone (default); --no-wait returns at once")
+    p.set_defaults(func=cleanup)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _with_namespace(obj: dict, namespace: str | None, default: str, where: str) -> dict:
+    meta = obj.setdefault("metadata", {})
+    own = meta.get("namespace")
+    if namespace and own and own != namespace:
+        raise CLIError(f"{where}: the namespace from the file ({own}) does not match -n {namespace}")
+    meta["namespace"] = namespace or own or default
+    return obj
+
+
+def submit(args: argparse.Namespace) -> int:
+    objects = []
+    for path in args.filename:
+        objects += [(path, n, o) for n, o in enumerate(load_documents(path), 1)]
+    client = make_client(args)
+    for path, n, obj in objects:
+        _with_namespace(obj, args.namespace, client.namespace, f"{path}: object {n}")
+    handles: list[BatchHandle] = []
+    for _, _, obj in objects:
+        handle = client.submit(obj)
+        handles.append(handle)
+        if args.output == "name":
+            print(f"{RESOURCE}/{handle.name}")
+        elif args.output:
+            print(render.serialize([handle.obj], args.output, single=True))
+        else:
+            print(f"{RESOURCE}/{handle.name} created (namespace {handle.namespace})")
+    sys.stdout.flush()
+    if not args.watch:
+        return 0
+    from rolloutbatch.cli.watch import follow
+
+    console = _console()
+    follow(handles, console, timeout=args.timeout)
+    print_summaries(console, handles)
+    return 0 if all(is_succeeded(h.status) for h in handles) else 1
+
+
+def print_summaries(console, handles: list[BatchHandle]) -> None:
+    columns = [(h.name, render.summary(h.status)) for h in handles]
+    console.print(render.summary_table(columns, title="RolloutBatch results"))
+    for h in handles:
+        s = h.status
+        phase = s.get("phase") or "Pending"
+        text = f"{h.namespace}/{h.name}: {phase}"
+        if s.get("message"):
+            text += f" - {s['message']}"
+        if s.get("resultsConfigMap"):
+            text += f" (per-episode rows: ConfigMap {h.namespace}/{s['resultsConfigMap']}; " \
+                    f"rolloutbatch results {h.name} -n {h.namespace} --output DIR)"
+        console.print(text, soft_wrap=True)
+
+
+def get(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    obj = client.get(args.name)
+    if args.output in ("json", "yaml"):
+        print(render.serialize([obj], args.output, single=True))
+    else:
+        print(render.table([obj], wide=args.output == "wide"))
+    return 0
+
+
+def list_(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    items = client.list(all_namespaces=args.all_namespaces)
+    items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    if args.output in ("json", "yaml"):
+        print(render.serialize(items, args.output, single=False))
+    elif not items:
+        where = "any namespace" if args.all_namespaces else f"namespace {client.namespace}"
+        print(f"No RolloutBatches found in {where}.", file=sys.stderr)
+    else:
+        print(render.table(items, wide=args.output == "wide", all_namespaces=args.all_namespaces))
+    return 0
+
+
+def cleanup(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    obj = client.get(args.name)
+    sandbox = client.sandbox_namespace(obj)
+    client.delete(obj, wait=args.wait, timeout=args.timeout)
+    if args.wait:
+        gone = f" and sandbox namespace {sandbox}" if sandbox else ""
+        print(f"{RESOURCE}/{args.name} deleted{gone}")
+    else:
+        print(f"{RESOURCE}/{args.name} deletion requested")
+    return 0

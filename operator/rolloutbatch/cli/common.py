@@ -1,0 +1,137 @@
+"""What every user-facing subcommand shares: the client, file loading, and one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from rolloutbatch import GROUP, KIND, VERSION
+
+
+class CLIError(Exception):
+    """A user-facing failure: printed as one line, exit code ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def make_client(args: argparse.Namespace):
+    """An SDK client for ``--kubeconfig`` / ``-n``; kubeconfig problems become CLIError."""
+    import pykube
+
+    from rolloutbatch.sdk import Client
+
+    try:
+        client = Client(getattr(args, "global_kubeconfig", None))
+    except (pykube.exceptions.PyKubeError, OSError, KeyError, ValueError, yaml.YAMLError) as exc:
+        raise CLIError(f"cannot load the kubeconfig: {one_line(exc)}") from None
+    if getattr(args, "namespace", None):
+        client.namespace = args.namespace
+    args._server = client.api.url
+    return client
+
+
+def network_reason(exc: BaseException) -> str:
+    """A short reason for a failed connection, instead of urllib3's nested retry message."""
+    import requests
+
+    cause = exc.__cause__
+    text = str(cause or exc)
+    if isinstance(cause, requests.exceptions.SSLError):
+        return "TLS error: " + one_line(text.split("(Caused by")[-1], 160)
+    if isinstance(cause, requests.exceptions.Timeout):
+        return "timed out"
+    for needle, reason in (("Connection refused", "connection refused"),
+                           ("Name or service not known", "unknown host"),
+                           ("No route to host", "no route to host"),
+                           ("Network is unreachable", "network unreachable")):
+        if needle in text:
+            return reason
+    return one_line(text, 200)
+
+
+def load_documents(path: str) -> list[dict]:
+    """RolloutBatch objects from a YAML/JSON file (``-`` = stdin), multi-document or a List."""
+    try:
+        text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text()
+    except FileNotFoundError:
+        raise CLIError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"{path}: cannot read: {one_line(exc)}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise CLIError(f"{path}: not valid YAML{where}: {one_line(problem)}") from None
+    objects: list[dict] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            objects.extend(doc["items"])
+        else:
+            objects.append(doc)
+    if not objects:
+        raise CLIError(f"{path}: no objects in the file")
+    for number, obj in enumerate(objects, 1):
+        check_object(obj, f"{path}: object {number}")
+    return objects
+
+
+def check_object(obj: Any, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise CLIError(f"{where} is a {type(obj).__name__}, not a Kubernetes object")
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if kind != KIND or api_version != f"{GROUP}/{VERSION}":
+        raise CLIError(f"{where} is {api_version or '?'} {kind or '?'}, not {GROUP}/{VERSION} {KIND}")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not (meta.get("name") or meta.get("generateName")):
+        raise CLIError(f"{where} has no metadata.name or metadata.generateName")
+    if not isinstance(obj.get("spec"), dict):
+        raise CLIError(f"{where} has no spec")
+
+
+def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a subcommand; every expected failure becomes one line on stderr and an exit code."""
+    from rolloutbatch.kube.errors import KubeError, NotFound, Unavailable
+    from rolloutbatch.sdk import CRDNotInstalled
+
+    prog = "rolloutbatch"
+    try:
+        return func(args)
+    except CLIError as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return exc.code
+    except CRDNotInstalled as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except Unavailable as exc:
+        if exc.status is None:
+            server = getattr(args, "_server", None) or "the cluster"
+            print(f"{prog}: error: cannot reach {server}: {network_reason(exc)}", file=sys.stderr)
+        else:
+            print(f"{prog}: error: the API server answered {exc.status}: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except NotFound as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except KubeError as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except TimeoutError as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,145 @@
+"""``rolloutbatch results NAME --output DIR``: the guide's output directory, for one batch.
+
+    DIR/results.json     summary fields and one row per episode (from the results ConfigMap)
+    DIR/<pod>.log        each episode's log, while its pod exists (bounded by --log-limit-bytes)
+    DIR/job.json         the Job (null once it is gone), pods.json the episode pods
+    DIR/events.txt       events of the sandbox namespace and of the RolloutBatch
+    DIR/rolloutbatch.json the RolloutBatch object as read
+    DIR/receipt.json     context, namespace, batch uid, sandbox namespace: what this run was
+
+An existing DIR is refused, as the guide's script does, so results are never mixed or overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+from rolloutbatch import __version__
+from rolloutbatch.cli import render
+from rolloutbatch.cli.common import CLIError, make_client
+from rolloutbatch.core.naming import CONTAINER_NAME, LABEL_BATCH_UID
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import KubeError, NotFound
+from rolloutbatch.sdk import Client, ResultsNotReady
+
+DEFAULT_LOG_LIMIT = 1024 * 1024
+_SAFE_FILE = re.compile(r"^[a-z0-9][-a-z0-9.]{0,252}$")
+
+
+def add_parsers(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("results", parents=[common], help="write a batch's results, logs and state to a new directory")
+    p.add_argument("name")
+    p.add_argument("--output", "-O", required=True, metavar="DIR", help="directory to create (must not exist)")
+    p.add_argument("--log-limit-bytes", type=int, default=DEFAULT_LOG_LIMIT, metavar="N",
+                   help="bytes of each episode log to keep at most (default 1 MiB)")
+    p.set_defaults(func=results)
+
+
+def results(args: argparse.Namespace) -> int:
+    out = pathlib.Path(args.output)
+    if out.exists():
+        raise CLIError(f"{out} already exists: choose a new directory (results are never overwritten)")
+    if args.log_limit_bytes < 1:
+        raise CLIError("--log-limit-bytes must be at least 1")
+    client = make_client(args)
+    batch = client.get(args.name)
+    written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
+    print(f"wrote {out}/: {', '.join(written['files'])}"
+          + (f" and {written['logs']} episode logs" if written["logs"] else ""))
+    if not written["results"]:
+        print(f"no results.json: {written['results_error']}")
+        return 1
+    return 0
+
+
+def _write(path: pathlib.Path, data) -> None:
+    text = data if isinstance(data, str) else json.dumps(data, indent=2) + "\n"
+    path.write_text(text)
+
+
+def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: int = DEFAULT_LOG_LIMIT) -> dict:
+    """Write the layout into the new directory ``out``; returns what was written."""
+    meta, status = batch["metadata"], batch.get("status") or {}
+    child_ns = status.get("sandboxNamespace") or meta["namespace"]
+    out.mkdir(parents=True, exist_ok=False)
+    files: list[str] = []
+    receipt = {
+        "context": client.context,
+        "server": client.api.url,
+        "namespace": meta["namespace"],
+        "batch": meta["name"],
+        "batch_uid": meta["uid"],
+        "sandbox_namespace": status.get("sandboxNamespace"),
+        "job": status.get("jobName"),
+        "results_configmap": status.get("resultsConfigMap"),
+        "phase": status.get("phase"),
+        "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "rolloutbatch_version": __version__,
+    }
+    # The receipt first, so even a half-written directory says what it belongs to.
+    _write(out / "receipt.json", receipt)
+    files.append("receipt.json")
+    _write(out / "rolloutbatch.json", batch)
+    files.append("rolloutbatch.json")
+
+    result = {"results": False, "results_error": "", "logs": 0}
+    try:
+        document = client.results_document(batch)
+        _write(out / "results.json", document)
+        files.append("results.json")
+        result["results"] = True
+    except ResultsNotReady as exc:
+        result["results_error"] = str(exc)
+
+    job = resources.get_or_none(client.api, "Job", status["jobName"], child_ns) if status.get("jobName") else None
+    _write(out / "job.json", job)
+    files.append("job.json")
+
+    try:
+        pods = client.api.get(resources.collection_path("Pod", child_ns), "list episode pods",
+                              labelSelector=f"{LABEL_BATCH_UID}={meta['uid']}").get("items", [])
+    except NotFound:
+        pods = []
+    pods.sort(key=lambda p: p["metadata"]["name"])
+    _write(out / "pods.json", pods)
+    files.append("pods.json")
+
+    _write(out / "events.txt", render.format_events(_events(client, batch, child_ns)))
+    files.append("events.txt")
+
+    def save_log(pod: dict) -> bool:
+        name = pod["metadata"]["name"]
+        if not _SAFE_FILE.match(name):
+            return False
+        try:
+            data, truncated = resources.read_log(client.api, child_ns, name, CONTAINER_NAME, log_limit_bytes)
+        except KubeError as exc:
+            (out / f"{name}.log").write_text(f"(log unavailable: {render.number(exc.status)} {exc})\n")
+            return True
+        if truncated:
+            data += f"\n(log truncated at {log_limit_bytes} bytes)\n".encode()
+        (out / f"{name}.log").write_bytes(data)
+        return True
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        result["logs"] = sum(pool.map(save_log, pods))
+    result["files"] = files
+    return result
+
+
+def _events(client: Client, batch: dict, child_ns: str) -> list[dict]:
+    meta = batch["metadata"]
+    events: list[dict] = []
+    try:
+        events += client.api.get(f"/api/v1/namespaces/{meta['namespace']}/events", "list events",
+                                 fieldSelector=f"involvedObject.uid={meta['uid']}").get("items", [])
+        if child_ns != meta["namespace"]:
+            events += client.api.get(f"/api/v1/namespaces/{child_ns}/events", "list events").get("items", [])
+    except NotFound:
+        pass
+    return events

@@ -1,0 +1,173 @@
+"""Text rendering: kubectl-style tables, summaries in the guide's metric names, -o json|yaml."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+# The CRD's additionalPrinterColumns (tests/unit/cli checks they stay in sync with crds/).
+# (header, path in the object, wide only)
+COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("STATUS", "status.phase", False),
+    ("PROGRESS", "status.progress", False),
+    ("SUCCEEDED", "status.succeededEpisodes", False),
+    ("FAILED", "status.failedEpisodes", False),
+    ("REWARD", "status.rewardSum", False),
+    ("AGE", "metadata.creationTimestamp", False),
+    ("P50-READY", "status.podToReadySeconds.p50", True),
+    ("P95-READY", "status.podToReadySeconds.p95", True),
+    ("NAMESPACE", "status.sandboxNamespace", True),
+    ("MESSAGE", "status.message", True),
+)
+
+# The guide's result names, and where each lives in RolloutBatch status.
+SUMMARY_FIELDS: tuple[tuple[str, str], ...] = (
+    ("phase", "phase"),
+    ("episodes", "episodes"),
+    ("successful_episodes", "succeededEpisodes"),
+    ("failed_episodes", "failedEpisodes"),
+    ("reward_sum", "rewardSum"),
+    ("reward_mean", "rewardMean"),
+    ("batch_to_all_ready_seconds", "batchToAllReadySeconds"),
+    ("pod_to_ready_p50_seconds", "podToReadySeconds.p50"),
+    ("pod_to_ready_p95_seconds", "podToReadySeconds.p95"),
+    ("pod_to_ready_max_seconds", "podToReadySeconds.max"),
+    ("batch_to_all_rewards_seconds", "batchToAllRewardsSeconds"),
+    ("client_job_complete_seconds", "jobCompleteSeconds"),
+)
+
+
+def dig(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def number(value: Any, digits: int = 3) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:
+    """kubectl's short human duration since ``timestamp`` (RFC 3339)."""
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<invalid>"
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    seconds = max(0, int((now - then).total_seconds()))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d"
+
+
+def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None) -> list[str]:
+    cells = [str(dig(obj, "metadata.name") or "")]
+    for header, path, wide_only in COLUMNS:
+        if wide_only and not wide:
+            continue
+        value = dig(obj, path)
+        cells.append(age(value, now) if header == "AGE" else number(value))
+    return cells
+
+
+def table(objects: Sequence[Mapping], wide: bool = False, *, all_namespaces: bool = False,
+          now: datetime.datetime | None = None) -> str:
+    """Aligned columns, three spaces apart, like ``kubectl get``."""
+    headers = ["NAME"] + [h for h, _, wide_only in COLUMNS if wide or not wide_only]
+    rows = [row(o, wide, now) for o in objects]
+    if all_namespaces:
+        headers = ["NAMESPACE"] + headers
+        rows = [[str(dig(o, "metadata.namespace") or "")] + r for o, r in zip(objects, rows)]
+    widths = [max(len(c) for c in column) for column in zip(headers, *rows)]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def serialize(objects: Sequence[Mapping], fmt: str, *, single: bool) -> str:
+    data: Any = objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": list(objects),
+                                           "metadata": {"resourceVersion": ""}}
+    if fmt == "json":
+        return json.dumps(data, indent=4)
+    return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
+
+
+def summary(status: Mapping | None, document: Mapping | None = None) -> dict[str, Any]:
+    """The guide's metric names -> values, from status (the results document fills gaps)."""
+    status, document = status or {}, document or {}
+    out: dict[str, Any] = {}
+    for name, path in SUMMARY_FIELDS:
+        value = dig(status, path)
+        if value is None:
+            value = document.get(name)
+        out[name] = value
+    return out
+
+
+def summary_table(columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None):
+    """A rich Table: one row per guide metric, one column per batch (side by side)."""
+    from rich.table import Table
+
+    tbl = Table(title=title, show_lines=False)
+    tbl.add_column("metric", style="bold")
+    for heading, _ in columns:
+        tbl.add_column(heading, justify="right")
+    names: list[str] = []
+    for _, values in columns:
+        names.extend(n for n in values if n not in names)
+    for name in names:
+        tbl.add_row(name, *[number(values.get(name)) for _, values in columns])
+    return tbl
+
+
+def progress_line(name: str, status: Mapping | None) -> str:
+    """One plain line of progress (for logs and non-terminal output)."""
+    s = status or {}
+    finished = (s.get("succeededEpisodes") or 0) + (s.get("failedEpisodes") or 0)
+    total = s.get("episodes")
+    return (f"{name}: {s.get('phase') or 'Pending'} {finished}/{total if total is not None else '?'} finished, "
+            f"ready {s.get('readyEpisodes') or 0}, failed {s.get('failedEpisodes') or 0}, "
+            f"reward {number(s.get('rewardSum') or 0)}")
+
+
+def format_events(events: Iterable[Mapping]) -> str:
+    """Events as ``kubectl get events`` lines, oldest first."""
+    def when(e: Mapping) -> str:
+        return e.get("lastTimestamp") or e.get("eventTime") or dig(e, "metadata.creationTimestamp") or ""
+
+    rows = [["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]]
+    for e in sorted(events, key=when):
+        obj = e.get("involvedObject") or e.get("regarding") or {}
+        rows.append([when(e), e.get("type") or "", e.get("reason") or "",
+                     f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+                     " ".join(str(e.get("message") or e.get("note") or "").split())])
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("   ".join([*(c.ljust(w) for c, w in zip(r[:4], widths)), r[4]]).rstrip() for r in rows) + "\n"

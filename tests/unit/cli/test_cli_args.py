@@ -1,0 +1,164 @@
+"""CLI argument handling and error lines, without a cluster."""
+from __future__ import annotations
+
+import pathlib
+import socket
+
+import pytest
+import yaml
+
+from rolloutbatch.cli import common
+from rolloutbatch.cli.main import build_parser, main
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def dead_kubeconfig(tmp_path) -> pathlib.Path:
+    """A kubeconfig naming a port nobody listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+        "clusters": [{"name": "dead", "cluster": {"server": f"https://127.0.0.1:{port}",
+                                                  "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u", "namespace": "team-a"}}],
+    }))
+    return path
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == "rolloutbatch 0.1.0"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([], "the following arguments are required: COMMAND"),
+    (["submit"], "-f/--filename"),
+    (["frobnicate"], "invalid choice"),
+    (["get"], "name"),
+    (["list", "-o", "table"], "invalid choice"),
+    (["submit", "-f", "x.yaml", "--timeout", "-3"], "must be positive"),
+    (["results", "x"], "--output"),
+])
+def test_bad_arguments_are_one_line(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err and "error:" in err
+
+
+def test_namespace_and_kubeconfig_before_or_after_the_subcommand():
+    parser = build_parser()
+    a = parser.parse_args(["-n", "x", "--kubeconfig", "/k", "get", "b"])
+    assert (a.namespace, a.global_kubeconfig, a.name) == ("x", "/k", "b")
+    b = parser.parse_args(["get", "b", "-n", "y", "--kubeconfig", "/j"])
+    assert (b.namespace, b.global_kubeconfig) == ("y", "/j")
+    c = parser.parse_args(["-n", "x", "get", "b"])
+    assert c.namespace == "x", "a value before the subcommand must survive"
+    d = parser.parse_args(["get", "b"])
+    assert d.namespace is None and d.global_kubeconfig is None
+
+
+def test_operator_subcommand_kept_and_takes_the_global_kubeconfig(monkeypatch):
+    from rolloutbatch import runner
+
+    seen = {}
+    monkeypatch.setattr(runner, "run", lambda args: seen.setdefault("k", args.kubeconfig) and 0)
+    parser = build_parser()
+    args = parser.parse_args(["operator", "--metrics-port", "1"])
+    assert args.func is not None and args.metrics_port == 1
+    main(["--kubeconfig", "/some/file", "operator"])
+    assert seen["k"] == "/some/file"
+
+
+def test_missing_kubeconfig_is_one_line(capsys, tmp_path):
+    code, out, err = run(capsys, "--kubeconfig", str(tmp_path / "nope"), "list")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "cannot load the kubeconfig" in err
+
+
+def test_unreachable_cluster_is_one_line(capsys, dead_kubeconfig):
+    code, _, err = run(capsys, "--kubeconfig", str(dead_kubeconfig), "get", "x")
+    assert code == 1
+    assert err.count("\n") == 1, err
+    assert "cannot reach https://127.0.0.1:" in err and "connection refused" in err
+    assert "Traceback" not in err
+
+
+def test_context_namespace_is_the_default(dead_kubeconfig):
+    args = build_parser().parse_args(["--kubeconfig", str(dead_kubeconfig), "list"])
+    assert common.make_client(args).namespace == "team-a"
+    args = build_parser().parse_args(["--kubeconfig", str(dead_kubeconfig), "list", "-n", "other"])
+    assert common.make_client(args).namespace == "other"
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+def test_examples_load():
+    for name in ("shipping-fix-parallel.yaml", "shipping-fix-serial.yaml", "per-episode-inputs.yaml"):
+        objs = common.load_documents(str(ROOT / "examples" / name))
+        assert len(objs) == 1 and objs[0]["kind"] == "RolloutBatch"
+
+
+def test_multi_document_and_list(tmp_path):
+    one = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+           "metadata": {"generateName": "a-"}, "spec": {"episodes": 1, "task": {"files": {"e.py": ""}}}}
+    f = tmp_path / "b.yaml"
+    f.write_text(yaml.safe_dump_all([one, None, {"kind": "List", "apiVersion": "v1", "items": [one, one]}]))
+    assert len(common.load_documents(str(f))) == 3
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("a: [1,\n", "not valid YAML (line"),
+    ("", "no objects"),
+    ("- 1\n- 2\n", "is a list, not a Kubernetes object"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "is v1 ConfigMap, not rl.agentruntime.io/v1alpha1 RolloutBatch"),
+    ("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nspec: {}\n", "no metadata.name"),
+    ("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: x}\n", "has no spec"),
+])
+def test_bad_files(tmp_path, text, needle):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(common.CLIError, match=None) as info:
+        common.load_documents(str(f))
+    assert needle in str(info.value)
+
+
+def test_bad_file_through_main_is_one_line(capsys, tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("kind: [")
+    code, out, err = run(capsys, "submit", "-f", str(f))
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "not valid YAML" in err
+    code, _, err = run(capsys, "submit", "-f", str(tmp_path / "missing.yaml"))
+    assert code == 1 and "no such file" in err
+
+
+def test_results_refuses_an_existing_directory(capsys, tmp_path):
+    code, _, err = run(capsys, "results", "x", "--output", str(tmp_path))
+    assert code == 1 and "already exists" in err and err.count("\n") == 1
+
+
+def test_namespace_mismatch(tmp_path):
+    from rolloutbatch.cli.batches import _with_namespace
+
+    obj = {"metadata": {"name": "x", "namespace": "a"}}
+    with pytest.raises(common.CLIError, match="does not match -n b"):
+        _with_namespace(obj, "b", "default", "f")
+    assert _with_namespace({"metadata": {"name": "x"}}, None, "ctx", "f")["metadata"]["namespace"] == "ctx"
+    assert _with_namespace({"metadata": {"name": "x", "namespace": "a"}}, None, "ctx", "f")["metadata"]["namespace"] == "a"

@@ -1,0 +1,188 @@
+"""Rendering (tables, summaries, events) and the results export, against an in-memory API."""
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+
+import pytest
+import yaml
+
+from rolloutbatch.cli import render
+from rolloutbatch.cli.export import export
+from rolloutbatch.kube.errors import NotFound
+from rolloutbatch.sdk import Client, CRDNotInstalled, ResultsNotReady
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+BATCH = {
+    "apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+    "metadata": {"name": "ship", "namespace": "team", "uid": "u-1", "creationTimestamp": "2026-01-01T11:59:15Z"},
+    "spec": {"episodes": 3},
+    "status": {"phase": "Succeeded", "progress": "3/3", "episodes": 3, "succeededEpisodes": 3,
+               "failedEpisodes": 0, "readyEpisodes": 3, "rewardSum": 3.0, "rewardMean": 1.0,
+               "batchToAllReadySeconds": 2.5, "batchToAllRewardsSeconds": 4.25, "jobCompleteSeconds": 6.0,
+               "podToReadySeconds": {"p50": 1.5, "p95": 1.9, "max": 2.0},
+               "sandboxNamespace": "rb-u1", "jobName": "rb-u1", "resultsConfigMap": "ship-results",
+               "message": "3 of 3 episodes succeeded"},
+}
+
+
+class FakeApi:
+    """Just enough of kube.client.Api: objects by path."""
+
+    url = "https://fake:6443"
+
+    def __init__(self, objects: dict[str, dict], crd: bool = True) -> None:
+        self.objects, self.crd = objects, crd
+
+    def get(self, path, what, **params):
+        if path == "/apis/rl.agentruntime.io/v1alpha1":
+            if self.crd:
+                return {"kind": "APIResourceList"}
+            raise NotFound(what, status=404)
+        if path in self.objects:
+            return self.objects[path]
+        raise NotFound(what, status=404)
+
+    def raw(self, path, what, **params):
+        log = self.objects.get(path)
+        if log is None:
+            raise NotFound(what, status=404)
+
+        class Response:
+            def iter_content(self, chunk_size):
+                yield log["text"].encode()
+
+            def close(self):
+                pass
+        return Response()
+
+
+def test_columns_match_the_crd():
+    crd = yaml.safe_load((ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml").read_text())
+    cols = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    ours = [(h, "." + p, wide) for h, p, wide in render.COLUMNS]
+    theirs = [(c["name"].upper(), c["jsonPath"], c.get("priority", 0) > 0) for c in cols]
+    assert ours == theirs
+
+
+def test_table_like_kubectl():
+    text = render.table([BATCH], now=NOW)
+    header, line = text.splitlines()
+    assert header.split() == ["NAME", "STATUS", "PROGRESS", "SUCCEEDED", "FAILED", "REWARD", "AGE"]
+    assert line.split() == ["ship", "Succeeded", "3/3", "3", "0", "3", "45s"]
+    wide = render.table([BATCH], wide=True, now=NOW).splitlines()
+    assert wide[0].split()[-4:] == ["P50-READY", "P95-READY", "NAMESPACE", "MESSAGE"]
+    assert "1.5" in wide[1] and "rb-u1" in wide[1] and "3 of 3 episodes succeeded" in wide[1]
+    empty = {"metadata": {"name": "new", "creationTimestamp": "2026-01-01T11:00:00Z"}}
+    assert render.table([empty], now=NOW).splitlines()[1].split() == ["new", "60m"]
+    assert render.table([BATCH], all_namespaces=True, now=NOW).splitlines()[1].startswith("team ")
+
+
+@pytest.mark.parametrize("seconds, text", [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"),
+                                           (3 * 3600 + 60, "3h1m"), (30 * 3600, "30h"), (3 * 86400, "3d"),
+                                           (20 * 86400, "20d")])
+def test_age(seconds, text):
+    then = (NOW - datetime.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+    assert render.age(then, NOW) == text
+
+
+def test_numbers():
+    assert render.number(None) == "" and render.number(3.0) == "3" and render.number(0.12345) == "0.123"
+    assert render.number(2) == "2" and render.number("x") == "x"
+
+
+def test_serialize():
+    assert json.loads(render.serialize([BATCH], "json", single=True))["metadata"]["name"] == "ship"
+    listed = yaml.safe_load(render.serialize([BATCH, BATCH], "yaml", single=False))
+    assert listed["kind"] == "List" and len(listed["items"]) == 2
+
+
+def test_summary_uses_the_guides_names():
+    values = render.summary(BATCH["status"])
+    assert list(values)[:5] == ["phase", "episodes", "successful_episodes", "failed_episodes", "reward_sum"]
+    assert values["pod_to_ready_p95_seconds"] == 1.9
+    assert values["client_job_complete_seconds"] == 6.0
+    assert values["batch_to_all_rewards_seconds"] == 4.25
+    filled = render.summary({}, {"reward_sum": 7})
+    assert filled["reward_sum"] == 7 and filled["phase"] is None
+
+    from rich.console import Console
+    console = Console(width=120, record=True)
+    console.print(render.summary_table([("parallel", values), ("serial", values)]))
+    text = console.export_text()
+    assert "batch_to_all_ready_seconds" in text and "parallel" in text and "serial" in text
+
+
+def test_progress_line():
+    assert render.progress_line("ship", BATCH["status"]) == \
+        "ship: Succeeded 3/3 finished, ready 3, failed 0, reward 3"
+    assert render.progress_line("x", None) == "x: Pending 0/? finished, ready 0, failed 0, reward 0"
+
+
+def test_events():
+    events = [{"lastTimestamp": "2026-01-01T00:00:02Z", "type": "Warning", "reason": "Failed",
+               "involvedObject": {"kind": "Pod", "name": "p"}, "message": "bad\nthing"},
+              {"lastTimestamp": "2026-01-01T00:00:01Z", "type": "Normal", "reason": "Created",
+               "involvedObject": {"kind": "Job", "name": "j"}, "message": "ok"}]
+    lines = render.format_events(events).splitlines()
+    assert lines[0].split()[:3] == ["LAST", "SEEN", "TYPE"]
+    assert "job/j" in lines[1] and lines[2].endswith("bad thing")
+
+
+def _objects(with_results: bool = True) -> dict[str, dict]:
+    doc = {"batch": "ship", "episodes": 3, "successful_episodes": 3, "reward_sum": 3,
+           "pods": [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "Succeeded"} for i in range(3)]}
+    pod = lambda i: {"metadata": {"name": f"rb-u1-{i}-x"}}  # noqa: E731
+    objects = {
+        "/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/ship": BATCH,
+        "/apis/batch/v1/namespaces/rb-u1/jobs/rb-u1": {"kind": "Job", "metadata": {"name": "rb-u1"}},
+        "/api/v1/namespaces/rb-u1/pods": {"items": [pod(2), pod(0), {"metadata": {"name": "../evil"}}]},
+        "/api/v1/namespaces/team/events": {"items": []},
+        "/api/v1/namespaces/rb-u1/events": {"items": [{"type": "Normal", "reason": "Created", "message": "m",
+                                                       "involvedObject": {"kind": "Pod", "name": "rb-u1-0-x"}}]},
+        "/api/v1/namespaces/rb-u1/pods/rb-u1-0-x/log": {"text": "x" * 100},
+    }
+    if with_results:
+        objects["/api/v1/namespaces/team/configmaps/ship-results"] = {"data": {"results.json": json.dumps(doc)}}
+    return objects
+
+
+def test_export_writes_the_guides_layout(tmp_path):
+    client = Client(api=FakeApi(_objects()), namespace="team")
+    out = tmp_path / "run"
+    written = export(client, client.get("ship"), out, log_limit_bytes=10)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["events.txt", "job.json", "pods.json", "rb-u1-0-x.log", "rb-u1-2-x.log", "receipt.json",
+                     "results.json", "rolloutbatch.json"]
+    assert written["results"] and written["logs"] == 2
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert receipt["batch_uid"] == "u-1" and receipt["sandbox_namespace"] == "rb-u1"
+    assert receipt["namespace"] == "team" and "context" in receipt
+    assert len(json.loads((out / "results.json").read_text())["pods"]) == 3
+    log0 = (out / "rb-u1-0-x.log").read_text()
+    assert log0.startswith("x" * 10 + "\n(log truncated at 10 bytes)")
+    assert "log unavailable" in (out / "rb-u1-2-x.log").read_text()
+    assert "rb-u1-0-x" in (out / "events.txt").read_text()
+    with pytest.raises(FileExistsError):
+        export(client, client.get("ship"), out)
+
+
+def test_export_without_results(tmp_path):
+    client = Client(api=FakeApi(_objects(with_results=False)), namespace="team")
+    written = export(client, client.get("ship"), tmp_path / "r")
+    assert not written["results"] and "no results yet" in written["results_error"]
+    assert not (tmp_path / "r" / "results.json").exists()
+
+
+def test_not_found_vs_crd_missing():
+    client = Client(api=FakeApi({}), namespace="team")
+    with pytest.raises(NotFound, match='rolloutbatch "x" not found in namespace team'):
+        client.get("x")
+    client = Client(api=FakeApi({}, crd=False), namespace="team")
+    with pytest.raises(CRDNotInstalled, match="CRD is not installed: kubectl apply -k manifests/default"):
+        client.get("x")
+    with pytest.raises(ResultsNotReady):
+        Client(api=FakeApi({}), namespace="team").results_document(BATCH)
