@@ -221,7 +221,7 @@ class PodWorker:
                 await self._sleep_or_wake(None if d is None else d - time.time())
             await self._finish_stopped()
             return
-        self.pod_ip = self.sh.ips.allocate()
+        self.pod_ip = HOST_IP if self.pod["spec"].get("hostNetwork") else self.sh.ips.allocate()
         os.makedirs(self.dir, exist_ok=True)
         # configuration (volumes, env), retried until it works
         delay, last_err = RETRY_MIN, None
@@ -366,7 +366,7 @@ class PodWorker:
             groups=tuple(dict.fromkeys(groups)),
             no_new_privs=sc.get("allowPrivilegeEscalation") is False,
             cap_add=tuple(caps.get("add") or ()), cap_drop=tuple(caps.get("drop") or ()),
-            root_layout=self.sh.root_layout))
+            root_layout=self.sh.root_layout, host_network=bool(pspec.get("hostNetwork"))))
 
     async def _spawn(self, c: Container) -> None:
         c.view.container_id = "bwrap://" + hashlib.sha256(

@@ -62,6 +62,7 @@ class SandboxSpec:
     # host layout: path -> symlink target (e.g. "/lib" -> "usr/lib") or "" when a real dir;
     # paths absent from the dict do not exist on the host.
     root_layout: dict = field(default_factory=dict)
+    host_network: bool = False           # pod.spec.hostNetwork: keep the host's network namespace
     etc_paths: tuple[str, ...] = ETC_PATHS
 
 
@@ -107,9 +108,10 @@ def build_argv(spec: SandboxSpec) -> list[str]:
             out += ["--perms", "0755", "--dir", d]
         return out
 
-    a = [BWRAP, "--die-with-parent", "--new-session",
-         "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-         "--hostname", spec.hostname,
+    a = [BWRAP, "--die-with-parent", "--new-session", "--unshare-pid"]
+    if not spec.host_network:
+        a.append("--unshare-net")
+    a += ["--unshare-ipc", "--unshare-uts", "--hostname", spec.hostname,
          "--ro-bind", "/usr", "/usr"]
     for p in ROOT_LINKS:
         if p not in spec.root_layout:

@@ -115,3 +115,8 @@ def test_real_sandbox_has_no_network_and_own_pids(tmp_path):
                                   root_layout=host_root_layout()))
     out = subprocess.run(argv, env={"PATH": images.DEFAULT_PATH}, capture_output=True, text=True, timeout=30)
     assert out.stdout.split() == ["2", "nonet"], out.stderr
+
+
+def test_host_network_keeps_the_network_namespace():
+    argv = build_argv(SandboxSpec(argv=["x"], hostname="p", host_network=True))
+    assert "--unshare-net" not in argv and "--unshare-pid" in argv
