@@ -442,6 +442,14 @@ class BatchReconciler:
 
         Returns True when nothing of the sandbox is left.
         """
+        try:
+            return await self._delete_sandbox(wait=wait)
+        except NotOurs as exc:
+            # Never ours (e.g. a namespace squatting the sandbox's name): nothing to delete.
+            self.log.warning("Leaving alone what is not ours: %s", exc)
+            return True
+
+    async def _delete_sandbox(self, *, wait: bool) -> bool:
         spec = self.spec or parse_spec(self.body.get("spec") or {})
         ns = naming.child_namespace(self.ref, spec)
         uid = self.ref.uid
