@@ -134,7 +134,7 @@ def test_events():
 
 def _objects(with_results: bool = True) -> dict[str, dict]:
     doc = {"batch": "ship", "episodes": 3, "successful_episodes": 3, "reward_sum": 3,
-           "pods": [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "Succeeded"} for i in range(3)]}
+           "pods": [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "succeeded"} for i in range(3)]}
     pod = lambda i: {"metadata": {"name": f"rb-u1-{i}-x"}}  # noqa: E731
     objects = {
         "/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/ship": BATCH,

@@ -1,0 +1,92 @@
+"""The `rolloutbatch` command end to end, run as a user would (a subprocess) against the devcluster."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.kube import kubeconfig_path
+
+pytestmark = pytest.mark.cluster
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rolloutbatch.cli.main", "--kubeconfig", str(kubeconfig_path()), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_submit_watch_results_get_cleanup(operator_process, namespace, tmp_path):
+    run = cli("submit", "-f", "examples/shipping-fix-parallel.yaml", "--watch", "-n", namespace)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    assert "rolloutbatch.rl.agentruntime.io/shipping-fix-parallel created" in out
+    for metric in ("successful_episodes", "reward_sum", "batch_to_all_ready_seconds", "pod_to_ready_p95_seconds",
+                   "client_job_complete_seconds"):
+        assert metric in out, out
+    assert "shipping-fix-parallel: Succeeded" in out
+
+    got = cli("get", "shipping-fix-parallel", "-n", namespace, "-o", "json")
+    assert got.returncode == 0, got.stderr
+    obj = json.loads(got.stdout)
+    assert obj["status"]["phase"] == "Succeeded" and obj["status"]["rewardSum"] == 10
+
+    table = cli("list", "-n", namespace)
+    assert table.returncode == 0
+    assert table.stdout.split()[:7] == ["NAME", "STATUS", "PROGRESS", "SUCCEEDED", "FAILED", "REWARD", "AGE"]
+    assert "Succeeded" in table.stdout and "10/10" in table.stdout
+
+    target = tmp_path / "rl-parallel-10"
+    res = cli("results", "shipping-fix-parallel", "-n", namespace, "--output", str(target))
+    assert res.returncode == 0, res.stdout + res.stderr
+    names = {p.name for p in target.iterdir()}
+    assert {"results.json", "job.json", "pods.json", "events.txt", "receipt.json"} <= names
+    document = json.loads((target / "results.json").read_text())
+    assert document["successful_episodes"] == 10 and len(document["pods"]) == 10
+    receipt = json.loads((target / "receipt.json").read_text())
+    assert receipt["namespace"] == namespace and receipt["batch_uid"] == obj["metadata"]["uid"]
+    assert receipt["sandbox_namespace"] == obj["status"]["sandboxNamespace"] and receipt["context"]
+    # Pods may already be gone (DeleteOnSuccess); when they exist each has a log next to it.
+    pods = json.loads((target / "pods.json").read_text())
+    assert {p["metadata"]["name"] + ".log" for p in pods} <= names
+
+    again = cli("results", "shipping-fix-parallel", "-n", namespace, "--output", str(target))
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+    gone = cli("cleanup", "shipping-fix-parallel", "-n", namespace, "--timeout", "120")
+    assert gone.returncode == 0, gone.stderr
+    missing = cli("get", "shipping-fix-parallel", "-n", namespace)
+    assert missing.returncode == 1 and "not found" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_failed_batch_exits_1(operator_process, namespace, tmp_path):
+    f = tmp_path / "fail.yaml"
+    f.write_text(json.dumps({
+        "apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": "fails"},
+        "spec": {"episodes": 2, "command": ["python", "/task/episode.py"],
+                 "task": {"files": {"episode.py": "raise SystemExit(3)"}},
+                 "episodeTimeoutSeconds": 60, "activeDeadlineSeconds": 120}}))
+    run = cli("submit", "-f", str(f), "-w", "-n", namespace)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "fails: Failed" in run.stdout
+
+
+def test_bad_file_and_bad_spec_are_one_line(operator_process, namespace, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: x\n")
+    run = cli("submit", "-f", str(bad), "-n", namespace)
+    assert run.returncode == 1 and len(run.stderr.strip().splitlines()) == 1 and "not valid YAML" in run.stderr
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(json.dumps({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                                   "metadata": {"name": "x"},
+                                   "spec": {"episodes": 2, "parallelism": 5, "task": {"files": {"e.py": ""}}}}))
+    run = cli("submit", "-f", str(invalid), "-n", namespace)
+    assert run.returncode == 1 and len(run.stderr.strip().splitlines()) == 1
+    assert "parallelism must be less than or equal to spec.episodes" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -1,0 +1,98 @@
+"""rolloutbatch.sdk: building batches (no cluster) and the handle's wait loop on a fake client."""
+from __future__ import annotations
+
+import pytest
+
+from rolloutbatch import sdk
+from rolloutbatch.sdk import Task, build_batch
+
+TASK = Task(files={"episode.py": "print('hi')"}, command=["python", "-B", "/task/episode.py"])
+
+
+def test_minimal():
+    batch = build_batch("ship", TASK, episodes=4)
+    assert batch["apiVersion"] == "rl.agentruntime.io/v1alpha1" and batch["kind"] == "RolloutBatch"
+    assert batch["metadata"] == {"name": "ship"}
+    assert batch["spec"] == {"episodes": 4, "image": "python:3.12-alpine",
+                             "command": ["python", "-B", "/task/episode.py"],
+                             "task": {"mountPath": "/task", "files": {"episode.py": "print('hi')"}}}
+
+
+def test_prefix_namespace_inputs_and_overrides():
+    task = Task(files={"a.py": "x", "data.json": "{}"}, command=["python", "/t/a.py"], image="python:3.12-slim",
+                env={"SEED": 7}, resources={"limits": {"cpu": "1"}}, mount_path="/t")
+    batch = build_batch("step-", task, episodes=2, parallelism=1, inputs=[{"n": 1}, {"n": 2}], namespace="rl",
+                        episode_timeout_seconds=30, minSuccessfulEpisodes=1,
+                        isolation={"namespace": "Shared"})
+    assert batch["metadata"] == {"generateName": "step-", "namespace": "rl"}
+    spec = batch["spec"]
+    assert spec["parallelism"] == 1 and spec["inputs"] == [{"n": 1}, {"n": 2}]
+    assert spec["env"] == [{"name": "SEED", "value": "7"}]
+    assert spec["resources"] == {"limits": {"cpu": "1"}} and spec["task"]["mountPath"] == "/t"
+    assert spec["episodeTimeoutSeconds"] == 30 and spec["minSuccessfulEpisodes"] == 1
+    assert spec["isolation"] == {"namespace": "Shared"} and spec["image"] == "python:3.12-slim"
+
+
+def test_build_copies_inputs():
+    resources = {"limits": {"cpu": "1"}}
+    batch = build_batch("a", Task(files={"e": ""}, command=["x"], resources=resources), 1)
+    batch["spec"]["resources"]["limits"]["cpu"] = "2"
+    assert resources["limits"]["cpu"] == "1"
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"episodes": 0}, "episodes must be"),
+    ({"episodes": True}, "episodes must be"),
+    ({"episodes": 3, "parallelism": 4}, "parallelism must be"),
+    ({"episodes": 2, "inputs": [{}]}, "one per episode"),
+    ({"episodes": 1, "inputs": [3]}, "JSON object"),
+])
+def test_invalid_counts(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        build_batch("a", TASK, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["", "-", "Upper", "a_b", "x" * 56, "-lead"])
+def test_invalid_names(name):
+    with pytest.raises(ValueError, match="name"):
+        build_batch(name, TASK, 1)
+
+
+@pytest.mark.parametrize("task, needle", [
+    (Task(files={}, command=["x"]), "at least one file"),
+    (Task(files={"../x": ""}, command=["x"]), "ConfigMap key"),
+    (Task(files={"a": ""}, command=[]), "command"),
+    (Task(files={"a": ""}, command=["x"], env={"EPISODE_ID": "1"}), "set by the operator"),
+    (Task(files={"a": ""}, command=["x"], env=[{"name": "BATCH_NAME", "value": "1"}]), "set by the operator"),
+])
+def test_invalid_tasks(task, needle):
+    with pytest.raises(ValueError, match=needle):
+        build_batch("a", task, 1)
+
+
+class FakeClient:
+    def __init__(self, statuses):
+        self.statuses = list(statuses)
+
+    def get(self, name, namespace):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return {"metadata": {"name": name, "namespace": namespace, "uid": "u"}, "status": status}
+
+
+def test_wait_reports_each_change_and_returns_the_final_status():
+    statuses = [{}, {"phase": "Running", "progress": "0/2"}, {"phase": "Running", "progress": "0/2"},
+                {"phase": "Running", "progress": "1/2"}, {"phase": "Succeeded", "progress": "2/2"}]
+    handle = sdk.BatchHandle(FakeClient(statuses), {"metadata": {"name": "b", "namespace": "n", "uid": "u"}})
+    seen = []
+    final = handle.wait(timeout=5, on_progress=seen.append, interval=0)
+    assert final["phase"] == "Succeeded"
+    assert [s.get("progress") for s in seen] == [None, "0/2", "1/2", "2/2"]
+
+
+def test_wait_stops_on_stalled_and_times_out():
+    stalled = {"phase": "Pending", "conditions": [{"type": "Stalled", "status": "True"}]}
+    handle = sdk.BatchHandle(FakeClient([stalled]), {"metadata": {"name": "b", "namespace": "n", "uid": "u"}})
+    assert handle.wait(timeout=5, interval=0) == stalled
+    handle = sdk.BatchHandle(FakeClient([{"phase": "Running"}]), {"metadata": {"name": "b", "namespace": "n"}})
+    with pytest.raises(TimeoutError, match="not finished after 0.05s"):
+        handle.wait(timeout=0.05, interval=0.01)
