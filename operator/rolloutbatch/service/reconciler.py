@@ -456,7 +456,8 @@ class BatchReconciler:
         if spec.isolation_namespace == "Dedicated":
             gone = not await self._call(resources.delete_owned, "Namespace", ns, None, uid,
                                         propagation="Foreground")
-            crash_point("cleanup:namespace")
+            if wait:  # the finalizer's path, not the after-finish cleanup policy
+                crash_point("cleanup:namespace")
         else:
             gone = not await self._call(resources.delete_owned, "Job", naming.job_name(self.ref), ns, uid,
                                         propagation="Foreground")
