@@ -300,11 +300,27 @@ class BatchHandle:
                 on_progress(copy.deepcopy(status))
             last = status
             if is_finished(status):
+                status = self.settle()
+                if on_progress is not None and status != last:
+                    on_progress(copy.deepcopy(status))
                 return status
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"RolloutBatch {self.namespace}/{self.name} not finished after {timeout:g}s "
                                    f"(phase {status.get('phase') or 'Pending'}, {status.get('progress') or '-'})")
             time.sleep(interval)
+
+    def settle(self, timeout: float = 10, interval: float = 0.2) -> dict:
+        """After the phase turned terminal, give the last timing field a moment to land.
+
+        The operator can publish ``phase: Succeeded`` one status patch before
+        ``jobCompleteSeconds`` (it needs the Job's own completion); wait briefly for it.
+        """
+        deadline = time.monotonic() + timeout
+        while (self.status.get("phase") in TERMINAL_PHASES and self.status.get("jobName")
+               and self.status.get("jobCompleteSeconds") is None and time.monotonic() < deadline):
+            time.sleep(interval)
+            self.refresh()
+        return self.status
 
     def document(self) -> dict:
         """The whole results document (summary fields and ``pods``)."""

@@ -96,3 +96,12 @@ def test_wait_stops_on_stalled_and_times_out():
     handle = sdk.BatchHandle(FakeClient([{"phase": "Running"}]), {"metadata": {"name": "b", "namespace": "n"}})
     with pytest.raises(TimeoutError, match="not finished after 0.05s"):
         handle.wait(timeout=0.05, interval=0.01)
+
+
+def test_wait_settles_the_job_complete_time():
+    done = {"phase": "Succeeded", "jobName": "j"}
+    statuses = [{"phase": "Running", "jobName": "j"}, done, done, dict(done, jobCompleteSeconds=3.5)]
+    handle = sdk.BatchHandle(FakeClient(statuses), {"metadata": {"name": "b", "namespace": "n", "uid": "u"}})
+    seen = []
+    final = handle.wait(timeout=5, on_progress=seen.append, interval=0)
+    assert final["jobCompleteSeconds"] == 3.5 and seen[-1]["jobCompleteSeconds"] == 3.5

@@ -25,6 +25,8 @@ def follow(handles: Sequence[BatchHandle], console, *, timeout: float = 3600, in
         _follow_live(handles, console, deadline, interval)
     else:
         _follow_plain(handles, console, deadline, interval)
+    for h in handles:
+        h.settle()
 
 
 def _pending(handles: Sequence[BatchHandle]) -> list[BatchHandle]:
