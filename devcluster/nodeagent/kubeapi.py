@@ -52,8 +52,9 @@ def load_kubeconfig(path: str, secret_dir: str) -> tuple[str, ssl.SSLContext]:
             return p if os.path.isabs(p) else os.path.join(base, p)
         return None
 
-    ctx = ssl.create_default_context()
     ca = material("certificate-authority-data", "certificate-authority", cluster, "ca.crt")
+    # with a cluster CA, don't load the system's trust store (slow, and not wanted)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if ca else ssl.create_default_context()
     if cluster.get("insecure-skip-tls-verify"):
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE

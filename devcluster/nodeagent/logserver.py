@@ -118,11 +118,19 @@ def make_app(store: LogStore) -> web.Application:
 
 
 async def start(store: LogStore, port: int, cert: str, key: str, host: str = "127.0.0.1") -> web.AppRunner:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # no client certificates; skip system CA loading
     ctx.load_cert_chain(cert, key)
     runner = web.AppRunner(make_app(store), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ctx, reuse_address=True)
-    await site.start()
+    for attempt in range(40):  # a previous agent on this port may still be exiting
+        try:
+            await site.start()
+            break
+        except OSError as e:
+            if attempt == 39:
+                raise
+            log.warning("port %d: %s; retrying", port, e.strerror)
+            await asyncio.sleep(0.25)
     log.info("serving container logs on https://%s:%d", host, port)
     return runner

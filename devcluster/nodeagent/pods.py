@@ -183,7 +183,7 @@ class PodWorker:
                 try:
                     await self._await_removal()
                 finally:
-                    self._cleanup()
+                    await self._cleanup()
                     self._on_done(self)
 
     async def _lifecycle(self) -> None:
@@ -546,10 +546,11 @@ class PodWorker:
             volumes.unmount(mp)
         self.tmpfs.clear()
 
-    def _cleanup(self) -> None:
+    async def _cleanup(self) -> None:
         self.sh.logs.unregister(self.ns, self.name, self.uid)
         volumes.unmount_all(self.dir)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        # directory removal is slow-ish on a busy disk: keep it off the event loop
+        await asyncio.to_thread(shutil.rmtree, self.dir, True)
 
     async def shutdown(self) -> None:
         """Agent exit: kill the sandboxes, drop mounts; the pod's API state is left as is."""
