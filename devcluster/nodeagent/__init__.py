@@ -13,4 +13,19 @@ Modules, one job each:
   logstore  - per-container log files (CRI-like line format) and their reading
   logserver - HTTPS /containerLogs and /healthz
   quantity  - pure: Kubernetes resource quantities
+
+Run: python -m devcluster.nodeagent --kubeconfig K --node-name devnode-0 --port P --state-dir D
+     --tls-cert C --tls-key K [--cpu 32 --memory 64Gi --pods 250]   (the launcher does this)
+
+Status writes per pod: one when the containers run (deferred 0.2 s, so a pod that is already
+done by then gets only its terminal write) and one terminal write; restarts write once each.
+Deletion: SIGTERM to each container's command, SIGKILL after deletionGracePeriodSeconds,
+terminal status, then DELETE with gracePeriodSeconds 0 and a uid precondition.
+
+Not implemented (kubelet features this node does not have): probes (a running container is
+ready), resource limits/cgroups (memory/CPU are not enforced), termination messages, image
+entrypoints beyond the table in images.py, exec/attach/port-forward, ConfigMap/Secret update
+propagation and token refresh in volumes, persistentVolumeClaim/CSI volumes, service
+environment variables and DNS (pods have a loopback-only network). Restart backoff is
+1 s doubling to 60 s (the kubelet's is 10 s to 5 min).
 """
