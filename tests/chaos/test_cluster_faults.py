@@ -1,0 +1,143 @@
+"""Faults of the cluster around the operator: an apiserver restart, evictions, many batches.
+
+Each test uses the shared operator (tests/conftest.py) and the real devcluster; the apiserver
+is restarted with the launcher's own `restart` command.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished
+from tests.support.operator import ROOT, kubectl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+SLOW_EPISODE = '''
+import json, os, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready")
+time.sleep(float(os.environ.get("SLEEP", "6")))
+emit("reward", reward=1)
+'''
+
+
+def wait_pods_running(namespace, count, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        if len(running) >= count:
+            return running
+        time.sleep(0.3)
+    raise AssertionError(f"{count} pods never ran in {namespace}")
+
+
+def sandbox_of(name, namespace, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ns = ((get(name, namespace) or {}).get("status") or {}).get("sandboxNamespace")
+        if ns:
+            return ns
+        time.sleep(0.3)
+    raise AssertionError("no sandbox namespace")
+
+
+def test_apiserver_restart_mid_batch(operator_process, namespace):
+    name = unique("apirestart")
+    apply(episode_batch(name, SLOW_EPISODE, episodes=6, env=[{"name": "SLEEP", "value": "8"}]), namespace)
+    wait_pods_running(sandbox_of(name, namespace), 6)
+    subprocess.run([sys.executable, "-m", "devcluster.cluster", "restart", "kube-apiserver"], cwd=ROOT, check=True,
+                   timeout=120)
+    obj = wait_finished(name, namespace, timeout=180, operator=operator_process)
+    st = obj["status"]
+    assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"], st["lostEpisodes"]) == ("Succeeded", 6, 0, 0)
+    assert sorted(r["index"] for r in results(name, namespace)["pods"]) == list(range(6))
+
+
+def test_evicted_episodes_are_retried_and_counted_once(operator_process, namespace):
+    name = unique("evict")
+    apply(episode_batch(name, SLOW_EPISODE, episodes=4, env=[{"name": "SLEEP", "value": "8"}],
+                        cleanup={"sandbox": "Never"}), namespace)
+    sandbox = sandbox_of(name, namespace)
+    victims = wait_pods_running(sandbox, 4)[:2]
+    for pod in victims:
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": pod["metadata"]["name"], "namespace": sandbox}}
+        kubectl("create", "--raw", f"/api/v1/namespaces/{sandbox}/pods/{pod['metadata']['name']}/eviction",
+                "-f", "-", input=json.dumps(eviction))
+    obj = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    st = obj["status"]
+    assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"]) == ("Succeeded", 4, 0), st
+    assert st["retriedEpisodes"] == 2
+    rows = {r["index"]: r for r in results(name, namespace)["pods"]}
+    evicted = {int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]) for p in victims}
+    assert all(rows[i]["attempts"] == 2 for i in evicted)
+    assert sorted(rows) == [0, 1, 2, 3]
+
+
+def test_image_the_nodes_cannot_run_stalls(operator_process, namespace):
+    name = unique("noimage")
+    apply(episode_batch(name, "print(1)", episodes=2, image="registry.example/never:1"), namespace)
+    obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
+    stalled = condition(obj, "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "ImagePullFailed", stalled
+    events = kubectl("get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}").stdout
+    assert "ImagePullFailed" in events
+
+
+def test_quota_that_cannot_fit_stalls(operator_process, namespace):
+    kubectl("create", "quota", "tiny", "-n", namespace, "--hard=limits.memory=64Mi,requests.memory=32Mi,pods=5")
+    time.sleep(1.5)  # the quota controller fills in status.hard
+    name = unique("quota")
+    apply(episode_batch(name, "print(1)", episodes=2, isolation={"namespace": "Shared"}), namespace)
+    obj = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    stalled = condition(obj, "Stalled")
+    assert stalled["reason"] == "QuotaExceeded" and "tiny" in stalled["message"], stalled
+    assert not kubectl("get", "jobs", "-n", namespace, "-o", "name").stdout.strip()  # nothing created
+
+
+PROGRAM_BY_INDEX = '''
+import json, os, sys, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+i = int(os.environ["EPISODE_INDEX"]); salt = int(os.environ["SALT"])
+emit("ready")
+emit("reward", reward=(i * salt) % 7)
+if (i + salt) % 5 == 0:
+    sys.exit(1)
+'''
+
+
+def test_twenty_concurrent_batches_are_independent(operator_process):
+    namespaces = [unique("many") for _ in range(4)]
+    for ns in namespaces:
+        kubectl("create", "namespace", ns)
+    batches = []
+    try:
+        for salt in range(20):
+            ns = namespaces[salt % 4]
+            name = unique(f"b{salt}")
+            isolation = "Shared" if salt % 2 else "Dedicated"
+            apply(episode_batch(name, PROGRAM_BY_INDEX, episodes=10, parallelism=5, minSuccessfulEpisodes=0,
+                                isolation={"namespace": isolation}, env=[{"name": "SALT", "value": str(salt)}]), ns)
+            batches.append((salt, ns, name))
+        for salt, ns, name in batches:
+            obj = wait_finished(name, ns, timeout=600, operator=operator_process)
+            failing = {i for i in range(10) if (i + salt) % 5 == 0}
+            rows = {r["index"]: r for r in results(name, ns)["pods"]}
+            assert sorted(rows) == list(range(10))
+            for i, row in rows.items():
+                if i in failing:
+                    assert (row["outcome"], row["reason"]) == ("failed", "NonZeroExit")
+                else:
+                    assert row["outcome"] == "succeeded" and row["reward"] == (i * salt) % 7
+            st = obj["status"]
+            assert st["succeededEpisodes"] == 10 - len(failing) and st["failedEpisodes"] == len(failing)
+            assert st["rewardSum"] == sum((i * salt) % 7 for i in range(10) if i not in failing)
+    finally:
+        for ns in namespaces:
+            kubectl("delete", "namespace", ns, "--wait=false", check=False)
