@@ -37,16 +37,21 @@ async def run_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> 
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
-async def delete_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, runtime: Any, **_: Any) -> None:
-    """Remove the sandbox (Job, then the Dedicated namespace) before releasing the object."""
+async def delete_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
+    """Remove the sandbox (Job, then the Dedicated namespace) before releasing the object.
+
+    Waits in place (bounded) rather than raising TemporaryError: kopf logs each retry as an
+    error, which would read as a failure while a namespace is simply terminating.
+    """
     with memo.metrics.handler("delete_batch"):
         reconciler = memo.registry.reconciler(body, _emitter(body), logger)
+        deadline = asyncio.get_running_loop().time() + memo.ctx.settings.namespace_delete_timeout
         gone = await reconciler.delete_sandbox(wait=True)
-        timeout = memo.ctx.settings.namespace_delete_timeout
-        waited = runtime.total_seconds()
-        if not gone and waited < timeout:
-            raise kopf.TemporaryError("waiting for the sandbox to be deleted", delay=1)
+        while not gone and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(1.0)
+            gone = await reconciler.delete_sandbox(wait=True)
         if not gone:
-            logger.warning("The sandbox was not gone after %ss; releasing the RolloutBatch", timeout)
+            logger.warning("The sandbox was not gone after %ss; releasing the RolloutBatch",
+                           memo.ctx.settings.namespace_delete_timeout)
         memo.registry.forget(body["metadata"]["uid"])
         memo.metrics.batch_deleted(body["metadata"]["namespace"], body["metadata"]["name"])

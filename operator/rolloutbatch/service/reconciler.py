@@ -417,13 +417,36 @@ class BatchReconciler:
         self.emit("Warning", reason, message)
         self.ctx.metrics.batch_finished(self.ref.namespace, self.ref.name, "failed", None, None, None)
 
+    async def _await_job_end(self, timeout: float = 30.0) -> None:
+        """Ready is declared as soon as every episode is final; the Job controller marks the Job
+        finished a moment later. Wait for that (bounded) to record jobCompleteSeconds, before
+        any cleanup deletes the Job."""
+        tracker = self.tracker
+        if tracker is None or self._job_complete_seconds() is not None:
+            return
+        deadline = time.monotonic() + timeout
+        polled = time.monotonic()
+        while not (tracker.job and tracker.job.finished) and time.monotonic() < deadline:
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=1.0)
+            except asyncio.TimeoutError:
+                pass
+            if time.monotonic() - polled > 5:
+                polled = time.monotonic()
+                await self._poll_job()
+        if tracker.job and tracker.job.finished:
+            await self._write_results(final=True)
+            await self._patch_status(self.last_status.get("phase", "Succeeded"), force=True)
+
     async def _after_finish(self) -> None:
-        """Cleanup policy, a late jobCompleteSeconds, and ttlSecondsAfterFinished."""
+        """A late jobCompleteSeconds, the cleanup policy, and ttlSecondsAfterFinished."""
         try:
             spec = self.spec or parse_spec(self.body.get("spec") or {})
         except SpecError:
             return
         self.spec = spec
+        await self._await_job_end()
         phase = self.last_status.get("phase")
         policy = spec.cleanup_sandbox
         if policy == "Always" or (policy == "DeleteOnSuccess" and phase == "Succeeded"):
