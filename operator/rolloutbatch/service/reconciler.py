@@ -111,12 +111,18 @@ class BatchReconciler:
 
     # -- feeding from watch handlers -------------------------------------------------------
     def observe_pod(self, facts: PodFacts, deleted: bool = False) -> None:
-        if self.tracker is None:
+        tracker = self.tracker
+        if tracker is None:
             self._early.append(("deleted" if deleted else "seen", facts))
-        elif deleted:
-            self.tracker.pod_deleted(facts)
+            self.wake.set()
+            return
+        retried = tracker.retried
+        if deleted:
+            tracker.pod_deleted(facts)
         else:
-            self.tracker.observe_pod(facts)
+            tracker.observe_pod(facts)
+        for _ in range(tracker.retried - retried):
+            self.ctx.metrics.episode_retried(self.ref.namespace, self.ref.name)
         self.wake.set()
 
     def observe_job(self, job: JobFacts) -> None:
@@ -257,6 +263,7 @@ class BatchReconciler:
                 last_job_poll = time.monotonic()
                 await self._poll_job()
             phase = "Collecting" if tracker.job and tracker.job.finished else "Running"
+            self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._patch_status(phase)
             await self._write_results()
             self.wake.clear()
