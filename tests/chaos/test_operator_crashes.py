@@ -44,6 +44,21 @@ def solo_operator(operator_process):
     operator_process.start()
 
 
+@pytest.fixture
+def chaos_namespace():
+    namespace = unique("chaos")
+    kubectl("create", "namespace", namespace)
+    yield namespace
+    kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def wait_crashed(operator, point, timeout=120):
+    deadline = time.monotonic() + timeout
+    while operator.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert operator.proc.poll() is not None, f"the operator never reached {point}:\n{operator.log_tail()}"
+
+
 def rows_of(doc):
     return {r["index"]: (r["outcome"], r["reward"] if r["outcome"] == "succeeded" else None) for r in doc["pods"]}
 
@@ -66,18 +81,14 @@ def check_outcome(name, namespace, operator):
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_crash_and_restart_loses_nothing(solo_operator, point):
-    namespace = unique("chaos")
-    kubectl("create", "namespace", namespace)
+def test_crash_and_restart_loses_nothing(solo_operator, chaos_namespace, point):
+    namespace = chaos_namespace
     crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point})
     crashing.start()
     name = unique("crash")
     apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
                         cleanup={"sandbox": "Never"}), namespace)
-    deadline = time.monotonic() + 120
-    while crashing.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert crashing.proc.poll() is not None, f"the operator never reached {point}:\n{crashing.log_tail()}"
+    wait_crashed(crashing, point)
     survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
     survivor.start()
     try:
@@ -87,22 +98,17 @@ def test_crash_and_restart_loses_nothing(solo_operator, point):
         wait_gone("configmap", f"{name}-results", namespace)
     finally:
         survivor.stop()
-        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def test_crash_during_cleanup_completes_the_deletion(solo_operator):
-    namespace = unique("chaos")
-    kubectl("create", "namespace", namespace)
+def test_crash_during_cleanup_completes_the_deletion(solo_operator, chaos_namespace):
+    namespace = chaos_namespace
     first = OperatorProcess("operator-crash-cleanup", env={"ROLLOUTBATCH_CRASH_AT": "cleanup:namespace"})
     first.start()
     name = unique("crash")
     apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
     obj = wait_finished(name, namespace, operator=first)
     kubectl("delete", "rb", name, "-n", namespace, "--wait=false")
-    deadline = time.monotonic() + 60
-    while first.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert first.proc.poll() is not None
+    wait_crashed(first, "cleanup:namespace", timeout=60)
     assert get(name, namespace) is not None  # held by our finalizer while the operator is down
     second = OperatorProcess("operator-after-cleanup-crash")
     second.start()
@@ -111,12 +117,10 @@ def test_crash_during_cleanup_completes_the_deletion(solo_operator):
         wait_gone("namespace", obj["status"]["sandboxNamespace"])
     finally:
         second.stop()
-        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def test_operator_down_while_batch_finishes(solo_operator):
-    namespace = unique("chaos")
-    kubectl("create", "namespace", namespace)
+def test_operator_down_while_batch_finishes(solo_operator, chaos_namespace):
+    namespace = chaos_namespace
     op = OperatorProcess("operator-down-early")
     op.start()
     name = unique("down")
@@ -132,4 +136,3 @@ def test_operator_down_while_batch_finishes(solo_operator):
         check_outcome(name, namespace, op2)
     finally:
         op2.stop()
-        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
