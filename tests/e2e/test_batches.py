@@ -174,3 +174,23 @@ def test_missing_runtime_class_stalls(operator_process, namespace):
     obj = wait_finished(name, namespace, operator=operator_process, timeout=60)
     assert condition(obj, "Stalled")["reason"] == "RuntimeClassNotFound"
     assert "does-not-exist" in condition(obj, "Stalled")["message"]
+
+
+def test_ttl_after_finished_deletes_the_batch(operator_process, namespace):
+    name = unique("ttl")
+    apply(episode_batch(name, FAILING_TESTS.replace('"1"', '"none"'), episodes=1,
+                        cleanup={"ttlSecondsAfterFinished": 3}), namespace)
+    obj = wait_finished(name, namespace, operator=operator_process)
+    assert obj["status"]["phase"] == "Succeeded"
+    wait_gone("rolloutbatch", name, namespace, timeout=60)
+    wait_gone("configmap", f"{name}-results", namespace, timeout=60)
+
+
+def test_cleanup_always_removes_a_failed_sandbox(operator_process, namespace):
+    name = unique("always")
+    apply(episode_batch(name, FAILING_TESTS.replace('"1"', '"0"'), episodes=1, cleanup={"sandbox": "Always"}),
+          namespace)
+    obj = wait_finished(name, namespace, operator=operator_process)
+    assert obj["status"]["phase"] == "Failed"
+    wait_gone("namespace", obj["status"]["sandboxNamespace"])
+    assert results(name, namespace)["pods"][0]["reason"] == "NonZeroExit"
