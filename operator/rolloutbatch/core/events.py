@@ -20,9 +20,13 @@ MAX_PROBLEMS = 20
 
 
 def _number(value: object) -> float | None:
+    """A finite float, or None: bools, strings, NaN/Infinity and ints too big for a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:       # a 400-digit integer is valid JSON
+        return None
     return number if math.isfinite(number) else None
 
 
@@ -72,7 +76,12 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
             if len(problems) < MAX_PROBLEMS:
                 problems.append(f"line {number}: {len(line)} bytes, longer than {max_line_bytes}: skipped")
             continue
-        event = parse_line(line)
+        try:
+            event = parse_line(line)
+        except Exception as exc:  # noqa: BLE001 - last line of defence: hostile bytes must not raise
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(f"line {number}: unparseable ({type(exc).__name__}): skipped")
+            continue
         if event is None:
             continue
         (ready if event.kind == "ready" else reward).append(event)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
 from rolloutbatch.core.stats import summarize
-from rolloutbatch.core.verdict import is_infrastructure_failure, is_terminal, judge_episode
+from rolloutbatch.core.verdict import INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal, judge_episode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +105,7 @@ class BatchTracker:
             if len(attempts) <= self.retries:
                 self.retried += 1
             else:
-                self.results[index] = judge_episode(facts, None, log_error="infrastructure retries exhausted",
+                self.results[index] = judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED,
                                                     attempts=len(attempts))
             self.version += 1
             return

@@ -4,8 +4,25 @@ The success rule is DESIGN section 4: the pod Succeeded with exit code 0 and no 
 log holds exactly one ``ready`` and one ``reward`` event, both carrying its own pod name, the
 reward is a finite number, and pod created <= ready.at <= reward.at (within a clock-skew
 tolerance: inside it the episode succeeds with a flag; beyond it, it fails with ClockSkew).
-Failure reasons are checked in the order of ``judge_episode``; the first that applies wins, so
-the reason names the most fundamental problem (a dead pod before a missing event).
+Failure reasons are checked in this order; the first that applies wins, so the reason names the
+most fundamental problem (a dead pod before a missing event, a missing event before a bad one):
+
+ 1. InfrastructureFailure  the tracker says retries.infrastructure are used up
+                           (``log_error=INFRASTRUCTURE_EXHAUSTED``; checked first because there is
+                           no log to look at)
+ 2. LogUnavailable         the log could not be read (outcome "lost" when the pod is gone/going)
+ 3. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
+ 4. ImagePullFailed        the container never started (ErrImagePull, ImagePullBackOff, ...)
+ 5. NonZeroExit            phase is not Succeeded or the exit code is not 0
+ 6. Restarted              the container restarted
+ 7. NoReadyEvent / NoRewardEvent   (LogLimitExceeded instead when the log was truncated)
+ 8. DuplicateReady / DuplicateReward
+ 9. IdentityMismatch       an event names another episode
+10. InvalidReward          not a finite int/float (bools, strings, NaN, Infinity, 1e400)
+11. MissingTimestamp       an event's ``at`` is absent or not a finite number
+12. ClockSkew              ready.at before the pod's creation by more than the tolerance
+13. RewardBeforeReady      reward.at before ready.at by more than the tolerance
+Within the tolerance the episode succeeds with the flag ``ClockSkewWithinTolerance``.
 """
 
 from __future__ import annotations
@@ -22,6 +39,8 @@ INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmissionError", "Terminated",
                           "NodeShutdown", "DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"}
 IMAGE_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+# Passed as ``log_error`` by the tracker when an index used up retries.infrastructure.
+INFRASTRUCTURE_EXHAUSTED = "infrastructure retries exhausted"
 _TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})?$")
 
 
@@ -83,7 +102,16 @@ def is_terminal(facts: PodFacts) -> bool:
 
 
 def is_infrastructure_failure(facts: PodFacts) -> bool:
-    """Failed for reasons outside the episode: retried by the Job, not a task failure."""
+    """Failed for reasons outside the episode: retried by the Job, not a task failure.
+
+    True for a pod with the DisruptionTarget condition once it is terminal or being deleted
+    (eviction, preemption, taint-manager and PodGC deletions all set it), and for a terminal pod
+    whose reason is a node-side one (Evicted, NodeLost, node shutdown, ...). A pod merely being
+    deleted, without DisruptionTarget, is NOT counted here: the Job's podFailurePolicy sees the
+    exit code it dies with and fails the index (rule 2), so the operator must judge it from its
+    log too, or the two would disagree about whether a retry is coming. A pod whose object
+    vanishes before any terminal phase is handled by the tracker (``pod_deleted``).
+    """
     if facts.phase == "Succeeded":
         return False
     if facts.disrupted:
@@ -92,7 +120,13 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
 
 
 def _finite_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    """int or float (never bool), finite, and representable as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
@@ -115,7 +149,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     def fail(reason: str, message: str) -> EpisodeResult:
         return verdict("failed", reason, message)
 
-    if log_error == "infrastructure retries exhausted":
+    if log_error == INFRASTRUCTURE_EXHAUSTED:
         return fail("InfrastructureFailure",
                     f"the pod failed for infrastructure reasons ({facts.pod_reason or 'disrupted'}) "
                     f"on every one of {attempts} attempts")
@@ -149,13 +183,14 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     if ready.at is None or reward.at is None:
         return fail("MissingTimestamp", "events need a numeric `at` (Unix seconds)")
     flags: tuple[str, ...] = ()
-    if reward.at < ready.at:
-        if ready.at - reward.at > skew_tolerance:
-            return fail("RewardBeforeReady", f"reward at {reward.at:.3f} is before ready at {ready.at:.3f}")
-        flags += ("ClockSkewWithinTolerance",)
     if facts.created and ready.at < facts.created:
         if facts.created - ready.at > skew_tolerance:
             return fail("ClockSkew", f"ready at {ready.at:.3f} is {facts.created - ready.at:.1f}s before the pod "
                                      "was created: check clock synchronisation")
-        flags += ("ClockSkewWithinTolerance",)
+        flags = ("ClockSkewWithinTolerance",)
+    if reward.at < ready.at:
+        if ready.at - reward.at > skew_tolerance:
+            return fail("RewardBeforeReady", f"reward at {reward.at:.3f} is {ready.at - reward.at:.1f}s before "
+                                             f"ready at {ready.at:.3f}")
+        flags = ("ClockSkewWithinTolerance",)
     return verdict("succeeded", None, "", flags)
