@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from rolloutbatch.core.model import BatchSpec, SpecError
+from rolloutbatch.core.naming import INPUTS_MOUNT_PATH
 
 DEFAULT_IMAGE = "python:3.12-alpine"
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
@@ -20,8 +21,12 @@ MAX_CONFIG_BYTES = 900 * 1024   # ConfigMaps are capped at 1 MiB; keep a margin
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "BATCH_NAME"}
+MAX_EPISODES = 100_000
+ISOLATION_NAMESPACE = ("Dedicated", "Shared")       # first = default
+ISOLATION_NETWORK = ("DenyAll", "AllowEgress")
+CLEANUP_SANDBOX = ("DeleteOnSuccess", "Always", "Never")
 
-_SUFFIX = {"": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+_SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
@@ -50,20 +55,67 @@ def format_quantity(value: float | Decimal) -> str:
     return str(whole)
 
 
-def _int(raw: Mapping, key: str, default: int | None, *, minimum: int = 0) -> int | None:
+def _int(raw: Mapping, key: str, default: int | None, *, minimum: int = 0, maximum: int | None = None,
+         prefix: str = "spec.") -> int | None:
     value = raw.get(key, default)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"spec.{key}", f"must be an integer, got {value!r}")
+        raise SpecError(f"{prefix}{key}", f"must be an integer, got {value!r}")
     if value < minimum:
-        raise SpecError(f"spec.{key}", f"must be at least {minimum}, got {value}")
+        raise SpecError(f"{prefix}{key}", f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise SpecError(f"{prefix}{key}", f"must be at most {maximum}, got {value}")
     return value
 
 
+def _map(raw: Mapping, key: str, field_name: str) -> Mapping:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(field_name, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _strings(raw: Mapping, key: str) -> tuple[str, ...]:
+    value = raw.get(key) or ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
+            or not all(isinstance(item, str) for item in value):
+        raise SpecError(f"spec.{key}", "must be a list of strings")
+    return tuple(value)
+
+
+def _choice(raw: Mapping, key: str, choices: tuple[str, ...], field_name: str) -> str:
+    value = raw.get(key) or choices[0]
+    if value not in choices:
+        # Never guess: a misspelt "dedicated" silently becoming Shared would drop the sandbox.
+        raise SpecError(field_name, f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _path(value: object, field_name: str) -> str:
+    if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > 1024:
+        raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
+    return value.rstrip("/") or "/"
+
+
+def _inside(path: str, other: str) -> bool:
+    return path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/")
+
+
 def parse_spec(raw: Mapping) -> BatchSpec:
-    """Read a RolloutBatch spec with defaults (DESIGN section 3); raise SpecError when unusable."""
-    episodes = _int(raw, "episodes", None, minimum=1)
+    """Read a RolloutBatch spec with defaults (DESIGN section 3); raise SpecError when unusable.
+
+    Checks, in order: episodes, parallelism, minSuccessfulEpisodes, task files (valid ConfigMap
+    keys, string contents), inputs (a list of exactly ``episodes`` entries, or none), the combined
+    size of task files and inputs, env (plain name/value, valid names, none reserved), timeouts,
+    resources and workspace size (quantities), mount paths (absolute, not nested in each other),
+    retries, the isolation/cleanup enums and the TTL.
+    """
+    if not isinstance(raw, Mapping):
+        raise SpecError("spec", "must be an object")
+    episodes = _int(raw, "episodes", None, minimum=1, maximum=MAX_EPISODES)
     if episodes is None:
         raise SpecError("spec.episodes", "is required")
     parallelism = _int(raw, "parallelism", episodes, minimum=1)
@@ -71,56 +123,113 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         raise SpecError("spec.parallelism", f"must not exceed spec.episodes ({episodes}), got {parallelism}")
     min_ok = _int(raw, "minSuccessfulEpisodes", episodes)
     if min_ok > episodes:
-        raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes})")
-    task = raw.get("task") or {}
-    files = task.get("files") or {}
+        raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes}), got {min_ok}")
+
+    task = _map(raw, "task", "spec.task")
+    files = _map(task, "files", "spec.task.files")
     if not files:
         raise SpecError("spec.task.files", "must name at least one file")
-    for key in files:
-        if not _CONFIGMAP_KEY.match(key) or key in (".", "..") or len(key) > 253:
+    for key, content in files.items():
+        if not isinstance(key, str) or not _CONFIGMAP_KEY.match(key) or key in (".", "..") or len(key) > 253:
             raise SpecError("spec.task.files", f"{key!r} is not a valid file name (letters, digits, '-', '_', '.')")
-    mount = task.get("mountPath") or "/task"
-    inputs = tuple(raw.get("inputs") or ())
+        if not isinstance(content, str):
+            raise SpecError(f"spec.task.files[{key}]", f"must be a string, got {type(content).__name__}")
+    mount = _path(task.get("mountPath") or "/task", "spec.task.mountPath")
+
+    raw_inputs = raw.get("inputs") or ()
+    if not isinstance(raw_inputs, (list, tuple)):
+        raise SpecError("spec.inputs", f"must be a list, got {type(raw_inputs).__name__}")
+    inputs = tuple(raw_inputs)
     if inputs and len(inputs) != episodes:
         raise SpecError("spec.inputs", f"must have exactly {episodes} entries (one per episode), got {len(inputs)}")
-    size = sum(len(k) + len(v.encode()) for k, v in files.items())
-    size += sum(len(json.dumps(value)) for value in inputs)
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
+    for i, value in enumerate(inputs):
+        try:
+            size += len(json.dumps(value, allow_nan=False).encode()) + len(f"input-{i}.json")
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"spec.inputs[{i}]", f"is not plain JSON: {exc}") from None
     if size > MAX_CONFIG_BYTES:
-        raise SpecError("spec.task", f"task files and inputs take {size} bytes; at most {MAX_CONFIG_BYTES} fit")
-    env = tuple(dict(item) for item in raw.get("env") or ())
-    for item in env:
-        name = item.get("name", "")
-        if not _ENV_NAME.match(name):
+        raise SpecError("spec.task", f"task files and inputs take {size} bytes; at most {MAX_CONFIG_BYTES} fit "
+                                     "(ConfigMaps hold 1 MiB)")
+
+    raw_env = raw.get("env") or ()
+    if not isinstance(raw_env, (list, tuple)):
+        raise SpecError("spec.env", "must be a list of {name, value}")
+    env = []
+    for item in raw_env:
+        if not isinstance(item, Mapping):
+            raise SpecError("spec.env", f"entries must be objects with name and value, got {item!r}"[:200])
+        name = item.get("name")
+        if not isinstance(name, str) or not _ENV_NAME.match(name) or len(name) > 256:
             raise SpecError("spec.env", f"{name!r} is not a valid environment variable name")
         if name in RESERVED_ENV:
             raise SpecError("spec.env", f"{name} is set by the operator")
-    timeout = _int(raw, "episodeTimeoutSeconds", 600, minimum=1)
-    deadline = _int(raw, "activeDeadlineSeconds", 3600, minimum=1)
+        if set(item) - {"name", "value"}:
+            # valueFrom could hand a model-written episode the Secrets of a Shared namespace.
+            raise SpecError(f"spec.env[{name}]", "only plain name/value pairs are allowed (no valueFrom)")
+        value = item.get("value", "")
+        if not isinstance(value, str):
+            raise SpecError(f"spec.env[{name}]", f"value must be a string, got {type(value).__name__}")
+        env.append({"name": name, "value": value})
+
+    timeout = _int(raw, "episodeTimeoutSeconds", 600, minimum=1, maximum=604800)
+    deadline = _int(raw, "activeDeadlineSeconds", 3600, minimum=1, maximum=2592000)
     if timeout > deadline:
         raise SpecError("spec.episodeTimeoutSeconds", f"({timeout}) must not exceed activeDeadlineSeconds ({deadline})")
-    resources = raw.get("resources") or DEFAULT_RESOURCES
+
+    resources = _map(raw, "resources", "spec.resources") or DEFAULT_RESOURCES
+    for kind in resources:
+        if kind not in ("requests", "limits"):
+            raise SpecError(f"spec.resources.{kind}", "only requests and limits are allowed")
     for kind in ("requests", "limits"):
-        for name, value in (resources.get(kind) or {}).items():
+        for name, value in _map(resources, kind, f"spec.resources.{kind}").items():
             try:
                 parse_quantity(str(value))
             except ValueError as exc:
                 raise SpecError(f"spec.resources.{kind}.{name}", str(exc)) from None
-    workspace = raw.get("workspace") or {}
-    isolation = raw.get("isolation") or {}
-    cleanup = raw.get("cleanup") or {}
-    command = tuple(raw.get("command") or ("python", "-B", f"{mount.rstrip('/')}/episode.py"))
+
+    workspace = _map(raw, "workspace", "spec.workspace")
+    workspace_mount = _path(workspace.get("mountPath") or "/workspace", "spec.workspace.mountPath")
+    size_limit = str(workspace.get("sizeLimit") or "1Gi")
+    try:
+        parse_quantity(size_limit)
+    except ValueError as exc:
+        raise SpecError("spec.workspace.sizeLimit", str(exc)) from None
+    mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
+    if inputs:
+        mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
+    names = list(mounts)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if _inside(mounts[a], mounts[b]):
+                raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
+
+    retries = _int(_map(raw, "retries", "spec.retries"), "infrastructure", 2, maximum=10, prefix="spec.retries.")
+    isolation = _map(raw, "isolation", "spec.isolation")
+    cleanup = _map(raw, "cleanup", "spec.cleanup")
+    ttl = _int(cleanup, "ttlSecondsAfterFinished", None, prefix="spec.cleanup.")
+    template = _map(raw, "podTemplate", "spec.podTemplate")
+    unknown = set(template) - {"nodeSelector", "tolerations", "affinity", "priorityClassName"}
+    if unknown:
+        raise SpecError("spec.podTemplate", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}")
+    image = raw.get("image") or DEFAULT_IMAGE
+    if not isinstance(image, str) or len(image) > 512 or any(c.isspace() for c in image):
+        raise SpecError("spec.image", f"is not an image reference: {image!r}"[:200])
+    runtime = raw.get("runtimeClassName") or None
+    if runtime is not None and not isinstance(runtime, str):
+        raise SpecError("spec.runtimeClassName", "must be a string")
+    command = _strings(raw, "command") or ("python", "-B", f"{mount.rstrip('/')}/episode.py")
     return BatchSpec(
-        episodes=episodes, parallelism=parallelism, runtime_class_name=raw.get("runtimeClassName") or None,
-        image=raw.get("image") or DEFAULT_IMAGE, command=command, args=tuple(raw.get("args") or ()), env=env,
+        episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
+        image=image, command=command, args=_strings(raw, "args"), env=tuple(env),
         task_mount_path=mount, task_files=dict(files), inputs=inputs,
-        workspace_mount_path=workspace.get("mountPath") or "/workspace",
-        workspace_size_limit=str(workspace.get("sizeLimit") or "1Gi"),
+        workspace_mount_path=workspace_mount, workspace_size_limit=size_limit,
         resources={k: dict(v) for k, v in resources.items()},
         episode_timeout_seconds=timeout, active_deadline_seconds=deadline, min_successful_episodes=min_ok,
-        infrastructure_retries=_int(raw.get("retries") or {}, "infrastructure", 2),
-        isolation_namespace=isolation.get("namespace") or "Dedicated",
-        isolation_network=isolation.get("network") or "DenyAll",
-        cleanup_sandbox=cleanup.get("sandbox") or "DeleteOnSuccess",
-        ttl_seconds_after_finished=cleanup.get("ttlSecondsAfterFinished"),
-        pod_template=dict(raw.get("podTemplate") or {}),
+        infrastructure_retries=retries,
+        isolation_namespace=_choice(isolation, "namespace", ISOLATION_NAMESPACE, "spec.isolation.namespace"),
+        isolation_network=_choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network"),
+        cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),
+        ttl_seconds_after_finished=ttl,
+        pod_template=dict(template),
     )
