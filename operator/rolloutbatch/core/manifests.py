@@ -42,16 +42,32 @@ def namespace(ref: BatchRef, spec: BatchSpec) -> dict:
 
 
 def network_policy(ref: BatchRef, spec: BatchSpec) -> dict:
+    """Default deny: no ingress and (DenyAll) no egress, for the episode pods.
+
+    A policy type listed without rules denies that direction; AllowEgress simply leaves Egress out.
+    In a Dedicated sandbox the policy selects every pod of the namespace; in a Shared namespace
+    (if the caller chooses to create one there) it selects only this batch's pods, never the
+    user's other workloads.
+    """
     types = ["Ingress"] if spec.isolation_network == "AllowEgress" else ["Ingress", "Egress"]
-    body = {"podSelector": {}, "policyTypes": types}
-    if spec.isolation_network == "AllowEgress":
-        body["egress"] = [{}]
+    selector: dict = {}
+    if spec.isolation_namespace != "Dedicated":
+        selector = {"matchLabels": {naming.LABEL_BATCH_UID: ref.uid}}
+    body = {"podSelector": selector, "policyTypes": types}
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _meta(ref, "default-deny", naming.child_namespace(ref, spec)), "spec": body}
 
 
 def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict:
-    """Room for ``parallelism`` episode pods (resources plus RuntimeClass overhead), no more."""
+    """Room for ``parallelism`` episode pods (resources plus RuntimeClass overhead), no more.
+
+    Meant for the Dedicated sandbox only (in a Shared namespace it would cap the user's other
+    pods). Every request/limit the spec names is multiplied by ``parallelism + TERMINATING_SLACK``:
+    the quota controller releases a finished pod's usage asynchronously, so a replacement (an
+    infrastructure retry, or the next index) created in that window would otherwise be refused
+    and the Job would back off, slowing the batch. The slack is two pods, not a fraction, so a
+    huge batch does not get a huge loophole.
+    """
     pods = spec.parallelism + TERMINATING_SLACK
     hard = {"pods": str(pods)}
     for kind in ("requests", "limits"):
@@ -116,8 +132,13 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         "name": naming.CONTAINER_NAME, "image": spec.image, "imagePullPolicy": "IfNotPresent",
         "command": list(spec.command), "env": _env(ref, spec), "workingDir": spec.workspace_mount_path,
         "resources": {k: dict(v) for k, v in spec.resources.items()}, "volumeMounts": mounts,
+        # readOnlyRootFilesystem stays false on purpose: episode programs are model-written code
+        # and their test runners write to /tmp, ~/.cache and the like; a read-only root would
+        # fail them for reasons unrelated to the task. The root filesystem is per container and
+        # discarded with it; its size can be capped with resources.limits.ephemeral-storage.
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                            "readOnlyRootFilesystem": False, "runAsNonRoot": True,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
     }
     if spec.args:
         container["args"] = list(spec.args)
