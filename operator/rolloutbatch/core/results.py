@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, Summary
 
 GZIP_ABOVE = 900 * 1024
+MAX_INFLATED = 256 * 1024 * 1024      # decode_results refuses a gzip that inflates past this
+SHED_STAGES = (("log_tail",), ("log_tail", "extra"), ("log_tail", "extra", "message"))
 KEY, GZ_KEY = "results.json", "results.json.gz"
 
 
@@ -47,34 +49,76 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
     return document
 
 
+def _gzip(document: Mapping) -> bytes:
+    return gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
+
+
+def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
+    """A copy of ``document`` whose rows lack ``fields``, saying so in ``dropped_row_fields``."""
+    slim = dict(document)
+    slim["pods"] = [{k: v for k, v in row.items() if k not in fields} for row in document.get("pods") or []]
+    slim["dropped_row_fields"] = list(fields)
+    return slim
+
+
 def encode_results(document: Mapping) -> tuple[dict[str, str], dict[str, str]]:
+    """ConfigMap ``(data, binaryData)`` for the document.
+
+    Up to 900 KiB of JSON goes to ``data["results.json"]``; past that, gzip to
+    ``binaryData["results.json.gz"]``. If even the gzip passes 900 KiB, the least useful row fields
+    are dropped in stages (failed episodes' log tails, then reward extras, then messages), and the
+    document records which in ``dropped_row_fields``. Verdict fields (index, outcome, reason,
+    reward, timestamps) are never dropped: they are what a restarted operator resumes from. A
+    batch still too big after that is returned as is; the API server will refuse it and the
+    caller must say so (tens of thousands of episodes need results sharded across ConfigMaps).
+    """
     text = json.dumps(document, indent=1, sort_keys=False)
     if len(text.encode()) <= GZIP_ABOVE:
         return {KEY: text}, {}
-    packed = gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
+    packed = _gzip(document)
+    for stage in SHED_STAGES:
+        if len(packed) <= GZIP_ABOVE:
+            break
+        packed = _gzip(_shed(document, stage))
     return {}, {GZ_KEY: base64.b64encode(packed).decode()}
 
 
+def _gunzip_bounded(blob: bytes, limit: int) -> bytes:
+    """Decompress at most ``limit`` bytes: a gzip bomb in a user-writable ConfigMap stays harmless."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = inflater.decompress(blob, limit)
+    if inflater.unconsumed_tail:
+        raise ValueError(f"results.json.gz inflates past {limit} bytes")
+    return out
+
+
 def decode_results(configmap: Mapping) -> dict | None:
+    """The document of a results ConfigMap (either encoding), or None for anything else.
+
+    The ConfigMap lives in the user's namespace, where the user may edit it: garbage, invalid
+    base64, a gzip bomb or absurdly nested JSON all give None, never an exception.
+    """
     try:
         data, binary = configmap.get("data") or {}, configmap.get("binaryData") or {}
         if KEY in data:
             document = json.loads(data[KEY])
         elif GZ_KEY in binary:
-            document = json.loads(gzip.decompress(base64.b64decode(binary[GZ_KEY])))
+            document = json.loads(_gunzip_bounded(base64.b64decode(binary[GZ_KEY], validate=True), MAX_INFLATED))
         else:
             return None
-    except (ValueError, OSError, EOFError, binascii.Error, zlib.error):
+    except (ValueError, TypeError, AttributeError, OSError, EOFError, RecursionError, binascii.Error, zlib.error):
         return None
     return document if isinstance(document, dict) else None
 
 
 def results_from_document(document: Mapping) -> dict[int, EpisodeResult]:
+    """Rows of a decoded document as results by index; malformed rows are skipped."""
     restored = {}
-    for row in document.get("pods") or []:
+    pods = document.get("pods") if isinstance(document, Mapping) else None
+    for row in pods if isinstance(pods, list) else []:
         try:
             result = EpisodeResult.from_row(row)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue
         restored[result.index] = result
     return restored
