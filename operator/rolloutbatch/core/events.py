@@ -17,6 +17,7 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_EXTRA_FIELD_BYTES = 4 * 1024
 MAX_EXTRA_BYTES = 16 * 1024
 MAX_PROBLEMS = 20
+MAX_EVENTS_PER_KIND = 100   # more than one is already a Duplicate* verdict; keep memory flat
 
 
 def _number(value: object) -> float | None:
@@ -84,7 +85,14 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
             continue
         if event is None:
             continue
-        (ready if event.kind == "ready" else reward).append(event)
+        kept = ready if event.kind == "ready" else reward
+        if len(kept) < MAX_EVENTS_PER_KIND:
+            kept.append(event)
+        elif len(kept) == MAX_EVENTS_PER_KIND:
+            kept.append(event)
+            problems.append(f"more than {MAX_EVENTS_PER_KIND} {event.kind} events; the rest were not kept")
+        if len(ready) > MAX_EVENTS_PER_KIND and len(reward) > MAX_EVENTS_PER_KIND:
+            break   # nothing later can change the verdict
     if truncated:
         problems.append("log truncated at the read limit")
     return ParsedLog(ready=tuple(ready), reward=tuple(reward), problems=tuple(problems),

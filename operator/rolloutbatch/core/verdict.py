@@ -32,6 +32,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from rolloutbatch.core.events import MAX_EVENTS_PER_KIND
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
 from rolloutbatch.core.naming import CONTAINER_NAME
 
@@ -129,6 +130,10 @@ def _finite_number(value: object) -> bool:
         return False
 
 
+def _count(events: tuple) -> str:
+    return f"more than {MAX_EVENTS_PER_KIND}" if len(events) > MAX_EVENTS_PER_KIND else str(len(events))
+
+
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
                   skew_tolerance: float = 2.0, log_tail: str | None = None, attempts: int = 1) -> EpisodeResult:
     ready = log.ready[0] if log and len(log.ready) == 1 else None
@@ -171,9 +176,9 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     if not log.reward:
         return fail("LogLimitExceeded" if log.truncated else "NoRewardEvent", f"no reward event{truncated}")
     if len(log.ready) > 1:
-        return fail("DuplicateReady", f"expected 1 ready event, saw {len(log.ready)}")
+        return fail("DuplicateReady", f"expected 1 ready event, saw {_count(log.ready)}")
     if len(log.reward) > 1:
-        return fail("DuplicateReward", f"expected 1 reward event, saw {len(log.reward)}")
+        return fail("DuplicateReward", f"expected 1 reward event, saw {_count(log.reward)}")
     for event in (ready, reward):
         if event.episode_id != facts.name:
             return fail("IdentityMismatch", f"{event.kind} event names episode {event.episode_id!r}, "
