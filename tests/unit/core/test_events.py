@@ -63,3 +63,51 @@ def test_ids_that_are_not_strings_are_dropped():
 
 def test_truncation_is_reported():
     assert parse_log(b"", truncated=True).truncated
+
+
+HOSTILE = [
+    ("huge integer at", b'{"event": "ready", "at": 1' + b"0" * 400 + b', "episode_id": "p"}'),
+    ("huge integer reward", b'{"event": "reward", "at": 1, "episode_id": "p", "reward": 1' + b"0" * 400 + b"}"),
+    ("too many digits", b'{"event": "reward", "at": 1, "reward": 1' + b"0" * 5000 + b"}"),
+    ("1e400", b'{"event": "reward", "at": 1e400, "episode_id": "p", "reward": 1e400}'),
+    ("deep nesting top level", b"[" * 200000),
+    ("deep nesting in extras", b'{"event": "reward", "x": ' + b"[" * 900 + b"]" * 900 + b"}"),
+    ("one 1 MiB line", b'{"event": "ready", "pad": "' + b"z" * (1 << 20) + b'"}'),
+    ("invalid utf-8", b"\xc3\x28\xa0\xa1{\"event\": \"ready\"}\xff"),
+    ("nul bytes", b'{"event": "ready", "at": 1, "episode_id": "p\x00"}\x00\x00'),
+    ("event not a string", b'{"event": ["ready"], "at": 1}'),
+    ("not an object", b'"ready"\n42\nnull\ntrue'),
+    ("duplicate keys", b'{"event": "ready", "event": "reward", "at": 1}'),
+    ("lone surrogate", b'{"event": "ready", "episode_id": "\\ud800"}'),
+    ("crlf lines", b'{"event": "ready", "at": 1, "episode_id": "p"}\r\n'),
+    ("empty", b""),
+]
+
+
+@pytest.mark.parametrize("name,data", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_input_table_never_raises(name, data):
+    parsed = parse_log(data)
+    assert parsed.bytes_read == len(data)
+    for event in parsed.ready + parsed.reward:
+        assert event.at is None or math.isfinite(event.at)
+
+
+def test_a_huge_integer_at_becomes_none_and_reward_stays_raw():
+    parsed = parse_log(HOSTILE[1][1])
+    assert parsed.reward[0].at == 1.0 and isinstance(parsed.reward[0].reward, int)
+    assert parse_log(HOSTILE[0][1]).ready[0].at is None
+
+
+def test_overlong_lines_are_not_parsed_even_when_valid():
+    parsed = parse_log(line(event="ready", at=1, episode_id="p", pad="x" * 100), max_line_bytes=50)
+    assert parsed.ready == () and "longer than 50" in parsed.problems[0]
+
+
+def test_event_floods_keep_memory_flat():
+    from rolloutbatch.core.events import MAX_EVENTS_PER_KIND
+    one = line(event="ready", at=1, episode_id="p") + b"\n" + line(event="reward", at=2, episode_id="p") + b"\n"
+    parsed = parse_log(one * 1_000_000)      # ~90 MB, stops once both kinds overflowed
+    assert len(parsed.ready) == len(parsed.reward) == MAX_EVENTS_PER_KIND + 1
+    assert any("not kept" in p for p in parsed.problems)
+    flood = parse_log((line(event="ready", at=1, episode_id="p") + b"\n") * 100_000)   # no reward: read to the end
+    assert len(flood.ready) == MAX_EVENTS_PER_KIND + 1 and flood.reward == ()

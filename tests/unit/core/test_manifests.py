@@ -1,4 +1,4 @@
-"""Manifest builders, checked against golden files (UPDATE_GOLDEN=1 rewrites them)."""
+"""Manifest builders, checked against golden files (UPDATE_GOLDEN=1 rewrites them; review the diff)."""
 import json
 import os
 import pathlib
@@ -6,28 +6,23 @@ import pathlib
 import pytest
 
 from rolloutbatch.core import manifests, naming
-from rolloutbatch.core.admission import check_quota_fits, pod_footprint
-from rolloutbatch.core.model import BatchRef, SpecError
-from rolloutbatch.core.results import decode_results, encode_results, results_document, results_from_document
-from rolloutbatch.core.spec import format_quantity, parse_quantity, parse_spec
-from rolloutbatch.core.stats import summarize
+from rolloutbatch.core.spec import parse_spec
+from tests.unit.core.factories import MINIMAL, RAW, REF
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
-REF = BatchRef("rl-team", "shipping-fix", "7d9f22ce-635d-43fa-a74a-411b5a0b7096", 1)
-RAW = {"episodes": 10, "parallelism": 4, "runtimeClassName": "cube",
-       "task": {"files": {"episode.py": "print('hi')"}}, "inputs": [{"i": i} for i in range(10)],
-       "env": [{"name": "MODEL", "value": "m1"}], "podTemplate": {"nodeSelector": {"pool": "rl"}}}
 OWNER = manifests.owner_reference("rl.agentruntime.io/v1alpha1", "RolloutBatch", REF.name, REF.uid)
+JOB_OWNER = manifests.owner_reference("batch/v1", "Job", naming.job_name(REF), "job-uid")
 
 
 def objects(isolation):
     spec = parse_spec({**RAW, "isolation": {"namespace": isolation}})
-    owner = OWNER if isolation == "Shared" else None
-    objs = [manifests.network_policy(REF, spec), manifests.resource_quota(REF, spec, {"cpu": "250m", "memory": "120Mi"}),
-            manifests.task_configmap(REF, spec, owner), manifests.inputs_configmap(REF, spec, owner),
-            manifests.job(REF, spec, owner)]
+    cm_owner = OWNER if isolation == "Shared" else JOB_OWNER
+    job_owner = OWNER if isolation == "Shared" else None
+    objs = [manifests.task_configmap(REF, spec, cm_owner), manifests.inputs_configmap(REF, spec, cm_owner),
+            manifests.job(REF, spec, job_owner)]
     if isolation == "Dedicated":
-        objs.insert(0, manifests.namespace(REF, spec))
+        objs[:0] = [manifests.namespace(REF, spec), manifests.network_policy(REF, spec),
+                    manifests.resource_quota(REF, spec, {"cpu": "250m", "memory": "120Mi"})]
     return objs
 
 
@@ -41,79 +36,111 @@ def test_golden(isolation):
     assert path.read_text() == text, "manifests drifted: rerun with UPDATE_GOLDEN=1 and review the diff"
 
 
+def test_every_object_carries_the_owner_labels():
+    for isolation in ("Dedicated", "Shared"):
+        for obj in objects(isolation):
+            assert naming.owner_labels(REF).items() <= obj["metadata"]["labels"].items(), obj["kind"]
+
+
+def test_namespace_enforces_restricted_psa():
+    labels = manifests.namespace(REF, parse_spec(RAW))["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+        assert labels[f"pod-security.kubernetes.io/{mode}-version"] == "latest"
+    assert labels[naming.LABEL_BATCH_UID] == REF.uid
+
+
 def test_security_defaults_of_the_episode_pod():
     job = manifests.job(REF, parse_spec(RAW), None)
     pod = job["spec"]["template"]["spec"]
     c = pod["containers"][0]
-    assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsUser"] == 1000
+    assert c["name"] == naming.CONTAINER_NAME and pod["restartPolicy"] == "Never"
+    assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
-    assert {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]}["/task"] is True
-    assert job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"] == "DisruptionTarget"
-    assert job["spec"]["backoffLimitPerIndex"] == 2 and job["spec"]["completionMode"] == "Indexed"
-    names = [e["name"] for e in c["env"]]
-    assert names.index("EPISODE_INDEX") < names.index("EPISODE_INPUT")
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]}
+    assert mounts == {"/task": True, "/rollout/inputs": True, "/workspace": False}
+    assert {v["name"]: v for v in pod["volumes"]}["workspace"]["emptyDir"] == {"sizeLimit": "1Gi"}
+    assert pod["activeDeadlineSeconds"] == 600 and pod["terminationGracePeriodSeconds"] == 5
+    assert pod["runtimeClassName"] == "cube" and pod["nodeSelector"] == {"pool": "rl"}
+
+
+def test_job_shape_and_failure_policy():
+    spec = parse_spec(RAW)
+    job = manifests.job(REF, spec, None)["spec"]
+    assert (job["completions"], job["parallelism"], job["completionMode"], job["backoffLimitPerIndex"]) == \
+        (10, 4, "Indexed", 2)
+    assert job["activeDeadlineSeconds"] == 3600 and "ttlSecondsAfterFinished" not in job
+    count, fail = job["podFailurePolicy"]["rules"]
+    assert count == {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert fail == {"action": "FailIndex", "onExitCodes": {"containerName": "episode", "operator": "NotIn",
+                                                           "values": [0]}}
+    assert job["template"]["metadata"]["labels"][naming.LABEL_EPISODE_ROLE] == "episode"
+
+
+def test_env_contract_and_expansion_order():
+    env = manifests.job(REF, parse_spec(RAW), None)["spec"]["template"]["spec"]["containers"][0]["env"]
+    names = [e["name"] for e in env]
+    assert names == ["EPISODE_ID", "EPISODE_INDEX", "BATCH_NAME", "EPISODE_INPUT", "MODEL"]
+    by = {e["name"]: e for e in env}
+    assert by["EPISODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert "job-completion-index" in by["EPISODE_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert by["EPISODE_INPUT"]["value"] == "/rollout/inputs/input-$(EPISODE_INDEX).json"
+    no_inputs = manifests.job(REF, parse_spec(MINIMAL), None)["spec"]["template"]["spec"]
+    assert "EPISODE_INPUT" not in [e["name"] for e in no_inputs["containers"][0]["env"]]
+    assert "inputs" not in [v["name"] for v in no_inputs["volumes"]]
+
+
+def test_node_loss_tolerations_are_added_to_the_users():
+    user = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    spec = parse_spec({**MINIMAL, "podTemplate": {"tolerations": [user], "priorityClassName": "rl-low"}})
+    pod = manifests.job(REF, spec, None)["spec"]["template"]["spec"]
+    assert pod["tolerations"][0] == user and pod["priorityClassName"] == "rl-low"
+    lost = {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"][1:]}
+    assert lost == {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
+    assert "runtimeClassName" not in pod
+
+
+@pytest.mark.parametrize("isolation,network,selector,types", [
+    ("Dedicated", "DenyAll", {}, ["Ingress", "Egress"]),
+    ("Dedicated", "AllowEgress", {}, ["Ingress"]),
+    ("Shared", "DenyAll", {"matchLabels": {naming.LABEL_BATCH_UID: REF.uid}}, ["Ingress", "Egress"]),
+])
+def test_network_policy(isolation, network, selector, types):
+    spec = parse_spec({**MINIMAL, "isolation": {"namespace": isolation, "network": network}})
+    body = manifests.network_policy(REF, spec)["spec"]
+    assert body == {"podSelector": selector, "policyTypes": types}
 
 
 def test_quota_includes_the_runtime_overhead():
-    spec = parse_spec(RAW)
+    spec = parse_spec(RAW)   # parallelism 4 (+2 slack); limits 500m/128Mi + overhead 250m/120Mi
     hard = manifests.resource_quota(REF, spec, {"cpu": "250m", "memory": "120Mi"})["spec"]["hard"]
-    assert hard["pods"] == "6" and hard["limits.cpu"] == "4500m" and hard["limits.memory"] == "1488Mi"
+    assert hard == {"pods": "6", "limits.cpu": "4500m", "limits.memory": "1488Mi",
+                    "requests.cpu": "2100m", "requests.memory": "1104Mi"}
+    plain = manifests.resource_quota(REF, spec, None)["spec"]["hard"]
+    assert plain["limits.cpu"] == "3" and plain["requests.memory"] == "384Mi"
 
 
-def test_quota_that_cannot_hold_one_pod_is_reported():
+def test_configmaps():
     spec = parse_spec(RAW)
-    quota = {"metadata": {"name": "tight"}, "status": {"hard": {"limits.memory": "100Mi"}, "used": {}}}
-    assert "tight" in check_quota_fits([quota], spec, None)
-    roomy = {"metadata": {"name": "ok"}, "status": {"hard": {"limits.memory": "10Gi"}, "used": {"limits.memory": "1Gi"}}}
-    assert check_quota_fits([roomy], spec, None) is None
-    assert pod_footprint(spec, {"cpu": "250m"})["requests.cpu"] == pytest.approx(0.35)
+    task = manifests.task_configmap(REF, spec, JOB_OWNER)
+    assert task["data"] == {"episode.py": "print('hi')"} and task["immutable"] is True
+    assert task["metadata"]["ownerReferences"] == [JOB_OWNER] and task["metadata"]["namespace"] == "rb-7d9f22ce63"
+    inputs = manifests.inputs_configmap(REF, spec, JOB_OWNER)
+    assert sorted(inputs["data"]) == sorted(f"input-{i}.json" for i in range(10))
+    assert json.loads(inputs["data"]["input-3.json"]) == {"i": 3}
+    assert manifests.inputs_configmap(REF, parse_spec(MINIMAL), None) is None
 
 
-@pytest.mark.parametrize("text,value", [("500m", 0.5), ("128Mi", 134217728), ("1.5", 1.5), ("2k", 2000), ("1Gi", 2**30)])
-def test_quantities(text, value):
-    assert float(parse_quantity(text)) == pytest.approx(value)
-    assert parse_quantity(format_quantity(parse_quantity(text))) == parse_quantity(text)
+def test_owner_reference():
+    assert OWNER == {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "name": REF.name,
+                     "uid": REF.uid, "controller": True, "blockOwnerDeletion": True}
+    assert manifests.owner_reference("v1", "X", "n", "u", controller=False)["controller"] is False
 
 
-@pytest.mark.parametrize("raw,field", [
-    ({"episodes": 2, "parallelism": 3, "task": {"files": {"a": "x"}}}, "spec.parallelism"),
-    ({"episodes": 2, "task": {"files": {"../a": "x"}}}, "spec.task.files"),
-    ({"episodes": 2, "inputs": [{}], "task": {"files": {"a": "x"}}}, "spec.inputs"),
-    ({"episodes": 2, "task": {"files": {"a": "x" * 1000000}}}, "spec.task"),
-    ({"episodes": 2, "env": [{"name": "EPISODE_ID"}], "task": {"files": {"a": "x"}}}, "spec.env"),
-    ({"task": {"files": {"a": "x"}}}, "spec.episodes"),
-])
-def test_spec_errors_name_the_field(raw, field):
-    with pytest.raises(SpecError) as err:
-        parse_spec(raw)
-    assert err.value.field == field
-
-
-def test_spec_defaults():
-    spec = parse_spec({"episodes": 3, "task": {"files": {"episode.py": "x"}}})
-    assert (spec.parallelism, spec.min_successful_episodes, spec.isolation_namespace, spec.cleanup_sandbox) == \
-        (3, 3, "Dedicated", "DeleteOnSuccess")
-    assert spec.command == ("python", "-B", "/task/episode.py")
-
-
-def test_names_are_deterministic_and_short():
-    assert naming.sandbox_namespace(REF) == "rb-7d9f22ce63" == naming.job_name(REF)
-    assert naming.results_configmap_name(BatchRef("n", "x" * 300, "u")).endswith("-results")
-    assert len(naming.label_value("a" * 100 + "-")) <= 63
-
-
-def test_results_round_trip_and_gzip_when_large():
-    from tests.unit.core.test_stats_status import result
-    rows = [result(i).replace(log_tail="x" * 3000) for i in range(400)]
-    doc = results_document(ref=REF, spec=parse_spec(RAW), summary=summarize(rows, episodes=400, origin=100.0),
-                           results=rows, origin=100.0, extra={"client_job_complete_seconds": 5.0})
-    data, binary = encode_results(doc)
-    assert not data and "results.json.gz" in binary
-    back = decode_results({"binaryData": binary})
-    assert back["successful_episodes"] == 400 and back["client_job_complete_seconds"] == 5.0
-    restored = results_from_document(back)
-    assert restored[7] == rows[7]
-    small, _ = encode_results({"pods": []})
-    assert "results.json" in small
-    assert decode_results({"data": {"results.json": "{broken"}}) is None
+def test_results_configmap_lives_beside_the_batch():
+    cm = manifests.results_configmap(REF, {"pods": []}, OWNER)
+    assert cm["metadata"]["name"] == "shipping-fix-results" and cm["metadata"]["namespace"] == "rl-team"
+    assert "results.json" in cm["data"] and "binaryData" not in cm

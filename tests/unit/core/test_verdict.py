@@ -114,3 +114,57 @@ def test_infrastructure_failures():
     ("2026-11-29T08:00:00+01:00", T0), ("garbage", None), (None, None)])
 def test_parse_time(text, expected):
     assert parse_time(text) == expected
+
+
+ORDER = [  # when several problems apply, the first in the documented order wins
+    ("Timeout", pod_json("Failed", 137, reason="DeadlineExceeded"), ()),
+    ("NonZeroExit", pod_json("Failed", 1, restarts=1), ()),
+    ("NoReadyEvent", pod_json(), (REWARD, REWARD)),
+    ("DuplicateReady", pod_json(), (READY, READY, with_(REWARD, episode_id="x"))),
+    ("IdentityMismatch", pod_json(), (READY, with_(REWARD, episode_id="x", reward="bad"))),
+    ("InvalidReward", pod_json(), (with_(READY, at=None), with_(REWARD, reward=float("inf")))),
+    ("ClockSkew", pod_json(), (with_(READY, at=T0 - 60), with_(REWARD, at=T0 - 120))),
+]
+
+
+@pytest.mark.parametrize("reason,pod,events", ORDER, ids=[c[0] for c in ORDER])
+def test_reason_order(reason, pod, events):
+    assert judge_episode(pod_facts(pod), log_of(*events)).reason == reason
+
+
+def test_messages_say_what_was_seen():
+    r = judge_episode(pod_facts(pod_json()), log_of(READY, REWARD, REWARD))
+    assert r.message == "expected 1 reward event, saw 2"
+
+
+def test_huge_integer_reward_is_invalid_not_a_crash():
+    data = json.dumps(READY).encode() + b'\n{"event":"reward","at":%f,"episode_id":"rb-1-3-abc","reward":1%s}' % (
+        T0 + 2, b"0" * 400)
+    r = judge_episode(pod_facts(pod_json()), parse_log(data))
+    assert (r.reason, r.reward) == ("InvalidReward", None)
+
+
+def test_reward_before_ready_within_tolerance_is_flagged_once():
+    r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=T0 - 0.5), with_(REWARD, at=T0 - 1.5)))
+    assert r.outcome == "succeeded" and r.flags == ("ClockSkewWithinTolerance",)
+
+
+def test_log_unavailable_on_a_terminal_pod_is_a_failure():
+    r = judge_episode(pod_facts(pod_json()), None, log_error="log read timed out", log_tail="tail")
+    assert (r.outcome, r.reason, r.message, r.log_tail) == ("failed", "LogUnavailable", "log read timed out", "tail")
+
+
+def test_pod_facts_from_a_sparse_or_labelled_pod():
+    f = pod_facts({"metadata": {"name": "p", "labels": {"batch.kubernetes.io/job-completion-index": "7"}}})
+    assert (f.index, f.phase, f.created, f.exit_code, f.restart_count, f.disrupted, f.deleting) == \
+        (7, "Pending", 0.0, None, 0, False, False)
+    assert pod_facts({"metadata": {"annotations": {"batch.kubernetes.io/job-completion-index": "x"}}}).index is None
+
+
+def test_node_side_reasons_are_infrastructure():
+    for reason in ("Evicted", "NodeLost", "UnexpectedAdmissionError"):
+        assert is_infrastructure_failure(pod_facts(pod_json("Failed", 137, reason=reason)))
+    assert not is_infrastructure_failure(pod_facts(pod_json("Failed", 137, reason="DeadlineExceeded")))
+    deleting = pod_json("Running", 0)
+    deleting["metadata"]["deletionTimestamp"] = CREATED
+    assert not is_infrastructure_failure(pod_facts(deleting))   # see the docstring: the Job would FailIndex it

@@ -1,0 +1,81 @@
+"""The results document (the guide's results.json layout), its ConfigMap encoding and decoding."""
+import base64
+import gzip
+import json
+
+import pytest
+
+from rolloutbatch.core.results import (GZIP_ABOVE, decode_results, encode_results, results_document,
+                                       results_from_document)
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.stats import summarize
+from tests.unit.core.factories import RAW, REF, result
+
+
+def document(rows, **extra):
+    return results_document(ref=REF, spec=parse_spec(RAW), summary=summarize(rows, episodes=len(rows), origin=100.0),
+                            results=rows, origin=100.0, extra={"client_job_complete_seconds": 5.0, **extra})
+
+
+def test_layout_follows_the_guide():
+    doc = document([result(1), result(0, "failed", None)])
+    for key in ("episodes", "successful_episodes", "reward_sum", "batch_to_all_ready_seconds",
+                "batch_to_all_rewards_seconds", "pod_to_ready_p50_seconds", "pod_to_ready_p95_seconds",
+                "pod_to_ready_max_seconds", "client_job_complete_seconds", "namespace", "image", "runtime",
+                "parallelism", "failed_episodes", "lost_episodes", "retried_episodes", "pods"):
+        assert key in doc, key
+    assert [row["index"] for row in doc["pods"]] == [0, 1]
+    assert (doc["image"], doc["runtime"], doc["parallelism"]) == ("python:3.12-alpine", "cube", 4)
+
+
+def test_small_documents_stay_plain_json():
+    data, binary = encode_results(document([result(0)]))
+    assert binary == {} and json.loads(data["results.json"])["successful_episodes"] == 1
+    assert decode_results({"data": data}) == json.loads(data["results.json"])
+
+
+def test_gzip_round_trip_past_900_kib():
+    rows = [result(i, extra={"note": "x" * 2000}) for i in range(600)]
+    doc = document(rows)
+    assert len(json.dumps(doc)) > GZIP_ABOVE
+    data, binary = encode_results(doc)
+    assert data == {} and "results.json.gz" in binary
+    back = decode_results({"binaryData": binary})
+    assert back["successful_episodes"] == 600 and back["client_job_complete_seconds"] == 5.0
+    assert "dropped_row_fields" not in back
+    assert results_from_document(back) == {r.index: r for r in rows}
+
+
+def test_incompressible_documents_shed_optional_row_fields():
+    import random
+    rng = random.Random(7)
+    rows = [result(i, "failed", None, log_tail="".join(rng.choice("abcdefghij0123456789") for _ in range(2000)))
+            for i in range(800)]
+    data, binary = encode_results(document(rows))
+    back = decode_results({"binaryData": binary})
+    assert "log_tail" in back["dropped_row_fields"]
+    restored = results_from_document(back)
+    assert restored[5].outcome == "failed" and restored[5].reason == "NonZeroExit" and restored[5].log_tail is None
+
+
+def gz(payload: bytes) -> str:
+    return base64.b64encode(gzip.compress(payload)).decode()
+
+
+@pytest.mark.parametrize("configmap", [
+    {}, {"data": {}}, {"data": {"results.json": "{broken"}}, {"data": {"results.json": "[1, 2]"}},
+    {"data": {"results.json": 7}}, {"data": {"results.json": "[" * 100000 + "]" * 100000}},
+    {"binaryData": {"results.json.gz": "!!!not base64"}}, {"binaryData": {"results.json.gz": gz(b"not json")}},
+    {"binaryData": {"results.json.gz": base64.b64encode(b"not gzip").decode()}},
+    {"binaryData": {"results.json.gz": gz(b" " * (300 * 1024 * 1024))}},      # inflates past the cap
+    {"data": None, "binaryData": None},
+])
+def test_garbage_decodes_to_none(configmap):
+    assert decode_results(configmap) is None
+
+
+def test_malformed_rows_are_skipped_on_restore():
+    good = result(2).to_row(100.0)
+    doc = {"pods": [good, {"pod": "no index"}, {"index": "x"}, "row", None]}
+    assert list(results_from_document(doc)) == [2]
+    assert results_from_document({"pods": "nope"}) == {} and results_from_document({}) == {}

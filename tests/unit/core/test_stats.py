@@ -1,0 +1,61 @@
+"""Statistics with the guide's definitions: linear-interpolation percentiles, offsets from the Job's creation."""
+import pytest
+
+from rolloutbatch.core.stats import MAX_IMAGE_IDS, percentile, summarize
+from tests.unit.core.factories import result
+
+
+@pytest.mark.parametrize("values,q,expected", [
+    ([1.0], 0.5, 1.0),
+    ([1.0], 0.95, 1.0),
+    ([1.0, 2.0], 0.5, 1.5),
+    ([3.0, 1.0, 2.0], 0.5, 2.0),                     # sorted first
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.5, 5.5),     # i = 4.5 -> 5 + 0.5*(6-5)
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.95, 9.55),   # i = 8.55 -> 9 + 0.55*(10-9)
+    ([3.7, 3.3, 3.4, 3.6, 3.5], 0.95, 3.68),         # i = 3.8 over [3.3..3.7] -> 3.6 + 0.8*0.1
+    ([1, 2, 3, 4], 0.0, 1), ([1, 2, 3, 4], 1.0, 4),
+    ([10, 20], 0.25, 12.5),
+])
+def test_percentile_matches_hand_computed_values(values, q, expected):
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_percentile_of_nothing_is_an_error():
+    with pytest.raises(ValueError):
+        percentile([], 0.5)
+
+
+def test_summary_counts_and_timings_over_succeeded_only():
+    s = summarize([result(0, ready=1, done=3), result(1, ready=2, done=4, node="n2"),
+                   result(2, "failed", None, ready=50, done=60)], episodes=4, origin=100.0, retried=1)
+    assert (s.succeeded, s.failed, s.lost, s.retried, s.finished) == (2, 1, 0, 1, 3)
+    assert s.reward_sum == 2.0 and s.reward_mean == 1.0
+    assert s.batch_to_all_ready_seconds == 2.0 and s.batch_to_all_rewards_seconds == 4.0
+    assert (s.pod_to_ready_p50, s.pod_to_ready_max) == (1.5, 2.0)
+    assert s.nodes == {"n1": 2, "n2": 1} and s.image_ids == ("img",)
+
+
+def test_origin_is_the_job_creation_not_the_first_pod():
+    s = summarize([result(0, ready=1, done=3)], episodes=1, origin=90.0)
+    assert s.batch_to_all_ready_seconds == 11.0 and s.batch_to_all_rewards_seconds == 13.0
+
+
+def test_no_data_gives_none_not_zero():
+    s = summarize([], episodes=5, origin=None)
+    assert (s.reward_sum, s.reward_mean, s.pod_to_ready_p50, s.pod_to_ready_p95, s.pod_to_ready_max) == \
+        (0.0, None, None, None, None)
+    assert s.batch_to_all_ready_seconds is None and s.finished == 0
+    unknown_origin = summarize([result(0)], episodes=1, origin=None)
+    assert unknown_origin.batch_to_all_ready_seconds is None and unknown_origin.pod_to_ready_p50 == 1.0
+
+
+def test_lost_and_failed_do_not_move_rewards_or_timings():
+    s = summarize([result(0, reward=0.5), result(1, "lost", reward=None, ready=99, done=99),
+                   result(2, "failed", reward=7.0, ready=99, done=99)], episodes=3, origin=100.0)
+    assert (s.succeeded, s.failed, s.lost) == (1, 1, 1)
+    assert s.reward_sum == 0.5 and s.pod_to_ready_max == 1.0
+
+
+def test_image_ids_are_distinct_and_capped():
+    rows = [result(i, image_id=f"img@sha256:{i}") for i in range(MAX_IMAGE_IDS + 10)]
+    assert len(summarize(rows, episodes=len(rows), origin=100.0).image_ids) == MAX_IMAGE_IDS

@@ -1,0 +1,60 @@
+"""The status subresource: every field of DESIGN section 3, ms rounding, minimal merge patches."""
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.stats import summarize
+from rolloutbatch.core.status import build_status, status_patch
+from tests.unit.core.factories import result
+
+REF = BatchRef("ns", "b", "0123456789abcdef", 1)
+SPEC = parse_spec({"episodes": 2, "task": {"files": {"episode.py": "x"}}})
+FIELDS = {"observedGeneration", "conditions", "phase", "progress", "sandboxNamespace", "jobName", "resultsConfigMap",
+          "episodes", "readyEpisodes", "runningEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes",
+          "retriedEpisodes", "rewardSum", "rewardMean", "batchToAllReadySeconds", "batchToAllRewardsSeconds",
+          "podToReadySeconds", "jobCompleteSeconds", "nodes", "imageIDs", "startTime", "completionTime", "message"}
+
+
+def status(phase="Running", summary=None, **changes):
+    kwargs = dict(ref=REF, spec=SPEC, phase=phase,
+                  summary=summary or summarize([result(0, ready=1.23456)], episodes=2, origin=100.0),
+                  running=1, ready=2, sandbox_namespace="rb-0123456789", job_name="rb-0123456789",
+                  results_configmap="b-results", start_time="t0", completion_time=None, job_complete_seconds=None,
+                  message="running", reason=None, previous={}, now_iso="t1")
+    kwargs.update(changes)
+    return build_status(**kwargs)
+
+
+def test_every_field_is_present_and_rounded_to_ms():
+    s = status(completion_time="t9", job_complete_seconds=12.34567)
+    assert FIELDS <= set(s), FIELDS - set(s)
+    assert s["progress"] == "1/2" and s["podToReadySeconds"] == {"p50": 1.235, "p95": 1.235, "max": 1.235}
+    assert s["jobCompleteSeconds"] == 12.346 and s["batchToAllReadySeconds"] == 1.235
+    assert s["nodes"] == {"n1": 1} and s["imageIDs"] == ["img"]
+
+
+def test_never_a_per_episode_list():
+    many = summarize([result(i) for i in range(500)], episodes=500, origin=100.0)
+    s = status(summary=many, spec=parse_spec({"episodes": 500, "task": {"files": {"a": "x"}}}))
+    assert all(not isinstance(v, list) or k in ("conditions", "imageIDs") for k, v in s.items())
+    assert len(s["imageIDs"]) <= 20
+
+
+def test_patches_are_minimal():
+    first = status()
+    assert status_patch(first, first) == {}
+    second = status(running=0, previous=first, now_iso="t2")
+    assert status_patch(first, second) == {"runningEpisodes": 0}
+
+
+def test_patch_semantics():
+    assert status_patch({"gone": 1}, {}) == {"gone": None}
+    assert status_patch({}, {"absent": None}) == {}
+    assert status_patch({"nodes": {"a": 1, "b": 2}}, {"nodes": {"a": 1, "c": 1}}) == {"nodes": {"b": None, "c": 1}}
+    assert status_patch({"conditions": [{"a": 1}]}, {"conditions": [{"a": 2}]}) == {"conditions": [{"a": 2}]}
+
+
+def test_a_phase_change_patches_phase_and_flipped_conditions():
+    first = status()
+    done = status(phase="Succeeded", previous=first, now_iso="t2", completion_time="t2")
+    patch = status_patch(first, done)
+    assert patch["phase"] == "Succeeded" and patch["completionTime"] == "t2" and "conditions" in patch
+    assert "episodes" not in patch and "resultsConfigMap" not in patch
