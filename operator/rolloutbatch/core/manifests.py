@@ -41,21 +41,22 @@ def namespace(ref: BatchRef, spec: BatchSpec) -> dict:
             "metadata": _meta(ref, naming.sandbox_namespace(ref), None, **psa)}
 
 
-def network_policy(ref: BatchRef, spec: BatchSpec) -> dict:
+def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None) -> dict:
     """Default deny: no ingress and (DenyAll) no egress, for the episode pods.
 
     A policy type listed without rules denies that direction; AllowEgress simply leaves Egress out.
     In a Dedicated sandbox the policy selects every pod of the namespace; in a Shared namespace
-    (if the caller chooses to create one there) it selects only this batch's pods, never the
-    user's other workloads.
+    it selects only this batch's pods, never the user's other workloads, and carries the batch's
+    own name (so batches sharing a namespace do not collide) and its ownerReference.
     """
     types = ["Ingress"] if spec.isolation_network == "AllowEgress" else ["Ingress", "Egress"]
     selector: dict = {}
     if spec.isolation_namespace != "Dedicated":
         selector = {"matchLabels": {naming.LABEL_BATCH_UID: ref.uid}}
     body = {"podSelector": selector, "policyTypes": types}
+    name = "default-deny" if spec.isolation_namespace == "Dedicated" else f"rb-{naming.short_uid(ref.uid)}-deny"
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": _meta(ref, "default-deny", naming.child_namespace(ref, spec)), "spec": body}
+            "metadata": _meta(ref, name, naming.child_namespace(ref, spec), owner), "spec": body}
 
 
 def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict:

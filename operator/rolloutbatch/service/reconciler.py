@@ -217,6 +217,7 @@ class BatchReconciler:
                 problem = check_quota_fits(quotas, spec, overhead)
                 if problem:
                     raise Stalled("QuotaExceeded", problem)
+                await self._create(manifests.network_policy(ref, spec, owner))
                 cm_owner = owner
             await self._create(manifests.task_configmap(ref, spec, cm_owner))
             inputs = manifests.inputs_configmap(ref, spec, cm_owner)

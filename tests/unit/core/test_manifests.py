@@ -16,10 +16,13 @@ JOB_OWNER = manifests.owner_reference("batch/v1", "Job", naming.job_name(REF), "
 
 def objects(isolation):
     spec = parse_spec({**RAW, "isolation": {"namespace": isolation}})
-    cm_owner = OWNER if isolation == "Shared" else JOB_OWNER
-    job_owner = OWNER if isolation == "Shared" else None
-    objs = [manifests.task_configmap(REF, spec, cm_owner), manifests.inputs_configmap(REF, spec, cm_owner),
-            manifests.job(REF, spec, job_owner)]
+    # As the reconciler creates them: Dedicated children are removed with their namespace,
+    # Shared children are owned by the RolloutBatch.
+    owner = OWNER if isolation == "Shared" else None
+    objs = [manifests.task_configmap(REF, spec, owner), manifests.inputs_configmap(REF, spec, owner),
+            manifests.job(REF, spec, owner)]
+    if isolation == "Shared":
+        objs.insert(0, manifests.network_policy(REF, spec, owner))
     if isolation == "Dedicated":
         objs[:0] = [manifests.namespace(REF, spec), manifests.network_policy(REF, spec),
                     manifests.resource_quota(REF, spec, {"cpu": "250m", "memory": "120Mi"})]
