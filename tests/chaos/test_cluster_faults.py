@@ -141,3 +141,27 @@ def test_twenty_concurrent_batches_are_independent(operator_process):
     finally:
         for ns in namespaces:
             kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_lost_node_episodes_are_retried_elsewhere(operator_process, namespace):
+    """A node agent dies mid-batch and its Node is removed (what a cloud provider does with a
+    vanished VM): the pod garbage collector fails its pods with DisruptionTarget, the Job retries
+    them on the surviving node, and the operator counts each index once."""
+    name = unique("nodeloss")
+    apply(episode_batch(name, SLOW_EPISODE, episodes=6, env=[{"name": "SLEEP", "value": "12"}],
+                        cleanup={"sandbox": "Never"}), namespace)
+    running = wait_pods_running(sandbox_of(name, namespace), 6)
+    on_node = [p for p in running if p["spec"]["nodeName"] == "devnode-1"]
+    cluster = [sys.executable, "-m", "devcluster.cluster"]
+    subprocess.run([*cluster, "stop", "nodeagent-devnode-1"], cwd=ROOT, check=True, timeout=60)
+    try:
+        kubectl("delete", "node", "devnode-1", "--wait=false")
+        obj = wait_finished(name, namespace, timeout=300, operator=operator_process)
+    finally:
+        subprocess.run([*cluster, "restart", "nodeagent-devnode-1"], cwd=ROOT, check=True, timeout=120)
+    st = obj["status"]
+    assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"]) == ("Succeeded", 6, 0), st
+    assert st["retriedEpisodes"] == len(on_node)
+    rows = results(name, namespace)["pods"]
+    assert sorted(r["index"] for r in rows) == list(range(6))
+    assert all(r["node"] == "devnode-2" for r in rows if r["attempts"] > 1)
