@@ -35,6 +35,7 @@ from rolloutbatch.kube.errors import KubeError, NotFound, NotOurs
 from rolloutbatch.core.admission import Stalled, check_quota_fits, runtime_overhead
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) are retried
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 
 
@@ -302,13 +303,18 @@ class BatchReconciler:
             started = time.monotonic()
             log_error = None
             data, truncated = b"", False
-            try:
-                data, truncated = await self._call(resources.read_log, facts.namespace, facts.name,
-                                                   naming.CONTAINER_NAME, settings.log_limit_bytes)
-            except NotFound:
-                log_error = "the pod was deleted before its log was read"
-            except KubeError as exc:
-                log_error = f"log read failed: {exc}"
+            for attempt in range(LOG_READ_ATTEMPTS):
+                try:
+                    data, truncated = await self._call(resources.read_log, facts.namespace, facts.name,
+                                                       naming.CONTAINER_NAME, settings.log_limit_bytes)
+                    log_error = None
+                    break
+                except NotFound:
+                    log_error = "the pod was deleted before its log was read"
+                    break
+                except Exception as exc:  # noqa: BLE001 - a stream can break in many ways; retry, then record
+                    log_error = f"log read failed: {exc}"
+                    await asyncio.sleep(0.5 * 2 ** attempt)
             self.ctx.metrics.log_read(time.monotonic() - started, len(data))
         parsed = None if log_error else parse_log(data, truncated=truncated)
         tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
