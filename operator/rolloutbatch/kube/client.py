@@ -59,5 +59,6 @@ class Api:
     def delete(self, path: str, what: str, body: dict | None = None) -> dict:
         return self.request("DELETE", path, what, json=body).json()
 
-    def raw(self, path: str, what: str, **params: Any) -> requests.Response:
-        return self.request("GET", path, what, params=params, stream=True)
+    def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> requests.Response:
+        """A streamed GET (logs, watches); ``timeout`` overrides the client's default."""
+        return self.request("GET", path, what, params=params, stream=True, timeout=timeout or self._http.timeout)

@@ -115,13 +115,23 @@ def get_batch(api: Api, namespace: str, name: str) -> dict | None:
     return get_or_none(api, "RolloutBatch", name, namespace)
 
 
-def put_configmap(api: Api, obj: dict, batch_uid: str) -> dict:
-    """Create or replace a ConfigMap we own (the results document)."""
+def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | None = None) -> dict:
+    """Create or replace a ConfigMap we own (the results document); returns the live object.
+
+    With the ``resource_version`` of our last write the replace is one PUT; otherwise (first
+    write, or someone else changed it) a create, or a read, an ownership check and a PUT.
+    """
     meta = obj["metadata"]
+    path = object_path("ConfigMap", meta["name"], meta["namespace"])
+    if resource_version:
+        body = dict(obj, metadata=dict(meta, resourceVersion=resource_version))
+        try:
+            return api.replace(path, body, f"replace {_describe(obj)}")
+        except (Conflict, NotFound):
+            pass
     try:
         return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
     except Conflict:
-        path = object_path("ConfigMap", meta["name"], meta["namespace"])
         existing = api.get(path, f"get {_describe(obj)}")
         if not owned_by(existing, batch_uid):
             raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None

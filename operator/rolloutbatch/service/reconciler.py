@@ -106,6 +106,7 @@ class BatchReconciler:
         self._patched_at = 0.0
         self._results_version = -1
         self._results_at = 0.0
+        self._results_rv: str | None = None          # resourceVersion of our last results write
         self._reads: set[asyncio.Task] = set()
         self._waiting_since: dict[str, float] = {}
         self._started_metrics = False
@@ -389,7 +390,8 @@ class BatchReconciler:
                    "retried_episodes": tracker.retried, "final": final},
         )
         cm = manifests.results_configmap(self.ref, document, owner_of_batch(self.ref))
-        await self._call(resources.put_configmap, cm, self.ref.uid)
+        live = await self._call(resources.put_configmap, cm, self.ref.uid, self._results_rv)
+        self._results_rv = (live.get("metadata") or {}).get("resourceVersion")
         crash_point("results:final" if final else "results:partial")
         self._results_version, self._results_at = version, time.time()
 
