@@ -1,15 +1,17 @@
 """Watch events of the batches' Pods and Jobs, routed to the reconciler of their batch.
 
-Pods: the operator's own lean watch (``kube.watch.PodWatcher``) instead of kopf's ``on.event``,
-which deep-copies, diffs and logs every one of the 8-10 events of each episode pod (the largest
-CPU cost in the benchmark's profile). Facts are extracted in the watch thread and handed to the
-event loop. Jobs are few: kopf's ``on.event`` is fine there. Neither stores anything on the
-children (no annotations, no finalizers: kopf issue #1104) and both need only list/watch rights.
+Both are watched by the operator's own lean list+watch (``kube.watch.Watcher``) instead of kopf's
+``on.event``, which deep-copies, diffs and logs every event: episode pods produce 8-10 events
+each and a Job one per finished pod, and that bookkeeping was the largest CPU cost in the
+benchmark's profile. Facts are extracted in the watch threads and handed to the event loop.
+Nothing is stored on the children (no annotations, no finalizers: kopf issue #1104), and only
+list/watch rights are needed.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -17,37 +19,42 @@ import kopf
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.tracker import job_facts
 from rolloutbatch.core.verdict import pod_facts
-from rolloutbatch.kube.watch import PodWatcher
+from rolloutbatch.kube.watch import Watcher
+
+
+def _routed(loop: asyncio.AbstractEventLoop, extract: Callable[[dict], Any],
+            deliver: Callable[[str, Any, bool], None]) -> Callable[[str, dict], None]:
+    """A watch callback (watch thread) that extracts facts and delivers them on the loop."""
+    def on_event(kind: str, obj: dict) -> None:
+        batch_uid = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_BATCH_UID)
+        if batch_uid:
+            loop.call_soon_threadsafe(deliver, batch_uid, extract(obj), kind == "DELETED")
+    return on_event
 
 
 @kopf.on.startup()
-async def start_pod_watch(memo: kopf.Memo, **_: Any) -> None:
+async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
     loop = asyncio.get_running_loop()
     registry, metrics = memo.registry, memo.metrics
 
-    def deliver(batch_uid: str, facts: Any, deleted: bool) -> None:
+    def deliver_pod(batch_uid: str, facts: Any, deleted: bool) -> None:
         with metrics.handler("pod_event"):
             registry.pod_event(batch_uid, facts, deleted)
 
-    def on_pod(kind: str, pod: dict) -> None:  # runs in the watch thread
-        batch_uid = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_BATCH_UID)
-        if batch_uid:
-            loop.call_soon_threadsafe(deliver, batch_uid, pod_facts(pod), kind == "DELETED")
+    def deliver_job(batch_uid: str, facts: Any, deleted: bool) -> None:
+        if not deleted:
+            with metrics.handler("job_event"):
+                registry.job_event(batch_uid, facts)
 
-    memo.pod_watcher = PodWatcher(memo.ctx.api, LABEL_BATCH_UID, on_pod)
-    memo.pod_watcher.start()
+    memo.watchers = [
+        Watcher(memo.ctx.api, "/api/v1/pods", LABEL_BATCH_UID, _routed(loop, pod_facts, deliver_pod)),
+        Watcher(memo.ctx.api, "/apis/batch/v1/jobs", LABEL_BATCH_UID, _routed(loop, job_facts, deliver_job)),
+    ]
+    for watcher in memo.watchers:
+        watcher.start()
 
 
 @kopf.on.cleanup()
-async def stop_pod_watch(memo: kopf.Memo, **_: Any) -> None:
-    watcher = getattr(memo, "pod_watcher", None)
-    if watcher is not None:
+async def stop_child_watches(memo: kopf.Memo, **_: Any) -> None:
+    for watcher in getattr(memo, "watchers", ()):
         watcher.stop()
-
-
-@kopf.on.event("batch", "v1", "jobs", labels={LABEL_BATCH_UID: kopf.PRESENT})
-async def job_event(event: dict, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    if event.get("type") == "DELETED":
-        return
-    with memo.metrics.handler("job_event"):
-        memo.registry.job_event(body["metadata"]["labels"][LABEL_BATCH_UID], job_facts(body))

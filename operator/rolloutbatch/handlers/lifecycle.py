@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 
 from rolloutbatch import GROUP
-from rolloutbatch.core.naming import FINALIZER, LABEL_BATCH_UID
+from rolloutbatch.core.naming import FINALIZER
 
 
 @kopf.on.startup()
@@ -18,9 +18,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration")
-    # Server-side filtering (kopf 1.45): only our Jobs travel the wire, never the whole
-    # cluster's. (Pods are watched by kube.watch.PodWatcher with the same selector.)
-    settings.watching.label_selectors["batch", "v1", "jobs"] = LABEL_BATCH_UID
     settings.posting.level = logging.INFO
     # Reconnect quickly after an apiserver restart.
     settings.watching.reconnect_backoff = 0.5

@@ -1,9 +1,10 @@
-"""A lean list+watch of the batches' pods, feeding a callback with raw pod dicts.
+"""A lean list+watch of the batches' pods and jobs, feeding a callback with raw dicts.
 
 Why not kopf's ``on.event``: kopf wraps, deep-copies and diffs every event of every watched
 object and logs each handler call; episode pods produce 8-10 events each, and the benchmark's
-profile showed that bookkeeping as the operator's largest CPU cost (bench/README.md). Pods need
-none of it: the operator only reads a few fields of each snapshot. This watcher runs in one
+profile showed that bookkeeping as the operator's largest CPU cost (bench/README.md); Jobs get a
+status update per finished pod, so they cost the same. Children need none of it: the operator
+only reads a few fields of each snapshot. This watcher runs in one
 thread, filters server-side by label, resumes from the last resourceVersion after a dropped
 connection and relists when the server says the version is too old (410 Gone).
 """
@@ -20,21 +21,23 @@ from rolloutbatch.kube.errors import Gone, KubeError
 
 log = logging.getLogger(__name__)
 
-OnPod = Callable[[str, dict], None]   # (event type ADDED|MODIFIED|DELETED, pod dict)
+OnEvent = Callable[[str, dict], None]   # (event type ADDED|MODIFIED|DELETED, object dict)
 PAGE = 500
 WATCH_SECONDS = 240                   # the server closes the watch; we resume from the last version
 
 
-class PodWatcher:
-    """Runs ``list`` then ``watch`` of pods matching ``selector`` in a daemon thread."""
+class Watcher:
+    """Runs ``list`` then ``watch`` of the objects at ``path`` (e.g. ``/api/v1/pods``, all
+    namespaces) matching ``selector``, in a daemon thread."""
 
-    def __init__(self, api: Api, selector: str, on_pod: OnPod) -> None:
+    def __init__(self, api: Api, path: str, selector: str, on_event: OnEvent) -> None:
         self.api = api
+        self.path = path
         self.selector = selector
-        self.on_pod = on_pod
+        self.on_event = on_event
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"watch {path}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -55,19 +58,19 @@ class PodWatcher:
             except Gone:
                 version = None  # too old: relist
             except (KubeError, OSError, ValueError) as exc:
-                log.warning("Pod watch interrupted (%s); resuming in %.1fs", exc, backoff)
+                log.warning("Watch of %s interrupted (%s); resuming in %.1fs", self.path, exc, backoff)
                 self.stopped.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
             except Exception:  # noqa: BLE001 - the watch must outlive any surprise
-                log.exception("Pod watch failed; resuming")
+                log.exception("Watch of %s failed; resuming", self.path)
                 self.stopped.wait(backoff)
 
     def _list(self) -> str:
         params: dict = {"labelSelector": self.selector, "limit": PAGE}
         while True:
-            page = self.api.get("/api/v1/pods", "list pods", **params)
-            for pod in page.get("items") or []:
-                self.on_pod("ADDED", pod)
+            page = self.api.get(self.path, f"list {self.path}", **params)
+            for item in page.get("items") or []:
+                self.on_event("ADDED", item)
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 return meta.get("resourceVersion") or ""
@@ -75,7 +78,7 @@ class PodWatcher:
 
     def _watch(self, version: str) -> str | None:
         response = self.api.raw(
-            "/api/v1/pods", "watch pods", labelSelector=self.selector, watch="true",
+            self.path, f"watch {self.path}", labelSelector=self.selector, watch="true",
             resourceVersion=version, allowWatchBookmarks="true", timeoutSeconds=WATCH_SECONDS,
             timeout=(10, WATCH_SECONDS + 30),
         )
@@ -93,7 +96,7 @@ class PodWatcher:
                     raise KubeError(f"watch error: {obj.get('message')}", status=obj.get("code"))
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.on_pod(kind, obj)
+                    self.on_event(kind, obj)
         finally:
             response.close()
         return version
