@@ -44,14 +44,6 @@ def solo_operator(operator_process):
     operator_process.start()
 
 
-@pytest.fixture
-def chaos_namespace():
-    namespace = unique("chaos")
-    kubectl("create", "namespace", namespace)
-    yield namespace
-    kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
 def wait_crashed(operator, point, timeout=120):
     deadline = time.monotonic() + timeout
     while operator.proc.poll() is None and time.monotonic() < deadline:
@@ -81,8 +73,7 @@ def check_outcome(name, namespace, operator):
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_crash_and_restart_loses_nothing(solo_operator, chaos_namespace, point):
-    namespace = chaos_namespace
+def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
     crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point})
     crashing.start()
     name = unique("crash")
@@ -100,8 +91,7 @@ def test_crash_and_restart_loses_nothing(solo_operator, chaos_namespace, point):
         survivor.stop()
 
 
-def test_crash_during_cleanup_completes_the_deletion(solo_operator, chaos_namespace):
-    namespace = chaos_namespace
+def test_crash_during_cleanup_completes_the_deletion(solo_operator, namespace):
     first = OperatorProcess("operator-crash-cleanup", env={"ROLLOUTBATCH_CRASH_AT": "cleanup:namespace"})
     first.start()
     name = unique("crash")
@@ -119,8 +109,7 @@ def test_crash_during_cleanup_completes_the_deletion(solo_operator, chaos_namesp
         second.stop()
 
 
-def test_operator_down_while_batch_finishes(solo_operator, chaos_namespace):
-    namespace = chaos_namespace
+def test_operator_down_while_batch_finishes(solo_operator, namespace):
     op = OperatorProcess("operator-down-early")
     op.start()
     name = unique("down")
