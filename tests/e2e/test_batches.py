@@ -1,7 +1,6 @@
 """The operator end to end on the devcluster: the guide's task, failures, columns, cleanup."""
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -48,7 +47,7 @@ def test_parallel_and_serial_shipping_fix(operator_process, namespace):
     # kubectl wait returns on success (DESIGN section 6).
     kubectl("wait", "--for=condition=Ready", f"rb/{parallel['metadata']['name']}", "-n", namespace,
             "--timeout=240s", timeout=260)
-    serial = apply(load_example("shipping-fix-serial.yaml"), namespace)
+    apply(load_example("shipping-fix-serial.yaml"), namespace)
     p = wait_job_complete_seconds("shipping-fix-parallel", namespace)
     assert_succeeded_10(p)
     for field in STATUS_FIELDS:

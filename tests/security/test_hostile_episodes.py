@@ -181,7 +181,6 @@ def test_foreign_namespace_in_the_way_is_never_touched(operator_process, namespa
     The sandbox name comes from the batch's UID, so the squatter is created while the operator
     is paused, between the batch's creation and its provisioning.
     """
-    import json
     from tests.support.batches import condition, get
     operator_process.stop()
     try:

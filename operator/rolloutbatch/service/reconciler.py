@@ -21,18 +21,18 @@ from typing import Any
 
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests, naming
+from rolloutbatch.core.admission import Stalled, check_quota_fits, runtime_overhead
 from rolloutbatch.core.events import parse_log
-from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, PodFacts, SpecError
+from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.results import decode_results, results_document, results_from_document
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import build_status, status_patch
-from rolloutbatch.core.tracker import BatchTracker, JobFacts
-from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+from rolloutbatch.core.verdict import judge_episode, parse_time
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.errors import KubeError, NotFound, NotOurs
-from rolloutbatch.core.admission import Stalled, check_quota_fits, runtime_overhead
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 RESULT_ROWS_PER_SECOND = 100  # checkpoint spacing: 1,000 rows -> every 10 s, 10,000 -> every 100 s
@@ -71,11 +71,6 @@ def _iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _parse_iso(value: str | None) -> float | None:
-    if not value:
-        return None
-    import calendar
-    return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
 
 
 def batch_ref(body: Mapping) -> BatchRef:
@@ -234,7 +229,6 @@ class BatchReconciler:
             if exc.status in (403, 422):
                 raise Stalled("ProvisioningRefused", str(exc)) from None
             raise
-        from rolloutbatch.core.tracker import job_facts
         self.tracker.observe_job(job_facts(job), time.time())
         if self.last_status.get("phase") in (None, "Pending", "Provisioning"):
             self.emit("Normal", "Provisioned", f"Sandbox {namespace} and Job {naming.job_name(ref)} are ready")
@@ -279,7 +273,6 @@ class BatchReconciler:
             await asyncio.sleep(0.05)
 
     async def _poll_job(self) -> None:
-        from rolloutbatch.core.tracker import job_facts
         job = await self._call(resources.get_or_none, "Job", naming.job_name(self.ref),
                                naming.child_namespace(self.ref, self.spec))
         if job is not None and resources.owned_by(job, self.ref.uid):
@@ -474,7 +467,7 @@ class BatchReconciler:
             await self.delete_sandbox(wait=False)
         ttl = spec.ttl_seconds_after_finished
         if ttl is not None:
-            finished = _parse_iso(self.last_status.get("completionTime")) or time.time()
+            finished = parse_time(self.last_status.get("completionTime")) or time.time()
             delay = finished + ttl - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
