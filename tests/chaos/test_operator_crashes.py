@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 PROGRAM = '''
 import json, os, sys, time
 def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
-emit("ready")
-time.sleep(1.5)
 i = int(os.environ["EPISODE_INDEX"])
+emit("ready")
+time.sleep(1 + 1.5 * i)  # staggered ends: partial results exist before the batch completes
 emit("reward", reward=i / 10)
 if i == 3:
     sys.exit(2)
@@ -118,7 +118,7 @@ def test_operator_down_while_batch_finishes(solo_operator, namespace):
     while time.monotonic() < deadline and (get(name, namespace).get("status") or {}).get("phase") != "Running":
         time.sleep(0.2)
     op.kill()
-    time.sleep(8)  # every episode finishes while nobody watches
+    time.sleep(10)  # every episode finishes while nobody watches
     op2 = OperatorProcess("operator-back")
     op2.start()
     try:
