@@ -7,8 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class SpecError(Exception):
-    """A spec the schema accepted but the operator cannot run; ``field`` names the culprit."""
+class SpecError(ValueError):
+    """A spec the operator cannot run; ``field`` names the culprit.
+
+    A ValueError, so the SDK's documented "raises ValueError before any network call" holds
+    while it validates through :func:`rolloutbatch.core.spec.parse_spec`.
+    """
 
     def __init__(self, field_name: str, message: str) -> None:
         super().__init__(f"{field_name}: {message}")

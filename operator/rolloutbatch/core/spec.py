@@ -22,6 +22,10 @@ _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "BATCH_NAME"}
 MAX_EPISODES = 100_000
+# generateName appends 5 random characters; 55 + 5 = 60 keeps the name a valid label value (63)
+# with room to spare, so label_value(name) never truncates and two batches never share one.
+MAX_BATCH_NAME_LENGTH = 55
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ISOLATION_NAMESPACE = ("Dedicated", "Shared")       # first = default
 ISOLATION_NETWORK = ("DenyAll", "AllowEgress")
 CLEANUP_SANDBOX = ("DeleteOnSuccess", "Always", "Never")
@@ -29,6 +33,15 @@ CLEANUP_SANDBOX = ("DeleteOnSuccess", "Always", "Never")
 _SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+def check_batch_name(name_or_prefix: str) -> None:
+    """A RolloutBatch name, or a generateName prefix ending in '-'; raise SpecError when unusable."""
+    stem = name_or_prefix[:-1] if isinstance(name_or_prefix, str) and name_or_prefix.endswith("-") else name_or_prefix
+    if not isinstance(stem, str) or not stem or not _DNS_LABEL.match(stem) \
+            or len(name_or_prefix) > MAX_BATCH_NAME_LENGTH:
+        raise SpecError("metadata.name", f"{name_or_prefix!r} must be lowercase letters, digits and '-', "
+                                         f"at most {MAX_BATCH_NAME_LENGTH} characters")
 
 
 def parse_quantity(text: str) -> Decimal:

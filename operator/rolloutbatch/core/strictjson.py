@@ -1,0 +1,51 @@
+"""Strict JSON: everything the operator writes (status, results, events) parses anywhere.
+
+Python's ``json`` writes ``NaN`` and ``Infinity`` by default, which JSON does not have: the API
+server refuses such a patch (a batch that retried it forever, issue 10 item 1) and other readers
+choke on such a document (item 12). :func:`sanitize` replaces every non-finite float with None;
+:func:`dumps` refuses what would not be strict JSON, so a new path that forgets to sanitize
+fails loudly in tests instead of writing ``Infinity``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_DEPTH = 64
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (bools, strings, NaN, infinities, ints past a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def sanitize(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` that is strict JSON: non-finite floats become None, ints too big for
+    a float become None, keys become strings, tuples become lists; past ``MAX_DEPTH`` levels,
+    None."""
+    if _depth > MAX_DEPTH:
+        return None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if finite(value) is not None else None
+    if isinstance(value, dict):
+        return {str(k): sanitize(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sanitize(v, _depth + 1) for v in value]
+    return str(value)
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes NaN/Infinity (raises ValueError instead)."""
+    return json.dumps(value, allow_nan=False, **kwargs)

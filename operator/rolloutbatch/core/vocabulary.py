@@ -1,0 +1,76 @@
+"""The words of the API, defined once: phases, episode outcomes, reasons, well-known keys.
+
+Every module (core, service, SDK, CLI, metrics, tests) imports these names instead of spelling
+the strings again, so a phase or a reason cannot drift between the operator and its readers
+(issue 10, "duplicated knowledge"). docs/design.md lists what each reason means.
+"""
+
+from __future__ import annotations
+
+# --- batch phases (status.phase) ---------------------------------------------------------------
+PENDING, PROVISIONING, RUNNING, COLLECTING = "Pending", "Provisioning", "Running", "Collecting"
+SUCCEEDED, FAILED = "Succeeded", "Failed"
+PHASES = (PENDING, PROVISIONING, RUNNING, COLLECTING, SUCCEEDED, FAILED)
+TERMINAL_PHASES = (SUCCEEDED, FAILED)
+
+# --- episode outcomes (row["outcome"]) ---------------------------------------------------------
+# succeeded: a graded attempt whose reward counts; failed: the attempt ran and broke the contract
+# (or its program failed); lost: the attempt never produced a judgeable run (log gone, never
+# started, infrastructure) and says nothing about the policy.
+OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST = "succeeded", "failed", "lost"
+OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST)
+
+# --- batch reasons (status.reason, condition reasons, Kubernetes Events) ------------------------
+REASON_PROVISIONING = "Provisioning"
+REASON_RUNNING = "EpisodesRunning"
+REASON_COLLECTING = "CollectingResults"
+REASON_SUCCEEDED = "EpisodesSucceeded"
+REASON_TOO_FEW = "TooFewSuccessfulEpisodes"
+# Stalled: the batch ended without running to completion; each names what a person must fix.
+STALL_INVALID_SPEC = "InvalidSpec"
+STALL_RUNTIME_CLASS = "RuntimeClassNotFound"
+STALL_NAMESPACE_TERMINATING = "NamespaceTerminating"
+STALL_NAMESPACE_CONFLICT = "NamespaceConflict"
+STALL_NAME_CONFLICT = "NameConflict"
+STALL_RESULTS_CONFLICT = "ResultsConfigMapConflict"
+STALL_QUOTA = "QuotaExceeded"
+STALL_REFUSED = "ProvisioningRefused"
+STALL_IMAGE = "ImagePullFailed"
+STALL_API_REFUSED = "ApiRequestRefused"
+STALL_API_UNAVAILABLE = "ApiUnavailable"
+STALL_INTERNAL = "InternalError"
+STALL_REASONS = (STALL_INVALID_SPEC, STALL_RUNTIME_CLASS, STALL_NAMESPACE_TERMINATING, STALL_NAMESPACE_CONFLICT,
+                 STALL_NAME_CONFLICT, STALL_RESULTS_CONFLICT, STALL_QUOTA, STALL_REFUSED, STALL_IMAGE,
+                 STALL_API_REFUSED, STALL_API_UNAVAILABLE, STALL_INTERNAL)
+
+# --- episode reasons (row["reason"]) ------------------------------------------------------------
+EP_INFRASTRUCTURE = "InfrastructureFailure"
+EP_LOG_UNAVAILABLE = "LogUnavailable"
+EP_TIMEOUT = "Timeout"                 # the episode ran past episodeTimeoutSeconds
+EP_BATCH_TIMEOUT = "BatchTimeout"      # the batch's activeDeadlineSeconds ended it (or it never ran)
+EP_IMAGE_PULL = "ImagePullFailed"
+EP_NON_ZERO_EXIT = "NonZeroExit"
+EP_RESTARTED = "Restarted"
+EP_NO_READY = "NoReadyEvent"
+EP_NO_REWARD = "NoRewardEvent"
+EP_LOG_LIMIT = "LogLimitExceeded"
+EP_DUPLICATE_READY = "DuplicateReady"
+EP_DUPLICATE_REWARD = "DuplicateReward"
+EP_IDENTITY = "IdentityMismatch"
+EP_INVALID_REWARD = "InvalidReward"
+EP_MISSING_TIMESTAMP = "MissingTimestamp"
+EP_CLOCK_SKEW = "ClockSkew"
+EP_REWARD_BEFORE_READY = "RewardBeforeReady"
+EP_JOB_FAILED = "JobFailed"            # the Job ended (for a reason other than its deadline) without it
+EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_TIMEOUT, EP_IMAGE_PULL,
+                   EP_NON_ZERO_EXIT, EP_RESTARTED, EP_NO_READY, EP_NO_REWARD, EP_LOG_LIMIT, EP_DUPLICATE_READY,
+                   EP_DUPLICATE_REWARD, EP_IDENTITY, EP_INVALID_REWARD, EP_MISSING_TIMESTAMP, EP_CLOCK_SKEW,
+                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED)
+FLAG_SKEW_TOLERATED = "ClockSkewWithinTolerance"
+
+# --- Kubernetes facts we read -------------------------------------------------------------------
+COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+# Waiting reasons of a container whose image the node cannot run (kubelet's images package).
+IMAGE_WAITING_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# Job condition reason when activeDeadlineSeconds passed (Job controller).
+JOB_DEADLINE_REASON = "DeadlineExceeded"
