@@ -45,7 +45,9 @@ def _read_entries(path: str, offset: int = 0) -> tuple[list, int]:
     if end < 0:
         return [], offset
     chunk = data[:end + 1]
-    return [parse_line(l) for l in chunk.splitlines()], offset + len(chunk)
+    # Split on b"\n" only, as the kubelet does: splitlines() would also cut at b"\r" (a progress
+    # bar), turning one CRI line into a broken one plus a fragment.
+    return [parse_line(l) for l in chunk.split(b"\n")[:-1]], offset + len(chunk)
 
 
 def make_app(store: LogStore) -> web.Application:

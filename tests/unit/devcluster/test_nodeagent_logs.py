@@ -93,3 +93,23 @@ def test_server_endpoints(tmp_path):
     assert res[3] == (200, b"line 0")
     assert res[4] == (200, b"oops\nlate\n")  # follow streams until the container exits
     assert res[5][0] == 404 and res[6][0] == 404 and res[7][0] == 400
+
+
+def test_carriage_returns_stay_inside_their_line(tmp_path):
+    """A progress bar (b"\\r") is content: the reader splits CRI lines on b"\\n" only, like the kubelet."""
+    async def go():
+        store = LogStore()
+        cl = store.register("ns", "pod", "uid", str(tmp_path), ["main"])["main"]
+        cl.start(0)
+        cl.write("stdout", b"10%\r50%\r100%")
+        cl.write("stdout", b'{"event": "ready"}\r')
+        cl.write("stdout", b"\x0bvt\x0cff\x1cfs")
+        cl.close()
+        return await _serve_and_get(store, ["/containerLogs/ns/pod/main",
+                                            "/containerLogs/ns/pod/main?tailLines=1",
+                                            "/containerLogs/ns/pod/main?timestamps=true"])
+    full, tail, stamped = asyncio.run(go())
+    assert full == (200, b'10%\r50%\r100%\n{"event": "ready"}\r\n\x0bvt\x0cff\x1cfs\n')
+    assert tail == (200, b"\x0bvt\x0cff\x1cfs\n")
+    lines = stamped[1].split(b"\n")[:-1]
+    assert len(lines) == 3 and lines[0].endswith(b" 10%\r50%\r100%")
