@@ -148,14 +148,19 @@ def summary_table(columns: Sequence[tuple[str, Mapping[str, Any]]], title: str |
     return tbl
 
 
+def finished_count(status: Mapping | None) -> int:
+    """Episodes with a final outcome: succeeded + failed + lost, as status.progress counts them."""
+    s = status or {}
+    return sum(int(s.get(key) or 0) for key in ("succeededEpisodes", "failedEpisodes", "lostEpisodes"))
+
+
 def progress_line(name: str, status: Mapping | None) -> str:
     """One plain line of progress (for logs and non-terminal output)."""
     s = status or {}
-    finished = (s.get("succeededEpisodes") or 0) + (s.get("failedEpisodes") or 0)
     total = s.get("episodes")
-    return (f"{name}: {s.get('phase') or 'Pending'} {finished}/{total if total is not None else '?'} finished, "
-            f"ready {s.get('readyEpisodes') or 0}, failed {s.get('failedEpisodes') or 0}, "
-            f"reward {number(s.get('rewardSum') or 0)}")
+    return (f"{name}: {s.get('phase') or 'Pending'} {finished_count(s)}/{total if total is not None else '?'} "
+            f"finished, ready {s.get('readyEpisodes') or 0}, failed {s.get('failedEpisodes') or 0}, "
+            f"lost {s.get('lostEpisodes') or 0}, reward {number(s.get('rewardSum') or 0)}")
 
 
 def format_events(events: Iterable[Mapping]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from rolloutbatch.cli.render import number, progress_line
+from rolloutbatch.cli.render import finished_count, number, progress_line
 from rolloutbatch.sdk import BatchHandle, is_finished
 
 
@@ -14,6 +14,7 @@ def _fields(status: dict) -> dict:
         "phase": status.get("phase") or "Pending",
         "ready": status.get("readyEpisodes") or 0,
         "failed": status.get("failedEpisodes") or 0,
+        "lost": status.get("lostEpisodes") or 0,
         "reward": number(status.get("rewardSum") or 0),
     }
 
@@ -62,7 +63,7 @@ def _follow_live(handles: Sequence[BatchHandle], console, deadline: float, inter
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[phase]:<12} ready {task.fields[ready]:>4}  failed {task.fields[failed]:>4}  "
-                   "reward {task.fields[reward]:>8}"),
+                   "lost {task.fields[lost]:>4}  reward {task.fields[reward]:>8}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False, refresh_per_second=4) as progress:
@@ -74,8 +75,7 @@ def _follow_live(handles: Sequence[BatchHandle], console, deadline: float, inter
             for h in _pending(handles):
                 h.refresh()
                 s = h.status
-                finished = (s.get("succeededEpisodes") or 0) + (s.get("failedEpisodes") or 0)
-                progress.update(tasks[h.name], completed=finished, total=s.get("episodes") or None, **_fields(s))
+                progress.update(tasks[h.name], completed=finished_count(s), total=s.get("episodes") or None, **_fields(s))
             if not _pending(handles):
                 return
             _check_deadline(handles, deadline)
