@@ -8,6 +8,7 @@ must be added to every pod's resources.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 from rolloutbatch.core.model import BatchSpec
 from rolloutbatch.core.spec import format_quantity, parse_quantity
@@ -28,12 +29,22 @@ def runtime_overhead(runtime_class: Mapping) -> dict[str, str] | None:
     return dict(fixed) if fixed else None
 
 
+def pod_resources(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, dict[str, Decimal]]:
+    """Requests and limits of one episode pod as the quota system counts them: the container's
+    plus the RuntimeClass overhead (added by the RuntimeClass admission plugin)."""
+    out: dict[str, dict[str, Decimal]] = {}
+    for kind in ("requests", "limits"):
+        for resource, value in sorted((spec.resources.get(kind) or {}).items()):
+            amount = parse_quantity(str(value)) + parse_quantity(str((overhead or {}).get(resource, "0")))
+            out.setdefault(kind, {})[resource] = amount
+    return out
+
+
 def pod_footprint(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, float]:
     """What one episode pod charges to a ResourceQuota: requests/limits plus the overhead."""
     footprint: dict[str, float] = {"pods": 1.0, "count/pods": 1.0}
-    for kind in ("requests", "limits"):
-        for resource, value in (spec.resources.get(kind) or {}).items():
-            amount = parse_quantity(str(value)) + parse_quantity(str((overhead or {}).get(resource, "0")))
+    for kind, amounts in pod_resources(spec, overhead).items():
+        for resource, amount in amounts.items():
             footprint[f"{kind}.{resource}"] = float(amount)
             if kind == "requests":
                 footprint[resource] = float(amount)  # bare "cpu"/"memory" in a quota mean requests

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-TERMINAL = ("Succeeded", "Failed")
+from rolloutbatch.core.vocabulary import FAILED, SUCCEEDED, TERMINAL_PHASES as TERMINAL
 
 
 def set_condition(conditions: Sequence[Mapping], type_: str, status: str, reason: str, message: str,
@@ -32,9 +32,9 @@ def set_condition(conditions: Sequence[Mapping], type_: str, status: str, reason
 
 def conditions_for(phase: str, reason: str, message: str, generation: int, previous: Sequence[Mapping],
                    now_iso: str) -> list[dict]:
-    if phase == "Succeeded":
+    if phase == SUCCEEDED:
         wanted = [("Ready", "True"), ("Succeeded", "True"), ("Reconciling", "False"), ("Stalled", "False")]
-    elif phase == "Failed":
+    elif phase == FAILED:
         wanted = [("Ready", "False"), ("Succeeded", "False"), ("Reconciling", "False"), ("Stalled", "True")]
     else:
         wanted = [("Ready", "False"), ("Reconciling", "True"), ("Stalled", "False")]

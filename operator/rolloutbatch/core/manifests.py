@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.results import encode_results
-from rolloutbatch.core.spec import format_quantity, parse_quantity
+from rolloutbatch.core.admission import pod_resources
+from rolloutbatch.core.spec import format_quantity
+from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
 TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
 NODE_LOSS_TOLERATION_SECONDS = 30
@@ -54,7 +56,7 @@ def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None)
     if spec.isolation_namespace != "Dedicated":
         selector = {"matchLabels": {naming.LABEL_BATCH_UID: ref.uid}}
     body = {"podSelector": selector, "policyTypes": types}
-    name = "default-deny" if spec.isolation_namespace == "Dedicated" else f"rb-{naming.short_uid(ref.uid)}-deny"
+    name = naming.DEDICATED_POLICY if spec.isolation_namespace == "Dedicated" else naming.shared_network_policy_name(ref)
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _meta(ref, name, naming.child_namespace(ref, spec), owner), "spec": body}
 
@@ -71,9 +73,8 @@ def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] |
     """
     pods = spec.parallelism + TERMINATING_SLACK
     hard = {"pods": str(pods)}
-    for kind in ("requests", "limits"):
-        for resource, value in sorted((spec.resources.get(kind) or {}).items()):
-            per_pod = parse_quantity(str(value)) + parse_quantity(str((overhead or {}).get(resource, "0")))
+    for kind, amounts in pod_resources(spec, overhead).items():
+        for resource, per_pod in amounts.items():
             hard[f"{kind}.{resource}"] = format_quantity(per_pod * pods)
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": _meta(ref, "episodes", naming.child_namespace(ref, spec)), "spec": {"hard": hard}}
@@ -98,7 +99,7 @@ def _env(ref: BatchRef, spec: BatchSpec) -> list[dict]:
     env = [
         {"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+            "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_KEY}']"}}},
         {"name": "BATCH_NAME", "value": ref.name},
     ]
     if spec.inputs:

@@ -43,6 +43,14 @@ def inputs_configmap_name(ref: BatchRef) -> str:
     return f"rb-{short_uid(ref.uid)}-inputs"
 
 
+def shared_network_policy_name(ref: BatchRef) -> str:
+    """The per-batch default-deny policy of Shared isolation (Dedicated uses DEDICATED_POLICY)."""
+    return f"rb-{short_uid(ref.uid)}-deny"
+
+
+DEDICATED_POLICY = "default-deny"
+
+
 def results_configmap_name(ref: BatchRef) -> str:
     name = f"{ref.name}-results"
     if len(name) <= 253:

@@ -1,15 +1,61 @@
-"""The RolloutBatch status: aggregates only (never a per-episode list), and minimal patches."""
+"""The RolloutBatch status: aggregates only (never a per-episode list), and minimal patches.
+
+Also the batch's own success rule (:func:`final_phase`) and the rule that counts shown to users
+never go backwards (:func:`monotonic`): after an operator restart the tracker starts from the
+last results checkpoint, which can be a few rows behind the last status patch; until it has
+re-judged those pods, the status keeps the higher counts (issue 10 item 16).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.conditions import conditions_for
 from rolloutbatch.core.model import BatchRef, BatchSpec, Summary
+from rolloutbatch.core.strictjson import sanitize
 
-DEFAULT_REASONS = {"Pending": "Pending", "Provisioning": "Provisioning", "Running": "EpisodesRunning",
-                   "Collecting": "CollectingResults", "Succeeded": "EpisodesSucceeded", "Failed": "Failed"}
+DEFAULT_REASONS = {v.PENDING: "Pending", v.PROVISIONING: v.REASON_PROVISIONING, v.RUNNING: v.REASON_RUNNING,
+                   v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: "Failed"}
+# Counters of the status that only grow while a batch runs.
+MONOTONIC_COUNTS = ("readyEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes", "retriedEpisodes")
+
+
+def final_phase(summary: Summary, spec: BatchSpec, results_configmap: str) -> tuple[str, str, str]:
+    """(phase, reason, message) of a batch whose every episode is final."""
+    if summary.succeeded >= spec.min_successful_episodes:
+        return (v.SUCCEEDED, v.REASON_SUCCEEDED,
+                f"{summary.succeeded}/{spec.episodes} episodes succeeded, reward sum {summary.reward_sum:g}")
+    return (v.FAILED, v.REASON_TOO_FEW,
+            f"{summary.succeeded}/{spec.episodes} episodes succeeded, {spec.min_successful_episodes} required; "
+            f"see {results_configmap}")
+
+
+def _progress_done(status: Mapping) -> int:
+    try:
+        return int(str(status.get("progress") or "0/0").split("/")[0])
+    except ValueError:
+        return 0
+
+
+def monotonic(new: dict, previous: Mapping) -> dict:
+    """``new`` with no counter below ``previous`` while the batch is not terminal.
+
+    A terminal status is the truth of the final results and is returned as is: it is what the
+    results ConfigMap holds, and it must agree with the rows.
+    """
+    if new.get("phase") in v.TERMINAL_PHASES:
+        return new
+    out = dict(new)
+    for key in MONOTONIC_COUNTS:
+        before = previous.get(key)
+        if isinstance(before, int) and not isinstance(before, bool) and isinstance(out.get(key), int):
+            out[key] = max(out[key], before)
+    if "progress" in out:
+        done = max(_progress_done(out), _progress_done(previous))
+        out["progress"] = f"{done}/{out.get('episodes', 0)}"
+    return out
 
 
 def _ms(value: float | None) -> float | None:
@@ -60,7 +106,8 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
         })
     else:
         status["progress"] = f"0/{episodes}"
-    return status
+    # Strict JSON whatever the numbers: the API server refuses NaN/Infinity (issue 10 item 1).
+    return monotonic(sanitize(status), previous)
 
 
 def status_patch(old: Mapping, new: Mapping) -> dict:

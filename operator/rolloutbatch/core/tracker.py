@@ -1,26 +1,35 @@
-"""The in-memory state of one batch: what each pod did, which logs to read, what is final.
+"""The in-memory state of one batch, and the one place where an episode index becomes final.
 
-The tracker is fed facts (pod snapshots from the watch, log-read outcomes, the Job's state) and
-answers questions (which pods need their log read, how many episodes are running, is the batch
-complete). It performs no I/O, so every rule about counting is unit-tested here:
+The tracker is fed facts (pod snapshots from the watch, log verdicts, the Job's state, the clock)
+and answers questions (which pods need their log read, how many episodes run, is the batch
+complete). It performs no I/O, so every counting rule is unit-tested here:
 
-- Each episode *index* is counted once. An index is final when a pod of it ended with a verdict,
-  or when its infrastructure retries are used up.
-- A pod that failed for infrastructure reasons (evicted, preempted, node lost: the Job's
+- Each episode *index* is counted once. An index becomes final in exactly one method,
+  :meth:`BatchTracker._finalize`, whichever path got it there (a log verdict, infrastructure
+  retries used up, the Job ending without it, the batch being stopped), and a retry is counted
+  in exactly one, :meth:`BatchTracker._retry`. Each of those calls reports a :class:`Transition`
+  to the listener, from which the reconciler derives metrics, Events and status (issue 10:
+  status and metrics disagreed because an index became final in three places and metrics came
+  from one).
+- A pod that ended Failed for infrastructure reasons (evicted, preempted, node lost: the Job's
   ``podFailurePolicy`` counts these against ``backoffLimitPerIndex``) is a retry, not a failure,
-  while the index has retries left.
+  while the index has retries left. A pod that merely is being evicted is not one yet: if its
+  program exits 0 the Job counts the index succeeded and makes no replacement.
 - Results restored from the results ConfigMap after an operator restart are final: pods of those
-  indexes are ignored, so no log is read twice and no episode counted twice.
+  indexes are ignored, so no log is read twice and no episode counted twice. Restoring reports
+  no transitions (the previous operator process reported them).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
 from rolloutbatch.core.stats import summarize
-from rolloutbatch.core.verdict import INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal, judge_episode
+from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal,
+                                       judge_episode, parse_time)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,13 +42,16 @@ class JobFacts:
     failed: bool = False
     reason: str | None = None
     message: str | None = None
+    deadline_at: float | None = None     # status.startTime + spec.activeDeadlineSeconds
+
+    @property
+    def deadline_exceeded(self) -> bool:
+        return self.failed and self.reason == v.JOB_DEADLINE_REASON
 
 
 def job_facts(job: Mapping) -> JobFacts:
     """Read a Job dict (API JSON) into :class:`JobFacts`."""
-    from rolloutbatch.core.verdict import parse_time  # one timestamp parser for the whole core
-
-    meta, status = job.get("metadata", {}), job.get("status") or {}
+    meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     finished = failed = False
     reason = message = None
     for cond in status.get("conditions") or []:
@@ -50,35 +62,70 @@ def job_facts(job: Mapping) -> JobFacts:
         elif cond.get("type") == "Failed":
             finished = failed = True
             reason, message = cond.get("reason"), cond.get("message")
+        elif cond.get("type") == "FailureTarget" and reason is None:
+            # Set before the Job controller kills the pods; Failed follows once they are gone.
+            reason, message = cond.get("reason"), cond.get("message")
+    started, deadline = parse_time(status.get("startTime")), spec.get("activeDeadlineSeconds")
+    deadline_at = started + deadline if started is not None and isinstance(deadline, int) else None
     return JobFacts(uid=meta.get("uid", ""), created=parse_time(meta.get("creationTimestamp")),
-                    finished=finished, failed=failed, reason=reason, message=message)
+                    finished=finished, failed=failed, reason=reason, message=message, deadline_at=deadline_at)
+
+
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    """One change the rest of the operator must hear of: an index became final, or a retry."""
+
+    kind: str                       # "final" | "retried"
+    index: int
+    result: EpisodeResult | None = None
+
+
+Listener = Callable[[Transition], None]
 
 
 class BatchTracker:
     """Counts episodes of one batch exactly once, across pod retries and operator restarts."""
 
-    def __init__(self, episodes: int, infrastructure_retries: int) -> None:
+    def __init__(self, episodes: int, infrastructure_retries: int, listener: Listener | None = None) -> None:
         self.episodes = episodes
         self.retries = infrastructure_retries
         self.results: dict[int, EpisodeResult] = {}
         self.retried = 0
         self.job: JobFacts | None = None
         self.job_finished_seen_at: float | None = None
+        self.listener = listener
         self._attempts: dict[int, set[str]] = {}
         self._live: dict[str, PodFacts] = {}        # uid -> newest facts of pods still running
         self._to_read: dict[str, PodFacts] = {}     # uid -> terminal pods whose log is wanted
         self._reading: dict[str, PodFacts] = {}     # uid -> log read in flight
         self._done_uids: set[str] = set()           # pods fully accounted for
-        self._ready: set[int] = set()
+        self._waiting_since: dict[str, float] = {}  # uid -> when its container was first seen unstartable
         self.version = 0                            # bumped on every change: "status is dirty"
+
+    # -- the two state changes ---------------------------------------------------------------
+    def _finalize(self, result: EpisodeResult) -> bool:
+        """The only place an index becomes final. False when it already was (no double count)."""
+        if result.index in self.results or not 0 <= result.index < self.episodes:
+            return False
+        self.results[result.index] = result
+        self.version += 1
+        if self.listener is not None:
+            self.listener(Transition("final", result.index, result))
+        return True
+
+    def _retry(self, index: int) -> None:
+        """The only place a retry is counted."""
+        self.retried += 1
+        self.version += 1
+        if self.listener is not None:
+            self.listener(Transition("retried", index))
 
     # -- restoring -------------------------------------------------------------------------
     def restore(self, results: Mapping[int, EpisodeResult], retried: int = 0) -> None:
         """Adopt results persisted before a restart; their indexes are final."""
         for index, result in results.items():
-            if 0 <= index < self.episodes:
-                self.results[index] = result
-                self._ready.add(index) if result.ready_at is not None else None
+            if 0 <= index < self.episodes and result.index == index:
+                self.results.setdefault(index, result)
         self.retried = max(self.retried, retried)
         self.version += 1
 
@@ -94,8 +141,6 @@ class BatchTracker:
             return
         attempts = self._attempts.setdefault(index, set())
         attempts.add(uid)
-        if facts.ready and index not in self._ready:
-            self._ready.add(index)
         if uid in self._reading:
             self._reading[uid] = facts
             return
@@ -103,14 +148,14 @@ class BatchTracker:
             self._forget(uid)
             self._done_uids.add(uid)
             if len(attempts) <= self.retries:
-                self.retried += 1
+                self._retry(index)
             else:
-                self.results[index] = judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED,
-                                                    attempts=len(attempts))
-            self.version += 1
+                self._finalize(judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED,
+                                             attempts=len(attempts)))
             return
         if is_terminal(facts):
             self._live.pop(uid, None)
+            self._waiting_since.pop(uid, None)
             self._to_read[uid] = facts
         else:
             self._live[uid] = facts
@@ -123,6 +168,7 @@ class BatchTracker:
         if uid in self._done_uids or uid in self._reading or facts.index is None:
             return
         self._live.pop(uid, None)
+        self._waiting_since.pop(uid, None)
         # A terminal pod waiting for its read keeps its place: the read will fail and say so.
 
     def take_reads(self, limit: int | None = None) -> list[PodFacts]:
@@ -138,10 +184,8 @@ class BatchTracker:
         """The verdict of a pod whose log was read (or could not be)."""
         self._reading.pop(uid, None)
         self._done_uids.add(uid)
-        if result.index not in self.results:
-            attempts = len(self._attempts.get(result.index, ())) or 1
-            self.results[result.index] = dataclasses.replace(result, attempts=attempts)
-            self.version += 1
+        attempts = len(self._attempts.get(result.index, ())) or 1
+        self._finalize(dataclasses.replace(result, attempts=attempts))
 
     def observe_job(self, job: JobFacts, now: float) -> None:
         if self.job != job:
@@ -151,21 +195,34 @@ class BatchTracker:
             self.version += 1
 
     def give_up_missing(self, reason: str, message: str) -> list[int]:
-        """Mark every index without a result as lost (the Job ended without them)."""
+        """Mark every index without a result as lost (the Job ended without them, or the batch
+        was stopped). Pods still queued or being read keep their index open: call this only
+        when nothing is busy, or accept that their verdicts will be dropped."""
         missing = [i for i in range(self.episodes) if i not in self.results]
         for index in missing:
-            self.results[index] = EpisodeResult(
-                index=index, pod="", node=None, image_id=None, outcome="lost", reason=reason,
+            self._finalize(EpisodeResult(
+                index=index, pod="", node=None, image_id=None, outcome=v.OUTCOME_LOST, reason=reason,
                 message=message, reward=None, pod_created=None, ready_at=None, reward_at=None,
                 pod_to_ready_seconds=None, attempts=len(self._attempts.get(index, ())),
-            )
-        if missing:
-            self.version += 1
+            ))
         return missing
+
+    def give_up_after_job_end(self) -> list[int]:
+        """The Job ended and the stragglers' grace passed: the rest of the indexes are lost,
+        for the reason the Job gives (its deadline, or another failure)."""
+        job = self.job
+        if job is not None and job.deadline_exceeded:
+            return self.give_up_missing(v.EP_BATCH_TIMEOUT,
+                                        "the batch's activeDeadlineSeconds passed before this episode ran")
+        if job is not None and job.failed:
+            return self.give_up_missing(v.EP_JOB_FAILED, f"the Job failed ({job.reason or 'no reason given'})"
+                                        + (f": {job.message}" if job.message else ""))
+        return self.give_up_missing(v.EP_LOG_UNAVAILABLE, "the Job ended before this episode reported a result")
 
     def _forget(self, uid: str) -> None:
         self._live.pop(uid, None)
         self._to_read.pop(uid, None)
+        self._waiting_since.pop(uid, None)
 
     # -- questions -------------------------------------------------------------------------
     @property
@@ -184,17 +241,32 @@ class BatchTracker:
 
     @property
     def ready(self) -> int:
-        return len(self._ready)
+        """Episodes whose ``ready`` event was seen: known from their verdict, so the number
+        means the same before and after a restart (issue 10 item 9)."""
+        return sum(1 for r in self.results.values() if r.ready_at is not None)
 
-    def waiting(self) -> Iterable[PodFacts]:
-        """Live pods whose container is not running, with the node's reason (e.g. ErrImagePull)."""
-        return (f for f in self._live.values() if f.waiting_reason)
+    def unstartable(self, now: float, grace: float) -> PodFacts | None:
+        """A live pod whose image the nodes cannot run for ``grace`` seconds, if any: the batch
+        cannot make progress, so it stalls (ImagePullFailed) instead of waiting for its deadline."""
+        found = None
+        for uid, facts in self._live.items():
+            if facts.waiting_reason in v.IMAGE_WAITING_REASONS:
+                since = self._waiting_since.setdefault(uid, now)
+                if found is None and now - since >= grace:
+                    found = facts
+            else:
+                self._waiting_since.pop(uid, None)
+        return found
 
     def summary(self, origin: float | None) -> Summary:
         return summarize(self.results.values(), episodes=self.episodes, origin=origin, retried=self.retried)
 
     def outcome_counts(self) -> dict[str, int]:
-        counts = {"succeeded": 0, "failed": 0, "lost": 0}
+        counts = dict.fromkeys(v.OUTCOMES, 0)
         for result in self.results.values():
             counts[result.outcome] = counts.get(result.outcome, 0) + 1
         return counts
+
+    def waiting(self) -> Iterable[PodFacts]:
+        """Live pods whose container is not running, with the node's reason (e.g. ErrImagePull)."""
+        return (f for f in self._live.values() if f.waiting_reason)

@@ -62,10 +62,11 @@ EP_MISSING_TIMESTAMP = "MissingTimestamp"
 EP_CLOCK_SKEW = "ClockSkew"
 EP_REWARD_BEFORE_READY = "RewardBeforeReady"
 EP_JOB_FAILED = "JobFailed"            # the Job ended (for a reason other than its deadline) without it
+EP_BATCH_STALLED = "BatchStalled"      # the batch stopped (a Stalled reason) before this episode ended
 EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_TIMEOUT, EP_IMAGE_PULL,
                    EP_NON_ZERO_EXIT, EP_RESTARTED, EP_NO_READY, EP_NO_REWARD, EP_LOG_LIMIT, EP_DUPLICATE_READY,
                    EP_DUPLICATE_REWARD, EP_IDENTITY, EP_INVALID_REWARD, EP_MISSING_TIMESTAMP, EP_CLOCK_SKEW,
-                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED)
+                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED)
 FLAG_SKEW_TOLERATED = "ClockSkewWithinTolerance"
 
 # --- Kubernetes facts we read -------------------------------------------------------------------

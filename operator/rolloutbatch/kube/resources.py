@@ -42,7 +42,15 @@ def _describe(obj: dict) -> str:
 
 
 def owned_by(obj: dict, batch_uid: str) -> bool:
-    return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_BATCH_UID) == batch_uid
+    """Ours: it carries the batch-UID label, or an ownerReference to the batch.
+
+    Either is enough, so a user removing the label from the results ConfigMap mid-batch does
+    not orphan it (issue 10 item 5); the next write puts the label back.
+    """
+    meta = obj.get("metadata") or {}
+    if (meta.get("labels") or {}).get(LABEL_BATCH_UID) == batch_uid:
+        return True
+    return any(isinstance(o, dict) and o.get("uid") == batch_uid for o in meta.get("ownerReferences") or [])
 
 
 def create_or_adopt(api: Api, obj: dict, batch_uid: str) -> dict:
@@ -150,6 +158,8 @@ def delete_owned(api: Api, kind: str, name: str, namespace: str | None, batch_ui
         return False
     if not owned_by(live, batch_uid):
         raise NotOurs(f"{_describe(live)} is not owned by this RolloutBatch; not deleting it")
+    if (live.get("metadata") or {}).get("deletionTimestamp"):
+        return True  # already going: a second DELETE would only be answered 409
     body: dict[str, Any] = {
         "kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation,
         "preconditions": {"uid": live["metadata"]["uid"]},

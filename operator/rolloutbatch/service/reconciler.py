@@ -3,11 +3,14 @@
 A :class:`BatchReconciler` runs as the body of the batch's kopf daemon. Every step is safe to
 repeat after a crash: children have deterministic names and are created-or-adopted, results
 already written to the results ConfigMap are restored before any log is read, and the final
-status is written only after the results ConfigMap holds every row (DESIGN section 5). Pod and
+status is written only after the results ConfigMap holds every row (docs/design.md §5). Pod and
 Job watch events reach the reconciler through :meth:`observe_pod` / :meth:`observe_job` and wake
 its loop; the loop coalesces status patches to about one per second.
 
-This module holds the orchestration; the rules live in ``core`` and the API calls in ``kube``.
+This module is the I/O loop (read, judge, write). The rules live in ``core`` (the tracker is the
+one place an episode becomes final; :meth:`_on_transition` turns each such change into metrics),
+the API calls in ``kube``, the error policy in ``service.policy`` and the sandbox's removal in
+``service.sandbox``.
 """
 
 from __future__ import annotations
@@ -21,20 +24,22 @@ from typing import Any
 
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, check_quota_fits, runtime_overhead
+from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.results import decode_results, results_document, results_from_document
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.status import build_status, status_patch
-from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+from rolloutbatch.core.status import build_status, final_phase, status_patch
+from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
 from rolloutbatch.core.verdict import judge_episode, parse_time
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.errors import KubeError, NotFound, NotOurs
+from rolloutbatch.service import policy, sandbox
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
 RESULT_ROWS_PER_SECOND = 100  # checkpoint spacing: 1,000 rows -> every 10 s, 10,000 -> every 100 s
 LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) are retried
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
@@ -53,6 +58,7 @@ class Settings:
     collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
     image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
+    transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
 
 
 @dataclasses.dataclass
@@ -69,8 +75,6 @@ def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
 
 
 def batch_ref(body: Mapping) -> BatchRef:
@@ -104,23 +108,22 @@ class BatchReconciler:
         self._results_at = 0.0
         self._results_rv: str | None = None          # resourceVersion of our last results write
         self._reads: set[asyncio.Task] = set()
-        self._waiting_since: dict[str, float] = {}
         self._started_metrics = False
+        self._finished_metrics = False
+        self._retry = policy.Retry(ctx.settings.transient_give_up)
+        # A terminal batch without sandboxNamespace had its sandbox removed by the cleanup policy.
+        self._sandbox_removed = (self.last_status.get("phase") in v.TERMINAL_PHASES
+                                 and not self.last_status.get("sandboxNamespace"))
 
     # -- feeding from watch handlers -------------------------------------------------------
     def observe_pod(self, facts: PodFacts, deleted: bool = False) -> None:
         tracker = self.tracker
         if tracker is None:
             self._early.append(("deleted" if deleted else "seen", facts))
-            self.wake.set()
-            return
-        retried = tracker.retried
-        if deleted:
+        elif deleted:
             tracker.pod_deleted(facts)
         else:
             tracker.observe_pod(facts)
-        for _ in range(tracker.retried - retried):
-            self.ctx.metrics.episode_retried(self.ref.namespace, self.ref.name)
         self.wake.set()
 
     def observe_job(self, job: JobFacts) -> None:
@@ -130,20 +133,58 @@ class BatchReconciler:
             self.tracker.observe_job(job, time.time())
         self.wake.set()
 
-    # -- the life of a batch ---------------------------------------------------------------
+    def _on_transition(self, change: Transition) -> None:
+        """Every episode that becomes final and every retry, whichever path caused it."""
+        ns, name = self.ref.namespace, self.ref.name
+        if change.kind == "retried":
+            self.ctx.metrics.episode_retried(ns, name)
+            return
+        result = change.result
+        startup = result.pod_to_ready_seconds
+        duration = (result.reward_at - result.ready_at) \
+            if result.reward_at is not None and result.ready_at is not None else None
+        self.ctx.metrics.episode_finished(ns, name, result.outcome, startup, duration,
+                                          result.reward if result.outcome == v.OUTCOME_SUCCEEDED else None)
+
+    # -- the error policy ------------------------------------------------------------------
     async def run(self) -> None:
-        phase = self.last_status.get("phase")
-        if phase in TERMINAL_PHASES:
+        """Run the batch to its end. Never raises (but for cancellation): every failure either
+        is retried (transient API errors) or ends the batch with a reason."""
+        while True:
+            try:
+                await self._run()
+                return
+            except Stalled as exc:
+                await self._end_stalled(exc.reason, exc.message)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the policy decides; nothing escapes silently
+                if policy.is_transient(exc):
+                    delay = self._retry.failed(time.monotonic())
+                    if delay is not None:
+                        self.log.warning("API call failed (%s); retrying in %ss (attempt %d)", exc, delay,
+                                         self._retry.failures)
+                        await asyncio.sleep(delay)
+                        continue
+                elif not isinstance(exc, KubeError):
+                    self.log.exception("Unexpected error")
+                reason, message = policy.stall_for(exc)
+                await self._end_stalled(reason, message)
+                return
+
+    async def _run(self) -> None:
+        if self.last_status.get("phase") in v.TERMINAL_PHASES:
             await self._after_finish()
             return
         if self.tracker is None:
             try:
                 self.spec = parse_spec(self.body.get("spec") or {})
             except SpecError as exc:
-                await self._stall("InvalidSpec", str(exc))
-                return
+                raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
             tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries)
             await self._restore_results(tracker)
+            tracker.listener = self._on_transition
             self.tracker = tracker  # only now: a retried run() after an API error keeps it
         for kind, facts in self._early:
             self.tracker.pod_deleted(facts) if kind == "deleted" else self.tracker.observe_pod(facts)
@@ -153,16 +194,8 @@ class BatchReconciler:
         if not self._started_metrics:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
-        try:
-            await self._provision()
-        except Stalled as exc:
-            await self._stall(exc.reason, exc.message)
-            return
-        try:
-            await self._track()
-        except Stalled as exc:
-            await self._stall(exc.reason, exc.message, stop_job=True)
-            return
+        await self._provision()
+        await self._track()
         await self._finish()
         await self._after_finish()
 
@@ -175,64 +208,60 @@ class BatchReconciler:
         return live
 
     async def _restore_results(self, tracker: BatchTracker) -> None:
-        """Results persisted by an earlier run of the operator are final: adopt them."""
-        cm = await self._call(resources.get_or_none, "ConfigMap", naming.results_configmap_name(self.ref),
-                              self.ref.namespace)
-        if not cm or not resources.owned_by(cm, self.ref.uid):
+        """Results persisted by an earlier run of the operator are final: adopt them. A results
+        ConfigMap of our name that is not ours stalls the batch before anything runs."""
+        name = naming.results_configmap_name(self.ref)
+        cm = await self._call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
+        if not cm:
             return
+        if not resources.owned_by(cm, self.ref.uid):
+            raise Stalled(v.STALL_RESULTS_CONFLICT, _results_conflict(self.ref))
+        self._results_rv = (cm.get("metadata") or {}).get("resourceVersion")
         document = decode_results(cm)
         if document:
             restored = results_from_document(document)
-            tracker.restore(restored, retried=int(document.get("retried_episodes") or 0))
+            retried = document.get("retried_episodes")
+            tracker.restore(restored, retried=retried if isinstance(retried, int) and retried >= 0 else 0)
             self._results_version = tracker.version
             self.log.info("Restored %d episode results from the results ConfigMap", len(restored))
 
     async def _provision(self) -> None:
         spec, ref = self.spec, self.ref
         assert spec is not None
-        if not self.last_status.get("phase") or self.last_status.get("phase") == "Pending":
-            await self._patch_status("Provisioning", reason="Provisioning", message="Creating the sandbox",
+        if self.last_status.get("phase") in (None, v.PENDING):
+            await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
         overhead: dict | None = None
         if spec.runtime_class_name:
             rc = await self._call(resources.runtime_class, spec.runtime_class_name)
             if rc is None:
-                raise Stalled("RuntimeClassNotFound",
+                raise Stalled(v.STALL_RUNTIME_CLASS,
                               f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
             overhead = runtime_overhead(rc)
         namespace = naming.child_namespace(ref, spec)
-        owner = owner_of_batch(ref)
+        if spec.isolation_namespace == "Shared":
+            problem = check_quota_fits(await self._call(resources.resource_quotas, namespace), spec, overhead)
+            if problem:
+                raise Stalled(v.STALL_QUOTA, problem)
+        job = None
         try:
-            if spec.isolation_namespace == "Dedicated":
-                live_ns = await self._create(manifests.namespace(ref, spec))
-                if live_ns.get("metadata", {}).get("deletionTimestamp"):
-                    raise Stalled("NamespaceTerminating", f"sandbox namespace {namespace} is being deleted")
-                await self._create(manifests.network_policy(ref, spec))
-                await self._create(manifests.resource_quota(ref, spec, overhead))
-                cm_owner = None  # the namespace is the unit of cleanup
-            else:
-                quotas = await self._call(resources.resource_quotas, namespace)
-                problem = check_quota_fits(quotas, spec, overhead)
-                if problem:
-                    raise Stalled("QuotaExceeded", problem)
-                await self._create(manifests.network_policy(ref, spec, owner))
-                cm_owner = owner
-            await self._create(manifests.task_configmap(ref, spec, cm_owner))
-            inputs = manifests.inputs_configmap(ref, spec, cm_owner)
-            if inputs is not None:
-                await self._create(inputs)
-            job_owner = owner if spec.isolation_namespace == "Shared" else None
-            job = await self._create(manifests.job(ref, spec, job_owner))
+            for obj in provisioning_plan(ref, spec, owner_of_batch(ref), overhead):
+                live = await self._create(obj)
+                if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
+                    raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")
+                if obj["kind"] == "Job":
+                    job = live
         except NotOurs as exc:
-            raise Stalled("NamespaceConflict" if "Namespace" in str(exc) else "NameConflict", str(exc)) from None
+            raise Stalled(v.STALL_NAMESPACE_CONFLICT if "Namespace" in str(exc) else v.STALL_NAME_CONFLICT,
+                          str(exc)) from None
         except KubeError as exc:
-            if exc.status in (403, 422):
-                raise Stalled("ProvisioningRefused", str(exc)) from None
-            raise
+            if policy.is_transient(exc):
+                raise
+            raise Stalled(v.STALL_REFUSED, str(exc)) from None
         self.tracker.observe_job(job_facts(job), time.time())
-        if self.last_status.get("phase") in (None, "Pending", "Provisioning"):
+        if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
             self.emit("Normal", "Provisioned", f"Sandbox {namespace} and Job {naming.job_name(ref)} are ready")
-        await self._patch_status("Running", reason="EpisodesRunning", message="Episodes are running", force=True)
+        await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message="Episodes are running", force=True)
 
     async def _track(self) -> None:
         """Loop until every episode is final; read logs, flush status and results as we go."""
@@ -244,23 +273,25 @@ class BatchReconciler:
                 task = asyncio.create_task(self._read_and_judge(facts))
                 self._reads.add(task)
                 task.add_done_callback(self._reads.discard)
-            self._check_waiting()
+            for task in [t for t in self._reads if t.done() and not t.cancelled() and t.exception()]:
+                raise task.exception()  # a bug in judging: the policy ends the batch with it
+            stuck = tracker.unstartable(time.monotonic(), settings.image_pull_grace)
+            if stuck is not None:
+                raise Stalled(v.STALL_IMAGE, f"pod {stuck.name} cannot start: {stuck.waiting_reason}: "
+                                             f"{stuck.waiting_message or ''}".strip())
             if tracker.complete and not tracker.busy:
                 return
             if tracker.job and tracker.job.finished and not tracker.busy:
                 seen = tracker.job_finished_seen_at or time.time()
                 if time.time() - seen >= settings.collect_grace:
-                    missing = tracker.give_up_missing(
-                        "LogUnavailable" if not tracker.job.failed else (tracker.job.reason or "JobFailed"),
-                        "the Job ended before this episode reported a result"
-                        + (f": {tracker.job.message}" if tracker.job.message else ""))
+                    missing = tracker.give_up_after_job_end()
                     if missing:
                         self.log.warning("Episodes %s ended without a result", missing[:20])
                     return
             if time.monotonic() - last_job_poll > settings.job_poll_interval:
                 last_job_poll = time.monotonic()
                 await self._poll_job()
-            phase = "Collecting" if tracker.job and tracker.job.finished else "Running"
+            phase = v.COLLECTING if tracker.job and tracker.job.finished else v.RUNNING
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._patch_status(phase)
             await self._write_results()
@@ -277,20 +308,6 @@ class BatchReconciler:
                                naming.child_namespace(self.ref, self.spec))
         if job is not None and resources.owned_by(job, self.ref.uid):
             self.tracker.observe_job(job_facts(job), time.time())
-
-    def _check_waiting(self) -> None:
-        """A pod the nodes cannot start (e.g. an image they cannot run) stalls the batch."""
-        now = time.monotonic()
-        waiting = {f.uid: f for f in self.tracker.waiting()
-                   if f.waiting_reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")}
-        for uid in list(self._waiting_since):
-            if uid not in waiting:
-                del self._waiting_since[uid]
-        for uid, facts in waiting.items():
-            since = self._waiting_since.setdefault(uid, now)
-            if now - since >= self.ctx.settings.image_pull_grace:
-                raise Stalled("ImagePullFailed",
-                              f"pod {facts.name} cannot start: {facts.waiting_reason}: {facts.waiting_message or ''}".strip())
 
     async def _read_and_judge(self, facts: PodFacts) -> None:
         settings = self.ctx.settings
@@ -314,14 +331,12 @@ class BatchReconciler:
         parsed = None if log_error else parse_log(data, truncated=truncated)
         tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
         crash_point("track:log-read")
-        result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail)
-        if result.outcome == "succeeded":
+        job = self.tracker.job
+        result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail,
+                               batch_deadline_at=job.deadline_at if job else None)
+        if result.outcome == v.OUTCOME_SUCCEEDED:
             result = dataclasses.replace(result, log_tail=None)
         self.tracker.record(result, facts.uid)
-        startup = result.pod_to_ready_seconds
-        duration = (result.reward_at - result.ready_at) if result.reward_at and result.ready_at else None
-        self.ctx.metrics.episode_finished(self.ref.namespace, self.ref.name, result.outcome, startup, duration,
-                                          result.reward if result.outcome == "succeeded" else None)
         self.wake.set()
 
     # -- status and results ----------------------------------------------------------------
@@ -335,6 +350,23 @@ class BatchReconciler:
             return max(0.0, t.job_finished_seen_at - t.job.created)
         return self.last_status.get("jobCompleteSeconds")
 
+    def _build_status(self, phase: str, reason: str | None, message: str | None, completion: float | None,
+                      now: float) -> dict:
+        tracker, spec = self.tracker, self.spec
+        sandbox_ns = naming.child_namespace(self.ref, spec) if spec and not self._sandbox_removed else None
+        return build_status(
+            ref=self.ref, spec=spec, phase=phase, summary=tracker.summary(self._origin()) if tracker else None,
+            running=tracker.running if tracker else 0, ready=tracker.ready if tracker else 0,
+            sandbox_namespace=sandbox_ns, job_name=naming.job_name(self.ref) if spec else None,
+            results_configmap=naming.results_configmap_name(self.ref),
+            start_time=self.last_status.get("startTime") or _iso(now),
+            completion_time=_iso(completion) if completion else self.last_status.get("completionTime"),
+            job_complete_seconds=self._job_complete_seconds(),
+            message=message if message is not None else self.last_status.get("message", ""),
+            reason=reason if reason is not None else self.last_status.get("reason"),
+            previous=self.last_status, now_iso=_iso(now),
+        )
+
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
                             force: bool = False, completion: float | None = None) -> None:
         now = time.time()
@@ -344,26 +376,13 @@ class BatchReconciler:
                 return
             if now - self._patched_at < self.ctx.settings.status_interval:
                 return
-        summary = tracker.summary(self._origin()) if tracker else None
-        spec = self.spec
-        new = build_status(
-            ref=self.ref, spec=spec, phase=phase, summary=summary,
-            running=tracker.running if tracker else 0, ready=tracker.ready if tracker else 0,
-            sandbox_namespace=naming.child_namespace(self.ref, spec) if spec else None,
-            job_name=naming.job_name(self.ref) if spec else None,
-            results_configmap=naming.results_configmap_name(self.ref),
-            start_time=self.last_status.get("startTime") or _iso(now),
-            completion_time=_iso(completion) if completion else self.last_status.get("completionTime"),
-            job_complete_seconds=self._job_complete_seconds(),
-            message=message if message is not None else self.last_status.get("message", ""),
-            reason=reason if reason is not None else self.last_status.get("reason"),
-            previous=self.last_status, now_iso=_iso(now),
-        )
+        new = self._build_status(phase, reason, message, completion, now)
         patch = status_patch(self.last_status, new)
         if patch:
             await self._call(resources.patch_batch_status, self.ref.namespace, self.ref.name, patch)
             crash_point(f"status:{phase}")
             self.last_status = new
+        self._retry.succeeded()
         self._patched_at = now
         self._patched_version = tracker.version if tracker else -1
 
@@ -388,7 +407,10 @@ class BatchReconciler:
                    "retried_episodes": tracker.retried, "final": final},
         )
         cm = manifests.results_configmap(self.ref, document, owner_of_batch(self.ref))
-        live = await self._call(resources.put_configmap, cm, self.ref.uid, self._results_rv)
+        try:
+            live = await self._call(resources.put_configmap, cm, self.ref.uid, self._results_rv)
+        except NotOurs:
+            raise Stalled(v.STALL_RESULTS_CONFLICT, _results_conflict(self.ref)) from None
         self._results_rv = (live.get("metadata") or {}).get("resourceVersion")
         crash_point("results:final" if final else "results:partial")
         self._results_version, self._results_at = version, time.time()
@@ -397,46 +419,78 @@ class BatchReconciler:
     async def _finish(self) -> None:
         tracker, spec = self.tracker, self.spec
         summary = tracker.summary(self._origin())
-        ok = summary.succeeded >= spec.min_successful_episodes
         # Results first: a crash between the two writes must never leave a final status
-        # whose rows are missing (DESIGN section 5).
+        # whose rows are missing (docs/design.md §5).
         await self._write_results(final=True)
-        if ok:
-            phase, reason = "Succeeded", "EpisodesSucceeded"
-            message = f"{summary.succeeded}/{spec.episodes} episodes succeeded, reward sum {summary.reward_sum:g}"
-        else:
-            phase, reason = "Failed", "TooFewSuccessfulEpisodes"
-            message = (f"{summary.succeeded}/{spec.episodes} episodes succeeded, "
-                       f"{spec.min_successful_episodes} required; see {naming.results_configmap_name(self.ref)}")
+        phase, reason, message = final_phase(summary, spec, naming.results_configmap_name(self.ref))
         await self._patch_status(phase, reason=reason, message=message, force=True, completion=time.time())
-        self.emit("Normal" if ok else "Warning", reason, message)
-        self.ctx.metrics.batch_finished(self.ref.namespace, self.ref.name, phase.lower(),
-                                        summary.batch_to_all_ready_seconds, summary.batch_to_all_rewards_seconds,
-                                        self._job_complete_seconds())
+        self.emit("Normal" if phase == v.SUCCEEDED else "Warning", reason, message)
+        self._batch_finished(phase, summary)
+
+    def _batch_finished(self, phase: str, summary: Any) -> None:
+        if self._finished_metrics:
+            return
+        self._finished_metrics = True
+        self.ctx.metrics.batch_finished(
+            self.ref.namespace, self.ref.name, phase.lower(),
+            summary.batch_to_all_ready_seconds if summary else None,
+            summary.batch_to_all_rewards_seconds if summary else None, self._job_complete_seconds())
         self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, 0)
 
-    async def _stall(self, reason: str, message: str, *, stop_job: bool = False) -> None:
-        """The cluster cannot serve this spec: say so once, touch nothing we do not own."""
+    async def _end_stalled(self, reason: str, message: str) -> None:
+        """The batch cannot go on: stop its Job, finalize every open episode, say why once.
+
+        Each step is best effort (the API may be what failed); the status patch is retried a few
+        times, falling back to the bare phase and reason, so the batch always ends visibly.
+        """
         self.log.warning("Stalled: %s: %s", reason, message)
-        if stop_job and self.spec is not None:
+        if self.last_status.get("phase") in v.TERMINAL_PHASES:
+            # Already finished (e.g. its cleanup or TTL deletion failed): keep the verdict.
+            self.emit("Warning", reason, message)
+            return
+        for task in self._reads:
+            task.cancel()
+        if self.spec is not None:
             try:
                 await self._call(resources.delete_owned, "Job", naming.job_name(self.ref),
-                                 naming.child_namespace(self.ref, self.spec), self.ref.uid)
-            except KubeError as exc:
+                                 naming.child_namespace(self.ref, self.spec), self.ref.uid,
+                                 propagation="Foreground")
+            except Exception as exc:  # noqa: BLE001 - best effort: the stall must still be reported
                 self.log.warning("Could not stop the Job: %s", exc)
-            if self.tracker is not None:
-                self.tracker.give_up_missing(reason, message)
+        if self.tracker is not None:
+            episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED
+            self.tracker.give_up_missing(episode_reason, f"the batch stalled ({reason}): {message}"[:1000])
+            try:
                 await self._write_results(final=True)
-        await self._patch_status("Failed", reason=reason, message=message, force=True, completion=time.time())
+            except Exception as exc:  # noqa: BLE001
+                self.log.warning("Could not write the final results: %s", exc)
+        for attempt in range(5):
+            try:
+                if attempt < 3:
+                    await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
+                                             completion=time.time())
+                else:   # the full status may be what the API refuses: the bare verdict then
+                    await self._call(resources.patch_batch_status, self.ref.namespace, self.ref.name,
+                                     {"phase": v.FAILED, "reason": reason, "message": message[:1000]})
+                break
+            except Exception as exc:  # noqa: BLE001
+                self.log.warning("Could not record the stall (%s); trying again", exc)
+                await asyncio.sleep(policy.BACKOFF[attempt])
         self.emit("Warning", reason, message)
-        self.ctx.metrics.batch_finished(self.ref.namespace, self.ref.name, "failed", None, None, None)
+        self._batch_finished(v.FAILED, self.tracker.summary(self._origin()) if self.tracker else None)
+        if self.spec is not None and reason != v.STALL_RESULTS_CONFLICT:
+            try:
+                await self._after_finish()
+            except Exception as exc:  # noqa: BLE001
+                self.log.warning("Cleanup after the stall failed: %s", exc)
 
     async def _await_job_end(self, timeout: float = 30.0) -> None:
         """Ready is declared as soon as every episode is final; the Job controller marks the Job
         finished a moment later. Wait for that (bounded) to record jobCompleteSeconds, before
         any cleanup deletes the Job."""
         tracker = self.tracker
-        if tracker is None or self._job_complete_seconds() is not None:
+        stalled = self.last_status.get("reason") in v.STALL_REASONS   # its Job was stopped
+        if tracker is None or stalled or self._job_complete_seconds() is not None:
             return
         deadline = time.monotonic() + timeout
         polled = time.monotonic()
@@ -451,7 +505,7 @@ class BatchReconciler:
                 await self._poll_job()
         if tracker.job and tracker.job.finished:
             await self._write_results(final=True)
-            await self._patch_status(self.last_status.get("phase", "Succeeded"), force=True)
+            await self._patch_status(self.last_status.get("phase", v.SUCCEEDED), force=True)
 
     async def _after_finish(self) -> None:
         """A late jobCompleteSeconds, the cleanup policy, and ttlSecondsAfterFinished."""
@@ -462,9 +516,11 @@ class BatchReconciler:
         self.spec = spec
         await self._await_job_end()
         phase = self.last_status.get("phase")
-        policy = spec.cleanup_sandbox
-        if policy == "Always" or (policy == "DeleteOnSuccess" and phase == "Succeeded"):
-            await self.delete_sandbox(wait=False)
+        policy_ = spec.cleanup_sandbox
+        if not self._sandbox_removed and (policy_ == "Always" or (policy_ == "DeleteOnSuccess" and phase == v.SUCCEEDED)):
+            if await sandbox.remove(self._call, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
+                self._sandbox_removed = True
+                await self._patch_status(phase, force=True)
         ttl = spec.ttl_seconds_after_finished
         if ttl is not None:
             finished = parse_time(self.last_status.get("completionTime")) or time.time()
@@ -474,34 +530,14 @@ class BatchReconciler:
             self.log.info("ttlSecondsAfterFinished (%ss) passed: deleting the RolloutBatch", ttl)
             await self._call(resources.delete_batch, self.ref.namespace, self.ref.name, self.ref.uid)
 
-    async def delete_sandbox(self, *, wait: bool) -> bool:
-        """Delete the Job (foreground) and, for Dedicated isolation, the sandbox namespace.
+    async def delete_sandbox(self, timeout: float) -> bool:
+        """The finalizer's work: remove every child of the batch; needs no spec. True when gone."""
+        for task in self._reads:
+            task.cancel()
+        return await sandbox.remove(self._call, self.ref, self.log, timeout, finalizer=True)
 
-        Returns True when nothing of the sandbox is left.
-        """
-        try:
-            return await self._delete_sandbox(wait=wait)
-        except NotOurs as exc:
-            # Never ours (e.g. a namespace squatting the sandbox's name): nothing to delete.
-            self.log.warning("Leaving alone what is not ours: %s", exc)
-            return True
 
-    async def _delete_sandbox(self, *, wait: bool) -> bool:
-        spec = self.spec or parse_spec(self.body.get("spec") or {})
-        ns = naming.child_namespace(self.ref, spec)
-        uid = self.ref.uid
-        if spec.isolation_namespace == "Dedicated":
-            gone = not await self._call(resources.delete_owned, "Namespace", ns, None, uid,
-                                        propagation="Foreground")
-            if wait:  # the finalizer's path, not the after-finish cleanup policy
-                crash_point("cleanup:namespace")
-        else:
-            gone = not await self._call(resources.delete_owned, "Job", naming.job_name(self.ref), ns, uid,
-                                        propagation="Foreground")
-            for name in (naming.task_configmap_name(self.ref), naming.inputs_configmap_name(self.ref)):
-                await self._call(resources.delete_owned, "ConfigMap", name, ns, uid)
-        if gone or not wait:
-            return gone
-        kind, name, where = (("Namespace", ns, None) if spec.isolation_namespace == "Dedicated"
-                             else ("Job", naming.job_name(self.ref), ns))
-        return await self._call(resources.get_or_none, kind, name, where) is None
+def _results_conflict(ref: BatchRef) -> str:
+    name = naming.results_configmap_name(ref)
+    return (f"ConfigMap {ref.namespace}/{name} exists and does not belong to this RolloutBatch; "
+            f"rename or delete it (the batch's results go there), then recreate the batch")

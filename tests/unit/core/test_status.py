@@ -58,3 +58,40 @@ def test_a_phase_change_patches_phase_and_flipped_conditions():
     patch = status_patch(first, done)
     assert patch["phase"] == "Succeeded" and patch["completionTime"] == "t2" and "conditions" in patch
     assert "episodes" not in patch and "resultsConfigMap" not in patch
+
+
+# -- issue 10 items 1 and 16 ---------------------------------------------------------------------
+def test_counts_never_go_backwards_while_running():
+    before = status(summary=summarize([result(i) for i in range(2)], episodes=2, origin=100.0), ready=2)
+    after_restart = status(summary=summarize([result(0)], episodes=2, origin=100.0), ready=1, previous=before)
+    assert after_restart["progress"] == "2/2" and after_restart["succeededEpisodes"] == 2
+    assert after_restart["readyEpisodes"] == 2
+
+
+def test_terminal_status_is_the_truth():
+    before = status(summary=summarize([result(i) for i in range(2)], episodes=2, origin=100.0))
+    final = status(phase="Failed", summary=summarize([result(0), result(1, outcome="lost", reward=None)],
+                                                     episodes=2, origin=100.0), previous=before)
+    assert final["succeededEpisodes"] == 1 and final["lostEpisodes"] == 1 and final["progress"] == "2/2"
+
+
+def test_status_is_strict_json_whatever_the_numbers():
+    import json
+    import math
+
+    from rolloutbatch.core.model import Summary
+    bad = Summary(episodes=2, succeeded=2, failed=0, lost=0, retried=0, reward_sum=math.inf, reward_mean=math.nan,
+                  batch_to_all_ready_seconds=-math.inf, batch_to_all_rewards_seconds=None, pod_to_ready_p50=math.nan,
+                  pod_to_ready_p95=None, pod_to_ready_max=None, nodes={}, image_ids=())
+    s = status(summary=bad, job_complete_seconds=math.inf)
+    json.dumps(s, allow_nan=False)
+    assert s["rewardSum"] is None and s["podToReadySeconds"]["p50"] is None
+
+
+def test_final_phase_rule():
+    from rolloutbatch.core.status import final_phase
+    spec = parse_spec({"episodes": 2, "minSuccessfulEpisodes": 1, "task": {"files": {"episode.py": "x"}}})
+    ok = final_phase(summarize([result(0), result(1, outcome="failed")], episodes=2, origin=1.0), spec, "b-results")
+    assert ok[:2] == ("Succeeded", "EpisodesSucceeded")
+    bad = final_phase(summarize([result(0, outcome="lost")], episodes=2, origin=1.0), spec, "b-results")
+    assert bad[:2] == ("Failed", "TooFewSuccessfulEpisodes") and "b-results" in bad[2]

@@ -104,3 +104,88 @@ def test_job_facts_and_finish_time():
     assert t.job_finished_seen_at == 9.0
     t.observe_job(facts, now=20.0)
     assert t.job_finished_seen_at == 9.0
+
+
+# -- one place of finality (issue 10 items 6, 7, 8, 9) ---------------------------------------------
+class Recorder:
+    def __init__(self):
+        self.changes = []
+
+    def __call__(self, change):
+        self.changes.append((change.kind, change.index, change.result.outcome if change.result else None))
+
+
+def test_every_path_to_final_reports_once():
+    seen = Recorder()
+    t = BatchTracker(4, 1, listener=seen)
+    t.record(result(0), "uid-0")                                          # a log verdict
+    t.record(result(0), "uid-0b")                                         # the same index again: no report
+    t.observe_pod(pod(1, uid="a", phase="Failed", disrupted=True))        # retry
+    t.observe_pod(pod(1, uid="b", phase="Failed", disrupted=True))        # retries used up -> final
+    t.observe_job(JobFacts(uid="j", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"), 5.0)
+    t.give_up_after_job_end()                                             # 2 and 3: batch timeout
+    assert seen.changes == [("final", 0, "succeeded"), ("retried", 1, None), ("final", 1, "failed"),
+                            ("final", 2, "lost"), ("final", 3, "lost")]
+    assert t.results[2].reason == "BatchTimeout" and t.complete
+    finals = [c for c in seen.changes if c[0] == "final"]
+    assert len(finals) == len(t.results) and sum(1 for c in seen.changes if c[0] == "retried") == t.retried
+
+
+def test_restore_reports_nothing_and_blocks_later_reports():
+    seen = Recorder()
+    t = BatchTracker(2, 0, listener=seen)
+    t.restore({0: result(0)})
+    t.record(result(0), "uid-0")
+    assert seen.changes == []
+
+
+def test_an_evicted_pod_that_exits_zero_is_judged_not_retried():
+    """The Job counts a Succeeded pod's index succeeded and makes no replacement (item 7)."""
+    t = BatchTracker(1, 2)
+    t.observe_pod(pod(0, phase="Running", disrupted=True, deleting=True))
+    assert t.retried == 0
+    t.observe_pod(pod(0, phase="Succeeded", exit_code=0, disrupted=True, deleting=True))
+    assert t.retried == 0 and [f.index for f in t.take_reads()] == [0]
+
+
+def test_job_end_reasons_are_documented():
+    for job, reason in ((JobFacts(uid="j", created=1.0, finished=True), "LogUnavailable"),
+                        (JobFacts(uid="j", created=1.0, finished=True, failed=True, reason="BackoffLimitExceeded"),
+                         "JobFailed"),
+                        (JobFacts(uid="j", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"),
+                         "BatchTimeout")):
+        t = BatchTracker(1, 0)
+        t.observe_job(job, 1.0)
+        t.give_up_after_job_end()
+        assert (t.results[0].outcome, t.results[0].reason) == ("lost", reason)
+
+
+def test_job_deadline_is_read_from_start_time():
+    facts = job_facts({"metadata": {"uid": "j"}, "spec": {"activeDeadlineSeconds": 60},
+                       "status": {"startTime": "2026-11-29T07:00:00Z",
+                                  "conditions": [{"type": "FailureTarget", "status": "True",
+                                                  "reason": "DeadlineExceeded"}]}})
+    assert facts.deadline_at == 1795935600.0 + 60 and facts.reason == "DeadlineExceeded" and not facts.finished
+
+
+def test_ready_counts_ready_events_not_started_pods():
+    t = BatchTracker(3, 0)
+    t.observe_pod(pod(0, phase="Running", ready=True))
+    assert t.ready == 0                       # a started container has printed nothing we saw
+    t.record(result(0), "uid-0")
+    t.record(dataclasses.replace(result(1, "failed", None), ready_at=None), "uid-1")
+    assert t.ready == 1
+    restored = BatchTracker(3, 0)
+    restored.restore(dict(t.results))
+    assert restored.ready == t.ready          # the same number after a restart
+
+
+def test_unstartable_after_grace_only():
+    t = BatchTracker(2, 0)
+    t.observe_pod(pod(0, phase="Pending", waiting_reason="ErrImageNeverPull", waiting_message="never"))
+    t.observe_pod(pod(1, phase="Pending", waiting_reason="ContainerCreating"))
+    assert t.unstartable(100.0, 20.0) is None
+    assert t.unstartable(119.0, 20.0) is None
+    assert t.unstartable(121.0, 20.0).index == 0
+    t.observe_pod(pod(0, phase="Running"))    # it started after all: the clock restarts
+    assert t.unstartable(200.0, 20.0) is None

@@ -1,0 +1,68 @@
+"""What a batch creates, in which order, who owns each child, and how deletion removes them.
+
+Provisioning (:func:`provisioning_plan`) needs the parsed spec. Deletion
+(:func:`deletion_plan`) needs only the batch's identity: a batch whose spec the operator refused
+must still be deletable (issue 10 item 2), so the plan lists every place a child of either
+isolation mode could be, and the storage layer deletes only what carries the batch's UID.
+
+Ownership rules:
+- Dedicated: the sandbox namespace is the unit of cleanup; nothing inside it carries an
+  ownerReference (an owner in another namespace is invalid), and creating the ConfigMaps before
+  the Job means no pod ever starts before its volumes exist.
+- Shared: every child lives in the batch's namespace and is owned by the batch, so the garbage
+  collector removes what a crashed operator left; the NetworkPolicy selects only this batch's pods.
+- The results ConfigMap lives beside the batch in both modes and is owned by it.
+Order of deletion: the Job first, with foreground propagation, and only once its pods are gone
+the namespace and the NetworkPolicy, so the policy holds while any episode still runs
+(namespace deletion removes objects in no defined order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rolloutbatch.core import manifests, naming
+from rolloutbatch.core.model import BatchRef, BatchSpec
+
+
+def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping,
+                      overhead: Mapping[str, str] | None) -> list[dict]:
+    """The child objects in creation order (the Job last: its pods need everything else)."""
+    if spec.isolation_namespace == "Dedicated":
+        objects = [manifests.namespace(ref, spec), manifests.network_policy(ref, spec),
+                   manifests.resource_quota(ref, spec, overhead)]
+        child_owner = None
+    else:
+        objects = [manifests.network_policy(ref, spec, owner)]
+        child_owner = owner
+    objects.append(manifests.task_configmap(ref, spec, child_owner))
+    inputs = manifests.inputs_configmap(ref, spec, child_owner)
+    if inputs is not None:
+        objects.append(inputs)
+    objects.append(manifests.job(ref, spec, child_owner))
+    return objects
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One object deletion of the sandbox; ``wait`` = it must be gone before the next step."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    wait: bool = False
+    propagation: str = "Background"
+
+
+def deletion_plan(ref: BatchRef) -> tuple[Removal, ...]:
+    """Every child a batch of either isolation mode may have, in a safe order."""
+    sandbox, job = naming.sandbox_namespace(ref), naming.job_name(ref)
+    return (
+        Removal("Job", job, sandbox, wait=True, propagation="Foreground"),
+        Removal("Job", job, ref.namespace, wait=True, propagation="Foreground"),
+        Removal("Namespace", sandbox, None, wait=True, propagation="Foreground"),
+        Removal("ConfigMap", naming.task_configmap_name(ref), ref.namespace),
+        Removal("ConfigMap", naming.inputs_configmap_name(ref), ref.namespace),
+        Removal("NetworkPolicy", naming.shared_network_policy_name(ref), ref.namespace),
+    )

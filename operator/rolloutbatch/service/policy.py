@@ -1,0 +1,54 @@
+"""The service's one error policy: what is retried, for how long, and what ends a batch.
+
+Transient API errors (the connection, 5xx, 429 Too Many Requests, 409 conflicts) are retried
+with capped exponential backoff. Anything else (a refused request, an object that is not ours,
+a bug) ends the batch Failed with ``Stalled=True``, a CamelCase reason and a message a person
+can act on. So does a transient error that lasts past ``give_up_after``: nothing retries
+forever without a visible state (issue 10, "the mechanism").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.kube.errors import Conflict, KubeError, NotOurs, Unavailable
+
+BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, (Unavailable, Conflict))
+
+
+def stall_for(exc: BaseException) -> tuple[str, str]:
+    """(reason, message) of the stall a non-transient error causes."""
+    if isinstance(exc, NotOurs):
+        return v.STALL_NAME_CONFLICT, f"{exc}: rename or remove it, then recreate the batch"
+    if isinstance(exc, KubeError):
+        if is_transient(exc):
+            return v.STALL_API_UNAVAILABLE, f"the API server kept failing: {exc}"
+        return v.STALL_API_REFUSED, f"the API server refused a request (HTTP {exc.status}): {exc}"
+    return v.STALL_INTERNAL, (f"the operator hit an unexpected {type(exc).__name__}: {exc}"[:900]
+                              + " (a bug: please report it with the operator log)")
+
+
+@dataclass
+class Retry:
+    """Backoff state of one batch: consecutive transient failures and since when."""
+
+    give_up_after: float
+    failures: int = 0
+    since: float | None = field(default=None)
+
+    def failed(self, now: float) -> float | None:
+        """Record a transient failure; the delay before the next try, or None to give up."""
+        if self.since is None:
+            self.since = now
+        self.failures += 1
+        if now - self.since > self.give_up_after:
+            return None
+        return BACKOFF[min(self.failures - 1, len(BACKOFF) - 1)]
+
+    def succeeded(self) -> None:
+        self.failures, self.since = 0, None
