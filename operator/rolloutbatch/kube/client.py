@@ -1,4 +1,10 @@
-"""One pooled HTTP client for the whole operator, configured from KUBECONFIG or in-cluster."""
+"""One pooled HTTP client for the whole operator, configured from KUBECONFIG or in-cluster.
+
+Every create, replace and patch asks for strict field validation (``fieldValidation=Strict``):
+the API server refuses an unknown or duplicate field, as ``kubectl`` does, instead of dropping
+it (a typo like ``paralellism`` would otherwise pass silently). It refuses with 400, mapped to
+``errors.Invalid`` with the fields in ``unknown_fields``.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,54 @@ import os
 from typing import Any
 
 import pykube
-import requests
+import pykube.exceptions
 import pykube.http
+import requests
+import yaml
 
-from rolloutbatch.kube.errors import Unavailable, raise_for
+from rolloutbatch.kube.errors import BadRequest, ConfigError, Unavailable, raise_for
 
 USER_AGENT = "rolloutbatch-operator"
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+STRICT = {"fieldValidation": "Strict"}
+# What pykube raises for a kubeconfig it cannot use (missing or relative files, a context that
+# names no cluster, bad base64, a document that is not a mapping).
+_CONFIG_ERRORS = (pykube.exceptions.PyKubeError, OSError, KeyError, IndexError, TypeError, ValueError,
+                  AttributeError, NotImplementedError, yaml.YAMLError)
 
 
 def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
-    """In-cluster service account when running in a pod, else the kubeconfig file."""
+    """In-cluster service account when running in a pod, else the kubeconfig file.
+
+    Raises ``ConfigError`` (naming the file) when there is none or it cannot be used; the file's
+    current context, its cluster and its user are read here, so a broken file fails now and not
+    at the first request.
+    """
     path = kubeconfig or os.environ.get("KUBECONFIG")
-    if not path and os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"):
-        return pykube.KubeConfig.from_service_account()
-    return pykube.KubeConfig.from_file(path.split(os.pathsep)[0] if path else None)
+    if not path and os.path.exists(os.path.join(SERVICE_ACCOUNT, "token")):
+        try:
+            return pykube.KubeConfig.from_service_account(SERVICE_ACCOUNT)
+        except _CONFIG_ERRORS as exc:
+            raise ConfigError(f"cannot load the in-cluster service account ({SERVICE_ACCOUNT}): "
+                              f"{_describe(exc)}") from None
+    filename = path.split(os.pathsep)[0] if path else os.path.expanduser("~/.kube/config")
+    if not os.path.isfile(os.path.expanduser(filename)):
+        hint = "" if path else " (set $KUBECONFIG or pass --kubeconfig; not running in a pod)"
+        raise ConfigError(f"cannot load the kubeconfig {filename}: no such file{hint}")
+    try:
+        config = pykube.KubeConfig.from_file(filename)
+        if not isinstance(config.doc, dict):
+            raise TypeError("not a kubeconfig document (a YAML mapping)")
+        config.cluster["server"], config.user, config.namespace  # noqa: B018  (read to validate)
+    except _CONFIG_ERRORS as exc:
+        raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
+    return config
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing {exc}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class Api:
@@ -32,29 +72,39 @@ class Api:
     def __init__(self, config: pykube.KubeConfig, *, pool: int = 64, timeout: float = 30) -> None:
         # pykube's adapter injects the kubeconfig's TLS and credentials at send time.
         adapter = pykube.http.KubernetesHTTPAdapter(config, pool_connections=4, pool_maxsize=pool)
-        self._http = pykube.HTTPClient(config, timeout=timeout, http_adapter=adapter)
+        try:
+            self._http = pykube.HTTPClient(config, timeout=timeout, http_adapter=adapter)
+        except _CONFIG_ERRORS as exc:
+            raise ConfigError(f"cannot load the kubeconfig: {_describe(exc)}") from None
         self._http.session.headers["User-Agent"] = USER_AGENT
         self.url = self._http.url
 
     def request(self, method: str, path: str, what: str, **kwargs: Any) -> requests.Response:
         try:
             response = self._http.session.request(method, self.url + path, timeout=kwargs.pop("timeout", self._http.timeout), **kwargs)
+        except requests.exceptions.InvalidJSONError as exc:
+            # A body JSON cannot carry (NaN, Infinity): sending it again cannot help.
+            raise BadRequest(f"{what}: the request body is not valid JSON: {exc}") from exc
         except requests.RequestException as exc:
             raise Unavailable(f"{what}: {exc}") from exc
+        except (pykube.exceptions.PyKubeError, OSError, NotImplementedError) as exc:
+            # Credentials are read at send time (pykube's adapter): a client certificate or CA
+            # file named by the kubeconfig that went missing, an auth provider pykube lacks.
+            raise ConfigError(f"{what}: the kubeconfig's credentials are unusable: {_describe(exc)}") from None
         return raise_for(response, what)
 
     def get(self, path: str, what: str, **params: Any) -> dict:
         return self.request("GET", path, what, params=params or None).json()
 
     def create(self, path: str, body: dict, what: str) -> dict:
-        return self.request("POST", path, what, json=body).json()
+        return self.request("POST", path, what, json=body, params=STRICT).json()
 
     def merge_patch(self, path: str, patch: dict, what: str) -> dict:
         headers = {"Content-Type": "application/merge-patch+json"}
-        return self.request("PATCH", path, what, json=patch, headers=headers).json()
+        return self.request("PATCH", path, what, json=patch, headers=headers, params=STRICT).json()
 
     def replace(self, path: str, body: dict, what: str) -> dict:
-        return self.request("PUT", path, what, json=body).json()
+        return self.request("PUT", path, what, json=body, params=STRICT).json()
 
     def delete(self, path: str, what: str, body: dict | None = None) -> dict:
         return self.request("DELETE", path, what, json=body).json()

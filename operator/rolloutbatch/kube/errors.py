@@ -1,8 +1,26 @@
-"""Kubernetes API errors, mapped from HTTP responses to a few meaningful exception types."""
+"""Kubernetes API errors, mapped from HTTP responses to a few meaningful exception types.
+
+    KubeError            every failure below; ``status`` (HTTP) and ``reason`` (the API's reason)
+      ConfigError        the kubeconfig (or in-cluster service account) is missing or unusable
+      BadRequest         400: the API could not take the request as sent
+      Invalid            422, or a 400 from strict field validation: the object was refused
+                         (schema, CEL rule, immutable field, unknown or duplicate field);
+                         ``unknown_fields`` names the fields strict validation did not know
+      TooLarge           413, or etcd's "request is too large": not retryable, make it smaller
+      Forbidden          403: RBAC or admission (Pod Security, quota)
+      NotFound           404
+      Conflict           409: already exists, or a resourceVersion/UID precondition failed
+      Gone               410: a watch or list continuation expired
+      Unavailable        no connection, 5xx or 429: worth retrying
+      NotOurs            a name we need is taken by an object that is not ours
+
+Only ``Unavailable`` (and ``Conflict``, by re-reading) is worth retrying as is.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 
 import requests
 
@@ -14,6 +32,14 @@ class KubeError(Exception):
         super().__init__(message)
         self.status = status
         self.reason = reason
+
+
+class ConfigError(KubeError):
+    """The kubeconfig file (or the in-cluster service account) is missing or unusable."""
+
+
+class BadRequest(KubeError):
+    """400: the API could not take the request as sent (malformed body or parameters)."""
 
 
 class NotFound(KubeError):
@@ -29,7 +55,20 @@ class Forbidden(KubeError):
 
 
 class Invalid(KubeError):
-    """422: the object failed validation (schema, CEL rule, immutable field)."""
+    """The object failed validation: 422 (schema, CEL rule, immutable field), or the 400 that
+    strict field validation answers for an unknown or duplicate field.
+
+    ``unknown_fields`` lists the field paths strict validation named (``spec.paralellism``).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "",
+                 unknown_fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.unknown_fields = tuple(unknown_fields)
+
+
+class TooLarge(KubeError):
+    """413, or etcd's "request is too large" (which can come as a 5xx): retrying cannot help."""
 
 
 class Gone(KubeError):
@@ -44,7 +83,39 @@ class NotOurs(KubeError):
     """An object with the name we need exists but belongs to someone else: never touch it."""
 
 
-_BY_STATUS = {404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid, 410: Gone}
+_BY_STATUS = {400: BadRequest, 404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid, 410: Gone,
+              413: TooLarge}
+# The API server's strict decoding errors (fieldValidation=Strict), e.g.
+# 'strict decoding error: unknown field "spec.paralellism", duplicate field "image"'.
+_STRICT_FIELD = re.compile(r'(unknown|duplicate) field "([^"]*)"')
+# etcd refuses a value past its request limit (--max-request-bytes); the API server passes the
+# message on, often as a 500.
+_TOO_LARGE = ("request is too large", "Request entity too large")
+
+
+def unknown_fields(message: str) -> tuple[str, ...]:
+    """The field paths a strict decoding error names as unknown, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for kind, path in _STRICT_FIELD.findall(message):
+        if kind == "unknown":
+            seen.setdefault(path, None)
+    return tuple(seen)
+
+
+def classify(status: int | None, message: str, reason: str = "", what: str = "") -> KubeError:
+    """The ``KubeError`` for an HTTP status and the API's ``message`` and ``reason``.
+
+    ``what`` (the call, e.g. "create RolloutBatch ns/x") prefixes the error's text.
+    """
+    text = f"{what}: {message}" if what else message
+    if status == 413 or any(needle.lower() in message.lower() for needle in _TOO_LARGE):
+        return TooLarge(text, status=status, reason=reason)
+    if status == 422 or (status == 400 and _STRICT_FIELD.search(message)):
+        return Invalid(text, status=status, reason=reason, unknown_fields=unknown_fields(message))
+    if status is not None and (status == 429 or status >= 500):
+        return Unavailable(text, status=status, reason=reason)
+    cls = _BY_STATUS.get(status, KubeError) if status is not None else KubeError
+    return cls(text, status=status, reason=reason)
 
 
 def from_response(response: requests.Response, what: str) -> KubeError:
@@ -52,15 +123,10 @@ def from_response(response: requests.Response, what: str) -> KubeError:
     message, reason = response.text[:500], ""
     try:
         body = response.json()
-        message, reason = body.get("message", message), body.get("reason", "")
+        message, reason = str(body.get("message", message)), str(body.get("reason") or "")
     except (ValueError, json.JSONDecodeError, AttributeError):
         pass
-    status = response.status_code
-    if status == 429 or status >= 500:
-        cls: type[KubeError] = Unavailable
-    else:
-        cls = _BY_STATUS.get(status, KubeError)
-    return cls(f"{what}: {message}", status=status, reason=reason)
+    return classify(response.status_code, message, reason, what)
 
 
 def raise_for(response: requests.Response, what: str) -> requests.Response:

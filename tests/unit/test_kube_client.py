@@ -1,0 +1,187 @@
+"""kube.errors (HTTP answers -> error types) and kube.client (strict field validation on every
+write, kubeconfig problems as ConfigError), against a local HTTP server standing in for the API."""
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import urllib.parse
+
+import pytest
+import requests
+import yaml
+
+from rolloutbatch.kube import errors
+from rolloutbatch.kube.client import Api, load_config
+from rolloutbatch.kube.errors import (BadRequest, ConfigError, Conflict, Forbidden, Gone, Invalid, KubeError,
+                                      NotFound, TooLarge, Unavailable)
+
+STRICT_400 = ('RolloutBatch in version "v1alpha1" cannot be handled as a RolloutBatch: strict decoding error: '
+              'unknown field "spec.paralellism", unknown field "spec.task.mountpath", duplicate field "image"')
+
+
+@pytest.mark.parametrize("status, message, cls", [
+    (400, STRICT_400, Invalid),
+    (400, "the selector is invalid", BadRequest),
+    (403, "forbidden", Forbidden),
+    (404, "not found", NotFound),
+    (409, "already exists", Conflict),
+    (410, "too old resource version", Gone),
+    (413, "Request entity too large: limit is 3145728", TooLarge),
+    (500, "etcdserver: request is too large", TooLarge),
+    (422, "spec.episodes: Invalid value: 0", Invalid),
+    (429, "too many requests", Unavailable),
+    (500, "internal error", Unavailable),
+    (503, "unavailable", Unavailable),
+    (418, "teapot", KubeError),
+    (None, "no status", KubeError),
+])
+def test_classify(status, message, cls):
+    exc = errors.classify(status, message, "Reason", "create x")
+    assert type(exc) is cls and exc.status == status and exc.reason == "Reason"
+    assert str(exc) == f"create x: {message}"
+
+
+def test_too_large_is_not_retryable():
+    assert not isinstance(errors.classify(500, "etcdserver: request is too large"), Unavailable)
+    assert not isinstance(errors.classify(413, "x"), Unavailable)
+
+
+def test_strict_errors_name_the_unknown_fields():
+    exc = errors.classify(400, STRICT_400)
+    assert exc.unknown_fields == ("spec.paralellism", "spec.task.mountpath")
+    assert errors.classify(422, "x").unknown_fields == ()
+
+
+def _response(status: int, body) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    response._content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return response
+
+
+def test_from_response_keeps_the_apis_message():
+    exc = errors.from_response(_response(400, {"kind": "Status", "reason": "BadRequest", "message": STRICT_400}),
+                               "create RolloutBatch ns/x")
+    assert isinstance(exc, Invalid) and exc.reason == "BadRequest"
+    assert str(exc) == f"create RolloutBatch ns/x: {STRICT_400}"
+    exc = errors.from_response(_response(502, b"<html>bad gateway</html>"), "get x")
+    assert isinstance(exc, Unavailable) and "bad gateway" in str(exc)
+    exc = errors.from_response(_response(400, [1, 2]), "get x")
+    assert isinstance(exc, BadRequest)
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    seen: list[tuple[str, str, dict]] = []
+
+    def _answer(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.seen.append((self.command, url.path, query))
+        if url.path.endswith("/typo"):
+            status, body = 400, {"kind": "Status", "reason": "BadRequest", "message": STRICT_400}
+        elif url.path.endswith("/huge"):
+            status, body = 500, {"kind": "Status", "message": "etcdserver: request is too large"}
+        else:
+            status, body = 200, {"kind": "Thing"}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture()
+def api(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Recorder.seen = []
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))
+    yield Api(load_config(str(path)))
+    server.shutdown()
+    server.server_close()
+
+
+def test_every_write_asks_for_strict_field_validation(api):
+    api.create("/api/v1/namespaces/n/configmaps", {"a": 1}, "create")
+    api.replace("/api/v1/namespaces/n/configmaps/c", {"a": 1}, "replace")
+    api.merge_patch("/apis/g/v1/namespaces/n/things/t/status", {"status": {}}, "patch")
+    api.get("/api/v1/namespaces/n/configmaps/c", "get", labelSelector="x=y")
+    api.delete("/api/v1/namespaces/n/configmaps/c", "delete")
+    strict = {method: query.get("fieldValidation") for method, _, query in _Recorder.seen}
+    assert strict == {"POST": ["Strict"], "PUT": ["Strict"], "PATCH": ["Strict"], "GET": None, "DELETE": None}
+    assert _Recorder.seen[3][2] == {"labelSelector": ["x=y"]}
+
+
+def test_refusals_map_to_their_types(api):
+    with pytest.raises(Invalid) as info:
+        api.create("/apis/g/v1/namespaces/n/typo", {"spec": {"paralellism": 2}}, "create RolloutBatch n/x")
+    assert info.value.unknown_fields == ("spec.paralellism", "spec.task.mountpath")
+    with pytest.raises(TooLarge):
+        api.replace("/api/v1/namespaces/n/configmaps/huge", {}, "replace")
+
+
+def test_a_body_json_cannot_carry_is_not_retried(api):
+    with pytest.raises(BadRequest, match="not valid JSON"):
+        api.merge_patch("/apis/g/v1/namespaces/n/things/t/status", {"status": {"rewardSum": float("inf")}},
+                        "patch status")
+    assert _Recorder.seen == []
+
+
+def _kubeconfig(tmp_path, doc) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return str(path)
+
+
+GOOD = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ("- just\n- a list\n", "not a kubeconfig"),
+    ("{unclosed: [", "kubeconfig"),
+    ({**GOOD, "current-context": "nope"}, "nope"),
+    ({**GOOD, "current-context": ""}, "current context"),
+    ({**GOOD, "clusters": [{"name": "k", "cluster": {"server": "https://x", "certificate-authority": "/no/ca.crt"}}]},
+     "does not exist"),
+    ({**GOOD, "users": [{"name": "u", "user": {"client-certificate": "gone.crt", "client-key": "gone.key"}}]},
+     "does not exist"),
+    ({**GOOD, "contexts": [{"name": "c", "context": {"cluster": "elsewhere", "user": "u"}}]}, "elsewhere"),
+])
+def test_unusable_kubeconfig_is_a_config_error(tmp_path, doc, needle):
+    with pytest.raises(ConfigError, match=needle) as info:
+        Api(load_config(_kubeconfig(tmp_path, doc)))
+    assert "cannot load the kubeconfig" in str(info.value)
+
+
+def test_missing_kubeconfig_is_a_config_error(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(str(tmp_path / "nope"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"\.kube/config: no such file \(set \$KUBECONFIG"):
+        load_config()
+
+
+def test_a_usable_kubeconfig_loads(tmp_path):
+    config = load_config(_kubeconfig(tmp_path, GOOD))
+    assert Api(config).url == "https://127.0.0.1:1"
