@@ -8,33 +8,61 @@
     rows = handle.results()            # one dict per episode: pod, index, reward, outcome, reason, ...
     handle.delete()                    # waits until the sandbox namespace is gone
 
-Everything goes through the same plain-dict API layer as the operator (``rolloutbatch.kube``);
-errors are the ``rolloutbatch.kube.errors`` types plus :class:`CRDNotInstalled`,
-:class:`ResultsNotReady` and ``TimeoutError``.
+Everything goes through the same plain-dict API layer as the operator (``rolloutbatch.kube``),
+which asks the API server for strict field validation: a misspelt field is refused, never dropped.
+
+Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.errors.KubeError``;
+``status`` is the HTTP status, the message is the API's own):
+
+    ValueError        build_batch: a spec the operator would refuse (``core.spec.SpecError``),
+                      an unknown spec field, a bad name; before any network call
+    ConfigError       Client(): the kubeconfig is missing or unusable (also at the first call,
+                      when a certificate file it names is gone)
+    InvalidBatch      submit/create: the API refused the RolloutBatch: an unknown or duplicate
+                      field (``unknown_fields`` names them), the schema, a CEL rule; an ``Invalid``
+    TooLarge          the object is bigger than the API or etcd accept (1.5-3 MiB): not retryable
+    BadRequest        another 400
+    CRDNotInstalled   the cluster does not serve RolloutBatches
+    NotFound          no such batch or namespace
+    Forbidden         RBAC or admission refused the call
+    Conflict          the name exists (create), or the object changed under a precondition
+    Unavailable       no connection, 5xx or 429: the only one worth retrying as is
+    ResultsNotReady   results() before the results ConfigMap exists
+    TimeoutError      wait() and delete(wait=True) past their timeout
 """
 
 from __future__ import annotations
 
 import copy
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rolloutbatch import GROUP, KIND, PLURAL, VERSION
+from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.results import decode_results
+from rolloutbatch.core.spec import check_batch_name, parse_spec
+from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api, load_config
-from rolloutbatch.kube.errors import KubeError, NotFound
+from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidden, Invalid, KubeError, NotFound,
+                                      TooLarge, Unavailable)
+
+__all__ = ["Client", "BatchHandle", "Task", "build_batch", "condition", "is_finished", "is_succeeded",
+           "CRDNotInstalled", "ResultsNotReady", "InvalidBatch", "KubeError", "ConfigError", "BadRequest",
+           "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable"]
 
 API_VERSION = f"{GROUP}/{VERSION}"
-TERMINAL_PHASES = ("Succeeded", "Failed")
-RESERVED_ENV = ("EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "BATCH_NAME")
-_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
+# The top-level fields of RolloutBatch.spec (crds/rl.agentruntime.io_rolloutbatches.yaml; a unit
+# test keeps the two equal), so a misspelt keyword fails in build_batch and not at submit.
+SPEC_FIELDS = frozenset({
+    "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
+    "workspace", "resources", "episodeTimeoutSeconds", "activeDeadlineSeconds", "minSuccessfulEpisodes",
+    "retries", "isolation", "cleanup", "podTemplate",
+})
 
 
 class CRDNotInstalled(KubeError):
@@ -43,6 +71,11 @@ class CRDNotInstalled(KubeError):
 
 class ResultsNotReady(KubeError):
     """The batch has no results ConfigMap yet (still running, or it was deleted)."""
+
+
+class InvalidBatch(Invalid):
+    """The API refused the RolloutBatch itself: an unknown or duplicate field under strict field
+    validation (``unknown_fields``), the schema or a CEL rule. The message is the API's."""
 
 
 # --- building -------------------------------------------------------------------------------
@@ -79,27 +112,13 @@ def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int
     ``name_or_prefix`` ending in ``-`` becomes ``metadata.generateName`` (a fresh name per
     submit, the natural choice for a training loop). ``spec_overrides`` are further spec fields,
     in camelCase or snake_case (``episode_timeout_seconds=300``, ``isolation={...}``).
-    Raises ``ValueError`` for what the API would refuse anyway, before any network call.
+    Raises ``ValueError`` (a ``SpecError`` naming the field) before any network call for an
+    unknown spec field and for what the operator would refuse: the spec is read by the
+    operator's own ``core.spec.parse_spec``, the name checked by ``core.spec.check_batch_name``.
     """
-    if not isinstance(episodes, int) or isinstance(episodes, bool) or not 1 <= episodes <= 100000:
-        raise ValueError(f"episodes must be an integer in 1..100000, not {episodes!r}")
-    if parallelism is not None and (not isinstance(parallelism, int) or not 1 <= parallelism <= episodes):
-        raise ValueError(f"parallelism must be an integer in 1..episodes ({episodes}), not {parallelism!r}")
-    stem = name_or_prefix[:-1] if name_or_prefix.endswith("-") else name_or_prefix
-    if not stem or not _DNS_NAME.match(stem) or len(name_or_prefix) > 55:
-        raise ValueError(f"name {name_or_prefix!r} must be lowercase letters, digits and '-', at most 55 characters")
-    if not task.files:
-        raise ValueError("task.files must hold at least one file")
-    for key in task.files:
-        if not _CONFIGMAP_KEY.match(key) or key in (".", ".."):
-            raise ValueError(f"task file name {key!r} is not a valid ConfigMap key (letters, digits, '-', '_', '.')")
+    check_batch_name(name_or_prefix)
     if not task.command:
-        raise ValueError("task.command must not be empty")
-    env = task.env_list()
-    for entry in env:
-        if entry.get("name") in RESERVED_ENV:
-            raise ValueError(f"env {entry['name']} is set by the operator; choose another name")
-
+        raise SpecError("task.command", "must not be empty")
     spec: dict[str, Any] = {
         "episodes": episodes,
         "image": task.image,
@@ -110,19 +129,24 @@ def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int
         spec["parallelism"] = parallelism
     if task.args:
         spec["args"] = list(task.args)
+    env = task.env_list()
     if env:
         spec["env"] = env
     if task.resources:
         spec["resources"] = copy.deepcopy(task.resources)
     if inputs is not None:
         inputs = list(inputs)
-        if len(inputs) != episodes:
-            raise ValueError(f"inputs has {len(inputs)} entries; it needs one per episode ({episodes})")
+        # The CRD's items are objects (so a CEL rule can count them); parse_spec takes any JSON.
         if not all(isinstance(i, Mapping) for i in inputs):
-            raise ValueError("every input must be a JSON object (a dict)")
+            raise SpecError("spec.inputs", "every input must be a JSON object (a dict)")
         spec["inputs"] = [dict(i) for i in inputs]
     for key, value in spec_overrides.items():
-        spec[_camel(key)] = copy.deepcopy(value)
+        name = _camel(key)
+        if name not in SPEC_FIELDS:
+            raise SpecError(f"spec.{name}", f"unknown field (keyword {key!r}); spec fields are "
+                                            f"{', '.join(sorted(SPEC_FIELDS))}")
+        spec[name] = copy.deepcopy(value)
+    parse_spec(spec)
 
     metadata: dict[str, Any] = {"generateName" if name_or_prefix.endswith("-") else "name": name_or_prefix}
     if namespace:
@@ -151,7 +175,10 @@ def is_succeeded(status: Mapping | None) -> bool:
 
 
 class Client:
-    """A connection to one cluster (kubeconfig file, ``$KUBECONFIG``, or in-cluster)."""
+    """A connection to one cluster (kubeconfig file, ``$KUBECONFIG``, or in-cluster).
+
+    Raises ``ConfigError`` when the kubeconfig is missing or unusable.
+    """
 
     def __init__(self, kubeconfig: str | None = None, *, namespace: str | None = None,
                  api: Api | None = None, timeout: float = 30) -> None:
@@ -190,6 +217,10 @@ class Client:
                                    f"create RolloutBatch {namespace}/{meta.get('name') or meta.get('generateName', '')}")
         except NotFound as exc:
             raise self._not_found(exc, f"namespace {namespace} not found") from None
+        except (Invalid, BadRequest) as exc:
+            # 422 (schema, CEL) or 400 (strict field validation, undecodable): the batch itself.
+            raise InvalidBatch(str(exc), status=exc.status, reason=exc.reason,
+                               unknown_fields=getattr(exc, "unknown_fields", ())) from None
 
     def submit(self, batch: Mapping) -> BatchHandle:
         return BatchHandle(self, self.create(batch))

@@ -41,9 +41,10 @@ def test_build_copies_inputs():
 
 
 @pytest.mark.parametrize("kwargs, needle", [
-    ({"episodes": 0}, "episodes must be"),
-    ({"episodes": True}, "episodes must be"),
-    ({"episodes": 3, "parallelism": 4}, "parallelism must be"),
+    ({"episodes": 0}, "spec.episodes: must be at least 1"),
+    ({"episodes": True}, "spec.episodes: must be an integer"),
+    ({"episodes": 100_001}, "spec.episodes: must be at most 100000"),
+    ({"episodes": 3, "parallelism": 4}, "spec.parallelism: must not exceed"),
     ({"episodes": 2, "inputs": [{}]}, "one per episode"),
     ({"episodes": 1, "inputs": [3]}, "JSON object"),
 ])
@@ -60,7 +61,8 @@ def test_invalid_names(name):
 
 @pytest.mark.parametrize("task, needle", [
     (Task(files={}, command=["x"]), "at least one file"),
-    (Task(files={"../x": ""}, command=["x"]), "ConfigMap key"),
+    (Task(files={"../x": ""}, command=["x"]), "not a valid file name"),
+    (Task(files={"..": ""}, command=["x"]), "not a valid file name"),
     (Task(files={"a": ""}, command=[]), "command"),
     (Task(files={"a": ""}, command=["x"], env={"EPISODE_ID": "1"}), "set by the operator"),
     (Task(files={"a": ""}, command=["x"], env=[{"name": "BATCH_NAME", "value": "1"}]), "set by the operator"),
@@ -105,3 +107,84 @@ def test_wait_settles_the_job_complete_time():
     seen = []
     final = handle.wait(timeout=5, on_progress=seen.append, interval=0)
     assert final["jobCompleteSeconds"] == 3.5 and seen[-1]["jobCompleteSeconds"] == 3.5
+
+
+def test_unknown_spec_fields_are_refused_before_submit():
+    with pytest.raises(ValueError, match=r"spec.episodeTimoutSeconds: unknown field \(keyword 'episode_timout_seconds'\)"):
+        build_batch("a", TASK, 1, episode_timout_seconds=5)
+    with pytest.raises(ValueError, match="spec.paralellism: unknown field"):
+        build_batch("a", TASK, 2, paralellism=2)
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    ({"episode_timeout_seconds": 0}, "spec.episodeTimeoutSeconds: must be at least 1"),
+    ({"episode_timeout_seconds": 7200}, "must not exceed activeDeadlineSeconds"),
+    ({"isolation": {"namespace": "dedicated"}}, "spec.isolation.namespace: must be one of Dedicated, Shared"),
+    ({"min_successful_episodes": 3}, "spec.minSuccessfulEpisodes: must not exceed"),
+    ({"env": [{"name": "EPISODE_INDEX", "value": "1"}]}, "set by the operator"),
+    ({"workspace": {"mountPath": "/task/w"}}, "overlaps"),
+])
+def test_overrides_are_read_by_the_operators_own_parser(overrides, needle):
+    from rolloutbatch.core.model import SpecError
+
+    with pytest.raises(SpecError, match=needle):
+        build_batch("a", TASK, 2, **overrides)
+
+
+def test_spec_fields_match_the_crd():
+    import pathlib
+
+    import yaml
+
+    crd = yaml.safe_load((pathlib.Path(__file__).resolve().parents[2] / "crds"
+                          / "rl.agentruntime.io_rolloutbatches.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert sdk.SPEC_FIELDS == set(spec)
+
+
+def test_one_definition_of_the_rules():
+    from rolloutbatch.core import spec, vocabulary
+
+    assert sdk.TERMINAL_PHASES is vocabulary.TERMINAL_PHASES
+    assert not hasattr(sdk, "RESERVED_ENV") and not hasattr(sdk, "_CONFIGMAP_KEY")
+    with pytest.raises(ValueError, match=f"at most {spec.MAX_BATCH_NAME_LENGTH} characters"):
+        build_batch("x" * (spec.MAX_BATCH_NAME_LENGTH + 1), TASK, 1)
+    build_batch("x" * (spec.MAX_BATCH_NAME_LENGTH - 1) + "-", TASK, 1)
+    build_batch("a", TASK, spec.MAX_EPISODES)
+
+
+class RefusingApi:
+    url = "https://fake"
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def create(self, path, body, what):
+        raise self.exc
+
+
+def test_submit_refused_by_strict_validation_is_invalid_batch():
+    from rolloutbatch.kube import errors
+
+    message = 'strict decoding error: unknown field "spec.paralellism"'
+    client = sdk.Client(api=RefusingApi(errors.classify(400, message, "BadRequest", "create RolloutBatch n/x")),
+                        namespace="n")
+    with pytest.raises(sdk.InvalidBatch) as info:
+        client.submit({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                       "metadata": {"name": "x"}, "spec": {"paralellism": 2}})
+    exc = info.value
+    assert isinstance(exc, errors.Invalid) and isinstance(exc, errors.KubeError)
+    assert exc.status == 400 and exc.unknown_fields == ("spec.paralellism",) and message in str(exc)
+    client = sdk.Client(api=RefusingApi(errors.classify(422, "spec.episodes: Invalid value")), namespace="n")
+    with pytest.raises(sdk.InvalidBatch, match="Invalid value"):
+        client.create({"metadata": {"name": "x"}, "spec": {}})
+    client = sdk.Client(api=RefusingApi(errors.classify(413, "too large")), namespace="n")
+    with pytest.raises(sdk.TooLarge):
+        client.create({"metadata": {"name": "x"}, "spec": {}})
+
+
+def test_wrong_kubeconfig_is_config_error(tmp_path):
+    (tmp_path / "bad").write_text("clusters: {}\n")
+    for path in (tmp_path / "missing", tmp_path / "bad"):
+        with pytest.raises(sdk.ConfigError, match=f"cannot load the kubeconfig {path}"):
+            sdk.Client(str(path))

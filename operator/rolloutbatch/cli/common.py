@@ -28,14 +28,12 @@ def one_line(text: str, limit: int = 400) -> str:
 
 def make_client(args: argparse.Namespace):
     """An SDK client for ``--kubeconfig`` / ``-n``; kubeconfig problems become CLIError."""
-    import pykube
-
-    from rolloutbatch.sdk import Client
+    from rolloutbatch.sdk import Client, ConfigError
 
     try:
         client = Client(getattr(args, "global_kubeconfig", None))
-    except (pykube.exceptions.PyKubeError, OSError, KeyError, ValueError, yaml.YAMLError) as exc:
-        raise CLIError(f"cannot load the kubeconfig: {one_line(exc)}") from None
+    except ConfigError as exc:
+        raise CLIError(one_line(exc)) from None
     if getattr(args, "namespace", None):
         client.namespace = args.namespace
     args._server = client.api.url
