@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
+import socket
+import sys
 
 import kopf
 
 from rolloutbatch.kube.client import Api, load_config
+from rolloutbatch.kube.errors import ConfigError
 from rolloutbatch.metrics import Metrics
 from rolloutbatch.service.reconciler import Context, Settings
 from rolloutbatch.service.registry import Registry
@@ -36,14 +40,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
+class StartupError(Exception):
+    """The operator cannot start: printed as one line, exit code 1."""
+
+
+def check_port(address: str, port: int, option: str) -> None:
+    """Raise StartupError when ``address:port`` cannot be bound (in use, or not ours to bind).
+
+    Binds with SO_REUSEADDR, as both servers do (http.server, asyncio), so a port in TIME_WAIT
+    after a previous operator is not reported as busy.
+    """
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(address or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"{option} {port}: cannot resolve address {address!r}: {exc.strerror}") from None
+    family, kind, proto, _, sockaddr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(sockaddr)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise StartupError(f"{option} {port}: address {address}:{port} is already in use "
+                                   "(is another operator running? choose another port)") from None
+            raise StartupError(f"{option} {port}: cannot listen on {address}:{port}: {exc.strerror}") from None
+
+
+def check_ports(args: argparse.Namespace) -> None:
+    if args.metrics_port and args.metrics_port == args.liveness_port:
+        raise StartupError(f"--metrics-port and --liveness-port are both {args.metrics_port}: they must differ")
+    check_port(args.metrics_address, args.metrics_port, "--metrics-port")
+    check_port(args.metrics_address, args.liveness_port, "--liveness-port")
+
+
 def run(args: argparse.Namespace) -> int:
+    """Run until stopped; a startup problem (busy port, bad kubeconfig) is one line and exit 1."""
+    try:
+        check_ports(args)
+        config = load_config(args.kubeconfig)
+    except (StartupError, ConfigError) as exc:
+        print(f"rolloutbatch operator: error: {exc}", file=sys.stderr)
+        return 1
     kopf.configure(verbose=args.verbose)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
                         status_interval=args.status_interval)
-    api = Api(load_config(args.kubeconfig), pool=max(16, args.read_concurrency * 2))
+    api = Api(config, pool=max(16, args.read_concurrency * 2))
     metrics = Metrics(batch_label=args.metrics_batch_label)
-    stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)
+    try:
+        stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)
+    except OSError as exc:  # lost a race for the port since check_ports
+        print(f"rolloutbatch operator: error: --metrics-port {args.metrics_port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     ctx = Context(api=api, metrics=metrics, settings=settings,
                   read_slots=asyncio.Semaphore(args.read_concurrency))
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)

@@ -1,0 +1,86 @@
+"""runner: a busy metrics or liveness port ends the operator with one line and exit 1."""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from rolloutbatch import runner
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def busy_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _args(**overrides) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args(["--metrics-address", "127.0.0.1"])
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
+
+
+def test_check_port(busy_port):
+    runner.check_port("127.0.0.1", _free_port(), "--metrics-port")
+    runner.check_port("127.0.0.1", 0, "--metrics-port")
+    with pytest.raises(runner.StartupError, match=f"--liveness-port {busy_port}: address 127.0.0.1:{busy_port} "
+                                                  "is already in use"):
+        runner.check_port("127.0.0.1", busy_port, "--liveness-port")
+    with pytest.raises(runner.StartupError, match="cannot resolve"):
+        runner.check_port("no-such-host.invalid", 8080, "--metrics-port")
+
+
+@pytest.mark.parametrize("which", ["metrics_port", "liveness_port"])
+def test_run_refuses_a_busy_port_in_one_line(which, busy_port, capsys, monkeypatch):
+    def never(*_args, **_kwargs):
+        raise AssertionError("must not get this far")
+
+    monkeypatch.setattr(runner, "load_config", never)
+    monkeypatch.setattr(runner.kopf, "run", never)
+    ports = {"metrics_port": _free_port(), "liveness_port": _free_port(), which: busy_port}
+    assert runner.run(_args(**ports)) == 1
+    err = capsys.readouterr().err
+    option = "--" + which.replace("_", "-")
+    assert err == (f"rolloutbatch operator: error: {option} {busy_port}: address 127.0.0.1:{busy_port} is already "
+                   "in use (is another operator running? choose another port)\n")
+
+
+def test_run_refuses_one_port_for_both(capsys):
+    port = _free_port()
+    assert runner.run(_args(metrics_port=port, liveness_port=port)) == 1
+    assert "must differ" in capsys.readouterr().err
+
+
+def test_run_reports_a_wrong_kubeconfig_in_one_line(tmp_path, capsys):
+    args = _args(metrics_port=_free_port(), liveness_port=_free_port(), kubeconfig=str(tmp_path / "nope"))
+    assert runner.run(args) == 1
+    assert capsys.readouterr().err == f"rolloutbatch operator: error: cannot load the kubeconfig {tmp_path}/nope: " \
+                                      "no such file\n"
+
+
+def test_the_command_exits_with_one_line(busy_port, tmp_path):
+    """As a user starts it: no traceback, exit code 1."""
+    proc = subprocess.run([sys.executable, "-m", "rolloutbatch.cli.main", "operator", "--metrics-address",
+                           "127.0.0.1", "--metrics-port", str(busy_port), "--liveness-port", str(_free_port()),
+                           "--kubeconfig", str(tmp_path / "unused")],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"--metrics-port {busy_port}: address 127.0.0.1:{busy_port} is already in use" in proc.stderr
