@@ -73,3 +73,67 @@ def namespace():
     yield name
     kubectl("delete", "rolloutbatches", "--all", "-n", name, "--wait=false", check=False)
     kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+# -- the wedge guard (issue 10) ----------------------------------------------------------------
+WEDGE_DELETE_SECONDS = 120
+
+
+def _rolloutbatches() -> dict[str, dict]:
+    """Every RolloutBatch in the cluster by UID ({} when the CRD is not installed yet)."""
+    from kubernetes.client.rest import ApiException
+    try:
+        items = client.CustomObjectsApi(_guard_api()).list_cluster_custom_object(
+            "rl.agentruntime.io", "v1alpha1", "rolloutbatches")["items"]
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return {b["metadata"]["uid"]: b for b in items}
+
+
+_GUARD_API = []
+
+
+def _guard_api() -> client.ApiClient:
+    if not _GUARD_API:
+        _GUARD_API.append(kube.api_client())
+    return _GUARD_API[0]
+
+
+@pytest.fixture(autouse=True)
+def wedge_guard(request):
+    """Every RolloutBatch a cluster test creates must be deletable within a bound.
+
+    After the test (and its other fixtures) the batches it left are deleted; a batch still
+    present after WEDGE_DELETE_SECONDS fails the test, naming the batch and its last status.
+    """
+    if "tests/unit" in str(request.path) or "tests/devcluster" in str(request.path):
+        yield
+        return
+    request.getfixturevalue("operator_process")  # deletion needs an operator to release finalizers
+    before = set(_rolloutbatches())
+    yield
+    import time
+    from kubernetes.client.rest import ApiException
+    api = client.CustomObjectsApi(_guard_api())
+    left = {uid: b for uid, b in _rolloutbatches().items() if uid not in before}
+    for batch in left.values():
+        meta = batch["metadata"]
+        try:
+            api.delete_namespaced_custom_object("rl.agentruntime.io", "v1alpha1", meta["namespace"],
+                                                "rolloutbatches", meta["name"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    deadline = time.monotonic() + WEDGE_DELETE_SECONDS
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        live = _rolloutbatches()
+        left = {uid: live[uid] for uid in left if uid in live}
+    if left:
+        import json
+        described = "\n".join(f"{b['metadata']['namespace']}/{b['metadata']['name']}: "
+                              f"{json.dumps(b.get('status') or {})[:800]}" for b in left.values())
+        pytest.fail(f"wedged: these RolloutBatches were not gone {WEDGE_DELETE_SECONDS}s after their deletion:\n"
+                    f"{described}", pytrace=False)

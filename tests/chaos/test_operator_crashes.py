@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.support.batches import apply, episode_batch, get, results, unique, wait_finished, wait_gone
+from tests.support.batches import (ProgressRecorder, apply, episode_batch, get, results, unique, wait_finished,
+                                   wait_gone)
 from tests.support.operator import OperatorProcess, kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -79,11 +80,18 @@ def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
     name = unique("crash")
     apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
                         cleanup={"sandbox": "Never"}), namespace)
-    wait_crashed(crashing, point)
-    survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
-    survivor.start()
+    with ProgressRecorder(name, namespace) as progress:
+        wait_crashed(crashing, point)
+        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
+        survivor.start()
+        obj = None
+        try:
+            obj = check_outcome(name, namespace, survivor)
+        finally:
+            if obj is None:
+                survivor.stop()
+    progress.assert_monotonic()  # issue 10 item 16: counts shown never go backwards
     try:
-        obj = check_outcome(name, namespace, survivor)
         kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
         wait_gone("namespace", obj["status"]["sandboxNamespace"])
         wait_gone("configmap", f"{name}-results", namespace)
@@ -123,5 +131,41 @@ def test_operator_down_while_batch_finishes(solo_operator, namespace):
     op2.start()
     try:
         check_outcome(name, namespace, op2)
+    finally:
+        op2.stop()
+
+
+def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace):
+    """Issue 10 item 5: wrong types and an unknown outcome in the results ConfigMap, then a
+    restart: the bad rows are judged again from their pods, nothing crashes or counts twice."""
+    import json
+    op = OperatorProcess("operator-before-edit")
+    op.start()
+    name = unique("edited")
+    slow = PROGRAM.replace("1 + 1.5 * i", "1 + 5 * i")  # the last episode ends ~16 s in
+    apply(episode_batch(name, slow, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
+    deadline = time.monotonic() + 90
+    while True:
+        cm = get(f"{name}-results", namespace, kind="configmap")
+        if cm and len(json.loads(cm["data"]["results.json"])["pods"]) >= 2:
+            break
+        assert time.monotonic() < deadline, "no partial results with two rows"
+        time.sleep(0.2)
+    op.kill()
+    assert get(name, namespace)["status"]["phase"] == "Running"
+    cm = get(f"{name}-results", namespace, kind="configmap")
+    doc = json.loads(cm["data"]["results.json"])
+    doc["pods"][0]["reward"] = "lots"
+    doc["pods"][1]["outcome"] = "triumphant"
+    doc["pods"].append({"index": "x", "outcome": "succeeded", "reward": 1e308})
+    doc["pods"].append({"index": True, "outcome": "succeeded"})
+    doc["retried_episodes"] = "many"
+    cm["data"]["results.json"] = json.dumps(doc)
+    kubectl("replace", "-f", "-", input=json.dumps(cm))
+    op2 = OperatorProcess("operator-after-edit")
+    op2.start()
+    try:
+        check_outcome(name, namespace, op2)
+        assert "Traceback" not in op2.log_path.read_text(errors="replace")
     finally:
         op2.stop()

@@ -85,3 +85,40 @@ def results(name: str, namespace: str) -> dict:
     if "results.json" in (cm.get("data") or {}):
         return json.loads(cm["data"]["results.json"])
     return json.loads(gzip.decompress(base64.b64decode(cm["binaryData"]["results.json.gz"])))
+
+
+class ProgressRecorder:
+    """Polls a batch's status in a thread and keeps every distinct count it showed, in order.
+
+    Used to prove counts shown to users never go backwards (issue 10 item 16)."""
+
+    KEYS = ("succeededEpisodes", "failedEpisodes", "lostEpisodes", "readyEpisodes", "retriedEpisodes")
+
+    def __init__(self, name: str, namespace: str, interval: float = 0.3) -> None:
+        import threading
+        self.name, self.namespace, self.interval = name, namespace, interval
+        self.seen: list[tuple[int, ...]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            obj = get(self.name, self.namespace) or {}
+            st = obj.get("status") or {}
+            if "progress" in st:
+                sample = (int(str(st["progress"]).split("/")[0]), *(int(st.get(k) or 0) for k in self.KEYS))
+                if not self.seen or self.seen[-1] != sample:
+                    self.seen.append(sample)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> ProgressRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def assert_monotonic(self) -> None:
+        for before, after in zip(self.seen, self.seen[1:]):
+            assert all(a >= b for a, b in zip(after, before)), f"counts went backwards: {before} -> {after} in {self.seen}"

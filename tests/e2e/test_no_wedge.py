@@ -1,0 +1,156 @@
+"""No batch ever wedges (issue 10): every bad input ends with a reason, every batch is deletable,
+and status, results rows and metrics agree for every outcome.
+
+Each test names the item of issue 10 it reproduces.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished, wait_gone
+from tests.support.operator import kubectl
+
+pytestmark = [pytest.mark.cluster]
+
+GOOD = '''
+import json, os, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready"); emit("reward", reward=1)
+'''
+
+
+def sandbox_namespaces(uid: str) -> list[str]:
+    return kubectl("get", "namespaces", "-l", f"rl.agentruntime.io/batch-uid={uid}", "-o", "name").stdout.split()
+
+
+def delete_within(name: str, namespace: str, seconds: float = 60) -> None:
+    started = time.monotonic()
+    kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=false")
+    wait_gone("rolloutbatch", name, namespace, timeout=seconds)
+    assert time.monotonic() - started < seconds
+
+
+def episode_metrics(operator, namespace: str) -> dict[str, float]:
+    counts = {}
+    pattern = re.compile(r'^rolloutbatch_episodes_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
+    for line in operator.metrics().splitlines():
+        match = pattern.match(line)
+        if match and f'namespace="{namespace}"' in match["labels"]:
+            result = re.search(r'result="(\w+)"', match["labels"])[1]
+            counts[result] = counts.get(result, 0) + float(match["value"])
+    return counts
+
+
+def assert_counts_agree(obj: dict, document: dict, operator, namespace: str) -> None:
+    st = obj["status"]
+    rows = document["pods"]
+    by_outcome = {o: sum(1 for r in rows if r["outcome"] == o) for o in ("succeeded", "failed", "lost")}
+    assert len(rows) == st["episodes"], (len(rows), st)
+    assert (st["succeededEpisodes"], st["failedEpisodes"], st["lostEpisodes"]) == \
+        (by_outcome["succeeded"], by_outcome["failed"], by_outcome["lost"]), (st, by_outcome)
+    metrics = episode_metrics(operator, namespace)
+    assert {k: int(metrics.get(k, 0)) for k in by_outcome} == by_outcome, (metrics, by_outcome)
+
+
+def test_invalid_spec_creates_nothing_and_is_deletable(operator_process, namespace):
+    """Items 2 and 13: a task file key starting with '..' stalls before anything is created."""
+    name = unique("badkey")
+    created = apply(episode_batch(name, GOOD, episodes=1, task={"files": {"episode.py": GOOD, "..data": "x"}}),
+                    namespace)
+    obj = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    stalled = condition(obj, "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec" and "..data" in stalled["message"]
+    assert sandbox_namespaces(created["metadata"]["uid"]) == []
+    delete_within(name, namespace, 30)
+
+
+def test_a_spec_past_the_annotation_limit_runs_and_is_deletable(operator_process, namespace):
+    """Item 3: a 300 KiB task file (a repository snapshot); kopf keeps no copy of the spec."""
+    name = unique("big")
+    snapshot = "# " + "x" * 300 * 1024 + "\n"
+    apply(episode_batch(name, GOOD, episodes=2, task={"files": {"episode.py": GOOD, "snapshot.py": snapshot}}),
+          namespace)
+    obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    annotations = obj["metadata"].get("annotations") or {}
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 16 * 1024, list(annotations)
+    delete_within(name, namespace, 60)
+
+
+def test_foreign_results_configmap_stalls_before_any_episode(operator_process, namespace):
+    """Item 4: the name `<batch>-results` is taken by a ConfigMap that is not ours."""
+    name = unique("taken")
+    kubectl("create", "configmap", f"{name}-results", "-n", namespace, "--from-literal=mine=yes")
+    created = apply(episode_batch(name, GOOD, episodes=2), namespace)
+    obj = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    stalled = condition(obj, "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "ResultsConfigMapConflict", stalled
+    assert f"{name}-results" in stalled["message"]
+    assert sandbox_namespaces(created["metadata"]["uid"]) == []
+    cm = get(f"{name}-results", namespace, kind="configmap")
+    assert cm["data"] == {"mine": "yes"}
+    delete_within(name, namespace, 30)
+    assert get(f"{name}-results", namespace, kind="configmap") is not None  # never ours: left alone
+
+
+def test_removing_the_results_label_mid_batch_does_not_wedge(operator_process, namespace):
+    """Item 5: the results ConfigMap is still ours by its ownerReference."""
+    program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
+                           'emit("ready"); time.sleep(2 + 6 * int(os.environ["EPISODE_INDEX"])); '
+                           'emit("reward", reward=1)')
+    name = unique("unlabel")
+    apply(episode_batch(name, program, episodes=2), namespace)
+    deadline = time.monotonic() + 60
+    while get(f"{name}-results", namespace, kind="configmap") is None:
+        assert time.monotonic() < deadline, "no partial results were written"
+        time.sleep(0.3)
+    kubectl("label", "configmap", f"{name}-results", "-n", namespace, "rl.agentruntime.io/batch-uid-")
+    obj = wait_finished(name, namespace, timeout=90, operator=operator_process)
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    cm = get(f"{name}-results", namespace, kind="configmap")
+    assert cm["metadata"]["labels"]["rl.agentruntime.io/batch-uid"] == obj["metadata"]["uid"]
+
+
+def test_batch_deadline_outcomes_and_counts_agree(operator_process, namespace):
+    """Items 6 and 8: the batch deadline ends a running episode and an unstarted one; both read
+    BatchTimeout, and status, rows and metrics agree."""
+    program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
+                           'emit("ready")\nif os.environ["EPISODE_INDEX"] != "0": time.sleep(600)\n'
+                           'emit("reward", reward=1)')
+    name = unique("deadline")
+    apply(episode_batch(name, program, episodes=3, parallelism=2, minSuccessfulEpisodes=1,
+                        episodeTimeoutSeconds=12, activeDeadlineSeconds=12), namespace)
+    obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
+    document = results(name, namespace)
+    rows = {r["index"]: r for r in document["pods"]}
+    assert rows[0]["outcome"] == "succeeded"
+    assert {rows[i]["reason"] for i in (1, 2)} <= {"BatchTimeout", "Timeout"}, rows
+    assert "BatchTimeout" in {rows[i]["reason"] for i in (1, 2)}, rows
+    never_ran = [r for r in rows.values() if r["reason"] == "BatchTimeout" and not r["pod"]]
+    assert all(r["outcome"] == "lost" for r in never_ran)
+    assert_counts_agree(obj, document, operator_process, namespace)
+
+
+def test_unrunnable_image_counts_agree(operator_process, namespace):
+    """Item 6: episodes lost to an image the nodes cannot run are counted by the metrics too."""
+    name = unique("image")
+    apply(episode_batch(name, GOOD, episodes=2, image="registry.invalid/nope:1"), namespace)
+    obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
+    assert condition(obj, "Stalled")["reason"] == "ImagePullFailed"
+    document = results(name, namespace)
+    assert {r["outcome"] for r in document["pods"]} == {"lost"}
+    assert_counts_agree(obj, document, operator_process, namespace)
+
+
+def test_ready_episodes_counts_ready_events(operator_process, namespace):
+    """Item 9: an episode whose container ran but never printed `ready` is not ready."""
+    program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
+                           'if os.environ["EPISODE_INDEX"] == "0": emit("ready"); emit("reward", reward=1)')
+    name = unique("ready")
+    apply(episode_batch(name, program, episodes=2, minSuccessfulEpisodes=1), namespace)
+    obj = wait_finished(name, namespace, timeout=90, operator=operator_process)
+    assert obj["status"]["readyEpisodes"] == 1, obj["status"]
+    assert_counts_agree(obj, results(name, namespace), operator_process, namespace)
