@@ -185,3 +185,15 @@ def test_missing_kubeconfig_is_a_config_error(tmp_path, monkeypatch):
 def test_a_usable_kubeconfig_loads(tmp_path):
     config = load_config(_kubeconfig(tmp_path, GOOD))
     assert Api(config).url == "https://127.0.0.1:1"
+
+
+def test_a_refused_patch_does_not_quote_the_whole_object():
+    # What the API server answers for a strict merge patch: the patched object, then the error.
+    obj = json.dumps({"data": {"results.json": "x" * 900_000}})
+    message = f' "" is invalid: patch: Invalid value: "{obj}": strict decoding error: unknown field "status.bogus"'
+    exc = errors.classify(422, message, "Invalid", "patch status")
+    assert isinstance(exc, Invalid) and exc.unknown_fields == ("status.bogus",)
+    assert len(str(exc)) < 400 and str(exc).endswith('strict decoding error: unknown field "status.bogus"')
+    assert str(exc).startswith('patch status:  "" is invalid:')
+    long = errors.classify(422, "y" * 10_000)
+    assert len(str(long)) == errors.MAX_MESSAGE

@@ -93,6 +93,20 @@ _STRICT_FIELD = re.compile(r'(unknown|duplicate) field "([^"]*)"')
 _TOO_LARGE = ("request is too large", "Request entity too large")
 
 
+MAX_MESSAGE = 2000
+
+
+def condense(message: str) -> str:
+    """The API's message, short: a refused patch quotes the whole patched object (a results
+    ConfigMap can be 900 KiB) before "strict decoding error: ..."; keep that tail."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    at = message.find("strict decoding error:")
+    if at > 0:
+        message = message[:min(message.find(":") + 1 or at, 200)] + " ... " + message[at:]
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "…"
+
+
 def unknown_fields(message: str) -> tuple[str, ...]:
     """The field paths a strict decoding error names as unknown, in order, without repeats."""
     seen: dict[str, None] = {}
@@ -107,11 +121,13 @@ def classify(status: int | None, message: str, reason: str = "", what: str = "")
 
     ``what`` (the call, e.g. "create RolloutBatch ns/x") prefixes the error's text.
     """
+    fields = unknown_fields(message)
+    message = condense(message)
     text = f"{what}: {message}" if what else message
     if status == 413 or any(needle.lower() in message.lower() for needle in _TOO_LARGE):
         return TooLarge(text, status=status, reason=reason)
     if status == 422 or (status == 400 and _STRICT_FIELD.search(message)):
-        return Invalid(text, status=status, reason=reason, unknown_fields=unknown_fields(message))
+        return Invalid(text, status=status, reason=reason, unknown_fields=fields)
     if status is not None and (status == 429 or status >= 500):
         return Unavailable(text, status=status, reason=reason)
     cls = _BY_STATUS.get(status, KubeError) if status is not None else KubeError
