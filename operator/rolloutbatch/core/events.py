@@ -1,17 +1,22 @@
 """Parse an episode's log into its `ready` and `reward` events. Every byte is hostile input.
 
-Lines that are not JSON objects with an ``event`` of ``ready``/``reward`` are ignored (tests
-print what they like). Overlong lines are skipped without being parsed, invalid UTF-8 is
+Lines are split on ``\n`` only, as the kubelet does (a ``\r`` progress bar stays inside its
+line). Lines that are not JSON objects with an ``event`` of ``ready``/``reward`` are ignored
+(tests print what they like). Overlong lines are skipped without being parsed, invalid UTF-8 is
 replaced, NaN/Infinity tokens and absurd nesting cannot raise, and extra fields of a reward
-event are kept only up to a small budget. Nothing in here can raise on any input.
+event are kept only up to a small budget, as strict JSON (a NaN inside becomes null: issue 10
+item 12). Each event keeps its line number: one episode's events share one clock and one order.
+Nothing in here can raise on any input.
 """
 
 from __future__ import annotations
 
 import json
-import math
 
+from rolloutbatch.core import strictjson
 from rolloutbatch.core.model import Event, ParsedLog
+
+READY, REWARD = "ready", "reward"
 
 MAX_LINE_BYTES = 64 * 1024
 MAX_EXTRA_FIELD_BYTES = 4 * 1024
@@ -20,24 +25,14 @@ MAX_PROBLEMS = 20
 MAX_EVENTS_PER_KIND = 100   # more than one is already a Duplicate* verdict; keep memory flat
 
 
-def _number(value: object) -> float | None:
-    """A finite float, or None: bools, strings, NaN/Infinity and ints too big for a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:       # a 400-digit integer is valid JSON
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _extra(record: dict) -> dict:
     kept, budget = {}, MAX_EXTRA_BYTES
     for key, value in record.items():
         if key in ("event", "at", "episode_id", "reward") or not isinstance(key, str):
             continue
         try:
-            size = len(json.dumps(value, allow_nan=True)) + len(key)
+            value = strictjson.sanitize(value)
+            size = len(strictjson.dumps(value)) + len(key)
         except (TypeError, ValueError, RecursionError):
             continue
         if size > MAX_EXTRA_FIELD_BYTES or size > budget:
@@ -47,8 +42,8 @@ def _extra(record: dict) -> dict:
     return kept
 
 
-def parse_line(line: bytes) -> Event | None:
-    """One log line as an Event, or None when it is not one of ours."""
+def parse_line(line: bytes, number: int = 0) -> Event | None:
+    """One log line (the ``number``-th) as an Event, or None when it is not one of ours."""
     text = line.decode("utf-8", errors="replace").strip()
     if not text.startswith("{"):
         return None
@@ -56,15 +51,16 @@ def parse_line(line: bytes) -> Event | None:
         record = json.loads(text, parse_constant=lambda token: float(token))
     except (ValueError, RecursionError):
         return None
-    if not isinstance(record, dict) or record.get("event") not in ("ready", "reward"):
+    if not isinstance(record, dict) or record.get("event") not in (READY, REWARD):
         return None
     episode_id = record.get("episode_id")
     return Event(
         kind=record["event"],
-        at=_number(record.get("at")),
+        at=strictjson.finite(record.get("at")),
         episode_id=episode_id if isinstance(episode_id, str) else None,
         reward=record.get("reward"),
-        extra=_extra(record) if record["event"] == "reward" else {},
+        extra=_extra(record) if record["event"] == REWARD else {},
+        line=number,
     )
 
 
@@ -78,14 +74,14 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
                 problems.append(f"line {number}: {len(line)} bytes, longer than {max_line_bytes}: skipped")
             continue
         try:
-            event = parse_line(line)
+            event = parse_line(line, number)
         except Exception as exc:  # noqa: BLE001 - last line of defence: hostile bytes must not raise
             if len(problems) < MAX_PROBLEMS:
                 problems.append(f"line {number}: unparseable ({type(exc).__name__}): skipped")
             continue
         if event is None:
             continue
-        kept = ready if event.kind == "ready" else reward
+        kept = ready if event.kind == READY else reward
         if len(kept) < MAX_EVENTS_PER_KIND:
             kept.append(event)
         elif len(kept) == MAX_EVENTS_PER_KIND:

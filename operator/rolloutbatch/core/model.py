@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from rolloutbatch.core import vocabulary
+from rolloutbatch.core.strictjson import finite, sanitize
+
+# A usable reward's magnitude is at most this: sums of 100,000 of them stay exact enough and
+# finite (two rewards of 1e308 summed to inf, issue 10 item 1).
+MAX_ABS_REWARD = 1e12
 
 
 class SpecError(ValueError):
@@ -79,6 +88,13 @@ class PodFacts:
     waiting_message: str | None
 
 
+def usable_reward(value: object) -> float | None:
+    """``value`` as a reward that may be counted: a finite int/float (never a bool) of magnitude
+    at most MAX_ABS_REWARD; None otherwise."""
+    number = finite(value)
+    return number if number is not None and abs(number) <= MAX_ABS_REWARD else None
+
+
 @dataclass(frozen=True)
 class Event:
     kind: str                  # "ready" | "reward"
@@ -86,6 +102,7 @@ class Event:
     episode_id: str | None
     reward: Any                # kept raw: the verdict decides what is a valid reward
     extra: dict
+    line: int = 0              # 1-based line of the log; one episode's events are ordered by it
 
 
 @dataclass(frozen=True)
@@ -98,7 +115,28 @@ class ParsedLog:
 
 
 def _r(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+    return None if value is None or not math.isfinite(value) else round(value, 3)
+
+
+def _text(row: Mapping, key: str, default: str | None = None) -> str | None:
+    """A string field of a row (absent or null: ``default``); ValueError for anything else."""
+    value = row.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value
+
+
+def _time(row: Mapping, key: str) -> float | None:
+    """A timestamp or duration of a row: absent/null or a finite number; ValueError otherwise."""
+    value = row.get(key)
+    if value is None:
+        return None
+    number = finite(value)
+    if number is None:
+        raise ValueError(f"{key} must be a finite number")
+    return number
 
 
 @dataclass(frozen=True)
@@ -107,7 +145,7 @@ class EpisodeResult:
     pod: str
     node: str | None
     image_id: str | None
-    outcome: str               # "succeeded" | "failed" | "lost"
+    outcome: str               # one of vocabulary.OUTCOMES
     reason: str | None
     message: str
     reward: float | None
@@ -141,14 +179,39 @@ class EpisodeResult:
         return row
 
     @classmethod
-    def from_row(cls, row: dict) -> EpisodeResult:
+    def from_row(cls, row: Mapping) -> EpisodeResult:
+        """The result a row written by :meth:`to_row` records; ValueError for any row that is not
+        well typed (a hand-edited results ConfigMap must neither crash a restart nor be misread:
+        issue 10 item 5). Derived fields (``batch_to_*``) are not read back."""
+        if not isinstance(row, Mapping):
+            raise ValueError("a row must be an object")
+        index = row.get("index")
+        if type(index) is not int or index < 0:
+            raise ValueError(f"index must be a non-negative integer, got {index!r}"[:200])
+        outcome = row.get("outcome")
+        if outcome not in vocabulary.OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(vocabulary.OUTCOMES)}")
+        reward = row.get("reward")
+        if reward is not None:
+            reward = usable_reward(reward)
+            if reward is None:
+                raise ValueError(f"reward must be a finite number within +-{MAX_ABS_REWARD:g}")
+        attempts = row.get("attempts", 1)
+        # 0 is honest for an index whose pod never existed (the Job ended first).
+        if type(attempts) is not int or attempts < 0:
+            raise ValueError("attempts must be a non-negative integer")
+        extra = row.get("extra", {})
+        if not isinstance(extra, Mapping):
+            raise ValueError("extra must be an object")
+        flags = row.get("flags", [])
+        if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+            raise ValueError("flags must be a list of strings")
         return cls(
-            index=int(row["index"]), pod=row.get("pod") or "", node=row.get("node"), image_id=row.get("image_id"),
-            outcome=row.get("outcome") or "lost", reason=row.get("reason"), message=row.get("message") or "",
-            reward=row.get("reward"), pod_created=row.get("pod_created"), ready_at=row.get("ready_at"),
-            reward_at=row.get("reward_at"), pod_to_ready_seconds=row.get("pod_to_ready_seconds"),
-            attempts=int(row.get("attempts") or 1), log_tail=row.get("log_tail"), extra=dict(row.get("extra") or {}),
-            flags=tuple(row.get("flags") or ()),
+            index=index, pod=_text(row, "pod", ""), node=_text(row, "node"), image_id=_text(row, "image_id"),
+            outcome=outcome, reason=_text(row, "reason"), message=_text(row, "message", ""), reward=reward,
+            pod_created=_time(row, "pod_created"), ready_at=_time(row, "ready_at"),
+            reward_at=_time(row, "reward_at"), pod_to_ready_seconds=_time(row, "pod_to_ready_seconds"),
+            attempts=attempts, log_tail=_text(row, "log_tail"), extra=sanitize(dict(extra)), flags=tuple(flags),
         )
 
     def replace(self, **changes: Any) -> EpisodeResult:
