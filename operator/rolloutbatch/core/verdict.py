@@ -1,48 +1,62 @@
 """Did an episode succeed? Pod facts from the API plus its parsed log give the verdict.
 
-The success rule is DESIGN section 4: the pod Succeeded with exit code 0 and no restarts, its
-log holds exactly one ``ready`` and one ``reward`` event, both carrying its own pod name, the
-reward is a finite number, and pod created <= ready.at <= reward.at (within a clock-skew
-tolerance: inside it the episode succeeds with a flag; beyond it, it fails with ClockSkew).
+The success rule (docs/design.md): the pod Succeeded with exit code 0 and no restarts, its whole
+log was read, it holds exactly one ``ready`` and one ``reward`` event, both carrying its own pod
+name, the reward is a finite number of magnitude at most MAX_ABS_REWARD, and
+pod created <= ready.at <= reward.at <= pod finished. The two events come from one clock (the
+episode's), so ``reward`` before ``ready``, by line or by ``at``, fails with no tolerance; only
+comparisons with the API's timestamps (creation, finish) allow the clock-skew tolerance: inside
+it the episode succeeds with a flag, beyond it, it fails with ClockSkew.
 Failure reasons are checked in this order; the first that applies wins, so the reason names the
 most fundamental problem (a dead pod before a missing event, a missing event before a bad one):
 
  1. InfrastructureFailure  the tracker says retries.infrastructure are used up
                            (``log_error=INFRASTRUCTURE_EXHAUSTED``; checked first because there is
                            no log to look at)
- 2. LogUnavailable         the log could not be read (outcome "lost" when the pod is gone/going)
- 3. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
- 4. ImagePullFailed        the container never started (ErrImagePull, ImagePullBackOff, ...)
- 5. NonZeroExit            phase is not Succeeded or the exit code is not 0
- 6. Restarted              the container restarted
- 7. NoReadyEvent / NoRewardEvent   (LogLimitExceeded instead when the log was truncated)
- 8. DuplicateReady / DuplicateReward
- 9. IdentityMismatch       an event names another episode
-10. InvalidReward          not a finite int/float (bools, strings, NaN, Infinity, 1e400)
-11. MissingTimestamp       an event's ``at`` is absent or not a finite number
-12. ClockSkew              ready.at before the pod's creation by more than the tolerance
-13. RewardBeforeReady      reward.at before ready.at by more than the tolerance
+ 2. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
+ 3. BatchTimeout           the batch's activeDeadlineSeconds ended the pod (``batch_deadline_at``
+                           given, the pod did not end Succeeded/0 and ended at or after it)
+ 4. LogUnavailable         the log could not be read (outcome "lost" when the pod is gone/going)
+ 5. ImagePullFailed        the container never started (ErrImagePull, ImagePullBackOff, ...)
+ 6. NonZeroExit            phase is not Succeeded or the exit code is not 0
+ 7. Restarted              the container restarted
+ 8. LogLimitExceeded       the log passed the read limit: nothing past it was seen, so it can
+                           never prove "exactly one reward" (whatever was read)
+ 9. NoReadyEvent / NoRewardEvent
+10. DuplicateReady / DuplicateReward
+11. IdentityMismatch       an event names another episode
+12. InvalidReward          not a finite int/float (bools, strings, NaN, Infinity, 1e400), or out
+                           of range (magnitude above MAX_ABS_REWARD)
+13. MissingTimestamp       an event's ``at`` is absent or not a finite number
+14. ClockSkew              an event's ``at`` before the pod's creation or after its finish (or
+                           after ``now``, when its finish is unknown) by more than the tolerance
+15. RewardBeforeReady      the reward line comes before the ready line, or reward.at < ready.at
 Within the tolerance the episode succeeds with the flag ``ClockSkewWithinTolerance``.
 """
 
 from __future__ import annotations
 
 import calendar
-import math
 import re
 from collections.abc import Mapping
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import MAX_EVENTS_PER_KIND
-from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
+from rolloutbatch.core.model import MAX_ABS_REWARD, EpisodeResult, Event, ParsedLog, PodFacts, usable_reward
 from rolloutbatch.core.naming import CONTAINER_NAME
+from rolloutbatch.core.strictjson import finite, sanitize
 
-INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+__all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
+           "is_terminal", "judge_episode", "missing_reason", "never_ran", "parse_time", "pod_facts"]
+
+# Terminal pod reasons set by the node or the control plane, not by the episode's program.
 INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmissionError", "Terminated",
                           "NodeShutdown", "DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"}
-IMAGE_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 # Passed as ``log_error`` by the tracker when an index used up retries.infrastructure.
 INFRASTRUCTURE_EXHAUSTED = "infrastructure retries exhausted"
+POD_DEADLINE_REASON = "DeadlineExceeded"   # the pod's own activeDeadlineSeconds (episodeTimeoutSeconds)
 _TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})?$")
+_INDEX = re.compile(r"^[0-9]{1,9}$")
 
 
 def parse_time(value: object) -> float | None:
@@ -64,13 +78,11 @@ def parse_time(value: object) -> float | None:
 
 
 def _index(meta: Mapping) -> int | None:
+    """The completion index: decimal digits only (never negative, never '1_0' or ' 3')."""
     for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
-        value = source.get(INDEX_KEY)
+        value = source.get(v.COMPLETION_INDEX_KEY)
         if value is not None:
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                return None
+            return int(value) if isinstance(value, str) and _INDEX.match(value) else None
     return None
 
 
@@ -98,104 +110,168 @@ def pod_facts(pod: Mapping) -> PodFacts:
     )
 
 
+POD_SUCCEEDED, POD_FAILED = "Succeeded", "Failed"     # pod phases (not the batch's)
+
+
 def is_terminal(facts: PodFacts) -> bool:
-    return facts.phase in ("Succeeded", "Failed")
+    return facts.phase in (POD_SUCCEEDED, POD_FAILED)
 
 
 def is_infrastructure_failure(facts: PodFacts) -> bool:
     """Failed for reasons outside the episode: retried by the Job, not a task failure.
 
-    True for a pod with the DisruptionTarget condition once it is terminal or being deleted
-    (eviction, preemption, taint-manager and PodGC deletions all set it), and for a terminal pod
-    whose reason is a node-side one (Evicted, NodeLost, node shutdown, ...). A pod merely being
-    deleted, without DisruptionTarget, is NOT counted here: the Job's podFailurePolicy sees the
-    exit code it dies with and fails the index (rule 2), so the operator must judge it from its
-    log too, or the two would disagree about whether a retry is coming. A pod whose object
-    vanishes before any terminal phase is handled by the tracker (``pod_deleted``).
+    True only for a terminal pod with phase Failed that has the DisruptionTarget condition
+    (eviction, preemption, taint-manager and PodGC deletions all set it) or a node-side reason
+    (Evicted, NodeLost, node shutdown, ...): that is what the Job's podFailurePolicy counts
+    against backoffLimitPerIndex. A pod merely being deleted, even with DisruptionTarget, is not
+    one yet: an evicted program that exits 0 on SIGTERM ends Succeeded, the Job counts its index
+    succeeded and makes no replacement (issue 10 item 7), so the operator judges it from its log
+    like any other pod once it is terminal. A pod whose object vanishes before any terminal
+    phase is handled by the tracker (``pod_deleted``).
     """
-    if facts.phase == "Succeeded":
+    if facts.phase != POD_FAILED:
         return False
-    if facts.disrupted:
-        return is_terminal(facts) or facts.deleting
-    return is_terminal(facts) and facts.pod_reason in INFRASTRUCTURE_REASONS
-
-
-def _finite_number(value: object) -> bool:
-    """int or float (never bool), finite, and representable as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
+    return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS
 
 
 def _count(events: tuple) -> str:
     return f"more than {MAX_EVENTS_PER_KIND}" if len(events) > MAX_EVENTS_PER_KIND else str(len(events))
 
 
+def _show(value: object, limit: int = 120) -> str:
+    """A short repr of a hostile value (a 5,000-digit int or deep nesting cannot make repr raise)."""
+    if isinstance(value, int) and not isinstance(value, bool) and finite(value) is None:
+        return "an integer too large for a float"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def missing_reason(job_failed: bool, job_reason: str | None) -> str:
+    """The episode reason of an index the Job ended without: the deadline is BatchTimeout
+    (issue 10 item 8, not the Job's own word DeadlineExceeded), any other Job failure JobFailed,
+    a Job that completed without it LogUnavailable."""
+    if not job_failed:
+        return v.EP_LOG_UNAVAILABLE
+    return v.EP_BATCH_TIMEOUT if job_reason == v.JOB_DEADLINE_REASON else v.EP_JOB_FAILED
+
+
+def never_ran(index: int, reason: str, message: str, attempts: int = 0) -> EpisodeResult:
+    """The result of an index that produced no judgeable run (no pod, or none that ended): lost.
+
+    ``reason`` must be an episode reason (vocabulary.EPISODE_REASONS; see :func:`missing_reason`).
+    """
+    if reason not in v.EPISODE_REASONS:
+        raise ValueError(f"{reason!r} is not an episode reason")
+    return EpisodeResult(index=index, pod="", node=None, image_id=None, outcome=v.OUTCOME_LOST, reason=reason,
+                         message=message, reward=None, pod_created=None, ready_at=None, reward_at=None,
+                         pod_to_ready_seconds=None, attempts=max(0, attempts))
+
+
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
-                  skew_tolerance: float = 2.0, log_tail: str | None = None, attempts: int = 1) -> EpisodeResult:
+                  skew_tolerance: float = 2.0, log_tail: str | None = None, attempts: int = 1,
+                  batch_deadline_at: float | None = None, now: float | None = None) -> EpisodeResult:
+    """The verdict of one pod (see the module docstring for the order of reasons).
+
+    ``batch_deadline_at``: Unix time at which the Job's activeDeadlineSeconds ends, when known.
+    ``now``: the time of judgement; it stands in for the finish of a pod being deleted that has
+    no finishedAt yet, and bounds event times when the pod's finish is unknown. Without it, such
+    a deleting pod counts as ended at ``batch_deadline_at`` (pass the deadline only once it passed).
+    Total: any facts and any log give a result, never an exception.
+    """
     ready = log.ready[0] if log and len(log.ready) == 1 else None
     reward = log.reward[0] if log and len(log.reward) == 1 else None
+    created = finite(facts.created) or None           # 0.0 means "unknown" (pod_facts)
+    finished = finite(facts.finished_at)
+    now = finite(now)
+    deadline = finite(batch_deadline_at)
 
     def verdict(outcome: str, reason: str | None, message: str, flags: tuple[str, ...] = ()) -> EpisodeResult:
-        ready_at = ready.at if ready else None
-        reward_at = reward.at if reward else None
+        ready_at = finite(ready.at) if ready else None
+        reward_at = finite(reward.at) if reward else None
+        startup = finite(ready_at - created) if ready_at is not None and created is not None else None
         return EpisodeResult(
             index=facts.index if facts.index is not None else -1, pod=facts.name, node=facts.node,
             image_id=facts.image_id, outcome=outcome, reason=reason, message=message,
-            reward=float(reward.reward) if reward is not None and _finite_number(reward.reward) else None,
-            pod_created=facts.created or None, ready_at=ready_at, reward_at=reward_at,
-            pod_to_ready_seconds=(ready_at - facts.created) if ready_at is not None and facts.created else None,
-            attempts=attempts, log_tail=log_tail, extra=dict(reward.extra) if reward else {}, flags=flags,
+            # only a usable reward is recorded: a restart must be able to read the row back
+            reward=usable_reward(reward.reward) if reward is not None else None,
+            pod_created=created, ready_at=ready_at, reward_at=reward_at, pod_to_ready_seconds=startup,
+            attempts=attempts, log_tail=log_tail, extra=sanitize(dict(reward.extra)) if reward else {}, flags=flags,
         )
 
     def fail(reason: str, message: str) -> EpisodeResult:
-        return verdict("failed", reason, message)
+        return verdict(v.OUTCOME_FAILED, reason, message)
 
     if log_error == INFRASTRUCTURE_EXHAUSTED:
-        return fail("InfrastructureFailure",
+        return fail(v.EP_INFRASTRUCTURE,
                     f"the pod failed for infrastructure reasons ({facts.pod_reason or 'disrupted'}) "
                     f"on every one of {attempts} attempts")
+    if facts.pod_reason == POD_DEADLINE_REASON:
+        return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
+    ended_normally = facts.phase == POD_SUCCEEDED and facts.exit_code == 0
+    if deadline is not None and not ended_normally:
+        ended = finished if finished is not None else ((now if now is not None else deadline)
+                                                       if facts.deleting else None)
+        if ended is not None and ended >= deadline - skew_tolerance:
+            return fail(v.EP_BATCH_TIMEOUT, "the batch's activeDeadlineSeconds ended the episode before it "
+                                            f"finished (exit code {facts.exit_code})")
     if log_error is not None:
-        return verdict("lost" if facts.deleting or not is_terminal(facts) else "failed", "LogUnavailable", log_error)
-    if facts.pod_reason == "DeadlineExceeded":
-        return fail("Timeout", facts.pod_message or "the episode ran past episodeTimeoutSeconds")
-    if facts.waiting_reason in IMAGE_REASONS:
-        return fail("ImagePullFailed", f"{facts.waiting_reason}: {facts.waiting_message or ''}".strip())
-    if facts.phase != "Succeeded" or facts.exit_code != 0:
-        return fail("NonZeroExit", f"the episode exited with code {facts.exit_code} "
-                                   f"({facts.terminated_reason or facts.phase})")
+        outcome = v.OUTCOME_LOST if facts.deleting or not is_terminal(facts) else v.OUTCOME_FAILED
+        return verdict(outcome, v.EP_LOG_UNAVAILABLE, log_error)
+    if facts.waiting_reason in v.IMAGE_WAITING_REASONS:
+        return fail(v.EP_IMAGE_PULL, f"{facts.waiting_reason}: {facts.waiting_message or ''}".strip())
+    if not ended_normally:
+        return fail(v.EP_NON_ZERO_EXIT, f"the episode exited with code {facts.exit_code} "
+                                        f"({facts.terminated_reason or facts.phase})")
     if facts.restart_count:
-        return fail("Restarted", f"the container restarted {facts.restart_count} times")
-    assert log is not None
-    truncated = " (its log passed the read limit)" if log.truncated else ""
+        return fail(v.EP_RESTARTED, f"the container restarted {facts.restart_count} times")
+    if log is None:
+        return verdict(v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE, "no log was read")
+    if log.truncated:
+        return fail(v.EP_LOG_LIMIT, f"the log passed the read limit after {log.bytes_read} bytes: the events past "
+                                    f"it were not seen (read: {_count(log.ready)} ready, {_count(log.reward)} "
+                                    "reward)")
     if not log.ready:
-        return fail("LogLimitExceeded" if log.truncated else "NoReadyEvent", f"no ready event{truncated}")
+        return fail(v.EP_NO_READY, "no ready event")
     if not log.reward:
-        return fail("LogLimitExceeded" if log.truncated else "NoRewardEvent", f"no reward event{truncated}")
+        return fail(v.EP_NO_REWARD, "no reward event")
     if len(log.ready) > 1:
-        return fail("DuplicateReady", f"expected 1 ready event, saw {_count(log.ready)}")
+        return fail(v.EP_DUPLICATE_READY, f"expected 1 ready event, saw {_count(log.ready)}")
     if len(log.reward) > 1:
-        return fail("DuplicateReward", f"expected 1 reward event, saw {_count(log.reward)}")
+        return fail(v.EP_DUPLICATE_REWARD, f"expected 1 reward event, saw {_count(log.reward)}")
+    assert ready is not None and reward is not None
     for event in (ready, reward):
         if event.episode_id != facts.name:
-            return fail("IdentityMismatch", f"{event.kind} event names episode {event.episode_id!r}, "
-                                            f"not {facts.name!r}")
-    if not _finite_number(reward.reward):
-        return fail("InvalidReward", f"reward must be a finite number, got {reward.reward!r}"[:300])
-    if ready.at is None or reward.at is None:
-        return fail("MissingTimestamp", "events need a numeric `at` (Unix seconds)")
+            return fail(v.EP_IDENTITY, f"{event.kind} event names episode {_show(event.episode_id)}, "
+                                       f"not {_show(facts.name)}")
+    if usable_reward(reward.reward) is None:
+        if finite(reward.reward) is not None:
+            return fail(v.EP_INVALID_REWARD, f"reward {_show(reward.reward)} is out of range "
+                                             f"(at most {MAX_ABS_REWARD:g} in magnitude)")
+        return fail(v.EP_INVALID_REWARD, f"reward must be a finite number, got {_show(reward.reward)}")
+    ready_at, reward_at = finite(ready.at), finite(reward.at)
+    if ready_at is None or reward_at is None:
+        return fail(v.EP_MISSING_TIMESTAMP, "events need a numeric `at` (Unix seconds)")
     flags: tuple[str, ...] = ()
-    if facts.created and ready.at < facts.created:
-        if facts.created - ready.at > skew_tolerance:
-            return fail("ClockSkew", f"ready at {ready.at:.3f} is {facts.created - ready.at:.1f}s before the pod "
-                                     "was created: check clock synchronisation")
-        flags = ("ClockSkewWithinTolerance",)
-    if reward.at < ready.at:
-        if ready.at - reward.at > skew_tolerance:
-            return fail("RewardBeforeReady", f"reward at {reward.at:.3f} is {ready.at - reward.at:.1f}s before "
-                                             f"ready at {ready.at:.3f}")
-        flags = ("ClockSkewWithinTolerance",)
-    return verdict("succeeded", None, "", flags)
+    upper = finished if finished is not None else now
+    for event, at in ((ready, ready_at), (reward, reward_at)):
+        if created is not None and at < created:
+            if created - at > skew_tolerance:
+                return fail(v.EP_CLOCK_SKEW, f"{event.kind} at {at:.3f} is {created - at:.1f}s before the pod "
+                                             "was created: check clock synchronisation")
+            flags = (v.FLAG_SKEW_TOLERATED,)
+        if upper is not None and at > upper:
+            if at - upper > skew_tolerance:
+                return fail(v.EP_CLOCK_SKEW, f"{event.kind} at {at:.3f} is {at - upper:.1f}s after the pod "
+                                             f"{'finished' if finished is not None else 'was judged'}: "
+                                             "check clock synchronisation")
+            flags = (v.FLAG_SKEW_TOLERATED,)
+    if reward.line < ready.line:
+        return fail(v.EP_REWARD_BEFORE_READY, f"the reward event (line {reward.line}) comes before the ready event "
+                                              f"(line {ready.line})")
+    if reward_at < ready_at:
+        return fail(v.EP_REWARD_BEFORE_READY, f"reward at {reward_at:.3f} is {ready_at - reward_at:.3f}s before "
+                                              f"ready at {ready_at:.3f}")
+    return verdict(v.OUTCOME_SUCCEEDED, None, "", flags)

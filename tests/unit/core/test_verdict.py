@@ -1,11 +1,14 @@
-"""The episode verdict rules and reasons (DESIGN section 4), one row per reason."""
+"""The episode verdict rules and reasons (docs/design.md), one row per reason."""
 import dataclasses
 import json
 
 import pytest
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
-from rolloutbatch.core.verdict import is_infrastructure_failure, judge_episode, parse_time, pod_facts
+from rolloutbatch.core.model import MAX_ABS_REWARD
+from rolloutbatch.core.verdict import (is_infrastructure_failure, judge_episode, missing_reason, never_ran,
+                                       parse_time, pod_facts)
 
 CREATED = "2026-11-29T07:00:00Z"
 T0 = parse_time(CREATED)
@@ -58,8 +61,14 @@ CASES = [
     ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=True))),
     ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=None))),
     ("MissingTimestamp", pod_json(), (with_(READY, at="soon"), REWARD)),
-    ("RewardBeforeReady", pod_json(), (with_(READY, at=T0 + 30), REWARD)),
+    ("RewardBeforeReady", pod_json(), (with_(READY, at=T0 + 3), REWARD)),
+    ("RewardBeforeReady", pod_json(), (with_(READY, at=T0 + 2.5), REWARD)),     # one clock: no tolerance
+    ("RewardBeforeReady", pod_json(), (REWARD, READY)),                         # by line, times in order
     ("ClockSkew", pod_json(), (with_(READY, at=T0 - 60), REWARD)),
+    ("ClockSkew", pod_json(), (READY, with_(REWARD, at=T0 + 60))),              # after the pod finished
+    ("ClockSkew", pod_json(), (READY, with_(REWARD, at=1e12))),                 # far future (item 11)
+    ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=1e308))),         # out of range (item 1)
+    ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=-MAX_ABS_REWARD * 10))),
     ("Timeout", pod_json("Failed", 137, reason="DeadlineExceeded", message="too long"), (READY,)),
 ]
 
@@ -100,9 +109,11 @@ def test_image_pull_failure():
     assert judge_episode(pod_facts(pod), log_of()).reason == "ImagePullFailed"
 
 
+DISRUPTED = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
+
+
 def test_infrastructure_failures():
-    evicted = pod_json("Failed", 143, conditions=[{"type": "DisruptionTarget", "status": "True",
-                                                   "reason": "EvictionByEvictionAPI"}])
+    evicted = pod_json("Failed", 143, conditions=DISRUPTED)
     assert is_infrastructure_failure(pod_facts(evicted))
     assert not is_infrastructure_failure(pod_facts(pod_json("Failed", 1)))
     assert judge_episode(pod_facts(evicted), None, log_error="infrastructure retries exhausted",
@@ -144,9 +155,81 @@ def test_huge_integer_reward_is_invalid_not_a_crash():
     assert (r.reason, r.reward) == ("InvalidReward", None)
 
 
-def test_reward_before_ready_within_tolerance_is_flagged_once():
+def test_reward_before_ready_has_no_tolerance():
+    # Both events come from the episode's own clock (issue 10 item 10): 1 s early is a violation.
     r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=T0 - 0.5), with_(REWARD, at=T0 - 1.5)))
+    assert (r.outcome, r.reason) == ("failed", "RewardBeforeReady")
+
+
+def test_api_timestamps_keep_the_tolerance_and_flag_once():
+    r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=T0 - 0.5), with_(REWARD, at=T0 + 6)))
     assert r.outcome == "succeeded" and r.flags == ("ClockSkewWithinTolerance",)
+
+
+def test_the_reward_bound_is_inclusive():
+    ok = judge_episode(pod_facts(pod_json()), log_of(READY, with_(REWARD, reward=-MAX_ABS_REWARD)))
+    assert (ok.outcome, ok.reward) == ("succeeded", -MAX_ABS_REWARD)
+    bad = judge_episode(pod_facts(pod_json()), log_of(READY, with_(REWARD, reward=MAX_ABS_REWARD * 2)))
+    assert "out of range" in bad.message and bad.reward is None     # never recorded: restore would refuse it
+
+
+def test_unknown_finish_is_bounded_by_the_judgement_time():
+    facts = dataclasses.replace(pod_facts(pod_json()), finished_at=None)
+    far = log_of(READY, with_(REWARD, at=T0 + 3600))
+    assert judge_episode(facts, far, now=T0 + 10).reason == "ClockSkew"
+    assert judge_episode(facts, log_of(READY, REWARD), now=T0 + 10).outcome == "succeeded"
+
+
+def test_truncated_log_never_succeeds():
+    # Events first, then the read limit: a second reward past it would have gone unseen (item 15).
+    log = dataclasses.replace(log_of(READY, REWARD), truncated=True)
+    r = judge_episode(pod_facts(pod_json()), log)
+    assert (r.outcome, r.reason) == ("failed", "LogLimitExceeded") and "read limit" in r.message
+
+
+DEADLINE = T0 + 4
+
+
+def killed_pod(exit_code=143, finished="2026-11-29T07:00:05Z", deleting=False):
+    pod = pod_json("Failed", exit_code)
+    pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = finished
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = finished
+    return pod
+
+
+def test_batch_deadline_is_a_batch_timeout_not_a_non_zero_exit():
+    r = judge_episode(pod_facts(killed_pod()), log_of(READY), batch_deadline_at=DEADLINE)
+    assert (r.outcome, r.reason) == ("failed", "BatchTimeout") and "activeDeadlineSeconds" in r.message
+    # the same pod without the deadline (or ended well before it) is what it was
+    assert judge_episode(pod_facts(killed_pod()), log_of(READY)).reason == "NonZeroExit"
+    assert judge_episode(pod_facts(killed_pod()), log_of(READY), batch_deadline_at=T0 + 60).reason == "NonZeroExit"
+
+
+def test_batch_deadline_takes_a_deleted_pod_whose_log_is_gone():
+    facts = dataclasses.replace(pod_facts(killed_pod(deleting=True)), finished_at=None, phase="Running",
+                                exit_code=None)
+    r = judge_episode(facts, None, log_error="the pod was deleted before its log was read",
+                      batch_deadline_at=DEADLINE)
+    assert r.reason == "BatchTimeout"
+    early = judge_episode(facts, None, log_error="gone", batch_deadline_at=DEADLINE, now=DEADLINE - 60)
+    assert (early.outcome, early.reason) == ("lost", "LogUnavailable")
+
+
+def test_batch_deadline_leaves_clean_exits_and_the_episode_timeout_alone():
+    assert judge_episode(pod_facts(pod_json()), log_of(READY, REWARD), batch_deadline_at=DEADLINE).outcome == \
+        "succeeded"
+    timeout = pod_json("Failed", 137, reason="DeadlineExceeded", message="too long")
+    assert judge_episode(pod_facts(timeout), log_of(READY), batch_deadline_at=DEADLINE).reason == "Timeout"
+
+
+def test_never_ran_and_missing_reasons():
+    r = never_ran(4, missing_reason(True, "DeadlineExceeded"), "the batch deadline passed")
+    assert (r.index, r.outcome, r.reason, r.attempts, r.reward) == (4, "lost", "BatchTimeout", 0, None)
+    assert missing_reason(True, "BackoffLimitExceeded") == "JobFailed"
+    assert missing_reason(False, None) == "LogUnavailable"
+    with pytest.raises(ValueError):
+        never_ran(1, "DeadlineExceeded", "the Job's own word is not an episode reason")
 
 
 def test_log_unavailable_on_a_terminal_pod_is_a_failure():
@@ -168,3 +251,34 @@ def test_node_side_reasons_are_infrastructure():
     deleting = pod_json("Running", 0)
     deleting["metadata"]["deletionTimestamp"] = CREATED
     assert not is_infrastructure_failure(pod_facts(deleting))   # see the docstring: the Job would FailIndex it
+
+
+def test_an_eviction_in_progress_is_not_yet_an_infrastructure_failure():
+    # Issue 10 item 7: the program may exit 0 on SIGTERM; the Job then counts the index succeeded.
+    evicting = pod_json("Running", 0, conditions=DISRUPTED)
+    evicting["metadata"]["deletionTimestamp"] = CREATED
+    assert not is_infrastructure_failure(pod_facts(evicting))
+    exited_clean = pod_json("Succeeded", 0, conditions=DISRUPTED)
+    exited_clean["metadata"]["deletionTimestamp"] = CREATED
+    assert not is_infrastructure_failure(pod_facts(exited_clean))
+    assert judge_episode(pod_facts(exited_clean), log_of(READY, REWARD)).outcome == "succeeded"
+    assert is_infrastructure_failure(pod_facts(pod_json("Failed", 143, conditions=DISRUPTED)))
+
+
+def test_odd_completion_indexes_are_none():
+    for value in ("-1", " 3", "1_0", "3.0", "9" * 5000, 3):
+        pod = pod_json()
+        pod["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] = value
+        assert pod_facts(pod).index is None, value
+
+
+def test_a_log_without_an_error_or_a_log_is_lost_not_a_crash():
+    assert (judge_episode(pod_facts(pod_json()), None).outcome) == "lost"
+
+
+def test_hostile_values_in_messages_cannot_raise():
+    from rolloutbatch.core.model import Event, ParsedLog
+    ready = Event("ready", T0 + 1, "rb-1-3-abc", None, {}, 1)
+    reward = Event("reward", T0 + 2, "rb-1-3-abc", 10 ** 5000, {"x": float("nan")}, 2)
+    r = judge_episode(pod_facts(pod_json()), ParsedLog((ready,), (reward,), (), 0, False))
+    assert (r.reason, r.extra) == ("InvalidReward", {"x": None}) and "too large" in r.message
