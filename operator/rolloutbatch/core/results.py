@@ -2,7 +2,9 @@
 
 The document is also the operator's memory across restarts: the rows already written are final
 and are restored before any log is read again (see ``core.tracker``). Past 900 KiB it is
-gzipped into ``binaryData`` so a large batch still fits a ConfigMap's 1 MiB.
+gzipped into ``binaryData`` so a large batch still fits a ConfigMap's 1 MiB. What is written is
+strict JSON (``core.strictjson``: no NaN/Infinity anywhere, issue 10 item 12); what is read back
+is checked row by row, since the user may edit the ConfigMap (item 5).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import zlib
 from collections.abc import Mapping, Sequence
 
+from rolloutbatch.core import strictjson
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, Summary
 
 GZIP_ABOVE = 900 * 1024
@@ -50,7 +53,7 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
 
 
 def _gzip(document: Mapping) -> bytes:
-    return gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
+    return gzip.compress(strictjson.dumps(document, separators=(",", ":")).encode(), mtime=0)
 
 
 def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
@@ -72,7 +75,10 @@ def encode_results(document: Mapping) -> tuple[dict[str, str], dict[str, str]]:
     batch still too big after that is returned as is; the API server will refuse it and the
     caller must say so (tens of thousands of episodes need results sharded across ConfigMaps).
     """
-    text = json.dumps(document, indent=1, sort_keys=False)
+    document = strictjson.sanitize(document)
+    if not isinstance(document, dict):
+        document = {}
+    text = strictjson.dumps(document, indent=1, sort_keys=False)
     if len(text.encode()) <= GZIP_ABOVE:
         return {KEY: text}, {}
     packed = _gzip(document)
@@ -112,13 +118,25 @@ def decode_results(configmap: Mapping) -> dict | None:
 
 
 def results_from_document(document: Mapping) -> dict[int, EpisodeResult]:
-    """Rows of a decoded document as results by index; malformed rows are skipped."""
-    restored = {}
+    """Rows of a decoded document as results by index.
+
+    Only well-typed rows are restored (see :meth:`EpisodeResult.from_row`); any other row is
+    skipped, so its episode is judged again instead of being misread (an unknown outcome must not
+    count as final). Of two rows for one index the first wins, as in the tracker.
+    """
+    restored: dict[int, EpisodeResult] = {}
     pods = document.get("pods") if isinstance(document, Mapping) else None
     for row in pods if isinstance(pods, list) else []:
         try:
             result = EpisodeResult.from_row(row)
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError):
             continue
-        restored[result.index] = result
+        restored.setdefault(result.index, result)
     return restored
+
+
+def retried_from_document(document: Mapping) -> int:
+    """The document's ``retried_episodes`` if it is a non-negative int, else 0 (never raises:
+    ``int(doc.get(...))`` of a hand-edited "lots" or Infinity would)."""
+    value = document.get("retried_episodes") if isinstance(document, Mapping) else None
+    return value if type(value) is int and value >= 0 else 0

@@ -79,3 +79,63 @@ def test_malformed_rows_are_skipped_on_restore():
     doc = {"pods": [good, {"pod": "no index"}, {"index": "x"}, "row", None]}
     assert list(results_from_document(doc)) == [2]
     assert results_from_document({"pods": "nope"}) == {} and results_from_document({}) == {}
+
+
+def strict_loads(text):
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_nan_in_extras_and_rows_still_writes_strict_json():
+    # Issue 10 item 12: a NaN in reward extras made results.json invalid JSON.
+    rows = [result(0, extra={"score": float("nan"), "deep": [{"x": float("-inf")}]}),
+            result(1, "failed", None, pod_created=float("inf"))]
+    doc = document(rows, weird=float("nan"))
+    doc["reward_sum"] = float("inf")        # what the operator wrote before the fix
+    data, _ = encode_results(doc)
+    back = strict_loads(data["results.json"])
+    assert back["pods"][0]["extra"] == {"score": None, "deep": [{"x": None}]}
+    assert back["reward_sum"] is None and back["weird"] is None and back["pods"][1]["pod_created"] is None
+
+
+def test_gzipped_documents_are_strict_too():
+    rows = [result(i, extra={"note": "x" * 2000, "nan": float("nan")}) for i in range(600)]
+    _, binary = encode_results(document(rows))
+    text = gzip.decompress(base64.b64decode(binary["results.json.gz"])).decode()
+    assert strict_loads(text)["pods"][0]["extra"]["nan"] is None
+
+
+@pytest.mark.parametrize("changes", [
+    {"reward": "lots"}, {"reward": True}, {"reward": 1e308}, {"index": True}, {"index": -1}, {"index": 1.0},
+    {"index": "2"}, {"outcome": "maybe"}, {"outcome": None}, {"outcome": "Succeeded"}, {"ready_at": "noon"},
+    {"pod_created": True}, {"reward_at": [1]}, {"pod_to_ready_seconds": {}}, {"reason": 5}, {"message": ["m"]},
+    {"pod": 3}, {"node": 1}, {"image_id": False}, {"log_tail": 1}, {"attempts": "3"}, {"attempts": -1},
+    {"attempts": True}, {"attempts": 2.0}, {"extra": [1]}, {"extra": "x"}, {"flags": "ClockSkewWithinTolerance"},
+    {"flags": [1]},
+])
+def test_wrong_types_are_skipped_on_restore(changes):
+    # Issue 10 item 5: a hand-edited row must neither crash a restart nor be read as something else.
+    good = result(1).to_row(100.0)
+    doc = {"pods": [result(0).to_row(100.0), {**good, **changes}]}
+    assert list(results_from_document(doc)) == [0]
+    summarize(results_from_document(doc).values(), episodes=2, origin=100.0)     # and nothing downstream breaks
+
+
+def test_a_missing_outcome_is_not_final():
+    row = result(1).to_row(100.0)
+    del row["outcome"]
+    assert results_from_document({"pods": [row]}) == {}
+
+
+def test_integers_are_read_as_floats_and_the_first_row_of_an_index_wins():
+    row = {**result(1).to_row(100.0), "reward": 3, "ready_at": 101}
+    restored = results_from_document({"pods": [row, {**row, "reward": 4}]})
+    assert restored[1].reward == 3.0 and isinstance(restored[1].reward, float) and restored[1].ready_at == 101.0
+
+
+@pytest.mark.parametrize("value,expected", [(3, 3), (0, 0), ("lots", 0), (float("inf"), 0), (-2, 0), (True, 0),
+                                            (None, 0)])
+def test_retried_from_document(value, expected):
+    from rolloutbatch.core.results import retried_from_document
+    assert retried_from_document({"retried_episodes": value}) == expected

@@ -59,3 +59,30 @@ def test_lost_and_failed_do_not_move_rewards_or_timings():
 def test_image_ids_are_distinct_and_capped():
     rows = [result(i, image_id=f"img@sha256:{i}") for i in range(MAX_IMAGE_IDS + 10)]
     assert len(summarize(rows, episodes=len(rows), origin=100.0).image_ids) == MAX_IMAGE_IDS
+
+
+def test_overflowing_rewards_stay_finite():
+    # Issue 10 item 1: two rewards of 1e308 summed to inf and the status patch was refused forever.
+    rows = [result(0, reward=1e308), result(1, reward=1e308), result(2, reward=float("inf")),
+            result(3, reward=float("nan")), result(4, reward=2.0)]
+    s = summarize(rows, episodes=5, origin=100.0)
+    assert (s.reward_sum, s.reward_mean) == (2.0, 2.0)
+
+
+def test_summary_survives_rows_of_any_type():
+    rows = [result(0, reward="lots", pod_to_ready_seconds="soon", ready_at=[1], reward_at=None, node=7,
+                   image_id={"x": 1}),
+            result(1, pod_to_ready_seconds=float("inf"), ready_at=float("nan")), result(2, outcome="weird")]
+    s = summarize(rows, episodes=3, origin=100.0)
+    assert (s.succeeded, s.finished, s.reward_sum, s.pod_to_ready_p50) == (2, 2, 1.0, None)
+    assert s.batch_to_all_ready_seconds is None and s.batch_to_all_rewards_seconds == 2.0
+    assert s.nodes == {"n1": 2} and s.image_ids == ("img",)     # nodes count every finished row
+
+
+def test_timings_at_the_edge_of_floats_stay_finite():
+    rows = [result(0, pod_to_ready_seconds=-1.7e308, ready_at=1.7e308), result(1, pod_to_ready_seconds=1.7e308)]
+    s = summarize(rows, episodes=2, origin=-1.7e308)
+    assert s.pod_to_ready_p50 == 0.0 and s.pod_to_ready_p95 == pytest.approx(1.53e308)
+    # row 0's offset overflows and is left out; row 1's (101 - -1.7e308) is the maximum
+    assert s.batch_to_all_ready_seconds == 1.7e308
+    assert percentile([-1.7e308, 1.7e308], 0.5) == 0.0
