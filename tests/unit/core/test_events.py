@@ -111,3 +111,23 @@ def test_event_floods_keep_memory_flat():
     assert any("not kept" in p for p in parsed.problems)
     flood = parse_log((line(event="ready", at=1, episode_id="p") + b"\n") * 100_000)   # no reward: read to the end
     assert len(flood.ready) == MAX_EVENTS_PER_KIND + 1 and flood.reward == ()
+
+
+def test_events_carry_their_line_number():
+    parsed = parse_log(b"noise\n" + line(event="reward", at=2, episode_id="p", reward=1) + b"\n\n"
+                       + line(event="ready", at=1, episode_id="p"))
+    assert (parsed.reward[0].line, parsed.ready[0].line) == (2, 4)
+
+
+def test_non_finite_extras_become_null():
+    # Issue 10 item 12: what the reward event carries ends up in results.json, which is strict JSON.
+    parsed = parse_log(b'{"event": "reward", "at": 1, "episode_id": "p", "reward": 1, "s": NaN, '
+                       b'"l": [Infinity, 1, {"x": -Infinity}], "big": 1' + b"0" * 400 + b"}")
+    assert parsed.reward[0].extra == {"s": None, "l": [None, 1, {"x": None}], "big": None}
+    json.dumps(parsed.reward[0].extra, allow_nan=False)
+
+
+def test_carriage_returns_do_not_split_lines():
+    parsed = parse_log(b"progress 10%\rprogress 100%\r" + line(event="ready", at=1, episode_id="p") + b"\r\n")
+    assert parsed.ready == ()          # the event is inside the progress bar's line, as a kubelet splits
+    assert parse_log(line(event="ready", at=1, episode_id="p") + b"\r\n").ready[0].line == 1

@@ -36,3 +36,18 @@ def test_results_are_frozen():
 def test_spec_error_names_the_field():
     err = SpecError("spec.episodes", "is required")
     assert err.field == "spec.episodes" and str(err) == "spec.episodes: is required"
+
+
+def test_from_row_refuses_ill_typed_rows():
+    row = result(1).to_row(100.0)
+    for bad in ({"reward": "lots"}, {"outcome": "unknown"}, {"index": False}, {"ready_at": float("nan")},
+                {"reward": float("inf")}, {"flags": [None]}):
+        with pytest.raises(ValueError):
+            EpisodeResult.from_row({**row, **bad})
+    with pytest.raises(ValueError):
+        EpisodeResult.from_row(["not", "a", "row"])
+
+
+def test_rows_never_hold_non_finite_durations():
+    row = result(1, pod_to_ready_seconds=float("inf"), ready_at=1e308).to_row(-1e308)
+    assert row["pod_to_ready_seconds"] is None and row["batch_to_ready_seconds"] is None
