@@ -20,7 +20,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("AGE", "metadata.creationTimestamp", False),
     ("P50-READY", "status.podToReadySeconds.p50", True),
     ("P95-READY", "status.podToReadySeconds.p95", True),
-    ("NAMESPACE", "status.sandboxNamespace", True),
+    ("SANDBOX", "status.sandboxNamespace", True),
     ("MESSAGE", "status.message", True),
 )
 

@@ -74,7 +74,10 @@ def test_table_like_kubectl():
     assert header.split() == ["NAME", "STATUS", "PROGRESS", "SUCCEEDED", "FAILED", "REWARD", "AGE"]
     assert line.split() == ["ship", "Succeeded", "3/3", "3", "0", "3", "45s"]
     wide = render.table([BATCH], wide=True, now=NOW).splitlines()
-    assert wide[0].split()[-4:] == ["P50-READY", "P95-READY", "NAMESPACE", "MESSAGE"]
+    assert wide[0].split()[-4:] == ["P50-READY", "P95-READY", "SANDBOX", "MESSAGE"]
+    # -A adds the batch's NAMESPACE in front; the sandbox column must not repeat that header.
+    all_wide = render.table([BATCH], wide=True, all_namespaces=True, now=NOW).splitlines()[0].split()
+    assert all_wide.count("NAMESPACE") == 1 and all_wide[0] == "NAMESPACE"
     assert "1.5" in wide[1] and "rb-u1" in wide[1] and "3 of 3 episodes succeeded" in wide[1]
     empty = {"metadata": {"name": "new", "creationTimestamp": "2026-01-01T11:00:00Z"}}
     assert render.table([empty], now=NOW).splitlines()[1].split() == ["new", "60m"]
