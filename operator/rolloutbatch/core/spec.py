@@ -2,7 +2,10 @@
 
 The CRD schema already applies most defaults and rejects most bad specs at ``kubectl apply``;
 this module is the operator's own reading of the spec, so it works the same whether or not the
-API server defaulted a field (e.g. objects stored before a CRD upgrade).
+API server defaulted a field (e.g. objects stored before a CRD upgrade). It also checks what the
+API server would refuse only later, in the children ``core.manifests`` builds from the spec
+(ConfigMap keys, pod-template shapes, label syntax, quantities): a spec is refused as a whole
+before anything is created (issue 10 item 13).
 """
 
 from __future__ import annotations
@@ -19,6 +22,16 @@ DEFAULT_IMAGE = "python:3.12-alpine"
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
 MAX_CONFIG_BYTES = 900 * 1024   # ConfigMaps are capped at 1 MiB; keep a margin
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CONFIGMAP_KEY_LENGTH = 253
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TOLERATION_OPERATORS = ("", "Equal", "Exists")
+TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+MAX_INT32 = 2**31 - 1
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "BATCH_NAME"}
 MAX_EPISODES = 100_000
@@ -42,6 +55,37 @@ def check_batch_name(name_or_prefix: str) -> None:
             or len(name_or_prefix) > MAX_BATCH_NAME_LENGTH:
         raise SpecError("metadata.name", f"{name_or_prefix!r} must be lowercase letters, digits and '-', "
                                          f"at most {MAX_BATCH_NAME_LENGTH} characters")
+
+
+def check_configmap_key(key: object) -> str | None:
+    """Why ``key`` cannot be a ConfigMap key (the API server's rule), or None when it can:
+    letters, digits, '-', '_' and '.', at most 253 characters, not '.' or '..' and not starting
+    with '..' (the kubelet's own '..data' links live there)."""
+    if not isinstance(key, str) or not _CONFIGMAP_KEY.match(key):
+        return "only letters, digits, '-', '_' and '.' are allowed"
+    if len(key) > MAX_CONFIGMAP_KEY_LENGTH:
+        return f"at most {MAX_CONFIGMAP_KEY_LENGTH} characters"
+    if key in (".", "..") or key.startswith(".."):
+        return "must not be '.' or '..' nor start with '..'"
+    return None
+
+
+def is_dns_subdomain(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= 253 and bool(_DNS_SUBDOMAIN.match(text))
+
+
+def is_qualified_name(text: object) -> bool:
+    """A label key or resource name: ``[prefix/]name``, prefix a DNS subdomain, name <= 63."""
+    if not isinstance(text, str):
+        return False
+    prefix, slash, name = text.rpartition("/")
+    if slash and not is_dns_subdomain(prefix):
+        return False
+    return len(name) <= 63 and bool(_NAME_PART.match(name))
+
+
+def is_label_value(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= 63 and bool(_LABEL_VALUE.match(text))
 
 
 def parse_quantity(text: str) -> Decimal:
@@ -117,14 +161,104 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/")
 
 
+def _quantity(value: object, field_name: str) -> Decimal:
+    """A non-negative quantity (string or plain number, never a bool), or SpecError."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise SpecError(field_name, f"must be a quantity such as '500m' or '1Gi', got {value!r}"[:200])
+    try:
+        amount = parse_quantity(str(value))
+    except ValueError as exc:
+        raise SpecError(field_name, str(exc)[:200]) from None
+    if not amount.is_finite() or amount < 0:
+        raise SpecError(field_name, f"must be a non-negative quantity, got {value!r}"[:200])
+    return amount
+
+
+def _toleration(item: object, i: int) -> dict:
+    """One toleration as the API server validates it (ValidateTolerations' rules)."""
+    field_name = f"spec.podTemplate.tolerations[{i}]"
+    if not isinstance(item, Mapping):
+        raise SpecError(field_name, f"must be an object, got {type(item).__name__}")
+    unknown = set(item) - set(TOLERATION_FIELDS)
+    if unknown:
+        raise SpecError(field_name, f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:200])
+    key, operator = item.get("key") or "", item.get("operator") or ""
+    value, effect = item.get("value") or "", item.get("effect") or ""
+    if key and not is_qualified_name(key):
+        raise SpecError(f"{field_name}.key", f"{key!r} is not a valid label key"[:200])
+    if operator not in TOLERATION_OPERATORS:
+        raise SpecError(f"{field_name}.operator", f"must be Equal or Exists, got {operator!r}"[:200])
+    if not key and operator != "Exists":
+        raise SpecError(f"{field_name}.operator", "must be Exists when the key is empty")
+    if operator == "Exists" and value:
+        raise SpecError(f"{field_name}.value", "must be empty when the operator is Exists")
+    if not is_label_value(value):
+        raise SpecError(f"{field_name}.value", f"{value!r} is not a valid label value"[:200])
+    if effect not in TAINT_EFFECTS:
+        raise SpecError(f"{field_name}.effect", f"must be one of {', '.join(TAINT_EFFECTS[1:])}, got {effect!r}"[:200])
+    seconds = item.get("tolerationSeconds")
+    if seconds is not None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            raise SpecError(f"{field_name}.tolerationSeconds", f"must be an integer, got {seconds!r}"[:200])
+        if effect != "NoExecute":
+            raise SpecError(f"{field_name}.tolerationSeconds", "is only allowed with the effect NoExecute")
+    return dict(item)
+
+
+def _pod_template(template: Mapping) -> dict:
+    """The podTemplate fields the Job's pods get (see core.manifests.job), in the shapes the API
+    server accepts; absent or null fields are left out."""
+    unknown = set(template) - {"nodeSelector", "tolerations", "affinity", "priorityClassName"}
+    if unknown:
+        raise SpecError("spec.podTemplate", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:300])
+    checked: dict = {}
+    selector = template.get("nodeSelector")
+    if selector is not None:
+        if not isinstance(selector, Mapping):
+            raise SpecError("spec.podTemplate.nodeSelector", "must be a map of label keys to values")
+        for key, value in selector.items():
+            if not is_qualified_name(key):
+                raise SpecError("spec.podTemplate.nodeSelector", f"{key!r} is not a valid label key"[:200])
+            if not is_label_value(value):
+                raise SpecError(f"spec.podTemplate.nodeSelector[{key}]",
+                                f"{value!r} is not a valid label value (a string of at most 63 characters)"[:200])
+        checked["nodeSelector"] = dict(selector)
+    tolerations = template.get("tolerations")
+    if tolerations is not None:
+        if isinstance(tolerations, (str, bytes)) or not isinstance(tolerations, (list, tuple)):
+            raise SpecError("spec.podTemplate.tolerations", "must be a list of tolerations")
+        checked["tolerations"] = [_toleration(item, i) for i, item in enumerate(tolerations)]
+    affinity = template.get("affinity")
+    if affinity is not None:
+        # Only the shape: the API server checks the selector terms inside.
+        if not isinstance(affinity, Mapping):
+            raise SpecError("spec.podTemplate.affinity", f"must be an object, got {type(affinity).__name__}")
+        for key, value in affinity.items():
+            if key not in AFFINITY_FIELDS:
+                raise SpecError("spec.podTemplate.affinity", f"unsupported field {key!r}; "
+                                                             f"allowed: {', '.join(AFFINITY_FIELDS)}"[:200])
+            if value is not None and not isinstance(value, Mapping):
+                raise SpecError(f"spec.podTemplate.affinity.{key}", "must be an object")
+        checked["affinity"] = dict(affinity)
+    priority = template.get("priorityClassName")
+    if priority is not None:
+        if not is_dns_subdomain(priority):
+            raise SpecError("spec.podTemplate.priorityClassName",
+                            f"must be a PriorityClass name (lowercase DNS subdomain), got {priority!r}"[:200])
+        checked["priorityClassName"] = priority
+    return checked
+
+
 def parse_spec(raw: Mapping) -> BatchSpec:
-    """Read a RolloutBatch spec with defaults (DESIGN section 3); raise SpecError when unusable.
+    """Read a RolloutBatch spec with defaults (docs/design.md); raise SpecError when unusable.
 
     Checks, in order: episodes, parallelism, minSuccessfulEpisodes, task files (valid ConfigMap
     keys, string contents), inputs (a list of exactly ``episodes`` entries, or none), the combined
     size of task files and inputs, env (plain name/value, valid names, none reserved), timeouts,
-    resources and workspace size (quantities), mount paths (absolute, not nested in each other),
-    retries, the isolation/cleanup enums and the TTL.
+    resources (known or domain-prefixed names, non-negative quantities, requests within limits)
+    and workspace size, mount paths (absolute, not nested in each other), retries, the
+    isolation/cleanup enums, the TTL, the podTemplate (nodeSelector labels, tolerations,
+    affinity's shape, priorityClassName), the image and the RuntimeClass name.
     """
     if not isinstance(raw, Mapping):
         raise SpecError("spec", "must be an object")
@@ -143,8 +277,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if not files:
         raise SpecError("spec.task.files", "must name at least one file")
     for key, content in files.items():
-        if not isinstance(key, str) or not _CONFIGMAP_KEY.match(key) or key in (".", "..") or len(key) > 253:
-            raise SpecError("spec.task.files", f"{key!r} is not a valid file name (letters, digits, '-', '_', '.')")
+        problem = check_configmap_key(key)
+        if problem:
+            raise SpecError("spec.task.files", f"{key!r}"[:100] + f" is not a valid file name: {problem}")
         if not isinstance(content, str):
             raise SpecError(f"spec.task.files[{key}]", f"must be a string, got {type(content).__name__}")
     mount = _path(task.get("mountPath") or "/task", "spec.task.mountPath")
@@ -194,20 +329,25 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     for kind in resources:
         if kind not in ("requests", "limits"):
             raise SpecError(f"spec.resources.{kind}", "only requests and limits are allowed")
+    amounts: dict[str, dict] = {}
     for kind in ("requests", "limits"):
+        amounts[kind] = {}
         for name, value in _map(resources, kind, f"spec.resources.{kind}").items():
-            try:
-                parse_quantity(str(value))
-            except ValueError as exc:
-                raise SpecError(f"spec.resources.{kind}.{name}", str(exc)) from None
+            field_name = f"spec.resources.{kind}.{name}"
+            if not is_qualified_name(name) or ("/" not in name and name not in NATIVE_RESOURCES
+                                               and not name.startswith("hugepages-")):
+                raise SpecError(field_name, f"{', '.join(NATIVE_RESOURCES)}, hugepages-<size> or a "
+                                            "domain-prefixed name (e.g. example.com/gpu)")
+            amounts[kind][name] = _quantity(value, field_name)
+    for name, request in amounts["requests"].items():
+        limit = amounts["limits"].get(name)
+        if limit is not None and request > limit:
+            raise SpecError(f"spec.resources.requests.{name}", f"must not exceed the limit ({limit})")
 
     workspace = _map(raw, "workspace", "spec.workspace")
     workspace_mount = _path(workspace.get("mountPath") or "/workspace", "spec.workspace.mountPath")
     size_limit = str(workspace.get("sizeLimit") or "1Gi")
-    try:
-        parse_quantity(size_limit)
-    except ValueError as exc:
-        raise SpecError("spec.workspace.sizeLimit", str(exc)) from None
+    _quantity(workspace.get("sizeLimit") or "1Gi", "spec.workspace.sizeLimit")
     mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
     if inputs:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
@@ -220,17 +360,15 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     retries = _int(_map(raw, "retries", "spec.retries"), "infrastructure", 2, maximum=10, prefix="spec.retries.")
     isolation = _map(raw, "isolation", "spec.isolation")
     cleanup = _map(raw, "cleanup", "spec.cleanup")
-    ttl = _int(cleanup, "ttlSecondsAfterFinished", None, prefix="spec.cleanup.")
-    template = _map(raw, "podTemplate", "spec.podTemplate")
-    unknown = set(template) - {"nodeSelector", "tolerations", "affinity", "priorityClassName"}
-    if unknown:
-        raise SpecError("spec.podTemplate", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}")
+    ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=MAX_INT32, prefix="spec.cleanup.")
+    template = _pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
     image = raw.get("image") or DEFAULT_IMAGE
     if not isinstance(image, str) or len(image) > 512 or any(c.isspace() for c in image):
         raise SpecError("spec.image", f"is not an image reference: {image!r}"[:200])
     runtime = raw.get("runtimeClassName") or None
-    if runtime is not None and not isinstance(runtime, str):
-        raise SpecError("spec.runtimeClassName", "must be a string")
+    if runtime is not None and not is_dns_subdomain(runtime):
+        raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "
+                                                 f"got {runtime!r}"[:200])
     command = _strings(raw, "command") or ("python", "-B", f"{mount.rstrip('/')}/episode.py")
     return BatchSpec(
         episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
@@ -244,5 +382,5 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         isolation_network=_choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network"),
         cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),
         ttl_seconds_after_finished=ttl,
-        pod_template=dict(template),
+        pod_template=template,
     )

@@ -1,4 +1,4 @@
-"""Spec defaults (DESIGN section 3), the checks a schema cannot make, and quantities."""
+"""Spec defaults (docs/design.md), the checks a schema cannot make, and quantities."""
 import pytest
 
 from rolloutbatch.core.model import SpecError
@@ -69,6 +69,44 @@ def test_explicit_values_are_kept():
     ({"episodes": 2, "cleanup": {"ttlSecondsAfterFinished": -1}, "task": F}, "spec.cleanup.ttlSecondsAfterFinished"),
     ({"episodes": 2, "podTemplate": {"hostNetwork": True}, "task": F}, "spec.podTemplate"),
     ({"episodes": 2, "image": "bad image", "task": F}, "spec.image"),
+    # what the API server would refuse only once a child object is created (issue 10 item 13)
+    ({"episodes": 2, "task": {"files": {"..": "x"}}}, "spec.task.files"),
+    ({"episodes": 2, "task": {"files": {"..data": "x"}}}, "spec.task.files"),
+    ({"episodes": 2, "task": {"files": {"a" * 254: "x"}}}, "spec.task.files"),
+    ({"episodes": 2, "task": {"files": {"": "x"}}}, "spec.task.files"),
+    ({"episodes": 2, "podTemplate": {"nodeSelector": ["pool=rl"]}, "task": F}, "spec.podTemplate.nodeSelector"),
+    ({"episodes": 2, "podTemplate": {"nodeSelector": {"pool": 1}}, "task": F}, "spec.podTemplate.nodeSelector[pool]"),
+    ({"episodes": 2, "podTemplate": {"nodeSelector": {"pool": "a b"}}, "task": F},
+     "spec.podTemplate.nodeSelector[pool]"),
+    ({"episodes": 2, "podTemplate": {"nodeSelector": {"bad key!": "x"}}, "task": F}, "spec.podTemplate.nodeSelector"),
+    ({"episodes": 2, "podTemplate": {"tolerations": {"key": "x"}}, "task": F}, "spec.podTemplate.tolerations"),
+    ({"episodes": 2, "podTemplate": {"tolerations": ["gpu"]}, "task": F}, "spec.podTemplate.tolerations[0]"),
+    ({"episodes": 2, "podTemplate": {"tolerations": [{"key": "a", "operator": "In"}]}, "task": F},
+     "spec.podTemplate.tolerations[0].operator"),
+    ({"episodes": 2, "podTemplate": {"tolerations": [{"operator": "Equal", "value": "x"}]}, "task": F},
+     "spec.podTemplate.tolerations[0].operator"),
+    ({"episodes": 2, "podTemplate": {"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}, "task": F},
+     "spec.podTemplate.tolerations[0].value"),
+    ({"episodes": 2, "podTemplate": {"tolerations": [{"key": "a", "effect": "Sometimes"}]}, "task": F},
+     "spec.podTemplate.tolerations[0].effect"),
+    ({"episodes": 2, "podTemplate": {"tolerations": [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+      "task": F}, "spec.podTemplate.tolerations[0].tolerationSeconds"),
+    ({"episodes": 2, "podTemplate": {"tolerations": [{"key": "a", "colour": "x"}]}, "task": F},
+     "spec.podTemplate.tolerations[0]"),
+    ({"episodes": 2, "podTemplate": {"priorityClassName": 5}, "task": F}, "spec.podTemplate.priorityClassName"),
+    ({"episodes": 2, "podTemplate": {"priorityClassName": "High"}, "task": F}, "spec.podTemplate.priorityClassName"),
+    ({"episodes": 2, "podTemplate": {"affinity": "near"}, "task": F}, "spec.podTemplate.affinity"),
+    ({"episodes": 2, "podTemplate": {"affinity": {"nodeAfinity": {}}}, "task": F}, "spec.podTemplate.affinity"),
+    ({"episodes": 2, "podTemplate": {"affinity": {"nodeAffinity": []}}, "task": F},
+     "spec.podTemplate.affinity.nodeAffinity"),
+    ({"episodes": 2, "runtimeClassName": "Cube_1", "task": F}, "spec.runtimeClassName"),
+    ({"episodes": 2, "resources": {"limits": {"cpu": "-1"}}, "task": F}, "spec.resources.limits.cpu"),
+    ({"episodes": 2, "resources": {"limits": {"cpu": True}}, "task": F}, "spec.resources.limits.cpu"),
+    ({"episodes": 2, "resources": {"limits": {"gpu": "1"}}, "task": F}, "spec.resources.limits.gpu"),
+    ({"episodes": 2, "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "task": F},
+     "spec.resources.requests.cpu"),
+    ({"episodes": 2, "workspace": {"sizeLimit": "-1Gi"}, "task": F}, "spec.workspace.sizeLimit"),
+    ({"episodes": 2, "cleanup": {"ttlSecondsAfterFinished": 2**31}, "task": F}, "spec.cleanup.ttlSecondsAfterFinished"),
     ({"episodes": 2, "command": "python x.py", "task": F}, "spec.command"),
 ])
 def test_errors_name_the_field(raw, field):
@@ -100,3 +138,25 @@ def test_format_quantity_round_trips(text):
 def test_bad_quantities(text):
     with pytest.raises(ValueError):
         parse_quantity(text)
+
+
+def test_valid_pod_templates_and_resources_pass():
+    spec = parse_spec({**MINIMAL, "runtimeClassName": "kata.v2",
+                       "resources": {"requests": {"cpu": 1, "memory": "64Mi", "example.com/gpu": "1"},
+                                     "limits": {"cpu": "1", "hugepages-2Mi": "2Mi", "example.com/gpu": "1"}},
+                       "podTemplate": {"nodeSelector": {"kubernetes.io/arch": "amd64", "pool": ""},
+                                       "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute",
+                                                        "tolerationSeconds": 30}, {"operator": "Exists"},
+                                                       {"key": "a", "value": "b", "effect": "NoSchedule"}],
+                                       "affinity": {"nodeAffinity": {"x": 1}}, "priorityClassName": "rl-low",
+                                       }})
+    assert spec.pod_template["priorityClassName"] == "rl-low" and len(spec.pod_template["tolerations"]) == 3
+    assert parse_spec({**MINIMAL, "podTemplate": {"nodeSelector": None}}).pod_template == {}
+
+
+def test_configmap_key_rule():
+    from rolloutbatch.core.spec import check_configmap_key
+    for good in ("episode.py", ".hidden", "a..b", "-_.", "x" * 253):
+        assert check_configmap_key(good) is None, good
+    for bad in (".", "..", "..data", "a/b", "", "x" * 254, None, "é"):
+        assert check_configmap_key(bad), bad
