@@ -29,7 +29,7 @@ from rolloutbatch.core.admission import Stalled, check_quota_fits, runtime_overh
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
-from rolloutbatch.core.results import decode_results, results_document, results_from_document
+from rolloutbatch.core.results import results_document
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import build_status, final_phase, status_patch
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
@@ -37,11 +37,11 @@ from rolloutbatch.core.verdict import judge_episode, parse_time
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api
-from rolloutbatch.kube.errors import KubeError, NotFound, NotOurs
-from rolloutbatch.service import policy, sandbox
+from rolloutbatch.kube.errors import KubeError, NotOurs
+from rolloutbatch.service import episode_logs, policy, sandbox
+from rolloutbatch.service.results_store import ResultsStore
 
 RESULT_ROWS_PER_SECOND = 100  # checkpoint spacing: 1,000 rows -> every 10 s, 10,000 -> every 100 s
-LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) are retried
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 
 
@@ -104,9 +104,7 @@ class BatchReconciler:
         self.last_status: dict = dict(body.get("status") or {})
         self._patched_version = -1
         self._patched_at = 0.0
-        self._results_version = -1
-        self._results_at = 0.0
-        self._results_rv: str | None = None          # resourceVersion of our last results write
+        self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger)
         self._reads: set[asyncio.Task] = set()
         self._started_metrics = False
         self._finished_metrics = False
@@ -183,7 +181,7 @@ class BatchReconciler:
             except SpecError as exc:
                 raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
             tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries)
-            await self._restore_results(tracker)
+            await self.results.restore(tracker)
             tracker.listener = self._on_transition
             self.tracker = tracker  # only now: a retried run() after an API error keeps it
         for kind, facts in self._early:
@@ -206,24 +204,6 @@ class BatchReconciler:
         live = await self._call(resources.create_or_adopt, obj, self.ref.uid)
         crash_point(f"provision:{obj['kind']}")
         return live
-
-    async def _restore_results(self, tracker: BatchTracker) -> None:
-        """Results persisted by an earlier run of the operator are final: adopt them. A results
-        ConfigMap of our name that is not ours stalls the batch before anything runs."""
-        name = naming.results_configmap_name(self.ref)
-        cm = await self._call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
-        if not cm:
-            return
-        if not resources.owned_by(cm, self.ref.uid):
-            raise Stalled(v.STALL_RESULTS_CONFLICT, _results_conflict(self.ref))
-        self._results_rv = (cm.get("metadata") or {}).get("resourceVersion")
-        document = decode_results(cm)
-        if document:
-            restored = results_from_document(document)
-            retried = document.get("retried_episodes")
-            tracker.restore(restored, retried=retried if isinstance(retried, int) and retried >= 0 else 0)
-            self._results_version = tracker.version
-            self.log.info("Restored %d episode results from the results ConfigMap", len(restored))
 
     async def _provision(self) -> None:
         spec, ref = self.spec, self.ref
@@ -312,22 +292,8 @@ class BatchReconciler:
     async def _read_and_judge(self, facts: PodFacts) -> None:
         settings = self.ctx.settings
         async with self.ctx.read_slots:
-            started = time.monotonic()
-            log_error = None
-            data, truncated = b"", False
-            for attempt in range(LOG_READ_ATTEMPTS):
-                try:
-                    data, truncated = await self._call(resources.read_log, facts.namespace, facts.name,
-                                                       naming.CONTAINER_NAME, settings.log_limit_bytes)
-                    log_error = None
-                    break
-                except NotFound:
-                    log_error = "the pod was deleted before its log was read"
-                    break
-                except Exception as exc:  # noqa: BLE001 - a stream can break in many ways; retry, then record
-                    log_error = f"log read failed: {exc}"
-                    await asyncio.sleep(0.5 * 2 ** attempt)
-            self.ctx.metrics.log_read(time.monotonic() - started, len(data))
+            data, truncated, log_error = await episode_logs.read(self._call, facts.namespace, facts.name,
+                                                                 settings.log_limit_bytes, self.ctx.metrics)
         parsed = None if log_error else parse_log(data, truncated=truncated)
         tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
         crash_point("track:log-read")
@@ -388,13 +354,13 @@ class BatchReconciler:
 
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
-        if tracker is None or tracker.version == self._results_version:
+        if tracker is None or tracker.version == self.results.written_version:
             return
         # Each write re-encodes every row: space writes out as the document grows, so a big
         # batch costs linear, not quadratic, CPU. Rows not yet written are never lost: their pods
         # (and logs) stay until the batch finishes.
         interval = max(self.ctx.settings.results_interval, len(tracker.results) / RESULT_ROWS_PER_SECOND)
-        if not final and time.time() - self._results_at < interval:
+        if not final and time.time() - self.results.written_at < interval:
             return
         if not tracker.results and not final:
             return
@@ -406,14 +372,7 @@ class BatchReconciler:
             extra={"client_job_complete_seconds": self._job_complete_seconds(),
                    "retried_episodes": tracker.retried, "final": final},
         )
-        cm = manifests.results_configmap(self.ref, document, owner_of_batch(self.ref))
-        try:
-            live = await self._call(resources.put_configmap, cm, self.ref.uid, self._results_rv)
-        except NotOurs:
-            raise Stalled(v.STALL_RESULTS_CONFLICT, _results_conflict(self.ref)) from None
-        self._results_rv = (live.get("metadata") or {}).get("resourceVersion")
-        crash_point("results:final" if final else "results:partial")
-        self._results_version, self._results_at = version, time.time()
+        await self.results.write(document, version, final=final)
 
     # -- endings ---------------------------------------------------------------------------
     async def _finish(self) -> None:
@@ -536,8 +495,3 @@ class BatchReconciler:
             task.cancel()
         return await sandbox.remove(self._call, self.ref, self.log, timeout, finalizer=True)
 
-
-def _results_conflict(ref: BatchRef) -> str:
-    name = naming.results_configmap_name(ref)
-    return (f"ConfigMap {ref.namespace}/{name} exists and does not belong to this RolloutBatch; "
-            f"rename or delete it (the batch's results go there), then recreate the batch")

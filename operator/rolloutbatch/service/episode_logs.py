@@ -1,0 +1,39 @@
+"""Reading one finished episode's log: bounded, retried on transient failures, never hanging.
+
+A read that keeps failing is recorded (``LogUnavailable`` in the verdict) instead of retried
+forever; the bytes are bounded by ``log_limit_bytes`` (the episode's output is hostile input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rolloutbatch.core import naming
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import NotFound
+
+LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) are retried
+
+Call = Callable[..., Awaitable[Any]]
+
+
+async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any) -> tuple[bytes, bool, str | None]:
+    """(data, truncated, error): ``error`` says why there is no log, None when it was read."""
+    started = time.monotonic()
+    data, truncated, error = b"", False, None
+    for attempt in range(LOG_READ_ATTEMPTS):
+        try:
+            data, truncated = await call(resources.read_log, namespace, pod, naming.CONTAINER_NAME, limit_bytes)
+            error = None
+            break
+        except NotFound:
+            error = "the pod was deleted before its log was read"
+            break
+        except Exception as exc:  # noqa: BLE001 - a stream can break in many ways; retry, then record
+            error = f"log read failed: {exc}"
+            await asyncio.sleep(0.5 * 2 ** attempt)
+    metrics.log_read(time.monotonic() - started, len(data))
+    return data, truncated, error
