@@ -90,3 +90,59 @@ def test_bad_file_and_bad_spec_are_one_line(operator_process, namespace, tmp_pat
     assert run.returncode == 1 and len(run.stderr.strip().splitlines()) == 1
     assert "parallelism must be less than or equal to spec.episodes" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def _kubectl(*args: str) -> subprocess.CompletedProcess:
+    from tests.support.operator import kubectl
+
+    return kubectl(*args, check=False)
+
+
+def test_submit_refuses_a_misspelt_field_like_kubectl(operator_process, namespace, tmp_path):
+    """Strict field validation: a typo is refused with the API's message, and nothing is created."""
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(json.dumps({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                                "metadata": {"name": "typo"},
+                                "spec": {"episodes": 2, "paralellism": 2,
+                                         "task": {"files": {"episode.py": ""}, "mountpath": "/t"}}}))
+    run = cli("submit", "-f", str(typo), "-n", namespace)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert 'unknown field "spec.paralellism"' in run.stderr and 'unknown field "spec.task.mountpath"' in run.stderr
+    listed = _kubectl("get", "rolloutbatches", "-n", namespace, "-o", "name")
+    assert listed.returncode == 0 and listed.stdout.strip() == ""
+    # kubectl says the same (its server-side validation is the same check).
+    ours = _kubectl("create", "-f", str(typo), "-n", namespace)
+    assert ours.returncode != 0 and "spec.paralellism" in ours.stderr
+
+
+@pytest.mark.parametrize("path", ["rolloutbatch.spec", "rolloutbatch.spec.task", "rolloutbatch.spec.isolation",
+                                  "rolloutbatch.spec.cleanup", "rolloutbatch.spec.podTemplate",
+                                  "rolloutbatch.spec.workspace", "rolloutbatch.spec.retries",
+                                  "rolloutbatch.status", "rolloutbatch.status.podToReadySeconds",
+                                  "rolloutbatch.status.conditions"])
+def test_kubectl_explain_describes_every_field(path):
+    from tests.support.operator import install_crd
+
+    install_crd()
+    run = _kubectl("explain", path)
+    assert run.returncode == 0, run.stderr
+    assert "<no description>" not in run.stdout, run.stdout
+    assert "FIELDS:" in run.stdout
+
+
+def test_wide_listing_has_one_namespace_column(operator_process, namespace, tmp_path):
+    f = tmp_path / "one.yaml"
+    f.write_text(json.dumps({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                             "metadata": {"name": "wide"},
+                             "spec": {"episodes": 1, "task": {"files": {"episode.py": "raise SystemExit(1)"}},
+                                      "cleanup": {"sandbox": "Never"}}}))
+    assert cli("submit", "-f", str(f), "-n", namespace).returncode == 0
+    wait = _kubectl("wait", "--for=jsonpath={.status.sandboxNamespace}", "rb/wide", "-n", namespace, "--timeout=60s")
+    assert wait.returncode == 0, wait.stderr
+    for run in (_kubectl("get", "rb", "-A", "-o", "wide"), cli("list", "-A", "-o", "wide")):
+        assert run.returncode == 0, run.stderr
+        header, *rows = run.stdout.splitlines()
+        assert header.split().count("NAMESPACE") == 1 and "SANDBOX" in header.split(), header
+        (mine,) = [r for r in rows if r.split()[:2] == [namespace, "wide"]]
+        assert " rb-" in mine, mine

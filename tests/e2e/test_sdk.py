@@ -57,3 +57,29 @@ def test_sdk_delete_waits_for_the_sandbox_namespace(operator_process, namespace)
     assert client.namespace_exists(sandbox)
     handle.delete(wait=True, timeout=120)
     assert not client.namespace_exists(sandbox)
+
+
+def test_sdk_refuses_misspelt_fields(operator_process, namespace):
+    """build_batch refuses an unknown keyword offline; a hand-made typo is refused by the API."""
+    from rolloutbatch.sdk import InvalidBatch
+
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    task = Task(files={"episode.py": EPISODE}, command=["python", "-B", "/task/episode.py"])
+    with pytest.raises(ValueError, match="spec.episodeTimoutSeconds: unknown field"):
+        build_batch("typo-", task, episodes=1, episode_timout_seconds=5)
+    batch = build_batch("typo-", task, episodes=1)
+    batch["spec"]["paralellism"] = 1
+    batch["spec"]["isolation"] = {"namepsace": "Shared"}
+    with pytest.raises(InvalidBatch) as info:
+        client.submit(batch)
+    assert info.value.status == 400
+    assert set(info.value.unknown_fields) == {"spec.paralellism", "spec.isolation.namepsace"}
+    assert 'unknown field "spec.paralellism"' in str(info.value)
+    assert client.list(namespace) == []
+
+
+def test_sdk_wrong_kubeconfig_is_config_error(tmp_path):
+    from rolloutbatch.sdk import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot load the kubeconfig"):
+        Client(str(tmp_path / "missing"))
