@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolloutbatch import GROUP, KIND, PLURAL, VERSION
-from rolloutbatch.core.model import SpecError
+from rolloutbatch.core import naming
+from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.results import decode_results
-from rolloutbatch.core.spec import check_batch_name, parse_spec
+from rolloutbatch.core.spec import ISOLATION_NAMESPACE, check_batch_name, parse_spec
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api, load_config
@@ -255,11 +256,19 @@ class Client:
         return document
 
     def sandbox_namespace(self, batch: Mapping) -> str | None:
-        """The batch's own sandbox namespace (Dedicated isolation), None when it shares its namespace."""
+        """The batch's own sandbox namespace (Dedicated isolation), None when it shares its namespace.
+
+        From the status, else the deterministic name: the status may not name it yet (read just
+        after submit) or any more (removed once the sandbox was deleted).
+        """
+        meta = batch["metadata"]
         ns = (batch.get("status") or {}).get("sandboxNamespace")
-        if not ns or ns == batch["metadata"]["namespace"]:
+        if ns:
+            return None if ns == meta["namespace"] else ns
+        isolation = ((batch.get("spec") or {}).get("isolation") or {}).get("namespace") or ISOLATION_NAMESPACE[0]
+        if isolation != ISOLATION_NAMESPACE[0] or not meta.get("uid"):   # [0] is Dedicated, the default
             return None
-        return ns
+        return naming.sandbox_namespace(BatchRef(meta["namespace"], meta["name"], meta["uid"]))
 
     def namespace_exists(self, name: str, uid: str | None = None) -> bool:
         live = resources.get_or_none(self.api, "Namespace", name)

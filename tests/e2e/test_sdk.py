@@ -38,7 +38,9 @@ def test_sdk_round_trip(operator_process, namespace):
     assert sorted(r["reward"] for r in rows) == [0.5, 1.5, 2.5]
     assert all(r["outcome"] == "succeeded" for r in rows), rows
 
-    sandbox = status["sandboxNamespace"]
+    # The status drops sandboxNamespace once the sandbox is deleted (DeleteOnSuccess): take it
+    # from a progress report.
+    sandbox = next(s["sandboxNamespace"] for s in seen if s.get("sandboxNamespace"))
     handle.delete(wait=True, timeout=120)
     assert client.list(namespace) == []
     assert not client.namespace_exists(sandbox)

@@ -188,3 +188,45 @@ def test_wrong_kubeconfig_is_config_error(tmp_path):
     for path in (tmp_path / "missing", tmp_path / "bad"):
         with pytest.raises(sdk.ConfigError, match=f"cannot load the kubeconfig {path}"):
             sdk.Client(str(path))
+
+
+class DeletingApi:
+    """A batch deleted at once; its sandbox namespace lingers for ``polls`` reads."""
+
+    url = "https://fake"
+
+    def __init__(self, polls: int, owner: str = "u-1") -> None:
+        self.polls, self.owner, self.deleted = polls, owner, []
+
+    def delete(self, path, what, body=None):
+        self.deleted.append(path)
+        return {}
+
+    def get(self, path, what, **params):
+        from rolloutbatch.kube.errors import NotFound
+
+        if path == "/api/v1/namespaces/rb-u1aaaaaaaa" and self.polls > 0:
+            self.polls -= 1
+            return {"metadata": {"name": "rb-u1aaaaaaaa", "labels": {"rl.agentruntime.io/batch-uid": self.owner}}}
+        raise NotFound(what, status=404)
+
+
+@pytest.mark.parametrize("status", [{}, {"phase": "Succeeded"}, {"sandboxNamespace": "rb-u1aaaaaaaa"}])
+def test_delete_waits_for_the_sandbox_even_when_the_status_does_not_name_it(status):
+    api = DeletingApi(polls=3)
+    batch = {"metadata": {"name": "b", "namespace": "team", "uid": "u1aaaaaaaa-bbbb"}, "spec": {}, "status": status}
+    api.owner = batch["metadata"]["uid"]
+    sdk.Client(api=api, namespace="team").delete(batch, timeout=5, interval=0)
+    assert api.polls == 0 and len(api.deleted) == 1
+
+
+def test_delete_does_not_wait_for_a_shared_or_foreign_namespace():
+    batch = {"metadata": {"name": "b", "namespace": "team", "uid": "u1aaaaaaaa-bbbb"},
+             "spec": {"isolation": {"namespace": "Shared"}}, "status": {}}
+    api = DeletingApi(polls=3, owner="u1aaaaaaaa-bbbb")
+    sdk.Client(api=api, namespace="team").delete(batch, timeout=5, interval=0)
+    assert api.polls == 3
+    batch["spec"] = {}
+    api = DeletingApi(polls=3, owner="someone-else")
+    sdk.Client(api=api, namespace="team").delete(batch, timeout=5, interval=0)
+    assert api.polls == 2      # read once: not ours, so not waited for
