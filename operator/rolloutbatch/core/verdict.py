@@ -42,7 +42,7 @@ from collections.abc import Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import MAX_EVENTS_PER_KIND
-from rolloutbatch.core.model import MAX_ABS_REWARD, EpisodeResult, Event, ParsedLog, PodFacts, usable_reward
+from rolloutbatch.core.model import MAX_ABS_REWARD, EpisodeResult, ParsedLog, PodFacts, usable_reward
 from rolloutbatch.core.naming import CONTAINER_NAME
 from rolloutbatch.core.strictjson import finite, sanitize
 

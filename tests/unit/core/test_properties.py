@@ -109,7 +109,8 @@ def events(kind, at, line):
     return st.builds(Event, kind=st.just(kind), at=mostly(st.floats(*at), TIMES),
                      episode_id=mostly(NAME, TEXT_OR_NONE),
                      reward=mostly(st.floats(-10, 10), st.one_of(NUMBERS, JSON)),
-                     extra=st.dictionaries(st.text(max_size=5), JSON, max_size=3), line=mostly(line, st.integers(0, 20)))
+                     extra=st.dictionaries(st.text(max_size=5), JSON, max_size=3),
+                     line=mostly(line, st.integers(0, 20)))
 
 
 def one_usually(strategy):
@@ -122,7 +123,8 @@ LOGS = st.builds(ParsedLog, ready=one_usually(events("ready", (T0 - 3, T0 + 3), 
 
 
 @settings(FAST, max_examples=400)
-@given(FACTS, mostly(LOGS, st.none()), mostly(None, st.sampled_from(["log read failed", "infrastructure retries exhausted"])),
+@given(FACTS, mostly(LOGS, st.none()),
+       mostly(None, st.sampled_from(["log read failed", "infrastructure retries exhausted"])),
        mostly(None, TIMES), mostly(None, TIMES))
 def test_the_verdict_is_total_and_a_success_means_the_rule(facts, log, log_error, deadline, now):
     r = judge_episode(facts, log, log_error=log_error, batch_deadline_at=deadline, now=now,
