@@ -209,13 +209,15 @@ class Client:
         return NotFound(what, status=404, reason="NotFound")
 
     # -- batches
-    def create(self, batch: Mapping) -> dict:
+    def create(self, batch: Mapping, *, dry_run: bool = False) -> dict:
+        """Create the batch; ``dry_run``: the API checks it completely and stores nothing."""
         body = copy.deepcopy(dict(batch))
         meta = body.setdefault("metadata", {})
         namespace = meta.setdefault("namespace", self.namespace)
+        what = f"create RolloutBatch {namespace}/{meta.get('name') or meta.get('generateName', '')}"
         try:
-            return self.api.create(resources.collection_path("RolloutBatch", namespace), body,
-                                   f"create RolloutBatch {namespace}/{meta.get('name') or meta.get('generateName', '')}")
+            return self.api.create(resources.collection_path("RolloutBatch", namespace), body, what,
+                                   dry_run=dry_run)
         except NotFound as exc:
             raise self._not_found(exc, f"namespace {namespace} not found") from None
         except (Invalid, BadRequest) as exc:

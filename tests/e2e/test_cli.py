@@ -146,3 +146,16 @@ def test_wide_listing_has_one_namespace_column(operator_process, namespace, tmp_
         assert header.split().count("NAMESPACE") == 1 and "SANDBOX" in header.split(), header
         (mine,) = [r for r in rows if r.split()[:2] == [namespace, "wide"]]
         assert " rb-" in mine, mine
+
+
+def test_submit_of_several_objects_is_all_or_nothing(operator_process, namespace, tmp_path):
+    good = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": "first"},
+            "spec": {"episodes": 1, "task": {"files": {"episode.py": ""}}}}
+    typo = {**good, "metadata": {"name": "second"}, "spec": {**good["spec"], "episodez": 1}}
+    f = tmp_path / "two.yaml"
+    f.write_text(json.dumps(good) + "\n---\n" + json.dumps(typo))
+    run = cli("submit", "-f", str(f), "-n", namespace)
+    assert run.returncode == 1 and 'unknown field "spec.episodez"' in run.stderr, run.stdout + run.stderr
+    assert "created" not in run.stdout
+    listed = _kubectl("get", "rolloutbatches", "-n", namespace, "-o", "name")
+    assert listed.returncode == 0 and listed.stdout.strip() == ""

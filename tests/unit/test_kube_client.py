@@ -127,6 +127,9 @@ def test_every_write_asks_for_strict_field_validation(api):
     strict = {method: query.get("fieldValidation") for method, _, query in _Recorder.seen}
     assert strict == {"POST": ["Strict"], "PUT": ["Strict"], "PATCH": ["Strict"], "GET": None, "DELETE": None}
     assert _Recorder.seen[3][2] == {"labelSelector": ["x=y"]}
+    assert "dryRun" not in _Recorder.seen[0][2]
+    api.create("/api/v1/namespaces/n/configmaps", {"a": 1}, "create", dry_run=True)
+    assert _Recorder.seen[-1][2] == {"fieldValidation": ["Strict"], "dryRun": ["All"]}
 
 
 def test_refusals_map_to_their_types(api):

@@ -159,7 +159,7 @@ class RefusingApi:
     def __init__(self, exc):
         self.exc = exc
 
-    def create(self, path, body, what):
+    def create(self, path, body, what, dry_run=False):
         raise self.exc
 
 

@@ -76,6 +76,10 @@ def submit(args: argparse.Namespace) -> int:
     client = make_client(args)
     for path, n, obj in objects:
         _with_namespace(obj, args.namespace, client.namespace, f"{path}: object {n}")
+    if len(objects) > 1:
+        # All or nothing: a refused object (a typo in the third batch) must not leave the first two.
+        for _, _, obj in objects:
+            client.create(obj, dry_run=True)
     handles: list[BatchHandle] = []
     for _, _, obj in objects:
         handle = client.submit(obj)

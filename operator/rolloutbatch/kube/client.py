@@ -96,8 +96,10 @@ class Api:
     def get(self, path: str, what: str, **params: Any) -> dict:
         return self.request("GET", path, what, params=params or None).json()
 
-    def create(self, path: str, body: dict, what: str) -> dict:
-        return self.request("POST", path, what, json=body, params=STRICT).json()
+    def create(self, path: str, body: dict, what: str, *, dry_run: bool = False) -> dict:
+        """POST; ``dry_run`` lets the server run every check (schema, admission) and store nothing."""
+        params = {**STRICT, "dryRun": "All"} if dry_run else STRICT
+        return self.request("POST", path, what, json=body, params=params).json()
 
     def merge_patch(self, path: str, patch: dict, what: str) -> dict:
         headers = {"Content-Type": "application/merge-patch+json"}
