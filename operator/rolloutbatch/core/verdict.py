@@ -177,8 +177,9 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
 
     ``batch_deadline_at``: Unix time at which the Job's activeDeadlineSeconds ends, when known.
     ``now``: the time of judgement; it stands in for the finish of a pod being deleted that has
-    no finishedAt yet, and bounds event times when the pod's finish is unknown. Without it, such
-    a deleting pod counts as ended at ``batch_deadline_at`` (pass the deadline only once it passed).
+    no finishedAt yet, and bounds event times when the pod's finish is unknown. Without it such a
+    deleting pod is never taken for a BatchTimeout (the Job's deadline is known from its start,
+    long before it passes; a pod deleted earlier was not ended by it).
     Total: any facts and any log give a result, never an exception.
     """
     ready = log.ready[0] if log and len(log.ready) == 1 else None
@@ -212,8 +213,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
         return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
     ended_normally = facts.phase == POD_SUCCEEDED and facts.exit_code == 0
     if deadline is not None and not ended_normally:
-        ended = finished if finished is not None else ((now if now is not None else deadline)
-                                                       if facts.deleting else None)
+        ended = finished if finished is not None else (now if facts.deleting else None)
         if ended is not None and ended >= deadline - skew_tolerance:
             return fail(v.EP_BATCH_TIMEOUT, "the batch's activeDeadlineSeconds ended the episode before it "
                                             f"finished (exit code {facts.exit_code})")

@@ -210,10 +210,12 @@ def test_batch_deadline_takes_a_deleted_pod_whose_log_is_gone():
     facts = dataclasses.replace(pod_facts(killed_pod(deleting=True)), finished_at=None, phase="Running",
                                 exit_code=None)
     r = judge_episode(facts, None, log_error="the pod was deleted before its log was read",
-                      batch_deadline_at=DEADLINE)
+                      batch_deadline_at=DEADLINE, now=DEADLINE + 1)
     assert r.reason == "BatchTimeout"
     early = judge_episode(facts, None, log_error="gone", batch_deadline_at=DEADLINE, now=DEADLINE - 60)
     assert (early.outcome, early.reason) == ("lost", "LogUnavailable")
+    # without the time of judgement a deletion is not assumed to be the deadline's doing
+    assert judge_episode(facts, None, log_error="gone", batch_deadline_at=DEADLINE).reason == "LogUnavailable"
 
 
 def test_batch_deadline_leaves_clean_exits_and_the_episode_timeout_alone():
