@@ -29,7 +29,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
 from rolloutbatch.core.stats import summarize
 from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal,
-                                       judge_episode, parse_time)
+                                       judge_episode, missing_reason, never_ran, parse_time)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,24 +200,19 @@ class BatchTracker:
         when nothing is busy, or accept that their verdicts will be dropped."""
         missing = [i for i in range(self.episodes) if i not in self.results]
         for index in missing:
-            self._finalize(EpisodeResult(
-                index=index, pod="", node=None, image_id=None, outcome=v.OUTCOME_LOST, reason=reason,
-                message=message, reward=None, pod_created=None, ready_at=None, reward_at=None,
-                pod_to_ready_seconds=None, attempts=len(self._attempts.get(index, ())),
-            ))
+            self._finalize(never_ran(index, reason, message, attempts=len(self._attempts.get(index, ()))))
         return missing
 
     def give_up_after_job_end(self) -> list[int]:
         """The Job ended and the stragglers' grace passed: the rest of the indexes are lost,
         for the reason the Job gives (its deadline, or another failure)."""
-        job = self.job
-        if job is not None and job.deadline_exceeded:
-            return self.give_up_missing(v.EP_BATCH_TIMEOUT,
-                                        "the batch's activeDeadlineSeconds passed before this episode ran")
-        if job is not None and job.failed:
-            return self.give_up_missing(v.EP_JOB_FAILED, f"the Job failed ({job.reason or 'no reason given'})"
-                                        + (f": {job.message}" if job.message else ""))
-        return self.give_up_missing(v.EP_LOG_UNAVAILABLE, "the Job ended before this episode reported a result")
+        job = self.job or JobFacts(uid="", created=None)
+        reason = missing_reason(job.failed, job.reason)
+        message = {v.EP_BATCH_TIMEOUT: "the batch's activeDeadlineSeconds passed before this episode ended",
+                   v.EP_JOB_FAILED: f"the Job failed ({job.reason or 'no reason given'})"
+                                    + (f": {job.message}" if job.message else ""),
+                   }.get(reason, "the Job ended before this episode reported a result")
+        return self.give_up_missing(reason, message)
 
     def _forget(self, uid: str) -> None:
         self._live.pop(uid, None)

@@ -299,7 +299,7 @@ class BatchReconciler:
         crash_point("track:log-read")
         job = self.tracker.job
         result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail,
-                               batch_deadline_at=job.deadline_at if job else None)
+                               batch_deadline_at=job.deadline_at if job else None, now=time.time())
         if result.outcome == v.OUTCOME_SUCCEEDED:
             result = dataclasses.replace(result, log_tail=None)
         self.tracker.record(result, facts.uid)

@@ -17,7 +17,7 @@ from rolloutbatch.core import manifests, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.model import BatchRef
-from rolloutbatch.core.results import decode_results, results_from_document
+from rolloutbatch.core.results import decode_results, results_from_document, retried_from_document
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
@@ -51,9 +51,7 @@ class ResultsStore:
         document = decode_results(cm)
         if document:
             restored = results_from_document(document)
-            retried = document.get("retried_episodes")
-            ok = isinstance(retried, int) and not isinstance(retried, bool) and retried >= 0
-            tracker.restore(restored, retried=retried if ok else 0)
+            tracker.restore(restored, retried=retried_from_document(document))
             self.written_version = tracker.version
             self.log.info("Restored %d episode results from the results ConfigMap", len(restored))
 

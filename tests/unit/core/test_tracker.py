@@ -80,8 +80,8 @@ def test_out_of_range_and_unindexed_pods_are_ignored():
 def test_give_up_missing_marks_lost():
     t = BatchTracker(3, 0)
     t.record(result(0), "uid-0")
-    assert t.give_up_missing("DeadlineExceeded", "the Job ran out of time") == [1, 2]
-    assert t.results[2].outcome == "lost" and t.results[2].reason == "DeadlineExceeded"
+    assert t.give_up_missing("BatchTimeout", "the Job ran out of time") == [1, 2]
+    assert t.results[2].outcome == "lost" and t.results[2].reason == "BatchTimeout"
     assert t.complete
 
 
