@@ -45,7 +45,7 @@ def test_build_copies_inputs():
     ({"episodes": True}, "spec.episodes: must be an integer"),
     ({"episodes": 100_001}, "spec.episodes: must be at most 100000"),
     ({"episodes": 3, "parallelism": 4}, "spec.parallelism: must not exceed"),
-    ({"episodes": 2, "inputs": [{}]}, "one per episode"),
+    ({"episodes": 2, "inputs": [{}]}, "spec.inputs"),
     ({"episodes": 1, "inputs": [3]}, "JSON object"),
 ])
 def test_invalid_counts(kwargs, needle):
