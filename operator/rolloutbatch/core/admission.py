@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchSpec
 from rolloutbatch.core.spec import format_quantity, parse_quantity
 
@@ -68,3 +69,46 @@ def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec,
                 return (f"ResourceQuota {name} leaves {format_quantity(free)} of {resource}, "
                         f"one episode pod needs {format_quantity(need)}")
     return None
+
+
+def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], count: int) -> list[dict[str, str]]:
+    """The data of each spec.inputsFrom ConfigMap, checked: together they hold exactly the keys
+    ``input-0.json`` .. ``input-<count-1>.json``, each a JSON object. Raises Stalled otherwise,
+    before anything is created."""
+    import json
+    import re
+
+    key = re.compile(r"^input-(0|[1-9][0-9]*)\.json$")
+    seen: dict[int, str] = {}
+    shards = []
+    for name, cm in zip(names, configmaps):
+        if cm is None:
+            raise Stalled(v.STALL_INPUTS_MISSING, f"ConfigMap {name} of spec.inputsFrom does not exist")
+        if cm.get("binaryData"):
+            raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: inputs must be in data, not binaryData")
+        data = dict(cm.get("data") or {})
+        for k, value in data.items():
+            match = key.match(k)
+            if not match or int(match.group(1)) >= count:
+                raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: key {k!r}"[:200]
+                              + f" is not input-<g>.json with g < {count}")
+            g = int(match.group(1))
+            if g in seen:
+                raise Stalled(v.STALL_INPUTS_INVALID, f"input {g} is in both {seen[g]} and {name}")
+            try:
+                parsed = json.loads(value, parse_constant=_refuse_constant)
+            except (ValueError, RecursionError) as exc:
+                raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} is not JSON: {exc}"[:300]) from None
+            if not isinstance(parsed, dict):
+                raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} must be a JSON object")
+            seen[g] = name
+        shards.append(data)
+    missing = [g for g in range(count) if g not in seen]
+    if missing:
+        raise Stalled(v.STALL_INPUTS_INVALID, f"spec.inputsFrom promises {count} inputs; missing "
+                      + ", ".join(f"input-{g}.json" for g in missing[:5]) + (" ..." if len(missing) > 5 else ""))
+    return shards
+
+
+def _refuse_constant(token: str) -> float:
+    raise ValueError(f"{token} is not JSON")

@@ -19,16 +19,17 @@ the namespace and the NetworkPolicy, so the policy holds while any episode still
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rolloutbatch.core import manifests, naming
 from rolloutbatch.core.model import BatchRef, BatchSpec
 
 
-def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping,
-                      overhead: Mapping[str, str] | None) -> list[dict]:
-    """The child objects in creation order (the Job last: its pods need everything else)."""
+def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: Mapping[str, str] | None,
+                      input_shards: Sequence[Mapping[str, str]] = ()) -> list[dict]:
+    """The child objects in creation order (the Job last: its pods need everything else).
+    ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox."""
     if spec.isolation_namespace == "Dedicated":
         objects = [manifests.namespace(ref, spec), manifests.network_policy(ref, spec),
                    manifests.resource_quota(ref, spec, overhead)]
@@ -40,6 +41,8 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping,
     inputs = manifests.inputs_configmap(ref, spec, child_owner)
     if inputs is not None:
         objects.append(inputs)
+    objects.extend(manifests.inputs_shard_configmap(ref, spec, j, data, child_owner)
+                   for j, data in enumerate(input_shards))
     objects.append(manifests.job(ref, spec, child_owner))
     return objects
 
@@ -55,10 +58,13 @@ class Removal:
     propagation: str = "Background"
 
 
-def deletion_plan(ref: BatchRef) -> tuple[Removal, ...]:
-    """Every child a batch of either isolation mode may have, in a safe order."""
+def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
+    """Every child a batch of either isolation mode may have, in a safe order. Shared-mode
+    copies of spec.inputsFrom are owned by the batch, so the garbage collector removes any the
+    plan does not name (``input_shards`` unknown without the spec)."""
     sandbox, job = naming.sandbox_namespace(ref), naming.job_name(ref)
-    return (
+    shards = tuple(Removal("ConfigMap", naming.inputs_shard_name(ref, j), ref.namespace) for j in range(input_shards))
+    return shards + (
         Removal("Job", job, sandbox, wait=True, propagation="Foreground"),
         Removal("Job", job, ref.namespace, wait=True, propagation="Foreground"),
         Removal("Namespace", sandbox, None, wait=True, propagation="Foreground"),

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef, BatchSpec
+from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
 from rolloutbatch.core.admission import pod_resources
-from rolloutbatch.core.spec import format_quantity
+from rolloutbatch.core.spec import INPUT_KEY, format_quantity
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
 TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
@@ -89,10 +90,46 @@ def task_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dic
 def inputs_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict | None:
     if not spec.inputs:
         return None
-    data = {f"input-{i}.json": json.dumps(value) for i, value in enumerate(spec.inputs)}
+    data = {INPUT_KEY.format(i): json.dumps(value) for i, value in enumerate(spec.inputs)}
     return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
             "metadata": _meta(ref, naming.inputs_configmap_name(ref), naming.child_namespace(ref, spec), owner),
             "data": data}
+
+
+def inputs_shard_configmap(ref: BatchRef, spec: BatchSpec, shard: int, data: Mapping[str, str],
+                           owner: Mapping | None) -> dict:
+    """The sandbox's immutable copy of one spec.inputsFrom ConfigMap: the user may change or
+    delete the original mid-batch without changing what the episodes read."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": _meta(ref, naming.inputs_shard_name(ref, shard), naming.child_namespace(ref, spec), owner),
+            "data": dict(data)}
+
+
+def _inputs_volume(ref: BatchRef, spec: BatchSpec) -> dict | None:
+    if spec.inputs:
+        return {"name": "inputs", "configMap": {"name": naming.inputs_configmap_name(ref)}}
+    if spec.inputs_from:
+        # One directory for every shard's keys (input-<g>.json are unique across shards).
+        return {"name": "inputs", "projected": {"sources": [
+            {"configMap": {"name": naming.inputs_shard_name(ref, j)}} for j in range(len(spec.inputs_from))]}}
+    return None
+
+
+# With k > 1 samples per input, the group and sample of an episode are its index divided by k,
+# which no Kubernetes field can compute: a POSIX shell does, then execs the episode's command.
+# `$$` is Kubernetes' escape for `$` (otherwise `$(...)` would be read as a variable reference).
+_GROUP_LAUNCHER = ('EPISODE_GROUP=$$((EPISODE_INDEX / {k})) EPISODE_SAMPLE=$$((EPISODE_INDEX % {k})); '
+                   'export EPISODE_GROUP EPISODE_SAMPLE; {input}exec "$$@"')
+
+
+def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
+    """(command, args) of the episode container."""
+    if spec.samples_per_input == 1:
+        return list(spec.command), list(spec.args)
+    set_input = (f'EPISODE_INPUT="{naming.INPUTS_MOUNT_PATH}/input-$${{EPISODE_GROUP}}.json"; export EPISODE_INPUT; '
+                 if spec.inputs_count else "")
+    script = _GROUP_LAUNCHER.format(k=spec.samples_per_input, input=set_input)
+    return ["/bin/sh", "-c", script, "rolloutbatch-episode"], [*spec.command, *spec.args]
 
 
 def _env(ref: BatchRef, spec: BatchSpec) -> list[dict]:
@@ -102,9 +139,13 @@ def _env(ref: BatchRef, spec: BatchSpec) -> list[dict]:
             "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_KEY}']"}}},
         {"name": "BATCH_NAME", "value": ref.name},
     ]
-    if spec.inputs:
+    if spec.samples_per_input == 1:
         # $(EPISODE_INDEX) expands because EPISODE_INDEX is defined earlier in the list.
-        env.append({"name": "EPISODE_INPUT", "value": f"{naming.INPUTS_MOUNT_PATH}/input-$(EPISODE_INDEX).json"})
+        env.append({"name": "EPISODE_GROUP", "value": "$(EPISODE_INDEX)"})
+        env.append({"name": "EPISODE_SAMPLE", "value": "0"})
+        if spec.inputs_count:
+            env.append({"name": "EPISODE_INPUT",
+                        "value": f"{naming.INPUTS_MOUNT_PATH}/{INPUT_KEY.format('$(EPISODE_INDEX)')}"})
     env.extend({"name": e["name"], "value": str(e.get("value", ""))} for e in spec.env)
     return env
 
@@ -127,12 +168,14 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         {"name": "task", "mountPath": spec.task_mount_path, "readOnly": True},
         {"name": "workspace", "mountPath": spec.workspace_mount_path},
     ]
-    if spec.inputs:
-        volumes.append({"name": "inputs", "configMap": {"name": naming.inputs_configmap_name(ref)}})
+    inputs = _inputs_volume(ref, spec)
+    if inputs is not None:
+        volumes.append(inputs)
         mounts.append({"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH, "readOnly": True})
+    command, args = _command(spec)
     container = {
         "name": naming.CONTAINER_NAME, "image": spec.image, "imagePullPolicy": "IfNotPresent",
-        "command": list(spec.command), "env": _env(ref, spec), "workingDir": spec.workspace_mount_path,
+        "command": command, "env": _env(ref, spec), "workingDir": spec.workspace_mount_path,
         "resources": {k: dict(v) for k, v in spec.resources.items()}, "volumeMounts": mounts,
         # readOnlyRootFilesystem stays false on purpose: episode programs are model-written code
         # and their test runners write to /tmp, ~/.cache and the like; a read-only root would
@@ -142,8 +185,8 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
                             "readOnlyRootFilesystem": False, "runAsNonRoot": True,
                             "seccompProfile": {"type": "RuntimeDefault"}},
     }
-    if spec.args:
-        container["args"] = list(spec.args)
+    if args:
+        container["args"] = args
     tolerations = list(spec.pod_template.get("tolerations") or [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
@@ -185,10 +228,16 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     }
 
 
-def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None) -> dict:
+def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None, shard: int | None = None) -> dict:
+    """The head results ConfigMap, or (``shard``) one of its shards, found by the role label."""
     data, binary = encode_results(document)
-    cm: dict = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": _meta(ref, naming.results_configmap_name(ref), ref.namespace, owner)}
+    name = naming.results_configmap_name(ref)
+    if shard is None:
+        meta = _meta(ref, name, ref.namespace, owner, **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS})
+    else:
+        meta = _meta(ref, shard_configmap_name(name, shard), ref.namespace, owner,
+                     **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS_SHARD})
+    cm: dict = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
     if data:
         cm["data"] = data
     if binary:

@@ -60,6 +60,9 @@ class BatchSpec:
     cleanup_sandbox: str
     ttl_seconds_after_finished: int | None
     pod_template: dict
+    samples_per_input: int = 1
+    inputs_from: tuple[str, ...] = ()   # ConfigMaps of the batch's namespace (spec.inputsFrom)
+    inputs_count: int = 0               # inputs in all, inline or by reference
 
 
 @dataclass(frozen=True)
@@ -158,18 +161,31 @@ class EpisodeResult:
     extra: dict = field(default_factory=dict)
     flags: tuple[str, ...] = ()
 
-    def to_row(self, origin: float | None) -> dict:
-        """The guide's per-pod row, plus what a failure needs to be understood."""
+    @property
+    def valid(self) -> bool:
+        """Its reward is one a trainer may use: the episode succeeded (issue 11)."""
+        return self.outcome == vocabulary.OUTCOME_SUCCEEDED and self.reward is not None
+
+    def to_row(self, origin: float | None, samples_per_input: int = 1) -> dict:
+        """The guide's per-pod row, plus what a failure needs to be understood.
+
+        ``reward`` is null unless the row is ``valid``; what a failed episode printed stays
+        visible as ``claimed_reward``, so a trainer reading ``row["reward"]`` never trains on it.
+        """
         def since(ts: float | None) -> float | None:
             return _r(ts - origin) if ts is not None and origin is not None else None
+        group, sample = divmod(self.index, max(1, samples_per_input))
         row = {
-            "pod": self.pod, "index": self.index, "node": self.node, "image_id": self.image_id,
-            "reward": self.reward, "pod_to_ready_seconds": _r(self.pod_to_ready_seconds),
+            "pod": self.pod, "index": self.index, "group": group, "sample": sample, "valid": self.valid,
+            "node": self.node, "image_id": self.image_id,
+            "reward": self.reward if self.valid else None, "pod_to_ready_seconds": _r(self.pod_to_ready_seconds),
             "batch_to_ready_seconds": since(self.ready_at), "batch_to_reward_seconds": since(self.reward_at),
             "outcome": self.outcome, "reason": self.reason, "message": self.message,
             "attempts": self.attempts, "pod_created": self.pod_created, "ready_at": self.ready_at,
             "reward_at": self.reward_at,
         }
+        if self.reward is not None and not self.valid:
+            row["claimed_reward"] = self.reward
         if self.extra:
             row["extra"] = self.extra
         if self.flags:
@@ -191,7 +207,7 @@ class EpisodeResult:
         outcome = row.get("outcome")
         if outcome not in vocabulary.OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(vocabulary.OUTCOMES)}")
-        reward = row.get("reward")
+        reward = row.get("reward") if row.get("reward") is not None else row.get("claimed_reward")
         if reward is not None:
             reward = usable_reward(reward)
             if reward is None:

@@ -14,6 +14,7 @@ from rolloutbatch.core.model import BatchRef, BatchSpec
 LABEL_BATCH_UID = "rl.agentruntime.io/batch-uid"
 LABEL_BATCH_NAME = "rl.agentruntime.io/batch-name"
 LABEL_EPISODE_ROLE = "rl.agentruntime.io/role"
+ROLE_RESULTS, ROLE_RESULTS_SHARD = "results", "results-shard"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rolloutbatch"
 FINALIZER = "rl.agentruntime.io/cleanup"
@@ -41,6 +42,11 @@ def task_configmap_name(ref: BatchRef) -> str:
 
 def inputs_configmap_name(ref: BatchRef) -> str:
     return f"rb-{short_uid(ref.uid)}-inputs"
+
+
+def inputs_shard_name(ref: BatchRef, shard: int) -> str:
+    """The sandbox's copy of the ``shard``-th ConfigMap of spec.inputsFrom."""
+    return f"rb-{short_uid(ref.uid)}-inputs-{shard}"
 
 
 def shared_network_policy_name(ref: BatchRef) -> str:

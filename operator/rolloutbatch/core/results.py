@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import strictjson
+from rolloutbatch.core.groups import group_entries
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, Summary
 
 GZIP_ABOVE = 900 * 1024
@@ -26,7 +27,10 @@ KEY, GZ_KEY = "results.json", "results.json.gz"
 
 
 def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
-                     results: Sequence[EpisodeResult], origin: float | None, extra: Mapping) -> dict:
+                     results: Sequence[EpisodeResult], origin: float | None, extra: Mapping,
+                     shards: list[dict] | None = None) -> dict:
+    """The head document. With ``shards`` (the index of a sharded batch, see
+    ``core.result_shards``) it holds no rows; otherwise ``pods`` (every row) and ``groups``."""
     document = {
         "batch": ref.name, "namespace": ref.namespace, "uid": ref.uid,
         "episodes": summary.episodes,
@@ -45,10 +49,17 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
         "image_ids": list(summary.image_ids),
         "origin": origin,
     }
+    k = spec.samples_per_input if spec is not None else 1
     if spec is not None:
         document.update(image=spec.image, runtime=spec.runtime_class_name, parallelism=spec.parallelism)
+    document["samples_per_input"] = k
     document.update(extra)
-    document["pods"] = [r.to_row(origin) for r in sorted(results, key=lambda r: r.index)]
+    if shards is not None:
+        document["shards"] = shards
+        return document
+    rows = {r.index: r.to_row(origin, k) for r in results}
+    document["pods"] = [rows[i] for i in sorted(rows)]
+    document["groups"] = group_entries(summary.episodes, k, rows)
     return document
 
 

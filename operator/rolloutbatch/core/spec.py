@@ -33,7 +33,10 @@ TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 MAX_INT32 = 2**31 - 1
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "BATCH_NAME"}
+RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "EPISODE_GROUP", "EPISODE_SAMPLE", "BATCH_NAME"}
+MAX_SAMPLES_PER_INPUT = 1024
+MAX_INPUT_CONFIGMAPS = 64          # inputsFrom: at most 64 shards of <= 1 MiB
+INPUT_KEY = "input-{}.json"        # the key (and file name) of input g, inline or by reference
 MAX_EPISODES = 100_000
 # generateName appends 5 random characters; 55 + 5 = 60 keeps the name a valid label value (63)
 # with room to spare, so label_value(name) never truncates and two batches never share one.
@@ -249,6 +252,28 @@ def _pod_template(template: Mapping) -> dict:
     return checked
 
 
+def _inputs_from(raw: Mapping) -> tuple[tuple[str, ...], int]:
+    """``spec.inputsFrom``: ConfigMaps of the batch's namespace holding ``input-<g>.json`` keys
+    for g in 0..count-1 between them (read, checked and copied by the operator before any
+    episode starts)."""
+    if not raw:
+        return (), 0
+    if set(raw) - {"configMaps", "count"}:
+        raise SpecError("spec.inputsFrom", f"unsupported fields: {', '.join(sorted(map(str, set(raw) - {'configMaps', 'count'})))}")
+    names = raw.get("configMaps")
+    if not isinstance(names, (list, tuple)) or not names or len(names) > MAX_INPUT_CONFIGMAPS:
+        raise SpecError("spec.inputsFrom.configMaps", f"must list 1 to {MAX_INPUT_CONFIGMAPS} ConfigMap names")
+    for name in names:
+        if not isinstance(name, str) or not is_dns_subdomain(name):
+            raise SpecError("spec.inputsFrom.configMaps", f"{name!r} is not a ConfigMap name"[:200])
+    if len(set(names)) != len(names):
+        raise SpecError("spec.inputsFrom.configMaps", "names a ConfigMap twice")
+    count = _int(raw, "count", None, minimum=1, maximum=MAX_EPISODES, prefix="spec.inputsFrom.")
+    if count is None:
+        raise SpecError("spec.inputsFrom.count", "is required: the number of inputs across the ConfigMaps")
+    return tuple(names), count
+
+
 def parse_spec(raw: Mapping) -> BatchSpec:
     """Read a RolloutBatch spec with defaults (docs/design.md); raise SpecError when unusable.
 
@@ -284,21 +309,31 @@ def parse_spec(raw: Mapping) -> BatchSpec:
             raise SpecError(f"spec.task.files[{key}]", f"must be a string, got {type(content).__name__}")
     mount = _path(task.get("mountPath") or "/task", "spec.task.mountPath")
 
+    samples = _int(raw, "samplesPerInput", 1, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
+    if episodes % samples:
+        raise SpecError("spec.samplesPerInput", f"({samples}) must divide spec.episodes ({episodes}): "
+                                                "every group has the same number of samples")
     raw_inputs = raw.get("inputs") or ()
     if not isinstance(raw_inputs, (list, tuple)):
         raise SpecError("spec.inputs", f"must be a list, got {type(raw_inputs).__name__}")
     inputs = tuple(raw_inputs)
-    if inputs and len(inputs) != episodes:
-        raise SpecError("spec.inputs", f"must have exactly {episodes} entries (one per episode), got {len(inputs)}")
+    inputs_from, inputs_count = _inputs_from(_map(raw, "inputsFrom", "spec.inputsFrom"))
+    if inputs and inputs_from:
+        raise SpecError("spec.inputsFrom", "give inputs inline (spec.inputs) or by reference, not both")
+    inputs_count = len(inputs) or inputs_count
+    if inputs_count and inputs_count * samples != episodes:
+        field_name = "spec.inputs" if inputs else "spec.inputsFrom.count"
+        raise SpecError(field_name, f"{inputs_count} inputs x samplesPerInput {samples} = {inputs_count * samples}, "
+                                    f"but spec.episodes is {episodes}")
     size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
     for i, value in enumerate(inputs):
         try:
-            size += len(json.dumps(value, allow_nan=False).encode()) + len(f"input-{i}.json")
+            size += len(json.dumps(value, allow_nan=False).encode()) + len(INPUT_KEY.format(i))
         except (TypeError, ValueError) as exc:
             raise SpecError(f"spec.inputs[{i}]", f"is not plain JSON: {exc}") from None
     if size > MAX_CONFIG_BYTES:
         raise SpecError("spec.task", f"task files and inputs take {size} bytes; at most {MAX_CONFIG_BYTES} fit "
-                                     "(ConfigMaps hold 1 MiB)")
+                                     "(ConfigMaps hold 1 MiB): pass large inputs by reference (spec.inputsFrom)")
 
     raw_env = raw.get("env") or ()
     if not isinstance(raw_env, (list, tuple)):
@@ -349,7 +384,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     size_limit = str(workspace.get("sizeLimit") or "1Gi")
     _quantity(workspace.get("sizeLimit") or "1Gi", "spec.workspace.sizeLimit")
     mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
-    if inputs:
+    if inputs_count:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
     names = list(mounts)
     for i, a in enumerate(names):
@@ -374,6 +409,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
         image=image, command=command, args=_strings(raw, "args"), env=tuple(env),
         task_mount_path=mount, task_files=dict(files), inputs=inputs,
+        samples_per_input=samples, inputs_from=inputs_from, inputs_count=inputs_count,
         workspace_mount_path=workspace_mount, workspace_size_limit=size_limit,
         resources={k: dict(v) for k, v in resources.items()},
         episode_timeout_seconds=timeout, active_deadline_seconds=deadline, min_successful_episodes=min_ok,

@@ -77,6 +77,18 @@ def get_or_none(api: Api, kind: str, name: str, namespace: str | None = None) ->
         return None
 
 
+def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
+    items: list[dict] = []
+    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
+    while True:
+        page = api.get(collection_path("ConfigMap", namespace), "list ConfigMaps", **params)
+        items.extend(page.get("items") or [])
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return items
+        params["continue"] = cont
+
+
 def runtime_class(api: Api, name: str) -> dict | None:
     try:
         return api.get(f"/apis/node.k8s.io/v1/runtimeclasses/{name}", f"get RuntimeClass {name}")

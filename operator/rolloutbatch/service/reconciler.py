@@ -25,11 +25,10 @@ from typing import Any
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, check_quota_fits, runtime_overhead
+from rolloutbatch.core.admission import Stalled, check_quota_fits, input_shards, runtime_overhead
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
-from rolloutbatch.core.results import results_document
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import build_status, final_phase, status_patch
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
@@ -41,7 +40,6 @@ from rolloutbatch.kube.errors import KubeError, NotOurs
 from rolloutbatch.service import episode_logs, policy, sandbox
 from rolloutbatch.service.results_store import ResultsStore
 
-RESULT_ROWS_PER_SECOND = 100  # checkpoint spacing: 1,000 rows -> every 10 s, 10,000 -> every 100 s
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 
 
@@ -53,7 +51,9 @@ class Settings:
     log_tail_bytes: int = 4096               # kept in the results for failed episodes
     read_concurrency: int = 16               # log reads in flight across all batches
     status_interval: float = 1.0             # at most one status patch per batch per interval
-    results_interval: float = 5.0            # at most one results ConfigMap write per interval
+    results_interval: float = 1.0            # at most one results checkpoint per interval (bounded cost:
+                                             # the open shard and the head, core.result_shards)
+    results_shard_rows: int = 1000           # rows per results shard
     job_poll_interval: float = 30.0          # safety net beside the Job watch
     collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
     image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
@@ -104,7 +104,8 @@ class BatchReconciler:
         self.last_status: dict = dict(body.get("status") or {})
         self._patched_version = -1
         self._patched_at = 0.0
-        self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger)
+        self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
+                                    ctx.settings.results_shard_rows)
         self._reads: set[asyncio.Task] = set()
         self._started_metrics = False
         self._finished_metrics = False
@@ -181,6 +182,7 @@ class BatchReconciler:
             except SpecError as exc:
                 raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
             tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries)
+            self.results.configure(self.spec)
             await self.results.restore(tracker)
             tracker.listener = self._on_transition
             self.tracker = tracker  # only now: a retried run() after an API error keeps it
@@ -223,9 +225,13 @@ class BatchReconciler:
             problem = check_quota_fits(await self._call(resources.resource_quotas, namespace), spec, overhead)
             if problem:
                 raise Stalled(v.STALL_QUOTA, problem)
+        shards: list = []
+        if spec.inputs_from:
+            shards = input_shards([await self._call(resources.get_or_none, "ConfigMap", name, ref.namespace)
+                                   for name in spec.inputs_from], spec.inputs_from, spec.inputs_count)
         job = None
         try:
-            for obj in provisioning_plan(ref, spec, owner_of_batch(ref), overhead):
+            for obj in provisioning_plan(ref, spec, owner_of_batch(ref), overhead, shards):
                 live = await self._create(obj)
                 if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
                     raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")
@@ -356,23 +362,13 @@ class BatchReconciler:
         tracker = self.tracker
         if tracker is None or tracker.version == self.results.written_version:
             return
-        # Each write re-encodes every row: space writes out as the document grows, so a big
-        # batch costs linear, not quadratic, CPU. Rows not yet written are never lost: their pods
-        # (and logs) stay until the batch finishes.
-        interval = max(self.ctx.settings.results_interval, len(tracker.results) / RESULT_ROWS_PER_SECOND)
-        if not final and time.time() - self.results.written_at < interval:
+        if not final and time.time() - self.results.written_at < self.ctx.settings.results_interval:
             return
         if not tracker.results and not final:
             return
-        version = tracker.version
-        summary = tracker.summary(self._origin())
-        document = results_document(
-            ref=self.ref, spec=self.spec, summary=summary,
-            results=sorted(tracker.results.values(), key=lambda r: r.index), origin=self._origin(),
-            extra={"client_job_complete_seconds": self._job_complete_seconds(),
-                   "retried_episodes": tracker.retried, "final": final},
-        )
-        await self.results.write(document, version, final=final)
+        await self.results.write(tracker, self.spec, self._origin(),
+                                 {"client_job_complete_seconds": self._job_complete_seconds(),
+                                  "retried_episodes": tracker.retried, "final": final}, final=final)
 
     # -- endings ---------------------------------------------------------------------------
     async def _finish(self) -> None:

@@ -86,7 +86,8 @@ def test_job_shape_and_failure_policy():
 def test_env_contract_and_expansion_order():
     env = manifests.job(REF, parse_spec(RAW), None)["spec"]["template"]["spec"]["containers"][0]["env"]
     names = [e["name"] for e in env]
-    assert names == ["EPISODE_ID", "EPISODE_INDEX", "BATCH_NAME", "EPISODE_INPUT", "MODEL"]
+    assert names == ["EPISODE_ID", "EPISODE_INDEX", "BATCH_NAME", "EPISODE_GROUP", "EPISODE_SAMPLE", "EPISODE_INPUT",
+                     "MODEL"]
     by = {e["name"]: e for e in env}
     assert by["EPISODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert "job-completion-index" in by["EPISODE_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
@@ -147,3 +148,42 @@ def test_results_configmap_lives_beside_the_batch():
     cm = manifests.results_configmap(REF, {"pods": []}, OWNER)
     assert cm["metadata"]["name"] == "shipping-fix-results" and cm["metadata"]["namespace"] == "rl-team"
     assert "results.json" in cm["data"] and "binaryData" not in cm
+
+
+# -- groups and inputs by reference (issue 11) ------------------------------------------------
+def test_groups_of_k_get_their_group_sample_and_input_from_a_launcher():
+    spec = parse_spec({**MINIMAL, "episodes": 6, "samplesPerInput": 3, "inputs": [{"a": 1}, {"a": 2}]})
+    container = manifests.job(REF, spec, None)["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert container["args"] == list(spec.command)
+    script = container["command"][2]
+    assert "$$((EPISODE_INDEX / 3))" in script and "$$((EPISODE_INDEX % 3))" in script
+    assert 'exec "$$@"' in script and "input-$${EPISODE_GROUP}.json" in script
+    names = [e["name"] for e in container["env"]]
+    assert "EPISODE_GROUP" not in names and "EPISODE_INPUT" not in names   # the launcher sets them
+
+
+def test_the_launcher_script_computes_group_and_sample(tmp_path):
+    """Run the launcher exactly as a kubelet would: $(VAR) expansion ($$ -> $), then /bin/sh."""
+    import subprocess
+
+    spec = parse_spec({**MINIMAL, "episodes": 8, "samplesPerInput": 4, "inputs": [{"a": 1}, {"a": 2}]})
+    container = manifests.job(REF, spec, None)["spec"]["template"]["spec"]["containers"][0]
+    script = container["command"][2].replace("$$", "$")
+    for index, want in ((0, "0 0"), (3, "0 3"), (4, "1 0"), (7, "1 3")):
+        out = subprocess.run(["/bin/sh", "-c", script, "rolloutbatch-episode", "/bin/sh", "-c",
+                              'echo "$EPISODE_GROUP $EPISODE_SAMPLE $EPISODE_INPUT"'],
+                             env={"EPISODE_INDEX": str(index), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                             text=True, check=True).stdout.split()
+        assert " ".join(out[:2]) == want and out[2] == f"/rollout/inputs/input-{want.split()[0]}.json"
+
+
+def test_inputs_by_reference_mount_every_copied_shard_in_one_directory():
+    spec = parse_spec({**MINIMAL, "episodes": 4, "inputsFrom": {"configMaps": ["a", "b"], "count": 4}})
+    pod = manifests.job(REF, spec, None)["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "inputs")
+    assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == \
+        [naming.inputs_shard_name(REF, 0), naming.inputs_shard_name(REF, 1)]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["EPISODE_INPUT"] == "/rollout/inputs/input-$(EPISODE_INDEX).json"
+    assert env["EPISODE_GROUP"] == "$(EPISODE_INDEX)" and env["EPISODE_SAMPLE"] == "0"

@@ -160,3 +160,46 @@ def test_configmap_key_rule():
         assert check_configmap_key(good) is None, good
     for bad in (".", "..", "..data", "a/b", "", "x" * 254, None, "é"):
         assert check_configmap_key(bad), bad
+
+
+# -- groups and inputs by reference (issue 11) ---------------------------------------------------
+def test_samples_per_input_must_divide_episodes_and_match_inputs():
+    import pytest
+
+    from rolloutbatch.core.model import SpecError
+    from rolloutbatch.core.spec import parse_spec
+    base = {"task": {"files": {"episode.py": "x"}}}
+    assert parse_spec({**base, "episodes": 6, "samplesPerInput": 3, "inputs": [{}, {}]}).samples_per_input == 3
+    assert parse_spec({**base, "episodes": 6, "samplesPerInput": 3}).inputs_count == 0
+    for bad, field in (({"episodes": 5, "samplesPerInput": 2}, "spec.samplesPerInput"),
+                       ({"episodes": 6, "samplesPerInput": 3, "inputs": [{}]}, "spec.inputs"),
+                       ({"episodes": 4, "inputsFrom": {"configMaps": ["a"], "count": 3}}, "spec.inputsFrom.count"),
+                       ({"episodes": 2, "inputs": [{}, {}], "inputsFrom": {"configMaps": ["a"], "count": 2}},
+                        "spec.inputsFrom"),
+                       ({"episodes": 2, "inputsFrom": {"configMaps": ["a", "a"], "count": 2}},
+                        "spec.inputsFrom.configMaps"),
+                       ({"episodes": 2, "inputsFrom": {"configMaps": ["A_b"], "count": 2}},
+                        "spec.inputsFrom.configMaps"),
+                       ({"episodes": 2, "inputsFrom": {"configMaps": ["a"]}}, "spec.inputsFrom.count")):
+        with pytest.raises(SpecError) as err:
+            parse_spec({**base, **bad})
+        assert err.value.field == field, (bad, err.value)
+
+
+def test_inputs_from_shards_are_checked_before_anything_is_created():
+    import pytest
+
+    from rolloutbatch.core.admission import Stalled, input_shards
+    good = [{"data": {"input-0.json": "{}", "input-2.json": '{"a": 1}'}}, {"data": {"input-1.json": "{}"}}]
+    assert [sorted(d) for d in input_shards(good, ["a", "b"], 3)] == [["input-0.json", "input-2.json"],
+                                                                      ["input-1.json"]]
+    cases = [([None], 1, "InputsNotFound"), ([{"data": {"input-1.json": "{}"}}], 1, "InvalidInputs"),
+             ([{"data": {"input-0.json": "[1]"}}], 1, "InvalidInputs"),
+             ([{"data": {"input-0.json": "NaN"}}], 1, "InvalidInputs"),
+             ([{"data": {"input-0.json": "{}"}}, {"data": {"input-0.json": "{}"}}], 1, "InvalidInputs"),
+             ([{"data": {"input-0.json": "{}"}}], 2, "InvalidInputs"),
+             ([{"binaryData": {"input-0.json": "e30="}}], 1, "InvalidInputs")]
+    for cms, count, reason in cases:
+        with pytest.raises(Stalled) as err:
+            input_shards(cms, [f"cm{i}" for i in range(len(cms))], count)
+        assert err.value.reason == reason, (cms, err.value)

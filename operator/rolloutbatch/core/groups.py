@@ -1,0 +1,67 @@
+"""GRPO groups: k samples per input, graded together (issue 11).
+
+Episode ``i`` works on input ``i // k`` as sample ``i % k``; the ``k`` episodes of one input
+form its group. A trainer computes advantages within a group, so only *valid* rewards enter a
+group's statistics: a row is valid iff its episode succeeded (its reward is the one a trainer
+may use). An episode lost to infrastructure, or one that broke the episode contract, is not a
+fake zero: it is left out, and the group says how many valid samples it has.
+
+Statistics are computed from rows (the results document's ``pods``), so the operator, the SDK
+and any reader of a results document get the same numbers from the same function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.strictjson import finite
+
+
+def group_of(index: int, samples_per_input: int) -> tuple[int, int]:
+    """(group, sample) of episode ``index``."""
+    return divmod(index, samples_per_input)
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    mean = math.fsum(values) / len(values)
+    # Population standard deviation, as GRPO normalises advantages within the group.
+    std = math.sqrt(math.fsum((x - mean) ** 2 for x in values) / len(values))
+    return mean, std
+
+
+def _valid_reward(row: Mapping) -> float | None:
+    return finite(row.get("reward")) if row.get("valid") is True else None
+
+
+def group_entry(group: int, samples_per_input: int, rows: Mapping[int, Mapping]) -> dict:
+    """The statistics of one group from the rows known so far (keyed by episode index)."""
+    members = [rows.get(group * samples_per_input + s) for s in range(samples_per_input)]
+    known = [r for r in members if r is not None]
+    rewards = [x for x in (_valid_reward(r) for r in known) if x is not None]
+    mean, std = _mean_std(rewards)
+    return {
+        "group": group, "episodes": samples_per_input,
+        "succeeded": sum(1 for r in known if r.get("outcome") == v.OUTCOME_SUCCEEDED),
+        "valid": len(rewards),
+        "reward_mean": mean, "reward_std": std,
+        "final": len(known) == samples_per_input,
+    }
+
+
+def group_entries(episodes: int, samples_per_input: int, rows: Mapping[int, Mapping]) -> list[dict]:
+    return [group_entry(g, samples_per_input, rows) for g in range(episodes // max(1, samples_per_input))]
+
+
+def groups_completed_by(indexes: Iterable[int], samples_per_input: int, final: Iterable[int] | set[int]) -> list[int]:
+    """Groups made final by the episodes ``indexes`` (``final``: every index that is final)."""
+    final = final if isinstance(final, (set, frozenset, dict)) else set(final)
+    done = set()
+    for index in indexes:
+        group = index // samples_per_input
+        if group not in done and all(group * samples_per_input + s in final for s in range(samples_per_input)):
+            done.add(group)
+    return sorted(done)

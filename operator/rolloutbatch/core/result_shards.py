@@ -1,0 +1,148 @@
+"""Results past one ConfigMap: rows in append-only shards, a head document that indexes them.
+
+A batch of at most ``rows_per_shard`` episodes keeps the guide's layout: one ConfigMap
+(``<batch>-results``) whose document holds the summary, ``pods`` (every row) and ``groups``.
+A bigger batch (decided by ``spec.episodes``, so it never changes mid-batch) keeps its rows in
+shards ``<batch>-results-<n>`` in the order episodes became final. A shard is full at
+``rows_per_shard`` rows or ``SHARD_BYTES`` of rows, is written once more when it fills, and never
+again: every checkpoint writes at most the open shard plus the head, so the write cost per row is
+bounded whatever the batch's size (issue 11). A group's entry (``core.groups``) is appended to
+the shard that received the group's last row. The head then holds the summary and ``shards``
+(name, rows, full) instead of ``pods``.
+
+:func:`assemble` turns a head and its shards back into one document with every row and group
+entry; the SDK, the CLI and the operator's restore all read results through it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from rolloutbatch.core.groups import group_entries
+from rolloutbatch.core.model import BatchRef
+
+DEFAULT_ROWS_PER_SHARD = 1000
+SHARD_BYTES = 600 * 1024          # rows' JSON per shard; gzip and the 1 MiB limit leave the rest
+
+
+def shard_configmap_name(results_name: str, number: int) -> str:
+    return f"{results_name}-{number}"
+
+
+@dataclass
+class Shard:
+    number: int
+    indexes: list[int] = field(default_factory=list)
+    groups: list[int] = field(default_factory=list)
+    size: int = 0
+    full: bool = False
+    dirty: bool = False
+
+
+class ShardBook:
+    """Which rows and group entries live in which shard, and which shards need a write."""
+
+    def __init__(self, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD, shard_bytes: int = SHARD_BYTES) -> None:
+        self.rows_per_shard = max(1, rows_per_shard)
+        self.shard_bytes = shard_bytes
+        self.shards: list[Shard] = []
+        self.placed: set[int] = set()
+        self.grouped: set[int] = set()
+
+    def _open(self) -> Shard:
+        if not self.shards or self.shards[-1].full:
+            self.shards.append(Shard(len(self.shards)))
+        return self.shards[-1]
+
+    def add_row(self, index: int, row_bytes: int) -> None:
+        if index in self.placed:
+            return
+        shard = self._open()
+        shard.indexes.append(index)
+        shard.size += row_bytes
+        shard.dirty = True
+        self.placed.add(index)
+        if len(shard.indexes) >= self.rows_per_shard or shard.size >= self.shard_bytes:
+            shard.full = True   # dirty until its last write; never written after that
+
+    def add_group(self, group: int) -> None:
+        if group in self.grouped:
+            return
+        shard = self.shards[-1] if self.shards else self._open()
+        shard.groups.append(group)
+        shard.dirty = True
+        self.grouped.add(group)
+
+    def dirty(self) -> list[Shard]:
+        return [s for s in self.shards if s.dirty]
+
+    def written(self, number: int) -> None:
+        self.shards[number].dirty = False
+
+    def index(self, results_name: str) -> list[dict]:
+        return [{"name": shard_configmap_name(results_name, s.number), "rows": len(s.indexes), "full": s.full}
+                for s in self.shards]
+
+    def restore(self, shard_documents: Iterable[Mapping], valid_indexes: set[int]) -> None:
+        """Rebuild the book from the shards an earlier process wrote (rows that are not
+        ``valid_indexes``, i.e. failed to restore, are left out and will be placed anew)."""
+        by_number: dict[int, Mapping] = {}
+        for doc in shard_documents:
+            number = doc.get("shard")
+            if type(number) is int and 0 <= number < 100_000 and number not in by_number:
+                by_number[number] = doc
+        for number in range(max(by_number, default=-1) + 1):
+            doc = by_number.get(number) or {}
+            shard = Shard(number, full=doc.get("full") is True)
+            for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:
+                index = row.get("index") if isinstance(row, Mapping) else None
+                if type(index) is int and index in valid_indexes and index not in self.placed:
+                    shard.indexes.append(index)
+                    shard.size += len(json.dumps(row, default=str))
+                    self.placed.add(index)
+            for group in doc.get("groups") if isinstance(doc.get("groups"), list) else []:
+                number_ = group.get("group") if isinstance(group, Mapping) else None
+                if type(number_) is int and number_ not in self.grouped:
+                    shard.groups.append(number_)
+                    self.grouped.add(number_)
+            if number < max(by_number) or len(shard.indexes) >= self.rows_per_shard or shard.size >= self.shard_bytes:
+                shard.full = True   # a shard before the last one is closed, whatever it says
+            self.shards.append(shard)
+
+
+def shard_document(ref: BatchRef, shard: Shard, rows: list[dict], groups: list[dict]) -> dict:
+    return {"batch": ref.name, "namespace": ref.namespace, "uid": ref.uid, "shard": shard.number,
+            "full": shard.full, "pods": rows, "groups": groups}
+
+
+def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
+    """One document with every row (by index) and group entry, from a head and its shards.
+
+    A head without ``shards`` is already whole. Shards of another batch (by ``uid``) are ignored.
+    """
+    document = dict(head)
+    if "shards" not in head:
+        return document
+    shards = list(shards)
+    rows: dict[int, Mapping] = {}
+    groups: dict[int, Mapping] = {}
+    for doc in shards:
+        if doc.get("uid") != head.get("uid"):
+            continue
+        for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:
+            if isinstance(row, Mapping) and type(row.get("index")) is int:
+                rows.setdefault(row["index"], row)
+        for entry in doc.get("groups") if isinstance(doc.get("groups"), list) else []:
+            if isinstance(entry, Mapping) and type(entry.get("group")) is int:
+                groups.setdefault(entry["group"], entry)
+    document["pods"] = [rows[i] for i in sorted(rows)]
+    episodes, k = head.get("episodes"), head.get("samples_per_input", 1)
+    if type(episodes) is int and type(k) is int and 1 <= k and 0 <= episodes <= 100_000:
+        # Every group, final or not, from the rows (shards list only the final ones).
+        document["groups"] = group_entries(episodes, k, rows)
+    else:
+        document["groups"] = [groups[g] for g in sorted(groups)]
+    document["shards_read"] = [doc.get("shard") for doc in shards if doc.get("uid") == head.get("uid")]
+    return document

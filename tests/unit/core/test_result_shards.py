@@ -1,0 +1,73 @@
+"""Results past one ConfigMap: shard planning, append-only writes, reassembly (issue 11)."""
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.result_shards import ShardBook, assemble, shard_document
+from tests.unit.core.factories import result
+
+REF = BatchRef("ns", "b", "uid-1", 1)
+
+
+def test_a_full_shard_is_written_once_more_then_never():
+    book = ShardBook(rows_per_shard=3)
+    writes = []
+    for index in range(7):
+        book.add_row(index, 100)
+        for shard in book.dirty():
+            writes.append((shard.number, tuple(shard.indexes)))
+            book.written(shard.number)
+    assert [w for w in writes if w[0] == 0] == [(0, (0,)), (0, (0, 1)), (0, (0, 1, 2))]
+    assert [len(s.indexes) for s in book.shards] == [3, 3, 1] and [s.full for s in book.shards] == [True, True, False]
+
+
+def test_shards_fill_by_bytes_too():
+    book = ShardBook(rows_per_shard=1000, shard_bytes=1000)
+    for index in range(5):
+        book.add_row(index, 400)
+    assert [len(s.indexes) for s in book.shards] == [3, 2]
+
+
+def _write(book, results, k=1):
+    docs = {}
+    for shard in book.dirty():
+        rows = [results[i].to_row(None, k) for i in shard.indexes]
+        docs[shard.number] = shard_document(REF, shard, rows, [])
+        book.written(shard.number)
+    return docs
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 60), st.randoms(use_true_random=False))
+def test_every_row_once_across_shards_and_a_restore(per_shard, episodes, rnd: random.Random):
+    order = list(range(episodes))
+    rnd.shuffle(order)
+    results = {i: result(i) for i in order}
+    book = ShardBook(per_shard)
+    docs: dict = {}
+    cut = rnd.randint(0, episodes)
+    for index in order[:cut]:
+        book.add_row(index, 100)
+        docs.update(_write(book, results))
+    # a restart: a fresh book from what was written, then the rest
+    again = ShardBook(per_shard)
+    again.restore(list(docs.values()), set(order[:cut]))
+    for index in order[cut:]:
+        again.add_row(index, 100)
+        docs.update(_write(again, results))
+    head = {"uid": REF.uid, "episodes": episodes, "samples_per_input": 1, "shards": again.index("b-results")}
+    whole = assemble(head, list(docs.values()))
+    assert [r["index"] for r in whole["pods"]] == list(range(episodes))
+    assert all(len(d["pods"]) <= per_shard for d in docs.values())
+    assert len(whole["groups"]) == episodes
+
+
+def test_assemble_ignores_other_batches_and_garbage():
+    head = {"uid": "mine", "episodes": 2, "samples_per_input": 1, "shards": []}
+    shards = [{"uid": "other", "shard": 0, "pods": [{"index": 0}]},
+              {"uid": "mine", "shard": 1, "pods": ["x", {"index": "1"}, {"index": 1, "outcome": "succeeded"}]}]
+    whole = assemble(head, shards)
+    assert [r["index"] for r in whole["pods"]] == [1]
+    assert assemble({"pods": [1]}, shards) == {"pods": [1]}   # an unsharded head is whole already
