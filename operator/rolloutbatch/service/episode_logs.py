@@ -20,13 +20,21 @@ LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) a
 Call = Callable[..., Awaitable[Any]]
 
 
-async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any) -> tuple[bytes, bool, str | None]:
-    """(data, truncated, error): ``error`` says why there is no log, None when it was read."""
+async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any,
+               reader: Any = None) -> tuple[bytes, bool, str | None]:
+    """(data, truncated, error): ``error`` says why there is no log, None when it was read.
+
+    ``reader``: a ``kube.async_logs.AsyncLogReader`` (no thread per read); without one the
+    synchronous reader runs in a worker thread.
+    """
     started = time.monotonic()
     data, truncated, error = b"", False, None
     for attempt in range(LOG_READ_ATTEMPTS):
         try:
-            data, truncated = await call(resources.read_log, namespace, pod, naming.CONTAINER_NAME, limit_bytes)
+            if reader is not None:
+                data, truncated = await reader.read(namespace, pod, naming.CONTAINER_NAME, limit_bytes)
+            else:
+                data, truncated = await call(resources.read_log, namespace, pod, naming.CONTAINER_NAME, limit_bytes)
             error = None
             break
         except NotFound:
