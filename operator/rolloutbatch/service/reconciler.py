@@ -397,7 +397,7 @@ class BatchReconciler:
             job_complete_seconds=self._job_complete_seconds(),
             message=message if message is not None else self.last_status.get("message", ""),
             reason=reason if reason is not None else self.last_status.get("reason"),
-            previous=self.last_status, now_iso=_iso(now),
+            previous=self.last_status, now_iso=_iso(now), raw_episodes=(self.body.get("spec") or {}).get("episodes"),
         )
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
