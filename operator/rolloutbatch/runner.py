@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-shard-rows", type=int, default=defaults.results_shard_rows,
                         help="rows per results ConfigMap shard; a batch with more episodes keeps its rows in "
                              f"append-only shards (default {defaults.results_shard_rows})")
+    parser.add_argument("--pod-create-grace", type=float, default=defaults.pod_create_grace,
+                        help="seconds without any episode pod after the Job's creation before the batch stalls "
+                             f"as PodsNotCreated (default {defaults.pod_create_grace:g})")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
         return 1
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
-                        status_interval=args.status_interval, results_shard_rows=args.results_shard_rows)
+                        status_interval=args.status_interval, results_shard_rows=args.results_shard_rows,
+                        pod_create_grace=args.pod_create_grace)
     api = Api(config, pool=max(16, args.read_concurrency * 2))
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
