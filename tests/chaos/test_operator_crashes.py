@@ -37,14 +37,6 @@ POINTS = [
 ]
 
 
-@pytest.fixture
-def solo_operator(operator_process):
-    """Chaos needs the cluster to itself: pause the shared operator, restore it afterwards."""
-    operator_process.stop()
-    yield
-    operator_process.start()
-
-
 def wait_crashed(operator, point, timeout=120):
     deadline = time.monotonic() + timeout
     while operator.proc.poll() is None and time.monotonic() < deadline:
