@@ -25,8 +25,7 @@ from typing import Any
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, check_quota_fits, input_shards, runtime_overhead
-from rolloutbatch.core.children import provisioning_plan
+from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
@@ -36,8 +35,8 @@ from rolloutbatch.core.verdict import judge_episode, parse_time
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api
-from rolloutbatch.kube.errors import KubeError, NotOurs
-from rolloutbatch.service import episode_logs, policy, sandbox
+from rolloutbatch.kube.errors import KubeError
+from rolloutbatch.service import episode_logs, policy, provisioning, sandbox
 from rolloutbatch.service.results_store import ResultsStore
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
@@ -217,70 +216,24 @@ class BatchReconciler:
     async def _provision(self) -> None:
         spec, ref = self.spec, self.ref
         assert spec is not None
-        if self.last_status.get("phase") in (None, v.PENDING):
-            await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
-                                     force=True)
-        overhead: dict | None = None
-        if spec.runtime_class_name:
-            rc = await self._call(resources.runtime_class, spec.runtime_class_name)
-            if rc is None:
-                raise Stalled(v.STALL_RUNTIME_CLASS,
-                              f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
-            overhead = runtime_overhead(rc)
-        priority = spec.pod_template.get("priorityClassName")
-        if priority and await self._call(resources.get_or_none, "PriorityClass", priority) is None:
-            raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
-        namespace = naming.child_namespace(ref, spec)
-        await self._validate_job(overhead)
-        if spec.isolation_namespace == "Shared":
-            problem = check_quota_fits(await self._call(resources.resource_quotas, namespace), spec, overhead)
-            if problem:
-                raise Stalled(v.STALL_QUOTA, problem)
         if self.last_status.get("phase") in (v.RUNNING, v.COLLECTING):
             # Provisioned by an earlier run: adopt, never recreate (a Job deleted meanwhile
             # would run every episode again).
             await self._poll_job()
             self._provisioned_at = time.monotonic()
             return
-        shards: list = []
-        if spec.inputs_from:
-            shards = input_shards([await self._call(resources.get_or_none, "ConfigMap", name, ref.namespace)
-                                   for name in spec.inputs_from], spec.inputs_from, spec.inputs_count)
-        job = None
-        try:
-            for obj in provisioning_plan(ref, spec, owner_of_batch(ref), overhead, shards):
-                live = await self._create(obj)
-                if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
-                    raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")
-                if obj["kind"] == "Job":
-                    job = live
-        except NotOurs as exc:
-            raise Stalled(v.STALL_NAMESPACE_CONFLICT if "Namespace" in str(exc) else v.STALL_NAME_CONFLICT,
-                          str(exc)) from None
-        except KubeError as exc:
-            if policy.is_transient(exc):
-                raise
-            raise Stalled(v.STALL_REFUSED, str(exc)) from None
+        if self.last_status.get("phase") in (None, v.PENDING):
+            await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
+                                     force=True)
+        owner = owner_of_batch(ref)
+        overhead = await provisioning.check(self._call, ref, spec, owner)
+        job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead)
         self.tracker.observe_job(job_facts(job), time.time())
         self._provisioned_at = time.monotonic()
         if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
-            self.emit("Normal", "Provisioned", f"Sandbox {namespace} and Job {naming.job_name(ref)} are ready")
+            self.emit("Normal", "Provisioned",
+                      f"Sandbox {naming.child_namespace(ref, spec)} and Job {naming.job_name(ref)} are ready")
         await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message="Episodes are running", force=True)
-
-    async def _validate_job(self, overhead: dict | None) -> None:
-        """Validate everything before creating anything (issue 10 item 13): the API server checks
-        the Job (its pod template: affinity terms, resource rules, tolerations...) as a dry-run
-        create in the batch's own namespace, which exists (a Dedicated sandbox does not yet)."""
-        job = manifests.job(self.ref, self.spec, owner_of_batch(self.ref))
-        job["metadata"]["namespace"] = self.ref.namespace
-        try:
-            await self._call(resources.dry_run_create, job)
-        except KubeError as exc:
-            if policy.is_transient(exc):
-                raise
-            if exc.status in (400, 422):
-                raise Stalled(v.STALL_INVALID_SPEC, f"the API server refuses the episodes' Job: {exc}") from None
-            raise Stalled(v.STALL_REFUSED, str(exc)) from None
 
     async def _track(self) -> None:
         """Loop until every episode is final; read logs, flush status and results as we go."""
