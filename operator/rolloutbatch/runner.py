@@ -21,7 +21,7 @@ from rolloutbatch.kube.async_logs import AsyncLogReader
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import ConfigError
 from rolloutbatch.metrics import Metrics
-from rolloutbatch.service.reconciler import Context, Settings
+from rolloutbatch.service.context import Context, Settings
 from rolloutbatch.service.registry import Registry
 
 

@@ -87,7 +87,7 @@ def test_the_command_exits_with_one_line(busy_port, tmp_path):
 
 
 def test_results_shard_rows_flag_defaults_to_the_setting_and_refuses_zero(capsys, tmp_path):
-    from rolloutbatch.service.reconciler import Settings
+    from rolloutbatch.service.context import Settings
 
     assert _args().results_shard_rows == Settings().results_shard_rows
     parser = argparse.ArgumentParser()

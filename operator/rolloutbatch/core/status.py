@@ -139,3 +139,10 @@ def status_patch(old: Mapping, new: Mapping) -> dict:
         if key not in new:
             patch[key] = None
     return patch
+
+
+def bare_failure(reason: str, message: str, generation: int, now_iso: str) -> dict:
+    """The smallest status that still says Failed/Stalled with its reason: the fallback when the
+    API refuses the full status (a batch must end visibly)."""
+    return {"phase": v.FAILED, "reason": reason, "message": message[:1000],
+            "conditions": conditions_for(v.FAILED, reason, message[:1000], generation, [], now_iso)}
