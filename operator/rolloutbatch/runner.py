@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pod-create-grace", type=float, default=defaults.pod_create_grace,
                         help="seconds without any episode pod after the Job's creation before the batch stalls "
                              f"as PodsNotCreated (default {defaults.pod_create_grace:g})")
+    parser.add_argument("--dns-cidr", action="append", default=[], metavar="CIDR",
+                        help="where cluster DNS answers, if not (only) in kube-system pods labelled k8s-app=kube-dns: "
+                             "batches with spec.isolation.egress may reach port 53 there (repeatable)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
                         status_interval=args.status_interval, results_shard_rows=args.results_shard_rows,
-                        pod_create_grace=args.pod_create_grace)
+                        pod_create_grace=args.pod_create_grace, dns_cidrs=tuple(args.dns_cidr))
     api = Api(config, pool=max(16, args.read_concurrency * 2))
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:

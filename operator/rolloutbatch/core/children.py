@@ -29,17 +29,17 @@ from rolloutbatch.core.model import BatchRef, BatchSpec
 
 
 def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: Mapping[str, str] | None,
-                      input_shards: Sequence[Mapping[str, str]] = ()) -> list[dict]:
+                      input_shards: Sequence[Mapping[str, str]] = (), dns_cidrs: Sequence[str] = ()) -> list[dict]:
     """The child objects in creation order (the Job last: its pods need everything else).
     ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox."""
     if spec.isolation_namespace == "Dedicated":
         objects = [manifests.namespace(ref, spec), manifests.service_account(ref, spec),
-                   manifests.network_policy(ref, spec)]
+                   manifests.network_policy(ref, spec, dns_cidrs=dns_cidrs)]
         if spec.sandbox_quota:
             objects.append(manifests.resource_quota(ref, spec, overhead))
         child_owner = None
     else:
-        objects = [manifests.network_policy(ref, spec, owner)]
+        objects = [manifests.network_policy(ref, spec, owner, dns_cidrs)]
         child_owner = owner
     objects.append(manifests.task_configmap(ref, spec, child_owner))
     inputs = manifests.inputs_configmap(ref, spec, child_owner)

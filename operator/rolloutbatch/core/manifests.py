@@ -9,9 +9,10 @@ read-only and write only their size-limited workspace. Dedicated sandboxes enfor
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import naming
+from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
@@ -52,10 +53,12 @@ def service_account(ref: BatchRef, spec: BatchSpec) -> dict:
             "metadata": _meta(ref, "default", naming.sandbox_namespace(ref))}
 
 
-def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None) -> dict:
+def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None,
+                   dns_cidrs: Sequence[str] = ()) -> dict:
     """Default deny: no ingress and (DenyAll) no egress, for the episode pods.
 
-    A policy type listed without rules denies that direction; AllowEgress simply leaves Egress out.
+    A policy type listed without rules denies that direction; AllowEgress simply leaves Egress out;
+    declared egress (spec.isolation.egress) allows exactly its rules plus cluster DNS (core.egress).
     In a Dedicated sandbox the policy selects every pod of the namespace; in a Shared namespace
     it selects only this batch's pods, never the user's other workloads, and carries the batch's
     own name (so batches sharing a namespace do not collide) and its ownerReference.
@@ -64,7 +67,9 @@ def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None)
     selector: dict = {}
     if spec.isolation_namespace != "Dedicated":
         selector = {"matchLabels": {naming.LABEL_BATCH_UID: ref.uid}}
-    body = {"podSelector": selector, "policyTypes": types}
+    body: dict = {"podSelector": selector, "policyTypes": types}
+    if spec.egress:
+        body["egress"] = [*(dict(r) for r in spec.egress), dns_rule(dns_cidrs)]
     name = naming.DEDICATED_POLICY if spec.isolation_namespace == "Dedicated" else naming.shared_network_policy_name(ref)
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _meta(ref, name, naming.child_namespace(ref, spec), owner), "spec": body}

@@ -64,6 +64,7 @@ class BatchSpec:
     inputs_from: tuple[str, ...] = ()   # ConfigMaps of the batch's namespace (spec.inputsFrom)
     inputs_count: int = 0               # inputs in all, inline or by reference
     sandbox_quota: bool = False         # spec.isolation.resourceQuota (Dedicated only)
+    egress: tuple[dict, ...] = ()       # spec.isolation.egress: NetworkPolicy egress rules
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
+from rolloutbatch.core.egress import parse_egress
 from rolloutbatch.core.model import BatchSpec, SpecError
 from rolloutbatch.core.naming import INPUTS_MOUNT_PATH
 
@@ -411,6 +412,10 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     retries = _int(_map(raw, "retries", "spec.retries"), "infrastructure", 2, maximum=10, prefix="spec.retries.")
     isolation = _map(raw, "isolation", "spec.isolation")
+    network = _choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network")
+    egress = parse_egress(isolation.get("egress"))
+    if egress and network != "DenyAll":
+        raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
     cleanup = _map(raw, "cleanup", "spec.cleanup")
     ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=MAX_INT32, prefix="spec.cleanup.")
     template = _pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
@@ -432,7 +437,8 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         episode_timeout_seconds=timeout, active_deadline_seconds=deadline, min_successful_episodes=min_ok,
         infrastructure_retries=retries,
         isolation_namespace=_choice(isolation, "namespace", ISOLATION_NAMESPACE, "spec.isolation.namespace"),
-        isolation_network=_choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network"),
+        isolation_network=network,
+        egress=egress,
         sandbox_quota=_bool(isolation, "resourceQuota", "spec.isolation.resourceQuota"),
         cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),
         ttl_seconds_after_finished=ttl,

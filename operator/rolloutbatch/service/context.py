@@ -31,6 +31,7 @@ class Settings:
     image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
     pod_create_grace: float = 60.0           # no pod at all this long after the Job: PodsNotCreated
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
+    dns_cidrs: tuple[str, ...] = ()          # where cluster DNS answers, beside kube-system's kube-dns pods
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
 
 

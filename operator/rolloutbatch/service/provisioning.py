@@ -24,7 +24,18 @@ from rolloutbatch.service import policy
 Call = Callable[..., Awaitable[Any]]
 
 
-async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict) -> dict | None:
+async def _dry_run(call: Call, obj: dict, what: str) -> None:
+    try:
+        await call(resources.dry_run_create, obj)
+    except KubeError as exc:
+        if policy.is_transient(exc):
+            raise
+        if exc.status in (400, 422):
+            raise Stalled(v.STALL_INVALID_SPEC, f"the API server refuses {what}: {exc}") from None
+        raise Stalled(v.STALL_REFUSED, str(exc)) from None
+
+
+async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = ()) -> dict | None:
     """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead."""
     overhead: dict | None = None
     if spec.runtime_class_name:
@@ -37,14 +48,12 @@ async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict) -> dict
         raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
     job = manifests.job(ref, spec, owner)
     job["metadata"]["namespace"] = ref.namespace
-    try:
-        await call(resources.dry_run_create, job)
-    except KubeError as exc:
-        if policy.is_transient(exc):
-            raise
-        if exc.status in (400, 422):
-            raise Stalled(v.STALL_INVALID_SPEC, f"the API server refuses the episodes' Job: {exc}") from None
-        raise Stalled(v.STALL_REFUSED, str(exc)) from None
+    await _dry_run(call, job, "the episodes' Job")
+    if spec.egress:
+        # The API server's reading of the declared rules (selectors, CIDRs, ports), before anything exists.
+        policy_ = manifests.network_policy(ref, spec, owner, dns_cidrs)
+        policy_["metadata"]["namespace"] = ref.namespace
+        await _dry_run(call, policy_, "the declared egress")
     if spec.isolation_namespace == "Shared":
         problem = check_quota_fits(await call(resources.resource_quotas, ref.namespace), spec, overhead)
         if problem:
@@ -53,7 +62,7 @@ async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict) -> dict
 
 
 async def create(call: Call, create_one: Callable[[dict], Awaitable[dict]], ref: BatchRef, spec: BatchSpec,
-                 owner: dict, overhead: dict | None) -> dict:
+                 owner: dict, overhead: dict | None, dns_cidrs: tuple[str, ...] = ()) -> dict:
     """Create or adopt every child; returns the live Job."""
     shards: list = []
     if spec.inputs_from:
@@ -62,7 +71,7 @@ async def create(call: Call, create_one: Callable[[dict], Awaitable[dict]], ref:
     namespace = naming.child_namespace(ref, spec)
     job: dict = {}
     try:
-        for obj in provisioning_plan(ref, spec, owner, overhead, shards):
+        for obj in provisioning_plan(ref, spec, owner, overhead, shards, dns_cidrs):
             live = await create_one(obj)
             if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
                 raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")

@@ -179,8 +179,9 @@ class BatchReconciler:
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
         owner = owner_of_batch(ref)
-        overhead = await provisioning.check(self._call, ref, spec, owner)
-        job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead)
+        dns = self.ctx.settings.dns_cidrs
+        overhead = await provisioning.check(self._call, ref, spec, owner, dns)
+        job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead, dns)
         self.tracker.observe_job(job_facts(job), time.time())
         self._provisioned_at = time.monotonic()
         if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):

@@ -1,0 +1,70 @@
+"""Declared egress (issue 15): the few destinations an episode may reach, plus cluster DNS.
+
+``spec.isolation.egress`` takes NetworkPolicy egress rules (``networking.k8s.io/v1``: ``to``
+peers and ``ports``) for the model endpoint an agent calls. The batch's policy then allows
+exactly those peers and DNS, and still denies every other egress and all ingress. Only the shape
+is checked here; the API server judges the rest when it validates the policy (a dry run, before
+anything is created). Enforcement needs a CNI that implements NetworkPolicy.
+
+DNS: port 53 (UDP and TCP) to the pods labelled ``k8s-app=kube-dns`` in ``kube-system`` (the
+usual CoreDNS deployment), and to any CIDRs the operator is told of (``--dns-cidr``: a cluster
+whose DNS is not such a pod, like the devcluster's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rolloutbatch.core.model import SpecError
+
+MAX_RULES = 32
+RULE_FIELDS = {"to", "ports"}
+PEER_FIELDS = {"podSelector", "namespaceSelector", "ipBlock"}
+PORT_FIELDS = {"protocol", "port", "endPort"}
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+DNS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+              "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},)
+
+
+def _fields(value: object, allowed: set[str], where: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise SpecError(where, f"must be an object, got {type(value).__name__}")
+    unknown = set(value) - allowed
+    if unknown:
+        raise SpecError(where, f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:200])
+    return value
+
+
+def parse_egress(raw: object) -> tuple[dict, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)) or len(raw) > MAX_RULES:
+        raise SpecError("spec.isolation.egress", f"must be a list of at most {MAX_RULES} egress rules")
+    rules = []
+    for i, rule in enumerate(raw):
+        where = f"spec.isolation.egress[{i}]"
+        rule = _fields(rule, RULE_FIELDS, where)
+        peers, ports = rule.get("to"), rule.get("ports")
+        if not peers:
+            # A rule without peers would open egress to everything on its ports.
+            raise SpecError(f"{where}.to", "must name at least one peer (an empty `to` allows every destination)")
+        if not isinstance(peers, (list, tuple)):
+            raise SpecError(f"{where}.to", "must be a list of peers")
+        for j, peer in enumerate(peers):
+            peer = _fields(peer, PEER_FIELDS, f"{where}.to[{j}]")
+            if not peer:
+                raise SpecError(f"{where}.to[{j}]", "must set podSelector, namespaceSelector or ipBlock")
+        if ports is not None:
+            if not isinstance(ports, (list, tuple)):
+                raise SpecError(f"{where}.ports", "must be a list of ports")
+            for j, port in enumerate(ports):
+                port = _fields(port, PORT_FIELDS, f"{where}.ports[{j}]")
+                if port.get("protocol", "TCP") not in PROTOCOLS:
+                    raise SpecError(f"{where}.ports[{j}].protocol", f"must be one of {', '.join(PROTOCOLS)}")
+        rules.append({k: rule[k] for k in ("to", "ports") if rule.get(k) is not None})
+    return tuple(rules)
+
+
+def dns_rule(extra_cidrs: Sequence[str] = ()) -> dict:
+    peers = [dict(p) for p in DNS_PEERS] + [{"ipBlock": {"cidr": c}} for c in extra_cidrs]
+    return {"to": peers, "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}

@@ -1,0 +1,47 @@
+"""Declared egress (issue 15): shape checks and the policy the batch gets."""
+import pytest
+
+from rolloutbatch.core import manifests
+from rolloutbatch.core.model import BatchRef, SpecError
+from rolloutbatch.core.spec import parse_spec
+
+REF = BatchRef("team", "b", "0123456789abcdef", 1)
+MODEL = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}},
+                 "podSelector": {"matchLabels": {"app": "policy-server"}}}],
+         "ports": [{"protocol": "TCP", "port": 8000}]}
+
+
+def spec(**isolation):
+    return parse_spec({"episodes": 1, "task": {"files": {"episode.py": "x"}}, "isolation": isolation})
+
+
+def test_declared_egress_allows_its_rules_and_dns_only():
+    policy = manifests.network_policy(REF, spec(egress=[MODEL]), dns_cidrs=("10.96.0.10/32",))["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy
+    assert policy["egress"][0] == MODEL
+    dns = policy["egress"][1]
+    assert {p["port"] for p in dns["ports"]} == {53} and {p["protocol"] for p in dns["ports"]} == {"UDP", "TCP"}
+    assert {"ipBlock": {"cidr": "10.96.0.10/32"}} in dns["to"]
+    assert any(p.get("podSelector") == {"matchLabels": {"k8s-app": "kube-dns"}} for p in dns["to"])
+
+
+def test_deny_all_without_egress_stays_sealed():
+    policy = manifests.network_policy(REF, spec())["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"] and "egress" not in policy
+
+
+@pytest.mark.parametrize("isolation,field", [
+    ({"egress": [{"ports": [{"port": 80}]}]}, "spec.isolation.egress[0].to"),            # no peers = everywhere
+    ({"egress": [{"to": []}]}, "spec.isolation.egress[0].to"),
+    ({"egress": [{"to": [{}]}]}, "spec.isolation.egress[0].to[0]"),
+    ({"egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "from": []}]}, "spec.isolation.egress[0]"),
+    ({"egress": [{"to": [{"hostNetwork": True}]}]}, "spec.isolation.egress[0].to[0]"),
+    ({"egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "ICMP"}]}]},
+     "spec.isolation.egress[0].ports[0].protocol"),
+    ({"network": "AllowEgress", "egress": [MODEL]}, "spec.isolation.egress"),
+    ({"egress": "everything"}, "spec.isolation.egress"),
+])
+def test_egress_shapes_that_are_refused(isolation, field):
+    with pytest.raises(SpecError) as err:
+        spec(**isolation)
+    assert err.value.field == field
