@@ -82,6 +82,40 @@ def test_evicted_episodes_are_retried_and_counted_once(operator_process, namespa
     assert sorted(rows) == [0, 1, 2, 3]
 
 
+GRACEFUL_EPISODE = '''
+import json, os, signal, sys, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stops cleanly when evicted
+emit("ready")
+time.sleep(float(os.environ.get("SLEEP", "6")))
+emit("reward", reward=1)
+'''
+
+
+def test_an_evicted_episode_that_exits_zero_is_judged_like_the_job_does(operator_process, namespace):
+    """Issue 10 item 7: the Job counts a Succeeded pod's index succeeded and makes no replacement;
+    the operator must not record a retry that never happens (it judges the pod from its log)."""
+    name = unique("evict0")
+    apply(episode_batch(name, GRACEFUL_EPISODE, episodes=2, minSuccessfulEpisodes=1,
+                        env=[{"name": "SLEEP", "value": "10"}], cleanup={"sandbox": "Never"}), namespace)
+    sandbox = sandbox_of(name, namespace)
+    victim = wait_pods_running(sandbox, 2)[0]
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": victim["metadata"]["name"], "namespace": sandbox}}
+    kubectl("create", "--raw", f"/api/v1/namespaces/{sandbox}/pods/{victim['metadata']['name']}/eviction",
+            "-f", "-", input=json.dumps(eviction))
+    obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
+    st = obj["status"]
+    index = int(victim["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+    row = {r["index"]: r for r in results(name, namespace)["pods"]}[index]
+    assert st["retriedEpisodes"] == 0, st
+    assert (row["outcome"], row["reason"], row["attempts"]) == ("failed", "NoRewardEvent", 1), row
+    pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]
+    same_index = [p for p in pods if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+                  == str(index)]
+    assert same_index == []   # the evicted pod is gone and the Job made no replacement either
+
+
 def test_image_the_nodes_cannot_run_stalls(operator_process, namespace):
     name = unique("noimage")
     apply(episode_batch(name, "print(1)", episodes=2, image="registry.example/never:1"), namespace)
