@@ -181,7 +181,16 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
         assert time.monotonic() < deadline, "no second shard was written"
         time.sleep(0.2)
     op.kill()
-    op2 = OperatorProcess("operator-shards-after", extra_args=args)
+    # The pods of persisted rows gone (as pod GC would take them): those rows can only come
+    # from the shards.
+    sandbox = "rb-" + get(name, namespace)["metadata"]["uid"].replace("-", "")[:10]
+    persisted = {r["index"] for r in results(name, namespace)["pods"]}
+    assert persisted
+    for pod in json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]:
+        if int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]) in persisted:
+            kubectl("delete", "pod", pod["metadata"]["name"], "-n", sandbox, "--wait=true")
+    # A different --results-shard-rows after the restart: what was written decides the layout.
+    op2 = OperatorProcess("operator-shards-after")
     op2.start()
     try:
         obj = wait_finished(name, namespace, timeout=120, operator=op2)
@@ -190,9 +199,32 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
         assert [r["index"] for r in doc["pods"]] == list(range(10))
         assert sorted(r["reward"] for r in doc["pods"]) == sorted(i / 10 for i in range(10))
         shards = json.loads(kubectl("get", "configmaps", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
-        rows = [len(json.loads(cm["data"]["results.json"])["pods"]) for cm in shards]
-        assert sum(rows) == 10 and max(rows) <= 3 and len(shards) == 4, rows
+        docs = sorted((json.loads(cm["data"]["results.json"]) for cm in shards), key=lambda d: d["shard"])
+        indexes = [r["index"] for d in docs for r in d["pods"]]
+        assert sorted(indexes) == list(range(10)), indexes      # each row once across the shards
+        assert len(docs[0]["pods"]) == 3 and docs[0]["full"]     # the full shard was kept as written
         head = json.loads(get(f"{name}-results", namespace, kind="configmap")["data"]["results.json"])
-        assert "pods" not in head and len(head["shards"]) == 4
+        assert "pods" not in head and len(head["shards"]) == len(docs)
     finally:
         op2.stop()
+
+
+def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namespace):
+    """The cleanup's status patch after a restart must not erase the counts (second review)."""
+    crashing = OperatorProcess("operator-crash-final", env={"ROLLOUTBATCH_CRASH_AT": "status:Succeeded"})
+    crashing.start()
+    name = unique("final")
+    apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3), namespace)   # DeleteOnSuccess
+    wait_crashed(crashing, "status:Succeeded")
+    survivor = OperatorProcess("operator-after-final")
+    survivor.start()
+    try:
+        deadline = time.monotonic() + 90
+        while "sandboxNamespace" in (get(name, namespace).get("status") or {}):
+            assert time.monotonic() < deadline, "the sandbox was never cleaned up"
+            time.sleep(0.5)
+        st = get(name, namespace)["status"]
+        assert (st["progress"], st["succeededEpisodes"], st["failedEpisodes"]) == ("4/4", 3, 1), st
+        assert abs(st["rewardSum"] - 0.3) < 1e-9
+    finally:
+        survivor.stop()

@@ -234,3 +234,21 @@ def test_a_bug_while_judging_ends_the_batch_visibly(solo_operator, namespace):
         assert stalled["reason"] == "InternalError" and "fault injected" in stalled["message"], stalled
     finally:
         op.stop()
+
+
+def test_a_foreign_results_shard_stalls_before_any_episode(solo_operator, namespace):
+    """Second review: a ConfigMap squatting a shard name (<batch>-results-<n>) is found first."""
+    from tests.support.operator import OperatorProcess
+    name = unique("shardsquat")
+    kubectl("create", "configmap", f"{name}-results-1", "-n", namespace, "--from-literal=x=y")
+    op = OperatorProcess("operator-shard-squat", extra_args=("--results-shard-rows", "3"))
+    op.start()
+    try:
+        created = apply(episode_batch(name, GOOD, episodes=7), namespace)
+        obj = wait_finished(name, namespace, timeout=60, operator=op)
+        stalled = condition(obj, "Stalled")
+        assert stalled["reason"] == "ResultsConfigMapConflict" and f"{name}-results-1" in stalled["message"]
+        assert sandbox_namespaces(created["metadata"]["uid"]) == []
+        assert "sandboxNamespace" not in obj["status"]      # none was ever created
+    finally:
+        op.stop()

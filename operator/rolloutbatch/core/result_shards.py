@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rolloutbatch.core.groups import group_entries
-from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.model import BatchRef, EpisodeResult
 
 DEFAULT_ROWS_PER_SHARD = 1000
 SHARD_BYTES = 600 * 1024          # rows' JSON per shard; gzip and the 1 MiB limit leave the rest
@@ -128,12 +128,17 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
     shards = list(shards)
     rows: dict[int, Mapping] = {}
     groups: dict[int, Mapping] = {}
+    read: set = set()
     for doc in shards:
         if doc.get("uid") != head.get("uid"):
             continue
+        read.add(doc.get("shard"))
         for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:
             if isinstance(row, Mapping) and type(row.get("index")) is int:
-                rows.setdefault(row["index"], row)
+                # Of two rows for one index, one that restores wins: a row a user broke is
+                # judged again and written to a later shard (issue 11 review).
+                if row["index"] not in rows or (not _well_typed(rows[row["index"]]) and _well_typed(row)):
+                    rows[row["index"]] = row
         for entry in doc.get("groups") if isinstance(doc.get("groups"), list) else []:
             if isinstance(entry, Mapping) and type(entry.get("group")) is int:
                 groups.setdefault(entry["group"], entry)
@@ -144,5 +149,16 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
         document["groups"] = group_entries(episodes, k, rows)
     else:
         document["groups"] = [groups[g] for g in sorted(groups)]
-    document["shards_read"] = [doc.get("shard") for doc in shards if doc.get("uid") == head.get("uid")]
+    document["shards_read"] = sorted(n for n in read if type(n) is int)
+    listed = head.get("shards") if isinstance(head.get("shards"), list) else []
+    document["missing_shards"] = [e.get("name") for n, e in enumerate(listed)
+                                  if isinstance(e, Mapping) and n not in read]
     return document
+
+
+def _well_typed(row: Mapping) -> bool:
+    try:
+        EpisodeResult.from_row(row)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError):
+        return False
+    return True

@@ -36,6 +36,7 @@ MAX_INT32 = 2**31 - 1
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "EPISODE_GROUP", "EPISODE_SAMPLE", "BATCH_NAME"}
 MAX_SAMPLES_PER_INPUT = 1024
+LAUNCHER_ENV = ("EPISODE_GROUP", "EPISODE_SAMPLE", "EPISODE_INPUT")   # set by the k > 1 launcher
 MAX_INPUT_CONFIGMAPS = 64          # inputsFrom: at most 64 shards of <= 1 MiB
 INPUT_KEY = "input-{}.json"        # the key (and file name) of input g, inline or by reference
 MAX_EPISODES = 100_000
@@ -427,6 +428,15 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "
                                                  f"got {runtime!r}"[:200])
     command = _strings(raw, "command") or ("python", "-B", f"{mount.rstrip('/')}/episode.py")
+    if samples > 1:
+        # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
+        # references: such a reference would reach the episode unexpanded.
+        for text in (*command, *_strings(raw, "args"), *(e["value"] for e in env)):
+            for name in LAUNCHER_ENV:
+                if f"$({name})" in text:
+                    raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({name}) is set at run "
+                                    f"time: read the environment variable in the program instead of "
+                                    f"referencing it in command, args or env")
     return BatchSpec(
         episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
         image=image, command=command, args=_strings(raw, "args"), env=tuple(env),

@@ -19,6 +19,9 @@ from rolloutbatch.core.strictjson import sanitize
 DEFAULT_REASONS = {v.PENDING: "Pending", v.PROVISIONING: v.REASON_PROVISIONING, v.RUNNING: v.REASON_RUNNING,
                    v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: "Failed"}
 # Counters of the status that only grow while a batch runs.
+SUMMARY_KEYS = ("readyEpisodes", "runningEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes",
+                "retriedEpisodes", "rewardSum", "rewardMean", "batchToAllReadySeconds", "batchToAllRewardsSeconds",
+                "podToReadySeconds", "jobCompleteSeconds", "nodes", "imageIDs")
 MONOTONIC_COUNTS = ("readyEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes", "retriedEpisodes")
 
 
@@ -114,7 +117,12 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
             "imageIDs": list(summary.image_ids),
         })
     else:
-        status["progress"] = f"0/{episodes}"
+        # Not recomputed here (a finished batch after a restart, a refused spec): what the status
+        # already says stands, so a late patch (the cleanup's) never erases the counts.
+        for key in SUMMARY_KEYS:
+            if key in previous:
+                status[key] = previous[key]
+        status["progress"] = previous.get("progress") or f"0/{episodes}"
     # Strict JSON whatever the numbers: the API server refuses NaN/Infinity (issue 10 item 1).
     return monotonic(sanitize(status), previous)
 

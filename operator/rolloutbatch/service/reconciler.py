@@ -67,6 +67,8 @@ class BatchReconciler:
         self._started_metrics = False
         self._finished_metrics = False
         self._retry = policy.Retry(ctx.settings.transient_give_up)
+        # Named in the status only once creating it began (a batch refused first never had one).
+        self._sandbox_created = bool(self.last_status.get("sandboxNamespace"))
         # A terminal batch without sandboxNamespace had its sandbox removed by the cleanup policy.
         self._sandbox_removed = (self.last_status.get("phase") in v.TERMINAL_PHASES
                                  and not self.last_status.get("sandboxNamespace"))
@@ -172,6 +174,7 @@ class BatchReconciler:
         if self.last_status.get("phase") in (v.RUNNING, v.COLLECTING):
             # Provisioned by an earlier run: adopt, never recreate (a Job deleted meanwhile
             # would run every episode again).
+            self._sandbox_created = True
             await self._poll_job()
             self._provisioned_at = time.monotonic()
             return
@@ -181,6 +184,7 @@ class BatchReconciler:
         owner = owner_of_batch(ref)
         dns = self.ctx.settings.dns_cidrs
         overhead = await provisioning.check(self._call, ref, spec, owner, dns)
+        self._sandbox_created = True
         job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead, dns)
         self.tracker.observe_job(job_facts(job), time.time())
         self._provisioned_at = time.monotonic()
@@ -293,7 +297,8 @@ class BatchReconciler:
     def _build_status(self, phase: str, reason: str | None, message: str | None, completion: float | None,
                       now: float) -> dict:
         tracker, spec = self.tracker, self.spec
-        sandbox_ns = naming.child_namespace(self.ref, spec) if spec and not self._sandbox_removed else None
+        sandbox_ns = naming.child_namespace(self.ref, spec) \
+            if spec and self._sandbox_created and not self._sandbox_removed else None
         return build_status(
             ref=self.ref, spec=spec, phase=phase, summary=tracker.summary(self._origin()) if tracker else None,
             running=tracker.running if tracker else 0, ready=tracker.ready if tracker else 0,
@@ -403,7 +408,7 @@ class BatchReconciler:
                 attempt += 1
         self.emit("Warning", reason, message)
         self._batch_finished(v.FAILED, self.tracker.summary(self._origin()) if self.tracker else None)
-        if self.spec is not None and reason != v.STALL_RESULTS_CONFLICT:
+        if self.spec is not None:
             try:
                 await self._after_finish()
             except Exception as exc:  # noqa: BLE001

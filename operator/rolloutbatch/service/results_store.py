@@ -22,7 +22,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.groups import group_entry, groups_completed_by
 from rolloutbatch.core.model import BatchRef, BatchSpec
-from rolloutbatch.core.result_shards import ShardBook, assemble, shard_document
+from rolloutbatch.core.result_shards import ShardBook, assemble, shard_configmap_name, shard_document
 from rolloutbatch.core.results import decode_results, results_document, results_from_document, retried_from_document
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
@@ -43,40 +43,67 @@ class ResultsStore:
         self.call, self.ref, self.owner, self.log = call, ref, owner, log
         self.book = ShardBook(rows_per_shard)
         self.sharded = False
+        self.episodes = 0
         self.versions: dict[int | None, str] = {}    # resourceVersion of our last write, by shard (None: head)
         self.written_version = -1                    # tracker.version the last write held
         self.written_at = 0.0
 
     def configure(self, spec: BatchSpec) -> None:
+        self.episodes = spec.episodes
         self.sharded = spec.episodes > self.book.rows_per_shard
 
+    def _selector(self) -> str:
+        return f"{naming.LABEL_BATCH_UID}={self.ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_RESULTS_SHARD}"
+
     async def restore(self, tracker: BatchTracker) -> None:
-        """Adopt the rows an earlier operator process wrote; malformed rows are judged again."""
+        """Adopt the rows an earlier operator process wrote; malformed rows are judged again.
+
+        What was written decides the layout, not this process's settings: shards found (by
+        label) or named by the head make the batch sharded, a head with rows makes it whole, so
+        a changed --results-shard-rows or a crash between a shard's first write and the head's
+        loses nothing. Before anything runs, every shard name the batch will use must be free.
+        """
         name = naming.results_configmap_name(self.ref)
         cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
-        if not cm:
-            return
-        if not resources.owned_by(cm, self.ref.uid):
+        if cm and not resources.owned_by(cm, self.ref.uid):
             raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref))
-        self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
-        head = decode_results(cm)
-        if not head:
-            return
+        head = decode_results(cm) if cm else None
+        if cm:
+            self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
         shard_docs = []
+        for shard_cm in await self.call(resources.list_configmaps, self.ref.namespace, self._selector()):
+            if not resources.owned_by(shard_cm, self.ref.uid):
+                continue
+            doc = decode_results(shard_cm)
+            if doc is not None and type(doc.get("shard")) is int and doc.get("uid") == self.ref.uid:
+                shard_docs.append(doc)
+                self.versions[doc["shard"]] = (shard_cm.get("metadata") or {}).get("resourceVersion")
+        if shard_docs or (head is not None and "shards" in head):
+            self.sharded = True
+        elif head is not None and "pods" in head:
+            self.sharded = False
         if self.sharded:
-            for shard_cm in await self.call(resources.list_configmaps, self.ref.namespace,
-                                            f"{naming.LABEL_BATCH_UID}={self.ref.uid},"
-                                            f"{naming.LABEL_EPISODE_ROLE}={naming.ROLE_RESULTS_SHARD}"):
-                doc = decode_results(shard_cm)
-                if doc is not None and type(doc.get("shard")) is int:
-                    shard_docs.append(doc)
-                    self.versions[doc["shard"]] = (shard_cm.get("metadata") or {}).get("resourceVersion")
-        restored = results_from_document(assemble(head, shard_docs))
-        tracker.restore(restored, retried=retried_from_document(head))
+            await self._check_shard_names({d["shard"] for d in shard_docs})
+        if head is None and not shard_docs:
+            return
+        whole = assemble(head or {"uid": self.ref.uid, "shards": []}, shard_docs)
+        restored = results_from_document(whole)
+        tracker.restore(restored, retried=retried_from_document(head or {}))
         if self.sharded:
             self.book.restore(shard_docs, set(restored))
         self.written_version = tracker.version
         self.log.info("Restored %d episode results from the results ConfigMaps", len(restored))
+
+    async def _check_shard_names(self, ours: set[int]) -> None:
+        """A ConfigMap squatting a shard name the batch will write stalls it before anything runs."""
+        head = naming.results_configmap_name(self.ref)
+        planned = -(-self.episodes // self.book.rows_per_shard)
+        for number in range(planned):
+            if number in ours:
+                continue
+            name = shard_configmap_name(head, number)
+            if await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace) is not None:
+                raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, name))
 
     async def write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,
                     final: bool) -> None:
@@ -91,6 +118,15 @@ class ResultsStore:
                 self.book.add_row(index, len(json.dumps(results[index].to_row(origin, k), default=str)))
             for group in groups_completed_by(new, k, results):
                 self.book.add_group(group)
+            if final:
+                # A shard deleted by someone since it filled is written again, once, at the end.
+                present = {d.get("shard") for d in
+                           (decode_results(c) or {} for c in await self.call(
+                               resources.list_configmaps, self.ref.namespace, self._selector()))}
+                for shard in self.book.shards:
+                    if shard.number not in present:
+                        shard.dirty = True
+                        self.versions.pop(shard.number, None)
             for shard in self.book.dirty():
                 rows = [results[i].to_row(origin, k) for i in shard.indexes]
                 groups = [group_entry(g, k, {i: results[i].to_row(origin, k) for i in range(g * k, (g + 1) * k)})

@@ -71,3 +71,13 @@ def test_assemble_ignores_other_batches_and_garbage():
     whole = assemble(head, shards)
     assert [r["index"] for r in whole["pods"]] == [1]
     assert assemble({"pods": [1]}, shards) == {"pods": [1]}   # an unsharded head is whole already
+
+
+def test_a_row_that_restores_wins_over_a_broken_copy_and_missing_shards_are_named():
+    good = result(0).to_row(None, 1)
+    broken = dict(good, reward="lots")
+    head = {"uid": REF.uid, "episodes": 1, "samples_per_input": 1,
+            "shards": [{"name": "b-results-0"}, {"name": "b-results-1"}, {"name": "b-results-2"}]}
+    whole = assemble(head, [{"uid": REF.uid, "shard": 0, "pods": [broken]},
+                            {"uid": REF.uid, "shard": 1, "pods": [good]}])
+    assert whole["pods"] == [good] and whole["missing_shards"] == ["b-results-2"]

@@ -203,3 +203,17 @@ def test_inputs_from_shards_are_checked_before_anything_is_created():
         with pytest.raises(Stalled) as err:
             input_shards(cms, [f"cm{i}" for i in range(len(cms))], count)
         assert err.value.reason == reason, (cms, err.value)
+
+
+def test_launcher_variables_cannot_be_referenced_when_k_is_above_one():
+    import pytest
+
+    from rolloutbatch.core.model import SpecError
+    from rolloutbatch.core.spec import parse_spec
+    base = {"episodes": 4, "samplesPerInput": 2, "task": {"files": {"episode.py": "x"}}}
+    for field, value in (("args", ["$(EPISODE_INPUT)"]), ("command", ["python", "$(EPISODE_GROUP)"]),
+                         ("env", [{"name": "X", "value": "s=$(EPISODE_SAMPLE)"}])):
+        with pytest.raises(SpecError) as err:
+            parse_spec({**base, field: value})
+        assert err.value.field == "spec.samplesPerInput"
+    assert parse_spec({**base, "samplesPerInput": 1, "args": ["$(EPISODE_INPUT)"]}).args == ("$(EPISODE_INPUT)",)

@@ -95,3 +95,15 @@ def test_final_phase_rule():
     assert ok[:2] == ("Succeeded", "EpisodesSucceeded")
     bad = final_phase(summarize([result(0, outcome="lost")], episodes=2, origin=1.0), spec, "b-results")
     assert bad[:2] == ("Failed", "TooFewSuccessfulEpisodes") and "b-results" in bad[2]
+
+
+def test_a_status_not_recomputed_keeps_its_counts():
+    """A finished batch after a restart has no tracker: its cleanup's patch must not erase counts."""
+    before = status(phase="Succeeded")
+    again = build_status(ref=REF, spec=SPEC, phase="Succeeded", summary=None, running=0, ready=0,
+                         sandbox_namespace=None, job_name="j", results_configmap="b-results", start_time="t0",
+                         completion_time="t9", job_complete_seconds=None, message="m", reason=None,
+                         previous=before, now_iso="t10")
+    patch = status_patch(before, again)
+    assert not {k for k, v in patch.items() if v is None} - {"sandboxNamespace"}, patch
+    assert again["succeededEpisodes"] == before["succeededEpisodes"] and again["progress"] == before["progress"]
