@@ -32,7 +32,7 @@ if i == 3:
 EXPECTED = {0: ("succeeded", 0.0), 1: ("succeeded", 0.1), 2: ("succeeded", 0.2), 3: ("failed", None)}
 
 POINTS = [
-    "provision:Namespace", "provision:NetworkPolicy", "provision:ResourceQuota", "provision:ConfigMap",
+    "provision:Namespace", "provision:ServiceAccount", "provision:NetworkPolicy", "provision:ConfigMap",
     "provision:Job", "status:Running", "track:log-read", "results:partial", "results:final", "status:Succeeded",
 ]
 
@@ -41,7 +41,10 @@ def wait_crashed(operator, point, timeout=120):
     deadline = time.monotonic() + timeout
     while operator.proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert operator.proc.poll() is not None, f"the operator never reached {point}:\n{operator.log_tail()}"
+    if operator.proc.poll() is None:
+        tail = operator.log_tail()
+        operator.kill()   # never leave it running beside the next test's operator
+        raise AssertionError(f"the operator never reached {point}:\n{tail}")
 
 
 def rows_of(doc):
