@@ -62,7 +62,7 @@ INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifest
 SPEC_FIELDS = frozenset({
     "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
     "workspace", "resources", "episodeTimeoutSeconds", "activeDeadlineSeconds", "minSuccessfulEpisodes",
-    "retries", "isolation", "cleanup", "podTemplate",
+    "retries", "isolation", "cleanup", "podTemplate", "verifier",
 })
 
 

@@ -20,13 +20,14 @@ LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) a
 Call = Callable[..., Awaitable[Any]]
 
 
-async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any) -> tuple[bytes, bool, str | None]:
+async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any,
+               container: str = naming.CONTAINER_NAME) -> tuple[bytes, bool, str | None]:
     """(data, truncated, error): ``error`` says why there is no log, None when it was read."""
     started = time.monotonic()
     data, truncated, error = b"", False, None
     for attempt in range(LOG_READ_ATTEMPTS):
         try:
-            data, truncated = await call(resources.read_log, namespace, pod, naming.CONTAINER_NAME, limit_bytes)
+            data, truncated = await call(resources.read_log, namespace, pod, container, limit_bytes)
             error = None
             break
         except NotFound:
