@@ -16,6 +16,8 @@ import sys
 
 import kopf
 
+from rolloutbatch.kube import async_logs
+from rolloutbatch.kube.async_logs import AsyncLogReader
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import ConfigError
 from rolloutbatch.metrics import Metrics
@@ -95,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"rolloutbatch operator: error: --metrics-port {args.metrics_port}: {exc.strerror or exc}",
               file=sys.stderr)
         return 1
+    # Log reads on the event loop where the credentials allow (kube.async_logs), else in threads.
+    reader = AsyncLogReader(config, pool=args.read_concurrency) if async_logs.supported(config) else None
     ctx = Context(api=api, metrics=metrics, settings=settings,
-                  read_slots=asyncio.Semaphore(args.read_concurrency))
+                  read_slots=asyncio.Semaphore(args.read_concurrency), log_reader=reader)
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
     import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
     try:

@@ -44,7 +44,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.results import decode_results
-from rolloutbatch.core.spec import ISOLATION_NAMESPACE, check_batch_name, parse_spec
+from rolloutbatch.core.spec import ISOLATION_NAMESPACE, SPEC_FIELDS, check_batch_name, parse_spec
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.client import Api, load_config
@@ -57,13 +57,6 @@ __all__ = ["Client", "BatchHandle", "Task", "build_batch", "condition", "is_fini
 
 API_VERSION = f"{GROUP}/{VERSION}"
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
-# The top-level fields of RolloutBatch.spec (crds/rl.agentruntime.io_rolloutbatches.yaml; a unit
-# test keeps the two equal), so a misspelt keyword fails in build_batch and not at submit.
-SPEC_FIELDS = frozenset({
-    "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
-    "workspace", "resources", "episodeTimeoutSeconds", "activeDeadlineSeconds", "minSuccessfulEpisodes",
-    "retries", "isolation", "cleanup", "podTemplate", "verifier",
-})
 
 
 class CRDNotInstalled(KubeError):

@@ -108,3 +108,29 @@ def test_the_checker_sees_undeclared_fields():
     assert _check({"podToReadySeconds": {"p99": 1.0}}, status_schema, "status") == \
         ["status.podToReadySeconds.p99: not declared"]
     assert _check({"rewardSum": None}, status_schema, "status") == ["status.rewardSum: null, not nullable"]
+
+
+def test_groups_and_inputs_from_match_the_operators_bounds():
+    from rolloutbatch.core import spec as core_spec
+
+    spec = SCHEMA["properties"]["spec"]
+    props = spec["properties"]
+    assert set(props) == core_spec.SPEC_FIELDS
+    k = props["samplesPerInput"]
+    assert (k["minimum"], k["maximum"], k["default"]) == (1, core_spec.MAX_SAMPLES_PER_INPUT, 1)
+    ref = props["inputsFrom"]
+    assert set(ref["required"]) == {"configMaps", "count"}
+    assert ref["properties"]["configMaps"]["maxItems"] == core_spec.MAX_INPUT_CONFIGMAPS
+    assert ref["properties"]["count"]["maximum"] == core_spec.MAX_EPISODES
+    rules = " ".join(r["rule"] for r in spec["x-kubernetes-validations"])
+    assert "self.episodes % self.samplesPerInput == 0" in rules
+    assert "self.inputsFrom.count * " in rules and "size(self.inputs) * " in rules
+
+
+def test_reserved_env_names_are_the_operators():
+    from rolloutbatch.core.spec import RESERVED_ENV
+
+    env = SCHEMA["properties"]["spec"]["properties"]["env"]
+    (rule,) = env["x-kubernetes-validations"]
+    assert set(rule["rule"].split("[", 1)[1].split("]", 1)[0].replace("'", "").replace(" ", "").split(",")) == RESERVED_ENV
+    assert all(name in env["description"] and name in rule["message"] for name in RESERVED_ENV)

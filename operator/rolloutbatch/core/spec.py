@@ -45,6 +45,14 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ISOLATION_NAMESPACE = ("Dedicated", "Shared")       # first = default
 ISOLATION_NETWORK = ("DenyAll", "AllowEgress")
 CLEANUP_SANDBOX = ("DeleteOnSuccess", "Always", "Never")
+# The top-level fields of RolloutBatch.spec (crds/rl.agentruntime.io_rolloutbatches.yaml; a unit
+# test keeps the two equal): parse_spec refuses any other, as the API's strict validation does.
+SPEC_FIELDS = frozenset({
+    "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
+    "samplesPerInput", "inputsFrom", "workspace", "resources", "episodeTimeoutSeconds",
+    "activeDeadlineSeconds", "minSuccessfulEpisodes", "retries", "isolation", "cleanup", "podTemplate",
+    "verifier",
+})
 
 _SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -379,6 +387,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     """
     if not isinstance(raw, Mapping):
         raise SpecError("spec", "must be an object")
+    unknown = sorted(str(k) for k in raw if k not in SPEC_FIELDS)
+    if unknown:
+        raise SpecError(f"spec.{unknown[0]}", f"unknown field; spec fields are {', '.join(sorted(SPEC_FIELDS))}"[:400])
     episodes = _int(raw, "episodes", None, minimum=1, maximum=MAX_EPISODES)
     if episodes is None:
         raise SpecError("spec.episodes", "is required")

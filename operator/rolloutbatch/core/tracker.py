@@ -231,6 +231,11 @@ class BatchTracker:
         return bool(self._to_read or self._reading)
 
     @property
+    def seen_pods(self) -> bool:
+        """Some pod of the batch was seen (or some result is known)."""
+        return bool(self._attempts or self.results)
+
+    @property
     def running(self) -> int:
         return sum(1 for f in self._live.values() if f.phase == "Running")
 

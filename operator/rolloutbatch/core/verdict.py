@@ -28,9 +28,10 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
 12. InvalidReward          not a finite int/float (bools, strings, NaN, Infinity, 1e400), or out
                            of range (magnitude above MAX_ABS_REWARD)
 13. MissingTimestamp       an event's ``at`` is absent or not a finite number
-14. ClockSkew              an event's ``at`` before the pod's creation or after its finish (or
+14. RewardBeforeReady      the reward line comes before the ready line, or reward.at < ready.at
+15. ClockSkew              an event's ``at`` before the pod's creation or after its finish (or
                            after ``now``, when its finish is unknown) by more than the tolerance
-15. RewardBeforeReady      the reward line comes before the ready line, or reward.at < ready.at
+                           (the finish counts to the end of its second: finishedAt is whole seconds)
 Within the tolerance the episode succeeds with the flag ``ClockSkewWithinTolerance``.
 """
 
@@ -286,8 +287,17 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     ready_at, reward_at = finite(ready.at), finite(reward.at)
     if ready_at is None or reward_at is None:
         return fail(v.EP_MISSING_TIMESTAMP, "events need a numeric `at` (Unix seconds)")
+    # One clock (the episode's) before the API's: the order of the two events is definitive.
+    if reward.line < ready.line:
+        return fail(v.EP_REWARD_BEFORE_READY, f"the reward event (line {reward.line}) comes before the ready event "
+                                              f"(line {ready.line})")
+    if reward_at < ready_at:
+        return fail(v.EP_REWARD_BEFORE_READY, f"reward at {reward_at:.3f} is {ready_at - reward_at:.3f}s before "
+                                              f"ready at {ready_at:.3f}")
     flags: tuple[str, ...] = ()
-    upper = finished if finished is not None else now
+    # finishedAt has whole-second precision (metav1.Time): an event in the pod's last partial
+    # second is after the recorded finish, and must not spend the tolerance.
+    upper = finished + 1.0 if finished is not None else now
     for event, at in ((ready, ready_at), (reward, reward_at)):
         if created is not None and at < created:
             if created - at > skew_tolerance:
@@ -300,12 +310,6 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
                                              f"{'finished' if finished is not None else 'was judged'}: "
                                              "check clock synchronisation")
             flags = (v.FLAG_SKEW_TOLERATED,)
-    if reward.line < ready.line:
-        return fail(v.EP_REWARD_BEFORE_READY, f"the reward event (line {reward.line}) comes before the ready event "
-                                              f"(line {ready.line})")
-    if reward_at < ready_at:
-        return fail(v.EP_REWARD_BEFORE_READY, f"reward at {reward_at:.3f} is {ready_at - reward_at:.3f}s before "
-                                              f"ready at {ready_at:.3f}")
     return verdict(v.OUTCOME_SUCCEEDED, None, "", flags)
 
 

@@ -39,12 +39,15 @@ STALL_IMAGE = "ImagePullFailed"
 STALL_API_REFUSED = "ApiRequestRefused"
 STALL_API_UNAVAILABLE = "ApiUnavailable"
 STALL_INTERNAL = "InternalError"
+STALL_SANDBOX_DELETED = "SandboxDeleted"   # the Job (or its namespace) was deleted mid-batch
+STALL_PODS_NOT_CREATED = "PodsNotCreated"  # the Job controller could not create any episode pod
+STALL_PRIORITY_CLASS = "PriorityClassNotFound"
 STALL_INPUTS_MISSING = "InputsNotFound"     # a ConfigMap of spec.inputsFrom does not exist
 STALL_INPUTS_INVALID = "InvalidInputs"      # its keys or values are not the inputs it promised
 STALL_REASONS = (STALL_INVALID_SPEC, STALL_RUNTIME_CLASS, STALL_NAMESPACE_TERMINATING, STALL_NAMESPACE_CONFLICT,
                  STALL_NAME_CONFLICT, STALL_RESULTS_CONFLICT, STALL_QUOTA, STALL_REFUSED, STALL_IMAGE,
                  STALL_API_REFUSED, STALL_API_UNAVAILABLE, STALL_INTERNAL, STALL_INPUTS_MISSING,
-                 STALL_INPUTS_INVALID)
+                 STALL_INPUTS_INVALID, STALL_SANDBOX_DELETED, STALL_PODS_NOT_CREATED, STALL_PRIORITY_CLASS)
 
 # --- episode reasons (row["reason"]) ------------------------------------------------------------
 EP_INFRASTRUCTURE = "InfrastructureFailure"

@@ -42,9 +42,8 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
             registry.pod_event(batch_uid, facts, deleted)
 
     def deliver_job(batch_uid: str, facts: Any, deleted: bool) -> None:
-        if not deleted:
-            with metrics.handler("job_event"):
-                registry.job_event(batch_uid, facts)
+        with metrics.handler("job_event"):
+            registry.job_event(batch_uid, facts, deleted)
 
     memo.watchers = [
         Watcher(memo.ctx.api, "/api/v1/pods", LABEL_BATCH_UID, _routed(loop, pod_facts, deliver_pod)),
@@ -58,3 +57,5 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
 async def stop_child_watches(memo: kopf.Memo, **_: Any) -> None:
     for watcher in getattr(memo, "watchers", ()):
         watcher.stop()
+    if memo.ctx.log_reader is not None:
+        await memo.ctx.log_reader.close()

@@ -24,6 +24,8 @@ _COLLECTIONS = {
     "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
     "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
     "RolloutBatch": f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{PLURAL}",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "Event": "/api/v1/namespaces/{ns}/events",
 }
 
 
@@ -70,11 +72,28 @@ def create_or_adopt(api: Api, obj: dict, batch_uid: str) -> dict:
         return existing
 
 
+def dry_run_create(api: Api, obj: dict) -> None:
+    """Let the API server validate ``obj`` as a create (schema, admission) and store nothing.
+    An existing namesake (409) means it passed validation."""
+    meta = obj["metadata"]
+    try:
+        api.create(collection_path(obj["kind"], meta.get("namespace")), obj, f"validate {_describe(obj)}",
+                   dry_run=True)
+    except Conflict:
+        pass
+
+
 def get_or_none(api: Api, kind: str, name: str, namespace: str | None = None) -> dict | None:
     try:
         return api.get(object_path(kind, name, namespace), f"get {kind} {name}")
     except NotFound:
         return None
+
+
+def events_of(api: Api, namespace: str, uid: str) -> list[dict]:
+    """The Events about one object (by UID), oldest first."""
+    page = api.get(collection_path("Event", namespace), "list Events", fieldSelector=f"involvedObject.uid={uid}")
+    return sorted(page.get("items") or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
 def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:

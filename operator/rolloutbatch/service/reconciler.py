@@ -57,6 +57,7 @@ class Settings:
     job_poll_interval: float = 30.0          # safety net beside the Job watch
     collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
     image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
+    pod_create_grace: float = 60.0           # no pod at all this long after the Job: PodsNotCreated
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
 
@@ -69,6 +70,7 @@ class Context:
     metrics: Any  # rolloutbatch.metrics.Metrics (kept untyped: service does not import prometheus)
     settings: Settings
     read_slots: asyncio.Semaphore
+    log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
 
 
 def _iso(ts: float | None) -> str | None:
@@ -107,6 +109,9 @@ class BatchReconciler:
         self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows)
         self._reads: set[asyncio.Task] = set()
+        self._read_error: BaseException | None = None  # a bug while judging: ends the batch
+        self._job_deleted = False                      # by someone else, mid-batch
+        self._provisioned_at = time.monotonic()
         self._started_metrics = False
         self._finished_metrics = False
         self._retry = policy.Retry(ctx.settings.transient_give_up)
@@ -125,8 +130,10 @@ class BatchReconciler:
             tracker.observe_pod(facts)
         self.wake.set()
 
-    def observe_job(self, job: JobFacts) -> None:
-        if self.tracker is None:
+    def observe_job(self, job: JobFacts, deleted: bool = False) -> None:
+        if deleted:
+            self._job_deleted = True
+        elif self.tracker is None:
             self._early_job = job
         else:
             self.tracker.observe_job(job, time.time())
@@ -220,11 +227,21 @@ class BatchReconciler:
                 raise Stalled(v.STALL_RUNTIME_CLASS,
                               f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
             overhead = runtime_overhead(rc)
+        priority = spec.pod_template.get("priorityClassName")
+        if priority and await self._call(resources.get_or_none, "PriorityClass", priority) is None:
+            raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
         namespace = naming.child_namespace(ref, spec)
+        await self._validate_job(overhead)
         if spec.isolation_namespace == "Shared":
             problem = check_quota_fits(await self._call(resources.resource_quotas, namespace), spec, overhead)
             if problem:
                 raise Stalled(v.STALL_QUOTA, problem)
+        if self.last_status.get("phase") in (v.RUNNING, v.COLLECTING):
+            # Provisioned by an earlier run: adopt, never recreate (a Job deleted meanwhile
+            # would run every episode again).
+            await self._poll_job()
+            self._provisioned_at = time.monotonic()
+            return
         shards: list = []
         if spec.inputs_from:
             shards = input_shards([await self._call(resources.get_or_none, "ConfigMap", name, ref.namespace)
@@ -245,9 +262,25 @@ class BatchReconciler:
                 raise
             raise Stalled(v.STALL_REFUSED, str(exc)) from None
         self.tracker.observe_job(job_facts(job), time.time())
+        self._provisioned_at = time.monotonic()
         if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
             self.emit("Normal", "Provisioned", f"Sandbox {namespace} and Job {naming.job_name(ref)} are ready")
         await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message="Episodes are running", force=True)
+
+    async def _validate_job(self, overhead: dict | None) -> None:
+        """Validate everything before creating anything (issue 10 item 13): the API server checks
+        the Job (its pod template: affinity terms, resource rules, tolerations...) as a dry-run
+        create in the batch's own namespace, which exists (a Dedicated sandbox does not yet)."""
+        job = manifests.job(self.ref, self.spec, owner_of_batch(self.ref))
+        job["metadata"]["namespace"] = self.ref.namespace
+        try:
+            await self._call(resources.dry_run_create, job)
+        except KubeError as exc:
+            if policy.is_transient(exc):
+                raise
+            if exc.status in (400, 422):
+                raise Stalled(v.STALL_INVALID_SPEC, f"the API server refuses the episodes' Job: {exc}") from None
+            raise Stalled(v.STALL_REFUSED, str(exc)) from None
 
     async def _track(self) -> None:
         """Loop until every episode is final; read logs, flush status and results as we go."""
@@ -258,9 +291,16 @@ class BatchReconciler:
             for facts in tracker.take_reads():
                 task = asyncio.create_task(self._read_and_judge(facts))
                 self._reads.add(task)
-                task.add_done_callback(self._reads.discard)
-            for task in [t for t in self._reads if t.done() and not t.cancelled() and t.exception()]:
-                raise task.exception()  # a bug in judging: the policy ends the batch with it
+                task.add_done_callback(self._read_done)
+            if self._read_error is not None:
+                raise self._read_error  # a bug in judging: the policy ends the batch with it
+            if self._job_deleted and not tracker.complete:
+                raise Stalled(v.STALL_SANDBOX_DELETED,
+                              f"the Job {naming.job_name(self.ref)} (or its namespace) was deleted before every "
+                              "episode ended; the operator does not run episodes twice: recreate the batch")
+            if (not tracker.seen_pods and tracker.job and not tracker.job.finished
+                    and time.monotonic() - self._provisioned_at > settings.pod_create_grace):
+                raise Stalled(v.STALL_PODS_NOT_CREATED, await self._pods_not_created())
             stuck = tracker.unstartable(time.monotonic(), settings.image_pull_grace)
             if stuck is not None:
                 raise Stalled(v.STALL_IMAGE, f"pod {stuck.name} cannot start: {stuck.waiting_reason}: "
@@ -289,18 +329,39 @@ class BatchReconciler:
             # Coalesce: a burst of pod events is handled as one round.
             await asyncio.sleep(0.05)
 
+    def _read_done(self, task: asyncio.Task) -> None:
+        self._reads.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._read_error is None:
+            self._read_error = task.exception()
+            self.wake.set()
+
     async def _poll_job(self) -> None:
         job = await self._call(resources.get_or_none, "Job", naming.job_name(self.ref),
                                naming.child_namespace(self.ref, self.spec))
         if job is not None and resources.owned_by(job, self.ref.uid):
             self.tracker.observe_job(job_facts(job), time.time())
+        elif job is None:
+            self._job_deleted = True
+
+    async def _pods_not_created(self) -> str:
+        """Why the Job controller created no pod, from its FailedCreate events when readable."""
+        base = (f"no episode pod was created within {self.ctx.settings.pod_create_grace:g}s of the Job "
+                f"{naming.job_name(self.ref)}")
+        job = self.tracker.job
+        try:
+            events = await self._call(resources.events_of, naming.child_namespace(self.ref, self.spec), job.uid)
+        except KubeError:
+            return base
+        failed = [e.get("message") or "" for e in events if e.get("reason") == "FailedCreate"]
+        return f"{base}: {failed[-1]}"[:1000] if failed else base
 
     async def _read_log(self, facts: PodFacts, container: str) -> tuple[ParsedLog | None, str | None, str | None]:
         """(parsed, tail, error) of one container's log: one bounded read."""
         settings = self.ctx.settings
         async with self.ctx.read_slots:
             data, truncated, error = await episode_logs.read(self._call, facts.namespace, facts.name,
-                                                             settings.log_limit_bytes, self.ctx.metrics, container)
+                                                             settings.log_limit_bytes, self.ctx.metrics,
+                                                             self.ctx.log_reader, container)
         tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
         return (None if error else parse_log(data, truncated=truncated)), tail, error
 
@@ -466,18 +527,20 @@ class BatchReconciler:
                 await self._write_results(final=True)
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not write the final results: %s", exc)
-        for attempt in range(5):
+        attempt = 0
+        while True:   # until it is recorded: a batch must end visibly (cancelled on deletion)
             try:
                 if attempt < 3:
                     await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
                                              completion=time.time())
                 else:   # the full status may be what the API refuses: the bare verdict then
                     await self._call(resources.patch_batch_status, self.ref.namespace, self.ref.name,
-                                     {"phase": v.FAILED, "reason": reason, "message": message[:1000]})
+                                     _bare_failure(reason, message, self.ref.generation))
                 break
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not record the stall (%s); trying again", exc)
-                await asyncio.sleep(policy.BACKOFF[attempt])
+                await asyncio.sleep(policy.BACKOFF[min(attempt, len(policy.BACKOFF) - 1)])
+                attempt += 1
         self.emit("Warning", reason, message)
         self._batch_finished(v.FAILED, self.tracker.summary(self._origin()) if self.tracker else None)
         if self.spec is not None and reason != v.STALL_RESULTS_CONFLICT:
@@ -538,3 +601,11 @@ class BatchReconciler:
             task.cancel()
         return await sandbox.remove(self._call, self.ref, self.log, timeout, finalizer=True)
 
+
+
+def _bare_failure(reason: str, message: str, generation: int) -> dict:
+    """The smallest status that still says Failed/Stalled with its reason."""
+    from rolloutbatch.core.conditions import conditions_for
+    now = _iso(time.time())
+    return {"phase": v.FAILED, "reason": reason, "message": message[:1000],
+            "conditions": conditions_for(v.FAILED, reason, message[:1000], generation, [], now)}

@@ -59,11 +59,11 @@ class Registry:
         while len(self._early_pods) > MAX_EARLY_BATCHES:
             self._early_pods.popitem(last=False)
 
-    def job_event(self, batch_uid: str, facts: JobFacts) -> None:
+    def job_event(self, batch_uid: str, facts: JobFacts, deleted: bool = False) -> None:
         rec = self._reconcilers.get(batch_uid)
         if rec is not None:
-            rec.observe_job(facts)
-        elif len(self._early_jobs) < MAX_EARLY_BATCHES:
+            rec.observe_job(facts, deleted)
+        elif not deleted and len(self._early_jobs) < MAX_EARLY_BATCHES:
             self._early_jobs[batch_uid] = facts
 
     def running_batches(self) -> int:

@@ -134,7 +134,9 @@ ORDER = [  # when several problems apply, the first in the documented order wins
     ("DuplicateReady", pod_json(), (READY, READY, with_(REWARD, episode_id="x"))),
     ("IdentityMismatch", pod_json(), (READY, with_(REWARD, episode_id="x", reward="bad"))),
     ("InvalidReward", pod_json(), (with_(READY, at=None), with_(REWARD, reward=float("inf")))),
-    ("ClockSkew", pod_json(), (with_(READY, at=T0 - 60), with_(REWARD, at=T0 - 120))),
+    # One clock before the API's: a reward before its ready is that, whatever the skew.
+    ("RewardBeforeReady", pod_json(), (with_(READY, at=T0 - 60), with_(REWARD, at=T0 - 120))),
+    ("ClockSkew", pod_json(), (with_(READY, at=T0 - 120), with_(REWARD, at=T0 - 60))),
 ]
 
 

@@ -1,0 +1,108 @@
+"""Pod log reads on the event loop: one pooled aiohttp session, no thread per read.
+
+After a batch ends, reading each episode's log was the operator's largest CPU cost (issue 14):
+one synchronous HTTPS request per pod through ``requests`` in a worker thread. This reader keeps
+a bounded pool of keep-alive connections (aiohttp ships with kopf) and streams each log with the
+same bounds as the synchronous reader (``limitBytes`` on the server, and a hard stop at the
+limit here: an episode's output is hostile input).
+
+Credentials come from the same kubeconfig (client certificate, bearer token or token file,
+cluster CA). Other kinds of credentials (exec plugins, auth providers) are not handled here:
+:func:`supported` says so and the caller keeps the synchronous reader.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import aiohttp
+import pykube
+
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import Unavailable, classify
+
+CHUNK = 64 * 1024
+
+
+def supported(config: pykube.KubeConfig) -> bool:
+    user = config.user or {}
+    return not ({"exec", "auth-provider"} & set(user)) and config.cluster["server"].startswith("https://")
+
+
+def _ssl_context(config: pykube.KubeConfig) -> ssl.SSLContext | bool:
+    cluster, user = config.cluster, config.user or {}
+    if cluster.get("insecure-skip-tls-verify"):
+        return False
+    context = ssl.create_default_context(
+        cafile=cluster["certificate-authority"].filename() if "certificate-authority" in cluster else None)
+    if "client-certificate" in user:
+        context.load_cert_chain(user["client-certificate"].filename(), user["client-key"].filename())
+    return context
+
+
+def _token(config: pykube.KubeConfig) -> str | None:
+    user = config.user or {}
+    if user.get("token"):
+        return user["token"]
+    if user.get("tokenFile"):
+        with open(user["tokenFile"]) as handle:  # re-read: projected tokens rotate
+            return handle.read().strip()
+    return None
+
+
+class AsyncLogReader:
+    """Bounded log reads over one session; create and use it on the operator's event loop."""
+
+    def __init__(self, config: pykube.KubeConfig, *, pool: int = 16, timeout: float = 30.0,
+                 user_agent: str = "rolloutbatch-operator") -> None:
+        self.config = config
+        self.base = config.cluster["server"].rstrip("/")
+        self.pool, self.timeout, self.user_agent = pool, timeout, user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.pool, ssl=_ssl_context(self.config))
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
+                headers={"User-Agent": self.user_agent})
+        return self._session
+
+    async def read(self, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
+        """At most ``limit_bytes`` of the log; (data, truncated). Raises the mapped KubeError."""
+        path = resources.object_path("Pod", pod, namespace) + "/log"
+        headers: dict[str, Any] = {}
+        token = _token(self.config)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        what = f"read log of pod {namespace}/{pod}"
+        params = {"container": container, "limitBytes": str(limit_bytes + 1)}
+        try:
+            async with self._open().get(self.base + path, params=params, headers=headers) as response:
+                if response.status >= 400:
+                    text = (await response.content.read(2000)).decode("utf-8", "replace")
+                    raise classify(response.status, _message(text), what=what)
+                chunks, size = [], 0
+                async for chunk in response.content.iter_chunked(CHUNK):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit_bytes:
+                        break
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise Unavailable(f"{what}: {exc!r}") from exc
+        data = b"".join(chunks)
+        return data[:limit_bytes], size > limit_bytes
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _message(text: str) -> str:
+    import json
+    try:
+        body = json.loads(text)
+        return str(body.get("message") or text) if isinstance(body, dict) else text
+    except ValueError:
+        return text
