@@ -3,6 +3,7 @@
 Parts (each writes bench/results/<part>.json):
   overhead   the same episodes as a bare Indexed Job watched by the bench vs as a RolloutBatch:
              wall-time ratio and the lag from the last reward event to Ready=True
+  modes      the same ratio in every isolation mode at 60 x p30 and 1,000 x p100 (bench/modes.py)
   breakdown  where the time goes in the guide's parallel and serial shipping-fix batches
   scale      1,000 x p100, 10,000 x p200 (or --big N), 20 concurrent batches of 100: operator CPU
              per episode, peak RSS, API requests per episode (by user agent, through a counting
@@ -320,7 +321,7 @@ def part_breakdown(kube: Kube, repeats: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("parts", nargs="*", default=["overhead", "breakdown", "scale", "plots"])
+    p.add_argument("parts", nargs="*", default=["overhead", "modes", "breakdown", "scale", "plots"])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--big", type=int, default=10000, help="episodes of the big scale batch")
     p.add_argument("--only", nargs="*", help="scale scenarios to (re)run: 1k many big")
@@ -332,6 +333,9 @@ def main() -> None:
     started = time.time()
     if "overhead" in args.parts:
         part_overhead(kube, args.repeats)
+    if "modes" in args.parts:
+        import modes
+        modes.part_modes(kube, args.repeats)
     if "breakdown" in args.parts:
         part_breakdown(kube, max(1, args.repeats // 2))
     if "scale" in args.parts:

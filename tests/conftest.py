@@ -63,6 +63,15 @@ def operator_process():
 
 
 @pytest.fixture
+def solo_operator(operator_process):
+    """A test that runs an operator of its own (other flags, fault injection) needs the cluster
+    to itself: pause the shared operator, restore it afterwards."""
+    operator_process.stop()
+    yield
+    operator_process.start()
+
+
+@pytest.fixture
 def namespace():
     """A fresh namespace for one test's RolloutBatches, deleted (with them) afterwards."""
     from tests.support.batches import unique

@@ -157,16 +157,26 @@ class PodWorker:
             if self._written >= mine or self.gone:
                 return
             version = self._want
-            body = S.status_patch(self.uid, self._build_status())
-            try:
-                await self.sh.api.patch(f"/api/v1/namespaces/{self.ns}/pods/{self.name}/status", body)
-            except ApiError as e:
-                if e.status == 404:
-                    self.gone = True
-                else:
-                    log.warning("%s/%s: status write failed: %s", self.ns, self.name, e)
-            except Exception as e:  # noqa: BLE001 - never let a status write kill the worker
-                log.warning("%s/%s: status write failed: %s", self.ns, self.name, e)
+            delay = 0.5
+            # Retried until the API takes it, as a kubelet's status manager does: a write lost
+            # while the apiserver restarts would leave an ended pod Running forever.
+            while not self.gone and not self.shutting_down:
+                body = S.status_patch(self.uid, self._build_status())
+                try:
+                    await self.sh.api.patch(f"/api/v1/namespaces/{self.ns}/pods/{self.name}/status", body)
+                    break
+                except ApiError as e:
+                    if e.status == 404:
+                        self.gone = True
+                        break
+                    if e.status is not None and 400 <= e.status < 500 and e.status not in (409, 429):
+                        log.warning("%s/%s: status write refused: %s", self.ns, self.name, e)
+                        break
+                    log.warning("%s/%s: status write failed (%s); retrying in %.1fs", self.ns, self.name, e, delay)
+                except Exception as e:  # noqa: BLE001 - never let a status write kill the worker
+                    log.warning("%s/%s: status write failed (%s); retrying in %.1fs", self.ns, self.name, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
             self._written = version
 
     # ---- lifecycle --------------------------------------------------------------------------

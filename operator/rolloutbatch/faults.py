@@ -12,8 +12,17 @@ import os
 import signal
 
 ENV = "ROLLOUTBATCH_CRASH_AT"
+# With ROLLOUTBATCH_FAIL_AT=<point> the point raises instead: a stand-in for any bug there, so a
+# test can check the error policy ends the batch with a reason (InternalError) instead of hanging.
+FAIL_ENV = "ROLLOUTBATCH_FAIL_AT"
+
+
+class InjectedFault(RuntimeError):
+    """Raised at the point named by ROLLOUTBATCH_FAIL_AT."""
 
 
 def crash_point(name: str) -> None:
     if os.environ.get(ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(FAIL_ENV) == name:
+        raise InjectedFault(f"fault injected at {name}")

@@ -21,7 +21,7 @@ from rolloutbatch.kube.async_logs import AsyncLogReader
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import ConfigError
 from rolloutbatch.metrics import Metrics
-from rolloutbatch.service.reconciler import Context, Settings
+from rolloutbatch.service.context import Context, Settings
 from rolloutbatch.service.registry import Registry
 
 
@@ -39,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log reads in flight at once across all batches (default 16)")
     parser.add_argument("--status-interval", type=float, default=defaults.status_interval,
                         help="minimum seconds between two status patches of one batch (default 1)")
+    parser.add_argument("--results-shard-rows", type=int, default=defaults.results_shard_rows,
+                        help="rows per results ConfigMap shard; a batch with more episodes keeps its rows in "
+                             f"append-only shards (default {defaults.results_shard_rows})")
+    parser.add_argument("--pod-create-grace", type=float, default=defaults.pod_create_grace,
+                        help="seconds without any episode pod after the Job's creation before the batch stalls "
+                             f"as PodsNotCreated (default {defaults.pod_create_grace:g})")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
@@ -87,8 +93,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     kopf.configure(verbose=args.verbose)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    if args.results_shard_rows < 1:
+        print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
+        return 1
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
-                        status_interval=args.status_interval)
+                        status_interval=args.status_interval, results_shard_rows=args.results_shard_rows,
+                        pod_create_grace=args.pod_create_grace)
     api = Api(config, pool=max(16, args.read_concurrency * 2))
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:

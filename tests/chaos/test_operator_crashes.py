@@ -37,14 +37,6 @@ POINTS = [
 ]
 
 
-@pytest.fixture
-def solo_operator(operator_process):
-    """Chaos needs the cluster to itself: pause the shared operator, restore it afterwards."""
-    operator_process.stop()
-    yield
-    operator_process.start()
-
-
 def wait_crashed(operator, point, timeout=120):
     deadline = time.monotonic() + timeout
     while operator.proc.poll() is None and time.monotonic() < deadline:
@@ -167,5 +159,40 @@ def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace
     try:
         check_outcome(name, namespace, op2)
         assert "Traceback" not in op2.log_path.read_text(errors="replace")
+    finally:
+        op2.stop()
+
+
+def test_sharded_results_survive_a_restart(solo_operator, namespace):
+    """Issue 11: a batch bigger than one shard keeps every row exactly once across a crash."""
+    import json
+    args = ("--results-shard-rows", "3")
+    op = OperatorProcess("operator-shards", extra_args=args)
+    op.start()
+    name = unique("shards")
+    program = PROGRAM.replace("1 + 1.5 * i", "1 + 0.8 * i").replace("if i == 3:", "if i == 99:")
+    apply(episode_batch(name, program, episodes=10, parallelism=10, cleanup={"sandbox": "Never"}), namespace)
+    deadline = time.monotonic() + 90
+    selector = "rl.agentruntime.io/role=results-shard"
+    while True:
+        shards = json.loads(kubectl("get", "configmaps", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+        if len(shards) >= 2:
+            break
+        assert time.monotonic() < deadline, "no second shard was written"
+        time.sleep(0.2)
+    op.kill()
+    op2 = OperatorProcess("operator-shards-after", extra_args=args)
+    op2.start()
+    try:
+        obj = wait_finished(name, namespace, timeout=120, operator=op2)
+        assert obj["status"]["phase"] == "Succeeded" and obj["status"]["succeededEpisodes"] == 10, obj["status"]
+        doc = results(name, namespace)
+        assert [r["index"] for r in doc["pods"]] == list(range(10))
+        assert sorted(r["reward"] for r in doc["pods"]) == sorted(i / 10 for i in range(10))
+        shards = json.loads(kubectl("get", "configmaps", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+        rows = [len(json.loads(cm["data"]["results.json"])["pods"]) for cm in shards]
+        assert sum(rows) == 10 and max(rows) <= 3 and len(shards) == 4, rows
+        head = json.loads(get(f"{name}-results", namespace, kind="configmap")["data"]["results.json"])
+        assert "pods" not in head and len(head["shards"]) == 4
     finally:
         op2.stop()

@@ -159,3 +159,60 @@ def test_submit_of_several_objects_is_all_or_nothing(operator_process, namespace
     assert "created" not in run.stdout
     listed = _kubectl("get", "rolloutbatches", "-n", namespace, "-o", "name")
     assert listed.returncode == 0 and listed.stdout.strip() == ""
+
+
+def _episode_batch(name: str, source: str, episodes: int = 2) -> dict:
+    return {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": name},
+            "spec": {"episodes": episodes, "command": ["python", "/task/episode.py"],
+                     "task": {"files": {"episode.py": source}},
+                     "episodeTimeoutSeconds": 120, "activeDeadlineSeconds": 240}}
+
+
+REWARD_AFTER = """
+import json, os, sys, time
+def emit(event, **f):
+    print(json.dumps({"event": event, "at": time.time(), "episode_id": os.environ["EPISODE_ID"], **f}), flush=True)
+emit("ready")
+if os.environ["EPISODE_INDEX"] == "0":
+    print("giving up on purpose", flush=True)
+    sys.exit(3)
+time.sleep(8)
+emit("reward", reward=1.0)
+"""
+
+
+def test_watch_logs_cleanup_exit_codes(operator_process, namespace, tmp_path):
+    f = tmp_path / "b.yaml"
+    f.write_text(json.dumps(_episode_batch("longrun", REWARD_AFTER)))
+    assert cli("submit", "-f", str(f), "-n", namespace).returncode == 0
+    early = cli("watch", "longrun", "-n", namespace, "--timeout", "2")
+    assert early.returncode == 3, early.stdout + early.stderr
+    assert f"re-attach with: rolloutbatch watch longrun -n {namespace}" in early.stderr
+    done = cli("watch", "longrun", "-n", namespace, "--timeout", "200")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "longrun: Failed" in done.stdout and "by reason" in done.stdout and "episode 0" in done.stdout
+    log = cli("logs", "longrun", "-n", namespace, "--index", "0")
+    assert log.returncode == 0 and "giving up on purpose" in log.stdout, log.stdout + log.stderr
+    assert cli("logs", "longrun", "-n", namespace, "--index", "7").returncode == 1
+    gone = cli("cleanup", "longrun", "never-was", "-n", namespace, "--ignore-not-found", "--timeout", "120")
+    assert gone.returncode == 0, gone.stderr
+    assert cli("cleanup", "longrun", "-n", namespace).returncode == 1
+
+
+def test_logs_and_results_of_a_batch_whose_sandbox_is_gone(operator_process, namespace, tmp_path):
+    f = tmp_path / "ok.yaml"
+    f.write_text(json.dumps(_episode_batch("okgone", REWARD_AFTER.replace('"0"', '"none"').replace("8", "0"))))
+    run = cli("submit", "-f", str(f), "-n", namespace, "--watch", "--timeout", "200")
+    assert run.returncode == 0, run.stdout + run.stderr
+    import time
+
+    deadline = time.monotonic() + 60       # DeleteOnSuccess: the sandbox goes soon after
+    while "sandboxNamespace" in json.loads(cli("get", "okgone", "-n", namespace, "-o", "json").stdout)["status"]:
+        assert time.monotonic() < deadline, "the sandbox of a succeeded batch was not deleted"
+        time.sleep(1)
+    log = cli("logs", "okgone", "-n", namespace, "--index", "1")
+    assert log.returncode == 1 and "is gone" in log.stderr and "cleanup.sandbox" in log.stderr
+    assert "episode 1: succeeded" in log.stdout
+    res = cli("results", "okgone", "-n", namespace, "--output", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "not written: job.json" in res.stdout and "not written: pods.json" in res.stdout and "is gone" in res.stdout

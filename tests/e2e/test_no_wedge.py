@@ -5,6 +5,7 @@ Each test names the item of issue 10 it reproduces.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -154,3 +155,82 @@ def test_ready_episodes_counts_ready_events(operator_process, namespace):
     obj = wait_finished(name, namespace, timeout=90, operator=operator_process)
     assert obj["status"]["readyEpisodes"] == 1, obj["status"]
     assert_counts_agree(obj, results(name, namespace), operator_process, namespace)
+
+
+# -- found by the adversarial review after the fixes above ----------------------------------------
+SLOW = GOOD.replace('emit("ready"); emit("reward", reward=1)',
+                    'emit("ready"); time.sleep(20 if os.environ["EPISODE_INDEX"] != "0" else 0); emit("reward", reward=1)')
+
+
+def test_a_job_deleted_mid_batch_stalls_and_is_never_recreated(operator_process, namespace):
+    name = unique("nojob")
+    created = apply(episode_batch(name, SLOW, episodes=3, parallelism=1), namespace)
+    uid = created["metadata"]["uid"]
+    sandbox = "rb-" + uid.replace("-", "")[:10]
+    deadline = time.monotonic() + 60
+    while not kubectl("get", "pods", "-n", sandbox, "-o", "name", check=False).stdout.strip():
+        assert time.monotonic() < deadline, "no episode pod"
+        time.sleep(0.3)
+    kubectl("delete", "job", sandbox, "-n", sandbox, "--wait=false")
+    obj = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    stalled = condition(obj, "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "SandboxDeleted", stalled
+    time.sleep(3)
+    assert not kubectl("get", "jobs", "-n", sandbox, "-o", "name", check=False).stdout.strip()  # not recreated
+    assert_counts_agree(obj, results(name, namespace), operator_process, namespace)
+
+
+def test_a_missing_priority_class_stalls_before_anything_is_created(operator_process, namespace):
+    name = unique("prio")
+    created = apply(episode_batch(name, GOOD, episodes=1, podTemplate={"priorityClassName": "does-not-exist"}),
+                    namespace)
+    obj = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    assert condition(obj, "Stalled")["reason"] == "PriorityClassNotFound"
+    assert sandbox_namespaces(created["metadata"]["uid"]) == []
+
+
+def test_a_pod_template_the_api_refuses_stalls_before_anything_is_created(operator_process, namespace):
+    """Validate everything before creating anything: the Job is dry-run first."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    name = unique("affinity")
+    created = apply(episode_batch(name, GOOD, episodes=1, podTemplate={"affinity": affinity}), namespace)
+    obj = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    stalled = condition(obj, "Stalled")
+    assert stalled["reason"] == "InvalidSpec" and "nodeSelectorTerms" in stalled["message"], stalled
+    assert sandbox_namespaces(created["metadata"]["uid"]) == []
+
+
+def test_pods_the_cluster_refuses_stall_with_the_reason(solo_operator, namespace):
+    """A LimitRange refuses every episode pod (the Job itself is fine): PodsNotCreated, with the
+    Job controller's FailedCreate message, instead of waiting out activeDeadlineSeconds."""
+    from tests.support.operator import OperatorProcess
+    limits = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "tiny", "namespace": namespace},
+              "spec": {"limits": [{"type": "Container", "max": {"cpu": "50m"}}]}}
+    kubectl("create", "-f", "-", input=json.dumps(limits))
+    op = OperatorProcess("operator-pod-grace", extra_args=("--pod-create-grace", "8"))
+    op.start()
+    try:
+        name = unique("refused")
+        apply(episode_batch(name, GOOD, episodes=2, isolation={"namespace": "Shared"}), namespace)
+        obj = wait_finished(name, namespace, timeout=90, operator=op)
+        stalled = condition(obj, "Stalled")
+        assert stalled["reason"] == "PodsNotCreated" and "cpu" in stalled["message"], stalled
+        assert_counts_agree(obj, results(name, namespace), op, namespace)
+    finally:
+        op.stop()
+
+
+def test_a_bug_while_judging_ends_the_batch_visibly(solo_operator, namespace):
+    """Any exception while judging an episode (a stand-in: ROLLOUTBATCH_FAIL_AT) ends the batch
+    InternalError; before, the batch waited forever with no log line."""
+    from tests.support.operator import OperatorProcess
+    op = OperatorProcess("operator-fail-judge", env={"ROLLOUTBATCH_FAIL_AT": "track:log-read"})
+    op.start()
+    try:
+        name = unique("bug")
+        apply(episode_batch(name, GOOD, episodes=2), namespace)
+        obj = wait_finished(name, namespace, timeout=60, operator=op)
+        stalled = condition(obj, "Stalled")
+        assert stalled["reason"] == "InternalError" and "fault injected" in stalled["message"], stalled
+    finally:
+        op.stop()

@@ -153,7 +153,8 @@ def test_hostile_episodes_fail_only_themselves(operator_process, namespace, tmp_
 
 def test_privileged_pod_is_refused_in_a_sandbox_namespace(operator_process, namespace):
     name = unique("psa")
-    apply(episode_batch(name, "import time; time.sleep(20)", episodes=1, cleanup={"sandbox": "Never"}), namespace)
+    apply(episode_batch(name, "import time; time.sleep(20)", episodes=1, cleanup={"sandbox": "Never"},
+                        isolation={"resourceQuota": True}), namespace)
     import time
     from tests.support.batches import get
     deadline = time.monotonic() + 60

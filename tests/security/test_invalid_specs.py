@@ -44,7 +44,7 @@ CASES = [
     ("parallelism above episodes", with_("parallelism", 3), "spec.parallelism must be less than or equal to spec.episodes"),
     ("zero parallelism", with_("parallelism", 0), "should be greater than or equal to 1"),
     ("min successful above episodes", with_("minSuccessfulEpisodes", 5), "spec.minSuccessfulEpisodes must be less than or equal to spec.episodes"),
-    ("inputs of the wrong length", with_("inputs", [{}, {}, {}]), "spec.inputs must be empty or have exactly spec.episodes entries"),
+    ("inputs of the wrong length", with_("inputs", [{}, {}, {}]), "spec.inputs must be empty or have exactly spec.episodes / spec.samplesPerInput entries"),
     ("inputs that are not objects", with_("inputs", [1, 2]), "spec.inputs[0] in body must be of type object"),
     ("negative episode timeout", with_("episodeTimeoutSeconds", -1), "should be greater than or equal to 1"),
     ("negative batch deadline", with_("activeDeadlineSeconds", -5), "should be greater than or equal to 1"),

@@ -77,14 +77,21 @@ def wait_gone(kind: str, name: str, namespace: str | None = None, timeout: float
 
 
 def results(name: str, namespace: str) -> dict:
-    """The results document of a batch, from its results ConfigMap."""
-    import base64
-    import gzip
+    """The results document of a batch: its head ConfigMap and, for a sharded batch, every shard
+    (core.result_shards.assemble), each decoded with the operator's own defences."""
+    from rolloutbatch.core.result_shards import assemble
+    from rolloutbatch.core.results import decode_results
     cm = get(f"{name}-results", namespace, kind="configmap")
     assert cm, f"results ConfigMap {name}-results missing"
-    if "results.json" in (cm.get("data") or {}):
-        return json.loads(cm["data"]["results.json"])
-    return json.loads(gzip.decompress(base64.b64decode(cm["binaryData"]["results.json.gz"])))
+    head = decode_results(cm)
+    assert head is not None, f"results ConfigMap {name}-results holds no document"
+    if "shards" not in head:
+        return head
+    uid = cm["metadata"]["labels"]["rl.agentruntime.io/batch-uid"]
+    out = kubectl("get", "configmaps", "-n", namespace, "-o", "json", "-l",
+                  f"rl.agentruntime.io/batch-uid={uid},rl.agentruntime.io/role=results-shard")
+    shards = [decode_results(item) for item in json.loads(out.stdout)["items"]]
+    return assemble(head, [s for s in shards if s is not None])
 
 
 class ProgressRecorder:

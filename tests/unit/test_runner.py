@@ -84,3 +84,19 @@ def test_the_command_exits_with_one_line(busy_port, tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"--metrics-port {busy_port}: address 127.0.0.1:{busy_port} is already in use" in proc.stderr
+
+
+def test_results_shard_rows_flag_defaults_to_the_setting_and_refuses_zero(capsys, tmp_path):
+    from rolloutbatch.service.context import Settings
+
+    assert _args().results_shard_rows == Settings().results_shard_rows
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    assert parser.parse_args(["--results-shard-rows", "250"]).results_shard_rows == 250
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                          "users: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    args = _args(results_shard_rows=0, kubeconfig=str(kubeconfig), metrics_port=0, liveness_port=_free_port())
+    assert runner.run(args) == 1
+    assert "--results-shard-rows must be at least 1" in capsys.readouterr().err

@@ -72,43 +72,6 @@ def test_invalid_tasks(task, needle):
         build_batch("a", task, 1)
 
 
-class FakeClient:
-    def __init__(self, statuses):
-        self.statuses = list(statuses)
-
-    def get(self, name, namespace):
-        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        return {"metadata": {"name": name, "namespace": namespace, "uid": "u"}, "status": status}
-
-
-def test_wait_reports_each_change_and_returns_the_final_status():
-    statuses = [{}, {"phase": "Running", "progress": "0/2"}, {"phase": "Running", "progress": "0/2"},
-                {"phase": "Running", "progress": "1/2"}, {"phase": "Succeeded", "progress": "2/2"}]
-    handle = sdk.BatchHandle(FakeClient(statuses), {"metadata": {"name": "b", "namespace": "n", "uid": "u"}})
-    seen = []
-    final = handle.wait(timeout=5, on_progress=seen.append, interval=0)
-    assert final["phase"] == "Succeeded"
-    assert [s.get("progress") for s in seen] == [None, "0/2", "1/2", "2/2"]
-
-
-def test_wait_stops_on_stalled_and_times_out():
-    stalled = {"phase": "Pending", "conditions": [{"type": "Stalled", "status": "True"}]}
-    handle = sdk.BatchHandle(FakeClient([stalled]), {"metadata": {"name": "b", "namespace": "n", "uid": "u"}})
-    assert handle.wait(timeout=5, interval=0) == stalled
-    handle = sdk.BatchHandle(FakeClient([{"phase": "Running"}]), {"metadata": {"name": "b", "namespace": "n"}})
-    with pytest.raises(TimeoutError, match="not finished after 0.05s"):
-        handle.wait(timeout=0.05, interval=0.01)
-
-
-def test_wait_settles_the_job_complete_time():
-    done = {"phase": "Succeeded", "jobName": "j"}
-    statuses = [{"phase": "Running", "jobName": "j"}, done, done, dict(done, jobCompleteSeconds=3.5)]
-    handle = sdk.BatchHandle(FakeClient(statuses), {"metadata": {"name": "b", "namespace": "n", "uid": "u"}})
-    seen = []
-    final = handle.wait(timeout=5, on_progress=seen.append, interval=0)
-    assert final["jobCompleteSeconds"] == 3.5 and seen[-1]["jobCompleteSeconds"] == 3.5
-
-
 def test_unknown_spec_fields_are_refused_before_submit():
     with pytest.raises(ValueError, match=r"spec.episodeTimoutSeconds: unknown field \(keyword 'episode_timout_seconds'\)"):
         build_batch("a", TASK, 1, episode_timout_seconds=5)

@@ -8,7 +8,7 @@ import sys
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, load_documents, make_client
-from rolloutbatch.sdk import BatchHandle, is_succeeded
+from rolloutbatch.sdk import BatchHandle
 
 RESOURCE = f"rolloutbatch.{GROUP}"
 
@@ -25,9 +25,10 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--filename", required=True, action="append", metavar="FILE",
                    help="YAML or JSON file with RolloutBatch object(s); '-' reads stdin (repeatable)")
     p.add_argument("-w", "--watch", action="store_true",
-                   help="show live progress, then a summary; exit 0 when every batch Succeeded, 1 otherwise")
+                   help="show live progress, then a summary; exit 0 when every batch Succeeded, 1 when one "
+                        "failed, 3 when the watch timed out (the batches keep running: rolloutbatch watch NAME)")
     p.add_argument("--timeout", type=_positive, default=3600.0, metavar="SECONDS",
-                   help="give up watching after this long (default 3600)")
+                   help="give up watching after this long (default 3600; exit 3)")
     p.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the created objects")
     p.set_defaults(func=submit)
 
@@ -41,8 +42,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
     p.set_defaults(func=list_)
 
-    p = sub.add_parser("cleanup", parents=[common], help="delete a RolloutBatch and wait until its sandbox is gone")
-    p.add_argument("name")
+    p = sub.add_parser("cleanup", parents=[common], help="delete RolloutBatches and wait until their sandboxes are gone")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("--ignore-not-found", action="store_true", help="a batch that does not exist is not an error")
     p.add_argument("--timeout", type=_positive, default=300.0, metavar="SECONDS",
                    help="how long to wait for the batch and its sandbox namespace to go (default 300)")
     p.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
@@ -93,12 +95,9 @@ def submit(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if not args.watch:
         return 0
-    from rolloutbatch.cli.watch import follow
+    from rolloutbatch.cli.follow import watch_handles
 
-    console = _console()
-    follow(handles, console, timeout=args.timeout)
-    print_summaries(console, handles)
-    return 0 if all(is_succeeded(h.status) for h in handles) else 1
+    return watch_handles(handles, args.timeout)
 
 
 def print_summaries(console, handles: list[BatchHandle]) -> None:
@@ -114,6 +113,32 @@ def print_summaries(console, handles: list[BatchHandle]) -> None:
             text += f" (per-episode rows: ConfigMap {h.namespace}/{s['resultsConfigMap']}; " \
                     f"rolloutbatch results {h.name} -n {h.namespace} --output DIR)"
         console.print(text, soft_wrap=True)
+        for line in failure_summary(h):
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
+    """Failed and lost episodes by reason (counts, a few examples), from the results rows."""
+    from rolloutbatch.kube.errors import KubeError
+
+    s = handle.status
+    if not (s.get("failedEpisodes") or s.get("lostEpisodes")):
+        return []
+    try:
+        rows = handle.document().get("pods") or []
+    except KubeError as exc:
+        return [f"  (failure reasons unavailable: {exc})"]
+    by_reason: dict[str, list[dict]] = {}
+    for row in rows:
+        if row.get("outcome") != "succeeded":
+            by_reason.setdefault(f"{row.get('outcome')} {row.get('reason') or '?'}", []).append(row)
+    lines = [f"  failed/lost episodes of {handle.name} by reason:"] if by_reason else []
+    for reason, group in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(f"    {len(group):>5}  {reason}")
+        for row in group[:examples]:
+            message = " ".join(str(row.get("message") or "").split())[:160]
+            lines.append(f"           episode {row.get('index')} ({row.get('pod')}): {message}")
+    return lines
 
 
 def get(args: argparse.Namespace) -> int:
@@ -141,13 +166,26 @@ def list_(args: argparse.Namespace) -> int:
 
 
 def cleanup(args: argparse.Namespace) -> int:
+    """Delete every named batch first (they go in parallel), then wait for each."""
+    from rolloutbatch.kube.errors import NotFound
+
     client = make_client(args)
-    obj = client.get(args.name)
-    sandbox = client.sandbox_namespace(obj)
-    client.delete(obj, wait=args.wait, timeout=args.timeout)
-    if args.wait:
-        gone = f" and sandbox namespace {sandbox}" if sandbox else ""
-        print(f"{RESOURCE}/{args.name} deleted{gone}")
-    else:
-        print(f"{RESOURCE}/{args.name} deletion requested")
+    found, missing = [], []
+    for name in dict.fromkeys(args.names):
+        try:
+            found.append(client.get(name))
+        except NotFound as exc:
+            if not args.ignore_not_found:
+                missing.append(str(exc))
+    for obj in found:
+        client.delete(obj, wait=False)
+    for obj in found:
+        name, sandbox = obj["metadata"]["name"], client.sandbox_namespace(obj)
+        if args.wait:
+            client.delete(obj, wait=True, timeout=args.timeout)
+            print(f"{RESOURCE}/{name} deleted" + (f" and sandbox namespace {sandbox}" if sandbox else ""))
+        else:
+            print(f"{RESOURCE}/{name} deletion requested")
+    if missing:
+        raise CLIError("; ".join(missing))
     return 0

@@ -128,8 +128,9 @@ def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace)
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except TimeoutError as exc:
+        # Timed out is not failed: the batch may still succeed (see cli.follow's exit codes).
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
-        return 1
+        return 3
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

@@ -38,6 +38,8 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--log-limit-bytes", type=int, default=DEFAULT_LOG_LIMIT, metavar="N",
                    help="bytes of each episode log to keep at most (default 1 MiB)")
     p.set_defaults(func=results)
+    # Empty files are written anyway (job.json null, pods.json []), so scripts find the layout;
+    # what could not be saved is said on stdout.
 
 
 def results(args: argparse.Namespace) -> int:
@@ -51,6 +53,8 @@ def results(args: argparse.Namespace) -> int:
     written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
     print(f"wrote {out}/: {', '.join(written['files'])}"
           + (f" and {written['logs']} episode logs" if written["logs"] else ""))
+    for name, why in written["missing"].items():
+        print(f"not written: {name} ({why})")
     if not written["results"]:
         print(f"no results.json: {written['results_error']}")
         return 1
@@ -65,7 +69,8 @@ def _write(path: pathlib.Path, data) -> None:
 def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: int = DEFAULT_LOG_LIMIT) -> dict:
     """Write the layout into the new directory ``out``; returns what was written."""
     meta, status = batch["metadata"], batch.get("status") or {}
-    child_ns = status.get("sandboxNamespace") or meta["namespace"]
+    # The status stops naming the sandbox once it is deleted: its name is deterministic.
+    child_ns = status.get("sandboxNamespace") or client.sandbox_namespace(batch) or meta["namespace"]
     out.mkdir(parents=True, exist_ok=False)
     files: list[str] = []
     receipt = {
@@ -96,9 +101,17 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     except ResultsNotReady as exc:
         result["results_error"] = str(exc)
 
+    missing: dict[str, str] = {}
+    sandbox_gone = not _namespace_alive(client, child_ns, meta)
+    gone_why = (f"the sandbox namespace {child_ns} is gone (spec.cleanup.sandbox "
+                f"{((batch.get('spec') or {}).get('cleanup') or {}).get('sandbox') or 'DeleteOnSuccess'}); "
+                "keep it with cleanup.sandbox: Never and export before cleanup")
     job = resources.get_or_none(client.api, "Job", status["jobName"], child_ns) if status.get("jobName") else None
     _write(out / "job.json", job)
     files.append("job.json")
+    if job is None:
+        missing["job.json"] = gone_why if sandbox_gone else ("the batch has no Job yet" if not status.get("jobName")
+                                                              else f"Job {child_ns}/{status['jobName']} was deleted")
 
     try:
         pods = client.api.get(resources.collection_path("Pod", child_ns), "list episode pods",
@@ -108,6 +121,10 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     pods.sort(key=lambda p: p["metadata"]["name"])
     _write(out / "pods.json", pods)
     files.append("pods.json")
+    if not pods:
+        missing["pods.json"] = gone_why if sandbox_gone else f"no episode pod exists in {child_ns}"
+        missing["<pod>.log"] = (gone_why if sandbox_gone else "no pod, no log") + \
+            "; results.json keeps each failed episode's log tail"
 
     _write(out / "events.txt", render.format_events(_events(client, batch, child_ns)))
     files.append("events.txt")
@@ -129,7 +146,14 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     with ThreadPoolExecutor(max_workers=4) as pool:
         result["logs"] = sum(pool.map(save_log, pods))
     result["files"] = files
+    result["missing"] = missing
     return result
+
+
+def _namespace_alive(client: Client, namespace: str, meta: dict) -> bool:
+    if namespace == meta["namespace"]:
+        return True
+    return client.namespace_exists(namespace, meta["uid"])
 
 
 def _events(client: Client, batch: dict, child_ns: str) -> list[dict]:

@@ -27,7 +27,7 @@ def _connection_options(parser: argparse.ArgumentParser, default) -> None:
                         help="namespace (default: the kubeconfig context's namespace, else 'default')")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(operator: bool = True) -> argparse.ArgumentParser:
     parser = Parser(prog=_prog(), description="RL rollouts of coding agents on Kubernetes")
     parser.add_argument("--version", action="version", version=f"rolloutbatch {__version__}")
     _connection_options(parser, None)
@@ -36,19 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
     _connection_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    from rolloutbatch import runner
     op = sub.add_parser("operator", help="run the operator (kopf) against the current cluster")
-    runner.add_arguments(op)
-    op.set_defaults(func=runner.run)
+    if operator:
+        # kopf and the service layer cost ~1 s of imports: only the operator command pays it.
+        from rolloutbatch import runner
+        runner.add_arguments(op)
+        op.set_defaults(func=runner.run)
 
-    from rolloutbatch.cli import batches, export
+    from rolloutbatch.cli import batches, export, follow
     batches.add_parsers(sub, common)
+    follow.add_parsers(sub, common)
     export.add_parsers(sub, common)
     return parser
 
 
+def _wants_operator(argv: list[str]) -> bool:
+    """Whether the subcommand is ``operator`` (the first word that is not an option or its value)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--kubeconfig", "-n", "--namespace"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word == "operator"
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(operator=_wants_operator(argv)).parse_args(argv)
     if args.command == "operator":
         if not args.kubeconfig:
             args.kubeconfig = args.global_kubeconfig

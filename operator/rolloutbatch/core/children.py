@@ -8,7 +8,9 @@ isolation mode could be, and the storage layer deletes only what carries the bat
 Ownership rules:
 - Dedicated: the sandbox namespace is the unit of cleanup; nothing inside it carries an
   ownerReference (an owner in another namespace is invalid), and creating the ConfigMaps before
-  the Job means no pod ever starts before its volumes exist.
+  the Job means no pod ever starts before its volumes exist. Its ``default`` ServiceAccount is
+  created with it (pods are not admitted before it exists); a ResourceQuota only when asked
+  (spec.isolation.resourceQuota: the Job's parallelism already bounds the pods, issue 14).
 - Shared: every child lives in the batch's namespace and is owned by the batch, so the garbage
   collector removes what a crashed operator left; the NetworkPolicy selects only this batch's pods.
 - The results ConfigMap lives beside the batch in both modes and is owned by it.
@@ -31,8 +33,10 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: 
     """The child objects in creation order (the Job last: its pods need everything else).
     ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox."""
     if spec.isolation_namespace == "Dedicated":
-        objects = [manifests.namespace(ref, spec), manifests.network_policy(ref, spec),
-                   manifests.resource_quota(ref, spec, overhead)]
+        objects = [manifests.namespace(ref, spec), manifests.service_account(ref, spec),
+                   manifests.network_policy(ref, spec)]
+        if spec.sandbox_quota:
+            objects.append(manifests.resource_quota(ref, spec, overhead))
         child_owner = None
     else:
         objects = [manifests.network_policy(ref, spec, owner)]

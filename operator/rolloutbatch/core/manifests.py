@@ -46,6 +46,14 @@ def namespace(ref: BatchRef, spec: BatchSpec) -> dict:
             "metadata": _meta(ref, naming.sandbox_namespace(ref), None, **psa)}
 
 
+def service_account(ref: BatchRef, spec: BatchSpec) -> dict:
+    """The sandbox's ``default`` ServiceAccount, created with the namespace: pods cannot be
+    admitted before it exists, and waiting for the controller that would create it delays the
+    first episodes. Its token is never mounted (the pods also say so)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "automountServiceAccountToken": False,
+            "metadata": _meta(ref, "default", naming.sandbox_namespace(ref))}
+
+
 def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None) -> dict:
     """Default deny: no ingress and (DenyAll) no egress, for the episode pods.
 

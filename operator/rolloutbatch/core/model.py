@@ -77,6 +77,7 @@ class BatchSpec:
     samples_per_input: int = 1
     inputs_from: tuple[str, ...] = ()   # ConfigMaps of the batch's namespace (spec.inputsFrom)
     inputs_count: int = 0               # inputs in all, inline or by reference
+    sandbox_quota: bool = False         # spec.isolation.resourceQuota (Dedicated only)
     verifier: VerifierSpec | None = None
 
 

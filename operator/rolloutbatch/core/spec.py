@@ -154,6 +154,13 @@ def _strings(raw: Mapping, key: str, field_name: str | None = None) -> tuple[str
     return tuple(value)
 
 
+def _bool(raw: Mapping, key: str, field_name: str, default: bool = False) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(field_name, f"must be true or false, got {value!r}"[:200])
+    return value
+
+
 def _choice(raw: Mapping, key: str, choices: tuple[str, ...], field_name: str) -> str:
     value = raw.get(key) or choices[0]
     if value not in choices:
@@ -481,6 +488,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         infrastructure_retries=retries,
         isolation_namespace=_choice(isolation, "namespace", ISOLATION_NAMESPACE, "spec.isolation.namespace"),
         isolation_network=_choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network"),
+        sandbox_quota=_bool(isolation, "resourceQuota", "spec.isolation.resourceQuota"),
         cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),
         ttl_seconds_after_finished=ttl,
         pod_template=template,

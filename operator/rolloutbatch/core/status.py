@@ -26,7 +26,7 @@ def final_phase(summary: Summary, spec: BatchSpec, results_configmap: str) -> tu
     """(phase, reason, message) of a batch whose every episode is final."""
     if summary.succeeded >= spec.min_successful_episodes:
         return (v.SUCCEEDED, v.REASON_SUCCEEDED,
-                f"{summary.succeeded}/{spec.episodes} episodes succeeded, reward sum {summary.reward_sum:g}")
+                f"{summary.succeeded}/{spec.episodes} episodes succeeded, reward sum {summary.reward_sum:.15g}")
     return (v.FAILED, v.REASON_TOO_FEW,
             f"{summary.succeeded}/{spec.episodes} episodes succeeded, {spec.min_successful_episodes} required; "
             f"see {results_configmap}")
@@ -62,12 +62,21 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _declared_episodes(previous: Mapping, raw: object) -> int:
+    """spec.episodes as written, for a spec the operator refused (the schema bounds it)."""
+    for value in (raw, previous.get("episodes")):
+        if type(value) is int and 0 <= value <= 1_000_000:
+            return value
+    return 0
+
+
 def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: Summary | None, running: int,
                  ready: int, sandbox_namespace: str | None, job_name: str | None, results_configmap: str,
                  start_time: str | None, completion_time: str | None, job_complete_seconds: float | None,
-                 message: str, reason: str | None, previous: Mapping, now_iso: str) -> dict:
+                 message: str, reason: str | None, previous: Mapping, now_iso: str,
+                 raw_episodes: object = None) -> dict:
     reason = reason or DEFAULT_REASONS.get(phase, phase)
-    episodes = spec.episodes if spec else int(previous.get("episodes") or 0)
+    episodes = spec.episodes if spec else _declared_episodes(previous, raw_episodes)
     status: dict[str, Any] = {
         "observedGeneration": ref.generation,
         "conditions": conditions_for(phase, reason, message or phase, ref.generation,
@@ -130,3 +139,10 @@ def status_patch(old: Mapping, new: Mapping) -> dict:
         if key not in new:
             patch[key] = None
     return patch
+
+
+def bare_failure(reason: str, message: str, generation: int, now_iso: str) -> dict:
+    """The smallest status that still says Failed/Stalled with its reason: the fallback when the
+    API refuses the full status (a batch must end visibly)."""
+    return {"phase": v.FAILED, "reason": reason, "message": message[:1000],
+            "conditions": conditions_for(v.FAILED, reason, message[:1000], generation, [], now_iso)}

@@ -19,6 +19,7 @@ from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
 _COLLECTIONS = {
     "Namespace": "/api/v1/namespaces",
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
     "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
@@ -66,6 +67,8 @@ def create_or_adopt(api: Api, obj: dict, batch_uid: str) -> dict:
     try:
         return api.create(path, obj, what)
     except Conflict:
+        if obj["kind"] == "ServiceAccount":
+            return obj   # the controller made "default" first: it exists, which is all we need
         existing = api.get(f"{path}/{meta['name']}", f"get {_describe(obj)}")
         if not owned_by(existing, batch_uid):
             raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None

@@ -22,71 +22,23 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rolloutbatch import GROUP, KIND, VERSION
-from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, check_quota_fits, input_shards, runtime_overhead
-from rolloutbatch.core.children import provisioning_plan
+from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
-from rolloutbatch.core.model import BatchRef, BatchSpec, ParsedLog, PodFacts, SpecError
+from rolloutbatch.core.model import BatchSpec, ParsedLog, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.status import build_status, final_phase, status_patch
+from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
 from rolloutbatch.core.verdict import judge_episode, judge_verified, parse_time
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.client import Api
-from rolloutbatch.kube.errors import KubeError, NotOurs
-from rolloutbatch.service import episode_logs, policy, sandbox
+from rolloutbatch.kube.errors import KubeError
+from rolloutbatch.service import episode_logs, policy, provisioning, sandbox
+from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.results_store import ResultsStore
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
-
-
-@dataclasses.dataclass
-class Settings:
-    """Operator-wide knobs (``rolloutbatch operator --help`` sets them)."""
-
-    log_limit_bytes: int = 1 << 20          # per episode; beyond this the log is truncated
-    log_tail_bytes: int = 4096               # kept in the results for failed episodes
-    read_concurrency: int = 16               # log reads in flight across all batches
-    status_interval: float = 1.0             # at most one status patch per batch per interval
-    results_interval: float = 1.0            # at most one results checkpoint per interval (bounded cost:
-                                             # the open shard and the head, core.result_shards)
-    results_shard_rows: int = 1000           # rows per results shard
-    job_poll_interval: float = 30.0          # safety net beside the Job watch
-    collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
-    image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
-    pod_create_grace: float = 60.0           # no pod at all this long after the Job: PodsNotCreated
-    namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
-    transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
-
-
-@dataclasses.dataclass
-class Context:
-    """What every reconciler shares: the API client, metrics, settings, the read limiter."""
-
-    api: Api
-    metrics: Any  # rolloutbatch.metrics.Metrics (kept untyped: service does not import prometheus)
-    settings: Settings
-    read_slots: asyncio.Semaphore
-    log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def batch_ref(body: Mapping) -> BatchRef:
-    meta = body["metadata"]
-    return BatchRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
-                    generation=int(meta.get("generation") or 1))
-
-
-def owner_of_batch(ref: BatchRef) -> dict:
-    return manifests.owner_reference(f"{GROUP}/{VERSION}", KIND, ref.name, ref.uid)
 
 
 class BatchReconciler:
@@ -217,70 +169,24 @@ class BatchReconciler:
     async def _provision(self) -> None:
         spec, ref = self.spec, self.ref
         assert spec is not None
-        if self.last_status.get("phase") in (None, v.PENDING):
-            await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
-                                     force=True)
-        overhead: dict | None = None
-        if spec.runtime_class_name:
-            rc = await self._call(resources.runtime_class, spec.runtime_class_name)
-            if rc is None:
-                raise Stalled(v.STALL_RUNTIME_CLASS,
-                              f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
-            overhead = runtime_overhead(rc)
-        priority = spec.pod_template.get("priorityClassName")
-        if priority and await self._call(resources.get_or_none, "PriorityClass", priority) is None:
-            raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
-        namespace = naming.child_namespace(ref, spec)
-        await self._validate_job(overhead)
-        if spec.isolation_namespace == "Shared":
-            problem = check_quota_fits(await self._call(resources.resource_quotas, namespace), spec, overhead)
-            if problem:
-                raise Stalled(v.STALL_QUOTA, problem)
         if self.last_status.get("phase") in (v.RUNNING, v.COLLECTING):
             # Provisioned by an earlier run: adopt, never recreate (a Job deleted meanwhile
             # would run every episode again).
             await self._poll_job()
             self._provisioned_at = time.monotonic()
             return
-        shards: list = []
-        if spec.inputs_from:
-            shards = input_shards([await self._call(resources.get_or_none, "ConfigMap", name, ref.namespace)
-                                   for name in spec.inputs_from], spec.inputs_from, spec.inputs_count)
-        job = None
-        try:
-            for obj in provisioning_plan(ref, spec, owner_of_batch(ref), overhead, shards):
-                live = await self._create(obj)
-                if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
-                    raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")
-                if obj["kind"] == "Job":
-                    job = live
-        except NotOurs as exc:
-            raise Stalled(v.STALL_NAMESPACE_CONFLICT if "Namespace" in str(exc) else v.STALL_NAME_CONFLICT,
-                          str(exc)) from None
-        except KubeError as exc:
-            if policy.is_transient(exc):
-                raise
-            raise Stalled(v.STALL_REFUSED, str(exc)) from None
+        if self.last_status.get("phase") in (None, v.PENDING):
+            await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
+                                     force=True)
+        owner = owner_of_batch(ref)
+        overhead = await provisioning.check(self._call, ref, spec, owner)
+        job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead)
         self.tracker.observe_job(job_facts(job), time.time())
         self._provisioned_at = time.monotonic()
         if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
-            self.emit("Normal", "Provisioned", f"Sandbox {namespace} and Job {naming.job_name(ref)} are ready")
+            self.emit("Normal", "Provisioned",
+                      f"Sandbox {naming.child_namespace(ref, spec)} and Job {naming.job_name(ref)} are ready")
         await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message="Episodes are running", force=True)
-
-    async def _validate_job(self, overhead: dict | None) -> None:
-        """Validate everything before creating anything (issue 10 item 13): the API server checks
-        the Job (its pod template: affinity terms, resource rules, tolerations...) as a dry-run
-        create in the batch's own namespace, which exists (a Dedicated sandbox does not yet)."""
-        job = manifests.job(self.ref, self.spec, owner_of_batch(self.ref))
-        job["metadata"]["namespace"] = self.ref.namespace
-        try:
-            await self._call(resources.dry_run_create, job)
-        except KubeError as exc:
-            if policy.is_transient(exc):
-                raise
-            if exc.status in (400, 422):
-                raise Stalled(v.STALL_INVALID_SPEC, f"the API server refuses the episodes' Job: {exc}") from None
-            raise Stalled(v.STALL_REFUSED, str(exc)) from None
 
     async def _track(self) -> None:
         """Loop until every episode is final; read logs, flush status and results as we go."""
@@ -439,12 +345,12 @@ class BatchReconciler:
             running=tracker.running if tracker else 0, ready=tracker.ready if tracker else 0,
             sandbox_namespace=sandbox_ns, job_name=naming.job_name(self.ref) if spec else None,
             results_configmap=naming.results_configmap_name(self.ref),
-            start_time=self.last_status.get("startTime") or _iso(now),
-            completion_time=_iso(completion) if completion else self.last_status.get("completionTime"),
+            start_time=self.last_status.get("startTime") or iso_time(now),
+            completion_time=iso_time(completion) if completion else self.last_status.get("completionTime"),
             job_complete_seconds=self._job_complete_seconds(),
             message=message if message is not None else self.last_status.get("message", ""),
             reason=reason if reason is not None else self.last_status.get("reason"),
-            previous=self.last_status, now_iso=_iso(now),
+            previous=self.last_status, now_iso=iso_time(now), raw_episodes=(self.body.get("spec") or {}).get("episodes"),
         )
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
@@ -535,7 +441,7 @@ class BatchReconciler:
                                              completion=time.time())
                 else:   # the full status may be what the API refuses: the bare verdict then
                     await self._call(resources.patch_batch_status, self.ref.namespace, self.ref.name,
-                                     _bare_failure(reason, message, self.ref.generation))
+                                     bare_failure(reason, message, self.ref.generation, iso_time(time.time())))
                 break
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not record the stall (%s); trying again", exc)
@@ -602,10 +508,3 @@ class BatchReconciler:
         return await sandbox.remove(self._call, self.ref, self.log, timeout, finalizer=True)
 
 
-
-def _bare_failure(reason: str, message: str, generation: int) -> dict:
-    """The smallest status that still says Failed/Stalled with its reason."""
-    from rolloutbatch.core.conditions import conditions_for
-    now = _iso(time.time())
-    return {"phase": v.FAILED, "reason": reason, "message": message[:1000],
-            "conditions": conditions_for(v.FAILED, reason, message[:1000], generation, [], now)}

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 from rolloutbatch.core.model import PodFacts
 from rolloutbatch.core.tracker import JobFacts
-from rolloutbatch.service.reconciler import BatchReconciler, Context, Emit
+from rolloutbatch.service.context import Context
+from rolloutbatch.service.reconciler import BatchReconciler, Emit
 
 # Events of batches without a reconciler: bounded so orphaned children cannot grow memory.
 MAX_EARLY_BATCHES = 1000

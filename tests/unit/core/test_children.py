@@ -17,7 +17,7 @@ def spec(mode, inputs=False):
 
 def test_dedicated_creates_the_namespace_first_and_the_job_last_without_owners():
     objs = provisioning_plan(REF, spec("Dedicated", inputs=True), OWNER, None)
-    assert [o["kind"] for o in objs] == ["Namespace", "NetworkPolicy", "ResourceQuota", "ConfigMap", "ConfigMap", "Job"]
+    assert [o["kind"] for o in objs] == ["Namespace", "ServiceAccount", "NetworkPolicy", "ConfigMap", "ConfigMap", "Job"]
     assert all("ownerReferences" not in o["metadata"] for o in objs)
     assert {o["metadata"].get("namespace") for o in objs[1:]} == {naming.sandbox_namespace(REF)}
 
@@ -43,3 +43,13 @@ def test_deletion_plan_covers_every_child_of_either_mode_job_first():
     kinds = [r.kind for r in plan]
     assert kinds.index("Job") < kinds.index("Namespace") < kinds.index("NetworkPolicy")
     assert all(r.wait and r.propagation == "Foreground" for r in plan if r.kind == "Job")
+
+
+def test_the_sandbox_quota_is_opt_in():
+    raw = {"episodes": 2, "task": {"files": {"episode.py": "x"}}, "isolation": {"resourceQuota": True}}
+    kinds = [o["kind"] for o in provisioning_plan(REF, parse_spec(raw), OWNER, None)]
+    assert kinds.count("ResourceQuota") == 1
+    shared = dict(raw, isolation={"namespace": "Shared", "resourceQuota": True})
+    assert "ResourceQuota" not in [o["kind"] for o in provisioning_plan(REF, parse_spec(shared), OWNER, None)]
+    sa = provisioning_plan(REF, spec("Dedicated"), OWNER, None)[1]
+    assert sa["metadata"]["name"] == "default" and sa["automountServiceAccountToken"] is False

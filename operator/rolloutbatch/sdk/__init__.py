@@ -1,0 +1,71 @@
+"""Python API for RL trainers: build a RolloutBatch, submit it, follow it, read the rewards.
+
+    from rolloutbatch.sdk import Client, Task, build_batch
+
+    task = Task(files={"episode.py": source}, command=["python", "-B", "/task/episode.py"])
+    batch = build_batch("step-", task, episodes=len(tasks) * 8, inputs=tasks, samples_per_input=8,
+                        namespace="rl")
+    handle = Client().submit(batch)        # large inputs go into ConfigMaps the batch owns
+    for group in handle.groups():          # each group once its 8 samples are final
+        ...                                # group["rows"], group["reward_mean"], group["reward_std"]
+    rows = handle.results()                # every row (sharded results reassembled), by index
+    handle.delete()                        # waits until the sandbox namespace is gone
+
+The asyncio twin, ``AsyncClient`` (``await handle.wait()``, ``async for row in
+handle.stream()``), shares every rule with ``Client``: the verbs are sans-IO generators
+(``sdk.ops``) and following a batch is a state machine fed by watches (``sdk.follow``); each
+client only carries the requests. Rows and groups are typed (``sdk.types.Row``, ``Group``).
+
+Modules: ``build`` (Task, build_batch, where inputs go), ``ops`` (the verbs), ``follow``
+(watches and the follower), ``client`` (blocking), ``aio`` (asyncio, aiohttp), ``types``.
+
+Everything goes through the same plain-dict API layer as the operator (``rolloutbatch.kube``),
+which asks the API server for strict field validation: a misspelt field is refused, never dropped.
+
+Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.errors.KubeError``;
+``status`` is the HTTP status, the message is the API's own):
+
+    ValueError        build_batch: a spec the operator would refuse (``core.spec.SpecError``),
+                      an unknown spec field, a bad name; before any network call
+    ConfigError       Client(): the kubeconfig is missing or unusable (also at the first call,
+                      when a certificate file it names is gone)
+    InvalidBatch      submit/create: the API refused the RolloutBatch: an unknown or duplicate
+                      field (``unknown_fields`` names them), the schema, a CEL rule; an ``Invalid``
+    TooLarge          the object is bigger than the API or etcd accept (1.5-3 MiB): not retryable
+    BadRequest        another 400
+    CRDNotInstalled   the cluster does not serve RolloutBatches
+    NotFound          no such batch or namespace; stream()/wait() of a batch deleted meanwhile
+    Forbidden         RBAC or admission refused the call
+    Conflict          the name exists (create), or the object changed under a precondition
+    Unavailable       no connection, 5xx or 429: the only one worth retrying as is
+    ResultsNotReady   results() before the results ConfigMap exists
+    TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rolloutbatch.core.spec import SPEC_FIELDS
+from rolloutbatch.core.vocabulary import TERMINAL_PHASES
+from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidden, Invalid, KubeError, NotFound,
+                                      TooLarge, Unavailable)
+from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch
+from rolloutbatch.sdk.client import BatchHandle, Client
+from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, ResultsNotReady, condition, is_finished,
+                                  is_succeeded)
+from rolloutbatch.sdk.types import Group, Row
+
+__all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "build_batch", "Row", "Group",
+           "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
+           "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "InvalidBatch", "KubeError", "ConfigError",
+           "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable"]
+
+
+def __getattr__(name: str) -> Any:
+    # aiohttp is imported only by those who use the async client (the CLI never does).
+    if name in ("AsyncClient", "AsyncBatchHandle"):
+        from rolloutbatch.sdk import aio
+
+        return getattr(aio, name)
+    raise AttributeError(f"module 'rolloutbatch.sdk' has no attribute {name!r}")

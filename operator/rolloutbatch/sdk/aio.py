@@ -1,0 +1,316 @@
+"""The asyncio client: the same verbs (``sdk.ops``) and followers (``sdk.follow``) as ``Client``,
+carried by aiohttp.
+
+Why aiohttp: it is already installed with the operator (kopf runs on it), so the async SDK adds
+no dependency; it streams a response line by line (watches) and pools connections; and the
+kubeconfig is read by the same ``kube.client.load_config`` (pykube), whose certificate and token
+fields become one ``ssl.SSLContext`` and a header here. kubernetes_asyncio would bring typed
+models (the SDK speaks plain dicts) and a second kubeconfig reader; httpx would be a new
+dependency for the same job. Supported credentials: client certificates, bearer tokens
+(including in-cluster service accounts); an exec or auth-provider plugin raises ConfigError
+(use ``Client`` with ``asyncio.to_thread`` there).
+
+    client = AsyncClient()
+    handle = await client.submit(build_batch("step-", task, episodes=64, inputs=tasks, samples_per_input=8))
+    async for group in handle.groups():
+        ...
+    await handle.delete()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
+from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
+from rolloutbatch.sdk import ops
+from rolloutbatch.sdk.follow import Follower, ListWatch
+from rolloutbatch.sdk.types import Group, Row
+
+
+class AsyncApi:
+    """``kube.client.Api``'s methods (get, create, merge_patch, replace, delete) as coroutines,
+    plus ``lines`` for a watch."""
+
+    def __init__(self, config: Any, *, timeout: float = 30) -> None:
+        cluster, user = config.cluster, config.user
+        self.url = cluster["server"].rstrip("/")
+        self.timeout = timeout
+        self._headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if "exec" in user or "auth-provider" in user:
+            raise ConfigError("the async client supports client certificates and tokens, not exec or "
+                              "auth-provider plugins: use rolloutbatch.sdk.Client")
+        if user.get("token"):
+            self._headers["Authorization"] = f"Bearer {user['token']}"
+        elif user.get("username") and user.get("password"):
+            self._auth = aiohttp.BasicAuth(user["username"], user["password"])
+        self._ssl: ssl.SSLContext | bool
+        try:
+            if cluster.get("insecure-skip-tls-verify"):
+                self._ssl = False
+            else:
+                ca = cluster.get("certificate-authority")
+                self._ssl = ssl.create_default_context(cafile=ca.filename() if ca else None)
+                if "client-certificate" in user:
+                    self._ssl.load_cert_chain(user["client-certificate"].filename(), user["client-key"].filename())
+        except (OSError, ssl.SSLError, KeyError, ValueError) as exc:
+            raise ConfigError(f"cannot load the kubeconfig's certificates: {exc}") from None
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(headers=self._headers, auth=getattr(self, "_auth", None),
+                                                  connector=aiohttp.TCPConnector(ssl=self._ssl, limit=16))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _request(self, method: str, path: str, what: str, *, params: Mapping | None = None,
+                       body: Any = None, headers: Mapping | None = None, timeout: float | None = None) -> Any:
+        try:
+            data = json.dumps(body, allow_nan=False) if body is not None else None
+        except ValueError as exc:
+            raise BadRequest(f"{what}: the request body is not valid JSON: {exc}") from None
+        hdrs = {"Content-Type": "application/json", **(headers or {})} if data is not None else None
+        try:
+            async with self._client().request(
+                    method, self.url + path, params={k: str(v) for k, v in (params or {}).items()}, data=data,
+                    headers=hdrs, timeout=aiohttp.ClientTimeout(total=timeout or self.timeout)) as response:
+                text = await response.text()
+                if response.status >= 400:
+                    raise _error(response.status, text, what)
+                return json.loads(text) if text else {}
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
+
+    async def get(self, path: str, what: str, **params: Any) -> dict:
+        return await self._request("GET", path, what, params=params)
+
+    async def create(self, path: str, body: dict, what: str, *, dry_run: bool = False) -> dict:
+        params = {**STRICT, "dryRun": "All"} if dry_run else STRICT
+        return await self._request("POST", path, what, params=params, body=body)
+
+    async def merge_patch(self, path: str, patch: dict, what: str) -> dict:
+        return await self._request("PATCH", path, what, params=STRICT, body=patch,
+                                   headers={"Content-Type": "application/merge-patch+json"})
+
+    async def replace(self, path: str, body: dict, what: str) -> dict:
+        return await self._request("PUT", path, what, params=STRICT, body=body)
+
+    async def delete(self, path: str, what: str, body: dict | None = None) -> dict:
+        return await self._request("DELETE", path, what, body=body)
+
+    async def lines(self, path: str, what: str, *, read_timeout: float, **params: Any) -> AsyncIterator[bytes]:
+        """The lines of a streamed GET (a watch)."""
+        try:
+            async with self._client().get(self.url + path, params={k: str(v) for k, v in params.items()},
+                                          timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
+                                                                        sock_read=read_timeout)) as response:
+                if response.status >= 400:
+                    raise _error(response.status, await response.text(), what)
+                while True:
+                    line = await response.content.readline()
+                    if not line:
+                        return
+                    yield line.rstrip(b"\n")
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
+
+
+def _error(status: int, text: str, what: str) -> KubeError:
+    message, reason = text[:500], ""
+    try:
+        body = json.loads(text)
+        message, reason = str(body.get("message", message)), str(body.get("reason") or "")
+    except (ValueError, AttributeError):
+        pass
+    return classify(status, message, reason, what)
+
+
+async def run(api: Any, op: ops.Op) -> Any:
+    """Drive a sans-IO operation with an async API object (``sdk.client.run``'s twin)."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = op.throw(error) if error is not None else op.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        if isinstance(step, ops.Sleep):
+            await asyncio.sleep(step.seconds)
+            continue
+        try:
+            answer = await getattr(api, step.method)(*step.args, **step.kwargs)
+        except KubeError as exc:
+            error = exc
+
+
+async def _watch_task(api: AsyncApi, watch: ListWatch, events: asyncio.Queue) -> None:
+    what = f"watch {watch.path}"
+    while True:
+        try:
+            if watch.listing:
+                for event in watch.on_list(await api.get(watch.path, f"list {watch.path}", **watch.list_params())):
+                    events.put_nowait((watch, event))
+                continue
+            watch.started()
+            async for line in api.lines(watch.path, what, read_timeout=watch.watch_seconds + 30,
+                                        **watch.watch_params()):
+                event = watch.on_line(line)
+                if event is not None:
+                    events.put_nowait((watch, event))
+        except (KubeError, ValueError) as exc:
+            delay = watch.on_error(exc)
+            if delay is None:
+                events.put_nowait((watch, ("FAIL", exc)))
+                return
+            await asyncio.sleep(delay)
+
+
+async def follow(api: AsyncApi, follower: Follower, timeout: float) -> AsyncIterator[tuple[str, Any]]:
+    """``sdk.client.follow``'s twin: the follower's outputs until the batch is final."""
+    events: asyncio.Queue = asyncio.Queue()
+    tasks = [asyncio.create_task(_watch_task(api, w, events)) for w in follower.watches()]
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if follower.needs_sweep():
+                for out in follower.swept_with(await run(api, ops.list_configmaps(
+                        follower.namespace, follower.results_watch.selectors["labelSelector"]))):
+                    yield out
+            if follower.done():
+                if follower.deleted:
+                    raise follower.deleted_error()
+                for out in follower.leftover_groups():
+                    yield out
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise follower.timeout_error(timeout)
+            try:
+                watch, (kind, obj) = await asyncio.wait_for(events.get(), timeout=min(left, 0.5))
+            except asyncio.TimeoutError:
+                continue
+            if kind == "FAIL":
+                raise obj
+            for out in follower.feed(watch, kind, obj):
+                yield out
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class AsyncClient:
+    """``Client`` for asyncio: ``await client.submit(batch)`` returns an :class:`AsyncBatchHandle`.
+
+    Use ``async with AsyncClient() as client:`` (or ``await client.close()``) to close its
+    connections. Raises ``ConfigError`` when the kubeconfig is missing or unusable.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, *, namespace: str | None = None,
+                 api: Any = None, timeout: float = 30) -> None:
+        self.config = load_config(kubeconfig) if api is None else None
+        self.api = api if api is not None else AsyncApi(self.config, timeout=timeout)
+        self.namespace = namespace or (self.config.namespace if self.config is not None else "default")
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if hasattr(self.api, "close"):
+            await self.api.close()
+
+    async def _run(self, op: ops.Op) -> Any:
+        return await run(self.api, op)
+
+    async def create(self, batch: Mapping, *, dry_run: bool = False) -> dict:
+        return await self._run(ops.create(batch, self.namespace, dry_run=dry_run))
+
+    async def submit(self, batch: Mapping) -> AsyncBatchHandle:
+        return AsyncBatchHandle(self, await self._run(ops.submit(batch, self.namespace)))
+
+    async def get(self, name: str, namespace: str | None = None) -> dict:
+        return await self._run(ops.get(name, namespace or self.namespace))
+
+    async def handle(self, name: str, namespace: str | None = None) -> AsyncBatchHandle:
+        return AsyncBatchHandle(self, await self.get(name, namespace))
+
+    async def list(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
+        return await self._run(ops.list_(namespace or self.namespace, all_namespaces))
+
+    async def results_document(self, batch: Mapping) -> dict:
+        return await self._run(ops.results_document(batch))
+
+    async def delete(self, batch: Mapping, *, wait: bool = True, timeout: float = 300, interval: float = 1.0) -> None:
+        """Delete; with ``wait`` (awaiting, never blocking the loop) until the sandbox is gone."""
+        await self._run(ops.delete(batch, wait=wait, timeout=timeout, interval=interval))
+
+
+class AsyncBatchHandle:
+    """``BatchHandle`` for asyncio: ``await wait()``, ``await results()``, ``async for`` over
+    ``stream()`` and ``groups()``, ``await delete()``."""
+
+    def __init__(self, client: AsyncClient, obj: dict) -> None:
+        self.client = client
+        self.obj = obj
+
+    name = property(lambda self: self.obj["metadata"]["name"])
+    namespace = property(lambda self: self.obj["metadata"]["namespace"])
+    uid = property(lambda self: self.obj["metadata"]["uid"])
+    status = property(lambda self: self.obj.get("status") or {})
+
+    async def refresh(self) -> dict:
+        self.obj = await self.client.get(self.name, self.namespace)
+        return self.status
+
+    async def _follow(self, follower: Follower, timeout: float) -> AsyncIterator[tuple[str, Any]]:
+        async for kind, value in follow(self.client.api, follower, timeout):
+            if kind == "status":
+                self.obj = dict(self.obj, status=value)
+            yield kind, value
+
+    async def wait(self, timeout: float = 3600, on_progress: Callable[[dict], None] | None = None,
+                   settle: float = 10.0) -> dict:
+        follower = Follower(self.obj, rows=False, settle_seconds=settle)
+        if on_progress is not None:
+            on_progress(copy.deepcopy(self.status))
+        async for _, status in self._follow(follower, timeout):
+            if on_progress is not None:
+                on_progress(copy.deepcopy(status))
+        return self.status
+
+    async def stream(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> AsyncIterator[Row]:
+        follower = Follower(self.obj, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        async for kind, value in self._follow(follower, timeout):
+            if kind == "row":
+                yield value
+
+    async def groups(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> AsyncIterator[Group]:
+        follower = Follower(self.obj, groups=True, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        async for kind, value in self._follow(follower, timeout):
+            if kind == "group":
+                yield value
+
+    async def document(self) -> dict:
+        return await self.client.results_document(self.obj)
+
+    async def results(self) -> list[Row]:
+        return list((await self.document()).get("pods") or [])
+
+    async def delete(self, wait: bool = True, timeout: float = 300) -> None:
+        await self.client.delete(self.obj, wait=wait, timeout=timeout)

@@ -1,0 +1,194 @@
+"""Building RolloutBatch objects, and moving inputs too large for one object into ConfigMaps.
+
+Pure: no network. ``build_batch`` validates with the operator's own ``core.spec.parse_spec``;
+``plan_inputs`` decides whether the inputs go inline (``spec.inputs``) or by reference
+(``spec.inputsFrom``) and cuts them into ConfigMaps of at most ``core.spec.MAX_CONFIG_BYTES``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolloutbatch import GROUP, KIND, VERSION
+from rolloutbatch.core.model import SpecError
+from rolloutbatch.core.naming import LABEL_MANAGED_BY, MANAGED_BY
+from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS, check_batch_name,
+                                    parse_spec)
+
+API_VERSION = f"{GROUP}/{VERSION}"
+# Inline inputs above this go by reference: the RolloutBatch object (inputs, task files, the
+# managedFields of every apply) must stay far below etcd's ~1.5 MiB and the 256 KiB annotation
+# kubectl apply adds; issue 11 saw 300 x 4 KiB refused.
+INLINE_INPUTS_MAX = 128 * 1024
+LABEL_INPUTS_OF = "rl.agentruntime.io/inputs-of"      # the batch name (or generateName) they were made for
+LABEL_ROLE = "rl.agentruntime.io/role"
+ROLE_INPUTS = "inputs"
+
+
+@dataclass
+class Task:
+    """The episode program: files mounted read-only at ``mount_path`` and the command to run."""
+
+    files: dict[str, str]
+    command: list[str]
+    image: str = "python:3.12-alpine"
+    env: Mapping[str, str] | Sequence[Mapping[str, str]] = field(default_factory=dict)
+    resources: dict | None = None
+    mount_path: str = "/task"
+    args: list[str] | None = None
+
+    def env_list(self) -> list[dict[str, str]]:
+        if isinstance(self.env, Mapping):
+            return [{"name": str(k), "value": str(v)} for k, v in self.env.items()]
+        return [dict(e) for e in self.env]
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _input_sizes(inputs: Sequence[Any]) -> list[int]:
+    sizes = []
+    for i, value in enumerate(inputs):
+        try:
+            sizes.append(len(json.dumps(value, allow_nan=False, separators=(",", ":")).encode())
+                         + len(INPUT_KEY.format(i)))
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"spec.inputs[{i}]", f"is not plain JSON: {exc}") from None
+    return sizes
+
+
+def by_reference(spec: Mapping) -> bool:
+    """Whether ``spec.inputs`` is too large to travel inside the object."""
+    inputs = spec.get("inputs") or []
+    if not inputs:
+        return False
+    files = sum(len(k.encode()) + len(v.encode()) for k, v in ((spec.get("task") or {}).get("files") or {}).items()
+                if isinstance(k, str) and isinstance(v, str))
+    total = sum(_input_sizes(inputs))
+    return total > INLINE_INPUTS_MAX or total + files > MAX_CONFIG_BYTES
+
+
+def _shards(inputs: Sequence[Any]) -> list[dict[str, str]]:
+    """``input-<g>.json`` -> JSON text, cut in order into ConfigMaps of at most MAX_CONFIG_BYTES."""
+    shards: list[dict[str, str]] = [{}]
+    size = 0
+    for g, value in enumerate(inputs):
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        item = len(text.encode()) + len(INPUT_KEY.format(g))
+        if item > MAX_CONFIG_BYTES:
+            raise SpecError(f"spec.inputs[{g}]", f"takes {item} bytes; one input must fit a ConfigMap "
+                                                 f"({MAX_CONFIG_BYTES} bytes)")
+        if size + item > MAX_CONFIG_BYTES and shards[-1]:
+            shards.append({})
+            size = 0
+        shards[-1][INPUT_KEY.format(g)] = text
+        size += item
+    if len(shards) > MAX_INPUT_CONFIGMAPS:
+        raise SpecError("spec.inputs", f"need {len(shards)} ConfigMaps of {MAX_CONFIG_BYTES} bytes; at most "
+                                       f"{MAX_INPUT_CONFIGMAPS} can be referenced")
+    return shards
+
+
+def _check(spec: dict) -> None:
+    """parse_spec, reading large inline inputs as the reference they will become."""
+    if by_reference(spec):
+        inputs = spec["inputs"]
+        shards = _shards(inputs)
+        probe = {k: v for k, v in spec.items() if k != "inputs"}
+        probe["inputsFrom"] = {"configMaps": [f"inputs-{n}" for n in range(len(shards))], "count": len(inputs)}
+        parse_spec(probe)
+    else:
+        parse_spec(spec)
+
+
+def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int | None = None,
+                inputs: Sequence[Mapping[str, Any]] | None = None, namespace: str | None = None,
+                samples_per_input: int | None = None, **spec_overrides: Any) -> dict:
+    """A RolloutBatch object (plain dict) ready for :meth:`Client.submit` or ``kubectl create``.
+
+    ``name_or_prefix`` ending in ``-`` becomes ``metadata.generateName`` (a fresh name per
+    submit, the natural choice for a training loop). ``inputs``: one JSON object per group;
+    with ``samples_per_input=k`` (GRPO's group size), ``episodes`` must be ``len(inputs) * k``
+    and episode i works on input ``i // k`` as sample ``i % k``. Inputs too large for the object
+    (JSON above ``INLINE_INPUTS_MAX``) stay in ``spec.inputs`` here; :meth:`Client.submit` moves
+    them into ConfigMaps (``spec.inputsFrom``) owned by the batch (``kubectl create`` of such an
+    object would be refused as too large). ``spec_overrides`` are further spec fields, in
+    camelCase or snake_case (``episode_timeout_seconds=300``, ``isolation={...}``).
+    Raises ``ValueError`` (a ``SpecError`` naming the field) before any network call for an
+    unknown spec field and for what the operator would refuse: the spec is read by the
+    operator's own ``core.spec.parse_spec``, the name checked by ``core.spec.check_batch_name``.
+    """
+    check_batch_name(name_or_prefix)
+    if not task.command:
+        raise SpecError("task.command", "must not be empty")
+    spec: dict[str, Any] = {
+        "episodes": episodes,
+        "image": task.image,
+        "command": list(task.command),
+        "task": {"mountPath": task.mount_path, "files": dict(task.files)},
+    }
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if samples_per_input is not None:
+        spec["samplesPerInput"] = samples_per_input
+    if task.args:
+        spec["args"] = list(task.args)
+    env = task.env_list()
+    if env:
+        spec["env"] = env
+    if task.resources:
+        spec["resources"] = copy.deepcopy(task.resources)
+    if inputs is not None:
+        inputs = list(inputs)
+        # The CRD's items are objects (so a CEL rule can count them); parse_spec takes any JSON.
+        if not all(isinstance(i, Mapping) for i in inputs):
+            raise SpecError("spec.inputs", "every input must be a JSON object (a dict)")
+        spec["inputs"] = [copy.deepcopy(dict(i)) for i in inputs]
+    for key, value in spec_overrides.items():
+        name = _camel(key)
+        if name not in SPEC_FIELDS:
+            raise SpecError(f"spec.{name}", f"unknown field (keyword {key!r}); spec fields are "
+                                            f"{', '.join(sorted(SPEC_FIELDS))}")
+        spec[name] = copy.deepcopy(value)
+    _check(spec)
+
+    metadata: dict[str, Any] = {"generateName" if name_or_prefix.endswith("-") else "name": name_or_prefix}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:
+    """``(batch, configmaps)``: the batch as it will be created and the input ConfigMaps to create
+    first (none when the inputs fit inline). Names are ``<name>-in-<random>-<n>``: the batch's
+    final name is unknown before it is created (generateName)."""
+    body = copy.deepcopy(dict(batch))
+    spec = body.get("spec") or {}
+    if not isinstance(spec, dict) or not by_reference(spec):
+        return body, []
+    meta = body.setdefault("metadata", {})
+    stem = (meta.get("name") or meta.get("generateName") or "batch").rstrip("-")
+    token = secrets.token_hex(4)
+    inputs = spec.pop("inputs")
+    shards = _shards(inputs)
+    names = [f"{stem}-in-{token}-{n}" for n in range(len(shards))]
+    spec["inputsFrom"] = {"configMaps": names, "count": len(inputs)}
+    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_INPUTS, LABEL_INPUTS_OF: stem[:63].rstrip("-._")}
+    configmaps = [{"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+                   "data": data} for name, data in zip(names, shards)]
+    return body, configmaps
+
+
+def owner_reference(batch: Mapping) -> dict:
+    """Makes the input ConfigMaps garbage when the batch is deleted (never blocks its deletion)."""
+    meta = batch["metadata"]
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"],
+            "blockOwnerDeletion": False, "controller": False}

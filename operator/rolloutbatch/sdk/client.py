@@ -1,0 +1,249 @@
+"""The blocking client: runs the verbs of ``sdk.ops`` and the followers of ``sdk.follow`` with
+the operator's own API layer (``kube.client.Api``: pykube's pooled ``requests`` session).
+
+Watches run in daemon threads (one per watched collection) that feed one queue; the caller's
+thread does all the bookkeeping, so a generator the caller stops early leaves nothing running
+past the current watch request.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import requests
+
+from rolloutbatch.kube.client import Api, load_config
+from rolloutbatch.kube.errors import KubeError, Unavailable
+from rolloutbatch.sdk import ops
+from rolloutbatch.sdk.follow import Follower, ListWatch
+from rolloutbatch.sdk.types import Group, Row
+
+
+def run(api: Any, op: ops.Op) -> Any:
+    """Drive a sans-IO operation with a blocking API object."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = op.throw(error) if error is not None else op.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        if isinstance(step, ops.Sleep):
+            time.sleep(step.seconds)
+            continue
+        try:
+            answer = getattr(api, step.method)(*step.args, **step.kwargs)
+        except KubeError as exc:
+            error = exc
+
+
+def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threading.Event, open_: list) -> None:
+    what = f"watch {watch.path}"
+    while not stop.is_set():
+        try:
+            if watch.listing:
+                for event in watch.on_list(api.get(watch.path, f"list {watch.path}", **watch.list_params())):
+                    events.put((watch, event))
+                continue
+            response = api.raw(watch.path, what, timeout=(10, watch.watch_seconds + 30), **watch.watch_params())
+            open_.append(response)
+            watch.started()
+            try:
+                for line in response.iter_lines(chunk_size=65536):
+                    if stop.is_set():
+                        return
+                    event = watch.on_line(line)
+                    if event is not None:
+                        events.put((watch, event))
+            finally:
+                response.close()
+                open_.remove(response)
+        except (KubeError, requests.RequestException, OSError, ValueError, AttributeError) as exc:
+            if stop.is_set():
+                return      # the follower closed our response under us (AttributeError from http.client)
+            if isinstance(exc, (requests.RequestException, OSError)):
+                exc = Unavailable(f"{what}: {exc}")
+            delay = watch.on_error(exc)
+            if delay is None:
+                events.put((watch, ("FAIL", exc)))
+                return
+            stop.wait(delay)
+
+
+def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, Any]]:
+    """The follower's outputs until the batch is final (or deleted: NotFound); TimeoutError."""
+    events: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    open_: list = []
+    for watch in follower.watches():
+        threading.Thread(target=_watch_thread, args=(api, watch, events, stop, open_), daemon=True,
+                         name=f"rolloutbatch {watch.path}").start()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if follower.needs_sweep():
+                yield from follower.swept_with(run(api, ops.list_configmaps(
+                    follower.namespace, follower.results_watch.selectors["labelSelector"])))
+            if follower.done():
+                if follower.deleted:
+                    raise follower.deleted_error()
+                yield from follower.leftover_groups()
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise follower.timeout_error(timeout)
+            try:
+                watch, (kind, obj) = events.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if kind == "FAIL":
+                raise obj
+            yield from follower.feed(watch, kind, obj)
+    finally:
+        stop.set()
+        for response in list(open_):
+            response.close()    # unblocks a thread waiting on a quiet watch
+
+
+class Client:
+    """A connection to one cluster (kubeconfig file, ``$KUBECONFIG``, or in-cluster).
+
+    Raises ``ConfigError`` when the kubeconfig is missing or unusable.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, *, namespace: str | None = None,
+                 api: Api | None = None, timeout: float = 30) -> None:
+        if api is None:
+            self.config = load_config(kubeconfig)
+            api = Api(self.config, pool=8, timeout=timeout)
+        else:
+            self.config = None
+        self.api = api
+        self.namespace = namespace or (self.config.namespace if self.config is not None else "default")
+
+    @property
+    def context(self) -> str:
+        return getattr(self.config, "current_context", None) or "in-cluster"
+
+    def _run(self, op: ops.Op) -> Any:
+        return run(self.api, op)
+
+    def crd_installed(self) -> bool:
+        return self._run(ops.crd_installed())
+
+    def create(self, batch: Mapping, *, dry_run: bool = False) -> dict:
+        """Create the batch as given; ``dry_run``: the API checks it completely and stores nothing."""
+        return self._run(ops.create(batch, self.namespace, dry_run=dry_run))
+
+    def submit(self, batch: Mapping) -> BatchHandle:
+        """Create the batch; inputs too large for the object go first into ConfigMaps that the
+        batch owns (``spec.inputsFrom``), deleted again if the batch is refused."""
+        return BatchHandle(self, self._run(ops.submit(batch, self.namespace)))
+
+    def get(self, name: str, namespace: str | None = None) -> dict:
+        return self._run(ops.get(name, namespace or self.namespace))
+
+    def handle(self, name: str, namespace: str | None = None) -> BatchHandle:
+        return BatchHandle(self, self.get(name, namespace))
+
+    def list(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
+        return self._run(ops.list_(namespace or self.namespace, all_namespaces))
+
+    def results_document(self, batch: Mapping) -> dict:
+        return self._run(ops.results_document(batch))
+
+    def sandbox_namespace(self, batch: Mapping) -> str | None:
+        return ops.sandbox_namespace(batch)
+
+    def namespace_exists(self, name: str, uid: str | None = None) -> bool:
+        return self._run(ops.namespace_exists(name, uid))
+
+    def delete(self, batch: Mapping, *, wait: bool = True, timeout: float = 300, interval: float = 1.0) -> None:
+        """Delete a batch (UID precondition); with ``wait``, until it and its sandbox namespace are gone."""
+        self._run(ops.delete(batch, wait=wait, timeout=timeout, interval=interval))
+
+
+class BatchHandle:
+    """One submitted RolloutBatch. ``obj`` is the last object read from the API."""
+
+    def __init__(self, client: Client, obj: dict) -> None:
+        self.client = client
+        self.obj = obj
+
+    @property
+    def name(self) -> str:
+        return self.obj["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.obj["metadata"]["namespace"]
+
+    @property
+    def uid(self) -> str:
+        return self.obj["metadata"]["uid"]
+
+    @property
+    def status(self) -> dict:
+        return self.obj.get("status") or {}
+
+    def refresh(self) -> dict:
+        self.obj = self.client.get(self.name, self.namespace)
+        return self.status
+
+    def settle(self) -> dict:
+        return self.status
+
+    def _follow(self, follower: Follower, timeout: float) -> Iterator[tuple[str, Any]]:
+        for kind, value in follow(self.client.api, follower, timeout):
+            if kind == "status":
+                self.obj = dict(self.obj, status=value)
+            yield kind, value
+
+    def wait(self, timeout: float = 3600, on_progress: Callable[[dict], None] | None = None,
+             settle: float = 10.0) -> dict:
+        """Watch until Succeeded, Failed or Stalled; ``on_progress(status)`` on every change.
+
+        Returns the final status (check ``status["phase"]``); raises ``TimeoutError``, and
+        ``NotFound`` when the batch is deleted meanwhile. After the phase is final it waits up to
+        ``settle`` seconds for ``jobCompleteSeconds``.
+        """
+        follower = Follower(self.obj, rows=False, settle_seconds=settle)
+        if on_progress is not None:
+            on_progress(copy.deepcopy(self.status))
+        for _, status in self._follow(follower, timeout):
+            if on_progress is not None:
+                on_progress(copy.deepcopy(status))
+        return self.status
+
+    def stream(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> Iterator[Row]:
+        """Each episode's row once, as soon as the operator published it (completion order),
+        until the batch is final. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        follower = Follower(self.obj, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        for kind, value in self._follow(follower, timeout):
+            if kind == "row":
+                yield value
+
+    def groups(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> Iterator[Group]:
+        """Each group (``group``, ``rows``, ``reward_mean``, ``reward_std``, ``valid``, ...) once all
+        its samples have rows; a batch that ends short yields its other groups with ``final: False``."""
+        follower = Follower(self.obj, groups=True, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        for kind, value in self._follow(follower, timeout):
+            if kind == "group":
+                yield value
+
+    def document(self) -> dict:
+        """The whole results document (summary fields, ``pods`` and ``groups``), across shards."""
+        return self.client.results_document(self.obj)
+
+    def results(self) -> list[Row]:
+        """One row per episode, ordered by episode index."""
+        return list(self.document().get("pods") or [])
+
+    def delete(self, wait: bool = True, timeout: float = 300) -> None:
+        self.client.delete(self.obj, wait=wait, timeout=timeout)

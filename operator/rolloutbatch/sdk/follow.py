@@ -1,0 +1,232 @@
+"""Following a batch as it runs: sans-IO state machines fed by either client's watches.
+
+:class:`ListWatch` is one resumable list+watch of a collection: it says which request comes
+next (a list, or a watch from the last resourceVersion), reads the answers, and after a dropped
+connection resumes from where it was (a 410 Gone means relist). :class:`Follower` turns the
+events of two of them, the batch (by name) and its results ConfigMaps (by the batch-UID
+label: the head and every shard), into outputs: the new status, each episode's row exactly
+once, and each group once all its samples have rows. A relist, a resumed watch or an operator
+that restarted and rewrote its ConfigMaps redelivers rows; the follower keeps the indexes it
+handed out, so none comes twice. None goes missing: the operator writes the final results
+before the final status (docs/design.md §5), and when the batch is final the follower asks for
+one list of the ConfigMaps (a *sweep*) before it ends, since the two watches are not ordered
+with each other.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.groups import group_entry
+from rolloutbatch.core.results import decode_results
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
+from rolloutbatch.sdk.ops import is_finished
+from rolloutbatch.sdk.types import Group, Row
+
+WATCH_SECONDS = 60        # the server ends each watch after this; we resume from the last version
+FATAL = (Forbidden, NotFound, ConfigError, BadRequest)   # retrying the same watch cannot help
+
+
+class ListWatch:
+    """One resumable list+watch of ``path`` with a label or field selector."""
+
+    def __init__(self, path: str, *, label_selector: str | None = None, field_selector: str | None = None,
+                 watch_seconds: int = WATCH_SECONDS) -> None:
+        self.path = path
+        self.selectors = {k: s for k, s in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if s}
+        self.watch_seconds = watch_seconds
+        self.version: str | None = None     # None: a list comes next
+        self._continue: str | None = None
+        self.failures = 0
+        self.resumes = 0                    # watches started from a kept version (for tests)
+
+    @property
+    def listing(self) -> bool:
+        return self.version is None
+
+    def list_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = dict(self.selectors, limit=100)
+        if self._continue:
+            params["continue"] = self._continue
+        return params
+
+    def on_list(self, page: Mapping) -> list[tuple[str, dict]]:
+        meta = page.get("metadata") or {}
+        self._continue = meta.get("continue") or None
+        if not self._continue:
+            self.version = meta.get("resourceVersion") or "0"
+        self.failures = 0
+        return [("ADDED", item) for item in page.get("items") or []]
+
+    def watch_params(self) -> dict[str, Any]:
+        return dict(self.selectors, watch="true", resourceVersion=self.version, allowWatchBookmarks="true",
+                    timeoutSeconds=self.watch_seconds)
+
+    def started(self) -> None:
+        self.resumes += 1
+
+    def on_line(self, line: bytes | str) -> tuple[str, dict] | None:
+        """One line of a watch: an event for the follower, or None (bookmark, blank, expired)."""
+        if not line:
+            return None
+        event = json.loads(line)
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                self.version = None          # too old: the next request relists
+                return None
+            raise KubeError(f"watch of {self.path}: {obj.get('message')}", status=obj.get("code"))
+        self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
+        self.failures = 0
+        return (kind, obj) if kind in ("ADDED", "MODIFIED", "DELETED") else None
+
+    def on_error(self, exc: BaseException) -> float | None:
+        """Seconds to wait before the next request, or None when the error is final."""
+        if isinstance(exc, Gone):
+            self.version = None
+            return 0.0
+        if isinstance(exc, FATAL):
+            return None
+        self.failures += 1
+        return min(0.25 * 2 ** self.failures, 5.0)
+
+
+def _row(raw: Any, episodes: int) -> Row | None:
+    """A row worth handing out: an object with an index in range and a known outcome."""
+    if not isinstance(raw, dict):
+        return None
+    index = raw.get("index")
+    if type(index) is not int or not 0 <= index < episodes or raw.get("outcome") not in v.OUTCOMES:
+        return None
+    return raw  # type: ignore[return-value]
+
+
+class Follower:
+    """The events of one batch (and its results ConfigMaps) in, ``(kind, value)`` outputs out:
+    ``("status", dict)``, ``("row", Row)``, ``("group", Group)``."""
+
+    def __init__(self, batch: Mapping, *, rows: bool = True, groups: bool = False, settle_seconds: float = 0.0,
+                 watch_seconds: int = WATCH_SECONDS) -> None:
+        meta, spec = batch["metadata"], batch.get("spec") or {}
+        self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
+        self.episodes = spec.get("episodes") if type(spec.get("episodes")) is int else 0
+        k = spec.get("samplesPerInput")
+        self.k = k if type(k) is int and k >= 1 else 1
+        self.status: dict = dict(batch.get("status") or {})
+        self.want_rows, self.want_groups = rows or groups, groups
+        self.rows: dict[int, Row] = {}
+        self.delivered: set[int] = set()          # groups handed out
+        self.deleted = False
+        self.swept = False
+        self.settle_seconds = settle_seconds
+        self._final_at: float | None = None
+        self.batch_watch = ListWatch(resources.collection_path("RolloutBatch", self.namespace),
+                                     field_selector=f"metadata.name={self.name}", watch_seconds=watch_seconds)
+        self.results_watch = ListWatch(resources.collection_path("ConfigMap", self.namespace),
+                                       label_selector=f"{naming.LABEL_BATCH_UID}={self.uid}",
+                                       watch_seconds=watch_seconds) if self.want_rows else None
+
+    def watches(self) -> list[ListWatch]:
+        return [w for w in (self.batch_watch, self.results_watch) if w is not None]
+
+    # -- inputs
+    def feed(self, watch: ListWatch, kind: str, obj: dict) -> list[tuple[str, Any]]:
+        if watch is self.batch_watch:
+            return self._batch(kind, obj)
+        return self._configmap(kind, obj)
+
+    def _batch(self, kind: str, obj: dict) -> list[tuple[str, Any]]:
+        if (obj.get("metadata") or {}).get("uid") != self.uid or kind == "DELETED":
+            # A namesake with another uid means ours was deleted and the name reused.
+            self.deleted = self.deleted or kind == "DELETED" or bool((obj.get("metadata") or {}).get("uid"))
+            return []
+        status = dict(obj.get("status") or {})
+        if status == self.status:
+            return []
+        self.status = status
+        return [("status", dict(status))]
+
+    def _configmap(self, kind: str, obj: dict) -> list[tuple[str, Any]]:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if kind == "DELETED" or labels.get(naming.LABEL_BATCH_UID) != self.uid:
+            return []
+        document = decode_results(obj)
+        if document is None or document.get("uid") != self.uid:
+            return []
+        pods = document.get("pods")
+        out: list[tuple[str, Any]] = []
+        touched: list[int] = []
+        for raw in pods if isinstance(pods, list) else []:
+            row = _row(raw, self.episodes)
+            if row is None or row["index"] in self.rows:
+                continue
+            self.rows[row["index"]] = row
+            out.append(("row", row))
+            touched.append(row["index"] // self.k)
+        if self.want_groups:
+            for g in dict.fromkeys(touched):
+                if g not in self.delivered and all(g * self.k + s in self.rows for s in range(self.k)):
+                    out.append(("group", self.group(g)))
+        return out
+
+    def swept_with(self, configmaps: list[dict]) -> list[tuple[str, Any]]:
+        """The sweep's list of results ConfigMaps, read after the batch turned final."""
+        out: list[tuple[str, Any]] = []
+        for cm in configmaps:
+            out += self._configmap("ADDED", cm)
+        self.swept = True
+        return out
+
+    def group(self, g: int) -> Group:
+        self.delivered.add(g)
+        entry = group_entry(g, self.k, self.rows)
+        members = [self.rows[i] for i in range(g * self.k, (g + 1) * self.k) if i in self.rows]
+        return {**entry, "rows": members}  # type: ignore[typeddict-item]
+
+    def leftover_groups(self) -> list[tuple[str, Any]]:
+        """Groups a finished batch left without every row (final False), so none is silently lost."""
+        if not self.want_groups:
+            return []
+        return [("group", self.group(g)) for g in range(self.episodes // self.k) if g not in self.delivered]
+
+    # -- state
+    @property
+    def final(self) -> bool:
+        return is_finished(self.status)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.rows) >= self.episodes
+
+    def needs_sweep(self) -> bool:
+        return self.want_rows and self.final and not self.swept and not self.complete
+
+    def done(self, now: float | None = None) -> bool:
+        if self.deleted:
+            return True
+        if not self.final or self.needs_sweep():
+            return False
+        now = time.monotonic() if now is None else now
+        if self._final_at is None:
+            self._final_at = now
+        # The operator can publish phase one patch before jobCompleteSeconds (it needs the Job's
+        # own completion): a waiter gives the last timing field a moment to land.
+        unsettled = (self.status.get("phase") in v.TERMINAL_PHASES and self.status.get("jobName")
+                     and self.status.get("jobCompleteSeconds") is None)
+        return not unsettled or now - self._final_at >= self.settle_seconds
+
+    def deleted_error(self) -> NotFound:
+        return NotFound(f"RolloutBatch {self.namespace}/{self.name} was deleted while it was followed",
+                        status=404, reason="NotFound")
+
+    def timeout_error(self, timeout: float) -> TimeoutError:
+        s = self.status
+        return TimeoutError(f"RolloutBatch {self.namespace}/{self.name} not finished after {timeout:g}s "
+                            f"(phase {s.get('phase') or 'Pending'}, {s.get('progress') or '-'}; "
+                            f"{len(self.rows)} rows received)")

@@ -1,0 +1,49 @@
+"""Typed rows and groups: what ``results()``, ``stream()`` and ``groups()`` return.
+
+TypedDicts, so a row is still the plain dict the results ConfigMap holds (JSON in, JSON out)
+while a type checker knows its fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+class Row(TypedDict):
+    """One episode's final result (``core.model.EpisodeResult.to_row``)."""
+
+    pod: str
+    index: int                 # episode index 0..episodes-1
+    group: int                 # index // samplesPerInput: the input it worked on
+    sample: int                # index % samplesPerInput
+    valid: bool                # True iff ``reward`` is usable for training (the episode succeeded)
+    reward: float | None       # null unless valid
+    outcome: str               # succeeded | failed | lost
+    reason: str | None         # why it failed or was lost (vocabulary.REASONS)
+    message: str
+    attempts: int
+    node: str | None
+    image_id: str | None
+    pod_to_ready_seconds: float | None
+    batch_to_ready_seconds: float | None
+    batch_to_reward_seconds: float | None
+    pod_created: float | None
+    ready_at: float | None
+    reward_at: float | None    # wall-clock time of the episode's reward event
+    claimed_reward: NotRequired[float]   # what a failed episode printed: never train on it
+    extra: NotRequired[dict[str, Any]]
+    flags: NotRequired[list[str]]
+    log_tail: NotRequired[str]
+
+
+class Group(TypedDict):
+    """One input's k samples, once all are final (``core.groups.group_entry`` plus the rows)."""
+
+    group: int
+    episodes: int              # k
+    succeeded: int
+    valid: int                 # rows whose reward entered the statistics
+    reward_mean: float | None  # over valid rewards only; None when no sample is valid
+    reward_std: float | None   # population standard deviation, as GRPO normalises
+    final: bool                # every sample has a row (False only for a batch that ended short)
+    rows: list[Row]            # by sample

@@ -1,0 +1,61 @@
+"""What every batch's reconciler shares: operator-wide settings, the API client, metrics, and
+the identity of a batch (its ref and the ownerReference its children carry)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from rolloutbatch import GROUP, KIND, VERSION
+from rolloutbatch.core import manifests
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.kube.client import Api
+
+
+@dataclasses.dataclass
+class Settings:
+    """Operator-wide knobs (``rolloutbatch operator --help`` sets them)."""
+
+    log_limit_bytes: int = 1 << 20          # per episode; beyond this the log is truncated
+    log_tail_bytes: int = 4096               # kept in the results for failed episodes
+    read_concurrency: int = 16               # log reads in flight across all batches
+    status_interval: float = 1.0             # at most one status patch per batch per interval
+    results_interval: float = 1.0            # at most one results checkpoint per interval (bounded cost:
+                                             # the open shard and the head, core.result_shards)
+    results_shard_rows: int = 1000           # rows per results shard
+    job_poll_interval: float = 30.0          # safety net beside the Job watch
+    collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
+    image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
+    pod_create_grace: float = 60.0           # no pod at all this long after the Job: PodsNotCreated
+    namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
+    transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
+
+
+@dataclasses.dataclass
+class Context:
+    """What every reconciler shares: the API client, metrics, settings, the read limiter."""
+
+    api: Api
+    metrics: Any  # rolloutbatch.metrics.Metrics (kept untyped: service does not import prometheus)
+    settings: Settings
+    read_slots: asyncio.Semaphore
+    log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
+
+
+def iso_time(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def batch_ref(body: Mapping) -> BatchRef:
+    meta = body["metadata"]
+    return BatchRef(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
+                    generation=int(meta.get("generation") or 1))
+
+
+def owner_of_batch(ref: BatchRef) -> dict:
+    return manifests.owner_reference(f"{GROUP}/{VERSION}", KIND, ref.name, ref.uid)

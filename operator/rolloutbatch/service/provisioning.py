@@ -1,0 +1,78 @@
+"""Creating a batch's sandbox: every check first, then the children in order (core.children).
+
+Validate everything before creating anything (issue 10 item 13): the RuntimeClass and
+PriorityClass must exist, the API server must accept the episodes' Job (a server-side dry run in
+the batch's own namespace: a Dedicated sandbox does not exist yet), a Shared namespace's quota
+must hold one episode pod, and spec.inputsFrom must hold exactly the inputs it promises. Only
+then are the children created or adopted. Every refusal is a ``Stalled`` with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled, check_quota_fits, input_shards, runtime_overhead
+from rolloutbatch.core.children import provisioning_plan
+from rolloutbatch.core.model import BatchRef, BatchSpec
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import KubeError, NotOurs
+from rolloutbatch.service import policy
+
+Call = Callable[..., Awaitable[Any]]
+
+
+async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict) -> dict | None:
+    """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead."""
+    overhead: dict | None = None
+    if spec.runtime_class_name:
+        rc = await call(resources.runtime_class, spec.runtime_class_name)
+        if rc is None:
+            raise Stalled(v.STALL_RUNTIME_CLASS, f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
+        overhead = runtime_overhead(rc)
+    priority = spec.pod_template.get("priorityClassName")
+    if priority and await call(resources.get_or_none, "PriorityClass", priority) is None:
+        raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
+    job = manifests.job(ref, spec, owner)
+    job["metadata"]["namespace"] = ref.namespace
+    try:
+        await call(resources.dry_run_create, job)
+    except KubeError as exc:
+        if policy.is_transient(exc):
+            raise
+        if exc.status in (400, 422):
+            raise Stalled(v.STALL_INVALID_SPEC, f"the API server refuses the episodes' Job: {exc}") from None
+        raise Stalled(v.STALL_REFUSED, str(exc)) from None
+    if spec.isolation_namespace == "Shared":
+        problem = check_quota_fits(await call(resources.resource_quotas, ref.namespace), spec, overhead)
+        if problem:
+            raise Stalled(v.STALL_QUOTA, problem)
+    return overhead
+
+
+async def create(call: Call, create_one: Callable[[dict], Awaitable[dict]], ref: BatchRef, spec: BatchSpec,
+                 owner: dict, overhead: dict | None) -> dict:
+    """Create or adopt every child; returns the live Job."""
+    shards: list = []
+    if spec.inputs_from:
+        shards = input_shards([await call(resources.get_or_none, "ConfigMap", name, ref.namespace)
+                               for name in spec.inputs_from], spec.inputs_from, spec.inputs_count)
+    namespace = naming.child_namespace(ref, spec)
+    job: dict = {}
+    try:
+        for obj in provisioning_plan(ref, spec, owner, overhead, shards):
+            live = await create_one(obj)
+            if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
+                raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")
+            if obj["kind"] == "Job":
+                job = live
+    except NotOurs as exc:
+        raise Stalled(v.STALL_NAMESPACE_CONFLICT if "Namespace" in str(exc) else v.STALL_NAME_CONFLICT,
+                      str(exc)) from None
+    except KubeError as exc:
+        if policy.is_transient(exc):
+            raise
+        raise Stalled(v.STALL_REFUSED, str(exc)) from None
+    return job

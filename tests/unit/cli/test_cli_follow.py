@@ -1,0 +1,100 @@
+"""CLI for long runs, without a cluster: exit codes of watch, cleanup of several names, lazy imports."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rolloutbatch.cli import batches, follow
+from rolloutbatch.cli.main import _wants_operator, main
+from rolloutbatch.kube.errors import NotFound
+
+
+def _obj(name, status):
+    return {"metadata": {"name": name, "namespace": "n", "uid": f"uid-{name}"},
+            "spec": {"episodes": 2, "isolation": {"namespace": "Shared"}}, "status": status}
+
+
+class FakeClient:
+    namespace = "n"
+
+    def __init__(self, objects):
+        self.objects, self.deleted = objects, []
+
+    def get(self, name, namespace=None):
+        if name not in self.objects:
+            raise NotFound(f'rolloutbatch "{name}" not found in namespace n', status=404)
+        return self.objects[name]
+
+    def sandbox_namespace(self, obj):
+        return None
+
+    def delete(self, obj, wait=True, timeout=300, interval=1.0):
+        self.deleted.append((obj["metadata"]["name"], wait))
+
+    def results_document(self, obj):
+        return {"pods": [{"index": 0, "outcome": "failed", "reason": "NoReward", "message": "no reward event", "pod": "p0"},
+                         {"index": 1, "outcome": "lost", "reason": "Evicted", "message": "node drained", "pod": "p1"},
+                         {"index": 2, "outcome": "failed", "reason": "NoReward", "message": "exit 3", "pod": "p2"}]}
+
+
+def _run(capsys, monkeypatch, client, *argv):
+    monkeypatch.setattr(batches, "make_client", lambda args: client)
+    monkeypatch.setattr(follow, "make_client", lambda args: client)
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cleanup_takes_several_names_and_ignore_not_found(capsys, monkeypatch):
+    client = FakeClient({"a": _obj("a", {}), "b": _obj("b", {})})
+    code, out, err = _run(capsys, monkeypatch, client, "cleanup", "a", "b", "c")
+    assert code == 1 and 'rolloutbatch "c" not found' in err and len(err.splitlines()) == 1
+    assert [d for d in client.deleted if not d[1]] == [("a", False), ("b", False)]   # both requested first
+    client = FakeClient({"a": _obj("a", {})})
+    code, out, err = _run(capsys, monkeypatch, client, "cleanup", "a", "c", "--ignore-not-found")
+    assert code == 0 and "rolloutbatch.rl.agentruntime.io/a deleted" in out and err == ""
+
+
+def test_watch_exit_codes_timeout_differs_from_failure(capsys, monkeypatch):
+    import rolloutbatch.cli.watch as cli_watch
+
+    def timing_out(handles, console, timeout=3600, interval=1.0):
+        raise TimeoutError("still running when the watch timed out: n/a")
+
+    monkeypatch.setattr(cli_watch, "follow", timing_out)
+    code, out, err = _run(capsys, monkeypatch, FakeClient({"a": _obj("a", {"phase": "Running"})}), "watch", "a")
+    assert code == follow.EXIT_TIMEOUT == 3
+    assert "re-attach with: rolloutbatch watch a -n n" in err
+
+    def interrupted(handles, console, timeout=3600, interval=1.0):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_watch, "follow", interrupted)
+    code, out, err = _run(capsys, monkeypatch, FakeClient({"a": _obj("a", {"phase": "Running"})}), "watch", "a")
+    assert code == 130 and "interrupted; the batch keeps running; re-attach with: rolloutbatch watch a -n n" in err
+
+    monkeypatch.setattr(cli_watch, "follow", lambda handles, console, timeout=3600, interval=1.0: None)
+    failed = _obj("a", {"phase": "Failed", "failedEpisodes": 2, "lostEpisodes": 1})
+    code, out, err = _run(capsys, monkeypatch, FakeClient({"a": failed}), "watch", "a")
+    assert code == 1
+    assert "2  failed NoReward" in out and "1  lost Evicted" in out
+    assert "episode 0 (p0): no reward event" in out and "episode 2 (p2): exit 3" in out
+    code, out, _ = _run(capsys, monkeypatch, FakeClient({"a": _obj("a", {"phase": "Succeeded"})}), "watch", "a")
+    assert code == 0 and "by reason" not in out
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["operator"], True), (["-n", "x", "operator", "--verbose"], True), (["--kubeconfig", "operator", "list"], False),
+    (["list"], False), (["get", "operator"], False), ([], False)])
+def test_only_the_operator_command_loads_kopf(argv, expected):
+    assert _wants_operator(argv) is expected
+
+
+def test_cli_commands_do_not_import_kopf():
+    code = ("import sys; from rolloutbatch.cli.main import build_parser; build_parser(operator=False)"
+            ".parse_args(['list']); import rolloutbatch.cli.batches, rolloutbatch.cli.export, rolloutbatch.sdk;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'aiohttp', 'kubernetes')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,84 @@
+"""sdk.aio on a fake async API: the same verbs and followers as the blocking client."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rolloutbatch import sdk
+from rolloutbatch.sdk.aio import AsyncBatchHandle, AsyncClient
+from tests.unit.fake_watch import event
+from tests.unit.test_sdk_follow import BATCHES, CMS, NS, batch, cm, listing, row
+
+
+class FakeAsyncApi:
+    def __init__(self, lists, watches):
+        self.lists, self.watches, self.deleted = lists, watches, []
+
+    async def get(self, path, what, **params):
+        answers = self.lists[path]
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    async def delete(self, path, what, body=None):
+        self.deleted.append(path)
+        return {}
+
+    async def lines(self, path, what, read_timeout, **params):
+        sessions = self.watches.get(path) or []
+        session = sessions.pop(0) if sessions else [0.05]
+        for line in session:
+            if isinstance(line, BaseException):
+                raise line
+            if isinstance(line, float):
+                await asyncio.sleep(line)
+                continue
+            yield line
+
+
+def test_async_stream_groups_wait_and_delete():
+    def api():
+        return FakeAsyncApi(
+            lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([cm([row(1)])])]},
+            watches={CMS: [[event("MODIFIED", cm([row(1), row(0), row(3)], rv="11")),
+                            sdk.Unavailable("dropped")], [event("MODIFIED", cm([row(2), row(3)], rv="12"))]],
+                     BATCHES: [[1.0, event("MODIFIED", batch({"phase": "Succeeded", "progress": "4/4"}))]]})
+
+    async def main():
+        client = AsyncClient(api=api(), namespace=NS)
+        handle = AsyncBatchHandle(client, batch({"phase": "Running"}))
+        rows = [r["index"] async for r in handle.stream(timeout=5)]
+        client = AsyncClient(api=api(), namespace=NS)
+        handle = AsyncBatchHandle(client, batch({"phase": "Running"}))
+        groups = [g async for g in handle.groups(timeout=5)]
+        client = AsyncClient(api=api(), namespace=NS)
+        handle = AsyncBatchHandle(client, batch({"phase": "Running"}))
+        status = await handle.wait(timeout=5)
+        await handle.delete(wait=False)
+        return rows, groups, status, client.api.deleted
+
+    rows, groups, status, deleted = asyncio.run(main())
+    assert rows == [1, 0, 3, 2]
+    assert [(g["group"], g["final"], len(g["rows"])) for g in groups] == [(0, True, 2), (1, True, 2)]
+    assert status["progress"] == "4/4" and deleted == [f"{BATCHES}/b"]
+
+
+def test_async_timeout_and_verbs_share_the_rules():
+    async def main():
+        client = AsyncClient(api=FakeAsyncApi({BATCHES: [listing([batch({"phase": "Running"})])]}, {}), namespace=NS)
+        with pytest.raises(TimeoutError, match="not finished after 0.2s"):
+            await AsyncBatchHandle(client, batch()).wait(timeout=0.2)
+
+    asyncio.run(main())
+
+
+def test_async_api_reads_the_kubeconfig(tmp_path):
+    import pathlib
+
+    from tests.support.kube import kubeconfig_path
+
+    path = pathlib.Path(kubeconfig_path())
+    if not path.exists():
+        pytest.skip("no devcluster kubeconfig")
+    client = AsyncClient(str(path))
+    assert client.api.url.startswith("https://")
+    asyncio.run(client.close())
