@@ -37,12 +37,23 @@ def batch(name: str, task: str, episodes: int, parallelism: int, **extra) -> dic
             "metadata": {"name": name}, "spec": spec}
 
 
+def verified_batch(name: str, episodes: int, parallelism: int) -> dict:
+    """The shipping-fix task split in two: the agent's program and a verifier it never sees."""
+    obj = batch(name, "shipping_fix_agent.py", episodes, parallelism, episodeTimeoutSeconds=120,
+                verifier={"files": {"verify.py": _Literal((HERE / "tasks" / "shipping_fix_verifier.py").read_text())},
+                          "mountPath": "/verifier", "timeoutSeconds": 120})
+    obj["spec"]["command"] = ["python", "-B", "/task/agent.py"]
+    obj["spec"]["task"]["files"] = {"agent.py": obj["spec"]["task"]["files"]["episode.py"]}
+    return obj
+
+
 def examples() -> dict[str, dict]:
     inputs = [{"a": i, "b": 2 * i, "expected": 3 * i} for i in range(5)]
     return {
         "shipping-fix-parallel.yaml": batch("shipping-fix-parallel", "shipping_fix.py", 10, 10),
         "shipping-fix-serial.yaml": batch("shipping-fix-serial", "shipping_fix.py", 10, 1),
         "per-episode-inputs.yaml": batch("per-episode-inputs", "score_input.py", 5, 5, inputs=inputs),
+        "shipping-fix-verified.yaml": verified_batch("shipping-fix-verified", 10, 10),
     }
 
 

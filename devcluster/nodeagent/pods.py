@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 
-from . import images, sandbox, status as S, volumes
+from . import images, sandbox, status as S, termination, volumes
 from .envvars import ConfigError, build_command, build_env, referenced_objects
 from .ipam import PodIPs
 from .kubeapi import Api, ApiError
@@ -68,6 +68,8 @@ class Container:
         self.argv: list[str] = []
         self.env: dict = {}
         self.task: asyncio.Task | None = None
+        self.term_file: str | None = None    # host side of terminationMessagePath
+        self.user = (0, 0)
 
 
 class PodWorker:
@@ -369,6 +371,10 @@ class PodWorker:
                           host_ip=HOST_IP, allocatable=self.sh.allocatable)
         argv = build_command(spec, c.runtime.default_command, c.env)
         mounts = volumes.container_mounts(spec, vols, self.pod, c.env)
+        # One file per container, writable by its user, read after every exit (kubelet semantics).
+        c.term_file, c.user = os.path.join(self.dir, "termination", c.name), (uid, gid)
+        termination.prepare(c.term_file, uid, gid)
+        mounts.append(sandbox.Mount(c.term_file, termination.path_of(spec), False))
         caps = sc.get("capabilities") or {}
         c.argv = sandbox.build_argv(sandbox.SandboxSpec(
             argv=argv, hostname=hn, runtime_bin=self.sh.runtime_bin(c.runtime), mounts=mounts,
@@ -382,6 +388,8 @@ class PodWorker:
         c.view.container_id = "bwrap://" + hashlib.sha256(
             f"{self.uid}/{c.name}/{c.view.restart_count}/{time.time_ns()}".encode()).hexdigest()
         self.logs[c.name].start(c.view.restart_count)
+        if c.term_file:
+            termination.prepare(c.term_file, *c.user)   # a restart starts with an empty message
         c.proc = ContainerProcess(c.argv, c.env, self.logs[c.name])
         try:
             await c.proc.start()
@@ -399,7 +407,9 @@ class PodWorker:
             return c.view.exit_code or 128
         code = await c.proc.wait()
         self.logs[c.name].close()
-        c.view.state = S.terminated(code, c.proc.started_at, c.proc.finished_at, c.view.container_id)
+        text = termination.message(c.term_file, termination.policy_of(c.spec), code, self.logs[c.name].path())
+        c.view.state = S.terminated(code, c.proc.started_at, c.proc.finished_at, c.view.container_id,
+                                    message=text)
         return code
 
     def _should_restart(self, code: int) -> bool:

@@ -32,12 +32,16 @@ def runtime_overhead(runtime_class: Mapping) -> dict[str, str] | None:
 
 def pod_resources(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, dict[str, Decimal]]:
     """Requests and limits of one episode pod as the quota system counts them: the container's
-    plus the RuntimeClass overhead (added by the RuntimeClass admission plugin)."""
+    plus the RuntimeClass overhead (added by the RuntimeClass admission plugin). With spec.verifier
+    the agent (an init container) and the verifier never run together: the pod counts the larger
+    of the two, as Kubernetes computes a pod's effective requests."""
     out: dict[str, dict[str, Decimal]] = {}
+    phases = [spec.resources] + ([spec.verifier.resources] if spec.verifier is not None else [])
     for kind in ("requests", "limits"):
-        for resource, value in sorted((spec.resources.get(kind) or {}).items()):
-            amount = parse_quantity(str(value)) + parse_quantity(str((overhead or {}).get(resource, "0")))
-            out.setdefault(kind, {})[resource] = amount
+        names = sorted({r for phase in phases for r in (phase.get(kind) or {})})
+        for resource in names:
+            most = max(parse_quantity(str((phase.get(kind) or {}).get(resource, "0"))) for phase in phases)
+            out.setdefault(kind, {})[resource] = most + parse_quantity(str((overhead or {}).get(resource, "0")))
     return out
 
 

@@ -42,6 +42,9 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: 
         objects = [manifests.network_policy(ref, spec, owner, dns_cidrs)]
         child_owner = owner
     objects.append(manifests.task_configmap(ref, spec, child_owner))
+    verifier = manifests.verifier_configmap(ref, spec, child_owner)
+    if verifier is not None:
+        objects.append(verifier)
     inputs = manifests.inputs_configmap(ref, spec, child_owner)
     if inputs is not None:
         objects.append(inputs)
@@ -74,5 +77,6 @@ def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
         Removal("Namespace", sandbox, None, wait=True, propagation="Foreground"),
         Removal("ConfigMap", naming.task_configmap_name(ref), ref.namespace),
         Removal("ConfigMap", naming.inputs_configmap_name(ref), ref.namespace),
+        Removal("ConfigMap", naming.verifier_configmap_name(ref), ref.namespace),
         Removal("NetworkPolicy", naming.shared_network_policy_name(ref), ref.namespace),
     )

@@ -17,6 +17,10 @@ from rolloutbatch.core import strictjson
 from rolloutbatch.core.model import Event, ParsedLog
 
 READY, REWARD = "ready", "reward"
+# The agent launcher's own record, the last line of the agent's termination message (spec.verifier).
+AGENT_EXIT = "agent_exit"
+# The kubelet keeps at most this much of a termination message (its end, when the file is larger).
+MAX_TERMINATION_MESSAGE_BYTES = 4096
 
 MAX_LINE_BYTES = 64 * 1024
 MAX_EXTRA_FIELD_BYTES = 4 * 1024
@@ -93,3 +97,41 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
         problems.append("log truncated at the read limit")
     return ParsedLog(ready=tuple(ready), reward=tuple(reward), problems=tuple(problems),
                      bytes_read=len(data), truncated=truncated)
+
+
+def has_events(log: ParsedLog) -> bool:
+    return bool(log.ready or log.reward)
+
+
+def parse_termination_message(text: str | None, *, whole_bytes: int | None = None) -> ParsedLog | None:
+    """The events of a termination message, or None when it holds none (then stdout is read).
+
+    A message of MAX_TERMINATION_MESSAGE_BYTES or more (``whole_bytes``: the size of the message
+    it was cut from) may have lost its beginning: the kubelet keeps a larger file's end. It is
+    parsed as truncated, events or not, so it can never yield success and never defers to
+    stdout, whose events the cut part might contradict.
+    """
+    if not text:
+        return None
+    data = text.encode("utf-8", errors="replace")
+    truncated = max(len(data), whole_bytes or 0) >= MAX_TERMINATION_MESSAGE_BYTES
+    parsed = parse_log(data[:MAX_TERMINATION_MESSAGE_BYTES], truncated=truncated)
+    return parsed if truncated or has_events(parsed) else None
+
+
+def split_agent_record(text: str | None) -> tuple[str, dict | None]:
+    """(what the agent wrote, the launcher's record) of an agent container's termination message.
+
+    The launcher appends its record after every process of the agent is dead, so the last line
+    is its own; the record is None when that line is not a well-formed record.
+    """
+    text = text or ""
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    try:
+        record = json.loads(last) if len(last) <= 200 else None
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or record.get("event") != AGENT_EXIT or type(record.get("exit_code")) is not int \
+            or type(record.get("timed_out")) is not bool:
+        return text, None
+    return body, {"exit_code": record["exit_code"], "timed_out": record["timed_out"]}

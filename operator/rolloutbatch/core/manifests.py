@@ -17,11 +17,13 @@ from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
 from rolloutbatch.core.admission import pod_resources
+from rolloutbatch.core.events import AGENT_EXIT
 from rolloutbatch.core.spec import INPUT_KEY, format_quantity
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
 TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
 NODE_LOSS_TOLERATION_SECONDS = 30
+VERIFIER_SLACK_SECONDS = 5   # the agent launcher's own work between the two phases
 
 
 def owner_reference(api_version: str, kind: str, name: str, uid: str, controller: bool = True) -> dict:
@@ -100,6 +102,15 @@ def task_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dic
             "data": dict(spec.task_files)}
 
 
+def verifier_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict | None:
+    """spec.verifier.files, mounted only into the verifier container: the agent never sees them."""
+    if spec.verifier is None or not spec.verifier.files:
+        return None
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": _meta(ref, naming.verifier_configmap_name(ref), naming.child_namespace(ref, spec), owner),
+            "data": dict(spec.verifier.files)}
+
+
 def inputs_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict | None:
     if not spec.inputs:
         return None
@@ -135,17 +146,53 @@ _GROUP_LAUNCHER = ('EPISODE_GROUP=$$((EPISODE_INDEX / {k})) EPISODE_SAMPLE=$$((E
                    'export EPISODE_GROUP EPISODE_SAMPLE; {input}exec "$$@"')
 
 
-def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
-    """(command, args) of the episode container."""
+# With spec.verifier the agent's command runs under this launcher (POSIX sh, $$ escaped as above):
+# it stops the agent at episodeTimeoutSeconds, then kills every process left in the container
+# (kill -1 spares only the caller), so nothing of the agent runs into the verifier's phase and
+# nothing can write after the record; then it appends the agent's exit code to its own
+# termination message (the last line is therefore the launcher's) and exits 0, so the verifier
+# always starts. The watchdog exits 0 only when it fired (killed, it exits 137): that is the
+# timeout record. An agent that blocks the record (e.g. a read-only file it chmodded) fails the
+# launcher, and with it its own episode.
+_AGENT_LAUNCHER = ('{group}"$$@" & agent=$$!; '
+                   '(sleep {timeout}; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+                   'wait $$agent; code=$$?; timed_out=false; '
+                   'kill -KILL $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
+                   'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
+                   'chmod u+w {path} 2>/dev/null; '
+                   "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
+                   '"$$code" "$$timed_out" >> {path} || exit 120; exit 0')
+
+
+def _group_setup(spec: BatchSpec) -> str:
+    """Shell that sets EPISODE_GROUP/EPISODE_SAMPLE (and EPISODE_INPUT) for k > 1; '' for k = 1."""
     if spec.samples_per_input == 1:
-        return list(spec.command), list(spec.args)
+        return ""
     set_input = (f'EPISODE_INPUT="{naming.INPUTS_MOUNT_PATH}/input-$${{EPISODE_GROUP}}.json"; export EPISODE_INPUT; '
                  if spec.inputs_count else "")
-    script = _GROUP_LAUNCHER.format(k=spec.samples_per_input, input=set_input)
-    return ["/bin/sh", "-c", script, "rolloutbatch-episode"], [*spec.command, *spec.args]
+    return _GROUP_LAUNCHER.format(k=spec.samples_per_input, input=set_input).removesuffix('exec "$$@"')
 
 
-def _env(ref: BatchRef, spec: BatchSpec) -> list[dict]:
+def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
+    """(command, args) of the episode container (the agent's, with spec.verifier)."""
+    if spec.verifier is not None:
+        script = _AGENT_LAUNCHER.format(group=_group_setup(spec), timeout=spec.episode_timeout_seconds,
+                                        path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT)
+        return ["/bin/sh", "-c", script, "rolloutbatch-agent"], [*spec.command, *spec.args]
+    if spec.samples_per_input == 1:
+        return list(spec.command), list(spec.args)
+    return ["/bin/sh", "-c", _group_setup(spec) + 'exec "$$@"', "rolloutbatch-episode"], [*spec.command, *spec.args]
+
+
+def _verifier_command(spec: BatchSpec) -> tuple[list[str], list[str]]:
+    ver = spec.verifier
+    assert ver is not None
+    if spec.samples_per_input == 1:
+        return list(ver.command), list(ver.args)
+    return ["/bin/sh", "-c", _group_setup(spec) + 'exec "$$@"', "rolloutbatch-verifier"], [*ver.command, *ver.args]
+
+
+def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) -> list[dict]:
     env = [
         {"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
@@ -159,8 +206,13 @@ def _env(ref: BatchRef, spec: BatchSpec) -> list[dict]:
         if spec.inputs_count:
             env.append({"name": "EPISODE_INPUT",
                         "value": f"{naming.INPUTS_MOUNT_PATH}/{INPUT_KEY.format('$(EPISODE_INDEX)')}"})
-    env.extend({"name": e["name"], "value": str(e.get("value", ""))} for e in spec.env)
+    env.extend({"name": e["name"], "value": str(e.get("value", ""))} for e in (spec.env if extra is None else extra))
     return env
+
+
+_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                     "readOnlyRootFilesystem": False, "runAsNonRoot": True,
+                     "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
@@ -187,19 +239,43 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         mounts.append({"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH, "readOnly": True})
     command, args = _command(spec)
     container = {
-        "name": naming.CONTAINER_NAME, "image": spec.image, "imagePullPolicy": "IfNotPresent",
+        "name": naming.CONTAINER_NAME if spec.verifier is None else naming.AGENT_CONTAINER,
+        "image": spec.image, "imagePullPolicy": "IfNotPresent",
         "command": command, "env": _env(ref, spec), "workingDir": spec.workspace_mount_path,
         "resources": {k: dict(v) for k, v in spec.resources.items()}, "volumeMounts": mounts,
         # readOnlyRootFilesystem stays false on purpose: episode programs are model-written code
         # and their test runners write to /tmp, ~/.cache and the like; a read-only root would
         # fail them for reasons unrelated to the task. The root filesystem is per container and
         # discarded with it; its size can be capped with resources.limits.ephemeral-storage.
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "readOnlyRootFilesystem": False, "runAsNonRoot": True,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": dict(_SECURITY_CONTEXT),
+        # File, not FallbackToLogsOnError: the message is then only ever what the program wrote,
+        # so events found there are the program's own (a log tail in it would look the same).
+        "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
     }
     if args:
         container["args"] = args
+    containers, init_containers = [container], []
+    main = naming.CONTAINER_NAME
+    if spec.verifier is not None:
+        ver = spec.verifier
+        vmounts = list(mounts)
+        if ver.files:
+            volumes.append({"name": "verifier", "configMap": {"name": naming.verifier_configmap_name(ref)}})
+            vmounts.append({"name": "verifier", "mountPath": ver.mount_path, "readOnly": True})
+        vcommand, vargs = _verifier_command(spec)
+        verifier = {
+            "name": naming.VERIFIER_CONTAINER, "image": ver.image, "imagePullPolicy": "IfNotPresent",
+            "command": vcommand, "workingDir": spec.workspace_mount_path,
+            "env": _env(ref, spec, ver.env),
+            "resources": {k: dict(v) for k, v in ver.resources.items()}, "volumeMounts": vmounts,
+            "securityContext": dict(_SECURITY_CONTEXT),
+            "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
+        }
+        if vargs:
+            verifier["args"] = vargs
+        # The agent is an init container: it ends (and its launcher kills what it left) before
+        # the verifier starts, as a kubelet runs init containers.
+        containers, init_containers, main = [verifier], [container], naming.VERIFIER_CONTAINER
     tolerations = list(spec.pod_template.get("tolerations") or [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
@@ -208,14 +284,18 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "activeDeadlineSeconds": spec.episode_timeout_seconds,
+        # With a verifier the pod holds both phases; the launcher enforces the agent's own limit.
+        "activeDeadlineSeconds": spec.episode_timeout_seconds + (
+            spec.verifier.timeout_seconds + VERIFIER_SLACK_SECONDS if spec.verifier else 0),
         "terminationGracePeriodSeconds": 5,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
+        "containers": containers,
         "volumes": volumes,
         "tolerations": tolerations,
     }
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
     if spec.runtime_class_name:
         pod_spec["runtimeClassName"] = spec.runtime_class_name
     for key in ("nodeSelector", "affinity", "priorityClassName"):
@@ -233,7 +313,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
             "activeDeadlineSeconds": spec.active_deadline_seconds,
             "podFailurePolicy": {"rules": [
                 {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                {"action": "FailIndex", "onExitCodes": {"containerName": naming.CONTAINER_NAME,
+                {"action": "FailIndex", "onExitCodes": {"containerName": main,
                                                         "operator": "NotIn", "values": [0]}},
             ]},
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},

@@ -37,6 +37,20 @@ class BatchRef:
 
 
 @dataclass(frozen=True)
+class VerifierSpec:
+    """spec.verifier: a second phase of every episode pod that grades the agent's work."""
+
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[dict, ...]
+    files: dict[str, str]
+    mount_path: str
+    resources: dict
+    timeout_seconds: int
+
+
+@dataclass(frozen=True)
 class BatchSpec:
     episodes: int
     parallelism: int
@@ -65,6 +79,7 @@ class BatchSpec:
     inputs_count: int = 0               # inputs in all, inline or by reference
     sandbox_quota: bool = False         # spec.isolation.resourceQuota (Dedicated only)
     egress: tuple[dict, ...] = ()       # spec.isolation.egress: NetworkPolicy egress rules
+    verifier: VerifierSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,18 @@ class PodFacts:
     finished_at: float | None
     waiting_reason: str | None
     waiting_message: str | None
+    termination_message: str | None = None   # state.terminated.message of the judged container
+    agent: AgentFacts | None = None           # the agent's init container, with spec.verifier
+
+
+@dataclass(frozen=True)
+class AgentFacts:
+    """The agent phase of a pod with a verifier: its init container as the API reports it."""
+
+    state: str                       # "waiting" | "running" | "terminated"
+    exit_code: int | None = None     # the launcher's (0 once it recorded the agent's own)
+    message: str | None = None       # the agent's termination message plus the launcher's record
+    finished_at: float | None = None
 
 
 def usable_reward(value: object) -> float | None:
@@ -144,6 +171,23 @@ def _time(row: Mapping, key: str) -> float | None:
     return number
 
 
+def _agent(value: object) -> dict:
+    """The ``agent`` object of a row, checked field by field (a restart reads it back)."""
+    if not isinstance(value, Mapping):
+        raise ValueError("agent must be an object")
+    code = value.get("exit_code")
+    if code is not None and type(code) is not int:
+        raise ValueError("agent.exit_code must be an integer")
+    if type(value.get("timed_out", False)) is not bool:
+        raise ValueError("agent.timed_out must be a boolean")
+    out = {"exit_code": code, "timed_out": value.get("timed_out", False)}
+    for key in ("output_tail", "channel"):
+        text = _text(value, key)
+        if text is not None:
+            out[key] = text
+    return out
+
+
 @dataclass(frozen=True)
 class EpisodeResult:
     index: int
@@ -162,6 +206,8 @@ class EpisodeResult:
     log_tail: str | None = None
     extra: dict = field(default_factory=dict)
     flags: tuple[str, ...] = ()
+    channel: str | None = None       # where the reward came from: vocabulary.CHANNELS
+    agent: dict | None = None        # with spec.verifier: exit_code, timed_out, output_tail, channel
 
     @property
     def valid(self) -> bool:
@@ -194,6 +240,10 @@ class EpisodeResult:
             row["flags"] = list(self.flags)
         if self.log_tail is not None:
             row["log_tail"] = self.log_tail
+        if self.channel is not None:
+            row["channel"] = self.channel
+        if self.agent is not None:
+            row["agent"] = dict(self.agent)
         return row
 
     @classmethod
@@ -224,7 +274,14 @@ class EpisodeResult:
         flags = row.get("flags", [])
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise ValueError("flags must be a list of strings")
+        channel = _text(row, "channel")
+        if channel is not None and channel not in vocabulary.CHANNELS:
+            raise ValueError(f"channel must be one of {', '.join(vocabulary.CHANNELS)}")
+        agent = row.get("agent")
+        if agent is not None:
+            agent = _agent(agent)
         return cls(
+            channel=channel, agent=agent,
             index=index, pod=_text(row, "pod", ""), node=_text(row, "node"), image_id=_text(row, "image_id"),
             outcome=outcome, reason=_text(row, "reason"), message=_text(row, "message", ""), reward=reward,
             pod_created=_time(row, "pod_created"), ready_at=_time(row, "ready_at"),

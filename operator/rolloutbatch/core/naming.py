@@ -19,6 +19,9 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rolloutbatch"
 FINALIZER = "rl.agentruntime.io/cleanup"
 CONTAINER_NAME = "episode"
+# With spec.verifier the pod runs two phases: the agent (an init container) then the verifier.
+AGENT_CONTAINER, VERIFIER_CONTAINER = "agent", "verifier"
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 INPUTS_MOUNT_PATH = "/rollout/inputs"
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -38,6 +41,11 @@ def job_name(ref: BatchRef) -> str:
 
 def task_configmap_name(ref: BatchRef) -> str:
     return f"rb-{short_uid(ref.uid)}-task"
+
+
+def verifier_configmap_name(ref: BatchRef) -> str:
+    """spec.verifier.files: mounted into the verifier container only."""
+    return f"rb-{short_uid(ref.uid)}-verifier"
 
 
 def inputs_configmap_name(ref: BatchRef) -> str:

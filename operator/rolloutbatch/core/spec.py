@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from rolloutbatch.core.egress import parse_egress
-from rolloutbatch.core.model import BatchSpec, SpecError
+from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
 from rolloutbatch.core.naming import INPUTS_MOUNT_PATH
 
 DEFAULT_IMAGE = "python:3.12-alpine"
@@ -53,6 +53,7 @@ SPEC_FIELDS = frozenset({
     "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
     "samplesPerInput", "inputsFrom", "workspace", "resources", "episodeTimeoutSeconds",
     "activeDeadlineSeconds", "minSuccessfulEpisodes", "retries", "isolation", "cleanup", "podTemplate",
+    "verifier",
 })
 
 _SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
@@ -147,11 +148,11 @@ def _map(raw: Mapping, key: str, field_name: str) -> Mapping:
     return value
 
 
-def _strings(raw: Mapping, key: str) -> tuple[str, ...]:
+def _strings(raw: Mapping, key: str, field_name: str | None = None) -> tuple[str, ...]:
     value = raw.get(key) or ()
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
             or not all(isinstance(item, str) for item in value):
-        raise SpecError(f"spec.{key}", "must be a list of strings")
+        raise SpecError(field_name or f"spec.{key}", "must be a list of strings")
     return tuple(value)
 
 
@@ -290,6 +291,98 @@ def _inputs_from(raw: Mapping) -> tuple[tuple[str, ...], int]:
     return tuple(names), count
 
 
+def _env(raw: Mapping, field: str) -> list[dict]:
+    """Plain name/value pairs, valid names, none reserved (``field``: spec.env or spec.verifier.env)."""
+    raw_env = raw.get("env") or ()
+    if not isinstance(raw_env, (list, tuple)):
+        raise SpecError(field, "must be a list of {name, value}")
+    env = []
+    for item in raw_env:
+        if not isinstance(item, Mapping):
+            raise SpecError(field, f"entries must be objects with name and value, got {item!r}"[:200])
+        name = item.get("name")
+        if not isinstance(name, str) or not _ENV_NAME.match(name) or len(name) > 256:
+            raise SpecError(field, f"{name!r} is not a valid environment variable name")
+        if name in RESERVED_ENV:
+            raise SpecError(field, f"{name} is set by the operator")
+        if set(item) - {"name", "value"}:
+            # valueFrom could hand a model-written episode the Secrets of a Shared namespace.
+            raise SpecError(f"{field}[{name}]", "only plain name/value pairs are allowed (no valueFrom)")
+        value = item.get("value", "")
+        if not isinstance(value, str):
+            raise SpecError(f"{field}[{name}]", f"value must be a string, got {type(value).__name__}")
+        env.append({"name": name, "value": value})
+    return env
+
+
+def _resources(raw: Mapping, field: str, default: Mapping = DEFAULT_RESOURCES) -> dict:
+    """requests/limits of known or domain-prefixed resources, requests within limits."""
+    resources = _map(raw, "resources", field) or default
+    for kind in resources:
+        if kind not in ("requests", "limits"):
+            raise SpecError(f"{field}.{kind}", "only requests and limits are allowed")
+    amounts: dict[str, dict] = {}
+    for kind in ("requests", "limits"):
+        amounts[kind] = {}
+        for name, value in _map(resources, kind, f"{field}.{kind}").items():
+            field_name = f"{field}.{kind}.{name}"
+            if not is_qualified_name(name) or ("/" not in name and name not in NATIVE_RESOURCES
+                                               and not name.startswith("hugepages-")):
+                raise SpecError(field_name, f"{', '.join(NATIVE_RESOURCES)}, hugepages-<size> or a "
+                                            "domain-prefixed name (e.g. example.com/gpu)")
+            amounts[kind][name] = _quantity(value, field_name)
+    for name, request in amounts["requests"].items():
+        limit = amounts["limits"].get(name)
+        if limit is not None and request > limit:
+            raise SpecError(f"{field}.requests.{name}", f"must not exceed the limit ({limit})")
+    return {k: dict(v) for k, v in resources.items()}
+
+
+def _image(value: object, field: str) -> str:
+    if not isinstance(value, str) or len(value) > 512 or any(c.isspace() for c in value):
+        raise SpecError(field, f"is not an image reference: {value!r}"[:200])
+    return value
+
+
+def _files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
+    files = _map(raw, "files", field)
+    if required and not files:
+        raise SpecError(field, "must name at least one file")
+    for key, content in files.items():
+        problem = check_configmap_key(key)
+        if problem:
+            raise SpecError(field, f"{key!r}"[:100] + f" is not a valid file name: {problem}")
+        if not isinstance(content, str):
+            raise SpecError(f"{field}[{key}]", f"must be a string, got {type(content).__name__}")
+    return dict(files)
+
+
+VERIFIER_FIELDS = ("image", "command", "args", "env", "files", "mountPath", "resources", "timeoutSeconds")
+
+
+def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
+    """spec.verifier: image and resources default to the agent's; command to
+    ``python -B <mountPath>/verify.py``."""
+    if raw.get("verifier") is None:
+        return None
+    ver = _map(raw, "verifier", "spec.verifier")
+    unknown = set(ver) - set(VERIFIER_FIELDS)
+    if unknown:
+        raise SpecError("spec.verifier", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:200])
+    files = _files(ver, "spec.verifier.files", required=False)
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
+    if size > MAX_CONFIG_BYTES:
+        raise SpecError("spec.verifier.files", f"take {size} bytes; at most {MAX_CONFIG_BYTES} fit in a ConfigMap")
+    mount = _path(ver.get("mountPath") or "/verifier", "spec.verifier.mountPath")
+    return VerifierSpec(
+        image=_image(ver.get("image") or image, "spec.verifier.image"),
+        command=_strings(ver, "command", "spec.verifier.command") or ("python", "-B", f"{mount.rstrip('/')}/verify.py"),
+        args=_strings(ver, "args", "spec.verifier.args"), env=tuple(_env(ver, "spec.verifier.env")), files=files,
+        mount_path=mount, resources=_resources(ver, "spec.verifier.resources", resources),
+        timeout_seconds=_int(ver, "timeoutSeconds", 300, minimum=1, maximum=604800, prefix="spec.verifier."),
+    )
+
+
 def parse_spec(raw: Mapping) -> BatchSpec:
     """Read a RolloutBatch spec with defaults (docs/design.md); raise SpecError when unusable.
 
@@ -317,15 +410,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes}), got {min_ok}")
 
     task = _map(raw, "task", "spec.task")
-    files = _map(task, "files", "spec.task.files")
-    if not files:
-        raise SpecError("spec.task.files", "must name at least one file")
-    for key, content in files.items():
-        problem = check_configmap_key(key)
-        if problem:
-            raise SpecError("spec.task.files", f"{key!r}"[:100] + f" is not a valid file name: {problem}")
-        if not isinstance(content, str):
-            raise SpecError(f"spec.task.files[{key}]", f"must be a string, got {type(content).__name__}")
+    files = _files(task, "spec.task.files", required=True)
     mount = _path(task.get("mountPath") or "/task", "spec.task.mountPath")
 
     samples = _int(raw, "samplesPerInput", 1, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
@@ -354,49 +439,20 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         raise SpecError("spec.task", f"task files and inputs take {size} bytes; at most {MAX_CONFIG_BYTES} fit "
                                      "(ConfigMaps hold 1 MiB): pass large inputs by reference (spec.inputsFrom)")
 
-    raw_env = raw.get("env") or ()
-    if not isinstance(raw_env, (list, tuple)):
-        raise SpecError("spec.env", "must be a list of {name, value}")
-    env = []
-    for item in raw_env:
-        if not isinstance(item, Mapping):
-            raise SpecError("spec.env", f"entries must be objects with name and value, got {item!r}"[:200])
-        name = item.get("name")
-        if not isinstance(name, str) or not _ENV_NAME.match(name) or len(name) > 256:
-            raise SpecError("spec.env", f"{name!r} is not a valid environment variable name")
-        if name in RESERVED_ENV:
-            raise SpecError("spec.env", f"{name} is set by the operator")
-        if set(item) - {"name", "value"}:
-            # valueFrom could hand a model-written episode the Secrets of a Shared namespace.
-            raise SpecError(f"spec.env[{name}]", "only plain name/value pairs are allowed (no valueFrom)")
-        value = item.get("value", "")
-        if not isinstance(value, str):
-            raise SpecError(f"spec.env[{name}]", f"value must be a string, got {type(value).__name__}")
-        env.append({"name": name, "value": value})
+    env = _env(raw, "spec.env")
 
     timeout = _int(raw, "episodeTimeoutSeconds", 600, minimum=1, maximum=604800)
     deadline = _int(raw, "activeDeadlineSeconds", 3600, minimum=1, maximum=2592000)
     if timeout > deadline:
         raise SpecError("spec.episodeTimeoutSeconds", f"({timeout}) must not exceed activeDeadlineSeconds ({deadline})")
 
-    resources = _map(raw, "resources", "spec.resources") or DEFAULT_RESOURCES
-    for kind in resources:
-        if kind not in ("requests", "limits"):
-            raise SpecError(f"spec.resources.{kind}", "only requests and limits are allowed")
-    amounts: dict[str, dict] = {}
-    for kind in ("requests", "limits"):
-        amounts[kind] = {}
-        for name, value in _map(resources, kind, f"spec.resources.{kind}").items():
-            field_name = f"spec.resources.{kind}.{name}"
-            if not is_qualified_name(name) or ("/" not in name and name not in NATIVE_RESOURCES
-                                               and not name.startswith("hugepages-")):
-                raise SpecError(field_name, f"{', '.join(NATIVE_RESOURCES)}, hugepages-<size> or a "
-                                            "domain-prefixed name (e.g. example.com/gpu)")
-            amounts[kind][name] = _quantity(value, field_name)
-    for name, request in amounts["requests"].items():
-        limit = amounts["limits"].get(name)
-        if limit is not None and request > limit:
-            raise SpecError(f"spec.resources.requests.{name}", f"must not exceed the limit ({limit})")
+    resources = _resources(raw, "spec.resources")
+    image = _image(raw.get("image") or DEFAULT_IMAGE, "spec.image")
+    verifier = _verifier(raw, image, resources)
+    if verifier is not None and timeout + verifier.timeout_seconds > deadline:
+        raise SpecError("spec.verifier.timeoutSeconds", f"episodeTimeoutSeconds ({timeout}) + verifier.timeoutSeconds "
+                                                        f"({verifier.timeout_seconds}) must not exceed "
+                                                        f"activeDeadlineSeconds ({deadline})")
 
     workspace = _map(raw, "workspace", "spec.workspace")
     workspace_mount = _path(workspace.get("mountPath") or "/workspace", "spec.workspace.mountPath")
@@ -405,6 +461,8 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
     if inputs_count:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
+    if verifier is not None and verifier.files:
+        mounts["spec.verifier.mountPath"] = verifier.mount_path
     names = list(mounts)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -420,9 +478,6 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     cleanup = _map(raw, "cleanup", "spec.cleanup")
     ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=MAX_INT32, prefix="spec.cleanup.")
     template = _pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
-    image = raw.get("image") or DEFAULT_IMAGE
-    if not isinstance(image, str) or len(image) > 512 or any(c.isspace() for c in image):
-        raise SpecError("spec.image", f"is not an image reference: {image!r}"[:200])
     runtime = raw.get("runtimeClassName") or None
     if runtime is not None and not is_dns_subdomain(runtime):
         raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "
@@ -443,7 +498,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         task_mount_path=mount, task_files=dict(files), inputs=inputs,
         samples_per_input=samples, inputs_from=inputs_from, inputs_count=inputs_count,
         workspace_mount_path=workspace_mount, workspace_size_limit=size_limit,
-        resources={k: dict(v) for k, v in resources.items()},
+        resources=resources, verifier=verifier,
         episode_timeout_seconds=timeout, active_deadline_seconds=deadline, min_successful_episodes=min_ok,
         infrastructure_retries=retries,
         isolation_namespace=_choice(isolation, "namespace", ISOLATION_NAMESPACE, "spec.isolation.namespace"),

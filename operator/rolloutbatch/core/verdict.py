@@ -38,17 +38,20 @@ Within the tolerance the episode succeeds with the flag ``ClockSkewWithinToleran
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import re
 from collections.abc import Mapping
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.events import MAX_EVENTS_PER_KIND
-from rolloutbatch.core.model import MAX_ABS_REWARD, EpisodeResult, ParsedLog, PodFacts, usable_reward
-from rolloutbatch.core.naming import CONTAINER_NAME
+from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, split_agent_record
+from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
+                                     usable_reward)
+from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, VERIFIER_CONTAINER
 from rolloutbatch.core.strictjson import finite, sanitize
 
 __all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
-           "is_terminal", "judge_episode", "missing_reason", "never_ran", "parse_time", "pod_facts"]
+           "is_terminal", "judge_episode", "judge_verified", "missing_reason", "never_ran", "parse_time",
+           "pod_facts"]
 
 # Terminal pod reasons set by the node or the control plane, not by the episode's program.
 INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmissionError", "Terminated",
@@ -87,12 +90,33 @@ def _index(meta: Mapping) -> int | None:
     return None
 
 
+def _agent_facts(statuses: list) -> AgentFacts | None:
+    agent = next((c for c in statuses if c.get("name") == AGENT_CONTAINER), None)
+    if agent is None:
+        return None
+    state = agent.get("state") or {}
+    terminated = state.get("terminated")
+    if terminated is not None:
+        code = terminated.get("exitCode")
+        return AgentFacts(state="terminated", exit_code=code if type(code) is int else None,
+                          message=terminated.get("message") if isinstance(terminated.get("message"), str) else None,
+                          finished_at=parse_time(terminated.get("finishedAt")))
+    return AgentFacts(state="running" if state.get("running") else "waiting")
+
+
 def pod_facts(pod: Mapping) -> PodFacts:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     statuses = status.get("containerStatuses") or []
-    container = next((c for c in statuses if c.get("name") == CONTAINER_NAME), statuses[0] if statuses else {})
+    container = next((c for c in statuses if c.get("name") in (CONTAINER_NAME, VERIFIER_CONTAINER)),
+                     statuses[0] if statuses else {})
     state = container.get("state") or {}
     terminated, waiting = state.get("terminated") or {}, state.get("waiting") or {}
+    inits = status.get("initContainerStatuses") or []
+    for init in inits:   # an agent image the node cannot run blocks the whole pod
+        init_waiting = (init.get("state") or {}).get("waiting") or {}
+        if init_waiting.get("reason") in v.IMAGE_WAITING_REASONS:
+            waiting = init_waiting
+    message = terminated.get("message")
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     disruption = conditions.get("DisruptionTarget") or {}
     return PodFacts(
@@ -108,6 +132,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
         started_at=parse_time(terminated.get("startedAt") or (state.get("running") or {}).get("startedAt")),
         finished_at=parse_time(terminated.get("finishedAt")),
         waiting_reason=waiting.get("reason"), waiting_message=waiting.get("message"),
+        termination_message=message if isinstance(message, str) else None, agent=_agent_facts(inits),
     )
 
 
@@ -173,9 +198,11 @@ def never_ran(index: int, reason: str, message: str, attempts: int = 0) -> Episo
 
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
                   skew_tolerance: float = 2.0, log_tail: str | None = None, attempts: int = 1,
-                  batch_deadline_at: float | None = None, now: float | None = None) -> EpisodeResult:
+                  batch_deadline_at: float | None = None, now: float | None = None,
+                  channel: str | None = None) -> EpisodeResult:
     """The verdict of one pod (see the module docstring for the order of reasons).
 
+    ``channel``: where ``log`` came from (vocabulary.CHANNELS), recorded on the result.
     ``batch_deadline_at``: Unix time at which the Job's activeDeadlineSeconds ends, when known.
     ``now``: the time of judgement; it stands in for the finish of a pod being deleted that has
     no finishedAt yet, and bounds event times when the pod's finish is unknown. Without it such a
@@ -201,6 +228,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
             reward=usable_reward(reward.reward) if reward is not None else None,
             pod_created=created, ready_at=ready_at, reward_at=reward_at, pod_to_ready_seconds=startup,
             attempts=attempts, log_tail=log_tail, extra=sanitize(dict(reward.extra)) if reward else {}, flags=flags,
+            channel=channel if log is not None else None,
         )
 
     def fail(reason: str, message: str) -> EpisodeResult:
@@ -231,6 +259,10 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     if log is None:
         return verdict(v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE, "no log was read")
     if log.truncated:
+        if channel == v.CHANNEL_TERMINATION_MESSAGE:
+            return fail(v.EP_LOG_LIMIT, "the termination message reached the kubelet's 4096-byte limit: what it "
+                                        f"lost cannot be seen (kept: {_count(log.ready)} ready, "
+                                        f"{_count(log.reward)} reward)")
         return fail(v.EP_LOG_LIMIT, f"the log passed the read limit after {log.bytes_read} bytes: the events past "
                                     f"it were not seen (read: {_count(log.ready)} ready, {_count(log.reward)} "
                                     "reward)")
@@ -279,3 +311,107 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
                                              "check clock synchronisation")
             flags = (v.FLAG_SKEW_TOLERATED,)
     return verdict(v.OUTCOME_SUCCEEDED, None, "", flags)
+
+
+def agent_record(facts: PodFacts) -> dict | None:
+    """The agent launcher's record (exit_code, timed_out) from the agent's termination message."""
+    agent = facts.agent
+    if agent is None or agent.state != "terminated":
+        return None
+    return split_agent_record(agent.message)[1]
+
+
+def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: ParsedLog | None, *,
+                   agent_error: str | None = None, verifier_error: str | None = None,
+                   agent_channel: str | None = None, verifier_channel: str | None = None,
+                   agent_tail: str | None = None, verifier_tail: str | None = None,
+                   skew_tolerance: float = 2.0, attempts: int = 1, batch_deadline_at: float | None = None,
+                   now: float | None = None) -> EpisodeResult:
+    """The verdict of a pod with spec.verifier: the agent's ``ready``, the verifier's ``reward``.
+
+    In order: the pod-level reasons of :func:`judge_episode` (infrastructure, the pod's deadline:
+    ``Timeout`` while the agent ran, ``VerifierFailed`` once the verifier ran; the batch's
+    deadline, unpullable images); the agent phase ended abnormally (its launcher was killed or
+    could not record the agent's exit: ``NonZeroExit``); the verifier's own failures (exit code,
+    restarts, its events: one valid reward naming this pod) are ``VerifierFailed``, outcome lost;
+    then the agent's events (``LogUnavailable``, ``LogLimitExceeded``, ``NoReadyEvent``,
+    ``DuplicateReady``, ``IdentityMismatch``, ``MissingTimestamp``); last the two together by
+    :func:`judge_episode` (clock skew, reward before ready). The agent's own exit code does not
+    matter: a crashed agent is a graded attempt. Its reward-shaped events are ignored (flag
+    ``AgentRewardIgnored``). Total, like :func:`judge_episode`.
+    """
+    record = agent_record(facts)
+    info: dict = {"exit_code": record["exit_code"] if record else None,
+                  "timed_out": bool(record and record["timed_out"])}
+    if agent_tail is not None:
+        info["output_tail"] = agent_tail
+    if agent_channel is not None:
+        info["channel"] = agent_channel
+    flags: list[str] = []
+    if agent_log is not None and agent_log.reward:
+        flags.append(v.FLAG_AGENT_REWARD_IGNORED)
+    if info["timed_out"]:
+        flags.append(v.FLAG_AGENT_TIMED_OUT)
+    common = dict(skew_tolerance=skew_tolerance, attempts=attempts, batch_deadline_at=batch_deadline_at, now=now)
+
+    def done(result: EpisodeResult, tail: str | None = None) -> EpisodeResult:
+        return result.replace(agent=info, flags=tuple(dict.fromkeys((*result.flags, *flags))),
+                              log_tail=tail if result.outcome != v.OUTCOME_SUCCEEDED else None)
+
+    def verifier_failed(message: str) -> EpisodeResult:
+        base = judge_episode(facts, None, log_error="-", **common)    # identity and times of the pod
+        return done(base.replace(outcome=v.OUTCOME_LOST, reason=v.EP_VERIFIER_FAILED, message=message,
+                                 channel=verifier_channel), verifier_tail)
+
+    agent = facts.agent or AgentFacts(state="waiting")
+    if facts.pod_reason == POD_DEADLINE_REASON and agent.state == "terminated" and agent.exit_code == 0:
+        return verifier_failed("the verifier ran past the pod's deadline (episodeTimeoutSeconds + "
+                               "verifier.timeoutSeconds)")
+    pod_level = judge_episode(facts, None, **common)
+    if pod_level.reason in (v.EP_TIMEOUT, v.EP_BATCH_TIMEOUT, v.EP_IMAGE_PULL):
+        return done(pod_level, agent_tail)
+    if agent.state != "terminated" or agent.exit_code != 0:
+        return done(judge_episode(facts, None, **common).replace(
+            reason=v.EP_NON_ZERO_EXIT, outcome=v.OUTCOME_FAILED,
+            message=f"the agent phase ended abnormally ({agent.state}, exit code {agent.exit_code}): its launcher "
+                    "was stopped or could not record the agent's exit"), agent_tail)
+    if record is None:
+        return done(judge_episode(facts, None, **common).replace(
+            reason=v.EP_NON_ZERO_EXIT, outcome=v.OUTCOME_FAILED,
+            message="the agent's launcher left no exit record in its termination message"), agent_tail)
+    if verifier_error is not None:
+        return done(judge_episode(facts, None, log_error=verifier_error, **common), verifier_tail)
+    if not (facts.phase == POD_SUCCEEDED and facts.exit_code == 0):
+        return verifier_failed(f"the verifier exited with code {facts.exit_code} "
+                               f"({facts.terminated_reason or facts.phase})")
+    if facts.restart_count:
+        return verifier_failed(f"the verifier restarted {facts.restart_count} times")
+    if verifier_log is None:
+        return done(judge_episode(facts, None, **common), verifier_tail)
+    rewards = verifier_log.reward
+    if verifier_log.truncated:
+        return verifier_failed("the verifier's output passed the read limit: its reward cannot be proven")
+    if len(rewards) != 1:
+        return verifier_failed(f"the verifier reported {_count(rewards)} reward events, not 1")
+    reward = rewards[0]
+    if reward.episode_id != facts.name:
+        return verifier_failed(f"the verifier's reward names episode {_show(reward.episode_id)}, not {_show(facts.name)}")
+    if usable_reward(reward.reward) is None:
+        return verifier_failed(f"the verifier's reward is not a finite number within +-{MAX_ABS_REWARD:g}: "
+                               f"{_show(reward.reward)}")
+    if finite(reward.at) is None:
+        return verifier_failed("the verifier's reward has no numeric `at`")
+    if agent_error is not None:
+        return done(judge_episode(facts, None, log_error=agent_error, **common), agent_tail)
+    if agent_log is None:
+        return done(judge_episode(facts, None, **common), agent_tail)
+    if agent_log.truncated:
+        return done(judge_episode(facts, agent_log, channel=agent_channel, **common), agent_tail)
+    # The verifier runs after the agent: its lines come after the agent's in one order.
+    offset = max((e.line for e in agent_log.ready + agent_log.reward), default=0)
+    combined = ParsedLog(ready=agent_log.ready, reward=tuple(dataclasses.replace(e, line=e.line + offset)
+                                                             for e in rewards),
+                         problems=agent_log.problems + verifier_log.problems,
+                         bytes_read=agent_log.bytes_read + verifier_log.bytes_read, truncated=agent_log.truncated)
+    result = judge_episode(facts, combined, channel=verifier_channel, **common)
+    return done(result, agent_tail)

@@ -69,11 +69,23 @@ EP_CLOCK_SKEW = "ClockSkew"
 EP_REWARD_BEFORE_READY = "RewardBeforeReady"
 EP_JOB_FAILED = "JobFailed"            # the Job ended (for a reason other than its deadline) without it
 EP_BATCH_STALLED = "BatchStalled"      # the batch stopped (a Stalled reason) before this episode ended
+# spec.verifier: the verifier itself crashed, ran past its time or broke the contract. Not a
+# graded attempt (outcome lost): it says nothing about the agent.
+EP_VERIFIER_FAILED = "VerifierFailed"
 EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_TIMEOUT, EP_IMAGE_PULL,
                    EP_NON_ZERO_EXIT, EP_RESTARTED, EP_NO_READY, EP_NO_REWARD, EP_LOG_LIMIT, EP_DUPLICATE_READY,
                    EP_DUPLICATE_REWARD, EP_IDENTITY, EP_INVALID_REWARD, EP_MISSING_TIMESTAMP, EP_CLOCK_SKEW,
-                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED)
+                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED, EP_VERIFIER_FAILED)
 FLAG_SKEW_TOLERATED = "ClockSkewWithinTolerance"
+# spec.verifier: the agent printed a reward-shaped event; only the verifier's reward counts.
+FLAG_AGENT_REWARD_IGNORED = "AgentRewardIgnored"
+# spec.verifier: the agent ran past episodeTimeoutSeconds and was stopped; the verifier graded it.
+FLAG_AGENT_TIMED_OUT = "AgentTimedOut"
+
+# --- event channels (row["channel"]): where an episode's events were read -----------------------
+CHANNEL_TERMINATION_MESSAGE = "terminationMessage"   # state.terminated.message: no log read
+CHANNEL_LOG = "log"                                  # the container's stdout/stderr, read once
+CHANNELS = (CHANNEL_TERMINATION_MESSAGE, CHANNEL_LOG)
 
 # --- Kubernetes facts we read -------------------------------------------------------------------
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"

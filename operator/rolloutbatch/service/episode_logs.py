@@ -21,20 +21,20 @@ Call = Callable[..., Awaitable[Any]]
 
 
 async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any,
-               reader: Any = None) -> tuple[bytes, bool, str | None]:
+               reader: Any = None, container: str = naming.CONTAINER_NAME) -> tuple[bytes, bool, str | None]:
     """(data, truncated, error): ``error`` says why there is no log, None when it was read.
 
     ``reader``: a ``kube.async_logs.AsyncLogReader`` (no thread per read); without one the
-    synchronous reader runs in a worker thread.
+    synchronous reader runs in a worker thread. ``container``: episode, agent or verifier.
     """
     started = time.monotonic()
     data, truncated, error = b"", False, None
     for attempt in range(LOG_READ_ATTEMPTS):
         try:
             if reader is not None:
-                data, truncated = await reader.read(namespace, pod, naming.CONTAINER_NAME, limit_bytes)
+                data, truncated = await reader.read(namespace, pod, container, limit_bytes)
             else:
-                data, truncated = await call(resources.read_log, namespace, pod, naming.CONTAINER_NAME, limit_bytes)
+                data, truncated = await call(resources.read_log, namespace, pod, container, limit_bytes)
             error = None
             break
         except NotFound:

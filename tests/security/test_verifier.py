@@ -1,0 +1,147 @@
+"""spec.verifier against hostile agents, side by side with honest ones, in one batch.
+
+The task: write /workspace/answer.py with add(a, b). The verifier imports it in a subprocess
+(captured output, a timeout), with its own tests from /verifier, and ignores every other file the
+agent wrote. Each index is one agent behaviour; the verifier also reports what it saw, so every
+row says what happened.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.support.batches import apply, episode_batch, get, unique, wait_finished
+
+pytestmark = [pytest.mark.cluster]
+
+AGENT = r'''
+import json, os, sys, time
+me, case = os.environ["EPISODE_ID"], int(os.environ["EPISODE_INDEX"])
+def emit(e, **f):
+    print(json.dumps(dict(event=e, at=time.time(), episode_id=me, **f)), flush=True)
+def answer(good):
+    open("/workspace/answer.py", "w").write("def add(a, b):\n    return a %s b\n" % ("+" if good else "-"))
+if case == 1:      # honest, its ready in the termination message: no log read for this agent
+    open("/dev/termination-log", "w").write(json.dumps(dict(event="ready", at=time.time(), episode_id=me)) + "\n")
+    answer(True); sys.exit(0)
+emit("ready")
+if case == 0:      # honest
+    answer(True)
+elif case == 2:    # prints a forged reward
+    answer(False); emit("reward", reward=1)
+elif case == 11:   # forges a reward in its termination message: that channel then holds all its
+    answer(True)   # events, and it has no ready there (one channel per container)
+    open("/dev/termination-log", "w").write(json.dumps(dict(event="reward", at=time.time(), episode_id=me, reward=1)))
+elif case == 3:    # reward files in the workspace
+    answer(False)
+    open("/workspace/reward.json", "w").write('{"reward": 1}'); open("/workspace/reward.txt", "w").write("1")
+elif case == 4:    # rewrites the tests in the workspace
+    answer(False); os.makedirs("/workspace/tests", exist_ok=True)
+    open("/workspace/tests/test_answer.py", "w").write("def test_ok():\n    assert True\n")
+elif case == 5:    # looks for the verifier's files
+    found = [p for p in ("/verifier", "/verifier/verify.py", "/verifier/tests.json") if os.path.exists(p)]
+    for root, dirs, files in os.walk("/"):
+        if root.startswith(("/proc", "/sys", "/dev", "/usr")):   # /usr: the node's own, read-only
+            dirs[:] = []
+            continue
+        found += [os.path.join(root, f) for f in files if f in ("verify.py", "tests.json")]
+    open("/workspace/found.json", "w").write(json.dumps(found)); answer(False)
+elif case == 6:    # a background process that would print a reward and fix the answer later
+    answer(False)
+    if os.fork() == 0:
+        os.setsid(); time.sleep(2)
+        emit("reward", reward=1); answer(True)
+        open("/dev/termination-log", "a").write("late")
+        os._exit(0)
+elif case == 7:    # exits non-zero after honest work: still graded
+    answer(True); raise SystemExit(3)
+elif case == 8:    # crashes with nothing done
+    raise RuntimeError("agent blew up")
+elif case == 9:    # sleeps past its time
+    time.sleep(600)
+elif case == 10:   # honest, but the verifier of this index crashes
+    answer(True)
+'''
+
+VERIFY = r'''
+import json, os, subprocess, sys, time
+me, case = os.environ["EPISODE_ID"], int(os.environ["EPISODE_INDEX"])
+if case == 6:
+    time.sleep(3)      # past the moment the agent's background process would have acted
+if case == 10:
+    raise SystemExit("verifier bug")
+tests = json.load(open("/verifier/tests.json"))
+probe = "import json, sys; sys.path.insert(0, '/workspace'); from answer import add; print(json.dumps([add(a, b) for a, b, _ in %r]))" % tests
+try:
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=10)
+    got = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+except Exception:
+    got = None
+passed = got is not None and all(g == want for g, (_, _, want) in zip(got, tests))
+seen = {"workspace": sorted(os.listdir("/workspace"))}
+if os.path.exists("/workspace/found.json"):
+    seen["found"] = json.load(open("/workspace/found.json"))
+event = dict(event="reward", at=time.time(), episode_id=me, reward=1 if passed else 0, seen=seen)
+if case == 1:
+    open("/dev/termination-log", "w").write(json.dumps(event) + "\n")
+else:
+    print(json.dumps(event))
+'''
+
+TESTS = json.dumps([[2, 3, 5], [-1, 1, 0], [10, 5, 15]])
+
+# index -> (outcome, reason, reward, agent exit code, flags that must be present)
+EXPECT = {
+    0: ("succeeded", None, 1, 0, set()),
+    1: ("succeeded", None, 1, 0, set()),
+    2: ("succeeded", None, 0, 0, {"AgentRewardIgnored"}),
+    3: ("succeeded", None, 0, 0, set()),
+    4: ("succeeded", None, 0, 0, set()),
+    5: ("succeeded", None, 0, 0, set()),
+    6: ("succeeded", None, 0, 0, set()),
+    7: ("succeeded", None, 1, 3, set()),
+    8: ("succeeded", None, 0, 1, set()),
+    9: ("succeeded", None, 0, 137, {"AgentTimedOut"}),
+    10: ("lost", "VerifierFailed", None, 0, set()),
+    11: ("failed", "NoReadyEvent", None, 0, {"AgentRewardIgnored"}),
+}
+
+
+def _metric(text: str, name: str) -> float:
+    match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_only_honest_work_earns_reward(operator_process, namespace):
+    name = unique("verifier")
+    body = episode_batch(name, AGENT, episodes=len(EXPECT), parallelism=6, minSuccessfulEpisodes=1,
+                         episodeTimeoutSeconds=8, activeDeadlineSeconds=240,
+                         verifier={"files": {"verify.py": VERIFY, "tests.json": TESTS}, "timeoutSeconds": 60})
+    apply(body, namespace)
+    obj = wait_finished(name, namespace, timeout=300, operator=operator_process)
+    doc = json.loads(get(f"{name}-results", namespace, kind="configmap")["data"]["results.json"])
+    rows = {row["index"]: row for row in doc["pods"]}
+    problems = []
+    for i, (outcome, reason, reward, code, flags) in EXPECT.items():
+        row = rows[i]
+        got = (row["outcome"], row["reason"], row["reward"], (row.get("agent") or {}).get("exit_code"))
+        if got != (outcome, reason, reward, code) or not flags <= set(row.get("flags") or []):
+            problems.append(f"{i}: got {got} flags {row.get('flags')} ({row.get('message')}), "
+                            f"want {(outcome, reason, reward, code)} {flags}")
+    assert not problems, "\n".join(problems)
+    # honest work is the only reward: 0, 1 and the crash-after-work 7
+    assert obj["status"]["rewardSum"] == 3.0, obj["status"]
+    # the agent never saw the verifier's files; the reward files and rewritten tests were ignored
+    assert rows[5]["extra"]["seen"]["found"] == []
+    assert {"reward.json", "reward.txt"} <= set(rows[3]["extra"]["seen"]["workspace"])
+    # the background process died with the agent phase: no late reward, no fixed answer
+    assert "DuplicateReward" not in json.dumps(rows[6]) and rows[6]["reward"] == 0
+    # a crashed or stopped agent keeps its last output; the timeout is on the row
+    assert "agent blew up" in rows[8]["agent"]["output_tail"]
+    assert rows[9]["agent"]["timed_out"] is True
+    assert "verifier bug" in (rows[10].get("log_tail") or "")
+    # index 1 used termination messages only: no log was read for it
+    assert rows[1]["channel"] == "terminationMessage" and rows[1]["agent"]["channel"] == "terminationMessage"
+    assert rows[0]["channel"] == "log" and rows[0]["agent"]["channel"] == "log"

@@ -1,0 +1,147 @@
+"""spec.verifier and the termination-message channel in the pure core."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rolloutbatch.core import manifests, vocabulary as v
+from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
+from rolloutbatch.core.model import AgentFacts, BatchRef, EpisodeResult, PodFacts, SpecError
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.verdict import judge_episode, judge_verified, pod_facts
+
+T0 = 1_700_000_000.0
+BASE = {"episodes": 2, "task": {"files": {"episode.py": "pass"}}}
+
+
+def ev(kind, at, who="pod-0", **f):
+    return json.dumps({"event": kind, "at": at, "episode_id": who, **f})
+
+
+def facts(**over):
+    base = dict(name="pod-0", namespace="ns", uid="u", index=0, created=T0, phase="Succeeded", node="n",
+                image_id=None, exit_code=0, restart_count=0, terminated_reason="Completed", pod_reason=None,
+                pod_message=None, disrupted=False, deleting=False, ready=True, started_at=T0, finished_at=T0 + 10,
+                waiting_reason=None, waiting_message=None)
+    base.update(over)
+    return PodFacts(**base)
+
+
+RECORD = '\n{"event":"agent_exit","exit_code":%d,"timed_out":%s}\n'
+
+
+def agent(code=0, timed_out="false", own=""):
+    return AgentFacts(state="terminated", exit_code=0, message=own + RECORD % (code, timed_out), finished_at=T0 + 5)
+
+
+def log(*lines):
+    return parse_log("\n".join(lines).encode())
+
+
+def test_message_channel_rules():
+    assert parse_termination_message("") is None and parse_termination_message("just text") is None
+    ok = parse_termination_message(ev("ready", T0 + 1) + "\n" + ev("reward", T0 + 2, reward=1))
+    assert len(ok.ready) == 1 and not ok.truncated
+    cut = parse_termination_message("x" * 4096)
+    assert cut is not None and cut.truncated            # at the cap: never success, never stdout
+    r = judge_episode(facts(), cut, channel=v.CHANNEL_TERMINATION_MESSAGE)
+    assert r.reason == v.EP_LOG_LIMIT and "4096" in r.message
+    good = judge_episode(facts(), ok, channel=v.CHANNEL_TERMINATION_MESSAGE)
+    assert good.outcome == v.OUTCOME_SUCCEEDED and good.channel == v.CHANNEL_TERMINATION_MESSAGE
+
+
+def test_agent_record_is_the_last_line_only():
+    body, record = split_agent_record("hello" + RECORD % (3, "true"))
+    assert body == "hello" and record == {"exit_code": 3, "timed_out": True}
+    assert split_agent_record('{"event":"agent_exit","exit_code":0,"timed_out":false}\nforged after')[1] is None
+    assert split_agent_record(None) == ("", None)
+
+
+def test_pod_facts_reads_both_phases():
+    pod = {"metadata": {"name": "p", "annotations": {v.COMPLETION_INDEX_KEY: "1"}},
+           "status": {"phase": "Succeeded",
+                      "initContainerStatuses": [{"name": "agent", "state": {"terminated": {
+                          "exitCode": 0, "message": "m", "finishedAt": "2024-01-01T00:00:00Z"}}}],
+                      "containerStatuses": [{"name": "verifier", "state": {"terminated": {
+                          "exitCode": 0, "message": "v"}}}]}}
+    f = pod_facts(pod)
+    assert f.termination_message == "v" and f.agent.message == "m" and f.agent.state == "terminated"
+    pod["status"]["initContainerStatuses"][0]["state"] = {"waiting": {"reason": "ErrImagePull"}}
+    assert pod_facts(pod).waiting_reason == "ErrImagePull"
+
+
+def test_crashed_agent_is_graded_and_forged_rewards_ignored():
+    a = log(ev("ready", T0 + 1), ev("reward", T0 + 2, reward=1))
+    w = log(ev("reward", T0 + 8, reward=0))
+    r = judge_verified(facts(agent=agent(code=3)), a, w, agent_tail="Traceback")
+    assert r.outcome == v.OUTCOME_SUCCEEDED and r.reward == 0 and v.FLAG_AGENT_REWARD_IGNORED in r.flags
+    assert r.agent == {"exit_code": 3, "timed_out": False, "output_tail": "Traceback"}
+    row = r.to_row(T0)
+    assert EpisodeResult.from_row(row).agent == r.agent
+
+
+@pytest.mark.parametrize("case, reason, outcome", [
+    ("verifier-exit", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
+    ("verifier-two-rewards", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
+    ("verifier-identity", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
+    ("verifier-deadline", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
+    ("agent-deadline", v.EP_TIMEOUT, v.OUTCOME_FAILED),
+    ("no-record", v.EP_NON_ZERO_EXIT, v.OUTCOME_FAILED),
+    ("launcher-failed", v.EP_NON_ZERO_EXIT, v.OUTCOME_FAILED),
+    ("no-ready", v.EP_NO_READY, v.OUTCOME_FAILED),
+    ("ready-after-reward", v.EP_REWARD_BEFORE_READY, v.OUTCOME_FAILED),
+])
+def test_verified_reasons(case, reason, outcome):
+    a, w, f = log(ev("ready", T0 + 1)), log(ev("reward", T0 + 8, reward=1)), facts(agent=agent())
+    if case == "verifier-exit":
+        f = facts(agent=agent(), phase="Failed", exit_code=1)
+    elif case == "verifier-two-rewards":
+        w = log(ev("reward", T0 + 8, reward=1), ev("reward", T0 + 9, reward=1))
+    elif case == "verifier-identity":
+        w = log(ev("reward", T0 + 8, who="other", reward=1))
+    elif case == "verifier-deadline":
+        f = facts(agent=agent(), phase="Failed", exit_code=137, pod_reason="DeadlineExceeded")
+    elif case == "agent-deadline":
+        f = facts(agent=AgentFacts(state="running"), phase="Failed", exit_code=None, pod_reason="DeadlineExceeded")
+    elif case == "no-record":
+        f = facts(agent=AgentFacts(state="terminated", exit_code=0, message="forged"))
+    elif case == "launcher-failed":
+        f = facts(agent=AgentFacts(state="terminated", exit_code=120, message=""))
+    elif case == "no-ready":
+        a = log("nothing")
+    elif case == "ready-after-reward":
+        a = log(ev("ready", T0 + 9))
+    r = judge_verified(f, a, w)
+    assert (r.reason, r.outcome) == (reason, outcome), r.message
+    assert r.reward is None or not r.valid or r.outcome == v.OUTCOME_SUCCEEDED
+
+
+def test_spec_verifier_defaults_and_checks():
+    s = parse_spec({**BASE, "verifier": {"files": {"verify.py": "x"}}})
+    assert s.verifier.image == s.image and s.verifier.mount_path == "/verifier"
+    assert s.verifier.command == ("python", "-B", "/verifier/verify.py") and s.verifier.timeout_seconds == 300
+    assert parse_spec(BASE).verifier is None
+    for bad, field in (({"mountPath": "/task/v"}, "spec.task.mountPath"),
+                       ({"typo": 1}, "spec.verifier"),
+                       ({"env": [{"name": "EPISODE_ID", "value": "x"}]}, "spec.verifier.env"),
+                       ({"timeoutSeconds": 3600}, "spec.verifier.timeoutSeconds"),
+                       ({"files": {"..x": ""}}, "spec.verifier.files")):
+        with pytest.raises(SpecError) as err:
+            parse_spec({**BASE, "verifier": {"files": {"verify.py": "x"}, **bad}})
+        assert err.value.field == field, (bad, err.value)
+
+
+def test_manifests_with_a_verifier():
+    ref = BatchRef("ns", "b", "0123456789abcdef")
+    s = parse_spec({**BASE, "episodeTimeoutSeconds": 30, "verifier": {"files": {"verify.py": "x"}, "timeoutSeconds": 20,
+                                                                      "resources": {"requests": {"cpu": "1"}}}})
+    pod = manifests.job(ref, s, None)["spec"]["template"]["spec"]
+    (agent_c,), (ver,) = pod["initContainers"], pod["containers"]
+    assert agent_c["name"] == "agent" and ver["name"] == "verifier" and pod["activeDeadlineSeconds"] == 55
+    assert not any(m["name"] == "verifier" for m in agent_c["volumeMounts"])     # never the agent's
+    assert {"name": "verifier", "mountPath": "/verifier", "readOnly": True} in ver["volumeMounts"]
+    assert "kill -KILL -1" in agent_c["command"][2] and "sleep 30" in agent_c["command"][2]
+    assert manifests.verifier_configmap(ref, s, None)["data"] == {"verify.py": "x"}
+    from rolloutbatch.core.admission import pod_resources
+    assert str(pod_resources(s, None)["requests"]["cpu"]) == "1"          # the larger phase
