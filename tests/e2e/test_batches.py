@@ -44,7 +44,7 @@ def assert_succeeded_10(obj):
 
 def test_parallel_and_serial_shipping_fix(operator_process, namespace):
     parallel = apply(load_example("shipping-fix-parallel.yaml"), namespace)
-    # kubectl wait returns on success (DESIGN section 6).
+    # kubectl wait returns on success (docs/design.md §6).
     kubectl("wait", "--for=condition=Ready", f"rb/{parallel['metadata']['name']}", "-n", namespace,
             "--timeout=240s", timeout=260)
     apply(load_example("shipping-fix-serial.yaml"), namespace)

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 HEALTH_LUA = REPO / "manifests" / "gitops" / "argocd" / "health.lua"
 FLUX_KS = REPO / "manifests" / "gitops" / "flux" / "kustomization.yaml"
 
-# DESIGN section 4: one `ready` and one `reward` JSON line, both with the pod's own name.
+# docs/design.md §4: one `ready` and one `reward` JSON line, both with the pod's own name.
 GOOD_EPISODE = """\
 import json, os, time
 eid = os.environ["EPISODE_ID"]

@@ -1,6 +1,6 @@
 """Can the cluster serve this spec? Pure checks done before anything is created.
 
-Answers become ``Stalled`` conditions with a reason (DESIGN section 6) instead of Jobs that
+Answers become ``Stalled`` conditions with a reason (docs/design.md §6) instead of Jobs that
 never start: a quota that cannot hold even one episode pod, or the RuntimeClass overhead that
 must be added to every pod's resources.
 """

@@ -3,7 +3,7 @@
 While a batch runs: Reconciling=True, Ready=False. Success: Ready=True, Succeeded=True.
 Failure or a spec the cluster cannot serve: Stalled=True, Ready=False, Succeeded=False
 (kstatus reads Ready=False alone as "in progress", so failure must say Stalled). The
-``lastTransitionTime`` of a condition changes only when its status flips (DESIGN section 6).
+``lastTransitionTime`` of a condition changes only when its status flips (docs/design.md §6).
 """
 
 from __future__ import annotations

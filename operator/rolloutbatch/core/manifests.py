@@ -1,6 +1,6 @@
 """Pure builders of every object a batch creates. Plain dicts, checked by golden files.
 
-Security defaults (DESIGN section 8): episode pods mount no service-account token, run as
+Security defaults (docs/design.md §8): episode pods mount no service-account token, run as
 UID/GID 1000 with RuntimeDefault seccomp, drop all capabilities, cannot escalate, see the task
 read-only and write only their size-limited workspace. Dedicated sandboxes enforce PSA
 ``restricted`` and deny all network traffic by default.

@@ -1,7 +1,7 @@
 """Deterministic names and labels of everything a batch creates.
 
 Names derive from the batch's UID, so an operator restarted at any point finds what it created
-instead of creating it twice (DESIGN section 5), and two batches never collide.
+instead of creating it twice (docs/design.md §5), and two batches never collide.
 """
 
 from __future__ import annotations

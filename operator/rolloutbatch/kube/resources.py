@@ -3,7 +3,7 @@
 Every function takes the shared :class:`~rolloutbatch.kube.client.Api` and plain dicts. Ownership
 is checked by the batch-UID label before anything found under one of our deterministic names is
 used or deleted: a restarted operator adopts what it created, and never touches what it did not
-(DESIGN section 5).
+(docs/design.md §5).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def read_log(api: Api, namespace: str, pod: str, container: str, limit_bytes: in
 
     The server-side ``limitBytes`` bounds what the apiserver sends; reading the stream in chunks
     and stopping at the limit bounds what we hold even if a server ignored it: an episode's
-    output is hostile input (DESIGN section 4).
+    output is hostile input (docs/design.md §4).
     """
     response = api.raw(
         object_path("Pod", pod, namespace) + "/log",

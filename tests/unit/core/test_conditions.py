@@ -1,4 +1,4 @@
-"""Conditions per phase (DESIGN section 6) and lastTransitionTime semantics."""
+"""Conditions per phase (docs/design.md §6) and lastTransitionTime semantics."""
 import pytest
 
 from rolloutbatch.core.conditions import conditions_for, set_condition

@@ -1,4 +1,4 @@
-"""The core is pure: no framework or I/O imports (DESIGN section 2)."""
+"""The core is pure: no framework or I/O imports (docs/design.md §2)."""
 import ast
 import pathlib
 

@@ -1,4 +1,4 @@
-"""The status subresource: every field of DESIGN section 3, ms rounding, minimal merge patches."""
+"""The status subresource: every field of docs/design.md §3, ms rounding, minimal merge patches."""
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.stats import summarize
