@@ -1,6 +1,6 @@
 """The guide's shipping-fix episode: a boundary bug, a failing test, a one-character fix.
 
-Runs inside an episode sandbox (docs/design.md §4). It prepares the workspace, reports `ready`,
+Runs inside an episode sandbox (docs/design.md, section 4). It prepares the workspace, reports `ready`,
 checks that the baseline fails its tests, applies the fix an agent would make (`>` -> `>=`),
 runs the tests again and reports the reward: 1 when they pass, else 0 (and exits non-zero).
 The fix is a deterministic stand-in for a coding agent's action; no model is called.
