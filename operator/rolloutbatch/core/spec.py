@@ -486,7 +486,10 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
         # references: such a reference would reach the episode unexpanded.
-        for text in (*command, *_strings(raw, "args"), *(e["value"] for e in env)):
+        texts = [*command, *_strings(raw, "args"), *(e["value"] for e in env)]
+        if verifier is not None:   # the verifier runs under the same launcher
+            texts += [*verifier.command, *verifier.args, *(str(e.get("value", "")) for e in verifier.env)]
+        for text in texts:
             for name in LAUNCHER_ENV:
                 if f"$({name})" in text:
                     raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({name}) is set at run "

@@ -217,3 +217,15 @@ def test_launcher_variables_cannot_be_referenced_when_k_is_above_one():
             parse_spec({**base, field: value})
         assert err.value.field == "spec.samplesPerInput"
     assert parse_spec({**base, "samplesPerInput": 1, "args": ["$(EPISODE_INPUT)"]}).args == ("$(EPISODE_INPUT)",)
+
+
+def test_launcher_variables_cannot_be_referenced_by_the_verifier_either():
+    import pytest
+
+    from rolloutbatch.core.model import SpecError
+    from rolloutbatch.core.spec import parse_spec
+    base = {"episodes": 4, "samplesPerInput": 2, "task": {"files": {"episode.py": "x"}},
+            "verifier": {"command": ["python", "/verifier/check.py", "$(EPISODE_GROUP)"], "files": {"check.py": "x"}}}
+    with pytest.raises(SpecError) as err:
+        parse_spec(base)
+    assert err.value.field == "spec.samplesPerInput"
