@@ -145,3 +145,46 @@ def test_only_honest_work_earns_reward(operator_process, namespace):
     # index 1 used termination messages only: no log was read for it
     assert rows[1]["channel"] == "terminationMessage" and rows[1]["agent"]["channel"] == "terminationMessage"
     assert rows[0]["channel"] == "log" and rows[0]["agent"]["channel"] == "log"
+
+
+def test_the_verified_shipping_fix_example_succeeds(operator_process, namespace):
+    """examples/shipping-fix-verified.yaml as a user applies it: every agent fixes the bug and
+    only the verifier's tests (its own files, not the workspace's) award the reward."""
+    from tests.support.batches import load_example
+    body = load_example("shipping-fix-verified.yaml")
+    body["metadata"]["name"] = unique("verified")
+    apply(body, namespace)
+    obj = wait_finished(body["metadata"]["name"], namespace, timeout=300, operator=operator_process)
+    st = obj["status"]
+    assert (st["phase"], st["succeededEpisodes"], st["rewardSum"]) == ("Succeeded", 10, 10.0), st
+
+
+GROUP_AGENT = r'''
+import json, os, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready")
+task = json.load(open(os.environ["EPISODE_INPUT"]))
+open("/workspace/answer.txt", "w").write(str(task["a"] + task["b"]) if int(os.environ["EPISODE_SAMPLE"]) == 0 else "?")
+'''
+GROUP_VERIFY = r'''
+import json, os, time
+task = json.load(open(os.environ["EPISODE_INPUT"]))
+answer = open("/workspace/answer.txt").read().strip()
+print(json.dumps({"event": "reward", "at": time.time(), "episode_id": os.environ["EPISODE_ID"],
+                  "reward": 1 if answer == str(task["a"] + task["b"]) else 0}), flush=True)
+'''
+
+
+def test_a_verifier_grades_groups_of_samples(operator_process, namespace):
+    """Issue 13 with issue 11: k samples per input, the verifier reads the group's input."""
+    name = unique("vgroups")
+    body = episode_batch(name, GROUP_AGENT, episodes=6, samplesPerInput=2, minSuccessfulEpisodes=1,
+                         inputs=[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}],
+                         verifier={"command": ["python", "-B", "/verifier/verify.py"],
+                                   "files": {"verify.py": GROUP_VERIFY}, "timeoutSeconds": 60})
+    apply(body, namespace)
+    obj = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    doc = json.loads(get(f"{name}-results", namespace, kind="configmap")["data"]["results.json"])
+    rewards = {r["index"]: r["reward"] for r in doc["pods"]}
+    assert rewards == {0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0, 4: 1.0, 5: 0.0}, doc["pods"]
+    assert [g["reward_mean"] for g in doc["groups"]] == [0.5, 0.5, 0.5] and obj["status"]["rewardSum"] == 3.0
