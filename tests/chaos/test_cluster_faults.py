@@ -49,6 +49,14 @@ def sandbox_of(name, namespace, timeout=60):
     raise AssertionError("no sandbox namespace")
 
 
+def evict(pod, namespace):
+    """Through the Eviction API, as a node drain does."""
+    name = pod["metadata"]["name"]
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    kubectl("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", "-f", "-",
+            input=json.dumps(eviction))
+
+
 def test_apiserver_restart_mid_batch(operator_process, namespace):
     name = unique("apirestart")
     apply(episode_batch(name, SLOW_EPISODE, episodes=6, env=[{"name": "SLEEP", "value": "8"}]), namespace)
@@ -68,10 +76,7 @@ def test_evicted_episodes_are_retried_and_counted_once(operator_process, namespa
     sandbox = sandbox_of(name, namespace)
     victims = wait_pods_running(sandbox, 4)[:2]
     for pod in victims:
-        eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
-                    "metadata": {"name": pod["metadata"]["name"], "namespace": sandbox}}
-        kubectl("create", "--raw", f"/api/v1/namespaces/{sandbox}/pods/{pod['metadata']['name']}/eviction",
-                "-f", "-", input=json.dumps(eviction))
+        evict(pod, sandbox)
     obj = wait_finished(name, namespace, timeout=240, operator=operator_process)
     st = obj["status"]
     assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"]) == ("Succeeded", 4, 0), st
@@ -100,10 +105,7 @@ def test_an_evicted_episode_that_exits_zero_is_judged_like_the_job_does(operator
                         env=[{"name": "SLEEP", "value": "10"}], cleanup={"sandbox": "Never"}), namespace)
     sandbox = sandbox_of(name, namespace)
     victim = wait_pods_running(sandbox, 2)[0]
-    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": victim["metadata"]["name"], "namespace": sandbox}}
-    kubectl("create", "--raw", f"/api/v1/namespaces/{sandbox}/pods/{victim['metadata']['name']}/eviction",
-            "-f", "-", input=json.dumps(eviction))
+    evict(victim, sandbox)
     obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
     st = obj["status"]
     index = int(victim["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
