@@ -9,6 +9,7 @@ import signal
 import sys
 import warnings
 
+from .cni import Network
 from .kubeapi import Api, load_kubeconfig
 from .logserver import start as start_logserver
 from .logstore import LogStore
@@ -31,6 +32,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--memory", default="64Gi")
     p.add_argument("--pods", default="250")
     p.add_argument("--ephemeral-storage", default="100Gi")
+    # pod networking (the launcher passes all of these; without them pods get loopback only)
+    p.add_argument("--node-netns", help="the node's network namespace (name under /run/netns)")
+    p.add_argument("--node-ip", help="the node's address in --node-netns (InternalIP, hostIP)")
+    p.add_argument("--pod-cidr", help="this node's podCIDR (host-local IPAM range)")
+    p.add_argument("--cni-bin", help="directory of the CNI plugins (bridge, host-local, loopback)")
+    p.add_argument("--netns-prefix", help="pod network namespaces are named PREFIX-<pod uid>")
+    p.add_argument("--cluster-dns", help="nameserver written into pods' resolv.conf")
     p.add_argument("--log-level", default=os.environ.get("NODEAGENT_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
@@ -72,8 +80,18 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key)
-    node = NodeManager(api, args.node_name, port=args.port, capacity=capacity)
+    net = None
+    if args.node_netns:
+        net = Network(node_netns=args.node_netns, node_ip=args.node_ip, pod_cidr=args.pod_cidr,
+                      cni_bin=args.cni_bin, data_dir=os.path.join(state, "cni"),
+                      pod_prefix=args.netns_prefix, cluster_dns=args.cluster_dns)
+        runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key,
+                                       host=net.node_ip, netns=net.node_netns)
+    else:
+        runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key)
+    node = NodeManager(api, args.node_name, port=args.port, capacity=capacity,
+                       address=net.node_ip if net else "127.0.0.1",
+                       pod_cidr=net.pod_cidr if net else None)
     while not stop.is_set():
         try:
             await node.register()
@@ -84,7 +102,7 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(stop.wait(), 1)
             except asyncio.TimeoutError:
                 pass
-    pods = PodManager(Shared(api, args.node_name, state, capacity, logs))
+    pods = PodManager(Shared(api, args.node_name, state, capacity, logs, net))
     tasks = [asyncio.create_task(node.run(), name="node"), asyncio.create_task(pods.run(), name="pods")]
     if not stop.is_set():
         log.info("node %s ready (state %s)", args.node_name, state)
