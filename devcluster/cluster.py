@@ -510,6 +510,13 @@ def write_scheduler_config() -> None:
     )
 
 
+def _restarting(component: str) -> list[str]:
+    """Run the rest of the argv again a second after it exits, as a DaemonSet would: kube-proxy
+    exits by design when its Node is deleted (node-loss tests do that). SIGTERM to the process
+    group ends both the loop and the component."""
+    return ["/bin/sh", "-c", 'while :; do "$@"; sleep 1; done', component]
+
+
 def command(component: str, state: State, pki: Pki) -> list[str]:
     """The argv of one component (flags: research/local-control-plane.md §5)."""
     lk = str(localkube())
@@ -605,7 +612,7 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
     plan = state.plan
     if component.startswith(PROXY_PREFIX):
         node = component[len(PROXY_PREFIX):]
-        return [
+        return _restarting(component) + [
             "nsenter", f"--net={network.NETNS_DIR / plan.node_ns(node)}",
             lk, "kube-proxy",
             f"--kubeconfig={NODE_KUBECONFIG}",
@@ -623,7 +630,7 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
         ]
     if component.startswith(ROUTER_PREFIX):
         node = component[len(ROUTER_PREFIX):]
-        return [
+        return _restarting(component) + [
             "nsenter", f"--net={network.NETNS_DIR / plan.node_ns(node)}",
             str(BIN / "kube-router"),
             f"--kubeconfig={NODE_KUBECONFIG}",
@@ -652,6 +659,7 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--cni-bin", str(BIN / "cni"),
             "--netns-prefix", f"{plan.prefix}-{node}",
             "--cluster-dns", plan.dns_ip,
+            "--wait-for-netpol",
         ]
     raise ClusterError(f"unknown component {component!r}")
 

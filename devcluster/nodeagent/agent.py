@@ -39,6 +39,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cni-bin", help="directory of the CNI plugins (bridge, host-local, loopback)")
     p.add_argument("--netns-prefix", help="pod network namespaces are named PREFIX-<pod uid>")
     p.add_argument("--cluster-dns", help="nameserver written into pods' resolv.conf")
+    p.add_argument("--wait-for-netpol", action="store_true",
+                   help="start a pod's containers only once kube-router has programmed the pod")
     p.add_argument("--log-level", default=os.environ.get("NODEAGENT_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
@@ -84,7 +86,8 @@ async def run(args: argparse.Namespace) -> int:
     if args.node_netns:
         net = Network(node_netns=args.node_netns, node_ip=args.node_ip, pod_cidr=args.pod_cidr,
                       cni_bin=args.cni_bin, data_dir=os.path.join(state, "cni"),
-                      pod_prefix=args.netns_prefix, cluster_dns=args.cluster_dns)
+                      pod_prefix=args.netns_prefix, cluster_dns=args.cluster_dns,
+                      wait_for_netpol=args.wait_for_netpol)
         runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key,
                                        host=net.node_ip, netns=net.node_netns)
     else:

@@ -11,6 +11,7 @@ import ctypes
 import json
 import logging
 import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ class Network:
     data_dir: str        # host-local's allocations
     pod_prefix: str      # pod netns names start with this (cluster prefix + node)
     cluster_dns: str | None = None
+    wait_for_netpol: bool = False   # hold containers until kube-router programmed the pod
 
     def pod_netns(self, uid: str) -> str:
         return f"{self.pod_prefix}-{uid}"
@@ -138,3 +140,57 @@ def listen_in_netns(netns: str, host: str, port: int) -> socket.socket:
     finally:
         os.close(own)
         os.close(target)
+
+
+# kube-router's jump into a pod's chain: "-A KUBE-ROUTER-FORWARD -s IP/32 ... rule to jump traffic
+# from POD name:NAME namespace: NS to chain KUBE-POD-FW-..."
+_POD_JUMP = re.compile(r"^-A KUBE-ROUTER-FORWARD -s (\S+)/32 .*from POD name:(\S+) namespace: (\S+) to chain")
+
+
+class PolicyGate:
+    """Holds a pod's containers until the node's NetworkPolicy engine (kube-router) has
+    programmed that pod: its chain jumps name the pod and its address, written in one
+    iptables-restore with all of the pod's rules. kube-router learns the address from the pod's
+    status, so without this a fresh pod runs unfiltered until its next sync (Calico's CNI has the
+    same wait, `policy_setup_timeout_seconds`). One poller per node, only while pods wait."""
+
+    def __init__(self, node_netns: str, interval: float = 0.1):
+        self.node_netns = node_netns
+        self.interval = interval
+        self.waiters: dict[tuple[str, str, str], list[asyncio.Future]] = {}
+        self.task: asyncio.Task | None = None
+
+    async def wait(self, namespace: str, name: str, ip: str, timeout: float) -> bool:
+        key = (ip, name, namespace)
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(key, []).append(fut)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._poll(), name=f"netpol gate {self.node_netns}")
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            futs = self.waiters.get(key, [])
+            if fut in futs:
+                futs.remove(fut)
+            if not futs:
+                self.waiters.pop(key, None)
+
+    def programmed(self, rules: str) -> set[tuple[str, str, str]]:
+        return {m.groups() for m in map(_POD_JUMP.match, rules.splitlines()) if m}
+
+    async def _poll(self) -> None:
+        while self.waiters:
+            rc, out, err = await _exec(["nsenter", f"--net={os.path.join(NETNS_DIR, self.node_netns)}",
+                                        "iptables-save", "-t", "filter"])
+            if rc == 0:
+                done = self.programmed(out.decode(errors="replace"))
+                for key in done & set(self.waiters):
+                    for fut in self.waiters.get(key, []):
+                        if not fut.done():
+                            fut.set_result(True)
+            else:
+                log.warning("iptables-save in %s: %s", self.node_netns, err.decode().strip())
+            await asyncio.sleep(self.interval)

@@ -24,6 +24,7 @@ log = logging.getLogger("nodeagent.pods")
 
 HOST_IP = "127.0.0.1"
 RETRY_MIN, RETRY_MAX = 1.0, 20.0          # config/volume errors
+POLICY_POLL = 5.0                         # re-check deletion/deadline while policy is pending
 BACKOFF_MIN, BACKOFF_MAX = 1.0, 60.0      # container restarts (kubelet: 10 s .. 5 min)
 # The Running write waits this long: a container that is already done by then gets a single
 # (terminal) status write, like the kubelet's batching status manager. Saves one API write per
@@ -78,6 +79,7 @@ class Shared:
         self.ips = PodIPs(node_name)
         self.net = net
         self.host_ip = net.node_ip if net else HOST_IP
+        self.gate = cni.PolicyGate(net.node_netns) if net and net.wait_for_netpol else None
         self.root_layout = sandbox.host_root_layout()
         self.runtime_bins: dict[str, str] = {}
 
@@ -277,6 +279,10 @@ class PodWorker:
             await self._sleep_or_wake(delay)
             delay = min(delay * 2, RETRY_MAX)
         self.sandbox_ready = True
+        if self.sh.gate is not None and not self.pod["spec"].get("hostNetwork"):
+            if not await self._await_policy():
+                await self._finish_stopped()
+                return
         # init containers, in order; sidecars (restartPolicy: Always) start and keep running
         for c in self.inits:
             if c.spec.get("restartPolicy") == "Always":
@@ -325,6 +331,22 @@ class PodWorker:
         except (cni.CniError, OSError) as e:
             self.netns_made = True  # partial setups are undone too
             return self._config_error("ContainerCreating", f"failed to set up the pod network: {e}")
+
+    async def _await_policy(self) -> bool:
+        """Publish the pod IP, then wait until the policy engine has programmed the pod. False
+        when the pod was deleted or hit its deadline first (its containers never ran)."""
+        await self.write_status()
+        told = False
+        while not await self.sh.gate.wait(self.ns, self.name, self.pod_ip, POLICY_POLL):
+            if self.deleting or self.gone or self._deadline_passed():
+                return False
+            if not told:
+                told = True
+                log.warning("%s/%s: the NetworkPolicy engine has not programmed %s yet; waiting",
+                            self.ns, self.name, self.pod_ip)
+                self._config_error("ContainerCreating", "waiting for the NetworkPolicy engine")
+                await self.write_status()
+        return True
 
     def _netns_path(self) -> str | None:
         if self.sh.net is None:

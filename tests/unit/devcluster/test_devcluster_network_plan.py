@@ -88,3 +88,17 @@ def test_resolv_conf_follows_dns_policy():
     assert custom == "nameserver 10.217.1.53\nsearch x.local\noptions ndots:2 edns0\n"
     extra = resolv_conf(_pod(dnsConfig={"searches": ["x.local"]}), "10.217.1.10")
     assert "search team.svc.cluster.local svc.cluster.local cluster.local x.local\n" in extra
+
+
+def test_policy_gate_reads_kube_routers_pod_jumps():
+    from devcluster.nodeagent.cni import PolicyGate
+    rules = "\n".join([
+        "-A KUBE-ROUTER-FORWARD -d 10.217.128.2/32 -m comment --comment \"rule to jump traffic destined to POD "
+        "name:gate-x namespace: default to chain KUBE-POD-FW-P3LDNKOK4HLARPXS\" -j KUBE-POD-FW-P3LDNKOK4HLARPXS",
+        "-A KUBE-ROUTER-FORWARD -s 10.217.128.2/32 -m comment --comment \"rule to jump traffic from POD "
+        "name:gate-x namespace: default to chain KUBE-POD-FW-P3LDNKOK4HLARPXS\" -j KUBE-POD-FW-P3LDNKOK4HLARPXS",
+        "-A KUBE-ROUTER-INPUT -s 10.217.128.3/32 -m comment --comment \"rule to jump traffic from POD "
+        "name:other namespace: default to chain KUBE-POD-FW-AAAA\" -j KUBE-POD-FW-AAAA",
+    ])
+    # only the FORWARD jump of a pod's own egress counts (written with all its other rules)
+    assert PolicyGate("ns").programmed(rules) == {("10.217.128.2", "gate-x", "default")}
