@@ -281,3 +281,24 @@ def test_network_policy_egress_deny_seals_a_pod(kube_api, core, kube_namespace):
     assert all_refused(sealed.next_round())
     got = free.next_round()
     assert got[f"http={srv}:8080"] == "ok:srv-a:8080" and got["dns=kubernetes.default"].startswith("ok:"), got
+
+
+def test_a_pod_under_default_deny_is_sealed_from_its_first_packet(kube_api, core, kube_namespace):
+    """The node agent starts containers only once kube-router has programmed the pod, so a pod
+    that connects at once (the one-shot probe) is refused, not let through before the next sync."""
+    from tests.support.kube import create_namespace, delete_namespace
+    net = client.NetworkingV1Api(kube_api)
+    n1, n2 = [n.metadata.name for n in nodes(core)[:2]]
+    srv = start_servers(core, kube_namespace, [server_pod("srv-a", n1)])["srv-a"].status.pod_ip
+    targets = [f"http={srv}:8080", "dns=kubernetes.default"]
+    sealed_ns = create_namespace(kube_api, "sealed")
+    try:
+        net.create_namespaced_network_policy(sealed_ns, _policy("deny-all", {
+            "podSelector": {}, "policyTypes": ["Ingress", "Egress"]}))
+        for node in (n1, n2):
+            got = probe(core, sealed_ns, targets, node=node)
+            assert all_refused(got), (node, got)
+        # the same probe elsewhere gets through: the refusals are the policy's
+        assert all_ok(probe(core, kube_namespace, targets, node=n2))
+    finally:
+        delete_namespace(kube_api, sealed_ns)
