@@ -566,6 +566,9 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             # node agents report their node netns address and a per-node port; Hostname would
             # not resolve, so logs must go to InternalIP (research §6.5)
             "--kubelet-preferred-address-types=InternalIP",
+            # pods can reach a node's address: its log server admits only this client cert
+            f"--kubelet-client-certificate={pki.admin_crt}",
+            f"--kubelet-client-key={pki.admin_key}",
             f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
             # one client machine, bursty tests: no API priority & fairness, no inflight caps
             "--enable-priority-and-fairness=false",
@@ -650,6 +653,7 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--state-dir", str(NODES_DIR / node),
             "--tls-cert", str(pki.kubelet_crt),
             "--tls-key", str(pki.kubelet_key),
+            "--client-ca", str(pki.ca_crt),
             "--cpu", state.node_cpu,
             "--memory", state.node_memory,
             "--pods", state.node_pods,

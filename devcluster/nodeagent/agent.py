@@ -28,6 +28,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--state-dir", required=True)
     p.add_argument("--tls-cert", required=True)
     p.add_argument("--tls-key", required=True)
+    p.add_argument("--client-ca", help="require client certificates signed by this CA (the apiserver's)")
     p.add_argument("--cpu", default="32")
     p.add_argument("--memory", default="64Gi")
     p.add_argument("--pods", default="250")
@@ -89,7 +90,7 @@ async def run(args: argparse.Namespace) -> int:
                       pod_prefix=args.netns_prefix, cluster_dns=args.cluster_dns,
                       wait_for_netpol=args.wait_for_netpol)
         runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key,
-                                       host=net.node_ip, netns=net.node_netns)
+                                       host=net.node_ip, netns=net.node_netns, client_ca=args.client_ca)
     else:
         runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key)
     node = NodeManager(api, args.node_name, port=args.port, capacity=capacity,

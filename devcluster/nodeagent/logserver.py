@@ -120,9 +120,12 @@ def make_app(store: LogStore) -> web.Application:
 
 
 async def start(store: LogStore, port: int, cert: str, key: str, host: str = "127.0.0.1",
-                netns: str | None = None) -> web.AppRunner:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # no client certificates; skip system CA loading
+                netns: str | None = None, client_ca: str | None = None) -> web.AppRunner:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # skip system CA loading
     ctx.load_cert_chain(cert, key)
+    if client_ca:  # on the node's address pods can reach us: only the apiserver's cert gets in
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cafile=client_ca)
     runner = web.AppRunner(make_app(store), access_log=None, handle_signals=False)
     await runner.setup()
     for attempt in range(40):  # a previous agent on this port may still be exiting
