@@ -86,7 +86,7 @@ def start_servers(core, namespace: str, pods: list[dict]) -> dict[str, client.V1
             pod = core.read_namespaced_pod(name, namespace)
             if pod.status.phase != "Running" or not pod.status.pod_ip:
                 return None
-            if "serving" not in core.read_namespaced_pod_log(name, namespace):
+            if "serving" not in (core.read_namespaced_pod_log(name, namespace) or ""):
                 return None
             out[name] = pod
         return out
@@ -106,7 +106,7 @@ def probe(core, namespace: str, targets: list[str], node: str | None = None,
                                            "metadata": {"name": name, "labels": labels or {}},
                                            "spec": spec})
     pod = wait_pod_finished(core, name, namespace, timeout=120)
-    log = core.read_namespaced_pod_log(name, namespace)
+    log = core.read_namespaced_pod_log(name, namespace) or ""
     assert pod.status.phase == "Succeeded", log
     core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     return json.loads([line for line in log.splitlines() if line.strip()][-1])
@@ -203,7 +203,7 @@ class Prober:
                                      "command": ["python", "-c", PROBER, str(seconds), *targets]}]}})
 
     def rounds(self) -> list[dict]:
-        log = self.core.read_namespaced_pod_log(self.name, self.ns)
+        log = self.core.read_namespaced_pod_log(self.name, self.ns) or ""  # None while empty
         return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
 
     def until(self, predicate, what: str, timeout: float = 60) -> dict:
@@ -302,3 +302,31 @@ def test_a_pod_under_default_deny_is_sealed_from_its_first_packet(kube_api, core
         assert all_ok(probe(core, kube_namespace, targets, node=n2))
     finally:
         delete_namespace(kube_api, sealed_ns)
+
+
+def test_pods_cannot_read_logs_from_the_node_agent_directly(core, kube_namespace):
+    """The node agent serves logs on the node's address, which pods can reach: without the
+    apiserver's client certificate the TLS handshake fails; through the API the same log reads."""
+    n1 = nodes(core)[0]
+    srv = start_servers(core, kube_namespace, [server_pod("srv-a", n1.metadata.name)])["srv-a"]
+    port = n1.status.daemon_endpoints.kubelet_endpoint.port
+    url = f"https://{srv.status.host_ip}:{port}/containerLogs/{kube_namespace}/srv-a/main"
+    script = textwrap.dedent(f"""
+        import json, ssl, urllib.request
+        ctx = ssl._create_unverified_context()
+        try:
+            with urllib.request.build_opener(urllib.request.ProxyHandler({{}}),
+                                             urllib.request.HTTPSHandler(context=ctx)).open({url!r}, timeout=5) as r:
+                print(json.dumps({{"read": r.read().decode()[:100]}}))
+        except Exception as e:
+            print(json.dumps({{"error": type(e).__name__ + ": " + str(e)[:200]}}))
+    """)
+    name = unique_name("logthief")
+    core.create_namespaced_pod(kube_namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": n1.metadata.name},
+                 "containers": [{"name": "main", "image": IMAGE, "command": ["python", "-c", script]}]}})
+    wait_pod_finished(core, name, kube_namespace, timeout=60)
+    got = json.loads((core.read_namespaced_pod_log(name, kube_namespace) or "{}").strip().splitlines()[-1])
+    assert "error" in got and "read" not in got, got
+    assert "serving" in core.read_namespaced_pod_log("srv-a", kube_namespace)
