@@ -8,6 +8,9 @@ STATE     := $(ROOT)/.devcluster
 VENV      := $(ROOT)/.venv
 PY        := $(VENV)/bin/python
 LOCALKUBE := $(STATE)/bin/localkube
+CNI_BIN   := $(STATE)/bin/cni
+CNI       := $(CNI_BIN)/bridge $(CNI_BIN)/host-local $(CNI_BIN)/loopback
+KUBEROUTER := $(STATE)/bin/kube-router
 # Always the devcluster: `make demo`/`make bench` must never act on a user's own cluster.
 export KUBECONFIG := $(STATE)/kubeconfig
 export GOTOOLCHAIN := local
@@ -37,9 +40,12 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed ## Python virtualenv with the package and test tools
 
 .PHONY: system-deps
-system-deps: ## Debian packages the devcluster and tests use (bubblewrap, lua5.1, prometheus)
+system-deps: ## Debian packages the devcluster and tests use (bubblewrap, iptables, ipset, lua5.1, prometheus)
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
+	command -v ipset >/dev/null || missing="$$missing ipset"; \
+	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
 	command -v lua5.1 >/dev/null || missing="$$missing lua5.1"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
@@ -54,7 +60,17 @@ $(LOCALKUBE): devcluster/localkube/go.mod devcluster/localkube/go.sum devcluster
 	@mkdir -p $(STATE)/bin/links && for c in kubectl; do ln -sf $@ $(STATE)/bin/links/$$c; done
 
 .PHONY: localkube
-localkube: $(LOCALKUBE) ## build the multi-call Kubernetes binary (cached)
+localkube: $(LOCALKUBE) $(CNI) $(KUBEROUTER) ## build the multi-call Kubernetes binary, CNI plugins, kube-router (cached)
+
+# Upstream's plugins, listed as `tool`s of their own module (devcluster/cni/go.mod).
+$(CNI) &: devcluster/cni/go.mod devcluster/cni/go.sum
+	@mkdir -p $(CNI_BIN)
+	cd devcluster/cni && go build -trimpath -ldflags "-s -w" -o $(CNI_BIN)/ tool
+
+# kube-router as the NetworkPolicy enforcer, its own module (older Kubernetes libraries).
+$(KUBEROUTER): devcluster/kuberouter/go.mod devcluster/kuberouter/go.sum
+	@mkdir -p $(dir $@)
+	cd devcluster/kuberouter && go build -trimpath -ldflags "-s -w" -o $@ github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 
 # --- the devcluster -----------------------------------------------------------------------------
 .PHONY: cluster

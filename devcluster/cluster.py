@@ -9,8 +9,11 @@
     python -m devcluster.cluster stop COMPONENT     stop one component (e.g. a node agent)
 
 Components, each its own OS process in its own session (process group), started in this order:
-`etcd`, `kube-apiserver`, `kube-controller-manager`, `kube-scheduler`, then one
-`nodeagent-devnode-<i>` per node. The first four are subcommands of the `localkube` multi-call
+`etcd`, `kube-apiserver`, `kube-controller-manager`, `kube-scheduler`, `coredns`, then one
+`nodeagent-devnode-<i>` and `kube-proxy-devnode-<i>` per node, and once the nodes are registered one
+`kube-router-devnode-<i>` (NetworkPolicy) per node; the last two run in the node's network
+namespace (network.py sets those up before etcd starts and removes them at `down`). All but the
+node agents and kube-router are subcommands of the `localkube` multi-call
 binary (devcluster/localkube, built by `make localkube`): one process per component because
 running them in one process trips upstream's one-signal-handler panic and the logging
 re-apply check (research/local-control-plane.md §3.2).
@@ -58,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from devcluster import network
 from devcluster.pki import Pki, ensure_pki
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +74,10 @@ NODES_DIR = STATE / "nodes"
 KUBECONFIG = STATE / "kubeconfig"
 STATE_FILE = STATE / "state.json"
 SCHED_CONFIG = STATE / "kube-scheduler.yaml"
+NODE_KUBECONFIG = STATE / "kubeconfig-nodes"   # same identity, the apiserver as nodes see it
+COREFILE = STATE / "Corefile"
+NETWORK_FILE = STATE / "network.json"          # outlives state.json until the network is gone
+BIN = STATE / "bin"
 
 #: Marker put in every component's environment: `down` finds stray descendants (sandboxes a node
 #: agent started in their own session) by it, even after their parent died.
@@ -77,6 +85,12 @@ MARKER_ENV = "DEVCLUSTER_STATE"
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 NODE_PREFIX = "nodeagent-"
+#: Per-node network components, each in its node's network namespace.
+PROXY_PREFIX = "kube-proxy-"
+ROUTER_PREFIX = "kube-router-"
+PER_NODE_PREFIXES = (NODE_PREFIX, PROXY_PREFIX, ROUTER_PREFIX)
+KUBE_PROXY_HEALTH_PORT = 10256
+KUBE_ROUTER_HEALTH_PORT = 20244
 
 #: KCM controllers we run. Explicit rather than `*` to spare CPU on a 2-core machine; the list is
 #: what Jobs, garbage collection, namespaces, node loss, service accounts, quotas and the
@@ -98,6 +112,7 @@ KCM_CONTROLLERS = (
     "clusterrole-aggregation-controller",
     "replicaset-controller",
     "deployment-controller",
+    "endpointslice-controller",   # Services: kube-proxy and CoreDNS read EndpointSlices
     "disruption-controller",
 )
 
@@ -211,8 +226,9 @@ def _cmdline(pid: int) -> list[str]:
 
 def _signature(component: str) -> str:
     """A string that must appear in the component's command line (guards against pid reuse)."""
-    if component.startswith(NODE_PREFIX):
-        return component[len(NODE_PREFIX):]
+    for prefix in PER_NODE_PREFIXES:
+        if component.startswith(prefix):
+            return component[len(prefix):]
     return component
 
 
@@ -379,6 +395,8 @@ class State:
     node_memory: str
     node_pods: str
     node_monitor_grace: str
+    network: dict | None = None   # network.Plan.to_json()
+    dns_ready_port: int = 0
 
     def save(self) -> None:
         STATE_FILE.write_text(json.dumps(self.__dict__, indent=2) + "\n")
@@ -394,8 +412,14 @@ class State:
     def server(self) -> str:
         return f"https://127.0.0.1:{self.apiserver_port}"
 
+    @property
+    def plan(self) -> network.Plan:
+        return network.Plan.from_json(self.network)
+
     def components(self) -> list[str]:
-        return list(CONTROL_PLANE) + [NODE_PREFIX + n for n in self.nodes]
+        out = list(CONTROL_PLANE) + ["coredns"] + [NODE_PREFIX + n for n in self.nodes]
+        out += [PROXY_PREFIX + n for n in self.nodes] + [ROUTER_PREFIX + n for n in self.nodes]
+        return out
 
 
 def new_state(nodes: int) -> State:
@@ -423,10 +447,12 @@ def new_state(nodes: int) -> State:
         node_memory=os.environ.get("DEVCLUSTER_NODE_MEMORY", "64Gi"),
         node_pods=os.environ.get("DEVCLUSTER_NODE_PODS", "250"),
         node_monitor_grace=os.environ.get("DEVCLUSTER_NODE_MONITOR_GRACE", "20s"),
+        network=network.new_plan(STATE, list(node_ports)).to_json(),
+        dns_ready_port=pick(),
     )
 
 
-def write_kubeconfig(pki: Pki, state: State) -> None:
+def write_kubeconfig(pki: Pki, state: State, path: Path = KUBECONFIG, server: str | None = None) -> None:
     """Admin kubeconfig with embedded certificates (portable: no relative paths to resolve)."""
 
     def b64(path: Path) -> str:
@@ -436,7 +462,7 @@ def write_kubeconfig(pki: Pki, state: State) -> None:
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "devcluster", "cluster": {
-            "server": state.server,
+            "server": server or state.server,
             "certificate-authority-data": b64(pki.ca_crt),
         }}],
         "users": [{"name": "admin", "user": {
@@ -447,10 +473,26 @@ def write_kubeconfig(pki: Pki, state: State) -> None:
             "cluster": "devcluster", "user": "admin", "namespace": "default"}}],
         "current-context": "devcluster",
     }
-    tmp = KUBECONFIG.with_suffix(".tmp")
+    tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(config, indent=2) + "\n")  # JSON is valid YAML
     os.chmod(tmp, 0o600)
-    os.replace(tmp, KUBECONFIG)
+    os.replace(tmp, path)
+
+
+def write_corefile(state: State) -> None:
+    """Cluster DNS for cluster.local only: no `forward`, so no name leads outside the cluster."""
+    plan = state.plan
+    COREFILE.write_text(
+        ".:53 {\n"
+        f"    bind {plan.host_ip}\n"
+        "    errors\n"
+        f"    ready 127.0.0.1:{state.dns_ready_port}\n"
+        "    kubernetes cluster.local in-addr.arpa ip6.arpa {\n"
+        f"        kubeconfig {KUBECONFIG}\n"
+        "        pods insecure\n"
+        "    }\n"
+        "    cache 5\n"
+        "}\n")
 
 
 def write_scheduler_config() -> None:
@@ -466,6 +508,13 @@ def write_scheduler_config() -> None:
         "leaderElection:\n"
         "  leaderElect: false\n"
     )
+
+
+def _restarting(component: str) -> list[str]:
+    """Run the rest of the argv again a second after it exits, as a DaemonSet would: kube-proxy
+    exits by design when its Node is deleted (node-loss tests do that). SIGTERM to the process
+    group ends both the loop and the component."""
+    return ["/bin/sh", "-c", 'while :; do "$@"; sleep 1; done', component]
 
 
 def command(component: str, state: State, pki: Pki) -> list[str]:
@@ -494,7 +543,8 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             lk, "kube-apiserver",
             f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
             "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",  # no default route here: never let it guess
+            # the `kubernetes` Service's endpoint: our veth's address, DNATed to 127.0.0.1
+            f"--advertise-address={state.plan.host_ip}",
             f"--secure-port={state.apiserver_port}",
             f"--tls-cert-file={pki.apiserver_crt}",
             f"--tls-private-key-file={pki.apiserver_key}",
@@ -510,14 +560,15 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={state.plan.service_cidr}",
             "--authorization-mode=Node,RBAC",
             "--allow-privileged=true",
-            # the `kubernetes` Endpoints would point at 127.0.0.1: don't reconcile it (kwok)
-            "--endpoint-reconciler-type=none",
-            # node agents report InternalIP 127.0.0.1 and a per-node port; Hostname would not
-            # resolve, so logs must go to InternalIP (research §6.5)
+            # node agents report their node netns address and a per-node port; Hostname would
+            # not resolve, so logs must go to InternalIP (research §6.5)
             "--kubelet-preferred-address-types=InternalIP",
+            # pods can reach a node's address: its log server admits only this client cert
+            f"--kubelet-client-certificate={pki.admin_crt}",
+            f"--kubelet-client-key={pki.admin_key}",
             f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
             # one client machine, bursty tests: no API priority & fairness, no inflight caps
             "--enable-priority-and-fairness=false",
@@ -559,6 +610,39 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
             "--v=1",
         ]
+    if component == "coredns":
+        return [lk, "coredns", f"-conf={COREFILE}"]
+    plan = state.plan
+    if component.startswith(PROXY_PREFIX):
+        node = component[len(PROXY_PREFIX):]
+        return _restarting(component) + [
+            "nsenter", f"--net={network.NETNS_DIR / plan.node_ns(node)}",
+            lk, "kube-proxy",
+            f"--kubeconfig={NODE_KUBECONFIG}",
+            "--hostname-override", node,  # a separate argv word: read_pid() looks for it
+            "--proxy-mode=iptables",
+            f"--cluster-cidr={plan.cluster_cidr}",
+            # conntrack sysctls are global (init netns only): leave them as they are, as kind does
+            "--conntrack-max-per-core=0",
+            "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0",
+            f"--healthz-bind-address={plan.node_ip(node)}:{KUBE_PROXY_HEALTH_PORT}",
+            "--metrics-bind-address=127.0.0.1:10249",
+            f"--nodeport-addresses={plan.node_ip(node)}/32",
+            "--v=1",
+        ]
+    if component.startswith(ROUTER_PREFIX):
+        node = component[len(ROUTER_PREFIX):]
+        return _restarting(component) + [
+            "nsenter", f"--net={network.NETNS_DIR / plan.node_ns(node)}",
+            str(BIN / "kube-router"),
+            f"--kubeconfig={NODE_KUBECONFIG}",
+            "--hostname-override", node,  # a separate argv word: read_pid() looks for it
+            "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+            f"--service-cluster-ip-range={plan.service_cidr}",
+            f"--health-port={KUBE_ROUTER_HEALTH_PORT}",
+            "--v=1",
+        ]
     if component.startswith(NODE_PREFIX):
         node = component[len(NODE_PREFIX):]
         return [
@@ -569,9 +653,17 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--state-dir", str(NODES_DIR / node),
             "--tls-cert", str(pki.kubelet_crt),
             "--tls-key", str(pki.kubelet_key),
+            "--client-ca", str(pki.ca_crt),
             "--cpu", state.node_cpu,
             "--memory", state.node_memory,
             "--pods", state.node_pods,
+            "--node-netns", plan.node_ns(node),
+            "--node-ip", plan.node_ip(node),
+            "--pod-cidr", plan.pod_cidr(node),
+            "--cni-bin", str(BIN / "cni"),
+            "--netns-prefix", f"{plan.prefix}-{node}",
+            "--cluster-dns", plan.dns_ip,
+            "--wait-for-netpol",
         ]
     raise ClusterError(f"unknown component {component!r}")
 
@@ -590,6 +682,10 @@ def _https_get(url: str, pki: Pki, verify: bool = True, timeout: float = 3.0) ->
         return e.code, e.read().decode(errors="replace")
 
 
+#: our probes go straight to our own addresses, whatever *_proxy says
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def healthy(component: str, state: State, pki: Pki) -> bool:
     try:
         if component == "etcd":
@@ -604,6 +700,14 @@ def healthy(component: str, state: State, pki: Pki) -> bool:
             return _https_get(f"https://127.0.0.1:{state.scheduler_port}/healthz", pki, verify=False)[0] == 200
         if component.startswith(NODE_PREFIX):
             return node_ready(component[len(NODE_PREFIX):])
+        if component == "coredns":
+            with _NO_PROXY.open(f"http://127.0.0.1:{state.dns_ready_port}/ready", timeout=3) as r:
+                return r.status == 200
+        for prefix, port in ((PROXY_PREFIX, KUBE_PROXY_HEALTH_PORT), (ROUTER_PREFIX, KUBE_ROUTER_HEALTH_PORT)):
+            if component.startswith(prefix):
+                ip = state.plan.node_ip(component[len(prefix):])
+                with _NO_PROXY.open(f"http://{ip}:{port}/healthz", timeout=3) as r:
+                    return r.status == 200
     except (OSError, ValueError):
         return False
     return False
@@ -638,6 +742,32 @@ def default_service_account_exists() -> bool:
     client, api = _api()
     client.CoreV1Api(api).read_namespaced_service_account("default", "default", _request_timeout=5)
     return True
+
+
+def ensure_kube_dns(plan: network.Plan) -> None:
+    """Service kube-system/kube-dns at the cluster DNS address, its one endpoint CoreDNS on our
+    veth's address (CoreDNS runs beside the apiserver, not as a pod: node chaos cannot stop it)."""
+    from kubernetes.client.rest import ApiException
+
+    client, api = _api()
+    ports = [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]
+    svc = {"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                        "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+           "spec": {"clusterIP": plan.dns_ip, "ports": [dict(p, targetPort=53) for p in ports]}}
+    eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": "kube-dns-devcluster", "namespace": "kube-system",
+                        "labels": {"kubernetes.io/service-name": "kube-dns",
+                                   "endpointslice.kubernetes.io/managed-by": "devcluster.rolloutbatch.io"}},
+           "addressType": "IPv4", "ports": ports,
+           "endpoints": [{"addresses": [plan.host_ip], "conditions": {"ready": True}}]}
+    for create in (lambda: client.CoreV1Api(api).create_namespaced_service("kube-system", svc, _request_timeout=10),
+                   lambda: client.DiscoveryV1Api(api).create_namespaced_endpoint_slice("kube-system", eps, _request_timeout=10)):
+        try:
+            create()
+        except ApiException as e:
+            if e.status != 409:
+                raise
 
 
 def ensure_runtime_class() -> None:
@@ -698,8 +828,8 @@ def up(nodes: int) -> int:
         log("already up")
         print(_export_line())
         return 0
-    if (state is not None and read_pid("etcd") and read_pid("kube-apiserver")
-            and healthy("kube-apiserver", state, pki)):
+    if (state is not None and state.network is not None and read_pid("etcd")
+            and read_pid("kube-apiserver") and healthy("kube-apiserver", state, pki)):
         # etcd and the apiserver hold the cluster: keep them (and every object) and only start
         # what is missing, e.g. a node agent a chaos test stopped.
         missing = [c for c in state.components() if read_pid(c) is None]
@@ -718,12 +848,21 @@ def up(nodes: int) -> int:
 
     state = new_state(nodes)
     state.save()
+    plan = state.plan
+    NETWORK_FILE.write_text(json.dumps(plan.to_json()) + "\n")
+    # nodes and pods reach the apiserver at our veth's address or the `kubernetes` ClusterIP
+    pki = ensure_pki(PKI_DIR, extra_ips=(plan.host_ip, plan.kubernetes_ip))
     write_kubeconfig(pki, state)
+    write_kubeconfig(pki, state, NODE_KUBECONFIG, f"https://{plan.host_ip}:{state.apiserver_port}")
     write_scheduler_config()
+    write_corefile(state)
     ETCD_DATA.mkdir(parents=True, exist_ok=True)
     os.chmod(ETCD_DATA, 0o700)  # etcd refuses/complains about group-readable data dirs
     NODES_DIR.mkdir(parents=True, exist_ok=True)
     try:
+        t_net = time.monotonic()
+        network.up(plan, state.apiserver_port)
+        log(f"network {plan.supernet} up ({plan.prefix}, {time.monotonic() - t_net:.1f}s)")
         _start("etcd", state, pki, True, 30)
         _start("kube-apiserver", state, pki, True, 120)
         # KCM and scheduler come up in parallel: both are slow-ish to start on 2 cores
@@ -731,8 +870,12 @@ def up(nodes: int) -> int:
                         command("kube-controller-manager", state, pki), True)
         sched_pid = spawn("kube-scheduler", command("kube-scheduler", state, pki), True)
         ensure_runtime_class()
+        ensure_kube_dns(plan)
+        net_pids = {"coredns": spawn("coredns", command("coredns", state, pki), True)}
         for name in (NODE_PREFIX + n for n in state.nodes):
             spawn(name, command(name, state, pki), True)
+        for name in (PROXY_PREFIX + n for n in state.nodes):
+            net_pids[name] = spawn(name, command(name, state, pki), True)
         for comp, pid in (("kube-controller-manager", kcm_pid), ("kube-scheduler", sched_pid)):
             wait_until(lambda c=comp, p=pid: _alive_or_raise(c, p) and healthy(c, state, pki),
                        60, f"{comp} /healthz", on_timeout=lambda c=comp: log_tail(c))
@@ -744,6 +887,13 @@ def up(nodes: int) -> int:
                        max(5.0, deadline - time.monotonic()),
                        f"node {node} Ready without the not-ready taint",
                        on_timeout=lambda c=comp: log_tail(c) + log_tail("kube-controller-manager", 10))
+        # kube-router reads its Node at start-up: only now
+        for name in (ROUTER_PREFIX + n for n in state.nodes):
+            net_pids[name] = spawn(name, command(name, state, pki), True)
+        for comp, pid in net_pids.items():
+            wait_until(lambda c=comp, p=pid: _alive_or_raise(c, p) and healthy(c, state, pki),
+                       max(5.0, deadline - time.monotonic()), f"{comp} healthy",
+                       on_timeout=lambda c=comp: log_tail(c))
         wait_until(default_service_account_exists, max(5.0, deadline - time.monotonic()),
                    "ServiceAccount default/default",
                    on_timeout=lambda: log_tail("kube-controller-manager"))
@@ -800,6 +950,14 @@ def down(quiet: bool = False, wipe: bool = True) -> int:
         while time.monotonic() < deadline and any(map(_proc_alive, strays)):
             time.sleep(0.05)
     _unmount_leftovers()
+    try:
+        supernet = network.Plan.from_json(json.loads(NETWORK_FILE.read_text())).supernet
+    except (FileNotFoundError, ValueError, KeyError):
+        supernet = None
+    removed = network.down(network.prefix_for(STATE), supernet)
+    NETWORK_FILE.unlink(missing_ok=True)
+    if removed and not quiet:
+        log(f"network down: {len(removed)} objects removed")
     if wipe:
         shutil.rmtree(ETCD_DATA, ignore_errors=True)
         shutil.rmtree(NODES_DIR, ignore_errors=True)

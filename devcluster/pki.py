@@ -187,8 +187,19 @@ def _new_ca() -> tuple[object, x509.Certificate]:
     return key, cert
 
 
-def ensure_pki(directory: Path) -> Pki:
-    """Create any missing PKI file under `directory`; return the paths.
+def _has_ips(crt: Path, ips: tuple[str, ...]) -> bool:
+    cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    try:
+        have = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+                   .get_values_for_type(x509.IPAddress))
+    except x509.ExtensionNotFound:
+        have = set()
+    return {ipaddress.ip_address(i) for i in ips} <= have
+
+
+def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create any missing PKI file under `directory`; return the paths. `extra_ips`: more IP
+    SANs for the apiserver (the cluster's own addresses); its cert is reissued when one is missing.
 
     If the CA itself is missing, every leaf is regenerated (old leaves would not chain to it).
     """
@@ -208,7 +219,7 @@ def ensure_pki(directory: Path) -> Pki:
     leaves = [
         # (cert path, key path, subject, server, client, dns, ips)
         (pki.apiserver_crt, pki.apiserver_key, _name("kube-apiserver"), True, False,
-         APISERVER_DNS, APISERVER_IPS),
+         APISERVER_DNS, APISERVER_IPS + tuple(i for i in extra_ips if i not in APISERVER_IPS)),
         (pki.admin_crt, pki.admin_key, _name("admin", ("system:masters",)), False, True, (), ()),
         # Node agents serve /containerLogs with this; CN/O follow the kubelet convention so a
         # later --kubelet-certificate-authority with node-name validation would still fit
@@ -217,7 +228,7 @@ def ensure_pki(directory: Path) -> Pki:
          True, False, ("localhost",), ("127.0.0.1",)),
     ]
     for crt, key_path, subject, server, client, dns, ips in leaves:
-        if not fresh_ca and crt.exists() and key_path.exists():
+        if not fresh_ca and crt.exists() and key_path.exists() and _has_ips(crt, ips):
             continue
         key = _new_key()
         cert = _issue(ca_key, ca_cert, subject, key, server=server, client=client, dns=dns, ips=ips)

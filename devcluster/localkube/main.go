@@ -8,6 +8,9 @@
 //	localkube kube-controller-manager ...   k8s.io/kubernetes/cmd/kube-controller-manager
 //	localkube kube-scheduler ...            k8s.io/kubernetes/cmd/kube-scheduler
 //	localkube kubectl ...                   k8s.io/kubectl (client of the same version)
+//	localkube kube-proxy ...                k8s.io/kubernetes/cmd/kube-proxy (one per node netns)
+//	localkube coredns ...                   github.com/coredns/coredns, only the plugins the
+//	                                        cluster DNS uses (it shares client-go with the rest)
 //
 // A symlink named after a component works too (argv[0] dispatch). Each component runs as its
 // own OS process: running several in one process trips upstream's one-signal-handler panic
@@ -15,11 +18,19 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	_ "time/tzdata" // as upstream kube-apiserver: CronJob time zones without system tzdata
 
+	"github.com/coredns/coredns/coremain"
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/ready"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/server/v3/etcdmain"
 	"k8s.io/component-base/cli"
@@ -29,10 +40,11 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-const usage = "usage: localkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl [flags]"
+const usage = "usage: localkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|coredns|kubectl [flags]"
 
 func main() {
 	sub, args := filepath.Base(os.Args[0]), os.Args[1:]
@@ -54,6 +66,14 @@ func main() {
 		cmd = kcm.NewControllerManagerCommand()
 	case "kube-scheduler":
 		cmd = scheduler.NewSchedulerCommand()
+	case "kube-proxy":
+		cmd = proxy.NewProxyCommand()
+	case "coredns":
+		// coremain parses the standard flag set, i.e. os.Args[1:]
+		os.Args = append([]string{"coredns"}, args...)
+		flag.CommandLine.Init("coredns", flag.ExitOnError)
+		coremain.Run()
+		return
 	case "kubectl":
 		cmd = kubectlcmd.NewDefaultKubectlCommand()
 	default:

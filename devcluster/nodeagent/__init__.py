@@ -26,6 +26,8 @@ Not implemented (kubelet features this node does not have): probes (a running co
 ready), resource limits/cgroups (memory/CPU are not enforced), termination messages, image
 entrypoints beyond the table in images.py, exec/attach/port-forward, ConfigMap/Secret update
 propagation and token refresh in volumes, persistentVolumeClaim/CSI volumes, service
-environment variables and DNS (pods have a loopback-only network). Restart backoff is
+environment variables. Networking: with --node-netns (the launcher always passes it) each pod
+gets its own netns from the CNI plugins (cni.py) and a resolv.conf for the cluster DNS; without
+it, each container gets a loopback-only netns. Restart backoff is
 1 s doubling to 60 s (the kubelet's is 10 s to 5 min).
 """

@@ -9,6 +9,7 @@ import signal
 import sys
 import warnings
 
+from .cni import Network
 from .kubeapi import Api, load_kubeconfig
 from .logserver import start as start_logserver
 from .logstore import LogStore
@@ -27,10 +28,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--state-dir", required=True)
     p.add_argument("--tls-cert", required=True)
     p.add_argument("--tls-key", required=True)
+    p.add_argument("--client-ca", help="require client certificates signed by this CA (the apiserver's)")
     p.add_argument("--cpu", default="32")
     p.add_argument("--memory", default="64Gi")
     p.add_argument("--pods", default="250")
     p.add_argument("--ephemeral-storage", default="100Gi")
+    # pod networking (the launcher passes all of these; without them pods get loopback only)
+    p.add_argument("--node-netns", help="the node's network namespace (name under /run/netns)")
+    p.add_argument("--node-ip", help="the node's address in --node-netns (InternalIP, hostIP)")
+    p.add_argument("--pod-cidr", help="this node's podCIDR (host-local IPAM range)")
+    p.add_argument("--cni-bin", help="directory of the CNI plugins (bridge, host-local, loopback)")
+    p.add_argument("--netns-prefix", help="pod network namespaces are named PREFIX-<pod uid>")
+    p.add_argument("--cluster-dns", help="nameserver written into pods' resolv.conf")
+    p.add_argument("--wait-for-netpol", action="store_true",
+                   help="start a pod's containers only once kube-router has programmed the pod")
     p.add_argument("--log-level", default=os.environ.get("NODEAGENT_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
@@ -72,8 +83,19 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key)
-    node = NodeManager(api, args.node_name, port=args.port, capacity=capacity)
+    net = None
+    if args.node_netns:
+        net = Network(node_netns=args.node_netns, node_ip=args.node_ip, pod_cidr=args.pod_cidr,
+                      cni_bin=args.cni_bin, data_dir=os.path.join(state, "cni"),
+                      pod_prefix=args.netns_prefix, cluster_dns=args.cluster_dns,
+                      wait_for_netpol=args.wait_for_netpol)
+        runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key,
+                                       host=net.node_ip, netns=net.node_netns, client_ca=args.client_ca)
+    else:
+        runner = await start_logserver(logs, args.port, args.tls_cert, args.tls_key)
+    node = NodeManager(api, args.node_name, port=args.port, capacity=capacity,
+                       address=net.node_ip if net else "127.0.0.1",
+                       pod_cidr=net.pod_cidr if net else None)
     while not stop.is_set():
         try:
             await node.register()
@@ -84,7 +106,7 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(stop.wait(), 1)
             except asyncio.TimeoutError:
                 pass
-    pods = PodManager(Shared(api, args.node_name, state, capacity, logs))
+    pods = PodManager(Shared(api, args.node_name, state, capacity, logs, net))
     tasks = [asyncio.create_task(node.run(), name="node"), asyncio.create_task(pods.run(), name="pods")]
     if not stop.is_set():
         log.info("node %s ready (state %s)", args.node_name, state)

@@ -119,14 +119,22 @@ def make_app(store: LogStore) -> web.Application:
     return app
 
 
-async def start(store: LogStore, port: int, cert: str, key: str, host: str = "127.0.0.1") -> web.AppRunner:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # no client certificates; skip system CA loading
+async def start(store: LogStore, port: int, cert: str, key: str, host: str = "127.0.0.1",
+                netns: str | None = None, client_ca: str | None = None) -> web.AppRunner:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # skip system CA loading
     ctx.load_cert_chain(cert, key)
+    if client_ca:  # on the node's address pods can reach us: only the apiserver's cert gets in
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cafile=client_ca)
     runner = web.AppRunner(make_app(store), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=ctx, reuse_address=True)
     for attempt in range(40):  # a previous agent on this port may still be exiting
         try:
+            if netns:  # the node's address lives in the node's netns, the agent does not
+                from .cni import listen_in_netns
+                site = web.SockSite(runner, listen_in_netns(netns, host, port), ssl_context=ctx)
+            else:
+                site = web.TCPSite(runner, host, port, ssl_context=ctx, reuse_address=True)
             await site.start()
             break
         except OSError as e:

@@ -37,7 +37,7 @@ def node_labels(name: str) -> dict:
 
 
 def node_status(name: str, *, port: int, capacity: dict, now: float, boot_id: str = "",
-                transition: str | None = None) -> dict:
+                transition: str | None = None, address: str = "127.0.0.1") -> dict:
     """Full Node status (pure). transition: keep this lastTransitionTime for the conditions."""
     t = rfc3339(now)
     conds = [{"type": ty, "status": st, "reason": r, "message": m,
@@ -47,7 +47,7 @@ def node_status(name: str, *, port: int, capacity: dict, now: float, boot_id: st
     return {
         "capacity": dict(capacity), "allocatable": dict(capacity),
         "conditions": conds,
-        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+        "addresses": [{"type": "InternalIP", "address": address},
                       {"type": "Hostname", "address": name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": int(port)}},
         "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": boot_id,
@@ -68,10 +68,13 @@ def lease_body(name: str, node_uid: str, now: float, rv: str | None = None) -> d
 
 
 class NodeManager:
-    def __init__(self, api: Api, name: str, *, port: int, capacity: dict):
+    def __init__(self, api: Api, name: str, *, port: int, capacity: dict, address: str = "127.0.0.1",
+                 pod_cidr: str | None = None):
         self.api = api
         self.name = name
         self.port = port
+        self.address = address
+        self.pod_cidr = pod_cidr
         self.capacity = capacity
         self.uid = ""
         self._transition = None
@@ -94,7 +97,9 @@ class NodeManager:
             body = {"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": self.name, "labels": node_labels(self.name)},
                     "status": node_status(self.name, port=self.port, capacity=self.capacity, now=now,
-                                          boot_id=self._boot_id)}
+                                          boot_id=self._boot_id, address=self.address)}
+            if self.pod_cidr:  # the node's share of the cluster CIDR, as kind's nodes get
+                body["spec"] = {"podCIDR": self.pod_cidr, "podCIDRs": [self.pod_cidr]}
             try:
                 node = await self.api.post("/api/v1/nodes", body)
                 log.info("registered node %s", self.name)
@@ -112,7 +117,7 @@ class NodeManager:
 
     async def heartbeat(self) -> None:
         st = node_status(self.name, port=self.port, capacity=self.capacity, now=time.time(),
-                         boot_id=self._boot_id, transition=self._transition)
+                         boot_id=self._boot_id, transition=self._transition, address=self.address)
         await self.api.patch(f"/api/v1/nodes/{self.name}/status", {"status": st})
 
     async def renew_lease(self) -> None:

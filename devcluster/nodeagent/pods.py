@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 
-from . import images, sandbox, status as S, termination, volumes
+from . import cni, images, sandbox, status as S, termination, volumes
 from .envvars import ConfigError, build_command, build_env, referenced_objects
 from .ipam import PodIPs
 from .kubeapi import Api, ApiError
@@ -24,6 +24,7 @@ log = logging.getLogger("nodeagent.pods")
 
 HOST_IP = "127.0.0.1"
 RETRY_MIN, RETRY_MAX = 1.0, 20.0          # config/volume errors
+POLICY_POLL = 5.0                         # re-check deletion/deadline while policy is pending
 BACKOFF_MIN, BACKOFF_MAX = 1.0, 60.0      # container restarts (kubelet: 10 s .. 5 min)
 # The Running write waits this long: a container that is already done by then gets a single
 # (terminal) status write, like the kubelet's batching status manager. Saves one API write per
@@ -35,10 +36,40 @@ def _terminal(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def resolv_conf(pod: dict, cluster_dns: str | None) -> str:
+    """What the kubelet writes for the pod's dnsPolicy with --cluster-dns (pure)."""
+    spec, ns = pod["spec"], pod["metadata"]["namespace"]
+    policy = spec.get("dnsPolicy", "ClusterFirst")
+    if spec.get("hostNetwork") and policy == "ClusterFirst":
+        policy = "Default"
+    cfg = spec.get("dnsConfig") or {}
+    servers: list[str] = []
+    search: list[str] = []
+    opts: list[str] = []
+    if policy in ("ClusterFirst", "ClusterFirstWithHostNet") and cluster_dns:
+        servers = [cluster_dns]
+        search = [f"{ns}.svc.cluster.local", "svc.cluster.local", "cluster.local"]
+        opts = ["ndots:5"]
+    if policy == "None" or servers:
+        servers += [x for x in cfg.get("nameservers") or [] if x not in servers]
+        search += [x for x in cfg.get("searches") or [] if x not in search]
+        for o in cfg.get("options") or []:
+            opts.append(o["name"] + (f":{o['value']}" if o.get("value") is not None else ""))
+    if not servers and not search:
+        return "# no upstream DNS in the devcluster\n"
+    lines = [f"nameserver {x}" for x in servers[:3]]
+    if search:
+        lines.append("search " + " ".join(search))
+    if opts:
+        lines.append("options " + " ".join(opts))
+    return "\n".join(lines) + "\n"
+
+
 class Shared:
     """What every pod worker needs."""
 
-    def __init__(self, api: Api, node_name: str, state_dir: str, allocatable: dict, logs: LogStore):
+    def __init__(self, api: Api, node_name: str, state_dir: str, allocatable: dict, logs: LogStore,
+                 net: cni.Network | None = None):
         self.api = api
         self.node_name = node_name
         self.state_dir = state_dir
@@ -46,6 +77,9 @@ class Shared:
         self.allocatable = allocatable
         self.logs = logs
         self.ips = PodIPs(node_name)
+        self.net = net
+        self.host_ip = net.node_ip if net else HOST_IP
+        self.gate = cni.PolicyGate(net.node_netns) if net and net.wait_for_netpol else None
         self.root_layout = sandbox.host_root_layout()
         self.runtime_bins: dict[str, str] = {}
 
@@ -84,6 +118,7 @@ class PodWorker:
         self.wake = asyncio.Event()
         self.gone = False                   # the API object is deleted
         self.pod_ip: str | None = None
+        self.netns_made = False
         self.start_time: float | None = None
         self.phase = "Pending"
         self.reason: str | None = None
@@ -147,7 +182,7 @@ class PodWorker:
         desired = S.desired_conditions(self.phase, views, self.sandbox_ready, self.init_done)
         self.cond_prev, conds = S.merge_conditions(self.cond_prev, desired, time.time(), views)
         return S.pod_status(phase=self.phase, conditions=conds, containers=views, init_containers=ivs,
-                            host_ip=HOST_IP, pod_ip=self.pod_ip, start_time=self.start_time,
+                            host_ip=self.sh.host_ip, pod_ip=self.pod_ip, start_time=self.start_time,
                             reason=self.reason, message=self.message)
 
     async def write_status(self) -> None:
@@ -191,7 +226,7 @@ class PodWorker:
         finally:
             if not self.shutting_down:
                 await self._kill_all(0)
-                self._release_runtime()
+                await self._release_runtime()
                 try:
                     await self._await_removal()
                 finally:
@@ -233,15 +268,20 @@ class PodWorker:
                 await self._sleep_or_wake(None if d is None else d - time.time())
             await self._finish_stopped()
             return
-        self.pod_ip = HOST_IP if self.pod["spec"].get("hostNetwork") else self.sh.ips.allocate()
+        if self.pod["spec"].get("hostNetwork"):
+            self.pod_ip = self.sh.host_ip
+        elif self.sh.net is None:
+            self.pod_ip = self.sh.ips.allocate()
         os.makedirs(self.dir, exist_ok=True)
-        # configuration (volumes, env), retried until it works
+        # network, then configuration (volumes, env), retried until it works
         delay, last_err = RETRY_MIN, None
         while True:
             if self.deleting or self.gone or self._deadline_passed():
                 await self._finish_stopped()
                 return
-            err = await self._prepare()
+            err = await self._network() if self.pod_ip is None else None
+            if err is None:
+                err = await self._prepare()
             if err is None:
                 break
             if err != last_err:
@@ -251,6 +291,10 @@ class PodWorker:
             await self._sleep_or_wake(delay)
             delay = min(delay * 2, RETRY_MAX)
         self.sandbox_ready = True
+        if self.sh.gate is not None and not self.pod["spec"].get("hostNetwork"):
+            if not await self._await_policy():
+                await self._finish_stopped()
+                return
         # init containers, in order; sidecars (restartPolicy: Always) start and keep running
         for c in self.inits:
             if c.spec.get("restartPolicy") == "Always":
@@ -290,6 +334,39 @@ class PodWorker:
     def _policy(self) -> str:
         return self.pod["spec"].get("restartPolicy", "Always")
 
+    async def _network(self) -> str | None:
+        """The pod's netns and address from the CNI plugins. Returns an error message or None."""
+        try:
+            self.pod_ip = await cni.setup(self.sh.net, self.uid)
+            self.netns_made = True
+            return None
+        except (cni.CniError, OSError) as e:
+            self.netns_made = True  # partial setups are undone too
+            return self._config_error("ContainerCreating", f"failed to set up the pod network: {e}")
+
+    async def _await_policy(self) -> bool:
+        """Publish the pod IP, then wait until the policy engine has programmed the pod. False
+        when the pod was deleted or hit its deadline first (its containers never ran)."""
+        await self.write_status()
+        told = False
+        while not await self.sh.gate.wait(self.ns, self.name, self.pod_ip, POLICY_POLL):
+            if self.deleting or self.gone or self._deadline_passed():
+                return False
+            if not told:
+                told = True
+                log.warning("%s/%s: the NetworkPolicy engine has not programmed %s yet; waiting",
+                            self.ns, self.name, self.pod_ip)
+                self._config_error("ContainerCreating", "waiting for the NetworkPolicy engine")
+                await self.write_status()
+        return True
+
+    def _netns_path(self) -> str | None:
+        if self.sh.net is None:
+            return None
+        if self.pod["spec"].get("hostNetwork"):
+            return os.path.join(cni.NETNS_DIR, self.sh.net.node_netns)
+        return os.path.join(cni.NETNS_DIR, self.sh.net.pod_netns(self.uid))
+
     async def _prepare(self) -> str | None:
         """Fetch references, build volumes, env and argv. Returns an error message or None."""
         pod = self.pod
@@ -312,7 +389,7 @@ class PodWorker:
         sec_objs = dict(got[len(cms):])
         try:
             vols = await volumes.prepare(api, pod, self.dir, configmaps=cm_objs, secrets=sec_objs,
-                                         pod_ip=self.pod_ip, host_ip=HOST_IP,
+                                         pod_ip=self.pod_ip, host_ip=self.sh.host_ip,
                                          allocatable=self.sh.allocatable, mounted=self.tmpfs)
         except (volumes.VolumeError, OSError) as e:
             return self._config_error("ContainerCreating", f"MountVolume.SetUp failed: {e}")
@@ -343,7 +420,7 @@ class PodWorker:
         fq = f"{hn}.{sub}.{self.ns}.svc.cluster.local {hn}" if sub else hn
         files = {"hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
                           f"{self.pod_ip}\t{fq}\n",
-                 "hostname": hn + "\n", "resolv.conf": "# no DNS inside devcluster sandboxes\n"}
+                 "hostname": hn + "\n", "resolv.conf": self._resolv_conf()}
         out = {}
         for n, text in files.items():
             p = os.path.join(etc, n)
@@ -352,6 +429,9 @@ class PodWorker:
             os.chmod(p, 0o644)
             out["/etc/" + n] = p
         return out
+
+    def _resolv_conf(self) -> str:
+        return resolv_conf(self.pod, self.sh.net.cluster_dns if self.sh.net else None)
 
     def _configure(self, c: Container, vols: dict, etc: dict, cms: dict, secs: dict) -> None:
         spec, pspec = c.spec, self.pod["spec"]
@@ -368,7 +448,7 @@ class PodWorker:
         base = {"PATH": images.DEFAULT_PATH, "HOSTNAME": hn, "HOME": "/root" if uid == 0 else "/",
                 "LANG": "C.UTF-8"}
         c.env = build_env(self.pod, spec, base=base, configmaps=cms, secrets=secs, pod_ip=self.pod_ip,
-                          host_ip=HOST_IP, allocatable=self.sh.allocatable)
+                          host_ip=self.sh.host_ip, allocatable=self.sh.allocatable)
         argv = build_command(spec, c.runtime.default_command, c.env)
         mounts = volumes.container_mounts(spec, vols, self.pod, c.env)
         # One file per container, writable by its user, read after every exit (kubelet semantics).
@@ -382,7 +462,8 @@ class PodWorker:
             groups=tuple(dict.fromkeys(groups)),
             no_new_privs=sc.get("allowPrivilegeEscalation") is False,
             cap_add=tuple(caps.get("add") or ()), cap_drop=tuple(caps.get("drop") or ()),
-            root_layout=self.sh.root_layout, host_network=bool(pspec.get("hostNetwork"))))
+            root_layout=self.sh.root_layout, host_network=bool(pspec.get("hostNetwork")),
+            netns=self._netns_path()))
 
     async def _spawn(self, c: Container) -> None:
         c.view.container_id = "bwrap://" + hashlib.sha256(
@@ -559,9 +640,13 @@ class PodWorker:
                 await self._send_delete()
             await self._sleep_or_wake(None)
 
-    def _release_runtime(self) -> None:
-        """Pod finished: give back its IP and tmpfs mounts (logs stay until deletion)."""
-        self.sh.ips.release(self.pod_ip)
+    async def _release_runtime(self) -> None:
+        """Pod finished: give back its IP, netns and tmpfs mounts (logs stay until deletion)."""
+        if self.sh.net is None:
+            self.sh.ips.release(self.pod_ip)
+        elif self.netns_made:
+            self.netns_made = False
+            await cni.teardown(self.sh.net, self.uid)
         for mp in reversed(self.tmpfs):
             volumes.unmount(mp)
         self.tmpfs.clear()
@@ -634,6 +719,9 @@ class PodManager:
     async def run(self) -> None:
         os.makedirs(self.sh.pods_dir, exist_ok=True)
         self._clean_stale()
+        if self.sh.net is not None:  # netns of pods a previous agent run lost
+            for uid in cni.stale_pods(self.sh.net):
+                await cni.teardown(self.sh.net, uid)
         while True:
             try:
                 if self.rv is None:

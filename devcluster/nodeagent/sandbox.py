@@ -8,7 +8,9 @@ Sandbox layout:
   a fresh /proc (own PID namespace), a minimal /dev, private tmpfs /tmp (1777) and /dev/shm,
   then the pod's volumes at their mountPaths (read-only when asked), and finally the root
   tmpfs is remounted read-only.
-Namespaces: mount, PID, network (loopback only), IPC, UTS (hostname = pod hostname).
+Namespaces: mount, PID, IPC, UTS (hostname = pod hostname), and network: the pod's own netns
+(made by the CNI plugins, entered with nsenter, shared by the pod's containers) when the agent
+has pod networking, else a fresh loopback-only one per container.
 `--die-with-parent` ties the sandbox to the agent; `--new-session` detaches the terminal.
 Users: bwrap runs as root (the agent); a non-root runAsUser/runAsGroup is applied inside by
 `setpriv`, which also clears the capability bounding set. Root containers get Docker's
@@ -62,7 +64,8 @@ class SandboxSpec:
     # host layout: path -> symlink target (e.g. "/lib" -> "usr/lib") or "" when a real dir;
     # paths absent from the dict do not exist on the host.
     root_layout: dict = field(default_factory=dict)
-    host_network: bool = False           # pod.spec.hostNetwork: keep the host's network namespace
+    host_network: bool = False           # pod.spec.hostNetwork: keep the agent's network namespace
+    netns: str | None = None             # path of a netns to run in (the pod's, or the node's)
     etc_paths: tuple[str, ...] = ETC_PATHS
 
 
@@ -108,8 +111,9 @@ def build_argv(spec: SandboxSpec) -> list[str]:
             out += ["--perms", "0755", "--dir", d]
         return out
 
-    a = [BWRAP, "--die-with-parent", "--new-session", "--unshare-pid"]
-    if not spec.host_network:
+    a = ["nsenter", f"--net={spec.netns}"] if spec.netns else []
+    a += [BWRAP, "--die-with-parent", "--new-session", "--unshare-pid"]
+    if not spec.host_network and not spec.netns:
         a.append("--unshare-net")
     a += ["--unshare-ipc", "--unshare-uts", "--hostname", spec.hostname,
          "--ro-bind", "/usr", "/usr"]

@@ -73,9 +73,10 @@ elif case == 10:
     out.write(b'{"event":"ready","at":' + str(time.time()).encode() + b',"episode_id":"' + bad + b'"}\n')
     out.write(b'{"event":"reward","at":' + str(time.time()).encode() + b',"episode_id":"' + bad + b'","reward":1}\n')
 elif case == 11:
+    # both inside the pod's lifetime (ClockSkew is judged first): only the order is wrong
     t = time.time()
-    out.write(json.dumps(dict(event="reward", at=t, episode_id=me, reward=1)).encode() + b"\n")
-    out.write(json.dumps(dict(event="ready", at=t + 5, episode_id=me)).encode() + b"\n")
+    out.write(json.dumps(dict(event="reward", at=t - 0.5, episode_id=me, reward=1)).encode() + b"\n")
+    out.write(json.dumps(dict(event="ready", at=t, episode_id=me)).encode() + b"\n")
 elif case == 12:
     emit("ready")
     while True:
