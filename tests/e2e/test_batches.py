@@ -153,10 +153,10 @@ def test_delete_on_success_removes_the_sandbox(operator_process, namespace):
     wait_gone("namespace", obj["status"]["sandboxNamespace"])
     assert get(f"{name}-results", namespace, kind="configmap")  # results stay with the batch
     # `kubectl get rb -o wide` must not show a sandbox that is gone (issue 10, small things).
-    deadline = __import__("time").monotonic() + 30
+    deadline = time.monotonic() + 30
     while "sandboxNamespace" in get(name, namespace)["status"]:
-        assert __import__("time").monotonic() < deadline, "status still names the deleted sandbox"
-        __import__("time").sleep(0.5)
+        assert time.monotonic() < deadline, "status still names the deleted sandbox"
+        time.sleep(0.5)
 
 
 def test_shared_isolation_children_are_owned_by_the_batch(operator_process, namespace):

@@ -7,6 +7,7 @@ round-trips, restore accepts only well-typed rows.
 """
 import json
 import math
+import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -122,7 +123,7 @@ LOGS = st.builds(ParsedLog, ready=one_usually(events("ready", (T0 - 3, T0 + 3), 
                  bytes_read=st.integers(0, 10 ** 9), truncated=mostly(False, st.just(True)))
 
 
-@settings(FAST, max_examples=int(__import__("os").environ.get("PROPERTY_EXAMPLES", "400")))
+@settings(FAST, max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "400")))
 @given(FACTS, mostly(LOGS, st.none()),
        mostly(None, st.sampled_from(["log read failed", "infrastructure retries exhausted"])),
        mostly(None, TIMES), mostly(None, TIMES))
