@@ -663,6 +663,7 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--cni-bin", str(BIN / "cni"),
             "--netns-prefix", f"{plan.prefix}-{node}",
             "--cluster-dns", plan.dns_ip,
+            "--kubernetes-service", f"{plan.kubernetes_ip}:443",
             "--wait-for-netpol",
         ]
     raise ClusterError(f"unknown component {component!r}")

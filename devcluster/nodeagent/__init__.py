@@ -23,10 +23,10 @@ Deletion: SIGTERM to each container's command, SIGKILL after deletionGracePeriod
 terminal status, then DELETE with gracePeriodSeconds 0 and a uid precondition.
 
 Not implemented (kubelet features this node does not have): probes (a running container is
-ready), resource limits/cgroups (memory/CPU are not enforced), termination messages, image
-entrypoints beyond the table in images.py, exec/attach/port-forward, ConfigMap/Secret update
-propagation and token refresh in volumes, persistentVolumeClaim/CSI volumes, service
-environment variables. Networking: with --node-netns (the launcher always passes it) each pod
+ready), resource limits/cgroups (memory/CPU are not enforced), images beyond the table in
+images.py, exec/attach/port-forward, ConfigMap/Secret update propagation and token refresh in
+volumes, persistentVolumeClaim/CSI volumes, service environment variables other than the
+API's own (KUBERNETES_SERVICE_HOST/PORT, from --kubernetes-service). Networking: with --node-netns (the launcher always passes it) each pod
 gets its own netns from the CNI plugins (cni.py) and a resolv.conf for the cluster DNS; without
 it, each container gets a loopback-only netns. Restart backoff is
 1 s doubling to 60 s (the kubelet's is 10 s to 5 min).

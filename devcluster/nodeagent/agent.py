@@ -40,6 +40,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cni-bin", help="directory of the CNI plugins (bridge, host-local, loopback)")
     p.add_argument("--netns-prefix", help="pod network namespaces are named PREFIX-<pod uid>")
     p.add_argument("--cluster-dns", help="nameserver written into pods' resolv.conf")
+    p.add_argument("--kubernetes-service", metavar="HOST:PORT",
+                   help="the API's Service address, given to containers as KUBERNETES_SERVICE_HOST/PORT")
     p.add_argument("--wait-for-netpol", action="store_true",
                    help="start a pod's containers only once kube-router has programmed the pod")
     p.add_argument("--log-level", default=os.environ.get("NODEAGENT_LOG_LEVEL", "INFO"))
@@ -106,7 +108,11 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(stop.wait(), 1)
             except asyncio.TimeoutError:
                 pass
-    pods = PodManager(Shared(api, args.node_name, state, capacity, logs, net))
+    service = None
+    if args.kubernetes_service:
+        host, _, port = args.kubernetes_service.rpartition(":")
+        service = (host, int(port))
+    pods = PodManager(Shared(api, args.node_name, state, capacity, logs, net, service))
     tasks = [asyncio.create_task(node.run(), name="node"), asyncio.create_task(pods.run(), name="pods")]
     if not stop.is_set():
         log.info("node %s ready (state %s)", args.node_name, state)

@@ -187,15 +187,24 @@ def build_env(pod: dict, container: dict, *, base: dict, configmaps: dict, secre
     return env
 
 
-def build_command(container: dict, default_command: tuple[str, ...], env: dict) -> list[str]:
+def build_command(container: dict, default_command: tuple[str, ...], env: dict,
+                  entrypoint: tuple[str, ...] = ()) -> list[str]:
     """Entrypoint/cmd semantics: command replaces the image's entrypoint (and its cmd),
     args replace the cmd; $(VAR) references are expanded from the container env."""
     command = container.get("command")
     args = container.get("args")
     if command:
         argv = list(command) + list(args or [])
-    elif args:
-        argv = list(args)  # images in the table have no entrypoint: args run as the command
     else:
-        argv = list(default_command)
+        argv = list(entrypoint) + list(args if args else default_command)
     return [expand(a, env) for a in argv]
+
+
+def kubernetes_service_env(host: str, port: int) -> dict:
+    """The variables a kubelet gives every container for the API's Service (default/kubernetes),
+    whatever enableServiceLinks says: in-cluster clients find the API by them."""
+    addr = f"tcp://{host}:{port}"
+    return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(port),
+            "KUBERNETES_SERVICE_PORT_HTTPS": str(port), "KUBERNETES_PORT": addr,
+            f"KUBERNETES_PORT_{port}_TCP": addr, f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
+            f"KUBERNETES_PORT_{port}_TCP_PORT": str(port), f"KUBERNETES_PORT_{port}_TCP_ADDR": host}

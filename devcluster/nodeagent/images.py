@@ -10,6 +10,11 @@ small bin directory that gives the runtime the names the image would give it.
                                           and `python3.11`; default command `python3`
   busybox, alpine, debian, ubuntu         /bin/sh (dash) with the host's coreutils;
                                           default command `sh`
+  rolloutbatch/rolloutbatch               the project's own image (any registry, e.g. ghcr.io):
+                                          this checkout's operator/ code and its venv's
+                                          dependencies (bound read-only at their host paths),
+                                          run by the Debian Python; entrypoint, as the
+                                          Dockerfile's, `rolloutbatch operator`
 
 Any other image cannot run here: the container stays Waiting with reason ErrImagePull.
 The machine's pyenv Python is deliberately not used: /root is mode 700, so sandboxed non-root
@@ -19,11 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sysconfig
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PYTHON = "/usr/bin/python3.11"
 SHELL = "/bin/sh"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CHECKOUT = Path(__file__).resolve().parents[2]
+PROJECT_IMAGE = "rolloutbatch/rolloutbatch"
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,9 @@ class Runtime:
     default_command: tuple[str, ...]
     links: dict = field(default_factory=dict)   # name in the sandbox's /usr/local/bin -> target
     program: str = ""           # the host program the runtime is (for imageID)
+    entrypoint: tuple[str, ...] = ()             # the image's ENTRYPOINT (default_command is its CMD)
+    scripts: dict = field(default_factory=dict)  # name in /usr/local/bin -> executable file content
+    binds: tuple[str, ...] = ()                  # host paths bound read-only at the same path
 
     @property
     def image_id(self) -> str:
@@ -70,8 +82,20 @@ def repository_of(image: str) -> str:
     return "/".join(parts)
 
 
+def _project_runtime() -> Runtime:
+    # The venv's own interpreter lives under /root (mode 700, see above); its packages are pure
+    # Python or cp311 wheels, which the Debian python3.11 loads as well.
+    code, deps = str(CHECKOUT / "operator"), sysconfig.get_paths()["purelib"]
+    script = f'#!/bin/sh\nPYTHONPATH={code}:{deps} exec {PYTHON} -m rolloutbatch.cli.main "$@"\n'
+    return Runtime(name="rolloutbatch", repository=PROJECT_IMAGE, default_command=(),
+                   entrypoint=("rolloutbatch", "operator"), scripts={"rolloutbatch": script},
+                   binds=(code, deps), program=code)
+
+
 def resolve(image: str) -> Runtime | None:
     repo = repository_of(image or "")
+    if repo == PROJECT_IMAGE:
+        return _project_runtime()
     entry = _TABLE.get(repo)
     if entry is None:
         return None
@@ -82,7 +106,7 @@ def resolve(image: str) -> Runtime | None:
 
 def unsupported_message(image: str) -> str:
     return (f'node cannot run image "{image}": this devcluster node has no container runtime '
-            f'and maps only {", ".join(sorted(_TABLE))} images to local programs')
+            f'and maps only {", ".join(sorted([*_TABLE, PROJECT_IMAGE]))} images to local programs')
 
 
 def ensure_bin_dir(base: str, runtime: Runtime) -> str:
@@ -98,5 +122,18 @@ def ensure_bin_dir(base: str, runtime: Runtime) -> str:
         except FileNotFoundError:
             pass
         os.symlink(target, link)
+    for name, content in runtime.scripts.items():
+        script = os.path.join(path, name)
+        try:
+            with open(script) as f:
+                if f.read() == content:
+                    continue
+        except OSError:
+            pass
+        tmp = script + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(content)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, script)
     os.chmod(path, 0o755)
     return path

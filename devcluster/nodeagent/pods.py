@@ -14,7 +14,7 @@ import shutil
 import time
 
 from . import cni, images, sandbox, status as S, termination, volumes
-from .envvars import ConfigError, build_command, build_env, referenced_objects
+from .envvars import ConfigError, build_command, build_env, kubernetes_service_env, referenced_objects
 from .ipam import PodIPs
 from .kubeapi import Api, ApiError
 from .logstore import LogStore
@@ -69,7 +69,7 @@ class Shared:
     """What every pod worker needs."""
 
     def __init__(self, api: Api, node_name: str, state_dir: str, allocatable: dict, logs: LogStore,
-                 net: cni.Network | None = None):
+                 net: cni.Network | None = None, kubernetes_service: tuple[str, int] | None = None):
         self.api = api
         self.node_name = node_name
         self.state_dir = state_dir
@@ -82,6 +82,7 @@ class Shared:
         self.gate = cni.PolicyGate(net.node_netns) if net and net.wait_for_netpol else None
         self.root_layout = sandbox.host_root_layout()
         self.runtime_bins: dict[str, str] = {}
+        self.service_env = kubernetes_service_env(*kubernetes_service) if kubernetes_service else {}
 
     def runtime_bin(self, rt: images.Runtime) -> str:
         if rt.name not in self.runtime_bins:
@@ -446,11 +447,12 @@ class PodWorker:
             groups.append(psc["fsGroup"])
         hn = self._hostname()
         base = {"PATH": images.DEFAULT_PATH, "HOSTNAME": hn, "HOME": "/root" if uid == 0 else "/",
-                "LANG": "C.UTF-8"}
+                "LANG": "C.UTF-8", **self.sh.service_env}
         c.env = build_env(self.pod, spec, base=base, configmaps=cms, secrets=secs, pod_ip=self.pod_ip,
                           host_ip=self.sh.host_ip, allocatable=self.sh.allocatable)
-        argv = build_command(spec, c.runtime.default_command, c.env)
-        mounts = volumes.container_mounts(spec, vols, self.pod, c.env)
+        argv = build_command(spec, c.runtime.default_command, c.env, c.runtime.entrypoint)
+        mounts = [sandbox.Mount(p, p, True) for p in c.runtime.binds]
+        mounts += volumes.container_mounts(spec, vols, self.pod, c.env)
         # One file per container, writable by its user, read after every exit (kubelet semantics).
         c.term_file, c.user = os.path.join(self.dir, "termination", c.name), (uid, gid)
         termination.prepare(c.term_file, uid, gid)

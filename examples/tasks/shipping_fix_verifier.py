@@ -9,7 +9,6 @@ else the agent wrote (reward files, rewritten tests, a conftest.py) is ever read
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile

@@ -16,10 +16,11 @@ import sys
 
 import kopf
 
-from rolloutbatch.kube import async_logs
+from rolloutbatch.core.egress import non_pod_dns_cidrs
+from rolloutbatch.kube import async_logs, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
 from rolloutbatch.kube.client import Api, load_config
-from rolloutbatch.kube.errors import ConfigError
+from rolloutbatch.kube.errors import ConfigError, KubeError
 from rolloutbatch.metrics import Metrics
 from rolloutbatch.service.context import Context, Settings
 from rolloutbatch.service.registry import Registry
@@ -46,9 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds without any episode pod after the Job's creation before the batch stalls "
                              f"as PodsNotCreated (default {defaults.pod_create_grace:g})")
     parser.add_argument("--dns-cidr", action="append", default=[], metavar="CIDR",
-                        help="where cluster DNS answers, if not (only) in kube-system pods labelled k8s-app=kube-dns: "
-                             "batches with spec.isolation.egress may reach port 53 there (repeatable)")
+                        help="where cluster DNS answers besides kube-system's kube-dns pods and the kube-dns Service's "
+                             "non-pod endpoints (found at startup), e.g. a node-local DNS cache: batches with "
+                             "spec.isolation.egress may reach port 53 there (repeatable)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
+
+
+def cluster_dns_cidrs(api: Api, log: logging.Logger) -> tuple[str, ...]:
+    """kube-dns endpoints that are not pods (docs/design.md, declared egress); none when the
+    Service is missing or not ours to read: the pod-selector DNS rule still applies."""
+    try:
+        found = non_pod_dns_cidrs(resources.dns_endpoint_slices(api))
+    except KubeError as exc:
+        log.warning("Cluster DNS endpoints not read (%s): egress rules allow DNS to kube-dns pods only", exc)
+        return ()
+    if found:
+        log.info("Cluster DNS answers outside pods at %s: egress rules allow port 53 there", ", ".join(found))
+    return found
 
 
 class StartupError(Exception):
@@ -99,10 +114,11 @@ def run(args: argparse.Namespace) -> int:
     if args.results_shard_rows < 1:
         print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
         return 1
+    api = Api(config, pool=max(16, args.read_concurrency * 2))
+    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
                         status_interval=args.status_interval, results_shard_rows=args.results_shard_rows,
-                        pod_create_grace=args.pod_create_grace, dns_cidrs=tuple(args.dns_cidr))
-    api = Api(config, pool=max(16, args.read_concurrency * 2))
+                        pod_create_grace=args.pod_create_grace, dns_cidrs=dns)
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
         stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)

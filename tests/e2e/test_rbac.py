@@ -46,7 +46,7 @@ def test_install_manifests_pass_a_server_side_dry_run(rendered):
 
 def test_role_has_no_wildcards_or_dangerous_verbs(rendered):
     for doc in rendered:
-        if doc["kind"] != "ClusterRole":
+        if doc["kind"] not in ("ClusterRole", "Role"):
             continue
         for rule in doc["rules"]:
             assert "*" not in rule.get("verbs", []) and "*" not in rule.get("resources", []), doc["metadata"]["name"]
@@ -55,7 +55,8 @@ def test_role_has_no_wildcards_or_dangerous_verbs(rendered):
 
 @pytest.fixture(scope="module")
 def operator_identity(rendered, tmp_path_factory):
-    wanted = [d for d in rendered if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    wanted = [d for d in rendered if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                                      "Role", "RoleBinding")]
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(wanted))
     token = kubectl("create", "token", "rolloutbatch-operator", "-n", "rolloutbatch-system",
                     "--duration=3600s").stdout.strip()

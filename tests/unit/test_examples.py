@@ -1,5 +1,6 @@
 """The committed examples are exactly what examples/render.py makes from examples/tasks/."""
 import importlib.util
+import json
 import pathlib
 
 import pytest
@@ -19,3 +20,31 @@ def test_example_matches_its_generator(name):
 def test_task_programs_compile():
     for path in (EXAMPLES / "tasks").glob("*.py"):
         compile(path.read_text(), str(path), "exec")
+
+
+def _load(name):
+    spec_ = importlib.util.spec_from_file_location(name, EXAMPLES / "tasks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    return module
+
+
+def test_scripted_policy_answers_the_agents_prompt_per_session(capsys):
+    server, agent, verifier = _load("policy_server"), _load("model_agent"), _load("shipping_fix_verifier")
+    prompt = {"messages": [{"role": "user", "content": agent.PROMPT.format(source=agent.SOURCE)}]}
+    sessions = [f"shipping-fix-model-{i}-abcde" for i in range(40)]
+    edits = {s: server.edit_for(s) for s in sessions}
+    assert set(edits.values()) == {"right", "wrong"}          # rewards vary within a batch
+    graded = set()
+    for s in sessions:
+        content = server.complete(prompt, s)["choices"][0]["message"]["content"]
+        fixed = agent.FENCE.search(content).group(1)            # the agent's own parser reads it
+        if edits[s] not in graded:                               # the verifier's tests tell them apart
+            graded.add(edits[s])
+            assert (verifier.run_tests(fixed)[0] == 0) == (edits[s] == "right"), fixed
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["session"], r["edit"]) for r in logged] == list(edits.items())
+    with pytest.raises(ValueError):
+        server.complete({"messages": [{"role": "user", "content": "no code here"}]}, "s")
+    with pytest.raises(ValueError):
+        server.complete({"messages": "nonsense"}, "s")

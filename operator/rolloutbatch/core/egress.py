@@ -7,8 +7,10 @@ is checked here; the API server judges the rest when it validates the policy (a 
 anything is created). Enforcement needs a CNI that implements NetworkPolicy.
 
 DNS: port 53 (UDP and TCP) to the pods labelled ``k8s-app=kube-dns`` in ``kube-system`` (the
-usual CoreDNS deployment), and to any CIDRs the operator is told of (``--dns-cidr``: a cluster
-whose DNS is not such a pod, like the devcluster's).
+usual CoreDNS deployment), to any endpoint of the ``kube-system/kube-dns`` Service that is not a
+pod (found at startup: the devcluster's CoreDNS runs beside the apiserver; a policy peer that
+selects pods cannot name it), and to the CIDRs the operator is told of (``--dns-cidr``: e.g. a
+node-local DNS cache's link-local address).
 """
 
 from __future__ import annotations
@@ -63,6 +65,20 @@ def parse_egress(raw: object) -> tuple[dict, ...]:
                     raise SpecError(f"{where}.ports[{j}].protocol", f"must be one of {', '.join(PROTOCOLS)}")
         rules.append({k: rule[k] for k in ("to", "ports") if rule.get(k) is not None})
     return tuple(rules)
+
+
+def non_pod_dns_cidrs(slices: Sequence[Mapping]) -> tuple[str, ...]:
+    """The kube-dns EndpointSlices' addresses that no pod selector covers, as /32 or /128."""
+    out: set[str] = set()
+    for sl in slices:
+        suffix = {"IPv4": "/32", "IPv6": "/128"}.get(str(sl.get("addressType")))
+        if suffix is None:
+            continue
+        for ep in sl.get("endpoints") or ():
+            if ((ep.get("targetRef") or {}).get("kind")) == "Pod":
+                continue
+            out.update(f"{a}{suffix}" for a in ep.get("addresses") or () if isinstance(a, str) and a)
+    return tuple(sorted(out))
 
 
 def dns_rule(extra_cidrs: Sequence[str] = ()) -> dict:

@@ -111,6 +111,12 @@ def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
         params["continue"] = cont
 
 
+def dns_endpoint_slices(api: Api) -> list[dict]:
+    """The cluster DNS Service's EndpointSlices (kube-system/kube-dns, the conventional name)."""
+    return api.get("/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices", "list EndpointSlices",
+                   labelSelector="kubernetes.io/service-name=kube-dns").get("items") or []
+
+
 def runtime_class(api: Api, name: str) -> dict | None:
     try:
         return api.get(f"/apis/node.k8s.io/v1/runtimeclasses/{name}", f"get RuntimeClass {name}")

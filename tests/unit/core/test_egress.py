@@ -1,7 +1,7 @@
 """Declared egress (issue 15): shape checks and the policy the batch gets."""
 import pytest
 
-from rolloutbatch.core import manifests
+from rolloutbatch.core import egress, manifests
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 
@@ -45,3 +45,17 @@ def test_egress_shapes_that_are_refused(isolation, field):
     with pytest.raises(SpecError) as err:
         spec(**isolation)
     assert err.value.field == field
+
+
+def test_dns_endpoints_that_are_not_pods_become_cidrs():
+    slices = [
+        {"addressType": "IPv4", "endpoints": [
+            {"addresses": ["10.96.0.20"], "targetRef": {"kind": "Pod", "name": "coredns-1"}},  # the selector covers it
+            {"addresses": ["10.9.0.1"]},                                                       # not a pod: named
+            {"addresses": ["10.9.0.1"], "targetRef": {"kind": "Node"}}]},
+        {"addressType": "IPv6", "endpoints": [{"addresses": ["fd00::a"]}]},
+        {"addressType": "FQDN", "endpoints": [{"addresses": ["dns.example"]}]},              # no CIDR form
+        {"endpoints": None}, {},
+    ]
+    assert egress.non_pod_dns_cidrs(slices) == ("10.9.0.1/32", "fd00::a/128")
+    assert egress.non_pod_dns_cidrs([]) == ()

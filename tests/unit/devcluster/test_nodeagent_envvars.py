@@ -6,7 +6,7 @@ import base64
 import pytest
 
 from devcluster.nodeagent.envvars import (ConfigError, build_command, build_env, expand, field_value,
-                                          referenced_objects, resource_value)
+                                          kubernetes_service_env, referenced_objects, resource_value)
 
 POD = {"metadata": {"name": "p-0", "namespace": "ns", "uid": "u-1", "labels": {"app": "a"},
                     "annotations": {"batch.kubernetes.io/job-completion-index": "3"}},
@@ -87,3 +87,17 @@ def test_referenced_objects():
                                 {"name": "p", "projected": {"sources": [{"configMap": {"name": "kube-root-ca.crt"}},
                                                                         {"secret": {"name": "s2"}}]}}]}}
     assert referenced_objects(pod) == ({"a", "b", "kube-root-ca.crt"}, {"s", "s2"})
+
+
+def test_image_entrypoint_and_cmd():
+    env = {}
+    ep = ("rolloutbatch", "operator")
+    assert build_command({}, (), env, ep) == ["rolloutbatch", "operator"]
+    assert build_command({"args": ["--metrics-port=8080"]}, (), env, ep) == ["rolloutbatch", "operator", "--metrics-port=8080"]
+    assert build_command({"command": ["sh"], "args": ["-c", "x"]}, (), env, ep) == ["sh", "-c", "x"]
+
+
+def test_kubernetes_service_env_is_what_in_cluster_clients_read():
+    env = kubernetes_service_env("10.9.1.1", 443)
+    assert env["KUBERNETES_SERVICE_HOST"] == "10.9.1.1" and env["KUBERNETES_SERVICE_PORT"] == "443"
+    assert env["KUBERNETES_PORT_443_TCP"] == "tcp://10.9.1.1:443"

@@ -1,0 +1,53 @@
+"""The model-in-the-loop agent phase: asks a policy model for the fix and applies its answer.
+
+It prepares the workspace, reports `ready`, sends the failing module to the OpenAI-compatible
+endpoint in $MODEL_URL (`/v1/chat/completions`) with its EPISODE_ID as the session id (the
+`user` field and an X-Session-ID header, so a capture proxy can attribute the trajectory), and
+writes the code block of the reply over the module. It reports no reward: the verifier grades
+what it left (shipping_fix_verifier.py). The batch's egress opens only that endpoint and DNS.
+"""
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+import urllib.request
+
+WORKSPACE = pathlib.Path(os.environ.get("WORKSPACE", "/workspace"))
+SOURCE = "def shipping(total):\n    return 0 if total > 99 else 10\n"
+PROMPT = ("shipping(99) must be free (0) but returns 10: the test test_threshold_is_free fails. "
+          "Fix the module and answer with the whole corrected file in one python code block.\n"
+          "```python\n{source}```\n")
+FENCE = re.compile(r"```(?:python)?\n(.*?)```", re.S)
+
+
+def ask(source: str, session: str) -> str:
+    body = {"model": os.environ.get("MODEL_NAME", "policy"), "temperature": 1.0, "user": session,
+            "messages": [{"role": "system", "content": "You are a careful Python programmer."},
+                         {"role": "user", "content": PROMPT.format(source=source)}]}
+    request = urllib.request.Request(os.environ["MODEL_URL"].rstrip("/") + "/v1/chat/completions",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "X-Session-ID": session})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the endpoint, never a proxy
+    with opener.open(request, timeout=60) as response:
+        reply = json.load(response)
+    return reply["choices"][0]["message"]["content"]
+
+
+def main():
+    session = os.environ["EPISODE_ID"]
+    WORKSPACE.mkdir(parents=True, exist_ok=True)
+    (WORKSPACE / "shipping.py").write_text(SOURCE)
+    ready = {"event": "ready", "at": time.time(), "episode_id": session}
+    with open("/dev/termination-log", "w") as f:
+        f.write(json.dumps(ready) + "\n")
+    answer = FENCE.search(ask(SOURCE, session))
+    if not answer:
+        sys.exit("the model's answer has no code block")
+    (WORKSPACE / "shipping.py").write_text(answer.group(1))
+    print(f"applied the model's fix ({len(answer.group(1))} bytes)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The model-in-the-loop example (issue 15 item 4), as a user runs it from examples/.
+
+The scripted policy server (examples/policy-server.yaml, the stand-in for vLLM/SGLang) runs as
+a Deployment + Service in `models`; the batch (examples/shipping-fix-model.yaml) asks it for its
+fix by Service name, so DNS and the declared egress are both on the path. The server logs each
+session id and the edit it handed out: every episode must have asked under its own EPISODE_ID,
+and the verifier's reward must be exactly what that edit earns (the agent applied the answer).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.batches import apply, results, wait_finished
+from tests.support.operator import ROOT, kubectl
+
+pytestmark = [pytest.mark.cluster]
+
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def policy_server():
+    kubectl("apply", "-f", str(EXAMPLES / "policy-server.yaml"))
+    kubectl("rollout", "status", "deployment/policy-server", "-n", "models", "--timeout=120s", timeout=150)
+    yield "models"
+    kubectl("delete", "namespace", "models", "--wait=false", check=False)
+
+
+def server_log(namespace: str) -> list[dict]:
+    out = kubectl("logs", "deployment/policy-server", "-n", namespace).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_agent_applies_what_the_model_answers(operator_process, namespace, policy_server):
+    import yaml
+    batch = yaml.safe_load((EXAMPLES / "shipping-fix-model.yaml").read_text())
+    apply(batch, namespace)
+    body = wait_finished(batch["metadata"]["name"], namespace, timeout=240, operator=operator_process)
+    rows = results(batch["metadata"]["name"], namespace)["pods"]
+    edits = {r["session"]: r["edit"] for r in server_log(policy_server)}
+    assert len(rows) == batch["spec"]["episodes"]
+    for row in rows:
+        assert row["pod"] in edits, f"{row['pod']} never asked the model under its EPISODE_ID"
+        assert row["reward"] == (1 if edits[row["pod"]] == "right" else 0), row
+    assert body["status"]["rewardSum"] == sum(e == "right" for p, e in edits.items() if p in {r["pod"] for r in rows})
