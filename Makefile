@@ -94,6 +94,24 @@ test: venv system-deps localkube ## every test, the devcluster included (started
 demo: cluster ## the guide's task as a parallel and a serial batch, summaries side by side
 	$(PY) -m rolloutbatch.demo
 
+# The operator, two ways. Locally: this checkout's code against the devcluster, in the
+# foreground (Ctrl-C stops it). In the cluster: the real install path, a pod under its own
+# ServiceAccount (the node agent runs ghcr.io/rolloutbatch/rolloutbatch as this checkout's code).
+# Never both at once: two operators fight over every batch.
+OPERATOR_ARGS ?=
+.PHONY: operator
+operator: cluster ## run the operator locally against the devcluster (OPERATOR_ARGS for flags)
+	$(PY) -m rolloutbatch.cli.main operator $(OPERATOR_ARGS)
+
+.PHONY: install
+install: cluster ## kubectl apply -k manifests/default on the devcluster: the operator as a pod
+	kubectl apply -k manifests/default
+	kubectl rollout status deployment/rolloutbatch-operator -n rolloutbatch-system --timeout=180s
+
+.PHONY: uninstall
+uninstall: ## remove the operator pod installed by `make install` (the CRD and batches stay)
+	kubectl delete deployment,service -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
+
 # The bench wants room for 1,000+ pods at once: 4 nodes x 300 pods. It starts its own devcluster
 # with that capacity when none is up (and takes it down at the end); an already running
 # cluster is used as it is (its capacity is recorded in the results).

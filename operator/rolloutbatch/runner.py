@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import errno
 import logging
+import os
 import socket
 import sys
 
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     except (StartupError, ConfigError) as exc:
         print(f"rolloutbatch operator: error: {exc}", file=sys.stderr)
         return 1
-    kopf.configure(verbose=args.verbose)
+    # log_prefix: every line about a batch starts with its namespace/name (kubectl logs readers).
+    kopf.configure(verbose=args.verbose, log_prefix=True)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     if args.results_shard_rows < 1:
         print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
@@ -139,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
             # pods must be watched wherever they are.
             clusterwide=True,
             memo=memo,
+            # kopf's default identity asks getpass for the user name, which raises for a uid
+            # without a passwd entry (the image runs as 10001, found running it as a pod).
+            identity=f"{socket.gethostname()}/{os.getpid()}",
             liveness_endpoint=f"http://{args.metrics_address}:{args.liveness_port}/healthz",
         )
     finally:

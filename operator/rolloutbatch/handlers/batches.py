@@ -9,9 +9,12 @@ import kopf
 from rolloutbatch import GROUP, PLURAL, VERSION
 
 
-def _emitter(body: kopf.Body):
+def _emitter(body: kopf.Body, logger: Any):
+    """Each transition as a Kubernetes Event on the batch and a line in the operator's log
+    (the object logger names the batch; settings.posting.loggers is off, so no second Event)."""
     def emit(type_: str, reason: str, message: str) -> None:
         kopf.event(body, type=type_, reason=reason, message=message[:1024])
+        (logger.warning if type_ == "Warning" else logger.info)("%s: %s", reason, message[:1024])
     return emit
 
 
@@ -19,7 +22,7 @@ def _emitter(body: kopf.Body):
 async def run_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
     """Provision, track and finish the batch. The reconciler owns the error policy
     (service.policy): it returns once the batch has ended, one way or another."""
-    reconciler = memo.registry.reconciler(body, _emitter(body), logger)
+    reconciler = memo.registry.reconciler(body, _emitter(body, logger), logger)
     with memo.metrics.handler("run_batch"):
         await reconciler.run()
 
@@ -33,7 +36,7 @@ async def delete_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) 
     terminating. Past the bound the object is released anyway: a deletion always completes.
     """
     with memo.metrics.handler("delete_batch"):
-        reconciler = memo.registry.reconciler(body, _emitter(body), logger)
+        reconciler = memo.registry.reconciler(body, _emitter(body, logger), logger)
         timeout = memo.ctx.settings.namespace_delete_timeout
         try:
             gone = await reconciler.delete_sandbox(timeout)
