@@ -1,7 +1,11 @@
 """Declared egress on real pod networking (issue 15): a batch reaches exactly what it declares.
 
-A stand-in model endpoint and a decoy run as pods in another namespace; episodes try both (and
-the apiserver's Service) and report what they reached. kube-router enforces the batch's policy.
+A stand-in model endpoint (a pod behind a Service) and a decoy run in another namespace. The
+episodes of three batches, one per network mode and all at once, try the model by pod IP and by
+Service name, the decoy, cluster DNS, the apiserver (its Service) and their node, and count who
+knocks on their own listener while a test pod from another namespace tries each of them.
+kube-router enforces the batches' policies. Another episode's pod is out of reach on both
+ends: its egress is the decoy's case, its ingress the listener's.
 """
 from __future__ import annotations
 
@@ -16,42 +20,120 @@ from tests.support.operator import kubectl
 
 pytestmark = [pytest.mark.cluster]
 
+LINGER = 30   # seconds an episode keeps its listener open for the ingress knock
+
 PROBE = r'''
-import json, os, time, urllib.request
-def reach(url):
+import json, os, socket, threading, time, urllib.request
+knocks = []
+def listen():
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", 8081))
+    srv.listen(16)
+    while True:
+        conn, addr = srv.accept()
+        knocks.append(addr[0])
+        conn.close()
+threading.Thread(target=listen, daemon=True).start()
+time.sleep(0.2)
+socket.create_connection(("127.0.0.1", 8081), timeout=3).close()  # the listener counts: it counts this
+def http(url):
     try:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with opener.open(url, timeout=3) as r:
             return r.status == 200
     except Exception:
         return False
-seen = {k: reach(os.environ[k]) for k in ("MODEL", "DECOY")}
+def tcp(host, port):
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        return True
+    except Exception:
+        return False
+def dns(name):
+    try:
+        return bool(socket.getaddrinfo(name, 80))
+    except Exception:
+        return False
+seen = {"MODEL": http(os.environ["MODEL"]), "MODEL_DNS": http(os.environ["MODEL_DNS"]),
+        "DECOY": http(os.environ["DECOY"]), "DNS": dns("kubernetes.default.svc.cluster.local"),
+        "API": tcp(os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]),
+        "NODE": any(tcp(*n.split(":")) for n in os.environ["NODES"].split(","))}
 def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
 emit("ready")
-emit("reward", reward=1 if seen["MODEL"] and not seen["DECOY"] else 0, seen=seen)
+time.sleep(float(os.environ["LINGER"]))
+emit("reward", reward=1, seen=seen, knocks=knocks)
 '''
 
+MODES = {"egress": "declared egress to the model", "DenyAll": "the default", "AllowEgress": "open egress"}
+EXPECTED = {
+    "egress": {"MODEL": True, "MODEL_DNS": True, "DECOY": False, "DNS": True, "API": False, "NODE": False},
+    "DenyAll": {"MODEL": False, "MODEL_DNS": False, "DECOY": False, "DNS": False, "API": False, "NODE": False},
+    "AllowEgress": {"MODEL": True, "MODEL_DNS": True, "DECOY": True, "DNS": True, "API": True, "NODE": True},
+}
 
-def run(namespace, operator, model_ip, decoy_ip, **isolation):
-    name = unique("egress")
-    env = [{"name": "MODEL", "value": f"http://{model_ip}:8080/"}, {"name": "DECOY", "value": f"http://{decoy_ip}:8080/"}]
-    apply(episode_batch(name, PROBE, episodes=2, minSuccessfulEpisodes=0, env=env, isolation=isolation), namespace)
-    wait_finished(name, namespace, timeout=180, operator=operator)
-    return [r["extra"]["seen"] for r in results(name, namespace)["pods"]]
+
+def model_service(core, namespace: str) -> str:
+    core.create_namespaced_service(namespace, {
+        "metadata": {"name": "model"},
+        "spec": {"selector": {"role": "model"}, "ports": [{"port": 8080, "targetPort": 8080}]}})
+    return f"http://model.{namespace}.svc.cluster.local:8080/"
+
+
+def node_addresses(core) -> list[str]:
+    """host:port of every node's agent (its kubelet endpoint), the node an episode may run on."""
+    out = []
+    for n in core.list_node().items:
+        ip = next(a.address for a in n.status.addresses if a.type == "InternalIP")
+        out.append(f"{ip}:{n.status.daemon_endpoints.kubelet_endpoint.port}")
+    return out
 
 
 def test_declared_egress_opens_exactly_the_model_endpoint(operator_process, namespace, core, kube_namespace):
-    node = core.list_node().items[0].metadata.name
-    servers = start_servers(core, kube_namespace, [server_pod("model", node, {"role": "model"}),
-                                                   server_pod("decoy", node, {"role": "decoy"})])
+    node = core.list_node().items[0]
+    servers = start_servers(core, kube_namespace, [server_pod("model", node.metadata.name, {"role": "model"}),
+                                                   server_pod("decoy", node.metadata.name, {"role": "decoy"})])
     model, decoy = servers["model"].status.pod_ip, servers["decoy"].status.pod_ip
+    model_dns = model_service(core, kube_namespace)
+    # The control: from an unrestricted pod, the model answers by name (the Service works).
+    assert probe(core, kube_namespace, [f"http=model.{kube_namespace}.svc.cluster.local:8080"]) != {}
     rule = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": kube_namespace}},
                     "podSelector": {"matchLabels": {"role": "model"}}}],
             "ports": [{"protocol": "TCP", "port": 8080}]}
-    assert run(namespace, operator_process, model, decoy, egress=[rule]) == [{"MODEL": True, "DECOY": False}] * 2
-    # DenyAll reaches nothing; AllowEgress reaches both (the denials above are the policy's doing).
-    assert run(namespace, operator_process, model, decoy) == [{"MODEL": False, "DECOY": False}] * 2
-    assert run(namespace, operator_process, model, decoy, network="AllowEgress") == [{"MODEL": True, "DECOY": True}] * 2
+    env = [{"name": "MODEL", "value": f"http://{model}:8080/"}, {"name": "MODEL_DNS", "value": model_dns},
+           {"name": "DECOY", "value": f"http://{decoy}:8080/"}, {"name": "LINGER", "value": str(LINGER)},
+           {"name": "NODES", "value": ",".join(node_addresses(core))}]
+    names = {}
+    for mode in MODES:
+        isolation = {"egress": [rule]} if mode == "egress" else {"network": mode}
+        names[mode] = unique(f"net-{mode.lower()}")
+        apply(episode_batch(names[mode], PROBE, episodes=2, env=env, isolation=isolation), namespace)
+
+    def episode_ips():
+        ips = {}
+        for mode, name in names.items():
+            body = get(name, namespace) or {}
+            st = body.get("status") or {}
+            if not st.get("jobName"):
+                return None
+            pods = core.list_namespaced_pod(st.get("sandboxNamespace", namespace),
+                                            label_selector=f"job-name={st['jobName']}").items
+            running = [p.status.pod_ip for p in pods if p.status.phase == "Running" and p.status.pod_ip]
+            if len(running) < 2:
+                return None
+            ips[mode] = running
+        return ips
+    ips = wait_for(episode_ips, timeout=120, what="every episode listening")
+    # Ingress: a pod from another namespace knocks on every episode while they listen.
+    knocked = probe(core, kube_namespace, [f"http={ip}:8081" for addrs in ips.values() for ip in addrs])
+    assert all(v.startswith("error") for v in knocked.values()), knocked
+    assert episode_ips() == ips, "an episode stopped listening before the knock was over (raise LINGER)"
+
+    for mode, name in names.items():
+        wait_finished(name, namespace, timeout=180, operator=operator_process)
+        rows = results(name, namespace)["pods"]
+        assert [r["extra"]["seen"] for r in rows] == [EXPECTED[mode]] * 2, (mode, MODES[mode])
+        assert [r["extra"]["knocks"] for r in rows] == [["127.0.0.1"]] * 2, f"{mode}: ingress reached an episode"
 
 
 # -- item 5: the policy holds until the last pod is gone ------------------------------------------
