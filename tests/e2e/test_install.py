@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from tests.support.batches import apply, wait_finished
+from tests.support.batches import apply, wait_finished, wait_gone
 from tests.support.kube import simple_pod, unique_name, wait_pod_finished
 from tests.support.operator import ROOT, kubectl
 
@@ -79,3 +79,11 @@ def test_operator_runs_as_a_pod_from_the_install_manifests(installed, policy_ser
     metrics = core.read_namespaced_pod_log(name, kube_namespace)
     series = f'rolloutbatch_episodes_total{{namespace="{namespace}",result="succeeded"}} '
     assert f'{series}{float(batch["spec"]["episodes"])}' in metrics, metrics[-2000:]
+
+    # Its cleanup too, under its own rights: the finalizer removes the sandbox, nothing refused.
+    kubectl("delete", "rolloutbatch", batch["metadata"]["name"], "-n", namespace, "--wait=false")
+    wait_gone("rolloutbatch", batch["metadata"]["name"], namespace, timeout=120)
+    assert not kubectl("get", "namespace", body["status"]["sandboxNamespace"], "--ignore-not-found",
+                       "-o", "name").stdout.strip()
+    log = kubectl("logs", "-n", NS, pod["metadata"]["name"]).stdout
+    assert "Forbidden" not in log and " 403" not in log, log[-3000:]
