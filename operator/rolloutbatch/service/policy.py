@@ -33,6 +33,19 @@ def stall_for(exc: BaseException) -> tuple[str, str]:
                               + " (a bug: please report it with the operator log)")
 
 
+FULL_STALL_TRIES = 3   # full status patches of a stall before the bare verdict is tried
+
+
+def keep_recording_stall(attempt: int, exc: BaseException) -> bool:
+    """Whether to try again to record a stall whose status patch failed at ``attempt`` (0-based).
+
+    The full status first, then the bare verdict; that one is retried only while the API is
+    down (transient). Refused even bare, the stall stays told by its Warning Event and the log:
+    retrying a refusal would spin forever with nothing visible.
+    """
+    return attempt < FULL_STALL_TRIES or is_transient(exc)
+
+
 @dataclass
 class Retry:
     """Backoff state of one batch: consecutive transient failures and since when."""

@@ -3,8 +3,9 @@
 Validate everything before creating anything (issue 10 item 13): the RuntimeClass and
 PriorityClass must exist, the API server must accept the episodes' Job (a server-side dry run in
 the batch's own namespace: a Dedicated sandbox does not exist yet), a Shared namespace's quota
-must hold one episode pod, and spec.inputsFrom must hold exactly the inputs it promises. Only
-then are the children created or adopted. Every refusal is a ``Stalled`` with its reason.
+must hold one episode pod. Then, first in :func:`create` (they are read for copying anyway),
+spec.inputsFrom must hold exactly the inputs it promises; only then are the children created
+or adopted. Every refusal is a ``Stalled`` with its reason.
 """
 
 from __future__ import annotations

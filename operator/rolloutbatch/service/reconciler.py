@@ -440,9 +440,9 @@ class BatchReconciler:
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not write the final results: %s", exc)
         attempt = 0
-        while True:   # until it is recorded: a batch must end visibly (cancelled on deletion)
+        while True:   # until recorded, or refused even bare (policy.keep_recording_stall)
             try:
-                if attempt < 3:
+                if attempt < policy.FULL_STALL_TRIES:
                     await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
                                              completion=time.time())
                 else:   # the full status may be what the API refuses: the bare verdict then
@@ -450,6 +450,9 @@ class BatchReconciler:
                                      bare_failure(reason, message, self.ref.generation, iso_time(time.time())))
                 break
             except Exception as exc:  # noqa: BLE001
+                if not policy.keep_recording_stall(attempt, exc):
+                    self.log.error("The API refused even the bare stall status (%s); the Event tells it", exc)
+                    break
                 self.log.warning("Could not record the stall (%s); trying again", exc)
                 await asyncio.sleep(policy.BACKOFF[min(attempt, len(policy.BACKOFF) - 1)])
                 attempt += 1

@@ -27,3 +27,11 @@ def test_retry_backs_off_with_a_cap_then_gives_up():
     assert retry.failed(now=200.0) is None
     retry.succeeded()
     assert retry.failed(now=300.0) == BACKOFF[0]
+
+
+def test_a_stall_is_recorded_bare_and_never_retried_forever_when_refused():
+    from rolloutbatch.service.policy import FULL_STALL_TRIES, keep_recording_stall
+    refused, down = Forbidden("no", status=403), Unavailable("down", status=503)
+    assert all(keep_recording_stall(a, refused) for a in range(FULL_STALL_TRIES))   # then the bare verdict
+    assert not keep_recording_stall(FULL_STALL_TRIES, refused)                    # refused bare: stop
+    assert keep_recording_stall(FULL_STALL_TRIES + 50, down)                      # the API is down: keep trying
