@@ -2,8 +2,10 @@
 
 Installs the CRD, starts the operator in the background (log: .devcluster/logs/operator-demo.log),
 creates a fresh namespace ``demo-<random>``, runs examples/shipping-fix-parallel.yaml and then,
-once it has finished, examples/shipping-fix-serial.yaml, prints both summaries with the guide's
-metric names, exports each batch's results directory to demo-output/<namespace>/<batch>/, deletes
+once it has finished, examples/shipping-fix-serial.yaml, then the model in the loop: the scripted
+policy server (examples/policy-server.yaml, namespace ``models``) and
+examples/shipping-fix-model.yaml, whose agents ask it for their fix. It prints the summaries
+side by side with the guide's metric names, exports each batch's results directory to demo-output/<namespace>/<batch>/, deletes
 the batches (their sandbox namespaces go with them) and stops the operator. Exit code 1 when a
 batch did not succeed. ``--keep`` leaves the namespace and batches in place for a look around.
 """
@@ -26,12 +28,28 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STATE = ROOT / ".devcluster"
 CRD = ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml"
-EXAMPLES = ("shipping-fix-parallel.yaml", "shipping-fix-serial.yaml")
+EXAMPLES = ("shipping-fix-parallel.yaml", "shipping-fix-serial.yaml", "shipping-fix-model.yaml")
+MODEL_EXAMPLE, MODEL_SERVER, MODEL_NAMESPACE = "shipping-fix-model.yaml", "policy-server.yaml", "models"
 
 
 def kubectl_cmd() -> list[str]:
     local = STATE / "bin" / "localkube"
     return [str(local), "kubectl"] if local.exists() else ["kubectl"]
+
+
+def kubectl(*args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+    return subprocess.run(kubectl_cmd() + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def start_policy_server() -> bool:
+    """Apply the stand-in model endpoint and wait for it; True when the demo created its namespace."""
+    fresh = not kubectl("get", "namespace", MODEL_NAMESPACE, "-o", "name").stdout.strip()
+    for args in (["apply", "-f", str(ROOT / "examples" / MODEL_SERVER)],
+                 ["rollout", "status", "deployment/policy-server", "-n", MODEL_NAMESPACE, "--timeout=120s"]):
+        run = kubectl(*args)
+        if run.returncode != 0:
+            raise SystemExit(f"demo: kubectl {args[0]} of the policy server failed: {run.stderr.strip()}")
+    return fresh
 
 
 def install_crd() -> None:
@@ -117,12 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     operator.start()
     namespace = f"demo-{uuid.uuid4().hex[:6]}"
     handles = []
+    model_namespace_ours = False
     try:
         client.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                  "metadata": {"name": namespace}}, f"create namespace {namespace}")
         client.namespace = namespace
         console.print(f"[bold]3.[/] namespace {namespace}")
         for n, example in enumerate(EXAMPLES, 4):
+            if example == MODEL_EXAMPLE:
+                console.print(f"   the model in the loop: examples/{MODEL_SERVER} "
+                              f"(a scripted stand-in for vLLM/SGLang, namespace {MODEL_NAMESPACE})")
+                model_namespace_ours = start_policy_server()
             obj = yaml.safe_load((ROOT / "examples" / example).read_text())
             handle = client.submit(obj)
             console.print(f"[bold]{n}.[/] applied examples/{example} -> rolloutbatch {handle.name} "
@@ -130,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
             follow([handle], console, timeout=args.timeout)
             handles.append(handle)
 
+        # Ready is declared when every episode is final; the Job controller completes the Job a
+        # moment later, and jobCompleteSeconds follows in the status (bounded wait).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any("jobCompleteSeconds" not in h.refresh()
+                                                   for h in handles):
+            time.sleep(0.5)
         columns = [(h.name, render.summary(h.status)) for h in handles]
         console.print(render.summary_table(columns, title="the guide's metrics, side by side"))
         out_root = pathlib.Path(args.output) / namespace
@@ -160,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 client.api.delete(f"/api/v1/namespaces/{namespace}", f"delete namespace {namespace}")
             except KubeError:
                 pass
+            if model_namespace_ours:
+                kubectl("delete", "namespace", MODEL_NAMESPACE, "--wait=false")
         operator.stop()
 
 
