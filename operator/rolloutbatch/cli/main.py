@@ -50,20 +50,25 @@ def build_parser(operator: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def _wants_operator(argv: list[str]) -> bool:
-    """Whether the subcommand is ``operator`` (the first word that is not an option or its value)."""
+def _command(argv: list[str]) -> str | None:
+    """The subcommand: the first word that is not an option or its value."""
     words = iter(argv)
     for word in words:
         if word in ("--kubeconfig", "-n", "--namespace"):
             next(words, None)
         elif not word.startswith("-"):
-            return word == "operator"
-    return False
+            return word
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(operator=_wants_operator(argv)).parse_args(argv)
+    command = _command(argv)
+    if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
+        # Answered before the subcommands' modules (the SDK, requests) are imported (issue 14).
+        print(f"rolloutbatch {__version__}")
+        return 0
+    args = build_parser(operator=command == "operator").parse_args(argv)
     if args.command == "operator":
         if not args.kubeconfig:
             args.kubeconfig = args.global_kubeconfig

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from rolloutbatch.cli import batches, follow
-from rolloutbatch.cli.main import _wants_operator, main
+from rolloutbatch import __version__
+from rolloutbatch.cli.main import _command, main
 from rolloutbatch.kube.errors import NotFound
 
 
@@ -89,7 +90,15 @@ def test_watch_exit_codes_timeout_differs_from_failure(capsys, monkeypatch):
     (["operator"], True), (["-n", "x", "operator", "--verbose"], True), (["--kubeconfig", "operator", "list"], False),
     (["list"], False), (["get", "operator"], False), ([], False)])
 def test_only_the_operator_command_loads_kopf(argv, expected):
-    assert _wants_operator(argv) is expected
+    assert (_command(argv) == "operator") is expected
+
+
+def test_version_is_answered_before_any_subcommand_module_is_imported():
+    code = ("import sys; from rolloutbatch.cli.main import main; main(['--version']);"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('requests', 'pykube', 'yaml', 'kopf')"
+            " or m.startswith('rolloutbatch.sdk')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [f"rolloutbatch {__version__}", "[]"]
 
 
 def test_cli_commands_do_not_import_kopf():
