@@ -121,7 +121,7 @@ class NodeManager:
         await self.api.patch(f"/api/v1/nodes/{self.name}/status", {"status": st})
 
     async def renew_lease(self) -> None:
-        base = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+        base = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
         for _ in range(3):
             try:
                 if self._lease_rv is None:

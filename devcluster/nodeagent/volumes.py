@@ -24,7 +24,7 @@ import logging
 import os
 import posixpath
 
-from .envvars import ConfigError, field_value, object_data, resource_value
+from .envvars import ConfigError, field_value, resource_value
 from .quantity import parse_quantity
 
 log = logging.getLogger("nodeagent.volumes")
@@ -166,7 +166,6 @@ async def prepare(api, pod: dict, pod_dir: str, *, configmaps: dict, secrets: di
     """Materialise every volume of the pod; return volume name -> host path.
 
     mounted: tmpfs mount points created here are appended (the caller unmounts them)."""
-    ns = pod["metadata"]["namespace"]
     spec = pod["spec"]
     psc = spec.get("securityContext") or {}
     fs_group = psc.get("fsGroup")

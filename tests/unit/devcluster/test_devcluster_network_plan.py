@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ipaddress
-from pathlib import Path
 
 from devcluster import network
 from devcluster.nodeagent.pods import resolv_conf
