@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchSpec
-from rolloutbatch.core.spec import format_quantity, parse_quantity
+from rolloutbatch.core.k8s_rules import format_quantity, parse_quantity
 
 
 class Stalled(Exception):

@@ -18,7 +18,8 @@ from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
 from rolloutbatch.core.admission import pod_resources
 from rolloutbatch.core.events import AGENT_EXIT
-from rolloutbatch.core.spec import INPUT_KEY, format_quantity
+from rolloutbatch.core.k8s_rules import format_quantity
+from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
 TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota

@@ -2,7 +2,8 @@
 import pytest
 
 from rolloutbatch.core.model import SpecError
-from rolloutbatch.core.spec import format_quantity, parse_quantity, parse_spec
+from rolloutbatch.core.k8s_rules import format_quantity, parse_quantity
+from rolloutbatch.core.spec import parse_spec
 from tests.unit.core.factories import MINIMAL
 
 F = {"files": {"a": "x"}}
@@ -155,7 +156,7 @@ def test_valid_pod_templates_and_resources_pass():
 
 
 def test_configmap_key_rule():
-    from rolloutbatch.core.spec import check_configmap_key
+    from rolloutbatch.core.k8s_rules import check_configmap_key
     for good in ("episode.py", ".hidden", "a..b", "-_.", "x" * 253):
         assert check_configmap_key(good) is None, good
     for bad in (".", "..", "..data", "a/b", "", "x" * 254, None, "é"):

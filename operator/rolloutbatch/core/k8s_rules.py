@@ -1,0 +1,76 @@
+"""Kubernetes' own rules, as the API server applies them: ConfigMap keys, DNS names, qualified
+names and label values, and resource quantities (parsed to and formatted from base units).
+
+Pure: the spec checks (``core.spec``), the manifest builders and admission use them to refuse a
+spec before the API server would refuse one of its children.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CONFIGMAP_KEY_LENGTH = 253
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+           "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+
+def check_configmap_key(key: object) -> str | None:
+    """Why ``key`` cannot be a ConfigMap key (the API server's rule), or None when it can:
+    letters, digits, '-', '_' and '.', at most 253 characters, not '.' or '..' and not starting
+    with '..' (the kubelet's own '..data' links live there)."""
+    if not isinstance(key, str) or not _CONFIGMAP_KEY.match(key):
+        return "only letters, digits, '-', '_' and '.' are allowed"
+    if len(key) > MAX_CONFIGMAP_KEY_LENGTH:
+        return f"at most {MAX_CONFIGMAP_KEY_LENGTH} characters"
+    if key in (".", "..") or key.startswith(".."):
+        return "must not be '.' or '..' nor start with '..'"
+    return None
+
+
+def is_dns_subdomain(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= 253 and bool(_DNS_SUBDOMAIN.match(text))
+
+
+def is_qualified_name(text: object) -> bool:
+    """A label key or resource name: ``[prefix/]name``, prefix a DNS subdomain, name <= 63."""
+    if not isinstance(text, str):
+        return False
+    prefix, slash, name = text.rpartition("/")
+    if slash and not is_dns_subdomain(prefix):
+        return False
+    return len(name) <= 63 and bool(_NAME_PART.match(name))
+
+
+def is_label_value(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= 63 and bool(_LABEL_VALUE.match(text))
+
+
+def parse_quantity(text: str) -> Decimal:
+    """A Kubernetes quantity ("500m", "128Mi", "1.5") as a Decimal in base units."""
+    match = _QUANTITY.match(str(text).strip())
+    if not match or match.group(2) not in _SUFFIX:
+        raise ValueError(f"not a quantity: {text!r}")
+    try:
+        return Decimal(match.group(1)) * Decimal(_SUFFIX[match.group(2)])
+    except InvalidOperation as exc:
+        raise ValueError(f"not a quantity: {text!r}") from exc
+
+
+def format_quantity(value: float | Decimal) -> str:
+    """Shortest readable form: milli for fractions, binary suffixes for large whole numbers."""
+    value = Decimal(str(value))
+    if value != value.to_integral_value():
+        return f"{int(value * 1000)}m"
+    whole = int(value)
+    for suffix in ("Gi", "Mi", "Ki"):
+        unit = _SUFFIX[suffix]
+        if whole >= unit and whole % unit == 0:
+            return f"{whole // unit}{suffix}"
+    return str(whole)
