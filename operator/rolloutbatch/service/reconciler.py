@@ -9,14 +9,13 @@ its loop; the loop coalesces status patches to about one per second.
 
 This module is the I/O loop (read, judge, write). The rules live in ``core`` (the tracker is the
 one place an episode becomes final; :meth:`_on_transition` turns each such change into metrics),
-the API calls in ``kube``, the error policy in ``service.policy`` and the sandbox's removal in
-``service.sandbox``.
+the API calls in ``kube``, the error policy in ``service.policy``, reading and judging one
+finished pod in ``service.episode_judge`` and the sandbox's removal in ``service.sandbox``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -25,17 +24,17 @@ from typing import Any
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
-from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
-from rolloutbatch.core.model import BatchSpec, ParsedLog, PodFacts, SpecError
+from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
-from rolloutbatch.core.verdict import judge_episode, judge_verified, parse_time
+from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError
-from rolloutbatch.service import episode_logs, policy, provisioning, sandbox
+from rolloutbatch.service import policy, provisioning, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
+from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.results_store import ResultsStore
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
@@ -60,6 +59,7 @@ class BatchReconciler:
         self._patched_at = 0.0
         self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows)
+        self.judge = EpisodeJudge(ctx, self._call)
         self._reads: set[asyncio.Task] = set()
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
         self._job_deleted = False                      # by someone else, mid-batch
@@ -266,69 +266,12 @@ class BatchReconciler:
         failed = [e.get("message") or "" for e in events if e.get("reason") == "FailedCreate"]
         return f"{base}: {failed[-1]}"[:1000] if failed else base
 
-    async def _read_log(self, facts: PodFacts, container: str) -> tuple[ParsedLog | None, str | None, str | None]:
-        """(parsed, tail, error) of one container's log: one bounded read."""
-        settings = self.ctx.settings
-        async with self.ctx.read_slots:
-            data, truncated, error = await episode_logs.read(self._call, facts.namespace, facts.name,
-                                                             settings.log_limit_bytes, self.ctx.metrics,
-                                                             self.ctx.log_reader, container)
-        tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
-        return (None if error else parse_log(data, truncated=truncated)), tail, error
-
-    async def _channel(self, facts: PodFacts, container: str, message: str | None, whole_bytes: int | None = None
-                       ) -> tuple[ParsedLog | None, str | None, str | None, str]:
-        """The events of one container: its termination message when that holds them (no log
-        read), else its log (the fallback). (parsed, tail, error, channel)."""
-        parsed = parse_termination_message(message, whole_bytes=whole_bytes)
-        if parsed is not None:
-            return parsed, None, None, v.CHANNEL_TERMINATION_MESSAGE
-        return (*await self._read_log(facts, container), v.CHANNEL_LOG)
-
     async def _read_and_judge(self, facts: PodFacts) -> None:
         job = self.tracker.job
-        common = dict(batch_deadline_at=job.deadline_at if job else None, now=time.time())
-        if self.spec.verifier is None:
-            parsed, tail, log_error, channel = await self._channel(facts, naming.CONTAINER_NAME,
-                                                                   facts.termination_message)
-            crash_point("track:log-read")
-            result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail, channel=channel, **common)
-            if result.outcome == v.OUTCOME_FAILED and tail is None and channel == v.CHANNEL_TERMINATION_MESSAGE:
-                # judged without a log read; a failure still keeps its last output (best effort)
-                _, tail, _ = await self._read_log(facts, naming.CONTAINER_NAME)
-                result = dataclasses.replace(result, log_tail=tail)
-        else:
-            result = await self._judge_verified(facts, common)
-        if result.outcome == v.OUTCOME_SUCCEEDED:
-            result = dataclasses.replace(result, log_tail=None)
+        result = await self.judge.judge(facts, verified=self.spec.verifier is not None,
+                                        batch_deadline_at=job.deadline_at if job else None, now=time.time())
         self.tracker.record(result, facts.uid)
         self.wake.set()
-
-    async def _judge_verified(self, facts: PodFacts, common: dict) -> Any:
-        """spec.verifier: the agent's events (ready) and the verifier's (reward), each from its
-        container's termination message when it holds them, else from that container's log."""
-        agent = facts.agent
-        own, record = split_agent_record(agent.message if agent else None)
-        whole = len((agent.message or "").encode()) if agent else None
-        agent_log = agent_tail = agent_error = agent_channel = None
-        if agent is not None and agent.state == "terminated":
-            agent_log, agent_tail, agent_error, agent_channel = await self._channel(
-                facts, naming.AGENT_CONTAINER, own, whole)
-            if agent_tail is None and (record is None or record["exit_code"] != 0 or record["timed_out"]):
-                # a crashed or stopped agent keeps its last output on the row
-                _, agent_tail, _ = await self._read_log(facts, naming.AGENT_CONTAINER)
-        verifier_log = verifier_tail = verifier_error = verifier_channel = None
-        if facts.phase in ("Succeeded", "Failed") and facts.exit_code is not None:
-            verifier_log, verifier_tail, verifier_error, verifier_channel = await self._channel(
-                facts, naming.VERIFIER_CONTAINER, facts.termination_message)
-        crash_point("track:log-read")
-        result = judge_verified(facts, agent_log, verifier_log, agent_error=agent_error, verifier_error=verifier_error,
-                                agent_channel=agent_channel, verifier_channel=verifier_channel,
-                                agent_tail=agent_tail, verifier_tail=verifier_tail, **common)
-        if result.reason == v.EP_VERIFIER_FAILED and result.log_tail is None and facts.exit_code is not None:
-            _, tail, _ = await self._read_log(facts, naming.VERIFIER_CONTAINER)
-            result = dataclasses.replace(result, log_tail=tail)
-        return result
 
     # -- status and results ----------------------------------------------------------------
     def _origin(self) -> float | None:

@@ -1,0 +1,93 @@
+"""Judging one finished episode pod: which channel holds its events, then the verdict.
+
+The termination message is read first (it is in the pod status already: no request); a
+container's log only when the message lacks the events, and, best effort, for the last output
+of a failure (docs/design.md §4, "Channels"). Log reads are bounded (``service.episode_logs``)
+and share the operator-wide read slots. The verdict itself is pure (``core.verdict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
+from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
+from rolloutbatch.core.verdict import judge_episode, judge_verified
+from rolloutbatch.faults import crash_point
+from rolloutbatch.service import episode_logs
+from rolloutbatch.service.context import Context
+
+
+class EpisodeJudge:
+    """Reads what a finished pod's containers reported and judges it (one per batch)."""
+
+    def __init__(self, ctx: Context, call: Callable[..., Awaitable[Any]]) -> None:
+        self.ctx, self.call = ctx, call
+
+    async def read_log(self, facts: PodFacts, container: str) -> tuple[ParsedLog | None, str | None, str | None]:
+        """(parsed, tail, error) of one container's log: one bounded read."""
+        settings = self.ctx.settings
+        async with self.ctx.read_slots:
+            data, truncated, error = await episode_logs.read(self.call, facts.namespace, facts.name,
+                                                             settings.log_limit_bytes, self.ctx.metrics,
+                                                             self.ctx.log_reader, container)
+        tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
+        return (None if error else parse_log(data, truncated=truncated)), tail, error
+
+    async def channel(self, facts: PodFacts, container: str, message: str | None, whole_bytes: int | None = None
+                      ) -> tuple[ParsedLog | None, str | None, str | None, str]:
+        """The events of one container: its termination message when that holds them (no log
+        read), else its log (the fallback). (parsed, tail, error, channel)."""
+        parsed = parse_termination_message(message, whole_bytes=whole_bytes)
+        if parsed is not None:
+            return parsed, None, None, v.CHANNEL_TERMINATION_MESSAGE
+        return (*await self.read_log(facts, container), v.CHANNEL_LOG)
+
+    async def judge(self, facts: PodFacts, *, verified: bool, batch_deadline_at: float | None,
+                    now: float) -> EpisodeResult:
+        """The verdict of one finished pod (``spec.verifier``: ``verified``)."""
+        common = dict(batch_deadline_at=batch_deadline_at, now=now)
+        if not verified:
+            parsed, tail, log_error, channel = await self.channel(facts, naming.CONTAINER_NAME,
+                                                                  facts.termination_message)
+            crash_point("track:log-read")
+            result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail, channel=channel, **common)
+            if result.outcome == v.OUTCOME_FAILED and tail is None and channel == v.CHANNEL_TERMINATION_MESSAGE:
+                # judged without a log read; a failure still keeps its last output (best effort)
+                _, tail, _ = await self.read_log(facts, naming.CONTAINER_NAME)
+                result = dataclasses.replace(result, log_tail=tail)
+        else:
+            result = await self._verified(facts, common)
+        if result.outcome == v.OUTCOME_SUCCEEDED:
+            result = dataclasses.replace(result, log_tail=None)
+        return result
+
+    async def _verified(self, facts: PodFacts, common: dict) -> EpisodeResult:
+        """spec.verifier: the agent's events (ready) and the verifier's (reward), each from its
+        container's termination message when it holds them, else from that container's log."""
+        agent = facts.agent
+        own, record = split_agent_record(agent.message if agent else None)
+        whole = len((agent.message or "").encode()) if agent else None
+        agent_log = agent_tail = agent_error = agent_channel = None
+        if agent is not None and agent.state == "terminated":
+            agent_log, agent_tail, agent_error, agent_channel = await self.channel(
+                facts, naming.AGENT_CONTAINER, own, whole)
+            if agent_tail is None and (record is None or record["exit_code"] != 0 or record["timed_out"]):
+                # a crashed or stopped agent keeps its last output on the row
+                _, agent_tail, _ = await self.read_log(facts, naming.AGENT_CONTAINER)
+        verifier_log = verifier_tail = verifier_error = verifier_channel = None
+        if facts.phase in ("Succeeded", "Failed") and facts.exit_code is not None:
+            verifier_log, verifier_tail, verifier_error, verifier_channel = await self.channel(
+                facts, naming.VERIFIER_CONTAINER, facts.termination_message)
+        crash_point("track:log-read")
+        result = judge_verified(facts, agent_log, verifier_log, agent_error=agent_error, verifier_error=verifier_error,
+                                agent_channel=agent_channel, verifier_channel=verifier_channel,
+                                agent_tail=agent_tail, verifier_tail=verifier_tail, **common)
+        if result.reason == v.EP_VERIFIER_FAILED and result.log_tail is None and facts.exit_code is not None:
+            _, tail, _ = await self.read_log(facts, naming.VERIFIER_CONTAINER)
+            result = dataclasses.replace(result, log_tail=tail)
+        return result
