@@ -84,6 +84,19 @@ def namespace():
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+@pytest.fixture
+def policy_server():
+    """The model example's scripted policy server (examples/policy-server.yaml), serving; its
+    namespace is yielded and deleted afterwards."""
+    from tests.support.operator import ROOT, kubectl
+
+    kubectl("apply", "-f", str(ROOT / "examples" / "policy-server.yaml"))
+    kubectl("rollout", "status", "deployment/policy-server", "-n", "models", "--timeout=120s", timeout=150)
+    yield "models"
+    # waited for: the next test applying it must not meet a terminating namespace
+    kubectl("delete", "namespace", "models", "--timeout=120s", check=False, timeout=150)
+
+
 # -- the wedge guard (issue 10) ----------------------------------------------------------------
 WEDGE_DELETE_SECONDS = 120
 

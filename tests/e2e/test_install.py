@@ -48,14 +48,6 @@ def installed(solo_operator):
         assert not pod_names(), "the operator pod outlived its Deployment"
 
 
-@pytest.fixture
-def policy_server():
-    kubectl("apply", "-f", str(ROOT / "examples" / "policy-server.yaml"))
-    kubectl("rollout", "status", "deployment/policy-server", "-n", "models", "--timeout=120s", timeout=150)
-    yield
-    kubectl("delete", "namespace", "models", "--wait=false", check=False)
-
-
 def test_operator_runs_as_a_pod_from_the_install_manifests(installed, policy_server, namespace, core, kube_namespace):
     pod = kubectl("get", "pods", "-n", NS, "-l", SELECTOR, "-o", "yaml").stdout
     pod = yaml.safe_load(pod)["items"][0]

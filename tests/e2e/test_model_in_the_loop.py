@@ -20,14 +20,6 @@ pytestmark = [pytest.mark.cluster]
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.fixture
-def policy_server():
-    kubectl("apply", "-f", str(EXAMPLES / "policy-server.yaml"))
-    kubectl("rollout", "status", "deployment/policy-server", "-n", "models", "--timeout=120s", timeout=150)
-    yield "models"
-    kubectl("delete", "namespace", "models", "--wait=false", check=False)
-
-
 def server_log(namespace: str) -> list[dict]:
     out = kubectl("logs", "deployment/policy-server", "-n", namespace).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
