@@ -322,9 +322,10 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     }
 
 
-def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None, shard: int | None = None) -> dict:
+def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None, shard: int | None = None,
+                      sanitized: bool = False) -> dict:
     """The head results ConfigMap, or (``shard``) one of its shards, found by the role label."""
-    data, binary = encode_results(document)
+    data, binary = encode_results(document, sanitized=sanitized)
     name = naming.results_configmap_name(ref)
     if shard is None:
         meta = _meta(ref, name, ref.namespace, owner, **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS})

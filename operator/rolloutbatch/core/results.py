@@ -28,9 +28,10 @@ KEY, GZ_KEY = "results.json", "results.json.gz"
 
 def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
                      results: Sequence[EpisodeResult], origin: float | None, extra: Mapping,
-                     shards: list[dict] | None = None) -> dict:
+                     shards: list[dict] | None = None, rows: Mapping[int, dict] | None = None) -> dict:
     """The head document. With ``shards`` (the index of a sharded batch, see
-    ``core.result_shards``) it holds no rows; otherwise ``pods`` (every row) and ``groups``."""
+    ``core.result_shards``) it holds no rows; otherwise ``pods`` (every row) and ``groups``.
+    ``rows``: the rows of ``results`` by index, when the caller already made them."""
     document = {
         "batch": ref.name, "namespace": ref.namespace, "uid": ref.uid,
         "episodes": summary.episodes,
@@ -57,7 +58,8 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
     if shards is not None:
         document["shards"] = shards
         return document
-    rows = {r.index: r.to_row(origin, k) for r in results}
+    if rows is None:
+        rows = {r.index: r.to_row(origin, k) for r in results}
     document["pods"] = [rows[i] for i in sorted(rows)]
     document["groups"] = group_entries(summary.episodes, k, rows)
     return document
@@ -75,8 +77,11 @@ def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
     return slim
 
 
-def encode_results(document: Mapping) -> tuple[dict[str, str], dict[str, str]]:
-    """ConfigMap ``(data, binaryData)`` for the document.
+def encode_results(document: Mapping, *, sanitized: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+    """ConfigMap ``(data, binaryData)`` for the document (``sanitized``: already strict JSON).
+
+    Compact JSON: with an indent, ``json`` falls back from its C encoder to pure Python, which
+    made every results checkpoint several times dearer (issue 14 profile).
 
     Up to 900 KiB of JSON goes to ``data["results.json"]``; past that, gzip to
     ``binaryData["results.json.gz"]``. If even the gzip passes 900 KiB, the least useful row fields
@@ -86,10 +91,11 @@ def encode_results(document: Mapping) -> tuple[dict[str, str], dict[str, str]]:
     batch still too big after that is returned as is; the API server will refuse it and the
     caller must say so (tens of thousands of episodes need results sharded across ConfigMaps).
     """
-    document = strictjson.sanitize(document)
+    if not sanitized:
+        document = strictjson.sanitize(document)
     if not isinstance(document, dict):
         document = {}
-    text = strictjson.dumps(document, indent=1, sort_keys=False)
+    text = strictjson.dumps(document, separators=(",", ":"))
     if len(text.encode()) <= GZIP_ABOVE:
         return {KEY: text}, {}
     packed = _gzip(document)

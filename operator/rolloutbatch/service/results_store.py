@@ -17,11 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import manifests, naming, strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.groups import group_entry, groups_completed_by
-from rolloutbatch.core.model import BatchRef, BatchSpec
+from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import ShardBook, assemble, shard_configmap_name, shard_document
 from rolloutbatch.core.results import decode_results, results_document, results_from_document, retried_from_document
 from rolloutbatch.core.tracker import BatchTracker
@@ -47,6 +47,9 @@ class ResultsStore:
         self.versions: dict[int | None, str] = {}    # resourceVersion of our last write, by shard (None: head)
         self.written_version = -1                    # tracker.version the last write held
         self.written_at = 0.0
+        # index -> (result, origin, strict-JSON row): a final result never changes, so its row is
+        # made once, not at every checkpoint (each rewrote up to a shard of rows: issue 14 profile)
+        self._rows: dict[int, tuple[EpisodeResult, float | None, dict]] = {}
 
     def configure(self, spec: BatchSpec) -> None:
         self.episodes = spec.episodes
@@ -105,17 +108,25 @@ class ResultsStore:
             if await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace) is not None:
                 raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, name))
 
+    def _row(self, result: EpisodeResult, origin: float | None, k: int) -> dict:
+        hit = self._rows.get(result.index)
+        if hit is not None and hit[0] is result and hit[1] == origin:
+            return hit[2]
+        row = strictjson.sanitize(result.to_row(origin, k))
+        self._rows[result.index] = (result, origin, row)
+        return row
+
     async def write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,
                     final: bool) -> None:
         version = tracker.version
         summary = tracker.summary(origin)
         results = tracker.results
-        shards_index = None
+        k = spec.samples_per_input
+        shards_index = rows = None
         if self.sharded:
-            k = spec.samples_per_input
             new = [i for i in results if i not in self.book.placed]   # dict order: the order they became final
             for index in new:
-                self.book.add_row(index, len(json.dumps(results[index].to_row(origin, k), default=str)))
+                self.book.add_row(index, len(json.dumps(self._row(results[index], origin, k))))
             for group in groups_completed_by(new, k, results):
                 self.book.add_group(group)
             if final:
@@ -128,21 +139,25 @@ class ResultsStore:
                         shard.dirty = True
                         self.versions.pop(shard.number, None)
             for shard in self.book.dirty():
-                rows = [results[i].to_row(origin, k) for i in shard.indexes]
-                groups = [group_entry(g, k, {i: results[i].to_row(origin, k) for i in range(g * k, (g + 1) * k)})
-                          for g in shard.groups]
-                await self._put(shard_document(self.ref, shard, rows, groups), shard.number, final)
+                shard_rows = [self._row(results[i], origin, k) for i in shard.indexes]
+                groups = strictjson.sanitize([
+                    group_entry(g, k, {i: self._row(results[i], origin, k) for i in range(g * k, (g + 1) * k)})
+                    for g in shard.groups])
+                await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number, final,
+                                sanitized=True)
                 self.book.written(shard.number)
             shards_index = self.book.index(naming.results_configmap_name(self.ref))
+        else:
+            rows = {i: self._row(r, origin, k) for i, r in results.items()}
         document = results_document(ref=self.ref, spec=spec, summary=summary,
                                     results=sorted(results.values(), key=lambda r: r.index), origin=origin,
-                                    extra=extra, shards=shards_index)
+                                    extra=extra, shards=shards_index, rows=rows)
         await self._put(document, None, final)
         crash_point("results:final" if final else "results:partial")
         self.written_version, self.written_at = version, time.time()
 
-    async def _put(self, document: dict, shard: int | None, final: bool) -> None:
-        cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard)
+    async def _put(self, document: dict, shard: int | None, final: bool, sanitized: bool = False) -> None:
+        cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=sanitized)
         try:
             live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard))
         except NotOurs:
