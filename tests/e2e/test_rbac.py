@@ -87,7 +87,8 @@ def test_operator_cannot(operator_identity, verb, resource, where):
 
 def test_operator_can_what_it_needs(operator_identity):
     for verb, resource, sub in [("patch", "rolloutbatches.rl.agentruntime.io", "status"), ("create", "jobs.batch", ""),
-                                ("get", "pods", "log"), ("create", "namespaces", ""), ("watch", "pods", "")]:
+                                ("get", "pods", "log"), ("create", "namespaces", ""), ("watch", "pods", ""),
+                                ("delete", "networkpolicies.networking.k8s.io", "")]:
         extra = [f"--subresource={sub}"] if sub else []
         out = kubectl("auth", "can-i", verb, resource, *extra, "--all-namespaces", f"--as={SA}", check=False)
         assert out.stdout.strip() == "yes", (verb, resource, sub)
@@ -105,6 +106,15 @@ def test_full_batch_under_the_operators_own_token(operator_process, namespace, o
         wait_gone("namespace", obj["status"]["sandboxNamespace"])  # DeleteOnSuccess, done by the operator
         kubectl("delete", "rb", name, "-n", namespace, "--timeout=60s", timeout=70)
         wait_gone("configmap", f"{name}-results", namespace)
+        # Shared: the operator removes the Job and its per-batch NetworkPolicy itself, then the
+        # TTL deletes the batch (a refused policy deletion used to stall it and skip the TTL).
+        shared = unique("rbac-shared")
+        apply(episode_batch(shared, EPISODE, episodes=2, isolation={"namespace": "Shared"},
+                            cleanup={"sandbox": "Always", "ttlSecondsAfterFinished": 3}), namespace)
+        obj = wait_finished(shared, namespace, operator=restricted)
+        assert obj["status"]["phase"] == "Succeeded", obj["status"]
+        wait_gone("rolloutbatch", shared, namespace, timeout=60)
+        assert not kubectl("get", "networkpolicies", "-n", namespace, "-o", "name").stdout.strip()
         assert "Forbidden" not in restricted.log_path.read_text(errors="replace")
     finally:
         restricted.stop()

@@ -26,6 +26,7 @@ REASON_RUNNING = "EpisodesRunning"
 REASON_COLLECTING = "CollectingResults"
 REASON_SUCCEEDED = "EpisodesSucceeded"
 REASON_TOO_FEW = "TooFewSuccessfulEpisodes"
+EVENT_CLEANUP_FAILED = "SandboxCleanupFailed"   # after the end: the verdict stands, the TTL still runs
 # Stalled: the batch ended without running to completion; each names what a person must fix.
 STALL_INVALID_SPEC = "InvalidSpec"
 STALL_RUNTIME_CLASS = "RuntimeClassNotFound"

@@ -441,9 +441,15 @@ class BatchReconciler:
         phase = self.last_status.get("phase")
         policy_ = spec.cleanup_sandbox
         if not self._sandbox_removed and (policy_ == "Always" or (policy_ == "DeleteOnSuccess" and phase == v.SUCCEEDED)):
-            if await sandbox.remove(self._call, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
-                self._sandbox_removed = True
-                await self._patch_status(phase, force=True)
+            try:
+                if await sandbox.remove(self._call, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
+                    self._sandbox_removed = True
+                    await self._patch_status(phase, force=True)
+            except KubeError as exc:
+                if policy.is_transient(exc):
+                    raise   # the error policy retries it
+                # The verdict stands and the TTL below still runs (its finalizer tries again).
+                self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"removing the sandbox was refused: {exc}")
         ttl = spec.ttl_seconds_after_finished
         if ttl is not None:
             finished = parse_time(self.last_status.get("completionTime")) or time.time()
