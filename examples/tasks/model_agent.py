@@ -5,6 +5,10 @@ endpoint in $MODEL_URL (`/v1/chat/completions`) with its EPISODE_ID as the sessi
 `user` field and an X-Session-ID header, so a capture proxy can attribute the trajectory), and
 writes the code block of the reply over the module. It reports no reward: the verifier grades
 what it left (shipping_fix_verifier.py). The batch's egress opens only that endpoint and DNS.
+
+A model that cannot be reached is not a policy that scored 0: the agent then leaves
+NO_ATTEMPT in the workspace and the verifier refuses to grade (the episode fails, its reward is
+not valid, and it stays out of group statistics). Only giving up is possible that way.
 """
 import json
 import os
@@ -20,6 +24,7 @@ PROMPT = ("shipping(99) must be free (0) but returns 10: the test test_threshold
           "Fix the module and answer with the whole corrected file in one python code block.\n"
           "```python\n{source}```\n")
 FENCE = re.compile(r"```(?:python)?\n(.*?)```", re.S)
+NO_ATTEMPT = ".no-attempt"   # read by the verifier: there is nothing to grade
 
 
 def ask(source: str, session: str) -> str:
@@ -42,7 +47,11 @@ def main():
     ready = {"event": "ready", "at": time.time(), "episode_id": session}
     with open("/dev/termination-log", "w") as f:
         f.write(json.dumps(ready) + "\n")
-    answer = FENCE.search(ask(SOURCE, session))
+    try:
+        answer = FENCE.search(ask(SOURCE, session))
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:   # unreachable, or not an answer
+        (WORKSPACE / NO_ATTEMPT).write_text(f"the model at $MODEL_URL failed: {type(exc).__name__}: {exc}"[:500])
+        sys.exit(f"no answer from the model: {exc}")
     if not answer:
         sys.exit("the model's answer has no code block")
     (WORKSPACE / "shipping.py").write_text(answer.group(1))

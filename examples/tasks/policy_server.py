@@ -26,9 +26,21 @@ def edit_for(session: str) -> str:
     return "wrong" if hashlib.sha256(session.encode()).digest()[0] % 4 == 0 else "right"
 
 
+def _text(content: object) -> str:
+    """A message's content: a string, or OpenAI's list of parts ({"type": "text", "text": ...})."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
 def complete(request: dict, session: str) -> dict:
-    users = [m for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
-    found = FENCE.search(str(users[-1].get("content", ""))) if users else None
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        raise ValueError("messages must be a list")
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    found = FENCE.search(_text(users[-1].get("content"))) if users else None
     if not found:
         raise ValueError("the last user message has no code block to fix")
     edit = edit_for(session)
@@ -43,6 +55,8 @@ def complete(request: dict, session: str) -> dict:
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
+    timeout = 10   # a client that sends less than it announced does not hold a thread forever
+
     def reply(self, code: int, body: dict) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
@@ -70,8 +84,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if not session:
                 raise ValueError("no session id (the `user` field or an X-Session-ID header)")
             self.reply(200, complete(request, session))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:   # JSONDecodeError is a ValueError
             self.reply(400, {"error": {"message": str(exc)[:200], "type": "invalid_request_error"}})
+        except Exception as exc:  # noqa: BLE001 - a stand-in server answers every request
+            self.reply(500, {"error": {"message": f"{type(exc).__name__}", "type": "server_error"}})
 
     def log_message(self, *args):
         pass

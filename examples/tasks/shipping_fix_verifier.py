@@ -49,6 +49,11 @@ def run_tests(source: str) -> tuple[int, str]:
 
 
 def main():
+    gave_up = WORKSPACE / ".no-attempt"   # the agent could not make an attempt (e.g. no model)
+    if gave_up.is_file() and not gave_up.is_symlink():
+        with open(gave_up, "rb") as f:
+            why = f.read(300).decode(errors="replace")
+        sys.exit("nothing to grade: " + why.replace("{", "("))
     baseline, _ = run_tests(BASELINE)
     if baseline == 0:
         sys.exit("the baseline must fail its boundary test")   # a broken task: VerifierFailed

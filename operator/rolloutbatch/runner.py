@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+import time
 
 import kopf
 
@@ -24,6 +25,7 @@ from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import ConfigError, KubeError
 from rolloutbatch.metrics import Metrics
 from rolloutbatch.service.context import Context, Settings
+from rolloutbatch.service.policy import BACKOFF, is_transient
 from rolloutbatch.service.registry import Registry
 
 
@@ -54,16 +56,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
-def cluster_dns_cidrs(api: Api, log: logging.Logger) -> tuple[str, ...]:
-    """kube-dns endpoints that are not pods (docs/design.md, declared egress); none when the
-    Service is missing or not ours to read: the pod-selector DNS rule still applies."""
-    try:
-        found = non_pod_dns_cidrs(resources.dns_endpoint_slices(api))
-    except KubeError as exc:
-        log.warning("Cluster DNS endpoints not read (%s): egress rules allow DNS to kube-dns pods only", exc)
-        return ()
+def cluster_dns_cidrs(api: Api, log: logging.Logger, attempts: int = 6) -> tuple[str, ...]:
+    """kube-dns endpoints that are not pods (docs/design.md, declared egress). Read once at
+    startup, retried while the API is unavailable (about 30 s in all); none when the Service is
+    missing or not ours to read: the pod-selector DNS rule still applies."""
+    for attempt in range(attempts):
+        try:
+            found = non_pod_dns_cidrs(resources.dns_endpoint_slices(api))
+            break
+        except KubeError as exc:
+            if is_transient(exc) and attempt + 1 < attempts:
+                time.sleep(BACKOFF[min(attempt + 2, len(BACKOFF) - 1)])
+                continue
+            log.warning("Cluster DNS endpoints not read (%s): egress rules allow DNS to kube-dns pods only "
+                        "(and --dns-cidr)", exc)
+            return ()
     if found:
         log.info("Cluster DNS answers outside pods at %s: egress rules allow port 53 there", ", ".join(found))
+    else:
+        log.info("Cluster DNS: no kube-dns endpoint outside pods; egress rules allow DNS to kube-dns pods "
+                 "(and --dns-cidr)")
     return found
 
 

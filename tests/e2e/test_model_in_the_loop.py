@@ -37,3 +37,21 @@ def test_agent_applies_what_the_model_answers(operator_process, namespace, polic
         assert row["pod"] in edits, f"{row['pod']} never asked the model under its EPISODE_ID"
         assert row["reward"] == (1 if edits[row["pod"]] == "right" else 0), row
     assert body["status"]["rewardSum"] == sum(e == "right" for p, e in edits.items() if p in {r["pod"] for r in rows})
+
+
+def test_an_unreachable_model_fails_episodes_instead_of_scoring_them_zero(operator_process, namespace):
+    """No policy server: the agents give up (examples/tasks/model_agent.py), the verifier refuses
+    to grade, and no row carries a usable reward a trainer would learn an outage from."""
+    import yaml
+    batch = yaml.safe_load((EXAMPLES / "shipping-fix-model.yaml").read_text())
+    batch["metadata"]["name"] = "no-model"
+    batch["spec"].update(episodes=2, parallelism=2, minSuccessfulEpisodes=0)
+    apply(batch, namespace)
+    body = wait_finished("no-model", namespace, timeout=240, operator=operator_process)
+    rows = results("no-model", namespace)["pods"]
+    # A verifier that cannot grade loses the episode (not the agent's doing): no reward, not valid.
+    assert [(r["outcome"], r["reason"], r["valid"], r["reward"]) for r in rows] == \
+        [("lost", "VerifierFailed", False, None)] * 2, rows
+    assert all("nothing to grade" in (r.get("message") or "") + (r.get("log_tail") or "") for r in rows), \
+        [(r.get("message"), r.get("log_tail")) for r in rows]
+    assert body["status"]["phase"] == "Succeeded" and body["status"].get("rewardSum", 0) == 0

@@ -48,3 +48,8 @@ def test_scripted_policy_answers_the_agents_prompt_per_session(capsys):
         server.complete({"messages": [{"role": "user", "content": "no code here"}]}, "s")
     with pytest.raises(ValueError):
         server.complete({"messages": "nonsense"}, "s")
+    for odd in (3, 1.5, None, {"role": "user"}):
+        with pytest.raises(ValueError):
+            server.complete({"messages": odd}, "s")
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": prompt["messages"][0]["content"]}]}]}
+    assert "total" in server.complete(parts, "s")["choices"][0]["message"]["content"]   # OpenAI content parts

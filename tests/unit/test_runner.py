@@ -100,3 +100,30 @@ def test_results_shard_rows_flag_defaults_to_the_setting_and_refuses_zero(capsys
     args = _args(results_shard_rows=0, kubeconfig=str(kubeconfig), metrics_port=0, liveness_port=_free_port())
     assert runner.run(args) == 1
     assert "--results-shard-rows must be at least 1" in capsys.readouterr().err
+
+
+def test_cluster_dns_discovery_retries_an_unavailable_api_and_says_what_it_found(monkeypatch, caplog):
+    import logging
+
+    from rolloutbatch.kube.errors import Forbidden, Unavailable
+    answers = [Unavailable("restarting", status=503), Unavailable("restarting", status=503),
+               [{"addressType": "IPv4", "endpoints": [{"addresses": ["10.9.0.1"]}]}]]
+
+    def slices(api):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    monkeypatch.setattr(runner.resources, "dns_endpoint_slices", slices)
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    log = logging.getLogger("t")
+    with caplog.at_level(logging.INFO, "t"):
+        assert runner.cluster_dns_cidrs(None, log) == ("10.9.0.1/32",)
+        answers[:] = [Forbidden("no", status=403)]
+        assert runner.cluster_dns_cidrs(None, log) == ()            # not ours to read: not retried
+        answers[:] = [[]]
+        assert runner.cluster_dns_cidrs(None, log) == ()
+        answers[:] = [Unavailable("down", status=503)] * 6
+        assert runner.cluster_dns_cidrs(None, log) == ()            # bounded
+    text = caplog.text
+    assert "10.9.0.1/32" in text and "not read" in text and "no kube-dns endpoint outside pods" in text
