@@ -109,8 +109,12 @@ install: cluster ## kubectl apply -k manifests/default on the devcluster: the op
 	kubectl rollout status deployment/rolloutbatch-operator -n rolloutbatch-system --timeout=180s
 
 .PHONY: uninstall
-uninstall: ## remove the operator pod installed by `make install` (the CRD and batches stay)
+uninstall: ## remove the operator Deployment and Service of `make install` (CRD, batches, RBAC stay)
 	kubectl delete deployment,service -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
+
+.PHONY: uninstall-all
+uninstall-all: ## kubectl delete -k manifests/default: the operator, its RBAC, the CRD and EVERY RolloutBatch
+	kubectl delete -k manifests/default --ignore-not-found
 
 # The bench wants room for 1,000+ pods at once: 4 nodes x 300 pods. It starts its own devcluster
 # with that capacity when none is up (and takes it down at the end); an already running

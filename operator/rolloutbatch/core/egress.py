@@ -2,7 +2,11 @@
 
 ``spec.isolation.egress`` takes NetworkPolicy egress rules (``networking.k8s.io/v1``: ``to``
 peers and ``ports``) for the model endpoint an agent calls. The batch's policy then allows
-exactly those peers and DNS, and still denies every other egress and all ingress. Only the shape
+exactly those peers and DNS, and still denies every other egress and all ingress. Peers that
+open everything (an ipBlock of /0 without ``except``, an empty namespaceSelector alone) are
+refused like an empty ``to``. A bare ``podSelector`` peer selects pods in the episodes' own
+namespace (the sandbox ``rb-<uid10>`` in Dedicated mode), as NetworkPolicy defines it: an
+endpoint elsewhere needs a ``namespaceSelector`` beside it. Only the shape
 is checked here; the API server judges the rest when it validates the policy (a dry run, before
 anything is created). Enforcement needs a CNI that implements NetworkPolicy.
 
@@ -37,6 +41,18 @@ def _fields(value: object, allowed: set[str], where: str) -> Mapping:
     return value
 
 
+def _refuse_everything(peer: Mapping, where: str) -> None:
+    """Peers that, like an empty ``to``, open every destination are refused: the egress list
+    names what an agent may reach (``network: AllowEgress`` is the honest way to open it all)."""
+    block = peer.get("ipBlock")
+    if isinstance(block, Mapping) and str(block.get("cidr", "")).endswith("/0") and not block.get("except"):
+        raise SpecError(f"{where}.ipBlock", f"{block.get('cidr')} opens every address (the apiserver, the nodes, "
+                                            "cloud metadata): name the endpoint's range, or use network: AllowEgress")
+    if peer.get("namespaceSelector") == {} and not peer.get("podSelector"):
+        raise SpecError(f"{where}.namespaceSelector", "an empty namespaceSelector alone opens every pod in the cluster: "
+                                                      "select the endpoint's namespace and pods")
+
+
 def parse_egress(raw: object) -> tuple[dict, ...]:
     if raw is None:
         return ()
@@ -56,6 +72,7 @@ def parse_egress(raw: object) -> tuple[dict, ...]:
             peer = _fields(peer, PEER_FIELDS, f"{where}.to[{j}]")
             if not peer:
                 raise SpecError(f"{where}.to[{j}]", "must set podSelector, namespaceSelector or ipBlock")
+            _refuse_everything(peer, f"{where}.to[{j}]")
         if ports is not None:
             if not isinstance(ports, (list, tuple)):
                 raise SpecError(f"{where}.ports", "must be a list of ports")

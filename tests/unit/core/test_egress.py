@@ -59,3 +59,20 @@ def test_dns_endpoints_that_are_not_pods_become_cidrs():
     ]
     assert egress.non_pod_dns_cidrs(slices) == ("10.9.0.1/32", "fd00::a/128")
     assert egress.non_pod_dns_cidrs([]) == ()
+
+
+@pytest.mark.parametrize("peer, field", [
+    ({"ipBlock": {"cidr": "0.0.0.0/0"}}, "ipBlock"), ({"ipBlock": {"cidr": "::/0"}}, "ipBlock"),
+    ({"namespaceSelector": {}}, "namespaceSelector")])
+def test_peers_that_open_everything_are_refused(peer, field):
+    with pytest.raises(SpecError) as err:
+        spec(egress=[{"to": [peer]}])
+    assert field in err.value.field
+
+
+@pytest.mark.parametrize("peer", [
+    {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16", "10.0.0.0/8"]}},
+    {"ipBlock": {"cidr": "203.0.113.0/24"}},
+    {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "policy-server"}}}])
+def test_narrower_peers_pass(peer):
+    assert spec(egress=[{"to": [peer]}]).egress
