@@ -10,7 +10,6 @@ PY        := $(VENV)/bin/python
 LOCALKUBE := $(STATE)/bin/localkube
 CNI_BIN   := $(STATE)/bin/cni
 CNI       := $(CNI_BIN)/bridge $(CNI_BIN)/host-local $(CNI_BIN)/loopback
-KUBEROUTER := $(STATE)/bin/kube-router
 # Always the devcluster: `make demo`/`make bench` must never act on a user's own cluster.
 export KUBECONFIG := $(STATE)/kubeconfig
 export GOTOOLCHAIN := local
@@ -54,23 +53,22 @@ system-deps: ## Debian packages the devcluster and tests use (bubblewrap, iptabl
 	fi
 
 # The binary depends on its sources only: an up-to-date binary means no go invocation at all.
-$(LOCALKUBE): devcluster/localkube/go.mod devcluster/localkube/go.sum devcluster/localkube/main.go
+# It holds kube-router's NetworkPolicy controller too (`localkube kube-router-netpol`, netpol.go),
+# built against the same Kubernetes libraries as everything else in it.
+LOCALKUBE_SRC := devcluster/localkube/go.mod devcluster/localkube/go.sum \
+  devcluster/localkube/main.go devcluster/localkube/netpol.go
+$(LOCALKUBE): $(LOCALKUBE_SRC)
 	@mkdir -p $(dir $@)
 	cd devcluster/localkube && go build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
 	@mkdir -p $(STATE)/bin/links && for c in kubectl; do ln -sf $@ $(STATE)/bin/links/$$c; done
 
 .PHONY: localkube
-localkube: $(LOCALKUBE) $(CNI) $(KUBEROUTER) ## build the multi-call Kubernetes binary, CNI plugins, kube-router (cached)
+localkube: $(LOCALKUBE) $(CNI) ## build the multi-call Kubernetes binary (kube-router's policy controller included) and CNI plugins (cached)
 
 # Upstream's plugins, listed as `tool`s of their own module (devcluster/cni/go.mod).
 $(CNI) &: devcluster/cni/go.mod devcluster/cni/go.sum
 	@mkdir -p $(CNI_BIN)
 	cd devcluster/cni && go build -trimpath -ldflags "-s -w" -o $(CNI_BIN)/ tool
-
-# kube-router as the NetworkPolicy enforcer, its own module (older Kubernetes libraries).
-$(KUBEROUTER): devcluster/kuberouter/go.mod devcluster/kuberouter/go.sum
-	@mkdir -p $(dir $@)
-	cd devcluster/kuberouter && go build -trimpath -ldflags "-s -w" -o $@ github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 
 # --- the devcluster -----------------------------------------------------------------------------
 .PHONY: cluster

@@ -13,8 +13,9 @@ Components, each its own OS process in its own session (process group), started 
 `nodeagent-devnode-<i>` and `kube-proxy-devnode-<i>` per node, and once the nodes are registered one
 `kube-router-devnode-<i>` (NetworkPolicy) per node; the last two run in the node's network
 namespace (network.py sets those up before etcd starts and removes them at `down`). All but the
-node agents and kube-router are subcommands of the `localkube` multi-call
-binary (devcluster/localkube, built by `make localkube`): one process per component because
+node agents are subcommands of the `localkube` multi-call binary (devcluster/localkube, built by
+`make localkube`; kube-router is its `kube-router-netpol`, upstream's policy controller compiled
+against the same Kubernetes libraries): one process per component because
 running them in one process trips upstream's one-signal-handler panic and the logging
 re-apply check (research/local-control-plane.md §3.2).
 
@@ -635,10 +636,11 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
         node = component[len(ROUTER_PREFIX):]
         return _restarting(component) + [
             "nsenter", f"--net={network.NETNS_DIR / plan.node_ns(node)}",
-            str(BIN / "kube-router"),
+            # kube-router's policy controller alone, embedded in localkube (netpol.go there):
+            # no routing, service proxy or BGP to switch off
+            lk, "kube-router-netpol",
             f"--kubeconfig={NODE_KUBECONFIG}",
             "--hostname-override", node,  # a separate argv word: read_pid() looks for it
-            "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
             f"--service-cluster-ip-range={plan.service_cidr}",
             f"--health-port={KUBE_ROUTER_HEALTH_PORT}",
             "--v=1",

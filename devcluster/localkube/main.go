@@ -11,6 +11,8 @@
 //	localkube kube-proxy ...                k8s.io/kubernetes/cmd/kube-proxy (one per node netns)
 //	localkube coredns ...                   github.com/coredns/coredns, only the plugins the
 //	                                        cluster DNS uses (it shares client-go with the rest)
+//	localkube kube-router-netpol ...        kube-router's NetworkPolicy controller alone
+//	                                        (github.com/cloudnativelabs/kube-router/v2, netpol.go)
 //
 // A symlink named after a component works too (argv[0] dispatch). Each component runs as its
 // own OS process: running several in one process trips upstream's one-signal-handler panic
@@ -44,7 +46,7 @@ import (
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-const usage = "usage: localkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|coredns|kubectl [flags]"
+const usage = "usage: localkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|coredns|kube-router-netpol|kubectl [flags]"
 
 func main() {
 	sub, args := filepath.Base(os.Args[0]), os.Args[1:]
@@ -74,6 +76,8 @@ func main() {
 		flag.CommandLine.Init("coredns", flag.ExitOnError)
 		coremain.Run()
 		return
+	case "kube-router-netpol":
+		cmd = newNetpolCommand()
 	case "kubectl":
 		cmd = kubectlcmd.NewDefaultKubectlCommand()
 	default:
