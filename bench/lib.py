@@ -330,9 +330,9 @@ def machine_info() -> dict:
             "nodes": len(state.get("nodes") or {})},
         "git_commit": _cmd("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD") or None,
         # tracked files changed since that commit (bench/results excluded: the run writes there)
-        "git_dirty": [line[3:] for line in _cmd("git", "-C", str(ROOT), "status", "--porcelain",
+        "git_dirty": [line.split(maxsplit=1)[-1] for line in _cmd("git", "-C", str(ROOT), "status", "--porcelain",
                                                  "--untracked-files=no").splitlines()
-                      if not line[3:].startswith("bench/results/")],
+                      if not line.split(maxsplit=1)[-1].startswith("bench/results/")],
     }
 
 

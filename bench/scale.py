@@ -198,7 +198,8 @@ def selected(label: str, only: list[str] | None) -> bool:
     return not only or label in only or label.split("-")[0] in only
 
 
-def part_scale(kube: Kube, big: int, profile: bool, only: list[str] | None = None, huge: int = 30000) -> dict:
+def part_scale(kube: Kube, big: int, profile: bool, only: list[str] | None = None, huge: int = 30000,
+               huge_parallelism: int = 200) -> dict:
     path = lib.RESULTS / "scale.json"
     doc = lib.json.loads(path.read_text()) if path.exists() and only else {"part": "scale", "scenarios": {}}
     doc["machine"] = lib.machine_info()
@@ -229,7 +230,7 @@ def part_scale(kube: Kube, big: int, profile: bool, only: list[str] | None = Non
     plan: dict[str, tuple[list[tuple[str, int, int]], float, str]] = {}
     for suffix, channel in (("", "stdout"), ("-tm", "termination-message")):
         plan[f"1k-p100{suffix}"] = ([(lib.unique("scale-1k"), 1000, 100)], 1800, channel)
-    plan[f"huge-{huge}-p200"] = ([(lib.unique("scale-huge"), huge, 200)], 3 * 3600, "stdout")
+    plan[f"huge-{huge}-p{huge_parallelism}"] = ([(lib.unique("scale-huge"), huge, huge_parallelism)], 3 * 3600, "stdout")
     for suffix, channel in (("", "stdout"), ("-tm", "termination-message")):
         plan[f"big-{big}-p200{suffix}"] = ([(lib.unique("scale-big"), big, 200)], 5400, channel)
     for suffix, channel in (("", "stdout"), ("-tm", "termination-message")):
