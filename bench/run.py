@@ -329,6 +329,8 @@ def main() -> None:
     p.add_argument("--big", type=int, default=10000, help="episodes of the big scale batch")
     p.add_argument("--huge", type=int, default=30000, help="episodes of the huge scale batch (issue 11)")
     p.add_argument("--huge-parallelism", type=int, default=200, help="its parallelism (2026-12-01 run: 100, see README)")
+    p.add_argument("--huge-channel", choices=("stdout", "termination-message"), default="stdout",
+                   help="its episodes' channel (2026-12-01 run: termination-message, see README)")
     p.add_argument("--only", nargs="*", help="scale scenarios to (re)run: a family (1k many big huge) or a label "
                                              "(e.g. 1k-p100-tm)")
     p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
@@ -348,7 +350,7 @@ def main() -> None:
     if "scale" in args.parts:
         import scale
         scale.part_scale(kube, args.big, args.profile, args.only, huge=args.huge,
-                         huge_parallelism=args.huge_parallelism)
+                         huge_parallelism=args.huge_parallelism, huge_channel=args.huge_channel)
     if "plots" in args.parts:
         import plots
         plots.main()

@@ -199,7 +199,7 @@ def selected(label: str, only: list[str] | None) -> bool:
 
 
 def part_scale(kube: Kube, big: int, profile: bool, only: list[str] | None = None, huge: int = 30000,
-               huge_parallelism: int = 200) -> dict:
+               huge_parallelism: int = 200, huge_channel: str = "stdout") -> dict:
     path = lib.RESULTS / "scale.json"
     doc = lib.json.loads(path.read_text()) if path.exists() and only else {"part": "scale", "scenarios": {}}
     doc["machine"] = lib.machine_info()
@@ -230,7 +230,9 @@ def part_scale(kube: Kube, big: int, profile: bool, only: list[str] | None = Non
     plan: dict[str, tuple[list[tuple[str, int, int]], float, str]] = {}
     for suffix, channel in (("", "stdout"), ("-tm", "termination-message")):
         plan[f"1k-p100{suffix}"] = ([(lib.unique("scale-1k"), 1000, 100)], 1800, channel)
-    plan[f"huge-{huge}-p{huge_parallelism}"] = ([(lib.unique("scale-huge"), huge, huge_parallelism)], 3 * 3600, "stdout")
+    tm = "-tm" if huge_channel == "termination-message" else ""
+    plan[f"huge-{huge}-p{huge_parallelism}{tm}"] = ([(lib.unique("scale-huge"), huge, huge_parallelism)], 3 * 3600,
+                                                  huge_channel)
     for suffix, channel in (("", "stdout"), ("-tm", "termination-message")):
         plan[f"big-{big}-p200{suffix}"] = ([(lib.unique("scale-big"), big, 200)], 5400, channel)
     for suffix, channel in (("", "stdout"), ("-tm", "termination-message")):
