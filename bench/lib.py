@@ -34,6 +34,15 @@ TRIVIAL = ('import json, os, time\n'
            'print(json.dumps({"event": "ready", "at": time.time(), "episode_id": eid}), flush=True)\n'
            'print(json.dumps({"event": "reward", "at": time.time(), "episode_id": eid, "reward": 1.0}), flush=True)\n')
 
+# The same episode on the preferred channel (README "Two channels"): its events go to the termination
+# message, which the kubelet puts into the pod status, so the operator judges it without a log read.
+TRIVIAL_TERMINATION_MESSAGE = (
+    'import json, os, time\n'
+    'eid = os.environ["EPISODE_ID"]\n'
+    'with open("/dev/termination-log", "w") as f:\n'
+    '    f.write(json.dumps({"event": "ready", "at": time.time(), "episode_id": eid}) + "\\n")\n'
+    '    f.write(json.dumps({"event": "reward", "at": time.time(), "episode_id": eid, "reward": 1.0}) + "\\n")\n')
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -320,6 +329,10 @@ def machine_info() -> dict:
         "devcluster": {k: state.get(k) for k in ("node_cpu", "node_memory", "node_pods")} | {
             "nodes": len(state.get("nodes") or {})},
         "git_commit": _cmd("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD") or None,
+        # tracked files changed since that commit (bench/results excluded: the run writes there)
+        "git_dirty": [line.split(maxsplit=1)[-1] for line in _cmd("git", "-C", str(ROOT), "status", "--porcelain",
+                                                 "--untracked-files=no").splitlines()
+                      if not line.split(maxsplit=1)[-1].startswith("bench/results/")],
     }
 
 

@@ -46,9 +46,12 @@ def shipping_spec(parallelism: int = 10) -> dict:
     return spec
 
 
-def trivial_spec(episodes: int = 10, parallelism: int = 10) -> dict:
+def trivial_spec(episodes: int = 10, parallelism: int = 10, channel: str = "stdout") -> dict:
+    """The trivial episode: ready, reward 1.0, exit. ``channel`` "stdout" (a log read per pod) or
+    "termination-message" (events in /dev/termination-log: judged from the pod status)."""
+    program = {"stdout": lib.TRIVIAL, "termination-message": lib.TRIVIAL_TERMINATION_MESSAGE}[channel]
     spec = shipping_spec()
-    spec.update(episodes=episodes, parallelism=parallelism, task={"mountPath": "/task", "files": {"episode.py": lib.TRIVIAL}})
+    spec.update(episodes=episodes, parallelism=parallelism, task={"mountPath": "/task", "files": {"episode.py": program}})
     spec["activeDeadlineSeconds"] = 7200
     return spec
 
@@ -324,8 +327,14 @@ def main() -> None:
     p.add_argument("parts", nargs="*", default=["overhead", "modes", "breakdown", "scale", "plots"])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--big", type=int, default=10000, help="episodes of the big scale batch")
-    p.add_argument("--only", nargs="*", help="scale scenarios to (re)run: 1k many big")
-    p.add_argument("--profile", action="store_true", help="py-spy the operator during the big batch (perturbs its CPU numbers)")
+    p.add_argument("--huge", type=int, default=30000, help="episodes of the huge scale batch (issue 11)")
+    p.add_argument("--huge-parallelism", type=int, default=200, help="its parallelism (2026-12-01 run: 100, see README)")
+    p.add_argument("--huge-channel", choices=("stdout", "termination-message"), default="stdout",
+                   help="its episodes' channel (2026-12-01 run: termination-message, see README)")
+    p.add_argument("--only", nargs="*", help="scale scenarios to (re)run: a family (1k many big huge) or a label "
+                                             "(e.g. 1k-p100-tm)")
+    p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
+                                                        "numbers; stored as <label>-profiled)")
     args = p.parse_args()
     kube = Kube()
     from tests.support.operator import install_crd
@@ -340,7 +349,8 @@ def main() -> None:
         part_breakdown(kube, max(1, args.repeats // 2))
     if "scale" in args.parts:
         import scale
-        scale.part_scale(kube, args.big, args.profile, args.only)
+        scale.part_scale(kube, args.big, args.profile, args.only, huge=args.huge,
+                         huge_parallelism=args.huge_parallelism, huge_channel=args.huge_channel)
     if "plots" in args.parts:
         import plots
         plots.main()
