@@ -101,6 +101,7 @@ class BatchTracker:
         self._done_uids: set[str] = set()           # pods fully accounted for
         self._waiting_since: dict[str, float] = {}  # uid -> when its container was first seen unstartable
         self.version = 0                            # bumped on every change: "status is dirty"
+        self._summary: tuple[tuple, Summary] | None = None
 
     # -- the two state changes ---------------------------------------------------------------
     def _finalize(self, result: EpisodeResult) -> bool:
@@ -259,7 +260,13 @@ class BatchTracker:
         return found
 
     def summary(self, origin: float | None) -> Summary:
-        return summarize(self.results.values(), episodes=self.episodes, origin=origin, retried=self.retried)
+        """The batch's summary, computed once per change: the status and the results checkpoint
+        of one round both ask, and it walks every result (issue 14 profile)."""
+        key = (self.version, origin, self.retried, len(self.results))
+        if self._summary is None or self._summary[0] != key:
+            self._summary = (key, summarize(self.results.values(), episodes=self.episodes, origin=origin,
+                                            retried=self.retried))
+        return self._summary[1]
 
     def outcome_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(v.OUTCOMES, 0)
