@@ -89,7 +89,7 @@ test: venv system-deps localkube ## every test, the devcluster included (started
 	@bash hack/run-tests.sh
 
 .PHONY: demo
-demo: cluster ## the guide's task as a parallel and a serial batch, summaries side by side
+demo: cluster ## the guide's task as a parallel and a serial batch, then with a model in the loop, summaries side by side
 	$(PY) -m rolloutbatch.demo
 
 # The operator, two ways. Locally: this checkout's code against the devcluster, in the
