@@ -12,7 +12,7 @@ small bin directory that gives the runtime the names the image would give it.
                                           default command `sh`
   rolloutbatch/rolloutbatch               the project's own image (any registry, e.g. ghcr.io):
                                           this checkout's operator/ code and its venv's
-                                          dependencies (bound read-only at their host paths),
+                                          dependencies (bound read-only under /opt/rolloutbatch),
                                           run by the Debian Python; entrypoint, as the
                                           Dockerfile's, `rolloutbatch operator`
 
@@ -44,7 +44,7 @@ class Runtime:
     program: str = ""           # the host program the runtime is (for imageID)
     entrypoint: tuple[str, ...] = ()             # the image's ENTRYPOINT (default_command is its CMD)
     scripts: dict = field(default_factory=dict)  # name in /usr/local/bin -> executable file content
-    binds: tuple[str, ...] = ()                  # host paths bound read-only at the same path
+    binds: dict = field(default_factory=dict)    # sandbox path -> host path, bound read-only
 
     @property
     def image_id(self) -> str:
@@ -85,11 +85,14 @@ def repository_of(image: str) -> str:
 def _project_runtime() -> Runtime:
     # The venv's own interpreter lives under /root (mode 700, see above); its packages are pure
     # Python or cp311 wheels, which the Debian python3.11 loads as well.
+    # Bound at fixed paths under /opt, not at their host paths: a checkout under /tmp would land
+    # in the pod's private /tmp, whose missing parents bwrap creates unreadable (mode 0700).
     code, deps = str(CHECKOUT / "operator"), sysconfig.get_paths()["purelib"]
-    script = f'#!/bin/sh\nPYTHONPATH={code}:{deps} exec {PYTHON} -m rolloutbatch.cli.main "$@"\n'
+    binds = {"/opt/rolloutbatch/operator": code, "/opt/rolloutbatch/site-packages": deps}
+    script = f'#!/bin/sh\nPYTHONPATH={":".join(binds)} exec {PYTHON} -m rolloutbatch.cli.main "$@"\n'
     return Runtime(name="rolloutbatch", repository=PROJECT_IMAGE, default_command=(),
                    entrypoint=("rolloutbatch", "operator"), scripts={"rolloutbatch": script},
-                   binds=(code, deps), program=code)
+                   binds=binds, program=code)
 
 
 def resolve(image: str) -> Runtime | None:

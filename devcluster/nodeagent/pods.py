@@ -451,7 +451,7 @@ class PodWorker:
         c.env = build_env(self.pod, spec, base=base, configmaps=cms, secrets=secs, pod_ip=self.pod_ip,
                           host_ip=self.sh.host_ip, allocatable=self.sh.allocatable)
         argv = build_command(spec, c.runtime.default_command, c.env, c.runtime.entrypoint)
-        mounts = [sandbox.Mount(p, p, True) for p in c.runtime.binds]
+        mounts = [sandbox.Mount(src, dest, True) for dest, src in c.runtime.binds.items()]
         mounts += volumes.container_mounts(spec, vols, self.pod, c.env)
         # One file per container, writable by its user, read after every exit (kubelet semantics).
         c.term_file, c.user = os.path.join(self.dir, "termination", c.name), (uid, gid)
