@@ -204,7 +204,7 @@ def test_deleting_a_running_batch_never_opens_its_pods_network(operator_process,
         found = [p for p in pods() if p.status.phase == "Running" and p.status.pod_ip]
         return len(found) == 2 and all(
             "blocked" in (core.read_namespaced_pod_log(p.metadata.name, sandbox_ns) or "") for p in found) and found
-    running = wait_for(knocking, timeout=120, what="both episodes knocking on the decoy")
+    running = wait_for(knocking, timeout=240, what="both episodes knocking on the decoy")
     kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=false")
     t0 = time.monotonic()
     survived = 0.0

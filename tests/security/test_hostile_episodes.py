@@ -109,7 +109,9 @@ elif case == 15:
             blocked(f"{host}:{port}: {exc}")
     sys.exit(3)
 elif case == 16:
-    leaks = [k for k in os.environ if k.startswith("KUBERNETES_")]
+    # The API Service's own KUBERNETES_SERVICE_*/KUBERNETES_PORT* are set by every kubelet,
+    # enableServiceLinks or not (an address, not a credential); any other service link is a leak.
+    leaks = [k for k in os.environ if k.endswith(("_SERVICE_HOST", "_SERVICE_PORT")) and not k.startswith("KUBERNETES_")]
     for path in ("/var/run/secrets/kubernetes.io/serviceaccount/token", "/run/secrets/kubernetes.io/serviceaccount/token"):
         if os.path.exists(path):
             escaped("found " + path)
