@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
-from rolloutbatch.core.stats import summarize
+from rolloutbatch.core.stats import RunningSummary
+from rolloutbatch.core.strictjson import finite
 from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal,
                                        judge_episode, missing_reason, never_ran, parse_time)
 
@@ -101,7 +102,7 @@ class BatchTracker:
         self._done_uids: set[str] = set()           # pods fully accounted for
         self._waiting_since: dict[str, float] = {}  # uid -> when its container was first seen unstartable
         self.version = 0                            # bumped on every change: "status is dirty"
-        self._summary: tuple[tuple, Summary] | None = None
+        self._running = RunningSummary(None)      # every result folded in once (core.stats)
 
     # -- the two state changes ---------------------------------------------------------------
     def _finalize(self, result: EpisodeResult) -> bool:
@@ -109,6 +110,7 @@ class BatchTracker:
         if result.index in self.results or not 0 <= result.index < self.episodes:
             return False
         self.results[result.index] = result
+        self._running.add(result)
         self.version += 1
         if self.listener is not None:
             self.listener(Transition("final", result.index, result))
@@ -125,8 +127,9 @@ class BatchTracker:
     def restore(self, results: Mapping[int, EpisodeResult], retried: int = 0) -> None:
         """Adopt results persisted before a restart; their indexes are final."""
         for index, result in results.items():
-            if 0 <= index < self.episodes and result.index == index:
-                self.results.setdefault(index, result)
+            if 0 <= index < self.episodes and result.index == index and index not in self.results:
+                self.results[index] = result
+                self._running.add(result)
         self.retried = max(self.retried, retried)
         self.version += 1
 
@@ -244,7 +247,7 @@ class BatchTracker:
     def ready(self) -> int:
         """Episodes whose ``ready`` event was seen: known from their verdict, so the number
         means the same before and after a restart (issue 10 item 9)."""
-        return sum(1 for r in self.results.values() if r.ready_at is not None)
+        return self._running.ready
 
     def unstartable(self, now: float, grace: float) -> PodFacts | None:
         """A live pod whose image the nodes cannot run for ``grace`` seconds, if any: the batch
@@ -260,13 +263,13 @@ class BatchTracker:
         return found
 
     def summary(self, origin: float | None) -> Summary:
-        """The batch's summary, computed once per change: the status and the results checkpoint
-        of one round both ask, and it walks every result (issue 14 profile)."""
-        key = (self.version, origin, self.retried, len(self.results))
-        if self._summary is None or self._summary[0] != key:
-            self._summary = (key, summarize(self.results.values(), episodes=self.episodes, origin=origin,
-                                            retried=self.retried))
-        return self._summary[1]
+        """The batch's summary; timings relative to ``origin`` (the Job's creation). Kept up to
+        date as results become final, not recomputed over all of them (issue 14 profile)."""
+        if finite(origin) != self._running.origin:   # the origin became known: fold in again
+            self._running = RunningSummary(origin)
+            for result in self.results.values():
+                self._running.add(result)
+        return self._running.summary(episodes=self.episodes, retried=self.retried)
 
     def outcome_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(v.OUTCOMES, 0)

@@ -11,6 +11,7 @@ from typing import Any
 
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests
+from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS, Cadence
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.kube.client import Api
 
@@ -23,8 +24,10 @@ class Settings:
     log_tail_bytes: int = 4096               # kept in the results for failed episodes
     read_concurrency: int = 16               # log reads in flight across all batches
     status_interval: float = 1.0             # at most one status patch per batch per interval
+    status_max_interval: float = 5.0         # progress waits no longer than this (core.cadence)
     results_interval: float = 1.0            # at most one results checkpoint per interval (bounded cost:
                                              # the open shard and the head, core.result_shards)
+    results_max_interval: float = 10.0       # a checkpoint waits no longer than this (core.cadence)
     results_shard_rows: int = 1000           # rows per results shard
     job_poll_interval: float = 30.0          # safety net beside the Job watch
     collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
@@ -33,6 +36,14 @@ class Settings:
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
     dns_cidrs: tuple[str, ...] = ()          # where cluster DNS answers, beside kube-system's kube-dns pods
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
+
+    @property
+    def status_cadence(self) -> Cadence:
+        return Cadence(self.status_interval, self.status_max_interval, STATUS_STEPS)
+
+    @property
+    def results_cadence(self) -> Cadence:
+        return Cadence(self.results_interval, self.results_max_interval, RESULTS_STEPS)
 
 
 @dataclasses.dataclass

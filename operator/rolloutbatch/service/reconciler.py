@@ -56,6 +56,7 @@ class BatchReconciler:
         self.wake = asyncio.Event()
         self.last_status: dict = dict(body.get("status") or {})
         self._patched_version = -1
+        self._patched_finals = 0
         self._patched_at = 0.0
         self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows)
@@ -307,9 +308,13 @@ class BatchReconciler:
         now = time.time()
         tracker = self.tracker
         if not force and tracker is not None:
-            if tracker.version == self._patched_version and phase == self.last_status.get("phase"):
-                return
-            if now - self._patched_at < self.ctx.settings.status_interval:
+            cadence, elapsed = self.ctx.settings.status_cadence, now - self._patched_at
+            if phase != self.last_status.get("phase"):
+                if elapsed < cadence.min_interval:
+                    return
+            elif not cadence.due(elapsed=elapsed, changed=tracker.version != self._patched_version,
+                                 finished_since=len(tracker.results) - self._patched_finals,
+                                 episodes=tracker.episodes):
                 return
         new = self._build_status(phase, reason, message, completion, now)
         patch = status_patch(self.last_status, new)
@@ -320,14 +325,15 @@ class BatchReconciler:
         self._retry.succeeded()
         self._patched_at = now
         self._patched_version = tracker.version if tracker else -1
+        self._patched_finals = len(tracker.results) if tracker else 0
 
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
         if tracker is None or tracker.version == self.results.written_version:
             return
-        if not final and time.time() - self.results.written_at < self.ctx.settings.results_interval:
-            return
-        if not tracker.results and not final:
+        if not final and not (tracker.results and self.ctx.settings.results_cadence.due(
+                elapsed=time.time() - self.results.written_at, changed=True,
+                finished_since=len(tracker.results) - self.results.written_finals, episodes=tracker.episodes)):
             return
         await self.results.write(tracker, self.spec, self._origin(),
                                  {"client_job_complete_seconds": self._job_complete_seconds(),

@@ -47,6 +47,7 @@ class ResultsStore:
         self.versions: dict[int | None, str] = {}    # resourceVersion of our last write, by shard (None: head)
         self.written_version = -1                    # tracker.version the last write held
         self.written_at = 0.0
+        self.written_finals = 0                      # results the last write held
         # index -> (result, origin, strict-JSON row): a final result never changes, so its row is
         # made once, not at every checkpoint (each rewrote up to a shard of rows: issue 14 profile)
         self._rows: dict[int, tuple[EpisodeResult, float | None, dict]] = {}
@@ -94,7 +95,7 @@ class ResultsStore:
         tracker.restore(restored, retried=retried_from_document(head or {}))
         if self.sharded:
             self.book.restore(shard_docs, set(restored))
-        self.written_version = tracker.version
+        self.written_version, self.written_finals = tracker.version, len(tracker.results)
         self.log.info("Restored %d episode results from the results ConfigMaps", len(restored))
 
     async def _check_shard_names(self, ours: set[int]) -> None:
@@ -118,7 +119,7 @@ class ResultsStore:
 
     async def write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,
                     final: bool) -> None:
-        version = tracker.version
+        version, count = tracker.version, len(tracker.results)
         summary = tracker.summary(origin)
         results = tracker.results
         k = spec.samples_per_input
@@ -150,11 +151,11 @@ class ResultsStore:
         else:
             rows = {i: self._row(r, origin, k) for i, r in results.items()}
         document = results_document(ref=self.ref, spec=spec, summary=summary,
-                                    results=sorted(results.values(), key=lambda r: r.index), origin=origin,
+                                    results=(), origin=origin,   # the rows (or shards) are given
                                     extra=extra, shards=shards_index, rows=rows)
         await self._put(document, None, final)
         crash_point("results:final" if final else "results:partial")
-        self.written_version, self.written_at = version, time.time()
+        self.written_version, self.written_at, self.written_finals = version, time.time(), count
 
     async def _put(self, document: dict, shard: int | None, final: bool, sanitized: bool = False) -> None:
         cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=sanitized)

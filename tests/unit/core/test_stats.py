@@ -1,7 +1,14 @@
 """Statistics with the guide's definitions: linear-interpolation percentiles, offsets from the Job's creation."""
-import pytest
+import math
 
-from rolloutbatch.core.stats import MAX_IMAGE_IDS, percentile, summarize
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rolloutbatch.core.model import usable_reward
+from rolloutbatch.core.stats import MAX_IMAGE_IDS, RunningSummary, percentile, summarize
+from rolloutbatch.core.strictjson import finite
+from rolloutbatch.core.tracker import BatchTracker
 from tests.unit.core.factories import result
 
 
@@ -86,3 +93,66 @@ def test_timings_at_the_edge_of_floats_stay_finite():
     # row 0's offset overflows and is left out; row 1's (101 - -1.7e308) is the maximum
     assert s.batch_to_all_ready_seconds == 1.7e308
     assert percentile([-1.7e308, 1.7e308], 0.5) == 0.0
+
+
+# -- the running summary against a plain oracle (issue 14: folded in once, never recomputed) --
+
+
+_numbers = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10),
+                     st.sampled_from(["x", True]))
+_results = st.lists(st.builds(
+    lambda outcome, reward, ready, done, startup, node, image: dict(
+        outcome=outcome, reward=reward, ready_at=ready, reward_at=done, pod_to_ready_seconds=startup,
+        node=node, image_id=image),
+    st.sampled_from(["succeeded", "failed", "lost"]), _numbers, _numbers, _numbers, _numbers,
+    st.sampled_from(["n1", "n2", "", None]), st.sampled_from(["a", "b", "", None])), max_size=30)
+
+
+def _oracle(rows, origin):
+    """The summary's definitions written out plainly, over the whole list at once."""
+    ok = [r for r in rows if r.outcome == "succeeded"]
+    rewards = [x for x in (usable_reward(r.reward) for r in ok) if x is not None]
+    startup = sorted(x for x in (finite(r.pod_to_ready_seconds) for r in ok) if x is not None)
+
+    def offsets(name):
+        out = []
+        for r in ok:
+            ts = finite(getattr(r, name))
+            if origin is not None and ts is not None and finite(ts - origin) is not None:
+                out.append(ts - origin)
+        return max(out) if out else None
+    return {"succeeded": len(ok), "failed": sum(r.outcome == "failed" for r in rows),
+            "lost": sum(r.outcome == "lost" for r in rows), "reward_sum": math.fsum(rewards),
+            "all_ready": offsets("ready_at"), "all_rewards": offsets("reward_at"),
+            "p50": percentile(startup, 0.5) if startup else None, "max": startup[-1] if startup else None,
+            "nodes": sorted({r.node for r in rows if isinstance(r.node, str) and r.node}),
+            "ready": sum(r.ready_at is not None for r in rows)}
+
+
+def _seen(s, ready):
+    return {"succeeded": s.succeeded, "failed": s.failed, "lost": s.lost, "reward_sum": s.reward_sum,
+            "all_ready": s.batch_to_all_ready_seconds, "all_rewards": s.batch_to_all_rewards_seconds,
+            "p50": s.pod_to_ready_p50, "max": s.pod_to_ready_max, "nodes": sorted(s.nodes), "ready": ready}
+
+
+@settings(max_examples=200, deadline=None)
+@given(_results, st.sampled_from([None, 100.0, -1.7e308]))
+def test_running_summary_equals_the_whole_computation_after_every_result(specs, origin):
+    rows = [result(i).replace(**spec) for i, spec in enumerate(specs)]
+    running = RunningSummary(origin)
+    for n, row in enumerate(rows, start=1):
+        running.add(row)
+        assert _seen(running.summary(episodes=len(rows)), running.ready) == _oracle(rows[:n], origin)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_results, st.integers(0, 30))
+def test_the_trackers_summary_follows_restores_finals_and_a_late_origin(specs, restored):
+    rows = [result(i).replace(**spec) for i, spec in enumerate(specs)]
+    tracker = BatchTracker(len(rows), 0)
+    tracker.restore({r.index: r for r in rows[:restored]})
+    assert _seen(tracker.summary(None), tracker.ready) == _oracle(rows[:restored], None)
+    for row in rows[restored:]:
+        tracker.record(row, uid=f"u{row.index}")
+    assert _seen(tracker.summary(None), tracker.ready) == _oracle(rows, None)
+    assert _seen(tracker.summary(100.0), tracker.ready) == _oracle(rows, 100.0)   # the Job's creation seen
