@@ -18,6 +18,7 @@ import time
 
 import kopf
 
+from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS
 from rolloutbatch.core.egress import non_pod_dns_cidrs
 from rolloutbatch.kube import async_logs, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
@@ -43,6 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log reads in flight at once across all batches (default 16)")
     parser.add_argument("--status-interval", type=float, default=defaults.status_interval,
                         help="minimum seconds between two status patches of one batch (default 1)")
+    parser.add_argument("--status-max-interval", type=float, default=defaults.status_max_interval,
+                        help="longest seconds a running batch's changed status waits for its patch; sooner once "
+                             f"1/{STATUS_STEPS} of its episodes finished (default {defaults.status_max_interval:g})")
+    parser.add_argument("--results-interval", type=float, default=defaults.results_interval,
+                        help="minimum seconds between two results checkpoints of one batch "
+                             f"(default {defaults.results_interval:g})")
+    parser.add_argument("--results-max-interval", type=float, default=defaults.results_max_interval,
+                        help="longest seconds a finished episode's row waits for its checkpoint; sooner once "
+                             f"1/{RESULTS_STEPS} of the batch finished (default {defaults.results_max_interval:g}; "
+                             "equal to --results-interval: every row within that interval, at more requests)")
     parser.add_argument("--results-shard-rows", type=int, default=defaults.results_shard_rows,
                         help="rows per results ConfigMap shard; a batch with more episodes keeps its rows in "
                              f"append-only shards (default {defaults.results_shard_rows})")
@@ -128,10 +139,17 @@ def run(args: argparse.Namespace) -> int:
     if args.results_shard_rows < 1:
         print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
         return 1
+    for flag in ("status_interval", "status_max_interval", "results_interval", "results_max_interval"):
+        if not 0 <= getattr(args, flag) < 86400:   # also refuses nan and inf, which argparse's float takes
+            print(f"rolloutbatch operator: error: --{flag.replace('_', '-')} must be seconds in [0, 86400)",
+                  file=sys.stderr)
+            return 1
     api = Api(config, pool=max(16, args.read_concurrency * 2))
     dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
-                        status_interval=args.status_interval, results_shard_rows=args.results_shard_rows,
+                        status_interval=args.status_interval, status_max_interval=args.status_max_interval,
+                        results_interval=args.results_interval, results_max_interval=args.results_max_interval,
+                        results_shard_rows=args.results_shard_rows,
                         pod_create_grace=args.pod_create_grace, dns_cidrs=dns)
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:

@@ -86,6 +86,14 @@ def test_the_command_exits_with_one_line(busy_port, tmp_path):
     assert f"--metrics-port {busy_port}: address 127.0.0.1:{busy_port} is already in use" in proc.stderr
 
 
+def _unreachable_kubeconfig(tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                          "users: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    return kubeconfig
+
+
 def test_results_shard_rows_flag_defaults_to_the_setting_and_refuses_zero(capsys, tmp_path):
     from rolloutbatch.service.context import Settings
 
@@ -93,10 +101,7 @@ def test_results_shard_rows_flag_defaults_to_the_setting_and_refuses_zero(capsys
     parser = argparse.ArgumentParser()
     runner.add_arguments(parser)
     assert parser.parse_args(["--results-shard-rows", "250"]).results_shard_rows == 250
-    kubeconfig = tmp_path / "config"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-                          "users: [{name: u, user: {token: t}}]\n"
-                          "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     args = _args(results_shard_rows=0, kubeconfig=str(kubeconfig), metrics_port=0, liveness_port=_free_port())
     assert runner.run(args) == 1
     assert "--results-shard-rows must be at least 1" in capsys.readouterr().err
@@ -127,3 +132,16 @@ def test_cluster_dns_discovery_retries_an_unavailable_api_and_says_what_it_found
         assert runner.cluster_dns_cidrs(None, log) == ()            # bounded
     text = caplog.text
     assert "10.9.0.1/32" in text and "not read" in text and "no kube-dns endpoint outside pods" in text
+
+
+@pytest.mark.parametrize("flag", ["--status-interval", "--status-max-interval", "--results-interval",
+                                  "--results-max-interval"])
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_progress_intervals_must_be_finite_seconds(flag, value, capsys, tmp_path):
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
+    args = parser.parse_args([f"{flag}={value}", "--kubeconfig", str(kubeconfig), "--metrics-port", "0",
+                              "--liveness-port", str(_free_port())])
+    assert runner.run(args) == 1
+    assert f"{flag} must be seconds in [0, 86400)" in capsys.readouterr().err

@@ -323,9 +323,10 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
 
 
 def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None, shard: int | None = None,
-                      sanitized: bool = False) -> dict:
-    """The head results ConfigMap, or (``shard``) one of its shards, found by the role label."""
-    data, binary = encode_results(document, sanitized=sanitized)
+                      sanitized: bool = False, row_texts: Sequence[str] | None = None) -> dict:
+    """The head results ConfigMap, or (``shard``) one of its shards, found by the role label
+    (``row_texts``: see ``core.results.encode_results``)."""
+    data, binary = encode_results(document, sanitized=sanitized, row_texts=row_texts)
     name = naming.results_configmap_name(ref)
     if shard is None:
         meta = _meta(ref, name, ref.namespace, owner, **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS})

@@ -3,7 +3,8 @@
 Both are watched by the operator's own lean list+watch (``kube.watch.Watcher``) instead of kopf's
 ``on.event``, which deep-copies, diffs and logs every event: episode pods produce 8-10 events
 each and a Job one per finished pod, and that bookkeeping was the largest CPU cost in the
-benchmark's profile. Facts are extracted in the watch threads and handed to the event loop.
+benchmark's profile. Facts are extracted in the watch threads and handed to the event loop
+(``kube.watch.LoopInbox``: one loop wake-up per burst of events).
 Nothing is stored on the children (no annotations, no finalizers: kopf issue #1104), and only
 list/watch rights are needed.
 """
@@ -19,16 +20,15 @@ import kopf
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.tracker import job_facts
 from rolloutbatch.core.verdict import pod_facts
-from rolloutbatch.kube.watch import Watcher
+from rolloutbatch.kube.watch import LoopInbox, Watcher
 
 
-def _routed(loop: asyncio.AbstractEventLoop, extract: Callable[[dict], Any],
-            deliver: Callable[[str, Any, bool], None]) -> Callable[[str, dict], None]:
-    """A watch callback (watch thread) that extracts facts and delivers them on the loop."""
+def _routed(inbox: LoopInbox, extract: Callable[[dict], Any]) -> Callable[[str, dict], None]:
+    """A watch callback (watch thread) that extracts facts and queues them for the loop."""
     def on_event(kind: str, obj: dict) -> None:
         batch_uid = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_BATCH_UID)
         if batch_uid:
-            loop.call_soon_threadsafe(deliver, batch_uid, extract(obj), kind == "DELETED")
+            inbox.put(batch_uid, extract(obj), kind == "DELETED")
     return on_event
 
 
@@ -46,8 +46,9 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
             registry.job_event(batch_uid, facts, deleted)
 
     memo.watchers = [
-        Watcher(memo.ctx.api, "/api/v1/pods", LABEL_BATCH_UID, _routed(loop, pod_facts, deliver_pod)),
-        Watcher(memo.ctx.api, "/apis/batch/v1/jobs", LABEL_BATCH_UID, _routed(loop, job_facts, deliver_job)),
+        Watcher(memo.ctx.api, "/api/v1/pods", LABEL_BATCH_UID, _routed(LoopInbox(loop, deliver_pod), pod_facts)),
+        Watcher(memo.ctx.api, "/apis/batch/v1/jobs", LABEL_BATCH_UID,
+                _routed(LoopInbox(loop, deliver_job), job_facts)),
     ]
     for watcher in memo.watchers:
         watcher.start()

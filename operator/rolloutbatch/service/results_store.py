@@ -11,7 +11,6 @@ with ``ResultsConfigMapConflict``, before any episode runs when it is there from
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -48,9 +47,10 @@ class ResultsStore:
         self.written_version = -1                    # tracker.version the last write held
         self.written_at = 0.0
         self.written_finals = 0                      # results the last write held
-        # index -> (result, origin, strict-JSON row): a final result never changes, so its row is
-        # made once, not at every checkpoint (each rewrote up to a shard of rows: issue 14 profile)
-        self._rows: dict[int, tuple[EpisodeResult, float | None, dict]] = {}
+        # index -> (result, origin, strict-JSON row, its compact text): a final result never
+        # changes, so its row is made and encoded once, not at every checkpoint (each rewrote up
+        # to a shard of rows: issue 14 profile)
+        self._rows: dict[int, tuple[EpisodeResult, float | None, dict, str]] = {}
 
     def configure(self, spec: BatchSpec) -> None:
         self.episodes = spec.episodes
@@ -109,13 +109,20 @@ class ResultsStore:
             if await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace) is not None:
                 raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, name))
 
-    def _row(self, result: EpisodeResult, origin: float | None, k: int) -> dict:
+    def _cached(self, result: EpisodeResult, origin: float | None, k: int) -> tuple[dict, str]:
         hit = self._rows.get(result.index)
         if hit is not None and hit[0] is result and hit[1] == origin:
-            return hit[2]
+            return hit[2], hit[3]
         row = strictjson.sanitize(result.to_row(origin, k))
-        self._rows[result.index] = (result, origin, row)
-        return row
+        text = strictjson.dumps(row, separators=(",", ":"))
+        self._rows[result.index] = (result, origin, row, text)
+        return row, text
+
+    def _row(self, result: EpisodeResult, origin: float | None, k: int) -> dict:
+        return self._cached(result, origin, k)[0]
+
+    def _text(self, result: EpisodeResult, origin: float | None, k: int) -> str:
+        return self._cached(result, origin, k)[1]
 
     async def write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,
                     final: bool) -> None:
@@ -127,7 +134,7 @@ class ResultsStore:
         if self.sharded:
             new = [i for i in results if i not in self.book.placed]   # dict order: the order they became final
             for index in new:
-                self.book.add_row(index, len(json.dumps(self._row(results[index], origin, k))))
+                self.book.add_row(index, len(self._text(results[index], origin, k)))
             for group in groups_completed_by(new, k, results):
                 self.book.add_group(group)
             if final:
@@ -144,8 +151,8 @@ class ResultsStore:
                 groups = strictjson.sanitize([
                     group_entry(g, k, {i: self._row(results[i], origin, k) for i in range(g * k, (g + 1) * k)})
                     for g in shard.groups])
-                await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number, final,
-                                sanitized=True)
+                await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number,
+                                [self._text(results[i], origin, k) for i in shard.indexes])
                 self.book.written(shard.number)
             shards_index = self.book.index(naming.results_configmap_name(self.ref))
         else:
@@ -153,12 +160,20 @@ class ResultsStore:
         document = results_document(ref=self.ref, spec=spec, summary=summary,
                                     results=(), origin=origin,   # the rows (or shards) are given
                                     extra=extra, shards=shards_index, rows=rows)
-        await self._put(document, None, final)
+        pods = document.pop("pods", None)      # sanitized when made: not walked again
+        document = strictjson.sanitize(document)
+        texts = None
+        if pods is not None:
+            document["pods"] = pods
+            texts = [self._text(results[i], origin, k) for i in sorted(rows)]
+        await self._put(document, None, texts)
         crash_point("results:final" if final else "results:partial")
         self.written_version, self.written_at, self.written_finals = version, time.time(), count
 
-    async def _put(self, document: dict, shard: int | None, final: bool, sanitized: bool = False) -> None:
-        cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=sanitized)
+    async def _put(self, document: dict, shard: int | None, row_texts: list[str] | None) -> None:
+        """Write one document (strict JSON already), its rows from their cached texts."""
+        cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=True,
+                                         row_texts=row_texts)
         try:
             live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard))
         except NotOurs:

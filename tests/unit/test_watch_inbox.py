@@ -1,0 +1,50 @@
+"""kube.watch.LoopInbox: watch-thread items reach the loop in order, one wake-up per burst."""
+import asyncio
+import threading
+
+from rolloutbatch.kube.watch import LoopInbox
+
+
+def test_a_burst_from_a_thread_is_delivered_in_order_with_few_wakeups():
+    async def main():
+        loop = asyncio.get_running_loop()
+        seen, wakeups = [], []
+        inbox = LoopInbox(loop, lambda *item: seen.append(item))
+        real = loop.call_soon_threadsafe
+
+        def counting(callback, *args):
+            wakeups.append(1)
+            return real(callback, *args)
+        loop.call_soon_threadsafe = counting
+        producer = threading.Thread(target=lambda: [inbox.put("uid", n, False) for n in range(5000)])
+        producer.start()
+        await asyncio.to_thread(producer.join)
+        for _ in range(100):
+            if len(seen) == 5000:
+                break
+            await asyncio.sleep(0.01)
+        return seen, len(wakeups)
+
+    seen, wakeups = asyncio.run(main())
+    assert seen == [("uid", n, False) for n in range(5000)]
+    assert 1 <= wakeups < 5000      # the loop was busy joining: items queued behind one wake-up
+
+
+def test_an_item_that_fails_to_deliver_does_not_drop_the_rest(caplog):
+    async def main():
+        seen = []
+
+        def deliver(n):
+            if n == 1:
+                raise RuntimeError("bad event")
+            seen.append(n)
+        inbox = LoopInbox(asyncio.get_running_loop(), deliver)
+        for n in range(3):
+            inbox.put(n)
+        await asyncio.sleep(0.05)
+        inbox.put(3)       # a later burst is scheduled again
+        await asyncio.sleep(0.05)
+        return seen
+
+    assert asyncio.run(main()) == [0, 2, 3]
+    assert "Delivering a watch event failed" in caplog.text
