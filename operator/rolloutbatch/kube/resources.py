@@ -8,12 +8,15 @@ used or deleted: a restarted operator adopts what it created, and never touches 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, VERSION
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
+
+log = logging.getLogger(__name__)
 
 # API paths of the kinds we touch: (collection path for a namespace or None, kind label for messages)
 _COLLECTIONS = {
@@ -175,8 +178,9 @@ def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | N
         body = dict(obj, metadata=dict(meta, resourceVersion=resource_version))
         try:
             return api.replace(path, body, f"replace {_describe(obj)}")
-        except (Conflict, NotFound):
-            pass
+        except (Conflict, NotFound) as exc:
+            # Someone else wrote it (a second operator on the cluster, a user): worth a look.
+            log.warning("%s changed since our last write (%s): reading it again", _describe(obj), exc)
     try:
         return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
     except Conflict:
