@@ -3,7 +3,8 @@
 ``spec.isolation.egress`` takes NetworkPolicy egress rules (``networking.k8s.io/v1``: ``to``
 peers and ``ports``) for the model endpoint an agent calls. The batch's policy then allows
 exactly those peers and DNS, and still denies every other egress and all ingress. Peers that
-open everything (an ipBlock of /0 without ``except``, an empty namespaceSelector alone) are
+open everything (an ipBlock wider than a /8 or an IPv6 /16 without ``except``, an empty
+namespaceSelector alone) are
 refused like an empty ``to``. A bare ``podSelector`` peer selects pods in the episodes' own
 namespace (the sandbox ``rb-<uid10>`` in Dedicated mode), as NetworkPolicy defines it: an
 endpoint elsewhere needs a ``namespaceSelector`` beside it. Only the shape
@@ -19,11 +20,14 @@ node-local DNS cache's link-local address).
 
 from __future__ import annotations
 
+import ipaddress
+
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core.model import SpecError
 
 MAX_RULES = 32
+BROADEST_PREFIX = {4: 8, 6: 16}   # an ipBlock wider than this without except is refused
 RULE_FIELDS = {"to", "ports"}
 PEER_FIELDS = {"podSelector", "namespaceSelector", "ipBlock"}
 PORT_FIELDS = {"protocol", "port", "endPort"}
@@ -41,13 +45,25 @@ def _fields(value: object, allowed: set[str], where: str) -> Mapping:
     return value
 
 
+def _too_broad(cidr: object) -> bool:
+    """A block wider than one /8 (IPv4) or /16 (IPv6): past any single network an endpoint
+    lives in. ``0.0.0.0/1`` + ``128.0.0.0/1`` opened everything as surely as ``/0`` did."""
+    try:
+        network = ipaddress.ip_network(str(cidr), strict=False)
+    except ValueError:
+        return False    # not a CIDR: the API server's dry run of the policy says so
+    return network.prefixlen < BROADEST_PREFIX[network.version]
+
+
 def _refuse_everything(peer: Mapping, where: str) -> None:
     """Peers that, like an empty ``to``, open every destination are refused: the egress list
     names what an agent may reach (``network: AllowEgress`` is the honest way to open it all)."""
     block = peer.get("ipBlock")
-    if isinstance(block, Mapping) and str(block.get("cidr", "")).endswith("/0") and not block.get("except"):
-        raise SpecError(f"{where}.ipBlock", f"{block.get('cidr')} opens every address (the apiserver, the nodes, "
-                                            "cloud metadata): name the endpoint's range, or use network: AllowEgress")
+    if isinstance(block, Mapping) and _too_broad(block.get("cidr")) and not block.get("except"):
+        raise SpecError(f"{where}.ipBlock", f"{block.get('cidr')} is wider than a /{BROADEST_PREFIX[4]} (IPv4) or "
+                                            f"/{BROADEST_PREFIX[6]} (IPv6) and opens nearly every address (the "
+                                            "apiserver, the nodes, cloud metadata): name the endpoint's range, "
+                                            "list what it must not reach under except, or use network: AllowEgress")
     if peer.get("namespaceSelector") == {} and not peer.get("podSelector"):
         raise SpecError(f"{where}.namespaceSelector", "an empty namespaceSelector alone opens every pod in the cluster: "
                                                       "select the endpoint's namespace and pods")

@@ -63,6 +63,9 @@ def test_dns_endpoints_that_are_not_pods_become_cidrs():
 
 @pytest.mark.parametrize("peer, field", [
     ({"ipBlock": {"cidr": "0.0.0.0/0"}}, "ipBlock"), ({"ipBlock": {"cidr": "::/0"}}, "ipBlock"),
+    ({"ipBlock": {"cidr": "0.0.0.0/1"}}, "ipBlock"), ({"ipBlock": {"cidr": "128.0.0.0/1"}}, "ipBlock"),
+    ({"ipBlock": {"cidr": "10.0.0.0/7"}}, "ipBlock"), ({"ipBlock": {"cidr": "2000::/3"}}, "ipBlock"),
+    ({"ipBlock": {"cidr": "169.254.169.254/0"}}, "ipBlock"),     # host bits set: still /0
     ({"namespaceSelector": {}}, "namespaceSelector")])
 def test_peers_that_open_everything_are_refused(peer, field):
     with pytest.raises(SpecError) as err:
@@ -72,7 +75,9 @@ def test_peers_that_open_everything_are_refused(peer, field):
 
 @pytest.mark.parametrize("peer", [
     {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16", "10.0.0.0/8"]}},
-    {"ipBlock": {"cidr": "203.0.113.0/24"}},
+    {"ipBlock": {"cidr": "203.0.113.0/24"}}, {"ipBlock": {"cidr": "10.0.0.0/8"}},
+    {"ipBlock": {"cidr": "fd00::/16"}},
+    {"ipBlock": {"cidr": "not-a-cidr"}},          # left to the API server's dry run of the policy
     {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "policy-server"}}}])
 def test_narrower_peers_pass(peer):
     assert spec(egress=[{"to": [peer]}]).egress
