@@ -114,10 +114,15 @@ def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
         params["continue"] = cont
 
 
-def dns_endpoint_slices(api: Api) -> list[dict]:
-    """The cluster DNS Service's EndpointSlices (kube-system/kube-dns, the conventional name)."""
-    return api.get("/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices", "list EndpointSlices",
-                   labelSelector="kubernetes.io/service-name=kube-dns").get("items") or []
+def dns_endpoint_slices(api: Api, timeout: float = 5.0) -> list[dict]:
+    """The cluster DNS Service's EndpointSlices (kube-system/kube-dns, the conventional name).
+
+    Read at startup before the operator serves anything: a short ``timeout`` bounds the delay a
+    hanging API server causes (with the client's 30 s, six tries took three minutes)."""
+    response = api.request("GET", "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices",
+                           "list EndpointSlices", params={"labelSelector": "kubernetes.io/service-name=kube-dns"},
+                           timeout=timeout)
+    return response.json().get("items") or []
 
 
 def runtime_class(api: Api, name: str) -> dict | None:
