@@ -5,7 +5,8 @@ repeat after a crash: children have deterministic names and are created-or-adopt
 already written to the results ConfigMap are restored before any log is read, and the final
 status is written only after the results ConfigMap holds every row (docs/design.md §5). Pod and
 Job watch events reach the reconciler through :meth:`observe_pod` / :meth:`observe_job` and wake
-its loop; the loop coalesces status patches to about one per second.
+its loop; the loop writes status and results at the pace of the batch's progress
+(``core.cadence``: at most once a second, and about once per 1/40 or 1/20 of the batch).
 
 This module is the I/O loop (read, judge, write). The rules live in ``core`` (the tracker is the
 one place an episode becomes final; :meth:`_on_transition` turns each such change into metrics),
@@ -316,6 +317,8 @@ class BatchReconciler:
                                  finished_since=len(tracker.results) - self._patched_finals,
                                  episodes=tracker.episodes):
                 return
+        # What this patch holds, taken before it is awaited: a change meanwhile makes the next one due.
+        version, finals = (tracker.version, len(tracker.results)) if tracker else (-1, 0)
         new = self._build_status(phase, reason, message, completion, now)
         patch = status_patch(self.last_status, new)
         if patch:
@@ -324,8 +327,7 @@ class BatchReconciler:
             self.last_status = new
         self._retry.succeeded()
         self._patched_at = now
-        self._patched_version = tracker.version if tracker else -1
-        self._patched_finals = len(tracker.results) if tracker else 0
+        self._patched_version, self._patched_finals = version, finals
 
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
