@@ -27,7 +27,25 @@ def test_a_burst_from_a_thread_is_delivered_in_order_with_few_wakeups():
 
     seen, wakeups = asyncio.run(main())
     assert seen == [("uid", n, False) for n in range(5000)]
-    assert 1 <= wakeups < 5000      # the loop was busy joining: items queued behind one wake-up
+    assert 1 <= wakeups < 5000      # items queued behind a pending delivery wake nothing
+
+
+def test_everything_put_within_the_window_is_one_wakeup_and_one_delivery():
+    async def main():
+        loop = asyncio.get_running_loop()
+        batches, wakeups = [], []
+        inbox = LoopInbox(loop, lambda n: batches.append(n), window=2.0)
+        real = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda cb, *a: (wakeups.append(1), real(cb, *a))[1]
+        for n in range(100):
+            inbox.put(n)
+            await asyncio.sleep(0.001)      # spread over ~0.1-0.5 s, inside the window
+        seen_early = list(batches)
+        await asyncio.sleep(2.5)
+        return seen_early, batches, len(wakeups)
+
+    seen_early, batches, wakeups = asyncio.run(main())
+    assert seen_early == [] and batches == list(range(100)) and wakeups == 1
 
 
 def test_an_item_that_fails_to_deliver_does_not_drop_the_rest(caplog):
@@ -38,7 +56,7 @@ def test_an_item_that_fails_to_deliver_does_not_drop_the_rest(caplog):
             if n == 1:
                 raise RuntimeError("bad event")
             seen.append(n)
-        inbox = LoopInbox(asyncio.get_running_loop(), deliver)
+        inbox = LoopInbox(asyncio.get_running_loop(), deliver, window=0.0)
         for n in range(3):
             inbox.put(n)
         await asyncio.sleep(0.05)

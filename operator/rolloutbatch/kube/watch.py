@@ -106,16 +106,17 @@ class Watcher:
 
 
 class LoopInbox:
-    """Hands items from watch threads to an event loop, one loop wake-up per burst.
+    """Hands items from watch threads to an event loop, one loop wake-up per ``window``.
 
     ``call_soon_threadsafe`` per watch event wrote to the loop's self-pipe for every one of a
     pod's 8-10 events: a tenth of a termination-message batch's operator CPU (issue 14
-    profile). Items queue here; a wake-up is scheduled only when none is pending, and the loop
-    delivers everything queued by then, in order.
+    profile). Items queue here; the first of a burst schedules one delivery ``window`` seconds
+    later (the reconciler coalesces its rounds over the same 50 ms), which hands over
+    everything queued by then, in order.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[..., None]) -> None:
-        self._loop, self._deliver = loop, deliver
+    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[..., None], window: float = 0.05) -> None:
+        self._loop, self._deliver, self._window = loop, deliver, window
         self._items: collections.deque[tuple] = collections.deque()
         self._lock = threading.Lock()
         self._scheduled = False
@@ -127,7 +128,10 @@ class LoopInbox:
             if self._scheduled:
                 return
             self._scheduled = True
-        self._loop.call_soon_threadsafe(self._drain)
+        self._loop.call_soon_threadsafe(self._later)
+
+    def _later(self) -> None:
+        self._loop.call_later(self._window, self._drain)
 
     def _drain(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ with ``ResultsConfigMapConflict``, before any episode runs when it is there from
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,8 @@ class ResultsStore:
         # changes, so its row is made and encoded once, not at every checkpoint (each rewrote up
         # to a shard of rows: issue 14 profile)
         self._rows: dict[int, tuple[EpisodeResult, float | None, dict, str]] = {}
+        self._groups: dict[int, tuple[float | None, dict]] = {}   # group -> (origin, entry), likewise
+        self._consumed = 0                            # results (in the order they became final) placed so far
 
     def configure(self, spec: BatchSpec) -> None:
         self.episodes = spec.episodes
@@ -118,6 +121,15 @@ class ResultsStore:
         self._rows[result.index] = (result, origin, row, text)
         return row, text
 
+    def _group(self, group: int, k: int, results: dict[int, EpisodeResult], origin: float | None) -> dict:
+        """A complete group's strict-JSON entry, made once: its rows are final."""
+        hit = self._groups.get(group)
+        if hit is None or hit[0] != origin:
+            rows = {i: self._row(results[i], origin, k) for i in range(group * k, (group + 1) * k)}
+            hit = (origin, strictjson.sanitize(group_entry(group, k, rows)))
+            self._groups[group] = hit
+        return hit[1]
+
     def _row(self, result: EpisodeResult, origin: float | None, k: int) -> dict:
         return self._cached(result, origin, k)[0]
 
@@ -132,7 +144,9 @@ class ResultsStore:
         k = spec.samples_per_input
         shards_index = rows = None
         if self.sharded:
-            new = [i for i in results if i not in self.book.placed]   # dict order: the order they became final
+            # dict order is the order they became final, and it only grows: look at the tail only
+            new = [i for i in itertools.islice(results, self._consumed, None) if i not in self.book.placed]
+            self._consumed = len(results)
             for index in new:
                 self.book.add_row(index, len(self._text(results[index], origin, k)))
             for group in groups_completed_by(new, k, results):
@@ -148,9 +162,7 @@ class ResultsStore:
                         self.versions.pop(shard.number, None)
             for shard in self.book.dirty():
                 shard_rows = [self._row(results[i], origin, k) for i in shard.indexes]
-                groups = strictjson.sanitize([
-                    group_entry(g, k, {i: self._row(results[i], origin, k) for i in range(g * k, (g + 1) * k)})
-                    for g in shard.groups])
+                groups = [self._group(g, k, results, origin) for g in shard.groups]
                 await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number,
                                 [self._text(results[i], origin, k) for i in shard.indexes])
                 self.book.written(shard.number)
@@ -160,6 +172,8 @@ class ResultsStore:
                     # again. Keeping them cost ~1.4 KB per row for the batch's whole life.
                     for i in shard.indexes:
                         self._rows.pop(i, None)
+                    for g in shard.groups:
+                        self._groups.pop(g, None)
             shards_index = self.book.index(naming.results_configmap_name(self.ref))
         else:
             rows = {i: self._row(r, origin, k) for i, r in results.items()}
