@@ -102,6 +102,26 @@ def events_of(api: Api, namespace: str, uid: str) -> list[dict]:
     return sorted(page.get("items") or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+
+def configmap_versions(api: Api, namespace: str, selector: str) -> dict[str, str]:
+    """Name -> resourceVersion of the ConfigMaps matching ``selector``, metadata only: listing
+    a 30,000-episode batch's shards in full moved ~20 MB and peaked the operator at ~220 MiB."""
+    versions: dict[str, str] = {}
+    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
+    while True:
+        page = api.request("GET", collection_path("ConfigMap", namespace), "list ConfigMaps", params=params,
+                           headers={"Accept": METADATA_ONLY}).json()
+        for item in page.get("items") or []:
+            meta = item.get("metadata") or {}
+            versions[str(meta.get("name"))] = str(meta.get("resourceVersion"))
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return versions
+        params["continue"] = cont
+
+
 def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
     items: list[dict] = []
     params: dict[str, Any] = {"labelSelector": selector, "limit": 500}

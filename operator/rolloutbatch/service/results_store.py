@@ -152,14 +152,16 @@ class ResultsStore:
             for group in groups_completed_by(new, k, results):
                 self.book.add_group(group)
             if final:
-                # A shard deleted by someone since it filled is written again, once, at the end.
-                present = {d.get("shard") for d in
-                           (decode_results(c) or {} for c in await self.call(
-                               resources.list_configmaps, self.ref.namespace, self._selector()))}
+                # A shard deleted or changed by someone since we wrote it is written again, once,
+                # at the end (its name and resourceVersion tell; its content is not read).
+                live = await self.call(resources.configmap_versions, self.ref.namespace, self._selector())
+                head = naming.results_configmap_name(self.ref)
                 for shard in self.book.shards:
-                    if shard.number not in present:
-                        shard.dirty = True
+                    version = live.get(shard_configmap_name(head, shard.number))
+                    if version is None:
                         self.versions.pop(shard.number, None)
+                    if version is None or version != self.versions.get(shard.number):
+                        shard.dirty = True
             for shard in self.book.dirty():
                 shard_rows = [self._row(results[i], origin, k) for i in shard.indexes]
                 groups = [self._group(g, k, results, origin) for g in shard.groups]
