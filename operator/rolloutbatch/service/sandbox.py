@@ -24,9 +24,11 @@ from rolloutbatch.kube.errors import NotOurs
 Call = Callable[..., Awaitable[Any]]   # runs a kube.resources function off the event loop
 
 
-async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False) -> bool:
+async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False,
+                      wait: bool = True) -> bool:
     """One pass over the plan; True when nothing of the sandbox is left. ``finalizer``: called
-    for the batch's deletion (where the chaos tests crash the operator), not its cleanup policy."""
+    for the batch's deletion (where the chaos tests crash the operator), not its cleanup policy.
+    ``wait=False``: every step is issued, none waited for (the last resort of :func:`remove`)."""
     for step in deletion_plan(ref):
         try:
             going = await call(resources.delete_owned, step.kind, step.name, step.namespace, ref.uid,
@@ -36,18 +38,27 @@ async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finaliz
             continue
         if finalizer and going and step.kind == "Namespace":
             crash_point("cleanup:namespace")
-        if going and step.wait and await call(resources.get_or_none, step.kind, step.name, step.namespace):
+        if wait and going and step.wait and await call(resources.get_or_none, step.kind, step.name, step.namespace):
             return False
-    return True
+    return wait   # issued without waiting: nothing is known to be gone yet
 
 
 async def remove(call: Call, ref: BatchRef, log: logging.Logger, timeout: float, *, finalizer: bool = False,
                  interval: float = 1.0) -> bool:
-    """Repeat :func:`remove_once` until the sandbox is gone or ``timeout`` passed."""
+    """Repeat :func:`remove_once` until the sandbox is gone or ``timeout`` passed.
+
+    At the timeout every remaining step is issued without waiting, so nothing is left behind
+    when the caller gives up: a Job of 30,000 pods was still being deleted after 120 s, the
+    namespace delete was never sent, and the sandbox namespace outlived its batch (bench,
+    2026-12-01). A namespace's own deletion removes its pods first on Kubernetes 1.33+; on older
+    clusters the last pods may lose their NetworkPolicy during their grace period (logged)."""
     deadline = time.monotonic() + timeout
     while True:
         if await remove_once(call, ref, log, finalizer=finalizer):
             return True
         if time.monotonic() >= deadline:
+            log.warning("The Job's pods were not gone after %.0fs: deleting the rest of the sandbox without "
+                        "waiting for them", timeout)
+            await remove_once(call, ref, log, finalizer=finalizer, wait=False)
             return False
         await asyncio.sleep(interval)

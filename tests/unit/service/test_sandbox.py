@@ -1,0 +1,45 @@
+"""service.sandbox: the deletion plan carried out; at the timeout nothing is left undeleted."""
+import asyncio
+import logging
+
+from rolloutbatch.core import naming
+from rolloutbatch.kube import resources
+from rolloutbatch.service import sandbox
+from tests.unit.core.factories import REF
+
+
+class Cluster:
+    """Stands in for the storage layer: objects by (kind, name, namespace); a Job never goes."""
+
+    def __init__(self, stuck_job: bool) -> None:
+        ns = naming.sandbox_namespace(REF)
+        self.objects = {("Job", naming.job_name(REF), ns), ("Namespace", ns, None)}
+        self.stuck_job = stuck_job
+        self.deleted: list[tuple] = []
+
+    async def call(self, fn, kind, name, namespace, *rest, **kwargs):
+        key = (kind, name, namespace)
+        if fn is resources.delete_owned:
+            if key not in self.objects:
+                return False
+            self.deleted.append(key)
+            if not (self.stuck_job and kind == "Job"):
+                self.objects.discard(key)
+            return True
+        assert fn is resources.get_or_none
+        return {"kind": kind} if key in self.objects else None
+
+
+def test_the_namespace_waits_for_the_job_and_then_goes():
+    cluster = Cluster(stuck_job=False)
+    assert asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=5, interval=0))
+    assert [k for k, *_ in cluster.deleted] == ["Job", "Namespace"] and not cluster.objects
+
+
+def test_a_job_still_deleting_at_the_timeout_does_not_leave_the_namespace_behind(caplog):
+    cluster = Cluster(stuck_job=True)
+    gone = asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=0.05, interval=0.01))
+    assert not gone
+    assert ("Namespace", naming.sandbox_namespace(REF), None) in cluster.deleted   # issued at the end
+    assert cluster.deleted.index(("Namespace", naming.sandbox_namespace(REF), None)) == len(cluster.deleted) - 1
+    assert "without waiting" in caplog.text
