@@ -104,7 +104,6 @@ class Watcher:
         return version
 
 
-
 class LoopInbox:
     """Hands items from watch threads to an event loop, one loop wake-up per ``window``.
 
