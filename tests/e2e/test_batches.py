@@ -50,8 +50,15 @@ def test_parallel_and_serial_shipping_fix(operator_process, namespace):
     apply(load_example("shipping-fix-serial.yaml"), namespace)
     p = wait_job_complete_seconds("shipping-fix-parallel", namespace)
     assert_succeeded_10(p)
-    for field in STATUS_FIELDS:
-        assert field in p["status"], field
+    missing = [field for field in STATUS_FIELDS if field not in p["status"]]
+    if missing == ["sandboxNamespace"]:
+        # DeleteOnSuccess (the default) may have removed the sandbox by now (a poll under load
+        # can miss the status between jobCompleteSeconds and the cleanup): the status stops
+        # naming a sandbox only once its namespace is gone or going.
+        phase = kubectl("get", "ns", p["status"]["jobName"], "-o", "jsonpath={.status.phase}", check=False)
+        assert phase.returncode != 0 or phase.stdout == "Terminating", phase
+    else:
+        assert not missing, missing
     s = wait_finished("shipping-fix-serial", namespace, timeout=400, operator=operator_process)
     s = wait_job_complete_seconds("shipping-fix-serial", namespace)
     assert_succeeded_10(s)

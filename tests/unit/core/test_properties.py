@@ -17,6 +17,7 @@ from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import MAX_ABS_REWARD, EpisodeResult, Event, ParsedLog, PodFacts
 from rolloutbatch.core.results import decode_results, encode_results, results_document, results_from_document
 from rolloutbatch.core.stats import percentile, summarize
+from rolloutbatch.core.strictjson import finite
 from rolloutbatch.core.verdict import judge_episode
 from tests.unit.core.factories import REF
 
@@ -147,8 +148,8 @@ def test_the_verdict_is_total_and_a_success_means_the_rule(facts, log, log_error
         assert ready.line <= reward.line and r.ready_at <= r.reward_at
         if r.pod_created is not None:
             assert r.pod_created - TOLERANCE <= r.ready_at
-        finished = facts.finished_at
-        if isinstance(finished, (int, float)) and not isinstance(finished, bool) and math.isfinite(finished):
+        finished = finite(facts.finished_at)   # an int past a float's range is no time (math.isfinite raises)
+        if finished is not None:
             assert r.reward_at <= finished + 1.0 + TOLERANCE   # finishedAt counts to the end of its second
     if r.index >= 0:   # what the verdict records, a restart reads back (after one rounding)
         once = restore_all([r])
