@@ -195,9 +195,11 @@ def test_deleting_a_running_batch_never_opens_its_pods_network(operator_process,
     apply(episode_batch(name, STUBBORN, episodes=2, episodeTimeoutSeconds=300,
                         env=[{"name": "DECOY", "value": f"http://{ip}:8080/"}],
                         isolation={"namespace": sandbox}), namespace)
-    body = wait_for(lambda: (b := get(name, namespace)) and (b.get("status") or {}).get("jobName") and b,
-                    timeout=60, what="the batch's Job")
-    sandbox_ns, job = body["status"].get("sandboxNamespace", namespace), body["status"]["jobName"]
+    # jobName is named from Provisioning on, sandboxNamespace only once the sandbox is begun
+    # (docs/design.md §5.7): a status of the first kind would send the test to the wrong namespace.
+    body = wait_for(lambda: (b := get(name, namespace)) and (st := b.get("status") or {}).get("jobName")
+                    and st.get("sandboxNamespace") and b, timeout=60, what="the batch's sandbox and Job")
+    sandbox_ns, job = body["status"]["sandboxNamespace"], body["status"]["jobName"]
     pods = lambda: core.list_namespaced_pod(sandbox_ns, label_selector=f"job-name={job}").items  # noqa: E731
 
     def knocking():
