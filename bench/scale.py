@@ -60,6 +60,7 @@ def _wait_namespaces_gone(kube: Kube, names: list[str], timeout: float) -> float
 def scenario(kube: Kube, proxy: lib.Proxy, label: str, batches: list[tuple[str, int, int]], timeout: float,
              profile: bool = False, channel: str = "stdout") -> dict:
     import run
+    machine = lib.machine_info()   # at the start: the code (git commit) the scenario ran
     ns = lib.unique(f"bench-{label}")
     run.ensure_namespace(kube, ns)
     op = lib.start_operator(f"bench-{label}", kubeconfig=str(proxy.kubeconfig))
@@ -160,7 +161,7 @@ def scenario(kube: Kube, proxy: lib.Proxy, label: str, batches: list[tuple[str, 
     for c in counts:
         by_agent[c["user_agent"]] = by_agent.get(c["user_agent"], 0) + c["count"]
     out = {
-        "label": label, "machine": lib.machine_info(), "channel": channel,
+        "label": label, "machine": machine, "channel": channel,
         "batches": len(batches), "episodes": total_eps,
         "wall_seconds": round(t_end - t0, 2), "all_finished": len(finished) == len(names),
         "episodes_per_second": round(total_eps / (t_end - t0), 2),

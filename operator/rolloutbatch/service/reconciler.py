@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,7 +59,7 @@ class BatchReconciler:
         self.last_status: dict = dict(body.get("status") or {})
         self._patched_version = -1
         self._patched_finals = 0
-        self._patched_at = 0.0
+        self._patched_at = -math.inf      # time.monotonic(): a wall clock stepped back holds no write
         self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows)
         self.judge = EpisodeJudge(ctx, self._call)
@@ -306,10 +307,10 @@ class BatchReconciler:
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
                             force: bool = False, completion: float | None = None) -> None:
-        now = time.time()
+        now, tick = time.time(), time.monotonic()
         tracker = self.tracker
         if not force and tracker is not None:
-            cadence, elapsed = self.ctx.settings.status_cadence, now - self._patched_at
+            cadence, elapsed = self.ctx.settings.status_cadence, tick - self._patched_at
             if phase != self.last_status.get("phase"):
                 if elapsed < cadence.min_interval:
                     return
@@ -326,16 +327,14 @@ class BatchReconciler:
             crash_point(f"status:{phase}")
             self.last_status = new
         self._retry.succeeded()
-        self._patched_at = now
+        self._patched_at = tick
         self._patched_version, self._patched_finals = version, finals
 
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
         if tracker is None or tracker.version == self.results.written_version:
             return
-        if not final and not (tracker.results and self.ctx.settings.results_cadence.due(
-                elapsed=time.time() - self.results.written_at, changed=True,
-                finished_since=len(tracker.results) - self.results.written_finals, episodes=tracker.episodes)):
+        if not final and not self.results.checkpoint_due(tracker, self.ctx.settings.results_cadence):
             return
         await self.results.write(tracker, self.spec, self._origin(),
                                  {"client_job_complete_seconds": self._job_complete_seconds(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from rolloutbatch.core import manifests, naming, strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
+from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.groups import group_entry, groups_completed_by
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import ShardBook, assemble, shard_configmap_name, shard_document
@@ -46,7 +48,7 @@ class ResultsStore:
         self.episodes = 0
         self.versions: dict[int | None, str] = {}    # resourceVersion of our last write, by shard (None: head)
         self.written_version = -1                    # tracker.version the last write held
-        self.written_at = 0.0
+        self.written_at = -math.inf                  # time.monotonic() of the last write
         self.written_finals = 0                      # results the last write held
         # index -> (result, origin, strict-JSON row, its compact text): a final result never
         # changes, so its row is made and encoded once, not at every checkpoint (each rewrote up
@@ -157,10 +159,10 @@ class ResultsStore:
                 live = await self.call(resources.configmap_versions, self.ref.namespace, self._selector())
                 head = naming.results_configmap_name(self.ref)
                 for shard in self.book.shards:
-                    version = live.get(shard_configmap_name(head, shard.number))
-                    if version is None:
+                    live_version = live.get(shard_configmap_name(head, shard.number))
+                    if live_version is None:
                         self.versions.pop(shard.number, None)
-                    if version is None or version != self.versions.get(shard.number):
+                    if live_version is None or live_version != self.versions.get(shard.number):
                         shard.dirty = True
             for shard in self.book.dirty():
                 shard_rows = [self._row(results[i], origin, k) for i in shard.indexes]
@@ -190,7 +192,16 @@ class ResultsStore:
             texts = [self._text(results[i], origin, k) for i in sorted(rows)]
         await self._put(document, None, texts)
         crash_point("results:final" if final else "results:partial")
-        self.written_version, self.written_at, self.written_finals = version, time.time(), count
+        self.written_version, self.written_at, self.written_finals = version, time.monotonic(), count
+
+    def checkpoint_due(self, tracker: BatchTracker, cadence: Cadence) -> bool:
+        """Whether a progress checkpoint (not the final write) is due for what the tracker holds.
+
+        Timed by the monotonic clock: a wall clock stepped back must not hold checkpoints."""
+        return (tracker.version != self.written_version and bool(tracker.results)
+                and cadence.due(elapsed=time.monotonic() - self.written_at, changed=True,
+                                finished_since=len(tracker.results) - self.written_finals,
+                                episodes=tracker.episodes))
 
     async def _put(self, document: dict, shard: int | None, row_texts: list[str] | None) -> None:
         """Write one document (strict JSON already), its rows from their cached texts."""
