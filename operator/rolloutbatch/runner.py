@@ -144,6 +144,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"rolloutbatch operator: error: --{flag.replace('_', '-')} must be seconds in [0, 86400)",
                   file=sys.stderr)
             return 1
+    for kind in ("status", "results"):   # the shortest wait may not exceed the longest
+        if getattr(args, f"{kind}_interval") > getattr(args, f"{kind}_max_interval"):
+            print(f"rolloutbatch operator: error: --{kind}-interval must not exceed --{kind}-max-interval",
+                  file=sys.stderr)
+            return 1
     api = Api(config, pool=max(16, args.read_concurrency * 2))
     dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,

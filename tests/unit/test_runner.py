@@ -145,3 +145,14 @@ def test_progress_intervals_must_be_finite_seconds(flag, value, capsys, tmp_path
                               "--liveness-port", str(_free_port())])
     assert runner.run(args) == 1
     assert f"{flag} must be seconds in [0, 86400)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["status", "results"])
+def test_the_shortest_progress_interval_may_not_exceed_the_longest(kind, capsys, tmp_path):
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args([f"--{kind}-interval=30", f"--{kind}-max-interval=5",
+                              "--kubeconfig", str(_unreachable_kubeconfig(tmp_path)), "--metrics-port", "0",
+                              "--liveness-port", str(_free_port())])
+    assert runner.run(args) == 1
+    assert f"--{kind}-interval must not exceed --{kind}-max-interval" in capsys.readouterr().err

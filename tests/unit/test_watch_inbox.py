@@ -66,3 +66,24 @@ def test_an_item_that_fails_to_deliver_does_not_drop_the_rest(caplog):
 
     assert asyncio.run(main()) == [0, 2, 3]
     assert "Delivering a watch event failed" in caplog.text
+
+
+def test_a_put_the_loop_refused_does_not_leave_later_items_waiting_forever():
+    loop = asyncio.new_event_loop()
+    seen = []
+    inbox = LoopInbox(loop, lambda *item: seen.append(item))
+    real, refuse = loop.call_soon_threadsafe, [True]
+
+    def flaky(callback, *args):
+        if refuse.pop() if refuse else False:
+            raise RuntimeError("Event loop is closed")
+        return real(callback, *args)
+    loop.call_soon_threadsafe = flaky
+    try:
+        inbox.put("first")
+    except RuntimeError:
+        pass
+    inbox.put("second")          # schedules a delivery again: nothing stays pending for good
+    loop.run_until_complete(asyncio.sleep(0.2))
+    loop.close()
+    assert seen == [("first",), ("second",)]

@@ -56,13 +56,16 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: 
 
 @dataclass(frozen=True)
 class Removal:
-    """One object deletion of the sandbox; ``wait`` = it must be gone before the next step."""
+    """One object deletion of the sandbox; ``wait`` = it must be gone before the next step;
+    ``guards_pods`` = episode pods rely on it (their network policy): never deleted while the
+    Job may still have pods, the batch's garbage collection removes it then."""
 
     kind: str
     name: str
     namespace: str | None
     wait: bool = False
     propagation: str = "Background"
+    guards_pods: bool = False
 
 
 def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
@@ -78,5 +81,5 @@ def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
         Removal("ConfigMap", naming.task_configmap_name(ref), ref.namespace),
         Removal("ConfigMap", naming.inputs_configmap_name(ref), ref.namespace),
         Removal("ConfigMap", naming.verifier_configmap_name(ref), ref.namespace),
-        Removal("NetworkPolicy", naming.shared_network_policy_name(ref), ref.namespace),
+        Removal("NetworkPolicy", naming.shared_network_policy_name(ref), ref.namespace, guards_pods=True),
     )

@@ -85,9 +85,13 @@ class ShardBook:
         return [{"name": shard_configmap_name(results_name, s.number), "rows": len(s.indexes), "full": s.full}
                 for s in self.shards]
 
-    def restore(self, shard_documents: Iterable[Mapping], valid_indexes: set[int]) -> None:
-        """Rebuild the book from the shards an earlier process wrote (rows that are not
-        ``valid_indexes``, i.e. failed to restore, are left out and will be placed anew)."""
+    def restore(self, shard_documents: Iterable[Mapping], valid_indexes: set[int], samples_per_input: int = 1) -> None:
+        """Rebuild the book from the shards an earlier process wrote.
+
+        A row is placed where it restores: one not in ``valid_indexes`` (the tracker refused it)
+        or not well-typed is left out and placed anew when judged again, so a later good copy
+        of a row a user broke is the one kept (placing the broken one let the next checkpoint
+        drop the good one). A group's entry is kept only when every row of the group is placed."""
         by_number: dict[int, Mapping] = {}
         for doc in shard_documents:
             number = doc.get("shard")
@@ -98,7 +102,8 @@ class ShardBook:
             shard = Shard(number, full=doc.get("full") is True)
             for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:
                 index = row.get("index") if isinstance(row, Mapping) else None
-                if type(index) is int and index in valid_indexes and index not in self.placed:
+                if (type(index) is int and index in valid_indexes and index not in self.placed
+                        and _well_typed(row)):
                     shard.indexes.append(index)
                     shard.size += len(json.dumps(row, default=str))
                     self.placed.add(index)
@@ -110,6 +115,11 @@ class ShardBook:
             if number < max(by_number) or len(shard.indexes) >= self.rows_per_shard or shard.size >= self.shard_bytes:
                 shard.full = True   # a shard before the last one is closed, whatever it says
             self.shards.append(shard)
+        k = max(1, samples_per_input)
+        for shard in self.shards:   # a group whose rows did not all restore is completed again later
+            kept = [g for g in shard.groups if all(i in self.placed for i in range(g * k, (g + 1) * k))]
+            self.grouped.difference_update(set(shard.groups) - set(kept))
+            shard.groups = kept
 
 
 def shard_document(ref: BatchRef, shard: Shard, rows: list[dict], groups: list[dict]) -> dict:

@@ -127,7 +127,12 @@ class LoopInbox:
             if self._scheduled:
                 return
             self._scheduled = True
-        self._loop.call_soon_threadsafe(self._later)
+        try:
+            self._loop.call_soon_threadsafe(self._later)
+        except RuntimeError:   # the loop is closed (shutdown): a later put must try again, not pile up
+            with self._lock:
+                self._scheduled = False
+            raise
 
     def _later(self) -> None:
         self._loop.call_later(self._window, self._drain)

@@ -155,6 +155,7 @@ class BatchReconciler:
         self._early.clear()
         if self._early_job:
             self.tracker.observe_job(self._early_job, time.time())
+            self._early_job = None   # once: a retried run() must not replay a stale snapshot
         if not self._started_metrics:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
@@ -237,7 +238,9 @@ class BatchReconciler:
             await self._write_results()
             self.wake.clear()
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout=settings.status_interval)
+                # woken by events; idle, often enough for the longest waits of either cadence
+                await asyncio.wait_for(self.wake.wait(),
+                                       timeout=min(settings.status_interval, settings.results_max_interval))
             except asyncio.TimeoutError:
                 pass
             # Coalesce: a burst of pod events is handled as one round.
@@ -332,7 +335,7 @@ class BatchReconciler:
 
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
-        if tracker is None or tracker.version == self.results.written_version:
+        if tracker is None or not self.results.unwritten(tracker, final):
             return
         if not final and not self.results.checkpoint_due(tracker, self.ctx.settings.results_cadence):
             return

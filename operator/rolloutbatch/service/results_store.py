@@ -46,10 +46,12 @@ class ResultsStore:
         self.book = ShardBook(rows_per_shard)
         self.sharded = False
         self.episodes = 0
+        self.k = 1
         self.versions: dict[int | None, str] = {}    # resourceVersion of our last write, by shard (None: head)
         self.written_version = -1                    # tracker.version the last write held
         self.written_at = -math.inf                  # time.monotonic() of the last write
         self.written_finals = 0                      # results the last write held
+        self.written_final = False                   # the last write was the final one
         # index -> (result, origin, strict-JSON row, its compact text): a final result never
         # changes, so its row is made and encoded once, not at every checkpoint (each rewrote up
         # to a shard of rows: issue 14 profile)
@@ -59,6 +61,7 @@ class ResultsStore:
 
     def configure(self, spec: BatchSpec) -> None:
         self.episodes = spec.episodes
+        self.k = spec.samples_per_input
         self.sharded = spec.episodes > self.book.rows_per_shard
 
     def _selector(self) -> str:
@@ -99,8 +102,9 @@ class ResultsStore:
         restored = results_from_document(whole)
         tracker.restore(restored, retried=retried_from_document(head or {}))
         if self.sharded:
-            self.book.restore(shard_docs, set(restored))
+            self.book.restore(shard_docs, set(tracker.results), self.k)
         self.written_version, self.written_finals = tracker.version, len(tracker.results)
+        self.written_final = (head or {}).get("final") is True
         self.log.info("Restored %d episode results from the results ConfigMaps", len(restored))
 
     async def _check_shard_names(self, ours: set[int]) -> None:
@@ -111,7 +115,9 @@ class ResultsStore:
             if number in ours:
                 continue
             name = shard_configmap_name(head, number)
-            if await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace) is not None:
+            cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
+            # ours but unreadable (a user broke it): its rows are judged again and it is written over
+            if cm is not None and not resources.owned_by(cm, self.ref.uid):
                 raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, name))
 
     def _cached(self, result: EpisodeResult, origin: float | None, k: int) -> tuple[dict, str]:
@@ -127,12 +133,15 @@ class ResultsStore:
         """A complete group's strict-JSON entry, made once: its rows are final."""
         hit = self._groups.get(group)
         if hit is None or hit[0] != origin:
-            rows = {i: self._row(results[i], origin, k) for i in range(group * k, (group + 1) * k)}
+            rows = {i: self._row(results[i], origin, k, cache=False) for i in range(group * k, (group + 1) * k)}
             hit = (origin, strictjson.sanitize(group_entry(group, k, rows)))
             self._groups[group] = hit
         return hit[1]
 
-    def _row(self, result: EpisodeResult, origin: float | None, k: int) -> dict:
+    def _row(self, result: EpisodeResult, origin: float | None, k: int, cache: bool = True) -> dict:
+        hit = self._rows.get(result.index)
+        if not cache and (hit is None or hit[0] is not result or hit[1] != origin):
+            return strictjson.sanitize(result.to_row(origin, k))   # a row of a shard written full
         return self._cached(result, origin, k)[0]
 
     def _text(self, result: EpisodeResult, origin: float | None, k: int) -> str:
@@ -193,6 +202,13 @@ class ResultsStore:
         await self._put(document, None, texts)
         crash_point("results:final" if final else "results:partial")
         self.written_version, self.written_at, self.written_finals = version, time.monotonic(), count
+        self.written_final = final
+
+    def unwritten(self, tracker: BatchTracker, final: bool) -> bool:
+        """Whether a write would hold anything new: a change since the last write, or the final
+        document after checkpoints only (a checkpoint may already hold every row: its document
+        still says final false, and the end-of-batch check of the shards has not run)."""
+        return tracker.version != self.written_version or (final and not self.written_final)
 
     def checkpoint_due(self, tracker: BatchTracker, cadence: Cadence) -> bool:
         """Whether a progress checkpoint (not the final write) is due for what the tracker holds.

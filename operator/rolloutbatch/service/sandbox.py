@@ -30,6 +30,10 @@ async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finaliz
     for the batch's deletion (where the chaos tests crash the operator), not its cleanup policy.
     ``wait=False``: every step is issued, none waited for (the last resort of :func:`remove`)."""
     for step in deletion_plan(ref):
+        if not wait and step.guards_pods:
+            log.info("Leaving %s %s/%s (if any) to the garbage collector: the Job's pods may still run",
+                     step.kind, step.namespace, step.name)
+            continue
         try:
             going = await call(resources.delete_owned, step.kind, step.name, step.namespace, ref.uid,
                                propagation=step.propagation)
@@ -51,7 +55,9 @@ async def remove(call: Call, ref: BatchRef, log: logging.Logger, timeout: float,
     when the caller gives up: a Job of 30,000 pods was still being deleted after 120 s, the
     namespace delete was never sent, and the sandbox namespace outlived its batch (bench,
     2026-12-01). A namespace's own deletion removes its pods first on Kubernetes 1.33+; on older
-    clusters the last pods may lose their NetworkPolicy during their grace period (logged)."""
+    clusters the last pods may lose their NetworkPolicy during their grace period (logged). A
+    Shared batch's NetworkPolicy is not deleted in that pass: its pods are not in a namespace
+    being deleted, and the policy goes with the batch (ownerReference)."""
     deadline = time.monotonic() + timeout
     while True:
         if await remove_once(call, ref, log, finalizer=finalizer):

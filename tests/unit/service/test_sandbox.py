@@ -11,9 +11,11 @@ from tests.unit.core.factories import REF
 class Cluster:
     """Stands in for the storage layer: objects by (kind, name, namespace); a Job never goes."""
 
-    def __init__(self, stuck_job: bool) -> None:
+    def __init__(self, stuck_job: bool, shared: bool = False) -> None:
         ns = naming.sandbox_namespace(REF)
-        self.objects = {("Job", naming.job_name(REF), ns), ("Namespace", ns, None)}
+        self.objects = ({("Job", naming.job_name(REF), REF.namespace),
+                         ("NetworkPolicy", naming.shared_network_policy_name(REF), REF.namespace)} if shared
+                        else {("Job", naming.job_name(REF), ns), ("Namespace", ns, None)})
         self.stuck_job = stuck_job
         self.deleted: list[tuple] = []
 
@@ -43,3 +45,18 @@ def test_a_job_still_deleting_at_the_timeout_does_not_leave_the_namespace_behind
     assert ("Namespace", naming.sandbox_namespace(REF), None) in cluster.deleted   # issued at the end
     assert cluster.deleted.index(("Namespace", naming.sandbox_namespace(REF), None)) == len(cluster.deleted) - 1
     assert "without waiting" in caplog.text
+
+
+def test_a_shared_batchs_network_policy_stays_while_its_job_still_has_pods(caplog):
+    caplog.set_level(logging.INFO)
+    cluster = Cluster(stuck_job=True, shared=True)
+    policy = ("NetworkPolicy", naming.shared_network_policy_name(REF), REF.namespace)
+    assert not asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=0.05, interval=0.01))
+    assert policy not in cluster.deleted and policy in cluster.objects    # the garbage collector's, with the batch
+    assert "Leaving NetworkPolicy" in caplog.text
+
+
+def test_a_shared_batchs_network_policy_goes_once_its_job_is_gone():
+    cluster = Cluster(stuck_job=False, shared=True)
+    assert asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=5, interval=0))
+    assert [k for k, *_ in cluster.deleted] == ["Job", "NetworkPolicy"] and not cluster.objects
