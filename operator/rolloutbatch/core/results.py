@@ -22,7 +22,10 @@ from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, Summary
 
 GZIP_ABOVE = 900 * 1024
 MAX_INFLATED = 256 * 1024 * 1024      # decode_results refuses a gzip that inflates past this
-SHED_STAGES = (("log_tail",), ("log_tail", "extra"), ("log_tail", "extra", "message"))
+# Row fields dropped, in stages, from a document too big even gzipped ("agent.output_tail": the
+# verifier's row keeps the agent's last output, up to 4 KiB of what the agent printed).
+SHED_STAGES = (("log_tail", "agent.output_tail"), ("log_tail", "agent.output_tail", "extra"),
+               ("log_tail", "agent.output_tail", "extra", "message"))
 KEY, GZ_KEY = "results.json", "results.json.gz"
 
 
@@ -72,7 +75,15 @@ def _gzip(document: Mapping) -> bytes:
 def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
     """A copy of ``document`` whose rows lack ``fields``, saying so in ``dropped_row_fields``."""
     slim = dict(document)
-    slim["pods"] = [{k: v for k, v in row.items() if k not in fields} for row in document.get("pods") or []]
+    nested = {name.split(".", 1)[0]: name.split(".", 1)[1] for name in fields if "." in name}
+
+    def slimmed(row: Mapping) -> dict:
+        out = {k: v for k, v in row.items() if k not in fields}
+        for key, inner in nested.items():
+            if isinstance(out.get(key), Mapping):
+                out[key] = {k: v for k, v in out[key].items() if k != inner}
+        return out
+    slim["pods"] = [slimmed(row) for row in document.get("pods") or []]
     slim["dropped_row_fields"] = list(fields)
     return slim
 

@@ -27,20 +27,32 @@ def finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def text(value: str) -> str:
+    """``value`` without lone surrogates (``"\\ud800"`` parses in Python, but is not I-JSON:
+    Go replaces it, serde_json refuses it, and the string cannot be encoded to UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
 def sanitize(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that is strict JSON: non-finite floats become None, ints too big for
-    a float become None, keys become strings, tuples become lists; past ``MAX_DEPTH`` levels,
-    None."""
+    a float become None, keys become strings, tuples become lists, lone surrogates become
+    ``?``; past ``MAX_DEPTH`` levels, None."""
     if _depth > MAX_DEPTH:
         return None
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         return value if finite(value) is not None else None
     if isinstance(value, dict):
-        return {str(k): sanitize(v, _depth + 1) for k, v in value.items()}
+        return {text(str(k)): sanitize(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [sanitize(v, _depth + 1) for v in value]
     return str(value)

@@ -8,6 +8,7 @@ and share the operator-wide read slots. The verdict itself is pure (``core.verdi
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,6 +21,9 @@ from rolloutbatch.core.verdict import judge_episode, judge_verified
 from rolloutbatch.faults import crash_point
 from rolloutbatch.service import episode_logs
 from rolloutbatch.service.context import Context
+
+
+PARSE_INLINE_BYTES = 64 * 1024   # a log this small is parsed on the loop (a thread hop costs more)
 
 
 class EpisodeJudge:
@@ -36,7 +40,12 @@ class EpisodeJudge:
                                                              settings.log_limit_bytes, self.ctx.metrics,
                                                              self.ctx.log_reader, container)
         tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
-        return (None if error else parse_log(data, truncated=truncated)), tail, error
+        if error:
+            return None, tail, error
+        # up to --log-limit-bytes of hostile text: parsed off the event loop when large
+        parsed = (await asyncio.to_thread(parse_log, data, truncated=truncated) if len(data) > PARSE_INLINE_BYTES
+                  else parse_log(data, truncated=truncated))
+        return parsed, tail, error
 
     async def channel(self, facts: PodFacts, container: str, message: str | None, whole_bytes: int | None = None
                       ) -> tuple[ParsedLog | None, str | None, str | None, str]:

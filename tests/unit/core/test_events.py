@@ -131,3 +131,21 @@ def test_carriage_returns_do_not_split_lines():
     parsed = parse_log(b"progress 10%\rprogress 100%\r" + line(event="ready", at=1, episode_id="p") + b"\r\n")
     assert parsed.ready == ()          # the event is inside the progress bar's line, as a kubelet splits
     assert parse_log(line(event="ready", at=1, episode_id="p") + b"\r\n").ready[0].line == 1
+
+
+def test_only_whole_objects_naming_event_are_decoded(monkeypatch):
+    from rolloutbatch.core import events
+    calls = []
+    real = events.json.loads
+    monkeypatch.setattr(events.json, "loads", lambda *a, **k: calls.append(1) or real(*a, **k))
+    hostile = b"{\n" * 100_000 + b'{"x": 1}\n' * 1000 + line(event="ready", at=1.0, episode_id="p")
+    parsed = parse_log(hostile)
+    assert len(parsed.ready) == 1 and len(calls) == 1      # a million failed decodes took seconds
+
+
+def test_the_extras_budget_counts_keys_as_written():
+    # a CJK key is 1 character and 6 bytes as JSON writes it (\uXXXX): two of 4,000 kept 48 KB
+    record = {"event": "reward", "at": 1, "episode_id": "p", "reward": 1}
+    record |= {"\u4e00" * 4000 + str(n): 0 for n in range(2)}
+    parsed = parse_log(json.dumps(record).encode())
+    assert len(json.dumps(parsed.reward[0].extra)) <= MAX_EXTRA_BYTES

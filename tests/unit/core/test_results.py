@@ -172,3 +172,24 @@ def test_row_texts_that_do_not_match_the_rows_are_not_used():
 def test_an_empty_document_spliced_is_still_json():
     data, _ = encode_results({"pods": []}, sanitized=True, row_texts=[])
     assert json.loads(data["results.json"]) == {"pods": []}
+
+
+def test_a_verified_rows_agent_output_is_shed_before_anything_else():
+    import random
+    rng = random.Random(11)
+    noise = lambda: "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(4000))  # noqa: E731
+    rows = [result(i, agent={"exit_code": 1, "timed_out": False, "output_tail": noise(), "channel": "log"})
+            for i in range(1000)]
+    data, binary = encode_results(document(rows))
+    assert data == {} and len(binary["results.json.gz"]) * 3 / 4 <= GZIP_ABOVE   # fits: the API takes it
+    back = decode_results({"binaryData": binary})
+    assert "agent.output_tail" in back["dropped_row_fields"]
+    restored = results_from_document(back)
+    assert restored[7].agent == {"exit_code": 1, "timed_out": False, "channel": "log"} and restored[7].reward == 1.0
+
+
+def test_lone_surrogates_never_reach_a_document():
+    rows = [result(0, extra={"\ud800key": "a\udfffb\u0000"})]
+    data, _ = encode_results(document(rows))
+    data["results.json"].encode("utf-8")                      # valid UTF-8, so valid I-JSON
+    assert decode_results({"data": data})["pods"][0]["extra"] == {"?key": "a?b\u0000"}
