@@ -53,3 +53,17 @@ def test_scripted_policy_answers_the_agents_prompt_per_session(capsys):
             server.complete({"messages": odd}, "s")
     parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": prompt["messages"][0]["content"]}]}]}
     assert "total" in server.complete(parts, "s")["choices"][0]["message"]["content"]   # OpenAI content parts
+
+
+@pytest.mark.parametrize("forged", [
+    "import os\nos._exit(0)\n",                                              # exit 0 before any check
+    "print('[10, 0, 0]')\nimport os\nos._exit(0)\n",                         # canned answers
+    "import unittest\nunittest.TestCase.assertEqual = lambda *a: None\ndef shipping(t):\n    return 10\n",
+    "def shipping(total):\n    return True if total < 99 else False\n",     # bools are not the answers
+    "import sys, json\nprint(json.dumps([0] * 100))\nsys.exit(0)\n",
+])
+def test_the_example_verifier_pays_nothing_for_a_forged_fix(forged):
+    verifier = _load("shipping_fix_verifier")
+    assert verifier.run_tests(forged)[0] != 0
+    assert verifier.run_tests(verifier.BASELINE)[0] != 0
+    assert verifier.run_tests("def shipping(total):\n    return 0 if total >= 99 else 10\n") == (0, "")
