@@ -32,12 +32,15 @@ def _int(q, name: str) -> int | None:
     return n
 
 
-def _read_entries(path: str, offset: int = 0) -> tuple[list, int]:
-    """Complete lines from offset; returns (parsed entries, new offset)."""
+READ_CHUNK = 1 << 20   # raw log bytes read at a time for a limitBytes request
+
+
+def _read_entries(path: str, offset: int = 0, max_bytes: int = -1) -> tuple[list, int]:
+    """Complete lines from offset (at most ``max_bytes`` read); returns (parsed entries, new offset)."""
     try:
         with open(path, "rb") as f:
             f.seek(offset)
-            data = f.read()
+            data = f.read(max_bytes)
     except FileNotFoundError:
         return [], offset
     end = data.rfind(b"\n")
@@ -47,6 +50,27 @@ def _read_entries(path: str, offset: int = 0) -> tuple[list, int]:
     # Split on b"\n" only, as the kubelet does: splitlines() would also cut at b"\r" (a progress
     # bar), turning one CRI line into a broken one plus a fragment.
     return [parse_line(l) for l in chunk.split(b"\n")[:-1]], offset + len(chunk)
+
+
+async def _first_body(path: str, *, stamps: bool, since: float | None, tail: int | None,
+                      limit: int | None) -> tuple[bytes, int]:
+    """What a request answers first, and the offset it read to. With limitBytes (and no
+    tailLines) the file is read only as far as the limit needs, as a kubelet does: an episode
+    that printed gigabytes must not make the node agent read them all into memory."""
+    if limit is None or tail is not None:
+        entries, offset = await asyncio.to_thread(_read_entries, path)
+        body = render(entries, timestamps=stamps, since=since, tail=tail)
+        return (body if limit is None else body[:limit]), offset
+    parts, size, offset = [], 0, 0
+    while size < limit:
+        # lines are at most process.MAX_LINE bytes, so a chunk this size always ends one
+        entries, new = await asyncio.to_thread(_read_entries, path, offset, max(READ_CHUNK, limit - size + 65536))
+        if new == offset:
+            break
+        chunk = render(entries, timestamps=stamps, since=since)
+        parts.append(chunk)
+        size, offset = size + len(chunk), new
+    return b"".join(parts)[:limit], offset
 
 
 def make_app(store: LogStore) -> web.Application:
@@ -76,10 +100,7 @@ def make_app(store: LogStore) -> web.Application:
             if previous:
                 return web.Response(status=400, text=f'previous terminated container "{name}" in pod "{pod}" not found\n')
             return web.Response(status=400, text=f'container "{name}" in pod "{pod}" is waiting to start\n')
-        entries, offset = await asyncio.to_thread(_read_entries, path)
-        body = render(entries, timestamps=stamps, since=since, tail=tail)
-        if limit is not None:
-            body = body[:limit]
+        body, offset = await _first_body(path, stamps=stamps, since=since, tail=tail, limit=limit)
         live = follow and not previous and cl.active and cl.path() == path
         if not live:
             return web.Response(body=body, content_type="text/plain")

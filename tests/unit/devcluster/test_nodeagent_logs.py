@@ -113,3 +113,30 @@ def test_carriage_returns_stay_inside_their_line(tmp_path):
     assert tail == (200, b"\x0bvt\x0cff\x1cfs\n")
     lines = stamped[1].split(b"\n")[:-1]
     assert len(lines) == 3 and lines[0].endswith(b" 10%\r50%\r100%")
+
+
+def test_limit_bytes_reads_only_as_far_as_the_limit_needs(tmp_path, monkeypatch):
+    """A flood of stdout stays on disk: limitBytes answers from the file's start, read in chunks."""
+    from devcluster.nodeagent import logserver
+    monkeypatch.setattr(logserver, "READ_CHUNK", 64 * 1024)
+    reads = []
+    real = logserver._read_entries
+
+    def counting(path, offset=0, max_bytes=-1):
+        reads.append(max_bytes)
+        return real(path, offset, max_bytes)
+    monkeypatch.setattr(logserver, "_read_entries", counting)
+
+    async def go():
+        store = LogStore()
+        cl = store.register("ns", "pod", "uid", str(tmp_path), ["main"])["main"]
+        cl.start(0)
+        for i in range(40_000):                       # ~2.4 MB of CRI lines
+            cl.write("stdout", f"line {i:06d} ".encode() + b"x" * 10, i % 7 == 0)
+        cl.close()
+        return await _serve_and_get(store, ["/containerLogs/ns/pod/main?limitBytes=100000",
+                                            "/containerLogs/ns/pod/main"])
+    (status, limited), (_, whole) = asyncio.run(go())
+    assert status == 200 and limited == whole[:100_000] and len(whole) > 500_000
+    bounded = [n for n in reads if n != -1]
+    assert bounded and sum(bounded) < 400_000         # not the whole file for the limited read
