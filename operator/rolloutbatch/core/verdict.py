@@ -14,6 +14,7 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
                            (``log_error=INFRASTRUCTURE_EXHAUSTED``; checked first because there is
                            no log to look at)
  2. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
+    StorageLimitExceeded   the kubelet evicted it for passing its own storage limits (never retried)
  3. BatchTimeout           the batch's activeDeadlineSeconds ended the pod (``batch_deadline_at``
                            given, the pod did not end Succeeded/0 and ended at or after it)
  4. LogUnavailable         the log could not be read (outcome "lost" when the pod is gone/going)
@@ -59,6 +60,13 @@ INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmiss
 # Passed as ``log_error`` by the tracker when an index used up retries.infrastructure.
 INFRASTRUCTURE_EXHAUSTED = "infrastructure retries exhausted"
 POD_DEADLINE_REASON = "DeadlineExceeded"   # the pod's own activeDeadlineSeconds (episodeTimeoutSeconds)
+# The kubelet's messages for evicting a pod over its own limits (pkg/kubelet/eviction/helpers.go:
+# emptyDirMessageFmt, podEphemeralStorageMessageFmt, containerEphemeralStorageMessageFmt). Such an
+# eviction carries DisruptionTarget like a node's, but the episode caused it: retried, it would let
+# an agent re-roll a bad attempt by filling its disk.
+_OWN_LIMIT_EVICTION = re.compile(r"^(Usage of EmptyDir volume .* exceeds the limit"
+                                 r"|Pod ephemeral local storage usage exceeds the total limit"
+                                 r"|Container .* exceeded its local ephemeral storage limit)")
 _TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})?$")
 _INDEX = re.compile(r"^[0-9]{1,9}$")
 
@@ -155,9 +163,15 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     like any other pod once it is terminal. A pod whose object vanishes before any terminal
     phase is handled by the tracker (``pod_deleted``).
     """
-    if facts.phase != POD_FAILED:
+    if facts.phase != POD_FAILED or over_own_limits(facts):
         return False
     return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS
+
+
+def over_own_limits(facts: PodFacts) -> bool:
+    """Evicted by the kubelet for passing the pod's own storage limits (see _OWN_LIMIT_EVICTION)."""
+    return (facts.phase == POD_FAILED and facts.pod_reason == "Evicted"
+            and bool(_OWN_LIMIT_EVICTION.match(facts.pod_message or "")))
 
 
 def _count(events: tuple) -> str:
@@ -240,6 +254,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
                     f"on every one of {attempts} attempts")
     if facts.pod_reason == POD_DEADLINE_REASON:
         return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
+    if over_own_limits(facts):
+        return fail(v.EP_STORAGE_LIMIT, f"evicted by the kubelet: {facts.pod_message}"[:1000])
     ended_normally = facts.phase == POD_SUCCEEDED and facts.exit_code == 0
     if deadline is not None and not ended_normally:
         ended = finished if finished is not None else (now if facts.deleting else None)
@@ -368,7 +384,7 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         return verifier_failed("the verifier ran past the pod's deadline (episodeTimeoutSeconds + "
                                "verifier.timeoutSeconds)")
     pod_level = judge_episode(facts, None, **common)
-    if pod_level.reason in (v.EP_TIMEOUT, v.EP_BATCH_TIMEOUT, v.EP_IMAGE_PULL):
+    if pod_level.reason in (v.EP_TIMEOUT, v.EP_BATCH_TIMEOUT, v.EP_STORAGE_LIMIT, v.EP_IMAGE_PULL):
         return done(pod_level, agent_tail)
     if agent.state != "terminated" or agent.exit_code != 0:
         return done(judge_episode(facts, None, **common).replace(

@@ -55,6 +55,9 @@ EP_INFRASTRUCTURE = "InfrastructureFailure"
 EP_LOG_UNAVAILABLE = "LogUnavailable"
 EP_TIMEOUT = "Timeout"                 # the episode ran past episodeTimeoutSeconds
 EP_BATCH_TIMEOUT = "BatchTimeout"      # the batch's activeDeadlineSeconds ended it (or it never ran)
+# the kubelet evicted the pod for going past its own storage limits (its emptyDir's sizeLimit, its
+# ephemeral-storage limit): the episode's doing, not infrastructure, so never retried
+EP_STORAGE_LIMIT = "StorageLimitExceeded"
 EP_IMAGE_PULL = "ImagePullFailed"
 EP_NON_ZERO_EXIT = "NonZeroExit"
 EP_RESTARTED = "Restarted"
@@ -73,7 +76,7 @@ EP_BATCH_STALLED = "BatchStalled"      # the batch stopped (a Stalled reason) be
 # spec.verifier: the verifier itself crashed, ran past its time or broke the contract. Not a
 # graded attempt (outcome lost): it says nothing about the agent.
 EP_VERIFIER_FAILED = "VerifierFailed"
-EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_TIMEOUT, EP_IMAGE_PULL,
+EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_TIMEOUT, EP_STORAGE_LIMIT, EP_IMAGE_PULL,
                    EP_NON_ZERO_EXIT, EP_RESTARTED, EP_NO_READY, EP_NO_REWARD, EP_LOG_LIMIT, EP_DUPLICATE_READY,
                    EP_DUPLICATE_REWARD, EP_IDENTITY, EP_INVALID_REWARD, EP_MISSING_TIMESTAMP, EP_CLOCK_SKEW,
                    EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED, EP_VERIFIER_FAILED)

@@ -189,3 +189,10 @@ def test_unstartable_after_grace_only():
     assert t.unstartable(121.0, 20.0).index == 0
     t.observe_pod(pod(0, phase="Running"))    # it started after all: the clock restarts
     assert t.unstartable(200.0, 20.0) is None
+
+
+def test_an_episode_evicted_over_its_own_storage_limit_is_judged_not_retried():
+    t = BatchTracker(1, 2)
+    t.observe_pod(pod(0, phase="Failed", exit_code=137, disrupted=True, pod_reason="Evicted",
+                      pod_message='Usage of EmptyDir volume "workspace" exceeds the limit "1Gi". '))
+    assert t.retried == 0 and [f.index for f in t.take_reads()] == [0]

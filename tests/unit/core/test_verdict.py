@@ -286,3 +286,25 @@ def test_hostile_values_in_messages_cannot_raise():
     reward = Event("reward", T0 + 2, "rb-1-3-abc", 10 ** 5000, {"x": float("nan")}, 2)
     r = judge_episode(pod_facts(pod_json()), ParsedLog((ready,), (reward,), (), 0, False))
     assert (r.reason, r.extra) == ("InvalidReward", {"x": None}) and "too large" in r.message
+
+
+BY_KUBELET = [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]
+
+
+@pytest.mark.parametrize("message", [
+    'Usage of EmptyDir volume "workspace" exceeds the limit "1Gi". ',
+    "Pod ephemeral local storage usage exceeds the total limit of containers 2Gi. ",
+    'Container episode exceeded its local ephemeral storage limit "1Gi". ',
+])
+def test_an_eviction_over_the_pods_own_limits_is_its_own_failure(message):
+    # Filling its own disk must not buy an agent a fresh attempt (a re-roll of a bad one).
+    facts = pod_facts(pod_json("Failed", 137, reason="Evicted", message=message, conditions=BY_KUBELET))
+    assert not is_infrastructure_failure(facts)
+    r = judge_episode(facts, log_of(READY, REWARD))
+    assert (r.outcome, r.reason) == ("failed", "StorageLimitExceeded") and message.strip() in r.message
+
+
+def test_an_eviction_for_the_nodes_pressure_stays_infrastructure():
+    message = "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 10Mi. "
+    assert is_infrastructure_failure(pod_facts(pod_json("Failed", 137, reason="Evicted", message=message,
+                                                        conditions=BY_KUBELET)))
