@@ -2,8 +2,8 @@
 
 Lines are split on ``\n`` only, as the kubelet does (a ``\r`` progress bar stays inside its
 line). Lines that are not JSON objects with an ``event`` of ``ready``/``reward`` are ignored
-(the key written plainly, as every JSON library writes it; only such lines are parsed)
-(tests print what they like). Overlong lines are skipped without being parsed, invalid UTF-8 is
+(tests print what they like; only lines naming ``"event"`` plainly, as JSON libraries write it,
+are decoded at all). Overlong lines are skipped without being parsed, invalid UTF-8 is
 replaced, NaN/Infinity tokens and absurd nesting cannot raise, and extra fields of a reward
 event are kept only up to a small budget, as strict JSON (a NaN inside becomes null: issue 10
 item 12). Each event keeps its line number: one episode's events share one clock and one order.
