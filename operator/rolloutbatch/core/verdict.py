@@ -263,7 +263,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
             return fail(v.EP_BATCH_TIMEOUT, "the batch's activeDeadlineSeconds ended the episode before it "
                                             f"finished (exit code {facts.exit_code})")
     if log_error is not None:
-        outcome = v.OUTCOME_LOST if facts.deleting or not is_terminal(facts) else v.OUTCOME_FAILED
+        gone = facts.deleting or not is_terminal(facts) or log_error == v.LOG_POD_GONE
+        outcome = v.OUTCOME_LOST if gone else v.OUTCOME_FAILED
         return verdict(outcome, v.EP_LOG_UNAVAILABLE, log_error)
     if facts.waiting_reason in v.IMAGE_WAITING_REASONS:
         return fail(v.EP_IMAGE_PULL, f"{facts.waiting_reason}: {facts.waiting_message or ''}".strip())

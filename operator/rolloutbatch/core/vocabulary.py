@@ -53,6 +53,9 @@ STALL_REASONS = (STALL_INVALID_SPEC, STALL_RUNTIME_CLASS, STALL_NAMESPACE_TERMIN
 # --- episode reasons (row["reason"]) ------------------------------------------------------------
 EP_INFRASTRUCTURE = "InfrastructureFailure"
 EP_LOG_UNAVAILABLE = "LogUnavailable"
+# The log read found no pod: it was deleted (a node's eviction, the taint manager, PodGC) after it
+# ended and before it was read. What it did is lost with it: outcome lost, never a failure.
+LOG_POD_GONE = "the pod was deleted before its log was read"
 EP_TIMEOUT = "Timeout"                 # the episode ran past episodeTimeoutSeconds
 EP_BATCH_TIMEOUT = "BatchTimeout"      # the batch's activeDeadlineSeconds ended it (or it never ran)
 # the kubelet evicted the pod for going past its own storage limits (its emptyDir's sizeLimit, its

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import NotFound
 
@@ -38,7 +39,7 @@ async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: 
             error = None
             break
         except NotFound:
-            error = "the pod was deleted before its log was read"
+            error = v.LOG_POD_GONE
             break
         except Exception as exc:  # noqa: BLE001 - a stream can break in many ways; retry, then record
             error = f"log read failed: {exc}"

@@ -211,7 +211,7 @@ def test_batch_deadline_is_a_batch_timeout_not_a_non_zero_exit():
 def test_batch_deadline_takes_a_deleted_pod_whose_log_is_gone():
     facts = dataclasses.replace(pod_facts(killed_pod(deleting=True)), finished_at=None, phase="Running",
                                 exit_code=None)
-    r = judge_episode(facts, None, log_error="the pod was deleted before its log was read",
+    r = judge_episode(facts, None, log_error=v.LOG_POD_GONE,
                       batch_deadline_at=DEADLINE, now=DEADLINE + 1)
     assert r.reason == "BatchTimeout"
     early = judge_episode(facts, None, log_error="gone", batch_deadline_at=DEADLINE, now=DEADLINE - 60)
@@ -308,3 +308,10 @@ def test_an_eviction_for_the_nodes_pressure_stays_infrastructure():
     message = "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 10Mi. "
     assert is_infrastructure_failure(pod_facts(pod_json("Failed", 137, reason="Evicted", message=message,
                                                         conditions=BY_KUBELET)))
+
+
+def test_a_finished_pod_deleted_before_its_log_was_read_is_lost_not_failed():
+    # The taint manager (a node that missed heartbeats) deleted Completed pods before their log was
+    # read (bench, 2026-12-01): what they did is unknown, an infrastructure loss, not the episode's.
+    r = judge_episode(pod_facts(pod_json()), None, log_error=v.LOG_POD_GONE)
+    assert (r.outcome, r.reason, r.valid) == ("lost", "LogUnavailable", False)
