@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pod-create-grace", type=float, default=defaults.pod_create_grace,
                         help="seconds without any episode pod after the Job's creation before the batch stalls "
                              f"as PodsNotCreated (default {defaults.pod_create_grace:g})")
+    parser.add_argument("--unschedulable-grace", type=float, default=defaults.unschedulable_grace,
+                        help="seconds a batch may have episode pods the scheduler cannot place while none runs "
+                             f"and none finishes, before it stalls as Unschedulable (default {defaults.unschedulable_grace:g})")
     parser.add_argument("--dns-cidr", action="append", default=[], metavar="CIDR",
                         help="where cluster DNS answers besides kube-system's kube-dns pods and the kube-dns Service's "
                              "non-pod endpoints (found at startup), e.g. a node-local DNS cache: batches with "
@@ -139,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     if args.results_shard_rows < 1:
         print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
         return 1
-    for flag in ("status_interval", "status_max_interval", "results_interval", "results_max_interval"):
+    for flag in ("status_interval", "status_max_interval", "results_interval", "results_max_interval",
+                 "unschedulable_grace"):
         if not 0 <= getattr(args, flag) < 86400:   # also refuses nan and inf, which argparse's float takes
             print(f"rolloutbatch operator: error: --{flag.replace('_', '-')} must be seconds in [0, 86400)",
                   file=sys.stderr)
@@ -155,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
                         status_interval=args.status_interval, status_max_interval=args.status_max_interval,
                         results_interval=args.results_interval, results_max_interval=args.results_max_interval,
                         results_shard_rows=args.results_shard_rows,
-                        pod_create_grace=args.pod_create_grace, dns_cidrs=dns)
+                        pod_create_grace=args.pod_create_grace, unschedulable_grace=args.unschedulable_grace,
+                        dns_cidrs=dns)
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
         stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)

@@ -10,6 +10,10 @@ bounded whatever the batch's size (issue 11). A group's entry (``core.groups``) 
 the shard that received the group's last row. The head then holds the summary and ``shards``
 (name, rows, full) instead of ``pods``.
 
+A shard's name is deterministic, so anyone with ConfigMap rights can take one before the
+operator writes it. Such a name is skipped (listed in the index as ``skipped``) and its rows go to
+the next free number: a neighbour's ConfigMap costs the batch nothing but a name.
+
 :func:`assemble` turns a head and its shards back into one document with every row and group
 entry; the SDK, the CLI and the operator's restore all read results through it.
 """
@@ -39,6 +43,7 @@ class Shard:
     size: int = 0
     full: bool = False
     dirty: bool = False
+    skipped: bool = False     # its name is held by a ConfigMap not ours: never written, holds nothing
 
 
 class ShardBook:
@@ -50,11 +55,30 @@ class ShardBook:
         self.shards: list[Shard] = []
         self.placed: set[int] = set()
         self.grouped: set[int] = set()
+        self.taken: set[int] = set()      # numbers whose names are held by ConfigMaps not ours
 
     def _open(self) -> Shard:
         if not self.shards or self.shards[-1].full:
+            while len(self.shards) in self.taken:
+                self.shards.append(Shard(len(self.shards), full=True, skipped=True))
             self.shards.append(Shard(len(self.shards)))
         return self.shards[-1]
+
+    def give_up_name(self, number: int) -> None:
+        """Shard ``number``'s name is taken by a ConfigMap that is not ours: never use it, and
+        place what it held (rows, group entries) anew in the next free shard."""
+        self.taken.add(number)
+        if number >= len(self.shards) or self.shards[number].skipped:
+            return
+        old = self.shards[number]
+        self.shards[number] = Shard(number, full=True, skipped=True)
+        size = old.size // max(1, len(old.indexes))
+        self.placed.difference_update(old.indexes)
+        self.grouped.difference_update(old.groups)
+        for index in old.indexes:
+            self.add_row(index, size)
+        for group in old.groups:
+            self.add_group(group)
 
     def add_row(self, index: int, row_bytes: int) -> None:
         if index in self.placed:
@@ -70,7 +94,7 @@ class ShardBook:
     def add_group(self, group: int) -> None:
         if group in self.grouped:
             return
-        shard = self.shards[-1] if self.shards else self._open()
+        shard = self.shards[-1] if self.shards and not self.shards[-1].skipped else self._open()
         shard.groups.append(group)
         shard.dirty = True
         self.grouped.add(group)
@@ -83,7 +107,7 @@ class ShardBook:
 
     def index(self, results_name: str) -> list[dict]:
         return [{"name": shard_configmap_name(results_name, s.number), "rows": len(s.indexes), "full": s.full}
-                for s in self.shards]
+                | ({"skipped": True} if s.skipped else {}) for s in self.shards]
 
     def restore(self, shard_documents: Iterable[Mapping], valid_indexes: set[int], samples_per_input: int = 1) -> None:
         """Rebuild the book from the shards an earlier process wrote.
@@ -162,7 +186,7 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
     document["shards_read"] = sorted(n for n in read if type(n) is int)
     listed = head.get("shards") if isinstance(head.get("shards"), list) else []
     document["missing_shards"] = [e.get("name") for n, e in enumerate(listed)
-                                  if isinstance(e, Mapping) and n not in read]
+                                  if isinstance(e, Mapping) and n not in read and e.get("skipped") is not True]
     return document
 
 

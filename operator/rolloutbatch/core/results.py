@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import hashlib
 import json
 import zlib
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,25 @@ MAX_INFLATED = 256 * 1024 * 1024      # decode_results refuses a gzip that infla
 SHED_STAGES = (("log_tail", "agent.output_tail"), ("log_tail", "agent.output_tail", "extra"),
                ("log_tail", "agent.output_tail", "extra", "message"))
 KEY, GZ_KEY = "results.json", "results.json.gz"
+
+
+def configmap_digest(cm: Mapping) -> str:
+    """What a results ConfigMap holds, as a digest the operator records in the batch's status.
+
+    Anyone who may write ConfigMaps in the namespace can write a results document, label and
+    ownerReference included; only the operator writes the status (its subresource). A document
+    counts as the operator's (on restore, and for readers) only when its digest is the one the
+    status records under its name."""
+    content = {"data": cm.get("data") or {}, "binaryData": cm.get("binaryData") or {}}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def recorded_by_operator(cm: Mapping, digests: object) -> bool:
+    """Whether ``cm`` is exactly what the operator wrote last under its name (``digests``: the
+    status's ``resultsDigests``)."""
+    name = (cm.get("metadata") or {}).get("name")
+    return isinstance(digests, Mapping) and isinstance(name, str) and digests.get(name) == configmap_digest(cm)
 
 
 def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,

@@ -77,7 +77,8 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
                  ready: int, sandbox_namespace: str | None, job_name: str | None, results_configmap: str,
                  start_time: str | None, completion_time: str | None, job_complete_seconds: float | None,
                  message: str, reason: str | None, previous: Mapping, now_iso: str,
-                 raw_episodes: object = None) -> dict:
+                 raw_episodes: object = None, job_uid: str | None = None,
+                 results_digests: Mapping[str, str] | None = None) -> dict:
     reason = reason or DEFAULT_REASONS.get(phase, phase)
     episodes = spec.episodes if spec else _declared_episodes(previous, raw_episodes)
     status: dict[str, Any] = {
@@ -95,6 +96,12 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
         status["sandboxNamespace"] = sandbox_namespace
     if job_name:
         status["jobName"] = job_name
+    if job_uid:
+        status["jobUID"] = job_uid     # the Job the operator created: a namesake made since is not it
+    if results_digests:
+        status["resultsDigests"] = dict(results_digests)
+    elif previous.get("resultsDigests"):
+        status["resultsDigests"] = previous["resultsDigests"]
     if completion_time:
         status["completionTime"] = completion_time
     if summary is not None:

@@ -18,12 +18,17 @@ complete). It performs no I/O, so every counting rule is unit-tested here:
 - Results restored from the results ConfigMap after an operator restart are final: pods of those
   indexes are ignored, so no log is read twice and no episode counted twice. Restoring reports
   no transitions (the previous operator process reported them).
+- Only the batch's own children count. The batch-UID label routes watch events here, but anyone
+  who can create a pod or a Job can write that label. A pod is the batch's only when it lives in
+  the batch's child namespace, bears its Job's name prefix and has that Job (by uid, learnt from
+  the operator's own create or its status) as its controller; a Job only when it is that Job.
+  Pods seen before the Job's uid is known (right after a restart) wait until it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
@@ -44,10 +49,8 @@ class JobFacts:
     reason: str | None = None
     message: str | None = None
     deadline_at: float | None = None     # status.startTime + spec.activeDeadlineSeconds
-
-    @property
-    def deadline_exceeded(self) -> bool:
-        return self.failed and self.reason == v.JOB_DEADLINE_REASON
+    name: str = ""
+    namespace: str = ""
 
 
 def job_facts(job: Mapping) -> JobFacts:
@@ -69,7 +72,8 @@ def job_facts(job: Mapping) -> JobFacts:
     started, deadline = parse_time(status.get("startTime")), spec.get("activeDeadlineSeconds")
     deadline_at = started + deadline if started is not None and isinstance(deadline, int) else None
     return JobFacts(uid=meta.get("uid", ""), created=parse_time(meta.get("creationTimestamp")),
-                    finished=finished, failed=failed, reason=reason, message=message, deadline_at=deadline_at)
+                    finished=finished, failed=failed, reason=reason, message=message, deadline_at=deadline_at,
+                    name=meta.get("name", ""), namespace=meta.get("namespace", ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,13 +86,24 @@ class Transition:
 
 
 Listener = Callable[[Transition], None]
+MAX_FOREIGN_REPORTED = 20      # refused pods reported (as Events) per batch: a flood says so once
 
 
 class BatchTracker:
     """Counts episodes of one batch exactly once, across pod retries and operator restarts."""
 
-    def __init__(self, episodes: int, infrastructure_retries: int, listener: Listener | None = None) -> None:
+    def __init__(self, episodes: int, infrastructure_retries: int, listener: Listener | None = None, *,
+                 namespace: str | None = None, job_name: str | None = None) -> None:
         self.episodes = episodes
+        self.namespace = namespace          # the child namespace: pods elsewhere are not ours
+        self.job_name = job_name
+        self.job_uid: str | None = None     # the batch's Job, once known (expect_job)
+        # pods seen before the Job's uid was known: uid -> (facts, deleted); bounded
+        self._unverified: dict[str, tuple[PodFacts, bool]] = {}
+        self._foreign: dict[str, PodFacts] = {}      # refused pods not yet reported (take_foreign)
+        self._foreign_seen: set[str] = set()
+        self._stuck_since: float | None = None     # unschedulable pods, nothing running, no progress
+        self._stuck_progress = (0, 0)
         self.retries = infrastructure_retries
         self.results: dict[int, EpisodeResult] = {}
         self.retried = 0
@@ -133,9 +148,59 @@ class BatchTracker:
         self.retried = max(self.retried, retried)
         self.version += 1
 
+    # -- ownership -------------------------------------------------------------------------
+    def _ours(self, facts: PodFacts) -> bool | None:
+        """Whether a pod is one of the batch's episodes; None while the Job's uid is unknown."""
+        if self.namespace is not None and facts.namespace != self.namespace:
+            return False
+        if self.job_name is not None and not facts.name.startswith(f"{self.job_name}-"):
+            return False
+        if self.job_uid is None:
+            return None
+        return facts.owner_uid == self.job_uid
+
+    def _held(self, facts: PodFacts, deleted: bool) -> bool:
+        """True when the pod is not to be taken (now): foreign, or waiting for the Job's uid."""
+        ours = self._ours(facts)
+        if ours is None:
+            if facts.uid in self._unverified or len(self._unverified) < self._unverified_limit():
+                self._unverified[facts.uid] = (facts, deleted)
+            return True
+        if not ours:
+            if facts.uid not in self._foreign_seen and len(self._foreign_seen) < MAX_FOREIGN_REPORTED:
+                self._foreign_seen.add(facts.uid)
+                self._foreign[facts.uid] = facts
+            return True
+        return False
+
+    def _unverified_limit(self) -> int:
+        return max(1000, 4 * self.episodes * (self.retries + 1))
+
+    def expect_job(self, uid: str) -> None:
+        """The batch's Job is known: the pods held until now are judged by it."""
+        if self.job_uid is not None or not uid:
+            return
+        self.job_uid = uid
+        held, self._unverified = self._unverified, {}
+        for facts, deleted in held.values():
+            self.pod_deleted(facts) if deleted else self.observe_pod(facts)
+
+    def owns_job(self, job: JobFacts) -> bool:
+        if (self.namespace is not None and job.namespace != self.namespace) or \
+                (self.job_name is not None and job.name != self.job_name):
+            return False
+        return self.job_uid is not None and job.uid == self.job_uid
+
+    def take_foreign(self) -> list[PodFacts]:
+        """Pods refused as not the batch's own since the last call (each reported once)."""
+        found, self._foreign = list(self._foreign.values()), {}
+        return found
+
     # -- feeding ---------------------------------------------------------------------------
     def observe_pod(self, facts: PodFacts) -> None:
-        """Take the newest snapshot of one of the batch's pods."""
+        """Take the newest snapshot of one of the batch's pods (others are refused)."""
+        if self._held(facts, False):
+            return
         index, uid = facts.index, facts.uid
         if index is None or not 0 <= index < self.episodes or uid in self._done_uids:
             return
@@ -167,6 +232,8 @@ class BatchTracker:
 
     def pod_deleted(self, facts: PodFacts) -> None:
         """The pod object is gone. Unless it was final, what it knew is lost with it."""
+        if self._held(facts, True):
+            return
         self.observe_pod(facts)
         uid = facts.uid
         if uid in self._done_uids or uid in self._reading or facts.index is None:
@@ -192,6 +259,9 @@ class BatchTracker:
         self._finalize(dataclasses.replace(result, attempts=attempts))
 
     def observe_job(self, job: JobFacts, now: float) -> None:
+        """The batch's Job as last read; any other Job (a namesake, a forged label) is ignored."""
+        if not self.owns_job(job):
+            return
         if self.job != job:
             if job.finished and not (self.job and self.job.finished):
                 self.job_finished_seen_at = now
@@ -262,6 +332,23 @@ class BatchTracker:
                 self._waiting_since.pop(uid, None)
         return found
 
+    def unschedulable(self) -> list[PodFacts]:
+        """Live pods the scheduler cannot place (PodScheduled False, Unschedulable)."""
+        return [f for f in self._live.values() if f.unschedulable and f.phase == "Pending"]
+
+    def stuck_unschedulable(self, now: float, grace: float) -> PodFacts | None:
+        """A pod the scheduler cannot place, once for ``grace`` seconds the batch has had such
+        pods with none of its pods running and no episode becoming final: a cluster that is only
+        busy runs some, a pod no node can ever hold (a 1 Ei memory limit) runs none."""
+        pending = self.unschedulable()
+        if not pending or self.running:
+            self._stuck_since = None
+            return None
+        progress = (len(self.results), self.retried)
+        if self._stuck_since is None or progress != self._stuck_progress:
+            self._stuck_since, self._stuck_progress = now, progress
+        return pending[0] if now - self._stuck_since >= grace else None
+
     def summary(self, origin: float | None) -> Summary:
         """The batch's summary; timings relative to ``origin`` (the Job's creation). Kept up to
         date as results become final, not recomputed over all of them (issue 14 profile)."""
@@ -270,13 +357,3 @@ class BatchTracker:
             for result in self.results.values():
                 self._running.add(result)
         return self._running.summary(episodes=self.episodes, retried=self.retried)
-
-    def outcome_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(v.OUTCOMES, 0)
-        for result in self.results.values():
-            counts[result.outcome] = counts.get(result.outcome, 0) + 1
-        return counts
-
-    def waiting(self) -> Iterable[PodFacts]:
-        """Live pods whose container is not running, with the node's reason (e.g. ErrImagePull)."""
-        return (f for f in self._live.values() if f.waiting_reason)

@@ -33,6 +33,8 @@ class Settings:
     collect_grace: float = 15.0              # after the Job ended, wait this long for stragglers
     image_pull_grace: float = 20.0           # an image the nodes cannot run stalls the batch after this
     pod_create_grace: float = 60.0           # no pod at all this long after the Job: PodsNotCreated
+    unschedulable_grace: float = 300.0       # pods the scheduler cannot place, nothing running: Unschedulable
+    stall_read_grace: float = 20.0           # a stalling batch judges its ended pods this long first
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
     dns_cidrs: tuple[str, ...] = ()          # where cluster DNS answers, beside kube-system's kube-dns pods
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch

@@ -61,11 +61,13 @@ class BatchReconciler:
         self._patched_finals = 0
         self._patched_at = -math.inf      # time.monotonic(): a wall clock stepped back holds no write
         self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
-                                    ctx.settings.results_shard_rows)
+                                    ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event))
         self.judge = EpisodeJudge(ctx, self._call)
         self._reads: set[asyncio.Task] = set()
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
         self._job_deleted = False                      # by someone else, mid-batch
+        self._deleted_job_uids: set[str] = set()       # Jobs named ours whose deletion was seen
+        self._restored = False
         self._provisioned_at = time.monotonic()
         self._started_metrics = False
         self._finished_metrics = False
@@ -89,7 +91,7 @@ class BatchReconciler:
 
     def observe_job(self, job: JobFacts, deleted: bool = False) -> None:
         if deleted:
-            self._job_deleted = True
+            self._deleted_job_uids.add(job.uid)   # the batch's own only if it is its Job (_track)
         elif self.tracker is None:
             self._early_job = job
         else:
@@ -145,11 +147,18 @@ class BatchReconciler:
                 self.spec = parse_spec(self.body.get("spec") or {})
             except SpecError as exc:
                 raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
-            tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries)
+            self.tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries,
+                                        namespace=naming.child_namespace(self.ref, self.spec),
+                                        job_name=naming.job_name(self.ref))
             self.results.configure(self.spec)
-            await self.results.restore(tracker)
-            tracker.listener = self._on_transition
-            self.tracker = tracker  # only now: a retried run() after an API error keeps it
+        if not self._restored:
+            # The tracker exists before restoring: a restore that fails (a foreign ConfigMap,
+            # the API) still ends the batch with every episode accounted for (_end_stalled).
+            retried = self.last_status.get("retriedEpisodes")
+            await self.results.restore(self.tracker, self.last_status.get("resultsDigests"),
+                                       retried=retried if type(retried) is int and retried >= 0 else 0)
+            self.tracker.listener = self._on_transition
+            self._restored = True   # a retried run() after an API error does not restore twice
         for kind, facts in self._early:
             self.tracker.pod_deleted(facts) if kind == "deleted" else self.tracker.observe_pod(facts)
         self._early.clear()
@@ -180,6 +189,8 @@ class BatchReconciler:
             # would run every episode again).
             self._sandbox_created = True
             await self._poll_job()
+            if self._job_deleted:
+                raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
             self._provisioned_at = time.monotonic()
             return
         if self.last_status.get("phase") in (None, v.PENDING):
@@ -190,7 +201,13 @@ class BatchReconciler:
         overhead = await provisioning.check(self._call, ref, spec, owner, dns)
         self._sandbox_created = True
         job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead, dns)
-        self.tracker.observe_job(job_facts(job), time.time())
+        facts = job_facts(job)
+        recorded = self.last_status.get("jobUID")
+        if recorded and facts.uid != recorded:
+            # Ours was created (the status names it) and is gone; a namesake is not it.
+            raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
+        self.tracker.expect_job(facts.uid)
+        self.tracker.observe_job(facts, time.time())
         self._provisioned_at = time.monotonic()
         if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
             self.emit("Normal", "Provisioned",
@@ -209,13 +226,17 @@ class BatchReconciler:
                 task.add_done_callback(self._read_done)
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
-            if self._job_deleted and not tracker.complete:
-                raise Stalled(v.STALL_SANDBOX_DELETED,
-                              f"the Job {naming.job_name(self.ref)} (or its namespace) was deleted before every "
-                              "episode ended; the operator does not run episodes twice: recreate the batch")
+            self._report_foreign()
+            if (self._job_deleted or tracker.job_uid in self._deleted_job_uids) and not tracker.complete:
+                raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
             if (not tracker.seen_pods and tracker.job and not tracker.job.finished
                     and time.monotonic() - self._provisioned_at > settings.pod_create_grace):
                 raise Stalled(v.STALL_PODS_NOT_CREATED, await self._pods_not_created())
+            unplaced = tracker.stuck_unschedulable(time.monotonic(), settings.unschedulable_grace)
+            if unplaced is not None:
+                raise Stalled(v.STALL_UNSCHEDULABLE,
+                              f"no episode pod could be scheduled for {settings.unschedulable_grace:g}s and none ran: "
+                              f"pod {unplaced.name}: {unplaced.unschedulable}"[:1000])
             stuck = tracker.unstartable(time.monotonic(), settings.image_pull_grace)
             if stuck is not None:
                 raise Stalled(v.STALL_IMAGE, f"pod {stuck.name} cannot start: {stuck.waiting_reason}: "
@@ -234,8 +255,8 @@ class BatchReconciler:
                 await self._poll_job()
             phase = v.COLLECTING if tracker.job and tracker.job.finished else v.RUNNING
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
-            await self._patch_status(phase)
             await self._write_results()
+            await self._patch_status(phase, **self._running_state(phase))
             self.wake.clear()
             try:
                 # woken by events; idle, often enough for the longest waits of either cadence
@@ -246,19 +267,60 @@ class BatchReconciler:
             # Coalesce: a burst of pod events is handled as one round.
             await asyncio.sleep(0.05)
 
+    def _running_state(self, phase: str) -> dict:
+        """Reason and message of a running batch: pods the scheduler cannot place are said,
+        with its words (and an Event, once per spell), not hidden behind "Episodes are running"."""
+        if phase != v.RUNNING:
+            return {}
+        pending = self.tracker.unschedulable()
+        if pending:
+            message = (f"{len(pending)} episode pod(s) cannot be scheduled: {pending[0].unschedulable}")[:1000]
+            if self.last_status.get("reason") != v.EVENT_UNSCHEDULABLE:
+                self.emit("Warning", v.EVENT_UNSCHEDULABLE, message)
+            return {"reason": v.EVENT_UNSCHEDULABLE, "message": message}
+        if self.last_status.get("reason") == v.EVENT_UNSCHEDULABLE:
+            return {"reason": v.REASON_RUNNING, "message": "Episodes are running"}
+        return {}
+
     def _read_done(self, task: asyncio.Task) -> None:
         self._reads.discard(task)
         if not task.cancelled() and task.exception() is not None and self._read_error is None:
             self._read_error = task.exception()
             self.wake.set()
 
+    def _job_gone_message(self) -> str:
+        return (f"the Job {naming.job_name(self.ref)} (or its namespace) was deleted before every episode "
+                "ended; the operator does not run episodes twice: recreate the batch")
+
     async def _poll_job(self) -> None:
+        """Read the batch's Job. The first read after a restart learns its uid: the one the
+        status recorded when the operator created it (a namesake made since is not it)."""
+        tracker = self.tracker
         job = await self._call(resources.get_or_none, "Job", naming.job_name(self.ref),
                                naming.child_namespace(self.ref, self.spec))
-        if job is not None and resources.owned_by(job, self.ref.uid):
-            self.tracker.observe_job(job_facts(job), time.time())
-        elif job is None:
+        if job is None:
             self._job_deleted = True
+            return
+        facts = job_facts(job)
+        if tracker.job_uid is None:
+            recorded = self.last_status.get("jobUID")
+            if recorded and facts.uid != recorded or not recorded and not resources.owned_by(job, self.ref.uid):
+                self._job_deleted = True
+                return
+            tracker.expect_job(facts.uid)
+        if facts.uid != tracker.job_uid:
+            self._job_deleted = True   # ours is gone: its name was taken since
+            return
+        tracker.observe_job(facts, time.time())
+
+    def _report_foreign(self) -> None:
+        """Pods that carry the batch's label but are not its episodes: ignored, and said once."""
+        for facts in self.tracker.take_foreign():
+            self.log.warning("Ignoring pod %s/%s: it carries this batch's label but was not made by its Job",
+                             facts.namespace, facts.name)
+            self.emit("Warning", v.EVENT_FOREIGN_POD,
+                      f"pod {facts.namespace}/{facts.name} carries this batch's label but was not made by its Job "
+                      f"{naming.job_name(self.ref)}: ignored"[:1000])
 
     async def _pods_not_created(self) -> str:
         """Why the Job controller created no pod, from its FailedCreate events when readable."""
@@ -299,6 +361,7 @@ class BatchReconciler:
             ref=self.ref, spec=spec, phase=phase, summary=tracker.summary(self._origin()) if tracker else None,
             running=tracker.running if tracker else 0, ready=tracker.ready if tracker else 0,
             sandbox_namespace=sandbox_ns, job_name=naming.job_name(self.ref) if spec else None,
+            job_uid=(tracker.job_uid if tracker else None) or self.last_status.get("jobUID"),
             results_configmap=naming.results_configmap_name(self.ref),
             start_time=self.last_status.get("startTime") or iso_time(now),
             completion_time=iso_time(completion) if completion else self.last_status.get("completionTime"),
@@ -306,12 +369,15 @@ class BatchReconciler:
             message=message if message is not None else self.last_status.get("message", ""),
             reason=reason if reason is not None else self.last_status.get("reason"),
             previous=self.last_status, now_iso=iso_time(now), raw_episodes=(self.body.get("spec") or {}).get("episodes"),
+            results_digests=self.results.digests,
         )
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
                             force: bool = False, completion: float | None = None) -> None:
         now, tick = time.time(), time.monotonic()
         tracker = self.tracker
+        if self.results.digests != (self.last_status.get("resultsDigests") or {}):
+            force = True   # a results write is adopted after a restart only once the status records it
         if not force and tracker is not None:
             cadence, elapsed = self.ctx.settings.status_cadence, tick - self._patched_at
             if phase != self.last_status.get("phase"):
@@ -376,8 +442,7 @@ class BatchReconciler:
             # Already finished (e.g. its cleanup or TTL deletion failed): keep the verdict.
             self.emit("Warning", reason, message)
             return
-        for task in self._reads:
-            task.cancel()
+        await self._judge_finished_pods()
         if self.spec is not None:
             try:
                 await self._call(resources.delete_owned, "Job", naming.job_name(self.ref),
@@ -416,6 +481,21 @@ class BatchReconciler:
                 await self._after_finish()
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Cleanup after the stall failed: %s", exc)
+
+    async def _judge_finished_pods(self) -> None:
+        """Before a stalled batch stops its Job: the episodes that already ended are judged from
+        their logs (bounded by --stall-read-grace), not given up. Whatever is still open after
+        that is lost with the stall's reason (give_up_missing)."""
+        tracker = self.tracker
+        if tracker is not None:
+            for facts in tracker.take_reads():
+                task = asyncio.create_task(self._read_and_judge(facts))
+                self._reads.add(task)
+                task.add_done_callback(self._read_done)
+        if self._reads:
+            await asyncio.wait(set(self._reads), timeout=self.ctx.settings.stall_read_grace)
+        for task in self._reads:
+            task.cancel()
 
     async def _await_job_end(self, timeout: float = 30.0) -> None:
         """Ready is declared as soon as every episode is final; the Job controller marks the Job

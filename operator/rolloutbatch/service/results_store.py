@@ -3,10 +3,15 @@
 The documents are the operator's memory across restarts (docs/design.md §5): rows already
 written are final. A batch bigger than one shard keeps its rows in append-only shards
 (``core.result_shards``): each checkpoint writes the open shard (and a shard that just filled,
-once) plus the small head document, so its cost is bounded per row. A ConfigMap of one of the
-batch's results names that is not the batch's own (by label or ownerReference) stalls the batch
-with ``ResultsConfigMapConflict``, before any episode runs when it is there from the start
-(issue 10 item 4).
+once) plus the small head document, so its cost is bounded per row.
+
+Trust: label, ownerReference and content can all be written by anyone with ConfigMap rights in
+the namespace. What the operator wrote is told apart by its digest, recorded in the batch's
+status (``resultsDigests``, which only the operator can write): on restore only documents whose
+digest the status records are adopted; any other rows are judged again from their pods. A
+ConfigMap not ours holding the head's name stalls the batch with ``ResultsConfigMapConflict``
+(before any episode runs when it is there from the start); one holding a shard's name costs only
+that name (``core.result_shards``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from rolloutbatch.core import manifests, naming, strictjson
@@ -25,13 +30,15 @@ from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.groups import group_entry, groups_completed_by
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import ShardBook, assemble, shard_configmap_name, shard_document
-from rolloutbatch.core.results import decode_results, results_document, results_from_document, retried_from_document
+from rolloutbatch.core.results import (configmap_digest, decode_results, recorded_by_operator, results_document,
+                                       results_from_document, retried_from_document)
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import NotOurs
 
 Call = Callable[..., Awaitable[Any]]
+Emit = Callable[[str, str, str], None]
 
 
 def conflict_message(ref: BatchRef, name: str | None = None) -> str:
@@ -41,8 +48,11 @@ def conflict_message(ref: BatchRef, name: str | None = None) -> str:
 
 
 class ResultsStore:
-    def __init__(self, call: Call, ref: BatchRef, owner: dict, log: logging.Logger, rows_per_shard: int) -> None:
+    def __init__(self, call: Call, ref: BatchRef, owner: dict, log: logging.Logger, rows_per_shard: int,
+                 emit: Emit | None = None) -> None:
         self.call, self.ref, self.owner, self.log = call, ref, owner, log
+        self.emit = emit or (lambda *_: None)
+        self.digests: dict[str, str] = {}            # ConfigMap name -> digest of our last write (the status's)
         self.book = ShardBook(rows_per_shard)
         self.sharded = False
         self.episodes = 0
@@ -67,26 +77,32 @@ class ResultsStore:
     def _selector(self) -> str:
         return f"{naming.LABEL_BATCH_UID}={self.ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_RESULTS_SHARD}"
 
-    async def restore(self, tracker: BatchTracker) -> None:
+    async def restore(self, tracker: BatchTracker, recorded: Mapping[str, str] | None = None,
+                      retried: int = 0) -> None:
         """Adopt the rows an earlier operator process wrote; malformed rows are judged again.
 
-        What was written decides the layout, not this process's settings: shards found (by
-        label) or named by the head make the batch sharded, a head with rows makes it whole, so
-        a changed --results-shard-rows or a crash between a shard's first write and the head's
-        loses nothing. Before anything runs, every shard name the batch will use must be free.
+        ``recorded``: the status's ``resultsDigests``. Only a ConfigMap whose digest is recorded
+        there is adopted: anything else under our names (a neighbour's forgery, or our own write
+        that a crash kept from reaching the status) has its rows judged again from the pods, and
+        is written over. What was adopted decides the layout, not this process's settings:
+        shards adopted or named by the head make the batch sharded, a head with rows makes it
+        whole, so a changed --results-shard-rows loses nothing. Shard names held by ConfigMaps
+        not ours are skipped.
         """
+        recorded = recorded if isinstance(recorded, Mapping) else {}
         name = naming.results_configmap_name(self.ref)
         cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
         if cm and not resources.owned_by(cm, self.ref.uid):
             raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref))
-        head = decode_results(cm) if cm else None
+        head = None
         if cm:
             self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
+            head = self._adopt(cm, recorded)
         shard_docs = []
         for shard_cm in await self.call(resources.list_configmaps, self.ref.namespace, self._selector()):
             if not resources.owned_by(shard_cm, self.ref.uid):
                 continue
-            doc = decode_results(shard_cm)
+            doc = self._adopt(shard_cm, recorded)
             if doc is not None and type(doc.get("shard")) is int and doc.get("uid") == self.ref.uid:
                 shard_docs.append(doc)
                 self.versions[doc["shard"]] = (shard_cm.get("metadata") or {}).get("resourceVersion")
@@ -95,20 +111,31 @@ class ResultsStore:
         elif head is not None and "pods" in head:
             self.sharded = False
         if self.sharded:
-            await self._check_shard_names({d["shard"] for d in shard_docs})
+            await self._skip_taken_names({d["shard"] for d in shard_docs})
         if head is None and not shard_docs:
+            tracker.restore({}, retried=retried)
             return
         whole = assemble(head or {"uid": self.ref.uid, "shards": []}, shard_docs)
         restored = results_from_document(whole)
-        tracker.restore(restored, retried=retried_from_document(head or {}))
+        tracker.restore(restored, retried=max(retried, retried_from_document(head or {})))
         if self.sharded:
             self.book.restore(shard_docs, set(tracker.results), self.k)
         self.written_version, self.written_finals = tracker.version, len(tracker.results)
         self.written_final = (head or {}).get("final") is True
         self.log.info("Restored %d episode results from the results ConfigMaps", len(restored))
 
-    async def _check_shard_names(self, ours: set[int]) -> None:
-        """A ConfigMap squatting a shard name the batch will write stalls it before anything runs."""
+    def _adopt(self, cm: dict, recorded: Mapping[str, str]) -> dict | None:
+        """The document of a ConfigMap of ours, if it is what the operator last wrote there."""
+        name = (cm.get("metadata") or {}).get("name")
+        if not recorded_by_operator(cm, recorded):
+            self.log.warning("ConfigMap %s/%s is not what the operator last wrote (its digest is not the one the "
+                             "status records): its rows are judged again", self.ref.namespace, name)
+            return None
+        self.digests[name] = recorded[name]
+        return decode_results(cm)
+
+    async def _skip_taken_names(self, ours: set[int]) -> None:
+        """Shard names the batch will write that ConfigMaps not ours hold are never used."""
         head = naming.results_configmap_name(self.ref)
         planned = -(-self.episodes // self.book.rows_per_shard)
         for number in range(planned):
@@ -116,9 +143,17 @@ class ResultsStore:
                 continue
             name = shard_configmap_name(head, number)
             cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
-            # ours but unreadable (a user broke it): its rows are judged again and it is written over
+            # ours but not adopted (a user broke it, a crash): judged again and written over
             if cm is not None and not resources.owned_by(cm, self.ref.uid):
-                raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, name))
+                self._name_taken(number)
+
+    def _name_taken(self, number: int) -> None:
+        name = shard_configmap_name(naming.results_configmap_name(self.ref), number)
+        self.book.give_up_name(number)
+        message = (f"ConfigMap {self.ref.namespace}/{name} exists and does not belong to this RolloutBatch: "
+                   "that results shard name is skipped, its rows go to the next shard")
+        self.log.warning("%s", message)
+        self.emit("Warning", v.EVENT_RESULTS_NAME_TAKEN, message)
 
     def _cached(self, result: EpisodeResult, origin: float | None, k: int) -> tuple[dict, str]:
         hit = self._rows.get(result.index)
@@ -168,16 +203,23 @@ class ResultsStore:
                 live = await self.call(resources.configmap_versions, self.ref.namespace, self._selector())
                 head = naming.results_configmap_name(self.ref)
                 for shard in self.book.shards:
+                    if shard.skipped:
+                        continue
                     live_version = live.get(shard_configmap_name(head, shard.number))
                     if live_version is None:
                         self.versions.pop(shard.number, None)
                     if live_version is None or live_version != self.versions.get(shard.number):
                         shard.dirty = True
-            for shard in self.book.dirty():
+            while dirty := self.book.dirty():
+                shard = dirty[0]
                 shard_rows = [self._row(results[i], origin, k) for i in shard.indexes]
                 groups = [self._group(g, k, results, origin) for g in shard.groups]
-                await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number,
-                                [self._text(results[i], origin, k) for i in shard.indexes])
+                try:
+                    await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number,
+                                    [self._text(results[i], origin, k) for i in shard.indexes])
+                except NotOurs:
+                    self._name_taken(shard.number)   # its rows move to a new dirty shard
+                    continue
                 self.book.written(shard.number)
                 if shard.full:
                     # Written full: its rows are not needed again but for a rare rewrite (a
@@ -199,7 +241,10 @@ class ResultsStore:
         if pods is not None:
             document["pods"] = pods
             texts = [self._text(results[i], origin, k) for i in sorted(rows)]
-        await self._put(document, None, texts)
+        try:
+            await self._put(document, None, texts)
+        except NotOurs:
+            raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref)) from None
         crash_point("results:final" if final else "results:partial")
         self.written_version, self.written_at, self.written_finals = version, time.monotonic(), count
         self.written_final = final
@@ -223,8 +268,7 @@ class ResultsStore:
         """Write one document (strict JSON already), its rows from their cached texts."""
         cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=True,
                                          row_texts=row_texts)
-        try:
-            live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard))
-        except NotOurs:
-            raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, cm["metadata"]["name"])) from None
+        live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard))
         self.versions[shard] = (live.get("metadata") or {}).get("resourceVersion")
+        # The digest of what the API stored: the status records it (the reconciler's next patch).
+        self.digests[cm["metadata"]["name"]] = configmap_digest(live)

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rolloutbatch.core.model import EpisodeResult, PodFacts
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
 
@@ -12,9 +16,19 @@ def pod(index: int, uid: str | None = None, phase: str = "Running", **kw) -> Pod
                 created=100.0, phase=phase, node="devnode-1", image_id="img", exit_code=None, restart_count=0,
                 terminated_reason=None, pod_reason=None, pod_message=None, disrupted=False, deleting=False,
                 ready=phase == "Running", started_at=None, finished_at=None, waiting_reason=None,
-                waiting_message=None)
+                waiting_message=None, owner_uid=JOB_UID)
     base.update(kw)
     return PodFacts(**base)
+
+
+JOB_UID = "job-uid"
+
+
+def tracker(episodes: int, retries: int, **kw) -> BatchTracker:
+    """A tracker of a batch whose Job (rb-x in rb-x) is known, as after provisioning."""
+    t = BatchTracker(episodes, retries, namespace="rb-x", job_name="rb-x", **kw)
+    t.expect_job(JOB_UID)
+    return t
 
 
 def result(index: int, outcome: str = "succeeded", reward: float | None = 1.0) -> EpisodeResult:
@@ -24,7 +38,7 @@ def result(index: int, outcome: str = "succeeded", reward: float | None = 1.0) -
 
 
 def test_terminal_pod_is_read_once():
-    t = BatchTracker(2, 2)
+    t = tracker(2, 2)
     t.observe_pod(pod(0))
     assert t.running == 1 and t.take_reads() == []
     done = pod(0, phase="Succeeded", exit_code=0)
@@ -41,7 +55,7 @@ def test_terminal_pod_is_read_once():
 
 
 def test_infrastructure_failure_is_a_retry_until_retries_run_out():
-    t = BatchTracker(1, 1)
+    t = tracker(1, 1)
     t.observe_pod(pod(0, uid="a", phase="Failed", disrupted=True))
     assert t.retried == 1 and not t.results and t.take_reads() == []
     t.observe_pod(pod(0, uid="b", phase="Failed", disrupted=True))
@@ -51,18 +65,18 @@ def test_infrastructure_failure_is_a_retry_until_retries_run_out():
 
 
 def test_each_index_counted_once_across_attempts():
-    t = BatchTracker(1, 3)
+    t = tracker(1, 3)
     t.observe_pod(pod(0, uid="a", phase="Failed", disrupted=True))
     t.observe_pod(pod(0, uid="b", phase="Succeeded", exit_code=0))
     (facts,) = t.take_reads()
     t.record(result(0), facts.uid)
     assert t.results[0].attempts == 2
     t.observe_pod(pod(0, uid="c", phase="Failed", exit_code=1))  # a stray later pod
-    assert t.take_reads() == [] and t.outcome_counts() == {"succeeded": 1, "failed": 0, "lost": 0}
+    assert t.take_reads() == [] and [r.outcome for r in t.results.values()] == ["succeeded"]
 
 
 def test_restored_results_are_final():
-    t = BatchTracker(3, 2)
+    t = tracker(3, 2)
     t.restore({0: result(0), 1: result(1, "failed", None)}, retried=4)
     assert t.retried == 4 and t.ready == 2
     t.observe_pod(pod(0, phase="Succeeded", exit_code=0))
@@ -71,14 +85,14 @@ def test_restored_results_are_final():
 
 
 def test_out_of_range_and_unindexed_pods_are_ignored():
-    t = BatchTracker(2, 0)
+    t = tracker(2, 0)
     t.observe_pod(pod(5, phase="Succeeded"))
     t.observe_pod(dataclasses.replace(pod(0, phase="Succeeded"), index=None))
     assert t.take_reads() == [] and t.version == 0
 
 
 def test_give_up_missing_marks_lost():
-    t = BatchTracker(3, 0)
+    t = tracker(3, 0)
     t.record(result(0), "uid-0")
     assert t.give_up_missing("BatchTimeout", "the Job ran out of time") == [1, 2]
     assert t.results[2].outcome == "lost" and t.results[2].reason == "BatchTimeout"
@@ -86,19 +100,19 @@ def test_give_up_missing_marks_lost():
 
 
 def test_waiting_pods_are_reported():
-    t = BatchTracker(1, 0)
+    t = tracker(1, 0)
     t.observe_pod(pod(0, phase="Pending", ready=False, waiting_reason="ErrImagePull", waiting_message="no"))
-    assert [f.waiting_reason for f in t.waiting()] == ["ErrImagePull"]
+    assert [f.waiting_reason for f in t._live.values()] == ["ErrImagePull"]
 
 
 def test_job_facts_and_finish_time():
-    job = {"metadata": {"uid": "j", "creationTimestamp": "2026-11-29T07:00:00Z"},
+    job = {"metadata": {"uid": JOB_UID, "name": "rb-x", "namespace": "rb-x", "creationTimestamp": "2026-11-29T07:00:00Z"},
            "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
                                       "message": "too slow"}]}}
     facts = job_facts(job)
     assert facts.finished and facts.failed and facts.reason == "DeadlineExceeded"
-    t = BatchTracker(1, 0)
-    t.observe_job(JobFacts(uid="j", created=1.0), now=5.0)
+    t = tracker(1, 0)
+    t.observe_job(JobFacts(uid=JOB_UID, name="rb-x", namespace="rb-x", created=1.0), now=5.0)
     assert t.job_finished_seen_at is None
     t.observe_job(facts, now=9.0)
     assert t.job_finished_seen_at == 9.0
@@ -117,12 +131,12 @@ class Recorder:
 
 def test_every_path_to_final_reports_once():
     seen = Recorder()
-    t = BatchTracker(4, 1, listener=seen)
+    t = tracker(4, 1, listener=seen)
     t.record(result(0), "uid-0")                                          # a log verdict
     t.record(result(0), "uid-0b")                                         # the same index again: no report
     t.observe_pod(pod(1, uid="a", phase="Failed", disrupted=True))        # retry
     t.observe_pod(pod(1, uid="b", phase="Failed", disrupted=True))        # retries used up -> final
-    t.observe_job(JobFacts(uid="j", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"), 5.0)
+    t.observe_job(JobFacts(uid=JOB_UID, name="rb-x", namespace="rb-x", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"), 5.0)
     t.give_up_after_job_end()                                             # 2 and 3: batch timeout
     assert seen.changes == [("final", 0, "succeeded"), ("retried", 1, None), ("final", 1, "failed"),
                             ("final", 2, "lost"), ("final", 3, "lost")]
@@ -133,7 +147,7 @@ def test_every_path_to_final_reports_once():
 
 def test_restore_reports_nothing_and_blocks_later_reports():
     seen = Recorder()
-    t = BatchTracker(2, 0, listener=seen)
+    t = tracker(2, 0, listener=seen)
     t.restore({0: result(0)})
     t.record(result(0), "uid-0")
     assert seen.changes == []
@@ -141,7 +155,7 @@ def test_restore_reports_nothing_and_blocks_later_reports():
 
 def test_an_evicted_pod_that_exits_zero_is_judged_not_retried():
     """The Job counts a Succeeded pod's index succeeded and makes no replacement (item 7)."""
-    t = BatchTracker(1, 2)
+    t = tracker(1, 2)
     t.observe_pod(pod(0, phase="Running", disrupted=True, deleting=True))
     assert t.retried == 0
     t.observe_pod(pod(0, phase="Succeeded", exit_code=0, disrupted=True, deleting=True))
@@ -149,12 +163,12 @@ def test_an_evicted_pod_that_exits_zero_is_judged_not_retried():
 
 
 def test_job_end_reasons_are_documented():
-    for job, reason in ((JobFacts(uid="j", created=1.0, finished=True), "LogUnavailable"),
-                        (JobFacts(uid="j", created=1.0, finished=True, failed=True, reason="BackoffLimitExceeded"),
+    for job, reason in ((JobFacts(uid=JOB_UID, name="rb-x", namespace="rb-x", created=1.0, finished=True), "LogUnavailable"),
+                        (JobFacts(uid=JOB_UID, name="rb-x", namespace="rb-x", created=1.0, finished=True, failed=True, reason="BackoffLimitExceeded"),
                          "JobFailed"),
-                        (JobFacts(uid="j", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"),
+                        (JobFacts(uid=JOB_UID, name="rb-x", namespace="rb-x", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"),
                          "BatchTimeout")):
-        t = BatchTracker(1, 0)
+        t = tracker(1, 0)
         t.observe_job(job, 1.0)
         t.give_up_after_job_end()
         assert (t.results[0].outcome, t.results[0].reason) == ("lost", reason)
@@ -169,19 +183,19 @@ def test_job_deadline_is_read_from_start_time():
 
 
 def test_ready_counts_ready_events_not_started_pods():
-    t = BatchTracker(3, 0)
+    t = tracker(3, 0)
     t.observe_pod(pod(0, phase="Running", ready=True))
     assert t.ready == 0                       # a started container has printed nothing we saw
     t.record(result(0), "uid-0")
     t.record(dataclasses.replace(result(1, "failed", None), ready_at=None), "uid-1")
     assert t.ready == 1
-    restored = BatchTracker(3, 0)
+    restored = tracker(3, 0)
     restored.restore(dict(t.results))
     assert restored.ready == t.ready          # the same number after a restart
 
 
 def test_unstartable_after_grace_only():
-    t = BatchTracker(2, 0)
+    t = tracker(2, 0)
     t.observe_pod(pod(0, phase="Pending", waiting_reason="ErrImageNeverPull", waiting_message="never"))
     t.observe_pod(pod(1, phase="Pending", waiting_reason="ContainerCreating"))
     assert t.unstartable(100.0, 20.0) is None
@@ -192,7 +206,87 @@ def test_unstartable_after_grace_only():
 
 
 def test_an_episode_evicted_over_its_own_storage_limit_is_judged_not_retried():
-    t = BatchTracker(1, 2)
+    t = tracker(1, 2)
     t.observe_pod(pod(0, phase="Failed", exit_code=137, disrupted=True, pod_reason="Evicted",
                       pod_message='Usage of EmptyDir volume "workspace" exceeds the limit "1Gi". '))
     assert t.retried == 0 and [f.index for f in t.take_reads()] == [0]
+
+
+# -- only the batch's own children count -----------------------------------------------------
+FORGERIES = {
+    "another namespace": dict(namespace="elsewhere"),
+    "no controller": dict(owner_uid=None),
+    "another owner": dict(owner_uid="some-other-job"),
+    "not the Job's name": dict(name="forged-0-abcde"),
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_a_pod_that_only_carries_the_label_is_not_an_episode(forgery):
+    t = tracker(2, 1)
+    forged = pod(0, uid="forged", phase="Succeeded", exit_code=0, **FORGERIES[forgery])
+    t.observe_pod(forged)
+    t.pod_deleted(forged)
+    t.observe_pod(pod(1, uid="forged-infra", phase="Failed", disrupted=True, **FORGERIES[forgery]))
+    assert t.take_reads() == [] and not t.results and t.retried == 0 and not t.seen_pods
+    assert [f.uid for f in t.take_foreign()] == ["forged", "forged-infra"] and t.take_foreign() == []
+    t.observe_pod(pod(0, uid="real", phase="Succeeded", exit_code=0))
+    assert [f.uid for f in t.take_reads()] == ["real"]
+
+
+def test_pods_seen_before_the_job_is_known_wait_for_it():
+    t = BatchTracker(2, 0, namespace="rb-x", job_name="rb-x")
+    t.observe_pod(pod(0, uid="real", phase="Succeeded", exit_code=0))
+    t.observe_pod(pod(1, uid="forged", phase="Succeeded", exit_code=0, owner_uid="other"))
+    t.observe_pod(pod(1, uid="elsewhere", phase="Succeeded", exit_code=0, namespace="x"))
+    assert t.take_reads() == [] and [f.uid for f in t.take_foreign()] == ["elsewhere"]
+    t.expect_job(JOB_UID)
+    t.expect_job("a-later-namesake")   # the first Job known stays the batch's
+    assert [f.uid for f in t.take_reads()] == ["real"] and [f.uid for f in t.take_foreign()] == ["forged"]
+
+
+def test_a_job_that_is_not_the_batchs_own_changes_nothing():
+    t = tracker(1, 0)
+    for forged in (JobFacts(uid="other", created=1.0, finished=True, failed=True, name="rb-x", namespace="rb-x"),
+                   JobFacts(uid=JOB_UID, created=1.0, finished=True, name="rb-x", namespace="elsewhere"),
+                   JobFacts(uid=JOB_UID, created=1.0, finished=True, name="forged", namespace="rb-x")):
+        assert not t.owns_job(forged)
+        t.observe_job(forged, now=5.0)
+    assert t.job is None and t.job_finished_seen_at is None
+    unknown = BatchTracker(1, 0, namespace="rb-x", job_name="rb-x")
+    assert not unknown.owns_job(JobFacts(uid=JOB_UID, created=1.0, name="rb-x", namespace="rb-x"))
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(sorted(FORGERIES)), st.booleans()), max_size=30))
+def test_no_mix_of_forged_pods_finalizes_or_retries_anything(events):
+    t = tracker(4, 2)
+    for n, (index, forgery, deleted) in enumerate(events):
+        facts = pod(index, uid=f"f{n}", phase="Failed" if n % 2 else "Succeeded", exit_code=0,
+                    disrupted=bool(n % 2), **FORGERIES[forgery])
+        t.pod_deleted(facts) if deleted else t.observe_pod(facts)
+    assert not t.results and not t.retried and not t.take_reads() and t.running == 0
+
+
+# -- pods the scheduler cannot place ------------------------------------------------------------
+def test_a_batch_whose_pods_no_node_can_hold_is_stuck_after_the_grace():
+    t = tracker(2, 0)
+    for i in range(2):
+        t.observe_pod(pod(i, phase="Pending", ready=False, unschedulable="0/2 nodes are available: 2 Insufficient memory."))
+    assert [f.index for f in t.unschedulable()] == [0, 1]
+    assert t.stuck_unschedulable(100.0, 60) is None
+    assert t.stuck_unschedulable(159.0, 60) is None
+    assert t.stuck_unschedulable(160.0, 60).unschedulable.endswith("Insufficient memory.")
+
+
+def test_a_busy_cluster_that_runs_some_episodes_is_not_stuck():
+    t = tracker(3, 0)
+    t.observe_pod(pod(0, phase="Pending", ready=False, unschedulable="0/2 nodes are available"))
+    assert t.stuck_unschedulable(0.0, 60) is None
+    t.observe_pod(pod(1))                                   # one runs: the cluster is only busy
+    assert t.stuck_unschedulable(100.0, 60) is None
+    t.observe_pod(pod(1, phase="Succeeded", exit_code=0))   # it ended: progress restarts the clock
+    t.record(result(1), "uid-1")
+    assert t.stuck_unschedulable(150.0, 60) is None
+    assert t.stuck_unschedulable(209.0, 60) is None and t.stuck_unschedulable(210.0, 60) is not None
+    t.observe_pod(pod(0, phase="Pending", ready=False))     # scheduled at last
+    assert not t.unschedulable() and t.stuck_unschedulable(500.0, 60) is None
