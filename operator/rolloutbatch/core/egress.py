@@ -1,21 +1,33 @@
-"""Declared egress (issue 15): the few destinations an episode may reach, plus cluster DNS.
+"""Declared egress: the few destinations an episode may reach, plus cluster DNS.
 
 ``spec.isolation.egress`` takes NetworkPolicy egress rules (``networking.k8s.io/v1``: ``to``
 peers and ``ports``) for the model endpoint an agent calls. The batch's policy then allows
-exactly those peers and DNS, and still denies every other egress and all ingress. Peers that
-open everything (an ipBlock wider than a /8 or an IPv6 /16 without ``except``, an empty
-namespaceSelector alone) are
-refused like an empty ``to``. A bare ``podSelector`` peer selects pods in the episodes' own
-namespace (the sandbox ``rb-<uid10>`` in Dedicated mode), as NetworkPolicy defines it: an
-endpoint elsewhere needs a ``namespaceSelector`` beside it. Only the shape
-is checked here; the API server judges the rest when it validates the policy (a dry run, before
-anything is created). Enforcement needs a CNI that implements NetworkPolicy.
+exactly those peers and DNS, and still denies every other egress and all ingress.
+
+The egress list must name what it opens; what a peer can match is judged, not its spelling:
+
+- a label selector *pins* only with a ``matchLabels`` entry or an ``In`` expression with values
+  (``Exists``, ``NotIn`` and ``DoesNotExist`` only exclude: every namespace has
+  ``kubernetes.io/metadata.name``). A ``namespaceSelector`` peer is refused unless it or the
+  ``podSelector`` beside it pins; a bare ``podSelector`` (the episodes' own namespace: the
+  sandbox ``rb-<uid10>`` in Dedicated mode) must pin, or it would reach the neighbour episodes
+  (Shared: every other workload of the namespace). An endpoint elsewhere needs a
+  ``namespaceSelector`` beside its ``podSelector``.
+- the addresses all ipBlocks admit together (each ``cidr`` minus its ``except``, over every
+  rule, ports aside) may not exceed one /8 of IPv4 or one /16 of IPv6; IPv6 blocks that embed
+  IPv4 (``::ffff:0:0/96``, NAT64 ``64:ff9b::/96``) count as the IPv4 they reach. Unparsable
+  CIDRs are refused rather than guessed at.
+
+An empty ``to`` is refused for the same reason. At most MAX_RULES rules, MAX_PEERS peers and
+MAX_EXCEPTS ``except`` entries per rule keep the check to milliseconds. The API server judges
+the rest when it validates the policy (a dry run, before anything is created); enforcement needs
+a CNI that implements NetworkPolicy.
 
 DNS: port 53 (UDP and TCP) to the pods labelled ``k8s-app=kube-dns`` in ``kube-system`` (the
 usual CoreDNS deployment), to any endpoint of the ``kube-system/kube-dns`` Service that is not a
 pod (found at startup: the devcluster's CoreDNS runs beside the apiserver; a policy peer that
 selects pods cannot name it), and to the CIDRs the operator is told of (``--dns-cidr``: e.g. a
-node-local DNS cache's link-local address).
+node-local DNS cache's link-local address). The operator adds these itself, after the checks.
 """
 
 from __future__ import annotations
@@ -27,13 +39,23 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core.model import SpecError
 
 MAX_RULES = 32
-BROADEST_PREFIX = {4: 8, 6: 16}   # an ipBlock wider than this without except is refused
+MAX_PEERS = 16      # per rule
+MAX_EXCEPTS = 16    # per rule, over all its ipBlocks
+BROADEST_PREFIX = {4: 8, 6: 16}   # all ipBlocks together may admit at most one network this wide
+BOUND = {4: 2 ** (32 - BROADEST_PREFIX[4]), 6: 2 ** (128 - BROADEST_PREFIX[6])}
+# IPv6 ranges whose last 32 bits are an IPv4 address some stacks reach: IPv4-mapped (Go's
+# net.IPNet.Contains matches IPv4 against it) and the NAT64 well-known prefix.
+EMBEDDED_IPV4 = tuple(int(ipaddress.IPv6Network(n).network_address) for n in ("::ffff:0:0/96", "64:ff9b::/96"))
 RULE_FIELDS = {"to", "ports"}
 PEER_FIELDS = {"podSelector", "namespaceSelector", "ipBlock"}
+SELECTOR_FIELDS = {"matchLabels", "matchExpressions"}
+EXPRESSION_FIELDS = {"key", "operator", "values"}
+IPBLOCK_FIELDS = {"cidr", "except"}
 PORT_FIELDS = {"protocol", "port", "endPort"}
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 DNS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
               "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},)
+TO_NAME = "name the endpoint's range (e.g. its /32), or use network: AllowEgress to open all egress"
 
 
 def _fields(value: object, allowed: set[str], where: str) -> Mapping:
@@ -45,28 +67,124 @@ def _fields(value: object, allowed: set[str], where: str) -> Mapping:
     return value
 
 
-def _too_broad(cidr: object) -> bool:
-    """A block wider than one /8 (IPv4) or /16 (IPv6): past any single network an endpoint
-    lives in. ``0.0.0.0/1`` + ``128.0.0.0/1`` opened everything as surely as ``/0`` did."""
+def _pins(selector: object, where: str) -> bool:
+    """Whether a label selector confines what it matches to pods or namespaces carrying a label
+    it names: a matchLabels entry or an ``In`` expression with values (requirements are ANDed,
+    so one suffices). ``{}``, ``{matchLabels: {}}`` and Exists/NotIn/DoesNotExist match all."""
+    selector = _fields(selector, SELECTOR_FIELDS, where)
+    labels, expressions = selector.get("matchLabels"), selector.get("matchExpressions")
+    if labels is not None and not isinstance(labels, Mapping):
+        raise SpecError(f"{where}.matchLabels", "must be an object of label: value")
+    if expressions is not None and not isinstance(expressions, (list, tuple)):
+        raise SpecError(f"{where}.matchExpressions", "must be a list of {key, operator, values}")
+    pinned = bool(labels)
+    for k, expr in enumerate(expressions or ()):
+        expr = _fields(expr, EXPRESSION_FIELDS, f"{where}.matchExpressions[{k}]")
+        values = expr.get("values")
+        pinned |= expr.get("operator") == "In" and isinstance(values, (list, tuple)) and len(values) > 0
+    return pinned
+
+
+def _check_selectors(peer: Mapping, where: str) -> None:
+    pods = _pins(peer["podSelector"], f"{where}.podSelector") if "podSelector" in peer else None
+    if "namespaceSelector" in peer:
+        if not _pins(peer["namespaceSelector"], f"{where}.namespaceSelector") and not pods:
+            raise SpecError(f"{where}.namespaceSelector",
+                            "matches every namespace (it has no matchLabels entry or In expression; Exists, "
+                            "NotIn and DoesNotExist only exclude) and no podSelector beside it narrows it: "
+                            "name the endpoint's namespace, e.g. matchLabels: {kubernetes.io/metadata.name: "
+                            "<namespace>}, or its pods' labels")
+    elif pods is False:
+        raise SpecError(f"{where}.podSelector",
+                        "matches every pod of the episodes' own namespace (it has no matchLabels entry or In "
+                        "expression): the neighbour episodes in a Dedicated sandbox, every other workload in a "
+                        "Shared namespace. Select the endpoint's pods by their labels, with a namespaceSelector "
+                        "beside it for an endpoint elsewhere")
+
+
+def _network(cidr: object, where: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    # Refused, not left to the API server: Go also parses forms Python does not ("010.0.0.0/8"),
+    # and a block this check cannot read is a block it cannot bound.
     try:
-        network = ipaddress.ip_network(str(cidr), strict=False)
+        if not isinstance(cidr, str):
+            raise ValueError(cidr)
+        family = ipaddress.IPv6Network if ":" in cidr else ipaddress.IPv4Network   # one parse, not two
+        return family(cidr, strict=False)
     except ValueError:
-        return False    # not a CIDR: the API server's dry run of the policy says so
-    return network.prefixlen < BROADEST_PREFIX[network.version]
+        raise SpecError(where, f"must be a CIDR such as 203.0.113.10/32 or fd00::/64, got {str(cidr)[:60]!r}") from None
 
 
-def _refuse_everything(peer: Mapping, where: str) -> None:
-    """Peers that, like an empty ``to``, open every destination are refused: the egress list
-    names what an agent may reach (``network: AllowEgress`` is the honest way to open it all)."""
-    block = peer.get("ipBlock")
-    if isinstance(block, Mapping) and _too_broad(block.get("cidr")) and not block.get("except"):
-        raise SpecError(f"{where}.ipBlock", f"{block.get('cidr')} is wider than a /{BROADEST_PREFIX[4]} (IPv4) or "
-                                            f"/{BROADEST_PREFIX[6]} (IPv6) and opens nearly every address (the "
-                                            "apiserver, the nodes, cloud metadata): name the endpoint's range, "
-                                            "list what it must not reach under except, or use network: AllowEgress")
-    if peer.get("namespaceSelector") == {} and not peer.get("podSelector"):
-        raise SpecError(f"{where}.namespaceSelector", "an empty namespaceSelector alone opens every pod in the cluster: "
-                                                      "select the endpoint's namespace and pods")
+def _admitted(block: Mapping, where: str) -> list[tuple[int, int, int]]:
+    """The (family, first, last) address intervals an ipBlock admits: its cidr minus its excepts.
+    An except outside the cidr, or of the other family, excludes nothing."""
+    net = _network(block.get("cidr"), f"{where}.cidr")
+    lo, hi = int(net.network_address), int(net.broadcast_address)
+    holes = []
+    for k, text in enumerate(block.get("except") or ()):
+        ex = _network(text, f"{where}.except[{k}]")
+        if ex.version == net.version:
+            a, b = max(lo, int(ex.network_address)), min(hi, int(ex.broadcast_address))
+            if a <= b:
+                holes.append((a, b))
+    out, cur = [], lo
+    for a, b in sorted(holes):
+        if a > cur:
+            out.append((net.version, cur, a - 1))
+        cur = max(cur, b + 1)
+    if cur <= hi:
+        out.append((net.version, cur, hi))
+    return out
+
+
+def _union_sizes(intervals: Sequence[tuple[int, int, int]]) -> dict[int, int]:
+    """How many addresses of each family the intervals cover together (overlaps once)."""
+    spans = list(intervals)
+    for version, a, b in intervals:
+        if version == 6:
+            for base in EMBEDDED_IPV4:
+                x, y = max(a, base), min(b, base + 2 ** 32 - 1)
+                if x <= y:
+                    spans.append((4, x - base, y - base))
+    sizes, end = {4: 0, 6: 0}, {4: -1, 6: -1}
+    for version, a, b in sorted(spans):
+        a = max(a, end[version] + 1)
+        if a <= b:
+            sizes[version] += b - a + 1
+            end[version] = b
+    return sizes
+
+
+def _over(sizes: Mapping[int, int]) -> int | None:
+    return next((v for v in (4, 6) if sizes[v] > BOUND[v]), None)
+
+
+def _check_breadth(blocks: Sequence[tuple[str, Mapping, list]]) -> None:
+    """Refuses ipBlocks that admit more than one /8 (IPv4) or /16 (IPv6) together, naming the
+    block at which the union (in spec order) first gets too wide."""
+    flat = [iv for _, _, ivs in blocks for iv in ivs]
+    if _over(_union_sizes(flat)) is None:
+        return
+    lo, hi = 1, len(blocks)             # the union only grows: find the first prefix over the bound
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _over(_union_sizes([iv for _, _, ivs in blocks[:mid] for iv in ivs])) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    where, block, _ = blocks[lo - 1]
+    sizes = _union_sizes([iv for _, _, ivs in blocks[:lo] for iv in ivs])
+    version = _over(sizes)
+    earlier = " with the ipBlocks before it" if lo > 1 else ""
+    raise SpecError(where, f"{block.get('cidr')}{earlier} admits {_amount(sizes[version])} IPv{version} addresses, more "
+                           f"than one /{BROADEST_PREFIX[version]} ({_amount(BOUND[version])}): that opens nearly "
+                           f"everything (the apiserver, the nodes, cloud metadata); {TO_NAME}")
+
+
+def _amount(count: int) -> str:
+    if count <= 2 ** 32:
+        return f"{count:,}"
+    power = count.bit_length() - 1
+    return f"2**{power}" if count == 2 ** power else f"more than 2**{power}"
 
 
 def parse_egress(raw: object) -> tuple[dict, ...]:
@@ -74,7 +192,7 @@ def parse_egress(raw: object) -> tuple[dict, ...]:
         return ()
     if not isinstance(raw, (list, tuple)) or len(raw) > MAX_RULES:
         raise SpecError("spec.isolation.egress", f"must be a list of at most {MAX_RULES} egress rules")
-    rules = []
+    rules, blocks = [], []
     for i, rule in enumerate(raw):
         where = f"spec.isolation.egress[{i}]"
         rule = _fields(rule, RULE_FIELDS, where)
@@ -82,13 +200,26 @@ def parse_egress(raw: object) -> tuple[dict, ...]:
         if not peers:
             # A rule without peers would open egress to everything on its ports.
             raise SpecError(f"{where}.to", "must name at least one peer (an empty `to` allows every destination)")
-        if not isinstance(peers, (list, tuple)):
-            raise SpecError(f"{where}.to", "must be a list of peers")
+        if not isinstance(peers, (list, tuple)) or len(peers) > MAX_PEERS:
+            raise SpecError(f"{where}.to", f"must be a list of at most {MAX_PEERS} peers")
+        excepts = 0
         for j, peer in enumerate(peers):
-            peer = _fields(peer, PEER_FIELDS, f"{where}.to[{j}]")
+            at = f"{where}.to[{j}]"
+            # A null field is an absent one to the API server: judge the peer it will see.
+            peer = {k: v for k, v in _fields(peer, PEER_FIELDS, at).items() if v is not None}
             if not peer:
-                raise SpecError(f"{where}.to[{j}]", "must set podSelector, namespaceSelector or ipBlock")
-            _refuse_everything(peer, f"{where}.to[{j}]")
+                raise SpecError(at, "must set podSelector, namespaceSelector or ipBlock")
+            _check_selectors(peer, at)
+            if "ipBlock" in peer:
+                block = _fields(peer["ipBlock"], IPBLOCK_FIELDS, f"{at}.ipBlock")
+                holes = block.get("except")
+                if holes is not None and not isinstance(holes, (list, tuple)):
+                    raise SpecError(f"{at}.ipBlock.except", "must be a list of CIDRs")
+                excepts += len(holes or ())
+                if excepts > MAX_EXCEPTS:
+                    raise SpecError(f"{at}.ipBlock.except", f"a rule may list at most {MAX_EXCEPTS} except "
+                                                            "entries over its ipBlocks: name the ranges to reach instead")
+                blocks.append((f"{at}.ipBlock", block, _admitted(block, f"{at}.ipBlock")))
         if ports is not None:
             if not isinstance(ports, (list, tuple)):
                 raise SpecError(f"{where}.ports", "must be a list of ports")
@@ -97,6 +228,7 @@ def parse_egress(raw: object) -> tuple[dict, ...]:
                 if port.get("protocol", "TCP") not in PROTOCOLS:
                     raise SpecError(f"{where}.ports[{j}].protocol", f"must be one of {', '.join(PROTOCOLS)}")
         rules.append({k: rule[k] for k in ("to", "ports") if rule.get(k) is not None})
+    _check_breadth(blocks)
     return tuple(rules)
 
 
