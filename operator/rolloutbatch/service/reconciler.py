@@ -91,7 +91,8 @@ class BatchReconciler:
 
     def observe_job(self, job: JobFacts, deleted: bool = False) -> None:
         if deleted:
-            self._deleted_job_uids.add(job.uid)   # the batch's own only if it is its Job (_track)
+            if job.name == naming.job_name(self.ref) and len(self._deleted_job_uids) < 100:
+                self._deleted_job_uids.add(job.uid)   # the batch's own only if it is its Job (_track)
         elif self.tracker is None:
             self._early_job = job
         else:
