@@ -5,10 +5,13 @@ import json
 
 import pytest
 
+from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
 from tests.support.batches import apply, condition, episode_batch, results, unique, wait_finished
 from tests.support.operator import kubectl
 
 pytestmark = [pytest.mark.cluster]
+
+OPTED_IN = {LABEL_INPUTS: INPUTS_OPT_IN}   # the operator reads no other ConfigMap as inputs
 
 # Each episode proves it reads its own group's input, and rewards group*10 + sample.
 PROGRAM = r'''
@@ -56,7 +59,8 @@ def test_inputs_by_reference_past_the_object_limit(operator_process, namespace):
     carry them through kopf's and kubectl's 256 KiB annotation limits), two samples each."""
     pad = 100 * 1024
     for shard, groups in ((0, (0, 2)), (1, (1, 3))):
-        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"tasks-{shard}", "namespace": namespace},
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": f"tasks-{shard}", "namespace": namespace, "labels": OPTED_IN},
               "data": {f"input-{g}.json": json.dumps({"group": g, "pad": "x" * pad}) for g in groups}}
         kubectl("create", "-f", "-", input=json.dumps(cm))
     name = unique("byref")
@@ -70,7 +74,8 @@ def test_inputs_by_reference_past_the_object_limit(operator_process, namespace):
 
 
 def test_inputs_by_reference_that_do_not_add_up_stall_before_anything_runs(operator_process, namespace):
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tasks", "namespace": namespace},
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "tasks", "namespace": namespace, "labels": OPTED_IN},
           "data": {"input-0.json": "{}", "input-2.json": "{}"}}
     kubectl("create", "-f", "-", input=json.dumps(cm))
     name = unique("badref")

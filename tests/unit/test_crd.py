@@ -134,3 +134,37 @@ def test_reserved_env_names_are_the_operators():
     (rule,) = env["x-kubernetes-validations"]
     assert set(rule["rule"].split("[", 1)[1].split("]", 1)[0].replace("'", "").replace(" ", "").split(",")) == RESERVED_ENV
     assert all(name in env["description"] and name in rule["message"] for name in RESERVED_ENV)
+
+
+def _pod_template():
+    return SCHEMA["properties"]["spec"]["properties"]["podTemplate"]["properties"]
+
+
+def test_the_crd_refuses_the_tolerations_the_operator_refuses():
+    from rolloutbatch.core.spec import MAX_TOLERATIONS, PROTECTED_TAINT_KEYS
+
+    tolerations = _pod_template()["tolerations"]
+    assert tolerations["maxItems"] == MAX_TOLERATIONS
+    rules = tolerations["items"]["x-kubernetes-validations"]
+    assert any(r["rule"] == "has(self.key) && size(self.key) > 0" for r in rules)
+    (listed,) = [r for r in rules if " in [" in r["rule"]]
+    keys = listed["rule"].split("[", 1)[1].split("]", 1)[0].replace("'", "").replace(" ", "").split(",")
+    assert set(keys) == PROTECTED_TAINT_KEYS and len(keys) == len(PROTECTED_TAINT_KEYS)
+    description = " ".join(tolerations["description"].split())
+    assert all(key in listed["message"] and key in description for key in PROTECTED_TAINT_KEYS)
+
+
+def test_the_crd_refuses_system_priority_classes():
+    from rolloutbatch.core.spec import MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX
+
+    field = _pod_template()["priorityClassName"]
+    (rule,) = field["x-kubernetes-validations"]
+    assert rule["rule"] == f"!self.startsWith('{SYSTEM_PRIORITY_PREFIX}')"
+    assert SYSTEM_PRIORITY_PREFIX in field["description"] and str(MAX_USER_PRIORITY) in field["description"]
+
+
+def test_the_crd_names_the_inputs_opt_in_label():
+    from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
+
+    text = " ".join(SCHEMA["properties"]["spec"]["properties"]["inputsFrom"]["description"].split())
+    assert f"{LABEL_INPUTS}={INPUTS_OPT_IN}" in text

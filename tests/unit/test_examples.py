@@ -67,3 +67,13 @@ def test_the_example_verifier_pays_nothing_for_a_forged_fix(forged):
     assert verifier.run_tests(forged)[0] != 0
     assert verifier.run_tests(verifier.BASELINE)[0] != 0
     assert verifier.run_tests("def shipping(total):\n    return 0 if total >= 99 else 10\n") == (0, "")
+
+
+def test_the_inputs_by_reference_example_is_opted_in_and_read_by_the_operator():
+    from rolloutbatch.core.admission import input_shards
+    from rolloutbatch.core.spec import parse_spec
+
+    configmap, batch = render.examples()["inputs-by-reference.yaml"]
+    spec = parse_spec(batch["spec"])
+    assert spec.inputs_from == (configmap["metadata"]["name"],)
+    assert len(input_shards([configmap], spec.inputs_from, spec.inputs_count)[0]) == spec.episodes

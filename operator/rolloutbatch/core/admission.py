@@ -1,8 +1,9 @@
 """Can the cluster serve this spec? Pure checks done before anything is created.
 
-Answers become ``Stalled`` conditions with a reason (docs/design.md §6) instead of Jobs that
-never start: a quota that cannot hold even one episode pod, or the RuntimeClass overhead that
-must be added to every pod's resources.
+Answers become ``Stalled`` conditions with a reason (docs/design.md §5.6) instead of Jobs that
+never start: a quota that cannot hold even one episode pod, the RuntimeClass overhead that must
+be added to every pod's resources, a PriorityClass of the system range, inputs by reference that
+are missing, not opted in or malformed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from decimal import Decimal
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchSpec
 from rolloutbatch.core.k8s_rules import format_quantity, parse_quantity
+from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
+from rolloutbatch.core.spec import MAX_USER_PRIORITY
 
 
 class Stalled(Exception):
@@ -75,19 +78,49 @@ def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec,
     return None
 
 
+def check_priority_class(priority_class: Mapping) -> str | None:
+    """A message when the live PriorityClass is above the user range (the cluster's critical
+    pods' range, whatever its name), else None. Its value is not revealed."""
+    value = priority_class.get("value")
+    name = (priority_class.get("metadata") or {}).get("name", "?")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"PriorityClass {name!r} has no integer value"[:200]
+    if value > MAX_USER_PRIORITY:
+        return (f"PriorityClass {name!r} is in the system range (value above {MAX_USER_PRIORITY}), reserved for "
+                "the cluster's critical pods: use a PriorityClass of the user range")[:300]
+    return None
+
+
+def opted_in(configmap: Mapping) -> bool:
+    """Whether a ConfigMap may be read as spec.inputsFrom (its writer labelled it so)."""
+    labels = (configmap.get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, Mapping) and labels.get(LABEL_INPUTS) == INPUTS_OPT_IN
+
+
+def not_opted_in_message(name: str) -> str:
+    """The one answer for a missing and for a not-opted-in ConfigMap: it reveals neither its
+    content nor whether it exists."""
+    return (f"ConfigMap {name} of spec.inputsFrom does not exist or is not labelled {LABEL_INPUTS}={INPUTS_OPT_IN}: "
+            "only ConfigMaps opted in with that label (by someone who may write them) are read as inputs")[:400]
+
+
 def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], count: int) -> list[dict[str, str]]:
     """The data of each spec.inputsFrom ConfigMap, checked: together they hold exactly the keys
     ``input-0.json`` .. ``input-<count-1>.json``, each a JSON object. Raises Stalled otherwise,
-    before anything is created."""
+    before anything is created. Every ConfigMap must be opted in (``opted_in``) before anything
+    of any of them is looked at: the submitter may have no right to read them, and a message
+    naming a key would hand their content out."""
     import json
     import re
 
+    configmaps = list(configmaps)
+    for name, cm in zip(names, configmaps):
+        if cm is None or not opted_in(cm):
+            raise Stalled(v.STALL_INPUTS_MISSING, not_opted_in_message(name))
     key = re.compile(r"^input-(0|[1-9][0-9]*)\.json$")
     seen: dict[int, str] = {}
     shards = []
     for name, cm in zip(names, configmaps):
-        if cm is None:
-            raise Stalled(v.STALL_INPUTS_MISSING, f"ConfigMap {name} of spec.inputsFrom does not exist")
         if cm.get("binaryData"):
             raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: inputs must be in data, not binaryData")
         data = dict(cm.get("data") or {})

@@ -23,6 +23,9 @@ CONTAINER_NAME = "episode"
 AGENT_CONTAINER, VERIFIER_CONTAINER = "agent", "verifier"
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 INPUTS_MOUNT_PATH = "/rollout/inputs"
+# spec.inputsFrom reads only ConfigMaps carrying this label: set by whoever may write the
+# ConfigMap, never by a submitter who holds rights on RolloutBatches alone (docs/design.md §8.1).
+LABEL_INPUTS, INPUTS_OPT_IN = "rl.agentruntime.io/inputs", "true"
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

@@ -4,8 +4,9 @@ The CRD schema already applies most defaults and rejects most bad specs at ``kub
 this module is the operator's own reading of the spec, so it works the same whether or not the
 API server defaulted a field (e.g. objects stored before a CRD upgrade). It also checks what the
 API server would refuse only later, in the children ``core.manifests`` builds from the spec
-(ConfigMap keys, pod-template shapes, label syntax, quantities): a spec is refused as a whole
-before anything is created (issue 10 item 13).
+(ConfigMap keys, pod-template shapes, label syntax, quantities), and what a submitter may not ask
+of the cluster through the operator (system priorities, protected taints): a spec is refused as a
+whole before anything is created.
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 TOLERATION_OPERATORS = ("", "Equal", "Exists")
 TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+# The submitter may hold rights on RolloutBatches only, and the operator cannot tell who submitted
+# a batch: the pod template may ask for nothing of the cluster's own (docs/design.md §8.1). The CRD
+# refuses the same (a unit test keeps them equal).
+# The API server reserves this PriorityClass prefix for the cluster's critical pods.
+SYSTEM_PRIORITY_PREFIX = "system-"
+# Kubernetes' HighestUserDefinablePriority: a PriorityClass above it is in the system range.
+MAX_USER_PRIORITY = 1_000_000_000
+# Taints that keep pods off nodes for the cluster's own safety: cordoned nodes, the control plane,
+# failing nodes (tolerated forever, a pod would stay bound to a dead node) and nodes an admin
+# declared out of service. Never tolerated, in any form: the operator already tolerates not-ready
+# and unreachable for NODE_LOSS_TOLERATION_SECONDS (core.manifests) itself.
+PROTECTED_TAINT_KEYS = frozenset({
+    "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
+    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service",
+})
+MAX_TOLERATIONS = 64               # bounds the CRD's per-toleration rules (CEL cost)
 MAX_INT32 = 2**31 - 1
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "EPISODE_GROUP", "EPISODE_SAMPLE", "BATCH_NAME"}
@@ -147,6 +164,14 @@ def _toleration(item: object, i: int) -> dict:
         raise SpecError(f"{field_name}.operator", f"must be Equal or Exists, got {operator!r}"[:200])
     if not key and operator != "Exists":
         raise SpecError(f"{field_name}.operator", "must be Exists when the key is empty")
+    if not key:
+        raise SpecError(f"{field_name}.key", "must name a taint: an empty key with operator Exists tolerates "
+                                             "every taint, also those that keep pods off the control plane and "
+                                             "off cordoned or failing nodes")
+    if key in PROTECTED_TAINT_KEYS:
+        raise SpecError(f"{field_name}.key", f"{key} keeps pods off nodes for the cluster's own safety and cannot "
+                                             f"be tolerated (refused: {', '.join(sorted(PROTECTED_TAINT_KEYS))}; "
+                                             "the operator itself tolerates not-ready and unreachable nodes briefly)")
     if operator == "Exists" and value:
         raise SpecError(f"{field_name}.value", "must be empty when the operator is Exists")
     if not is_label_value(value):
@@ -184,6 +209,9 @@ def _pod_template(template: Mapping) -> dict:
     if tolerations is not None:
         if isinstance(tolerations, (str, bytes)) or not isinstance(tolerations, (list, tuple)):
             raise SpecError("spec.podTemplate.tolerations", "must be a list of tolerations")
+        if len(tolerations) > MAX_TOLERATIONS:
+            raise SpecError("spec.podTemplate.tolerations", f"at most {MAX_TOLERATIONS} tolerations, "
+                                                            f"got {len(tolerations)}")
         checked["tolerations"] = [_toleration(item, i) for i, item in enumerate(tolerations)]
     affinity = template.get("affinity")
     if affinity is not None:
@@ -202,6 +230,10 @@ def _pod_template(template: Mapping) -> dict:
         if not is_dns_subdomain(priority):
             raise SpecError("spec.podTemplate.priorityClassName",
                             f"must be a PriorityClass name (lowercase DNS subdomain), got {priority!r}"[:200])
+        if priority.startswith(SYSTEM_PRIORITY_PREFIX):
+            raise SpecError("spec.podTemplate.priorityClassName",
+                            f"{priority!r} is a system PriorityClass ({SYSTEM_PRIORITY_PREFIX}* is reserved for "
+                            "the cluster's critical pods): use a PriorityClass of the user range"[:300])
         checked["priorityClassName"] = priority
     return checked
 
@@ -328,8 +360,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     size of task files and inputs, env (plain name/value, valid names, none reserved), timeouts,
     resources (known or domain-prefixed names, non-negative quantities, requests within limits)
     and workspace size, mount paths (absolute, not nested in each other), retries, the
-    isolation/cleanup enums, the TTL, the podTemplate (nodeSelector labels, tolerations,
-    affinity's shape, priorityClassName), the image and the RuntimeClass name.
+    isolation/cleanup enums, the TTL, the podTemplate (nodeSelector labels, tolerations, none
+    blanket or of a protected taint, affinity's shape, priorityClassName not a system one), the
+    image and the RuntimeClass name.
     """
     if not isinstance(raw, Mapping):
         raise SpecError("spec", "must be an object")

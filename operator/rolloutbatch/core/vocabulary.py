@@ -27,6 +27,9 @@ REASON_COLLECTING = "CollectingResults"
 REASON_SUCCEEDED = "EpisodesSucceeded"
 REASON_TOO_FEW = "TooFewSuccessfulEpisodes"
 EVENT_CLEANUP_FAILED = "SandboxCleanupFailed"   # after the end: the verdict stands, the TTL still runs
+EVENT_FOREIGN_POD = "ForeignPodIgnored"         # a pod with the batch's label that its Job did not make
+EVENT_RESULTS_NAME_TAKEN = "ResultsShardNameTaken"  # a shard's name held by a foreign ConfigMap: skipped
+EVENT_UNSCHEDULABLE = "EpisodesUnschedulable"   # the scheduler cannot place episode pods (yet)
 # Stalled: the batch ended without running to completion; each names what a person must fix.
 STALL_INVALID_SPEC = "InvalidSpec"
 STALL_RUNTIME_CLASS = "RuntimeClassNotFound"
@@ -43,12 +46,15 @@ STALL_INTERNAL = "InternalError"
 STALL_SANDBOX_DELETED = "SandboxDeleted"   # the Job (or its namespace) was deleted mid-batch
 STALL_PODS_NOT_CREATED = "PodsNotCreated"  # the Job controller could not create any episode pod
 STALL_PRIORITY_CLASS = "PriorityClassNotFound"
-STALL_INPUTS_MISSING = "InputsNotFound"     # a ConfigMap of spec.inputsFrom does not exist
+STALL_PRIORITY_CLASS_DENIED = "PriorityClassNotAllowed"   # in the system range, the cluster's own
+STALL_UNSCHEDULABLE = "Unschedulable"       # no episode pod could be placed for --unschedulable-grace
+STALL_INPUTS_MISSING = "InputsNotFound"     # a ConfigMap of spec.inputsFrom does not exist or is not opted in
 STALL_INPUTS_INVALID = "InvalidInputs"      # its keys or values are not the inputs it promised
 STALL_REASONS = (STALL_INVALID_SPEC, STALL_RUNTIME_CLASS, STALL_NAMESPACE_TERMINATING, STALL_NAMESPACE_CONFLICT,
                  STALL_NAME_CONFLICT, STALL_RESULTS_CONFLICT, STALL_QUOTA, STALL_REFUSED, STALL_IMAGE,
                  STALL_API_REFUSED, STALL_API_UNAVAILABLE, STALL_INTERNAL, STALL_INPUTS_MISSING,
-                 STALL_INPUTS_INVALID, STALL_SANDBOX_DELETED, STALL_PODS_NOT_CREATED, STALL_PRIORITY_CLASS)
+                 STALL_INPUTS_INVALID, STALL_SANDBOX_DELETED, STALL_PODS_NOT_CREATED, STALL_PRIORITY_CLASS,
+                 STALL_PRIORITY_CLASS_DENIED, STALL_UNSCHEDULABLE)
 
 # --- episode reasons (row["reason"]) ------------------------------------------------------------
 EP_INFRASTRUCTURE = "InfrastructureFailure"
@@ -76,13 +82,17 @@ EP_CLOCK_SKEW = "ClockSkew"
 EP_REWARD_BEFORE_READY = "RewardBeforeReady"
 EP_JOB_FAILED = "JobFailed"            # the Job ended (for a reason other than its deadline) without it
 EP_BATCH_STALLED = "BatchStalled"      # the batch stopped (a Stalled reason) before this episode ended
-# spec.verifier: the verifier itself crashed, ran past its time or broke the contract. Not a
-# graded attempt (outcome lost): it says nothing about the agent.
+# spec.verifier: once it started, the verifier crashed, was killed, ran past its time or did not
+# report one usable reward. It had the agent's work in front of it: the agent's failure.
 EP_VERIFIER_FAILED = "VerifierFailed"
+# spec.verifier: the agent phase ended but the verifier container never started (a create or
+# start error): nothing the agent did, so the episode is lost.
+EP_VERIFIER_NOT_STARTED = "VerifierNotStarted"
 EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_TIMEOUT, EP_STORAGE_LIMIT, EP_IMAGE_PULL,
                    EP_NON_ZERO_EXIT, EP_RESTARTED, EP_NO_READY, EP_NO_REWARD, EP_LOG_LIMIT, EP_DUPLICATE_READY,
                    EP_DUPLICATE_REWARD, EP_IDENTITY, EP_INVALID_REWARD, EP_MISSING_TIMESTAMP, EP_CLOCK_SKEW,
-                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED, EP_VERIFIER_FAILED)
+                   EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED, EP_VERIFIER_FAILED,
+                   EP_VERIFIER_NOT_STARTED)
 FLAG_SKEW_TOLERATED = "ClockSkewWithinTolerance"
 # spec.verifier: the agent printed a reward-shaped event; only the verifier's reward counts.
 FLAG_AGENT_REWARD_IGNORED = "AgentRewardIgnored"
@@ -100,3 +110,8 @@ COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 IMAGE_WAITING_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # Job condition reason when activeDeadlineSeconds passed (Job controller).
 JOB_DEADLINE_REASON = "DeadlineExceeded"
+# Terminated reasons of a container the runtime could not start (containerd, dockershim).
+START_ERROR_REASONS = ("StartError", "ContainerCannotRun")
+# The verifier launcher's exit code when it stopped the verifier at verifier.timeoutSeconds
+# (timeout(1)'s code).
+VERIFIER_TIMEOUT_EXIT = 124

@@ -16,7 +16,7 @@ from typing import Any
 
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core.model import SpecError
-from rolloutbatch.core.naming import LABEL_MANAGED_BY, MANAGED_BY
+from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
 from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS, check_batch_name,
                                     parse_spec)
 
@@ -167,8 +167,9 @@ def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int
 
 def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:
     """``(batch, configmaps)``: the batch as it will be created and the input ConfigMaps to create
-    first (none when the inputs fit inline). Names are ``<name>-in-<random>-<n>``: the batch's
-    final name is unknown before it is created (generateName)."""
+    first (none when the inputs fit inline), labelled ``rl.agentruntime.io/inputs=true`` so the
+    operator may read them. Names are ``<name>-in-<random>-<n>``: the batch's final name is
+    unknown before it is created (generateName)."""
     body = copy.deepcopy(dict(batch))
     spec = body.get("spec") or {}
     if not isinstance(spec, dict) or not by_reference(spec):
@@ -180,7 +181,9 @@ def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:
     shards = _shards(inputs)
     names = [f"{stem}-in-{token}-{n}" for n in range(len(shards))]
     spec["inputsFrom"] = {"configMaps": names, "count": len(inputs)}
-    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_INPUTS, LABEL_INPUTS_OF: stem[:63].rstrip("-._")}
+    # LABEL_INPUTS opts them in: the operator reads no unlabelled ConfigMap as inputs.
+    labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_INPUTS, LABEL_INPUTS_OF: stem[:63].rstrip("-._"),
+              LABEL_INPUTS: INPUTS_OPT_IN}
     configmaps = [{"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
                    "data": data} for name, data in zip(names, shards)]

@@ -1,11 +1,12 @@
 """Creating a batch's sandbox: every check first, then the children in order (core.children).
 
-Validate everything before creating anything (issue 10 item 13): the RuntimeClass and
-PriorityClass must exist, the API server must accept the episodes' Job (a server-side dry run in
-the batch's own namespace: a Dedicated sandbox does not exist yet), a Shared namespace's quota
-must hold one episode pod. Then, first in :func:`create` (they are read for copying anyway),
-spec.inputsFrom must hold exactly the inputs it promises; only then are the children created
-or adopted. Every refusal is a ``Stalled`` with its reason.
+Validate everything before creating anything: the RuntimeClass and PriorityClass must exist
+(the PriorityClass in the user range), the API server must accept the episodes' Job (a
+server-side dry run in the batch's own namespace: a Dedicated sandbox does not exist yet), a
+Shared namespace's quota must hold one episode pod. Then, first in :func:`create` (they are
+read for copying anyway), every ConfigMap of spec.inputsFrom must be opted in by its label and
+hold exactly the inputs it promises; only then are the children created or adopted. Every
+refusal is a ``Stalled`` with its reason.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from rolloutbatch.core import manifests, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, check_quota_fits, input_shards, runtime_overhead
+from rolloutbatch.core.admission import (Stalled, check_priority_class, check_quota_fits, input_shards,
+                                         runtime_overhead)
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.kube import resources
@@ -45,8 +47,14 @@ async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cid
             raise Stalled(v.STALL_RUNTIME_CLASS, f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
         overhead = runtime_overhead(rc)
     priority = spec.pod_template.get("priorityClassName")
-    if priority and await call(resources.get_or_none, "PriorityClass", priority) is None:
-        raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
+    if priority:
+        # The live class, not its name: the submitter may not borrow the cluster's critical range.
+        live_priority = await call(resources.get_or_none, "PriorityClass", priority)
+        if live_priority is None:
+            raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
+        problem = check_priority_class(live_priority)
+        if problem:
+            raise Stalled(v.STALL_PRIORITY_CLASS_DENIED, problem)
     job = manifests.job(ref, spec, owner)
     job["metadata"]["namespace"] = ref.namespace
     await _dry_run(call, job, "the episodes' Job")

@@ -15,3 +15,10 @@ def result(i, outcome="succeeded", reward=1.0, ready=1.0, done=2.0, node="n1", *
                          pod_created=100.0, ready_at=100.0 + ready, reward_at=100.0 + done,
                          pod_to_ready_seconds=ready)
     return base.replace(**changes) if changes else base
+
+
+def inputs_configmap(data: dict, labels: dict | None = None, name: str = "inputs") -> dict:
+    """A ConfigMap as spec.inputsFrom reads it: opted in by its label unless ``labels`` says otherwise."""
+    from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
+    meta = {"name": name, "labels": {LABEL_INPUTS: INPUTS_OPT_IN} if labels is None else labels}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}

@@ -19,3 +19,84 @@ def test_footprint_includes_overhead():
     assert pod_footprint(spec, {"cpu": "250m"})["requests.cpu"] == pytest.approx(0.35)
     assert runtime_overhead({"overhead": {"podFixed": {"cpu": "250m"}}}) == {"cpu": "250m"}
     assert runtime_overhead({"handler": "x"}) is None
+
+
+# -- what a submitter cannot get through the operator (docs/design.md §8.1) ----------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rolloutbatch.core.admission import Stalled, check_priority_class, input_shards, opted_in  # noqa: E402
+from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS  # noqa: E402
+from tests.unit.core.factories import inputs_configmap  # noqa: E402
+
+
+def _priority_class(value, name="pc"):
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+@pytest.mark.parametrize("value", [1_000_000_001, 2_000_000_000, 2_000_001_000])
+def test_a_priority_class_of_the_system_range_is_refused_without_showing_its_value(value):
+    message = check_priority_class(_priority_class(value, "critical"))
+    assert message and "critical" in message and "system range" in message and str(value) not in message
+
+
+@pytest.mark.parametrize("value", [1_000_000_000, 1000, 0, -5])
+def test_a_priority_class_of_the_user_range_stays_allowed(value):
+    assert check_priority_class(_priority_class(value)) is None
+
+
+@pytest.mark.parametrize("value", [None, "2000001000", True, 1.5])
+def test_a_priority_class_without_an_integer_value_is_refused(value):
+    assert "no integer value" in check_priority_class(_priority_class(value))
+
+
+SECRET = {"input-0.json": '{"token": "hunter2"}', "password.txt": "hunter2", "config.yaml": "x" * 5000}
+
+
+@pytest.mark.parametrize("labels", [None, {}, {LABEL_INPUTS: "false"}, {LABEL_INPUTS: "True"},
+                                    {"rl.agentruntime.io/role": "inputs"}])
+def test_a_configmap_not_opted_in_is_refused_and_nothing_of_it_is_shown(labels):
+    cm = inputs_configmap(SECRET, labels={} if labels is None else labels)
+    if labels is None:
+        del cm["metadata"]["labels"]
+    assert not opted_in(cm)
+    with pytest.raises(Stalled) as err:
+        input_shards([cm], ["app-secrets"], 1)
+    message = str(err.value)
+    assert err.value.reason == "InputsNotFound" and "app-secrets" in message
+    assert f"{LABEL_INPUTS}={INPUTS_OPT_IN}" in message
+    for leak in ("input-0", "password", "config", "hunter2", "5000"):
+        assert leak not in message, leak
+    # the same answer as for a ConfigMap that does not exist: not even its existence is shown
+    with pytest.raises(Stalled) as missing:
+        input_shards([None], ["app-secrets"], 1)
+    assert (missing.value.reason, missing.value.message) == (err.value.reason, err.value.message)
+
+
+def test_every_configmap_is_checked_for_the_label_before_any_content():
+    good = inputs_configmap({"input-0.json": "{}", "bogus-key": "x"})   # malformed, but opted in
+    foreign = inputs_configmap({"input-1.json": "{}", "private.pem": "k"}, labels={})
+    with pytest.raises(Stalled) as err:
+        input_shards([good, foreign], ["mine", "theirs"], 2)
+    assert err.value.reason == "InputsNotFound" and "theirs" in err.value.message
+    assert "bogus-key" not in err.value.message and "private" not in err.value.message
+
+
+def test_opted_in_configmaps_are_read():
+    shards = input_shards([inputs_configmap({"input-0.json": '{"a": 1}'})], ["mine"], 1)
+    assert shards == [{"input-0.json": '{"a": 1}'}]
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), min_size=1, max_size=20)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(data=st.dictionaries(_TEXT, _TEXT, max_size=6),
+       labels=st.dictionaries(_TEXT, _TEXT, max_size=3).filter(lambda d: d.get(LABEL_INPUTS) != INPUTS_OPT_IN),
+       count=st.integers(1, 50))
+def test_whatever_a_configmap_not_opted_in_holds_the_answer_is_the_same(data, labels, count):
+    with pytest.raises(Stalled) as err:
+        input_shards([inputs_configmap(data, labels=labels)], ["cm"], count)
+    with pytest.raises(Stalled) as missing:
+        input_shards([None], ["cm"], count)
+    assert (err.value.reason, err.value.message) == (missing.value.reason, missing.value.message)

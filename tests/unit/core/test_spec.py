@@ -147,7 +147,7 @@ def test_valid_pod_templates_and_resources_pass():
                                      "limits": {"cpu": "1", "hugepages-2Mi": "2Mi", "example.com/gpu": "1"}},
                        "podTemplate": {"nodeSelector": {"kubernetes.io/arch": "amd64", "pool": ""},
                                        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute",
-                                                        "tolerationSeconds": 30}, {"operator": "Exists"},
+                                                        "tolerationSeconds": 30}, {"key": "spot", "operator": "Exists"},
                                                        {"key": "a", "value": "b", "effect": "NoSchedule"}],
                                        "affinity": {"nodeAffinity": {"x": 1}}, "priorityClassName": "rl-low",
                                        }})
@@ -191,15 +191,17 @@ def test_inputs_from_shards_are_checked_before_anything_is_created():
     import pytest
 
     from rolloutbatch.core.admission import Stalled, input_shards
-    good = [{"data": {"input-0.json": "{}", "input-2.json": '{"a": 1}'}}, {"data": {"input-1.json": "{}"}}]
+    from tests.unit.core.factories import inputs_configmap as cm
+
+    good = [cm({"input-0.json": "{}", "input-2.json": '{"a": 1}'}), cm({"input-1.json": "{}"})]
     assert [sorted(d) for d in input_shards(good, ["a", "b"], 3)] == [["input-0.json", "input-2.json"],
                                                                       ["input-1.json"]]
-    cases = [([None], 1, "InputsNotFound"), ([{"data": {"input-1.json": "{}"}}], 1, "InvalidInputs"),
-             ([{"data": {"input-0.json": "[1]"}}], 1, "InvalidInputs"),
-             ([{"data": {"input-0.json": "NaN"}}], 1, "InvalidInputs"),
-             ([{"data": {"input-0.json": "{}"}}, {"data": {"input-0.json": "{}"}}], 1, "InvalidInputs"),
-             ([{"data": {"input-0.json": "{}"}}], 2, "InvalidInputs"),
-             ([{"binaryData": {"input-0.json": "e30="}}], 1, "InvalidInputs")]
+    cases = [([None], 1, "InputsNotFound"), ([cm({"input-1.json": "{}"})], 1, "InvalidInputs"),
+             ([cm({"input-0.json": "[1]"})], 1, "InvalidInputs"),
+             ([cm({"input-0.json": "NaN"})], 1, "InvalidInputs"),
+             ([cm({"input-0.json": "{}"}), cm({"input-0.json": "{}"})], 1, "InvalidInputs"),
+             ([cm({"input-0.json": "{}"})], 2, "InvalidInputs"),
+             ([{**cm({}), "binaryData": {"input-0.json": "e30="}}], 1, "InvalidInputs")]
     for cms, count, reason in cases:
         with pytest.raises(Stalled) as err:
             input_shards(cms, [f"cm{i}" for i in range(len(cms))], count)
@@ -230,3 +232,95 @@ def test_launcher_variables_cannot_be_referenced_by_the_verifier_either():
     with pytest.raises(SpecError) as err:
         parse_spec(base)
     assert err.value.field == "spec.samplesPerInput"
+
+
+# -- what a submitter cannot get through the operator (docs/design.md §8.1) ----------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rolloutbatch.core.spec import MAX_TOLERATIONS, PROTECTED_TAINT_KEYS  # noqa: E402
+
+
+def _template(**template):
+    return {**MINIMAL, "podTemplate": template}
+
+
+@pytest.mark.parametrize("name", ["system-node-critical", "system-cluster-critical", "system-x"])
+def test_system_priority_classes_are_refused(name):
+    with pytest.raises(SpecError) as err:
+        parse_spec(_template(priorityClassName=name))
+    assert err.value.field == "spec.podTemplate.priorityClassName" and "system" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["rl-low", "systemic", "my-system-class", "system"])
+def test_user_priority_classes_stay_allowed(name):
+    assert parse_spec(_template(priorityClassName=name)).pod_template["priorityClassName"] == name
+
+
+BLANKET = [{"operator": "Exists"}, {"key": "", "operator": "Exists"}, {"operator": "Exists", "effect": "NoSchedule"},
+           {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}, {"key": None, "operator": "Exists"}]
+
+
+@pytest.mark.parametrize("toleration", BLANKET)
+def test_a_toleration_of_every_taint_is_refused(toleration):
+    with pytest.raises(SpecError) as err:
+        parse_spec(_template(tolerations=[{"key": "gpu", "operator": "Exists"}, toleration]))
+    assert err.value.field == "spec.podTemplate.tolerations[1].key" and "every taint" in str(err.value)
+
+
+def _protected_forms(key):
+    return [{"key": key, "operator": "Exists"}, {"key": key, "operator": "Exists", "effect": "NoSchedule"},
+            {"key": key, "operator": "Equal", "value": "true", "effect": "NoExecute"},
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 3600}]
+
+
+@pytest.mark.parametrize("key", sorted(PROTECTED_TAINT_KEYS))
+def test_tolerations_of_the_clusters_protective_taints_are_refused(key):
+    for toleration in _protected_forms(key):
+        with pytest.raises(SpecError) as err:
+            parse_spec(_template(tolerations=[toleration]))
+        assert err.value.field == "spec.podTemplate.tolerations[0].key" and key in str(err.value), toleration
+
+
+def test_the_protected_taints_are_the_documented_ones():
+    assert PROTECTED_TAINT_KEYS == {
+        "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
+        "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service"}
+
+
+def test_specific_tolerations_stay_allowed():
+    tolerations = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                   {"key": "dedicated", "operator": "Equal", "value": "rl", "effect": "NoExecute",
+                    "tolerationSeconds": 60},
+                   {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+                   {"key": "example.com/node-role.kubernetes.io-master", "operator": "Exists"}]
+    assert parse_spec(_template(tolerations=tolerations)).pod_template["tolerations"] == tolerations
+
+
+def test_too_many_tolerations_are_refused():
+    many = [{"key": f"k{i}", "operator": "Exists"} for i in range(MAX_TOLERATIONS + 1)]
+    with pytest.raises(SpecError, match="at most"):
+        parse_spec(_template(tolerations=many))
+    assert len(parse_spec(_template(tolerations=many[:-1])).pod_template["tolerations"]) == MAX_TOLERATIONS
+
+
+_KEYS = st.from_regex(r"\A[a-z]([a-z0-9-]{0,9}[a-z0-9])?(\.[a-z]{1,5})?(/[a-z][a-z0-9]{0,8})?\Z")
+_SPECIFIC = st.builds(lambda key, effect: {"key": key, "operator": "Exists", **({"effect": effect} if effect else {})},
+                      _KEYS.filter(lambda k: k not in PROTECTED_TAINT_KEYS),
+                      st.sampled_from(["", "NoSchedule", "PreferNoSchedule", "NoExecute"]))
+_PROTECTED = st.sampled_from(sorted(PROTECTED_TAINT_KEYS)).flatmap(lambda k: st.sampled_from(_protected_forms(k)))
+_FORBIDDEN = st.one_of(st.sampled_from(BLANKET), _PROTECTED)
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(before=st.lists(_SPECIFIC, max_size=5), forbidden=_FORBIDDEN, after=st.lists(_SPECIFIC, max_size=5))
+def test_any_toleration_list_with_a_blanket_or_protected_toleration_is_refused(before, forbidden, after):
+    with pytest.raises(SpecError) as err:
+        parse_spec(_template(tolerations=[*before, forbidden, *after]))
+    assert err.value.field == f"spec.podTemplate.tolerations[{len(before)}].key"
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(tolerations=st.lists(_SPECIFIC, max_size=8))
+def test_any_list_of_specific_tolerations_is_kept(tolerations):
+    assert parse_spec(_template(tolerations=tolerations)).pod_template.get("tolerations", []) == tolerations
