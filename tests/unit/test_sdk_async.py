@@ -8,7 +8,7 @@ import pytest
 from rolloutbatch import sdk
 from rolloutbatch.sdk.aio import AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
-from tests.unit.test_sdk_follow import BATCHES, CMS, NS, batch, cm, listing, row
+from tests.unit.test_sdk_follow import BATCHES, CMS, NAME, NS, batch, cm, listing, recorded, row
 
 
 class FakeAsyncApi:
@@ -37,11 +37,14 @@ class FakeAsyncApi:
 
 def test_async_stream_groups_wait_and_delete():
     def api():
+        # The head, then a shard; the status records them only at the end.
+        head, shard = cm([row(1), row(0), row(3)], rv="11"), cm([row(2), row(3)], name=f"{NAME}-results-0", rv="12")
+        done = recorded({"phase": "Succeeded", "progress": "4/4"}, head, shard)
         return FakeAsyncApi(
-            lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([cm([row(1)])])]},
-            watches={CMS: [[event("MODIFIED", cm([row(1), row(0), row(3)], rv="11")),
-                            sdk.Unavailable("dropped")], [event("MODIFIED", cm([row(2), row(3)], rv="12"))]],
-                     BATCHES: [[1.0, event("MODIFIED", batch({"phase": "Succeeded", "progress": "4/4"}))]]})
+            lists={BATCHES: [listing([batch(recorded({"phase": "Running"}, cm([row(1)])))])],
+                   CMS: [listing([cm([row(1)])])]},
+            watches={CMS: [[event("MODIFIED", head), sdk.Unavailable("dropped")], [event("MODIFIED", shard)]],
+                     BATCHES: [[1.0, event("MODIFIED", batch(done))]]})
 
     async def main():
         client = AsyncClient(api=api(), namespace=NS)
@@ -60,6 +63,28 @@ def test_async_stream_groups_wait_and_delete():
     assert rows == [1, 0, 3, 2]
     assert [(g["group"], g["final"], len(g["rows"])) for g in groups] == [(0, True, 2), (1, True, 2)]
     assert status["progress"] == "4/4" and deleted == [f"{BATCHES}/b"]
+
+
+def test_async_stream_and_results_skip_a_forged_shard():
+    ours = cm([row(0), row(1), row(2), row(3)])
+    forged = cm([row(0, reward=1e6)], name=f"{NAME}-results-0")
+    final = batch(recorded({"phase": "Succeeded"}, ours))
+    head_path = f"{CMS}/{NAME}-results"
+
+    async def main():
+        api = FakeAsyncApi(lists={BATCHES: [listing([final])], CMS: [listing([forged, ours])]}, watches={})
+        handle = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
+        rows = [(r["index"], r["reward"]) async for r in handle.stream(timeout=5)]
+        edited = dict(ours, data=forged["data"])
+        api = FakeAsyncApi(lists={head_path: [edited]}, watches={})
+        with pytest.raises(sdk.ResultsNotReady, match="changed since the operator wrote it"):
+            await AsyncBatchHandle(AsyncClient(api=api, namespace=NS), final).results()
+        api = FakeAsyncApi(lists={head_path: [ours]}, watches={})
+        return rows, await AsyncBatchHandle(AsyncClient(api=api, namespace=NS), final).results()
+
+    rows, results = asyncio.run(main())
+    assert rows == [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)]
+    assert [r["reward"] for r in results] == [1.0] * 4
 
 
 def test_async_timeout_and_verbs_share_the_rules():

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from rolloutbatch import sdk
-from rolloutbatch.core.results import encode_results
+from rolloutbatch.core.results import configmap_digest, encode_results
+from rolloutbatch.sdk.follow import Follower
 from rolloutbatch.kube.errors import Forbidden, Unavailable
 from tests.unit.fake_watch import FakeApi, event, gone
 
@@ -31,6 +32,11 @@ def cm(rows, name=f"{NAME}-results", rv="5", uid=UID, **extra):
     if binary:
         obj["binaryData"] = binary
     return obj
+
+
+def recorded(status, *configmaps):
+    """``status`` as the operator patches it after writing ``configmaps`` (``resultsDigests``)."""
+    return dict(status, resultsDigests={c["metadata"]["name"]: configmap_digest(c) for c in configmaps})
 
 
 def listing(items, rv="10"):
@@ -69,9 +75,10 @@ def test_wait_stops_on_stalled_settles_and_times_out():
 
 
 def test_stream_survives_dropped_watches_and_relists_without_duplicates():
-    final = batch({"phase": "Succeeded"})
+    # The status records the first and the last write; those between wait, then the last holds them.
+    final = batch(recorded({"phase": "Succeeded"}, cm([row(0), row(1), row(2), row(3)])))
     api = FakeApi(
-        lists={BATCHES: [listing([batch({"phase": "Running"})])],
+        lists={BATCHES: [listing([batch(recorded({"phase": "Running"}, cm([row(0)])))])],
                CMS: [listing([cm([row(0)])], rv="10"), listing([cm([row(0), row(1), row(2)])], rv="20"),
                      listing([cm([row(0), row(1), row(2), row(3)])], rv="30")]},
         watches={CMS: [[event("MODIFIED", cm([row(0), row(1)], rv="11")), Unavailable("dropped")],
@@ -89,16 +96,18 @@ def test_stream_survives_dropped_watches_and_relists_without_duplicates():
 
 def test_stream_sweeps_once_after_the_batch_is_final():
     """The batch watch says final before the ConfigMap watch delivered the last rows."""
-    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Failed"})])],
-                         CMS: [listing([cm([row(0)])]), listing([cm([row(0), row(1), row(2), row(3, outcome="failed")])])]})
+    last = cm([row(0), row(1), row(2), row(3, outcome="failed")])
+    api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Failed"}, last))])],
+                         CMS: [listing([cm([row(0)])]), listing([last])]})
     rows = list(handle(api).stream(timeout=5))
     assert [r["index"] for r in rows] == [0, 1, 2, 3] and rows[3]["reward"] is None
 
 
 def test_groups_once_complete_and_leftovers_at_the_end():
-    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])],
-                         CMS: [listing([cm([row(1, reward=0.0), row(0, reward=1.0), row(2, reward=2.0)])])]},
-                  watches={BATCHES: [[0.2, event("MODIFIED", batch({"phase": "Failed"}))]]})
+    results = cm([row(1, reward=0.0), row(0, reward=1.0), row(2, reward=2.0)])
+    api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Running"}, results))])],
+                         CMS: [listing([results])]},
+                  watches={BATCHES: [[0.2, event("MODIFIED", batch(recorded({"phase": "Failed"}, results)))]]})
     groups = list(handle(api).groups(timeout=5))
     first, second = groups
     assert first["group"] == 0 and first["final"] and [r["sample"] for r in first["rows"]] == [0, 1]
@@ -107,10 +116,12 @@ def test_groups_once_complete_and_leftovers_at_the_end():
 
 
 def test_rows_of_other_batches_and_garbage_are_ignored():
-    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Succeeded"})])],
-                         CMS: [listing([cm([row(0)], uid="other"), {"metadata": {"labels": {
-                             "rl.agentruntime.io/batch-uid": UID}}, "binaryData": {"results.json.gz": "!!"}},
-                             cm([{"index": 9, "outcome": "succeeded"}, {"index": 1, "outcome": "nonsense"}, row(3)])])]})
+    ours = cm([{"index": 9, "outcome": "succeeded"}, {"index": 1, "outcome": "nonsense"}, row(3)])
+    garbage = {"metadata": {"name": f"{NAME}-results-0", "labels": {"rl.agentruntime.io/batch-uid": UID}},
+               "binaryData": {"results.json.gz": "!!"}}
+    other = cm([row(0)], uid="other")
+    api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Succeeded"}, ours, garbage))])],
+                         CMS: [listing([other, garbage, ours])]})
     assert [r["index"] for r in handle(api).stream(timeout=1)] == [3]
 
 
@@ -126,7 +137,61 @@ def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
 
 def test_a_growing_shard_row_count_is_streamed_in_completion_order():
     shard = dict(cm([row(3), row(0)], name=f"{NAME}-results-0"))
-    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([shard])]},
-                  watches={CMS: [[event("MODIFIED", cm([row(3), row(0), row(2), row(1)], name=f"{NAME}-results-0"))]],
-                           BATCHES: [[0.3, event("MODIFIED", batch({"phase": "Succeeded"}))]]})
+    grown = cm([row(3), row(0), row(2), row(1)], name=f"{NAME}-results-0")
+    api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Running"}, shard))])], CMS: [listing([shard])]},
+                  watches={CMS: [[event("MODIFIED", grown)]],
+                           BATCHES: [[0.3, event("MODIFIED", batch(recorded({"phase": "Succeeded"}, grown)))]]})
     assert [r["index"] for r in handle(api).stream(timeout=5)] == [3, 0, 2, 1]
+
+
+def test_a_forged_shard_is_never_streamed():
+    """Right label and name, a well-formed row with reward 1e6, listed before the real rows."""
+    first, last = cm([row(0), row(1)]), cm([row(0), row(1), row(2), row(3)], rv="11")
+    forged = cm([row(3, reward=1e6)], name=f"{NAME}-results-0")
+    api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Running"}, first))])],
+                         CMS: [listing([forged, first])]},
+                  watches={CMS: [[event("MODIFIED", last), event("MODIFIED", dict(forged, data=last["data"]))]],
+                           BATCHES: [[0.3, event("MODIFIED", batch(recorded({"phase": "Succeeded"}, last)))]]})
+    rows = list(handle(api).stream(timeout=5))
+    assert [(r["index"], r["reward"]) for r in rows] == [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)]
+
+
+def test_a_configmap_is_streamed_once_the_status_records_it():
+    follower = Follower(batch(recorded({"phase": "Running"}, cm([row(0)]))))
+    watch = follower.results_watch
+    written = cm([row(0), row(1)], rv="6")
+    assert follower.feed(watch, "MODIFIED", written) == []            # the status lags the write
+    progress = recorded({"phase": "Running", "progress": "1/4"}, cm([row(0)]))
+    assert follower.feed(follower.batch_watch, "MODIFIED", batch(progress)) == [("status", progress)]   # not yet
+    status = recorded({"phase": "Running"}, written)
+    out = follower.feed(follower.batch_watch, "MODIFIED", batch(status))
+    assert out == [("status", status), ("row", row(0)), ("row", row(1))] and not follower.pending
+    assert follower.feed(watch, "MODIFIED", written) == []            # redelivered: each index once
+
+
+def test_an_operator_restart_that_rewrites_loses_nothing():
+    """A write whose status patch a crash prevented is superseded by the restarted operator's."""
+    follower = Follower(batch(recorded({"phase": "Running"}, cm([row(0)]))))
+    watch = follower.results_watch
+    assert [v["index"] for _, v in follower.feed(watch, "ADDED", cm([row(0)]))] == [0]
+    assert follower.feed(watch, "MODIFIED", cm([row(0), row(1)], rv="6")) == []      # never recorded
+    rewritten = cm([row(0), row(2), row(1, reward=0.5)], rv="7")                     # judged again
+    assert follower.feed(watch, "MODIFIED", rewritten) == [] and len(follower.pending) == 1
+    out = follower.feed(follower.batch_watch, "MODIFIED", batch(recorded({"phase": "Succeeded"}, rewritten)))
+    assert [(v["index"], v["reward"]) for k, v in out if k == "row"] == [(2, 1.0), (1, 0.5)]
+
+
+def test_unrecorded_configmaps_are_bounded_and_ignored_by_the_sweep():
+    from rolloutbatch.sdk.follow import MAX_PENDING
+
+    follower = Follower(batch({"phase": "Running"}))
+    for n in range(MAX_PENDING + 5):
+        follower.feed(follower.results_watch, "ADDED", cm([row(n % 4, reward=1e6)], name=f"{NAME}-results-{n}"))
+    assert len(follower.pending) == MAX_PENDING and f"{NAME}-results-0" not in follower.pending
+    ours = cm([row(0), row(1), row(2)])
+    follower.feed(follower.batch_watch, "MODIFIED", batch(recorded({"phase": "Failed"}, ours)))
+    assert follower.needs_sweep()
+    forged = cm([row(3, reward=1e6)], name=f"{NAME}-results-9")
+    out = follower.swept_with([ours, forged])
+    assert [v["index"] for _, v in out] == [0, 1, 2] and f"{NAME}-results-9" in follower.unverified
+    assert all(r["reward"] == 1.0 for r in follower.rows.values()) and follower.done(now=0)

@@ -7,7 +7,7 @@ import pytest
 
 from rolloutbatch import sdk
 from rolloutbatch.core.result_shards import assemble
-from rolloutbatch.core.results import encode_results
+from rolloutbatch.core.results import configmap_digest, encode_results
 from rolloutbatch.core.spec import INPUT_KEY, MAX_CONFIG_BYTES, parse_spec
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, plan_inputs
@@ -100,9 +100,10 @@ class ShardApi:
     url = "https://fake"
 
     def __init__(self, objects, items):
-        self.objects, self.items, self.params = objects, items, []
+        self.objects, self.items, self.params, self.paths = objects, items, [], []
 
     def get(self, path, what, **params):
+        self.paths.append(path)
         if path in self.objects:
             return self.objects[path]
         if path.endswith("/configmaps"):
@@ -111,9 +112,26 @@ class ShardApi:
         raise sdk.NotFound(what, status=404)
 
 
-def _cm(name, document):
+def _cm(name, document, uid="u-9"):
     data, binary = encode_results(document)
-    return {"metadata": {"name": name}, "data": data, "binaryData": binary}
+    # The labels and ownerReference the operator's own ConfigMaps carry: anyone may copy them.
+    return {"metadata": {"name": name, "labels": {"rl.agentruntime.io/batch-uid": uid,
+                                                  "rl.agentruntime.io/role": "results-shard"},
+                         "ownerReferences": [{"kind": "RolloutBatch", "name": "b", "uid": uid}]},
+            "data": data, "binaryData": binary}
+
+
+def _digests(*configmaps):
+    """``status.resultsDigests`` as the operator records it after writing ``configmaps``."""
+    return {c["metadata"]["name"]: configmap_digest(c) for c in configmaps}
+
+
+HEAD_PATH = "/api/v1/namespaces/n/configmaps/b-results"
+BATCH_PATH = "/apis/rl.agentruntime.io/v1alpha1/namespaces/n/rolloutbatches/b"
+
+
+def _batch(uid="u-9", **status):
+    return {"metadata": {"name": "b", "namespace": "n", "uid": uid}, "status": status}
 
 
 def test_results_read_the_head_and_every_shard():
@@ -124,12 +142,84 @@ def test_results_read_the_head_and_every_shard():
             "shards": [{"name": "b-results-0", "rows": 4, "full": True}, {"name": "b-results-1", "rows": 2, "full": False}]}
     shards = [{"uid": uid, "shard": 0, "pods": rows[:4][::-1], "groups": []},
               {"uid": uid, "shard": 1, "pods": rows[4:], "groups": []}]
-    api = ShardApi({"/api/v1/namespaces/n/configmaps/b-results": _cm("b-results", head)},
-                   [_cm("b-results-0", shards[0]), _cm("b-results-1", shards[1]),
-                    {"metadata": {"name": "b-results-7"}, "data": {"results.json": "garbage"}}])
-    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), {"metadata": {"name": "b", "namespace": "n", "uid": uid}})
+    cms = [_cm("b-results", head), _cm("b-results-0", shards[0]), _cm("b-results-1", shards[1])]
+    api = ShardApi({HEAD_PATH: cms[0]},
+                   cms[1:] + [{"metadata": {"name": "b-results-7"}, "data": {"results.json": "garbage"}}])
+    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), _batch(uid, phase="Running", resultsDigests=_digests(*cms)))
     assert [r["index"] for r in h.results()] == list(range(6))
     document = h.document()
     assert document == dict(assemble(head, shards), unreadable_shards=["b-results-7"])
     assert [g["reward_mean"] for g in document["groups"]] == [0.5, 2.5, 4.5]
     assert api.params[0]["labelSelector"] == "rl.agentruntime.io/batch-uid=u-9,rl.agentruntime.io/role=results-shard"
+    assert BATCH_PATH not in api.paths       # every readable one recorded: the status is not read again
+
+
+def _sharded(uid="u-9"):
+    rows = [{"index": i, "group": i, "sample": 0, "valid": True, "reward": 1.0, "outcome": "succeeded"}
+            for i in range(4)]
+    head = {"batch": "b", "namespace": "n", "uid": uid, "episodes": 4, "samples_per_input": 1,
+            "shards": [{"name": f"b-results-{n}", "rows": 2, "full": True} for n in range(2)]}
+    return rows, [_cm("b-results", head), _cm("b-results-0", {"uid": uid, "shard": 0, "pods": rows[:2], "groups": []}),
+                  _cm("b-results-1", {"uid": uid, "shard": 1, "pods": rows[2:], "groups": []})]
+
+
+def test_a_forged_shard_is_left_out_and_named():
+    """Right labels, ownerReference and a well-formed row: not the operator's by its status."""
+    uid = "u-9"
+    rows, cms = _sharded(uid)
+    big = dict(rows[3], reward=1e6)
+    forged = [_cm("b-results-1", {"uid": uid, "shard": 1, "pods": [rows[2], big], "groups": []}),   # edited
+              _cm("b-results-2", {"uid": uid, "shard": 2, "pods": [dict(rows[0], reward=1e6)], "groups": []})]
+    api = ShardApi({HEAD_PATH: cms[0]}, [forged[1], cms[1], forged[0]])
+    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"),
+                        _batch(uid, phase="Succeeded", resultsDigests=_digests(*cms)))
+    assert [(r["index"], r["reward"]) for r in h.results()] == [(0, 1.0), (1, 1.0)]
+    document = h.document()
+    assert document["unverified_shards"] == ["b-results-1", "b-results-2"]
+    assert document["missing_shards"] == ["b-results-1"] and "unreadable_shards" not in document
+    assert 1e6 not in [g.get("reward_mean") for g in document["groups"]]
+    assert BATCH_PATH not in api.paths       # final: its status already records the final write
+
+
+def test_a_forged_or_edited_head_is_refused():
+    uid = "u-9"
+    rows, cms = _sharded(uid)
+    whole = _cm("b-results", {"batch": "b", "uid": uid, "episodes": 4, "pods": [dict(r, reward=1e6) for r in rows]})
+    for status in ({"phase": "Succeeded", "resultsDigests": _digests(*cms)}, {"phase": "Failed"}):
+        api = ShardApi({HEAD_PATH: whole}, cms[1:])
+        with pytest.raises(sdk.ResultsNotReady, match="changed since the operator wrote it.*do not trust it"):
+            sdk.Client(api=api, namespace="n").results_document(_batch(uid, **status))
+        assert BATCH_PATH not in api.paths
+    # Not final: the status is read once more (it lags a write by one call); still not recorded.
+    api = ShardApi({HEAD_PATH: whole, BATCH_PATH: _batch(uid, phase="Running", resultsDigests=_digests(*cms))}, cms[1:])
+    with pytest.raises(sdk.ResultsNotReady, match="not yet confirmed by the batch's status.*try again"):
+        sdk.Client(api=api, namespace="n").results_document(_batch(uid, phase="Running", resultsDigests=_digests(*cms)))
+    assert api.paths.count(BATCH_PATH) == 1
+
+
+def test_a_status_that_lags_the_write_is_read_again_once():
+    uid = "u-9"
+    rows, cms = _sharded(uid)
+    fresh = _batch(uid, phase="Running", resultsDigests=_digests(*cms))
+    api = ShardApi({HEAD_PATH: cms[0], BATCH_PATH: fresh}, cms[1:])
+    stale = _batch(uid, phase="Running", resultsDigests=_digests(cms[1]))   # before the head and shard 1
+    document = sdk.Client(api=api, namespace="n").results_document(stale)
+    assert [r["index"] for r in document["pods"]] == [0, 1, 2, 3] and "unverified_shards" not in document
+    assert api.paths.count(BATCH_PATH) == 1
+    # A namesake's status (another uid) vouches for nothing of ours.
+    api = ShardApi({HEAD_PATH: cms[0], BATCH_PATH: dict(fresh, metadata=dict(fresh["metadata"], uid="u-other"))},
+                   cms[1:])
+    with pytest.raises(sdk.ResultsNotReady, match="not yet confirmed"):
+        sdk.Client(api=api, namespace="n").results_document(stale)
+
+
+def test_the_sdks_input_configmaps_are_opted_in_and_read_by_the_operator():
+    from rolloutbatch.core.admission import input_shards
+    from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
+
+    batch = sdk.build_batch("step-", TASK, episodes=512, inputs=BIG)
+    body, configmaps = plan_inputs(batch, "rl")
+    assert configmaps and all(c["metadata"]["labels"][LABEL_INPUTS] == INPUTS_OPT_IN for c in configmaps)
+    ref = body["spec"]["inputsFrom"]
+    shards = input_shards(configmaps, ref["configMaps"], ref["count"])
+    assert sum(len(s) for s in shards) == 512

@@ -38,7 +38,7 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
     Forbidden         RBAC or admission refused the call
     Conflict          the name exists (create), or the object changed under a precondition
     Unavailable       no connection, 5xx or 429: the only one worth retrying as is
-    ResultsNotReady   results() before the results ConfigMap exists
+    ResultsNotReady   results() before the results ConfigMap exists, or one the status does not vouch for
     TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout
 """
 

@@ -222,8 +222,9 @@ class BatchHandle:
         return self.status
 
     def stream(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> Iterator[Row]:
-        """Each episode's row once, as soon as the operator published it (completion order),
-        until the batch is final. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        """Each episode's row once, as soon as the operator published it and the batch's status
+        records it (completion order), until the batch is final. Raises ``TimeoutError`` after
+        ``timeout`` seconds."""
         follower = Follower(self.obj, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
         for kind, value in self._follow(follower, timeout):
             if kind == "row":
@@ -238,7 +239,11 @@ class BatchHandle:
                 yield value
 
     def document(self) -> dict:
-        """The whole results document (summary fields, ``pods`` and ``groups``), across shards."""
+        """The whole results document (summary fields, ``pods`` and ``groups``), across shards.
+
+        Only ConfigMaps whose digest the batch's status records count (anyone with ConfigMap
+        rights can write one with the batch's labels): ResultsNotReady when the head is not one,
+        and shards that are not are named in ``unverified_shards``, their rows left out."""
         return self.client.results_document(self.obj)
 
     def results(self) -> list[Row]:

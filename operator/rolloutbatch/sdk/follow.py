@@ -11,6 +11,15 @@ handed out, so none comes twice. None goes missing: the operator writes the fina
 before the final status (docs/design.md §5), and when the batch is final the follower asks for
 one list of the ConfigMaps (a *sweep*) before it ends, since the two watches are not ordered
 with each other.
+
+Trust: anyone with ConfigMap rights in the namespace can write a ConfigMap with the batch's
+label and names. A ConfigMap's rows count only once its digest is the one recorded under its
+name in the batch's status (``resultsDigests``, which only the operator writes), as seen in the
+latest status the follower has. The status lags each results write by one call, so a ConfigMap
+seen before its digest is recorded is kept (the newest object per name, at most
+``MAX_PENDING`` names) and checked again whenever the status changes; one evicted from there
+is found again by the sweep, which reads every ConfigMap afresh against the final status. What
+is still not recorded after the sweep is ignored (``Follower.unverified`` names it).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import Any
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_entry
-from rolloutbatch.core.results import decode_results
+from rolloutbatch.core.results import configmap_digest, decode_results
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
 from rolloutbatch.sdk.ops import is_finished
@@ -31,6 +40,9 @@ from rolloutbatch.sdk.types import Group, Row
 
 WATCH_SECONDS = 60        # the server ends each watch after this; we resume from the last version
 FATAL = (Forbidden, NotFound, ConfigError, BadRequest)   # retrying the same watch cannot help
+# ConfigMaps kept until the status records them: a results write puts the head and a shard or
+# two ahead of the status; more (forgeries, say) evict the oldest, which the sweep reads again.
+MAX_PENDING = 16
 
 
 class ListWatch:
@@ -124,6 +136,10 @@ class Follower:
         self.delivered: set[int] = set()          # groups handed out
         self.deleted = False
         self.swept = False
+        # name -> (digest, object) of results ConfigMaps whose digest the status does not record
+        # (yet), oldest first
+        self.pending: dict[str, tuple[str, dict]] = {}
+        self.unverified: list[str] = []           # ignored at the sweep: never recorded by the status
         self.settle_seconds = settle_seconds
         self._final_at: float | None = None
         self.batch_watch = ListWatch(resources.collection_path("RolloutBatch", self.namespace),
@@ -150,12 +166,36 @@ class Follower:
         if status == self.status:
             return []
         self.status = status
-        return [("status", dict(status))]
+        out: list[tuple[str, Any]] = [("status", dict(status))]
+        digests = self._digests()
+        for name, (digest, cm) in list(self.pending.items()):
+            if digests.get(name) == digest:
+                del self.pending[name]
+                out += self._rows_of(cm)
+        return out
+
+    def _digests(self) -> Mapping:
+        digests = self.status.get("resultsDigests")
+        return digests if isinstance(digests, Mapping) else {}
 
     def _configmap(self, kind: str, obj: dict) -> list[tuple[str, Any]]:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        if kind == "DELETED" or labels.get(naming.LABEL_BATCH_UID) != self.uid:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        name = meta.get("name")
+        if kind == "DELETED" or labels.get(naming.LABEL_BATCH_UID) != self.uid or not isinstance(name, str):
             return []
+        digest = configmap_digest(obj)
+        # Only the newest object of a name is kept: an older one is no longer what the status will record.
+        self.pending.pop(name, None)
+        if self._digests().get(name) != digest:
+            self.pending[name] = (digest, obj)
+            while len(self.pending) > MAX_PENDING:
+                del self.pending[next(iter(self.pending))]
+            return []
+        return self._rows_of(obj)
+
+    def _rows_of(self, obj: dict) -> list[tuple[str, Any]]:
+        """The new rows (and completed groups) of a ConfigMap the status vouches for."""
         document = decode_results(obj)
         if document is None or document.get("uid") != self.uid:
             return []
@@ -180,6 +220,8 @@ class Follower:
         out: list[tuple[str, Any]] = []
         for cm in configmaps:
             out += self._configmap("ADDED", cm)
+        # Not what the operator last wrote, by the final status: never its rows.
+        self.unverified = sorted(self.pending)
         self.swept = True
         return out
 

@@ -20,7 +20,7 @@ from rolloutbatch import GROUP, PLURAL, VERSION
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
-from rolloutbatch.core.results import decode_results
+from rolloutbatch.core.results import decode_results, recorded_by_operator
 from rolloutbatch.core.spec import ISOLATION_NAMESPACE
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
@@ -35,7 +35,8 @@ class CRDNotInstalled(KubeError):
 
 
 class ResultsNotReady(KubeError):
-    """The batch has no results ConfigMap yet (still running, or it was deleted)."""
+    """The batch has no results ConfigMap yet (still running, or it was deleted), or none that
+    the batch's status vouches for (``status.resultsDigests``)."""
 
 
 class InvalidBatch(Invalid):
@@ -183,12 +184,49 @@ def list_configmaps(namespace: str, selector: str) -> Op:
         params = dict(params, **{"continue": cont})
 
 
+def _fresh_status(batch: Mapping) -> Op:
+    """The batch's status read again (the results digests lag a results write by one call), or
+    None when it is gone or was replaced by a namesake (whose digests say nothing of ours)."""
+    meta = batch["metadata"]
+    try:
+        live = yield Call("get", (resources.object_path("RolloutBatch", meta["name"], meta["namespace"]),
+                                  f"get RolloutBatch {meta['namespace']}/{meta['name']}"))
+    except NotFound:
+        return None
+    if (live.get("metadata") or {}).get("uid") != meta.get("uid"):
+        return None
+    return live.get("status") or {}
+
+
 def results_document(batch: Mapping) -> Op:
     """The whole results document: the head ConfigMap and, for a sharded batch, every shard
     (found by label), through ``core.result_shards.assemble``. Each ConfigMap is decoded by
     ``core.results.decode_results`` (gzip bombs, garbage); ``unreadable_shards`` names those that
-    were not results of this batch."""
-    meta, status = batch["metadata"], batch.get("status") or {}
+    were not results of this batch.
+
+    Anyone with ConfigMap rights in the namespace can write these ConfigMaps, labels included:
+    one counts only if its digest is the one the batch's status records (``resultsDigests``,
+    written by the operator alone). A head that is not raises ResultsNotReady; shards that are
+    not are left out and named in ``unverified_shards``. The status lags each results write by
+    one call, so a batch not final is read again (once) before anything is refused."""
+    meta = batch["metadata"]
+    status = batch.get("status") or {}
+    seen = [status.get("resultsDigests")]       # every status read: a digest any of them records is ours
+    refreshed = False
+
+    def recorded(cm: Mapping) -> bool:
+        return any(recorded_by_operator(cm, digests) for digests in seen)
+
+    def refresh() -> Op:
+        nonlocal status, refreshed
+        refreshed = True
+        if is_finished(status):
+            return      # a final status already records the final write
+        fresh = yield from _fresh_status(batch)
+        if fresh is not None:
+            status = fresh
+            seen.append(fresh.get("resultsDigests"))
+
     name = results_name(batch)
     try:
         cm = yield Call("get", (resources.object_path("ConfigMap", name, meta["namespace"]), f"get ConfigMap {name}"))
@@ -198,18 +236,33 @@ def results_document(batch: Mapping) -> Op:
     if head is None:
         raise ResultsNotReady(f"RolloutBatch {meta['namespace']}/{meta['name']} has no results yet "
                               f"(ConfigMap {name}; phase {status.get('phase') or 'Pending'})")
+    if not recorded(cm):
+        yield from refresh()
+    if not recorded(cm):
+        where = f"RolloutBatch {meta['namespace']}/{meta['name']}: results ConfigMap {name}"
+        if is_finished(status):
+            raise ResultsNotReady(f"{where} changed since the operator wrote it: its content is not what the "
+                                  "batch's status records (status.resultsDigests); do not trust it")
+        raise ResultsNotReady(f"{where} is not yet confirmed by the batch's status "
+                              f"(phase {status.get('phase') or 'Pending'}), try again")
     if "shards" not in head:
         return head
-    docs, unreadable = [], []
+    readable, unreadable = [], []
     for shard_cm in (yield from list_configmaps(meta["namespace"], shard_selector(meta["uid"]))):
         doc = decode_results(shard_cm)
         if doc is None or doc.get("uid") != meta["uid"]:
             unreadable.append(shard_cm["metadata"]["name"])
         else:
-            docs.append(doc)
+            readable.append((shard_cm, doc))
+    if not refreshed and not all(recorded(c) for c, _ in readable):
+        yield from refresh()     # a shard written since the status we hold
+    docs = [doc for c, doc in readable if recorded(c)]
+    unverified = [c["metadata"]["name"] for c, _ in readable if not recorded(c)]
     document = assemble(head, docs)
     if unreadable:
         document["unreadable_shards"] = sorted(unreadable)
+    if unverified:
+        document["unverified_shards"] = sorted(unverified)
     return document
 
 

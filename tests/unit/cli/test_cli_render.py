@@ -1,6 +1,7 @@
 """Rendering (tables, summaries, events) and the results export, against an in-memory API."""
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import pathlib
@@ -10,6 +11,7 @@ import yaml
 
 from rolloutbatch.cli import render
 from rolloutbatch.cli.export import export
+from rolloutbatch.core.results import configmap_digest
 from rolloutbatch.kube.errors import NotFound
 from rolloutbatch.sdk import Client, CRDNotInstalled, ResultsNotReady
 
@@ -148,8 +150,11 @@ def _objects(with_results: bool = True) -> dict[str, dict]:
     doc = {"batch": "ship", "episodes": 3, "successful_episodes": 3, "reward_sum": 3,
            "pods": [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "succeeded"} for i in range(3)]}
     pod = lambda i: {"metadata": {"name": f"rb-u1-{i}-x"}}  # noqa: E731
+    results_cm = {"metadata": {"name": "ship-results"}, "data": {"results.json": json.dumps(doc)}}
+    batch = copy.deepcopy(BATCH)   # the operator records what it wrote: the reader checks it
+    batch["status"]["resultsDigests"] = {"ship-results": configmap_digest(results_cm)}
     objects = {
-        "/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/ship": BATCH,
+        "/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/ship": batch,
         "/apis/batch/v1/namespaces/rb-u1/jobs/rb-u1": {"kind": "Job", "metadata": {"name": "rb-u1"}},
         "/api/v1/namespaces/rb-u1/pods": {"items": [pod(2), pod(0), {"metadata": {"name": "../evil"}}]},
         "/api/v1/namespaces/team/events": {"items": []},
@@ -158,7 +163,7 @@ def _objects(with_results: bool = True) -> dict[str, dict]:
         "/api/v1/namespaces/rb-u1/pods/rb-u1-0-x/log": {"text": "x" * 100},
     }
     if with_results:
-        objects["/api/v1/namespaces/team/configmaps/ship-results"] = {"data": {"results.json": json.dumps(doc)}}
+        objects["/api/v1/namespaces/team/configmaps/ship-results"] = results_cm
     return objects
 
 
