@@ -29,6 +29,14 @@ from rolloutbatch.core.model import BatchRef, EpisodeResult
 
 DEFAULT_ROWS_PER_SHARD = 1000
 SHARD_BYTES = 600 * 1024          # rows' JSON per shard; gzip and the 1 MiB limit leave the rest
+# The status records a digest per results ConfigMap (service.results_store): a batch keeps at most
+# this many shards (by rows; a shard filled by bytes first can add a few), whatever
+# --results-shard-rows says, so the status stays far below the API's object size limit.
+MAX_SHARDS = 1000
+
+
+def rows_per_shard_for(episodes: int, rows_per_shard: int) -> int:
+    return max(1, rows_per_shard, -(-episodes // MAX_SHARDS))
 
 
 def shard_configmap_name(results_name: str, number: int) -> str:

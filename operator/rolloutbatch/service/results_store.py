@@ -29,7 +29,8 @@ from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.groups import group_entry, groups_completed_by
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
-from rolloutbatch.core.result_shards import ShardBook, assemble, shard_configmap_name, shard_document
+from rolloutbatch.core.result_shards import (ShardBook, assemble, rows_per_shard_for, shard_configmap_name,
+                                             shard_document)
 from rolloutbatch.core.results import (configmap_digest, decode_results, recorded_by_operator, results_document,
                                        results_from_document, retried_from_document)
 from rolloutbatch.core.tracker import BatchTracker
@@ -72,6 +73,7 @@ class ResultsStore:
     def configure(self, spec: BatchSpec) -> None:
         self.episodes = spec.episodes
         self.k = spec.samples_per_input
+        self.book.rows_per_shard = rows_per_shard_for(spec.episodes, self.book.rows_per_shard)
         self.sharded = spec.episodes > self.book.rows_per_shard
 
     def _selector(self) -> str:

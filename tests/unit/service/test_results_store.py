@@ -263,3 +263,9 @@ def test_a_foreign_configmap_on_a_future_shard_name_costs_only_that_name():
     assert [bool(s.get("skipped")) for s in head["shards"]] == [False, True, False, True, False]
     assert decode_results(cms.objects[taken])["pods"][0]["reward"] == 1e6   # never touched
     assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
+
+
+def test_the_number_of_shards_is_bounded_whatever_the_flag_says():
+    from rolloutbatch.core.result_shards import MAX_SHARDS
+    store, _, _ = _store(ConfigMaps(), episodes=100_000, rows_per_shard=1)
+    assert store.sharded and -(-100_000 // store.book.rows_per_shard) <= MAX_SHARDS
