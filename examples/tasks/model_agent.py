@@ -6,9 +6,12 @@ endpoint in $MODEL_URL (`/v1/chat/completions`) with its EPISODE_ID as the sessi
 writes the code block of the reply over the module. It reports no reward: the verifier grades
 what it left (shipping_fix_verifier.py). The batch's egress opens only that endpoint and DNS.
 
-A model that cannot be reached is not a policy that scored 0: the agent then leaves
-NO_ATTEMPT in the workspace and the verifier refuses to grade (the episode fails, its reward is
-not valid, and it stays out of group statistics). Only giving up is possible that way.
+A model that cannot be reached leaves the module unfixed and the agent exits non-zero: the
+verifier grades what is there (0), as for any attempt. Nothing in the workspace can ask the
+verifier not to grade: an agent that could would leave every bad attempt out of its group. An
+outage is seen where it happened: the endpoint (or a capture proxy) knows which sessions it
+never answered, and the trainer drops those rows (the row's `agent.exit_code` and
+`agent.output_tail` say what the agent saw, but they are the agent's word).
 """
 import json
 import os
@@ -24,7 +27,6 @@ PROMPT = ("shipping(99) must be free (0) but returns 10: the test test_threshold
           "Fix the module and answer with the whole corrected file in one python code block.\n"
           "```python\n{source}```\n")
 FENCE = re.compile(r"```(?:python)?\n(.*?)```", re.S)
-NO_ATTEMPT = ".no-attempt"   # read by the verifier: there is nothing to grade
 
 
 def ask(source: str, session: str) -> str:
@@ -50,8 +52,7 @@ def main():
     try:
         answer = FENCE.search(ask(SOURCE, session))
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:   # unreachable, or not an answer
-        (WORKSPACE / NO_ATTEMPT).write_text(f"the model at $MODEL_URL failed: {type(exc).__name__}: {exc}"[:500])
-        sys.exit(f"no answer from the model: {exc}")
+        sys.exit(f"no answer from the model: {type(exc).__name__}: {exc}"[:500])
     if not answer:
         sys.exit("the model's answer has no code block")
     (WORKSPACE / "shipping.py").write_text(answer.group(1))

@@ -63,6 +63,17 @@ elif case == 9:    # sleeps past its time
     time.sleep(600)
 elif case == 10:   # honest, but the verifier of this index crashes
     answer(True)
+elif case == 12:   # its code, imported by the verifier, kills every process of its UID
+    open("/workspace/answer.py", "w").write("import os\nos.kill(-1, 9)\n")
+elif case == 13:   # its code takes the verifier's termination message away
+    open("/workspace/answer.py", "w").write("import os\nos.chmod('/dev/termination-log', 0)\n"
+                                            "def add(a, b):\n    return a - b\n")
+elif case == 14:   # a sparse 40 GiB file the verifier reads whole
+    answer(False)
+    with open("/workspace/big.bin", "wb") as f:
+        f.truncate(40 << 30)
+elif case == 15:   # leaves the switch that makes its verifier refuse to grade
+    answer(False); open("/workspace/.no-attempt", "w").write("gave up")
 '''
 
 VERIFY = r'''
@@ -72,6 +83,12 @@ if case == 6:
     time.sleep(3)      # past the moment the agent's background process would have acted
 if case == 10:
     raise SystemExit("verifier bug")
+if case == 15 and os.path.exists("/workspace/.no-attempt"):   # a switch the agent can leave
+    raise SystemExit("nothing to grade")
+if case == 14:     # reads a workspace file whole; the limit stands in for the pod's memory limit
+    import resource           # (the devcluster enforces none; a kubelet would OOM-kill it)
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    open("/workspace/big.bin", "rb").read()
 tests = json.load(open("/verifier/tests.json"))
 probe = "import json, sys; sys.path.insert(0, '/workspace'); from answer import add; print(json.dumps([add(a, b) for a, b, _ in %r]))" % tests
 try:
@@ -84,7 +101,7 @@ seen = {"workspace": sorted(os.listdir("/workspace"))}
 if os.path.exists("/workspace/found.json"):
     seen["found"] = json.load(open("/workspace/found.json"))
 event = dict(event="reward", at=time.time(), episode_id=me, reward=1 if passed else 0, seen=seen)
-if case == 1:
+if case in (1, 13):
     open("/dev/termination-log", "w").write(json.dumps(event) + "\n")
 else:
     print(json.dumps(event))
@@ -104,8 +121,13 @@ EXPECT = {
     7: ("succeeded", None, 1, 3, set()),
     8: ("succeeded", None, 0, 1, set()),
     9: ("succeeded", None, 0, 137, {"AgentTimedOut"}),
-    10: ("lost", "VerifierFailed", None, 0, set()),
-    11: ("failed", "NoReadyEvent", None, 0, {"AgentRewardIgnored"}),
+    # A verifier that fails on the agent's work is the agent's failure: reward 0, valid, counted.
+    10: ("failed", "VerifierFailed", 0, 0, set()),
+    11: ("failed", "NoReadyEvent", 0, 0, {"AgentRewardIgnored"}),
+    12: ("failed", "VerifierFailed", 0, 0, set()),
+    13: ("failed", "VerifierFailed", 0, 0, set()),
+    14: ("failed", "VerifierFailed", 0, 0, set()),
+    15: ("failed", "VerifierFailed", 0, 0, set()),
 }
 
 
@@ -131,8 +153,10 @@ def test_only_honest_work_earns_reward(operator_process, namespace):
             problems.append(f"{i}: got {got} flags {row.get('flags')} ({row.get('message')}), "
                             f"want {(outcome, reason, reward, code)} {flags}")
     assert not problems, "\n".join(problems)
-    # honest work is the only reward: 0, 1 and the crash-after-work 7
+    assert all(row["valid"] for row in rows.values())      # nobody abstained by failing
+    # honest work is the only reward: 0, 1 and the crash-after-work 7; every failure counts 0
     assert obj["status"]["rewardSum"] == 3.0, obj["status"]
+    assert obj["status"]["rewardMean"] == 3.0 / len(EXPECT), obj["status"]
     # the agent never saw the verifier's files; the reward files and rewritten tests were ignored
     assert rows[5]["extra"]["seen"]["found"] == []
     assert {"reward.json", "reward.txt"} <= set(rows[3]["extra"]["seen"]["workspace"])
@@ -188,3 +212,29 @@ def test_a_verifier_grades_groups_of_samples(operator_process, namespace):
     rewards = {r["index"]: r["reward"] for r in doc["pods"]}
     assert rewards == {0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0, 4: 1.0, 5: 0.0}, doc["pods"]
     assert [g["reward_mean"] for g in doc["groups"]] == [0.5, 0.5, 0.5] and obj["status"]["rewardSum"] == 3.0
+
+
+HANGING_VERIFY = r'''
+import json, os, subprocess, sys, time
+# the agent's code holds the verifier (here: a child that never ends, in a session of its own)
+subprocess.run([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"])
+'''
+
+
+def test_a_hanging_verifier_is_stopped_at_its_timeout_not_the_pods_deadline(operator_process, namespace):
+    """verifier.timeoutSeconds counts from the verifier's start: with episodeTimeoutSeconds 120
+    and a quick agent, the pod's deadline alone let a 10 s verifier run ~135 s."""
+    import time
+    name = unique("vhang")
+    body = episode_batch(name, AGENT, episodes=1, minSuccessfulEpisodes=0, episodeTimeoutSeconds=120,
+                         activeDeadlineSeconds=300,
+                         verifier={"files": {"verify.py": HANGING_VERIFY, "tests.json": TESTS}, "timeoutSeconds": 10})
+    started = time.monotonic()
+    apply(body, namespace)
+    wait_finished(name, namespace, timeout=120, operator=operator_process)
+    took = time.monotonic() - started
+    doc = json.loads(get(f"{name}-results", namespace, kind="configmap")["data"]["results.json"])
+    (row,) = doc["pods"]
+    assert (row["outcome"], row["reason"], row["valid"], row["reward"]) == ("failed", "VerifierFailed", True, 0.0), row
+    assert "verifier.timeoutSeconds" in row["message"], row
+    assert took < 60, f"the batch took {took:.0f} s"

@@ -2,9 +2,12 @@
 
 Episode ``i`` works on input ``i // k`` as sample ``i % k``; the ``k`` episodes of one input
 form its group. A trainer computes advantages within a group, so only *valid* rewards enter a
-group's statistics: a row is valid iff its episode succeeded (its reward is the one a trainer
-may use). An episode lost to infrastructure, or one that broke the episode contract, is not a
-fake zero: it is left out, and the group says how many valid samples it has.
+group's statistics. The adversary is the agent, which gains by leaving its bad attempts out of
+its group (the mean it is compared with drops less). So a row is valid iff it was graded
+(core.outcomes): an episode that succeeded counts its reward, one that failed for a reason the
+agent could cause (broke the contract, crashed, its verifier failed on its work) counts
+FAILURE_REWARD, exactly as an honest attempt that scored it; only an episode lost to what the
+agent cannot cause (infrastructure) is left out, and the group says how many valid samples it has.
 
 Statistics are computed from rows (the results document's ``pods``), so the operator, the SDK
 and any reader of a results document get the same numbers from the same function.
@@ -50,6 +53,19 @@ def group_entry(group: int, samples_per_input: int, rows: Mapping[int, Mapping])
         "reward_mean": mean, "reward_std": std,
         "final": len(known) == samples_per_input,
     }
+
+
+def advantages(entry: Mapping, members: Iterable[Mapping], eps: float = 1e-6) -> dict[int, float]:
+    """GRPO's group-relative advantage of each valid member: (reward - mean) / (std + eps)."""
+    mean, std = finite(entry.get("reward_mean")), finite(entry.get("reward_std"))
+    if mean is None or std is None:
+        return {}
+    out = {}
+    for row in members:
+        reward = _valid_reward(row)
+        if reward is not None and type(row.get("index")) is int:
+            out[row["index"]] = (reward - mean) / (std + eps)
+    return out
 
 
 def group_entries(episodes: int, samples_per_input: int, rows: Mapping[int, Mapping]) -> list[dict]:

@@ -20,7 +20,7 @@ from rolloutbatch.core.admission import pod_resources
 from rolloutbatch.core.events import AGENT_EXIT
 from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.spec import INPUT_KEY
-from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
+from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, VERIFIER_TIMEOUT_EXIT
 
 TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
 NODE_LOSS_TOLERATION_SECONDS = 30
@@ -165,6 +165,19 @@ _AGENT_LAUNCHER = ('{group}"$$@" & agent=$$!; '
                    '"$$code" "$$timed_out" >> {path} || exit 120; exit 0')
 
 
+# The verifier runs under this launcher (POSIX sh, $$ escaped as above). The pod's deadline counts
+# from the pod's start, so alone it would hand a hanging verifier the agent's unused time too: a
+# watchdog stops the verifier at verifier.timeoutSeconds after its container started; then every
+# process left in the container is killed (kill -1 spares the caller, and a container's PID 1 is
+# immune to its own processes' signals), so nothing the agent's code started outlives the verifier;
+# the launcher exits with the verifier's code, or VERIFIER_TIMEOUT_EXIT when the watchdog fired.
+_VERIFIER_LAUNCHER = ('{group}"$$@" & verifier=$$!; '
+                      '(sleep {timeout}; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
+                      'wait $$verifier; code=$$?; '
+                      'kill -KILL $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={timeout_exit}; '
+                      'kill -KILL -1 2>/dev/null; exit $$code')
+
+
 def _group_setup(spec: BatchSpec) -> str:
     """Shell that sets EPISODE_GROUP/EPISODE_SAMPLE (and EPISODE_INPUT) for k > 1; '' for k = 1."""
     if spec.samples_per_input == 1:
@@ -188,9 +201,9 @@ def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
 def _verifier_command(spec: BatchSpec) -> tuple[list[str], list[str]]:
     ver = spec.verifier
     assert ver is not None
-    if spec.samples_per_input == 1:
-        return list(ver.command), list(ver.args)
-    return ["/bin/sh", "-c", _group_setup(spec) + 'exec "$$@"', "rolloutbatch-verifier"], [*ver.command, *ver.args]
+    script = _VERIFIER_LAUNCHER.format(group=_group_setup(spec), timeout=ver.timeout_seconds,
+                                       timeout_exit=VERIFIER_TIMEOUT_EXIT)
+    return ["/bin/sh", "-c", script, "rolloutbatch-verifier"], [*ver.command, *ver.args]
 
 
 def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) -> list[dict]:
@@ -285,7 +298,8 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        # With a verifier the pod holds both phases; the launcher enforces the agent's own limit.
+        # With a verifier the pod holds both phases; the launchers enforce each phase's own limit
+        # (this deadline is only the outer bound).
         "activeDeadlineSeconds": spec.episode_timeout_seconds + (
             spec.verifier.timeout_seconds + VERIFIER_SLACK_SECONDS if spec.verifier else 0),
         "terminationGracePeriodSeconds": 5,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolloutbatch.core import vocabulary
+from rolloutbatch.core.outcomes import FAILURE_REWARD
 from rolloutbatch.core.strictjson import finite, sanitize
 
 # A usable reward's magnitude is at most this: sums of 100,000 of them stay exact enough and
@@ -108,6 +109,8 @@ class PodFacts:
     waiting_message: str | None
     termination_message: str | None = None   # state.terminated.message of the judged container
     agent: AgentFacts | None = None           # the agent's init container, with spec.verifier
+    owner_uid: str | None = None              # uid of its controller ownerReference (the Job)
+    unschedulable: str | None = None          # the scheduler's message while it cannot place the pod
 
 
 @dataclass(frozen=True)
@@ -210,29 +213,43 @@ class EpisodeResult:
     agent: dict | None = None        # with spec.verifier: exit_code, timed_out, output_tail, channel
 
     @property
+    def graded_reward(self) -> float | None:
+        """The reward this episode counts with (core.outcomes): its own when it succeeded,
+        FAILURE_REWARD when it failed (the agent's doing), None when it was lost."""
+        if self.outcome == vocabulary.OUTCOME_SUCCEEDED:
+            return usable_reward(self.reward)
+        return FAILURE_REWARD if self.outcome == vocabulary.OUTCOME_FAILED else None
+
+    @property
     def valid(self) -> bool:
-        """Its reward is one a trainer may use: the episode succeeded (issue 11)."""
-        return self.outcome == vocabulary.OUTCOME_SUCCEEDED and self.reward is not None
+        """Its reward enters sums and group statistics: a graded attempt, succeeded or failed."""
+        return self.graded_reward is not None
+
+    @property
+    def timings_trusted(self) -> bool:
+        """Durations from its events mean something: not when its clock was found wrong."""
+        return self.reason != vocabulary.EP_CLOCK_SKEW
 
     def to_row(self, origin: float | None, samples_per_input: int = 1) -> dict:
         """The guide's per-pod row, plus what a failure needs to be understood.
 
-        ``reward`` is null unless the row is ``valid``; what a failed episode printed stays
-        visible as ``claimed_reward``, so a trainer reading ``row["reward"]`` never trains on it.
+        ``reward`` is :attr:`graded_reward`: a failed episode's is FAILURE_REWARD, a lost one's
+        null; what a failed episode printed stays visible as ``claimed_reward``, so a trainer
+        reading ``row["reward"]`` never trains on it. A ClockSkew row reports no durations.
         """
         def since(ts: float | None) -> float | None:
-            return _r(ts - origin) if ts is not None and origin is not None else None
+            return _r(ts - origin) if ts is not None and origin is not None and self.timings_trusted else None
         group, sample = divmod(self.index, max(1, samples_per_input))
         row = {
             "pod": self.pod, "index": self.index, "group": group, "sample": sample, "valid": self.valid,
-            "node": self.node, "image_id": self.image_id,
-            "reward": self.reward if self.valid else None, "pod_to_ready_seconds": _r(self.pod_to_ready_seconds),
+            "node": self.node, "image_id": self.image_id, "reward": self.graded_reward,
+            "pod_to_ready_seconds": _r(self.pod_to_ready_seconds) if self.timings_trusted else None,
             "batch_to_ready_seconds": since(self.ready_at), "batch_to_reward_seconds": since(self.reward_at),
             "outcome": self.outcome, "reason": self.reason, "message": self.message,
             "attempts": self.attempts, "pod_created": self.pod_created, "ready_at": self.ready_at,
             "reward_at": self.reward_at,
         }
-        if self.reward is not None and not self.valid:
+        if self.reward is not None and self.outcome != vocabulary.OUTCOME_SUCCEEDED:
             row["claimed_reward"] = self.reward
         if self.extra:
             row["extra"] = self.extra
@@ -259,11 +276,11 @@ class EpisodeResult:
         outcome = row.get("outcome")
         if outcome not in vocabulary.OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(vocabulary.OUTCOMES)}")
-        reward = row.get("reward") if row.get("reward") is not None else row.get("claimed_reward")
-        if reward is not None:
-            reward = usable_reward(reward)
-            if reward is None:
-                raise ValueError(f"reward must be a finite number within +-{MAX_ABS_REWARD:g}")
+        for key in ("reward", "claimed_reward"):
+            if row.get(key) is not None and usable_reward(row.get(key)) is None:
+                raise ValueError(f"{key} must be a finite number within +-{MAX_ABS_REWARD:g}")
+        # a failed row's ``reward`` is FAILURE_REWARD (derived); what it printed is its claim
+        reward = usable_reward(row.get("reward" if outcome == vocabulary.OUTCOME_SUCCEEDED else "claimed_reward"))
         attempts = row.get("attempts", 1)
         # 0 is honest for an index whose pod never existed (the Job ended first).
         if type(attempts) is not int or attempts < 0:

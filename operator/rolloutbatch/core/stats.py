@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.model import EpisodeResult, Summary, usable_reward
+from rolloutbatch.core.model import EpisodeResult, Summary
 from rolloutbatch.core.strictjson import finite
 
 MAX_IMAGE_IDS = 20
@@ -83,11 +83,13 @@ class RunningSummary:
         if isinstance(result.image_id, str) and result.image_id and result.image_id not in self._images \
                 and len(self._images) < MAX_IMAGE_IDS:
             self._images.append(result.image_id)
-        if result.outcome != v.OUTCOME_SUCCEEDED:
-            return
-        reward = usable_reward(result.reward)
+        # Every graded episode counts its reward (a failed one FAILURE_REWARD: core.outcomes);
+        # timings come from succeeded episodes only.
+        reward = result.graded_reward
         if reward is not None:
             self._rewards.append(reward)
+        if result.outcome != v.OUTCOME_SUCCEEDED:
+            return
         startup_seconds = finite(result.pod_to_ready_seconds)
         if startup_seconds is not None:
             bisect.insort(self._startup, startup_seconds)

@@ -1,5 +1,9 @@
 """Did an episode succeed? Pod facts from the API plus its parsed log give the verdict.
 
+Whether a failure is the agent's (outcome failed, valid, counted with the worst reward) or an
+infrastructure loss (outcome lost, not valid) is decided by reason, in one table:
+core.outcomes.REASON_CLASS (below, "lost" marks the infrastructure reasons).
+
 The success rule (docs/design.md): the pod Succeeded with exit code 0 and no restarts, its whole
 log was read, it holds exactly one ``ready`` and one ``reward`` event, both carrying its own pod
 name, the reward is a finite number of magnitude at most MAX_ABS_REWARD, and
@@ -10,15 +14,15 @@ it the episode succeeds with a flag, beyond it, it fails with ClockSkew.
 Failure reasons are checked in this order; the first that applies wins, so the reason names the
 most fundamental problem (a dead pod before a missing event, a missing event before a bad one):
 
- 1. InfrastructureFailure  the tracker says retries.infrastructure are used up
+ 1. InfrastructureFailure  (lost) the tracker says retries.infrastructure are used up
                            (``log_error=INFRASTRUCTURE_EXHAUSTED``; checked first because there is
                            no log to look at)
  2. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
     StorageLimitExceeded   the kubelet evicted it for passing its own storage limits (never retried)
  3. BatchTimeout           the batch's activeDeadlineSeconds ended the pod (``batch_deadline_at``
                            given, the pod did not end Succeeded/0 and ended at or after it)
- 4. LogUnavailable         the log could not be read (outcome "lost" when the pod is gone/going)
- 5. ImagePullFailed        the container never started (ErrImagePull, ImagePullBackOff, ...)
+ 4. LogUnavailable         (lost) the log could not be read
+ 5. ImagePullFailed        (lost) the container never started (ErrImagePull, ImagePullBackOff, ...)
  6. NonZeroExit            phase is not Succeeded or the exit code is not 0
  7. Restarted              the container restarted
  8. LogLimitExceeded       the log passed the read limit: nothing past it was seen, so it can
@@ -32,7 +36,8 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
 14. RewardBeforeReady      the reward line comes before the ready line, or reward.at < ready.at
 15. ClockSkew              an event's ``at`` before the pod's creation or after its finish (or
                            after ``now``, when its finish is unknown) by more than the tolerance
-                           (the finish counts to the end of its second: finishedAt is whole seconds)
+                           (the finish counts to the end of its second: finishedAt is whole seconds);
+                           its row reports no durations (they would come from the wrong clock)
 Within the tolerance the episode succeeds with the flag ``ClockSkewWithinTolerance``.
 """
 
@@ -48,11 +53,12 @@ from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, split_agent_record
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
                                      usable_reward)
 from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, VERIFIER_CONTAINER
+from rolloutbatch.core.outcomes import outcome_of
 from rolloutbatch.core.strictjson import finite, sanitize
 
 __all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
            "is_terminal", "judge_episode", "judge_verified", "missing_reason", "never_ran", "parse_time",
-           "pod_facts"]
+           "pod_facts", "verifier_started"]
 
 # Terminal pod reasons set by the node or the control plane, not by the episode's program.
 INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmissionError", "Terminated",
@@ -141,7 +147,24 @@ def pod_facts(pod: Mapping) -> PodFacts:
         finished_at=parse_time(terminated.get("finishedAt")),
         waiting_reason=waiting.get("reason"), waiting_message=waiting.get("message"),
         termination_message=message if isinstance(message, str) else None, agent=_agent_facts(inits),
+        owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
     )
+
+
+def controller_uid(meta: Mapping) -> str | None:
+    """The uid of an object's controller ownerReference, if it has one: for an episode pod, the
+    Job that made it. A label can be written by anyone; this names the one owner the pod has."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True and isinstance(ref.get("uid"), str):
+            return ref["uid"]
+    return None
+
+
+def _unschedulable(scheduled: Mapping) -> str | None:
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        message = scheduled.get("message")
+        return (message if isinstance(message, str) and message else "no node fits the pod")[:500]
+    return None
 
 
 POD_SUCCEEDED, POD_FAILED = "Succeeded", "Failed"     # pod phases (not the batch's)
@@ -199,7 +222,8 @@ def missing_reason(job_failed: bool, job_reason: str | None) -> str:
 
 
 def never_ran(index: int, reason: str, message: str, attempts: int = 0) -> EpisodeResult:
-    """The result of an index that produced no judgeable run (no pod, or none that ended): lost.
+    """The result of an index that produced no judgeable run (no pod, or none that ended): lost,
+    whatever the reason (nothing of the agent ran to cause it).
 
     ``reason`` must be an episode reason (vocabulary.EPISODE_REASONS; see :func:`missing_reason`).
     """
@@ -234,7 +258,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     def verdict(outcome: str, reason: str | None, message: str, flags: tuple[str, ...] = ()) -> EpisodeResult:
         ready_at = finite(ready.at) if ready else None
         reward_at = finite(reward.at) if reward else None
-        startup = finite(ready_at - created) if ready_at is not None and created is not None else None
+        startup = finite(ready_at - created) if ready_at is not None and created is not None \
+            and reason != v.EP_CLOCK_SKEW else None      # a wrong clock gives no durations
         return EpisodeResult(
             index=facts.index if facts.index is not None else -1, pod=facts.name, node=facts.node,
             image_id=facts.image_id, outcome=outcome, reason=reason, message=message,
@@ -246,7 +271,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
         )
 
     def fail(reason: str, message: str) -> EpisodeResult:
-        return verdict(v.OUTCOME_FAILED, reason, message)
+        return verdict(outcome_of(reason), reason, message)
 
     if log_error == INFRASTRUCTURE_EXHAUSTED:
         return fail(v.EP_INFRASTRUCTURE,
@@ -263,9 +288,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
             return fail(v.EP_BATCH_TIMEOUT, "the batch's activeDeadlineSeconds ended the episode before it "
                                             f"finished (exit code {facts.exit_code})")
     if log_error is not None:
-        gone = facts.deleting or not is_terminal(facts) or log_error == v.LOG_POD_GONE
-        outcome = v.OUTCOME_LOST if gone else v.OUTCOME_FAILED
-        return verdict(outcome, v.EP_LOG_UNAVAILABLE, log_error)
+        return fail(v.EP_LOG_UNAVAILABLE, log_error)
     if facts.waiting_reason in v.IMAGE_WAITING_REASONS:
         return fail(v.EP_IMAGE_PULL, f"{facts.waiting_reason}: {facts.waiting_message or ''}".strip())
     if not ended_normally:
@@ -274,7 +297,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     if facts.restart_count:
         return fail(v.EP_RESTARTED, f"the container restarted {facts.restart_count} times")
     if log is None:
-        return verdict(v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE, "no log was read")
+        return fail(v.EP_LOG_UNAVAILABLE, "no log was read")
     if log.truncated:
         if channel == v.CHANNEL_TERMINATION_MESSAGE:
             return fail(v.EP_LOG_LIMIT, "the termination message reached the kubelet's 4096-byte limit: what it "
@@ -338,6 +361,12 @@ def agent_record(facts: PodFacts) -> dict | None:
     return split_agent_record(agent.message)[1]
 
 
+def verifier_started(facts: PodFacts) -> bool:
+    """The judged container (the verifier) was started by the node: it has a start time (a
+    runtime's start error reports the epoch, a container never created none)."""
+    return bool(finite(facts.started_at)) and facts.terminated_reason not in v.START_ERROR_REASONS
+
+
 def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: ParsedLog | None, *,
                    agent_error: str | None = None, verifier_error: str | None = None,
                    agent_channel: str | None = None, verifier_channel: str | None = None,
@@ -346,16 +375,21 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
                    now: float | None = None) -> EpisodeResult:
     """The verdict of a pod with spec.verifier: the agent's ``ready``, the verifier's ``reward``.
 
-    In order: the pod-level reasons of :func:`judge_episode` (infrastructure, the pod's deadline:
-    ``Timeout`` while the agent ran, ``VerifierFailed`` once the verifier ran; the batch's
-    deadline, unpullable images); the agent phase ended abnormally (its launcher was killed or
-    could not record the agent's exit: ``NonZeroExit``); the verifier's own failures (exit code,
-    restarts, its events: one valid reward naming this pod) are ``VerifierFailed``, outcome lost;
-    then the agent's events (``LogUnavailable``, ``LogLimitExceeded``, ``NoReadyEvent``,
-    ``DuplicateReady``, ``IdentityMismatch``, ``MissingTimestamp``); last the two together by
-    :func:`judge_episode` (clock skew, reward before ready). The agent's own exit code does not
-    matter: a crashed agent is a graded attempt. Its reward-shaped events are ignored (flag
-    ``AgentRewardIgnored``). Total, like :func:`judge_episode`.
+    The rule (adversary: the agent, which controls everything the verifier imports of its work;
+    the verifier's author is trusted): once the agent phase ended and the verifier started, any
+    failure of the verifier (exit code, killed, restarts, its deadline, no or an unusable reward,
+    output past the limit) is ``VerifierFailed``, the agent's failure; a verifier the node never
+    started (``ImagePullFailed``, ``VerifierNotStarted``) loses the episode.
+    In order: the verifier never started; its pod's deadline while it ran (``VerifierFailed``);
+    the pod-level reasons of :func:`judge_episode` (``Timeout`` while the agent ran, the batch's
+    deadline, storage limits, unpullable images); the agent phase ended abnormally (its launcher
+    was killed or could not record the agent's exit: ``NonZeroExit``); the verifier's own
+    failures (``VerifierFailed``); a log that could not be read (``LogUnavailable``); the agent's
+    events (``LogLimitExceeded``, ``NoReadyEvent``, ``DuplicateReady``, ``IdentityMismatch``,
+    ``MissingTimestamp``); last the two together by :func:`judge_episode` (clock skew, reward
+    before ready). The agent's own exit code does not matter: a crashed agent is a graded
+    attempt. Its reward-shaped events are ignored (flag ``AgentRewardIgnored``). Total, like
+    :func:`judge_episode`.
     """
     record = agent_record(facts)
     info: dict = {"exit_code": record["exit_code"] if record else None,
@@ -375,34 +409,43 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         return result.replace(agent=info, flags=tuple(dict.fromkeys((*result.flags, *flags))),
                               log_tail=tail if result.outcome != v.OUTCOME_SUCCEEDED else None)
 
-    def verifier_failed(message: str) -> EpisodeResult:
+    def pod_result(reason: str, message: str, tail: str | None, channel: str | None = None) -> EpisodeResult:
         base = judge_episode(facts, None, log_error="-", **common)    # identity and times of the pod
-        return done(base.replace(outcome=v.OUTCOME_LOST, reason=v.EP_VERIFIER_FAILED, message=message,
-                                 channel=verifier_channel), verifier_tail)
+        return done(base.replace(outcome=outcome_of(reason), reason=reason, message=message, channel=channel), tail)
+
+    def verifier_failed(message: str) -> EpisodeResult:
+        return pod_result(v.EP_VERIFIER_FAILED, message, verifier_tail, verifier_channel)
 
     agent = facts.agent or AgentFacts(state="waiting")
-    if facts.pod_reason == POD_DEADLINE_REASON and agent.state == "terminated" and agent.exit_code == 0:
+    agent_done = agent.state == "terminated" and agent.exit_code == 0
+    if agent_done and not verifier_started(facts) and not over_own_limits(facts):
+        reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
+        why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"
+        return pod_result(reason, f"the verifier never started ({why.strip().rstrip(':')})"[:1000], verifier_tail)
+    if agent_done and facts.pod_reason == POD_DEADLINE_REASON:
         return verifier_failed("the verifier ran past the pod's deadline (episodeTimeoutSeconds + "
                                "verifier.timeoutSeconds)")
     pod_level = judge_episode(facts, None, **common)
     if pod_level.reason in (v.EP_TIMEOUT, v.EP_BATCH_TIMEOUT, v.EP_STORAGE_LIMIT, v.EP_IMAGE_PULL):
         return done(pod_level, agent_tail)
-    if agent.state != "terminated" or agent.exit_code != 0:
-        return done(judge_episode(facts, None, **common).replace(
-            reason=v.EP_NON_ZERO_EXIT, outcome=v.OUTCOME_FAILED,
-            message=f"the agent phase ended abnormally ({agent.state}, exit code {agent.exit_code}): its launcher "
-                    "was stopped or could not record the agent's exit"), agent_tail)
+    if not agent_done:
+        return pod_result(v.EP_NON_ZERO_EXIT, f"the agent phase ended abnormally ({agent.state}, exit code "
+                                              f"{agent.exit_code}): its launcher was stopped or could not record "
+                                              "the agent's exit", agent_tail)
     if record is None:
-        return done(judge_episode(facts, None, **common).replace(
-            reason=v.EP_NON_ZERO_EXIT, outcome=v.OUTCOME_FAILED,
-            message="the agent's launcher left no exit record in its termination message"), agent_tail)
-    if verifier_error is not None:
-        return done(judge_episode(facts, None, log_error=verifier_error, **common), verifier_tail)
+        return pod_result(v.EP_NON_ZERO_EXIT, "the agent's launcher left no exit record in its termination message",
+                          agent_tail)
+    # Decided from the pod alone, before any log: an exit or a restart needs no output.
     if not (facts.phase == POD_SUCCEEDED and facts.exit_code == 0):
+        if facts.exit_code == v.VERIFIER_TIMEOUT_EXIT:
+            return verifier_failed(f"the verifier ran past verifier.timeoutSeconds and was stopped (exit code "
+                                   f"{facts.exit_code})")
         return verifier_failed(f"the verifier exited with code {facts.exit_code} "
                                f"({facts.terminated_reason or facts.phase})")
     if facts.restart_count:
         return verifier_failed(f"the verifier restarted {facts.restart_count} times")
+    if verifier_error is not None:
+        return done(judge_episode(facts, None, log_error=verifier_error, **common), verifier_tail)
     if verifier_log is None:
         return done(judge_episode(facts, None, **common), verifier_tail)
     rewards = verifier_log.reward

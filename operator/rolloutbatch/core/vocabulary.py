@@ -14,9 +14,9 @@ PHASES = (PENDING, PROVISIONING, RUNNING, COLLECTING, SUCCEEDED, FAILED)
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
 
 # --- episode outcomes (row["outcome"]) ---------------------------------------------------------
-# succeeded: a graded attempt whose reward counts; failed: the attempt ran and broke the contract
-# (or its program failed); lost: the attempt never produced a judgeable run (log gone, never
-# started, infrastructure) and says nothing about the policy.
+# succeeded: a graded attempt whose reward counts; failed: the agent's failure (core.outcomes),
+# graded with the worst reward; lost: what the agent cannot cause (infrastructure, the API, the
+# image, the batch): it says nothing about the policy and is left out.
 OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST = "succeeded", "failed", "lost"
 OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST)
 

@@ -16,8 +16,8 @@ class Row(TypedDict):
     index: int                 # episode index 0..episodes-1
     group: int                 # index // samplesPerInput: the input it worked on
     sample: int                # index % samplesPerInput
-    valid: bool                # True iff ``reward`` is usable for training (the episode succeeded)
-    reward: float | None       # null unless valid
+    valid: bool                # True iff ``reward`` is usable for training (succeeded, or failed: 0.0)
+    reward: float | None       # its reward, 0.0 when it failed (the agent's failure), null when lost
     outcome: str               # succeeded | failed | lost
     reason: str | None         # why it failed or was lost (vocabulary.REASONS)
     message: str
@@ -42,7 +42,7 @@ class Group(TypedDict):
     group: int
     episodes: int              # k
     succeeded: int
-    valid: int                 # rows whose reward entered the statistics
+    valid: int                 # rows whose reward entered the statistics (succeeded and failed)
     reward_mean: float | None  # over valid rewards only; None when no sample is valid
     reward_std: float | None   # population standard deviation, as GRPO normalises
     final: bool                # every sample has a row (False only for a batch that ended short)

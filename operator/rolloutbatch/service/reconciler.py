@@ -106,11 +106,12 @@ class BatchReconciler:
             self.ctx.metrics.episode_retried(ns, name)
             return
         result = change.result
-        startup = result.pod_to_ready_seconds
+        trusted = result.timings_trusted   # a ClockSkew episode's clock says nothing
+        startup = result.pod_to_ready_seconds if trusted else None
         duration = (result.reward_at - result.ready_at) \
-            if result.reward_at is not None and result.ready_at is not None else None
-        self.ctx.metrics.episode_finished(ns, name, result.outcome, startup, duration,
-                                          result.reward if result.outcome == v.OUTCOME_SUCCEEDED else None)
+            if trusted and result.reward_at is not None and result.ready_at is not None else None
+        # the reward it counts with: its own, FAILURE_REWARD for the agent's failures, none if lost
+        self.ctx.metrics.episode_finished(ns, name, result.outcome, startup, duration, result.graded_reward)
 
     # -- the error policy ------------------------------------------------------------------
     async def run(self) -> None:

@@ -15,8 +15,9 @@ def test_index_maps_to_group_and_sample():
 def test_rows_carry_group_sample_and_validity():
     ok = result(5, reward=0.5).to_row(None, 2)
     assert (ok["group"], ok["sample"], ok["valid"], ok["reward"]) == (2, 1, True, 0.5)
+    # a failed episode is graded with the worst reward; what it claimed is never its reward
     bad = result(4, outcome="failed", reward=1.0).to_row(None, 2)
-    assert (bad["valid"], bad["reward"], bad["claimed_reward"]) == (False, None, 1.0)
+    assert (bad["valid"], bad["reward"], bad["claimed_reward"]) == (True, 0.0, 1.0)
     lost = result(3, outcome="lost", reward=None).to_row(None, 2)
     assert lost["valid"] is False and lost["reward"] is None and "claimed_reward" not in lost
 
@@ -25,7 +26,8 @@ def test_a_failed_rows_claim_survives_a_restore_but_never_counts():
     from rolloutbatch.core.model import EpisodeResult
     row = result(1, outcome="failed", reward=1.0).to_row(None, 1)
     back = EpisodeResult.from_row(row)
-    assert back.reward == 1.0 and not back.valid and back.to_row(None, 1)["reward"] is None
+    assert back.reward == 1.0 and back.valid and back.to_row(None, 1)["reward"] == 0.0
+    assert back.to_row(None, 1) == row
 
 
 def test_group_statistics_use_valid_rewards_only():
@@ -34,6 +36,9 @@ def test_group_statistics_use_valid_rewards_only():
     entry = group_entry(0, 3, rows)
     assert entry == {"group": 0, "episodes": 3, "succeeded": 2, "valid": 2, "reward_mean": 0.5, "reward_std": 0.5,
                      "final": True}
+    # a failed sample counts as 0.0, exactly like the honest 0.0 beside it
+    rows[2] = result(2, outcome="failed", reward=1.0).to_row(None, 3)
+    assert group_entry(0, 3, rows)["valid"] == 3 and group_entry(0, 3, rows)["reward_mean"] == 1 / 3
     assert group_entry(1, 3, rows)["final"] is False and group_entry(1, 3, rows)["reward_mean"] is None
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import MAX_ABS_REWARD, EpisodeResult, Event, ParsedLog, PodFacts
+from rolloutbatch.core.outcomes import FAILURE_REWARD, outcome_of
 from rolloutbatch.core.results import decode_results, encode_results, results_document, results_from_document
 from rolloutbatch.core.stats import percentile, summarize
 from rolloutbatch.core.strictjson import finite
@@ -138,6 +139,11 @@ def test_the_verdict_is_total_and_a_success_means_the_rule(facts, log, log_error
     for number in (r.reward, r.pod_created, r.ready_at, r.reward_at, r.pod_to_ready_seconds):
         assert number is None or (type(number) is float and math.isfinite(number))
     assert r.reward is None or abs(r.reward) <= MAX_ABS_REWARD
+    # whose failure: one table decides the outcome, and a failure counts with the worst reward
+    row = r.to_row(T0)
+    assert r.outcome == v.OUTCOME_SUCCEEDED or r.outcome == outcome_of(r.reason)
+    assert row["valid"] == (r.outcome != v.OUTCOME_LOST)
+    assert row["reward"] == {v.OUTCOME_FAILED: FAILURE_REWARD, v.OUTCOME_LOST: None}.get(r.outcome, r.reward)
     if r.outcome == v.OUTCOME_SUCCEEDED:
         assert log is not None and not log.truncated and log_error is None
         assert len(log.ready) == len(log.reward) == 1

@@ -32,14 +32,16 @@ def test_percentile_of_nothing_is_an_error():
         percentile([], 0.5)
 
 
-def test_summary_counts_and_timings_over_succeeded_only():
+def test_summary_rewards_over_graded_timings_over_succeeded_only():
     s = summarize([result(0, ready=1, done=3), result(1, ready=2, done=4, node="n2"),
-                   result(2, "failed", None, ready=50, done=60)], episodes=4, origin=100.0, retried=1)
-    assert (s.succeeded, s.failed, s.lost, s.retried, s.finished) == (2, 1, 0, 1, 3)
-    assert s.reward_sum == 2.0 and s.reward_mean == 1.0
+                   result(2, "failed", None, ready=50, done=60), result(3, "lost", None, ready=70, done=80)],
+                  episodes=5, origin=100.0, retried=1)
+    assert (s.succeeded, s.failed, s.lost, s.retried, s.finished) == (2, 1, 1, 1, 4)
+    # the failed episode counts with the worst reward (0.0), the lost one not at all
+    assert s.reward_sum == 2.0 and s.reward_mean == 2.0 / 3
     assert s.batch_to_all_ready_seconds == 2.0 and s.batch_to_all_rewards_seconds == 4.0
     assert (s.pod_to_ready_p50, s.pod_to_ready_max) == (1.5, 2.0)
-    assert s.nodes == {"n1": 2, "n2": 1} and s.image_ids == ("img",)
+    assert s.nodes == {"n1": 3, "n2": 1} and s.image_ids == ("img",)
 
 
 def test_origin_is_the_job_creation_not_the_first_pod():

@@ -60,7 +60,8 @@ def test_infrastructure_failure_is_a_retry_until_retries_run_out():
     assert t.retried == 1 and not t.results and t.take_reads() == []
     t.observe_pod(pod(0, uid="b", phase="Failed", disrupted=True))
     assert t.retried == 1
-    assert t.results[0].outcome == "failed" and t.results[0].reason == "InfrastructureFailure"
+    # lost, not failed: nothing the agent did (core.outcomes)
+    assert t.results[0].outcome == "lost" and t.results[0].reason == "InfrastructureFailure"
     assert t.complete
 
 
@@ -138,7 +139,7 @@ def test_every_path_to_final_reports_once():
     t.observe_pod(pod(1, uid="b", phase="Failed", disrupted=True))        # retries used up -> final
     t.observe_job(JobFacts(uid=JOB_UID, name="rb-x", namespace="rb-x", created=1.0, finished=True, failed=True, reason="DeadlineExceeded"), 5.0)
     t.give_up_after_job_end()                                             # 2 and 3: batch timeout
-    assert seen.changes == [("final", 0, "succeeded"), ("retried", 1, None), ("final", 1, "failed"),
+    assert seen.changes == [("final", 0, "succeeded"), ("retried", 1, None), ("final", 1, "lost"),
                             ("final", 2, "lost"), ("final", 3, "lost")]
     assert t.results[2].reason == "BatchTimeout" and t.complete
     finals = [c for c in seen.changes if c[0] == "final"]

@@ -7,8 +7,8 @@ import pytest
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import MAX_ABS_REWARD
-from rolloutbatch.core.verdict import (is_infrastructure_failure, judge_episode, missing_reason, never_ran,
-                                       parse_time, pod_facts)
+from rolloutbatch.core.verdict import (is_infrastructure_failure, judge_episode, judge_verified, missing_reason,
+                                       never_ran, parse_time, pod_facts)
 
 CREATED = "2026-11-29T07:00:00Z"
 T0 = parse_time(CREATED)
@@ -236,9 +236,11 @@ def test_never_ran_and_missing_reasons():
         never_ran(1, "DeadlineExceeded", "the Job's own word is not an episode reason")
 
 
-def test_log_unavailable_on_a_terminal_pod_is_a_failure():
+def test_log_unavailable_on_a_terminal_pod_is_lost():
+    # the API's failure, never the episode's: a bounded byte read no content can break
     r = judge_episode(pod_facts(pod_json()), None, log_error="log read timed out", log_tail="tail")
-    assert (r.outcome, r.reason, r.message, r.log_tail) == ("failed", "LogUnavailable", "log read timed out", "tail")
+    assert (r.outcome, r.reason, r.message, r.log_tail, r.valid) == \
+        ("lost", "LogUnavailable", "log read timed out", "tail", False)
 
 
 def test_pod_facts_from_a_sparse_or_labelled_pod():
@@ -314,4 +316,127 @@ def test_a_finished_pod_deleted_before_its_log_was_read_is_lost_not_failed():
     # The taint manager (a node that missed heartbeats) deleted Completed pods before their log was
     # read (bench, 2026-12-01): what they did is unknown, an infrastructure loss, not the episode's.
     r = judge_episode(pod_facts(pod_json()), None, log_error=v.LOG_POD_GONE)
+    assert (r.outcome, r.reason, r.valid) == ("lost", "LogUnavailable", False)
+
+
+# --- whose failure: core.outcomes -----------------------------------------------------------------
+def test_every_episode_reason_is_classified_once():
+    from rolloutbatch.core.outcomes import AGENT, INFRASTRUCTURE, REASON_CLASS
+    assert set(REASON_CLASS) == set(v.EPISODE_REASONS) and len(v.EPISODE_REASONS) == len(set(v.EPISODE_REASONS))
+    assert set(REASON_CLASS.values()) == {AGENT, INFRASTRUCTURE}
+
+
+def test_exhausted_infrastructure_retries_are_lost_not_failed():
+    evicted = pod_json("Failed", 143, conditions=DISRUPTED)
+    r = judge_episode(pod_facts(evicted), None, log_error="infrastructure retries exhausted", attempts=3)
+    row = r.to_row(T0)
+    assert (row["outcome"], row["reason"], row["valid"], row["reward"]) == \
+        ("lost", "InfrastructureFailure", False, None)
+
+
+def test_a_clock_skew_row_reports_no_durations():
+    r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=1e12), with_(REWARD, at=1e12 + 1)))
+    row = r.to_row(T0)
+    assert r.reason == "ClockSkew" and r.pod_to_ready_seconds is None
+    assert (row["pod_to_ready_seconds"], row["batch_to_ready_seconds"], row["batch_to_reward_seconds"]) == \
+        (None, None, None)
+    assert (row["valid"], row["reward"]) == (True, 0.0)
+
+
+@pytest.mark.parametrize("events", [(REWARD,), (READY, READY, REWARD), (READY, with_(REWARD, reward=1e308)),
+                                    (READY, with_(REWARD, reward="1"))],
+                         ids=["no-ready", "two-readies", "reward-out-of-range", "string-reward"])
+def test_a_contract_breaker_counts_with_the_worst_reward(events):
+    row = judge_episode(pod_facts(pod_json()), log_of(*events)).to_row(T0)
+    assert (row["outcome"], row["valid"], row["reward"]) == ("failed", True, 0.0), row
+
+
+def test_a_crashed_plain_episode_counts_with_the_worst_reward():
+    row = judge_episode(pod_facts(pod_json("Failed", 1)), log_of(READY, REWARD)).to_row(T0)
+    assert (row["reason"], row["valid"], row["reward"], row["claimed_reward"]) == ("NonZeroExit", True, 0.0, 1.0)
+
+
+# --- spec.verifier: hostile agents against the verifier ---------------------------------------------
+def verified_pod(verifier_state, phase="Succeeded", reason=None):
+    """A verified episode's pod: the agent phase ran (its launcher's record), then ``verifier_state``."""
+    agent_msg = json.dumps(READY) + '\n{"event":"agent_exit","exit_code":1,"timed_out":false}\n'
+    status = {"phase": phase,
+              "initContainerStatuses": [{"name": "agent", "state": {"terminated": {
+                  "exitCode": 0, "message": agent_msg, "startedAt": CREATED, "finishedAt": "2026-11-29T07:00:02Z"}}}],
+              "containerStatuses": [{"name": "verifier", "restartCount": 0, "state": verifier_state}]}
+    if reason:
+        status["reason"] = reason
+    return {"metadata": {"name": "rb-1-3-abc", "namespace": "rb-1", "uid": "u1", "creationTimestamp": CREATED,
+                         "annotations": {"batch.kubernetes.io/job-completion-index": "3"}},
+            "spec": {"nodeName": "devnode-1"}, "status": status}
+
+
+def ended(code, reason="Error", message=None):
+    t = {"exitCode": code, "reason": reason, "startedAt": "2026-11-29T07:00:03Z", "finishedAt": "2026-11-29T07:00:05Z"}
+    if message is not None:
+        t["message"] = message
+    return {"terminated": t}
+
+
+def judge_pod(pod, verifier_log=None, **kw):
+    from rolloutbatch.core.events import parse_termination_message, split_agent_record
+    facts = pod_facts(pod)
+    agent_log = parse_termination_message(split_agent_record(facts.agent.message)[0])
+    if verifier_log is None and facts.termination_message:
+        verifier_log = parse_termination_message(facts.termination_message)
+    return judge_verified(facts, agent_log, verifier_log, **kw)
+
+
+VERIFIER_REWARD = json.dumps({**REWARD, "reward": 0})
+HOSTILE_VERIFIER_CASES = {
+    # the agent's code, imported by the verifier, killed every process of its UID (kill -1), or
+    # the verifier's parent: the verifier died of SIGKILL
+    "kill -1 from imported code": (verified_pod(ended(137), "Failed"), None),
+    # a switch file left in the workspace made the verifier refuse to grade
+    "leftover .no-attempt": (verified_pod(ended(1), "Failed"), None),
+    # a sparse 40 GiB file read whole: the kernel's OOM killer
+    "sparse huge file": (verified_pod(ended(137, "OOMKilled"), "Failed"), None),
+    # chmod 0 /dev/termination-log from imported code: the verifier could not write its reward,
+    # and exited 0 having printed nothing (the message is empty, stdout has no event)
+    "chmod 0 termination-log": (verified_pod(ended(0, "Completed", "")), parse_log(b"Traceback: PermissionError\n")),
+    # a hanging verifier, stopped by its launcher at verifier.timeoutSeconds
+    "verifier timeout": (verified_pod(ended(v.VERIFIER_TIMEOUT_EXIT), "Failed"), None),
+    # stopped (SIGSTOP) or hung until the pod's deadline
+    "pod deadline": (verified_pod(ended(137), "Failed", "DeadlineExceeded"), None),
+    # an out-of-range or non-finite reward written in the verifier's name
+    "non-finite reward": (verified_pod(ended(0, "Completed", json.dumps({**REWARD, "reward": 1e308}))), None),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_VERIFIER_CASES)
+def test_a_verifier_failing_on_the_agents_work_is_the_agents_failure(case):
+    pod, log = HOSTILE_VERIFIER_CASES[case]
+    r = judge_pod(pod, log)
+    row = r.to_row(T0)
+    assert (row["outcome"], row["reason"], row["valid"], row["reward"]) == ("failed", "VerifierFailed", True, 0.0), \
+        (case, r.message)
+    if case == "verifier timeout":
+        assert "verifier.timeoutSeconds" in r.message
+
+
+def test_an_honest_verified_zero_and_a_failed_verifier_weigh_the_same():
+    honest = judge_pod(verified_pod(ended(0, "Completed", VERIFIER_REWARD))).to_row(T0)
+    broken = judge_pod(HOSTILE_VERIFIER_CASES["kill -1 from imported code"][0]).to_row(T0)
+    assert (honest["outcome"], honest["reward"]) == ("succeeded", 0.0)
+    assert (broken["valid"], broken["reward"]) == (honest["valid"], honest["reward"])
+
+
+@pytest.mark.parametrize("state, reason", [
+    ({"waiting": {"reason": "CreateContainerConfigError", "message": "secret not found"}}, "VerifierNotStarted"),
+    ({"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}, "ImagePullFailed"),
+    ({"terminated": {"exitCode": 128, "reason": "StartError", "startedAt": "1970-01-01T00:00:00Z",
+                     "finishedAt": "2026-11-29T07:00:05Z"}}, "VerifierNotStarted"),
+], ids=["create-error", "image-pull", "start-error"])
+def test_a_verifier_that_never_started_loses_the_episode(state, reason):
+    r = judge_pod(verified_pod(state, "Failed", "DeadlineExceeded"))
+    assert (r.outcome, r.reason, r.valid) == ("lost", reason, False), r.message
+
+
+def test_a_verifier_log_the_api_could_not_give_is_lost():
+    r = judge_pod(verified_pod(ended(0, "Completed", "")), verifier_error="log read failed: connection reset")
     assert (r.outcome, r.reason, r.valid) == ("lost", "LogUnavailable", False)

@@ -81,11 +81,12 @@ def test_crashed_agent_is_graded_and_forged_rewards_ignored():
     assert EpisodeResult.from_row(row).agent == r.agent
 
 
+# A verifier that started and failed had the agent's work in front of it: the agent's failure.
 @pytest.mark.parametrize("case, reason, outcome", [
-    ("verifier-exit", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
-    ("verifier-two-rewards", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
-    ("verifier-identity", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
-    ("verifier-deadline", v.EP_VERIFIER_FAILED, v.OUTCOME_LOST),
+    ("verifier-exit", v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED),
+    ("verifier-two-rewards", v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED),
+    ("verifier-identity", v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED),
+    ("verifier-deadline", v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED),
     ("agent-deadline", v.EP_TIMEOUT, v.OUTCOME_FAILED),
     ("no-record", v.EP_NON_ZERO_EXIT, v.OUTCOME_FAILED),
     ("launcher-failed", v.EP_NON_ZERO_EXIT, v.OUTCOME_FAILED),
@@ -114,7 +115,8 @@ def test_verified_reasons(case, reason, outcome):
         a = log(ev("ready", T0 + 9))
     r = judge_verified(f, a, w)
     assert (r.reason, r.outcome) == (reason, outcome), r.message
-    assert r.reward is None or not r.valid or r.outcome == v.OUTCOME_SUCCEEDED
+    row = r.to_row(T0)
+    assert (row["valid"], row["reward"]) == (True, 0.0), row    # counted with the worst reward
 
 
 def test_spec_verifier_defaults_and_checks():
@@ -142,6 +144,33 @@ def test_manifests_with_a_verifier():
     assert not any(m["name"] == "verifier" for m in agent_c["volumeMounts"])     # never the agent's
     assert {"name": "verifier", "mountPath": "/verifier", "readOnly": True} in ver["volumeMounts"]
     assert "kill -KILL -1" in agent_c["command"][2] and "sleep 30" in agent_c["command"][2]
+    # the verifier's own limit holds from its start (not the pod's), under its launcher
+    assert ver["command"][:2] == ["/bin/sh", "-c"] and "sleep 20; kill -KILL $$verifier" in ver["command"][2]
+    assert f"code={v.VERIFIER_TIMEOUT_EXIT}" in ver["command"][2] and "kill -KILL -1" in ver["command"][2]
+    assert ver["args"] == ["python", "-B", "/verifier/verify.py"]
     assert manifests.verifier_configmap(ref, s, None)["data"] == {"verify.py": "x"}
     from rolloutbatch.core.admission import pod_resources
     assert str(pod_resources(s, None)["requests"]["cpu"]) == "1"          # the larger phase
+
+
+def test_the_verifier_launcher_stops_a_hanging_verifier_at_its_timeout(tmp_path):
+    """The launcher as a shell runs it, in a PID namespace of its own (its `kill -1` must never
+    reach the host): a verifier that hangs, and a grandchild that left its session, are gone at
+    timeoutSeconds, not at the pod's deadline; an exit code passes through."""
+    import shutil
+    import subprocess
+    import time
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -p (a PID namespace)")
+    script = manifests._VERIFIER_LAUNCHER.format(group="", timeout=1, timeout_exit=v.VERIFIER_TIMEOUT_EXIT)
+    script = script.replace("$$", "$")
+
+    def run(*argv):
+        started = time.monotonic()
+        done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "v", *argv],
+                              capture_output=True, timeout=30)
+        return done.returncode, time.monotonic() - started
+    code, took = run("sh", "-c", "setsid sleep 60 & sleep 60")
+    assert code == v.VERIFIER_TIMEOUT_EXIT and took < 5
+    assert run("sh", "-c", "exit 3")[0] == 3 and run("true")[0] == 0

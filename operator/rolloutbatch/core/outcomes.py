@@ -1,0 +1,64 @@
+"""Whose failure is it? Every episode reason classified once, and what a failure is worth.
+
+The adversary is the agent: it controls its workspace, its own process tree and (with
+spec.verifier) everything the verifier runs of its code. It wants a higher group advantage, and
+leaving a bad attempt out of its group would give it one (the others' mean rises, and a GRPO
+trainer never sees the bad sample). So every failure the agent could have caused is its own:
+outcome ``failed``, valid, counted with FAILURE_REWARD in sums, means and group statistics,
+exactly like an honest attempt that scored it. Only what the agent cannot cause (the node, the
+API, the image, the batch) loses the episode: outcome ``lost``, not valid, left out. The
+verifier's author is trusted; a verifier that fails once the agent's work is in front of it
+cannot be told from one the agent broke, so that too is the agent's. An index that never ran
+is lost whatever its reason (nothing of the agent ran).
+"""
+
+from __future__ import annotations
+
+from rolloutbatch.core import vocabulary as v
+
+AGENT, INFRASTRUCTURE = "agent", "infrastructure"
+
+# The reward a failed (valid) episode counts with: the lowest reward of the guide's [0, 1]
+# rewards. The spec declares no reward range, so this is the one place it is decided.
+FAILURE_REWARD = 0.0
+
+# Every episode reason (vocabulary.EPISODE_REASONS), for an episode whose pod ran.
+REASON_CLASS: dict[str, str] = {
+    # retries.infrastructure used up on evictions, preemptions, lost nodes
+    v.EP_INFRASTRUCTURE: INFRASTRUCTURE,
+    # the API gave no log: a bounded read of bytes, which no content can make fail
+    v.EP_LOG_UNAVAILABLE: INFRASTRUCTURE,
+    v.EP_TIMEOUT: AGENT,                   # ran past episodeTimeoutSeconds
+    v.EP_BATCH_TIMEOUT: AGENT,             # a pod that ran and was too slow for the batch's deadline
+    v.EP_STORAGE_LIMIT: AGENT,             # filled its own workspace or ephemeral storage
+    v.EP_IMAGE_PULL: INFRASTRUCTURE,       # the spec's image: nothing of the agent ran
+    v.EP_VERIFIER_NOT_STARTED: INFRASTRUCTURE,   # the node never started the verifier
+    v.EP_NON_ZERO_EXIT: AGENT,
+    v.EP_RESTARTED: AGENT,
+    v.EP_NO_READY: AGENT,
+    v.EP_NO_REWARD: AGENT,
+    v.EP_LOG_LIMIT: AGENT,                 # its own output flood
+    v.EP_DUPLICATE_READY: AGENT,
+    v.EP_DUPLICATE_REWARD: AGENT,
+    v.EP_IDENTITY: AGENT,
+    v.EP_INVALID_REWARD: AGENT,            # NaN, a string, 1e308: the worst, never a way out
+    v.EP_MISSING_TIMESTAMP: AGENT,
+    v.EP_CLOCK_SKEW: AGENT,                # a forged `at` looks exactly like a drifting clock
+    v.EP_REWARD_BEFORE_READY: AGENT,
+    v.EP_JOB_FAILED: INFRASTRUCTURE,       # only for indexes the Job ended without
+    v.EP_BATCH_STALLED: INFRASTRUCTURE,    # the batch stopped: the spec, the API, the cluster
+    # the verifier ran with the agent's work in front of it: killed, crashed, hung, no reward
+    v.EP_VERIFIER_FAILED: AGENT,
+}
+
+
+def is_agents_failure(reason: str | None) -> bool:
+    """True when the agent could have caused ``reason``; an unknown reason counts as the agent's
+    (failing differently must never pay)."""
+    return REASON_CLASS.get(reason or "", AGENT) == AGENT
+
+
+def outcome_of(reason: str) -> str:
+    """The outcome of an episode whose pod ran and failed with ``reason``."""
+    return v.OUTCOME_FAILED if is_agents_failure(reason) else v.OUTCOME_LOST
+
