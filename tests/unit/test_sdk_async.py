@@ -9,6 +9,7 @@ from rolloutbatch import sdk
 from rolloutbatch.sdk.aio import AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
 from tests.unit.test_sdk_follow import BATCHES, CMS, NAME, NS, batch, cm, listing, recorded, row
+from rolloutbatch.sdk import ops
 
 
 class FakeAsyncApi:
@@ -76,7 +77,7 @@ def test_async_stream_and_results_skip_a_forged_shard():
         handle = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
         rows = [(r["index"], r["reward"]) async for r in handle.stream(timeout=5)]
         edited = dict(ours, data=forged["data"])
-        api = FakeAsyncApi(lists={head_path: [edited]}, watches={})
+        api = FakeAsyncApi(lists={head_path: [edited], f"{BATCHES}/{NAME}": [final]}, watches={})
         with pytest.raises(sdk.ResultsNotReady, match="changed since the operator wrote it"):
             await AsyncBatchHandle(AsyncClient(api=api, namespace=NS), final).results()
         api = FakeAsyncApi(lists={head_path: [ours]}, watches={})
@@ -107,3 +108,9 @@ def test_async_api_reads_the_kubeconfig(tmp_path):
     client = AsyncClient(str(path))
     assert client.api.url.startswith("https://")
     asyncio.run(client.close())
+
+
+@pytest.fixture(autouse=True)
+def _no_status_reread_pauses(monkeypatch):
+    """The re-reads of a lagging status keep their count, not their pauses (seconds each)."""
+    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))

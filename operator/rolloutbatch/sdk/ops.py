@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,6 +184,11 @@ def list_configmaps(namespace: str, selector: str) -> Op:
         params = dict(params, **{"continue": cont})
 
 
+# Pauses between the reads of a batch's status while a results ConfigMap is not (yet) recorded:
+# the operator patches the status right after each results write.
+STATUS_REREADS = (0.0, 0.2, 0.5, 1.0, 2.0)
+
+
 def _fresh_status(batch: Mapping) -> Op:
     """The batch's status read again (the results digests lag a results write by one call), or
     None when it is gone or was replaced by a namesake (whose digests say nothing of ours)."""
@@ -208,7 +213,9 @@ def results_document(batch: Mapping) -> Op:
     one counts only if its digest is the one the batch's status records (``resultsDigests``,
     written by the operator alone). A head that is not raises ResultsNotReady; shards that are
     not are left out and named in ``unverified_shards``. The status lags each results write by
-    one call, so a batch not final is read again (once) before anything is refused."""
+    one call (a final batch's too: the operator rewrites its results once more when the Job's
+    end is seen), so the status is read again, a few times over about 4 s
+    (``STATUS_REREADS``), before anything is refused."""
     meta = batch["metadata"]
     status = batch.get("status") or {}
     seen = [status.get("resultsDigests")]       # every status read: a digest any of them records is ours
@@ -217,15 +224,19 @@ def results_document(batch: Mapping) -> Op:
     def recorded(cm: Mapping) -> bool:
         return any(recorded_by_operator(cm, digests) for digests in seen)
 
-    def refresh() -> Op:
+    def refresh(done: Callable[[], bool]) -> Op:
         nonlocal status, refreshed
         refreshed = True
-        if is_finished(status):
-            return      # a final status already records the final write
-        fresh = yield from _fresh_status(batch)
-        if fresh is not None:
+        for delay in STATUS_REREADS:
+            if delay:
+                yield Sleep(delay)
+            fresh = yield from _fresh_status(batch)
+            if fresh is None:
+                return
             status = fresh
             seen.append(fresh.get("resultsDigests"))
+            if done():
+                return
 
     name = results_name(batch)
     try:
@@ -237,7 +248,7 @@ def results_document(batch: Mapping) -> Op:
         raise ResultsNotReady(f"RolloutBatch {meta['namespace']}/{meta['name']} has no results yet "
                               f"(ConfigMap {name}; phase {status.get('phase') or 'Pending'})")
     if not recorded(cm):
-        yield from refresh()
+        yield from refresh(lambda: recorded(cm))
     if not recorded(cm):
         where = f"RolloutBatch {meta['namespace']}/{meta['name']}: results ConfigMap {name}"
         if is_finished(status):
@@ -255,7 +266,8 @@ def results_document(batch: Mapping) -> Op:
         else:
             readable.append((shard_cm, doc))
     if not refreshed and not all(recorded(c) for c, _ in readable):
-        yield from refresh()     # a shard written since the status we hold
+        # a shard written since the status we hold
+        yield from refresh(lambda: all(recorded(c) for c, _ in readable))
     docs = [doc for c, doc in readable if recorded(c)]
     unverified = [c["metadata"]["name"] for c, _ in readable if not recorded(c)]
     document = assemble(head, docs)
