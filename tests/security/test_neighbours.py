@@ -167,3 +167,74 @@ def test_an_unschedulable_batch_says_so_and_stalls_with_the_schedulers_reason(so
         assert st["lostEpisodes"] == 2 and st["progress"] == "2/2", st
     finally:
         operator.stop()
+
+
+def _memory_gi(quantity: str) -> int:
+    assert quantity.endswith("Gi"), quantity
+    return int(quantity[:-2])
+
+
+def test_a_busy_cluster_delays_a_batch_and_never_stalls_it(solo_operator, namespace, neighbour, core):
+    """A neighbour holding every node's memory for a while: the batch says it waits for room,
+    does not stall past --unschedulable-grace, and runs once the room is back."""
+    operator = OperatorProcess("operator-busy", extra_args=("--unschedulable-grace", "8"))
+    nodes = core.list_node().items
+    hog_gi = min(_memory_gi(n.status.allocatable["memory"]) for n in nodes) - 4
+    for i, _ in enumerate(nodes):
+        hog = kube.simple_pod(f"hog-{i}", "import time; time.sleep(40)")
+        hog["spec"]["containers"][0]["resources"] = {"requests": {"memory": f"{hog_gi}Gi"}}
+        neighbour.create(hog)
+    kube.wait_for(lambda: all(kube.pod_phase(core, f"hog-{i}", neighbour.namespace) == "Running"
+                              for i in range(len(nodes))), timeout=90, what="the hogs running")
+    operator.start()
+    try:
+        name = unique("patient")
+        batch = episode_batch(name, SLOW, episodes=2)
+        batch["spec"]["env"] = [{"name": "HOLD", "value": "1"}]
+        batch["spec"]["resources"] = {"requests": {"memory": "8Gi"}, "limits": {"memory": "8Gi"}}
+        apply(batch, namespace)
+
+        def waiting():
+            st = (get(name, namespace) or {}).get("status") or {}
+            return st if st.get("reason") == "EpisodesUnschedulable" else None
+        st = kube.wait_for(waiting, timeout=60, what="the batch saying it waits for room")
+        assert st["phase"] == "Running" and "Insufficient memory" in st["message"], st
+        st = wait_finished(name, namespace, timeout=240, operator=operator)["status"]
+        assert (st["phase"], st["succeededEpisodes"]) == ("Succeeded", 2), st
+    finally:
+        operator.stop()
+
+
+@pytest.mark.parametrize("child", ["Job", "task ConfigMap"])
+def test_children_a_neighbour_made_under_a_shared_batchs_names_are_not_adopted(solo_operator, kube_api, child):
+    """While the operator is down, a neighbour with edit rights in a Shared batch's namespace
+    makes the batch's Job (or its task ConfigMap) itself, labelled as the batch's, running its
+    own episode code. The operator does not adopt it: the batch stalls (NameConflict), and
+    nothing the forgery printed is counted."""
+    shared = kube.create_namespace(kube_api, "shared")
+    operator = OperatorProcess("operator-adopt")
+    try:
+        tenant = Tenant(shared)
+        name = unique("victim")
+        created = apply(episode_batch(name, SLOW, episodes=2, isolation={"namespace": "Shared"}), shared)
+        uid = created["metadata"]["uid"]
+        short = uid.replace("-", "")[:10]
+        labels = {UID_LABEL: uid}
+        if child == "Job":
+            forged = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"rb-{short}", "labels": labels},
+                      "spec": {"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+                               "template": {"metadata": {"labels": labels}, "spec": {
+                                   "restartPolicy": "Never", "containers": [{
+                                       "name": "episode", "image": "python:3.12-alpine",
+                                       "command": ["python", "-c", FORGED]}]}}}}
+        else:
+            forged = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"rb-{short}-task", "labels": labels},
+                      "data": {"episode.py": FORGED}}
+        tenant.create(forged)
+        operator.start()
+        st = wait_finished(name, shared, timeout=180, operator=operator)["status"]
+        assert (st["phase"], st["reason"]) == ("Failed", "NameConflict"), st
+        assert not st.get("rewardSum") and not st.get("succeededEpisodes"), st
+    finally:
+        operator.stop()
+        kube.delete_namespace(kube_api, shared)

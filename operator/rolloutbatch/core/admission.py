@@ -48,6 +48,29 @@ def pod_resources(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[s
     return out
 
 
+def scheduling_requests(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, Decimal]:
+    """What the scheduler reserves for one episode pod: its requests, a limit standing in for a
+    request it lacks (the API server defaults one to the other), the overhead included."""
+    amounts = pod_resources(spec, overhead)
+    return {**amounts.get("limits", {}), **amounts.get("requests", {})}
+
+
+def fits_an_empty_node(requests: Mapping[str, Decimal], allocatables: Sequence[Mapping[str, str]]) -> bool:
+    """Whether some node could hold one episode pod if it ran nothing else. False means the
+    scheduler will never place it, however long the batch waits (a 1 Ei memory request); True
+    means it may be waiting for room, which a busy cluster frees."""
+    def fits(allocatable: Mapping[str, str]) -> bool:
+        for resource, amount in requests.items():
+            try:
+                have = parse_quantity(str(allocatable.get(resource, "0")))
+            except ValueError:
+                return True    # a node's figure we cannot read: never conclude "impossible" from it
+            if have < amount:
+                return False
+        return True
+    return any(fits(a) for a in allocatables)
+
+
 def pod_footprint(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, float]:
     """What one episode pod charges to a ResourceQuota: requests/limits plus the overhead."""
     footprint: dict[str, float] = {"pods": 1.0, "count/pods": 1.0}

@@ -28,6 +28,45 @@ from rolloutbatch.core import manifests, naming
 from rolloutbatch.core.model import BatchRef, BatchSpec
 
 
+def adoptable(live: Mapping, desired: Mapping, *, shared: bool, job_uid: str | None) -> bool:
+    """Whether an object found under a child's deterministic name may be adopted as the one the
+    operator created before a crash (the caller has checked its batch label or ownerReference).
+
+    Labels and ownerReferences prove nothing in a Shared namespace: any user with edit rights
+    there can make a Job or ConfigMap under the name, labelled as ours, before the operator does
+    (while it is down). So what decides is what the object would run or open:
+    - a ConfigMap (task, inputs, verifier files) only with exactly our data;
+    - a NetworkPolicy only with exactly our selector, policy types and rules;
+    - the Job only when it is the one the status records (``status.jobUID``); without a record,
+      only in a Dedicated sandbox, whose namespace only the operator writes. A Shared batch that
+      crashed between creating its Job and recording it stalls (NameConflict): running a Job
+      nobody can vouch for would let a neighbour's code earn its rewards.
+    """
+    kind = desired.get("kind")
+    if kind == "ConfigMap":
+        return ((live.get("data") or {}) == (desired.get("data") or {})
+                and (live.get("binaryData") or {}) == (desired.get("binaryData") or {}))
+    if kind == "NetworkPolicy":
+        have, want = live.get("spec") or {}, desired.get("spec") or {}
+        return all(_policy_part(have, key) == _policy_part(want, key)
+                   for key in ("podSelector", "policyTypes", "ingress", "egress"))
+    if kind == "Job":
+        uid = (live.get("metadata") or {}).get("uid")
+        return uid == job_uid if job_uid else not shared
+    return True
+
+
+def _policy_part(spec: Mapping, key: str) -> object:
+    """A policy field with the API server's defaults spelled out (ports default to TCP)."""
+    value = spec.get(key)
+    if key in ("ingress", "egress"):
+        return [dict(rule, ports=[dict({"protocol": "TCP"}, **port) for port in rule.get("ports") or []])
+                for rule in value or []]
+    if key == "podSelector":
+        return {k: v for k, v in (value or {}).items() if v}
+    return value or []
+
+
 def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: Mapping[str, str] | None,
                       input_shards: Sequence[Mapping[str, str]] = (), dns_cidrs: Sequence[str] = ()) -> list[dict]:
     """The child objects in creation order (the Job last: its pods need everything else).

@@ -349,6 +349,10 @@ class BatchTracker:
             self._stuck_since, self._stuck_progress = now, progress
         return pending[0] if now - self._stuck_since >= grace else None
 
+    def keep_waiting(self, now: float) -> None:
+        """The pods are waiting for room, not for the impossible: another grace before asking again."""
+        self._stuck_since = now
+
     def summary(self, origin: float | None) -> Summary:
         """The batch's summary; timings relative to ``origin`` (the Job's creation). Kept up to
         date as results become final, not recomputed over all of them (issue 14 profile)."""

@@ -13,6 +13,9 @@ SUCCEEDED, FAILED = "Succeeded", "Failed"
 PHASES = (PENDING, PROVISIONING, RUNNING, COLLECTING, SUCCEEDED, FAILED)
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
 
+# --- spec.isolation.namespace ------------------------------------------------------------------
+ISOLATION_DEDICATED, ISOLATION_SHARED = "Dedicated", "Shared"
+
 # --- episode outcomes (row["outcome"]) ---------------------------------------------------------
 # succeeded: a graded attempt whose reward counts; failed: the agent's failure (core.outcomes),
 # graded with the worst reward; lost: what the agent cannot cause (infrastructure, the API, the

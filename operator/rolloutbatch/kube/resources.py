@@ -9,6 +9,7 @@ used or deleted: a restarted operator adopts what it created, and never touches 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, VERSION
@@ -59,10 +60,13 @@ def owned_by(obj: dict, batch_uid: str) -> bool:
     return any(isinstance(o, dict) and o.get("uid") == batch_uid for o in meta.get("ownerReferences") or [])
 
 
-def create_or_adopt(api: Api, obj: dict, batch_uid: str) -> dict:
-    """Create ``obj``; on 409 return the existing object if it carries our batch-UID label.
+def create_or_adopt(api: Api, obj: dict, batch_uid: str,
+                    same: Callable[[dict, dict], bool] | None = None) -> dict:
+    """Create ``obj``; on 409 return the existing object if it carries our batch-UID label and
+    (``same(existing, obj)``) is what we would have created.
 
-    Raises :class:`NotOurs` when the name is taken by an object of another owner.
+    Raises :class:`NotOurs` when the name is taken by an object of another owner, or by one that
+    claims to be ours and is not what we create.
     """
     meta = obj["metadata"]
     path = collection_path(obj["kind"], meta.get("namespace"))
@@ -75,6 +79,9 @@ def create_or_adopt(api: Api, obj: dict, batch_uid: str) -> dict:
         existing = api.get(f"{path}/{meta['name']}", f"get {_describe(obj)}")
         if not owned_by(existing, batch_uid):
             raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None
+        if same is not None and not same(existing, obj):
+            raise NotOurs(f"{_describe(obj)} already exists, labelled as this RolloutBatch's, and is not what the "
+                          "operator creates: not adopting it") from None
         return existing
 
 
@@ -134,6 +141,24 @@ def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
         params["continue"] = cont
 
 
+def list_pods(api: Api, namespace: str, selector: str) -> list[dict]:
+    items: list[dict] = []
+    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
+    while True:
+        page = api.get(collection_path("Pod", namespace), "list Pods", **params)
+        items.extend(page.get("items") or [])
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return items
+        params["continue"] = cont
+
+
+def node_allocatables(api: Api) -> list[dict]:
+    """status.allocatable of every node (what a pod's requests are scheduled against)."""
+    page = api.get("/api/v1/nodes", "list Nodes")
+    return [(item.get("status") or {}).get("allocatable") or {} for item in page.get("items") or []]
+
+
 def dns_endpoint_slices(api: Api, timeout: float = 5.0) -> list[dict]:
     """The cluster DNS Service's EndpointSlices (kube-system/kube-dns, the conventional name).
 
@@ -191,7 +216,8 @@ def get_batch(api: Api, namespace: str, name: str) -> dict | None:
     return get_or_none(api, "RolloutBatch", name, namespace)
 
 
-def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | None = None) -> dict:
+def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | None = None,
+                  also_ours: Callable[[dict], bool] | None = None) -> dict:
     """Create or replace a ConfigMap we own (the results document); returns the live object.
 
     With the ``resource_version`` of our last write the replace is one PUT; otherwise (first
@@ -210,7 +236,7 @@ def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | N
         return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
     except Conflict:
         existing = api.get(path, f"get {_describe(obj)}")
-        if not owned_by(existing, batch_uid):
+        if not owned_by(existing, batch_uid) and not (also_ours is not None and also_ours(existing)):
             raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None
         body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
         return api.replace(path, body, f"replace {_describe(obj)}")

@@ -25,12 +25,14 @@ from typing import Any
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled
+from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_requests
+from rolloutbatch.core.k8s_rules import format_quantity
+from rolloutbatch.core.children import adoptable
 from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
-from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.verdict import parse_time, pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError
@@ -68,6 +70,7 @@ class BatchReconciler:
         self._job_deleted = False                      # by someone else, mid-batch
         self._deleted_job_uids: set[str] = set()       # Jobs named ours whose deletion was seen
         self._restored = False
+        self._overhead: dict | None = None             # the RuntimeClass's pod overhead (provisioning)
         self._provisioned_at = time.monotonic()
         self._started_metrics = False
         self._finished_metrics = False
@@ -179,7 +182,10 @@ class BatchReconciler:
         return await asyncio.to_thread(fn, self.ctx.api, *args, **kwargs)
 
     async def _create(self, obj: dict) -> dict:
-        live = await self._call(resources.create_or_adopt, obj, self.ref.uid)
+        shared = self.spec.isolation_namespace == v.ISOLATION_SHARED
+        recorded = self.last_status.get("jobUID")
+        live = await self._call(resources.create_or_adopt, obj, self.ref.uid,
+                                lambda existing, desired: adoptable(existing, desired, shared=shared, job_uid=recorded))
         crash_point(f"provision:{obj['kind']}")
         return live
 
@@ -193,6 +199,7 @@ class BatchReconciler:
             await self._poll_job()
             if self._job_deleted:
                 raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
+            await self._resync_pods()
             self._provisioned_at = time.monotonic()
             return
         if self.last_status.get("phase") in (None, v.PENDING):
@@ -200,7 +207,7 @@ class BatchReconciler:
                                      force=True)
         owner = owner_of_batch(ref)
         dns = self.ctx.settings.dns_cidrs
-        overhead = await provisioning.check(self._call, ref, spec, owner, dns)
+        overhead = self._overhead = await provisioning.check(self._call, ref, spec, owner, dns)
         self._sandbox_created = True
         job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead, dns)
         facts = job_facts(job)
@@ -236,9 +243,11 @@ class BatchReconciler:
                 raise Stalled(v.STALL_PODS_NOT_CREATED, await self._pods_not_created())
             unplaced = tracker.stuck_unschedulable(time.monotonic(), settings.unschedulable_grace)
             if unplaced is not None:
-                raise Stalled(v.STALL_UNSCHEDULABLE,
-                              f"no episode pod could be scheduled for {settings.unschedulable_grace:g}s and none ran: "
-                              f"pod {unplaced.name}: {unplaced.unschedulable}"[:1000])
+                if await self._never_fits():
+                    raise Stalled(v.STALL_UNSCHEDULABLE,
+                                  f"no node can hold an episode pod even when empty (requests "
+                                  f"{self._requests_text()}); pod {unplaced.name}: {unplaced.unschedulable}"[:1000])
+                tracker.keep_waiting(time.monotonic())   # a busy cluster: room may come
             stuck = tracker.unstartable(time.monotonic(), settings.image_pull_grace)
             if stuck is not None:
                 raise Stalled(v.STALL_IMAGE, f"pod {stuck.name} cannot start: {stuck.waiting_reason}: "
@@ -269,6 +278,21 @@ class BatchReconciler:
             # Coalesce: a burst of pod events is handled as one round.
             await asyncio.sleep(0.05)
 
+    async def _never_fits(self) -> bool:
+        """No node could hold one episode pod even empty. Unknown (nodes unreadable): False, since
+        a batch must not be ended on a guess; a busy cluster only delays it."""
+        try:
+            allocatables = await self._call(resources.node_allocatables)
+        except KubeError as exc:
+            self.log.warning("Cannot read the nodes' allocatable resources (%s): waiting for room", exc)
+            return False
+        requests = scheduling_requests(self.spec, self._overhead)
+        return bool(allocatables) and not fits_an_empty_node(requests, allocatables)
+
+    def _requests_text(self) -> str:
+        requests = scheduling_requests(self.spec, self._overhead)
+        return ", ".join(f"{name} {format_quantity(amount)}" for name, amount in sorted(requests.items())) or "none"
+
     def _running_state(self, phase: str) -> dict:
         """Reason and message of a running batch: pods the scheduler cannot place are said,
         with its words (and an Event, once per spell), not hidden behind "Episodes are running"."""
@@ -289,6 +313,15 @@ class BatchReconciler:
         if not task.cancelled() and task.exception() is not None and self._read_error is None:
             self._read_error = task.exception()
             self.wake.set()
+
+    async def _resync_pods(self) -> None:
+        """After a restart: the batch's pods listed once from its own namespace. Events that came
+        before this reconciler existed were kept by the registry only up to a bound (anyone can
+        label pods with a batch's uid, and a flood of them must not push the batch's out)."""
+        pods = await self._call(resources.list_pods, naming.child_namespace(self.ref, self.spec),
+                                naming.label_selector(self.ref))
+        for pod in pods:
+            self.tracker.observe_pod(pod_facts(pod))
 
     def _job_gone_message(self) -> str:
         return (f"the Job {naming.job_name(self.ref)} (or its namespace) was deleted before every episode "

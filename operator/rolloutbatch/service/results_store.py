@@ -94,7 +94,8 @@ class ResultsStore:
         recorded = recorded if isinstance(recorded, Mapping) else {}
         name = naming.results_configmap_name(self.ref)
         cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
-        if cm and not resources.owned_by(cm, self.ref.uid):
+        # ours by its labels, or by its content (someone stripped labels and ownerReference)
+        if cm and not resources.owned_by(cm, self.ref.uid) and not recorded_by_operator(cm, recorded):
             raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref))
         head = None
         if cm:
@@ -270,7 +271,11 @@ class ResultsStore:
         """Write one document (strict JSON already), its rows from their cached texts."""
         cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=True,
                                          row_texts=row_texts)
-        live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard))
+        name = cm["metadata"]["name"]
+        # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content
+        # is still what we wrote last (the write puts the labels back).
+        live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard),
+                               lambda existing: configmap_digest(existing) == self.digests.get(name))
         self.versions[shard] = (live.get("metadata") or {}).get("resourceVersion")
         # The digest of what the API stored: the status records it (the reconciler's next patch).
         self.digests[cm["metadata"]["name"]] = configmap_digest(live)

@@ -3,7 +3,7 @@ import pytest
 
 from rolloutbatch.core.admission import check_quota_fits, pod_footprint, runtime_overhead
 from rolloutbatch.core.spec import parse_spec
-from tests.unit.core.factories import RAW
+from tests.unit.core.factories import MINIMAL, RAW
 
 
 def test_quota_that_cannot_hold_one_pod_is_reported():
@@ -100,3 +100,23 @@ def test_whatever_a_configmap_not_opted_in_holds_the_answer_is_the_same(data, la
     with pytest.raises(Stalled) as missing:
         input_shards([None], ["cm"], count)
     assert (err.value.reason, err.value.message) == (missing.value.reason, missing.value.message)
+
+
+# -- pods the scheduler cannot place ------------------------------------------------------------
+def test_an_impossible_pod_is_told_from_one_waiting_for_room():
+    from decimal import Decimal
+
+    from rolloutbatch.core.admission import fits_an_empty_node, scheduling_requests
+    nodes = [{"cpu": "2", "memory": "64Gi", "pods": "110"}, {"cpu": "4", "memory": "8Gi"}]
+    huge = parse_spec({**MINIMAL, "resources": {"requests": {"memory": "1Ei"}, "limits": {"memory": "1Ei"}}})
+    assert not fits_an_empty_node(scheduling_requests(huge, None), nodes)
+    busy = parse_spec({**MINIMAL, "resources": {"requests": {"memory": "8Gi", "cpu": "1"}}})
+    assert fits_an_empty_node(scheduling_requests(busy, None), nodes)          # fits, when there is room
+    limits_only = parse_spec({**MINIMAL, "resources": {"limits": {"cpu": "3", "memory": "16Gi"}}})
+    assert scheduling_requests(limits_only, None)["cpu"] == Decimal(3)       # the limit stands in
+    assert not fits_an_empty_node(scheduling_requests(limits_only, None), nodes)  # no node has 3 cpu and 16Gi
+    gpu = parse_spec({**MINIMAL, "resources": {"limits": {"nvidia.com/gpu": "1"}}})
+    assert not fits_an_empty_node(scheduling_requests(gpu, None), nodes)
+    assert fits_an_empty_node(scheduling_requests(busy, {"memory": "1Gi"}), nodes)
+    assert not fits_an_empty_node(scheduling_requests(busy, None), [])       # no node at all
+    assert fits_an_empty_node(scheduling_requests(busy, None), [{"cpu": "??", "memory": "64Gi"}])   # unreadable

@@ -53,3 +53,50 @@ def test_the_sandbox_quota_is_opt_in():
     assert "ResourceQuota" not in [o["kind"] for o in provisioning_plan(REF, parse_spec(shared), OWNER, None)]
     sa = provisioning_plan(REF, spec("Dedicated"), OWNER, None)[1]
     assert sa["metadata"]["name"] == "default" and sa["automountServiceAccountToken"] is False
+
+
+# -- adopting only what the operator would create -------------------------------------------
+def _as_stored(obj):
+    """What the API server hands back: defaults added, quantities canonical, status and uid set."""
+    import copy
+    live = copy.deepcopy(obj)
+    live["metadata"]["uid"] = "live-uid"
+    if live["kind"] == "Job":
+        pod = live["spec"]["template"]["spec"]
+        live["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": "live-uid"}}
+        live["spec"].setdefault("suspend", False)
+        pod.setdefault("dnsPolicy", "ClusterFirst")
+        for c in pod["containers"]:
+            c.setdefault("imagePullPolicy", "IfNotPresent")
+            c["terminationMessagePolicy"] = c.get("terminationMessagePolicy", "File")
+            c["resources"] = {"limits": {"memory": "1Gi"}}      # "1024Mi" read back canonical
+    return live
+
+
+def test_what_the_operator_created_is_adopted_after_a_crash():
+    from rolloutbatch.core.children import adoptable
+    for mode in ("Dedicated", "Shared"):
+        for obj in provisioning_plan(REF, spec(mode, inputs=True), OWNER, None):
+            live = _as_stored(obj)
+            recorded = "live-uid" if mode == "Shared" else None   # a Shared Job only once recorded
+            assert adoptable(live, obj, shared=mode == "Shared", job_uid=recorded), (mode, obj["kind"])
+
+
+def test_a_neighbours_job_or_task_under_our_names_is_not_adopted():
+    from rolloutbatch.core.children import adoptable
+    objs = provisioning_plan(REF, spec("Shared"), OWNER, None)
+    job, task, policy = (next(o for o in objs if o["kind"] == k) for k in ("Job", "ConfigMap", "NetworkPolicy"))
+    # a Job nobody recorded, in a Shared namespace: whatever it runs, not adopted
+    assert not adoptable(_as_stored(job), job, shared=True, job_uid=None)
+    assert not adoptable(_as_stored(job), job, shared=True, job_uid="the-recorded-one")
+    assert adoptable(_as_stored(job), job, shared=False, job_uid=None)     # Dedicated: only we write there
+    forged = _as_stored(task)
+    forged["data"] = dict(forged["data"], **{"episode.py": "print('forged')"})
+    assert not adoptable(forged, task, shared=True, job_uid=None)
+    forged = _as_stored(task)
+    forged["data"] = dict(forged["data"], extra="x")
+    assert not adoptable(forged, task, shared=True, job_uid=None)
+    for change in ({"egress": [{}]}, {"ingress": [{}]}, {"policyTypes": ["Ingress"]}, {"podSelector": {}}):
+        opened = _as_stored(policy)
+        opened["spec"].update(change)
+        assert not adoptable(opened, policy, shared=True, job_uid=None), change

@@ -33,9 +33,9 @@ class ConfigMaps:
 
     async def call(self, fn, *args):
         if fn is resources.put_configmap:
-            cm, uid, _version = args
+            cm, uid, _version, also_ours = args
             existing = self.objects.get(cm["metadata"]["name"])
-            if existing is not None and not resources.owned_by(existing, uid):
+            if existing is not None and not resources.owned_by(existing, uid) and not also_ours(existing):
                 raise NotOurs(f"{cm['metadata']['name']} is not ours")
             self._version += 1
             live = copy.deepcopy(cm)
@@ -269,3 +269,19 @@ def test_the_number_of_shards_is_bounded_whatever_the_flag_says():
     from rolloutbatch.core.result_shards import MAX_SHARDS
     store, _, _ = _store(ConfigMaps(), episodes=100_000, rows_per_shard=1)
     assert store.sharded and -(-100_000 // store.book.rows_per_shard) <= MAX_SHARDS
+
+
+def test_a_head_stripped_of_labels_and_owner_is_still_ours_by_its_content():
+    cms = ConfigMaps()
+    store, tracker, spec = _store(cms, episodes=4, rows_per_shard=10)
+    tracker.record(result(0), uid="u0")
+    _write(store, tracker, spec, cms=cms)
+    head = cms.objects[naming.results_configmap_name(REF)]
+    head["metadata"].pop("labels"); head["metadata"].pop("ownerReferences", None)
+    tracker.record(result(1), uid="u1")
+    _write(store, tracker, spec, cms=cms)                 # no NotOurs: written, labels back
+    assert naming.LABEL_BATCH_UID in cms.objects[naming.results_configmap_name(REF)]["metadata"]["labels"]
+    head = cms.objects[naming.results_configmap_name(REF)]
+    head["metadata"].pop("labels"); head["metadata"].pop("ownerReferences", None)
+    store, tracker, spec = _restart(cms, 4, 10)           # no ResultsConfigMapConflict either
+    assert sorted(tracker.results) == [0, 1]
