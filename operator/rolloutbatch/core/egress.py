@@ -8,15 +8,19 @@ The egress list must name what it opens; what a peer can match is judged, not it
 
 - a label selector *pins* only with a ``matchLabels`` entry or an ``In`` expression with values
   (``Exists``, ``NotIn`` and ``DoesNotExist`` only exclude: every namespace has
-  ``kubernetes.io/metadata.name``). A ``namespaceSelector`` peer is refused unless it or the
-  ``podSelector`` beside it pins; a bare ``podSelector`` (the episodes' own namespace: the
-  sandbox ``rb-<uid10>`` in Dedicated mode) must pin, or it would reach the neighbour episodes
-  (Shared: every other workload of the namespace). An endpoint elsewhere needs a
+  ``kubernetes.io/metadata.name``). A ``namespaceSelector`` must pin itself, whatever the
+  ``podSelector`` beside it says: pod labels are any namespace user's to write, so a neighbour
+  could label its own pod like the endpoint and receive the episodes' traffic; namespace labels
+  are the cluster admin's. A bare ``podSelector`` (the episodes' own namespace: the sandbox
+  ``rb-<uid10>`` in Dedicated mode) must pin, or it would reach the neighbour episodes (Shared:
+  every other workload of the namespace). An endpoint elsewhere needs a pinned
   ``namespaceSelector`` beside its ``podSelector``.
 - the addresses all ipBlocks admit together (each ``cidr`` minus its ``except``, over every
   rule, ports aside) may not exceed one /8 of IPv4 or one /16 of IPv6; IPv6 blocks that embed
-  IPv4 (``::ffff:0:0/96``, NAT64 ``64:ff9b::/96``) count as the IPv4 they reach. Unparsable
-  CIDRs are refused rather than guessed at.
+  IPv4 (``::ffff:0:0/96``, NAT64 ``64:ff9b::/96``) count as the IPv4 they reach, and a block
+  that admits any address of a relay prefix (6to4 ``2002::/16``, Teredo ``2001::/32``, NAT64
+  local-use ``64:ff9b:1::/48``) counts as all of IPv4, so it is refused. Unparsable CIDRs are
+  refused rather than guessed at.
 
 An empty ``to`` is refused for the same reason. At most MAX_RULES rules, MAX_PEERS peers and
 MAX_EXCEPTS ``except`` entries per rule keep the check to milliseconds. The API server judges
@@ -46,6 +50,12 @@ BOUND = {4: 2 ** (32 - BROADEST_PREFIX[4]), 6: 2 ** (128 - BROADEST_PREFIX[6])}
 # IPv6 ranges whose last 32 bits are an IPv4 address some stacks reach: IPv4-mapped (Go's
 # net.IPNet.Contains matches IPv4 against it) and the NAT64 well-known prefix.
 EMBEDDED_IPV4 = tuple(int(ipaddress.IPv6Network(n).network_address) for n in ("::ffff:0:0/96", "64:ff9b::/96"))
+# IPv6 ranges a relay forwards to an IPv4 address the destination carries: 6to4 (bits 16..48),
+# Teredo (the last 32 bits, obfuscated), NAT64 local-use (where depends on the translator's prefix
+# length). Which IPv4 a block of them reaches is the relay's to decide: any address counts as all.
+IPV4_RELAYS = ("2002::/16", "2001::/32", "64:ff9b:1::/48")
+_RELAY_SPANS = tuple((int(n.network_address), int(n.broadcast_address))
+                     for n in map(ipaddress.IPv6Network, IPV4_RELAYS))
 RULE_FIELDS = {"to", "ports"}
 PEER_FIELDS = {"podSelector", "namespaceSelector", "ipBlock"}
 SELECTOR_FIELDS = {"matchLabels", "matchExpressions"}
@@ -88,12 +98,14 @@ def _pins(selector: object, where: str) -> bool:
 def _check_selectors(peer: Mapping, where: str) -> None:
     pods = _pins(peer["podSelector"], f"{where}.podSelector") if "podSelector" in peer else None
     if "namespaceSelector" in peer:
-        if not _pins(peer["namespaceSelector"], f"{where}.namespaceSelector") and not pods:
+        # Not narrowed by a podSelector: any namespace user may give its own pod the same labels.
+        if not _pins(peer["namespaceSelector"], f"{where}.namespaceSelector"):
             raise SpecError(f"{where}.namespaceSelector",
                             "matches every namespace (it has no matchLabels entry or In expression; Exists, "
-                            "NotIn and DoesNotExist only exclude) and no podSelector beside it narrows it: "
-                            "name the endpoint's namespace, e.g. matchLabels: {kubernetes.io/metadata.name: "
-                            "<namespace>}, or its pods' labels")
+                            "NotIn and DoesNotExist only exclude), and a podSelector beside it does not narrow "
+                            "it: a pod anyone labels alike in their own namespace would receive the episodes' "
+                            "traffic; name the endpoint's namespace, e.g. matchLabels: "
+                            "{kubernetes.io/metadata.name: <namespace>}")
     elif pods is False:
         raise SpecError(f"{where}.podSelector",
                         "matches every pod of the episodes' own namespace (it has no matchLabels entry or In "
@@ -141,6 +153,8 @@ def _union_sizes(intervals: Sequence[tuple[int, int, int]]) -> dict[int, int]:
     spans = list(intervals)
     for version, a, b in intervals:
         if version == 6:
+            if _relays(a, b):
+                spans.append((4, 0, 2 ** 32 - 1))
             for base in EMBEDDED_IPV4:
                 x, y = max(a, base), min(b, base + 2 ** 32 - 1)
                 if x <= y:
@@ -152,6 +166,10 @@ def _union_sizes(intervals: Sequence[tuple[int, int, int]]) -> dict[int, int]:
             sizes[version] += b - a + 1
             end[version] = b
     return sizes
+
+
+def _relays(a: int, b: int) -> bool:
+    return any(a <= y and x <= b for x, y in _RELAY_SPANS)
 
 
 def _over(sizes: Mapping[int, int]) -> int | None:
@@ -175,6 +193,11 @@ def _check_breadth(blocks: Sequence[tuple[str, Mapping, list]]) -> None:
     sizes = _union_sizes([iv for _, _, ivs in blocks[:lo] for iv in ivs])
     version = _over(sizes)
     earlier = " with the ipBlocks before it" if lo > 1 else ""
+    if version == 4 and any(v == 6 and _relays(a, b) for v, a, b in blocks[lo - 1][2]):
+        relays = ", ".join(IPV4_RELAYS)
+        raise SpecError(where, f"{block.get('cidr')} admits addresses of an IPv4 relay prefix ({relays}: 6to4, "
+                               "Teredo, NAT64 local-use), which a relay forwards to the IPv4 address the "
+                               f"destination carries, so it counts as all of IPv4; {TO_NAME}")
     raise SpecError(where, f"{block.get('cidr')}{earlier} admits {_amount(sizes[version])} IPv{version} addresses, more "
                            f"than one /{BROADEST_PREFIX[version]} ({_amount(BOUND[version])}): that opens nearly "
                            f"everything (the apiserver, the nodes, cloud metadata); {TO_NAME}")

@@ -37,13 +37,17 @@ AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 SYSTEM_PRIORITY_PREFIX = "system-"
 # Kubernetes' HighestUserDefinablePriority: a PriorityClass above it is in the system range.
 MAX_USER_PRIORITY = 1_000_000_000
-# Taints that keep pods off nodes for the cluster's own safety: cordoned nodes, the control plane,
-# failing nodes (tolerated forever, a pod would stay bound to a dead node) and nodes an admin
-# declared out of service. Never tolerated, in any form: the operator already tolerates not-ready
-# and unreachable for NODE_LOSS_TOLERATION_SECONDS (core.manifests) itself.
+# Taints that keep pods off nodes for the cluster's own safety: cordoned nodes, the control plane
+# and system node pools (CriticalAddonsOnly), failing nodes (tolerated forever, a pod would stay
+# bound to a dead node), nodes whose network or cloud setup is not done (NetworkPolicy may not be
+# enforced yet), nodes an admin declared out of service and nodes the cluster autoscaler is
+# deleting (a pod placed there dies with the node). Never tolerated, in any form: the operator
+# already tolerates not-ready and unreachable for NODE_LOSS_TOLERATION_SECONDS (core.manifests).
 PROTECTED_TAINT_KEYS = frozenset({
     "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
-    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service",
+    "CriticalAddonsOnly", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/network-unavailable", "node.cloudprovider.kubernetes.io/uninitialized",
+    "node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler",
 })
 MAX_TOLERATIONS = 64               # bounds the CRD's per-toleration rules (CEL cost)
 MAX_INT32 = 2**31 - 1

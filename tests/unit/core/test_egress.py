@@ -81,7 +81,8 @@ def test_peers_that_open_everything_are_refused(peer, field):
 @pytest.mark.parametrize("peer", [
     {"ipBlock": {"cidr": "203.0.113.0/24"}}, {"ipBlock": {"cidr": "10.0.0.0/8"}},
     {"ipBlock": {"cidr": "fd00::/16"}},
-    {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "policy-server"}}}])
+    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}},
+     "podSelector": {"matchLabels": {"app": "policy-server"}}}])
 def test_narrower_peers_pass(peer):
     assert spec(egress=[{"to": [peer]}]).egress
 
@@ -114,11 +115,15 @@ def test_a_namespace_selector_that_matches_every_namespace_is_refused(selector):
     assert refused({"namespaceSelector": selector}).field == "spec.isolation.egress[0].to[0].namespaceSelector"
 
 
-@pytest.mark.parametrize("pods", EVERYTHING)
-@pytest.mark.parametrize("namespaces", [{"matchLabels": {}}, EXISTS_NAME])
-def test_an_everything_pod_selector_does_not_narrow_an_everything_namespace_selector(namespaces, pods):
+@pytest.mark.parametrize("pods", [*EVERYTHING, POD_SERVER,
+                                  {"matchExpressions": [{"key": "app", "operator": "In", "values": ["policy-server"]}]}])
+@pytest.mark.parametrize("namespaces", [{}, {"matchLabels": {}}, EXISTS_NAME])
+def test_no_pod_selector_narrows_an_everything_namespace_selector(namespaces, pods):
+    # A pinned podSelector would not help: any namespace user may label its own pod app=policy-server
+    # and receive the episodes' traffic.
     err = refused({"namespaceSelector": namespaces, "podSelector": pods})
-    assert err.field.endswith("namespaceSelector") and "name the endpoint's namespace" in str(err)
+    assert err.field == "spec.isolation.egress[0].to[0].namespaceSelector"
+    assert "name the endpoint's namespace" in str(err) and "does not narrow" in str(err)
 
 
 @pytest.mark.parametrize("pods", EVERYTHING)
@@ -153,8 +158,9 @@ def test_selectors_that_cannot_be_read_are_refused(peer, field):
     {"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
                                                  "values": ["models", "models-canary"]}]}},
     {"namespaceSelector": {**EXISTS_NAME, "matchLabels": {"team": "inference"}}},   # ANDed: the label pins
-    {"namespaceSelector": {"matchLabels": {}}, "podSelector": POD_SERVER},
-    {"namespaceSelector": EXISTS_NAME,
+    {"namespaceSelector": NS_MODELS, "podSelector": POD_SERVER},
+    {"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                 "values": ["models"]}]},
      "podSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["policy-server"]}]}},
     {"podSelector": POD_SERVER},                                           # a named pod of the own namespace
     {"podSelector": POD_SERVER, "namespaceSelector": None},
@@ -192,6 +198,9 @@ def spread(peers, per_rule=egress.MAX_PEERS):
     ([{"to": [block("::ffff:0.0.0.0/96")]}], "spec.isolation.egress[0].to[0].ipBlock"),     # IPv4-mapped
     ([{"to": [block("10.0.0.0/8"), block("::ffff:11.0.0.0/104")]}], "spec.isolation.egress[0].to[1].ipBlock"),
     ([{"to": [block("64:ff9b::/96")]}], "spec.isolation.egress[0].to[0].ipBlock"),          # NAT64
+    ([{"to": [block("2002::/16")]}], "spec.isolation.egress[0].to[0].ipBlock"),             # relays: 6to4,
+    ([{"to": [block("2001::/32")]}], "spec.isolation.egress[0].to[0].ipBlock"),             # Teredo,
+    ([{"to": [block("64:ff9b:1::/48")]}], "spec.isolation.egress[0].to[0].ipBlock"),        # NAT64 local-use
     ([{"to": [block("10.1.2.3/7")]}], "spec.isolation.egress[0].to[0].ipBlock"),            # host bits
     ([{"to": [block("000.0.0.0/0")]}], "spec.isolation.egress[0].to[0].ipBlock.cidr"),      # Go reads it as /0
     ([{"to": [block("not-a-cidr")]}], "spec.isolation.egress[0].to[0].ipBlock.cidr"),
@@ -226,6 +235,32 @@ def test_ip_blocks_that_admit_more_than_one_network_together_are_refused(rules, 
 ])
 def test_ip_blocks_within_one_network_pass(rules):
     assert spec(egress=rules).egress == tuple(rules)
+
+
+@pytest.mark.parametrize("cidr, excepts", [
+    ("2002::/16", ()), ("2002:cb00:710a::/48", ()), ("2002::1/128", ()),          # 6to4 of one address, or less
+    ("2001::/32", ()), ("2001:0:4136:e378:8000:63bf:3fff:fdd2/128", ()),         # Teredo, one client
+    ("2001::/16", ()), ("2001::/31", ()), ("2000::/15", ("2000::/16",)),        # around them
+    ("64:ff9b:1::/48", ()), ("64:ff9b:1:a::/64", ()), ("64:ff9b::/47", ("64:ff9b::/96",)),
+    ("2001::/16", ("2001::/33",)),                                               # half of Teredo is left
+])
+def test_ip_blocks_that_reach_an_ipv4_relay_count_as_all_of_ipv4(cidr, excepts):
+    # The relay decides which IPv4 address it forwards to: the block is refused, however narrow.
+    err = refused(block(cidr, *excepts))
+    assert err.field == "spec.isolation.egress[0].to[0].ipBlock"
+    assert "relay" in str(err) and "all of IPv4" in str(err) and "network: AllowEgress" in str(err)
+    # Also after a block that passes alone, with the message naming the relay block.
+    err = refused(block("203.0.113.10/32"), block(cidr, *excepts))
+    assert err.field == "spec.isolation.egress[0].to[1].ipBlock" and "relay" in str(err)
+
+
+@pytest.mark.parametrize("cidr, excepts", [
+    ("2001:db8::/32", ()), ("2003::/16", ()), ("2001:1::/32", ()),               # beside them
+    ("64:ff9b:2::/48", ()), ("64:ff9b::a00:1/128", ()),                          # NAT64 well-known: one address
+    ("2001::/16", ("2001::/32",)),                                               # Teredo carved out
+])
+def test_ip_blocks_beside_the_ipv4_relays_pass(cidr, excepts):
+    assert spec(egress=[{"to": [block(cidr, *excepts)]}]).egress
 
 
 def test_the_operator_dns_peers_are_not_counted():
@@ -328,3 +363,13 @@ def test_accepted_ip_blocks_admit_at_most_one_network(v4, v6, split):
         accepted = False
     assert accepted == within
     event(f"accepted={accepted}")
+
+
+@settings(max_examples=100, deadline=None)
+@given(relay=st.sampled_from(egress.IPV4_RELAYS), offset=st.integers(0, 2 ** 112 - 1), length=st.integers(16, 128))
+def test_any_block_inside_or_around_an_ipv4_relay_is_refused(relay, offset, length):
+    net = ipaddress.IPv6Network(relay)
+    address = int(net.network_address) + offset % net.num_addresses
+    cidr = str(ipaddress.IPv6Network((address, max(length, 16)), strict=False))
+    err = refused(block(cidr))
+    assert err.field == "spec.isolation.egress[0].to[0].ipBlock" and "relay" in str(err)

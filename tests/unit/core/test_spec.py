@@ -285,7 +285,19 @@ def test_tolerations_of_the_clusters_protective_taints_are_refused(key):
 def test_the_protected_taints_are_the_documented_ones():
     assert PROTECTED_TAINT_KEYS == {
         "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
-        "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service"}
+        "CriticalAddonsOnly", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable", "node.cloudprovider.kubernetes.io/uninitialized",
+        "node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler"}
+
+
+@pytest.mark.parametrize("key", ["CriticalAddonsOnly", "node.kubernetes.io/network-unavailable",
+                                 "node.cloudprovider.kubernetes.io/uninitialized", "ToBeDeletedByClusterAutoscaler"])
+def test_system_pools_unready_networks_and_nodes_being_removed_are_protected(key):
+    # Named here, not through the constant: the test must fail if a key leaves it.
+    for toleration in _protected_forms(key):
+        with pytest.raises(SpecError) as err:
+            parse_spec(_template(tolerations=[{"key": "gpu", "operator": "Exists"}, toleration]))
+        assert err.value.field == "spec.podTemplate.tolerations[1].key" and key in str(err.value), toleration
 
 
 def test_specific_tolerations_stay_allowed():
@@ -293,7 +305,10 @@ def test_specific_tolerations_stay_allowed():
                    {"key": "dedicated", "operator": "Equal", "value": "rl", "effect": "NoExecute",
                     "tolerationSeconds": 60},
                    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
-                   {"key": "example.com/node-role.kubernetes.io-master", "operator": "Exists"}]
+                   {"key": "example.com/node-role.kubernetes.io-master", "operator": "Exists"},
+                   {"key": "example.com/CriticalAddonsOnly", "operator": "Exists"},      # a custom key alike
+                   {"key": "criticaladdonsonly", "operator": "Exists"},                  # keys are case-sensitive
+                   {"key": "DeletionCandidateOfClusterAutoscaler", "operator": "Exists"}]   # a soft taint
     assert parse_spec(_template(tolerations=tolerations)).pod_template["tolerations"] == tolerations
 
 
