@@ -17,6 +17,8 @@ class FakeAsyncApi:
         self.lists, self.watches, self.deleted = lists, watches, []
 
     async def get(self, path, what, **params):
+        if path not in self.lists:
+            raise sdk.NotFound(what, status=404)
         answers = self.lists[path]
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
@@ -73,7 +75,8 @@ def test_async_stream_and_results_skip_a_forged_shard():
     head_path = f"{CMS}/{NAME}-results"
 
     async def main():
-        api = FakeAsyncApi(lists={BATCHES: [listing([final])], CMS: [listing([forged, ours])]}, watches={})
+        api = FakeAsyncApi(lists={BATCHES: [listing([final])], CMS: [listing([forged, ours])], head_path: [ours]},
+                           watches={})
         handle = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
         rows = [(r["index"], r["reward"]) async for r in handle.stream(timeout=5)]
         edited = dict(ours, data=forged["data"])
@@ -86,6 +89,29 @@ def test_async_stream_and_results_skip_a_forged_shard():
     rows, results = asyncio.run(main())
     assert rows == [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)]
     assert [r["reward"] for r in results] == [1.0] * 4
+
+
+def test_async_results_and_stream_raise_when_a_listed_shard_is_gone():
+    head = cm([], shards=[{"name": f"{NAME}-results-{n}", "rows": 2, "full": True} for n in range(2)])
+    shards = [cm([row(0), row(1)], name=f"{NAME}-results-0", shard=0),
+              cm([row(2), row(3)], name=f"{NAME}-results-1", shard=1)]
+    final = batch(recorded({"phase": "Succeeded"}, head, *shards))
+    head_path = f"{CMS}/{NAME}-results"
+
+    def api():   # shard 0 deleted by a neighbour
+        return FakeAsyncApi(lists={BATCHES: [listing([final])], CMS: [listing([head, shards[1]])],
+                                   head_path: [head], f"{head_path}-1": [shards[1]]}, watches={})
+
+    async def main():
+        with pytest.raises(sdk.ResultsIncomplete, match=f"{NAME}-results-0 deleted"):
+            await AsyncBatchHandle(AsyncClient(api=api(), namespace=NS), final).results()
+        document = await AsyncBatchHandle(AsyncClient(api=api(), namespace=NS), final).document()
+        with pytest.raises(sdk.ResultsIncomplete, match=f"{NAME}-results-0 are gone"):
+            [r async for r in AsyncBatchHandle(AsyncClient(api=api(), namespace=NS), final).stream(timeout=5)]
+        return document
+
+    document = asyncio.run(main())
+    assert [r["index"] for r in document["pods"]] == [2, 3] and document["missing_shards"] == [f"{NAME}-results-0"]
 
 
 def test_async_timeout_and_verbs_share_the_rules():

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from rolloutbatch import sdk
-from rolloutbatch.core.results import configmap_digest, encode_results
+from rolloutbatch.core.results import configmap_digest, decode_results, encode_results
+from rolloutbatch.sdk import ops
 from rolloutbatch.sdk.follow import Follower
 from rolloutbatch.kube.errors import Forbidden, Unavailable
 from tests.unit.fake_watch import FakeApi, event, gone
@@ -12,6 +13,7 @@ from tests.unit.fake_watch import FakeApi, event, gone
 NS, NAME, UID = "team", "b", "u-1"
 BATCHES = f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NS}/rolloutbatches"
 CMS = f"/api/v1/namespaces/{NS}/configmaps"
+HEAD = f"{CMS}/{NAME}-results"
 
 
 def batch(status=None, episodes=4, k=2, uid=UID):
@@ -98,15 +100,16 @@ def test_stream_sweeps_once_after_the_batch_is_final():
     """The batch watch says final before the ConfigMap watch delivered the last rows."""
     last = cm([row(0), row(1), row(2), row(3, outcome="failed")])
     api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Failed"}, last))])],
-                         CMS: [listing([cm([row(0)])]), listing([last])]})
+                         CMS: [listing([cm([row(0)])])]}, objects={HEAD: last})
     rows = list(handle(api).stream(timeout=5))
     assert [r["index"] for r in rows] == [0, 1, 2, 3] and rows[3]["reward"] is None
+    assert [c[1] for c in api.calls].count(HEAD) == 1     # the sweep reads the head by name, once
 
 
 def test_groups_once_complete_and_leftovers_at_the_end():
     results = cm([row(1, reward=0.0), row(0, reward=1.0), row(2, reward=2.0)])
     api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Running"}, results))])],
-                         CMS: [listing([results])]},
+                         CMS: [listing([results])]}, objects={HEAD: results},
                   watches={BATCHES: [[0.2, event("MODIFIED", batch(recorded({"phase": "Failed"}, results)))]]})
     groups = list(handle(api).groups(timeout=5))
     first, second = groups
@@ -121,7 +124,7 @@ def test_rows_of_other_batches_and_garbage_are_ignored():
                "binaryData": {"results.json.gz": "!!"}}
     other = cm([row(0)], uid="other")
     api = FakeApi(lists={BATCHES: [listing([batch(recorded({"phase": "Succeeded"}, ours, garbage))])],
-                         CMS: [listing([other, garbage, ours])]})
+                         CMS: [listing([other, garbage, ours])]}, objects={HEAD: ours})
     assert [r["index"] for r in handle(api).stream(timeout=1)] == [3]
 
 
@@ -183,6 +186,7 @@ def test_an_operator_restart_that_rewrites_loses_nothing():
 
 def test_unrecorded_configmaps_are_bounded_and_ignored_by_the_sweep():
     from rolloutbatch.sdk.follow import MAX_PENDING
+    from rolloutbatch.sdk.ops import ResultsRead
 
     follower = Follower(batch({"phase": "Running"}))
     for n in range(MAX_PENDING + 5):
@@ -191,7 +195,48 @@ def test_unrecorded_configmaps_are_bounded_and_ignored_by_the_sweep():
     ours = cm([row(0), row(1), row(2)])
     follower.feed(follower.batch_watch, "MODIFIED", batch(recorded({"phase": "Failed"}, ours)))
     assert follower.needs_sweep()
-    forged = cm([row(3, reward=1e6)], name=f"{NAME}-results-9")
-    out = follower.swept_with([ours, forged])
+    read = ResultsRead(head=f"{NAME}-results", status=follower.status, confirmed=True,
+                       got={f"{NAME}-results": ours}, docs={f"{NAME}-results": decode_results(ours)})
+    out = follower.swept_with(read)
     assert [v["index"] for _, v in out] == [0, 1, 2] and f"{NAME}-results-9" in follower.unverified
     assert all(r["reward"] == 1.0 for r in follower.rows.values()) and follower.done(now=0)
+    assert follower.incomplete_error() is None     # a forged name no head lists is no loss: the batch ended short
+
+
+@pytest.fixture(autouse=True)
+def _no_status_reread_pauses(monkeypatch):
+    """The re-reads of a lagging status keep their count, not their pauses (seconds each)."""
+    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+
+
+def _sharded_results():
+    head = cm([], shards=[{"name": f"{NAME}-results-{n}", "rows": 2, "full": True} for n in range(2)])
+    shards = [cm([row(0), row(1)], name=f"{NAME}-results-0"), cm([row(2), row(3)], name=f"{NAME}-results-1")]
+    return head, shards
+
+
+def test_the_sweep_reads_an_unlabelled_shard_by_name():
+    """A neighbour stripped shard 0's labels before the follower listed: the label watch never
+    sees it, the final sweep reads what the head's index names."""
+    head, shards = _sharded_results()
+    bare = dict(shards[0], metadata={k: v for k, v in shards[0]["metadata"].items() if k != "labels"})
+    final = batch(recorded({"phase": "Succeeded"}, head, *shards))
+    api = FakeApi(lists={BATCHES: [listing([final])], CMS: [listing([head, shards[1]])]},
+                  objects={HEAD: head, f"{HEAD}-0": bare, f"{HEAD}-1": shards[1]})
+    assert sorted(r["index"] for r in handle(api).stream(timeout=5)) == [0, 1, 2, 3]
+
+
+def test_a_final_batch_whose_listed_shard_is_gone_raises_rather_than_ends_short():
+    head, shards = _sharded_results()
+    final = batch(recorded({"phase": "Succeeded"}, head, *shards))
+
+    def api():
+        return FakeApi(lists={BATCHES: [listing([final])], CMS: [listing([head, shards[1]])]},
+                       objects={HEAD: head, f"{HEAD}-1": shards[1]})
+    got = []
+    with pytest.raises(sdk.ResultsIncomplete, match=f"{NAME}-results-0 are gone or not what the operator wrote") as exc:
+        for r in handle(api()).stream(timeout=5):
+            got.append(r["index"])
+    assert sorted(got) == [2, 3] and exc.value.shards == [f"{NAME}-results-0"]
+    with pytest.raises(sdk.ResultsIncomplete, match="2 of 4 rows received"):
+        list(handle(api()).groups(timeout=5))

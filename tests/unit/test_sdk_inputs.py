@@ -128,6 +128,11 @@ def _digests(*configmaps):
 
 
 HEAD_PATH = "/api/v1/namespaces/n/configmaps/b-results"
+
+
+def _by_name(*configmaps):
+    """What a GET of each ConfigMap by name answers."""
+    return {f"/api/v1/namespaces/n/configmaps/{c['metadata']['name']}": c for c in configmaps}
 BATCH_PATH = "/apis/rl.agentruntime.io/v1alpha1/namespaces/n/rolloutbatches/b"
 
 
@@ -144,15 +149,15 @@ def test_results_read_the_head_and_every_shard():
     shards = [{"uid": uid, "shard": 0, "pods": rows[:4][::-1], "groups": []},
               {"uid": uid, "shard": 1, "pods": rows[4:], "groups": []}]
     cms = [_cm("b-results", head), _cm("b-results-0", shards[0]), _cm("b-results-1", shards[1])]
-    api = ShardApi({HEAD_PATH: cms[0]},
-                   cms[1:] + [{"metadata": {"name": "b-results-7"}, "data": {"results.json": "garbage"}}])
-    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), _batch(uid, phase="Running", resultsDigests=_digests(*cms)))
+    api = ShardApi({HEAD_PATH: cms[0], f"{HEAD_PATH}-0": cms[1], f"{HEAD_PATH}-1": cms[2]},
+                   [{"metadata": {"name": "b-results-7"}, "data": {"results.json": "garbage"}}])
+    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), _batch(uid, phase="Succeeded", resultsDigests=_digests(*cms)))
     assert [r["index"] for r in h.results()] == list(range(6))
     document = h.document()
-    assert document == dict(assemble(head, shards), unreadable_shards=["b-results-7"])
+    assert document == assemble(head, shards)
     assert [g["reward_mean"] for g in document["groups"]] == [0.5, 2.5, 4.5]
-    assert api.params[0]["labelSelector"] == "rl.agentruntime.io/batch-uid=u-9,rl.agentruntime.io/role=results-shard"
-    assert BATCH_PATH not in api.paths       # every readable one recorded: the status is not read again
+    assert api.params == []                  # the head's index names the shards: no label selector
+    assert BATCH_PATH not in api.paths       # terminal and every one recorded: the status is not read again
 
 
 def _sharded(uid="u-9"):
@@ -171,13 +176,18 @@ def test_a_forged_shard_is_left_out_and_named():
     big = dict(rows[3], reward=1e6)
     forged = [_cm("b-results-1", {"uid": uid, "shard": 1, "pods": [rows[2], big], "groups": []}),   # edited
               _cm("b-results-2", {"uid": uid, "shard": 2, "pods": [dict(rows[0], reward=1e6)], "groups": []})]
-    api = ShardApi({HEAD_PATH: cms[0]}, [forged[1], cms[1], forged[0]])
+    api = ShardApi({HEAD_PATH: cms[0], f"{HEAD_PATH}-0": cms[1], f"{HEAD_PATH}-1": forged[0],
+                    f"{HEAD_PATH}-2": forged[1]}, [forged[1], cms[1], forged[0]])
     h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"),
                         _batch(uid, phase="Succeeded", resultsDigests=_digests(*cms)))
-    assert [(r["index"], r["reward"]) for r in h.results()] == [(0, 1.0), (1, 1.0)]
+    with pytest.raises(sdk.ResultsIncomplete, match="b-results-1 not what the operator wrote") as exc:
+        h.results()
+    assert exc.value.shards == ["b-results-1"]
     document = h.document()
-    assert document["unverified_shards"] == ["b-results-1", "b-results-2"]
+    assert [(r["index"], r["reward"]) for r in document["pods"]] == [(0, 1.0), (1, 1.0)]
+    assert document["unverified_shards"] == ["b-results-1"]     # b-results-2: in no index, never read
     assert document["missing_shards"] == ["b-results-1"] and "unreadable_shards" not in document
+    assert f"{HEAD_PATH}-2" not in api.paths
     assert 1e6 not in [g.get("reward_mean") for g in document["groups"]]
     # final, yet read again (bounded): the operator rewrites a final batch's results once more
     assert 1 <= api.paths.count(BATCH_PATH) <= len(ops.STATUS_REREADS)
@@ -203,15 +213,15 @@ def test_a_status_that_lags_the_write_is_read_again_once():
     uid = "u-9"
     rows, cms = _sharded(uid)
     fresh = _batch(uid, phase="Running", resultsDigests=_digests(*cms))
-    api = ShardApi({HEAD_PATH: cms[0], BATCH_PATH: fresh}, cms[1:])
+    api = ShardApi({**_by_name(*cms), BATCH_PATH: fresh}, cms[1:])
     stale = _batch(uid, phase="Running", resultsDigests=_digests(cms[1]))   # before the head and shard 1
     document = sdk.Client(api=api, namespace="n").results_document(stale)
     assert [r["index"] for r in document["pods"]] == [0, 1, 2, 3] and "unverified_shards" not in document
     assert api.paths.count(BATCH_PATH) == 1
     # A namesake's status (another uid) vouches for nothing of ours.
-    api = ShardApi({HEAD_PATH: cms[0], BATCH_PATH: dict(fresh, metadata=dict(fresh["metadata"], uid="u-other"))},
+    api = ShardApi({**_by_name(*cms), BATCH_PATH: dict(fresh, metadata=dict(fresh["metadata"], uid="u-other"))},
                    cms[1:])
-    with pytest.raises(sdk.ResultsNotReady, match="not yet confirmed"):
+    with pytest.raises(sdk.ResultsNotReady, match="cannot be confirmed: the batch is gone or was replaced"):
         sdk.Client(api=api, namespace="n").results_document(stale)
 
 
@@ -231,3 +241,78 @@ def test_the_sdks_input_configmaps_are_opted_in_and_read_by_the_operator():
 def _no_status_reread_pauses(monkeypatch):
     """The re-reads of a lagging status keep their count, not their pauses (seconds each)."""
     monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+
+
+def _unlabelled(cm):
+    return dict(cm, metadata={k: v for k, v in cm["metadata"].items() if k != "labels"})
+
+
+def test_an_unlabelled_shard_of_a_final_batch_is_still_read_by_name():
+    """A neighbour's `kubectl label cm b-results-0 rl.agentruntime.io/role-`: the verified head's
+    index still names it, so no label selector decides what the results hold."""
+    uid = "u-9"
+    rows, cms = _sharded(uid)
+    bare = _unlabelled(cms[1])
+    api = ShardApi(_by_name(cms[0], bare, cms[2]), [cms[2]])      # a label selector finds shard 1 only
+    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), _batch(uid, phase="Succeeded", resultsDigests=_digests(*cms)))
+    assert h.results() == rows
+    assert h.document()["missing_shards"] == []
+
+
+def test_a_deleted_listed_shard_makes_results_raise_naming_it():
+    uid = "u-9"
+    rows, cms = _sharded(uid)
+    api = ShardApi(_by_name(cms[0], cms[2]), [cms[2]])
+    h = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), _batch(uid, phase="Succeeded", resultsDigests=_digests(*cms)))
+    with pytest.raises(sdk.ResultsIncomplete, match="b-results-0 deleted") as exc:
+        h.results()
+    assert isinstance(exc.value, sdk.ResultsNotReady) and exc.value.shards == ["b-results-0"]
+    document = h.document()                     # the rest, saying what it lacks
+    assert document["pods"] == rows[2:] and document["missing_shards"] == ["b-results-0"]
+    assert "unverified_shards" not in document and "unreadable_shards" not in document
+
+
+def test_a_stale_handle_refuses_a_replayed_older_genuine_version():
+    """Taken mid-run; the batch finished; someone writes the old (genuine) checkpoint back."""
+    uid = "u-9"
+    row = lambda i: {"index": i, "group": i, "sample": 0, "valid": True, "reward": 1.0, "outcome": "succeeded"}  # noqa: E731
+    checkpoint = _cm("b-results", {"batch": "b", "uid": uid, "episodes": 4, "pods": [row(0)]})
+    final = _cm("b-results", {"batch": "b", "uid": uid, "episodes": 4, "pods": [row(i) for i in range(4)]})
+    stale = _batch(uid, phase="Running", resultsDigests=_digests(checkpoint))
+    api = ShardApi({HEAD_PATH: checkpoint, BATCH_PATH: _batch(uid, phase="Succeeded", resultsDigests=_digests(final))},
+                   [])
+    with pytest.raises(sdk.ResultsNotReady, match="changed since the operator wrote it"):
+        sdk.BatchHandle(sdk.Client(api=api, namespace="n"), stale).results()
+    assert api.paths.count(BATCH_PATH) == len(ops.STATUS_REREADS)     # read again, bounded, then refused
+
+    # Sharded: an older genuine shard written back under the final head.
+    rows, cms = _sharded(uid)
+    open_shard = _cm("b-results-0", {"uid": uid, "shard": 0, "pods": rows[:1], "groups": []})
+    stale = _batch(uid, phase="Running", resultsDigests=_digests(cms[0], open_shard))
+    api = ShardApi({**_by_name(cms[0], open_shard, cms[2]),
+                    BATCH_PATH: _batch(uid, phase="Succeeded", resultsDigests=_digests(*cms))}, [open_shard, cms[2]])
+    handle = sdk.BatchHandle(sdk.Client(api=api, namespace="n"), stale)
+    with pytest.raises(sdk.ResultsIncomplete, match="b-results-0 not what the operator wrote"):
+        handle.results()
+    assert handle.document()["unverified_shards"] == ["b-results-0"]
+
+
+def test_an_honest_reader_between_the_operators_two_writes_succeeds():
+    """The operator writes a ConfigMap, then patches the status: whichever read lands between
+    the two, the reader reads both again and gets the newest results."""
+    from tests.unit.fake_watch import FakeApi
+
+    uid = "u-9"
+    row = lambda i: {"index": i, "group": i, "sample": 0, "valid": True, "reward": 1.0, "outcome": "succeeded"}  # noqa: E731
+    v = [_cm("b-results", {"batch": "b", "uid": uid, "episodes": 4, "pods": [row(i) for i in range(n + 1)]})
+         for n in range(3)]
+    status = [_batch(uid, phase="Running", resultsDigests=_digests(c)) for c in v]
+    # The head read is v1, then the status read is still S0 (v1's patch not yet done); then v2 is
+    # written and patched: the ConfigMap held is older than the status, and is read again.
+    api = FakeApi(lists={HEAD_PATH: [v[1], v[2]], BATCH_PATH: [status[0], status[2]]})
+    document = sdk.Client(api=api, namespace="n").results_document(status[0])
+    assert [r["index"] for r in document["pods"]] == [0, 1, 2]
+    # The head read is v2, the status still S1 on the first read and S2 on the second.
+    api = FakeApi(lists={HEAD_PATH: [v[2]], BATCH_PATH: [status[1], status[2]]})
+    assert [r["index"] for r in sdk.BatchHandle(sdk.Client(api=api, namespace="n"), status[1]).results()] == [0, 1, 2]
+    assert [c[1] for c in api.calls].count(BATCH_PATH) == 2

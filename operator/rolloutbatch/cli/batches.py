@@ -8,7 +8,7 @@ import sys
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, load_documents, make_client
-from rolloutbatch.sdk import BatchHandle
+from rolloutbatch.sdk import BatchHandle, ops
 
 RESOURCE = f"rolloutbatch.{GROUP}"
 
@@ -125,14 +125,18 @@ def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
     if not (s.get("failedEpisodes") or s.get("lostEpisodes")):
         return []
     try:
-        rows = handle.document().get("pods") or []
+        document = handle.document()
     except KubeError as exc:
         return [f"  (failure reasons unavailable: {exc})"]
+    rows = document.get("pods") or []
+    incomplete = ops.incomplete(document, handle.obj)
     by_reason: dict[str, list[dict]] = {}
     for row in rows:
         if row.get("outcome") != "succeeded":
             by_reason.setdefault(f"{row.get('outcome')} {row.get('reason') or '?'}", []).append(row)
     lines = [f"  failed/lost episodes of {handle.name} by reason:"] if by_reason else []
+    if incomplete is not None:
+        lines.append(f"  (counted without some rows: {incomplete})")
     for reason, group in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         lines.append(f"    {len(group):>5}  {reason}")
         for row in group[:examples]:

@@ -1,6 +1,8 @@
 """``rolloutbatch results NAME --output DIR``: the guide's output directory, for one batch.
 
-    DIR/results.json     summary fields and one row per episode (from the results ConfigMap)
+    DIR/results.json     summary fields and one row per episode (from the results ConfigMap); written
+                         without the rows of shards that are gone or not the operator's, which it
+                         names (missing_shards), and the command then exits 1
     DIR/<pod>.log        each episode's log, while its pod exists (bounded by --log-limit-bytes)
     DIR/job.json         the Job (null once it is gone), pods.json the episode pods
     DIR/events.txt       events of the sandbox namespace and of the RolloutBatch
@@ -25,7 +27,7 @@ from rolloutbatch.cli.common import CLIError, make_client
 from rolloutbatch.core.naming import CONTAINER_NAME, LABEL_BATCH_UID
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError, NotFound
-from rolloutbatch.sdk import Client, ResultsNotReady
+from rolloutbatch.sdk import Client, ResultsNotReady, ops
 
 DEFAULT_LOG_LIMIT = 1024 * 1024
 _SAFE_FILE = re.compile(r"^[a-z0-9][-a-z0-9.]{0,252}$")
@@ -57,6 +59,10 @@ def results(args: argparse.Namespace) -> int:
         print(f"not written: {name} ({why})")
     if not written["results"]:
         print(f"no results.json: {written['results_error']}")
+        return 1
+    if written["results_incomplete"]:
+        # results.json is written (it names what it lacks), but a script must not take it as whole
+        print(f"results.json is incomplete: {written['results_incomplete']}")
         return 1
     return 0
 
@@ -92,12 +98,14 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     _write(out / "rolloutbatch.json", batch)
     files.append("rolloutbatch.json")
 
-    result = {"results": False, "results_error": "", "logs": 0}
+    result = {"results": False, "results_error": "", "results_incomplete": "", "logs": 0}
     try:
         document = client.results_document(batch)
         _write(out / "results.json", document)
         files.append("results.json")
         result["results"] = True
+        incomplete = ops.incomplete(document, batch)
+        result["results_incomplete"] = str(incomplete) if incomplete else ""
     except ResultsNotReady as exc:
         result["results_error"] = str(exc)
 

@@ -38,7 +38,9 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
     Forbidden         RBAC or admission refused the call
     Conflict          the name exists (create), or the object changed under a precondition
     Unavailable       no connection, 5xx or 429: the only one worth retrying as is
-    ResultsNotReady   results() before the results ConfigMap exists, or one the status does not vouch for
+    ResultsNotReady   results() before the results ConfigMap exists, or one the newest status does not vouch for
+    ResultsIncomplete a ResultsNotReady: results(), stream(), groups() of a batch whose listed result shards
+                      are gone or not what the operator wrote (``shards`` names them); document() returns the rest
     TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout
 """
 
@@ -52,13 +54,13 @@ from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidd
                                       TooLarge, Unavailable)
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch
 from rolloutbatch.sdk.client import BatchHandle, Client
-from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, ResultsNotReady, condition, is_finished,
-                                  is_succeeded)
+from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, ResultsIncomplete, ResultsNotReady,
+                                  condition, is_finished, is_succeeded)
 from rolloutbatch.sdk.types import Group, Row
 
 __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "build_batch", "Row", "Group",
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
-           "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "InvalidBatch", "KubeError", "ConfigError",
+           "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "KubeError", "ConfigError",
            "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable"]
 
 

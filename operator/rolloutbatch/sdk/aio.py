@@ -186,12 +186,13 @@ async def follow(api: AsyncApi, follower: Follower, timeout: float) -> AsyncIter
     try:
         while True:
             if follower.needs_sweep():
-                for out in follower.swept_with(await run(api, ops.list_configmaps(
-                        follower.namespace, follower.results_watch.selectors["labelSelector"]))):
+                for out in follower.swept_with(await run(api, follower.sweep())):
                     yield out
             if follower.done():
                 if follower.deleted:
                     raise follower.deleted_error()
+                if (incomplete := follower.incomplete_error()) is not None:
+                    raise incomplete
                 for out in follower.leftover_groups():
                     yield out
                 return
@@ -310,7 +311,7 @@ class AsyncBatchHandle:
         return await self.client.results_document(self.obj)
 
     async def results(self) -> list[Row]:
-        return list((await self.document()).get("pods") or [])
+        return ops.rows(await self.document(), self.obj)
 
     async def delete(self, wait: bool = True, timeout: float = 300) -> None:
         await self.client.delete(self.obj, wait=wait, timeout=timeout)

@@ -88,11 +88,12 @@ def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, 
     try:
         while True:
             if follower.needs_sweep():
-                yield from follower.swept_with(run(api, ops.list_configmaps(
-                    follower.namespace, follower.results_watch.selectors["labelSelector"])))
+                yield from follower.swept_with(run(api, follower.sweep()))
             if follower.done():
                 if follower.deleted:
                     raise follower.deleted_error()
+                if (incomplete := follower.incomplete_error()) is not None:
+                    raise incomplete
                 yield from follower.leftover_groups()
                 return
             left = deadline - time.monotonic()
@@ -241,14 +242,16 @@ class BatchHandle:
     def document(self) -> dict:
         """The whole results document (summary fields, ``pods`` and ``groups``), across shards.
 
-        Only ConfigMaps whose digest the batch's status records count (anyone with ConfigMap
-        rights can write one with the batch's labels): ResultsNotReady when the head is not one,
-        and shards that are not are named in ``unverified_shards``, their rows left out."""
+        Only ConfigMaps whose digest the batch's newest status records count (anyone with
+        ConfigMap rights can write one with the batch's labels): ResultsNotReady when the head is
+        not one; listed shards left out (gone, or not what the operator wrote) are named in
+        ``missing_shards`` (and ``unverified_shards``, ``unreadable_shards``)."""
         return self.client.results_document(self.obj)
 
     def results(self) -> list[Row]:
-        """One row per episode, ordered by episode index."""
-        return list(self.document().get("pods") or [])
+        """One row per episode, ordered by episode index; ResultsIncomplete (a ResultsNotReady)
+        when shards of the results are gone or not the operator's, never a partial list."""
+        return ops.rows(self.document(), self.obj)
 
     def delete(self, wait: bool = True, timeout: float = 300) -> None:
         self.client.delete(self.obj, wait=wait, timeout=timeout)

@@ -8,9 +8,11 @@ label: the head and every shard), into outputs: the new status, each episode's r
 once, and each group once all its samples have rows. A relist, a resumed watch or an operator
 that restarted and rewrote its ConfigMaps redelivers rows; the follower keeps the indexes it
 handed out, so none comes twice. None goes missing: the operator writes the final results
-before the final status (docs/design.md §5), and when the batch is final the follower asks for
-one list of the ConfigMaps (a *sweep*) before it ends, since the two watches are not ordered
-with each other.
+before the final status (docs/design.md §5), and when the batch is final the follower reads the
+head and every shard its index lists once more, by name (a *sweep*, ``ops.read_results``)
+before it ends, since the two watches are not ordered with each other and a neighbour can strip
+a ConfigMap's labels. A final batch whose listed ConfigMaps are then gone or not the
+operator's, with rows still lacking, ends in ResultsIncomplete rather than short.
 
 Trust: anyone with ConfigMap rights in the namespace can write a ConfigMap with the batch's
 label and names. A ConfigMap's rows count only once its digest is the one recorded under its
@@ -18,7 +20,7 @@ name in the batch's status (``resultsDigests``, which only the operator writes),
 latest status the follower has. The status lags each results write by one call, so a ConfigMap
 seen before its digest is recorded is kept (the newest object per name, at most
 ``MAX_PENDING`` names) and checked again whenever the status changes; one evicted from there
-is found again by the sweep, which reads every ConfigMap afresh against the final status. What
+is found again by the sweep, which reads every ConfigMap afresh against the newest status. What
 is still not recorded after the sweep is ignored (``Follower.unverified`` names it).
 """
 
@@ -35,7 +37,7 @@ from rolloutbatch.core.groups import group_entry
 from rolloutbatch.core.results import configmap_digest, decode_results
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
-from rolloutbatch.sdk.ops import is_finished
+from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, is_finished, read_results
 from rolloutbatch.sdk.types import Group, Row
 
 WATCH_SECONDS = 60        # the server ends each watch after this; we resume from the last version
@@ -140,6 +142,7 @@ class Follower:
         # (yet), oldest first
         self.pending: dict[str, tuple[str, dict]] = {}
         self.unverified: list[str] = []           # ignored at the sweep: never recorded by the status
+        self.lacking: list[str] = []              # listed at the sweep, but gone or not the operator's
         self.settle_seconds = settle_seconds
         self._final_at: float | None = None
         self.batch_watch = ListWatch(resources.collection_path("RolloutBatch", self.namespace),
@@ -178,11 +181,14 @@ class Follower:
         digests = self.status.get("resultsDigests")
         return digests if isinstance(digests, Mapping) else {}
 
-    def _configmap(self, kind: str, obj: dict) -> list[tuple[str, Any]]:
+    def _configmap(self, kind: str, obj: dict, by_name: bool = False) -> list[tuple[str, Any]]:
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
         name = meta.get("name")
-        if kind == "DELETED" or labels.get(naming.LABEL_BATCH_UID) != self.uid or not isinstance(name, str):
+        # The label only filters watch events; one read by name counts by its digest alone.
+        if kind == "DELETED" or not isinstance(name, str):
+            return []
+        if not by_name and labels.get(naming.LABEL_BATCH_UID) != self.uid:
             return []
         digest = configmap_digest(obj)
         # Only the newest object of a name is kept: an older one is no longer what the status will record.
@@ -215,15 +221,37 @@ class Follower:
                     out.append(("group", self.group(g)))
         return out
 
-    def swept_with(self, configmaps: list[dict]) -> list[tuple[str, Any]]:
-        """The sweep's list of results ConfigMaps, read after the batch turned final."""
+    def sweep(self) -> Op:
+        """The sweep's reads (``swept_with`` takes their answer)."""
+        return read_results({"metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+                             "status": self.status})
+
+    def swept_with(self, read: ResultsRead) -> list[tuple[str, Any]]:
+        """The head and listed shards, read by name after the batch turned final."""
         out: list[tuple[str, Any]] = []
-        for cm in configmaps:
-            out += self._configmap("ADDED", cm)
-        # Not what the operator last wrote, by the final status: never its rows.
+        if read.fresh and read.status != self.status:
+            out += self._batch("MODIFIED", {"metadata": {"uid": self.uid}, "status": read.status})
+        names = [read.head, *read.listed()]
+        for name in names:
+            if read.got.get(name) is not None:
+                out += self._configmap("ADDED", read.got[name], by_name=True)
+        # Not what the operator last wrote, by the newest status: never its rows.
         self.unverified = sorted(self.pending)
+        never_written = read.got.get(read.head) is None and read.head not in self._digests()
+        self.lacking = [n for n in names if not (read.recorded(n) and (read.docs.get(n) or {}).get("uid") == self.uid)
+                        and not (n == read.head and never_written)]
         self.swept = True
         return out
+
+    def incomplete_error(self) -> ResultsIncomplete | None:
+        """The error a swept final batch ends in when rows lack and listed ConfigMaps are gone or
+        not the operator's (their rows would be missing without a word)."""
+        if not self.swept or self.complete or not self.lacking:
+            return None
+        return ResultsIncomplete(
+            f"RolloutBatch {self.namespace}/{self.name} is final, but results ConfigMaps {', '.join(self.lacking)} "
+            f"are gone or not what the operator wrote (status.resultsDigests): {len(self.rows)} of "
+            f"{self.episodes} rows received", shards=self.lacking)
 
     def group(self, g: int) -> Group:
         self.delivered.add(g)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from rolloutbatch import GROUP, PLURAL, VERSION
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
-from rolloutbatch.core.results import decode_results, recorded_by_operator
+from rolloutbatch.core.results import configmap_digest, decode_results
 from rolloutbatch.core.spec import ISOLATION_NAMESPACE
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
@@ -37,6 +37,16 @@ class CRDNotInstalled(KubeError):
 class ResultsNotReady(KubeError):
     """The batch has no results ConfigMap yet (still running, or it was deleted), or none that
     the batch's status vouches for (``status.resultsDigests``)."""
+
+
+class ResultsIncomplete(ResultsNotReady):
+    """The head of a sharded batch is the operator's, but shards it lists are gone or not what the
+    operator wrote (``shards`` names them): ``results()`` raises this rather than return part of
+    the rows; ``document()`` returns the rest, naming them in ``missing_shards``."""
+
+    def __init__(self, message: str, *, shards: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.shards = list(shards or [])
 
 
 class InvalidBatch(Invalid):
@@ -203,54 +213,109 @@ def _fresh_status(batch: Mapping) -> Op:
     return live.get("status") or {}
 
 
-def results_document(batch: Mapping) -> Op:
-    """The whole results document: the head ConfigMap and, for a sharded batch, every shard
-    (found by label), through ``core.result_shards.assemble``. Each ConfigMap is decoded by
-    ``core.results.decode_results`` (gzip bombs, garbage); ``unreadable_shards`` names those that
-    were not results of this batch.
+@dataclass
+class ResultsRead:
+    """The results ConfigMaps of a batch as :func:`read_results` found them, by name, and the
+    status they were checked against."""
+    head: str                                   # the head ConfigMap's name
+    status: dict                                # the newest status read (or the held terminal one)
+    confirmed: bool                             # False: the held status was not terminal and no fresh read came
+    fresh: bool = False                         # status was read from the API
+    got: dict[str, dict | None] = field(default_factory=dict)    # name -> last read (None: NotFound)
+    docs: dict[str, dict | None] = field(default_factory=dict)   # name -> its decoded document
+    sums: dict[str, str] = field(default_factory=dict)           # name -> its digest (hashed once per read)
 
-    Anyone with ConfigMap rights in the namespace can write these ConfigMaps, labels included:
-    one counts only if its digest is the one the batch's status records (``resultsDigests``,
-    written by the operator alone). A head that is not raises ResultsNotReady; shards that are
-    not are left out and named in ``unverified_shards``. The status lags each results write by
-    one call (a final batch's too: the operator rewrites its results once more when the Job's
-    end is seen), so the status is read again, a few times over about 4 s
-    (``STATUS_REREADS``), before anything is refused."""
+    def recorded(self, name: str) -> bool:
+        cm, digests = self.got.get(name), self.status.get("resultsDigests")
+        if cm is None or not isinstance(digests, Mapping):
+            return False
+        if name not in self.sums:
+            self.sums[name] = configmap_digest(cm)
+        return digests.get(name) == self.sums[name]
+
+    def listed(self) -> list[str]:
+        """The shards the head indexes (skipped names aside), once the head is the operator's:
+        its index is then trustworthy, whatever labels the shards carry now."""
+        head = self.docs.get(self.head) if self.recorded(self.head) else None
+        index = head.get("shards") if head is not None else None
+        return [e["name"] for e in index if isinstance(e, Mapping) and isinstance(e.get("name"), str)
+                and e.get("skipped") is not True] if isinstance(index, list) else []
+
+    def pending(self) -> list[str]:
+        """The head and listed shards not (yet) what the newest status records."""
+        return [name for name in [self.head, *self.listed()] if not self.recorded(name)]
+
+
+def read_results(batch: Mapping) -> Op:
+    """The head ConfigMap and every shard its index lists, each by name (a neighbour can strip
+    the labels of any of them), checked against the batch's newest status.
+
+    Only the newest status counts: an older one records older genuine versions, which anyone can
+    write back. A held status that is not terminal is therefore read again before anything is
+    accepted. The operator writes a ConfigMap, then patches the status: a ConfigMap read before
+    that patch is newer than the status, one read before a later write and patch older; either
+    way, what does not match is read again with the status, a few times over about 4 s
+    (``STATUS_REREADS``)."""
     meta = batch["metadata"]
-    status = batch.get("status") or {}
-    seen = [status.get("resultsDigests")]       # every status read: a digest any of them records is ours
-    refreshed = False
+    held = dict(batch.get("status") or {})
+    read = ResultsRead(head=results_name(batch), status=held, confirmed=held.get("phase") in TERMINAL_PHASES)
 
-    def recorded(cm: Mapping) -> bool:
-        return any(recorded_by_operator(cm, digests) for digests in seen)
+    def fetch(names: list[str]) -> Op:
+        done: set[str] = set()
+        while names:
+            for name in names:
+                try:
+                    cm = yield Call("get", (resources.object_path("ConfigMap", name, meta["namespace"]),
+                                            f"get ConfigMap {name}"))
+                except NotFound:
+                    cm = None
+                read.got[name], read.docs[name] = cm, decode_results(cm) if cm else None
+                read.sums.pop(name, None)
+                done.add(name)
+            # a head read just now may list shards not read yet, or not matching: each once per round
+            names = [n for n in read.pending() if n not in done]
 
-    def refresh(done: Callable[[], bool]) -> Op:
-        nonlocal status, refreshed
-        refreshed = True
-        for delay in STATUS_REREADS:
-            if delay:
-                yield Sleep(delay)
-            fresh = yield from _fresh_status(batch)
-            if fresh is None:
-                return
-            status = fresh
-            seen.append(fresh.get("resultsDigests"))
-            if done():
-                return
+    yield from fetch([read.head])
+    if read.docs[read.head] is None:
+        return read
+    force = not read.confirmed
+    for delay in STATUS_REREADS:
+        if not force and not read.pending():
+            break
+        force = False
+        if delay:
+            yield Sleep(delay)
+        fresh = yield from _fresh_status(batch)
+        if fresh is None:
+            break
+        read.status, read.confirmed, read.fresh = fresh, True, True
+        yield from fetch(read.pending())
+    return read
 
-    name = results_name(batch)
-    try:
-        cm = yield Call("get", (resources.object_path("ConfigMap", name, meta["namespace"]), f"get ConfigMap {name}"))
-    except NotFound:
-        cm = None
-    head = decode_results(cm) if cm else None
+
+def results_document(batch: Mapping) -> Op:
+    """The whole results document: the head ConfigMap and, for a sharded batch, every shard its
+    index lists (read by name, :func:`read_results`), through ``core.result_shards.assemble``.
+    Each ConfigMap is decoded by ``core.results.decode_results`` (gzip bombs, garbage).
+
+    Anyone with ConfigMap rights in the namespace can write, relabel or delete these ConfigMaps:
+    one counts only if its digest is the one the batch's newest status records
+    (``resultsDigests``, written by the operator alone). A head that is not raises
+    ResultsNotReady. Listed shards whose rows are left out are named in ``missing_shards``; of
+    them, ``unverified_shards`` are not what the operator wrote, ``unreadable_shards`` not
+    results of this batch, the others are gone (:func:`incomplete` says so as an error)."""
+    meta = batch["metadata"]
+    read = yield from read_results(batch)
+    status, name = read.status, read.head
+    head = read.docs.get(name)
     if head is None:
         raise ResultsNotReady(f"RolloutBatch {meta['namespace']}/{meta['name']} has no results yet "
                               f"(ConfigMap {name}; phase {status.get('phase') or 'Pending'})")
-    if not recorded(cm):
-        yield from refresh(lambda: recorded(cm))
-    if not recorded(cm):
-        where = f"RolloutBatch {meta['namespace']}/{meta['name']}: results ConfigMap {name}"
+    where = f"RolloutBatch {meta['namespace']}/{meta['name']}: results ConfigMap {name}"
+    if not read.confirmed:
+        raise ResultsNotReady(f"{where} cannot be confirmed: the batch is gone or was replaced by a namesake, "
+                              "and the status held is not final")
+    if not read.recorded(name):
         if is_finished(status):
             raise ResultsNotReady(f"{where} changed since the operator wrote it: its content is not what the "
                                   "batch's status records (status.resultsDigests); do not trust it")
@@ -258,24 +323,47 @@ def results_document(batch: Mapping) -> Op:
                               f"(phase {status.get('phase') or 'Pending'}), try again")
     if "shards" not in head:
         return head
-    readable, unreadable = [], []
-    for shard_cm in (yield from list_configmaps(meta["namespace"], shard_selector(meta["uid"]))):
-        doc = decode_results(shard_cm)
+    docs, unreadable, unverified = [], [], []
+    for shard in read.listed():
+        doc = read.docs.get(shard)
+        if read.got.get(shard) is None:
+            continue                      # gone: assemble names it in missing_shards
         if doc is None or doc.get("uid") != meta["uid"]:
-            unreadable.append(shard_cm["metadata"]["name"])
+            unreadable.append(shard)
+        elif not read.recorded(shard):
+            unverified.append(shard)
         else:
-            readable.append((shard_cm, doc))
-    if not refreshed and not all(recorded(c) for c, _ in readable):
-        # a shard written since the status we hold
-        yield from refresh(lambda: all(recorded(c) for c, _ in readable))
-    docs = [doc for c, doc in readable if recorded(c)]
-    unverified = [c["metadata"]["name"] for c, _ in readable if not recorded(c)]
+            docs.append(doc)
     document = assemble(head, docs)
     if unreadable:
         document["unreadable_shards"] = sorted(unreadable)
     if unverified:
         document["unverified_shards"] = sorted(unverified)
     return document
+
+
+def incomplete(document: Mapping, batch: Mapping) -> ResultsIncomplete | None:
+    """The error for a results document that lacks rows of shards its head lists, or None."""
+    missing = [n for n in document.get("missing_shards") or [] if isinstance(n, str)]
+    if not missing:
+        return None
+    meta = batch["metadata"]
+    unverified, unreadable = document.get("unverified_shards") or [], document.get("unreadable_shards") or []
+    gone = [n for n in missing if n not in unverified and n not in unreadable]
+    why = [f"{', '.join(names)} {text}" for names, text in (
+        (gone, "deleted"), (unverified, "not what the operator wrote (status.resultsDigests)"),
+        (unreadable, "not results of this batch")) if names]
+    return ResultsIncomplete(
+        f"RolloutBatch {meta['namespace']}/{meta['name']}: results incomplete, the rows of "
+        f"{len(missing)} listed shard(s) are left out: {'; '.join(why)}", shards=missing)
+
+
+def rows(document: Mapping, batch: Mapping) -> list:
+    """Every row of the document; ResultsIncomplete rather than a silently partial list."""
+    error = incomplete(document, batch)
+    if error is not None:
+        raise error
+    return list(document.get("pods") or [])
 
 
 def sandbox_namespace(batch: Mapping) -> str | None:

@@ -194,6 +194,35 @@ def test_export_without_results(tmp_path):
     assert not (tmp_path / "r" / "results.json").exists()
 
 
+def test_results_exits_non_zero_when_a_listed_shard_is_gone(tmp_path, capsys, monkeypatch):
+    """A neighbour deleted shard 0 of a finished sharded batch: results.json is written with what
+    could be read (naming what it lacks), and the command says so and exits 1."""
+    from rolloutbatch.cli import export as export_cli
+    from rolloutbatch.cli.main import main
+    from rolloutbatch.sdk import ops
+
+    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+    rows = [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "succeeded"} for i in range(3)]
+    head = {"batch": "ship", "uid": "u-1", "episodes": 3,
+            "shards": [{"name": "ship-results-0", "rows": 2, "full": True},
+                       {"name": "ship-results-1", "rows": 1, "full": False}]}
+    cms = [{"metadata": {"name": n}, "data": {"results.json": json.dumps(d)}} for n, d in (
+        ("ship-results", head), ("ship-results-0", {"uid": "u-1", "shard": 0, "pods": rows[:2]}),
+        ("ship-results-1", {"uid": "u-1", "shard": 1, "pods": rows[2:]}))]
+    objects = _objects(with_results=False)
+    objects["/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/ship"]["status"]["resultsDigests"] = {
+        c["metadata"]["name"]: configmap_digest(c) for c in cms}
+    objects["/api/v1/namespaces/team/configmaps/ship-results"] = cms[0]
+    objects["/api/v1/namespaces/team/configmaps/ship-results-1"] = cms[2]     # ship-results-0: deleted
+    monkeypatch.setattr(export_cli, "make_client", lambda args: Client(api=FakeApi(objects), namespace="team"))
+    out = tmp_path / "run"
+    assert main(["results", "ship", "-O", str(out)]) == 1
+    stdout = capsys.readouterr().out
+    assert "results.json is incomplete" in stdout and "ship-results-0 deleted" in stdout
+    written = json.loads((out / "results.json").read_text())
+    assert [r["index"] for r in written["pods"]] == [2] and written["missing_shards"] == ["ship-results-0"]
+
+
 def test_not_found_vs_crd_missing():
     client = Client(api=FakeApi({}), namespace="team")
     with pytest.raises(NotFound, match='rolloutbatch "x" not found in namespace team'):
