@@ -16,8 +16,8 @@ namespace (network.py sets those up before etcd starts and removes them at `down
 node agents are subcommands of the `localkube` multi-call binary (devcluster/localkube, built by
 `make localkube`; kube-router is its `kube-router-netpol`, upstream's policy controller compiled
 against the same Kubernetes libraries): one process per component because
-running them in one process trips upstream's one-signal-handler panic and the logging
-re-apply check (research/local-control-plane.md §3.2).
+running them in one process trips upstream's one-signal-handler panic (k8s.io/apiserver's
+SetupSignalHandler) and the logging re-apply check (k8s.io/component-base/logs).
 
 State lives in `.devcluster/` at the repository root (derived from this file's location):
 
@@ -38,7 +38,8 @@ Tunables (environment):
     DEVCLUSTER_NODES              number of node agents (default 2; `--nodes` wins)
     DEVCLUSTER_NODE_CPU/MEMORY/PODS  node capacity (default 32 / 64Gi / 250)
     DEVCLUSTER_NODE_MONITOR_GRACE KCM --node-monitor-grace-period (default 20s: node-loss tests
-                                  stay quick; upstream's default is 50s since 1.32, research §5.3)
+                                  stay quick; upstream's default is 50s since 1.32, see the
+                                  kube-controller-manager reference)
     DEVCLUSTER_LOCALKUBE          path of the localkube binary (default .devcluster/bin/localkube)
     DEVCLUSTER_UP_TIMEOUT         seconds to wait for the whole cluster (default 180)
 """
@@ -95,8 +96,7 @@ KUBE_ROUTER_HEALTH_PORT = 20244
 
 #: KCM controllers we run. Explicit rather than `*` to spare CPU on a 2-core machine; the list is
 #: what Jobs, garbage collection, namespaces, node loss, service accounts, quotas and the
-#: operator's own objects need (controller names as printed by `kube-controller-manager --help`,
-#: research §5.3).
+#: operator's own objects need (controller names as printed by `kube-controller-manager --help`).
 KCM_CONTROLLERS = (
     "job-controller",
     "cronjob-controller",
@@ -117,7 +117,7 @@ KCM_CONTROLLERS = (
     "disruption-controller",
 )
 
-#: Admission plugins passed explicitly (they are upstream's defaults, research §5.2) so the
+#: Admission plugins passed explicitly (upstream's defaults, `kube-apiserver --help`) so the
 #: behaviour the tests rely on does not hinge on a default list: PodSecurity (PSA labels),
 #: ResourceQuota, RuntimeClass (pod overhead), ServiceAccount (token volume), DefaultTolerationSeconds
 #: (300s tolerations for not-ready/unreachable), TaintNodesByCondition (not-ready taint on new nodes).
@@ -435,7 +435,7 @@ def new_state(nodes: int) -> State:
 
     # Node agents get free ports too, not the kubelet-like 10250+i: several devclusters (one per
     # checkout) may run on one machine, and the apiserver finds each agent's port in its Node's
-    # daemonEndpoints anyway (research §6.1).
+    # status.daemonEndpoints.kubeletEndpoint anyway.
     node_ports = {f"devnode-{i}": pick() for i in range(1, nodes + 1)}
     return State(
         etcd_port=pick(),
@@ -519,7 +519,7 @@ def _restarting(component: str) -> list[str]:
 
 
 def command(component: str, state: State, pki: Pki) -> list[str]:
-    """The argv of one component (flags: research/local-control-plane.md §5)."""
+    """The argv of one component (flags as each component's upstream reference documents them)."""
     lk = str(localkube())
     kc = str(KUBECONFIG)
     if component == "etcd":
@@ -565,7 +565,7 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             "--authorization-mode=Node,RBAC",
             "--allow-privileged=true",
             # node agents report their node netns address and a per-node port; Hostname would
-            # not resolve, so logs must go to InternalIP (research §6.5)
+            # not resolve, so logs must go to InternalIP
             "--kubelet-preferred-address-types=InternalIP",
             # pods can reach a node's address: its log server admits only this client cert
             f"--kubelet-client-certificate={pki.admin_crt}",
@@ -732,7 +732,8 @@ def _api():
 def node_ready(name: str) -> bool:
     """Ready=True and no not-ready taint: TaintNodesByCondition puts `not-ready:NoSchedule` on
     every new Node and only KCM's node-lifecycle controller removes it, so Ready alone does not
-    mean pods can schedule (research §6.2). Same for `unreachable` after a node agent restart."""
+    mean pods can schedule (Kubernetes docs, "Taint Nodes by Condition"). Same for `unreachable`
+    after a node agent restart."""
     client, api = _api()
     node = client.CoreV1Api(api).read_node(name, _request_timeout=5)
     ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
@@ -741,7 +742,7 @@ def node_ready(name: str) -> bool:
 
 
 def default_service_account_exists() -> bool:
-    """ServiceAccount admission rejects pods until KCM created `default` (research §5.5)."""
+    """ServiceAccount admission rejects pods until KCM created `default`."""
     client, api = _api()
     client.CoreV1Api(api).read_namespaced_service_account("default", "default", _request_timeout=5)
     return True
@@ -936,8 +937,8 @@ def _unmount_leftovers() -> None:
 
 def down(quiet: bool = False, wipe: bool = True) -> int:
     """Stop everything in reverse start order (node agents first so they can finish pods while
-    the API is still there; etcd last, research §5.5), then sweep stray processes carrying our
-    marker, unmount leftovers and wipe cluster data."""
+    the API is still there; etcd last, which every other component needs), then sweep stray
+    processes carrying our marker, unmount leftovers and wipe cluster data."""
     state = State.load()
     known = state.components() if state else list(CONTROL_PLANE)
     extra = [p.stem for p in PIDS.glob("*.pid")] if PIDS.exists() else []

@@ -1,6 +1,6 @@
 """The devcluster's PKI, generated with the `cryptography` package.
 
-One CA signs everything (research/local-control-plane.md §4, the same shape kwok and envtest use):
+One CA signs everything (the same shape kwok and envtest use):
 
 | file                          | used by                                                          |
 |-------------------------------|------------------------------------------------------------------|
@@ -8,7 +8,7 @@ One CA signs everything (research/local-control-plane.md §4, the same shape kwo
 | apiserver.crt / apiserver.key | apiserver --tls-cert-file / --tls-private-key-file               |
 | admin.crt / admin.key         | CN=admin O=system:masters: the single identity of KCM, scheduler, node agents, tests |
 | sa.key / sa.pub               | ServiceAccount token signing (apiserver) and KCM token controller |
-| kubelet.crt / kubelet.key     | node agents' HTTPS (/containerLogs). Not verified by the apiserver because no --kubelet-certificate-authority is set (§6.5), but issued by our CA anyway |
+| kubelet.crt / kubelet.key     | node agents' HTTPS (/containerLogs). Not verified by the apiserver because no --kubelet-certificate-authority is set, but issued by our CA anyway |
 
 Generation is idempotent: existing files are kept, so restarting the cluster does not invalidate
 kubeconfigs that tests or the operator already loaded. `ensure_pki()` is the only entry point.
@@ -223,7 +223,8 @@ def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
         (pki.admin_crt, pki.admin_key, _name("admin", ("system:masters",)), False, True, (), ()),
         # Node agents serve /containerLogs with this; CN/O follow the kubelet convention so a
         # later --kubelet-certificate-authority with node-name validation would still fit
-        # one node ("devnode"); the apiserver does not verify it today (research §6.5).
+        # one node ("devnode"); the apiserver does not verify it today (it is given no
+        # --kubelet-certificate-authority).
         (pki.kubelet_crt, pki.kubelet_key, _name("system:node:devnode", ("system:nodes",)),
          True, False, ("localhost",), ("127.0.0.1",)),
     ]

@@ -97,7 +97,7 @@ def policy_server():
     kubectl("delete", "namespace", "models", "--timeout=120s", check=False, timeout=150)
 
 
-# -- the wedge guard (issue 10) ----------------------------------------------------------------
+# -- the wedge guard: every batch a test leaves must still be deletable ------------------------
 WEDGE_DELETE_SECONDS = 120
 
 

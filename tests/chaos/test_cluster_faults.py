@@ -98,7 +98,7 @@ emit("reward", reward=1)
 
 
 def test_an_evicted_episode_that_exits_zero_is_judged_like_the_job_does(operator_process, namespace):
-    """Issue 10 item 7: the Job counts a Succeeded pod's index succeeded and makes no replacement;
+    """The Job counts a Succeeded pod's index succeeded and makes no replacement;
     the operator must not record a retry that never happens (it judges the pod from its log)."""
     name = unique("evict0")
     apply(episode_batch(name, GRACEFUL_EPISODE, episodes=2, minSuccessfulEpisodes=1,

@@ -85,7 +85,7 @@ def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
         finally:
             if obj is None:
                 survivor.stop()
-    progress.assert_monotonic()  # issue 10 item 16: counts shown never go backwards
+    progress.assert_monotonic()  # counts shown never go backwards
     try:
         kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
         wait_gone("namespace", obj["status"]["sandboxNamespace"])
@@ -131,7 +131,7 @@ def test_operator_down_while_batch_finishes(solo_operator, namespace):
 
 
 def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace):
-    """Issue 10 item 5: wrong types and an unknown outcome in the results ConfigMap, then a
+    """Wrong types and an unknown outcome in the results ConfigMap, then a
     restart: the bad rows are judged again from their pods, nothing crashes or counts twice."""
     import json
     op = OperatorProcess("operator-before-edit")
@@ -167,7 +167,7 @@ def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace
 
 
 def test_sharded_results_survive_a_restart(solo_operator, namespace):
-    """Issue 11: a batch bigger than one shard keeps every row exactly once across a crash."""
+    """A batch bigger than one shard keeps every row exactly once across a crash."""
     import json
     args = ("--results-shard-rows", "3")
     op = OperatorProcess("operator-shards", extra_args=args)
@@ -213,7 +213,7 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
 
 
 def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namespace):
-    """The cleanup's status patch after a restart must not erase the counts (second review)."""
+    """The cleanup's status patch after a restart must not erase the counts."""
     crashing = OperatorProcess("operator-crash-final", env={"ROLLOUTBATCH_CRASH_AT": "status:Succeeded"})
     crashing.start()
     name = unique("final")

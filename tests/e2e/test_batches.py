@@ -159,7 +159,7 @@ def test_delete_on_success_removes_the_sandbox(operator_process, namespace):
     assert obj["status"]["phase"] == "Succeeded"
     wait_gone("namespace", obj["status"]["sandboxNamespace"])
     assert get(f"{name}-results", namespace, kind="configmap")  # results stay with the batch
-    # `kubectl get rb -o wide` must not show a sandbox that is gone (issue 10, small things).
+    # `kubectl get rb -o wide` must not show a sandbox that is gone.
     deadline = time.monotonic() + 30
     while "sandboxNamespace" in get(name, namespace)["status"]:
         assert time.monotonic() < deadline, "status still names the deleted sandbox"

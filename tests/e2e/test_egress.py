@@ -1,4 +1,4 @@
-"""Declared egress on real pod networking (issue 15): a batch reaches exactly what it declares.
+"""Declared egress on real pod networking: a batch reaches exactly what it declares.
 
 A stand-in model endpoint (a pod behind a Service) and a decoy run in another namespace. The
 episodes of three batches, one per network mode and all at once, try the model by pod IP and by
@@ -136,7 +136,7 @@ def test_declared_egress_opens_exactly_the_model_endpoint(operator_process, name
         assert [r["extra"]["knocks"] for r in rows] == [["127.0.0.1"]] * 2, f"{mode}: ingress reached an episode"
 
 
-# -- item 5: the policy holds until the last pod is gone ------------------------------------------
+# -- the policy holds until the last pod is gone -------------------------------------------------
 
 DECOY = r'''
 import http.server

@@ -1,4 +1,4 @@
-"""GRPO groups and inputs at any size on the devcluster (issue 11, operator side)."""
+"""GRPO groups and inputs at any size on the devcluster (the operator's side)."""
 from __future__ import annotations
 
 import json
@@ -43,14 +43,16 @@ def test_groups_of_k_read_their_own_input_and_get_group_statistics(operator_proc
         g, s = divmod(i, k)
         assert (row["group"], row["sample"]) == (g, s)
         if i == 5:
-            assert (row["outcome"], row["valid"], row["reward"], row["claimed_reward"]) == ("failed", False, None, 12.0)
+            # the agent's failure: graded 0 (valid), what it printed kept aside, never counted
+            assert (row["outcome"], row["valid"], row["reward"], row["claimed_reward"]) == ("failed", True, 0.0, 12.0)
         else:
             assert (row["outcome"], row["valid"], row["reward"]) == ("succeeded", True, g * 10 + s), row
     entries = {e["group"]: e for e in doc["groups"]}
     assert entries[0] == {"group": 0, "episodes": 3, "succeeded": 3, "valid": 3, "reward_mean": 1.0,
                           "reward_std": pytest.approx((2 / 3) ** 0.5), "final": True}
-    assert (entries[1]["valid"], entries[1]["reward_mean"], entries[1]["reward_std"]) == (2, 10.5, 0.5)
-    assert obj["status"]["rewardSum"] == 3 + 21      # valid rewards only
+    assert (entries[1]["valid"], entries[1]["reward_mean"]) == (3, 7.0)     # 10, 11 and the failure's 0
+    assert entries[1]["reward_std"] == pytest.approx((74 / 3) ** 0.5)
+    assert obj["status"]["rewardSum"] == 3 + 21      # graded rewards: the failure counts 0
     assert doc["samples_per_input"] == k
 
 

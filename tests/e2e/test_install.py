@@ -1,4 +1,4 @@
-"""The real install path (issue 15 item 6): `kubectl apply -k manifests/default` runs the
+"""The real install path: `kubectl apply -k manifests/default` runs the
 operator as a pod under its own ServiceAccount, with in-cluster config.
 
 The node agent maps the project's image (ghcr.io/rolloutbatch/rolloutbatch) to this checkout's

@@ -1,4 +1,4 @@
-"""The model-in-the-loop example (issue 15 item 4), as a user runs it from examples/.
+"""The model-in-the-loop example, as a user runs it from examples/.
 
 The scripted policy server (examples/policy-server.yaml, the stand-in for vLLM/SGLang) runs as
 a Deployment + Service in `models`; the batch (examples/shipping-fix-model.yaml) asks it for its

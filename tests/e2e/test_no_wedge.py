@@ -1,7 +1,7 @@
-"""No batch ever wedges (issue 10): every bad input ends with a reason, every batch is deletable,
-and status, results rows and metrics agree for every outcome.
+"""No batch ever wedges: every bad input ends with a reason, every batch is deletable, and
+status, results rows and metrics agree for every outcome.
 
-Each test names the item of issue 10 it reproduces.
+Each test reproduces one way a batch once wedged or disagreed with itself.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def assert_counts_agree(obj: dict, document: dict, operator, namespace: str) -> 
 
 
 def test_invalid_spec_creates_nothing_and_is_deletable(operator_process, namespace):
-    """Items 2 and 13: a task file key starting with '..' stalls before anything is created."""
+    """A task file key starting with '..' stalls before anything is created."""
     name = unique("badkey")
     created = apply(episode_batch(name, GOOD, episodes=1, task={"files": {"episode.py": GOOD, "..data": "x"}}),
                     namespace)
@@ -69,7 +69,7 @@ def test_invalid_spec_creates_nothing_and_is_deletable(operator_process, namespa
 
 
 def test_a_spec_past_the_annotation_limit_runs_and_is_deletable(operator_process, namespace):
-    """Item 3: a 300 KiB task file (a repository snapshot); kopf keeps no copy of the spec."""
+    """A 300 KiB task file (a repository snapshot); kopf keeps no copy of the spec."""
     name = unique("big")
     snapshot = "# " + "x" * 300 * 1024 + "\n"
     apply(episode_batch(name, GOOD, episodes=2, task={"files": {"episode.py": GOOD, "snapshot.py": snapshot}}),
@@ -82,7 +82,7 @@ def test_a_spec_past_the_annotation_limit_runs_and_is_deletable(operator_process
 
 
 def test_foreign_results_configmap_stalls_before_any_episode(operator_process, namespace):
-    """Item 4: the name `<batch>-results` is taken by a ConfigMap that is not ours."""
+    """The name `<batch>-results` is taken by a ConfigMap that is not ours."""
     name = unique("taken")
     kubectl("create", "configmap", f"{name}-results", "-n", namespace, "--from-literal=mine=yes")
     created = apply(episode_batch(name, GOOD, episodes=2), namespace)
@@ -98,7 +98,7 @@ def test_foreign_results_configmap_stalls_before_any_episode(operator_process, n
 
 
 def test_removing_the_results_label_mid_batch_does_not_wedge(operator_process, namespace):
-    """Item 5: the results ConfigMap is still ours by its ownerReference."""
+    """Without its label, the results ConfigMap is still ours by its ownerReference."""
     program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
                            'emit("ready"); time.sleep(2 + 6 * int(os.environ["EPISODE_INDEX"])); '
                            'emit("reward", reward=1)')
@@ -116,7 +116,7 @@ def test_removing_the_results_label_mid_batch_does_not_wedge(operator_process, n
 
 
 def test_batch_deadline_outcomes_and_counts_agree(operator_process, namespace):
-    """Items 6 and 8: the batch deadline ends a running episode and an unstarted one; both read
+    """The batch deadline ends a running episode and an unstarted one; both read
     BatchTimeout, and status, rows and metrics agree."""
     program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
                            'emit("ready")\nif os.environ["EPISODE_INDEX"] != "0": time.sleep(600)\n'
@@ -136,7 +136,7 @@ def test_batch_deadline_outcomes_and_counts_agree(operator_process, namespace):
 
 
 def test_unrunnable_image_counts_agree(operator_process, namespace):
-    """Item 6: episodes lost to an image the nodes cannot run are counted by the metrics too."""
+    """Episodes lost to an image the nodes cannot run are counted by the metrics too."""
     name = unique("image")
     apply(episode_batch(name, GOOD, episodes=2, image="registry.invalid/nope:1"), namespace)
     obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
@@ -147,7 +147,7 @@ def test_unrunnable_image_counts_agree(operator_process, namespace):
 
 
 def test_ready_episodes_counts_ready_events(operator_process, namespace):
-    """Item 9: an episode whose container ran but never printed `ready` is not ready."""
+    """An episode whose container ran but never printed `ready` is not ready."""
     program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
                            'if os.environ["EPISODE_INDEX"] == "0": emit("ready"); emit("reward", reward=1)')
     name = unique("ready")
@@ -157,7 +157,7 @@ def test_ready_episodes_counts_ready_events(operator_process, namespace):
     assert_counts_agree(obj, results(name, namespace), operator_process, namespace)
 
 
-# -- found by the adversarial review after the fixes above ----------------------------------------
+# -- a child deleted, a refusal by the cluster, a bug: each ends the batch with a reason ----------
 SLOW = GOOD.replace('emit("ready"); emit("reward", reward=1)',
                     'emit("ready"); time.sleep(20 if os.environ["EPISODE_INDEX"] != "0" else 0); emit("reward", reward=1)')
 
@@ -237,7 +237,7 @@ def test_a_bug_while_judging_ends_the_batch_visibly(solo_operator, namespace):
 
 
 def test_a_foreign_results_shard_stalls_before_any_episode(solo_operator, namespace):
-    """Second review: a ConfigMap squatting a shard name (<batch>-results-<n>) is found first."""
+    """A ConfigMap squatting a shard name (<batch>-results-<n>) is found before any episode runs."""
     from tests.support.operator import OperatorProcess
     name = unique("shardsquat")
     kubectl("create", "configmap", f"{name}-results-1", "-n", namespace, "--from-literal=x=y")

@@ -1,4 +1,4 @@
-"""Issue 12 on the devcluster: rows and groups streamed while the batch runs, across forced watch
+"""Streaming on the devcluster: rows and groups streamed while the batch runs, across forced watch
 drops and an operator restart, by the blocking and the asyncio SDK."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The episode contract enforced as written (issue 10 items 1, 10, 11, 12, 14, 15).
+"""The episode contract enforced as written: reward range, clocks, log lines, strict JSON.
 
 One batch, one case per index, side by side with well-behaved episodes: every hostile case fails
 only itself with its documented reason, the batch ends, and everything the operator wrote (status
@@ -108,7 +108,7 @@ def test_contract_cases_fail_only_themselves_and_everything_written_is_strict(op
     assert finite_numbers(strict_loads(raw)["status"])
     assert finite_numbers(document)
     assert document["reward_sum"] == 2.0
-    # A progress bar's carriage returns are part of the line, as with a kubelet (item 14).
+    # A progress bar's carriage returns are part of the line, as with a kubelet.
     assert "tests 50%\rtests 100%\r" in (rows[7].get("log_tail") or ""), rows[7].get("log_tail")
-    # NaN/Infinity in extras never reach the document as such (item 12).
+    # NaN/Infinity in extras never reach the document as such.
     assert "Infinity" not in results_text(name, namespace) and "NaN" not in results_text(name, namespace)

@@ -1,4 +1,4 @@
-"""Rewards through the pod status (issue 14 item 2): events in the termination message are judged
+"""Rewards through the pod status: events in the termination message are judged
 with no log read; stdout is the fallback; the parse bounds hold for both channels.
 """
 from __future__ import annotations

@@ -8,7 +8,6 @@ row says what happened.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -131,11 +130,6 @@ EXPECT = {
 }
 
 
-def _metric(text: str, name: str) -> float:
-    match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.M)
-    return float(match.group(1)) if match else 0.0
-
-
 def test_only_honest_work_earns_reward(operator_process, namespace):
     name = unique("verifier")
     body = episode_batch(name, AGENT, episodes=len(EXPECT), parallelism=6, minSuccessfulEpisodes=1,
@@ -156,7 +150,7 @@ def test_only_honest_work_earns_reward(operator_process, namespace):
     assert all(row["valid"] for row in rows.values())      # nobody abstained by failing
     # honest work is the only reward: 0, 1 and the crash-after-work 7; every failure counts 0
     assert obj["status"]["rewardSum"] == 3.0, obj["status"]
-    assert obj["status"]["rewardMean"] == 3.0 / len(EXPECT), obj["status"]
+    assert obj["status"]["rewardMean"] == pytest.approx(3.0 / len(EXPECT), abs=1e-3), obj["status"]   # 3 decimals
     # the agent never saw the verifier's files; the reward files and rewritten tests were ignored
     assert rows[5]["extra"]["seen"]["found"] == []
     assert {"reward.json", "reward.txt"} <= set(rows[3]["extra"]["seen"]["workspace"])
@@ -200,7 +194,7 @@ print(json.dumps({"event": "reward", "at": time.time(), "episode_id": os.environ
 
 
 def test_a_verifier_grades_groups_of_samples(operator_process, namespace):
-    """Issue 13 with issue 11: k samples per input, the verifier reads the group's input."""
+    """A verifier with groups: k samples per input, the verifier reads the group's input."""
     name = unique("vgroups")
     body = episode_batch(name, GROUP_AGENT, episodes=6, samplesPerInput=2, minSuccessfulEpisodes=1,
                          inputs=[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}],

@@ -97,7 +97,7 @@ def results(name: str, namespace: str) -> dict:
 class ProgressRecorder:
     """Polls a batch's status in a thread and keeps every distinct count it showed, in order.
 
-    Used to prove counts shown to users never go backwards (issue 10 item 16)."""
+    Used to prove counts shown to users never go backwards."""
 
     KEYS = ("succeededEpisodes", "failedEpisodes", "lostEpisodes", "readyEpisodes", "retriedEpisodes")
 

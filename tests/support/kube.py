@@ -88,10 +88,6 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def is_not_found(exc: BaseException) -> bool:
-    return isinstance(exc, ApiException) and exc.status == 404
-
-
 def gone(read: Callable[[], object]) -> bool:
     """True once `read()` raises 404 (for use with wait_for)."""
     try:

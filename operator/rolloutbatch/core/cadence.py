@@ -3,7 +3,7 @@
 A running batch writes two things: its status (one PATCH) and its results checkpoint (a PUT of
 the results ConfigMap, or of the open shard and the head). Written at a fixed interval, their
 count grows with the batch's wall time, not its episodes: at ~1 round per second the operator
-spent 0.157 requests per termination-message episode, which read no log at all (issue 14; the
+spent 0.157 requests per termination-message episode, which read no log at all (the
 target is 0.1). So a write is due once a share of the batch has finished since the last one
 (``1 / steps`` of its episodes), or once the longest interval has passed with anything new;
 never sooner than the shortest interval. A batch smaller than ``steps`` episodes writes every

@@ -2,7 +2,7 @@
 
 Provisioning (:func:`provisioning_plan`) needs the parsed spec. Deletion
 (:func:`deletion_plan`) needs only the batch's identity: a batch whose spec the operator refused
-must still be deletable (issue 10 item 2), so the plan lists every place a child of either
+must still be deletable, so the plan lists every place a child of either
 isolation mode could be, and the storage layer deletes only what carries the batch's UID.
 
 Ownership rules:
@@ -10,7 +10,7 @@ Ownership rules:
   ownerReference (an owner in another namespace is invalid), and creating the ConfigMaps before
   the Job means no pod ever starts before its volumes exist. Its ``default`` ServiceAccount is
   created with it (pods are not admitted before it exists); a ResourceQuota only when asked
-  (spec.isolation.resourceQuota: the Job's parallelism already bounds the pods, issue 14).
+  (spec.isolation.resourceQuota: the Job's parallelism already bounds the pods).
 - Shared: every child lives in the batch's namespace and is owned by the batch, so the garbage
   collector removes what a crashed operator left; the NetworkPolicy selects only this batch's pods.
 - The results ConfigMap lives beside the batch in both modes and is owned by it.

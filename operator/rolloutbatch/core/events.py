@@ -5,8 +5,9 @@ line). Lines that are not JSON objects with an ``event`` of ``ready``/``reward``
 (tests print what they like; only lines naming ``"event"`` plainly, as JSON libraries write it,
 are decoded at all). Overlong lines are skipped without being parsed, invalid UTF-8 is
 replaced, NaN/Infinity tokens and absurd nesting cannot raise, and extra fields of a reward
-event are kept only up to a small budget, as strict JSON (a NaN inside becomes null: issue 10
-item 12). Each event keeps its line number: one episode's events share one clock and one order.
+event are kept only up to a small budget, as strict JSON (a NaN inside becomes null: the results
+document must parse anywhere). Each event keeps its line number: one episode's events share one
+clock and one order.
 Nothing in here can raise on any input.
 """
 

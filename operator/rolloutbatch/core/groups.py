@@ -1,4 +1,4 @@
-"""GRPO groups: k samples per input, graded together (issue 11).
+"""GRPO groups: k samples per input, graded together.
 
 Episode ``i`` works on input ``i // k`` as sample ``i % k``; the ``k`` episodes of one input
 form its group. A trainer computes advantages within a group, so only *valid* rewards enter a
@@ -20,11 +20,6 @@ from collections.abc import Iterable, Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.strictjson import finite
-
-
-def group_of(index: int, samples_per_input: int) -> tuple[int, int]:
-    """(group, sample) of episode ``index``."""
-    return divmod(index, samples_per_input)
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:

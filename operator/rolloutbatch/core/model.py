@@ -13,7 +13,7 @@ from rolloutbatch.core.outcomes import FAILURE_REWARD
 from rolloutbatch.core.strictjson import finite, sanitize
 
 # A usable reward's magnitude is at most this: sums of 100,000 of them stay exact enough and
-# finite (two rewards of 1e308 summed to inf, issue 10 item 1).
+# finite (two rewards of 1e308 sum to inf, which no JSON patch can carry).
 MAX_ABS_REWARD = 1e12
 
 
@@ -266,8 +266,8 @@ class EpisodeResult:
     @classmethod
     def from_row(cls, row: Mapping) -> EpisodeResult:
         """The result a row written by :meth:`to_row` records; ValueError for any row that is not
-        well typed (a hand-edited results ConfigMap must neither crash a restart nor be misread:
-        issue 10 item 5). Derived fields (``batch_to_*``) are not read back."""
+        well typed (a hand-edited results ConfigMap must neither crash a restart nor be misread).
+        Derived fields (``batch_to_*``) are not read back."""
         if not isinstance(row, Mapping):
             raise ValueError("a row must be an object")
         index = row.get("index")

@@ -6,7 +6,7 @@ A bigger batch (decided by ``spec.episodes``, so it never changes mid-batch) kee
 shards ``<batch>-results-<n>`` in the order episodes became final. A shard is full at
 ``rows_per_shard`` rows or ``SHARD_BYTES`` of rows, is written once more when it fills, and never
 again: every checkpoint writes at most the open shard plus the head, so the write cost per row is
-bounded whatever the batch's size (issue 11). A group's entry (``core.groups``) is appended to
+bounded whatever the batch's size. A group's entry (``core.groups``) is appended to
 the shard that received the group's last row. The head then holds the summary and ``shards``
 (name, rows, full) instead of ``pods``.
 
@@ -178,7 +178,7 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
         for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:
             if isinstance(row, Mapping) and type(row.get("index")) is int:
                 # Of two rows for one index, one that restores wins: a row a user broke is
-                # judged again and written to a later shard (issue 11 review).
+                # judged again and written to a later shard.
                 if row["index"] not in rows or (not _well_typed(rows[row["index"]]) and _well_typed(row)):
                     rows[row["index"]] = row
         for entry in doc.get("groups") if isinstance(doc.get("groups"), list) else []:

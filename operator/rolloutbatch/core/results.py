@@ -3,8 +3,8 @@
 The document is also the operator's memory across restarts: the rows already written are final
 and are restored before any log is read again (see ``core.tracker``). Past 900 KiB it is
 gzipped into ``binaryData`` so a large batch still fits a ConfigMap's 1 MiB. What is written is
-strict JSON (``core.strictjson``: no NaN/Infinity anywhere, issue 10 item 12); what is read back
-is checked row by row, since the user may edit the ConfigMap (item 5).
+strict JSON (``core.strictjson``: no NaN/Infinity anywhere); what is read back
+is checked row by row, since the user may edit the ConfigMap.
 """
 
 from __future__ import annotations
@@ -120,10 +120,10 @@ def encode_results(document: Mapping, *, sanitized: bool = False,
     """ConfigMap ``(data, binaryData)`` for the document (``sanitized``: already strict JSON).
 
     Compact JSON: with an indent, ``json`` falls back from its C encoder to pure Python, which
-    made every results checkpoint several times dearer (issue 14 profile). ``row_texts``: the
+    made every results checkpoint several times dearer (measured). ``row_texts``: the
     compact strict JSON of each row of ``document["pods"]``, in order, which the caller made
     once per row: a checkpoint then encodes only the rest (re-encoding every row at every
-    checkpoint was the largest CPU cost left of a running batch, issue 14 profile).
+    checkpoint was the largest CPU cost left of a running batch, as profiled).
 
     Up to 900 KiB of JSON goes to ``data["results.json"]``; past that, gzip to
     ``binaryData["results.json.gz"]``. If even the gzip passes 900 KiB, the least useful row fields

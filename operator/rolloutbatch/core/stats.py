@@ -3,7 +3,8 @@
 Percentiles interpolate linearly between the two nearest ranks of the sorted sample, as the
 guide's script does; timings are relative to the batch origin (the Job's creation time).
 Whatever results come in (hand-edited, hostile), every number out is finite or None: the status
-patch and the results document are JSON, which has no Infinity (issue 10 item 1).
+patch and the results document are JSON, which has no Infinity (the API server refuses such a
+patch).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class RunningSummary:
 
     The status and the results checkpoint ask for the summary every round; recomputing it
     walked (and sorted) every result each time, which made the operator's CPU per episode grow
-    with the batch (issue 14 profile: ~10 ms per episode at 25,000). Here each result is folded
+    with the batch (profiled: ~10 ms per episode at 25,000). Here each result is folded
     in once; a summary costs the sum of the rewards (``math.fsum``, in C) and two lookups in the
     sorted start-up times. Timings are offsets from ``origin``, fixed at construction: a batch
     whose origin changes builds a new one.

@@ -3,7 +3,7 @@
 Also the batch's own success rule (:func:`final_phase`) and the rule that counts shown to users
 never go backwards (:func:`monotonic`): after an operator restart the tracker starts from the
 last results checkpoint, which can be a few rows behind the last status patch; until it has
-re-judged those pods, the status keeps the higher counts (issue 10 item 16).
+re-judged those pods, the status keeps the higher counts.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
             if key in previous:
                 status[key] = previous[key]
         status["progress"] = previous.get("progress") or f"0/{episodes}"
-    # Strict JSON whatever the numbers: the API server refuses NaN/Infinity (issue 10 item 1).
+    # Strict JSON whatever the numbers: the API server refuses NaN/Infinity.
     return monotonic(sanitize(status), previous)
 
 

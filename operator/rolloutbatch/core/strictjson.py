@@ -1,8 +1,8 @@
 """Strict JSON: everything the operator writes (status, results, events) parses anywhere.
 
 Python's ``json`` writes ``NaN`` and ``Infinity`` by default, which JSON does not have: the API
-server refuses such a patch (a batch that retried it forever, issue 10 item 1) and other readers
-choke on such a document (item 12). :func:`sanitize` replaces every non-finite float with None;
+server refuses such a patch (a batch once retried one forever) and other readers choke on such a
+document. :func:`sanitize` replaces every non-finite float with None;
 :func:`dumps` refuses what would not be strict JSON, so a new path that forgets to sanitize
 fails loudly in tests instead of writing ``Infinity``.
 """

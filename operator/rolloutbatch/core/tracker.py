@@ -8,8 +8,8 @@ complete). It performs no I/O, so every counting rule is unit-tested here:
   :meth:`BatchTracker._finalize`, whichever path got it there (a log verdict, infrastructure
   retries used up, the Job ending without it, the batch being stopped), and a retry is counted
   in exactly one, :meth:`BatchTracker._retry`. Each of those calls reports a :class:`Transition`
-  to the listener, from which the reconciler derives metrics, Events and status (issue 10:
-  status and metrics disagreed because an index became final in three places and metrics came
+  to the listener, from which the reconciler derives metrics, Events and status (status
+  and metrics once disagreed because an index became final in three places and metrics came
   from one).
 - A pod that ended Failed for infrastructure reasons (evicted, preempted, node lost: the Job's
   ``podFailurePolicy`` counts these against ``backoffLimitPerIndex``) is a retry, not a failure,
@@ -316,7 +316,7 @@ class BatchTracker:
     @property
     def ready(self) -> int:
         """Episodes whose ``ready`` event was seen: known from their verdict, so the number
-        means the same before and after a restart (issue 10 item 9)."""
+        means the same before and after a restart."""
         return self._running.ready
 
     def unstartable(self, now: float, grace: float) -> PodFacts | None:
@@ -355,7 +355,8 @@ class BatchTracker:
 
     def summary(self, origin: float | None) -> Summary:
         """The batch's summary; timings relative to ``origin`` (the Job's creation). Kept up to
-        date as results become final, not recomputed over all of them (issue 14 profile)."""
+        date as results become final, not recomputed over all of them (a cost that grew with the
+        batch)."""
         if finite(origin) != self._running.origin:   # the origin became known: fold in again
             self._running = RunningSummary(origin)
             for result in self.results.values():

@@ -182,7 +182,7 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     (Evicted, NodeLost, node shutdown, ...): that is what the Job's podFailurePolicy counts
     against backoffLimitPerIndex. A pod merely being deleted, even with DisruptionTarget, is not
     one yet: an evicted program that exits 0 on SIGTERM ends Succeeded, the Job counts its index
-    succeeded and makes no replacement (issue 10 item 7), so the operator judges it from its log
+    succeeded and makes no replacement, so the operator judges it from its log
     like any other pod once it is terminal. A pod whose object vanishes before any terminal
     phase is handled by the tracker (``pod_deleted``).
     """
@@ -214,7 +214,7 @@ def _show(value: object, limit: int = 120) -> str:
 
 def missing_reason(job_failed: bool, job_reason: str | None) -> str:
     """The episode reason of an index the Job ended without: the deadline is BatchTimeout
-    (issue 10 item 8, not the Job's own word DeadlineExceeded), any other Job failure JobFailed,
+    (the batch's word, not the Job's own DeadlineExceeded), any other Job failure JobFailed,
     a Job that completed without it LogUnavailable."""
     if not job_failed:
         return v.EP_LOG_UNAVAILABLE

@@ -1,8 +1,8 @@
 """The words of the API, defined once: phases, episode outcomes, reasons, well-known keys.
 
 Every module (core, service, SDK, CLI, metrics, tests) imports these names instead of spelling
-the strings again, so a phase or a reason cannot drift between the operator and its readers
-(issue 10, "duplicated knowledge"). docs/design.md lists what each reason means.
+the strings again, so a phase or a reason cannot drift between the operator and its readers.
+docs/design.md lists what each reason means.
 """
 
 from __future__ import annotations

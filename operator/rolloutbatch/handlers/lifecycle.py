@@ -18,7 +18,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     # No copy of the spec in an annotation: annotations are capped at 256 KiB in all, and a
     # spec near the ConfigMap bound made every patch of the batch fail, the finalizer's
-    # included (issue 10 item 3). The spec is immutable and the operator has no on.update
+    # included. The spec is immutable and the operator has no on.update
     # handler, so kopf needs no diff base of it.
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration", ignored_fields=["spec"])

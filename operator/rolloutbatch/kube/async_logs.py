@@ -1,6 +1,6 @@
 """Pod log reads on the event loop: one pooled aiohttp session, no thread per read.
 
-After a batch ends, reading each episode's log was the operator's largest CPU cost (issue 14):
+After a batch ends, reading each episode's log was the operator's largest CPU cost (as profiled):
 one synchronous HTTPS request per pod through ``requests`` in a worker thread. This reader keeps
 a bounded pool of keep-alive connections (aiohttp ships with kopf) and streams each log with the
 same bounds as the synchronous reader (``limitBytes`` on the server, and a hard stop at the

@@ -52,7 +52,7 @@ def owned_by(obj: dict, batch_uid: str) -> bool:
     """Ours: it carries the batch-UID label, or an ownerReference to the batch.
 
     Either is enough, so a user removing the label from the results ConfigMap mid-batch does
-    not orphan it (issue 10 item 5); the next write puts the label back.
+    not orphan it; the next write puts the label back.
     """
     meta = obj.get("metadata") or {}
     if (meta.get("labels") or {}).get(LABEL_BATCH_UID) == batch_uid:
@@ -210,10 +210,6 @@ def read_log(api: Api, namespace: str, pod: str, container: str, limit_bytes: in
 def patch_batch_status(api: Api, namespace: str, name: str, patch: dict) -> dict:
     path = object_path("RolloutBatch", name, namespace) + "/status"
     return api.merge_patch(path, {"status": patch}, f"patch status of RolloutBatch {namespace}/{name}")
-
-
-def get_batch(api: Api, namespace: str, name: str) -> dict | None:
-    return get_or_none(api, "RolloutBatch", name, namespace)
 
 
 def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | None = None,

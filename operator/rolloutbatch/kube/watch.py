@@ -108,8 +108,8 @@ class LoopInbox:
     """Hands items from watch threads to an event loop, one loop wake-up per ``window``.
 
     ``call_soon_threadsafe`` per watch event wrote to the loop's self-pipe for every one of a
-    pod's 8-10 events: a tenth of a termination-message batch's operator CPU (issue 14
-    profile). Items queue here; the first of a burst schedules one delivery ``window`` seconds
+    pod's 8-10 events: a tenth of a termination-message batch's operator CPU (as
+    profiled). Items queue here; the first of a burst schedules one delivery ``window`` seconds
     later (the reconciler coalesces its rounds over the same 50 ms), which hands over
     everything queued by then, in order.
     """

@@ -4,7 +4,7 @@ Transient API errors (the connection, 5xx, 429 Too Many Requests, 409 conflicts)
 with capped exponential backoff. Anything else (a refused request, an object that is not ours,
 a bug) ends the batch Failed with ``Stalled=True``, a CamelCase reason and a message a person
 can act on. So does a transient error that lasts past ``give_up_after``: nothing retries
-forever without a visible state (issue 10, "the mechanism").
+forever without a visible state.
 """
 
 from __future__ import annotations

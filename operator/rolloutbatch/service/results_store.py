@@ -65,7 +65,7 @@ class ResultsStore:
         self.written_final = False                   # the last write was the final one
         # index -> (result, origin, strict-JSON row, its compact text): a final result never
         # changes, so its row is made and encoded once, not at every checkpoint (each rewrote up
-        # to a shard of rows: issue 14 profile)
+        # to a shard of rows)
         self._rows: dict[int, tuple[EpisodeResult, float | None, dict, str]] = {}
         self._groups: dict[int, tuple[float | None, dict]] = {}   # group -> (origin, entry), likewise
         self._consumed = 0                            # results (in the order they became final) placed so far

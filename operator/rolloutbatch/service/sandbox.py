@@ -1,6 +1,6 @@
 """Removing a batch's sandbox: the deletion plan of ``core.children`` carried out step by step.
 
-Needs no spec (a batch refused as InvalidSpec is deletable, issue 10 item 2): every place a child
+Needs no spec (a batch refused as InvalidSpec must still be deletable): every place a child
 could be is tried, and ``kube.resources.delete_owned`` deletes only what carries the batch's UID
 (a namesake of someone else's is left alone). A step marked ``wait`` must be gone before the
 next one starts: the Job goes first with foreground propagation, so the namespace (and its

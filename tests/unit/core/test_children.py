@@ -1,4 +1,4 @@
-"""What a batch creates and how its deletion finds everything without the spec (issue 10 item 2)."""
+"""What a batch creates and how its deletion finds everything without the spec."""
 from rolloutbatch.core import naming
 from rolloutbatch.core.children import deletion_plan, provisioning_plan
 from rolloutbatch.core.model import BatchRef

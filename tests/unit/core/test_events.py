@@ -120,7 +120,7 @@ def test_events_carry_their_line_number():
 
 
 def test_non_finite_extras_become_null():
-    # Issue 10 item 12: what the reward event carries ends up in results.json, which is strict JSON.
+    # What the reward event carries ends up in results.json, which is strict JSON.
     parsed = parse_log(b'{"event": "reward", "at": 1, "episode_id": "p", "reward": 1, "s": NaN, '
                        b'"l": [Infinity, 1, {"x": -Infinity}], "big": 1' + b"0" * 400 + b"}")
     assert parsed.reward[0].extra == {"s": None, "l": [None, 1, {"x": None}], "big": None}

@@ -1,15 +1,11 @@
-"""GRPO groups: index -> (group, sample), validity, group statistics (issue 11)."""
+"""GRPO groups: index -> (group, sample), validity, group statistics."""
 import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core.groups import group_entries, group_entry, group_of, groups_completed_by
+from rolloutbatch.core.groups import group_entries, group_entry, groups_completed_by
 from tests.unit.core.factories import result
-
-
-def test_index_maps_to_group_and_sample():
-    assert [group_of(i, 3) for i in range(7)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
 
 
 def test_rows_carry_group_sample_and_validity():

@@ -150,7 +150,7 @@ def test_results_configmap_lives_beside_the_batch():
     assert "results.json" in cm["data"] and "binaryData" not in cm
 
 
-# -- groups and inputs by reference (issue 11) ------------------------------------------------
+# -- groups and inputs by reference ------------------------------------------------
 def test_groups_of_k_get_their_group_sample_and_input_from_a_launcher():
     spec = parse_spec({**MINIMAL, "episodes": 6, "samplesPerInput": 3, "inputs": [{"a": 1}, {"a": 2}]})
     container = manifests.job(REF, spec, None)["spec"]["template"]["spec"]["containers"][0]

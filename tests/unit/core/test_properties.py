@@ -1,4 +1,4 @@
-"""Properties of the pure core over hostile input (issue 10, "make the class visible in tests").
+"""Properties of the pure core over hostile input: whole classes of input, not single cases.
 
 Any bytes as a log, any JSON value as an event, any rows as a results document, any numbers as
 rewards and timestamps, any pod facts: parsing never raises, the verdict is total and a success

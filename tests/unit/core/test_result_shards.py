@@ -1,4 +1,4 @@
-"""Results past one ConfigMap: shard planning, append-only writes, reassembly (issue 11)."""
+"""Results past one ConfigMap: shard planning, append-only writes, reassembly."""
 import random
 
 from hypothesis import given, settings

@@ -91,7 +91,7 @@ def strict_loads(text):
 
 
 def test_nan_in_extras_and_rows_still_writes_strict_json():
-    # Issue 10 item 12: a NaN in reward extras made results.json invalid JSON.
+    # A NaN in reward extras once made results.json invalid JSON.
     rows = [result(0, extra={"score": float("nan"), "deep": [{"x": float("-inf")}]}),
             result(1, "failed", None, pod_created=float("inf"))]
     doc = document(rows, weird=float("nan"))
@@ -118,7 +118,7 @@ def test_gzipped_documents_are_strict_too():
     {"flags": [1]},
 ])
 def test_wrong_types_are_skipped_on_restore(changes):
-    # Issue 10 item 5: a hand-edited row must neither crash a restart nor be read as something else.
+    # A hand-edited row must neither crash a restart nor be read as something else.
     good = result(1).to_row(100.0)
     doc = {"pods": [result(0).to_row(100.0), {**good, **changes}]}
     assert list(results_from_document(doc)) == [0]
@@ -144,7 +144,7 @@ def test_retried_from_document(value, expected):
     assert retried_from_document({"retried_episodes": value}) == expected
 
 
-# -- rows encoded once (issue 14 profile): the document spliced around their texts --
+# -- rows encoded once: the document spliced around their texts --
 
 
 

@@ -70,7 +70,7 @@ def test_explicit_values_are_kept():
     ({"episodes": 2, "cleanup": {"ttlSecondsAfterFinished": -1}, "task": F}, "spec.cleanup.ttlSecondsAfterFinished"),
     ({"episodes": 2, "podTemplate": {"hostNetwork": True}, "task": F}, "spec.podTemplate"),
     ({"episodes": 2, "image": "bad image", "task": F}, "spec.image"),
-    # what the API server would refuse only once a child object is created (issue 10 item 13)
+    # what the API server would refuse only once a child object is created
     ({"episodes": 2, "task": {"files": {"..": "x"}}}, "spec.task.files"),
     ({"episodes": 2, "task": {"files": {"..data": "x"}}}, "spec.task.files"),
     ({"episodes": 2, "task": {"files": {"a" * 254: "x"}}}, "spec.task.files"),
@@ -163,7 +163,7 @@ def test_configmap_key_rule():
         assert check_configmap_key(bad), bad
 
 
-# -- groups and inputs by reference (issue 11) ---------------------------------------------------
+# -- groups and inputs by reference ---------------------------------------------------------------
 def test_samples_per_input_must_divide_episodes_and_match_inputs():
     import pytest
 

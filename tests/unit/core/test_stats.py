@@ -71,7 +71,7 @@ def test_image_ids_are_distinct_and_capped():
 
 
 def test_overflowing_rewards_stay_finite():
-    # Issue 10 item 1: two rewards of 1e308 summed to inf and the status patch was refused forever.
+    # Two rewards of 1e308 once summed to inf and the status patch was refused forever.
     rows = [result(0, reward=1e308), result(1, reward=1e308), result(2, reward=float("inf")),
             result(3, reward=float("nan")), result(4, reward=2.0)]
     s = summarize(rows, episodes=5, origin=100.0)
@@ -97,7 +97,7 @@ def test_timings_at_the_edge_of_floats_stay_finite():
     assert percentile([-1.7e308, 1.7e308], 0.5) == 0.0
 
 
-# -- the running summary against a plain oracle (issue 14: folded in once, never recomputed) --
+# -- the running summary against a plain oracle (folded in once, never recomputed) --
 
 
 _numbers = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10),

@@ -60,7 +60,7 @@ def test_a_phase_change_patches_phase_and_flipped_conditions():
     assert "episodes" not in patch and "resultsConfigMap" not in patch
 
 
-# -- issue 10 items 1 and 16 ---------------------------------------------------------------------
+# -- counts never go backwards; numbers stay finite ---------------------------------------------
 def test_counts_never_go_backwards_while_running():
     before = status(summary=summarize([result(i) for i in range(2)], episodes=2, origin=100.0), ready=2)
     after_restart = status(summary=summarize([result(0)], episodes=2, origin=100.0), ready=1, previous=before)

@@ -121,7 +121,7 @@ def test_job_facts_and_finish_time():
     assert t.job_finished_seen_at == 9.0
 
 
-# -- one place of finality (issue 10 items 6, 7, 8, 9) ---------------------------------------------
+# -- one place of finality: retries, evictions, deadlines, ready counts ---------------------------
 class Recorder:
     def __init__(self):
         self.changes = []
@@ -155,7 +155,7 @@ def test_restore_reports_nothing_and_blocks_later_reports():
 
 
 def test_an_evicted_pod_that_exits_zero_is_judged_not_retried():
-    """The Job counts a Succeeded pod's index succeeded and makes no replacement (item 7)."""
+    """The Job counts a Succeeded pod's index succeeded and makes no replacement."""
     t = tracker(1, 2)
     t.observe_pod(pod(0, phase="Running", disrupted=True, deleting=True))
     assert t.retried == 0

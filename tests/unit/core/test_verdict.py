@@ -66,8 +66,8 @@ CASES = [
     ("RewardBeforeReady", pod_json(), (REWARD, READY)),                         # by line, times in order
     ("ClockSkew", pod_json(), (with_(READY, at=T0 - 60), REWARD)),
     ("ClockSkew", pod_json(), (READY, with_(REWARD, at=T0 + 60))),              # after the pod finished
-    ("ClockSkew", pod_json(), (READY, with_(REWARD, at=1e12))),                 # far future (item 11)
-    ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=1e308))),         # out of range (item 1)
+    ("ClockSkew", pod_json(), (READY, with_(REWARD, at=1e12))),                 # far future
+    ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=1e308))),         # out of range
     ("InvalidReward", pod_json(), (READY, with_(REWARD, reward=-MAX_ABS_REWARD * 10))),
     ("Timeout", pod_json("Failed", 137, reason="DeadlineExceeded", message="too long"), (READY,)),
 ]
@@ -158,7 +158,7 @@ def test_huge_integer_reward_is_invalid_not_a_crash():
 
 
 def test_reward_before_ready_has_no_tolerance():
-    # Both events come from the episode's own clock (issue 10 item 10): 1 s early is a violation.
+    # Both events come from the episode's own clock: 1 s early is a violation.
     r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=T0 - 0.5), with_(REWARD, at=T0 - 1.5)))
     assert (r.outcome, r.reason) == ("failed", "RewardBeforeReady")
 
@@ -183,7 +183,7 @@ def test_unknown_finish_is_bounded_by_the_judgement_time():
 
 
 def test_truncated_log_never_succeeds():
-    # Events first, then the read limit: a second reward past it would have gone unseen (item 15).
+    # Events first, then the read limit: a second reward past it would have gone unseen.
     log = dataclasses.replace(log_of(READY, REWARD), truncated=True)
     r = judge_episode(pod_facts(pod_json()), log)
     assert (r.outcome, r.reason) == ("failed", "LogLimitExceeded") and "read limit" in r.message
@@ -260,7 +260,7 @@ def test_node_side_reasons_are_infrastructure():
 
 
 def test_an_eviction_in_progress_is_not_yet_an_infrastructure_failure():
-    # Issue 10 item 7: the program may exit 0 on SIGTERM; the Job then counts the index succeeded.
+    # The program may exit 0 on SIGTERM; the Job then counts the index succeeded.
     evicting = pod_json("Running", 0, conditions=DISRUPTED)
     evicting["metadata"]["deletionTimestamp"] = CREATED
     assert not is_infrastructure_failure(pod_facts(evicting))
