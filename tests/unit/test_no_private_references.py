@@ -23,10 +23,8 @@ SELF = pathlib.Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 # Being cleaned by their owners: remove each entry once its references are gone.
 EXCLUDED = (
-    "operator/rolloutbatch/sdk/",
     "operator/rolloutbatch/cli/",
     "bench/",
-    "pyproject.toml",
 )
 
 # "issue 10", "Issue-14", "issues 10 and 11", "issue #12".

@@ -23,7 +23,7 @@ from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFI
 API_VERSION = f"{GROUP}/{VERSION}"
 # Inline inputs above this go by reference: the RolloutBatch object (inputs, task files, the
 # managedFields of every apply) must stay far below etcd's ~1.5 MiB and the 256 KiB annotation
-# kubectl apply adds; issue 11 saw 300 x 4 KiB refused.
+# kubectl apply adds (300 inputs of 4 KiB inline were refused).
 INLINE_INPUTS_MAX = 128 * 1024
 LABEL_INPUTS_OF = "rl.agentruntime.io/inputs-of"      # the batch name (or generateName) they were made for
 LABEL_ROLE = "rl.agentruntime.io/role"
