@@ -129,28 +129,25 @@ def configmap_versions(api: Api, namespace: str, selector: str) -> dict[str, str
         params["continue"] = cont
 
 
-def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
+def list_labelled(api: Api, kind: str, namespace: str, selector: str) -> list[dict]:
+    """Every object of ``kind`` in ``namespace`` matching ``selector``, page by page."""
     items: list[dict] = []
     params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
     while True:
-        page = api.get(collection_path("ConfigMap", namespace), "list ConfigMaps", **params)
+        page = api.get(collection_path(kind, namespace), f"list {kind}s", **params)
         items.extend(page.get("items") or [])
         cont = (page.get("metadata") or {}).get("continue")
         if not cont:
             return items
         params["continue"] = cont
+
+
+def list_configmaps(api: Api, namespace: str, selector: str) -> list[dict]:
+    return list_labelled(api, "ConfigMap", namespace, selector)
 
 
 def list_pods(api: Api, namespace: str, selector: str) -> list[dict]:
-    items: list[dict] = []
-    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
-    while True:
-        page = api.get(collection_path("Pod", namespace), "list Pods", **params)
-        items.extend(page.get("items") or [])
-        cont = (page.get("metadata") or {}).get("continue")
-        if not cont:
-            return items
-        params["continue"] = cont
+    return list_labelled(api, "Pod", namespace, selector)
 
 
 def node_allocatables(api: Api) -> list[dict]:
