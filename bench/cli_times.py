@@ -1,4 +1,4 @@
-"""CLI command times (issue 14 item 4): `rolloutbatch --version`, `get` and `list` beside kubectl.
+"""CLI command times (target: at most 0.3 s each): `rolloutbatch --version`, `get` and `list` beside kubectl.
 
     .venv/bin/python bench/cli_times.py [--repeats 15]
 

@@ -12,7 +12,6 @@ import json
 import os
 import pathlib
 import platform
-import re
 import signal
 import socket
 import subprocess
@@ -347,7 +346,3 @@ def write_result(name: str, doc: dict) -> pathlib.Path:
 def unique(prefix: str) -> str:
     import uuid
     return f"{prefix}-{uuid.uuid4().hex[:5]}"
-
-
-def dns_ok(name: str) -> str:
-    return re.sub(r"[^a-z0-9-]", "-", name.lower())[:50]

@@ -1,4 +1,4 @@
-"""Part `modes` (issue 14): RolloutBatch vs a bare Indexed Job in every isolation mode.
+"""Part `modes`: RolloutBatch vs a bare Indexed Job in every isolation mode.
 
 The same trivial episodes, at 60 x p30 and 1,000 x p100, as a bare Indexed Job (the operator's own
 manifests, watched by the bench until Complete), a RolloutBatch in Dedicated isolation (the
@@ -9,7 +9,7 @@ created -> Ready=True over bare Job created -> Complete, medians of one run.
 from __future__ import annotations
 
 import lib
-from run import ensure_namespace, run_bare, run_batch, trivial_spec
+from workloads import ensure_namespace, run_bare, run_batch, trivial_spec
 
 VARIANTS = {"dedicated": {}, "dedicated+quota": {"isolation": {"namespace": "Dedicated", "resourceQuota": True}},
             "shared": {"isolation": {"namespace": "Shared"}}}

@@ -15,6 +15,7 @@ import time
 
 import lib
 from lib import GROUP, Kube
+from workloads import batch_obj, ensure_namespace, trivial_spec
 from rolloutbatch.core.results import decode_results
 from rolloutbatch.sdk.client import Client
 from rolloutbatch.sdk.ops import results_name, shard_selector
@@ -59,10 +60,9 @@ def _wait_namespaces_gone(kube: Kube, names: list[str], timeout: float) -> float
 
 def scenario(kube: Kube, proxy: lib.Proxy, label: str, batches: list[tuple[str, int, int]], timeout: float,
              profile: bool = False, channel: str = "stdout") -> dict:
-    import run
     machine = lib.machine_info()   # at the start: the code (git commit) the scenario ran
     ns = lib.unique(f"bench-{label}")
-    run.ensure_namespace(kube, ns)
+    ensure_namespace(kube, ns)
     op = lib.start_operator(f"bench-{label}", kubeconfig=str(proxy.kubeconfig))
     pid = op.proc.pid
     time.sleep(2)  # let kopf finish its initial listing
@@ -97,7 +97,7 @@ def scenario(kube: Kube, proxy: lib.Proxy, label: str, batches: list[tuple[str, 
     t0 = time.time()
     for name, episodes, par in batches:
         kube.create(f"{GROUP}/namespaces/{ns}/rolloutbatches",
-                    run.batch_obj(name, run.trivial_spec(episodes, par, channel), episodeTimeoutSeconds=600,
+                    batch_obj(name, trivial_spec(episodes, par, channel), episodeTimeoutSeconds=600,
                                   activeDeadlineSeconds=int(timeout) + 600))
     done.wait(timeout)
     t_end = time.time()

@@ -1,4 +1,4 @@
-"""Reward-event-to-row-in-trainer latency of ``BatchHandle.stream()`` (issue 12), and the bytes
+"""Reward-event-to-row-in-trainer latency of ``BatchHandle.stream()``, and the bytes
 the operator writes to the results ConfigMaps per row.
 
     flock /tmp/rolloutbatch-cluster.lock .venv/bin/python bench/stream_latency.py [--episodes 200]

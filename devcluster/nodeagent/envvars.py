@@ -4,7 +4,9 @@ from __future__ import annotations
 import base64
 import re
 
-from .quantity import ceil_div, parse_quantity
+from rolloutbatch.core.k8s_rules import parse_quantity
+
+from .quantity import ceil_div
 
 
 class ConfigError(Exception):

@@ -114,12 +114,6 @@ class ContainerLog:
             return self.attempts[-2] if len(self.attempts) >= 2 else None
         return self.attempts[-1] if self.attempts else None
 
-    async def wait_change(self, timeout: float = 1.0) -> None:
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-
     @property
     def changed(self) -> asyncio.Event:
         return self._changed

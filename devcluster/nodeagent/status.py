@@ -44,10 +44,6 @@ def terminated(exit_code: int, started_at: float | None, finished_at: float, con
     return {"terminated": t}
 
 
-def exit_reason(exit_code: int) -> str:
-    return "Completed" if exit_code == 0 else "Error"
-
-
 @dataclass
 class ContainerView:
     """What the agent knows about one container, enough to render its status."""

@@ -24,8 +24,9 @@ import logging
 import os
 import posixpath
 
+from rolloutbatch.core.k8s_rules import parse_quantity
+
 from .envvars import ConfigError, field_value, resource_value
-from .quantity import parse_quantity
 
 log = logging.getLogger("nodeagent.volumes")
 

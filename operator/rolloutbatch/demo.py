@@ -104,10 +104,17 @@ class Operator:
             self.proc.wait(10)
 
 
+def summary(handles):
+    """The guide's metrics of the demo's batches, side by side (stacked on a narrow console)."""
+    from rolloutbatch.cli import render
+
+    return render.summary_table([(h.name, render.summary(h.status)) for h in handles],
+                                title="the guide's metrics, side by side")
+
+
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
-    from rolloutbatch.cli import render
     from rolloutbatch.cli.export import export
     from rolloutbatch.cli.watch import follow
     from rolloutbatch.kube.errors import KubeError
@@ -159,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         while time.monotonic() < deadline and any("jobCompleteSeconds" not in h.refresh()
                                                    for h in handles):
             time.sleep(0.5)
-        columns = [(h.name, render.summary(h.status)) for h in handles]
-        console.print(render.summary_table(columns, title="the guide's metrics, side by side"))
+        console.print(summary(handles))
         out_root = pathlib.Path(args.output) / namespace
         for h in handles:
             target = out_root / h.name

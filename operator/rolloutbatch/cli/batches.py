@@ -7,16 +7,11 @@ import sys
 
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
-from rolloutbatch.cli.common import CLIError, load_documents, make_client
-from rolloutbatch.sdk import BatchHandle, ops
+from rolloutbatch.cli.common import CLIError, load_documents, make_client, positive
+from rolloutbatch.cli.follow import watch_handles
+from rolloutbatch.sdk import BatchHandle
 
 RESOURCE = f"rolloutbatch.{GROUP}"
-
-
-def _console():
-    from rich.console import Console
-
-    return Console(highlight=False)
 
 
 def add_parsers(sub, common: argparse.ArgumentParser) -> None:
@@ -27,7 +22,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--watch", action="store_true",
                    help="show live progress, then a summary; exit 0 when every batch Succeeded, 1 when one "
                         "failed, 3 when the watch timed out (the batches keep running: rolloutbatch watch NAME)")
-    p.add_argument("--timeout", type=_positive, default=3600.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive, default=3600.0, metavar="SECONDS",
                    help="give up watching after this long (default 3600; exit 3)")
     p.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the created objects")
     p.set_defaults(func=submit)
@@ -45,21 +40,11 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("cleanup", parents=[common], help="delete RolloutBatches and wait until their sandboxes are gone")
     p.add_argument("names", nargs="+", metavar="NAME")
     p.add_argument("--ignore-not-found", action="store_true", help="a batch that does not exist is not an error")
-    p.add_argument("--timeout", type=_positive, default=300.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive, default=300.0, metavar="SECONDS",
                    help="how long to wait for the batch and its sandbox namespace to go (default 300)")
     p.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
                    help="wait until everything is gone (default); --no-wait returns at once")
     p.set_defaults(func=cleanup)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 def _with_namespace(obj: dict, namespace: str | None, default: str, where: str) -> dict:
@@ -95,54 +80,7 @@ def submit(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if not args.watch:
         return 0
-    from rolloutbatch.cli.follow import watch_handles
-
     return watch_handles(handles, args.timeout)
-
-
-def print_summaries(console, handles: list[BatchHandle]) -> None:
-    columns = [(h.name, render.summary(h.status)) for h in handles]
-    console.print(render.summary_table(columns, title="RolloutBatch results"))
-    for h in handles:
-        s = h.status
-        phase = s.get("phase") or "Pending"
-        text = f"{h.namespace}/{h.name}: {phase}"
-        if s.get("message"):
-            text += f" - {s['message']}"
-        if s.get("resultsConfigMap"):
-            text += f" (per-episode rows: ConfigMap {h.namespace}/{s['resultsConfigMap']}; " \
-                    f"rolloutbatch results {h.name} -n {h.namespace} --output DIR)"
-        console.print(text, soft_wrap=True)
-        for line in failure_summary(h):
-            console.print(line, soft_wrap=True, highlight=False, markup=False)
-
-
-def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
-    """Failed and lost episodes by reason (counts, a few examples), from the results rows."""
-    from rolloutbatch.kube.errors import KubeError
-
-    s = handle.status
-    if not (s.get("failedEpisodes") or s.get("lostEpisodes")):
-        return []
-    try:
-        document = handle.document()
-    except KubeError as exc:
-        return [f"  (failure reasons unavailable: {exc})"]
-    rows = document.get("pods") or []
-    incomplete = ops.incomplete(document, handle.obj)
-    by_reason: dict[str, list[dict]] = {}
-    for row in rows:
-        if row.get("outcome") != "succeeded":
-            by_reason.setdefault(f"{row.get('outcome')} {row.get('reason') or '?'}", []).append(row)
-    lines = [f"  failed/lost episodes of {handle.name} by reason:"] if by_reason else []
-    if incomplete is not None:
-        lines.append(f"  (counted without some rows: {incomplete})")
-    for reason, group in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        lines.append(f"    {len(group):>5}  {reason}")
-        for row in group[:examples]:
-            message = " ".join(str(row.get("message") or "").split())[:160]
-            lines.append(f"           episode {row.get('index')} ({row.get('pod')}): {message}")
-    return lines
 
 
 def get(args: argparse.Namespace) -> int:

@@ -40,6 +40,23 @@ def make_client(args: argparse.Namespace):
     return client
 
 
+def make_console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def positive(text: str) -> float:
+    """argparse type of --timeout: a number above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
 def network_reason(exc: BaseException) -> str:
     """A short reason for a failed connection, instead of urllib3's nested retry message."""
     import requests

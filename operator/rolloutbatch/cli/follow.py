@@ -10,19 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rolloutbatch.cli.common import CLIError, make_client
+from rolloutbatch.cli.common import CLIError, make_client, make_console, positive
 
 EXIT_TIMEOUT = 3
 
 
 def add_parsers(sub, common: argparse.ArgumentParser) -> None:
-    from rolloutbatch.cli.batches import _positive
-
     p = sub.add_parser("watch", parents=[common], help="follow a running RolloutBatch to the end (re-attach)",
                        description="Show the live progress of a batch, then its summary and failure reasons. "
                                    "Exit 0 Succeeded, 1 Failed, 3 the watch timed out, 130 interrupted.")
     p.add_argument("name")
-    p.add_argument("--timeout", type=_positive, default=3600.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive, default=3600.0, metavar="SECONDS",
                    help="give up watching after this long (default 3600; exit 3)")
     p.set_defaults(func=watch)
 
@@ -42,11 +40,11 @@ def reattach_hint(namespace: str, names: list[str]) -> str:
 
 def watch_handles(handles, timeout: float) -> int:
     """Follow, print the summary, and the exit code (0 / 1 / 3 / 130)."""
-    from rolloutbatch.cli.batches import _console, print_summaries
+    from rolloutbatch.cli.summary import print_summaries
     from rolloutbatch.cli.watch import follow
     from rolloutbatch.sdk import is_succeeded
 
-    console = _console()
+    console = make_console()
     names = [h.name for h in handles]
     try:
         follow(handles, console, timeout=timeout)

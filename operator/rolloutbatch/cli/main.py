@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = _command(argv)
     if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
-        # Answered before the subcommands' modules (the SDK, requests) are imported (issue 14).
+        # Answered before the subcommands' modules (the SDK, requests) are imported: `--version` stays fast.
         print(f"rolloutbatch {__version__}")
         return 0
     args = build_parser(operator=command == "operator").parse_args(argv)

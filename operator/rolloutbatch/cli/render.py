@@ -132,20 +132,64 @@ def summary(status: Mapping | None, document: Mapping | None = None) -> dict[str
     return out
 
 
-def summary_table(columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None):
-    """A rich Table: one row per guide metric, one column per batch (side by side)."""
-    from rich.table import Table
+def summary_table(columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None) -> SummaryTable:
+    """A rich renderable: one row per guide metric, one column per batch (side by side)."""
+    return SummaryTable(columns, title)
 
-    tbl = Table(title=title, show_lines=False)
-    tbl.add_column("metric", style="bold")
-    for heading, _ in columns:
-        tbl.add_column(heading, justify="right")
-    names: list[str] = []
-    for _, values in columns:
-        names.extend(n for n in values if n not in names)
-    for name in names:
-        tbl.add_row(name, *[number(values.get(name)) for _, values in columns])
-    return tbl
+
+class SummaryTable:
+    """The guide's metrics, side by side when that fits the console; else one table per batch,
+    else plain lines.
+
+    A rich Table wider than the console is shrunk by cutting its cells ("batch_to_all_rea…"), and a
+    pipe or a CI log is 80 columns: so the layout is chosen from the width, and cells never shrink.
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None) -> None:
+        self.columns = [(str(heading), values) for heading, values in columns]
+        self.title = title
+        self.names: list[str] = []
+        for _, values in self.columns:
+            self.names.extend(n for n in values if n not in self.names)
+
+    def table(self, columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None,
+              headings: Sequence[str] | None = None):
+        from rich.table import Table
+
+        tbl = Table(title=title, show_lines=False)
+        tbl.add_column("metric", style="bold", no_wrap=True)
+        for heading in headings or [h for h, _ in columns]:
+            tbl.add_column(heading, justify="right", no_wrap=True)
+        for name in self.names:
+            tbl.add_row(name, *[number(values.get(name)) for _, values in columns])
+        return tbl
+
+    def __rich_console__(self, console, options):
+        from rich.measure import Measurement
+        from rich.text import Text
+
+        def fits(renderable) -> bool:
+            # Measured unbounded: a bounded measurement is clamped to the width and always "fits".
+            return Measurement.get(console, options.update_width(1 << 16), renderable).maximum <= options.max_width
+
+        side_by_side = self.table(self.columns, self.title)
+        if fits(side_by_side):
+            yield side_by_side
+            return
+        # The batch's name as the title (it wraps), so a long name does not widen the table.
+        one_each = [self.table([column], title=column[0], headings=["value"]) for column in self.columns]
+        if all(fits(t) for t in one_each):
+            if self.title:
+                yield Text(self.title, style="italic", overflow="fold")
+            yield from one_each
+            return
+        if self.title:
+            yield Text(self.title, style="italic", overflow="fold")
+        width = max(map(len, self.names), default=0)
+        for heading, values in self.columns:
+            yield Text(heading, style="bold", overflow="fold")
+            for name in self.names:
+                yield Text(f"  {name:<{width}} {number(values.get(name))}", overflow="fold")
 
 
 def finished_count(status: Mapping | None) -> int:

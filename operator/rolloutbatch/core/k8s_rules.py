@@ -3,12 +3,18 @@ names and label values, and resource quantities (parsed to and formatted from ba
 
 Pure: the spec checks (``core.spec``), the manifest builders and admission use them to refuse a
 spec before the API server would refuse one of its children.
+
+``parse_quantity`` is the one quantity parser of the repository (the devcluster's node agent uses
+it too). A maintained library's would be preferred, but the only one around is the ``kubernetes``
+client's ``kubernetes.utils.parse_quantity``: the runtime does not depend on that package (tests
+do), and it accepts "NaN", "Infinity" and any exponent. This one follows apimachinery's grammar
+(k8s.io/apimachinery/pkg/api/resource, ``ParseQuantity``).
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, localcontext
 
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_CONFIGMAP_KEY_LENGTH = 253
@@ -17,7 +23,12 @@ _NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+# <sign><digits>[.<digits>] then one of: a decimal exponent (e3, E-2), a suffix, nothing.
+# "1E" is exa, "1E3" a thousand, as in apimachinery.
+_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)")
+# The largest magnitude a Quantity holds; the API server caps bigger ones silently, we refuse them.
+MAX_QUANTITY = Decimal(2**63 - 1)
+MAX_EXPONENT = 99   # far beyond both ends (nano resolution, 2^63): anything more is a typo
 
 
 
@@ -52,15 +63,31 @@ def is_label_value(text: object) -> bool:
     return isinstance(text, str) and len(text) <= 63 and bool(_LABEL_VALUE.match(text))
 
 
-def parse_quantity(text: str) -> Decimal:
-    """A Kubernetes quantity ("500m", "128Mi", "1.5") as a Decimal in base units."""
-    match = _QUANTITY.match(str(text).strip())
-    if not match or match.group(2) not in _SUFFIX:
-        raise ValueError(f"not a quantity: {text!r}")
-    try:
-        return Decimal(match.group(1)) * Decimal(_SUFFIX[match.group(2)])
-    except InvalidOperation as exc:
-        raise ValueError(f"not a quantity: {text!r}") from exc
+def parse_quantity(text: object) -> Decimal:
+    """A Kubernetes quantity ("500m", "128Mi", "1.5", "1e3", or an int or finite float) as an exact
+    Decimal in base units; ValueError for anything else, at most 2^63-1 in magnitude."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, float, Decimal)):
+        raise ValueError(f"not a quantity (a string such as '500m' or '1Gi'): {text!r}"[:200])
+    match = _QUANTITY.fullmatch(str(text).strip())
+    if not match:
+        raise ValueError(f"not a quantity (such as '500m', '1Gi' or '1e3'): {text!r}"[:200])
+    number, exponent, suffix = match.groups()
+    # Refused before any arithmetic, so a huge exponent or a long digit string cannot overflow.
+    digits = (exponent or "").lstrip("+-").lstrip("0") or "0"
+    scale = int(digits) if len(digits) <= 3 else MAX_EXPONENT + 1
+    if exponent and exponent.startswith("-"):
+        scale = -scale
+    mantissa = Decimal(number)
+    if abs(scale) > MAX_EXPONENT:
+        raise ValueError(f"quantity {text!r}: the exponent is out of range (-{MAX_EXPONENT}..{MAX_EXPONENT})"[:200])
+    if mantissa and mantissa.adjusted() + scale > 19:
+        raise ValueError(f"quantity {text!r} is larger than Kubernetes' maximum (2^63-1)"[:200])
+    with localcontext() as ctx:
+        ctx.prec = 64   # exact for 2^63 at nano resolution
+        value = mantissa.scaleb(scale) if exponent else mantissa * _SUFFIX[suffix or ""]
+    if abs(value) > MAX_QUANTITY:
+        raise ValueError(f"quantity {text!r} is larger than Kubernetes' maximum (2^63-1)"[:200])
+    return value
 
 
 def format_quantity(value: float | Decimal) -> str:

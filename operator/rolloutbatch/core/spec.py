@@ -147,7 +147,7 @@ def _quantity(value: object, field_name: str) -> Decimal:
         amount = parse_quantity(str(value))
     except ValueError as exc:
         raise SpecError(field_name, str(exc)[:200]) from None
-    if not amount.is_finite() or amount < 0:
+    if amount < 0:
         raise SpecError(field_name, f"must be a non-negative quantity, got {value!r}"[:200])
     return amount
 

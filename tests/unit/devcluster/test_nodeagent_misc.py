@@ -5,7 +5,8 @@ from decimal import Decimal
 
 from devcluster.nodeagent.ipam import PodIPs, node_index
 from devcluster.nodeagent.node import lease_body, node_status
-from devcluster.nodeagent.quantity import ceil_div, parse_quantity
+from devcluster.nodeagent.quantity import ceil_div
+from rolloutbatch.core.k8s_rules import parse_quantity
 
 
 def test_quantities():

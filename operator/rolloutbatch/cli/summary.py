@@ -1,0 +1,51 @@
+"""What a finished watch prints: the summary table of every batch, then its failure reasons."""
+
+from __future__ import annotations
+
+from rolloutbatch.cli import render
+from rolloutbatch.sdk import BatchHandle, ops
+
+
+def print_summaries(console, handles: list[BatchHandle]) -> None:
+    columns = [(h.name, render.summary(h.status)) for h in handles]
+    console.print(render.summary_table(columns, title="RolloutBatch results"))
+    for h in handles:
+        s = h.status
+        phase = s.get("phase") or "Pending"
+        text = f"{h.namespace}/{h.name}: {phase}"
+        if s.get("message"):
+            text += f" - {s['message']}"
+        if s.get("resultsConfigMap"):
+            text += f" (per-episode rows: ConfigMap {h.namespace}/{s['resultsConfigMap']}; " \
+                    f"rolloutbatch results {h.name} -n {h.namespace} --output DIR)"
+        console.print(text, soft_wrap=True)
+        for line in failure_summary(h):
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
+    """Failed and lost episodes by reason (counts, a few examples), from the results rows."""
+    from rolloutbatch.kube.errors import KubeError
+
+    s = handle.status
+    if not (s.get("failedEpisodes") or s.get("lostEpisodes")):
+        return []
+    try:
+        document = handle.document()
+    except KubeError as exc:
+        return [f"  (failure reasons unavailable: {exc})"]
+    rows = document.get("pods") or []
+    incomplete = ops.incomplete(document, handle.obj)
+    by_reason: dict[str, list[dict]] = {}
+    for row in rows:
+        if row.get("outcome") != "succeeded":
+            by_reason.setdefault(f"{row.get('outcome')} {row.get('reason') or '?'}", []).append(row)
+    lines = [f"  failed/lost episodes of {handle.name} by reason:"] if by_reason else []
+    if incomplete is not None:
+        lines.append(f"  (counted without some rows: {incomplete})")
+    for reason, group in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(f"    {len(group):>5}  {reason}")
+        for row in group[:examples]:
+            message = " ".join(str(row.get("message") or "").split())[:160]
+            lines.append(f"           episode {row.get('index')} ({row.get('pod')}): {message}")
+    return lines
