@@ -71,6 +71,7 @@ class BatchReconciler:
         self._deleted_job_uids: set[str] = set()       # Jobs named ours whose deletion was seen
         self._restored = False
         self._overhead: dict | None = None             # the RuntimeClass's pod overhead (provisioning)
+        self._said_unschedulable = False               # the Event of the current spell was posted
         self._provisioned_at = time.monotonic()
         self._started_metrics = False
         self._finished_metrics = False
@@ -267,7 +268,10 @@ class BatchReconciler:
             phase = v.COLLECTING if tracker.job and tracker.job.finished else v.RUNNING
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._write_results()
-            await self._patch_status(phase, **self._running_state(phase))
+            state = self._running_state(phase)
+            # a change of reason (pods that cannot be placed, or placed again) is shown at once
+            changed = bool(state) and state["reason"] != self.last_status.get("reason")
+            await self._patch_status(phase, **state, force=changed)
             self.wake.clear()
             try:
                 # woken by events; idle, often enough for the longest waits of either cadence
@@ -301,9 +305,11 @@ class BatchReconciler:
         pending = self.tracker.unschedulable()
         if pending:
             message = (f"{len(pending)} episode pod(s) cannot be scheduled: {pending[0].unschedulable}")[:1000]
-            if self.last_status.get("reason") != v.EVENT_UNSCHEDULABLE:
+            if not self._said_unschedulable:
+                self._said_unschedulable = True
                 self.emit("Warning", v.EVENT_UNSCHEDULABLE, message)
             return {"reason": v.EVENT_UNSCHEDULABLE, "message": message}
+        self._said_unschedulable = False
         if self.last_status.get("reason") == v.EVENT_UNSCHEDULABLE:
             return {"reason": v.REASON_RUNNING, "message": "Episodes are running"}
         return {}
@@ -519,7 +525,7 @@ class BatchReconciler:
 
     async def _judge_finished_pods(self) -> None:
         """Before a stalled batch stops its Job: the episodes that already ended are judged from
-        their logs (bounded by --stall-read-grace), not given up. Whatever is still open after
+        their logs (for at most ``Settings.stall_read_grace``), not given up. Whatever is still open after
         that is lost with the stall's reason (give_up_missing)."""
         tracker = self.tracker
         if tracker is not None:
