@@ -84,3 +84,17 @@ def test_async_handle_end_to_end(operator_process, namespace):
     assert [g["group"] for g in groups] == [0, 1, 2]
     assert status["phase"] == "Succeeded" and [r["index"] for r in rows] == list(range(6))
     assert again["metadata"]["name"] in names and after == []
+
+
+def test_stream_and_groups_of_a_finished_batch_end_at_once(operator_process, namespace):
+    """On a final batch, the blocking stream() and groups() return as soon as they have every row:
+    closing their quiet watches must not wait for the server's watch timeout (it took ~60 s)."""
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    handle = client.submit(_batch(namespace, episodes=4))
+    handle.wait(timeout=240)
+    for _ in range(3):
+        for call in (lambda: list(handle.stream(timeout=120)), lambda: list(handle.groups(timeout=120))):
+            started = time.monotonic()
+            assert len(call()) in (2, 4)
+            assert time.monotonic() - started < 15, "the follower waited for its watches to time out"
+    handle.delete(wait=True, timeout=120)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -76,6 +77,26 @@ def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threadi
             stop.wait(delay)
 
 
+def _interrupt(response: requests.Response) -> None:
+    """Wake the thread blocked reading a watch ``response``, from another thread, at once.
+
+    Closing the response here would wait for that thread's read to end: the TLS socket's close
+    and read share the connection, and a quiet watch is only answered at the server's watch
+    timeout (the caller of stream() waited ~60 s after the batch was final). Shutting the
+    socket down ends the read with an error (the thread sees ``stop`` and closes the response
+    itself) and takes no lock the reader holds."""
+    raw = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    if sock is None:      # urllib3 without the connection on the response: http.client's socket
+        sock = getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
+    if sock is None:
+        return
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)   # the plain socket's, not SSLSocket's
+    except (OSError, TypeError, ValueError):
+        pass
+
+
 def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, Any]]:
     """The follower's outputs until the batch is final (or deleted: NotFound); TimeoutError."""
     events: queue.Queue = queue.Queue()
@@ -109,7 +130,7 @@ def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, 
     finally:
         stop.set()
         for response in list(open_):
-            response.close()    # unblocks a thread waiting on a quiet watch
+            _interrupt(response)    # a thread waiting on a quiet watch ends, and closes it
 
 
 class Client:
