@@ -1,21 +1,13 @@
 """crds/: every spec and status field is described (kubectl explain), the printer columns do not
-clash with kubectl's own, and the status the operator writes fits the schema (the operator's
-status patches ask for strict field validation, so an undeclared field would be refused)."""
+clash with kubectl's own, and the bounds and rules the CRD states are the operator's. Whether the
+status the operator writes and the specs we ship validate against the schema: test_crd_schema.py."""
 from __future__ import annotations
 
-import pathlib
-
 import pytest
-import yaml
 
-from rolloutbatch.core.model import BatchRef
-from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.stats import summarize
-from rolloutbatch.core.status import build_status
-from tests.unit.core.factories import result
+from tests.support.crd_schema import load_crd
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CRD = yaml.safe_load((ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml").read_text())
+CRD = load_crd()
 VERSION = CRD["spec"]["versions"][0]
 SCHEMA = VERSION["schema"]["openAPIV3Schema"]
 
@@ -55,59 +47,6 @@ def test_printer_columns_do_not_repeat_kubectls_namespace():
     assert "NAMESPACE" not in names and len(set(names)) == len(names)
     (sandbox,) = [c for c in VERSION["additionalPrinterColumns"] if c["name"] == "Sandbox"]
     assert sandbox["jsonPath"] == ".status.sandboxNamespace" and sandbox.get("priority") == 1
-
-
-def _check(value, schema: dict, path: str) -> list[str]:
-    """What strict field validation and the schema's types would refuse in ``value``."""
-    if value is None:
-        return [] if schema.get("nullable") else [f"{path}: null, not nullable"]
-    kind = schema.get("type")
-    wrong = {"integer": not isinstance(value, int) or isinstance(value, bool),
-             "number": not isinstance(value, (int, float)) or isinstance(value, bool),
-             "string": not isinstance(value, str), "array": not isinstance(value, list),
-             "object": not isinstance(value, dict)}.get(kind, False)
-    if wrong:
-        return [f"{path}: {type(value).__name__}, not {kind}"]
-    problems: list[str] = []
-    if isinstance(value, dict):
-        props, extra = schema.get("properties") or {}, schema.get("additionalProperties")
-        for key, item in value.items():
-            if key in props:
-                problems += _check(item, props[key], f"{path}.{key}")
-            elif isinstance(extra, dict):
-                problems += _check(item, extra, f"{path}.{key}")
-            elif not schema.get("x-kubernetes-preserve-unknown-fields"):
-                problems.append(f"{path}.{key}: not declared")
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            problems += _check(item, schema["items"], f"{path}[{i}]")
-    return problems
-
-
-@pytest.mark.parametrize("phase, summary", [
-    ("Pending", None),
-    ("Running", summarize([result(0, ready=1.2)], episodes=3, origin=100.0)),
-    ("Failed", summarize([result(0), result(1, outcome="failed", reward=None), result(2, outcome="lost")],
-                         episodes=3, origin=100.0)),
-    ("Succeeded", summarize([result(i) for i in range(3)], episodes=3, origin=100.0)),
-])
-def test_the_status_the_operator_writes_fits_the_schema(phase, summary):
-    status = build_status(ref=BatchRef("ns", "b", "0123456789abcdef", 1),
-                          spec=parse_spec({"episodes": 3, "task": {"files": {"e.py": "x"}}}), phase=phase,
-                          summary=summary, running=1, ready=1, sandbox_namespace="rb-0123456789",
-                          job_name="rb-0123456789", results_configmap="b-results",
-                          start_time="2026-01-01T00:00:00Z", completion_time="2026-01-01T00:01:00Z",
-                          job_complete_seconds=3.0, message="m", reason=None, previous={},
-                          now_iso="2026-01-01T00:01:00Z")
-    assert _check(status, SCHEMA["properties"]["status"], "status") == []
-
-
-def test_the_checker_sees_undeclared_fields():
-    status_schema = SCHEMA["properties"]["status"]
-    assert _check({"phase": "Running", "bogus": 1}, status_schema, "status") == ["status.bogus: not declared"]
-    assert _check({"podToReadySeconds": {"p99": 1.0}}, status_schema, "status") == \
-        ["status.podToReadySeconds.p99: not declared"]
-    assert _check({"rewardSum": None}, status_schema, "status") == ["status.rewardSum: null, not nullable"]
 
 
 def test_groups_and_inputs_from_match_the_operators_bounds():

@@ -17,8 +17,8 @@ from typing import Any
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
-from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS, check_batch_name,
-                                    parse_spec)
+from rolloutbatch.core.spec import (DEFAULT_IMAGE, INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS,
+                                    check_batch_name, parse_spec)
 
 API_VERSION = f"{GROUP}/{VERSION}"
 # Inline inputs above this go by reference: the RolloutBatch object (inputs, task files, the
@@ -36,7 +36,7 @@ class Task:
 
     files: dict[str, str]
     command: list[str]
-    image: str = "python:3.12-alpine"
+    image: str = DEFAULT_IMAGE
     env: Mapping[str, str] | Sequence[Mapping[str, str]] = field(default_factory=dict)
     resources: dict | None = None
     mount_path: str = "/task"
