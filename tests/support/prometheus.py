@@ -39,6 +39,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+OPERATOR_NAMESPACE = "rolloutbatch-system"
+SERVICEMONITOR = Path(__file__).resolve().parents[2] / "manifests" / "monitoring" / "servicemonitor.yaml"
+
+
+def servicemonitor_honors_labels() -> bool:
+    (endpoint,) = yaml.safe_load(SERVICEMONITOR.read_text())["spec"]["endpoints"]
+    return endpoint.get("honorLabels") is True
+
+
 class PrometheusServer:
     def __init__(self, metrics_urls: list[str], workdir: Path, scrape_interval: str = "1s"):
         self.metrics_urls = metrics_urls
@@ -65,7 +74,10 @@ class PrometheusServer:
                 "scrape_interval": self.scrape_interval,
                 "scrape_timeout": self.scrape_interval,
                 "metrics_path": paths.pop(),
-                "static_configs": [{"targets": targets}],
+                # As the Prometheus Operator scrapes through the shipped ServiceMonitor: its
+                # honorLabels, and the target's own `namespace` label (the operator's).
+                "honor_labels": servicemonitor_honors_labels(),
+                "static_configs": [{"targets": targets, "labels": {"namespace": OPERATOR_NAMESPACE}}],
             }],
         }
 

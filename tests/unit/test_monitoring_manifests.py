@@ -28,6 +28,8 @@ def test_monitors_select_the_operator(name, kind, endpoints):
     assert doc["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "rolloutbatch"}
     (ep,) = doc["spec"][endpoints]
     assert ep["port"] == "metrics" and ep["path"] == "/metrics"
+    # the series' own namespace label (the batch's) survives the target's (the operator's)
+    assert ep["honorLabels"] is True
 
 
 def _crd_schema() -> dict:
