@@ -31,8 +31,13 @@ MAX_PROBLEMS = 20
 MAX_EVENTS_PER_KIND = 100   # more than one is already a Duplicate* verdict; keep memory flat
 
 
-def _extra(record: dict) -> dict:
-    kept, budget = {}, MAX_EXTRA_BYTES
+MAX_DROPPED_NAMES = 20      # names of dropped extras kept for the row's message
+
+
+def _extra(record: dict) -> tuple[dict, tuple[str, ...]]:
+    """The reward's extra fields within budget, and the names of those left out (said in the
+    row: a trainer must not find fields missing without a word)."""
+    kept, dropped, budget = {}, [], MAX_EXTRA_BYTES
     for key, value in record.items():
         if key in ("event", "at", "episode_id", "reward") or not isinstance(key, str):
             continue
@@ -40,12 +45,14 @@ def _extra(record: dict) -> dict:
             value = strictjson.sanitize(value)
             size = len(strictjson.dumps(value)) + len(strictjson.dumps(key))   # as written: escaped
         except (TypeError, ValueError, RecursionError):
-            continue
-        if size > MAX_EXTRA_FIELD_BYTES or size > budget:
+            size = None
+        if size is None or size > MAX_EXTRA_FIELD_BYTES or size > budget:
+            if len(dropped) < MAX_DROPPED_NAMES:
+                dropped.append(strictjson.sanitize(key[:64]))
             continue
         kept[key] = value
         budget -= size
-    return kept
+    return kept, tuple(dropped)
 
 
 def parse_line(line: bytes, number: int = 0) -> Event | None:
@@ -62,13 +69,15 @@ def parse_line(line: bytes, number: int = 0) -> Event | None:
     if not isinstance(record, dict) or record.get("event") not in (READY, REWARD):
         return None
     episode_id = record.get("episode_id")
+    extra, dropped = _extra(record) if record["event"] == REWARD else ({}, ())
     return Event(
         kind=record["event"],
         at=strictjson.finite(record.get("at")),
         episode_id=episode_id if isinstance(episode_id, str) else None,
         reward=record.get("reward"),
-        extra=_extra(record) if record["event"] == REWARD else {},
+        extra=extra,
         line=number,
+        dropped=dropped,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolloutbatch.core import vocabulary
+from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.outcomes import FAILURE_REWARD
 from rolloutbatch.core.strictjson import finite, sanitize
 
@@ -138,6 +139,7 @@ class Event:
     reward: Any                # kept raw: the verdict decides what is a valid reward
     extra: dict
     line: int = 0              # 1-based line of the log; one episode's events are ordered by it
+    dropped: tuple[str, ...] = ()   # extra fields left out: over their budget, or not JSON
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ class EpisodeResult:
         """
         def since(ts: float | None) -> float | None:
             return _r(ts - origin) if ts is not None and origin is not None and self.timings_trusted else None
-        group, sample = divmod(self.index, max(1, samples_per_input))
+        group, sample = group_and_sample(self.index, samples_per_input)
         row = {
             "pod": self.pod, "index": self.index, "group": group, "sample": sample, "valid": self.valid,
             "node": self.node, "image_id": self.image_id, "reward": self.graded_reward,

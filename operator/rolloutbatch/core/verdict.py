@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, split_agent_record
+from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_EXTRA_FIELD_BYTES, split_agent_record
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
                                      usable_reward)
 from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, VERIFIER_CONTAINER
@@ -256,6 +256,11 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     deadline = finite(batch_deadline_at)
 
     def verdict(outcome: str, reason: str | None, message: str, flags: tuple[str, ...] = ()) -> EpisodeResult:
+        if reward is not None and reward.dropped:
+            flags = (*flags, v.FLAG_EXTRAS_DROPPED)
+            note = (f"reward extras left out (over {MAX_EXTRA_FIELD_BYTES // 1024} KiB each or "
+                    f"{MAX_EXTRA_BYTES // 1024} KiB in all, or not JSON): {', '.join(reward.dropped)}")
+            message = f"{message}; {note}" if message else note
         ready_at = finite(ready.at) if ready else None
         reward_at = finite(reward.at) if reward else None
         startup = finite(ready_at - created) if ready_at is not None and created is not None \

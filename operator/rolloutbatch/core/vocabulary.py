@@ -1,4 +1,5 @@
-"""The words of the API, defined once: phases, episode outcomes, reasons, well-known keys.
+"""The words of the API, defined once: phases, conditions, spec choices, episode outcomes, reasons,
+well-known keys and the limits the operator and its readers share.
 
 Every module (core, service, SDK, CLI, metrics, tests) imports these names instead of spelling
 the strings again, so a phase or a reason cannot drift between the operator and its readers.
@@ -13,8 +14,23 @@ SUCCEEDED, FAILED = "Succeeded", "Failed"
 PHASES = (PENDING, PROVISIONING, RUNNING, COLLECTING, SUCCEEDED, FAILED)
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
 
-# --- spec.isolation.namespace ------------------------------------------------------------------
+# --- status.conditions: types, in the order the status lists them, and their statuses -----------
+CONDITION_READY, CONDITION_SUCCEEDED = "Ready", "Succeeded"
+CONDITION_RECONCILING, CONDITION_STALLED = "Reconciling", "Stalled"
+CONDITION_TYPES = (CONDITION_READY, CONDITION_SUCCEEDED, CONDITION_RECONCILING, CONDITION_STALLED)
+CONDITION_TRUE, CONDITION_FALSE, CONDITION_UNKNOWN = "True", "False", "Unknown"
+CONDITION_STATUSES = (CONDITION_TRUE, CONDITION_FALSE, CONDITION_UNKNOWN)
+
+# --- spec choices (each tuple's first is the default, as in the CRD) ----------------------------
+# spec.isolation.namespace
 ISOLATION_DEDICATED, ISOLATION_SHARED = "Dedicated", "Shared"
+ISOLATION_MODES = (ISOLATION_DEDICATED, ISOLATION_SHARED)
+# spec.isolation.network
+NETWORK_DENY_ALL, NETWORK_ALLOW_EGRESS = "DenyAll", "AllowEgress"
+NETWORK_MODES = (NETWORK_DENY_ALL, NETWORK_ALLOW_EGRESS)
+# spec.cleanup.sandbox. Not Kubernetes' restartPolicy/imagePullPolicy values, which share two words.
+CLEANUP_DELETE_ON_SUCCESS, CLEANUP_ALWAYS, CLEANUP_NEVER = "DeleteOnSuccess", "Always", "Never"
+CLEANUP_POLICIES = (CLEANUP_DELETE_ON_SUCCESS, CLEANUP_ALWAYS, CLEANUP_NEVER)
 
 # --- episode outcomes (row["outcome"]) ---------------------------------------------------------
 # succeeded: a graded attempt whose reward counts; failed: the agent's failure (core.outcomes),
@@ -24,11 +40,13 @@ OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST = "succeeded", "failed", "lost"
 OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST)
 
 # --- batch reasons (status.reason, condition reasons, Kubernetes Events) ------------------------
+REASON_PENDING = "Pending"
 REASON_PROVISIONING = "Provisioning"
 REASON_RUNNING = "EpisodesRunning"
 REASON_COLLECTING = "CollectingResults"
 REASON_SUCCEEDED = "EpisodesSucceeded"
 REASON_TOO_FEW = "TooFewSuccessfulEpisodes"
+REASON_FAILED = "Failed"   # a Failed phase's reason when no more precise one was given
 EVENT_CLEANUP_FAILED = "SandboxCleanupFailed"   # after the end: the verdict stands, the TTL still runs
 EVENT_FOREIGN_POD = "ForeignPodIgnored"         # a pod with the batch's label that its Job did not make
 EVENT_RESULTS_NAME_TAKEN = "ResultsShardNameTaken"  # a shard's name held by a foreign ConfigMap: skipped
@@ -101,11 +119,16 @@ FLAG_SKEW_TOLERATED = "ClockSkewWithinTolerance"
 FLAG_AGENT_REWARD_IGNORED = "AgentRewardIgnored"
 # spec.verifier: the agent ran past episodeTimeoutSeconds and was stopped; the verifier graded it.
 FLAG_AGENT_TIMED_OUT = "AgentTimedOut"
+# reward extras past their budget (core.events) were left out; the row's message names them
+FLAG_EXTRAS_DROPPED = "RewardExtrasDropped"
 
 # --- event channels (row["channel"]): where an episode's events were read -----------------------
 CHANNEL_TERMINATION_MESSAGE = "terminationMessage"   # state.terminated.message: no log read
 CHANNEL_LOG = "log"                                  # the container's stdout/stderr, read once
 CHANNELS = (CHANNEL_TERMINATION_MESSAGE, CHANNEL_LOG)
+
+# --- limits shared by the operator and its readers ----------------------------------------------
+LOG_LIMIT_BYTES = 1 << 20   # default bytes of an episode's log the operator reads and the CLI keeps
 
 # --- Kubernetes facts we read -------------------------------------------------------------------
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"

@@ -440,3 +440,15 @@ def test_a_verifier_that_never_started_loses_the_episode(state, reason):
 def test_a_verifier_log_the_api_could_not_give_is_lost():
     r = judge_pod(verified_pod(ended(0, "Completed", "")), verifier_error="log read failed: connection reset")
     assert (r.outcome, r.reason, r.valid) == ("lost", "LogUnavailable", False)
+
+
+def test_reward_extras_over_budget_are_said_not_dropped_silently():
+    big = with_(REWARD, diff="x" * 6000, small="ok", tokens=list(range(2000)))
+    r = judge_episode(pod_facts(pod_json()), log_of(READY, big))
+    assert (r.outcome, r.reward) == ("succeeded", 1.0)
+    assert set(r.extra) == {"tests_exit", "small"}
+    assert v.FLAG_EXTRAS_DROPPED in r.flags and "diff" in r.message and "tokens" in r.message
+    row = r.to_row(None)
+    assert v.FLAG_EXTRAS_DROPPED in row["flags"] and "tokens" in row["message"]
+    plain = judge_episode(pod_facts(pod_json()), log_of(READY, REWARD))
+    assert v.FLAG_EXTRAS_DROPPED not in plain.flags and plain.message == ""
