@@ -122,8 +122,14 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                        "[$__range]))", "{{le}}", instant=True, fmt="heatmap")],
                 description="Episodes per reward bucket (upper bound) in the selected time range.",
                 options={"displayMode": "gradient", "orientation": "vertical"}),
-            Panel("Reward quantiles", "timeseries",
-                  _quantiles("rolloutbatch_episode_reward", (0.1, 0.5, 0.9)), w=24),
+            # Not quantiles: rewards are often 0 or 1, and a histogram quantile interpolates
+            # inside a bucket, inventing values no episode had. (A mean needs the histogram's
+            # _sum, which prometheus-client omits for buckets below zero.)
+            Panel("Success rate", "timeseries", [
+                Target(f'sum(rate(rolloutbatch_episodes_total{{{NS},result="succeeded"}}[$__rate_interval])) '
+                       f"/ sum({ep_rate})", "succeeded")],
+                unit="percentunit", min=0, max=1, w=24,
+                description="Succeeded / all finished episodes (failed ones count 0 in the rewards)."),
         ]),
         ("Batches", [
             Panel("Batch durations in range (p50)", "bargauge",
