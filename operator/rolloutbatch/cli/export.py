@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from rolloutbatch import __version__
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, make_client
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import CONTAINER_NAME, LABEL_BATCH_UID
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, ops
 
-DEFAULT_LOG_LIMIT = 1024 * 1024
 _SAFE_FILE = re.compile(r"^[a-z0-9][-a-z0-9.]{0,252}$")
 
 
@@ -37,7 +37,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("results", parents=[common], help="write a batch's results, logs and state to a new directory")
     p.add_argument("name")
     p.add_argument("--output", "-O", required=True, metavar="DIR", help="directory to create (must not exist)")
-    p.add_argument("--log-limit-bytes", type=int, default=DEFAULT_LOG_LIMIT, metavar="N",
+    p.add_argument("--log-limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
                    help="bytes of each episode log to keep at most (default 1 MiB)")
     p.set_defaults(func=results)
     # Empty files are written anyway (job.json null, pods.json []), so scripts find the layout;
@@ -72,7 +72,7 @@ def _write(path: pathlib.Path, data) -> None:
     path.write_text(text)
 
 
-def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: int = DEFAULT_LOG_LIMIT) -> dict:
+def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: int = v.LOG_LIMIT_BYTES) -> dict:
     """Write the layout into the new directory ``out``; returns what was written."""
     meta, status = batch["metadata"], batch.get("status") or {}
     # The status stops naming the sandbox once it is deleted: its name is deterministic.
@@ -112,7 +112,7 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     missing: dict[str, str] = {}
     sandbox_gone = not _namespace_alive(client, child_ns, meta)
     gone_why = (f"the sandbox namespace {child_ns} is gone (spec.cleanup.sandbox "
-                f"{((batch.get('spec') or {}).get('cleanup') or {}).get('sandbox') or 'DeleteOnSuccess'}); "
+                f"{((batch.get('spec') or {}).get('cleanup') or {}).get('sandbox') or v.CLEANUP_POLICIES[0]}); "
                 "keep it with cleanup.sandbox: Never and export before cleanup")
     job = resources.get_or_none(client.api, "Job", status["jobName"], child_ns) if status.get("jobName") else None
     _write(out / "job.json", job)

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from rolloutbatch.cli.common import CLIError, make_client, make_console, positive
+from rolloutbatch.core import vocabulary as v
 
 EXIT_TIMEOUT = 3
 
@@ -29,7 +30,8 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
                                    "its pod). Once the sandbox is gone, says so and prints what the results keep.")
     p.add_argument("name")
     p.add_argument("--index", "-i", type=int, metavar="I", help="the episode index (0..episodes-1)")
-    p.add_argument("--limit-bytes", type=int, default=1 << 20, metavar="N", help="bytes per log at most (default 1 MiB)")
+    p.add_argument("--limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
+                   help="bytes per log at most (default 1 MiB)")
     p.set_defaults(func=logs)
 
 
@@ -111,12 +113,12 @@ def logs(args: argparse.Namespace) -> int:
         return 0
     # No pod: say why, and print what the results kept.
     why = (f"the sandbox of {meta['name']} is gone (namespace {where}; spec.cleanup.sandbox "
-           f"{(spec.get('cleanup') or {}).get('sandbox') or 'DeleteOnSuccess'}): its pods and logs were deleted. "
+           f"{(spec.get('cleanup') or {}).get('sandbox') or v.CLEANUP_POLICIES[0]}): its pods and logs were deleted. "
            "To keep logs, set spec.cleanup.sandbox: Never (or Always) and run `rolloutbatch results NAME "
            "--output DIR` before cleanup")
-    if status.get("phase") not in ("Succeeded", "Failed"):
+    if status.get("phase") not in v.TERMINAL_PHASES:
         why = f"no pod of {meta['name']}" + (f" for episode {args.index}" if args.index is not None else "") + \
-            f" in namespace {where} yet (phase {status.get('phase') or 'Pending'})"
+            f" in namespace {where} yet (phase {status.get('phase') or v.PENDING})"
     print(f"rolloutbatch: {why}", file=sys.stderr)
     try:
         rows = client.results_document(batch).get("pods") or []

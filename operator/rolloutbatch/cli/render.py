@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from rolloutbatch.core import vocabulary as v
+
 # The CRD's additionalPrinterColumns (tests/unit/cli checks they stay in sync with crds/).
 # (header, path in the object, wide only)
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -202,7 +204,7 @@ def progress_line(name: str, status: Mapping | None) -> str:
     """One plain line of progress (for logs and non-terminal output)."""
     s = status or {}
     total = s.get("episodes")
-    return (f"{name}: {s.get('phase') or 'Pending'} {finished_count(s)}/{total if total is not None else '?'} "
+    return (f"{name}: {s.get('phase') or v.PENDING} {finished_count(s)}/{total if total is not None else '?'} "
             f"finished, ready {s.get('readyEpisodes') or 0}, failed {s.get('failedEpisodes') or 0}, "
             f"lost {s.get('lostEpisodes') or 0}, reward {number(s.get('rewardSum') or 0)}")
 

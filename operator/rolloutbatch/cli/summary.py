@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rolloutbatch.cli import render
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.sdk import BatchHandle, ops
 
 
@@ -11,7 +12,7 @@ def print_summaries(console, handles: list[BatchHandle]) -> None:
     console.print(render.summary_table(columns, title="RolloutBatch results"))
     for h in handles:
         s = h.status
-        phase = s.get("phase") or "Pending"
+        phase = s.get("phase") or v.PENDING
         text = f"{h.namespace}/{h.name}: {phase}"
         if s.get("message"):
             text += f" - {s['message']}"
@@ -38,7 +39,7 @@ def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
     incomplete = ops.incomplete(document, handle.obj)
     by_reason: dict[str, list[dict]] = {}
     for row in rows:
-        if row.get("outcome") != "succeeded":
+        if row.get("outcome") != v.OUTCOME_SUCCEEDED:
             by_reason.setdefault(f"{row.get('outcome')} {row.get('reason') or '?'}", []).append(row)
     lines = [f"  failed/lost episodes of {handle.name} by reason:"] if by_reason else []
     if incomplete is not None:

@@ -6,12 +6,13 @@ import time
 from collections.abc import Sequence
 
 from rolloutbatch.cli.render import finished_count, number, progress_line
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.sdk import BatchHandle, is_finished
 
 
 def _fields(status: dict) -> dict:
     return {
-        "phase": status.get("phase") or "Pending",
+        "phase": status.get("phase") or v.PENDING,
         "ready": status.get("readyEpisodes") or 0,
         "failed": status.get("failedEpisodes") or 0,
         "lost": status.get("lostEpisodes") or 0,

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, BatchSpec
 
 
@@ -71,7 +72,7 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: 
                       input_shards: Sequence[Mapping[str, str]] = (), dns_cidrs: Sequence[str] = ()) -> list[dict]:
     """The child objects in creation order (the Job last: its pods need everything else).
     ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox."""
-    if spec.isolation_namespace == "Dedicated":
+    if spec.isolation_namespace == v.ISOLATION_DEDICATED:
         objects = [manifests.namespace(ref, spec), manifests.service_account(ref, spec),
                    manifests.network_policy(ref, spec, dns_cidrs=dns_cidrs)]
         if spec.sandbox_quota:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rolloutbatch.core.vocabulary import FAILED, SUCCEEDED, TERMINAL_PHASES as TERMINAL
+from rolloutbatch.core import vocabulary as v
 
 
 def set_condition(conditions: Sequence[Mapping], type_: str, status: str, reason: str, message: str,
@@ -32,16 +32,19 @@ def set_condition(conditions: Sequence[Mapping], type_: str, status: str, reason
 
 def conditions_for(phase: str, reason: str, message: str, generation: int, previous: Sequence[Mapping],
                    now_iso: str) -> list[dict]:
-    if phase == SUCCEEDED:
-        wanted = [("Ready", "True"), ("Succeeded", "True"), ("Reconciling", "False"), ("Stalled", "False")]
-    elif phase == FAILED:
-        wanted = [("Ready", "False"), ("Succeeded", "False"), ("Reconciling", "False"), ("Stalled", "True")]
+    ready, succeeded, reconciling, stalled = (v.CONDITION_READY, v.CONDITION_SUCCEEDED, v.CONDITION_RECONCILING,
+                                              v.CONDITION_STALLED)
+    true, false = v.CONDITION_TRUE, v.CONDITION_FALSE
+    if phase == v.SUCCEEDED:
+        wanted = [(ready, true), (succeeded, true), (reconciling, false), (stalled, false)]
+    elif phase == v.FAILED:
+        wanted = [(ready, false), (succeeded, false), (reconciling, false), (stalled, true)]
     else:
-        wanted = [("Ready", "False"), ("Reconciling", "True"), ("Stalled", "False")]
-    conditions: list[dict] = [dict(c) for c in previous if c.get("type") in ("Ready", "Succeeded", "Reconciling", "Stalled")]
+        wanted = [(ready, false), (reconciling, true), (stalled, false)]
+    conditions: list[dict] = [dict(c) for c in previous if c.get("type") in v.CONDITION_TYPES]
     for type_, status in wanted:
         conditions = set_condition(conditions, type_, status, reason, message, generation, now_iso)
-    if phase not in TERMINAL:
-        conditions = [c for c in conditions if c["type"] != "Succeeded"]
-    order = {"Ready": 0, "Succeeded": 1, "Reconciling": 2, "Stalled": 3}
+    if phase not in v.TERMINAL_PHASES:
+        conditions = [c for c in conditions if c["type"] != succeeded]
+    order = {type_: n for n, type_ in enumerate(v.CONDITION_TYPES)}   # Ready, Succeeded, Reconciling, Stalled
     return sorted(conditions, key=lambda c: order.get(c["type"], 9))

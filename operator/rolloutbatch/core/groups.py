@@ -1,9 +1,10 @@
 """GRPO groups: k samples per input, graded together.
 
 Episode ``i`` works on input ``i // k`` as sample ``i % k``; the ``k`` episodes of one input
-form its group. A trainer computes advantages within a group, so only *valid* rewards enter a
-group's statistics. The adversary is the agent, which gains by leaving its bad attempts out of
-its group (the mean it is compared with drops less). So a row is valid iff it was graded
+form its group (:func:`group_and_sample`, :func:`group_members`, used by every reader). A trainer
+computes advantages within a group, so only *valid* rewards enter a group's statistics. The
+adversary is the agent, which gains by leaving its bad attempts out of its group (the mean it is
+compared with drops less). So a row is valid iff it was graded
 (core.outcomes): an episode that succeeded counts its reward, one that failed for a reason the
 agent could cause (broke the contract, crashed, its verifier failed on its work) counts
 FAILURE_REWARD, exactly as an honest attempt that scored it; only an episode lost to what the
@@ -22,6 +23,21 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.strictjson import finite
 
 
+def group_and_sample(index: int, k: int) -> tuple[int, int]:
+    """The group (the input) of episode ``index`` and its sample number in that group."""
+    return divmod(index, max(1, k))
+
+
+def group_members(group: int, k: int) -> range:
+    """The episode indexes of ``group``, its samples in order."""
+    return range(group * k, (group + 1) * k)
+
+
+def group_count(episodes: int, k: int) -> int:
+    """How many groups ``episodes`` episodes form (spec.samplesPerInput divides spec.episodes)."""
+    return episodes // max(1, k)
+
+
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
@@ -37,7 +53,7 @@ def _valid_reward(row: Mapping) -> float | None:
 
 def group_entry(group: int, samples_per_input: int, rows: Mapping[int, Mapping]) -> dict:
     """The statistics of one group from the rows known so far (keyed by episode index)."""
-    members = [rows.get(group * samples_per_input + s) for s in range(samples_per_input)]
+    members = [rows.get(i) for i in group_members(group, samples_per_input)]
     known = [r for r in members if r is not None]
     rewards = [x for x in (_valid_reward(r) for r in known) if x is not None]
     mean, std = _mean_std(rewards)
@@ -64,7 +80,7 @@ def advantages(entry: Mapping, members: Iterable[Mapping], eps: float = 1e-6) ->
 
 
 def group_entries(episodes: int, samples_per_input: int, rows: Mapping[int, Mapping]) -> list[dict]:
-    return [group_entry(g, samples_per_input, rows) for g in range(episodes // max(1, samples_per_input))]
+    return [group_entry(g, samples_per_input, rows) for g in range(group_count(episodes, samples_per_input))]
 
 
 def groups_completed_by(indexes: Iterable[int], samples_per_input: int, final: Iterable[int] | set[int]) -> list[int]:
@@ -72,7 +88,7 @@ def groups_completed_by(indexes: Iterable[int], samples_per_input: int, final: I
     final = final if isinstance(final, (set, frozenset, dict)) else set(final)
     done = set()
     for index in indexes:
-        group = index // samples_per_input
-        if group not in done and all(group * samples_per_input + s in final for s in range(samples_per_input)):
+        group, _ = group_and_sample(index, samples_per_input)
+        if group not in done and all(i in final for i in group_members(group, samples_per_input)):
             done.add(group)
     return sorted(done)

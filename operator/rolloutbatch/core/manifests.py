@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
@@ -66,14 +67,15 @@ def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None,
     it selects only this batch's pods, never the user's other workloads, and carries the batch's
     own name (so batches sharing a namespace do not collide) and its ownerReference.
     """
-    types = ["Ingress"] if spec.isolation_network == "AllowEgress" else ["Ingress", "Egress"]
+    types = ["Ingress"] if spec.isolation_network == v.NETWORK_ALLOW_EGRESS else ["Ingress", "Egress"]
+    dedicated = spec.isolation_namespace == v.ISOLATION_DEDICATED
     selector: dict = {}
-    if spec.isolation_namespace != "Dedicated":
+    if not dedicated:
         selector = {"matchLabels": {naming.LABEL_BATCH_UID: ref.uid}}
     body: dict = {"podSelector": selector, "policyTypes": types}
     if spec.egress:
         body["egress"] = [*(dict(r) for r in spec.egress), dns_rule(dns_cidrs)]
-    name = naming.DEDICATED_POLICY if spec.isolation_namespace == "Dedicated" else naming.shared_network_policy_name(ref)
+    name = naming.DEDICATED_POLICY if dedicated else naming.shared_network_policy_name(ref)
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _meta(ref, name, naming.child_namespace(ref, spec), owner), "spec": body}
 
@@ -140,8 +142,9 @@ def _inputs_volume(ref: BatchRef, spec: BatchSpec) -> dict | None:
     return None
 
 
-# With k > 1 samples per input, the group and sample of an episode are its index divided by k,
-# which no Kubernetes field can compute: a POSIX shell does, then execs the episode's command.
+# With k > 1 samples per input, the group and sample of an episode are its index divided by k
+# (core.groups.group_and_sample), which no Kubernetes field can compute: a POSIX shell does, then
+# execs the episode's command.
 # `$$` is Kubernetes' escape for `$` (otherwise `$(...)` would be read as a variable reference).
 _GROUP_LAUNCHER = ('EPISODE_GROUP=$$((EPISODE_INDEX / {k})) EPISODE_SAMPLE=$$((EPISODE_INDEX % {k})); '
                    'export EPISODE_GROUP EPISODE_SAMPLE; {input}exec "$$@"')

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, BatchSpec
 
 LABEL_BATCH_UID = "rl.agentruntime.io/batch-uid"
@@ -78,7 +79,7 @@ def results_configmap_name(ref: BatchRef) -> str:
 
 def child_namespace(ref: BatchRef, spec: BatchSpec) -> str:
     """Where the Job and its ConfigMaps live: the sandbox namespace, or the batch's own."""
-    return sandbox_namespace(ref) if spec.isolation_namespace == "Dedicated" else ref.namespace
+    return sandbox_namespace(ref) if spec.isolation_namespace == v.ISOLATION_DEDICATED else ref.namespace
 
 
 def label_value(text: str) -> str:

@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from rolloutbatch.core.groups import group_entries
+from rolloutbatch.core.groups import group_entries, group_members
 from rolloutbatch.core.model import BatchRef, EpisodeResult
 
 DEFAULT_ROWS_PER_SHARD = 1000
@@ -149,7 +149,7 @@ class ShardBook:
             self.shards.append(shard)
         k = max(1, samples_per_input)
         for shard in self.shards:   # a group whose rows did not all restore is completed again later
-            kept = [g for g in shard.groups if all(i in self.placed for i in range(g * k, (g + 1) * k))]
+            kept = [g for g in shard.groups if all(i in self.placed for i in group_members(g, k))]
             self.grouped.difference_update(set(shard.groups) - set(kept))
             shard.groups = kept
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.egress import parse_egress
 from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
                                          parse_quantity)
@@ -62,9 +63,9 @@ MAX_EPISODES = 100_000
 # with room to spare, so label_value(name) never truncates and two batches never share one.
 MAX_BATCH_NAME_LENGTH = 55
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-ISOLATION_NAMESPACE = ("Dedicated", "Shared")       # first = default
-ISOLATION_NETWORK = ("DenyAll", "AllowEgress")
-CLEANUP_SANDBOX = ("DeleteOnSuccess", "Always", "Never")
+ISOLATION_NAMESPACE = v.ISOLATION_MODES       # first = default
+ISOLATION_NETWORK = v.NETWORK_MODES
+CLEANUP_SANDBOX = v.CLEANUP_POLICIES
 # The top-level fields of RolloutBatch.spec (crds/rl.agentruntime.io_rolloutbatches.yaml; a unit
 # test keeps the two equal): parse_spec refuses any other, as the API's strict validation does.
 SPEC_FIELDS = frozenset({
@@ -447,7 +448,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     isolation = _map(raw, "isolation", "spec.isolation")
     network = _choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network")
     egress = parse_egress(isolation.get("egress"))
-    if egress and network != "DenyAll":
+    if egress and network != v.NETWORK_DENY_ALL:
         raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
     cleanup = _map(raw, "cleanup", "spec.cleanup")
     ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=MAX_INT32, prefix="spec.cleanup.")

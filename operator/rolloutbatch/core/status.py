@@ -16,8 +16,8 @@ from rolloutbatch.core.conditions import conditions_for
 from rolloutbatch.core.model import BatchRef, BatchSpec, Summary
 from rolloutbatch.core.strictjson import sanitize
 
-DEFAULT_REASONS = {v.PENDING: "Pending", v.PROVISIONING: v.REASON_PROVISIONING, v.RUNNING: v.REASON_RUNNING,
-                   v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: "Failed"}
+DEFAULT_REASONS = {v.PENDING: v.REASON_PENDING, v.PROVISIONING: v.REASON_PROVISIONING, v.RUNNING: v.REASON_RUNNING,
+                   v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: v.REASON_FAILED}
 # Counters of the status that only grow while a batch runs.
 SUMMARY_KEYS = ("readyEpisodes", "runningEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes",
                 "retriedEpisodes", "rewardSum", "rewardMean", "batchToAllReadySeconds", "batchToAllRewardsSeconds",

@@ -33,7 +33,7 @@ from typing import Any
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.groups import group_entry
+from rolloutbatch.core.groups import group_and_sample, group_count, group_entry, group_members
 from rolloutbatch.core.results import configmap_digest, decode_results
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
@@ -214,10 +214,10 @@ class Follower:
                 continue
             self.rows[row["index"]] = row
             out.append(("row", row))
-            touched.append(row["index"] // self.k)
+            touched.append(group_and_sample(row["index"], self.k)[0])
         if self.want_groups:
             for g in dict.fromkeys(touched):
-                if g not in self.delivered and all(g * self.k + s in self.rows for s in range(self.k)):
+                if g not in self.delivered and all(i in self.rows for i in group_members(g, self.k)):
                     out.append(("group", self.group(g)))
         return out
 
@@ -256,14 +256,14 @@ class Follower:
     def group(self, g: int) -> Group:
         self.delivered.add(g)
         entry = group_entry(g, self.k, self.rows)
-        members = [self.rows[i] for i in range(g * self.k, (g + 1) * self.k) if i in self.rows]
+        members = [self.rows[i] for i in group_members(g, self.k) if i in self.rows]
         return {**entry, "rows": members}  # type: ignore[typeddict-item]
 
     def leftover_groups(self) -> list[tuple[str, Any]]:
         """Groups a finished batch left without every row (final False), so none is silently lost."""
         if not self.want_groups:
             return []
-        return [("group", self.group(g)) for g in range(self.episodes // self.k) if g not in self.delivered]
+        return [("group", self.group(g)) for g in range(group_count(self.episodes, self.k)) if g not in self.delivered]
 
     # -- state
     @property
@@ -298,5 +298,5 @@ class Follower:
     def timeout_error(self, timeout: float) -> TimeoutError:
         s = self.status
         return TimeoutError(f"RolloutBatch {self.namespace}/{self.name} not finished after {timeout:g}s "
-                            f"(phase {s.get('phase') or 'Pending'}, {s.get('progress') or '-'}; "
+                            f"(phase {s.get('phase') or v.PENDING}, {s.get('progress') or '-'}; "
                             f"{len(self.rows)} rows received)")

@@ -21,7 +21,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import configmap_digest, decode_results
-from rolloutbatch.core.spec import ISOLATION_NAMESPACE
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, Conflict, Invalid, KubeError, NotFound
@@ -78,12 +78,12 @@ def condition(status: Mapping | None, type_: str) -> dict | None:
 
 def is_finished(status: Mapping | None) -> bool:
     status = status or {}
-    stalled = (condition(status, "Stalled") or {}).get("status") == "True"
+    stalled = (condition(status, v.CONDITION_STALLED) or {}).get("status") == v.CONDITION_TRUE
     return status.get("phase") in TERMINAL_PHASES or stalled
 
 
 def is_succeeded(status: Mapping | None) -> bool:
-    return (status or {}).get("phase") == "Succeeded"
+    return (status or {}).get("phase") == v.SUCCEEDED
 
 
 def crd_installed() -> Op:
@@ -310,7 +310,7 @@ def results_document(batch: Mapping) -> Op:
     head = read.docs.get(name)
     if head is None:
         raise ResultsNotReady(f"RolloutBatch {meta['namespace']}/{meta['name']} has no results yet "
-                              f"(ConfigMap {name}; phase {status.get('phase') or 'Pending'})")
+                              f"(ConfigMap {name}; phase {status.get('phase') or v.PENDING})")
     where = f"RolloutBatch {meta['namespace']}/{meta['name']}: results ConfigMap {name}"
     if not read.confirmed:
         raise ResultsNotReady(f"{where} cannot be confirmed: the batch is gone or was replaced by a namesake, "
@@ -320,7 +320,7 @@ def results_document(batch: Mapping) -> Op:
             raise ResultsNotReady(f"{where} changed since the operator wrote it: its content is not what the "
                                   "batch's status records (status.resultsDigests); do not trust it")
         raise ResultsNotReady(f"{where} is not yet confirmed by the batch's status "
-                              f"(phase {status.get('phase') or 'Pending'}), try again")
+                              f"(phase {status.get('phase') or v.PENDING}), try again")
     if "shards" not in head:
         return head
     docs, unreadable, unverified = [], [], []
@@ -376,8 +376,9 @@ def sandbox_namespace(batch: Mapping) -> str | None:
     ns = (batch.get("status") or {}).get("sandboxNamespace")
     if ns:
         return None if ns == meta["namespace"] else ns
-    isolation = ((batch.get("spec") or {}).get("isolation") or {}).get("namespace") or ISOLATION_NAMESPACE[0]
-    if isolation != ISOLATION_NAMESPACE[0] or not meta.get("uid"):   # [0] is Dedicated, the default
+    spec = batch.get("spec") or {}
+    isolation = (spec.get("isolation") or {}).get("namespace") or v.ISOLATION_MODES[0]   # unset: the default
+    if isolation != v.ISOLATION_DEDICATED or not meta.get("uid"):
         return None
     return naming.sandbox_namespace(BatchRef(meta["namespace"], meta["name"], meta["uid"]))
 

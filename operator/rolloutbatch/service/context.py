@@ -13,6 +13,7 @@ from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS, Cadence
 from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES
 from rolloutbatch.kube.client import Api
 
 
@@ -20,7 +21,7 @@ from rolloutbatch.kube.client import Api
 class Settings:
     """Operator-wide knobs (``rolloutbatch operator --help`` sets them)."""
 
-    log_limit_bytes: int = 1 << 20          # per episode; beyond this the log is truncated
+    log_limit_bytes: int = LOG_LIMIT_BYTES   # per episode; beyond this the log is truncated
     log_tail_bytes: int = 4096               # kept in the results for failed episodes
     read_concurrency: int = 16               # log reads in flight across all batches
     status_interval: float = 1.0             # at most one status patch per batch per interval

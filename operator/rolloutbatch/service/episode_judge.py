@@ -17,7 +17,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
-from rolloutbatch.core.verdict import judge_episode, judge_verified
+from rolloutbatch.core.verdict import is_terminal, judge_episode, judge_verified
 from rolloutbatch.faults import crash_point
 from rolloutbatch.service import episode_logs
 from rolloutbatch.service.context import Context
@@ -89,7 +89,7 @@ class EpisodeJudge:
                 # a crashed or stopped agent keeps its last output on the row
                 _, agent_tail, _ = await self.read_log(facts, naming.AGENT_CONTAINER)
         verifier_log = verifier_tail = verifier_error = verifier_channel = None
-        if facts.phase in ("Succeeded", "Failed") and facts.exit_code is not None:
+        if is_terminal(facts) and facts.exit_code is not None:
             verifier_log, verifier_tail, verifier_error, verifier_channel = await self.channel(
                 facts, naming.VERIFIER_CONTAINER, facts.termination_message)
         crash_point("track:log-read")

@@ -63,7 +63,7 @@ async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cid
         policy_ = manifests.network_policy(ref, spec, owner, dns_cidrs)
         policy_["metadata"]["namespace"] = ref.namespace
         await _dry_run(call, policy_, "the declared egress")
-    if spec.isolation_namespace == "Shared":
+    if spec.isolation_namespace == v.ISOLATION_SHARED:
         problem = check_quota_fits(await call(resources.resource_quotas, ref.namespace), spec, overhead)
         if problem:
             raise Stalled(v.STALL_QUOTA, problem)

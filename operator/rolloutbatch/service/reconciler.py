@@ -571,7 +571,8 @@ class BatchReconciler:
         await self._await_job_end()
         phase = self.last_status.get("phase")
         policy_ = spec.cleanup_sandbox
-        if not self._sandbox_removed and (policy_ == "Always" or (policy_ == "DeleteOnSuccess" and phase == v.SUCCEEDED)):
+        remove = policy_ == v.CLEANUP_ALWAYS or (policy_ == v.CLEANUP_DELETE_ON_SUCCESS and phase == v.SUCCEEDED)
+        if not self._sandbox_removed and remove:
             try:
                 if await sandbox.remove(self._call, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
                     self._sandbox_removed = True

@@ -27,7 +27,7 @@ from rolloutbatch.core import manifests, naming, strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.cadence import Cadence
-from rolloutbatch.core.groups import group_entry, groups_completed_by
+from rolloutbatch.core.groups import group_entry, group_members, groups_completed_by
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import (ShardBook, assemble, rows_per_shard_for, shard_configmap_name,
                                              shard_document)
@@ -171,7 +171,7 @@ class ResultsStore:
         """A complete group's strict-JSON entry, made once: its rows are final."""
         hit = self._groups.get(group)
         if hit is None or hit[0] != origin:
-            rows = {i: self._row(results[i], origin, k, cache=False) for i in range(group * k, (group + 1) * k)}
+            rows = {i: self._row(results[i], origin, k, cache=False) for i in group_members(group, k)}
             hit = (origin, strictjson.sanitize(group_entry(group, k, rows)))
             self._groups[group] = hit
         return hit[1]

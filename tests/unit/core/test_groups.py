@@ -58,3 +58,14 @@ def test_group_statistics_are_finite_and_count_what_they_say(k, outcomes):
         assert e["valid"] == sum(1 for m in members if m and m["valid"])
         for key in ("reward_mean", "reward_std"):
             assert e[key] is None or math.isfinite(e[key])
+
+
+def test_index_group_and_members_agree():
+    from rolloutbatch.core.groups import group_and_sample, group_count, group_members
+    for k in (1, 2, 3, 8):
+        for index in range(4 * k):
+            group, sample = group_and_sample(index, k)
+            assert (group, sample) == (index // k, index % k)
+            assert list(group_members(group, k))[sample] == index
+        assert group_count(4 * k, k) == 4
+        assert [i for g in range(group_count(4 * k, k)) for i in group_members(g, k)] == list(range(4 * k))
