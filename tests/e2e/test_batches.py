@@ -205,3 +205,18 @@ def test_cleanup_always_removes_a_failed_sandbox(operator_process, namespace):
     assert obj["status"]["phase"] == "Failed"
     wait_gone("namespace", obj["status"]["sandboxNamespace"])
     assert results(name, namespace)["pods"][0]["reason"] == "NonZeroExit"
+
+
+def test_kubectl_wait_for_finished_returns_on_a_failed_batch(operator_process, namespace):
+    """`kubectl wait --for=condition=Ready` only ever returns on success; Finished is True once
+    the batch ended either way, so a pipeline can wait for "done" and then read Succeeded."""
+    name = unique("fails")
+    apply(episode_batch(name, "import sys; sys.exit(3)", episodes=1), namespace)
+    done = kubectl("wait", "--for=condition=Finished", f"rb/{name}", "-n", namespace, "--timeout=240s",
+                   check=False, timeout=260)
+    assert done.returncode == 0, done.stderr
+    obj = get(name, namespace)
+    assert condition(obj, "Succeeded")["status"] == "False" and condition(obj, "Finished")["status"] == "True"
+    ready = kubectl("wait", "--for=condition=Ready", f"rb/{name}", "-n", namespace, "--timeout=3s",
+                    check=False, timeout=30)
+    assert ready.returncode != 0

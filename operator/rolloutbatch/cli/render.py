@@ -16,6 +16,7 @@ from rolloutbatch.core import vocabulary as v
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("STATUS", "status.phase", False),
     ("PROGRESS", "status.progress", False),
+    ("RUNNING", "status.runningEpisodes", False),
     ("SUCCEEDED", "status.succeededEpisodes", False),
     ("FAILED", "status.failedEpisodes", False),
     ("REWARD", "status.rewardSum", False),

@@ -2,7 +2,9 @@
 
 While a batch runs: Reconciling=True, Ready=False. Success: Ready=True, Succeeded=True.
 Failure or a spec the cluster cannot serve: Stalled=True, Ready=False, Succeeded=False
-(kstatus reads Ready=False alone as "in progress", so failure must say Stalled). The
+(kstatus reads Ready=False alone as "in progress", so failure must say Stalled). Finished is
+True once the batch ended either way (``kubectl wait --for=condition=Finished``: no single
+condition of kstatus's says "done, whatever the outcome"). The
 ``lastTransitionTime`` of a condition changes only when its status flips (docs/design.md §6).
 """
 
@@ -32,19 +34,20 @@ def set_condition(conditions: Sequence[Mapping], type_: str, status: str, reason
 
 def conditions_for(phase: str, reason: str, message: str, generation: int, previous: Sequence[Mapping],
                    now_iso: str) -> list[dict]:
-    ready, succeeded, reconciling, stalled = (v.CONDITION_READY, v.CONDITION_SUCCEEDED, v.CONDITION_RECONCILING,
-                                              v.CONDITION_STALLED)
+    ready, succeeded, reconciling, stalled, finished = (v.CONDITION_READY, v.CONDITION_SUCCEEDED,
+                                                        v.CONDITION_RECONCILING, v.CONDITION_STALLED,
+                                                        v.CONDITION_FINISHED)
     true, false = v.CONDITION_TRUE, v.CONDITION_FALSE
     if phase == v.SUCCEEDED:
-        wanted = [(ready, true), (succeeded, true), (reconciling, false), (stalled, false)]
+        wanted = [(ready, true), (succeeded, true), (reconciling, false), (stalled, false), (finished, true)]
     elif phase == v.FAILED:
-        wanted = [(ready, false), (succeeded, false), (reconciling, false), (stalled, true)]
+        wanted = [(ready, false), (succeeded, false), (reconciling, false), (stalled, true), (finished, true)]
     else:
-        wanted = [(ready, false), (reconciling, true), (stalled, false)]
+        wanted = [(ready, false), (reconciling, true), (stalled, false), (finished, false)]
     conditions: list[dict] = [dict(c) for c in previous if c.get("type") in v.CONDITION_TYPES]
     for type_, status in wanted:
         conditions = set_condition(conditions, type_, status, reason, message, generation, now_iso)
     if phase not in v.TERMINAL_PHASES:
         conditions = [c for c in conditions if c["type"] != succeeded]
-    order = {type_: n for n, type_ in enumerate(v.CONDITION_TYPES)}   # Ready, Succeeded, Reconciling, Stalled
+    order = {type_: n for n, type_ in enumerate(v.CONDITION_TYPES)}   # Ready, Succeeded, Reconciling, Stalled, Finished
     return sorted(conditions, key=lambda c: order.get(c["type"], 9))

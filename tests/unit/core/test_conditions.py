@@ -11,15 +11,15 @@ def statuses(conditions):
 @pytest.mark.parametrize("phase", ["Pending", "Provisioning", "Running", "Collecting"])
 def test_in_progress_phases_are_reconciling(phase):
     conds = conditions_for(phase, "R", "m", 3, [], "t1")
-    assert statuses(conds) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    assert statuses(conds) == {"Ready": "False", "Reconciling": "True", "Stalled": "False", "Finished": "False"}
     assert all(c["observedGeneration"] == 3 and c["reason"] == "R" and c["message"] == "m" for c in conds)
 
 
 def test_success_and_failure():
     assert statuses(conditions_for("Succeeded", "EpisodesSucceeded", "ok", 1, [], "t")) == \
-        {"Ready": "True", "Succeeded": "True", "Reconciling": "False", "Stalled": "False"}
+        {"Ready": "True", "Succeeded": "True", "Reconciling": "False", "Stalled": "False", "Finished": "True"}
     assert statuses(conditions_for("Failed", "RuntimeClassNotFound", "no", 1, [], "t")) == \
-        {"Ready": "False", "Succeeded": "False", "Reconciling": "False", "Stalled": "True"}
+        {"Ready": "False", "Succeeded": "False", "Reconciling": "False", "Stalled": "True", "Finished": "True"}
 
 
 def test_transition_times_follow_status_flips_only():
@@ -31,12 +31,13 @@ def test_transition_times_follow_status_flips_only():
     assert done["Ready"]["lastTransitionTime"] == "t3"          # False -> True
     assert done["Reconciling"]["lastTransitionTime"] == "t3"    # True -> False
     assert done["Succeeded"]["lastTransitionTime"] == "t3"      # new
+    assert done["Finished"]["lastTransitionTime"] == "t3"       # False -> True
 
 
 def test_foreign_conditions_are_dropped_and_order_is_stable():
     previous = [{"type": "Other", "status": "True"}]
     conds = conditions_for("Failed", "X", "x", 1, previous, "t")
-    assert [c["type"] for c in conds] == ["Ready", "Succeeded", "Reconciling", "Stalled"]
+    assert [c["type"] for c in conds] == ["Ready", "Succeeded", "Reconciling", "Stalled", "Finished"]
 
 
 def test_set_condition_returns_a_new_list():
