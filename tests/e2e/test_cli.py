@@ -215,4 +215,5 @@ def test_logs_and_results_of_a_batch_whose_sandbox_is_gone(operator_process, nam
     assert "episode 1: succeeded" in log.stdout
     res = cli("results", "okgone", "-n", namespace, "--output", str(tmp_path / "out"))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "not written: job.json" in res.stdout and "not written: pods.json" in res.stdout and "is gone" in res.stdout
+    assert "empty: job.json" in res.stdout and "empty: pods.json" in res.stdout and "is gone" in res.stdout
+    assert "job.json" not in res.stdout.splitlines()[0]      # not listed as written and as empty

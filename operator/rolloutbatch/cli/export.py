@@ -53,10 +53,12 @@ def results(args: argparse.Namespace) -> int:
     client = make_client(args)
     batch = client.get(args.name)
     written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
-    print(f"wrote {out}/: {', '.join(written['files'])}"
+    missing = written["missing"]
+    print(f"wrote {out}/: {', '.join(f for f in written['files'] if f not in missing)}"
           + (f" and {written['logs']} episode logs" if written["logs"] else ""))
-    for name, why in written["missing"].items():
-        print(f"not written: {name} ({why})")
+    for name, why in missing.items():
+        # job.json and pods.json are still written (null, []), so scripts find the layout
+        print(f"{'empty' if name in written['files'] else 'not written'}: {name} ({why})")
     if not written["results"]:
         print(f"no results.json: {written['results_error']}")
         return 1

@@ -114,8 +114,8 @@ def logs(args: argparse.Namespace) -> int:
     # No pod: say why, and print what the results kept.
     why = (f"the sandbox of {meta['name']} is gone (namespace {where}; spec.cleanup.sandbox "
            f"{(spec.get('cleanup') or {}).get('sandbox') or v.CLEANUP_POLICIES[0]}): its pods and logs were deleted. "
-           "To keep logs, set spec.cleanup.sandbox: Never (or Always) and run `rolloutbatch results NAME "
-           "--output DIR` before cleanup")
+           "To keep logs, set spec.cleanup.sandbox: Never (DeleteOnSuccess and Always delete them) and run "
+           "`rolloutbatch results NAME --output DIR` before cleanup")
     if status.get("phase") not in v.TERMINAL_PHASES:
         why = f"no pod of {meta['name']}" + (f" for episode {args.index}" if args.index is not None else "") + \
             f" in namespace {where} yet (phase {status.get('phase') or v.PENDING})"
