@@ -100,6 +100,7 @@ class _BatchState:
     active: bool = False
     finished: bool = False
     running: int = 0
+    job_complete_observed: bool = False
 
 
 def _usable(value: float | None) -> float | None:
@@ -298,12 +299,25 @@ class Metrics:
             self._deactivate(namespace, batch, st)
             key = self._key(namespace, batch)
             self.batches_total.labels(*key, result).inc()
-            for hist, value in zip(
-                self._batch_histograms, (ready_seconds, rewards_seconds, complete_seconds)
-            ):
+            for hist, value in zip(self._batch_histograms[:2], (ready_seconds, rewards_seconds)):
                 v = _duration(value)
                 if v is not None:
                     hist.labels(*key).observe(v)
+        if complete_seconds is not None:
+            self.job_completed(namespace, batch, complete_seconds)
+
+    def job_completed(self, namespace: str, batch: str, seconds: float | None) -> None:
+        """The batch's Job was seen complete (often just after the batch's final status: the Job
+        controller marks it a moment later): observed once per batch, whenever it comes."""
+        v = _duration(seconds)
+        if v is None:
+            return
+        with self._lock:
+            st = self._state(namespace, batch)
+            if st.job_complete_observed:
+                return
+            st.job_complete_observed = True
+            self.batch_complete_seconds.labels(*self._key(namespace, batch)).observe(v)
 
     def batch_deleted(self, namespace: str, batch: str) -> None:
         """A batch is gone: leave batches_active if it never finished, forget its bookkeeping,

@@ -277,3 +277,21 @@ def test_serve_exposes_and_stops(reg, m):
         stop()
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=2)
+
+
+def test_a_jobs_completion_seen_after_the_batch_ended_is_observed_once(reg, m):
+    """The final status comes as soon as every episode is final; the Job controller marks the
+    Job complete a moment later. Its duration still counts, once."""
+    m.batch_started("team-c", "b1")
+    m.batch_finished("team-c", "b1", "succeeded", 1.0, 2.0, None)
+    assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-c") == 0
+    m.job_completed("team-c", "b1", 5.0)
+    m.job_completed("team-c", "b1", 6.0)            # a second sighting: not counted again
+    assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-c") == 1
+    assert val(reg, "rolloutbatch_batch_complete_seconds_sum", namespace="team-c") == 5.0
+    m.batch_started("team-c", "b2")
+    m.batch_finished("team-c", "b2", "failed", None, None, 7.0)
+    m.job_completed("team-c", "b2", 7.0)            # known at the end already
+    assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-c") == 2
+    m.job_completed("team-c", "b3", None)           # never measured: nothing
+    assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-c") == 2

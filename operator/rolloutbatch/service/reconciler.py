@@ -560,6 +560,8 @@ class BatchReconciler:
         if tracker.job and tracker.job.finished:
             await self._write_results(final=True)
             await self._patch_status(self.last_status.get("phase", v.SUCCEEDED), force=True)
+            # the batch's end was counted before its Job's; its duration is observed now
+            self.ctx.metrics.job_completed(self.ref.namespace, self.ref.name, self._job_complete_seconds())
 
     async def _after_finish(self) -> None:
         """A late jobCompleteSeconds, the cleanup policy, and ttlSecondsAfterFinished."""
