@@ -236,19 +236,25 @@ def test_a_bug_while_judging_ends_the_batch_visibly(solo_operator, namespace):
         op.stop()
 
 
-def test_a_foreign_results_shard_stalls_before_any_episode(solo_operator, namespace):
-    """A ConfigMap squatting a shard name (<batch>-results-<n>) is found before any episode runs."""
+def test_a_foreign_configmap_on_a_shard_name_costs_only_that_name(solo_operator, namespace):
+    """A ConfigMap squatting a shard name (<batch>-results-<n>) before the batch exists: the name
+    is skipped (listed so in the index, said in an Event), its rows go to the next shard, the
+    squatter is left as it was, and the batch runs to its end."""
     from tests.support.operator import OperatorProcess
     name = unique("shardsquat")
     kubectl("create", "configmap", f"{name}-results-1", "-n", namespace, "--from-literal=x=y")
     op = OperatorProcess("operator-shard-squat", extra_args=("--results-shard-rows", "3"))
     op.start()
     try:
-        created = apply(episode_batch(name, GOOD, episodes=7), namespace)
-        obj = wait_finished(name, namespace, timeout=60, operator=op)
-        stalled = condition(obj, "Stalled")
-        assert stalled["reason"] == "ResultsConfigMapConflict" and f"{name}-results-1" in stalled["message"]
-        assert sandbox_namespaces(created["metadata"]["uid"]) == []
-        assert "sandboxNamespace" not in obj["status"]      # none was ever created
+        apply(episode_batch(name, GOOD, episodes=7), namespace)
+        obj = wait_finished(name, namespace, timeout=180, operator=op)
+        assert obj["status"]["phase"] == "Succeeded", obj["status"]
+        doc = results(name, namespace)
+        assert sorted(r["index"] for r in doc["pods"]) == list(range(7))
+        assert f"{name}-results-1" in [s["name"] for s in doc["shards"] if s.get("skipped")]
+        squatter = json.loads(kubectl("get", "configmap", f"{name}-results-1", "-n", namespace, "-o", "json").stdout)
+        assert squatter["data"] == {"x": "y"}                   # never touched
+        events = kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+        assert "ResultsShardNameTaken" in events
     finally:
         op.stop()
