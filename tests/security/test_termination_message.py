@@ -35,9 +35,10 @@ elif case == 7:          # stdout only: the fallback
     print(ev("ready") + ev("reward", reward=1), end="")
 '''
 
+# a failed episode is the agent's failure: graded with the worst reward, 0.0 (core.outcomes)
 EXPECT = {0: ("succeeded", None, 1.0), 1: ("succeeded", None, 1.0), 2: ("succeeded", None, 1.0),
-          3: ("succeeded", None, 1.0), 4: ("failed", "NoRewardEvent", None),
-          5: ("failed", "LogLimitExceeded", None), 6: ("failed", "IdentityMismatch", None),
+          3: ("succeeded", None, 1.0), 4: ("failed", "NoRewardEvent", 0.0),
+          5: ("failed", "LogLimitExceeded", 0.0), 6: ("failed", "IdentityMismatch", 0.0),
           7: ("succeeded", None, 1.0)}
 CHANNEL = {0: "terminationMessage", 3: "terminationMessage", 7: "log"}
 
