@@ -111,7 +111,11 @@ def test_an_evicted_episode_that_exits_zero_is_judged_like_the_job_does(operator
     index = int(victim["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
     row = {r["index"]: r for r in results(name, namespace)["pods"]}[index]
     assert st["retriedEpisodes"] == 0, st
-    assert (row["outcome"], row["reason"], row["attempts"]) == ("failed", "NoRewardEvent", 1), row
+    # Judged from its log: it exited 0 on SIGTERM without a reward. The eviction deletes the pod
+    # right after it ends, so the log read can lose that race: then the episode is lost with its
+    # pod (LogUnavailable), never retried and never counted twice.
+    assert (row["outcome"], row["reason"], row["attempts"]) in (("failed", "NoRewardEvent", 1),
+                                                              ("lost", "LogUnavailable", 1)), row
     pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]
     same_index = [p for p in pods if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
                   == str(index)]
