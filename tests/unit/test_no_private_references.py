@@ -1,14 +1,13 @@
 """Nothing in the repository cites what a reader of it cannot open.
 
 Comments, docstrings, docs and tests state the fact or the reason, or cite upstream (a KEP, an
-upstream project's issue, documented behaviour). Our own tracker's numbers ("issue 10 item 3"),
-review rounds and documents kept outside the repository are not citations a reader can follow.
+upstream project's issue, documented behaviour). Our own tracker's numbers, review rounds and
+documents kept outside the repository are not citations a reader can follow.
 
-Allowed on purpose, and nothing else:
-- an issue of a named upstream project: "kopf issue #1104", "kubernetes/kubernetes issue 123",
-  "upstream issue 42";
-- an issue number followed by its URL: "issue 7 (https://github.com/owner/repo/issues/7)";
-- issue URLs themselves (".../issues/7") and docs/design.md sections ("docs/design.md §5").
+Allowed on purpose, and nothing else: an issue of a named upstream project (kopf, kubernetes,
+owner/repo, "upstream"), an issue number followed by its URL, issue URLs themselves, and
+docs/design.md sections. The example lines below are assembled from pieces (``W``, ``R``, ``D``)
+so that this file itself holds none of the forms it refuses.
 """
 from __future__ import annotations
 
@@ -19,12 +18,11 @@ import subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SELF = pathlib.Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 # Nothing is excluded: every tracked file is checked.
 EXCLUDED: tuple[str, ...] = ()
 
-# "issue 10", "Issue-14", "issues 10 and 11", "issue #12".
+# The word, singular or plural, any case of its first letter, then a number (with "-" or "#").
 ISSUE = re.compile(r"\b[Ii]ssues?[ -]#?\d+\b")
 # Before the match: a named upstream project, "owner/repo", or "upstream".
 UPSTREAM_BEFORE = re.compile(r"(?:\b(?:kopf|kubernetes|upstream)|\b[\w.-]+/[\w.-]+)(?:'s)?\s*$",
@@ -33,10 +31,14 @@ UPSTREAM_BEFORE = re.compile(r"(?:\b(?:kopf|kubernetes|upstream)|\b[\w.-]+/[\w.-
 URL_AFTER = re.compile(r"^\s*[(:,]?\s*<?https?://")
 # Forms that are never a citation a reader can open.
 PRIVATE = re.compile(
-    r"research/local-control-plane|\bresearch §|\bDESIGN\.md\b|\bDESIGN section\b"
+    r"research/local" r"-control-plane|\bresearch" r" §|\bDESIGN" r"\.md\b|\bDESIGN" r" section\b"
     r"|\bshared/(?:research|DESIGN)"
     r"|\b(?:first|second|third|adversarial) review\b|\bhardening issue\b"
-    r"|\b[Ii]tems? \d+\b|\bthe first design\b")
+    r"|\b[Ii]tems? \d+\b|\bthe first des" r"ign\b")
+
+
+# Pieces of the example lines: the words the matcher refuses, never written whole here.
+W, R, D = "iss" "ue", "resea" "rch", "DES" "IGN"
 
 
 def private_references(line: str) -> list[str]:
@@ -50,28 +52,28 @@ def private_references(line: str) -> list[str]:
 
 
 @pytest.mark.parametrize("line", [
-    "finite (two rewards of 1e308 summed to inf, issue 10 item 1).",
-    "(issue 14 profile)",
-    "the issue-14 targets",
-    "\"\"\"Issue 11: a batch bigger than one shard",
-    "issues 10 and 11",
-    "must not erase the counts (second review).",
-    "(research/local-control-plane.md §3.2)",
-    "upstream's default is 50s since 1.32, research §5.3)",
-    "see DESIGN.md §9.",
-    "verb by verb (DESIGN section 8).",
-    "a far future timestamp (item 11)",
-    "Changed from the first design:",
+    f"finite (two rewards of 1e308 summed to inf, {W} 10 it" "em 1).",
+    f"({W} 14 profile)",
+    f"the {W}-14 targets",
+    f"\"\"\"{W.capitalize()} 11: a batch bigger than one shard",
+    f"{W}s 10 and 11",
+    "must not erase the counts (sec" "ond review).",
+    f"({R}/local-control-plane.md §3.2)",
+    f"upstream's default is 50s since 1.32, {R} §5.3)",
+    f"see {D}.md §9.",
+    f"verb by verb ({D} section 8).",
+    "a far future timestamp (it" "em 11)",
+    "Changed from the first des" "ign:",
 ])
 def test_the_matcher_finds_private_references(line):
     assert private_references(line), line
 
 
 @pytest.mark.parametrize("line", [
-    "no annotations, no finalizers: kopf issue #1104",
-    "Kubernetes issue 12345 and kubernetes/kubernetes issue 678",
-    "an upstream issue 42 tracks it",
-    "issue 7 (https://github.com/owner/repo/issues/7)",
+    f"no annotations, no finalizers: kopf {W} #1104",
+    f"Kubernetes {W} 12345 and kubernetes/kubernetes {W} 678",
+    f"an upstream {W} 42 tracks it",
+    f"{W} 7 (https://github.com/owner/repo/issues/7)",
     "see https://github.com/nolar/kopf/issues/1104",
     "the PodReadyToStartContainers condition (KEP-3085)",
     "(docs/design.md §5.6)",
@@ -96,7 +98,7 @@ def tracked_text_files() -> list[str]:
 def test_no_tracked_file_cites_what_the_repository_does_not_contain():
     problems = []
     for rel in tracked_text_files():
-        if rel == SELF or rel.startswith(EXCLUDED):
+        if rel.startswith(EXCLUDED):
             continue
         path = ROOT / rel
         if not path.is_file():                 # deleted in the work tree, not yet committed
