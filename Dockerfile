@@ -1,13 +1,14 @@
 # The operator image: `rolloutbatch operator` as PID 1, non-root, nothing written to the image FS.
 # Stage 1 builds the wheel; stage 2 installs only the wheel and its dependencies.
-FROM python:3.11.11-slim-bookworm AS build
+ARG BASE=python:3.11.11-slim-bookworm
+FROM ${BASE} AS build
 WORKDIR /src
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
-FROM python:3.11.11-slim-bookworm
+FROM ${BASE}
 LABEL org.opencontainers.image.title="rolloutbatch" \
       org.opencontainers.image.description="Kubernetes operator for RL rollouts of coding agents" \
       org.opencontainers.image.licenses="Apache-2.0"

@@ -70,9 +70,71 @@ $(CNI) &: devcluster/cni/go.mod devcluster/cni/go.sum
 	@mkdir -p $(CNI_BIN)
 	cd devcluster/cni && go build -trimpath -ldflags "-s -w" -o $(CNI_BIN)/ tool
 
+# The real node's runtime, each from its upstream module (devcluster/<part>/go.mod lists them as
+# `tool`s): containerd with its runc shim and ctr; runc (cgo + libseccomp: Debian's runc 1.1.5
+# predates the 2024-2025 escape fixes); gVisor's runsc and our build of its containerd shim
+# (devcluster/gvisor/shim: gVisor's shim with a start step this machine allows).
+RUNTIME_BIN := $(STATE)/bin/runtime
+CONTAINERD  := $(RUNTIME_BIN)/containerd $(RUNTIME_BIN)/containerd-shim-runc-v2 $(RUNTIME_BIN)/ctr
+RUNC        := $(RUNTIME_BIN)/runc
+GVISOR      := $(RUNTIME_BIN)/runsc $(RUNTIME_BIN)/containerd-shim-runsc-v1
+GVISOR_SRC  := devcluster/gvisor/go.mod devcluster/gvisor/go.sum $(wildcard devcluster/gvisor/shim/*.go)
+
+$(CONTAINERD) &: devcluster/containerd/go.mod devcluster/containerd/go.sum
+	@mkdir -p $(RUNTIME_BIN)
+	cd devcluster/containerd && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/ tool
+
+$(RUNC): devcluster/runc/go.mod devcluster/runc/go.sum
+	@mkdir -p $(RUNTIME_BIN)
+	@dpkg -s libseccomp-dev >/dev/null 2>&1 || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libseccomp-dev >/dev/null)
+	cd devcluster/runc && CGO_ENABLED=1 go build -trimpath -tags seccomp -ldflags "-s -w" -o $@ github.com/opencontainers/runc
+
+$(GVISOR) &: $(GVISOR_SRC)
+	@mkdir -p $(RUNTIME_BIN)
+	cd devcluster/gvisor && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/runsc gvisor.dev/gvisor/runsc
+	cd devcluster/gvisor && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/containerd-shim-runsc-v1 ./shim
+
+.PHONY: runtime
+runtime: $(CONTAINERD) $(RUNC) $(GVISOR) ## build the real node's container runtime: containerd, runc, gVisor (cached)
+
+# The real node's images, built here from Debian packages (devcluster/images.py): the Python
+# stand-in under every name the examples and tests use, the pause image from the Kubernetes
+# module's pause.c, and the operator's image from the Dockerfile (buildah). Cached by input hash.
+.PHONY: image-deps
+image-deps:
+	@missing=""; \
+	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
+	command -v buildah >/dev/null || missing="$$missing buildah"; \
+	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
+	command -v strip >/dev/null || missing="$$missing binutils"; \
+	if [ -n "$$missing" ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+.PHONY: images
+images: venv image-deps ## build the real node's images into .devcluster/images (cached)
+	@test -f "$$(go env GOMODCACHE)/k8s.io/kubernetes@$(K8S_VERSION)/build/pause/linux/pause.c" || \
+	  (cd devcluster/localkube && go mod download k8s.io/kubernetes)
+	$(PY) -m devcluster.images build
+
+# A user's own image, into every real node's containerd, as `kind load image-archive` does.
+.PHONY: load-image
+load-image: venv ## load your own image archive into the real nodes: make load-image IMAGE=name:tag TAR=image.tar
+	@test -n "$(IMAGE)" -a -n "$(TAR)" || { echo "usage: make load-image IMAGE=name:tag TAR=image.tar"; exit 2; }
+	@for sock in $(STATE)/nodes/*/run/containerd/containerd.sock; do \
+	  test -S "$$sock" || { echo "no real node is up (DEVCLUSTER_RUNTIME=containerd make cluster)"; exit 1; }; \
+	  $(PY) -m devcluster.images load-image --address $$sock $(IMAGE) $(TAR) || exit 1; done
+
 # --- the devcluster -----------------------------------------------------------------------------
+# What runs the nodes: the node agent (default, for now) or DEVCLUSTER_RUNTIME=containerd for
+# real ones (kubelet + containerd, runc and gVisor; docs/real-node.md).
+DEVCLUSTER_RUNTIME ?= nodeagent
+export DEVCLUSTER_RUNTIME
+NODE_DEPS := $(if $(filter containerd,$(DEVCLUSTER_RUNTIME)),runtime images,)
+
 .PHONY: cluster
-cluster: venv system-deps localkube ## start the devcluster (no-op when it is up)
+cluster: venv system-deps localkube $(NODE_DEPS) ## start the devcluster (no-op when it is up)
 	$(PY) -m devcluster.cluster up
 
 .PHONY: cluster-down

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from devcluster import network
+from devcluster import network, nodeconfig, realnode, realnode_files
 from devcluster.pki import Pki, ensure_pki
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,10 +87,16 @@ MARKER_ENV = "DEVCLUSTER_STATE"
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 NODE_PREFIX = "nodeagent-"
+KUBELET_PREFIX = "kubelet-"    # a real node: containerd + kubelet (realnode.py)
 #: Per-node network components, each in its node's network namespace.
 PROXY_PREFIX = "kube-proxy-"
 ROUTER_PREFIX = "kube-router-"
-PER_NODE_PREFIXES = (NODE_PREFIX, PROXY_PREFIX, ROUTER_PREFIX)
+PER_NODE_PREFIXES = (NODE_PREFIX, KUBELET_PREFIX, PROXY_PREFIX, ROUTER_PREFIX)
+KUBELET_HEALTHZ_PORT = 10248
+#: What runs a node: the node agent (devcluster/nodeagent) or kubelet + containerd.
+NODE_RUNTIMES = ("nodeagent", "containerd")
+RUNTIME_BIN = STATE / "bin" / "runtime"
+IMAGES_DIR = STATE / "images"
 KUBE_PROXY_HEALTH_PORT = 10256
 KUBE_ROUTER_HEALTH_PORT = 20244
 
@@ -349,6 +355,8 @@ def stop_grace(component: str) -> float:
     waits for its clients' long-running watches to drain (observed >10s), and etcd for the
     apiserver's gRPC streams (~7s): nothing in a throwaway cluster is worth that wait. Node
     agents get longer: they stop their sandboxes on SIGTERM."""
+    if component.startswith(KUBELET_PREFIX):
+        return 30.0   # kubelet, every container, containerd and its shims (realnode.power_off)
     return 15.0 if component.startswith(NODE_PREFIX) else 5.0
 
 
@@ -398,6 +406,11 @@ class State:
     node_monitor_grace: str
     network: dict | None = None   # network.Plan.to_json()
     dns_ready_port: int = 0
+    runtime: str = "nodeagent"    # one of NODE_RUNTIMES
+
+    @property
+    def node_prefix(self) -> str:
+        return KUBELET_PREFIX if self.runtime == "containerd" else NODE_PREFIX
 
     def save(self) -> None:
         STATE_FILE.write_text(json.dumps(self.__dict__, indent=2) + "\n")
@@ -418,12 +431,12 @@ class State:
         return network.Plan.from_json(self.network)
 
     def components(self) -> list[str]:
-        out = list(CONTROL_PLANE) + ["coredns"] + [NODE_PREFIX + n for n in self.nodes]
+        out = list(CONTROL_PLANE) + ["coredns"] + [self.node_prefix + n for n in self.nodes]
         out += [PROXY_PREFIX + n for n in self.nodes] + [ROUTER_PREFIX + n for n in self.nodes]
         return out
 
 
-def new_state(nodes: int) -> State:
+def new_state(nodes: int, runtime: str = "nodeagent") -> State:
     taken: set[int] = set()
 
     def pick() -> int:
@@ -450,6 +463,7 @@ def new_state(nodes: int) -> State:
         node_monitor_grace=os.environ.get("DEVCLUSTER_NODE_MONITOR_GRACE", "20s"),
         network=network.new_plan(STATE, list(node_ports)).to_json(),
         dns_ready_port=pick(),
+        runtime=runtime,
     )
 
 
@@ -645,6 +659,18 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             f"--health-port={KUBE_ROUTER_HEALTH_PORT}",
             "--v=1",
         ]
+    if component.startswith(KUBELET_PREFIX):
+        node = component[len(KUBELET_PREFIX):]
+        launch = realnode_files.write(_real_node(node, state), state_node_kubeconfig=NODE_KUBECONFIG,
+                                      localkube=Path(lk), pki=pki, runtime_bin=RUNTIME_BIN,
+                                      cni_bin=BIN / "cni", images=sorted(IMAGES_DIR.glob("*.tar")),
+                                      containerd_log=LOGS / f"containerd-{node}.log")
+        return [
+            "nsenter", f"--net={network.NETNS_DIR / plan.node_ns(node)}",
+            "unshare", "--mount", "--propagation", "slave",
+            sys.executable, "-m", "devcluster.realnode", str(launch),
+            "--node", node,  # a separate argv word: read_pid() looks for it
+        ]
     if component.startswith(NODE_PREFIX):
         node = component[len(NODE_PREFIX):]
         return [
@@ -703,6 +729,8 @@ def healthy(component: str, state: State, pki: Pki) -> bool:
             return _https_get(f"https://127.0.0.1:{state.scheduler_port}/healthz", pki, verify=False)[0] == 200
         if component.startswith(NODE_PREFIX):
             return node_ready(component[len(NODE_PREFIX):])
+        if component.startswith(KUBELET_PREFIX):
+            return node_ready(component[len(KUBELET_PREFIX):])
         if component == "coredns":
             with _NO_PROXY.open(f"http://127.0.0.1:{state.dns_ready_port}/ready", timeout=3) as r:
                 return r.status == 200
@@ -822,7 +850,7 @@ def is_up(state: State | None, pki: Pki) -> bool:
     return healthy("kube-apiserver", state, pki)
 
 
-def up(nodes: int) -> int:
+def up(nodes: int, runtime: str = "nodeagent") -> int:
     t0 = time.monotonic()
     timeout = float(os.environ.get("DEVCLUSTER_UP_TIMEOUT", "180"))
     STATE.mkdir(parents=True, exist_ok=True)
@@ -845,12 +873,18 @@ def up(nodes: int) -> int:
     if state is not None or any(PIDS.glob("*.pid")):
         log("partial or stale cluster found: stopping it first")
         down(quiet=True)
-    if nodes and not (ROOT / "devcluster" / "nodeagent" / "__main__.py").exists():
+    if nodes and runtime == "nodeagent" and not (ROOT / "devcluster" / "nodeagent" / "__main__.py").exists():
         raise ClusterError("devcluster/nodeagent/__main__.py is missing; use `up --nodes 0` "
                            "for a control plane without nodes")
+    if nodes and runtime == "containerd":
+        missing = [p.name for p in realnode_files.runtime_binaries(RUNTIME_BIN) if not p.is_file()]
+        if missing:
+            raise ClusterError(f"{', '.join(missing)} missing in {RUNTIME_BIN}: build them with `make runtime`")
+        if not any(IMAGES_DIR.glob("*.tar")):
+            raise ClusterError(f"no images in {IMAGES_DIR}: build them with `make images`")
     localkube()  # fail early with the build hint
 
-    state = new_state(nodes)
+    state = new_state(nodes, runtime)
     state.save()
     plan = state.plan
     NETWORK_FILE.write_text(json.dumps(plan.to_json()) + "\n")
@@ -876,7 +910,7 @@ def up(nodes: int) -> int:
         ensure_runtime_class()
         ensure_kube_dns(plan)
         net_pids = {"coredns": spawn("coredns", command("coredns", state, pki), True)}
-        for name in (NODE_PREFIX + n for n in state.nodes):
+        for name in (state.node_prefix + n for n in state.nodes):
             spawn(name, command(name, state, pki), True)
         for name in (PROXY_PREFIX + n for n in state.nodes):
             net_pids[name] = spawn(name, command(name, state, pki), True)
@@ -885,7 +919,7 @@ def up(nodes: int) -> int:
                        60, f"{comp} /healthz", on_timeout=lambda c=comp: log_tail(c))
         deadline = t0 + timeout
         for node in state.nodes:
-            comp = NODE_PREFIX + node
+            comp = state.node_prefix + node
             pid = read_pid(comp) or -1
             wait_until(lambda c=comp, p=pid, n=node: _alive_or_raise(c, p) and node_ready(n),
                        max(5.0, deadline - time.monotonic()),
@@ -909,6 +943,15 @@ def up(nodes: int) -> int:
         f"{len(state.nodes)} node(s)")
     print(_export_line())
     return 0
+
+
+def _real_node(node: str, state: State) -> nodeconfig.Node:
+    plan = state.plan
+    return nodeconfig.Node(
+        name=node, ip=plan.node_ip(node), pod_cidr=plan.pod_cidr(node), port=state.nodes[node],
+        healthz_port=KUBELET_HEALTHZ_PORT, max_pods=int(state.node_pods),
+        cgroup_root=f"/{plan.node_ns(node)}", cluster_dns=plan.dns_ip,
+        paths=nodeconfig.NodePaths(NODES_DIR / node))
 
 
 def _alive_or_raise(component: str, pid: int) -> bool:
@@ -942,7 +985,7 @@ def down(quiet: bool = False, wipe: bool = True) -> int:
     state = State.load()
     known = state.components() if state else list(CONTROL_PLANE)
     extra = [p.stem for p in PIDS.glob("*.pid")] if PIDS.exists() else []
-    order = [c for c in extra if c.startswith(NODE_PREFIX) and c not in known]
+    order = [c for c in extra if c.startswith((NODE_PREFIX, KUBELET_PREFIX)) and c not in known]
     order += [c for c in reversed(known)]
     order += [c for c in extra if c not in order]
     stopped = [c for c in order if stop_component(c)]
@@ -953,6 +996,12 @@ def down(quiet: bool = False, wipe: bool = True) -> int:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(map(_proc_alive, strays)):
             time.sleep(0.05)
+    if state is not None and state.runtime == "containerd":
+        # a node killed with SIGKILL could not power off: its containers and cgroups remain
+        for node in state.nodes:
+            root = _real_node(node, state).cgroup_root
+            realnode.kill_cgroup(root)
+            realnode.remove_cgroup_root(root)
     _unmount_leftovers()
     try:
         supernet = network.Plan.from_json(json.loads(NETWORK_FILE.read_text())).supernet
@@ -1035,6 +1084,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="start the devcluster (no-op when it is up)")
     p_up.add_argument("--nodes", type=int, default=int(os.environ.get("DEVCLUSTER_NODES", "2")))
+    p_up.add_argument("--runtime", choices=NODE_RUNTIMES,
+                      default=os.environ.get("DEVCLUSTER_RUNTIME", "nodeagent"),
+                      help="what runs each node (DEVCLUSTER_RUNTIME)")
     sub.add_parser("down", help="stop every devcluster process and wipe cluster data")
     sub.add_parser("status", help="show every component")
     for name in ("restart", "stop"):
@@ -1045,7 +1097,7 @@ def main(argv: list[str] | None = None) -> int:
         _lock()
     try:
         if args.cmd == "up":
-            return up(args.nodes)
+            return up(args.nodes, args.runtime)
         if args.cmd == "down":
             return down()
         if args.cmd == "status":

@@ -9,6 +9,8 @@
 //	localkube kube-scheduler ...            k8s.io/kubernetes/cmd/kube-scheduler
 //	localkube kubectl ...                   k8s.io/kubectl (client of the same version)
 //	localkube kube-proxy ...                k8s.io/kubernetes/cmd/kube-proxy (one per node netns)
+//	localkube kubelet ...                   k8s.io/kubernetes/cmd/kubelet (the real node: one per
+//	                                        node, beside that node's containerd)
 //	localkube coredns ...                   github.com/coredns/coredns, only the plugins the
 //	                                        cluster DNS uses (it shares client-go with the rest)
 //	localkube kube-router-netpol ...        kube-router's NetworkPolicy controller alone
@@ -20,6 +22,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -42,11 +45,12 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-const usage = "usage: localkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|coredns|kube-router-netpol|kubectl [flags]"
+const usage = "usage: localkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet|coredns|kube-router-netpol|kubectl [flags]"
 
 func main() {
 	sub, args := filepath.Base(os.Args[0]), os.Args[1:]
@@ -70,6 +74,8 @@ func main() {
 		cmd = scheduler.NewSchedulerCommand()
 	case "kube-proxy":
 		cmd = proxy.NewProxyCommand()
+	case "kubelet":
+		cmd = kubelet.NewKubeletCommand(context.Background())
 	case "coredns":
 		// coremain parses the standard flag set, i.e. os.Args[1:]
 		os.Args = append([]string{"coredns"}, args...)
