@@ -661,7 +661,9 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
         ]
     if component.startswith(KUBELET_PREFIX):
         node = component[len(KUBELET_PREFIX):]
-        launch = realnode_files.write(_real_node(node, state), state_node_kubeconfig=NODE_KUBECONFIG,
+        real = _real_node(node, state)
+        realnode.sweep(real.paths.root, real.cgroup_root)   # a start after a SIGKILL: power-off first
+        launch = realnode_files.write(real, state_node_kubeconfig=NODE_KUBECONFIG,
                                       localkube=Path(lk), pki=pki, runtime_bin=RUNTIME_BIN,
                                       cni_bin=BIN / "cni", images=sorted(IMAGES_DIR.glob("*.tar")),
                                       containerd_log=LOGS / f"containerd-{node}.log")
@@ -997,11 +999,9 @@ def down(quiet: bool = False, wipe: bool = True) -> int:
         while time.monotonic() < deadline and any(map(_proc_alive, strays)):
             time.sleep(0.05)
     if state is not None and state.runtime == "containerd":
-        # a node killed with SIGKILL could not power off: its containers and cgroups remain
-        for node in state.nodes:
-            root = _real_node(node, state).cgroup_root
-            realnode.kill_cgroup(root)
-            realnode.remove_cgroup_root(root)
+        for node in state.nodes:   # one killed with SIGKILL could not power off
+            real = _real_node(node, state)
+            realnode.sweep(real.paths.root, real.cgroup_root)
     _unmount_leftovers()
     try:
         supernet = network.Plan.from_json(json.loads(NETWORK_FILE.read_text())).supernet

@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -119,6 +120,42 @@ def kill_descendants(timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def sweep(node_root: Path, cgroup_root: str) -> None:
+    """What a node killed without its power-off left: containers (in its cgroups), shims and
+    sandboxes (their command lines name the node's directory), then the cgroups themselves."""
+    kill_cgroup(cgroup_root)
+    needle = str(node_root).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    kill_cgroup(cgroup_root)
+    remove_cgroup_root(cgroup_root)
+
+
+def keep_pod_cidr(kubectl: list[str], node: str, pod_cidr: str, stop: threading.Event) -> None:
+    """Give the Node its spec.podCIDR, the range this node's CNI config hands out, as the node
+    agent did and as KCM's node-ipam would (which the devcluster does not run: its ranges are
+    planned per node, network.py). Checked again later: a deleted Node comes back without one."""
+    patch = json.dumps({"spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]}})
+    while not stop.is_set():
+        got = subprocess.run(kubectl + ["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"],
+                             capture_output=True, text=True)
+        if got.returncode == 0 and not got.stdout.strip():
+            subprocess.run(kubectl + ["patch", "node", node, "-p", patch],
+                           capture_output=True, text=True)
+            continue
+        stop.wait(1 if got.returncode else 10)
+
+
 def bind(source: str, target: str, read_only: bool = False) -> None:
     subprocess.run(["mount", "--bind", source, target], check=True)
     if read_only:
@@ -166,10 +203,13 @@ def run(launch: dict) -> int:
         containerd = subprocess.Popen(launch["containerd"], stdin=subprocess.DEVNULL,
                                       stdout=containerd_log, stderr=subprocess.STDOUT)
     kubelet = None
+    done = threading.Event()
     try:
         wait_for_socket(launch["containerdSocket"], containerd, 60)
         load_images(launch["ctr"], launch["images"])
         kubelet = subprocess.Popen(launch["kubelet"], stdin=subprocess.DEVNULL)
+        threading.Thread(target=keep_pod_cidr, daemon=True,
+                         args=(launch["kubectl"], launch["node"], launch["podCIDR"], done)).start()
         while not stopping:
             for name, proc in (("containerd", containerd), ("kubelet", kubelet)):
                 if proc.poll() is not None:
@@ -177,6 +217,7 @@ def run(launch: dict) -> int:
                     stopping = True
             time.sleep(0.2)
     finally:
+        done.set()
         power_off(launch["cgroupRoot"], kubelet, containerd)
     return 0
 

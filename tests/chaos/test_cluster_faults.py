@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from devcluster.cluster import State
 from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished
 from tests.support.operator import ROOT, kubectl
 
@@ -196,13 +197,14 @@ def test_lost_node_episodes_are_retried_elsewhere(operator_process, namespace):
     on_node = [p for p in running if p["spec"]["nodeName"] == "devnode-1"]
     cluster = [sys.executable, "-m", "devcluster.cluster"]
     # SIGKILL, not a clean stop: a lost node reports nothing more about its pods.
-    pid = int((ROOT / ".devcluster" / "pids" / "nodeagent-devnode-1.pid").read_text().split()[0])
+    component = State.load().node_prefix + "devnode-1"   # the node agent, or kubelet + containerd
+    pid = int((ROOT / ".devcluster" / "pids" / f"{component}.pid").read_text().split()[0])
     os.killpg(os.getpgid(pid), signal.SIGKILL)
     try:
         kubectl("delete", "node", "devnode-1", "--wait=false")
         obj = wait_finished(name, namespace, timeout=300, operator=operator_process)
     finally:
-        subprocess.run([*cluster, "restart", "nodeagent-devnode-1"], cwd=ROOT, check=True, timeout=120)
+        subprocess.run([*cluster, "restart", component], cwd=ROOT, check=True, timeout=120)
     st = obj["status"]
     assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"]) == ("Succeeded", 6, 0), st
     assert st["retriedEpisodes"] == len(on_node)

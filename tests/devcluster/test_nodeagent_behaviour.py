@@ -107,17 +107,29 @@ print(json.dumps({
 
 
 def test_on_failure_restarts_count_and_previous_logs(core, kube_namespace):
-    script = ("import os, sys\np = '/state/n'\nn = int(open(p).read()) if os.path.exists(p) else 0\n"
-              "open(p, 'w').write(str(n + 1))\nprint('attempt', n)\nsys.exit(0 if n >= 2 else 1)")
+    """The third attempt lingers, so the previous instance's log is read while the pod runs:
+    once a pod has finished, kubelet's container GC may already have removed that instance."""
+    script = ("import os, sys, time\np = '/state/n'\nn = int(open(p).read()) if os.path.exists(p) else 0\n"
+              "open(p, 'w').write(str(n + 1))\nprint('attempt', n, flush=True)\n"
+              "time.sleep(10 if n >= 2 else 0)\n"
+              "sys.exit(0 if n >= 2 else 1)")
     body = simple_pod("retry", script, restartPolicy="OnFailure", volumes=[{"name": "s", "emptyDir": {}}])
     body["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/state"}]
     core.create_namespaced_pod(kube_namespace, body)
-    pod = wait_pod_finished(core, "retry", kube_namespace, timeout=90)
-    cs = pod.status.container_statuses[0]
-    assert pod.status.phase == "Succeeded"
-    assert cs.restart_count == 2 and cs.last_state.terminated.exit_code == 1
+    deadline = time.monotonic() + 90
+    while True:
+        pod = core.read_namespaced_pod("retry", kube_namespace)
+        cs = (pod.status.container_statuses or [None])[0]
+        if cs is not None and cs.restart_count == 2 and cs.state.running:
+            break
+        assert time.monotonic() < deadline, pod.status
+        time.sleep(0.3)
+    assert cs.last_state.terminated.exit_code == 1
     assert core.read_namespaced_pod_log("retry", kube_namespace).strip() == "attempt 2"
     assert core.read_namespaced_pod_log("retry", kube_namespace, previous=True).strip() == "attempt 1"
+    pod = wait_pod_finished(core, "retry", kube_namespace, timeout=60)
+    assert pod.status.phase == "Succeeded"
+    assert pod.status.container_statuses[0].restart_count == 2
 
 
 def test_graceful_deletion_waits_for_the_grace_period(core, kube_namespace):
