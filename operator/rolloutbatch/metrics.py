@@ -41,33 +41,13 @@ from rolloutbatch import __version__
 
 PREFIX = "rolloutbatch"
 
-# Pod created -> ready. Sandboxed pods start in well under a second on a warm node and in
-# minutes when an image must be pulled or a node scaled up: 0.25 s ... 600 s.
-DEFAULT_STARTUP_BUCKETS: tuple[float, ...] = (
-    0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0,
-    180.0, 300.0, 450.0, 600.0,
-)
-# Rewards are usually in [-1, 1] (pass/fail tests: 0 or 1; shaped rewards: fractions). With a
-# negative bucket prometheus-client exports no `_sum` (it could decrease); pass non-negative
-# buckets if every reward is >= 0 and a mean-reward series (`_sum / _count`) is wanted.
-DEFAULT_REWARD_BUCKETS: tuple[float, ...] = (
-    -1.0, -0.5, -0.25, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
-)
-# Ready -> reward: an agent's attempt plus the tests; the default episode timeout is 600 s.
-DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
-    0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
-)
-# Whole-batch durations (batch created -> all ready / all rewards / Job complete).
-DEFAULT_BATCH_BUCKETS: tuple[float, ...] = (
-    1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
-    14400.0, 28800.0,
-)
-# One bounded pod-log read.
-DEFAULT_LOG_READ_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-)
-DEFAULT_HANDLER_BUCKETS: tuple[float, ...] = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part of this module's API
+    DEFAULT_BATCH_BUCKETS,
+    DEFAULT_DURATION_BUCKETS,
+    DEFAULT_HANDLER_BUCKETS,
+    DEFAULT_LOG_READ_BUCKETS,
+    DEFAULT_REWARD_BUCKETS,
+    DEFAULT_STARTUP_BUCKETS,
 )
 
 BATCH_RESULTS: tuple[str, ...] = ("succeeded", "failed")
@@ -82,7 +62,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "episodes_retried_total", "episode_startup_seconds", "episode_duration_seconds",
         "episode_reward", "batch_ready_seconds", "batch_rewards_seconds",
         "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
-        "handler_duration_seconds", "handler_errors_total", "build_info",
+        "handler_duration_seconds", "handler_errors_total", "build_info", "reward_extras_dropped_total",
     )
 )
 HISTOGRAM_NAMES: frozenset[str] = frozenset(
@@ -171,6 +151,11 @@ class Metrics:
             name("episodes_retried"),
             "Episodes re-run after an infrastructure failure (eviction, preemption, node loss).",
             list(per_batch), registry=r)
+        self.reward_extras_dropped_total = Counter(
+            name("reward_extras_dropped"),
+            "Episodes whose reward event had extra fields left out of their row (over the extras budget, "
+            "or not JSON); each row is flagged RewardExtrasDropped.",
+            list(per_batch), registry=r)
         self.episode_startup_seconds = Histogram(
             name("episode_startup_seconds"),
             "Episode pod created -> its ready event, in seconds.",
@@ -232,6 +217,7 @@ class Metrics:
         self.batches_active.labels(*key)
         self.episodes_running.labels(*key)
         self.episodes_retried_total.labels(*key)
+        self.reward_extras_dropped_total.labels(*key)
         for h in (*self._episode_histograms, *self._batch_histograms):
             h.labels(*key)
 
@@ -335,7 +321,7 @@ class Metrics:
                 _remove(self.batches_total, *key, result)
             for metric in (
                 self.batches_active, self.episodes_running, self.episodes_retried_total,
-                *self._episode_histograms, *self._batch_histograms,
+                self.reward_extras_dropped_total, *self._episode_histograms, *self._batch_histograms,
             ):
                 _remove(metric, *key)
 
@@ -371,6 +357,12 @@ class Metrics:
         with self._lock:
             self._state(namespace, batch)
             self.episodes_retried_total.labels(*self._key(namespace, batch)).inc()
+
+    def reward_extras_dropped(self, namespace: str, batch: str) -> None:
+        """One episode's row left some of its reward's extra fields out (core.events' budget)."""
+        with self._lock:
+            self._state(namespace, batch)
+            self.reward_extras_dropped_total.labels(*self._key(namespace, batch)).inc()
 
     def set_running(self, namespace: str, batch: str, running: int) -> None:
         """The batch's current number of running episode pods. Exported per namespace (the sum

@@ -3,7 +3,9 @@
     DIR/results.json     summary fields and one row per episode (from the results ConfigMap); written
                          without the rows of shards that are gone or not the operator's, which it
                          names (missing_shards), and the command then exits 1
-    DIR/<pod>.log        each episode's log, while its pod exists (bounded by --log-limit-bytes)
+    DIR/<pod>.log        each episode's log, while its pod exists (bounded by --log-limit-bytes; with
+                         spec.verifier the agent's then the verifier's); once the pods are gone,
+                         results.json keeps the end of every episode's log (core.log_tails)
     DIR/job.json         the Job (null once it is gone), pods.json the episode pods
     DIR/events.txt       events of the sandbox namespace and of the RolloutBatch
     DIR/rolloutbatch.json the RolloutBatch object as read
@@ -24,8 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from rolloutbatch import __version__
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, make_client
+from rolloutbatch.cli.logs import TAILS_KEPT, cleanup_hint
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.naming import CONTAINER_NAME, LABEL_BATCH_UID
+from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, ops
@@ -56,9 +59,17 @@ def results(args: argparse.Namespace) -> int:
     missing = written["missing"]
     print(f"wrote {out}/: {', '.join(f for f in written['files'] if f not in missing)}"
           + (f" and {written['logs']} episode logs" if written["logs"] else ""))
+    by_reason: dict[str, list[str]] = {}
     for name, why in missing.items():
+        by_reason.setdefault(why, []).append(name)
+    for why, names in by_reason.items():
         # job.json and pods.json are still written (null, []), so scripts find the layout
-        print(f"{'empty' if name in written['files'] else 'not written'}: {name} ({why})")
+        empty = [n for n in names if n in written["files"]]
+        absent = [n for n in names if n not in written["files"]]
+        said = [f"{label}: {', '.join(group)}" for label, group in (("empty", empty), ("not written", absent)) if group]
+        print(f"{'; '.join(said)} ({why})")
+    if written.get("kept"):
+        print(written["kept"])
     if not written["results"]:
         print(f"no results.json: {written['results_error']}")
         return 1
@@ -113,9 +124,7 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
 
     missing: dict[str, str] = {}
     sandbox_gone = not _namespace_alive(client, child_ns, meta)
-    gone_why = (f"the sandbox namespace {child_ns} is gone (spec.cleanup.sandbox "
-                f"{((batch.get('spec') or {}).get('cleanup') or {}).get('sandbox') or v.CLEANUP_POLICIES[0]}); "
-                "keep it with cleanup.sandbox: Never and export before cleanup")
+    gone_why = f"the sandbox namespace {child_ns} is gone: {cleanup_hint(batch)}"
     job = resources.get_or_none(client.api, "Job", status["jobName"], child_ns) if status.get("jobName") else None
     _write(out / "job.json", job)
     files.append("job.json")
@@ -133,8 +142,8 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     files.append("pods.json")
     if not pods:
         missing["pods.json"] = gone_why if sandbox_gone else f"no episode pod exists in {child_ns}"
-        missing["<pod>.log"] = (gone_why if sandbox_gone else "no pod, no log") + \
-            "; results.json keeps each failed episode's log tail"
+        missing["<pod>.log"] = gone_why if sandbox_gone else "no pod, no log"
+        result["kept"] = f"{TAILS_KEPT}, in results.json: rolloutbatch logs {meta['name']} --index I shows one"
 
     _write(out / "events.txt", render.format_events(_events(client, batch, child_ns)))
     files.append("events.txt")
@@ -143,14 +152,19 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
         name = pod["metadata"]["name"]
         if not _SAFE_FILE.match(name):
             return False
-        try:
-            data, truncated = resources.read_log(client.api, child_ns, name, CONTAINER_NAME, log_limit_bytes)
-        except KubeError as exc:
-            (out / f"{name}.log").write_text(f"(log unavailable: {render.number(exc.status)} {exc})\n")
-            return True
-        if truncated:
-            data += f"\n(log truncated at {log_limit_bytes} bytes)\n".encode()
-        (out / f"{name}.log").write_bytes(data)
+        containers = episode_containers(pod)
+        parts = []
+        for container in containers:   # spec.verifier: the agent's log, then the verifier's
+            head = f"==> {container} <==\n".encode() if len(containers) > 1 else b""
+            try:
+                data, truncated = resources.read_log(client.api, child_ns, name, container, log_limit_bytes)
+            except KubeError as exc:
+                parts.append(head + f"(log unavailable: {render.number(exc.status)} {exc})\n".encode())
+                continue
+            if truncated:
+                data += f"\n(log truncated at {log_limit_bytes} bytes)\n".encode()
+            parts.append(head + data)
+        (out / f"{name}.log").write_bytes(b"".join(parts))
         return True
 
     with ThreadPoolExecutor(max_workers=4) as pool:

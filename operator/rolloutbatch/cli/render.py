@@ -201,13 +201,22 @@ def finished_count(status: Mapping | None) -> int:
     return sum(int(s.get(key) or 0) for key in ("succeededEpisodes", "failedEpisodes", "lostEpisodes"))
 
 
-def progress_line(name: str, status: Mapping | None) -> str:
-    """One plain line of progress (for logs and non-terminal output)."""
+def progress_counts(status: Mapping | None) -> dict[str, Any]:
+    """What the progress displays show of a batch. ``running`` is the live count of episode pods
+    (``readyEpisodes`` trails while episodes run: a ready event is read when its pod ends)."""
     s = status or {}
     total = s.get("episodes")
-    return (f"{name}: {s.get('phase') or v.PENDING} {finished_count(s)}/{total if total is not None else '?'} "
-            f"finished, ready {s.get('readyEpisodes') or 0}, failed {s.get('failedEpisodes') or 0}, "
-            f"lost {s.get('lostEpisodes') or 0}, reward {number(s.get('rewardSum') or 0)}")
+    return {"phase": s.get("phase") or v.PENDING, "finished": finished_count(s),
+            "total": total if total is not None else "?", "running": s.get("runningEpisodes") or 0,
+            "failed": s.get("failedEpisodes") or 0, "lost": s.get("lostEpisodes") or 0,
+            "reward": number(s.get("rewardSum") or 0)}
+
+
+def progress_line(name: str, status: Mapping | None) -> str:
+    """One plain line of progress (for logs and non-terminal output)."""
+    c = progress_counts(status)
+    return (f"{name}: {c['phase']} {c['finished']}/{c['total']} finished, running {c['running']}, "
+            f"failed {c['failed']}, lost {c['lost']}, reward {c['reward']}")
 
 
 def format_events(events: Iterable[Mapping]) -> str:

@@ -1,23 +1,13 @@
-"""Follow batches until they finish: a live rich progress bar on a terminal, plain lines elsewhere."""
+"""Follow batches until they finish: a live progress board on a terminal (``cli.progress_board``),
+plain lines elsewhere."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 
-from rolloutbatch.cli.render import finished_count, number, progress_line
-from rolloutbatch.core import vocabulary as v
+from rolloutbatch.cli.render import progress_line
 from rolloutbatch.sdk import BatchHandle, is_finished
-
-
-def _fields(status: dict) -> dict:
-    return {
-        "phase": status.get("phase") or v.PENDING,
-        "ready": status.get("readyEpisodes") or 0,
-        "failed": status.get("failedEpisodes") or 0,
-        "lost": status.get("lostEpisodes") or 0,
-        "reward": number(status.get("rewardSum") or 0),
-    }
 
 
 def follow(handles: Sequence[BatchHandle], console, *, timeout: float = 3600, interval: float = 1.0) -> None:
@@ -57,27 +47,18 @@ def _follow_plain(handles: Sequence[BatchHandle], console, deadline: float, inte
 
 
 def _follow_live(handles: Sequence[BatchHandle], console, deadline: float, interval: float) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.live import Live
 
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[phase]:<12} ready {task.fields[ready]:>4}  failed {task.fields[failed]:>4}  "
-                   "lost {task.fields[lost]:>4}  reward {task.fields[reward]:>8}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False, refresh_per_second=4) as progress:
-        tasks = {}
-        for h in handles:
-            total = (h.obj.get("spec") or {}).get("episodes") or h.status.get("episodes")
-            tasks[h.name] = progress.add_task(h.name, total=total, **_fields(h.status))
+    from rolloutbatch.cli.progress_board import ProgressBoard
+
+    for h in _pending(handles):
+        h.refresh()   # the first frame shows the batches as they are, not as submitted
+    with Live(ProgressBoard(handles), console=console, transient=False, refresh_per_second=4) as live:
         while True:
-            for h in _pending(handles):
-                h.refresh()
-                s = h.status
-                progress.update(tasks[h.name], completed=finished_count(s), total=s.get("episodes") or None, **_fields(s))
+            live.refresh()
             if not _pending(handles):
                 return
             _check_deadline(handles, deadline)
             time.sleep(interval)
+            for h in _pending(handles):
+                h.refresh()

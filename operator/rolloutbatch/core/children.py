@@ -123,3 +123,11 @@ def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
         Removal("ConfigMap", naming.verifier_configmap_name(ref), ref.namespace),
         Removal("NetworkPolicy", naming.shared_network_policy_name(ref), ref.namespace, guards_pods=True),
     )
+
+
+def removes_sandbox(policy: str, phase: str | None) -> bool:
+    """Whether spec.cleanup.sandbox ``policy`` removes the sandbox (the Job, its pods and with them
+    their logs) of a batch that ended in ``phase``: Always does, DeleteOnSuccess after a success
+    only, Never does not (deleting the batch still does). The operator acts on it; the CLI's
+    hints say it."""
+    return policy == v.CLEANUP_ALWAYS or (policy == v.CLEANUP_DELETE_ON_SUCCESS and phase == v.SUCCEEDED)

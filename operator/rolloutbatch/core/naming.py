@@ -22,6 +22,8 @@ FINALIZER = "rl.agentruntime.io/cleanup"
 CONTAINER_NAME = "episode"
 # With spec.verifier the pod runs two phases: the agent (an init container) then the verifier.
 AGENT_CONTAINER, VERIFIER_CONTAINER = "agent", "verifier"
+# Names of the containers whose logs are an episode's (one, or the two phases of spec.verifier).
+EPISODE_CONTAINERS = (CONTAINER_NAME, AGENT_CONTAINER, VERIFIER_CONTAINER)
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 INPUTS_MOUNT_PATH = "/rollout/inputs"
 # spec.inputsFrom reads only ConfigMaps carrying this label: set by whoever may write the
@@ -94,3 +96,12 @@ def owner_labels(ref: BatchRef) -> dict[str, str]:
 
 def label_selector(ref: BatchRef) -> str:
     return f"{LABEL_BATCH_UID}={ref.uid}"
+
+
+def episode_containers(pod: dict) -> list[str]:
+    """The containers of an episode pod whose logs are the episode's, in the order they ran: the
+    agent's then the verifier's (spec.verifier), else the one episode container."""
+    spec = pod.get("spec") or {}
+    names = [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+             if isinstance(c, dict)]
+    return [n for n in names if n in EPISODE_CONTAINERS] or [CONTAINER_NAME]

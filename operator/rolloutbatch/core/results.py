@@ -18,14 +18,18 @@ import zlib
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import strictjson
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_entries
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, Summary
 
 GZIP_ABOVE = 900 * 1024
 MAX_INFLATED = 256 * 1024 * 1024      # decode_results refuses a gzip that inflates past this
 # Row fields dropped, in stages, from a document too big even gzipped ("agent.output_tail": the
-# verifier's row keeps the agent's last output, up to 4 KiB of what the agent printed).
-SHED_STAGES = (("log_tail", "agent.output_tail"), ("log_tail", "agent.output_tail", "extra"),
+# verifier's row keeps the agent's last output, up to 4 KiB of what the agent printed). A name
+# "<outcome>:<field>" drops the field from rows of that outcome only: succeeded rows' log tails
+# go first, so a failure keeps its tail wherever it did before successes kept theirs.
+SUCCEEDED_TAILS = f"{v.OUTCOME_SUCCEEDED}:log_tail"
+SHED_STAGES = ((SUCCEEDED_TAILS,), ("log_tail", "agent.output_tail"), ("log_tail", "agent.output_tail", "extra"),
                ("log_tail", "agent.output_tail", "extra", "message"))
 KEY, GZ_KEY = "results.json", "results.json.gz"
 
@@ -93,15 +97,24 @@ def _gzip(document: Mapping) -> bytes:
 
 
 def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
-    """A copy of ``document`` whose rows lack ``fields``, saying so in ``dropped_row_fields``."""
+    """A copy of ``document`` whose rows lack ``fields`` ("[<outcome>:]<key>[.<inner>]"), saying
+    so in ``dropped_row_fields``."""
     slim = dict(document)
-    nested = {name.split(".", 1)[0]: name.split(".", 1)[1] for name in fields if "." in name}
+    specs = []
+    for name in fields:
+        outcome, _, path = name.rpartition(":")
+        key, _, inner = path.partition(".")
+        specs.append((outcome or None, key, inner or None))
 
     def slimmed(row: Mapping) -> dict:
-        out = {k: v for k, v in row.items() if k not in fields}
-        for key, inner in nested.items():
-            if isinstance(out.get(key), Mapping):
-                out[key] = {k: v for k, v in out[key].items() if k != inner}
+        out = dict(row)
+        for outcome, key, inner in specs:
+            if outcome is not None and row.get("outcome") != outcome:
+                continue
+            if inner is None:
+                out.pop(key, None)
+            elif isinstance(out.get(key), Mapping):
+                out[key] = {k: val for k, val in out[key].items() if k != inner}
         return out
     slim["pods"] = [slimmed(row) for row in document.get("pods") or []]
     slim["dropped_row_fields"] = list(fields)
@@ -127,8 +140,8 @@ def encode_results(document: Mapping, *, sanitized: bool = False,
 
     Up to 900 KiB of JSON goes to ``data["results.json"]``; past that, gzip to
     ``binaryData["results.json.gz"]``. If even the gzip passes 900 KiB, the least useful row fields
-    are dropped in stages (failed episodes' log tails, then reward extras, then messages), and the
-    document records which in ``dropped_row_fields``. Verdict fields (index, outcome, reason,
+    are dropped in stages (succeeded episodes' log tails, then every log tail, then reward extras,
+    then messages), and the document records which in ``dropped_row_fields``. Verdict fields (index, outcome, reason,
     reward, timestamps) are never dropped: they are what a restarted operator resumes from. A
     batch still too big after that is returned as is; the API server will refuse it and the
     caller must say so (tens of thousands of episodes need results sharded across ConfigMaps).
@@ -145,9 +158,13 @@ def encode_results(document: Mapping, *, sanitized: bool = False,
     if len(text.encode()) <= GZIP_ABOVE:
         return {KEY: text}, {}
     packed = _gzip(document)
+    rows = document.get("pods") if isinstance(document.get("pods"), list) else []
     for stage in SHED_STAGES:
         if len(packed) <= GZIP_ABOVE:
             break
+        if stage == (SUCCEEDED_TAILS,) and not any(isinstance(r, Mapping) and r.get("outcome") == v.OUTCOME_SUCCEEDED
+                                                   and "log_tail" in r for r in rows):
+            continue   # nothing to shed there: spare the gzip
         packed = _gzip(_shed(document, stage))
     return {}, {GZ_KEY: base64.b64encode(packed).decode()}
 

@@ -48,6 +48,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from rolloutbatch.core import log_tails
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_EXTRA_FIELD_BYTES, split_agent_record
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
@@ -66,6 +67,8 @@ INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmiss
 # Passed as ``log_error`` by the tracker when an index used up retries.infrastructure.
 INFRASTRUCTURE_EXHAUSTED = "infrastructure retries exhausted"
 POD_DEADLINE_REASON = "DeadlineExceeded"   # the pod's own activeDeadlineSeconds (episodeTimeoutSeconds)
+# How far an event's `at` may lie outside the pod's life (the API's clock) before it is ClockSkew.
+CLOCK_SKEW_TOLERANCE_SECONDS = 2.0
 # The kubelet's messages for evicting a pod over its own limits (pkg/kubelet/eviction/helpers.go:
 # emptyDirMessageFmt, podEphemeralStorageMessageFmt, containerEphemeralStorageMessageFmt). Such an
 # eviction carries DisruptionTarget like a node's, but the episode caused it: retried, it would let
@@ -235,7 +238,7 @@ def never_ran(index: int, reason: str, message: str, attempts: int = 0) -> Episo
 
 
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
-                  skew_tolerance: float = 2.0, log_tail: str | None = None, attempts: int = 1,
+                  skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, log_tail: str | None = None, attempts: int = 1,
                   batch_deadline_at: float | None = None, now: float | None = None,
                   channel: str | None = None) -> EpisodeResult:
     """The verdict of one pod (see the module docstring for the order of reasons).
@@ -271,7 +274,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
             # only a usable reward is recorded: a restart must be able to read the row back
             reward=usable_reward(reward.reward) if reward is not None else None,
             pod_created=created, ready_at=ready_at, reward_at=reward_at, pod_to_ready_seconds=startup,
-            attempts=attempts, log_tail=log_tail, extra=sanitize(dict(reward.extra)) if reward else {}, flags=flags,
+            attempts=attempts, log_tail=log_tails.kept(log_tail, outcome),
+            extra=sanitize(dict(reward.extra)) if reward else {}, flags=flags,
             channel=channel if log is not None else None,
         )
 
@@ -376,8 +380,8 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
                    agent_error: str | None = None, verifier_error: str | None = None,
                    agent_channel: str | None = None, verifier_channel: str | None = None,
                    agent_tail: str | None = None, verifier_tail: str | None = None,
-                   skew_tolerance: float = 2.0, attempts: int = 1, batch_deadline_at: float | None = None,
-                   now: float | None = None) -> EpisodeResult:
+                   skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, attempts: int = 1,
+                   batch_deadline_at: float | None = None, now: float | None = None) -> EpisodeResult:
     """The verdict of a pod with spec.verifier: the agent's ``ready``, the verifier's ``reward``.
 
     The rule (adversary: the agent, which controls everything the verifier imports of its work;
@@ -412,7 +416,7 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
 
     def done(result: EpisodeResult, tail: str | None = None) -> EpisodeResult:
         return result.replace(agent=info, flags=tuple(dict.fromkeys((*result.flags, *flags))),
-                              log_tail=tail if result.outcome != v.OUTCOME_SUCCEEDED else None)
+                              log_tail=log_tails.kept(tail, result.outcome))
 
     def pod_result(reason: str, message: str, tail: str | None, channel: str | None = None) -> EpisodeResult:
         base = judge_episode(facts, None, log_error="-", **common)    # identity and times of the pod
@@ -479,4 +483,6 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
                          problems=agent_log.problems + verifier_log.problems,
                          bytes_read=agent_log.bytes_read + verifier_log.bytes_read, truncated=agent_log.truncated)
     result = judge_episode(facts, combined, channel=verifier_channel, **common)
-    return done(result, agent_tail)
+    # a success keeps the end of the verifier's output (the grading); a failure here is about the
+    # agent's events, so the agent's
+    return done(result, verifier_tail if result.outcome == v.OUTCOME_SUCCEEDED else agent_tail)

@@ -54,6 +54,7 @@ EVENT_CLEANUP_FAILED = "SandboxCleanupFailed"   # after the end: the verdict sta
 EVENT_FOREIGN_POD = "ForeignPodIgnored"         # a pod with the batch's label that its Job did not make
 EVENT_RESULTS_NAME_TAKEN = "ResultsShardNameTaken"  # a shard's name held by a foreign ConfigMap: skipped
 EVENT_UNSCHEDULABLE = "EpisodesUnschedulable"   # the scheduler cannot place episode pods (yet)
+# (EVENT_EXTRAS_DROPPED, below: reward extras past their budget, once per batch)
 # Stalled: the batch ended without running to completion; each names what a person must fix.
 STALL_INVALID_SPEC = "InvalidSpec"
 STALL_RUNTIME_CLASS = "RuntimeClassNotFound"
@@ -124,6 +125,8 @@ FLAG_AGENT_REWARD_IGNORED = "AgentRewardIgnored"
 FLAG_AGENT_TIMED_OUT = "AgentTimedOut"
 # reward extras past their budget (core.events) were left out; the row's message names them
 FLAG_EXTRAS_DROPPED = "RewardExtrasDropped"
+# ... and said once per batch as a Warning Event of the same name
+EVENT_EXTRAS_DROPPED = FLAG_EXTRAS_DROPPED
 
 # --- event channels (row["channel"]): where an episode's events were read -----------------------
 CHANNEL_TERMINATION_MESSAGE = "terminationMessage"   # state.terminated.message: no log read
@@ -132,6 +135,12 @@ CHANNELS = (CHANNEL_TERMINATION_MESSAGE, CHANNEL_LOG)
 
 # --- limits shared by the operator and its readers ----------------------------------------------
 LOG_LIMIT_BYTES = 1 << 20   # default bytes of an episode's log the operator reads and the CLI keeps
+# The end of an episode's log that its results row keeps (``log_tail``), so the log outlives its
+# pod (the default cleanup deletes a succeeded batch's sandbox). A failure's tail says what went
+# wrong; a success's is smaller: every row of a batch shares one ConfigMap's budget
+# (core.results), and the operator holds the rows in memory for the batch's life.
+LOG_TAIL_BYTES = 4 * 1024             # failed and lost episodes
+SUCCESS_LOG_TAIL_BYTES = 1024         # succeeded episodes
 
 # --- Kubernetes facts we read -------------------------------------------------------------------
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"

@@ -13,7 +13,7 @@ from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS, Cadence
 from rolloutbatch.core.model import BatchRef
-from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES
+from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES, LOG_TAIL_BYTES
 from rolloutbatch.kube.client import Api
 
 
@@ -22,7 +22,7 @@ class Settings:
     """Operator-wide knobs (``rolloutbatch operator --help`` sets them)."""
 
     log_limit_bytes: int = LOG_LIMIT_BYTES   # per episode; beyond this the log is truncated
-    log_tail_bytes: int = 4096               # kept in the results for failed episodes
+    log_tail_bytes: int = LOG_TAIL_BYTES     # of each log read, for its row (core.log_tails cuts by outcome)
     read_concurrency: int = 16               # log reads in flight across all batches
     status_interval: float = 1.0             # at most one status patch per batch per interval
     status_max_interval: float = 5.0         # progress waits no longer than this (core.cadence)

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import log_tails, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
@@ -39,7 +39,7 @@ class EpisodeJudge:
             data, truncated, error = await episode_logs.read(self.call, facts.namespace, facts.name,
                                                              settings.log_limit_bytes, self.ctx.metrics,
                                                              self.ctx.log_reader, container)
-        tail = data[-settings.log_tail_bytes:].decode("utf-8", "replace") if data else None
+        tail = log_tails.tail_of(data, settings.log_tail_bytes)   # the row keeps its outcome's share
         if error:
             return None, tail, error
         # up to --log-limit-bytes of hostile text: parsed off the event loop when large
@@ -60,19 +60,16 @@ class EpisodeJudge:
                     now: float) -> EpisodeResult:
         """The verdict of one finished pod (``spec.verifier``: ``verified``)."""
         common = dict(batch_deadline_at=batch_deadline_at, now=now)
-        if not verified:
-            parsed, tail, log_error, channel = await self.channel(facts, naming.CONTAINER_NAME,
-                                                                  facts.termination_message)
-            crash_point("track:log-read")
-            result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail, channel=channel, **common)
-            if result.outcome == v.OUTCOME_FAILED and tail is None and channel == v.CHANNEL_TERMINATION_MESSAGE:
-                # judged without a log read; a failure still keeps its last output (best effort)
-                _, tail, _ = await self.read_log(facts, naming.CONTAINER_NAME)
-                result = dataclasses.replace(result, log_tail=tail)
-        else:
-            result = await self._verified(facts, common)
-        if result.outcome == v.OUTCOME_SUCCEEDED:
-            result = dataclasses.replace(result, log_tail=None)
+        if verified:
+            return await self._verified(facts, common)
+        parsed, tail, log_error, channel = await self.channel(facts, naming.CONTAINER_NAME, facts.termination_message)
+        crash_point("track:log-read")
+        result = judge_episode(facts, parsed, log_error=log_error, log_tail=tail, channel=channel, **common)
+        if result.outcome == v.OUTCOME_FAILED and tail is None and channel == v.CHANNEL_TERMINATION_MESSAGE:
+            # judged without a log read; a failure still keeps its last output (best effort). A
+            # success does not: that read is the request the termination message saves.
+            _, tail, _ = await self.read_log(facts, naming.CONTAINER_NAME)
+            result = dataclasses.replace(result, log_tail=log_tails.kept(tail, result.outcome))
         return result
 
     async def _verified(self, facts: PodFacts, common: dict) -> EpisodeResult:
@@ -98,5 +95,5 @@ class EpisodeJudge:
                                 agent_tail=agent_tail, verifier_tail=verifier_tail, **common)
         if result.reason == v.EP_VERIFIER_FAILED and result.log_tail is None and facts.exit_code is not None:
             _, tail, _ = await self.read_log(facts, naming.VERIFIER_CONTAINER)
-            result = dataclasses.replace(result, log_tail=tail)
+            result = dataclasses.replace(result, log_tail=log_tails.kept(tail, result.outcome))
         return result

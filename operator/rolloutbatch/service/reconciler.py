@@ -9,9 +9,10 @@ its loop; the loop writes status and results at the pace of the batch's progress
 (``core.cadence``: at most once a second, and about once per 1/40 or 1/20 of the batch).
 
 This module is the I/O loop (read, judge, write). The rules live in ``core`` (the tracker is the
-one place an episode becomes final; :meth:`_on_transition` turns each such change into metrics),
-the API calls in ``kube``, the error policy in ``service.policy``, reading and judging one
-finished pod in ``service.episode_judge`` and the sandbox's removal in ``service.sandbox``.
+one place an episode becomes final; ``service.transitions`` turns each such change into metrics
+and Events), the API calls in ``kube``, the error policy in ``service.policy``, reading and
+judging one finished pod in ``service.episode_judge`` and the sandbox's removal in
+``service.sandbox``.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_requests
 from rolloutbatch.core.k8s_rules import format_quantity
-from rolloutbatch.core.children import adoptable
+from rolloutbatch.core.children import adoptable, removes_sandbox
 from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch
-from rolloutbatch.core.tracker import BatchTracker, JobFacts, Transition, job_facts
+from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
 from rolloutbatch.core.verdict import parse_time, pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
@@ -40,6 +41,7 @@ from rolloutbatch.service import policy, provisioning, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.results_store import ResultsStore
+from rolloutbatch.service.transitions import TransitionReport
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 
@@ -103,20 +105,6 @@ class BatchReconciler:
             self.tracker.observe_job(job, time.time())
         self.wake.set()
 
-    def _on_transition(self, change: Transition) -> None:
-        """Every episode that becomes final and every retry, whichever path caused it."""
-        ns, name = self.ref.namespace, self.ref.name
-        if change.kind == "retried":
-            self.ctx.metrics.episode_retried(ns, name)
-            return
-        result = change.result
-        trusted = result.timings_trusted   # a ClockSkew episode's clock says nothing
-        startup = result.pod_to_ready_seconds if trusted else None
-        duration = (result.reward_at - result.ready_at) \
-            if trusted and result.reward_at is not None and result.ready_at is not None else None
-        # the reward it counts with: its own, FAILURE_REWARD for the agent's failures, none if lost
-        self.ctx.metrics.episode_finished(ns, name, result.outcome, startup, duration, result.graded_reward)
-
     # -- the error policy ------------------------------------------------------------------
     async def run(self) -> None:
         """Run the batch to its end. Never raises (but for cancellation): every failure either
@@ -163,7 +151,7 @@ class BatchReconciler:
             retried = self.last_status.get("retriedEpisodes")
             await self.results.restore(self.tracker, self.last_status.get("resultsDigests"),
                                        retried=retried if type(retried) is int and retried >= 0 else 0)
-            self.tracker.listener = self._on_transition
+            self.tracker.listener = TransitionReport(self.ctx.metrics, self.ref, self.emit)
             self._restored = True   # a retried run() after an API error does not restore twice
         for kind, facts in self._early:
             self.tracker.pod_deleted(facts) if kind == "deleted" else self.tracker.observe_pod(facts)
@@ -572,9 +560,7 @@ class BatchReconciler:
         self.spec = spec
         await self._await_job_end()
         phase = self.last_status.get("phase")
-        policy_ = spec.cleanup_sandbox
-        remove = policy_ == v.CLEANUP_ALWAYS or (policy_ == v.CLEANUP_DELETE_ON_SUCCESS and phase == v.SUCCEEDED)
-        if not self._sandbox_removed and remove:
+        if not self._sandbox_removed and removes_sandbox(spec.cleanup_sandbox, phase):
             try:
                 if await sandbox.remove(self._call, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
                     self._sandbox_removed = True

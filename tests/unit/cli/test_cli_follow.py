@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rolloutbatch.cli import batches, follow
+from rolloutbatch.cli import batches, export, follow, logs
 from rolloutbatch import __version__
 from rolloutbatch.cli.main import _command, main
 from rolloutbatch.kube.errors import NotFound
@@ -41,8 +41,9 @@ class FakeClient:
 
 
 def _run(capsys, monkeypatch, client, *argv):
-    monkeypatch.setattr(batches, "make_client", lambda args: client)
-    monkeypatch.setattr(follow, "make_client", lambda args: client)
+    """``rolloutbatch *argv`` against ``client``: (exit code, stdout, stderr)."""
+    for module in (batches, follow, logs, export):
+        monkeypatch.setattr(module, "make_client", lambda args: client)
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err

@@ -123,8 +123,11 @@ def test_summary_uses_the_guides_names():
 
 def test_progress_line():
     assert render.progress_line("ship", BATCH["status"]) == \
-        "ship: Succeeded 3/3 finished, ready 3, failed 0, lost 0, reward 3"
-    assert render.progress_line("x", None) == "x: Pending 0/? finished, ready 0, failed 0, lost 0, reward 0"
+        "ship: Succeeded 3/3 finished, running 0, failed 0, lost 0, reward 3"
+    assert render.progress_line("x", None) == "x: Pending 0/? finished, running 0, failed 0, lost 0, reward 0"
+    # the live count of running episodes, not readyEpisodes (which trails until pods end)
+    assert render.progress_line("r", {"phase": "Running", "episodes": 8, "runningEpisodes": 8, "readyEpisodes": 0}) \
+        == "r: Running 0/8 finished, running 8, failed 0, lost 0, reward 0"
 
 
 def test_progress_counts_lost_episodes_as_finished():
@@ -132,7 +135,7 @@ def test_progress_counts_lost_episodes_as_finished():
     status = {"phase": "Failed", "progress": "4/4", "episodes": 4, "succeededEpisodes": 1,
               "failedEpisodes": 1, "lostEpisodes": 2, "readyEpisodes": 2, "rewardSum": 1}
     assert render.finished_count(status) == 4
-    assert render.progress_line("b", status) == "b: Failed 4/4 finished, ready 2, failed 1, lost 2, reward 1"
+    assert render.progress_line("b", status) == "b: Failed 4/4 finished, running 0, failed 1, lost 2, reward 1"
     assert render.finished_count({}) == 0 and render.finished_count(None) == 0
 
 

@@ -1,0 +1,114 @@
+"""`logs` and `results` of a batch whose sandbox is gone, without a cluster: what is kept is shown
+and said to be the kept tail, both commands give the same hint, and they exit 0 when they did
+what was asked."""
+from __future__ import annotations
+
+import pytest
+
+from rolloutbatch.cli import logs
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.children import removes_sandbox
+from rolloutbatch.kube.errors import NotFound
+from tests.unit.cli.test_cli_follow import _run as run
+
+EVENTS = '{"event": "reward", "at": 2.0, "episode_id": "p1", "reward": 1.0}\n'
+ROWS = [{"index": 0, "pod": "p0", "outcome": "failed", "reason": "NonZeroExit", "message": "exit code 3",
+         "log_tail": "Traceback (most recent call last):\nValueError: boom\n", "channel": "log"},
+        {"index": 1, "pod": "p1", "outcome": "succeeded", "reason": None, "message": "",
+         "log_tail": "3 passed in 0.1s\n" + EVENTS, "channel": "log"},
+        {"index": 2, "pod": "p2", "outcome": "succeeded", "reason": None, "message": "",
+         "channel": "terminationMessage"}]
+
+
+class Api:
+    url = "https://k8s.example:6443"
+
+    def get(self, path, what, **params):
+        if path.endswith("/events"):
+            return {"items": []}
+        raise NotFound(f"{what}: not found", status=404)   # the sandbox and everything in it are gone
+
+
+class Client:
+    namespace, context = "n", "ctx"
+
+    def __init__(self, phase="Succeeded", policy=None, rows=ROWS, document_extra=None):
+        spec = {"episodes": 3, "cleanup": {"sandbox": policy}} if policy else {"episodes": 3}
+        self.obj = {"metadata": {"name": "okgone", "namespace": "n", "uid": "0123456789abcdef"}, "spec": spec,
+                    "status": {"phase": phase, "jobName": "okgone-job", "resultsConfigMap": "okgone-results"}}
+        self.document = {"pods": rows, "episodes": 3, **(document_extra or {})}
+        self.api = Api()
+
+    def get(self, name, namespace=None):
+        return self.obj
+
+    def sandbox_namespace(self, obj):
+        return "rb-0123456789"
+
+    def namespace_exists(self, name, uid=None):
+        return False
+
+    def results_document(self, obj):
+        return self.document
+
+
+def test_a_succeeded_episodes_log_is_kept_and_said_to_be_the_tail(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, Client(), "logs", "okgone", "--index", "1")
+    assert code == 0, out + err
+    assert "episode 1: succeeded" in out and "3 passed in 0.1s" in out and '"reward": 1.0' in out
+    size = len(ROWS[1]["log_tail"].encode())
+    assert f"the last {size} bytes of its log, as its results row keeps them" in out and "up to 1 KiB" in out
+    assert "DeleteOnSuccess removes it once a batch succeeded" in err
+    assert "Only cleanup.sandbox: Never keeps the sandbox" in err
+    assert "(or Always)" not in err and "Never (DeleteOnSuccess and Always" not in err
+
+
+def test_a_failed_episodes_tail_is_up_to_4_kib(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, Client(phase="Failed", policy="Always"), "logs", "okgone", "-i", "0")
+    assert code == 0 and "ValueError: boom" in out and "up to 4 KiB" in out
+    assert "Always removes it once a batch failed" in err
+
+
+def test_no_tail_kept_is_said_and_exits_1(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, Client(), "logs", "okgone", "--index", "2")
+    assert code == 1 and "episode 2: succeeded" in out
+    assert "termination message, so its log was never read" in out
+    shed = Client(document_extra={"dropped_row_fields": ["succeeded:log_tail"]})
+    shed.document["pods"] = [{k: val for k, val in r.items() if k != "log_tail" or r["outcome"] != "succeeded"}
+                             for r in ROWS]
+    code, out, err = run(capsys, monkeypatch, shed, "logs", "okgone", "--index", "1")
+    assert code == 1 and "shed" in out
+    code, out, err = run(capsys, monkeypatch, Client(), "logs", "okgone")
+    assert code == 1 and "ValueError: boom" in out and "3 passed" in out and "1 of 3 episode(s)" in err
+
+
+def test_every_episode_with_a_tail_exits_0(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, Client(rows=ROWS[:2]), "logs", "okgone")
+    assert code == 0 and out.count("as its results row keeps them") == 2
+
+
+def test_no_row_yet_exits_1(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, Client(phase="Running", rows=[]), "logs", "okgone", "--index", "1")
+    assert code == 1 and "no results row yet" in err and "phase Running" in err
+
+
+def test_results_says_each_file_once_and_gives_the_logs_hint(capsys, monkeypatch, tmp_path):
+    code, out, err = run(capsys, monkeypatch, Client(), "results", "okgone", "--output", str(tmp_path / "out"))
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert "job.json" not in lines[0] and "pods.json" not in lines[0]
+    assert sum("job.json" in line for line in lines) == 1 and any(line.startswith("empty: job.json") for line in lines)
+    assert not any(line.startswith("not written: job.json") for line in lines)
+    assert "Only cleanup.sandbox: Never keeps the sandbox" in out
+    assert "Every episode's results row keeps the end of its log: 1 KiB of a succeeded one's" in out
+    assert "empty: job.json, pods.json; not written: <pod>.log (the sandbox namespace rb-0123456789 is gone" in out
+    assert (tmp_path / "out" / "job.json").read_text() == "null\n"
+
+
+@pytest.mark.parametrize("policy, phase, removed", [
+    (v.CLEANUP_DELETE_ON_SUCCESS, v.SUCCEEDED, True), (v.CLEANUP_DELETE_ON_SUCCESS, v.FAILED, False),
+    (v.CLEANUP_ALWAYS, v.FAILED, True), (v.CLEANUP_NEVER, v.SUCCEEDED, False)])
+def test_the_hint_says_what_the_policy_does(policy, phase, removed):
+    assert removes_sandbox(policy, phase) is removed
+    hint = logs.cleanup_hint({"spec": {"cleanup": {"sandbox": policy}}, "status": {"phase": phase}})
+    assert ("removes it once" in hint) is removed and "Only cleanup.sandbox: Never keeps" in hint
