@@ -104,6 +104,10 @@ class NodePaths:
         return self.root / "sysctl"
 
     @property
+    def netns_dir(self) -> Path:
+        return self.root / "run" / "netns"
+
+    @property
     def runsc_root(self) -> Path:
         return self.root / "run" / "runsc"
 

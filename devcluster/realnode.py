@@ -156,6 +156,19 @@ def keep_pod_cidr(kubectl: list[str], node: str, pod_cidr: str, stop: threading.
         stop.wait(1 if got.returncode else 10)
 
 
+def reap_orphans(keep: set[int]) -> None:
+    """Reap exited processes re-parented to us (a shim daemon whose pod ended), leaving the
+    children whose status Popen collects itself."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid in keep:
+            return
+        os.waitpid(info.si_pid, 0)
+
+
 def bind(source: str, target: str, read_only: bool = False) -> None:
     subprocess.run(["mount", "--bind", source, target], check=True)
     if read_only:
@@ -215,6 +228,7 @@ def run(launch: dict) -> int:
                 if proc.poll() is not None:
                     print(f"realnode: {name} exited with {proc.returncode}", flush=True)
                     stopping = True
+            reap_orphans({containerd.pid, kubelet.pid})
             time.sleep(0.2)
     finally:
         done.set()

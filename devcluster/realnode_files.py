@@ -43,7 +43,7 @@ def write(node: nodeconfig.Node, *, state_node_kubeconfig: Path, localkube: Path
           runtime_bin: Path, cni_bin: Path, images: list[Path], containerd_log: Path) -> Path:
     p = node.paths
     for d in (p.root, p.containerd_root, p.containerd_state, p.cni_conf_dir, p.kubelet_dir,
-              p.pod_logs, p.log_dir / "containers", p.runsc_root, p.certs_dir / "_default"):
+              p.pod_logs, p.log_dir / "containers", p.runsc_root, p.certs_dir / "_default", p.netns_dir):
         d.mkdir(parents=True, exist_ok=True)
     p.containerd_config.write_text(nodeconfig.containerd_config(node, cni_bin, runtime_bin))
     p.runsc_config.write_text(nodeconfig.runsc_config(node, runtime_bin))
@@ -57,6 +57,8 @@ def write(node: nodeconfig.Node, *, state_node_kubeconfig: Path, localkube: Path
     # the host, this node's directory inside the node
     Path("/run/containerd").mkdir(exist_ok=True)
     binds = [{"source": str(p.containerd_state), "target": "/run/containerd"},
+             # containerd's CRI names pods' network namespaces in the fixed /var/run/netns
+             {"source": str(p.netns_dir), "target": "/run/netns"},
              {"source": str(p.log_dir), "target": "/var/log"}] + _tunable_binds(p)
     path_env = f"{runtime_bin}:{cni_bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
     launch = {
