@@ -151,10 +151,13 @@ NODE_LIFECYCLE_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unr
 RUNTIME_CLASS = {
     "apiVersion": "node.k8s.io/v1",
     "kind": "RuntimeClass",
-    "metadata": {"name": "cube"},
-    "handler": "cube",
+    "metadata": {"name": nodeconfig.HANDLER_CUBE},
+    "handler": nodeconfig.HANDLER_CUBE,
     "overhead": {"podFixed": {"cpu": "250m", "memory": "120Mi"}},
 }
+#: Plain runc beside it (what pods without a runtimeClassName get on real nodes too).
+RUNC_RUNTIME_CLASS = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                      "metadata": {"name": nodeconfig.HANDLER_RUNC}, "handler": nodeconfig.HANDLER_RUNC}
 
 
 class ClusterError(RuntimeError):
@@ -805,16 +808,17 @@ def ensure_kube_dns(plan: network.Plan) -> None:
 
 
 def ensure_runtime_class() -> None:
-    """RuntimeClass `cube` with a pod overhead, as in the guide; the RuntimeClass admission
-    plugin copies the overhead into every pod that names it."""
+    """RuntimeClass `cube` with a pod overhead, as in the guide (the RuntimeClass admission
+    plugin copies the overhead into every pod that names it), and `runc`."""
     from kubernetes.client.rest import ApiException
 
     client, api = _api()
-    try:
-        client.NodeV1Api(api).create_runtime_class(RUNTIME_CLASS, _request_timeout=10)
-    except ApiException as e:
-        if e.status != 409:
-            raise
+    for runtime_class in (RUNTIME_CLASS, RUNC_RUNTIME_CLASS):
+        try:
+            client.NodeV1Api(api).create_runtime_class(runtime_class, _request_timeout=10)
+        except ApiException as e:
+            if e.status != 409:
+                raise
 
 
 # --------------------------------------------------------------------------------------------

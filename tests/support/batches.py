@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pathlib
 import time
 import uuid
@@ -32,9 +33,16 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+#: Run every batch the tests create under this RuntimeClass unless it names one (e.g. `cube` on
+#: real nodes: RB_TEST_RUNTIME_CLASS=cube DEVCLUSTER_RUNTIME=containerd make test).
+TEST_RUNTIME_CLASS = os.environ.get("RB_TEST_RUNTIME_CLASS") or None
+
+
 def apply(obj: dict, namespace: str) -> dict:
     obj = copy.deepcopy(obj)
     obj["metadata"]["namespace"] = namespace
+    if TEST_RUNTIME_CLASS and obj.get("kind") == "RolloutBatch":
+        obj.setdefault("spec", {}).setdefault("runtimeClassName", TEST_RUNTIME_CLASS)
     out = kubectl("create", "-o", "json", "-f", "-", input=json.dumps(obj))
     return json.loads(out.stdout)
 
