@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from rolloutbatch.core import vocabulary as v
+
 UID = "rolloutbatch-overview"
 TITLE = "RolloutBatch operator"
 CONFIGMAP_NAME = "rolloutbatch-grafana-dashboard"
@@ -71,6 +73,8 @@ def _quantiles(metric: str, qs: tuple[float, ...], by: str = "", window: str = "
 def _rows() -> list[tuple[str, list[Panel]]]:
     """The dashboard's content: rows of panels, top to bottom."""
     ep_rate = f"rate(rolloutbatch_episodes_total{{{NS}}}[$__rate_interval])"
+    # episodes that ran to a verdict: not those cut off by spec.stop (result "stopped")
+    finished_rate = f'rate(rolloutbatch_episodes_total{{{NS},result!="{v.OUTCOME_STOPPED}"}}[$__rate_interval])'
     return [
         ("Overview", [
             Panel("Active batches", "stat", [
@@ -102,10 +106,10 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                 unit="ops", description="Episode verdicts per second; retried = re-run after an "
                 "infrastructure failure (eviction, preemption, node loss)."),
             Panel("Episode failure ratio", "timeseries", [
-                Target(f'sum(rate(rolloutbatch_episodes_total{{{NS},result!="succeeded"}}'
-                       f"[$__rate_interval])) / sum({ep_rate})", "failed or lost")],
+                Target(f'sum(rate(rolloutbatch_episodes_total{{{NS},result=~"{v.OUTCOME_FAILED}|{v.OUTCOME_LOST}"}}'
+                       f"[$__rate_interval])) / sum({finished_rate})", "failed or lost")],
                 unit="percentunit", min=0, max=1,
-                description="(failed + lost) / all finished episodes."),
+                description="(failed + lost) / all finished episodes (those cut off by spec.stop are neither)."),
             Panel("Episode start-up (pod created -> ready)", "timeseries",
                   _quantiles("rolloutbatch_episode_startup_seconds", (0.5, 0.95, 0.99)), unit="s"),
             Panel("Episode duration (ready -> reward)", "timeseries",
@@ -127,7 +131,7 @@ def _rows() -> list[tuple[str, list[Panel]]]:
             # _sum, which prometheus-client omits for buckets below zero.)
             Panel("Success rate", "timeseries", [
                 Target(f'sum(rate(rolloutbatch_episodes_total{{{NS},result="succeeded"}}[$__rate_interval])) '
-                       f"/ sum({ep_rate})", "succeeded")],
+                       f"/ sum({finished_rate})", "succeeded")],
                 unit="percentunit", min=0, max=1, w=24,
                 description="Succeeded / all finished episodes (failed ones count 0 in the rewards)."),
         ]),

@@ -38,6 +38,7 @@ from prometheus_client import (
 )
 
 from rolloutbatch import __version__
+from rolloutbatch.core import vocabulary
 
 PREFIX = "rolloutbatch"
 
@@ -50,8 +51,9 @@ from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part 
     DEFAULT_STARTUP_BUCKETS,
 )
 
-BATCH_RESULTS: tuple[str, ...] = ("succeeded", "failed")
-EPISODE_RESULTS: tuple[str, ...] = ("succeeded", "failed", "lost")
+# The result label: a terminal phase (lowercase) or an episode outcome, as core names them.
+BATCH_RESULTS: tuple[str, ...] = tuple(phase.lower() for phase in vocabulary.TERMINAL_PHASES)
+EPISODE_RESULTS: tuple[str, ...] = vocabulary.OUTCOMES
 
 # Every metric family this module exports (names as Prometheus shows them, without the
 # `_bucket`/`_sum`/`_count` suffixes of histograms). Tests use it to check dashboards and alerts.
@@ -136,10 +138,10 @@ class Metrics:
 
         r = registry
         self.episodes_total = Counter(
-            name("episodes"), "Episodes finished, by result (succeeded, failed, lost).",
+            name("episodes"), "Episodes final, by result (succeeded, failed, lost, stopped).",
             [*per_batch, "result"], registry=r)
         self.batches_total = Counter(
-            name("batches"), "RolloutBatches finished, by result (succeeded, failed).",
+            name("batches"), "RolloutBatches finished, by result (succeeded, failed, stopped).",
             [*per_batch, "result"], registry=r)
         self.batches_active = Gauge(
             name("batches_active"), "RolloutBatches started and not yet finished.",

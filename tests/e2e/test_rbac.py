@@ -87,6 +87,7 @@ def test_operator_cannot(operator_identity, verb, resource, where):
 
 def test_operator_can_what_it_needs(operator_identity):
     for verb, resource, sub in [("patch", "rolloutbatches.rl.agentruntime.io", "status"), ("create", "jobs.batch", ""),
+                                ("patch", "jobs.batch", ""),   # spec.stop suspends the Job
                                 ("get", "pods", "log"), ("create", "namespaces", ""), ("watch", "pods", ""),
                                 ("delete", "networkpolicies.networking.k8s.io", "")]:
         extra = [f"--subresource={sub}"] if sub else []

@@ -107,3 +107,45 @@ def test_the_crd_names_the_inputs_opt_in_label():
 
     text = " ".join(SCHEMA["properties"]["spec"]["properties"]["inputsFrom"]["description"].split())
     assert f"{LABEL_INPUTS}={INPUTS_OPT_IN}" in text
+
+
+# --- spec.stop: the one mutable field, one way (the API server evaluates the rules; the e2e tests
+# patch a live batch; here: the rules say what the operator assumes) ---------------------------------
+def _update_rules() -> dict[str, str]:
+    from tests.support.crd_schema import cel_rules
+    return {r["message"]: r["rule"] for path, r in cel_rules(SCHEMA["properties"]["spec"]) if "oldSelf" in r["rule"]}
+
+
+def test_every_spec_field_but_stop_is_immutable_also_when_it_was_absent():
+    import re
+
+    from rolloutbatch.core.spec import SPEC_FIELDS, STOP_FIELD
+
+    (rule,) = [r for m, r in _update_rules().items() if m.startswith("spec is immutable")]
+    clause = re.compile(r"\(has\(self\.(\w+)\) \? has\(oldSelf\.\1\) && self\.\1 == oldSelf\.\1 : !has\(oldSelf\.\1\)\)")
+    fields = clause.findall(rule)
+    # the rule is these clauses joined by && and nothing else: no field is left out, none twice
+    assert rule == " && ".join(m.group(0) for m in clause.finditer(rule))
+    assert sorted(fields) == sorted(SPEC_FIELDS - {STOP_FIELD}) and len(fields) == len(set(fields))
+
+
+def test_a_stop_cannot_be_undone():
+    from rolloutbatch.core.spec import STOP_FIELD
+
+    rules = _update_rules()
+    (message,) = [m for m in rules if "cannot be undone" in m]
+    assert rules[message] == f"!has(oldSelf.{STOP_FIELD}) || !oldSelf.{STOP_FIELD} || " \
+                             f"(has(self.{STOP_FIELD}) && self.{STOP_FIELD})"
+    stop = SCHEMA["properties"]["spec"]["properties"][STOP_FIELD]
+    assert stop["type"] == "boolean" and "default" not in stop    # absent means running
+    text = " ".join(stop["description"].split())
+    assert "one-way" in text and "Stopped" in text and "BatchStopped" in text
+
+
+def test_the_results_retention_names_its_labels():
+    from rolloutbatch.core.naming import LABEL_BATCH_NAME, LABEL_BATCH_UID, LABEL_RESULTS_RETAINED, RESULTS_RETAINED
+
+    field = SCHEMA["properties"]["spec"]["properties"]["cleanup"]["properties"]["results"]
+    text = " ".join(field["description"].split())
+    assert f"{LABEL_RESULTS_RETAINED}={RESULTS_RETAINED}" in text
+    assert LABEL_BATCH_NAME in text and LABEL_BATCH_UID in text and "--retained" in text

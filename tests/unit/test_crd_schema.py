@@ -53,6 +53,8 @@ THREE = {
     "failed": summarize([result(0), result(1, outcome="failed", reward=None), result(2, outcome="lost")],
                         episodes=3, origin=100.0),
     "succeeded": summarize([result(i) for i in range(3)], episodes=3, origin=100.0),
+    "stopped": summarize([result(0), result(1, outcome="stopped", reward=None), result(2, outcome="stopped")],
+                         episodes=3, origin=100.0),
 }
 DONE = dict(completion_time=iso_time(T0 + 60), job_complete_seconds=3.0)
 CASES = {
@@ -67,6 +69,8 @@ CASES = {
     "stalled, refused spec": status(v.FAILED, spec=None, raw_episodes=7, reason=v.STALL_INVALID_SPEC,
                                     message="spec.episodes: must be at most 100000", **DONE),
     "stalled, unschedulable": status(v.FAILED, THREE["running"], reason=v.STALL_UNSCHEDULABLE, **DONE),
+    "stopping": status(v.RUNNING, THREE["running"], reason=v.REASON_STOPPING, message="Stopping (spec.stop)"),
+    "stopped": status(v.STOPPED, THREE["stopped"], reason=v.REASON_STOPPED, **DONE),
     "after a restart": status(v.SUCCEEDED, None, previous=status(v.SUCCEEDED, THREE["succeeded"], **DONE),
                               results_digests={"b-results": "cd" * 32, "b-results-1": "ef" * 32}, **DONE),
     "bare failure": bare_failure(v.STALL_API_REFUSED, "the API refused the status", 1, iso_time(T0)),
@@ -97,6 +101,7 @@ RESULTS = st.lists(
     max_size=12)
 REASONS = st.one_of(st.none(), st.sampled_from([v.REASON_PROVISIONING, v.REASON_RUNNING, v.REASON_COLLECTING,
                                                 v.REASON_SUCCEEDED, v.REASON_TOO_FEW, v.EVENT_UNSCHEDULABLE,
+                                                v.REASON_STOPPING, v.REASON_STOPPED,
                                                 *v.STALL_REASONS]))
 TIMES = st.floats(0, 4e9)
 OPTIONAL_SECONDS = st.one_of(st.none(), st.floats())
@@ -214,6 +219,7 @@ SDK_BATCHES = {
         podTemplate={"nodeSelector": {"pool": "rl"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]},
         workspace={"sizeLimit": "2Gi"}),
     "verifier": build_batch("graded", TASK, episodes=2, verifier={"files": {"verify.py": "x"}, "timeoutSeconds": 60}),
+    "retained, stopped": build_batch("kept", TASK, episodes=2, cleanup={"results": "Retain"}, stop=True),
     "by reference": plan_inputs(build_batch("big", TASK, episodes=40, inputs=[{"blob": "x" * 8000}] * 40),
                                 "rl")[0],
 }
@@ -243,6 +249,8 @@ def test_the_core_test_specs_validate():
     ({"inputsFrom": {"configMaps": ["a", "a"], "count": 1}}, "inputsFrom.configMaps"),   # list-type set
     ({"podTemplate": {"tolerations": [{"key": "k", "tolerationSeconds": 2**63}]}},
      "podTemplate.tolerations.0.tolerationSeconds"),
+    ({"stop": "yes"}, "stop"),
+    ({"cleanup": {"results": "Keep"}}, "cleanup.results"),
 ])
 def test_a_wrong_spec_does_not_validate(change, where):
     problems = crd_schema.errors({**MINIMAL, **change}, SPEC)
@@ -276,8 +284,10 @@ CEL_VIOLATIONS = {
 
 def test_every_spec_level_cel_rule_has_a_case():
     rules = [rule["rule"] for path, rule in crd_schema.cel_rules(SPEC) if path == ""]
-    # Immutability is an update-time rule: nothing for parse_spec to refuse.
-    assert set(rules) - {"self == oldSelf"} == set(CEL_VIOLATIONS)
+    # Immutability and the one-way stop are update-time rules (they read oldSelf): nothing for
+    # parse_spec to refuse; test_crd.py checks what they say.
+    assert {r for r in rules if "oldSelf" not in r} == set(CEL_VIOLATIONS)
+    assert len([r for r in rules if "oldSelf" in r]) == 2
 
 
 @pytest.mark.parametrize("rule", sorted(CEL_VIOLATIONS))
@@ -297,6 +307,7 @@ CORE_DEFAULTS = {
     "spec.isolation.namespace": core_spec.ISOLATION_NAMESPACE[0],
     "spec.isolation.network": core_spec.ISOLATION_NETWORK[0],
     "spec.cleanup.sandbox": core_spec.CLEANUP_SANDBOX[0],
+    "spec.cleanup.results": core_spec.CLEANUP_RESULTS[0],
     "spec.task.mountPath": None,
     "spec.samplesPerInput": None,
     "spec.workspace.mountPath": None,
@@ -313,6 +324,7 @@ PARSED = {
     "spec.image": lambda s: s.image, "spec.resources": lambda s: s.resources,
     "spec.isolation.namespace": lambda s: s.isolation_namespace, "spec.isolation.network": lambda s: s.isolation_network,
     "spec.cleanup.sandbox": lambda s: s.cleanup_sandbox, "spec.task.mountPath": lambda s: s.task_mount_path,
+    "spec.cleanup.results": lambda s: s.cleanup_results,
     "spec.samplesPerInput": lambda s: s.samples_per_input,
     "spec.workspace.mountPath": lambda s: s.workspace_mount_path,
     "spec.workspace.sizeLimit": lambda s: s.workspace_size_limit,

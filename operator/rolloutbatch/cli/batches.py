@@ -1,4 +1,4 @@
-"""``submit``, ``get``, ``list`` and ``cleanup``."""
+"""``submit``, ``get``, ``list``, ``stop`` and ``cleanup``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rolloutbatch import GROUP
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, load_documents, make_client, positive
 from rolloutbatch.cli.follow import watch_handles
-from rolloutbatch.sdk import BatchHandle
+from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle
 
 RESOURCE = f"rolloutbatch.{GROUP}"
 
@@ -37,9 +37,23 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
     p.set_defaults(func=list_)
 
-    p = sub.add_parser("cleanup", parents=[common], help="delete RolloutBatches and wait until their sandboxes are gone")
+    p = sub.add_parser("stop", parents=[common], help="stop running RolloutBatches early, keeping what finished",
+                       description="Set spec.stop on each batch (one-way): no new episode starts, running episodes "
+                                   "end within their grace period, every finished row is kept, and the batch ends "
+                                   "in phase Stopped. A batch that already ended is left as it is.")
     p.add_argument("names", nargs="+", metavar="NAME")
-    p.add_argument("--ignore-not-found", action="store_true", help="a batch that does not exist is not an error")
+    p.add_argument("--wait", action="store_true", help="wait until each batch has ended; exit 3 on --timeout")
+    p.add_argument("--timeout", type=positive, default=300.0, metavar="SECONDS",
+                   help="how long --wait waits (default 300)")
+    p.set_defaults(func=stop)
+
+    p = sub.add_parser("cleanup", parents=[common],
+                       help="delete RolloutBatches, wait until their sandboxes are gone, and remove retained results")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("--ignore-not-found", action="store_true",
+                   help="a batch that does not exist (nor its retained results) is not an error")
+    p.add_argument("--keep-results", action="store_true",
+                   help="leave the results of batches with spec.cleanup.results: Retain (default: remove them too)")
     p.add_argument("--timeout", type=positive, default=300.0, metavar="SECONDS",
                    help="how long to wait for the batch and its sandbox namespace to go (default 300)")
     p.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
@@ -107,18 +121,37 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
+def stop(args: argparse.Namespace) -> int:
+    """Stop every named batch first, then (``--wait``) follow each to its end."""
+    client = make_client(args)
+    handles = [BatchHandle(client, client.get(name)) for name in dict.fromkeys(args.names)]
+    for handle in handles:
+        phase = handle.status.get("phase")
+        handle.obj = client.stop(handle.obj)
+        if phase in TERMINAL_PHASES:
+            print(f"{RESOURCE}/{handle.name} already ended ({phase}): nothing to stop")
+        else:
+            print(f"{RESOURCE}/{handle.name} stop requested")
+    if not args.wait:
+        return 0
+    for handle in handles:
+        status = handle.wait(timeout=args.timeout)
+        print(f"{RESOURCE}/{handle.name}: {status.get('phase')}: {status.get('message', '')}")
+    return 0
+
+
 def cleanup(args: argparse.Namespace) -> int:
-    """Delete every named batch first (they go in parallel), then wait for each."""
+    """Delete every named batch first (they go in parallel), then wait for each; then remove the
+    retained results of the batches that are gone (``spec.cleanup.results: Retain``)."""
     from rolloutbatch.kube.errors import NotFound
 
     client = make_client(args)
-    found, missing = [], []
+    found, absent, missing = [], [], []
     for name in dict.fromkeys(args.names):
         try:
             found.append(client.get(name))
         except NotFound as exc:
-            if not args.ignore_not_found:
-                missing.append(str(exc))
+            absent.append((name, str(exc)))
     for obj in found:
         client.delete(obj, wait=False)
     for obj in found:
@@ -128,6 +161,20 @@ def cleanup(args: argparse.Namespace) -> int:
             print(f"{RESOURCE}/{name} deleted" + (f" and sandbox namespace {sandbox}" if sandbox else ""))
         else:
             print(f"{RESOURCE}/{name} deletion requested")
+    # Only once a batch is gone: its operator could still write its results while it goes.
+    def remove_retained(name: str) -> bool:
+        removed = [] if args.keep_results else client.delete_retained(name)
+        if removed:
+            print(f"retained results of {name} deleted: configmap/{', configmap/'.join(removed)}")
+        return bool(removed)
+
+    for name, error in absent:
+        if not remove_retained(name) and not args.ignore_not_found:
+            missing.append(error)
+    for name in [obj["metadata"]["name"] for obj in found] if args.wait else []:
+        remove_retained(name)
+    if found and not args.wait and not args.keep_results:
+        print("retained results (if any) stay until the batches are gone: run cleanup again then")
     if missing:
         raise CLIError("; ".join(missing))
     return 0

@@ -11,6 +11,9 @@
     DIR/rolloutbatch.json the RolloutBatch object as read
     DIR/receipt.json     context, namespace, batch uid, sandbox namespace: what this run was
 
+With --retained, a batch that is gone but retained its results (spec.cleanup.results: Retain)
+gets receipt.json and results.json only, the receipt saying how they were checked.
+
 An existing DIR is refused, as the guide's script does, so results are never mixed or overwritten.
 """
 
@@ -32,6 +35,7 @@ from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, ops
+from rolloutbatch.sdk.retained import retained_batch, retained_head_name
 
 _SAFE_FILE = re.compile(r"^[a-z0-9][-a-z0-9.]{0,252}$")
 
@@ -42,6 +46,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-O", required=True, metavar="DIR", help="directory to create (must not exist)")
     p.add_argument("--log-limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
                    help="bytes of each episode log to keep at most (default 1 MiB)")
+    p.add_argument("--retained", action="store_true",
+                   help="when the batch is gone, read the results it retained (spec.cleanup.results: Retain); "
+                        "only the shard digests their head records check them, no batch status does")
     p.set_defaults(func=results)
     # Empty files are written anyway (job.json null, pods.json []), so scripts find the layout;
     # what could not be saved is said on stdout.
@@ -54,8 +61,18 @@ def results(args: argparse.Namespace) -> int:
     if args.log_limit_bytes < 1:
         raise CLIError("--log-limit-bytes must be at least 1")
     client = make_client(args)
-    batch = client.get(args.name)
-    written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
+    try:
+        batch = client.get(args.name)
+    except NotFound as exc:
+        document = _retained(client, args.name)
+        if document is None:
+            raise
+        if not args.retained:
+            raise CLIError(f"{exc}; it retained its results: rolloutbatch results {args.name} --retained reads "
+                           "them (no batch status vouches for them any more)") from None
+        written = export_retained(client, args.name, document, out)
+    else:
+        written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
     missing = written["missing"]
     print(f"wrote {out}/: {', '.join(f for f in written['files'] if f not in missing)}"
           + (f" and {written['logs']} episode logs" if written["logs"] else ""))
@@ -78,6 +95,34 @@ def results(args: argparse.Namespace) -> int:
         print(f"results.json is incomplete: {written['results_incomplete']}")
         return 1
     return 0
+
+
+def _retained(client: Client, name: str) -> dict | None:
+    try:
+        return client.retained_document(name)
+    except ResultsNotReady:
+        return None
+
+
+def export_retained(client: Client, name: str, document: dict, out: pathlib.Path) -> dict:
+    """The layout for a batch that is gone but retained its results: the receipt and results.json
+    only; everything else went with the batch, and the receipt says how the results were checked."""
+    out.mkdir(parents=True, exist_ok=False)
+    retained = document.get("retained") or {}
+    _write(out / "receipt.json", {
+        "context": client.context, "server": client.api.url, "namespace": client.namespace, "batch": name,
+        "batch_uid": retained.get("uid"), "results_configmap": retained_head_name(name, client.namespace),
+        "retained": True, "verified_by": retained.get("verified_by"),
+        "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "rolloutbatch_version": __version__,
+    })
+    _write(out / "results.json", document)
+    incomplete = ops.incomplete(document, retained_batch(document, name, client.namespace))
+    why = ("the RolloutBatch is gone; its results were retained (checked only against the shard digests "
+           "their head records: anyone who may write ConfigMaps in the namespace could have rewritten them)")
+    return {"files": ["receipt.json", "results.json"], "results": True, "results_error": "", "logs": 0,
+            "results_incomplete": str(incomplete) if incomplete else "",
+            "missing": {f: why for f in ("rolloutbatch.json", "job.json", "pods.json", "events.txt", "<pod>.log")}}
 
 
 def _write(path: pathlib.Path, data) -> None:

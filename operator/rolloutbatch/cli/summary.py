@@ -25,11 +25,11 @@ def print_summaries(console, handles: list[BatchHandle]) -> None:
 
 
 def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
-    """Failed and lost episodes by reason (counts, a few examples), from the results rows."""
+    """Failed, lost and stopped episodes by reason (counts, a few examples), from the results rows."""
     from rolloutbatch.kube.errors import KubeError
 
     s = handle.status
-    if not (s.get("failedEpisodes") or s.get("lostEpisodes")):
+    if not (s.get("failedEpisodes") or s.get("lostEpisodes") or s.get("stoppedEpisodes")):
         return []
     try:
         document = handle.document()
@@ -41,7 +41,7 @@ def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
     for row in rows:
         if row.get("outcome") != v.OUTCOME_SUCCEEDED:
             by_reason.setdefault(f"{row.get('outcome')} {row.get('reason') or '?'}", []).append(row)
-    lines = [f"  failed/lost episodes of {handle.name} by reason:"] if by_reason else []
+    lines = [f"  episodes of {handle.name} that did not succeed, by reason:"] if by_reason else []
     if incomplete is not None:
         lines.append(f"  (counted without some rows: {incomplete})")
     for reason, group in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):

@@ -4,7 +4,9 @@ While a batch runs: Reconciling=True, Ready=False. Success: Ready=True, Succeede
 Failure or a spec the cluster cannot serve: Stalled=True, Ready=False, Succeeded=False
 (kstatus reads Ready=False alone as "in progress", so failure must say Stalled). Finished is
 True once the batch ended either way (``kubectl wait --for=condition=Finished``: no single
-condition of kstatus's says "done, whatever the outcome"). The
+condition of kstatus's says "done, whatever the outcome"). A batch stopped by spec.stop reads as
+a failure does: it will never be Ready, so it must say Stalled (else kstatus, Flux and Argo CD
+would wait for it forever); its phase and reason (Stopped) say it was the owner's decision. The
 ``lastTransitionTime`` of a condition changes only when its status flips (docs/design.md §6).
 """
 
@@ -40,7 +42,7 @@ def conditions_for(phase: str, reason: str, message: str, generation: int, previ
     true, false = v.CONDITION_TRUE, v.CONDITION_FALSE
     if phase == v.SUCCEEDED:
         wanted = [(ready, true), (succeeded, true), (reconciling, false), (stalled, false), (finished, true)]
-    elif phase == v.FAILED:
+    elif phase in (v.FAILED, v.STOPPED):
         wanted = [(ready, false), (succeeded, false), (reconciling, false), (stalled, true), (finished, true)]
     else:
         wanted = [(ready, false), (reconciling, true), (stalled, false), (finished, false)]

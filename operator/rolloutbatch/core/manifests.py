@@ -340,16 +340,20 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
 
 
 def results_configmap(ref: BatchRef, document: Mapping, owner: Mapping | None, shard: int | None = None,
-                      sanitized: bool = False, row_texts: Sequence[str] | None = None) -> dict:
+                      sanitized: bool = False, row_texts: Sequence[str] | None = None,
+                      retained: bool = False) -> dict:
     """The head results ConfigMap, or (``shard``) one of its shards, found by the role label
-    (``row_texts``: see ``core.results.encode_results``)."""
+    (``row_texts``: see ``core.results.encode_results``). ``retained`` (spec.cleanup.results
+    Retain): no ownerReference, so deleting the batch leaves it, and the retained label."""
     data, binary = encode_results(document, sanitized=sanitized, row_texts=row_texts)
     name = naming.results_configmap_name(ref)
+    labels = {naming.LABEL_RESULTS_RETAINED: naming.RESULTS_RETAINED} if retained else {}
+    owner = None if retained else owner
     if shard is None:
-        meta = _meta(ref, name, ref.namespace, owner, **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS})
+        meta = _meta(ref, name, ref.namespace, owner, **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS}, **labels)
     else:
         meta = _meta(ref, shard_configmap_name(name, shard), ref.namespace, owner,
-                     **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS_SHARD})
+                     **{naming.LABEL_EPISODE_ROLE: naming.ROLE_RESULTS_SHARD}, **labels)
     cm: dict = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
     if data:
         cm["data"] = data

@@ -82,6 +82,12 @@ class BatchSpec:
     sandbox_quota: bool = False         # spec.isolation.resourceQuota (Dedicated only)
     egress: tuple[dict, ...] = ()       # spec.isolation.egress: NetworkPolicy egress rules
     verifier: VerifierSpec | None = None
+    cleanup_results: str = vocabulary.RESULTS_DELETE   # spec.cleanup.results: Retain outlives the batch
+    stop: bool = False                  # spec.stop as parsed; the operator reads the live field
+
+    @property
+    def retains_results(self) -> bool:
+        return self.cleanup_results == vocabulary.RESULTS_RETAIN
 
 
 @dataclass(frozen=True)
@@ -328,7 +334,9 @@ class Summary:
     pod_to_ready_max: float | None
     nodes: dict[str, int]
     image_ids: tuple[str, ...]
+    stopped: int = 0           # cut off by spec.stop: final, but not finished (core.stopping)
 
     @property
     def finished(self) -> int:
+        """Episodes that ran to a verdict; a stopped one did not."""
         return self.succeeded + self.failed + self.lost

@@ -16,6 +16,9 @@ LABEL_BATCH_UID = "rl.agentruntime.io/batch-uid"
 LABEL_BATCH_NAME = "rl.agentruntime.io/batch-name"
 LABEL_EPISODE_ROLE = "rl.agentruntime.io/role"
 ROLE_RESULTS, ROLE_RESULTS_SHARD = "results", "results-shard"
+# spec.cleanup.results: Retain. Such results ConfigMaps have no ownerReference (they outlive the
+# batch) and carry this label beside the batch's name and uid, so they can be found and removed.
+LABEL_RESULTS_RETAINED, RESULTS_RETAINED = "rl.agentruntime.io/results-retained", "true"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rolloutbatch"
 FINALIZER = "rl.agentruntime.io/cleanup"
@@ -96,6 +99,11 @@ def owner_labels(ref: BatchRef) -> dict[str, str]:
 
 def label_selector(ref: BatchRef) -> str:
     return f"{LABEL_BATCH_UID}={ref.uid}"
+
+
+def retained_results_selector(name: str) -> str:
+    """The retained results ConfigMaps (head and shards) of batches named ``name``."""
+    return f"{LABEL_BATCH_NAME}={label_value(name)},{LABEL_RESULTS_RETAINED}={RESULTS_RETAINED}"
 
 
 def episode_containers(pod: dict) -> list[str]:

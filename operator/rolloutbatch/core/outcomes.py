@@ -10,13 +10,20 @@ API, the image, the batch) loses the episode: outcome ``lost``, not valid, left 
 verifier's author is trusted; a verifier that fails once the agent's work is in front of it
 cannot be told from one the agent broke, so that too is the agent's. An index that never ran
 is lost whatever its reason (nothing of the agent ran).
+
+A third party can end an episode too: the batch's owner, by ``spec.stop``. An episode cut off by
+the stop (running, or never started) is neither the agent's failure nor a loss of the
+infrastructure: outcome ``stopped``, not valid, left out like a lost one, and counted apart
+(``stoppedEpisodes``), so lost episodes keep meaning "the cluster lost them". The agent cannot
+cause a stop; what it may gain from one (a bad attempt cut off is left out of its group) is
+bounded by the owner stopping, and such a group is never final.
 """
 
 from __future__ import annotations
 
 from rolloutbatch.core import vocabulary as v
 
-AGENT, INFRASTRUCTURE = "agent", "infrastructure"
+AGENT, INFRASTRUCTURE, OWNER = "agent", "infrastructure", "owner"
 
 # The reward a failed (valid) episode counts with: the lowest reward of the guide's [0, 1]
 # rewards. The spec declares no reward range, so this is the one place it is decided.
@@ -49,7 +56,11 @@ REASON_CLASS: dict[str, str] = {
     v.EP_BATCH_STALLED: INFRASTRUCTURE,    # the batch stopped: the spec, the API, the cluster
     # the verifier ran with the agent's work in front of it: killed, crashed, hung, no reward
     v.EP_VERIFIER_FAILED: AGENT,
+    # spec.stop: the batch's owner ended it, running or before it started
+    v.EP_BATCH_STOPPED: OWNER,
 }
+# The outcome of each class of reason.
+CLASS_OUTCOME = {AGENT: v.OUTCOME_FAILED, INFRASTRUCTURE: v.OUTCOME_LOST, OWNER: v.OUTCOME_STOPPED}
 
 
 def is_agents_failure(reason: str | None) -> bool:
@@ -60,5 +71,11 @@ def is_agents_failure(reason: str | None) -> bool:
 
 def outcome_of(reason: str) -> str:
     """The outcome of an episode whose pod ran and failed with ``reason``."""
-    return v.OUTCOME_FAILED if is_agents_failure(reason) else v.OUTCOME_LOST
+    return CLASS_OUTCOME[REASON_CLASS.get(reason or "", AGENT)]
+
+
+def never_ran_outcome(reason: str) -> str:
+    """The outcome of an index that produced no judgeable run: lost (nothing of the agent ran to
+    cause it), or stopped when the owner's stop is why."""
+    return v.OUTCOME_STOPPED if REASON_CLASS.get(reason) == OWNER else v.OUTCOME_LOST
 

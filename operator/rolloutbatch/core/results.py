@@ -32,6 +32,9 @@ SUCCEEDED_TAILS = f"{v.OUTCOME_SUCCEEDED}:log_tail"
 SHED_STAGES = ((SUCCEEDED_TAILS,), ("log_tail", "agent.output_tail"), ("log_tail", "agent.output_tail", "extra"),
                ("log_tail", "agent.output_tail", "extra", "message"))
 KEY, GZ_KEY = "results.json", "results.json.gz"
+# The head of a retained sharded batch (spec.cleanup.results: Retain): shard name -> digest of
+# what the operator wrote there, for readers once the batch (and its status) is gone.
+SHARD_DIGESTS = "shard_digests"
 
 
 def configmap_digest(cm: Mapping) -> str:
@@ -65,6 +68,7 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
         "successful_episodes": summary.succeeded,
         "failed_episodes": summary.failed,
         "lost_episodes": summary.lost,
+        "stopped_episodes": summary.stopped,
         "retried_episodes": summary.retried,
         "reward_sum": summary.reward_sum,
         "reward_mean": summary.reward_mean,

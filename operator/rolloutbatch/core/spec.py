@@ -66,14 +66,24 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ISOLATION_NAMESPACE = v.ISOLATION_MODES       # first = default
 ISOLATION_NETWORK = v.NETWORK_MODES
 CLEANUP_SANDBOX = v.CLEANUP_POLICIES
+CLEANUP_RESULTS = v.RESULTS_POLICIES
+# The one field of the spec a user may change after creation (the CRD's immutability rule admits
+# exactly false/absent -> true): stopping is one-way (docs/design.md §5.14).
+STOP_FIELD = "stop"
 # The top-level fields of RolloutBatch.spec (crds/rl.agentruntime.io_rolloutbatches.yaml; a unit
 # test keeps the two equal): parse_spec refuses any other, as the API's strict validation does.
 SPEC_FIELDS = frozenset({
     "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
     "samplesPerInput", "inputsFrom", "workspace", "resources", "episodeTimeoutSeconds",
     "activeDeadlineSeconds", "minSuccessfulEpisodes", "retries", "isolation", "cleanup", "podTemplate",
-    "verifier",
+    "verifier", STOP_FIELD,
 })
+
+def stop_requested(raw: object) -> bool:
+    """Whether a RolloutBatch spec (as stored, maybe never parsed) asks the batch to stop. Read
+    from the live object each round: the rest of the spec is read once, this field can change."""
+    return isinstance(raw, Mapping) and raw.get(STOP_FIELD) is True
+
 
 def check_batch_name(name_or_prefix: str) -> None:
     """A RolloutBatch name, or a generateName prefix ending in '-'; raise SpecError when unusable."""
@@ -484,6 +494,8 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         egress=egress,
         sandbox_quota=_bool(isolation, "resourceQuota", "spec.isolation.resourceQuota"),
         cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),
+        cleanup_results=_choice(cleanup, "results", CLEANUP_RESULTS, "spec.cleanup.results"),
+        stop=_bool(raw, STOP_FIELD, f"spec.{STOP_FIELD}"),
         ttl_seconds_after_finished=ttl,
         pod_template=template,
     )

@@ -110,6 +110,7 @@ class RunningSummary:
             pod_to_ready_p95=_percentile_of_sorted(startup, 0.95) if startup else None,
             pod_to_ready_max=startup[-1] if startup else None,
             nodes=dict(sorted(self._nodes.items())), image_ids=tuple(self._images),
+            stopped=outcomes[v.OUTCOME_STOPPED],
         )
 
 

@@ -14,15 +14,18 @@ from typing import Any
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.conditions import conditions_for
 from rolloutbatch.core.model import BatchRef, BatchSpec, Summary
+from rolloutbatch.core.stopping import stopped_message
 from rolloutbatch.core.strictjson import sanitize
 
 DEFAULT_REASONS = {v.PENDING: v.REASON_PENDING, v.PROVISIONING: v.REASON_PROVISIONING, v.RUNNING: v.REASON_RUNNING,
-                   v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: v.REASON_FAILED}
+                   v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: v.REASON_FAILED,
+                   v.STOPPED: v.REASON_STOPPED}
 # Counters of the status that only grow while a batch runs.
 SUMMARY_KEYS = ("readyEpisodes", "runningEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes",
-                "retriedEpisodes", "rewardSum", "rewardMean", "batchToAllReadySeconds", "batchToAllRewardsSeconds",
+                "stoppedEpisodes", "retriedEpisodes", "rewardSum", "rewardMean", "batchToAllReadySeconds", "batchToAllRewardsSeconds",
                 "podToReadySeconds", "jobCompleteSeconds", "nodes", "imageIDs")
-MONOTONIC_COUNTS = ("readyEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes", "retriedEpisodes")
+MONOTONIC_COUNTS = ("readyEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes", "stoppedEpisodes",
+                    "retriedEpisodes")
 
 
 def final_phase(summary: Summary, spec: BatchSpec, results_configmap: str) -> tuple[str, str, str]:
@@ -33,6 +36,13 @@ def final_phase(summary: Summary, spec: BatchSpec, results_configmap: str) -> tu
     return (v.FAILED, v.REASON_TOO_FEW,
             f"{summary.succeeded}/{spec.episodes} episodes succeeded, {spec.min_successful_episodes} required; "
             f"see {results_configmap}")
+
+
+def stopped_phase(summary: Summary, results_configmap: str) -> tuple[str, str, str]:
+    """(phase, reason, message) of a batch that spec.stop ended before every episode did: its
+    own phase, whatever the successes so far (a partial experiment is never reported as one
+    that succeeded)."""
+    return v.STOPPED, v.REASON_STOPPED, stopped_message(summary, results_configmap)
 
 
 def _progress_done(status: Mapping) -> int:
@@ -112,6 +122,7 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
             "succeededEpisodes": summary.succeeded,
             "failedEpisodes": summary.failed,
             "lostEpisodes": summary.lost,
+            "stoppedEpisodes": summary.stopped,
             "retriedEpisodes": summary.retried,
             "rewardSum": _ms(summary.reward_sum),
             "rewardMean": _ms(summary.reward_mean),
@@ -154,6 +165,21 @@ def status_patch(old: Mapping, new: Mapping) -> dict:
         if key not in new:
             patch[key] = None
     return patch
+
+
+def acknowledged(status: Mapping, generation: int) -> dict | None:
+    """The status patch that says a terminal batch has seen ``generation``, or None.
+
+    A spec change after the end (the CRD admits only spec.stop) leaves the verdict as it is, but
+    a status whose observedGeneration lags reads as "in progress" to kstatus, Flux and Argo CD
+    for ever."""
+    if status.get("phase") not in v.TERMINAL_PHASES:
+        return None
+    seen = status.get("observedGeneration")
+    if type(seen) is int and seen >= generation:
+        return None
+    return {"observedGeneration": generation,
+            "conditions": [dict(c, observedGeneration=generation) for c in status.get("conditions") or []]}
 
 
 def bare_failure(reason: str, message: str, generation: int, now_iso: str) -> dict:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
 from rolloutbatch.core.stats import RunningSummary
+from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
 from rolloutbatch.core.strictjson import finite
 from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal,
                                        judge_episode, missing_reason, never_ran, parse_time)
@@ -51,12 +52,14 @@ class JobFacts:
     deadline_at: float | None = None     # status.startTime + spec.activeDeadlineSeconds
     name: str = ""
     namespace: str = ""
+    suspended: bool = False              # condition Suspended=True (spec.stop suspends the Job)
+    pods_left: int = 0                   # status.active + status.terminating: its pods not yet gone
 
 
 def job_facts(job: Mapping) -> JobFacts:
     """Read a Job dict (API JSON) into :class:`JobFacts`."""
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
-    finished = failed = False
+    finished = failed = suspended = False
     reason = message = None
     for cond in status.get("conditions") or []:
         if cond.get("status") != "True":
@@ -66,6 +69,8 @@ def job_facts(job: Mapping) -> JobFacts:
         elif cond.get("type") == "Failed":
             finished = failed = True
             reason, message = cond.get("reason"), cond.get("message")
+        elif cond.get("type") == "Suspended":
+            suspended = True
         elif cond.get("type") == "FailureTarget" and reason is None:
             # Set before the Job controller kills the pods; Failed follows once they are gone.
             reason, message = cond.get("reason"), cond.get("message")
@@ -73,7 +78,9 @@ def job_facts(job: Mapping) -> JobFacts:
     deadline_at = started + deadline if started is not None and isinstance(deadline, int) else None
     return JobFacts(uid=meta.get("uid", ""), created=parse_time(meta.get("creationTimestamp")),
                     finished=finished, failed=failed, reason=reason, message=message, deadline_at=deadline_at,
-                    name=meta.get("name", ""), namespace=meta.get("namespace", ""))
+                    name=meta.get("name", ""), namespace=meta.get("namespace", ""), suspended=suspended,
+                    pods_left=sum(n for n in (status.get("active"), status.get("terminating"))
+                                  if type(n) is int and n > 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +123,7 @@ class BatchTracker:
         self._reading: dict[str, PodFacts] = {}     # uid -> log read in flight
         self._done_uids: set[str] = set()           # pods fully accounted for
         self._waiting_since: dict[str, float] = {}  # uid -> when its container was first seen unstartable
+        self.stopping = False                       # spec.stop: the pods that end now are the stop's (core.stopping)
         self.version = 0                            # bumped on every change: "status is dirty"
         self._running = RunningSummary(None)      # every result folded in once (core.stats)
 
@@ -216,7 +224,9 @@ class BatchTracker:
         if is_infrastructure_failure(facts):
             self._forget(uid)
             self._done_uids.add(uid)
-            if len(attempts) <= self.retries:
+            if self.stopping:
+                pass   # the suspended Job makes no replacement: the index is the stop's (stopped_rest)
+            elif len(attempts) <= self.retries:
                 self._retry(index)
             else:
                 self._finalize(judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED,
@@ -252,10 +262,13 @@ class BatchTracker:
         return taken
 
     def record(self, result: EpisodeResult, uid: str) -> None:
-        """The verdict of a pod whose log was read (or could not be)."""
-        self._reading.pop(uid, None)
+        """The verdict of a pod whose log was read (or could not be); while the batch stops, a
+        pod the stop deleted ends as the stop's (``core.stopping.cut_off``)."""
+        facts = self._reading.pop(uid, None)
         self._done_uids.add(uid)
         attempts = len(self._attempts.get(result.index, ())) or 1
+        if self.stopping:
+            result = cut_off(result, facts)
         self._finalize(dataclasses.replace(result, attempts=attempts))
 
     def observe_job(self, job: JobFacts, now: float) -> None:
@@ -276,6 +289,24 @@ class BatchTracker:
         for index in missing:
             self._finalize(never_ran(index, reason, message, attempts=len(self._attempts.get(index, ()))))
         return missing
+
+    def stop(self) -> None:
+        """spec.stop was seen: the Job is being suspended; no index is retried from now on."""
+        if not self.stopping:
+            self.stopping = True
+            self.version += 1
+
+    def stop_settled(self, job_gone: bool = False) -> bool:
+        """The stop is done: no pod of the batch is left alive (by the watch and by the Job's own
+        counts, unless the Job is gone) and no log read is pending, so every index still open
+        never will end."""
+        job = self.job
+        job_done = job_gone or job is None or job.finished or (job.suspended and job.pods_left == 0)
+        return self.stopping and job_done and not self._live and not self.busy
+
+    def stopped_rest(self) -> list[int]:
+        """Every index without a result is the stop's: it never ran, or its pod left nothing."""
+        return self.give_up_missing(v.EP_BATCH_STOPPED, NEVER_STARTED_MESSAGE)
 
     def give_up_after_job_end(self) -> list[int]:
         """The Job ended and the stragglers' grace passed: the rest of the indexes are lost,

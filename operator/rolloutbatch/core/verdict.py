@@ -54,7 +54,7 @@ from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_E
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
                                      usable_reward)
 from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, VERIFIER_CONTAINER
-from rolloutbatch.core.outcomes import outcome_of
+from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.strictjson import finite, sanitize
 
 __all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
@@ -226,13 +226,15 @@ def missing_reason(job_failed: bool, job_reason: str | None) -> str:
 
 def never_ran(index: int, reason: str, message: str, attempts: int = 0) -> EpisodeResult:
     """The result of an index that produced no judgeable run (no pod, or none that ended): lost,
-    whatever the reason (nothing of the agent ran to cause it).
+    whatever the reason (nothing of the agent ran to cause it), or stopped when spec.stop is
+    why (``core.outcomes.never_ran_outcome``).
 
     ``reason`` must be an episode reason (vocabulary.EPISODE_REASONS; see :func:`missing_reason`).
     """
     if reason not in v.EPISODE_REASONS:
         raise ValueError(f"{reason!r} is not an episode reason")
-    return EpisodeResult(index=index, pod="", node=None, image_id=None, outcome=v.OUTCOME_LOST, reason=reason,
+    return EpisodeResult(index=index, pod="", node=None, image_id=None, outcome=never_ran_outcome(reason),
+                         reason=reason,
                          message=message, reward=None, pod_created=None, ready_at=None, reward_at=None,
                          pod_to_ready_seconds=None, attempts=max(0, attempts))
 

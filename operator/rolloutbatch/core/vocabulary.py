@@ -11,8 +11,12 @@ from __future__ import annotations
 # --- batch phases (status.phase) ---------------------------------------------------------------
 PENDING, PROVISIONING, RUNNING, COLLECTING = "Pending", "Provisioning", "Running", "Collecting"
 SUCCEEDED, FAILED = "Succeeded", "Failed"
-PHASES = (PENDING, PROVISIONING, RUNNING, COLLECTING, SUCCEEDED, FAILED)
-TERMINAL_PHASES = (SUCCEEDED, FAILED)
+# spec.stop: the batch was stopped before every episode ended; what finished is kept. Its own
+# phase, not Failed: a stop is the owner's decision, not an error (its conditions still say
+# Finished, not Ready: core.conditions).
+STOPPED = "Stopped"
+PHASES = (PENDING, PROVISIONING, RUNNING, COLLECTING, SUCCEEDED, FAILED, STOPPED)
+TERMINAL_PHASES = (SUCCEEDED, FAILED, STOPPED)
 
 # --- status.conditions: types, in the order the status lists them, and their statuses -----------
 CONDITION_READY, CONDITION_SUCCEEDED = "Ready", "Succeeded"
@@ -34,13 +38,20 @@ NETWORK_MODES = (NETWORK_DENY_ALL, NETWORK_ALLOW_EGRESS)
 # spec.cleanup.sandbox. Not Kubernetes' restartPolicy/imagePullPolicy values, which share two words.
 CLEANUP_DELETE_ON_SUCCESS, CLEANUP_ALWAYS, CLEANUP_NEVER = "DeleteOnSuccess", "Always", "Never"
 CLEANUP_POLICIES = (CLEANUP_DELETE_ON_SUCCESS, CLEANUP_ALWAYS, CLEANUP_NEVER)
+# spec.cleanup.results: Delete (the results ConfigMaps are owned by the batch and go with it) or
+# Retain (unowned, labelled, left when the batch is deleted or its TTL passes), as a
+# PersistentVolume's reclaimPolicy says it.
+RESULTS_DELETE, RESULTS_RETAIN = "Delete", "Retain"
+RESULTS_POLICIES = (RESULTS_DELETE, RESULTS_RETAIN)
 
 # --- episode outcomes (row["outcome"]) ---------------------------------------------------------
 # succeeded: a graded attempt whose reward counts; failed: the agent's failure (core.outcomes),
 # graded with the worst reward; lost: what the agent cannot cause (infrastructure, the API, the
-# image, the batch): it says nothing about the policy and is left out.
+# image, the batch): it says nothing about the policy and is left out. stopped: cut off by
+# spec.stop (the owner's decision, neither the agent's failure nor a loss): left out likewise.
 OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST = "succeeded", "failed", "lost"
-OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST)
+OUTCOME_STOPPED = "stopped"
+OUTCOMES = (OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_LOST, OUTCOME_STOPPED)
 
 # --- batch reasons (status.reason, condition reasons, Kubernetes Events) ------------------------
 REASON_PENDING = "Pending"
@@ -50,6 +61,8 @@ REASON_COLLECTING = "CollectingResults"
 REASON_SUCCEEDED = "EpisodesSucceeded"
 REASON_TOO_FEW = "TooFewSuccessfulEpisodes"
 REASON_FAILED = "Failed"   # a Failed phase's reason when no more precise one was given
+REASON_STOPPING = "Stopping"   # spec.stop seen: no new episode starts, running ones are ending
+REASON_STOPPED = "Stopped"     # the Stopped phase's reason
 EVENT_CLEANUP_FAILED = "SandboxCleanupFailed"   # after the end: the verdict stands, the TTL still runs
 EVENT_FOREIGN_POD = "ForeignPodIgnored"         # a pod with the batch's label that its Job did not make
 EVENT_RESULTS_NAME_TAKEN = "ResultsShardNameTaken"  # a shard's name held by a foreign ConfigMap: skipped
@@ -107,6 +120,7 @@ EP_CLOCK_SKEW = "ClockSkew"
 EP_REWARD_BEFORE_READY = "RewardBeforeReady"
 EP_JOB_FAILED = "JobFailed"            # the Job ended (for a reason other than its deadline) without it
 EP_BATCH_STALLED = "BatchStalled"      # the batch stopped (a Stalled reason) before this episode ended
+EP_BATCH_STOPPED = "BatchStopped"      # spec.stop cut it off: it was running, or never started
 # spec.verifier: once it started, the verifier crashed, was killed, ran past its time or did not
 # report one usable reward. It had the agent's work in front of it: the agent's failure.
 EP_VERIFIER_FAILED = "VerifierFailed"
@@ -117,7 +131,7 @@ EPISODE_REASONS = (EP_INFRASTRUCTURE, EP_LOG_UNAVAILABLE, EP_TIMEOUT, EP_BATCH_T
                    EP_NON_ZERO_EXIT, EP_RESTARTED, EP_NO_READY, EP_NO_REWARD, EP_LOG_LIMIT, EP_DUPLICATE_READY,
                    EP_DUPLICATE_REWARD, EP_IDENTITY, EP_INVALID_REWARD, EP_MISSING_TIMESTAMP, EP_CLOCK_SKEW,
                    EP_REWARD_BEFORE_READY, EP_JOB_FAILED, EP_BATCH_STALLED, EP_VERIFIER_FAILED,
-                   EP_VERIFIER_NOT_STARTED)
+                   EP_VERIFIER_NOT_STARTED, EP_BATCH_STOPPED)
 FLAG_SKEW_TOLERATED = "ClockSkewWithinTolerance"
 # spec.verifier: the agent printed a reward-shaped event; only the verifier's reward counts.
 FLAG_AGENT_REWARD_IGNORED = "AgentRewardIgnored"

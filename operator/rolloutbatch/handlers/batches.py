@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
 
 from rolloutbatch import GROUP, PLURAL, VERSION
+from rolloutbatch.service import stop
 
 
 def _emitter(body: kopf.Body, logger: Any):
@@ -47,3 +49,15 @@ async def delete_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) 
             logger.warning("The sandbox was not gone after %ss; releasing the RolloutBatch", timeout)
         memo.registry.forget(body["metadata"]["uid"])
         memo.metrics.batch_deleted(body["metadata"]["namespace"], body["metadata"]["name"])
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, when=stop.needs_acknowledging)
+async def acknowledge_generation(body: kopf.Body, memo: kopf.Memo, logger: Any, **kwargs: Any) -> None:
+    """After the end, the batch's daemon has returned: a later spec.stop only needs its
+    generation acknowledged in the status (service.stop)."""
+    if kwargs.get("type") == "DELETED":
+        return
+
+    async def call(fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, memo.ctx.api, *args)
+    await stop.acknowledge_generation(call, body, logger)

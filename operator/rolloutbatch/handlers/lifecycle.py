@@ -18,8 +18,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     # No copy of the spec in an annotation: annotations are capped at 256 KiB in all, and a
     # spec near the ConfigMap bound made every patch of the batch fail, the finalizer's
-    # included. The spec is immutable and the operator has no on.update
-    # handler, so kopf needs no diff base of it.
+    # included. The spec is immutable (spec.stop, its one mutable field, is read from the
+    # daemon's live body) and the operator has no on.update handler, so kopf needs no diff base of it.
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration", ignored_fields=["spec"])
     settings.posting.level = logging.INFO

@@ -259,6 +259,26 @@ def delete_owned(api: Api, kind: str, name: str, namespace: str | None, batch_ui
     return True
 
 
+def suspend_job(api: Api, name: str, namespace: str, batch_uid: str, job_uid: str | None = None) -> bool:
+    """Suspend the batch's Job (spec.stop): the Job controller deletes its active pods, each with
+    its grace period, and starts none. The uid in the patch is a precondition, so a namesake
+    made since is never touched. False when there is no such Job of ours (nothing to stop)."""
+    live = get_or_none(api, "Job", name, namespace)
+    if live is None or not owned_by(live, batch_uid):
+        return False
+    uid = live["metadata"]["uid"]
+    if job_uid is not None and uid != job_uid:
+        return False
+    if (live.get("spec") or {}).get("suspend") is True:
+        return True
+    try:
+        api.merge_patch(object_path("Job", name, namespace), {"metadata": {"uid": uid}, "spec": {"suspend": True}},
+                        f"suspend Job {namespace}/{name}")
+    except (NotFound, Conflict):
+        return False   # gone meanwhile, or replaced by a namesake we must not touch
+    return True
+
+
 def delete_batch(api: Api, namespace: str, name: str, uid: str) -> None:
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
     try:

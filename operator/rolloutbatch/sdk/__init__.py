@@ -9,6 +9,7 @@
     for group in handle.groups():          # each group once its 8 samples are final
         ...                                # group["rows"], group["reward_mean"], group["reward_std"]
     rows = handle.results()                # every row (sharded results reassembled), by index
+    handle.stop(wait=True)                 # or stop early: spec.stop, every finished row kept
     handle.delete()                        # waits until the sandbox namespace is gone
 
 The asyncio twin, ``AsyncClient`` (``await handle.wait()``, ``async for row in
@@ -16,8 +17,9 @@ handle.stream()``), shares every rule with ``Client``: the verbs are sans-IO gen
 (``sdk.ops``) and following a batch is a state machine fed by watches (``sdk.follow``); each
 client only carries the requests. Rows and groups are typed (``sdk.types.Row``, ``Group``).
 
-Modules: ``build`` (Task, build_batch, where inputs go), ``ops`` (the verbs), ``follow``
-(watches and the follower), ``client`` (blocking), ``aio`` (asyncio, aiohttp), ``types``.
+Modules: ``build`` (Task, build_batch, where inputs go), ``ops`` (the verbs), ``retained``
+(results a deleted batch retained: ``Client.retained_results(name)``, ``delete_retained``),
+``follow`` (watches and the follower), ``client`` (blocking), ``aio`` (asyncio, aiohttp), ``types``.
 
 Everything goes through the same plain-dict API layer as the operator (``rolloutbatch.kube``),
 which asks the API server for strict field validation: a misspelt field is refused, never dropped.

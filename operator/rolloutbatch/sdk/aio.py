@@ -31,7 +31,7 @@ import aiohttp
 
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
-from rolloutbatch.sdk import ops
+from rolloutbatch.sdk import ops, retained
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
 
@@ -261,6 +261,20 @@ class AsyncClient:
         """Delete; with ``wait`` (awaiting, never blocking the loop) until the sandbox is gone."""
         await self._run(ops.delete(batch, wait=wait, timeout=timeout, interval=interval))
 
+    async def stop(self, batch: Mapping) -> dict:
+        return await self._run(ops.stop(batch))
+
+    async def retained_document(self, name: str, namespace: str | None = None) -> dict:
+        return await self._run(retained.retained_document(name, namespace or self.namespace))
+
+    async def retained_results(self, name: str, namespace: str | None = None) -> list[Row]:
+        namespace = namespace or self.namespace
+        document = await self.retained_document(name, namespace)
+        return ops.rows(document, retained.retained_batch(document, name, namespace))
+
+    async def delete_retained(self, name: str, namespace: str | None = None) -> list[str]:
+        return await self._run(retained.delete_retained(name, namespace or self.namespace))
+
 
 class AsyncBatchHandle:
     """``BatchHandle`` for asyncio: ``await wait()``, ``await results()``, ``async for`` over
@@ -312,6 +326,10 @@ class AsyncBatchHandle:
 
     async def results(self) -> list[Row]:
         return ops.rows(await self.document(), self.obj)
+
+    async def stop(self, wait: bool = False, timeout: float = 3600) -> dict:
+        self.obj = await self.client.stop(self.obj)
+        return await self.wait(timeout=timeout) if wait else self.status
 
     async def delete(self, wait: bool = True, timeout: float = 300) -> None:
         await self.client.delete(self.obj, wait=wait, timeout=timeout)

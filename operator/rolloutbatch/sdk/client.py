@@ -20,7 +20,7 @@ import requests
 
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
-from rolloutbatch.sdk import ops
+from rolloutbatch.sdk import ops, retained
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
 
@@ -190,6 +190,25 @@ class Client:
         """Delete a batch (UID precondition); with ``wait``, until it and its sandbox namespace are gone."""
         self._run(ops.delete(batch, wait=wait, timeout=timeout, interval=interval))
 
+    def stop(self, batch: Mapping) -> dict:
+        """Set ``spec.stop`` (one-way; a batch that already ended is left as it is); the object."""
+        return self._run(ops.stop(batch))
+
+    def retained_document(self, name: str, namespace: str | None = None) -> dict:
+        """The retained results of a batch that is gone, by its name (``sdk.retained``: checked
+        only against the shard digests their head records; ``document["retained"]`` says so)."""
+        return self._run(retained.retained_document(name, namespace or self.namespace))
+
+    def retained_results(self, name: str, namespace: str | None = None) -> list[Row]:
+        """Every row of :meth:`retained_document`; ResultsIncomplete when listed shards are gone."""
+        namespace = namespace or self.namespace
+        document = self.retained_document(name, namespace)
+        return ops.rows(document, retained.retained_batch(document, name, namespace))
+
+    def delete_retained(self, name: str, namespace: str | None = None) -> list[str]:
+        """Delete the retained results ConfigMaps of batches named ``name``; the names deleted."""
+        return self._run(retained.delete_retained(name, namespace or self.namespace))
+
 
 class BatchHandle:
     """One submitted RolloutBatch. ``obj`` is the last object read from the API."""
@@ -273,6 +292,13 @@ class BatchHandle:
         """One row per episode, ordered by episode index; ResultsIncomplete (a ResultsNotReady)
         when shards of the results are gone or not the operator's, never a partial list."""
         return ops.rows(self.document(), self.obj)
+
+    def stop(self, wait: bool = False, timeout: float = 3600) -> dict:
+        """Stop the batch early (``spec.stop``): no new episode starts, running ones end within
+        their grace period, every finished row is kept. Returns the status, the final one with
+        ``wait`` (phase ``Stopped``, or the batch's own verdict when it ended first)."""
+        self.obj = self.client.stop(self.obj)
+        return self.wait(timeout=timeout) if wait else self.status
 
     def delete(self, wait: bool = True, timeout: float = 300) -> None:
         self.client.delete(self.obj, wait=wait, timeout=timeout)

@@ -286,8 +286,10 @@ class Follower:
         if self._final_at is None:
             self._final_at = now
         # The operator can publish phase one patch before jobCompleteSeconds (it needs the Job's
-        # own completion): a waiter gives the last timing field a moment to land.
-        unsettled = (self.status.get("phase") in v.TERMINAL_PHASES and self.status.get("jobName")
+        # own completion): a waiter gives the last timing field a moment to land. A stopped
+        # batch's Job is suspended and never completes.
+        phase = self.status.get("phase")
+        unsettled = (phase in v.TERMINAL_PHASES and phase != v.STOPPED and self.status.get("jobName")
                      and self.status.get("jobCompleteSeconds") is None)
         return not unsettled or now - self._final_at >= self.settle_seconds
 

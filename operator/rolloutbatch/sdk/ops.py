@@ -21,6 +21,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import configmap_digest, decode_results
+from rolloutbatch.core.spec import STOP_FIELD, stop_requested
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
@@ -323,23 +324,45 @@ def results_document(batch: Mapping) -> Op:
                               f"(phase {status.get('phase') or v.PENDING}), try again")
     if "shards" not in head:
         return head
-    docs, unreadable, unverified = [], [], []
-    for shard in read.listed():
-        doc = read.docs.get(shard)
-        if read.got.get(shard) is None:
+    return with_shards(head, read.listed(), read.got, read.docs, meta["uid"], read.recorded)
+
+
+def with_shards(head: Mapping, listed: list[str], got: Mapping[str, dict | None], docs: Mapping[str, dict | None],
+                 uid: str, recorded: Any) -> dict:
+    """``head`` assembled with the listed shards that are results of ``uid`` and that
+    ``recorded(name)`` vouches for; the others named (gone: ``missing_shards``; not ours:
+    ``unreadable_shards``; not what the operator wrote: ``unverified_shards``)."""
+    kept, unreadable, unverified = [], [], []
+    for shard in listed:
+        doc = docs.get(shard)
+        if got.get(shard) is None:
             continue                      # gone: assemble names it in missing_shards
-        if doc is None or doc.get("uid") != meta["uid"]:
+        if doc is None or doc.get("uid") != uid:
             unreadable.append(shard)
-        elif not read.recorded(shard):
+        elif not recorded(shard):
             unverified.append(shard)
         else:
-            docs.append(doc)
-    document = assemble(head, docs)
+            kept.append(doc)
+    document = assemble(head, kept)
     if unreadable:
         document["unreadable_shards"] = sorted(unreadable)
     if unverified:
         document["unverified_shards"] = sorted(unverified)
     return document
+
+
+def stop(batch: Mapping) -> Op:
+    """Ask a batch to stop (``spec.stop: true``, UID precondition); returns the object. A batch
+    that already ended is left as it is: nothing to stop, and its verdict stands."""
+    meta = batch["metadata"]
+    live = yield from get(meta["name"], meta["namespace"])
+    if live["metadata"].get("uid") != meta.get("uid"):
+        raise NotFound(f'rolloutbatch "{meta["name"]}" was replaced by a namesake', status=404, reason="NotFound")
+    if (live.get("status") or {}).get("phase") in TERMINAL_PHASES or stop_requested(live.get("spec")):
+        return live
+    return (yield Call("merge_patch", (resources.object_path("RolloutBatch", meta["name"], meta["namespace"]),
+                                       {"metadata": {"uid": meta["uid"]}, "spec": {STOP_FIELD: True}},
+                                       f"stop RolloutBatch {meta['namespace']}/{meta['name']}")))
 
 
 def incomplete(document: Mapping, batch: Mapping) -> ResultsIncomplete | None:

@@ -18,7 +18,7 @@ class Row(TypedDict):
     sample: int                # index % samplesPerInput
     valid: bool                # True iff ``reward`` is usable for training (succeeded, or failed: 0.0)
     reward: float | None       # its reward, 0.0 when it failed (the agent's failure), null when lost
-    outcome: str               # succeeded | failed | lost
+    outcome: str               # succeeded | failed | lost | stopped (vocabulary.OUTCOMES)
     reason: str | None         # why it failed or was lost (vocabulary.REASONS)
     message: str
     attempts: int

@@ -36,6 +36,7 @@ class Settings:
     pod_create_grace: float = 60.0           # no pod at all this long after the Job: PodsNotCreated
     unschedulable_grace: float = 300.0       # pods the scheduler cannot place, nothing running: Unschedulable
     stall_read_grace: float = 20.0           # a stalling batch judges its ended pods this long first
+    stop_grace: float = 60.0                 # spec.stop: the suspended Job's pods (5 s grace each) may take this long
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
     dns_cidrs: tuple[str, ...] = ()          # where cluster DNS answers, beside kube-system's kube-dns pods
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch

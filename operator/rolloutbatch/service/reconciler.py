@@ -18,6 +18,7 @@ judging one finished pod in ``service.episode_judge`` and the sandbox's removal 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -31,7 +32,8 @@ from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.children import adoptable, removes_sandbox
 from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch
+from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch, stopped_phase
+from rolloutbatch.core.stopping import stopping_message
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
 from rolloutbatch.core.verdict import parse_time, pod_facts
 from rolloutbatch.faults import crash_point
@@ -41,6 +43,7 @@ from rolloutbatch.service import policy, provisioning, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.results_store import ResultsStore
+from rolloutbatch.service.stop import StopControl
 from rolloutbatch.service.transitions import TransitionReport
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
@@ -67,6 +70,7 @@ class BatchReconciler:
         self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event))
         self.judge = EpisodeJudge(ctx, self._call)
+        self.stop = StopControl(self._call, self.ref, lambda *event: self.emit(*event), logger, ctx.settings.stop_grace)
         self._reads: set[asyncio.Task] = set()
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
         self._job_deleted = False                      # by someone else, mid-batch
@@ -162,7 +166,12 @@ class BatchReconciler:
         if not self._started_metrics:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
-        await self._provision()
+        if self.stop.requested(self.body) and self.last_status.get("phase") not in (v.RUNNING, v.COLLECTING):
+            # Stopped before it ran: nothing more is created (a Job an interrupted provisioning
+            # made is suspended all the same).
+            await self.stop.begin(self.spec, self.tracker, self.last_status.get("jobUID"))
+        else:
+            await self._provision()
         await self._track()
         await self._finish()
         await self._after_finish()
@@ -218,6 +227,10 @@ class BatchReconciler:
         assert tracker is not None
         last_job_poll = time.monotonic()
         while True:
+            # Once the Job has ended (Collecting) there is nothing left to stop: the batch ends as it would.
+            if not tracker.stopping and not tracker.complete and not (tracker.job and tracker.job.finished) \
+                    and self.stop.requested(self.body):
+                await self.stop.begin(self.spec, tracker, tracker.job_uid or self.last_status.get("jobUID"))
             for facts in tracker.take_reads():
                 task = asyncio.create_task(self._read_and_judge(facts))
                 self._reads.add(task)
@@ -225,25 +238,30 @@ class BatchReconciler:
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
             self._report_foreign()
-            if (self._job_deleted or tracker.job_uid in self._deleted_job_uids) and not tracker.complete:
+            job_gone = self._job_deleted or tracker.job_uid in self._deleted_job_uids
+            if tracker.stopping:
+                if self.stop.done(tracker, job_gone):
+                    return   # _finish gives the stop every index still open
+            elif job_gone and not tracker.complete:
                 raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
-            if (not tracker.seen_pods and tracker.job and not tracker.job.finished
+            if (not tracker.stopping and not tracker.seen_pods and tracker.job and not tracker.job.finished
                     and time.monotonic() - self._provisioned_at > settings.pod_create_grace):
                 raise Stalled(v.STALL_PODS_NOT_CREATED, await self._pods_not_created())
-            unplaced = tracker.stuck_unschedulable(time.monotonic(), settings.unschedulable_grace)
+            unplaced = None if tracker.stopping else tracker.stuck_unschedulable(time.monotonic(),
+                                                                                 settings.unschedulable_grace)
             if unplaced is not None:
                 if await self._never_fits():
                     raise Stalled(v.STALL_UNSCHEDULABLE,
                                   f"no node can hold an episode pod even when empty (requests "
                                   f"{self._requests_text()}); pod {unplaced.name}: {unplaced.unschedulable}"[:1000])
                 tracker.keep_waiting(time.monotonic())   # a busy cluster: room may come
-            stuck = tracker.unstartable(time.monotonic(), settings.image_pull_grace)
+            stuck = None if tracker.stopping else tracker.unstartable(time.monotonic(), settings.image_pull_grace)
             if stuck is not None:
                 raise Stalled(v.STALL_IMAGE, f"pod {stuck.name} cannot start: {stuck.waiting_reason}: "
                                              f"{stuck.waiting_message or ''}".strip())
             if tracker.complete and not tracker.busy:
                 return
-            if tracker.job and tracker.job.finished and not tracker.busy:
+            if tracker.job and tracker.job.finished and not tracker.busy and not tracker.stopping:
                 seen = tracker.job_finished_seen_at or time.time()
                 if time.time() - seen >= settings.collect_grace:
                     missing = tracker.give_up_after_job_end()
@@ -288,6 +306,9 @@ class BatchReconciler:
     def _running_state(self, phase: str) -> dict:
         """Reason and message of a running batch: pods the scheduler cannot place are said,
         with its words (and an Event, once per spell), not hidden behind "Episodes are running"."""
+        if self.tracker.stopping:
+            return {"reason": v.REASON_STOPPING,
+                    "message": stopping_message(self.tracker.summary(self._origin()), self.tracker.running)}
         if phase != v.RUNNING:
             return {}
         pending = self.tracker.unschedulable()
@@ -405,6 +426,7 @@ class BatchReconciler:
                             force: bool = False, completion: float | None = None) -> None:
         now, tick = time.time(), time.monotonic()
         tracker = self.tracker
+        self._acknowledge_generation()
         if self.results.digests != (self.last_status.get("resultsDigests") or {}):
             force = True   # a results write is adopted after a restart only once the status records it
         if not force and tracker is not None:
@@ -428,6 +450,13 @@ class BatchReconciler:
         self._patched_at = tick
         self._patched_version, self._patched_finals = version, finals
 
+    def _acknowledge_generation(self) -> None:
+        """The status says it saw the object's newest generation: the only spec change the CRD
+        admits, spec.stop, is read from the live object every round."""
+        generation = (self.body.get("metadata") or {}).get("generation")
+        if type(generation) is int and generation > self.ref.generation:
+            self.ref = dataclasses.replace(self.ref, generation=generation)
+
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
         if tracker is None or not self.results.unwritten(tracker, final):
@@ -441,13 +470,18 @@ class BatchReconciler:
     # -- endings ---------------------------------------------------------------------------
     async def _finish(self) -> None:
         tracker, spec = self.tracker, self.spec
+        if tracker.stopping:
+            tracker.stopped_rest()   # what never ran, or left nothing, is the stop's
         summary = tracker.summary(self._origin())
         # Results first: a crash between the two writes must never leave a final status
         # whose rows are missing (docs/design.md §5).
         await self._write_results(final=True)
-        phase, reason, message = final_phase(summary, spec, naming.results_configmap_name(self.ref))
+        results_cm = naming.results_configmap_name(self.ref)
+        # A stop that cut nothing off (every episode ended first) leaves the batch's own verdict.
+        phase, reason, message = stopped_phase(summary, results_cm) if summary.stopped \
+            else final_phase(summary, spec, results_cm)
         await self._patch_status(phase, reason=reason, message=message, force=True, completion=time.time())
-        self.emit("Normal" if phase == v.SUCCEEDED else "Warning", reason, message)
+        self.emit("Warning" if phase == v.FAILED else "Normal", reason, message)
         self._batch_finished(phase, summary)
 
     def _batch_finished(self, phase: str, summary: Any) -> None:
@@ -531,8 +565,9 @@ class BatchReconciler:
         finished a moment later. Wait for that (bounded) to record jobCompleteSeconds, before
         any cleanup deletes the Job."""
         tracker = self.tracker
-        stalled = self.last_status.get("reason") in v.STALL_REASONS   # its Job was stopped
-        if tracker is None or stalled or self._job_complete_seconds() is not None:
+        # a stalled batch's Job was deleted, a stopped one's suspended: neither will complete
+        stopped = self.last_status.get("reason") in v.STALL_REASONS or self.last_status.get("phase") == v.STOPPED
+        if tracker is None or stopped or self._job_complete_seconds() is not None:
             return
         deadline = time.monotonic() + timeout
         polled = time.monotonic()

@@ -31,8 +31,8 @@ from rolloutbatch.core.groups import group_entry, group_members, groups_complete
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import (ShardBook, assemble, rows_per_shard_for, shard_configmap_name,
                                              shard_document)
-from rolloutbatch.core.results import (configmap_digest, decode_results, recorded_by_operator, results_document,
-                                       results_from_document, retried_from_document)
+from rolloutbatch.core.results import (SHARD_DIGESTS, configmap_digest, decode_results, recorded_by_operator,
+                                       results_document, results_from_document, retried_from_document)
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
@@ -42,8 +42,14 @@ Call = Callable[..., Awaitable[Any]]
 Emit = Callable[[str, str, str], None]
 
 
-def conflict_message(ref: BatchRef, name: str | None = None) -> str:
+def conflict_message(ref: BatchRef, name: str | None = None, found: Mapping | None = None) -> str:
     name = name or naming.results_configmap_name(ref)
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(naming.LABEL_RESULTS_RETAINED) == naming.RESULTS_RETAINED:
+        # the retained results of an earlier batch of this name (spec.cleanup.results: Retain)
+        return (f"ConfigMap {ref.namespace}/{name} holds the retained results of an earlier RolloutBatch "
+                f"{ref.name} (uid {labels.get(naming.LABEL_BATCH_UID, '?')}): read them with rolloutbatch results "
+                f"{ref.name} --retained, remove them with rolloutbatch cleanup {ref.name}, then recreate the batch")
     return (f"ConfigMap {ref.namespace}/{name} exists and does not belong to this RolloutBatch; "
             f"rename or delete it (the batch's results go there), then recreate the batch")
 
@@ -56,6 +62,7 @@ class ResultsStore:
         self.digests: dict[str, str] = {}            # ConfigMap name -> digest of our last write (the status's)
         self.book = ShardBook(rows_per_shard)
         self.sharded = False
+        self.retained = False                        # spec.cleanup.results: Retain (unowned ConfigMaps)
         self.episodes = 0
         self.k = 1
         self.versions: dict[int | None, str] = {}    # resourceVersion of our last write, by shard (None: head)
@@ -75,6 +82,7 @@ class ResultsStore:
         self.k = spec.samples_per_input
         self.book.rows_per_shard = rows_per_shard_for(spec.episodes, self.book.rows_per_shard)
         self.sharded = spec.episodes > self.book.rows_per_shard
+        self.retained = spec.retains_results
 
     def _selector(self) -> str:
         return f"{naming.LABEL_BATCH_UID}={self.ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_RESULTS_SHARD}"
@@ -96,7 +104,7 @@ class ResultsStore:
         cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
         # ours by its labels, or by its content (someone stripped labels and ownerReference)
         if cm and not resources.owned_by(cm, self.ref.uid) and not recorded_by_operator(cm, recorded):
-            raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref))
+            raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, found=cm))
         head = None
         if cm:
             self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
@@ -233,6 +241,11 @@ class ResultsStore:
                     for g in shard.groups:
                         self._groups.pop(g, None)
             shards_index = self.book.index(naming.results_configmap_name(self.ref))
+            if self.retained:
+                # Without the batch, no status vouches for the shards: the head names their digests
+                # (docs/design.md §8.3 says what that is worth).
+                extra = {**extra, SHARD_DIGESTS: {e["name"]: self.digests[e["name"]] for e in shards_index
+                                                  if e["name"] in self.digests}}
         else:
             rows = {i: self._row(r, origin, k) for i, r in results.items()}
         document = results_document(ref=self.ref, spec=spec, summary=summary,
@@ -270,7 +283,7 @@ class ResultsStore:
     async def _put(self, document: dict, shard: int | None, row_texts: list[str] | None) -> None:
         """Write one document (strict JSON already), its rows from their cached texts."""
         cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=True,
-                                         row_texts=row_texts)
+                                         row_texts=row_texts, retained=self.retained)
         name = cm["metadata"]["name"]
         # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content
         # is still what we wrote last (the write puts the labels back).

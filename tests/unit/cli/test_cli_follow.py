@@ -20,8 +20,18 @@ def _obj(name, status):
 class FakeClient:
     namespace = "n"
 
-    def __init__(self, objects):
+    def __init__(self, objects, retained=None):
         self.objects, self.deleted = objects, []
+        self.retained = dict(retained or {})   # batch name -> its retained results ConfigMaps
+        self.stopped: list[str] = []
+
+    def delete_retained(self, name, namespace=None):
+        return sorted(self.retained.pop(name, []))
+
+    def stop(self, obj):
+        if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Stopped"):
+            self.stopped.append(obj["metadata"]["name"])
+        return obj
 
     def get(self, name, namespace=None):
         if name not in self.objects:
@@ -57,6 +67,30 @@ def test_cleanup_takes_several_names_and_ignore_not_found(capsys, monkeypatch):
     client = FakeClient({"a": _obj("a", {})})
     code, out, err = _run(capsys, monkeypatch, client, "cleanup", "a", "c", "--ignore-not-found")
     assert code == 0 and "rolloutbatch.rl.agentruntime.io/a deleted" in out and err == ""
+
+
+def test_cleanup_removes_retained_results_once_their_batch_is_gone(capsys, monkeypatch):
+    client = FakeClient({"a": _obj("a", {})}, retained={"a": ["a-results"], "gone": ["gone-results", "gone-results-0"]})
+    code, out, err = _run(capsys, monkeypatch, client, "cleanup", "a", "gone")
+    assert code == 0 and err == "", err
+    assert "retained results of gone deleted: configmap/gone-results, configmap/gone-results-0" in out
+    assert "retained results of a deleted: configmap/a-results" in out and not client.retained
+    assert _run(capsys, monkeypatch, client, "cleanup", "gone")[0] == 1      # nothing of that name is left
+    kept = FakeClient({}, retained={"gone": ["gone-results"]})
+    code, out, err = _run(capsys, monkeypatch, kept, "cleanup", "gone", "--keep-results")
+    assert code == 1 and kept.retained == {"gone": ["gone-results"]}
+    waiting = FakeClient({"a": _obj("a", {})}, retained={"a": ["a-results"]})
+    code, out, err = _run(capsys, monkeypatch, waiting, "cleanup", "a", "--no-wait")
+    # the batch may still write them while it goes: they stay, and the command says so
+    assert code == 0 and waiting.retained == {"a": ["a-results"]} and "run cleanup again" in out
+
+
+def test_stop_asks_running_batches_and_leaves_ended_ones(capsys, monkeypatch):
+    client = FakeClient({"run": _obj("run", {"phase": "Running"}), "done": _obj("done", {"phase": "Succeeded"})})
+    code, out, err = _run(capsys, monkeypatch, client, "stop", "run", "done")
+    assert code == 0 and client.stopped == ["run"]
+    assert "rolloutbatch.rl.agentruntime.io/run stop requested" in out
+    assert "rolloutbatch.rl.agentruntime.io/done already ended (Succeeded): nothing to stop" in out
 
 
 def test_watch_exit_codes_timeout_differs_from_failure(capsys, monkeypatch):

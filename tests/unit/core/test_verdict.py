@@ -321,9 +321,20 @@ def test_a_finished_pod_deleted_before_its_log_was_read_is_lost_not_failed():
 
 # --- whose failure: core.outcomes -----------------------------------------------------------------
 def test_every_episode_reason_is_classified_once():
-    from rolloutbatch.core.outcomes import AGENT, INFRASTRUCTURE, REASON_CLASS
+    from rolloutbatch.core.outcomes import AGENT, CLASS_OUTCOME, INFRASTRUCTURE, OWNER, REASON_CLASS
     assert set(REASON_CLASS) == set(v.EPISODE_REASONS) and len(v.EPISODE_REASONS) == len(set(v.EPISODE_REASONS))
-    assert set(REASON_CLASS.values()) == {AGENT, INFRASTRUCTURE}
+    assert set(REASON_CLASS.values()) == {AGENT, INFRASTRUCTURE, OWNER} == set(CLASS_OUTCOME)
+    # only the owner's stop is the owner's: it is neither the agent's failure nor a loss
+    assert [r for r, whose in REASON_CLASS.items() if whose == OWNER] == [v.EP_BATCH_STOPPED]
+
+
+def test_a_stopped_episode_is_neither_failed_nor_lost_and_never_valid():
+    from rolloutbatch.core.outcomes import is_agents_failure, never_ran_outcome, outcome_of
+    assert outcome_of(v.EP_BATCH_STOPPED) == never_ran_outcome(v.EP_BATCH_STOPPED) == v.OUTCOME_STOPPED
+    assert not is_agents_failure(v.EP_BATCH_STOPPED)
+    assert never_ran_outcome(v.EP_BATCH_STALLED) == v.OUTCOME_LOST     # the others never ran: lost, as before
+    row = never_ran(4, v.EP_BATCH_STOPPED, "never ran").to_row(T0)
+    assert (row["outcome"], row["reason"], row["valid"], row["reward"]) == ("stopped", "BatchStopped", False, None)
 
 
 def test_exhausted_infrastructure_retries_are_lost_not_failed():

@@ -18,6 +18,7 @@ CRD_ENUMS = {
     "spec.isolation.namespace": v.ISOLATION_MODES,
     "spec.isolation.network": v.NETWORK_MODES,
     "spec.cleanup.sandbox": v.CLEANUP_POLICIES,
+    "spec.cleanup.results": v.RESULTS_POLICIES,
     "status.phase": v.PHASES,
     "status.conditions[].status": v.CONDITION_STATUSES,
 }
@@ -59,6 +60,7 @@ def test_the_spec_reads_the_vocabulary():
     assert spec.ISOLATION_NAMESPACE is v.ISOLATION_MODES
     assert spec.ISOLATION_NETWORK is v.NETWORK_MODES
     assert spec.CLEANUP_SANDBOX is v.CLEANUP_POLICIES
+    assert spec.CLEANUP_RESULTS is v.RESULTS_POLICIES
 
 
 def _constants(prefix: str) -> dict[str, str]:
@@ -73,6 +75,7 @@ def _constants(prefix: str) -> dict[str, str]:
     ("ISOLATION_", v.ISOLATION_MODES),
     ("NETWORK_", v.NETWORK_MODES),
     ("CLEANUP_", v.CLEANUP_POLICIES),
+    ("RESULTS_", v.RESULTS_POLICIES),
     ("CONDITION_", v.CONDITION_TYPES + v.CONDITION_STATUSES),
 ])
 def test_each_tuple_holds_every_constant_of_its_kind(prefix, listed):
