@@ -104,6 +104,11 @@ class NodePaths:
         return self.root / "sysctl"
 
     @property
+    def cni_plugin_dir(self) -> Path:
+        """The node's own CNI plugin (the policy seal, policy_seal.py)."""
+        return self.root / "cni-bin"
+
+    @property
     def netns_dir(self) -> Path:
         return self.root / "run" / "netns"
 
@@ -162,7 +167,7 @@ state = {_toml_str(p.containerd_state)}
   restrict_oom_score_adj = true
 
 [plugins."io.containerd.cri.v1.runtime".cni]
-  bin_dirs = [{_toml_str(cni_bin)}]
+  bin_dirs = [{_toml_str(cni_bin)}, {_toml_str(p.cni_plugin_dir)}]
   conf_dir = {_toml_str(p.cni_conf_dir)}
   max_conf_num = 1
 
@@ -204,9 +209,14 @@ def registry_refusal() -> str:
     return 'server = "http://127.0.0.1:9"\n\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n'
 
 
+#: The chained CNI plugin that seals a pod until its NetworkPolicy is programmed (policy_seal.py).
+SEAL_PLUGIN = "rolloutbatch-policy-seal"
+
+
 def cni_conflist(node: Node) -> dict:
     """The same pod network the cluster had before: a bridge per node, no masquerade, no
-    default route beyond the node (network.py), host-local on the node's podCIDR."""
+    default route beyond the node (network.py), host-local on the node's podCIDR; then the
+    policy seal, so a pod sends nothing before kube-router has programmed it."""
     return {
         "cniVersion": "1.0.0",
         "name": "devcluster",
@@ -216,7 +226,7 @@ def cni_conflist(node: Node) -> dict:
             "ipam": {"type": "host-local", "ranges": [[{"subnet": node.pod_cidr}]],
                      "routes": [{"dst": "0.0.0.0/0"}],
                      "dataDir": str(node.paths.root / "cni-ipam")},
-        }],
+        }, {"type": SEAL_PLUGIN, "nodeDir": str(node.paths.root)}],
     }
 
 

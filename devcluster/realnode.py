@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from devcluster import policy_seal
+
 PR_SET_CHILD_SUBREAPER = 36
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 
@@ -204,6 +206,7 @@ def run(launch: dict) -> int:
     for b in launch["binds"]:
         bind(b["source"], b["target"], b.get("readOnly", False))
     make_cgroup_root(launch["cgroupRoot"])
+    policy_seal.setup_chain()
     stopping = False
 
     def on_term(signum, frame):
@@ -221,6 +224,8 @@ def run(launch: dict) -> int:
         wait_for_socket(launch["containerdSocket"], containerd, 60)
         load_images(launch["ctr"], launch["images"])
         kubelet = subprocess.Popen(launch["kubelet"], stdin=subprocess.DEVNULL)
+        threading.Thread(target=policy_seal.unseal_loop, daemon=True,
+                         args=(Path(launch["nodeDir"]), done)).start()
         threading.Thread(target=keep_pod_cidr, daemon=True,
                          args=(launch["kubectl"], launch["node"], launch["podCIDR"], done)).start()
         while not stopping:

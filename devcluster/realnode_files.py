@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 from pathlib import Path
 
 from devcluster import nodeconfig
 from devcluster.pki import Pki
 
 SYSCTL_ROOT = Path("/proc/sys")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def runtime_binaries(runtime_bin: Path) -> list[Path]:
@@ -43,13 +46,18 @@ def write(node: nodeconfig.Node, *, state_node_kubeconfig: Path, localkube: Path
           runtime_bin: Path, cni_bin: Path, images: list[Path], containerd_log: Path) -> Path:
     p = node.paths
     for d in (p.root, p.containerd_root, p.containerd_state, p.cni_conf_dir, p.kubelet_dir,
-              p.pod_logs, p.log_dir / "containers", p.runsc_root, p.certs_dir / "_default", p.netns_dir):
+              p.pod_logs, p.log_dir / "containers", p.runsc_root, p.certs_dir / "_default", p.netns_dir,
+              p.cni_plugin_dir):
         d.mkdir(parents=True, exist_ok=True)
     p.containerd_config.write_text(nodeconfig.containerd_config(node, cni_bin, runtime_bin))
     p.runsc_config.write_text(nodeconfig.runsc_config(node, runtime_bin))
     (p.certs_dir / "_default" / "hosts.toml").write_text(nodeconfig.registry_refusal())
     (p.cni_conf_dir / "10-devcluster.conflist").write_text(json.dumps(nodeconfig.cni_conflist(node), indent=2))
     p.resolv_conf.write_text("")
+    seal = p.cni_plugin_dir / nodeconfig.SEAL_PLUGIN
+    seal.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(ROOT))} exec {shlex.quote(sys.executable)} "
+                    "-m devcluster.policy_seal\n")
+    seal.chmod(0o755)
     cgroup_v1 = nodeconfig.is_cgroup_v1(Path("/proc/mounts").read_text())
     config = nodeconfig.kubelet_config(node, pki.ca_crt, pki.kubelet_crt, pki.kubelet_key, cgroup_v1)
     p.kubelet_config.write_text(json.dumps(config, indent=2) + "\n")   # JSON is YAML
@@ -71,6 +79,7 @@ def write(node: nodeconfig.Node, *, state_node_kubeconfig: Path, localkube: Path
         "ctr": [str(runtime_bin / "ctr"), "--address", str(p.containerd_socket), "--namespace", "k8s.io"],
         "images": [str(i) for i in images],
         "node": node.name,
+        "nodeDir": str(p.root),
         "podCIDR": node.pod_cidr,
         "kubectl": [str(localkube), "kubectl", f"--kubeconfig={state_node_kubeconfig}",
                     "--request-timeout=10s"],

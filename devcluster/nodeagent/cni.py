@@ -11,9 +11,10 @@ import ctypes
 import json
 import logging
 import os
-import re
 import socket
 from dataclasses import dataclass
+
+from devcluster.policy_seal import POD_JUMP  # kube-router's pod chain jump, defined once
 
 log = logging.getLogger("nodeagent.cni")
 
@@ -142,9 +143,6 @@ def listen_in_netns(netns: str, host: str, port: int) -> socket.socket:
         os.close(target)
 
 
-# kube-router's jump into a pod's chain: "-A KUBE-ROUTER-FORWARD -s IP/32 ... rule to jump traffic
-# from POD name:NAME namespace: NS to chain KUBE-POD-FW-..."
-_POD_JUMP = re.compile(r"^-A KUBE-ROUTER-FORWARD -s (\S+)/32 .*from POD name:(\S+) namespace: (\S+) to chain")
 
 
 class PolicyGate:
@@ -179,7 +177,7 @@ class PolicyGate:
                 self.waiters.pop(key, None)
 
     def programmed(self, rules: str) -> set[tuple[str, str, str]]:
-        return {m.groups() for m in map(_POD_JUMP.match, rules.splitlines()) if m}
+        return {m.groups() for m in map(POD_JUMP.match, rules.splitlines()) if m}
 
     async def _poll(self) -> None:
         while self.waiters:

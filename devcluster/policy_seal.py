@@ -1,0 +1,140 @@
+"""A real node's pods are sealed from their first packet until kube-router has programmed them.
+
+kube-router learns a pod's address from its status, which kubelet writes only after the pod's
+network exists; the containers start at the same time, so without a gate a fresh pod talks
+unfiltered until kube-router's next sync (measured on a real node: a pod under default-deny
+reached the apiserver 0.02 s after start). Calico's CNI waits for policy the same way
+(`policy_setup_timeout_seconds`). Two halves:
+
+* a chained CNI plugin (`python -m devcluster.policy_seal`, after `bridge` in the node's
+  conflist): on ADD it appends DROP rules for the pod's addresses to the node's `RB-SEAL` chain
+  (jumped to from FORWARD and INPUT, ahead of everything that accepts) and marks the node
+  pending; on DEL it removes them;
+* `unseal_loop`, in the node launcher: while seals are pending it reads the node's filter table
+  and deletes the seal of every address kube-router has a pod chain jump for (written in one
+  iptables-restore with all of that pod's rules), as the node agent's policy gate waited for.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+CHAIN = "RB-SEAL"
+#: kube-router's jump into a pod's chain: "-A KUBE-ROUTER-FORWARD -s IP/32 ... rule to jump
+#: traffic from POD name:NAME namespace: NS to chain KUBE-POD-FW-..."
+POD_JUMP = re.compile(r"^-A KUBE-ROUTER-FORWARD -s (\S+)/32 .*from POD name:(\S+) namespace: (\S+) to chain")
+_SEAL = re.compile(rf"^-A {CHAIN} (?:-s|-d) (\S+)/32 ")
+PENDING_FILE = "policy-seal-pending"
+
+
+def programmed_addresses(rules: str) -> set[str]:
+    """Pod addresses kube-router has programmed, from `iptables-save -t filter`."""
+    return {m.group(1) for m in map(POD_JUMP.match, rules.splitlines()) if m}
+
+
+def seal_rules(rules: str) -> dict[str, list[str]]:
+    """address -> the `iptables-save` lines of its seal rules."""
+    found: dict[str, list[str]] = {}
+    for line in rules.splitlines():
+        m = _SEAL.match(line)
+        if m:
+            found.setdefault(m.group(1), []).append(line)
+    return found
+
+
+def seal_args(address: str) -> list[list[str]]:
+    """The iptables argvs (after `iptables -w`) that seal one address."""
+    comment = ["-m", "comment", "--comment", f"rolloutbatch devcluster: {address} until its policy is programmed"]
+    return [["-A", CHAIN, "-s", f"{address}/32", *comment, "-j", "DROP"],
+            ["-A", CHAIN, "-d", f"{address}/32", *comment, "-j", "DROP"]]
+
+
+def delete_args(save_line: str) -> list[str]:
+    """`-A CHAIN ...` from iptables-save as the argv that deletes that rule."""
+    words = shlex.split(save_line)
+    return ["-D", *words[1:]]
+
+
+def chain_setup_args() -> list[list[str]]:
+    return [["-N", CHAIN], ["-I", "FORWARD", "1", "-j", CHAIN], ["-I", "INPUT", "1", "-j", CHAIN]]
+
+
+def _iptables(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["iptables", "-w", *args], capture_output=True, text=True)
+
+
+def setup_chain() -> None:
+    """In the node's network namespace, before its first pod (a restarted node keeps its chain)."""
+    if _iptables(["-S", CHAIN]).returncode == 0:
+        return
+    for args in chain_setup_args():
+        out = _iptables(args)
+        if out.returncode:
+            raise RuntimeError(f"iptables {' '.join(args)}: {out.stderr.strip()}")
+
+
+def unseal_once() -> int:
+    """Remove the seals of programmed addresses; returns how many addresses stay sealed."""
+    rules = subprocess.run(["iptables-save", "-t", "filter"], capture_output=True, text=True).stdout
+    sealed = seal_rules(rules)
+    for address in sealed.keys() & programmed_addresses(rules):
+        for line in sealed.pop(address):
+            _iptables(delete_args(line))
+    return len(sealed)
+
+
+def unseal_loop(node_dir: Path, stop: threading.Event, interval: float = 0.1) -> None:
+    pending = node_dir / PENDING_FILE
+    while not stop.is_set():
+        if pending.exists():
+            pending.unlink(missing_ok=True)
+            while unseal_once() and not stop.is_set():   # a seal added meanwhile is seen here
+                stop.wait(interval)
+        stop.wait(interval)
+
+
+def _plugin(command: str, conf: dict, node_dir: Path) -> dict | None:
+    """One CNI call (CNI spec: a chained plugin passes its prevResult on at ADD)."""
+    result = conf.get("prevResult") or {}
+    addresses = [ip["address"].split("/")[0] for ip in result.get("ips") or [] if "." in ip.get("address", "")]
+    if command == "ADD":
+        node_dir.joinpath(PENDING_FILE).touch()
+        for address in addresses:
+            for args in seal_args(address):
+                out = _iptables(args)
+                if out.returncode:
+                    raise RuntimeError(f"iptables {' '.join(args)}: {out.stderr.strip()}")
+        return result
+    if command == "DEL":
+        rules = subprocess.run(["iptables-save", "-t", "filter"], capture_output=True, text=True).stdout
+        sealed = seal_rules(rules)
+        for address in addresses:
+            for line in sealed.get(address, []):
+                _iptables(delete_args(line))
+    if command == "VERSION":
+        return {"cniVersion": "1.0.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]}
+    return None
+
+
+def main() -> int:
+    command = os.environ.get("CNI_COMMAND", "")
+    conf = json.loads(sys.stdin.read() or "{}")
+    try:
+        out = _plugin(command, conf, Path(conf.get("nodeDir") or "."))
+    except Exception as exc:  # noqa: BLE001 - every failure is a CNI error result, never a traceback
+        print(json.dumps({"cniVersion": conf.get("cniVersion", "1.0.0"), "code": 999,
+                          "msg": "policy seal failed", "details": str(exc)}))
+        return 1
+    if out is not None:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
