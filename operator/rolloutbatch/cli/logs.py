@@ -82,8 +82,14 @@ def print_kept(row: Mapping, document: Mapping) -> bool:
     size = len(tail.encode())
     print(f"  (its pod is gone: the last {size} bytes of its log, as its results row keeps them; "
           f"a {row.get('outcome')} episode's row keeps up to {kib(budget(str(row.get('outcome'))))})")
-    print("  " + tail.rstrip("\n").replace("\n", "\n  "))
+    print("  " + shown(tail).rstrip("\n").replace("\n", "\n  "))
     return True
+
+
+def shown(text: str) -> str:
+    """An episode's text made safe for a terminal: control characters but newline and tab are
+    printed escaped, so a tail cannot move the cursor and rewrite the lines above it."""
+    return "".join(c if c in "\n\t" or (c.isprintable() and c != "\x7f") else repr(c)[1:-1] for c in text)
 
 
 def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limit: int) -> bool:

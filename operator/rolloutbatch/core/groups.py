@@ -62,7 +62,10 @@ def group_entry(group: int, samples_per_input: int, rows: Mapping[int, Mapping])
         "succeeded": sum(1 for r in known if r.get("outcome") == v.OUTCOME_SUCCEEDED),
         "valid": len(rewards),
         "reward_mean": mean, "reward_std": std,
-        "final": len(known) == samples_per_input,
+        # a stopped sample never becomes known: its group is never final (the owner's stop must
+        # not drop an agent's stalled attempts from the group's statistics)
+        "final": len(known) == samples_per_input and not any(
+            r.get("outcome") == v.OUTCOME_STOPPED for r in known),
     }
 
 

@@ -18,10 +18,31 @@ def budget(outcome: str) -> int:
     return v.SUCCESS_LOG_TAIL_BYTES if outcome == v.OUTCOME_SUCCEEDED else v.LOG_TAIL_BYTES
 
 
+def written_size(char: str) -> int:
+    """Bytes one character takes in the results document (strict JSON, ASCII only): a control
+    byte is six (\\u0001), so a tail's budget counts what is written, not what was read; a log of
+    control bytes would otherwise take six times its share."""
+    code = ord(char)
+    if char in '"\\\n\r\t\b\f':
+        return 2
+    if 0x20 <= code < 0x7F:
+        return 1
+    return 12 if code > 0xFFFF else 6
+
+
+def _end_within(text: str, limit: int) -> str:
+    """The longest end of ``text`` whose written size is at most ``limit``."""
+    size, start = 0, len(text)
+    while start > 0 and size + written_size(text[start - 1]) <= limit:
+        start -= 1
+        size += written_size(text[start])
+    return text[start:]
+
+
 def tail_of(data: bytes | None, limit: int = v.LOG_TAIL_BYTES) -> str | None:
-    """The last ``limit`` bytes of ``data`` as text (None for no data). A character cut by the
-    limit is dropped rather than shown as a replacement mark; other invalid UTF-8 (the episode's
-    bytes are anything) is replaced."""
+    """The end of ``data`` as text, at most ``limit`` bytes as written (None for no data). A
+    character cut by the limit is dropped rather than shown as a replacement mark; other invalid
+    UTF-8 (the episode's bytes are anything) is replaced."""
     if not data or limit <= 0:
         return None
     end = data[-limit:]
@@ -30,13 +51,11 @@ def tail_of(data: bytes | None, limit: int = v.LOG_TAIL_BYTES) -> str | None:
         while skip < min(3, len(end)) and 0x80 <= end[skip] <= 0xBF:   # continuation bytes of a cut character
             skip += 1
         end = end[skip:]
-    return end.decode("utf-8", "replace")
+    return _end_within(end.decode("utf-8", "replace"), limit) or None
 
 
 def kept(tail: str | None, outcome: str) -> str | None:
-    """``tail`` cut to what a row of ``outcome`` keeps (its end)."""
+    """``tail`` cut to what a row of ``outcome`` keeps (its end, counted as written)."""
     if tail is None:
         return None
-    limit = budget(outcome)
-    data = tail.encode("utf-8", "replace")
-    return tail if len(data) <= limit else tail_of(data, limit)
+    return _end_within(tail, budget(outcome)) or None

@@ -97,7 +97,9 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
 
 
 def _gzip(document: Mapping) -> bytes:
-    return gzip.compress(strictjson.dumps(document, separators=(",", ":")).encode(), mtime=0)
+    # Level 6, not gzip's default 9: on escaped episode text 9 took 16x longer for ~the same size
+    # (29.6 s against 1.8 s for 1,000 rows of control-byte tails, measured), on the event loop.
+    return gzip.compress(strictjson.dumps(document, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
 
 
 def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:

@@ -112,3 +112,10 @@ def test_the_hint_says_what_the_policy_does(policy, phase, removed):
     assert removes_sandbox(policy, phase) is removed
     hint = logs.cleanup_hint({"spec": {"cleanup": {"sandbox": policy}}, "status": {"phase": phase}})
     assert ("removes it once" in hint) is removed and "Only cleanup.sandbox: Never keeps" in hint
+
+
+def test_a_kept_tail_cannot_move_the_terminal_cursor():
+    from rolloutbatch.cli.logs import shown
+
+    assert shown("ok\x1b[3A\x1b[2Kepisode 3: succeeded\tdone\n\u00e9\x7f") == \
+        "ok\\x1b[3A\\x1b[2Kepisode 3: succeeded\tdone\n\u00e9\\x7f"

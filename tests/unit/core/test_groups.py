@@ -69,3 +69,11 @@ def test_index_group_and_members_agree():
             assert list(group_members(group, k))[sample] == index
         assert group_count(4 * k, k) == 4
         assert [i for g in range(group_count(4 * k, k)) for i in group_members(g, k)] == list(range(4 * k))
+
+
+def test_a_group_with_a_stopped_sample_is_never_final():
+    """The owner's stop must not drop an agent's stalled attempt from its group's statistics."""
+    rows = {0: {"outcome": "succeeded", "valid": True, "reward": 1.0},
+            1: {"outcome": "stopped", "valid": False, "reward": None}}
+    entry = group_entry(0, 2, rows)
+    assert entry["final"] is False and entry["valid"] == 1

@@ -26,10 +26,11 @@ def test_a_success_keeps_the_end_of_its_log():
     output = "x" * 3000 + "\n" + ev("ready", T0 + 1) + "\n" + ev("reward", T0 + 2, reward=1) + "\n"
     r = judge_episode(facts(), log(ev("ready", T0 + 1), ev("reward", T0 + 2, reward=1)), log_tail=output[-4096:])
     assert r.outcome == v.OUTCOME_SUCCEEDED
-    assert r.log_tail == output[-1024:] and r.log_tail.endswith('"reward": 1}\n')
+    assert output.endswith(r.log_tail) and r.log_tail.endswith('"reward": 1}\n')
+    assert 1024 - 2 <= written(r.log_tail) <= 1024   # counted as written: quotes and newlines are two
     assert r.to_row(T0)["log_tail"] == r.log_tail
     failed = judge_episode(facts(exit_code=1, phase="Failed"), None, log_tail=output[-4096:])
-    assert failed.outcome == v.OUTCOME_FAILED and failed.log_tail == output[-4096:]
+    assert failed.outcome == v.OUTCOME_FAILED and failed.log_tail == log_tails.kept(output[-4096:], v.OUTCOME_FAILED)
 
 
 def test_a_verified_success_keeps_the_verifiers_output():
@@ -43,17 +44,22 @@ def test_a_verified_success_keeps_the_verifiers_output():
 def test_a_tail_is_the_end_within_its_limit(text, limit):
     data = text.encode()
     tail = log_tails.tail_of(data, limit)
-    if not data:
-        assert tail is None
+    if tail is None:   # nothing, or the last character alone is over the limit as written
+        assert not data or written(text[-1]) > limit or len(text[-1].encode()) > limit
         return
-    assert len(tail.encode()) <= limit and data.endswith(tail.encode())   # no replacement mark at the cut
-    assert len(tail.encode()) >= min(len(data), limit) - 3
+    assert written(tail) <= limit and data.endswith(tail.encode())   # no replacement mark at the cut
+    assert written(tail) >= min(written(text), limit) - 12
 
 
 def test_a_tail_cut_inside_a_character_drops_it():
-    assert log_tails.tail_of("ééé".encode(), 3) == "é"
-    assert log_tails.tail_of(b"\xff\xfeok", 4) == "\ufffd\ufffdok"          # the episode's own bad bytes stay marked
-    assert log_tails.kept("é" * 1000, v.OUTCOME_SUCCEEDED) == "é" * 512
+    assert log_tails.tail_of("éxxxxxx".encode(), 7) == "xxxxxx"
+    assert log_tails.tail_of(b"\xff\xfeok", 14) == "\ufffd\ufffdok"          # the episode's own bad bytes stay marked
+    assert log_tails.kept("é" * 1000, v.OUTCOME_SUCCEEDED) == "é" * (1024 // 6)   # \u00e9: six bytes written
+
+
+def written(text: str) -> int:
+    """Bytes ``text`` takes in the results document (strict JSON, ASCII only)."""
+    return len(json.dumps(text)) - 2
 
 
 def _noise(rng, n):
@@ -79,3 +85,17 @@ def test_a_document_that_fits_keeps_every_tail():
     back = decode_results({"data": data, "binaryData": binary})
     assert "dropped_row_fields" not in back and all(r["log_tail"] for r in back["pods"])
     assert len(json.dumps(back)) > GZIP_ABOVE            # gzipped, not shed
+
+
+@given(st.binary(max_size=6000), st.sampled_from([1, 7, 1024, 4096]))
+def test_a_tail_fits_its_budget_as_written_whatever_the_bytes(data, limit):
+    """Control bytes are six bytes each in the results document: the budget counts those."""
+    tail = log_tails.tail_of(data, limit)
+    if tail is not None:
+        assert len(json.dumps(tail)) - 2 <= limit
+        assert data.decode("utf-8", "replace").endswith(tail) or "\ufffd" in tail
+
+
+def test_a_log_of_control_bytes_keeps_a_sixth_of_its_share():
+    tail = log_tails.kept(bytes(range(1, 32)).decode() * 500, "failed")
+    assert len(json.dumps(tail)) - 2 <= 4096 and len(tail) >= 4096 // 6 - 1
