@@ -29,16 +29,16 @@ UPSTREAM_BEFORE = re.compile(r"(?:\b(?:kopf|kubernetes|upstream)|\b[\w.-]+/[\w.-
                              re.I)
 # After the match: its URL.
 URL_AFTER = re.compile(r"^\s*[(:,]?\s*<?https?://")
+# Pieces of the refused forms and of the example lines: the words the matcher refuses, never
+# written whole in this file.
+W, R, D = "iss" "ue", "resea" "rch", "DES" "IGN"
+
 # Forms that are never a citation a reader can open.
 PRIVATE = re.compile(
-    r"research/local" r"-control-plane|\bresearch" r" §|\bDESIGN" r"\.md\b|\bDESIGN" r" section\b"
-    r"|\bshared/(?:research|DESIGN)"
-    r"|\b(?:first|second|third|adversarial) review\b|\bhardening issue\b"
+    rf"{R}/local-control-plane|\b{R} §|\b{D}\.md\b|\b{D} section\b"
+    rf"|\bshared/(?:{R}|{D})"
+    rf"|\b(?:first|second|third|adversarial) review\b|\bhardening {W}\b"
     r"|\b[Ii]tems? \d+\b|\bthe first des" r"ign\b")
-
-
-# Pieces of the example lines: the words the matcher refuses, never written whole here.
-W, R, D = "iss" "ue", "resea" "rch", "DES" "IGN"
 
 
 def private_references(line: str) -> list[str]:
