@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.support.batches import (ProgressRecorder, apply, episode_batch, get, results, unique, wait_finished,
-                                   wait_gone)
+                                   wait_gone, wait_status)
 from tests.support.operator import OperatorProcess, kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -231,3 +231,40 @@ def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namesp
         assert abs(st["rewardSum"] - 0.3) < 1e-9
     finally:
         survivor.stop()
+
+
+def test_a_stop_after_a_crash_in_provisioning_keeps_what_finished(solo_operator, namespace):
+    """The operator dies right after creating the Job; episodes 0 and 1 finish, 2 and 3 run; the
+    owner stops the batch before an operator is back. The next operator adopts the Job and its
+    pods before stopping: the two successes stand and the stop waits for the running pods."""
+    program = ('import json, os, time\n'
+               'def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)\n'
+               'i = int(os.environ["EPISODE_INDEX"])\nemit("ready")\ntime.sleep(0.2 if i < 2 else 120)\nemit("reward", reward=1)\n')
+    crashing = OperatorProcess("operator-crash-stop", env={"ROLLOUTBATCH_CRASH_AT": "provision:Job"})
+    crashing.start()
+    name = unique("crashstop")
+    apply(episode_batch(name, program, episodes=4, parallelism=4, cleanup={"sandbox": "Never"}), namespace)
+    wait_crashed(crashing, "provision:Job")
+    sandbox = kubectl("get", "namespaces", "-l", f"rl.agentruntime.io/batch-uid={get(name, namespace)['metadata']['uid']}",
+                      "-o", "jsonpath={.items[0].metadata.name}").stdout
+    deadline = time.monotonic() + 120
+    while True:
+        phases = kubectl("get", "pods", "-n", sandbox, "-o", "jsonpath={.items[*].status.phase}").stdout.split()
+        if sorted(phases) == ["Running", "Running", "Succeeded", "Succeeded"]:
+            break
+        assert time.monotonic() < deadline, phases
+        time.sleep(0.5)
+    kubectl("patch", "rolloutbatch", name, "-n", namespace, "--type=merge", "-p", '{"spec":{"stop":true}}')
+    survivor = OperatorProcess("operator-after-crash-stop")
+    survivor.start()
+    try:
+        obj = wait_status(name, namespace, lambda st: st.get("phase") == "Stopped", 180, survivor)
+        st = obj["status"]
+        assert (st["phase"], st["succeededEpisodes"], st["stoppedEpisodes"]) == ("Stopped", 2, 2), st
+        rows = {r["index"]: r["outcome"] for r in results(name, namespace)["pods"]}
+        assert rows == {0: "succeeded", 1: "succeeded", 2: "stopped", 3: "stopped"}, rows
+        left = kubectl("get", "pods", "-n", sandbox, "--field-selector=status.phase=Running", "-o", "name").stdout.split()
+        assert not left, left   # the stop waited for the running pods to end
+    finally:
+        survivor.stop()
+        kubectl("delete", "rb", name, "-n", namespace, "--wait=false", check=False)

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished, wait_gone
+from tests.support.batches import (apply, condition, episode_batch, get, results, unique, wait_finished, wait_gone,
+                                   wait_status)
 from tests.support.kube import kubeconfig_path
 from tests.support.operator import kubectl
 
@@ -49,19 +50,6 @@ emit("reward", reward=1)
 def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "rolloutbatch.cli.main", "--kubeconfig", str(kubeconfig_path()), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
-def wait_status(name: str, namespace: str, ok, timeout: float = 120, operator=None) -> dict:
-    """The batch once ``ok(status)`` holds."""
-    deadline = time.monotonic() + timeout
-    obj = None
-    while time.monotonic() < deadline:
-        obj = get(name, namespace)
-        if obj and ok(obj.get("status") or {}):
-            return obj
-        time.sleep(0.5)
-    tail = operator.log_tail() if operator else ""
-    raise AssertionError(f"batch {namespace}/{name}: {json.dumps((obj or {}).get('status'), indent=1)}\n{tail}")
 
 
 def patch(name: str, namespace: str, spec: dict) -> subprocess.CompletedProcess:

@@ -60,18 +60,23 @@ def condition(obj: dict, type_: str) -> dict | None:
     return None
 
 
-def wait_finished(name: str, namespace: str, timeout: float = 300, operator=None) -> dict:
-    """Wait until the batch is Succeeded or Failed (Ready=True or Stalled=True)."""
+def wait_status(name: str, namespace: str, ok, timeout: float = 120, operator=None) -> dict:
+    """The batch once ``ok(status)`` holds (the operator's log tail in the error otherwise)."""
     deadline = time.monotonic() + timeout
     obj = None
     while time.monotonic() < deadline:
         obj = get(name, namespace)
-        if obj and (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if obj and ok(obj.get("status") or {}):
             return obj
         time.sleep(0.5)
     tail = operator.log_tail() if operator else ""
-    raise AssertionError(f"batch {namespace}/{name} did not finish in {timeout}s: "
+    raise AssertionError(f"batch {namespace}/{name} not as awaited in {timeout}s: "
                          f"{json.dumps((obj or {}).get('status'), indent=1)}\n{tail}")
+
+
+def wait_finished(name: str, namespace: str, timeout: float = 300, operator=None) -> dict:
+    """Wait until the batch is Succeeded or Failed (Ready=True or Stalled=True)."""
+    return wait_status(name, namespace, lambda st: st.get("phase") in ("Succeeded", "Failed"), timeout, operator)
 
 
 def wait_gone(kind: str, name: str, namespace: str | None = None, timeout: float = 120) -> None:

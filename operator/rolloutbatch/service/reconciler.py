@@ -167,9 +167,13 @@ class BatchReconciler:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
         if self.stop.requested(self.body) and self.last_status.get("phase") not in (v.RUNNING, v.COLLECTING):
-            # Stopped before it ran: nothing more is created (a Job an interrupted provisioning
-            # made is suspended all the same).
-            await self.stop.begin(self.spec, self.tracker, self.last_status.get("jobUID"))
+            # Stopped before it ran: nothing more is created. A Job an interrupted provisioning
+            # made is adopted first, with its pods, so episodes that already ended are judged and
+            # the stop waits for the running ones, then suspended all the same.
+            await self._poll_job()
+            if self.tracker.job_uid is not None:
+                await self._resync_pods()
+            await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.last_status.get("jobUID"))
         else:
             await self._provision()
         await self._track()
