@@ -156,12 +156,14 @@ _GROUP_LAUNCHER = ('EPISODE_GROUP=$$((EPISODE_INDEX / {k})) EPISODE_SAMPLE=$$((E
 # nothing can write after the record; then it appends the agent's exit code to its own
 # termination message (the last line is therefore the launcher's) and exits 0, so the verifier
 # always starts. The watchdog exits 0 only when it fired (killed, it exits 137): that is the
-# timeout record. An agent that blocks the record (e.g. a read-only file it chmodded) fails the
+# timeout record. The watchdog ignores TERM once it fired and is stopped with TERM, so one that
+# fired always exits 0 (stopped by KILL, one caught between its kill and its exit read as not
+# fired: a timed-out verifier was reported as exit 137 on a busy node). An agent that blocks the record (e.g. a read-only file it chmodded) fails the
 # launcher, and with it its own episode.
 _AGENT_LAUNCHER = ('{group}"$$@" & agent=$$!; '
-                   '(sleep {timeout}; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+                   '(sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
                    'wait $$agent; code=$$?; timed_out=false; '
-                   'kill -KILL $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
+                   'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
                    'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
                    'chmod u+w {path} 2>/dev/null; '
                    "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
@@ -175,9 +177,9 @@ _AGENT_LAUNCHER = ('{group}"$$@" & agent=$$!; '
 # immune to its own processes' signals), so nothing the agent's code started outlives the verifier;
 # the launcher exits with the verifier's code, or VERIFIER_TIMEOUT_EXIT when the watchdog fired.
 _VERIFIER_LAUNCHER = ('{group}"$$@" & verifier=$$!; '
-                      '(sleep {timeout}; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
+                      '(sleep {timeout}; trap "" TERM; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
                       'wait $$verifier; code=$$?; '
-                      'kill -KILL $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={timeout_exit}; '
+                      'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={timeout_exit}; '
                       'kill -KILL -1 2>/dev/null; exit $$code')
 
 

@@ -145,7 +145,7 @@ def test_manifests_with_a_verifier():
     assert {"name": "verifier", "mountPath": "/verifier", "readOnly": True} in ver["volumeMounts"]
     assert "kill -KILL -1" in agent_c["command"][2] and "sleep 30" in agent_c["command"][2]
     # the verifier's own limit holds from its start (not the pod's), under its launcher
-    assert ver["command"][:2] == ["/bin/sh", "-c"] and "sleep 20; kill -KILL $$verifier" in ver["command"][2]
+    assert ver["command"][:2] == ["/bin/sh", "-c"] and "sleep 20; trap \"\" TERM; kill -KILL $$verifier" in ver["command"][2]
     assert f"code={v.VERIFIER_TIMEOUT_EXIT}" in ver["command"][2] and "kill -KILL -1" in ver["command"][2]
     assert ver["args"] == ["python", "-B", "/verifier/verify.py"]
     assert manifests.verifier_configmap(ref, s, None)["data"] == {"verify.py": "x"}
