@@ -271,6 +271,8 @@ CEL_VIOLATIONS = {
         {"episodes": 2, "minSuccessfulEpisodes": 3},
     "!has(self.inputs) || size(self.inputs) == 0 || size(self.inputs) * (has(self.samplesPerInput) ? "
     "self.samplesPerInput : 1) == self.episodes": {"episodes": 2, "inputs": [{}]},
+    "!has(self.inputImages) || size(self.inputImages) == 0 || size(self.inputImages) * (has(self.samplesPerInput) ? "
+    "self.samplesPerInput : 1) == self.episodes": {"episodes": 2, "inputImages": ["a"]},
     "!has(self.samplesPerInput) || self.episodes % self.samplesPerInput == 0": {"episodes": 3, "samplesPerInput": 2},
     "!has(self.inputsFrom) || !has(self.inputs) || size(self.inputs) == 0":
         {"episodes": 1, "inputs": [{}], "inputsFrom": {"configMaps": ["a"], "count": 1}},

@@ -316,6 +316,9 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     }
     if init_containers:
         pod_spec["initContainers"] = init_containers
+    if spec.input_images:
+        # Each pod waits, unscheduled, for the operator to give it its input's image (core.episode_images).
+        pod_spec["schedulingGates"] = [{"name": naming.IMAGE_GATE}]
     if spec.runtime_class_name:
         pod_spec["runtimeClassName"] = spec.runtime_class_name
     for key in ("nodeSelector", "affinity", "priorityClassName"):

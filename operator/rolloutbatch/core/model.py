@@ -50,6 +50,9 @@ class VerifierSpec:
     mount_path: str
     resources: dict
     timeout_seconds: int
+    # No image of its own with spec.inputImages: the verifier runs in its episode's image (the
+    # tests of a task need the task's environment).
+    follows_episode_image: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class BatchSpec:
     verifier: VerifierSpec | None = None
     cleanup_results: str = vocabulary.RESULTS_DELETE   # spec.cleanup.results: Retain outlives the batch
     stop: bool = False                  # spec.stop as parsed; the operator reads the live field
+    input_images: tuple[str, ...] = ()  # spec.inputImages resolved: one image per group, or () for spec.image
 
     @property
     def retains_results(self) -> bool:
@@ -118,6 +122,7 @@ class PodFacts:
     agent: AgentFacts | None = None           # the agent's init container, with spec.verifier
     owner_uid: str | None = None              # uid of its controller ownerReference (the Job)
     unschedulable: str | None = None          # the scheduler's message while it cannot place the pod
+    scheduling_gates: tuple[str, ...] = ()    # spec.schedulingGates names (core.episode_images)
 
 
 @dataclass(frozen=True)

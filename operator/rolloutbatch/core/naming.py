@@ -28,6 +28,9 @@ AGENT_CONTAINER, VERIFIER_CONTAINER = "agent", "verifier"
 # Names of the containers whose logs are an episode's (one, or the two phases of spec.verifier).
 EPISODE_CONTAINERS = (CONTAINER_NAME, AGENT_CONTAINER, VERIFIER_CONTAINER)
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+# The scheduling gate of a batch with spec.inputImages: lifted by the operator once the pod has
+# its input's image (core.episode_images).
+IMAGE_GATE = "rl.agentruntime.io/input-image"
 INPUTS_MOUNT_PATH = "/rollout/inputs"
 # spec.inputsFrom reads only ConfigMaps carrying this label: set by whoever may write the
 # ConfigMap, never by a submitter who holds rights on RolloutBatches alone (docs/design.md §8.1).

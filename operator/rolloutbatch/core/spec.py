@@ -11,6 +11,7 @@ whole before anything is created.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -76,8 +77,11 @@ SPEC_FIELDS = frozenset({
     "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
     "samplesPerInput", "inputsFrom", "workspace", "resources", "episodeTimeoutSeconds",
     "activeDeadlineSeconds", "minSuccessfulEpisodes", "retries", "isolation", "cleanup", "podTemplate",
-    "verifier", STOP_FIELD,
+    "verifier", "inputImages", STOP_FIELD,
 })
+# spec.inputImages stays in the object (it cannot move into ConfigMaps as inputs can): bounded so
+# the RolloutBatch stays far below etcd's ~1.5 MiB object limit.
+MAX_INPUT_IMAGES_BYTES = 512 * 1024
 
 def stop_requested(raw: object) -> bool:
     """Whether a RolloutBatch spec (as stored, maybe never parsed) asks the batch to stop. Read
@@ -341,6 +345,25 @@ def _files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
     return dict(files)
 
 
+def _input_images(raw: Mapping, groups: int, image: str) -> tuple[str, ...]:
+    """spec.inputImages: one image per group (per input), '' for spec.image; () when every group
+    runs spec.image, so a batch of one image makes its pods exactly as before."""
+    value = raw.get("inputImages")
+    if value is None or value == []:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise SpecError("spec.inputImages", "must be a list of image references, one per input")
+    if len(value) != groups:
+        raise SpecError("spec.inputImages", f"has {len(value)} entries; one per input (group) is "
+                                            f"{groups} (episodes / samplesPerInput)")
+    size = sum(len(item.encode()) + 3 for item in value if isinstance(item, str))
+    if size > MAX_INPUT_IMAGES_BYTES:
+        raise SpecError("spec.inputImages", f"takes {size} bytes; at most {MAX_INPUT_IMAGES_BYTES} fit in the "
+                                            "object: run the inputs of each image as their own batch")
+    images = tuple(_image(item, f"spec.inputImages[{g}]") if item != "" else image for g, item in enumerate(value))
+    return images if any(item != image for item in images) else ()
+
+
 VERIFIER_FIELDS = ("image", "command", "args", "env", "files", "mountPath", "resources", "timeoutSeconds")
 
 
@@ -377,7 +400,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     and workspace size, mount paths (absolute, not nested in each other), retries, the
     isolation/cleanup enums, the TTL, the podTemplate (nodeSelector labels, tolerations, none
     blanket or of a protected taint, affinity's shape, priorityClassName not a system one), the
-    image and the RuntimeClass name.
+    image and the RuntimeClass name, and inputImages (one valid image per group, bounded in size).
     """
     if not isinstance(raw, Mapping):
         raise SpecError("spec", "must be an object")
@@ -433,7 +456,10 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     resources = _resources(raw, "spec.resources")
     image = _image(raw.get("image") or DEFAULT_IMAGE, "spec.image")
+    input_images = _input_images(raw, episodes // samples, image)
     verifier = _verifier(raw, image, resources)
+    if verifier is not None and input_images and not _map(raw, "verifier", "spec.verifier").get("image"):
+        verifier = dataclasses.replace(verifier, follows_episode_image=True)
     if verifier is not None and timeout + verifier.timeout_seconds > deadline:
         raise SpecError("spec.verifier.timeoutSeconds", f"episodeTimeoutSeconds ({timeout}) + verifier.timeoutSeconds "
                                                         f"({verifier.timeout_seconds}) must not exceed "
@@ -498,4 +524,5 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         stop=_bool(raw, STOP_FIELD, f"spec.{STOP_FIELD}"),
         ttl_seconds_after_finished=ttl,
         pod_template=template,
+        input_images=input_images,
     )

@@ -363,6 +363,10 @@ class BatchTracker:
                 self._waiting_since.pop(uid, None)
         return found
 
+    def live_pods(self) -> list[PodFacts]:
+        """The newest facts of the batch's own pods that have not ended."""
+        return list(self._live.values())
+
     def unschedulable(self) -> list[PodFacts]:
         """Live pods the scheduler cannot place (PodScheduled False, Unschedulable)."""
         return [f for f in self._live.values() if f.unschedulable and f.phase == "Pending"]

@@ -151,7 +151,15 @@ def pod_facts(pod: Mapping) -> PodFacts:
         waiting_reason=waiting.get("reason"), waiting_message=waiting.get("message"),
         termination_message=message if isinstance(message, str) else None, agent=_agent_facts(inits),
         owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
+        scheduling_gates=_gates(spec),
     )
+
+
+def _gates(spec: Mapping) -> tuple[str, ...]:
+    gates = spec.get("schedulingGates")
+    if not isinstance(gates, list):
+        return ()
+    return tuple(g["name"] for g in gates if isinstance(g, Mapping) and isinstance(g.get("name"), str))
 
 
 def controller_uid(meta: Mapping) -> str | None:

@@ -105,6 +105,11 @@ class Api:
         headers = {"Content-Type": "application/merge-patch+json"}
         return self.request("PATCH", path, what, json=patch, headers=headers, params=STRICT).json()
 
+    def json_patch(self, path: str, ops: list, what: str) -> dict:
+        """A JSON patch (RFC 6902): its ``test`` operations are preconditions the server checks."""
+        headers = {"Content-Type": "application/json-patch+json"}
+        return self.request("PATCH", path, what, json=ops, headers=headers, params=STRICT).json()
+
     def replace(self, path: str, body: dict, what: str) -> dict:
         return self.request("PUT", path, what, json=body, params=STRICT).json()
 

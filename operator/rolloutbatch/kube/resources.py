@@ -279,6 +279,16 @@ def suspend_job(api: Api, name: str, namespace: str, batch_uid: str, job_uid: st
     return True
 
 
+def patch_pod(api: Api, namespace: str, name: str, ops: list[dict]) -> bool:
+    """Apply a JSON patch to a pod (core.episode_images). False when the pod is gone; a failed
+    ``test`` of the patch raises Invalid (the API answers 422)."""
+    try:
+        api.json_patch(object_path("Pod", name, namespace), ops, f"set the image of pod {namespace}/{name}")
+    except NotFound:
+        return False
+    return True
+
+
 def delete_batch(api: Api, namespace: str, name: str, uid: str) -> None:
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
     try:

@@ -42,6 +42,7 @@ from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.service import policy, provisioning, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
+from rolloutbatch.service.image_gate import ImageGate
 from rolloutbatch.service.results_store import ResultsStore
 from rolloutbatch.service.stop import StopControl
 from rolloutbatch.service.transitions import TransitionReport
@@ -60,6 +61,7 @@ class BatchReconciler:
         self.log = logger
         self.spec: BatchSpec | None = None
         self.tracker: BatchTracker | None = None
+        self.images: ImageGate | None = None            # spec.inputImages (once the spec is read)
         self._early: list[tuple[str, PodFacts]] = []   # pod events before the spec was parsed
         self._early_job: JobFacts | None = None
         self.wake = asyncio.Event()
@@ -149,6 +151,7 @@ class BatchReconciler:
                                         namespace=naming.child_namespace(self.ref, self.spec),
                                         job_name=naming.job_name(self.ref))
             self.results.configure(self.spec)
+            self.images = ImageGate(self._call, self.spec, lambda *event: self.emit(*event), self.log)
         if not self._restored:
             # The tracker exists before restoring: a restore that fails (a foreign ConfigMap,
             # the API) still ends the batch with every episode accounted for (_end_stalled).
@@ -241,6 +244,9 @@ class BatchReconciler:
                 task.add_done_callback(self._read_done)
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
+            self.images.round(tracker)
+            if self.images.error is not None:
+                raise self.images.error  # e.g. no right to patch pods: the policy ends the batch with it
             self._report_foreign()
             job_gone = self._job_deleted or tracker.job_uid in self._deleted_job_uids
             if tracker.stopping:
