@@ -32,11 +32,11 @@ help: ## list the targets
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -e '.[operator,dev]'
 	touch $@
 
 .PHONY: venv
-venv: $(VENV)/.installed ## Python virtualenv with the package and test tools
+venv: $(VENV)/.installed ## Python virtualenv with the package, its operator extra and the test tools
 
 .PHONY: system-deps
 system-deps: ## Debian packages the devcluster and tests use (bubblewrap, iptables, ipset, lua5.1, prometheus)

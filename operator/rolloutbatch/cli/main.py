@@ -1,4 +1,9 @@
-"""Entry point of the ``rolloutbatch`` console script and the ``kubectl-rolloutbatch`` plugin."""
+"""Entry point of the ``rolloutbatch`` console script and the ``kubectl-rolloutbatch`` plugin.
+
+Every command but ``operator`` is the light install's (``pip install rolloutbatch``, Python
+3.10+). ``operator`` needs the ``operator`` extra (kopf, prometheus-client) and Python 3.11+;
+without them it says so in one line and exits 1, before any of its modules is imported.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,10 @@ import os
 import sys
 
 from rolloutbatch import __version__
+
+# The operator's floor: its pinned kopf requires 3.11 (pip refuses the extra below that).
+OPERATOR_PYTHON = (3, 11)
+OPERATOR_EXTRA = "pip install 'rolloutbatch[operator]'"
 
 
 class Parser(argparse.ArgumentParser):
@@ -27,6 +36,22 @@ def _connection_options(parser: argparse.ArgumentParser, default) -> None:
                         help="namespace (default: the kubeconfig context's namespace, else 'default')")
 
 
+def _runner():
+    """``rolloutbatch.runner``, or ``SystemExit`` with why the operator cannot run in this environment."""
+    if sys.version_info < OPERATOR_PYTHON:
+        raise SystemExit(f"rolloutbatch operator: error: needs Python >= {'.'.join(map(str, OPERATOR_PYTHON))} "
+                         f"(this is {sys.version.split()[0]}); the SDK and the other commands run here")
+    try:
+        from rolloutbatch import runner
+    except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.partition(".")[0] == "rolloutbatch":
+            raise
+        # A dependency of the operator's only: the light install lacks the extra.
+        raise SystemExit(f"rolloutbatch operator: error: {exc.name} is not installed: the operator's "
+                         f"dependencies are an extra ({OPERATOR_EXTRA})") from None
+    return runner
+
+
 def build_parser(operator: bool = True) -> argparse.ArgumentParser:
     parser = Parser(prog=_prog(), description="RL rollouts of coding agents on Kubernetes")
     parser.add_argument("--version", action="version", version=f"rolloutbatch {__version__}")
@@ -36,10 +61,10 @@ def build_parser(operator: bool = True) -> argparse.ArgumentParser:
     _connection_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    op = sub.add_parser("operator", help="run the operator (kopf) against the current cluster")
+    op = sub.add_parser("operator", help="run the operator (kopf) against the current cluster; needs rolloutbatch[operator]")
     if operator:
         # kopf and the service layer cost ~1 s of imports: only the operator command pays it.
-        from rolloutbatch import runner
+        runner = _runner()
         runner.add_arguments(op)
         op.set_defaults(func=runner.run)
 

@@ -2,15 +2,19 @@
 
 TypedDicts, so a row is still the plain dict the results ConfigMap holds (JSON in, JSON out)
 while a type checker knows its fields.
+
+The fields some rows lack are declared in a ``total=False`` subclass rather than with
+``typing.NotRequired`` (Python 3.11): the SDK supports Python 3.10, and the two spellings mean
+the same to a type checker.
 """
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 
-class Row(TypedDict):
-    """One episode's final result (``core.model.EpisodeResult.to_row``)."""
+class _RowFields(TypedDict):
+    """The fields every row has."""
 
     pod: str
     index: int                 # episode index 0..episodes-1
@@ -30,10 +34,15 @@ class Row(TypedDict):
     pod_created: float | None
     ready_at: float | None
     reward_at: float | None    # wall-clock time of the episode's reward event
-    claimed_reward: NotRequired[float]   # what a failed episode printed: never train on it
-    extra: NotRequired[dict[str, Any]]
-    flags: NotRequired[list[str]]
-    log_tail: NotRequired[str]
+
+
+class Row(_RowFields, total=False):
+    """One episode's final result (``core.model.EpisodeResult.to_row``): the fields above, and these when present."""
+
+    claimed_reward: float      # what a failed episode printed: never train on it
+    extra: dict[str, Any]
+    flags: list[str]
+    log_tail: str
 
 
 class Group(TypedDict):

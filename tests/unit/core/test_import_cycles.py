@@ -3,42 +3,9 @@
 Imports inside functions count too: deferring an import hides a circle from Python, not from
 whoever has to change the two modules.
 """
-import ast
 import graphlib
-import pathlib
 
-SOURCE = pathlib.Path(__file__).resolve().parents[3] / "operator"
-PACKAGE = SOURCE / "rolloutbatch"
-
-
-def modules() -> dict[str, pathlib.Path]:
-    out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(SOURCE).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-def imported(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
-    """The rolloutbatch modules ``name`` imports (``from pkg import submodule`` is the submodule)."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:   # `import a.b.c` of a name: its module
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
+from tests.support.package_imports import imported, modules
 
 
 def test_resolves_package_and_relative_imports(tmp_path):
