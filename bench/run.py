@@ -8,6 +8,7 @@ Parts (each writes bench/results/<part>.json):
   scale      1,000 x p100, 10,000 x p200 (or --big N), 20 concurrent batches of 100: operator CPU
              per episode, peak RSS, API requests per episode (by user agent, through a counting
              proxy), status and results ConfigMap sizes, exact counts
+  images     one batch over 4 images (spec.inputImages) vs the same in one image vs 4 batches (bench/images.py)
 then bench/plots.py draws the PNGs.
 
 Run against a running devcluster (KUBECONFIG=.devcluster/kubeconfig): python bench/run.py [parts]
@@ -166,7 +167,7 @@ def part_breakdown(kube: Kube, repeats: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("parts", nargs="*", default=["overhead", "modes", "breakdown", "scale", "plots"])
+    p.add_argument("parts", nargs="*", default=["overhead", "modes", "images", "breakdown", "scale", "plots"])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--big", type=int, default=10000, help="episodes of the big scale batch")
     p.add_argument("--huge", type=int, default=30000, help="episodes of the huge scale batch (every row must be kept)")
@@ -187,6 +188,9 @@ def main() -> None:
     if "modes" in args.parts:
         import modes
         modes.part_modes(kube, args.repeats)
+    if "images" in args.parts:
+        import images
+        images.part_images(kube, args.repeats)
     if "breakdown" in args.parts:
         part_breakdown(kube, max(1, args.repeats // 2))
     if "scale" in args.parts:

@@ -88,6 +88,7 @@ def test_operator_cannot(operator_identity, verb, resource, where):
 def test_operator_can_what_it_needs(operator_identity):
     for verb, resource, sub in [("patch", "rolloutbatches.rl.agentruntime.io", "status"), ("create", "jobs.batch", ""),
                                 ("patch", "jobs.batch", ""),   # spec.stop suspends the Job
+                                ("patch", "pods", ""),         # spec.inputImages: a gated pod's image
                                 ("get", "pods", "log"), ("create", "namespaces", ""), ("watch", "pods", ""),
                                 ("delete", "networkpolicies.networking.k8s.io", "")]:
         extra = [f"--subresource={sub}"] if sub else []
@@ -101,7 +102,8 @@ def test_full_batch_under_the_operators_own_token(operator_process, namespace, o
     try:
         restricted.start()
         name = unique("rbac")
-        apply(episode_batch(name, EPISODE, episodes=3), namespace)
+        # An image per input: the pods' patches go through the operator's own rights too.
+        apply(episode_batch(name, EPISODE, episodes=3, inputImages=["python:3.11", "", "python:3.12-slim"]), namespace)
         obj = wait_finished(name, namespace, operator=restricted)
         assert obj["status"]["phase"] == "Succeeded" and obj["status"]["succeededEpisodes"] == 3
         wait_gone("namespace", obj["status"]["sandboxNamespace"])  # DeleteOnSuccess, done by the operator
