@@ -33,6 +33,15 @@ def test_prefix_namespace_inputs_and_overrides():
     assert spec["isolation"] == {"namespace": "Shared"} and spec["image"] == "python:3.12-slim"
 
 
+def test_an_image_per_input_is_checked_before_any_call():
+    inputs = [{"repo": r} for r in ("a", "b", "c")]
+    images = ["swe/a:1", "swe/b:1", ""]
+    batch = build_batch("swe-", TASK, episodes=6, samples_per_input=2, inputs=inputs, input_images=images)
+    assert batch["spec"]["inputImages"] == images
+    with pytest.raises(ValueError, match="spec.inputImages"):
+        build_batch("swe-", TASK, episodes=6, samples_per_input=2, inputs=inputs, input_images=images[:2])
+
+
 def test_build_copies_inputs():
     resources = {"limits": {"cpu": "1"}}
     batch = build_batch("a", Task(files={"e": ""}, command=["x"], resources=resources), 1)
