@@ -16,6 +16,7 @@ that name (``core.result_shards``).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
@@ -282,8 +283,11 @@ class ResultsStore:
 
     async def _put(self, document: dict, shard: int | None, row_texts: list[str] | None) -> None:
         """Write one document (strict JSON already), its rows from their cached texts."""
-        cm = manifests.results_configmap(self.ref, document, self.owner, shard=shard, sanitized=True,
-                                         row_texts=row_texts, retained=self.retained)
+        # Encoding and gzip take seconds for a large document: off the event loop, which keeps
+        # taking watch events and answering /healthz meanwhile. The document and the row texts
+        # were made for this write alone; nothing changes them while it runs.
+        cm = await asyncio.to_thread(manifests.results_configmap, self.ref, document, self.owner, shard=shard,
+                                     sanitized=True, row_texts=row_texts, retained=self.retained)
         name = cm["metadata"]["name"]
         # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content
         # is still what we wrote last (the write puts the labels back).
