@@ -67,6 +67,8 @@ EVENT_CLEANUP_FAILED = "SandboxCleanupFailed"   # after the end: the verdict sta
 EVENT_FOREIGN_POD = "ForeignPodIgnored"         # a pod with the batch's label that its Job did not make
 EVENT_RESULTS_NAME_TAKEN = "ResultsShardNameTaken"  # a shard's name held by a foreign ConfigMap: skipped
 EVENT_UNSCHEDULABLE = "EpisodesUnschedulable"   # the scheduler cannot place episode pods (yet)
+# a declared egress peer selected no pod when the batch started: a warning, never a failure
+EVENT_EGRESS_PEER_EMPTY = "EgressPeerSelectsNothing"
 # (EVENT_EXTRAS_DROPPED, below: reward extras past their budget, once per batch)
 # Stalled: the batch ended without running to completion; each names what a person must fix.
 STALL_INVALID_SPEC = "InvalidSpec"
