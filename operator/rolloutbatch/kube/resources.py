@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 _COLLECTIONS = {
     "Namespace": "/api/v1/namespaces",
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "Secret": "/api/v1/namespaces/{ns}/secrets",
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
     "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
     "Pod": "/api/v1/namespaces/{ns}/pods",
