@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import socket
@@ -67,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where cluster DNS answers besides kube-system's kube-dns pods and the kube-dns Service's "
                              "non-pod endpoints (found at startup), e.g. a node-local DNS cache: batches with "
                              "spec.isolation.egress may reach port 53 there (repeatable)")
+    parser.add_argument("--service-cidr", action="append", default=[], metavar="CIDR",
+                        help="the cluster's Service CIDR (ClusterIPs), used where the ServiceCIDR API "
+                             "(networking.k8s.io/v1, Kubernetes 1.33+) cannot be read: an egress ipBlock inside it "
+                             "never matches and stalls the batch (repeatable; without either, not checked)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
@@ -153,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"rolloutbatch operator: error: --{kind}-interval must not exceed --{kind}-max-interval",
                   file=sys.stderr)
             return 1
+    for cidr in args.service_cidr:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            print(f"rolloutbatch operator: error: --service-cidr {cidr!r} is not a CIDR such as 10.96.0.0/12",
+                  file=sys.stderr)
+            return 1
     api = Api(config, pool=max(16, args.read_concurrency * 2))
     dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
@@ -160,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
                         results_interval=args.results_interval, results_max_interval=args.results_max_interval,
                         results_shard_rows=args.results_shard_rows,
                         pod_create_grace=args.pod_create_grace, unschedulable_grace=args.unschedulable_grace,
-                        dns_cidrs=dns)
+                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr))
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
         stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)

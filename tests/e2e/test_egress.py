@@ -6,15 +6,23 @@ Service name, the decoy, cluster DNS, the apiserver (its Service) and their node
 knocks on their own listener while a test pod from another namespace tries each of them.
 kube-router enforces the batches' policies. Another episode's pod is out of reach on both
 ends: its egress is the decoy's case, its ingress the listener's.
+
+What the operator tells about the declared peers: a peer that selects no pod when the batch
+starts is a Warning Event and part of the Running message (the batch runs on); an ipBlock
+holding a ClusterIP, which a policy never matches, stalls the batch before anything exists.
 """
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
+from rolloutbatch.core import naming
+from rolloutbatch.core.model import BatchRef
 from tests.devcluster.test_devcluster_network import probe, server_pod, start_servers
-from tests.support.batches import apply, episode_batch, get, results, unique, wait_finished, wait_gone
+from tests.support.batches import (apply, condition, episode_batch, get, results, unique, wait_finished, wait_gone,
+                                   wait_status)
 from tests.support.kube import wait_for
 from tests.support.operator import kubectl
 
@@ -217,3 +225,63 @@ def test_deleting_a_running_batch_never_opens_its_pods_network(operator_process,
     assert survived >= 3.0, f"episode pods were gone {survived:.1f}s after the delete: the window was not tested"
     episode_ips = {p.status.pod_ip for p in running}
     assert not episode_ips & set(_hits(core, "decoy", kube_namespace)), "a deleted batch's episode reached the decoy"
+
+
+# -- what the cluster can tell about the declared peers -------------------------------------------
+
+QUIET = r'''
+import json, os, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready")
+time.sleep(float(os.environ["LINGER"]))
+emit("reward", reward=1)
+'''
+
+
+def test_a_peer_that_selects_no_pod_is_a_visible_warning_not_a_failure(operator_process, namespace, core, kube_namespace):
+    node = core.list_node().items[0].metadata.name
+    start_servers(core, kube_namespace, [server_pod("model", node, {"role": "model"})])
+    here = {"matchLabels": {"kubernetes.io/metadata.name": kube_namespace}}
+    rule = {"to": [{"namespaceSelector": here, "podSelector": {"matchLabels": {"role": "model"}}},    # the server
+                   {"namespaceSelector": here, "podSelector": {"matchLabels": {"role": "modle"}}},    # a typo
+                   {"podSelector": {"matchLabels": {"role": "model"}}},                               # the sandbox's
+                   {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "no-such-ns"}}}],
+            "ports": [{"protocol": "TCP", "port": 8080}]}
+    name = unique("egress-empty")
+    apply(episode_batch(name, QUIET, episodes=1, env=[{"name": "LINGER", "value": "8"}],
+                      isolation={"egress": [rule]}), namespace)
+    body = wait_status(name, namespace, lambda st: st.get("phase") == "Running", timeout=90, operator=operator_process)
+    message = body["status"]["message"]
+    assert message.startswith("Episodes are running; warning: declared egress selects no pod at the start"), message
+    assert "egress[0].to[0]" not in message
+    assert f"egress[0].to[1]: podSelector role=modle matches no running pod in namespace {kube_namespace}" in message
+    assert f"egress[0].to[2]: a podSelector without a namespaceSelector selects pods of the episodes' own namespace, " \
+           f"the sandbox {body['status']['sandboxNamespace']}" in message
+    assert "egress[0].to[3]: namespaceSelector kubernetes.io/metadata.name=no-such-ns matches no namespace" in message
+    assert condition(body, "Reconciling")["message"] == message
+    events = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json", "--field-selector",
+                                f"involvedObject.name={name},reason=EgressPeerSelectsNothing").stdout)["items"]
+    assert [(e["type"], e["message"] in message) for e in events] == [("Warning", True)], events
+    assert "EgressPeerSelectsNothing" in kubectl("describe", "rolloutbatch", name, "-n", namespace).stdout
+    final = wait_finished(name, namespace, timeout=120, operator=operator_process)
+    assert final["status"]["phase"] == "Succeeded", final["status"]     # a warning, never a failure
+
+
+def test_an_ip_block_of_cluster_ips_is_refused_before_anything_is_created(operator_process, namespace, core):
+    cluster_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    cidrs = [c for item in json.loads(kubectl("get", "servicecidrs", "-o", "json").stdout)["items"]
+             for c in item["spec"]["cidrs"]]
+    name = unique("egress-clusterip")
+    apply(episode_batch(name, QUIET, episodes=1, env=[{"name": "LINGER", "value": "0"}], isolation={"egress": [
+        {"to": [{"ipBlock": {"cidr": f"{cluster_ip}/32"}}], "ports": [{"protocol": "TCP", "port": 443}]}]}), namespace)
+    body = wait_finished(name, namespace, timeout=60, operator=operator_process)
+    stalled = condition(body, "Stalled")
+    assert stalled["reason"] == "InvalidSpec", body["status"]
+    assert stalled["message"].startswith(f"spec.isolation.egress[0].to[0].ipBlock: {cluster_ip}/32 lies inside the "
+                                         f"cluster's Service CIDR {cidrs[0]}"), stalled["message"]
+    assert "ipBlocks match pod IPs after a Service's DNAT" in stalled["message"]
+    assert "podSelector/namespaceSelector" in stalled["message"]
+    assert "sandboxNamespace" not in body["status"] and "jobUID" not in body["status"]
+    sandbox = naming.sandbox_namespace(BatchRef(namespace, name, body["metadata"]["uid"]))
+    assert get(sandbox, "", kind="namespace") is None
+    assert not json.loads(kubectl("get", "jobs,networkpolicies", "-n", namespace, "-o", "json").stdout)["items"]

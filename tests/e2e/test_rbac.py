@@ -72,8 +72,9 @@ def operator_identity(rendered, tmp_path_factory):
 
 
 @pytest.mark.parametrize("verb,resource,where", [
-    ("list", "secrets", ["--all-namespaces"]),
-    ("get", "secrets", ["-n", "default"]),
+    ("list", "secrets", ["--all-namespaces"]),      # Secrets by name only (secrets_role.yaml)
+    ("watch", "secrets", ["-n", "default"]),
+    ("update", "secrets", ["-n", "default"]),
     ("create", "pods", ["-n", "default"]),
     ("escalate", "clusterroles", []),
     ("bind", "clusterroles", []),
@@ -90,7 +91,9 @@ def test_operator_can_what_it_needs(operator_identity):
                                 ("patch", "jobs.batch", ""),   # spec.stop suspends the Job
                                 ("patch", "pods", ""),         # spec.inputImages: a gated pod's image
                                 ("get", "pods", "log"), ("create", "namespaces", ""), ("watch", "pods", ""),
-                                ("delete", "networkpolicies.networking.k8s.io", "")]:
+                                ("delete", "networkpolicies.networking.k8s.io", ""),
+                                ("list", "servicecidrs.networking.k8s.io", ""),   # ClusterIPs in ipBlocks
+                                ("get", "secrets", ""), ("create", "secrets", ""), ("delete", "secrets", "")]:
         extra = [f"--subresource={sub}"] if sub else []
         out = kubectl("auth", "can-i", verb, resource, *extra, "--all-namespaces", f"--as={SA}", check=False)
         assert out.stdout.strip() == "yes", (verb, resource, sub)
@@ -101,24 +104,38 @@ def test_full_batch_under_the_operators_own_token(operator_process, namespace, o
     restricted = OperatorProcess("operator-rbac", env={"KUBECONFIG": str(operator_identity)})
     try:
         restricted.start()
+        # An env Secret key (copied into the sandbox), an ipBlock (the Service CIDR is read) and a
+        # peer that selects nothing (namespaces and pods are read): each under the operator's rights.
+        kubectl("create", "secret", "generic", "llm", "-n", namespace, "--from-literal=api-key=x")
+        kubectl("label", "secret", "llm", "-n", namespace, "rl.agentruntime.io/episode-env=true")
+        secret_env = [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "api-key"}}}]
+        egress = [{"to": [{"ipBlock": {"cidr": "203.0.113.7/32"}},
+                          {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "no-such-ns"}}}]}]
         name = unique("rbac")
         # An image per input: the pods' patches go through the operator's own rights too.
-        apply(episode_batch(name, EPISODE, episodes=3, inputImages=["python:3.11", "", "python:3.12-slim"]), namespace)
+        apply(episode_batch(name, EPISODE, episodes=3, env=secret_env, isolation={"egress": egress},
+                            inputImages=["python:3.11", "", "python:3.12-slim"]), namespace)
         obj = wait_finished(name, namespace, operator=restricted)
         assert obj["status"]["phase"] == "Succeeded" and obj["status"]["succeededEpisodes"] == 3
+        warned = kubectl("get", "events", "-n", namespace, "-o", "name", "--field-selector",
+                         f"involvedObject.name={name},reason=EgressPeerSelectsNothing").stdout.split()
+        assert len(warned) == 1, "the peer check could not read namespaces under the operator's rights"
         wait_gone("namespace", obj["status"]["sandboxNamespace"])  # DeleteOnSuccess, done by the operator
         kubectl("delete", "rb", name, "-n", namespace, "--timeout=60s", timeout=70)
         wait_gone("configmap", f"{name}-results", namespace)
         # Shared: the operator removes the Job and its per-batch NetworkPolicy itself, then the
         # TTL deletes the batch (a refused policy deletion used to stall it and skip the TTL).
         shared = unique("rbac-shared")
-        apply(episode_batch(shared, EPISODE, episodes=2, isolation={"namespace": "Shared"},
+        apply(episode_batch(shared, EPISODE, episodes=2, env=secret_env, isolation={"namespace": "Shared"},
                             cleanup={"sandbox": "Always", "ttlSecondsAfterFinished": 3}), namespace)
         obj = wait_finished(shared, namespace, operator=restricted)
         assert obj["status"]["phase"] == "Succeeded", obj["status"]
         wait_gone("rolloutbatch", shared, namespace, timeout=60)
         assert not kubectl("get", "networkpolicies", "-n", namespace, "-o", "name").stdout.strip()
-        assert "Forbidden" not in restricted.log_path.read_text(errors="replace")
+        # the Shared copy of the Secret key went with the sandbox; the user's Secret stays
+        assert kubectl("get", "secrets", "-n", namespace, "-o", "name").stdout.split() == ["secret/llm"]
+        log = restricted.log_path.read_text(errors="replace")
+        assert "Forbidden" not in log and "Service CIDR unknown" not in log and "Not checking whether" not in log
     finally:
         restricted.stop()
         operator_process.start()

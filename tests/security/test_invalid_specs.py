@@ -57,8 +57,15 @@ CASES = [
     ("too many retries", with_("retries", {"infrastructure": 50}), "should be less than or equal to 10"),
     ("reserved env name", with_("env", [{"name": "EPISODE_ID", "value": "x"}]), "spec.env must not set EPISODE_ID"),
     ("invalid env name", with_("env", [{"name": "1=2", "value": "x"}]), "spec.env[0].name"),
-    ("env valueFrom is not plain", with_("env", [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]),
-     'unknown field "spec.env[0].valueFrom"'),
+    ("env valueFrom other than secretKeyRef", with_("env", [{"name": "A", "valueFrom": {
+        "fieldRef": {"fieldPath": "status.podIP"}}}]), 'unknown field "spec.env[0].valueFrom.fieldRef"'),
+    ("env secretKeyRef optional", with_("env", [{"name": "A", "valueFrom": {
+        "secretKeyRef": {"name": "s", "key": "k", "optional": True}}}]),
+     'unknown field "spec.env[0].valueFrom.secretKeyRef.optional"'),
+    ("env value and valueFrom", with_("env", [{"name": "A", "value": "x", "valueFrom": {
+        "secretKeyRef": {"name": "s", "key": "k"}}}]), "an env entry sets value or valueFrom, not both"),
+    ("verifier env secretKeyRef bad key", with_("verifier", {"env": [{"name": "A", "valueFrom": {
+        "secretKeyRef": {"name": "s", "key": ".."}}}]}), "spec.verifier.env[0].valueFrom.secretKeyRef.key"),
     ("invalid resource quantity", with_("resources", {"limits": {"cpu": "lots"}}), "spec.resources.limits.cpu"),
     ("invalid runtime class name", with_("runtimeClassName", "Not_Valid"), "spec.runtimeClassName"),
     ("relative mount path", with_("task.mountPath", "task"), "spec.task.mountPath"),

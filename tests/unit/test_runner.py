@@ -156,3 +156,14 @@ def test_the_shortest_progress_interval_may_not_exceed_the_longest(kind, capsys,
                               "--liveness-port", str(_free_port())])
     assert runner.run(args) == 1
     assert f"--{kind}-interval must not exceed --{kind}-max-interval" in capsys.readouterr().err
+
+
+def test_a_service_cidr_that_is_not_one_is_refused(capsys, tmp_path):
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    assert parser.parse_args(["--service-cidr", "10.96.0.0/12", "--service-cidr", "fd00::/108"]).service_cidr == \
+        ["10.96.0.0/12", "fd00::/108"]
+    args = parser.parse_args(["--service-cidr", "10.96.0.0/33", "--kubeconfig", str(_unreachable_kubeconfig(tmp_path)),
+                              "--metrics-port", "0", "--liveness-port", str(_free_port())])
+    assert runner.run(args) == 1
+    assert "--service-cidr '10.96.0.0/33' is not a CIDR" in capsys.readouterr().err

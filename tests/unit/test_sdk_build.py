@@ -202,3 +202,21 @@ def test_delete_does_not_wait_for_a_shared_or_foreign_namespace():
     api = DeletingApi(polls=3, owner="someone-else")
     sdk.Client(api=api, namespace="team").delete(batch, timeout=5, interval=0)
     assert api.polls == 2      # read once: not ours, so not waited for
+
+
+def test_secret_env_names_keys_never_values():
+    from rolloutbatch.sdk.build import secret_env
+
+    task = Task(files={"e.py": ""}, command=["python", "/task/e.py"], env={"MODEL": "m"},
+                secret_env={"OPENAI_API_KEY": ("llm", "api-key")})
+    batch = build_batch("ship", task, episodes=1,
+                        verifier={"env": secret_env({"GRADER_TOKEN": ("grader", "token")})})
+    assert batch["spec"]["env"] == [
+        {"name": "MODEL", "value": "m"},
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "api-key"}}}]
+    assert batch["spec"]["verifier"]["env"] == [
+        {"name": "GRADER_TOKEN", "valueFrom": {"secretKeyRef": {"name": "grader", "key": "token"}}}]
+    with pytest.raises(ValueError, match="secret_env"):
+        secret_env({"K": "llm/api-key"})
+    with pytest.raises(ValueError, match="secretKeyRef.name"):
+        build_batch("ship", Task(files={"e.py": ""}, command=["x"], secret_env={"K": ("Not_A_Name", "k")}), 1)

@@ -13,6 +13,8 @@ Ownership rules:
   (spec.isolation.resourceQuota: the Job's parallelism already bounds the pods).
 - Shared: every child lives in the batch's namespace and is owned by the batch, so the garbage
   collector removes what a crashed operator left; the NetworkPolicy selects only this batch's pods.
+- The copy of the env's Secret keys (core.secret_env), when the spec references any, is created
+  before the ConfigMaps and the Job and is removed with the sandbox like them.
 - The results ConfigMap lives beside the batch in both modes and is owned by it.
 Order of deletion: the Job first, with foreground propagation, and only once its pods are gone
 the namespace and the NetworkPolicy, so the policy holds while any episode still runs
@@ -36,7 +38,8 @@ def adoptable(live: Mapping, desired: Mapping, *, shared: bool, job_uid: str | N
     Labels and ownerReferences prove nothing in a Shared namespace: any user with edit rights
     there can make a Job or ConfigMap under the name, labelled as ours, before the operator does
     (while it is down). So what decides is what the object would run or open:
-    - a ConfigMap (task, inputs, verifier files) only with exactly our data;
+    - a ConfigMap (task, inputs, verifier files) only with exactly our data; so is the Secret
+      holding the env's Secret keys (a neighbour's values there would reach the agent);
     - a NetworkPolicy only with exactly our selector, policy types and rules;
     - the Job only when it is the one the status records (``status.jobUID``); without a record,
       only in a Dedicated sandbox, whose namespace only the operator writes. A Shared batch that
@@ -44,6 +47,8 @@ def adoptable(live: Mapping, desired: Mapping, *, shared: bool, job_uid: str | N
       nobody can vouch for would let a neighbour's code earn its rewards.
     """
     kind = desired.get("kind")
+    if kind == "Secret":
+        return (live.get("data") or {}) == (desired.get("data") or {}) and live.get("type") == desired.get("type")
     if kind == "ConfigMap":
         return ((live.get("data") or {}) == (desired.get("data") or {})
                 and (live.get("binaryData") or {}) == (desired.get("binaryData") or {}))
@@ -69,9 +74,11 @@ def _policy_part(spec: Mapping, key: str) -> object:
 
 
 def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: Mapping[str, str] | None,
-                      input_shards: Sequence[Mapping[str, str]] = (), dns_cidrs: Sequence[str] = ()) -> list[dict]:
+                      input_shards: Sequence[Mapping[str, str]] = (), dns_cidrs: Sequence[str] = (),
+                      env_secret: Mapping[str, str] | None = None) -> list[dict]:
     """The child objects in creation order (the Job last: its pods need everything else).
-    ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox."""
+    ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox;
+    ``env_secret``: the referenced Secret keys (core.secret_env.copied_data), copied likewise."""
     if spec.isolation_namespace == v.ISOLATION_DEDICATED:
         objects = [manifests.namespace(ref, spec), manifests.service_account(ref, spec),
                    manifests.network_policy(ref, spec, dns_cidrs=dns_cidrs)]
@@ -81,6 +88,9 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: 
     else:
         objects = [manifests.network_policy(ref, spec, owner, dns_cidrs)]
         child_owner = owner
+    secret = manifests.env_secret(ref, spec, env_secret, child_owner)
+    if secret is not None:
+        objects.append(secret)
     objects.append(manifests.task_configmap(ref, spec, child_owner))
     verifier = manifests.verifier_configmap(ref, spec, child_owner)
     if verifier is not None:
@@ -98,7 +108,9 @@ def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: 
 class Removal:
     """One object deletion of the sandbox; ``wait`` = it must be gone before the next step;
     ``guards_pods`` = episode pods rely on it (their network policy): never deleted while the
-    Job may still have pods, the batch's garbage collection removes it then."""
+    Job may still have pods, the batch's garbage collection removes it then. ``rights_optional``
+    = the operator may lack the rights to it (Secrets, manifests/rbac/secrets_role.yaml): a
+    refusal skips the step, and the garbage collector removes it with the batch."""
 
     kind: str
     name: str
@@ -106,6 +118,7 @@ class Removal:
     wait: bool = False
     propagation: str = "Background"
     guards_pods: bool = False
+    rights_optional: bool = False
 
 
 def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
@@ -118,6 +131,7 @@ def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
         Removal("Job", job, sandbox, wait=True, propagation="Foreground"),
         Removal("Job", job, ref.namespace, wait=True, propagation="Foreground"),
         Removal("Namespace", sandbox, None, wait=True, propagation="Foreground"),
+        Removal("Secret", naming.env_secret_name(ref), ref.namespace, rights_optional=True),
         Removal("ConfigMap", naming.task_configmap_name(ref), ref.namespace),
         Removal("ConfigMap", naming.inputs_configmap_name(ref), ref.namespace),
         Removal("ConfigMap", naming.verifier_configmap_name(ref), ref.namespace),

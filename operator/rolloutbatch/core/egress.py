@@ -27,6 +27,18 @@ MAX_EXCEPTS ``except`` entries per rule keep the check to milliseconds. The API 
 the rest when it validates the policy (a dry run, before anything is created); enforcement needs
 a CNI that implements NetworkPolicy.
 
+Two mistakes look, from the episodes, like a model that refuses connections (their episodes are
+graded or lost with "Connection refused" and nothing else to go on), so the operator says them:
+
+- an ipBlock inside the cluster's **Service CIDR** (a ClusterIP, ``check_service_ips``): a
+  NetworkPolicy matches the destination after the Service's DNAT, the backing pod's IP, so a
+  ClusterIP in an ipBlock never matches anything. Refused before anything is created; the
+  Service CIDR is read from the cluster (ServiceCIDR objects) or given to the operator.
+- a selector peer that **selects no pod** when the batch starts (``peer_probes``,
+  ``empty_peer_message``): a typo, a bare podSelector (which means the episodes' own namespace),
+  a model server not up yet. Only a warning (an Event and the Running status message): the
+  server may come up later, and a batch is never ended on a guess.
+
 DNS: port 53 (UDP and TCP) to the pods labelled ``k8s-app=kube-dns`` in ``kube-system`` (the
 usual CoreDNS deployment), to any endpoint of the ``kube-system/kube-dns`` Service that is not a
 pod (found at startup: the devcluster's CoreDNS runs beside the apiserver; a policy peer that
@@ -37,8 +49,8 @@ node-local DNS cache's link-local address). The operator adds these itself, afte
 from __future__ import annotations
 
 import ipaddress
-
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from rolloutbatch.core.model import SpecError
 
@@ -272,3 +284,100 @@ def non_pod_dns_cidrs(slices: Sequence[Mapping]) -> tuple[str, ...]:
 def dns_rule(extra_cidrs: Sequence[str] = ()) -> dict:
     peers = [dict(p) for p in DNS_PEERS] + [{"ipBlock": {"cidr": c}} for c in extra_cidrs]
     return {"to": peers, "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+# --- what the cluster can tell about the peers --------------------------------------------------
+def _cidr_text(block: Mapping) -> str:
+    cidr, holes = str(block.get("cidr")), block.get("except") or ()
+    return f"{cidr} (except {', '.join(map(str, holes))})" if holes else cidr
+
+
+def check_service_ips(egress: Sequence[Mapping], service_cidrs: Sequence[str]) -> None:
+    """Refuses (SpecError) an ipBlock whose every admitted address lies in the cluster's Service
+    CIDRs: ClusterIPs, which a policy never sees (it matches after the Service's DNAT). A block
+    that only overlaps them (a /16 holding the pods and the Services) admits pods too and passes.
+    ``egress`` is what parse_egress accepted; unreadable ``service_cidrs`` are skipped."""
+    nets = []
+    for text in service_cidrs:
+        try:
+            nets.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            continue
+    if not nets:
+        return
+    spans = [(n.version, int(n.network_address), int(n.broadcast_address)) for n in nets]
+    for i, rule in enumerate(egress):
+        for j, peer in enumerate(rule.get("to") or ()):
+            block = (peer or {}).get("ipBlock")
+            if not block:
+                continue
+            where = f"spec.isolation.egress[{i}].to[{j}].ipBlock"
+            admitted = _admitted(block, where)
+            inside = [next((n for n, (v, a, b) in zip(nets, spans) if v == version and a <= lo and hi <= b), None)
+                      for version, lo, hi in admitted]
+            if admitted and all(inside):
+                service = ", ".join(sorted({str(n) for n in inside}))
+                raise SpecError(where, f"{_cidr_text(block)} lies inside the cluster's Service CIDR {service}: a "
+                                       "ClusterIP. NetworkPolicy ipBlocks match pod IPs after a Service's DNAT, so "
+                                       "a ClusterIP in an ipBlock never matches; select the Service's backing pods "
+                                       "with podSelector/namespaceSelector instead")
+
+
+def label_selector(selector: Mapping | None) -> str:
+    """A LabelSelector (matchLabels, matchExpressions) in the API's query syntax ("" selects
+    everything). The selector has passed the API server's validation (the policy's dry run)."""
+    parts = [f"{k}={v}" for k, v in sorted(((selector or {}).get("matchLabels") or {}).items())]
+    for expr in (selector or {}).get("matchExpressions") or ():
+        key, op, values = expr.get("key"), expr.get("operator"), ",".join(expr.get("values") or ())
+        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})",
+                      "Exists": f"{key}", "DoesNotExist": f"!{key}"}.get(op, f"{key}"))
+    return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class PeerProbe:
+    """What to ask the cluster about one selector peer: does any pod (not ended) match it?"""
+
+    where: str                  # spec.isolation.egress[i].to[j]
+    namespaces: str | None      # label selector of its namespaces; None: the episodes' own namespace
+    pods: str                   # label selector of its pods ("": every pod of those namespaces)
+
+
+MAX_PROBED_NAMESPACES = 16      # a peer matching more namespaces is not probed further (no guess)
+
+
+def peer_probes(egress: Sequence[Mapping]) -> tuple[PeerProbe, ...]:
+    """One probe per podSelector/namespaceSelector peer of the declared egress (ipBlocks name
+    addresses, not pods: nothing to ask)."""
+    probes = []
+    for i, rule in enumerate(egress):
+        for j, peer in enumerate(rule.get("to") or ()):
+            peer = {k: v for k, v in (peer or {}).items() if v is not None}
+            if "podSelector" not in peer and "namespaceSelector" not in peer:
+                continue
+            namespaces = label_selector(peer["namespaceSelector"]) if "namespaceSelector" in peer else None
+            probes.append(PeerProbe(f"spec.isolation.egress[{i}].to[{j}]", namespaces,
+                                    label_selector(peer.get("podSelector"))))
+    return tuple(probes)
+
+
+def empty_peer_message(probe: PeerProbe, *, namespaces: Sequence[str] = (), sandbox: str | None = None) -> str:
+    """Why ``probe`` selects nothing: ``sandbox`` (a Dedicated batch's bare podSelector, which
+    means the sandbox namespace, where only episodes run), or ``namespaces`` (those its selector
+    matched, none holding a matching pod; empty: it matched no namespace)."""
+    if sandbox is not None:
+        return (f"{probe.where}: a podSelector without a namespaceSelector selects pods of the episodes' own "
+                f"namespace, the sandbox {sandbox}, where only the episodes run; add a namespaceSelector naming the "
+                "endpoint's namespace (e.g. kubernetes.io/metadata.name: <namespace>)")
+    if probe.namespaces is not None and not namespaces:
+        return f"{probe.where}: namespaceSelector {probe.namespaces} matches no namespace"
+    where = ", ".join(namespaces[:3]) + (f" and {len(namespaces) - 3} more" if len(namespaces) > 3 else "")
+    if not probe.pods:
+        return f"{probe.where}: namespace {where} (namespaceSelector {probe.namespaces}) has no running pod"
+    return f"{probe.where}: podSelector {probe.pods} matches no running pod in namespace {where}"
+
+
+def empty_peers_warning(messages: Sequence[str]) -> str:
+    """The Event's and the Running status message's text for the peers that selected nothing."""
+    return ("declared egress selects no pod at the start: " + "; ".join(messages)
+            + ". Episodes calling it fail to connect; the batch runs on (the endpoint may come up later)")[:1000]

@@ -20,6 +20,7 @@ from rolloutbatch.core.results import encode_results
 from rolloutbatch.core.admission import pod_resources
 from rolloutbatch.core.events import AGENT_EXIT
 from rolloutbatch.core.k8s_rules import format_quantity
+from rolloutbatch.core.secret_env import key_names
 from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, VERIFIER_TIMEOUT_EXIT
 
@@ -132,6 +133,16 @@ def inputs_shard_configmap(ref: BatchRef, spec: BatchSpec, shard: int, data: Map
             "data": dict(data)}
 
 
+def env_secret(ref: BatchRef, spec: BatchSpec, data: Mapping[str, str] | None, owner: Mapping | None) -> dict | None:
+    """The operator's immutable copy of the Secret keys the env references (core.secret_env):
+    only those keys, under the names the pods' secretKeyRefs use; never mounted as a volume."""
+    if not data:
+        return None
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
+            "metadata": _meta(ref, naming.env_secret_name(ref), naming.child_namespace(ref, spec), owner),
+            "data": dict(data)}
+
+
 def _inputs_volume(ref: BatchRef, spec: BatchSpec) -> dict | None:
     if spec.inputs:
         return {"name": "inputs", "configMap": {"name": naming.inputs_configmap_name(ref)}}
@@ -212,6 +223,8 @@ def _verifier_command(spec: BatchSpec) -> tuple[list[str], list[str]]:
 
 
 def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) -> list[dict]:
+    """The operator's variables, then the container's own (``extra``: the verifier's; else
+    spec.env); a Secret key is read from the operator's copy (core.secret_env)."""
     env = [
         {"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
@@ -225,7 +238,14 @@ def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) 
         if spec.inputs_count:
             env.append({"name": "EPISODE_INPUT",
                         "value": f"{naming.INPUTS_MOUNT_PATH}/{INPUT_KEY.format('$(EPISODE_INDEX)')}"})
-    env.extend({"name": e["name"], "value": str(e.get("value", ""))} for e in (spec.env if extra is None else extra))
+    keys = key_names(spec)
+    for e in spec.env if extra is None else extra:
+        if "valueFrom" in e:
+            source = e["valueFrom"]["secretKeyRef"]
+            env.append({"name": e["name"], "valueFrom": {"secretKeyRef": {
+                "name": naming.env_secret_name(ref), "key": keys[(source["name"], source["key"])]}}})
+        else:
+            env.append({"name": e["name"], "value": str(e.get("value", ""))})
     return env
 
 

@@ -35,6 +35,9 @@ INPUTS_MOUNT_PATH = "/rollout/inputs"
 # spec.inputsFrom reads only ConfigMaps carrying this label: set by whoever may write the
 # ConfigMap, never by a submitter who holds rights on RolloutBatches alone (docs/design.md §8.1).
 LABEL_INPUTS, INPUTS_OPT_IN = "rl.agentruntime.io/inputs", "true"
+# A Secret of the batch's namespace is read for an env secretKeyRef only with this label, for the
+# same reason (core.secret_env): its writer hands it to the batches of the namespace.
+LABEL_EPISODE_ENV, EPISODE_ENV_OPT_IN = "rl.agentruntime.io/episode-env", "true"
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -67,6 +70,11 @@ def inputs_configmap_name(ref: BatchRef) -> str:
 def inputs_shard_name(ref: BatchRef, shard: int) -> str:
     """The sandbox's copy of the ``shard``-th ConfigMap of spec.inputsFrom."""
     return f"rb-{short_uid(ref.uid)}-inputs-{shard}"
+
+
+def env_secret_name(ref: BatchRef) -> str:
+    """The operator's copy of the Secret keys that spec.env / spec.verifier.env reference."""
+    return f"rb-{short_uid(ref.uid)}-env"
 
 
 def shared_network_policy_name(ref: BatchRef) -> str:

@@ -22,7 +22,7 @@ from rolloutbatch.core.egress import parse_egress
 from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
                                          parse_quantity)
 from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
-from rolloutbatch.core.naming import INPUTS_MOUNT_PATH
+from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, LABEL_EPISODE_ENV
 
 DEFAULT_IMAGE = "python:3.12-alpine"
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
@@ -279,11 +279,48 @@ def _inputs_from(raw: Mapping) -> tuple[tuple[str, ...], int]:
     return tuple(names), count
 
 
+# An env entry is {name, value} or {name, valueFrom: {secretKeyRef: {name, key}}}: the one
+# valueFrom kind, a key of a Secret of the batch's namespace that its writer opted in by label
+# (core.secret_env, docs/design.md §8.1). fieldRef and resourceFieldRef would read the pod (the
+# operator sets what an episode needs of it), configMapKeyRef the namespace's ConfigMaps;
+# ``optional`` would run episodes without the key instead of stalling. The CRD says the same.
+ENV_FIELDS = ("name", "value", "valueFrom")
+SECRET_REF_FIELDS = ("name", "key")
+ENV_SHAPES = "{name, value} or {name, valueFrom: {secretKeyRef: {name, key}}}"
+
+
+def _secret_ref(value: object, where: str) -> dict:
+    """``valueFrom`` of an env entry: a secretKeyRef naming a Secret and one of its keys."""
+    if not isinstance(value, Mapping):
+        raise SpecError(where, f"must be an object, got {type(value).__name__}")
+    other = sorted(str(k) for k in value if k != "secretKeyRef")
+    if other:
+        raise SpecError(f"{where}.{other[0]}"[:200], "only valueFrom.secretKeyRef is allowed (a key of a Secret of "
+                        f"the batch's namespace labelled {LABEL_EPISODE_ENV}={EPISODE_ENV_OPT_IN}); the operator "
+                        "sets EPISODE_ID and the other pod facts itself, and a ConfigMap value belongs in `value`")
+    ref = value.get("secretKeyRef")
+    if not isinstance(ref, Mapping):
+        raise SpecError(f"{where}.secretKeyRef", "must be an object {name, key}")
+    unknown = sorted(str(k) for k in ref if k not in SECRET_REF_FIELDS)
+    if unknown:
+        hint = (": a missing Secret or key stalls the batch before anything runs, it never runs episodes without it"
+                if unknown == ["optional"] else "; secretKeyRef takes name and key")
+        raise SpecError(f"{where}.secretKeyRef.{unknown[0]}"[:200], f"is not allowed{hint}")
+    name, key = ref.get("name"), ref.get("key")
+    if not is_dns_subdomain(name):
+        raise SpecError(f"{where}.secretKeyRef.name", f"must be a Secret name (lowercase DNS subdomain), got {name!r}"[:200])
+    problem = check_configmap_key(key)
+    if problem:
+        raise SpecError(f"{where}.secretKeyRef.key", f"{key!r}"[:100] + f" is not a Secret key: {problem}")
+    return {"secretKeyRef": {"name": name, "key": key}}
+
+
 def _env(raw: Mapping, field: str) -> list[dict]:
-    """Plain name/value pairs, valid names, none reserved (``field``: spec.env or spec.verifier.env)."""
+    """Name/value pairs or Secret keys (``ENV_SHAPES``), valid names, none reserved (``field``:
+    spec.env or spec.verifier.env)."""
     raw_env = raw.get("env") or ()
     if not isinstance(raw_env, (list, tuple)):
-        raise SpecError(field, "must be a list of {name, value}")
+        raise SpecError(field, f"must be a list of {ENV_SHAPES}")
     env = []
     for item in raw_env:
         if not isinstance(item, Mapping):
@@ -293,9 +330,14 @@ def _env(raw: Mapping, field: str) -> list[dict]:
             raise SpecError(field, f"{name!r} is not a valid environment variable name")
         if name in RESERVED_ENV:
             raise SpecError(field, f"{name} is set by the operator")
-        if set(item) - {"name", "value"}:
-            # valueFrom could hand a model-written episode the Secrets of a Shared namespace.
-            raise SpecError(f"{field}[{name}]", "only plain name/value pairs are allowed (no valueFrom)")
+        unknown = sorted(str(k) for k in item if k not in ENV_FIELDS)
+        if unknown:
+            raise SpecError(f"{field}[{name}]", f"unsupported fields: {', '.join(unknown)}; an entry is {ENV_SHAPES}"[:300])
+        if item.get("valueFrom") is not None:
+            if item.get("value") is not None:
+                raise SpecError(f"{field}[{name}]", "sets both value and valueFrom: give one")
+            env.append({"name": name, "valueFrom": _secret_ref(item["valueFrom"], f"{field}[{name}].valueFrom")})
+            continue
         value = item.get("value", "")
         if not isinstance(value, str):
             raise SpecError(f"{field}[{name}]", f"value must be a string, got {type(value).__name__}")
@@ -395,7 +437,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     Checks, in order: episodes, parallelism, minSuccessfulEpisodes, task files (valid ConfigMap
     keys, string contents), inputs (a list of exactly ``episodes`` entries, or none), the combined
-    size of task files and inputs, env (plain name/value, valid names, none reserved), timeouts,
+    size of task files and inputs, env (name/value or a Secret key, valid names, none reserved), timeouts,
     resources (known or domain-prefixed names, non-negative quantities, requests within limits)
     and workspace size, mount paths (absolute, not nested in each other), retries, the
     isolation/cleanup enums, the TTL, the podTemplate (nodeSelector labels, tolerations, none
@@ -497,7 +539,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
         # references: such a reference would reach the episode unexpanded.
-        texts = [*command, *_strings(raw, "args"), *(e["value"] for e in env)]
+        texts = [*command, *_strings(raw, "args"), *(e.get("value", "") for e in env)]
         if verifier is not None:   # the verifier runs under the same launcher
             texts += [*verifier.command, *verifier.args, *(str(e.get("value", "")) for e in verifier.env)]
         for text in texts:

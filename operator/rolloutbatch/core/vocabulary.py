@@ -68,6 +68,8 @@ EVENT_FOREIGN_POD = "ForeignPodIgnored"         # a pod with the batch's label t
 EVENT_RESULTS_NAME_TAKEN = "ResultsShardNameTaken"  # a shard's name held by a foreign ConfigMap: skipped
 EVENT_UNSCHEDULABLE = "EpisodesUnschedulable"   # the scheduler cannot place episode pods (yet)
 EVENT_IMAGE_NOT_SET = "InputImageNotSet"         # a gated pod's image patch was refused (spec.inputImages)
+# a declared egress peer selected no pod when the batch started: a warning, never a failure
+EVENT_EGRESS_PEER_EMPTY = "EgressPeerSelectsNothing"
 # (EVENT_EXTRAS_DROPPED, below: reward extras past their budget, once per batch)
 # Stalled: the batch ended without running to completion; each names what a person must fix.
 STALL_INVALID_SPEC = "InvalidSpec"
@@ -89,11 +91,12 @@ STALL_PRIORITY_CLASS_DENIED = "PriorityClassNotAllowed"   # in the system range,
 STALL_UNSCHEDULABLE = "Unschedulable"       # no episode pod could be placed for --unschedulable-grace
 STALL_INPUTS_MISSING = "InputsNotFound"     # a ConfigMap of spec.inputsFrom does not exist or is not opted in
 STALL_INPUTS_INVALID = "InvalidInputs"      # its keys or values are not the inputs it promised
+STALL_SECRET_MISSING = "SecretNotFound"     # a Secret of an env secretKeyRef is missing, not opted in, or lacks the key
 STALL_REASONS = (STALL_INVALID_SPEC, STALL_RUNTIME_CLASS, STALL_NAMESPACE_TERMINATING, STALL_NAMESPACE_CONFLICT,
                  STALL_NAME_CONFLICT, STALL_RESULTS_CONFLICT, STALL_QUOTA, STALL_REFUSED, STALL_IMAGE,
                  STALL_API_REFUSED, STALL_API_UNAVAILABLE, STALL_INTERNAL, STALL_INPUTS_MISSING,
                  STALL_INPUTS_INVALID, STALL_SANDBOX_DELETED, STALL_PODS_NOT_CREATED, STALL_PRIORITY_CLASS,
-                 STALL_PRIORITY_CLASS_DENIED, STALL_UNSCHEDULABLE)
+                 STALL_PRIORITY_CLASS_DENIED, STALL_UNSCHEDULABLE, STALL_SECRET_MISSING)
 
 # --- episode reasons (row["reason"]) ------------------------------------------------------------
 EP_INFRASTRUCTURE = "InfrastructureFailure"

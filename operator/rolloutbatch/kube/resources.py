@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 _COLLECTIONS = {
     "Namespace": "/api/v1/namespaces",
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "Secret": "/api/v1/namespaces/{ns}/secrets",
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
     "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
     "Pod": "/api/v1/namespaces/{ns}/pods",
@@ -165,6 +166,28 @@ def dns_endpoint_slices(api: Api, timeout: float = 5.0) -> list[dict]:
                            "list EndpointSlices", params={"labelSelector": "kubernetes.io/service-name=kube-dns"},
                            timeout=timeout)
     return response.json().get("items") or []
+
+
+def service_cidrs(api: Api) -> list[str]:
+    """The CIDRs every ServiceCIDR object (networking.k8s.io/v1, Kubernetes 1.33+) allocates
+    ClusterIPs from. NotFound when the API is not served, Forbidden when not ours to read."""
+    page = api.get("/apis/networking.k8s.io/v1/servicecidrs", "list ServiceCIDRs")
+    return [c for item in page.get("items") or [] for c in (item.get("spec") or {}).get("cidrs") or []
+            if isinstance(c, str)]
+
+
+def namespace_names(api: Api, selector: str, limit: int) -> list[str]:
+    """Names of at most ``limit`` namespaces matching the label ``selector``."""
+    page = api.get(collection_path("Namespace"), "list Namespaces", labelSelector=selector, limit=limit)
+    return [str((item.get("metadata") or {}).get("name")) for item in page.get("items") or []][:limit]
+
+
+def has_live_pod(api: Api, namespace: str, selector: str) -> bool:
+    """Whether ``namespace`` has a pod matching the label ``selector`` that has not ended (one
+    pod is asked for, not listed)."""
+    page = api.get(collection_path("Pod", namespace), "list Pods", labelSelector=selector, limit=1,
+                   fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    return bool(page.get("items"))
 
 
 def runtime_class(api: Api, name: str) -> dict | None:

@@ -30,9 +30,24 @@ LABEL_ROLE = "rl.agentruntime.io/role"
 ROLE_INPUTS = "inputs"
 
 
+def secret_env(refs: Mapping[str, tuple[str, str]]) -> list[dict]:
+    """Env entries reading Secret keys: ``{"OPENAI_API_KEY": ("my-secret", "key")}`` becomes
+    ``[{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "my-secret", "key": "key"}}}]``.
+    The Secret lives in the batch's namespace, labelled ``rl.agentruntime.io/episode-env=true``
+    (docs/design.md §8.1). Also for a verifier's env: ``verifier={"env": secret_env({...})}``."""
+    entries = []
+    for name, ref in refs.items():
+        if not (isinstance(ref, tuple) and len(ref) == 2):
+            raise SpecError(f"secret_env[{name}]", "must be a (Secret name, key) pair")
+        entries.append({"name": str(name), "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}})
+    return entries
+
+
 @dataclass
 class Task:
-    """The episode program: files mounted read-only at ``mount_path`` and the command to run."""
+    """The episode program: files mounted read-only at ``mount_path`` and the command to run.
+    ``secret_env``: variable -> (Secret, key) of the batch's namespace, for the agent only
+    (see :func:`secret_env`); the value never appears in the spec."""
 
     files: dict[str, str]
     command: list[str]
@@ -41,11 +56,14 @@ class Task:
     resources: dict | None = None
     mount_path: str = "/task"
     args: list[str] | None = None
+    secret_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
-    def env_list(self) -> list[dict[str, str]]:
+    def env_list(self) -> list[dict]:
         if isinstance(self.env, Mapping):
-            return [{"name": str(k), "value": str(v)} for k, v in self.env.items()]
-        return [dict(e) for e in self.env]
+            plain = [{"name": str(k), "value": str(v)} for k, v in self.env.items()]
+        else:
+            plain = [dict(e) for e in self.env]
+        return plain + secret_env(self.secret_env)
 
 
 def _camel(key: str) -> str:

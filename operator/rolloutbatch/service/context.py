@@ -39,6 +39,7 @@ class Settings:
     stop_grace: float = 60.0                 # spec.stop: the suspended Job's pods (5 s grace each) may take this long
     namespace_delete_timeout: float = 120.0  # finalizer waits this long for the sandbox to vanish
     dns_cidrs: tuple[str, ...] = ()          # where cluster DNS answers, beside kube-system's kube-dns pods
+    service_cidrs: tuple[str, ...] = ()      # the Service CIDR where the ServiceCIDR API cannot be read
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
 
     @property

@@ -2,29 +2,33 @@
 
 Validate everything before creating anything: the RuntimeClass and PriorityClass must exist
 (the PriorityClass in the user range), the API server must accept the episodes' Job (a
-server-side dry run in the batch's own namespace: a Dedicated sandbox does not exist yet), a
-Shared namespace's quota must hold one episode pod. Then, first in :func:`create` (they are
-read for copying anyway), every ConfigMap of spec.inputsFrom must be opted in by its label and
-hold exactly the inputs it promises; only then are the children created or adopted. Every
-refusal is a ``Stalled`` with its reason.
+server-side dry run in the batch's own namespace: a Dedicated sandbox does not exist yet), no
+declared ipBlock may hold only ClusterIPs (``service.egress_checks``), a Shared namespace's
+quota must hold one episode pod. Then, first in :func:`create` (they are read for copying
+anyway), every ConfigMap of spec.inputsFrom must be opted in by its label and hold exactly the
+inputs it promises, and every Secret an env secretKeyRef names must be opted in and hold its
+key (``core.secret_env``); only then are the children created or adopted. Every refusal is a
+``Stalled`` with its reason.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import manifests, naming, secret_env
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import (Stalled, check_priority_class, check_quota_fits, input_shards,
                                          runtime_overhead)
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import KubeError, NotOurs
-from rolloutbatch.service import policy
+from rolloutbatch.kube.errors import Forbidden, KubeError, NotOurs
+from rolloutbatch.service import egress_checks, policy
 
 Call = Callable[..., Awaitable[Any]]
+log = logging.getLogger(__name__)
 
 
 async def _dry_run(call: Call, obj: dict, what: str) -> None:
@@ -38,8 +42,10 @@ async def _dry_run(call: Call, obj: dict, what: str) -> None:
         raise Stalled(v.STALL_REFUSED, str(exc)) from None
 
 
-async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = ()) -> dict | None:
-    """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead."""
+async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = (),
+                *, service_cidrs: tuple[str, ...] = (), logger: logging.Logger = log) -> dict | None:
+    """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead.
+    ``service_cidrs``: the operator's --service-cidr, where the cluster's cannot be read."""
     overhead: dict | None = None
     if spec.runtime_class_name:
         rc = await call(resources.runtime_class, spec.runtime_class_name)
@@ -63,11 +69,26 @@ async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cid
         policy_ = manifests.network_policy(ref, spec, owner, dns_cidrs)
         policy_["metadata"]["namespace"] = ref.namespace
         await _dry_run(call, policy_, "the declared egress")
+        await egress_checks.refuse_service_ips(call, spec, service_cidrs, logger)
     if spec.isolation_namespace == v.ISOLATION_SHARED:
         problem = check_quota_fits(await call(resources.resource_quotas, ref.namespace), spec, overhead)
         if problem:
             raise Stalled(v.STALL_QUOTA, problem)
     return overhead
+
+
+async def _secret_data(call: Call, ref: BatchRef, spec: BatchSpec) -> dict[str, str] | None:
+    """The referenced keys of the env's Secrets, checked (core.secret_env); None without any."""
+    names = secret_env.secret_names(spec)
+    if not names:
+        return None
+    secrets = {}
+    for name in names:
+        try:
+            secrets[name] = await call(resources.get_or_none, "Secret", name, ref.namespace)
+        except Forbidden:
+            raise Stalled(v.STALL_REFUSED, secret_env.forbidden_message(ref.namespace)) from None
+    return secret_env.copied_data(secrets, spec)
 
 
 async def create(call: Call, create_one: Callable[[dict], Awaitable[dict]], ref: BatchRef, spec: BatchSpec,
@@ -77,10 +98,11 @@ async def create(call: Call, create_one: Callable[[dict], Awaitable[dict]], ref:
     if spec.inputs_from:
         shards = input_shards([await call(resources.get_or_none, "ConfigMap", name, ref.namespace)
                                for name in spec.inputs_from], spec.inputs_from, spec.inputs_count)
+    secret_data = await _secret_data(call, ref, spec)
     namespace = naming.child_namespace(ref, spec)
     job: dict = {}
     try:
-        for obj in provisioning_plan(ref, spec, owner, overhead, shards, dns_cidrs):
+        for obj in provisioning_plan(ref, spec, owner, overhead, shards, dns_cidrs, secret_data):
             live = await create_one(obj)
             if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
                 raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")

@@ -27,6 +27,7 @@ from typing import Any
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.egress import empty_peers_warning
 from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_requests
 from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.children import adoptable, removes_sandbox
@@ -39,7 +40,7 @@ from rolloutbatch.core.verdict import parse_time, pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError
-from rolloutbatch.service import policy, provisioning, sandbox
+from rolloutbatch.service import egress_checks, policy, provisioning, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
@@ -48,6 +49,7 @@ from rolloutbatch.service.stop import StopControl
 from rolloutbatch.service.transitions import TransitionReport
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
+RUNNING_MESSAGE = "Episodes are running"
 
 
 class BatchReconciler:
@@ -80,6 +82,9 @@ class BatchReconciler:
         self._restored = False
         self._overhead: dict | None = None             # the RuntimeClass's pod overhead (provisioning)
         self._said_unschedulable = False               # the Event of the current spell was posted
+        # What a running batch says when nothing is wrong; a warning found at its start (declared
+        # egress peers that select no pod) stays in it while it runs.
+        self._running_message = RUNNING_MESSAGE
         self._provisioned_at = time.monotonic()
         self._started_metrics = False
         self._finished_metrics = False
@@ -201,6 +206,8 @@ class BatchReconciler:
             # Provisioned by an earlier run: adopt, never recreate (a Job deleted meanwhile
             # would run every episode again).
             self._sandbox_created = True
+            if self.last_status.get("reason") == v.REASON_RUNNING and self.last_status.get("message"):
+                self._running_message = self.last_status["message"]   # the start's warning, if any
             await self._poll_job()
             if self._job_deleted:
                 raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
@@ -212,7 +219,10 @@ class BatchReconciler:
                                      force=True)
         owner = owner_of_batch(ref)
         dns = self.ctx.settings.dns_cidrs
-        overhead = self._overhead = await provisioning.check(self._call, ref, spec, owner, dns)
+        overhead = self._overhead = await provisioning.check(self._call, ref, spec, owner, dns,
+                                                             service_cidrs=self.ctx.settings.service_cidrs,
+                                                             logger=self.log)
+        empty = await egress_checks.empty_peers(self._call, ref, spec, self.log) if spec.egress else []
         self._sandbox_created = True
         job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead, dns)
         facts = job_facts(job)
@@ -226,7 +236,12 @@ class BatchReconciler:
         if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
             self.emit("Normal", "Provisioned",
                       f"Sandbox {naming.child_namespace(ref, spec)} and Job {naming.job_name(ref)} are ready")
-        await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message="Episodes are running", force=True)
+        if empty:
+            warning = empty_peers_warning(empty)
+            self.log.warning("%s", warning)
+            self.emit("Warning", v.EVENT_EGRESS_PEER_EMPTY, warning)
+            self._running_message = f"{RUNNING_MESSAGE}; warning: {warning}"[:1000]
+        await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
 
     async def _track(self) -> None:
         """Loop until every episode is final; read logs, flush status and results as we go."""
@@ -315,7 +330,7 @@ class BatchReconciler:
 
     def _running_state(self, phase: str) -> dict:
         """Reason and message of a running batch: pods the scheduler cannot place are said,
-        with its words (and an Event, once per spell), not hidden behind "Episodes are running"."""
+        with its words (and an Event, once per spell), not hidden behind RUNNING_MESSAGE."""
         if self.tracker.stopping:
             return {"reason": v.REASON_STOPPING,
                     "message": stopping_message(self.tracker.summary(self._origin()), self.tracker.running)}
@@ -330,7 +345,7 @@ class BatchReconciler:
             return {"reason": v.EVENT_UNSCHEDULABLE, "message": message}
         self._said_unschedulable = False
         if self.last_status.get("reason") == v.EVENT_UNSCHEDULABLE:
-            return {"reason": v.REASON_RUNNING, "message": "Episodes are running"}
+            return {"reason": v.REASON_RUNNING, "message": self._running_message}
         return {}
 
     def _read_done(self, task: asyncio.Task) -> None:

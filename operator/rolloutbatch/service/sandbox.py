@@ -19,7 +19,7 @@ from rolloutbatch.core.children import deletion_plan
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import NotOurs
+from rolloutbatch.kube.errors import Forbidden, NotOurs
 
 Call = Callable[..., Awaitable[Any]]   # runs a kube.resources function off the event loop
 
@@ -39,6 +39,12 @@ async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finaliz
                                propagation=step.propagation)
         except NotOurs as exc:
             log.warning("Leaving alone what is not ours: %s", exc)
+            continue
+        except Forbidden as exc:
+            if not step.rights_optional:
+                raise
+            log.info("Not removing %s %s/%s (%s): the garbage collector removes it with the batch",
+                     step.kind, step.namespace, step.name, exc)
             continue
         if finalizer and going and step.kind == "Namespace":
             crash_point("cleanup:namespace")
