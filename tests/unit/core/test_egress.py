@@ -287,14 +287,15 @@ def test_the_largest_allowed_input_is_checked_in_milliseconds():
                                              strict=False))
         return [{"to": [block(net(i, j, prefix), net(i, j, 100)) for j in range(egress.MAX_PEERS)]}
                 for i in range(egress.MAX_RULES)]
+    # CPU time of this process, not wall time: a busy machine must not fail it, a blow-up must.
     for rules, ok in ((full(80), True), (full(16), False)):
-        started = time.perf_counter()
+        started = time.process_time()
         try:
             egress.parse_egress(rules)
             assert ok
         except SpecError:
             assert not ok
-        assert time.perf_counter() - started < 0.25
+        assert time.process_time() - started < 0.5
 
 
 # Property: the check is exact. Computed independently: IPv4 by counting /12 cells (every
