@@ -114,6 +114,13 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                   _quantiles("rolloutbatch_episode_startup_seconds", (0.5, 0.95, 0.99)), unit="s"),
             Panel("Episode duration (ready -> reward)", "timeseries",
                   _quantiles("rolloutbatch_episode_duration_seconds", (0.5, 0.95, 0.99)), unit="s"),
+            Panel("Reward extras dropped in range", "stat", [
+                Target(f"sum by (namespace) (increase(rolloutbatch_reward_extras_dropped_total{{{NS}}}[$__range]))",
+                       "{{namespace}}", instant=True)],
+                description="Episodes whose reward event had extra fields left out of their results row (past "
+                "the extras budget, or not JSON). Each such row is flagged RewardExtrasDropped and its message "
+                "names the fields; the batch has one RewardExtrasDropped Warning Event.",
+                w=24, h=5, options={"textMode": "value_and_name"}),
         ]),
         ("Rewards", [
             Panel("Reward distribution over time", "heatmap", [
@@ -126,13 +133,18 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                        "[$__range]))", "{{le}}", instant=True, fmt="heatmap")],
                 description="Episodes per reward bucket (upper bound) in the selected time range.",
                 options={"displayMode": "gradient", "orientation": "vertical"}),
-            # Not quantiles: rewards are often 0 or 1, and a histogram quantile interpolates
-            # inside a bucket, inventing values no episode had. (A mean needs the histogram's
-            # _sum, which prometheus-client omits for buckets below zero.)
+            # Means and rates, not quantiles: rewards are often 0 or 1, and a histogram quantile
+            # interpolates inside a bucket, inventing values no episode had. The mean comes from
+            # the per-sign sums (the histogram has no _sum while a bucket is below zero).
+            Panel("Mean reward", "timeseries", [
+                Target(f"({_reward_rate('positive')} - {_reward_rate('negative')}) / "
+                       f"sum(rate(rolloutbatch_episode_reward_count{{{NS}}}[$__rate_interval]))", "mean")],
+                description="Mean of the rewards graded episodes count with: a failed one's is 0, lost ones "
+                "have none (the status' rewardMean, over time)."),
             Panel("Success rate", "timeseries", [
                 Target(f'sum(rate(rolloutbatch_episodes_total{{{NS},result="succeeded"}}[$__rate_interval])) '
                        f"/ sum({finished_rate})", "succeeded")],
-                unit="percentunit", min=0, max=1, w=24,
+                unit="percentunit", min=0, max=1,
                 description="Succeeded / all finished episodes (failed ones count 0 in the rewards)."),
         ]),
         ("Batches", [
@@ -160,6 +172,11 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                              selector=""), unit="s"),
         ]),
     ]
+
+
+def _reward_rate(sign: str) -> str:
+    return (f'sum(rate(rolloutbatch_episode_reward_magnitude_total{{{NS},sign="{sign}"}}'
+            "[$__rate_interval]))")
 
 
 def _batch_duration_targets(q: float) -> list[Target]:

@@ -54,6 +54,8 @@ from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part 
 # The result label: a terminal phase (lowercase) or an episode outcome, as core names them.
 BATCH_RESULTS: tuple[str, ...] = tuple(phase.lower() for phase in vocabulary.TERMINAL_PHASES)
 EPISODE_RESULTS: tuple[str, ...] = vocabulary.OUTCOMES
+# The sign label of episode_reward_magnitude_total.
+REWARD_SIGNS: tuple[str, ...] = ("positive", "negative")
 
 # Every metric family this module exports (names as Prometheus shows them, without the
 # `_bucket`/`_sum`/`_count` suffixes of histograms). Tests use it to check dashboards and alerts.
@@ -65,6 +67,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "episode_reward", "batch_ready_seconds", "batch_rewards_seconds",
         "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
         "handler_duration_seconds", "handler_errors_total", "build_info", "reward_extras_dropped_total",
+        "episode_reward_magnitude_total",
     )
 )
 HISTOGRAM_NAMES: frozenset[str] = frozenset(
@@ -169,6 +172,14 @@ class Metrics:
         self.episode_reward = Histogram(
             name("episode_reward"), "Rewards reported by episodes.",
             list(per_batch), buckets=tuple(reward_buckets), registry=r)
+        # A mean reward needs a sum, and the histogram exports none while a bucket is below zero
+        # (its _sum could decrease, which rate() would take for a counter reset). A sum per sign
+        # never decreases: mean = (positive - negative) / episode_reward_count.
+        self.episode_reward_magnitude_total = Counter(
+            name("episode_reward_magnitude"),
+            "Sum of the magnitudes of the rewards graded episodes count with, by sign; their mean is "
+            "(positive - negative) / rolloutbatch_episode_reward_count.",
+            [*per_batch, "sign"], registry=r)
         self.batch_ready_seconds = Histogram(
             name("batch_ready_seconds"),
             "RolloutBatch start -> every episode ready, in seconds.",
@@ -220,6 +231,8 @@ class Metrics:
         self.episodes_running.labels(*key)
         self.episodes_retried_total.labels(*key)
         self.reward_extras_dropped_total.labels(*key)
+        for sign in REWARD_SIGNS:
+            self.episode_reward_magnitude_total.labels(*key, sign)
         for h in (*self._episode_histograms, *self._batch_histograms):
             h.labels(*key)
 
@@ -321,6 +334,8 @@ class Metrics:
                 _remove(self.episodes_total, *key, result)
             for result in BATCH_RESULTS:
                 _remove(self.batches_total, *key, result)
+            for sign in REWARD_SIGNS:
+                _remove(self.episode_reward_magnitude_total, *key, sign)
             for metric in (
                 self.batches_active, self.episodes_running, self.episodes_retried_total,
                 self.reward_extras_dropped_total, *self._episode_histograms, *self._batch_histograms,
@@ -354,6 +369,9 @@ class Metrics:
             v = _usable(reward)
             if v is not None:
                 self.episode_reward.labels(*key).observe(v)
+                if v:
+                    sign = REWARD_SIGNS[0] if v > 0 else REWARD_SIGNS[1]
+                    self.episode_reward_magnitude_total.labels(*key, sign).inc(abs(v))
 
     def episode_retried(self, namespace: str, batch: str) -> None:
         with self._lock:

@@ -189,6 +189,13 @@ def test_retained_results_outlive_kubectl_delete_and_cleanup_removes_them(operat
     apply(episode_batch(name, QUICK, episodes=1), namespace)
     clash = wait_finished(name, namespace, operator=operator_process)["status"]
     assert clash["reason"] == "ResultsConfigMapConflict" and "rolloutbatch cleanup" in clash["message"], clash
+    # what the message advises reads the earlier results while the new batch has the name
+    assert f"--retained-uid {uid}" in clash["message"], clash
+    earlier = cli("results", name, "-n", namespace, "--output", str(tmp_path / "earlier"), "--retained-uid", uid)
+    assert earlier.returncode == 0, earlier.stdout + earlier.stderr
+    assert json.loads((tmp_path / "earlier" / "results.json").read_text())["retained"]["uid"] == uid
+    namesake = cli("results", name, "-n", namespace, "--output", str(tmp_path / "namesake"), "--retained")
+    assert namesake.returncode == 1 and f"--retained-uid {uid}" in namesake.stderr, namesake.stdout + namesake.stderr
     kubectl("delete", "rb", name, "-n", namespace, "--timeout=60s", timeout=70)
     wait_gone("rolloutbatch", name, namespace)
     _assert_retained(name, namespace, uid)

@@ -15,7 +15,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from rolloutbatch import dashboard
-from rolloutbatch.metrics import Metrics
+from rolloutbatch.metrics import METRIC_NAMES, Metrics
 from tests.support.prometheus import PrometheusServer, prometheus_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +66,8 @@ def test_dashboard_conventions():
 
     titles = " | ".join(p["title"] for p in panels).lower()
     for needed in ("active batches", "episodes per second by result", "failure ratio",
-                   "start-up", "reward distribution", "batch durations", "log-read throughput",
+                   "start-up", "reward distribution", "mean reward", "success rate",
+                   "reward extras dropped", "batch durations", "log-read throughput",
                    "handler errors", "handler duration"):
         assert needed in titles, needed
     startup = next(p for p in panels if p["title"].startswith("Episode start-up"))
@@ -110,6 +111,31 @@ def test_every_query_uses_exported_metrics():
         assert n in used, n
 
 
+def _family(sample: str) -> str:
+    for suffix in ("_bucket", "_count", "_sum"):
+        if sample.endswith(suffix) and sample[: -len(suffix)] in METRIC_NAMES:
+            return sample[: -len(suffix)]
+    return sample
+
+
+def test_every_metric_the_operator_exports_has_a_panel():
+    used = {_family(n) for expr in dashboard.dashboard_queries().values()
+            for n in re.findall(r"\b(rolloutbatch_[a-z_]+)", expr)}
+    assert METRIC_NAMES <= used, f"no panel for {sorted(METRIC_NAMES - used)}"
+
+
+def test_rewards_are_shown_as_means_and_rates_never_as_quantiles():
+    # Rewards are often 0 or 1: a histogram quantile interpolates inside a bucket and shows
+    # values no episode had.
+    queries = dashboard.dashboard_queries()
+    for title, expr in queries.items():
+        if "histogram_quantile" in expr:
+            assert "episode_reward" not in expr, title
+    mean = queries["Mean reward [A]"]
+    assert 'sign="positive"' in mean and 'sign="negative"' in mean and "rolloutbatch_episode_reward_count" in mean
+    assert 'result="succeeded"' in queries["Success rate [A]"]
+
+
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_queries_parse_as_promql(tmp_path):
     rules = {"groups": [{"name": "dashboard", "rules": [
@@ -136,11 +162,11 @@ def test_every_query_returns_data_from_a_real_prometheus(tmp_path):
             with m.handler("create"):
                 pass
             prom.wait_for('rolloutbatch_batches_active{namespace="team-a"} == 1')
-            for i in range(3):
+            for i, reward in enumerate((1.0, 0.5, -0.75)):
                 with m.handler("pod_event"):
                     m.set_running("team-a", "b1", 3 - i)
                     m.log_read(0.01 * (i + 1), 500)
-                    m.episode_finished("team-a", "b1", "succeeded", 0.5 + i, 2.0 + i, 1.0)
+                    m.episode_finished("team-a", "b1", "succeeded", 0.5 + i, 2.0 + i, reward)
             with pytest.raises(KeyError):
                 with m.handler("pod_event"):
                     raise KeyError("handler failure is counted")
@@ -156,5 +182,7 @@ def test_every_query_returns_data_from_a_real_prometheus(tmp_path):
             assert not empty, f"queries without data: {json.dumps(empty, indent=2)}"
             ratio = prom.query(dashboard.dashboard_queries()["Episode failure ratio [A]"])
             assert float(ratio[0]["value"][1]) == 0.0
+            mean = prom.query(dashboard.dashboard_queries(rate_interval="1m")["Mean reward [A]"])
+            assert float(mean[0]["value"][1]) == pytest.approx(0.25)   # (1.0 + 0.5 - 0.75) / 3
     finally:
         stop()

@@ -6,6 +6,8 @@ import math
 import urllib.request
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -141,6 +143,26 @@ def test_episodes(reg, m):
     assert val(reg, "rolloutbatch_episode_reward_bucket", namespace="ns", le="0.5") == 1
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)), max_size=30))
+def test_the_mean_reward_is_the_signed_sums_over_the_count(rewards):
+    # The histogram has no _sum with its default negative buckets: the mean the dashboard shows
+    # is (positive - negative) / count, and it must be the rewards' own mean (lost: None, left out).
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    m.batch_started("ns", "b")   # its series exist at zero from here on
+    for reward in rewards:
+        m.episode_finished("ns", "b", "succeeded" if reward is not None else "lost", None, None, reward)
+    graded = [r for r in rewards if r is not None]
+    positive = val(reg, "rolloutbatch_episode_reward_magnitude_total", namespace="ns", sign="positive")
+    negative = val(reg, "rolloutbatch_episode_reward_magnitude_total", namespace="ns", sign="negative")
+    count = val(reg, "rolloutbatch_episode_reward_count", namespace="ns")
+    assert positive >= 0 and negative >= 0 and count == len(graded)
+    if graded:
+        scale = max(1.0, max(abs(r) for r in graded))
+        assert (positive - negative) / count == pytest.approx(math.fsum(graded) / len(graded), abs=1e-9 * scale)
+
+
 def test_hostile_numbers_are_dropped_or_clamped(reg, m):
     m.episode_finished("ns", "b", "succeeded", -0.3, float("nan"), float("inf"))
     m.episode_finished("ns", "b", "succeeded", None, -5, -1e308 * 10)
@@ -149,6 +171,8 @@ def test_hostile_numbers_are_dropped_or_clamped(reg, m):
     assert val(reg, "rolloutbatch_episode_duration_seconds_count", namespace="ns") == 1
     assert val(reg, "rolloutbatch_episode_duration_seconds_sum", namespace="ns") == 0.0
     assert val(reg, "rolloutbatch_episode_reward_count", namespace="ns") == 0
+    for sign in ("positive", "negative"):   # a dropped reward adds to no sum either
+        assert val(reg, "rolloutbatch_episode_reward_magnitude_total", namespace="ns", sign=sign) == 0
     m.batch_finished("ns", "b", "succeeded", float("nan"), -1.0, None)
     assert val(reg, "rolloutbatch_batch_ready_seconds_count", namespace="ns") == 0
     assert val(reg, "rolloutbatch_batch_rewards_seconds_sum", namespace="ns") == 0.0

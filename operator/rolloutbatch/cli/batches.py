@@ -152,6 +152,14 @@ def cleanup(args: argparse.Namespace) -> int:
             found.append(client.get(name))
         except NotFound as exc:
             absent.append((name, str(exc)))
+    # The retained results a found batch's name stands for: its own, and those of earlier batches
+    # of the name already there (e.g. the ones a stalled namesake names). Read before it goes: a
+    # batch created under the name after that is not one of them, so its results are never removed.
+    sets = {obj["metadata"]["name"]: [obj["metadata"]["uid"]] for obj in found}
+    if args.wait and not args.keep_results:
+        for obj in found:
+            sets[obj["metadata"]["name"]] += [u for u in client.retained_uids(obj["metadata"]["name"])
+                                              if u != obj["metadata"]["uid"]]
     for obj in found:
         client.delete(obj, wait=False)
     for obj in found:
@@ -162,8 +170,13 @@ def cleanup(args: argparse.Namespace) -> int:
         else:
             print(f"{RESOURCE}/{name} deletion requested")
     # Only once a batch is gone: its operator could still write its results while it goes.
-    def remove_retained(name: str) -> bool:
-        removed = [] if args.keep_results else client.delete_retained(name)
+    def remove_retained(name: str, uids: list[str] | None = None) -> bool:
+        if args.keep_results:
+            return False
+        if uids is None:    # a name alone: the sets of its gone batches (a live namesake keeps its own)
+            removed = client.delete_retained(name)
+        else:
+            removed = sorted(n for uid in uids for n in client.delete_retained(name, uid=uid))
         if removed:
             print(f"retained results of {name} deleted: configmap/{', configmap/'.join(removed)}")
         return bool(removed)
@@ -172,7 +185,7 @@ def cleanup(args: argparse.Namespace) -> int:
         if not remove_retained(name) and not args.ignore_not_found:
             missing.append(error)
     for name in [obj["metadata"]["name"] for obj in found] if args.wait else []:
-        remove_retained(name)
+        remove_retained(name, sets[name])
     if found and not args.wait and not args.keep_results:
         print("retained results (if any) stay until the batches are gone: run cleanup again then")
     if missing:

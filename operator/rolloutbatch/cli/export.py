@@ -12,7 +12,10 @@
     DIR/receipt.json     context, namespace, batch uid, sandbox namespace: what this run was
 
 With --retained, a batch that is gone but retained its results (spec.cleanup.results: Retain)
-gets receipt.json and results.json only, the receipt saying how they were checked.
+gets receipt.json and results.json only, the receipt saying how they were checked. A new batch
+may have taken the name meanwhile (it stalls while the old results hold <name>-results):
+--retained-uid UID reads the retained results of the batch that had that uid whatever exists
+under the name now, and --retained alone refuses to read the new batch in their place.
 
 An existing DIR is refused, as the guide's script does, so results are never mixed or overwritten.
 """
@@ -49,6 +52,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--retained", action="store_true",
                    help="when the batch is gone, read the results it retained (spec.cleanup.results: Retain); "
                         "only the shard digests their head records check them, no batch status does")
+    p.add_argument("--retained-uid", metavar="UID",
+                   help="read the results retained by the gone batch of this name that had this uid, even while "
+                        "a new batch of the name exists (implies --retained)")
     p.set_defaults(func=results)
     # Empty files are written anyway (job.json null, pods.json []), so scripts find the layout;
     # what could not be saved is said on stdout.
@@ -61,18 +67,23 @@ def results(args: argparse.Namespace) -> int:
     if args.log_limit_bytes < 1:
         raise CLIError("--log-limit-bytes must be at least 1")
     client = make_client(args)
-    try:
-        batch = client.get(args.name)
-    except NotFound as exc:
-        document = _retained(client, args.name)
-        if document is None:
-            raise
-        if not args.retained:
-            raise CLIError(f"{exc}; it retained its results: rolloutbatch results {args.name} --retained reads "
-                           "them (no batch status vouches for them any more)") from None
-        written = export_retained(client, args.name, document, out)
+    if args.retained_uid:
+        written = export_retained(client, args.name, _retained_of(client, args.name, args.retained_uid), out)
     else:
-        written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
+        try:
+            batch = client.get(args.name)
+        except NotFound as exc:
+            document = _retained(client, args.name)
+            if document is None:
+                raise
+            if not args.retained:
+                raise CLIError(f"{exc}; it retained its results: rolloutbatch results {args.name} --retained "
+                               "reads them (no batch status vouches for them any more)") from None
+            written = export_retained(client, args.name, document, out)
+        else:
+            if args.retained:
+                _refuse_a_namesake(client, batch)
+            written = export(client, batch, out, log_limit_bytes=args.log_limit_bytes)
     missing = written["missing"]
     print(f"wrote {out}/: {', '.join(f for f in written['files'] if f not in missing)}"
           + (f" and {written['logs']} episode logs" if written["logs"] else ""))
@@ -102,6 +113,34 @@ def _retained(client: Client, name: str) -> dict | None:
         return client.retained_document(name)
     except ResultsNotReady:
         return None
+
+
+def _retained_of(client: Client, name: str, uid: str) -> dict:
+    """The retained results of the gone batch ``name`` that had ``uid``, whatever has the name now."""
+    try:
+        batch = client.get(name)
+    except NotFound:
+        pass
+    else:
+        if batch["metadata"].get("uid") == uid:
+            # the batch is not gone: its status vouches for its results, the head alone would not
+            raise CLIError(f"RolloutBatch {client.namespace}/{name} (uid {uid}) still exists: "
+                           f"rolloutbatch results {name} reads its results without --retained-uid")
+    try:
+        return client.retained_document(name, uid=uid)
+    except ResultsNotReady as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _refuse_a_namesake(client: Client, batch: dict) -> None:
+    """--retained while a batch of the name exists: when results retained under the name are an
+    earlier batch's, reading this one in their place would answer another question."""
+    name, own = batch["metadata"]["name"], batch["metadata"].get("uid")
+    earlier = [uid for uid in client.retained_uids(name) if uid != own]
+    if earlier:
+        raise CLIError(f"RolloutBatch {client.namespace}/{name} exists (uid {own}) and is not the batch that retained "
+                       f"results under its name (uid {', '.join(earlier)}): rolloutbatch results {name} "
+                       f"--retained-uid {earlier[0]} reads those; without --retained, this batch's are read")
 
 
 def export_retained(client: Client, name: str, document: dict, out: pathlib.Path) -> dict:

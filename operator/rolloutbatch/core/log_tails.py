@@ -2,7 +2,9 @@
 
 Every episode's row keeps the last bytes of the log that was read for it (``log_tail``):
 ``vocabulary.LOG_TAIL_BYTES`` for a failed or lost episode, ``SUCCESS_LOG_TAIL_BYTES`` for a
-succeeded one. An episode judged from its termination message had no log read, so a success
+succeeded one. With ``spec.verifier`` the agent's tail on the row (``agent.output_tail``) has the
+same budget, by the row's outcome: successes are most rows, and a graded attempt's own output is
+what a failure is read for. An episode judged from its termination message had no log read, so a success
 there keeps none (reading one would cost the request that channel saves); a failure gets its
 log read for the tail (``service.episode_judge``). Past a results ConfigMap's budget the tails
 are the first thing shed, succeeded rows' before the others (``core.results.SHED_STAGES``).

@@ -425,7 +425,13 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
     common = dict(skew_tolerance=skew_tolerance, attempts=attempts, batch_deadline_at=batch_deadline_at, now=now)
 
     def done(result: EpisodeResult, tail: str | None = None) -> EpisodeResult:
-        return result.replace(agent=info, flags=tuple(dict.fromkeys((*result.flags, *flags))),
+        # The agent's tail is the row's too: its outcome's budget, as the verifier's log tail
+        # (a success's agent output, kept on stdout agents' rows, is no longer 4 KiB of each).
+        agent = {k: val for k, val in info.items() if k != "output_tail"}
+        agent_kept = log_tails.kept(info.get("output_tail"), result.outcome)
+        if agent_kept is not None:
+            agent["output_tail"] = agent_kept
+        return result.replace(agent=agent, flags=tuple(dict.fromkeys((*result.flags, *flags))),
                               log_tail=log_tails.kept(tail, result.outcome))
 
     def pod_result(reason: str, message: str, tail: str | None, channel: str | None = None) -> EpisodeResult:

@@ -264,16 +264,21 @@ class AsyncClient:
     async def stop(self, batch: Mapping) -> dict:
         return await self._run(ops.stop(batch))
 
-    async def retained_document(self, name: str, namespace: str | None = None) -> dict:
-        return await self._run(retained.retained_document(name, namespace or self.namespace))
+    async def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
+        return await self._run(retained.retained_document(name, namespace or self.namespace, uid))
 
-    async def retained_results(self, name: str, namespace: str | None = None) -> list[Row]:
+    async def retained_results(self, name: str, namespace: str | None = None, *,
+                               uid: str | None = None) -> list[Row]:
         namespace = namespace or self.namespace
-        document = await self.retained_document(name, namespace)
+        document = await self.retained_document(name, namespace, uid=uid)
         return ops.rows(document, retained.retained_batch(document, name, namespace))
 
-    async def delete_retained(self, name: str, namespace: str | None = None) -> list[str]:
-        return await self._run(retained.delete_retained(name, namespace or self.namespace))
+    async def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
+        return await self._run(retained.retained_uids(name, namespace or self.namespace))
+
+    async def delete_retained(self, name: str, namespace: str | None = None, *,
+                              uid: str | None = None) -> list[str]:
+        return await self._run(retained.delete_retained(name, namespace or self.namespace, uid))
 
 
 class AsyncBatchHandle:

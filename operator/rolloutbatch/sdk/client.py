@@ -194,20 +194,26 @@ class Client:
         """Set ``spec.stop`` (one-way; a batch that already ended is left as it is); the object."""
         return self._run(ops.stop(batch))
 
-    def retained_document(self, name: str, namespace: str | None = None) -> dict:
+    def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         """The retained results of a batch that is gone, by its name (``sdk.retained``: checked
-        only against the shard digests their head records; ``document["retained"]`` says so)."""
-        return self._run(retained.retained_document(name, namespace or self.namespace))
+        only against the shard digests their head records; ``document["retained"]`` says so).
+        ``uid``: only those of the batch that had it, e.g. while a new batch of the name exists."""
+        return self._run(retained.retained_document(name, namespace or self.namespace, uid))
 
-    def retained_results(self, name: str, namespace: str | None = None) -> list[Row]:
+    def retained_results(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> list[Row]:
         """Every row of :meth:`retained_document`; ResultsIncomplete when listed shards are gone."""
         namespace = namespace or self.namespace
-        document = self.retained_document(name, namespace)
+        document = self.retained_document(name, namespace, uid=uid)
         return ops.rows(document, retained.retained_batch(document, name, namespace))
 
-    def delete_retained(self, name: str, namespace: str | None = None) -> list[str]:
-        """Delete the retained results ConfigMaps of batches named ``name``; the names deleted."""
-        return self._run(retained.delete_retained(name, namespace or self.namespace))
+    def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
+        """The uids of the batches named ``name`` whose retained results ConfigMaps exist."""
+        return self._run(retained.retained_uids(name, namespace or self.namespace))
+
+    def delete_retained(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> list[str]:
+        """Delete the retained results ConfigMaps of batches named ``name`` that are gone (a batch
+        of the name that exists keeps its own); ``uid``: of that batch only. The names deleted."""
+        return self._run(retained.delete_retained(name, namespace or self.namespace, uid))
 
 
 class BatchHandle:

@@ -5,6 +5,12 @@ While the batch exists its status vouches for its results (``ops.results_documen
 handle that saw the final status still checks them against the digests it holds. Read by name
 without the batch, only the head vouches for its shards, and nothing for the head: whoever may
 write ConfigMaps in the namespace could have rewritten the whole set (docs/design.md §8.3).
+
+A name is not an identity: a new batch may take the name of one whose results stay, so a set
+is the batch uid its labels carry. Reading or removing one may name that uid, and removing by
+name alone leaves the results of a batch of that name that exists now (they are its own, not
+retained ones yet). A new batch stalls while an earlier set holds ``<name>-results``; its
+message names the earlier uid, which is how that set is read while the new batch exists.
 """
 
 from __future__ import annotations
@@ -30,13 +36,16 @@ def _get_configmap(name: str, namespace: str) -> Op:
         return None
 
 
-def retained_document(name: str, namespace: str) -> Op:
+def retained_document(name: str, namespace: str, uid: str | None = None) -> Op:
     """The retained results (``spec.cleanup.results: Retain``) of a batch named ``name`` that is
     gone, read without it: the head ConfigMap, labelled retained and naming the uid its label
     carries, and each shard it lists whose digest is the one the head records
     (``core.results.SHARD_DIGESTS``). No status vouches for the head any more: anyone who may
     write ConfigMaps in the namespace could have rewritten the whole set (docs/design.md §8.3),
-    so the document says how it was checked (``retained``). ResultsNotReady when there is none."""
+    so the document says how it was checked (``retained``). ``uid``: only the set of the batch
+    that had it (the head's uid label and content agree on it). ResultsNotReady when there is
+    none."""
+    wanted = uid
     head_name = retained_head_name(name, namespace)
     cm = yield from _get_configmap(head_name, namespace)
     labels = ((cm or {}).get("metadata") or {}).get("labels") or {}
@@ -46,6 +55,9 @@ def retained_document(name: str, namespace: str) -> Op:
             or head.get("uid") != uid or head.get("batch") != name:
         raise ResultsNotReady(f"no retained results of RolloutBatch {namespace}/{name} (ConfigMap {head_name}: "
                               f"{'none' if cm is None else 'not retained results of that batch'})")
+    if wanted is not None and uid != wanted:
+        raise ResultsNotReady(f"no retained results of RolloutBatch {namespace}/{name} with uid {wanted} "
+                              f"(ConfigMap {head_name} holds those of uid {uid})")
     document = dict(head)
     if "shards" in head:
         recorded = head.get(SHARD_DIGESTS) if isinstance(head.get(SHARD_DIGESTS), Mapping) else {}
@@ -71,14 +83,45 @@ def retained_batch(document: Mapping, name: str, namespace: str) -> dict:
     return {"metadata": {"name": name, "namespace": namespace, "uid": (document.get("retained") or {}).get("uid")}}
 
 
-def retained_configmaps(name: str, namespace: str) -> Op:
-    """The retained results ConfigMaps of batches named ``name`` (head and shards, by label)."""
-    return (yield from list_configmaps(namespace, naming.retained_results_selector(name)))
+def retained_configmaps(name: str, namespace: str, uid: str | None = None) -> Op:
+    """The retained results ConfigMaps of batches named ``name`` (head and shards, by label);
+    with ``uid``, of the batch that had it only."""
+    selector = naming.retained_results_selector(name)
+    if uid is not None:
+        selector += f",{naming.LABEL_BATCH_UID}={uid}"
+    return (yield from list_configmaps(namespace, selector))
 
 
-def delete_retained(name: str, namespace: str) -> Op:
-    """Delete the retained results of batches named ``name`` (UID preconditions); their names."""
+def _uid_of(cm: Mapping) -> str | None:
+    return ((cm.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
+
+
+def retained_uids(name: str, namespace: str) -> Op:
+    """The batch uids of the retained results sets of batches named ``name``, sorted."""
     found = yield from retained_configmaps(name, namespace)
+    return sorted({uid for uid in map(_uid_of, found) if uid})
+
+
+def _live_uid(name: str, namespace: str) -> Op:
+    """The uid of the batch named ``name`` that exists now, if one does."""
+    try:
+        batch = yield Call("get", (resources.object_path("RolloutBatch", name, namespace),
+                                   f"get RolloutBatch {namespace}/{name}"))
+    except NotFound:
+        return None
+    return ((batch or {}).get("metadata") or {}).get("uid")
+
+
+def delete_retained(name: str, namespace: str, uid: str | None = None) -> Op:
+    """Delete the retained results of batches named ``name`` that are gone (UID preconditions);
+    their names. ``uid``: only the set of the batch that had it. Without it, the set of a batch
+    of that name that exists now stays: it is that batch's, whose operator may still write it
+    (a batch created after its namesake was deleted, before this call)."""
+    found = yield from retained_configmaps(name, namespace, uid)
+    if uid is None and found:
+        # listed first: a batch whose set is in the list was created before the list was read
+        live = yield from _live_uid(name, namespace)
+        found = [cm for cm in found if live is None or _uid_of(cm) != live]
     deleted = []
     for cm in found:
         meta = cm["metadata"]

@@ -48,9 +48,12 @@ def conflict_message(ref: BatchRef, name: str | None = None, found: Mapping | No
     labels = ((found or {}).get("metadata") or {}).get("labels") or {}
     if labels.get(naming.LABEL_RESULTS_RETAINED) == naming.RESULTS_RETAINED:
         # the retained results of an earlier batch of this name (spec.cleanup.results: Retain)
+        # named by uid: while this batch exists, its name reads this batch, not them
+        uid = labels.get(naming.LABEL_BATCH_UID, "?")
         return (f"ConfigMap {ref.namespace}/{name} holds the retained results of an earlier RolloutBatch "
-                f"{ref.name} (uid {labels.get(naming.LABEL_BATCH_UID, '?')}): read them with rolloutbatch results "
-                f"{ref.name} --retained, remove them with rolloutbatch cleanup {ref.name}, then recreate the batch")
+                f"{ref.name} (uid {uid}): read them with rolloutbatch results {ref.name} --retained-uid {uid} "
+                f"--output DIR; rolloutbatch cleanup {ref.name} deletes this batch and them; then create the "
+                "batch again")
     return (f"ConfigMap {ref.namespace}/{name} exists and does not belong to this RolloutBatch; "
             f"rename or delete it (the batch's results go there), then recreate the batch")
 

@@ -22,11 +22,23 @@ class FakeClient:
 
     def __init__(self, objects, retained=None):
         self.objects, self.deleted = objects, []
-        self.retained = dict(retained or {})   # batch name -> its retained results ConfigMaps
+        # batch name -> {batch uid: its retained results ConfigMaps}; a list: those of uid-<name>
+        self.retained = {name: sets if isinstance(sets, dict) else {f"uid-{name}": sets}
+                         for name, sets in (retained or {}).items()}
         self.stopped: list[str] = []
 
-    def delete_retained(self, name, namespace=None):
-        return sorted(self.retained.pop(name, []))
+    def retained_uids(self, name, namespace=None):
+        return sorted(self.retained.get(name, {}))
+
+    def delete_retained(self, name, namespace=None, *, uid=None):
+        # as sdk.retained: by uid, or by name all but the set of a batch of the name that exists
+        sets = self.retained.get(name, {})
+        live = self.objects[name]["metadata"]["uid"] if name in self.objects else None
+        uids = [uid] if uid is not None else [u for u in sets if u != live]
+        removed = sorted(cm for u in uids for cm in sets.pop(u, []))
+        if not sets:
+            self.retained.pop(name, None)
+        return removed
 
     def stop(self, obj):
         if (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Stopped"):
@@ -43,6 +55,8 @@ class FakeClient:
 
     def delete(self, obj, wait=True, timeout=300, interval=1.0):
         self.deleted.append((obj["metadata"]["name"], wait))
+        if wait:
+            self.objects.pop(obj["metadata"]["name"], None)
 
     def results_document(self, obj):
         return {"pods": [{"index": 0, "outcome": "failed", "reason": "NoReward", "message": "no reward event", "pod": "p0"},
@@ -78,11 +92,33 @@ def test_cleanup_removes_retained_results_once_their_batch_is_gone(capsys, monke
     assert _run(capsys, monkeypatch, client, "cleanup", "gone")[0] == 1      # nothing of that name is left
     kept = FakeClient({}, retained={"gone": ["gone-results"]})
     code, out, err = _run(capsys, monkeypatch, kept, "cleanup", "gone", "--keep-results")
-    assert code == 1 and kept.retained == {"gone": ["gone-results"]}
+    assert code == 1 and kept.retained == {"gone": {"uid-gone": ["gone-results"]}}
     waiting = FakeClient({"a": _obj("a", {})}, retained={"a": ["a-results"]})
     code, out, err = _run(capsys, monkeypatch, waiting, "cleanup", "a", "--no-wait")
     # the batch may still write them while it goes: they stay, and the command says so
-    assert code == 0 and waiting.retained == {"a": ["a-results"]} and "run cleanup again" in out
+    assert code == 0 and waiting.retained == {"a": {"uid-a": ["a-results"]}} and "run cleanup again" in out
+
+
+@pytest.mark.parametrize("newer", ["running", "deleted too"])
+def test_cleanup_removes_a_batchs_results_and_earlier_ones_but_never_a_newer_namesakes(capsys, monkeypatch, newer):
+    # A stalled batch "a" beside the results an earlier "a" retained (what its message says
+    # cleanup removes); while cleanup waits for it to go, a new "a" is created and writes its
+    # own (and may be gone again by the time cleanup removes results): not the ones asked for.
+    client = FakeClient({"a": _obj("a", {"phase": "Failed"})}, retained={"a": {"uid-old": ["a-results", "a-results-0"]}})
+
+    def delete(obj, wait=True, timeout=300, interval=1.0):
+        client.deleted.append((obj["metadata"]["name"], wait))
+        if wait:
+            client.objects.pop("a")
+            client.retained["a"]["uid-new"] = ["a-results-1"]
+            if newer == "running":
+                client.objects["a"] = {"metadata": {"name": "a", "namespace": "n", "uid": "uid-new"}}
+
+    client.delete = delete
+    code, out, err = _run(capsys, monkeypatch, client, "cleanup", "a")
+    assert code == 0 and err == "", err
+    assert "retained results of a deleted: configmap/a-results, configmap/a-results-0" in out
+    assert client.retained == {"a": {"uid-new": ["a-results-1"]}}
 
 
 def test_stop_asks_running_batches_and_leaves_ended_ones(capsys, monkeypatch):

@@ -4,8 +4,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rolloutbatch.core import manifests, vocabulary as v
+from rolloutbatch.core import log_tails, manifests, vocabulary as v
 from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import AgentFacts, BatchRef, EpisodeResult, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
@@ -174,3 +176,47 @@ def test_the_verifier_launcher_stops_a_hanging_verifier_at_its_timeout(tmp_path)
     code, took = run("sh", "-c", "setsid sleep 60 & sleep 60")
     assert code == v.VERIFIER_TIMEOUT_EXIT and took < 5
     assert run("sh", "-c", "exit 3")[0] == 3 and run("true")[0] == 0
+
+
+_OUTCOMES = {
+    # a crashed agent whose work the verifier graded 0: a succeeded row
+    v.OUTCOME_SUCCEEDED: lambda tail: judge_verified(
+        facts(agent=agent(code=3)), log(ev("ready", T0 + 1)), log(ev("reward", T0 + 8, reward=0)), agent_tail=tail),
+    v.OUTCOME_FAILED: lambda tail: judge_verified(
+        facts(agent=agent(), exit_code=1, phase="Failed", terminated_reason="Error"), log(ev("ready", T0 + 1)), None,
+        agent_tail=tail),
+    v.OUTCOME_LOST: lambda tail: judge_verified(
+        facts(agent=agent(), exit_code=None, phase="Pending", started_at=None, finished_at=None,
+              terminated_reason=None, waiting_reason="ErrImagePull"), log(ev("ready", T0 + 1)), None, agent_tail=tail),
+}
+
+
+# Agent output of any length around the budgets (hypothesis keeps plain texts short): a piece of
+# any text, control bytes and astral characters included, repeated.
+_OUTPUT = st.one_of(st.text(max_size=300),
+                    st.builds(lambda piece, times: piece * times, st.text(min_size=1, max_size=40),
+                              st.integers(min_value=1, max_value=600)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_OUTCOMES)), _OUTPUT)
+def test_the_agents_tail_keeps_its_rows_budget(outcome, output):
+    # The agent's output on a verified row is the row's too: 1 KiB of a success's, 4 KiB of a
+    # failure's, counted as written in the results JSON, and always the end of what it printed.
+    tail = log_tails.tail_of(output.encode(), v.LOG_TAIL_BYTES)   # what the judge reads
+    result = _OUTCOMES[outcome](tail)
+    assert result.outcome == outcome
+    kept = result.agent.get("output_tail")
+    assert kept == log_tails.kept(tail, outcome)
+    if kept is not None:
+        assert tail.endswith(kept)
+        assert len(json.dumps(kept)) - 2 <= log_tails.budget(outcome)
+    row = result.to_row(T0)
+    assert row["agent"].get("output_tail") == kept
+    assert {k: row["agent"][k] for k in ("exit_code", "timed_out")} == {k: result.agent[k] for k in ("exit_code", "timed_out")}
+
+
+def test_a_success_keeps_no_more_of_the_agents_output_than_of_its_own_log():
+    long = "0123456789" * 1000
+    assert len(_OUTCOMES[v.OUTCOME_SUCCEEDED](long).agent["output_tail"]) == v.SUCCESS_LOG_TAIL_BYTES
+    assert len(_OUTCOMES[v.OUTCOME_FAILED](long).agent["output_tail"]) == v.LOG_TAIL_BYTES

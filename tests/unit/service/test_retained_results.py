@@ -18,16 +18,26 @@ from tests.unit.service.test_results_store import ConfigMaps, _store, _write
 
 
 class Api:
-    """The SDK's view of the same ConfigMaps: get by path, list by label, delete."""
+    """The SDK's view of the same ConfigMaps: get by path, list by label, delete; and the
+    RolloutBatches that exist now (``batches``, by name)."""
 
-    def __init__(self, cms: ConfigMaps) -> None:
+    url = "https://fake"
+
+    def __init__(self, cms: ConfigMaps, batches: dict | None = None) -> None:
         self.cms = cms
+        self.batches = dict(batches or {})
         self.deleted: list[str] = []
 
     def get(self, path: str, what: str, **params):
         name = path.rsplit("/", 1)[1]
         if path.endswith("/configmaps"):
-            return {"items": self.cms._matching(params["labelSelector"]), "metadata": {}}
+            return {"items": copy.deepcopy(self.cms._matching(params["labelSelector"])), "metadata": {}}
+        if "/rolloutbatches/" in path:
+            if name not in self.batches:
+                raise NotFound(what, status=404, reason="NotFound")
+            return copy.deepcopy(self.batches[name])
+        if "/configmaps/" not in path:
+            return {}   # API discovery: the CRD is installed
         if name not in self.cms.objects:
             raise NotFound(what, status=404, reason="NotFound")
         return copy.deepcopy(self.cms.objects[name])
@@ -128,16 +138,85 @@ def test_cleanup_deletes_every_retained_configmap_of_the_name_and_nothing_else()
     assert run(api, retained.delete_retained(REF.name, REF.namespace)) == []
 
 
-def test_a_new_batch_of_the_name_is_told_how_to_free_it():
+NEW_UID = "uid-of-the-new-batch"
+
+
+def _namesake(uid: str = NEW_UID) -> dict:
+    return {"metadata": {"name": REF.name, "namespace": REF.namespace, "uid": uid}, "spec": {}, "status": {}}
+
+
+def _newer_set(cms: ConfigMaps, uid: str = NEW_UID) -> list[str]:
+    """Results ConfigMaps a newer batch of the same name retains (names its shards skipped)."""
+    names = [naming.results_configmap_name(REF) + f"-{n}" for n in (7, 8)]
+    for name in names:
+        cms.objects[name] = {"metadata": {"name": name, "uid": f"uid-{name}", "labels": {
+            naming.LABEL_BATCH_NAME: REF.name, naming.LABEL_BATCH_UID: uid,
+            naming.LABEL_RESULTS_RETAINED: naming.RESULTS_RETAINED}}, "data": {}}
+    return names
+
+
+def test_deleting_by_uid_removes_that_batchs_set_only():
+    cms = ConfigMaps()
+    _retained_batch(cms)
+    newer = _newer_set(cms)
+    deleted = run(Api(cms), retained.delete_retained(REF.name, REF.namespace, REF.uid))
+    assert len(deleted) == 4 and sorted(cms.objects) == newer
+    assert run(Api(cms), retained.retained_uids(REF.name, REF.namespace)) == [NEW_UID]
+
+
+def test_deleting_by_name_leaves_the_results_of_the_batch_of_that_name_that_exists():
+    # The race: a batch deleted, a new one of its name created and writing its results before
+    # the retained ones are removed by name. The new batch's stay; the gone one's go.
+    cms = ConfigMaps()
+    _retained_batch(cms)
+    newer = _newer_set(cms)
+    api = Api(cms, batches={REF.name: _namesake()})
+    assert len(run(api, retained.delete_retained(REF.name, REF.namespace))) == 4
+    assert sorted(cms.objects) == newer
+    api.batches.clear()          # once that batch is gone too, its results are a gone batch's
+    assert run(api, retained.delete_retained(REF.name, REF.namespace)) == newer and not cms.objects
+
+
+def test_a_new_batch_of_the_name_is_told_how_to_read_and_free_them():
     from rolloutbatch.service.results_store import conflict_message
 
     cms = ConfigMaps()
     _retained_batch(cms)
     found = cms.objects[naming.results_configmap_name(REF)]
     message = conflict_message(REF, found=found)
-    assert f"rolloutbatch results {REF.name} --retained" in message and f"rolloutbatch cleanup {REF.name}" in message
-    assert REF.uid in message
+    assert f"rolloutbatch results {REF.name} --retained-uid {REF.uid} --output DIR" in message
+    assert f"rolloutbatch cleanup {REF.name} deletes this batch and them" in message
     assert "rename or delete it" in conflict_message(REF, found={"metadata": {"labels": {}}})
+
+
+def test_the_advised_read_is_the_earlier_set_while_the_new_batch_exists(tmp_path, monkeypatch, capsys):
+    """What the conflict message says, run: the new batch of the name stands beside the earlier
+    results; `results NAME --retained-uid UID` writes the earlier batch's rows, and `--retained`
+    alone refuses to read the new batch in their place."""
+    from rolloutbatch.cli import export
+    from rolloutbatch.cli.main import main
+    from rolloutbatch.sdk import Client
+
+    cms = ConfigMaps()
+    _retained_batch(cms)
+    client = Client(api=Api(cms, batches={REF.name: _namesake()}), namespace=REF.namespace)
+    monkeypatch.setattr(export, "make_client", lambda args: client)
+    out = tmp_path / "old"
+    assert main(["results", REF.name, "--retained-uid", REF.uid, "--output", str(out)]) == 0
+    written = json.loads((out / "results.json").read_text())
+    assert written["uid"] == REF.uid and [r["index"] for r in written["pods"]] == list(range(6))
+    assert json.loads((out / "receipt.json").read_text())["batch_uid"] == REF.uid
+
+    capsys.readouterr()
+    assert main(["results", REF.name, "--retained", "--output", str(tmp_path / "new")]) == 1
+    err = capsys.readouterr().err
+    assert f"--retained-uid {REF.uid}" in err and not (tmp_path / "new").exists()
+    assert main(["results", REF.name, "--retained-uid", "another", "--output", str(tmp_path / "x")]) == 1
+    assert "with uid another" in capsys.readouterr().err
+    # the batch that exists is read as itself, never through the head alone
+    client.api.batches[REF.name] = _namesake(REF.uid)
+    assert main(["results", REF.name, "--retained-uid", REF.uid, "--output", str(tmp_path / "y")]) == 1
+    assert "still exists" in capsys.readouterr().err
 
 
 def test_a_retained_configmap_is_the_batchs_by_its_label_alone():
