@@ -6,15 +6,18 @@ facts of the batch's own pods (its Job's, by uid: a pod someone else labelled is
 Each gated pod is patched once (never while its patch is in flight); a patch whose precondition
 failed (the pod changed meanwhile) is tried again only when a newer snapshot of the pod arrives,
 so nothing spins.
-Transient errors are retried next round; any other error is kept in :attr:`error` for the
-reconciler's error policy, which ends the batch with it (a pod left gated would otherwise wait,
-unscheduled, until the batch's deadline).
+Transient errors are retried with the policy's backoff, until they last past its give-up time; a
+patch the cluster refuses (an admission policy on images answers 422 like a failed test: the pod,
+read again, tells them apart) and any other error are kept in :attr:`error` for the reconciler's
+error policy, which ends the batch with it (a pod left gated would otherwise wait, unscheduled,
+until the batch's deadline, under a status saying the episodes run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +25,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.episode_images import image_patch, needs_image
 from rolloutbatch.core.model import BatchSpec, PodFacts
 from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.service import policy
@@ -34,7 +38,8 @@ REFUSALS_BEFORE_WARNING = 3
 
 
 class ImageGate:
-    def __init__(self, call: Call, spec: BatchSpec, emit: Emit, log: logging.Logger) -> None:
+    def __init__(self, call: Call, spec: BatchSpec, emit: Emit, log: logging.Logger,
+                 give_up_after: float = 600.0) -> None:
         self.call, self.spec, self.emit, self.log = call, spec, emit, log
         self._tried: dict[str, PodFacts] = {}     # uid -> the snapshot last patched (or tried)
         self._failures: dict[str, int] = {}       # uid -> patches whose preconditions failed
@@ -42,6 +47,7 @@ class ImageGate:
         self._done: set[str] = set()              # patched: a gate once lifted never comes back
         self._tasks: set[asyncio.Task] = set()
         self._said_refused = False
+        self._retry = policy.Retry(give_up_after)   # consecutive transient failures, any pod
         self.error: BaseException | None = None
 
     def round(self, tracker: BatchTracker) -> None:
@@ -69,20 +75,38 @@ class ImageGate:
         try:
             await self.call(resources.patch_pod, facts.namespace, facts.name, image_patch(self.spec, facts))
             self._done.add(facts.uid)
+            self._retry.succeeded()
         except Invalid as exc:
-            # A failed precondition: the pod changed since this snapshot; its next one is tried.
-            failures = self._failures[facts.uid] = self._failures.get(facts.uid, 0) + 1
-            self.log.info("Pod %s/%s changed before its image was set (%s)", facts.namespace, facts.name, exc)
-            if failures >= REFUSALS_BEFORE_WARNING and not self._said_refused:
-                self._said_refused = True
-                self.emit("Warning", v.EVENT_IMAGE_NOT_SET, f"the image of pod {facts.name} could not be set "
-                                                            f"({failures} tries): {exc}"[:1000])
+            await self._invalid(facts, exc)
         except Exception as exc:  # noqa: BLE001 - the reconciler's policy decides
-            if policy.is_transient(exc):
-                self._tried.pop(facts.uid, None)   # the next round tries again
-                self.log.warning("Setting the image of pod %s/%s failed (%s); trying again", facts.namespace,
-                                 facts.name, exc)
-            elif self.error is None:
-                self.error = exc
+            if not policy.is_transient(exc):
+                self.error = self.error or exc
+                return
+            delay = self._retry.failed(time.monotonic())
+            if delay is None:   # failing for Settings.transient_give_up: the policy says so
+                self.error = self.error or exc
+                return
+            self.log.warning("Setting the image of pod %s/%s failed (%s); trying again in %ss", facts.namespace,
+                             facts.name, exc, delay)
+            await asyncio.sleep(delay)
+            self._tried.pop(facts.uid, None)   # the next round tries again
         finally:
             self._in_flight.discard(facts.uid)
+
+    async def _invalid(self, facts: PodFacts, exc: Invalid) -> None:
+        """422: a test of the patch failed (the pod changed: its next snapshot is tried), or the
+        cluster refused the change itself (an admission policy on images): told apart by reading
+        the pod, since a refusal leaves it exactly as the patch's tests expect."""
+        live = await self.call(resources.get_or_none, "Pod", facts.name, facts.namespace)
+        if live is not None and image_patch(self.spec, pod_facts(live)) == image_patch(self.spec, facts) \
+                and needs_image(self.spec, pod_facts(live)):
+            self.error = self.error or Invalid(f"the cluster refused to set the image of pod {facts.namespace}/"
+                                               f"{facts.name} (spec.inputImages): {exc}"[:900], status=exc.status,
+                                               reason=exc.reason)
+            return
+        failures = self._failures[facts.uid] = self._failures.get(facts.uid, 0) + 1
+        self.log.info("Pod %s/%s changed before its image was set (%s)", facts.namespace, facts.name, exc)
+        if failures >= REFUSALS_BEFORE_WARNING and not self._said_refused:
+            self._said_refused = True
+            self.emit("Warning", v.EVENT_IMAGE_NOT_SET, f"the image of pod {facts.name} could not be set "
+                                                        f"({failures} tries): {exc}"[:1000])

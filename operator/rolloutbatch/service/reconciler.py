@@ -156,7 +156,8 @@ class BatchReconciler:
                                         namespace=naming.child_namespace(self.ref, self.spec),
                                         job_name=naming.job_name(self.ref))
             self.results.configure(self.spec)
-            self.images = ImageGate(self._call, self.spec, lambda *event: self.emit(*event), self.log)
+            self.images = ImageGate(self._call, self.spec, lambda *event: self.emit(*event), self.log,
+                                    self.ctx.settings.transient_give_up)
         if not self._restored:
             # The tracker exists before restoring: a restore that fails (a foreign ConfigMap,
             # the API) still ends the batch with every episode accounted for (_end_stalled).

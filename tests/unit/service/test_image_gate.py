@@ -36,8 +36,14 @@ class Pods:
         self.patches: list[str] = []
         self.fail_with: list[Exception] = []
 
-    async def call(self, fn, namespace, name, ops):
-        assert fn is resources.patch_pod and namespace == NS
+    async def call(self, fn, *args):
+        if fn is resources.get_or_none:
+            kind, name, namespace = args
+            assert kind == "Pod" and namespace == NS
+            return copy.deepcopy(self.pods.get(name))
+        assert fn is resources.patch_pod
+        namespace, name, ops = args
+        assert namespace == NS
         self.patches.append(name)
         if self.fail_with:
             raise self.fail_with.pop(0)
@@ -56,18 +62,19 @@ def tracker_with(*pods: dict) -> BatchTracker:
     return tracker
 
 
-def run_rounds(gate: ImageGate, tracker: BatchTracker, rounds: int = 3) -> None:
+def run_rounds(gate: ImageGate, tracker: BatchTracker, rounds: int = 3, pause: float = 0) -> None:
     async def go():
         for _ in range(rounds):
             gate.round(tracker)
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
+            for _ in range(4):
+                await asyncio.sleep(0)
+            await asyncio.sleep(pause)
     asyncio.run(go())
 
 
-def gate_of(pods: Pods, events: list | None = None) -> ImageGate:
+def gate_of(pods: Pods, events: list | None = None, give_up_after: float = 600) -> ImageGate:
     return ImageGate(pods.call, SPEC, lambda *e: (events if events is not None else []).append(e),
-                     logging.getLogger("t"))
+                     logging.getLogger("t"), give_up_after)
 
 
 def test_each_own_pod_gets_its_input_image_once_and_a_foreign_pod_none():
@@ -111,7 +118,7 @@ def test_transient_errors_are_retried_and_a_refusal_is_kept_for_the_policy():
     pods = Pods(pod)
     pods.fail_with = [Unavailable("down", status=503)]
     gate, tracker = gate_of(pods), tracker_with(pod)
-    run_rounds(gate, tracker)
+    run_rounds(gate, tracker, pause=0.3)     # the policy's first backoff is 0.5 s
     assert len(pods.patches) == 2 and "schedulingGates" not in pods.pods[pod["metadata"]["name"]]["spec"]
     other = make_pod(1)
     pods = Pods(other)
@@ -130,3 +137,24 @@ def test_nothing_is_patched_while_the_batch_stops_or_without_input_images():
     plain = parse_spec({**MINIMAL, "episodes": 4})
     run_rounds(ImageGate(pods.call, plain, lambda *e: None, logging.getLogger("t")), tracker_with(pod))
     assert pods.patches == []
+
+
+def test_a_patch_the_cluster_refuses_is_told_from_a_changed_pod_and_ends_the_batch():
+    """An admission policy on images answers 422 like a failed test; the pod, read again, is
+    exactly as the patch expects: a refusal, not a race (it would otherwise wait gated forever)."""
+    pod = make_pod(0)
+    pods = Pods(pod)
+    pods.fail_with = [Invalid("denied by image policy", status=422)]
+    gate = gate_of(pods)
+    run_rounds(gate, tracker_with(pod))
+    assert isinstance(gate.error, Invalid) and "refused to set the image" in str(gate.error)
+    assert "denied by image policy" in str(gate.error)
+
+
+def test_transient_failures_past_the_give_up_time_end_the_batch():
+    pod = make_pod(0)
+    pods = Pods(pod)
+    pods.fail_with = [Unavailable("webhook down", status=500)] * 3
+    gate = gate_of(pods, give_up_after=0)
+    run_rounds(gate, tracker_with(pod), rounds=3, pause=0.3)   # one backoff, then the policy gives up
+    assert len(pods.patches) == 2 and isinstance(gate.error, Unavailable)
