@@ -4,7 +4,8 @@ An Indexed Job has one pod template, so one image. With ``spec.inputImages`` the
 a scheduling gate (KEP-3521: a gated pod is created but never scheduled): the operator sees each
 new pod of its Job, sets the image of the pod's input on its containers (a pod's container images
 are among the few pod fields the API allows to change) and removes the gate in the same patch, so
-the pod is scheduled with its own image and never runs the template's. The rest of the batch is
+the pod is scheduled with its own image (in Dedicated isolation nobody else may lift the gate; in a
+Shared namespace its pod writers can: docs/design.md §8.2). The rest of the batch is
 unchanged: one Job, one row per episode, the same groups, streaming, verifier and cleanup.
 
 The patch is a JSON patch whose ``test`` operations are its preconditions: the pod's uid (never a
