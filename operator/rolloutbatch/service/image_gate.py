@@ -77,21 +77,26 @@ class ImageGate:
             self._done.add(facts.uid)
             self._retry.succeeded()
         except Invalid as exc:
-            await self._invalid(facts, exc)
+            try:
+                await self._invalid(facts, exc)
+            except Exception as read_error:  # noqa: BLE001 - the pod could not be read again
+                await self._failed(facts, read_error)
         except Exception as exc:  # noqa: BLE001 - the reconciler's policy decides
-            if not policy.is_transient(exc):
-                self.error = self.error or exc
-                return
-            delay = self._retry.failed(time.monotonic())
-            if delay is None:   # failing for Settings.transient_give_up: the policy says so
-                self.error = self.error or exc
-                return
-            self.log.warning("Setting the image of pod %s/%s failed (%s); trying again in %ss", facts.namespace,
-                             facts.name, exc, delay)
-            await asyncio.sleep(delay)
-            self._tried.pop(facts.uid, None)   # the next round tries again
+            await self._failed(facts, exc)
         finally:
             self._in_flight.discard(facts.uid)
+
+    async def _failed(self, facts: PodFacts, exc: Exception) -> None:
+        """A transient error is tried again after the policy's backoff, until its give-up time;
+        any other is kept for the reconciler's policy."""
+        delay = self._retry.failed(time.monotonic()) if policy.is_transient(exc) else None
+        if delay is None:   # refused, or failing for Settings.transient_give_up
+            self.error = self.error or exc
+            return
+        self.log.warning("Setting the image of pod %s/%s failed (%s); trying again in %ss", facts.namespace,
+                         facts.name, exc, delay)
+        await asyncio.sleep(delay)
+        self._tried.pop(facts.uid, None)   # the next round tries again
 
     async def _invalid(self, facts: PodFacts, exc: Invalid) -> None:
         """422: a test of the patch failed (the pod changed: its next snapshot is tried), or the

@@ -35,8 +35,11 @@ class Pods:
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.patches: list[str] = []
         self.fail_with: list[Exception] = []
+        self.read_fails_with: list[Exception] = []
 
     async def call(self, fn, *args):
+        if fn is resources.get_or_none and self.read_fails_with:
+            raise self.read_fails_with.pop(0)
         if fn is resources.get_or_none:
             kind, name, namespace = args
             assert kind == "Pod" and namespace == NS
@@ -158,3 +161,16 @@ def test_transient_failures_past_the_give_up_time_end_the_batch():
     gate = gate_of(pods, give_up_after=0)
     run_rounds(gate, tracker_with(pod), rounds=3, pause=0.3)   # one backoff, then the policy gives up
     assert len(pods.patches) == 2 and isinstance(gate.error, Unavailable)
+
+
+def test_a_pod_that_cannot_be_read_after_a_422_is_tried_again_not_left_gated():
+    """The re-read that tells a refusal from a changed pod fails transiently: the patch is tried
+    again after the backoff (it was left waiting for a snapshot that might never come)."""
+    pod = make_pod(0)
+    pods = Pods(pod)
+    pods.fail_with = [Invalid("test failed", status=422)]
+    pods.read_fails_with = [Unavailable("down", status=503)]
+    gate = gate_of(pods)
+    run_rounds(gate, tracker_with(pod), rounds=3, pause=0.3)
+    assert len(pods.patches) == 2 and gate.error is None
+    assert "schedulingGates" not in pods.pods[pod["metadata"]["name"]]["spec"]
