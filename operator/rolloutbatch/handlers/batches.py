@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import kopf
@@ -57,7 +56,4 @@ async def acknowledge_generation(body: kopf.Body, memo: kopf.Memo, logger: Any, 
     generation acknowledged in the status (service.stop)."""
     if kwargs.get("type") == "DELETED":
         return
-
-    async def call(fn: Any, *args: Any) -> Any:
-        return await asyncio.to_thread(fn, memo.ctx.api, *args)
-    await stop.acknowledge_generation(call, body, logger)
+    await stop.acknowledge_generation(memo.ctx.storage, body, logger)

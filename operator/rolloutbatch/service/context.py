@@ -15,6 +15,7 @@ from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS, Cadence
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES, LOG_TAIL_BYTES
 from rolloutbatch.kube.client import Api
+from rolloutbatch.kube.storage import Storage
 
 
 @dataclasses.dataclass
@@ -60,6 +61,10 @@ class Context:
     settings: Settings
     read_slots: asyncio.Semaphore
     log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
+    storage: Storage = dataclasses.field(init=False)   # every API call the services make, by name
+
+    def __post_init__(self) -> None:
+        self.storage = Storage(self.api)
 
 
 def iso_time(ts: float | None) -> str | None:

@@ -15,28 +15,25 @@ what an unreadable answer means. Neither read may end a batch on a guess:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from rolloutbatch.core import egress, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.service import policy
 
-Call = Callable[..., Awaitable[Any]]
 
 
 def _has_ip_blocks(spec: BatchSpec) -> bool:
     return any("ipBlock" in (peer or {}) for rule in spec.egress for peer in rule.get("to") or ())
 
 
-async def service_cidrs(call: Call, fallback: tuple[str, ...], log: logging.Logger) -> tuple[str, ...]:
+async def service_cidrs(storage: Storage, fallback: tuple[str, ...], log: logging.Logger) -> tuple[str, ...]:
     """The cluster's Service CIDRs: read from its ServiceCIDR objects, else ``fallback``."""
     try:
-        found = tuple(await call(resources.service_cidrs))
+        found = tuple(await storage.service_cidrs())
     except KubeError as exc:
         if policy.is_transient(exc):
             raise
@@ -53,18 +50,18 @@ async def service_cidrs(call: Call, fallback: tuple[str, ...], log: logging.Logg
     return ()
 
 
-async def refuse_service_ips(call: Call, spec: BatchSpec, fallback: tuple[str, ...], log: logging.Logger) -> None:
+async def refuse_service_ips(storage: Storage, spec: BatchSpec, fallback: tuple[str, ...], log: logging.Logger) -> None:
     """Stalled(InvalidSpec) when an ipBlock of the declared egress holds only ClusterIPs."""
     if not _has_ip_blocks(spec):
         return
-    cidrs = await service_cidrs(call, fallback, log)
+    cidrs = await service_cidrs(storage, fallback, log)
     try:
         egress.check_service_ips(spec.egress, cidrs)
     except SpecError as exc:
         raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
 
 
-async def empty_peers(call: Call, ref: BatchRef, spec: BatchSpec, log: logging.Logger) -> list[str]:
+async def empty_peers(storage: Storage, ref: BatchRef, spec: BatchSpec, log: logging.Logger) -> list[str]:
     """A message per selector peer of the declared egress that selects no pod now."""
     messages = []
     dedicated = spec.isolation_namespace == v.ISOLATION_DEDICATED
@@ -77,11 +74,11 @@ async def empty_peers(call: Call, ref: BatchRef, spec: BatchSpec, log: logging.L
             if probe.namespaces is None:
                 names = [ref.namespace]
             else:
-                names = await call(resources.namespace_names, probe.namespaces, egress.MAX_PROBED_NAMESPACES + 1)
+                names = await storage.namespace_names(probe.namespaces, egress.MAX_PROBED_NAMESPACES + 1)
                 if len(names) > egress.MAX_PROBED_NAMESPACES:
                     continue
             for name in names:
-                if await call(resources.has_live_pod, name, probe.pods):
+                if await storage.has_live_pod(name, probe.pods):
                     break
             else:
                 messages.append(egress.empty_peer_message(probe, namespaces=names))

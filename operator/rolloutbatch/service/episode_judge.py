@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from rolloutbatch.core import log_tails, naming
 from rolloutbatch.core import vocabulary as v
@@ -19,6 +17,7 @@ from rolloutbatch.core.events import parse_log, parse_termination_message, split
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
 from rolloutbatch.core.verdict import is_terminal, judge_episode, judge_verified
 from rolloutbatch.faults import crash_point
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_logs
 from rolloutbatch.service.context import Context
 
@@ -29,14 +28,14 @@ PARSE_INLINE_BYTES = 64 * 1024   # a log this small is parsed on the loop (a thr
 class EpisodeJudge:
     """Reads what a finished pod's containers reported and judges it (one per batch)."""
 
-    def __init__(self, ctx: Context, call: Callable[..., Awaitable[Any]]) -> None:
-        self.ctx, self.call = ctx, call
+    def __init__(self, ctx: Context, storage: Storage) -> None:
+        self.ctx, self.storage = ctx, storage
 
     async def read_log(self, facts: PodFacts, container: str) -> tuple[ParsedLog | None, str | None, str | None]:
         """(parsed, tail, error) of one container's log: one bounded read."""
         settings = self.ctx.settings
         async with self.ctx.read_slots:
-            data, truncated, error = await episode_logs.read(self.call, facts.namespace, facts.name,
+            data, truncated, error = await episode_logs.read(self.storage, facts.namespace, facts.name,
                                                              settings.log_limit_bytes, self.ctx.metrics,
                                                              self.ctx.log_reader, container)
         tail = log_tails.tail_of(data, settings.log_tail_bytes)   # the row keeps its outcome's share

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import NotFound
 
 LOG_READ_ATTEMPTS = 3  # transient failures (apiserver restart, broken stream) are retried
 
-Call = Callable[..., Awaitable[Any]]
 
 
-async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: Any,
+async def read(storage: Storage, namespace: str, pod: str, limit_bytes: int, metrics: Any,
                reader: Any = None, container: str = naming.CONTAINER_NAME) -> tuple[bytes, bool, str | None]:
     """(data, truncated, error): ``error`` says why there is no log, None when it was read.
 
@@ -35,7 +33,7 @@ async def read(call: Call, namespace: str, pod: str, limit_bytes: int, metrics: 
             if reader is not None:
                 data, truncated = await reader.read(namespace, pod, container, limit_bytes)
             else:
-                data, truncated = await call(resources.read_log, namespace, pod, container, limit_bytes)
+                data, truncated = await storage.read_log(namespace, pod, container, limit_bytes)
             error = None
             break
         except NotFound:

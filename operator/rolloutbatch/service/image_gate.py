@@ -18,19 +18,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.episode_images import image_patch, needs_image
 from rolloutbatch.core.model import BatchSpec, PodFacts
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.service import policy
 
-Call = Callable[..., Awaitable[Any]]
 Emit = Callable[[str, str, str], None]
 # A pod's first snapshots race with the scheduler's own status writes: one failed precondition is
 # normal, a pod that keeps refusing its patch is said in an Event.
@@ -38,9 +36,9 @@ REFUSALS_BEFORE_WARNING = 3
 
 
 class ImageGate:
-    def __init__(self, call: Call, spec: BatchSpec, emit: Emit, log: logging.Logger,
+    def __init__(self, storage: Storage, spec: BatchSpec, emit: Emit, log: logging.Logger,
                  give_up_after: float = 600.0) -> None:
-        self.call, self.spec, self.emit, self.log = call, spec, emit, log
+        self.storage, self.spec, self.emit, self.log = storage, spec, emit, log
         self._tried: dict[str, PodFacts] = {}     # uid -> the snapshot last patched (or tried)
         self._failures: dict[str, int] = {}       # uid -> patches whose preconditions failed
         self._in_flight: set[str] = set()
@@ -73,7 +71,7 @@ class ImageGate:
 
     async def _patch(self, facts: PodFacts) -> None:
         try:
-            await self.call(resources.patch_pod, facts.namespace, facts.name, image_patch(self.spec, facts))
+            await self.storage.patch_pod(facts.namespace, facts.name, image_patch(self.spec, facts))
             self._done.add(facts.uid)
             self._retry.succeeded()
         except Invalid as exc:
@@ -102,7 +100,7 @@ class ImageGate:
         """422: a test of the patch failed (the pod changed: its next snapshot is tried), or the
         cluster refused the change itself (an admission policy on images): told apart by reading
         the pod, since a refusal leaves it exactly as the patch's tests expect."""
-        live = await self.call(resources.get_or_none, "Pod", facts.name, facts.namespace)
+        live = await self.storage.get("Pod", facts.name, facts.namespace)
         if live is not None and image_patch(self.spec, pod_facts(live)) == image_patch(self.spec, facts) \
                 and needs_image(self.spec, pod_facts(live)):
             self.error = self.error or Invalid(f"the cluster refused to set the image of pod {facts.namespace}/"

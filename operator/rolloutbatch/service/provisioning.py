@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from rolloutbatch.core import manifests, naming, secret_env
 from rolloutbatch.core import vocabulary as v
@@ -23,17 +22,16 @@ from rolloutbatch.core.admission import (Stalled, check_priority_class, check_qu
                                          runtime_overhead)
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.model import BatchRef, BatchSpec
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Forbidden, KubeError, NotOurs
 from rolloutbatch.service import egress_checks, policy
 
-Call = Callable[..., Awaitable[Any]]
 log = logging.getLogger(__name__)
 
 
-async def _dry_run(call: Call, obj: dict, what: str) -> None:
+async def _dry_run(storage: Storage, obj: dict, what: str) -> None:
     try:
-        await call(resources.dry_run_create, obj)
+        await storage.dry_run_create(obj)
     except KubeError as exc:
         if policy.is_transient(exc):
             raise
@@ -42,20 +40,20 @@ async def _dry_run(call: Call, obj: dict, what: str) -> None:
         raise Stalled(v.STALL_REFUSED, str(exc)) from None
 
 
-async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = (),
+async def check(storage: Storage, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = (),
                 *, service_cidrs: tuple[str, ...] = (), logger: logging.Logger = log) -> dict | None:
     """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead.
     ``service_cidrs``: the operator's --service-cidr, where the cluster's cannot be read."""
     overhead: dict | None = None
     if spec.runtime_class_name:
-        rc = await call(resources.runtime_class, spec.runtime_class_name)
+        rc = await storage.runtime_class(spec.runtime_class_name)
         if rc is None:
             raise Stalled(v.STALL_RUNTIME_CLASS, f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
         overhead = runtime_overhead(rc)
     priority = spec.pod_template.get("priorityClassName")
     if priority:
         # The live class, not its name: the submitter may not borrow the cluster's critical range.
-        live_priority = await call(resources.get_or_none, "PriorityClass", priority)
+        live_priority = await storage.get("PriorityClass", priority)
         if live_priority is None:
             raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
         problem = check_priority_class(live_priority)
@@ -63,21 +61,21 @@ async def check(call: Call, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cid
             raise Stalled(v.STALL_PRIORITY_CLASS_DENIED, problem)
     job = manifests.job(ref, spec, owner)
     job["metadata"]["namespace"] = ref.namespace
-    await _dry_run(call, job, "the episodes' Job")
+    await _dry_run(storage, job, "the episodes' Job")
     if spec.egress:
         # The API server's reading of the declared rules (selectors, CIDRs, ports), before anything exists.
         policy_ = manifests.network_policy(ref, spec, owner, dns_cidrs)
         policy_["metadata"]["namespace"] = ref.namespace
-        await _dry_run(call, policy_, "the declared egress")
-        await egress_checks.refuse_service_ips(call, spec, service_cidrs, logger)
+        await _dry_run(storage, policy_, "the declared egress")
+        await egress_checks.refuse_service_ips(storage, spec, service_cidrs, logger)
     if spec.isolation_namespace == v.ISOLATION_SHARED:
-        problem = check_quota_fits(await call(resources.resource_quotas, ref.namespace), spec, overhead)
+        problem = check_quota_fits(await storage.resource_quotas(ref.namespace), spec, overhead)
         if problem:
             raise Stalled(v.STALL_QUOTA, problem)
     return overhead
 
 
-async def _secret_data(call: Call, ref: BatchRef, spec: BatchSpec) -> dict[str, str] | None:
+async def _secret_data(storage: Storage, ref: BatchRef, spec: BatchSpec) -> dict[str, str] | None:
     """The referenced keys of the env's Secrets, checked (core.secret_env); None without any."""
     names = secret_env.secret_names(spec)
     if not names:
@@ -85,20 +83,20 @@ async def _secret_data(call: Call, ref: BatchRef, spec: BatchSpec) -> dict[str, 
     secrets = {}
     for name in names:
         try:
-            secrets[name] = await call(resources.get_or_none, "Secret", name, ref.namespace)
+            secrets[name] = await storage.get("Secret", name, ref.namespace)
         except Forbidden:
             raise Stalled(v.STALL_REFUSED, secret_env.forbidden_message(ref.namespace)) from None
     return secret_env.copied_data(secrets, spec)
 
 
-async def create(call: Call, create_one: Callable[[dict], Awaitable[dict]], ref: BatchRef, spec: BatchSpec,
+async def create(storage: Storage, create_one: Callable[[dict], Awaitable[dict]], ref: BatchRef, spec: BatchSpec,
                  owner: dict, overhead: dict | None, dns_cidrs: tuple[str, ...] = ()) -> dict:
     """Create or adopt every child; returns the live Job."""
     shards: list = []
     if spec.inputs_from:
-        shards = input_shards([await call(resources.get_or_none, "ConfigMap", name, ref.namespace)
+        shards = input_shards([await storage.get("ConfigMap", name, ref.namespace)
                                for name in spec.inputs_from], spec.inputs_from, spec.inputs_count)
-    secret_data = await _secret_data(call, ref, spec)
+    secret_data = await _secret_data(storage, ref, spec)
     namespace = naming.child_namespace(ref, spec)
     job: dict = {}
     try:

@@ -71,10 +71,11 @@ class BatchReconciler:
         self._patched_version = -1
         self._patched_finals = 0
         self._patched_at = -math.inf      # time.monotonic(): a wall clock stepped back holds no write
-        self.results = ResultsStore(self._call, self.ref, owner_of_batch(self.ref), logger,
+        self.storage = ctx.storage
+        self.results = ResultsStore(self.storage, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event))
-        self.judge = EpisodeJudge(ctx, self._call)
-        self.stop = StopControl(self._call, self.ref, lambda *event: self.emit(*event), logger, ctx.settings.stop_grace)
+        self.judge = EpisodeJudge(ctx, self.storage)
+        self.stop = StopControl(self.storage, self.ref, lambda *event: self.emit(*event), logger, ctx.settings.stop_grace)
         self._reads: set[asyncio.Task] = set()
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
         self._job_deleted = False                      # by someone else, mid-batch
@@ -156,7 +157,7 @@ class BatchReconciler:
                                         namespace=naming.child_namespace(self.ref, self.spec),
                                         job_name=naming.job_name(self.ref))
             self.results.configure(self.spec)
-            self.images = ImageGate(self._call, self.spec, lambda *event: self.emit(*event), self.log,
+            self.images = ImageGate(self.storage, self.spec, lambda *event: self.emit(*event), self.log,
                                     self.ctx.settings.transient_give_up)
         if not self._restored:
             # The tracker exists before restoring: a restore that fails (a foreign ConfigMap,
@@ -189,13 +190,10 @@ class BatchReconciler:
         await self._finish()
         await self._after_finish()
 
-    async def _call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, self.ctx.api, *args, **kwargs)
-
     async def _create(self, obj: dict) -> dict:
         shared = self.spec.isolation_namespace == v.ISOLATION_SHARED
         recorded = self.last_status.get("jobUID")
-        live = await self._call(resources.create_or_adopt, obj, self.ref.uid,
+        live = await self.storage.create_or_adopt(obj, self.ref.uid,
                                 lambda existing, desired: adoptable(existing, desired, shared=shared, job_uid=recorded))
         crash_point(f"provision:{obj['kind']}")
         return live
@@ -220,12 +218,12 @@ class BatchReconciler:
                                      force=True)
         owner = owner_of_batch(ref)
         dns = self.ctx.settings.dns_cidrs
-        overhead = self._overhead = await provisioning.check(self._call, ref, spec, owner, dns,
+        overhead = self._overhead = await provisioning.check(self.storage, ref, spec, owner, dns,
                                                              service_cidrs=self.ctx.settings.service_cidrs,
                                                              logger=self.log)
-        empty = await egress_checks.empty_peers(self._call, ref, spec, self.log) if spec.egress else []
+        empty = await egress_checks.empty_peers(self.storage, ref, spec, self.log) if spec.egress else []
         self._sandbox_created = True
-        job = await provisioning.create(self._call, self._create, ref, spec, owner, overhead, dns)
+        job = await provisioning.create(self.storage, self._create, ref, spec, owner, overhead, dns)
         facts = job_facts(job)
         recorded = self.last_status.get("jobUID")
         if recorded and facts.uid != recorded:
@@ -318,7 +316,7 @@ class BatchReconciler:
         """No node could hold one episode pod even empty. Unknown (nodes unreadable): False, since
         a batch must not be ended on a guess; a busy cluster only delays it."""
         try:
-            allocatables = await self._call(resources.node_allocatables)
+            allocatables = await self.storage.node_allocatables()
         except KubeError as exc:
             self.log.warning("Cannot read the nodes' allocatable resources (%s): waiting for room", exc)
             return False
@@ -359,7 +357,7 @@ class BatchReconciler:
         """After a restart: the batch's pods listed once from its own namespace. Events that came
         before this reconciler existed were kept by the registry only up to a bound (anyone can
         label pods with a batch's uid, and a flood of them must not push the batch's out)."""
-        pods = await self._call(resources.list_pods, naming.child_namespace(self.ref, self.spec),
+        pods = await self.storage.list_pods(naming.child_namespace(self.ref, self.spec),
                                 naming.label_selector(self.ref))
         for pod in pods:
             self.tracker.observe_pod(pod_facts(pod))
@@ -372,7 +370,7 @@ class BatchReconciler:
         """Read the batch's Job. The first read after a restart learns its uid: the one the
         status recorded when the operator created it (a namesake made since is not it)."""
         tracker = self.tracker
-        job = await self._call(resources.get_or_none, "Job", naming.job_name(self.ref),
+        job = await self.storage.get("Job", naming.job_name(self.ref),
                                naming.child_namespace(self.ref, self.spec))
         if job is None:
             self._job_deleted = True
@@ -404,7 +402,7 @@ class BatchReconciler:
                 f"{naming.job_name(self.ref)}")
         job = self.tracker.job
         try:
-            events = await self._call(resources.events_of, naming.child_namespace(self.ref, self.spec), job.uid)
+            events = await self.storage.events_of(naming.child_namespace(self.ref, self.spec), job.uid)
         except KubeError:
             return base
         failed = [e.get("message") or "" for e in events if e.get("reason") == "FailedCreate"]
@@ -469,7 +467,7 @@ class BatchReconciler:
         new = self._build_status(phase, reason, message, completion, now)
         patch = status_patch(self.last_status, new)
         if patch:
-            await self._call(resources.patch_batch_status, self.ref.namespace, self.ref.name, patch)
+            await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, patch)
             crash_point(f"status:{phase}")
             self.last_status = new
         self._retry.succeeded()
@@ -534,7 +532,7 @@ class BatchReconciler:
         await self._judge_finished_pods()
         if self.spec is not None:
             try:
-                await self._call(resources.delete_owned, "Job", naming.job_name(self.ref),
+                await self.storage.delete_owned("Job", naming.job_name(self.ref),
                                  naming.child_namespace(self.ref, self.spec), self.ref.uid,
                                  propagation="Foreground")
             except Exception as exc:  # noqa: BLE001 - best effort: the stall must still be reported
@@ -553,7 +551,7 @@ class BatchReconciler:
                     await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
                                              completion=time.time())
                 else:   # the full status may be what the API refuses: the bare verdict then
-                    await self._call(resources.patch_batch_status, self.ref.namespace, self.ref.name,
+                    await self.storage.patch_batch_status(self.ref.namespace, self.ref.name,
                                      bare_failure(reason, message, self.ref.generation, iso_time(time.time())))
                 break
             except Exception as exc:  # noqa: BLE001
@@ -623,7 +621,7 @@ class BatchReconciler:
         phase = self.last_status.get("phase")
         if not self._sandbox_removed and removes_sandbox(spec.cleanup_sandbox, phase):
             try:
-                if await sandbox.remove(self._call, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
+                if await sandbox.remove(self.storage, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
                     self._sandbox_removed = True
                     await self._patch_status(phase, force=True)
             except KubeError as exc:
@@ -638,12 +636,12 @@ class BatchReconciler:
             if delay > 0:
                 await asyncio.sleep(delay)
             self.log.info("ttlSecondsAfterFinished (%ss) passed: deleting the RolloutBatch", ttl)
-            await self._call(resources.delete_batch, self.ref.namespace, self.ref.name, self.ref.uid)
+            await self.storage.delete_batch(self.ref.namespace, self.ref.name, self.ref.uid)
 
     async def delete_sandbox(self, timeout: float) -> bool:
         """The finalizer's work: remove every child of the batch; needs no spec. True when gone."""
         for task in self._reads:
             task.cancel()
-        return await sandbox.remove(self._call, self.ref, self.log, timeout, finalizer=True)
+        return await sandbox.remove(self.storage, self.ref, self.log, timeout, finalizer=True)
 
 

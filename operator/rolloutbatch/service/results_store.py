@@ -21,8 +21,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from rolloutbatch.core import manifests, naming, strictjson
 from rolloutbatch.core import vocabulary as v
@@ -37,9 +36,9 @@ from rolloutbatch.core.results import (SHARD_DIGESTS, configmap_digest, decode_r
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import NotOurs
 
-Call = Callable[..., Awaitable[Any]]
 Emit = Callable[[str, str, str], None]
 
 
@@ -59,9 +58,9 @@ def conflict_message(ref: BatchRef, name: str | None = None, found: Mapping | No
 
 
 class ResultsStore:
-    def __init__(self, call: Call, ref: BatchRef, owner: dict, log: logging.Logger, rows_per_shard: int,
+    def __init__(self, storage: Storage, ref: BatchRef, owner: dict, log: logging.Logger, rows_per_shard: int,
                  emit: Emit | None = None) -> None:
-        self.call, self.ref, self.owner, self.log = call, ref, owner, log
+        self.storage, self.ref, self.owner, self.log = storage, ref, owner, log
         self.emit = emit or (lambda *_: None)
         self.digests: dict[str, str] = {}            # ConfigMap name -> digest of our last write (the status's)
         self.book = ShardBook(rows_per_shard)
@@ -105,7 +104,7 @@ class ResultsStore:
         """
         recorded = recorded if isinstance(recorded, Mapping) else {}
         name = naming.results_configmap_name(self.ref)
-        cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
+        cm = await self.storage.get("ConfigMap", name, self.ref.namespace)
         # ours by its labels, or by its content (someone stripped labels and ownerReference)
         if cm and not resources.owned_by(cm, self.ref.uid) and not recorded_by_operator(cm, recorded):
             raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, found=cm))
@@ -114,7 +113,7 @@ class ResultsStore:
             self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
             head = self._adopt(cm, recorded)
         shard_docs = []
-        for shard_cm in await self.call(resources.list_configmaps, self.ref.namespace, self._selector()):
+        for shard_cm in await self.storage.list_configmaps(self.ref.namespace, self._selector()):
             if not resources.owned_by(shard_cm, self.ref.uid):
                 continue
             doc = self._adopt(shard_cm, recorded)
@@ -157,7 +156,7 @@ class ResultsStore:
             if number in ours:
                 continue
             name = shard_configmap_name(head, number)
-            cm = await self.call(resources.get_or_none, "ConfigMap", name, self.ref.namespace)
+            cm = await self.storage.get("ConfigMap", name, self.ref.namespace)
             # ours but not adopted (a user broke it, a crash): judged again and written over
             if cm is not None and not resources.owned_by(cm, self.ref.uid):
                 self._name_taken(number)
@@ -215,7 +214,7 @@ class ResultsStore:
             if final:
                 # A shard deleted or changed by someone since we wrote it is written again, once,
                 # at the end (its name and resourceVersion tell; its content is not read).
-                live = await self.call(resources.configmap_versions, self.ref.namespace, self._selector())
+                live = await self.storage.configmap_versions(self.ref.namespace, self._selector())
                 head = naming.results_configmap_name(self.ref)
                 for shard in self.book.shards:
                     if shard.skipped:
@@ -294,7 +293,7 @@ class ResultsStore:
         name = cm["metadata"]["name"]
         # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content
         # is still what we wrote last (the write puts the labels back).
-        live = await self.call(resources.put_configmap, cm, self.ref.uid, self.versions.get(shard),
+        live = await self.storage.put_configmap(cm, self.ref.uid, self.versions.get(shard),
                                lambda existing: configmap_digest(existing) == self.digests.get(name))
         self.versions[shard] = (live.get("metadata") or {}).get("resourceVersion")
         # The digest of what the API stored: the status records it (the reconciler's next patch).

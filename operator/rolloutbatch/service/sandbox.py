@@ -12,19 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from rolloutbatch.core.children import deletion_plan
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.faults import crash_point
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Forbidden, NotOurs
 
-Call = Callable[..., Awaitable[Any]]   # runs a kube.resources function off the event loop
 
 
-async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False,
+async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False,
                       wait: bool = True) -> bool:
     """One pass over the plan; True when nothing of the sandbox is left. ``finalizer``: called
     for the batch's deletion (where the chaos tests crash the operator), not its cleanup policy.
@@ -35,7 +32,7 @@ async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finaliz
                      step.kind, step.namespace, step.name)
             continue
         try:
-            going = await call(resources.delete_owned, step.kind, step.name, step.namespace, ref.uid,
+            going = await storage.delete_owned(step.kind, step.name, step.namespace, ref.uid,
                                propagation=step.propagation)
         except NotOurs as exc:
             log.warning("Leaving alone what is not ours: %s", exc)
@@ -48,12 +45,12 @@ async def remove_once(call: Call, ref: BatchRef, log: logging.Logger, *, finaliz
             continue
         if finalizer and going and step.kind == "Namespace":
             crash_point("cleanup:namespace")
-        if wait and going and step.wait and await call(resources.get_or_none, step.kind, step.name, step.namespace):
+        if wait and going and step.wait and await storage.get(step.kind, step.name, step.namespace):
             return False
     return wait   # issued without waiting: nothing is known to be gone yet
 
 
-async def remove(call: Call, ref: BatchRef, log: logging.Logger, timeout: float, *, finalizer: bool = False,
+async def remove(storage: Storage, ref: BatchRef, log: logging.Logger, timeout: float, *, finalizer: bool = False,
                  interval: float = 1.0) -> bool:
     """Repeat :func:`remove_once` until the sandbox is gone or ``timeout`` passed.
 
@@ -66,11 +63,11 @@ async def remove(call: Call, ref: BatchRef, log: logging.Logger, timeout: float,
     being deleted, and the policy goes with the batch (ownerReference)."""
     deadline = time.monotonic() + timeout
     while True:
-        if await remove_once(call, ref, log, finalizer=finalizer):
+        if await remove_once(storage, ref, log, finalizer=finalizer):
             return True
         if time.monotonic() >= deadline:
             log.warning("The Job's pods were not gone after %.0fs: deleting the rest of the sandbox without "
                         "waiting for them", timeout)
-            await remove_once(call, ref, log, finalizer=finalizer, wait=False)
+            await remove_once(storage, ref, log, finalizer=finalizer, wait=False)
             return False
         await asyncio.sleep(interval)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rolloutbatch.core import naming
@@ -22,16 +22,15 @@ from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.spec import stop_requested
 from rolloutbatch.core.status import acknowledged
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import KubeError
 
-Call = Callable[..., Awaitable[Any]]
 Emit = Callable[[str, str, str], None]
 
 
 class StopControl:
-    def __init__(self, call: Call, ref: BatchRef, emit: Emit, log: logging.Logger, grace: float) -> None:
-        self.call, self.ref, self.emit, self.log, self.grace = call, ref, emit, log, grace
+    def __init__(self, storage: Storage, ref: BatchRef, emit: Emit, log: logging.Logger, grace: float) -> None:
+        self.storage, self.ref, self.emit, self.log, self.grace = storage, ref, emit, log, grace
         self._deadline: float | None = None
 
     @staticmethod
@@ -42,7 +41,7 @@ class StopControl:
         """Suspend the Job (when there is one of ours) and count what ends from now as the stop's.
         The tracker stops only once the suspend went through: a failed call is retried from the
         top of the reconciler (service.policy), which then asks again."""
-        suspended = await self.call(resources.suspend_job, naming.job_name(self.ref),
+        suspended = await self.storage.suspend_job(naming.job_name(self.ref),
                                     naming.child_namespace(self.ref, spec), self.ref.uid, job_uid)
         tracker.stop()
         self._deadline = time.monotonic() + self.grace
@@ -76,7 +75,7 @@ def needs_acknowledging(body: Mapping, **_: Any) -> bool:
     return _acknowledgement(body) is not None
 
 
-async def acknowledge_generation(call: Call, body: Mapping, log: logging.Logger) -> None:
+async def acknowledge_generation(storage: Storage, body: Mapping, log: logging.Logger) -> None:
     """A spec change of a batch that already ended (a stop that came too late): the verdict
     stands, and the status says it saw that generation (``core.status.acknowledged``). A
     running batch's reconciler does the same with every status it writes."""
@@ -86,6 +85,6 @@ async def acknowledge_generation(call: Call, body: Mapping, log: logging.Logger)
         return
     generation = patch["observedGeneration"]
     try:
-        await call(resources.patch_batch_status, meta["namespace"], meta["name"], patch)
+        await storage.patch_batch_status(meta["namespace"], meta["name"], patch)
     except KubeError as exc:   # gone meanwhile, or the API: the next event of the batch tries again
         log.warning("Could not record generation %s in the status: %s", generation, exc)

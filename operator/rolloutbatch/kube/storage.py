@@ -1,0 +1,95 @@
+"""The storage layer a batch's services talk to: every API call by name, off the event loop.
+
+``kube.resources`` holds the operations (create-or-adopt, owned deletes, the results ConfigMaps'
+writes, bounded log reads) as plain functions of an ``Api``; this class gives each one a name a
+service calls and runs it in a worker thread, since the HTTP client blocks. The services take a
+``Storage`` and never an ``Api``: their unit tests build one over an in-memory API server
+(``tests/support/memory_api.py``) that keeps resourceVersions, preconditions, finalizers and
+owner references as the real one does, so the operations under test are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from rolloutbatch.kube import resources
+
+
+class Storage:
+    """The operator's API calls, each awaited; ``api`` is a ``kube.client.Api`` (or its stand-in)."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    async def _run(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(operation, self.api, *args, **kwargs)
+
+    # -- any kind ----------------------------------------------------------------------------
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        """The object, or None when there is none of that name."""
+        return await self._run(resources.get_or_none, kind, name, namespace)
+
+    async def create_or_adopt(self, obj: dict, batch_uid: str,
+                              same: Callable[[dict, dict], bool] | None = None) -> dict:
+        return await self._run(resources.create_or_adopt, obj, batch_uid, same)
+
+    async def dry_run_create(self, obj: dict) -> None:
+        await self._run(resources.dry_run_create, obj)
+
+    async def delete_owned(self, kind: str, name: str, namespace: str | None, batch_uid: str,
+                           *, propagation: str = "Background") -> bool:
+        return await self._run(resources.delete_owned, kind, name, namespace, batch_uid, propagation=propagation)
+
+    async def events_of(self, namespace: str, uid: str) -> list[dict]:
+        return await self._run(resources.events_of, namespace, uid)
+
+    # -- the batch ---------------------------------------------------------------------------
+    async def patch_batch_status(self, namespace: str, name: str, patch: dict) -> dict:
+        return await self._run(resources.patch_batch_status, namespace, name, patch)
+
+    async def delete_batch(self, namespace: str, name: str, uid: str) -> None:
+        await self._run(resources.delete_batch, namespace, name, uid)
+
+    # -- its children ------------------------------------------------------------------------
+    async def list_pods(self, namespace: str, selector: str) -> list[dict]:
+        return await self._run(resources.list_pods, namespace, selector)
+
+    async def patch_pod(self, namespace: str, name: str, ops: list[dict]) -> bool:
+        return await self._run(resources.patch_pod, namespace, name, ops)
+
+    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
+        return await self._run(resources.read_log, namespace, pod, container, limit_bytes)
+
+    async def suspend_job(self, name: str, namespace: str, batch_uid: str, job_uid: str | None = None) -> bool:
+        return await self._run(resources.suspend_job, name, namespace, batch_uid, job_uid)
+
+    async def list_configmaps(self, namespace: str, selector: str) -> list[dict]:
+        return await self._run(resources.list_configmaps, namespace, selector)
+
+    async def configmap_versions(self, namespace: str, selector: str) -> dict[str, str]:
+        return await self._run(resources.configmap_versions, namespace, selector)
+
+    async def put_configmap(self, obj: dict, batch_uid: str, resource_version: str | None = None,
+                            also_ours: Callable[[dict], bool] | None = None) -> dict:
+        return await self._run(resources.put_configmap, obj, batch_uid, resource_version, also_ours)
+
+    # -- the cluster around it ---------------------------------------------------------------
+    async def runtime_class(self, name: str) -> dict | None:
+        return await self._run(resources.runtime_class, name)
+
+    async def resource_quotas(self, namespace: str) -> list[dict]:
+        return await self._run(resources.resource_quotas, namespace)
+
+    async def node_allocatables(self) -> list[dict]:
+        return await self._run(resources.node_allocatables)
+
+    async def service_cidrs(self) -> list[str]:
+        return await self._run(resources.service_cidrs)
+
+    async def namespace_names(self, selector: str, limit: int) -> list[str]:
+        return await self._run(resources.namespace_names, selector, limit)
+
+    async def has_live_pod(self, namespace: str, selector: str) -> bool:
+        return await self._run(resources.has_live_pod, namespace, selector)

@@ -1,0 +1,437 @@
+"""An API server in memory, for the service layer's unit tests: ``kube.client.Api``'s methods
+over a dict of objects, with the rules of the real one that the operator relies on.
+
+- create: 409 AlreadyExists on a taken name; 404 when the namespace is missing and 403 when it is
+  terminating; ``uid``, ``resourceVersion``, ``creationTimestamp`` and ``generation`` assigned;
+  ``dryRun`` stores nothing.
+- replace (PUT): 409 Conflict when ``metadata.resourceVersion`` is not the live one.
+- merge patch: RFC 7386; ``metadata.uid`` / ``resourceVersion`` in the patch are preconditions
+  (409); the ``/status`` subresource changes status only, the object itself never its status.
+- JSON patch: RFC 6902 (the ``jsonpatch`` library); a failed ``test`` is 422.
+- delete: ``preconditions.uid`` (409); an object with finalizers gets a deletionTimestamp and
+  goes when they are removed; a namespace takes everything in it; dependents whose owners are all
+  gone are collected (the garbage collector), at once or on :meth:`collect_garbage` when
+  ``gc_delay`` is set.
+- list: label selectors (``k=v``, ``k!=v``, ``k``, ``!k``), the field selectors the operator uses,
+  ``limit``/``continue`` pages, and the metadata-only list (``as=PartialObjectMetadataList``).
+- pod logs (``raw(.../log)``) from :meth:`set_log`, cut at ``limitBytes``.
+
+A watch is :meth:`subscribe`: a callback sees every change to an object of a kind, as a
+``(type, object)`` pair. Faults are injected with :meth:`fail` (the next matching calls raise the
+error the real client maps that HTTP status to).
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import itertools
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import jsonpatch
+
+from rolloutbatch.kube.errors import classify
+
+# plural -> (kind, namespaced, has a status subresource)
+KINDS = {
+    "namespaces": ("Namespace", False, True),
+    "configmaps": ("ConfigMap", True, False),
+    "secrets": ("Secret", True, False),
+    "serviceaccounts": ("ServiceAccount", True, False),
+    "resourcequotas": ("ResourceQuota", True, True),
+    "pods": ("Pod", True, True),
+    "events": ("Event", True, False),
+    "jobs": ("Job", True, True),
+    "networkpolicies": ("NetworkPolicy", True, False),
+    "rolloutbatches": ("RolloutBatch", True, True),
+    "priorityclasses": ("PriorityClass", False, False),
+    "runtimeclasses": ("RuntimeClass", False, False),
+    "servicecidrs": ("ServiceCIDR", False, False),
+    "nodes": ("Node", False, True),
+    "endpointslices": ("EndpointSlice", True, False),
+}
+_PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[a-z]+)"
+                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log))?$")
+
+Key = tuple[str, str | None, str]   # (plural, namespace, name)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _error(status: int, message: str, what: str):
+    reasons = {404: "NotFound", 409: "Conflict", 403: "Forbidden", 422: "Invalid"}
+    return classify(status, message, reasons.get(status, ""), what)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: a mapping merges key by key, null removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def selects(selector: str | None, labels: dict) -> bool:
+    """Whether a label selector of the forms the operator writes matches ``labels``."""
+    for term in filter(None, (selector or "").split(",")):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key.rstrip("=")) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _field(obj: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def fields_select(selector: str | None, obj: dict) -> bool:
+    for term in filter(None, (selector or "").split(",")):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if str(_field(obj, key)) == value:
+                return False
+        else:
+            key, value = term.split("=", 1)
+            if str(_field(obj, key)) != value:
+                return False
+    return True
+
+
+class Response:
+    """What ``Api.request``/``Api.raw`` return, as far as ``kube.resources`` reads it."""
+
+    def __init__(self, body: Any = None, content: bytes = b"") -> None:
+        self._body, self._content, self.closed = body, content, False
+
+    def json(self) -> Any:
+        return self._body
+
+    def iter_content(self, chunk_size: int = 65536):
+        for start in range(0, len(self._content), chunk_size):
+            yield self._content[start:start + chunk_size]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class MemoryApi:
+    """``kube.client.Api`` over objects in memory (see the module docstring)."""
+
+    url = "memory://"
+
+    def __init__(self, *, gc_delay: bool = False) -> None:
+        self.objects: dict[Key, dict] = {}
+        self.logs: dict[tuple[str, str, str], bytes] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.gc_delay = gc_delay
+        self._versions = itertools.count(1)
+        self._faults: list[tuple[str, str | None, Callable[[str], bool], Exception, list[int]]] = []
+        self._subscribers: dict[str, list[Callable[[str, dict], None]]] = {}
+        self._lock = threading.RLock()   # Storage runs each call in a worker thread
+
+    # -- what a test arranges ------------------------------------------------------------------
+    def put(self, obj: dict) -> dict:
+        """Store an object as if created by someone else (no checks but the namespace's)."""
+        plural = _plural_of(obj["kind"])
+        meta = obj["metadata"]
+        path = _object_path(plural, meta["name"], meta.get("namespace"))
+        return self.create(path.rsplit("/", 1)[0], obj, "put")
+
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        with self._lock:
+            obj = self.objects.get((_plural_of(kind), namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list_objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        plural = _plural_of(kind)
+        with self._lock:
+            return [copy.deepcopy(o) for (p, ns, _), o in sorted(self.objects.items(), key=lambda kv: kv[0][2])
+                    if p == plural and (namespace is None or ns == namespace)]
+
+    def set_log(self, namespace: str, pod: str, container: str, data: bytes) -> None:
+        self.logs[(namespace, pod, container)] = data
+
+    def subscribe(self, kind: str, callback: Callable[[str, dict], None]) -> None:
+        """``callback(type, object)`` after every change to an object of ``kind`` (a watch)."""
+        self._subscribers.setdefault(_plural_of(kind), []).append(callback)
+
+    def fail(self, method: str, kind: str | None, error: Exception, *, times: int = 1,
+             when: Callable[[str], bool] = lambda path: True) -> None:
+        """The next ``times`` calls of ``method`` (GET, POST, PUT, PATCH, DELETE) on ``kind``
+        (None: any) whose path passes ``when`` raise ``error``."""
+        self._faults.append((method, _plural_of(kind) if kind else None, when, error, [times]))
+
+    def collect_garbage(self) -> None:
+        """Remove what the garbage collector and the namespace controller would by now."""
+        with self._lock:
+            self._collect()
+
+    # -- kube.client.Api -----------------------------------------------------------------------
+    def request(self, method: str, path: str, what: str, **kwargs: Any) -> Response:
+        params = dict(kwargs.get("params") or {})
+        if method != "GET":
+            raise NotImplementedError(f"MemoryApi.request {method}")
+        if path.endswith("/version"):
+            return Response({"gitVersion": "v1.37.2"})
+        body = self.get(path, what, **params)
+        if "PartialObjectMetadataList" in (kwargs.get("headers") or {}).get("Accept", ""):
+            body = dict(body, items=[{"metadata": item["metadata"]} for item in body.get("items") or []])
+        return Response(body)
+
+    def get(self, path: str, what: str, **params: Any) -> dict:
+        plural, ns, name, sub = self._route("GET", path, what)
+        with self._lock:
+            if name is None:
+                return self._list(plural, ns, params)
+            return copy.deepcopy(self._live(plural, ns, name, what))
+
+    def create(self, path: str, body: dict, what: str, *, dry_run: bool = False) -> dict:
+        plural, ns, name, _ = self._route("POST", path, what)
+        assert name is None, f"create at an object's path {path}"
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        name = meta["name"]
+        kind, namespaced, _ = KINDS[plural]
+        ns = ns if namespaced else None
+        with self._lock:
+            if namespaced:
+                namespace = self.objects.get(("namespaces", None, ns))
+                if namespace is None:
+                    raise _error(404, f'namespaces "{ns}" not found', what)
+                if namespace["metadata"].get("deletionTimestamp"):
+                    raise _error(403, f"unable to create new content in namespace {ns} because it is being "
+                                      "terminated", what)
+            if (plural, ns, name) in self.objects:
+                raise _error(409, f'{plural} "{name}" already exists', what)
+            obj["kind"] = kind
+            if namespaced:
+                meta["namespace"] = ns
+            if dry_run:
+                return obj
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+            meta.pop("deletionTimestamp", None)
+            if plural == "namespaces":
+                obj.setdefault("status", {})["phase"] = "Active"
+            self._store(plural, ns, name, obj, "ADDED")
+            return copy.deepcopy(obj)
+
+    def replace(self, path: str, body: dict, what: str) -> dict:
+        plural, ns, name, sub = self._route("PUT", path, what)
+        with self._lock:
+            live = self._live(plural, ns, name, what)
+            wanted = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted and wanted != live["metadata"]["resourceVersion"]:
+                raise _error(409, f'Operation cannot be fulfilled on {plural} "{name}": the object has been '
+                                  "modified; please apply your changes to the latest version and try again", what)
+            new = copy.deepcopy(body)
+            self._keep_server_fields(plural, live, new, sub)
+            return self._changed(plural, ns, name, live, new)
+
+    def merge_patch(self, path: str, patch: dict, what: str) -> dict:
+        plural, ns, name, sub = self._route("PATCH", path, what)
+        with self._lock:
+            live = self._live(plural, ns, name, what)
+            self._check_preconditions(plural, name, live, patch.get("metadata") or {}, what)
+            new = merge_patch(live, patch)
+            self._keep_server_fields(plural, live, new, sub)
+            return self._changed(plural, ns, name, live, new)
+
+    def json_patch(self, path: str, ops: list, what: str) -> dict:
+        plural, ns, name, sub = self._route("PATCH", path, what)
+        with self._lock:
+            live = self._live(plural, ns, name, what)
+            try:
+                new = jsonpatch.apply_patch(live, ops)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                raise _error(422, f"the server rejected our request due to an error in our request: {exc}",
+                             what) from None
+            self._keep_server_fields(plural, live, new, sub)
+            return self._changed(plural, ns, name, live, new)
+
+    def delete(self, path: str, what: str, body: dict | None = None) -> dict:
+        plural, ns, name, _ = self._route("DELETE", path, what)
+        with self._lock:
+            live = self._live(plural, ns, name, what)
+            self._check_preconditions(plural, name, live, (body or {}).get("preconditions") or {}, what)
+            self._delete(plural, ns, name)
+            if not self.gc_delay:
+                self._collect()
+            return {"kind": "Status", "status": "Success"}
+
+    def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> Response:
+        plural, ns, name, sub = self._route("GET", path, what)
+        assert plural == "pods" and sub == "log", f"raw GET of {path}"
+        with self._lock:
+            self._live(plural, ns, name, what)
+        data = self.logs.get((ns, name, params.get("container") or ""), b"")
+        limit = params.get("limitBytes")
+        return Response(content=data[:limit] if limit else data)
+
+    # -- the rules -----------------------------------------------------------------------------
+    def _route(self, method: str, path: str, what: str) -> tuple[str, str | None, str | None, str | None]:
+        self.calls.append((method, path))
+        match = _PATH.match(path)
+        if not match or match["plural"] not in KINDS:
+            raise AssertionError(f"MemoryApi does not serve {method} {path}")
+        plural = match["plural"]
+        if plural == "namespaces" and match["ns"] is None and match["name"]:
+            ns, name = None, match["name"]
+        else:
+            ns, name = match["ns"], match["name"]
+        for fault in list(self._faults):
+            f_method, f_plural, when, error, left = fault
+            if f_method == method and f_plural in (None, plural) and when(path):
+                left[0] -= 1
+                if left[0] <= 0:
+                    self._faults.remove(fault)
+                raise error
+        return plural, ns, name, match["sub"]
+
+    def _live(self, plural: str, ns: str | None, name: str, what: str) -> dict:
+        obj = self.objects.get((plural, ns if KINDS[plural][1] else None, name))
+        if obj is None:
+            raise _error(404, f'{plural} "{name}" not found', what)
+        return obj
+
+    def _check_preconditions(self, plural: str, name: str, live: dict, wanted: dict, what: str) -> None:
+        for key in ("uid", "resourceVersion"):
+            if wanted.get(key) and wanted[key] != live["metadata"].get(key):
+                raise _error(409, f'Operation cannot be fulfilled on {plural} "{name}": Precondition failed: '
+                                  f"{key} in precondition: {wanted[key]}, {key} in object meta: "
+                                  f"{live['metadata'].get(key)}", what)
+
+    @staticmethod
+    def _keep_server_fields(plural: str, live: dict, new: dict, sub: str | None) -> None:
+        """What a write cannot change: identity, the other half of a status subresource."""
+        meta = new.setdefault("metadata", {})
+        for key in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name", "generation"):
+            if key in live["metadata"]:
+                meta[key] = live["metadata"][key]
+            else:
+                meta.pop(key, None)
+        new["kind"] = live["kind"]
+        if KINDS[plural][2]:
+            if sub == "status":   # only the status changes
+                kept = {k: v for k, v in live.items() if k != "status"}
+                status = new.get("status")
+                new.clear()
+                new.update(copy.deepcopy(kept))
+                if status is not None:
+                    new["status"] = status
+            elif "status" in live:
+                new["status"] = copy.deepcopy(live["status"])
+            else:
+                new.pop("status", None)
+        if sub != "status" and new.get("spec") != live.get("spec"):
+            meta["generation"] = live["metadata"].get("generation", 1) + 1
+
+    def _changed(self, plural: str, ns: str | None, name: str, live: dict, new: dict) -> dict:
+        self._store(plural, ns if KINDS[plural][1] else None, name, new, "MODIFIED")
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            self._remove(plural, ns if KINDS[plural][1] else None, name)
+            if not self.gc_delay:
+                self._collect()
+        return copy.deepcopy(new)
+
+    def _store(self, plural: str, ns: str | None, name: str, obj: dict, event: str) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.objects[(plural, ns, name)] = obj
+        self._notify(plural, event, obj)
+
+    def _notify(self, plural: str, event: str, obj: dict) -> None:
+        for callback in self._subscribers.get(plural, []):
+            callback(event, copy.deepcopy(obj))
+
+    def _delete(self, plural: str, ns: str | None, name: str) -> None:
+        key = (plural, ns if KINDS[plural][1] else None, name)
+        obj = self.objects[key]
+        meta = obj["metadata"]
+        if plural == "namespaces" or meta.get("finalizers"):
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = _now()
+                if plural == "namespaces":
+                    obj.setdefault("status", {})["phase"] = "Terminating"
+                self._store(*key, obj, "MODIFIED")
+            return
+        self._remove(*key)
+
+    def _remove(self, plural: str, ns: str | None, name: str) -> None:
+        obj = self.objects.pop((plural, ns, name), None)
+        if obj is not None:
+            self._notify(plural, "DELETED", obj)
+
+    def _collect(self) -> None:
+        """The namespace controller and the garbage collector, run until nothing changes."""
+        while True:
+            changed = False
+            uids = {o["metadata"]["uid"] for o in self.objects.values()}
+            for (plural, ns, name), obj in list(self.objects.items()):
+                if (plural, ns, name) not in self.objects:
+                    continue
+                meta = obj["metadata"]
+                namespace = self.objects.get(("namespaces", None, ns)) if ns else None
+                owners = [o.get("uid") for o in meta.get("ownerReferences") or []]
+                orphaned = bool(owners) and not any(uid in uids for uid in owners)
+                in_dying_namespace = namespace is not None and namespace["metadata"].get("deletionTimestamp")
+                if (orphaned or in_dying_namespace) and not meta.get("deletionTimestamp"):
+                    self._delete(plural, ns, name)
+                    changed = True
+            for (plural, ns, name), obj in list(self.objects.items()):
+                if plural == "namespaces" and obj["metadata"].get("deletionTimestamp") \
+                        and not obj["metadata"].get("finalizers") \
+                        and not any(key[1] == name for key in self.objects):
+                    self._remove(plural, ns, name)
+                    changed = True
+            if not changed:
+                return
+
+    def _list(self, plural: str, ns: str | None, params: dict) -> dict:
+        items = [copy.deepcopy(o) for (p, o_ns, _), o in sorted(self.objects.items(), key=lambda kv: kv[0][2])
+                 if p == plural and (ns is None or o_ns == ns)
+                 and selects(params.get("labelSelector"), o["metadata"].get("labels") or {})
+                 and fields_select(params.get("fieldSelector"), o)]
+        start = int(params.get("continue") or 0)
+        limit = int(params.get("limit") or 0) or len(items)
+        page = items[start:start + limit]
+        more = start + limit < len(items)
+        return {"kind": f"{KINDS[plural][0]}List", "items": page,
+                "metadata": {"continue": str(start + limit)} if more else {}}
+
+
+def _plural_of(kind: str) -> str:
+    for plural, (name, _, _) in KINDS.items():
+        if name == kind:
+            return plural
+    raise KeyError(kind)
+
+
+def _object_path(plural: str, name: str, namespace: str | None) -> str:
+    groups = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io/v1",
+              "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "priorityclasses": "/apis/scheduling.k8s.io/v1",
+              "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
+              "endpointslices": "/apis/discovery.k8s.io/v1"}
+    base = groups.get(plural, "/api/v1")
+    where = f"/namespaces/{namespace}" if namespace and KINDS[plural][1] else ""
+    return f"{base}{where}/{plural}/{name}"
