@@ -11,10 +11,13 @@ over a dict of objects, with the rules of the real one that the operator relies 
 - delete: ``preconditions.uid`` (409); an object with finalizers gets a deletionTimestamp and
   goes when they are removed; a namespace takes everything in it; dependents whose owners are all
   gone are collected (the garbage collector), at once or on :meth:`collect_garbage` when
-  ``gc_delay`` is set.
+  ``gc_delay`` is set. ``propagationPolicy: Foreground``: the owner gets the
+  ``foregroundDeletion`` finalizer, its dependents are deleted, and it goes once none with
+  ``blockOwnerDeletion`` is left (a dependent's own finalizer holds it).
 - list: label selectors (``k=v``, ``k!=v``, ``k``, ``!k``), the field selectors the operator uses,
   ``limit``/``continue`` pages, and the metadata-only list (``as=PartialObjectMetadataList``).
 - pod logs (``raw(.../log)``) from :meth:`set_log`, cut at ``limitBytes``.
+- discovery: ``GET /apis/<group>/<version>`` lists the kinds served there (404 for any other).
 
 A watch is :meth:`subscribe`: a callback sees every change to an object of a kind, as a
 ``(type, object)`` pair. Faults are injected with :meth:`fail` (the next matching calls raise the
@@ -55,6 +58,9 @@ KINDS = {
 }
 _PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[a-z]+)"
                    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log))?$")
+
+_DISCOVERY = re.compile(r"^(?P<base>/apis/[\w.-]+/v\w+)/?$")
+FOREGROUND = "foregroundDeletion"
 
 Key = tuple[str, str | None, str]   # (plural, namespace, name)
 
@@ -153,11 +159,13 @@ class MemoryApi:
 
     # -- what a test arranges ------------------------------------------------------------------
     def put(self, obj: dict) -> dict:
-        """Store an object as if created by someone else (no checks but the namespace's)."""
+        """Store an object as if created by someone else (no checks but the namespace's). A
+        ``metadata.uid`` given is kept (the API server assigns its own to a create), so a test can
+        arrange the object a fixed ``BatchRef`` names."""
         plural = _plural_of(obj["kind"])
         meta = obj["metadata"]
         path = _object_path(plural, meta["name"], meta.get("namespace"))
-        return self.create(path.rsplit("/", 1)[0], obj, "put")
+        return self._create(path.rsplit("/", 1)[0], obj, "put", uid=meta.get("uid"))
 
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         with self._lock:
@@ -195,12 +203,17 @@ class MemoryApi:
             raise NotImplementedError(f"MemoryApi.request {method}")
         if path.endswith("/version"):
             return Response({"gitVersion": "v1.37.2"})
+        if _DISCOVERY.match(path):
+            return Response(self.get(path, what, **params))
         body = self.get(path, what, **params)
         if "PartialObjectMetadataList" in (kwargs.get("headers") or {}).get("Accept", ""):
             body = dict(body, items=[{"metadata": item["metadata"]} for item in body.get("items") or []])
         return Response(body)
 
     def get(self, path: str, what: str, **params: Any) -> dict:
+        discovery = _DISCOVERY.match(path)
+        if discovery:
+            return self._discover(path, discovery["base"], what)
         plural, ns, name, sub = self._route("GET", path, what)
         with self._lock:
             if name is None:
@@ -208,6 +221,9 @@ class MemoryApi:
             return copy.deepcopy(self._live(plural, ns, name, what))
 
     def create(self, path: str, body: dict, what: str, *, dry_run: bool = False) -> dict:
+        return self._create(path, body, what, dry_run=dry_run)
+
+    def _create(self, path: str, body: dict, what: str, *, dry_run: bool = False, uid: str | None = None) -> dict:
         plural, ns, name, _ = self._route("POST", path, what)
         assert name is None, f"create at an object's path {path}"
         obj = copy.deepcopy(body)
@@ -230,7 +246,7 @@ class MemoryApi:
                 meta["namespace"] = ns
             if dry_run:
                 return obj
-            meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+            meta.update(uid=uid or str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
             meta.pop("deletionTimestamp", None)
             if plural == "namespaces":
                 obj.setdefault("status", {})["phase"] = "Active"
@@ -275,7 +291,7 @@ class MemoryApi:
         with self._lock:
             live = self._live(plural, ns, name, what)
             self._check_preconditions(plural, name, live, (body or {}).get("preconditions") or {}, what)
-            self._delete(plural, ns, name)
+            self._delete(plural, ns, name, foreground=(body or {}).get("propagationPolicy") == "Foreground")
             if not self.gc_delay:
                 self._collect()
             return {"kind": "Status", "status": "Success"}
@@ -290,6 +306,16 @@ class MemoryApi:
         return Response(content=data[:limit] if limit else data)
 
     # -- the rules -----------------------------------------------------------------------------
+    def _discover(self, path: str, base: str, what: str) -> dict:
+        self.calls.append(("GET", path))
+        self._inject("GET", None, path)
+        served = [plural for plural in KINDS if _collection_base(plural) == base]
+        if not served:
+            raise _error(404, "the server could not find the requested resource", what)
+        return {"kind": "APIResourceList", "groupVersion": base.split("/", 2)[-1],
+                "resources": [{"name": plural, "kind": KINDS[plural][0], "namespaced": KINDS[plural][1]}
+                              for plural in served]}
+
     def _route(self, method: str, path: str, what: str) -> tuple[str, str | None, str | None, str | None]:
         self.calls.append((method, path))
         match = _PATH.match(path)
@@ -300,6 +326,10 @@ class MemoryApi:
             ns, name = None, match["name"]
         else:
             ns, name = match["ns"], match["name"]
+        self._inject(method, plural, path)
+        return plural, ns, name, match["sub"]
+
+    def _inject(self, method: str, plural: str | None, path: str) -> None:
         for fault in list(self._faults):
             f_method, f_plural, when, error, left = fault
             if f_method == method and f_plural in (None, plural) and when(path):
@@ -307,7 +337,6 @@ class MemoryApi:
                 if left[0] <= 0:
                     self._faults.remove(fault)
                 raise error
-        return plural, ns, name, match["sub"]
 
     def _live(self, plural: str, ns: str | None, name: str, what: str) -> dict:
         obj = self.objects.get((plural, ns if KINDS[plural][1] else None, name))
@@ -364,10 +393,12 @@ class MemoryApi:
         for callback in self._subscribers.get(plural, []):
             callback(event, copy.deepcopy(obj))
 
-    def _delete(self, plural: str, ns: str | None, name: str) -> None:
+    def _delete(self, plural: str, ns: str | None, name: str, *, foreground: bool = False) -> None:
         key = (plural, ns if KINDS[plural][1] else None, name)
         obj = self.objects[key]
         meta = obj["metadata"]
+        if foreground and not meta.get("deletionTimestamp"):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND]
         if plural == "namespaces" or meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = _now()
@@ -387,6 +418,8 @@ class MemoryApi:
         while True:
             changed = False
             uids = {o["metadata"]["uid"] for o in self.objects.values()}
+            foreground = {o["metadata"]["uid"] for o in self.objects.values()
+                          if o["metadata"].get("deletionTimestamp") and FOREGROUND in (o["metadata"].get("finalizers") or [])}
             for (plural, ns, name), obj in list(self.objects.items()):
                 if (plural, ns, name) not in self.objects:
                     continue
@@ -395,8 +428,24 @@ class MemoryApi:
                 owners = [o.get("uid") for o in meta.get("ownerReferences") or []]
                 orphaned = bool(owners) and not any(uid in uids for uid in owners)
                 in_dying_namespace = namespace is not None and namespace["metadata"].get("deletionTimestamp")
-                if (orphaned or in_dying_namespace) and not meta.get("deletionTimestamp"):
+                owner_going = any(uid in foreground for uid in owners)
+                if (orphaned or in_dying_namespace or owner_going) and not meta.get("deletionTimestamp"):
                     self._delete(plural, ns, name)
+                    changed = True
+            for key, obj in list(self.objects.items()):
+                meta = obj["metadata"]
+                if FOREGROUND not in (meta.get("finalizers") or []) or not meta.get("deletionTimestamp"):
+                    continue
+                blocking = any(ref.get("uid") == meta["uid"] and ref.get("blockOwnerDeletion")
+                               for other in self.objects.values()
+                               for ref in other["metadata"].get("ownerReferences") or [])
+                if not blocking:
+                    meta["finalizers"] = [f for f in meta["finalizers"] if f != FOREGROUND]
+                    if not meta["finalizers"]:
+                        del meta["finalizers"]
+                        self._remove(*key)
+                    else:
+                        self._store(*key, obj, "MODIFIED")
                     changed = True
             for (plural, ns, name), obj in list(self.objects.items()):
                 if plural == "namespaces" and obj["metadata"].get("deletionTimestamp") \
@@ -427,11 +476,17 @@ def _plural_of(kind: str) -> str:
     raise KeyError(kind)
 
 
+def _collection_base(plural: str) -> str:
+    return _GROUPS.get(plural, "/api/v1")
+
+
 def _object_path(plural: str, name: str, namespace: str | None) -> str:
-    groups = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io/v1",
-              "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "priorityclasses": "/apis/scheduling.k8s.io/v1",
-              "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
-              "endpointslices": "/apis/discovery.k8s.io/v1"}
-    base = groups.get(plural, "/api/v1")
+    base = _collection_base(plural)
     where = f"/namespaces/{namespace}" if namespace and KINDS[plural][1] else ""
     return f"{base}{where}/{plural}/{name}"
+
+
+_GROUPS = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io/v1",
+           "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "priorityclasses": "/apis/scheduling.k8s.io/v1",
+           "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
+           "endpointslices": "/apis/discovery.k8s.io/v1"}
