@@ -3,7 +3,7 @@ over a dict of objects, with the rules of the real one that the operator relies 
 
 - create: 409 AlreadyExists on a taken name; 404 when the namespace is missing and 403 when it is
   terminating; ``uid``, ``resourceVersion``, ``creationTimestamp`` and ``generation`` assigned;
-  ``dryRun`` stores nothing.
+  ``dryRun`` stores nothing. A namespace carries the ``kubernetes.io/metadata.name`` label.
 - replace (PUT): 409 Conflict when ``metadata.resourceVersion`` is not the live one.
 - merge patch: RFC 7386; ``metadata.uid`` / ``resourceVersion`` in the patch are preconditions
   (409); the ``/status`` subresource changes status only, the object itself never its status.
@@ -61,6 +61,7 @@ _PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))
 
 _DISCOVERY = re.compile(r"^(?P<base>/apis/[\w.-]+/v\w+)/?$")
 FOREGROUND = "foregroundDeletion"
+NAME_LABEL = "kubernetes.io/metadata.name"   # the API server labels every namespace with its name
 
 Key = tuple[str, str | None, str]   # (plural, namespace, name)
 
@@ -250,6 +251,7 @@ class MemoryApi:
             meta.pop("deletionTimestamp", None)
             if plural == "namespaces":
                 obj.setdefault("status", {})["phase"] = "Active"
+                meta.setdefault("labels", {})[NAME_LABEL] = name
             self._store(plural, ns, name, obj, "ADDED")
             return copy.deepcopy(obj)
 
@@ -361,6 +363,8 @@ class MemoryApi:
             else:
                 meta.pop(key, None)
         new["kind"] = live["kind"]
+        if plural == "namespaces":
+            meta["labels"] = {**(meta.get("labels") or {}), NAME_LABEL: live["metadata"]["name"]}
         if KINDS[plural][2]:
             if sub == "status":   # only the status changes
                 kept = {k: v for k, v in live.items() if k != "status"}

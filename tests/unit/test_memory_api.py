@@ -225,3 +225,11 @@ def test_pod_logs_are_cut_at_limit_bytes(api):
     assert resources.read_log(api, NS, "p", "episode", 100) == (b"0123456789", False)
     with pytest.raises(NotFound):
         resources.read_log(api, NS, "gone", "episode", 4)
+
+
+def test_a_namespace_is_labelled_with_its_name_for_good(api):
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "models", "labels": {"team": "ml"}}})
+    assert resources.namespace_names(api, "kubernetes.io/metadata.name=models", 5) == ["models"]
+    path = resources.object_path("Namespace", "models")
+    api.merge_patch(path, {"metadata": {"labels": {"kubernetes.io/metadata.name": None, "team": None}}}, "patch")
+    assert api.get_object("Namespace", "models")["metadata"]["labels"] == {"kubernetes.io/metadata.name": "models"}
