@@ -4,10 +4,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.service.context import Context, Settings
 from rolloutbatch.service.episode_judge import EpisodeJudge
+from tests.support.memory_api import MemoryApi
 from tests.unit.core.test_verifier_core import T0, ev, facts
 
 
@@ -16,18 +18,27 @@ class Metrics:
         pass
 
 
-def judge(pod, log: bytes):
-    reads = []
+def cluster(log: bytes | None) -> MemoryApi:
+    """The pod of ``facts()`` (ns/pod-0), its episode container having written ``log``; no pod
+    when ``log`` is None."""
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    if log is not None:
+        api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-0", "namespace": "ns"}})
+        api.set_log("ns", "pod-0", naming.CONTAINER_NAME, log)
+    return api
 
-    async def call(fn, *args):
-        assert fn is resources.read_log
-        reads.append(args)
-        return log, False
 
+def log_reads(api: MemoryApi) -> int:
+    return sum(1 for method, path in api.calls if method == "GET" and path.endswith("/log"))
+
+
+def judge(pod, api: MemoryApi):
     async def go():
-        ctx = Context(api=None, metrics=Metrics(), settings=Settings(), read_slots=asyncio.Semaphore(1))
-        return await EpisodeJudge(ctx, call).judge(pod, verified=False, batch_deadline_at=None, now=T0 + 20)
-    return asyncio.run(go()), reads
+        ctx = Context(api=api, metrics=Metrics(), settings=Settings(), read_slots=asyncio.Semaphore(1))
+        return await EpisodeJudge(ctx, ctx.storage).judge(pod, verified=False, batch_deadline_at=None, now=T0 + 20)
+    api.calls.clear()
+    return asyncio.run(go())
 
 
 EVENTS = ev("ready", T0 + 1) + "\n" + ev("reward", T0 + 2, reward=1) + "\n"
@@ -35,21 +46,37 @@ EVENTS = ev("ready", T0 + 1) + "\n" + ev("reward", T0 + 2, reward=1) + "\n"
 
 def test_a_succeeded_episode_keeps_the_end_of_its_log():
     output = ("collected 12 items\n" * 200 + EVENTS).encode()
-    result, reads = judge(facts(), output)
-    assert result.outcome == v.OUTCOME_SUCCEEDED and len(reads) == 1
+    api = cluster(output)
+    result = judge(facts(), api)
+    assert result.outcome == v.OUTCOME_SUCCEEDED and log_reads(api) == 1
     assert output.endswith(result.log_tail.encode())
     assert v.SUCCESS_LOG_TAIL_BYTES - 12 <= len(json.dumps(result.log_tail)) - 2 <= v.SUCCESS_LOG_TAIL_BYTES
 
 
 def test_a_failed_episode_keeps_more():
     output = ("Traceback line\n" * 600).encode()
-    result, _ = judge(facts(phase="Failed", exit_code=1), output)
+    result = judge(facts(phase="Failed", exit_code=1), cluster(output))
     assert result.outcome == v.OUTCOME_FAILED and output.endswith(result.log_tail.encode())
     # counted as written: each newline is two bytes in the results document
     assert v.LOG_TAIL_BYTES - 12 <= len(json.dumps(result.log_tail)) - 2 <= v.LOG_TAIL_BYTES
 
 
 def test_a_termination_message_success_costs_no_log_read():
-    result, reads = judge(facts(termination_message=EVENTS), b"never read")
+    api = cluster(b"never read")
+    result = judge(facts(termination_message=EVENTS), api)
     assert result.outcome == v.OUTCOME_SUCCEEDED and result.channel == v.CHANNEL_TERMINATION_MESSAGE
-    assert reads == [] and result.log_tail is None
+    assert log_reads(api) == 0 and result.log_tail is None
+
+
+def test_a_pod_gone_before_its_log_is_read_is_judged_without_it_in_one_read():
+    api = cluster(None)
+    result = judge(facts(), api)
+    assert result.outcome != v.OUTCOME_SUCCEEDED and log_reads(api) == 1   # a 404 is not retried
+    assert v.LOG_POD_GONE in (result.message or "") + (result.reason or "")
+
+
+def test_a_log_read_failing_once_is_read_again():
+    api = cluster(EVENTS.encode())
+    api.fail("GET", "Pod", Unavailable("apiserver restarting", status=503), when=lambda path: path.endswith("/log"))
+    result = judge(facts(), api)
+    assert result.outcome == v.OUTCOME_SUCCEEDED and log_reads(api) == 2
