@@ -9,34 +9,38 @@ from rolloutbatch.core import naming
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, LABEL_EPISODE_ENV
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import provisioning
+from tests.support.memory_api import MemoryApi
 from tests.unit.core.factories import MINIMAL, REF
 
 VALUE = "c2stdmVyeS1zZWNyZXQ="   # base64, as the API serves Secret data
 
 
-class Cluster:
-    def __init__(self, secrets=(), forbidden=False) -> None:
-        self.secrets = {s["metadata"]["name"]: s for s in secrets}
-        self.forbidden = forbidden
-        self.reads, self.created = [], []
+def cluster(*secrets: dict, forbidden: bool = False) -> MemoryApi:
+    """The batch's namespace and its ``secrets``; ``forbidden``: the operator may not read Secrets."""
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": REF.namespace}})
+    for s in secrets:
+        api.put(s)
+    if forbidden:
+        api.fail("GET", "Secret", Forbidden('secrets "llm" is forbidden', status=403), times=100)
+    api.calls.clear()
+    return api
 
-    async def call(self, fn, *args):
-        assert fn is resources.get_or_none and args[0] == "Secret", fn.__name__
-        self.reads.append(args)
-        if self.forbidden:
-            raise Forbidden('secrets "llm" is forbidden', status=403)
-        return self.secrets.get(args[1])
 
-    async def create_one(self, obj):
-        self.created.append(obj)
-        return obj
+def secret_reads(api: MemoryApi) -> list[str]:
+    return [path for method, path in api.calls if method == "GET" and "/secrets" in path]
+
+
+def created(api: MemoryApi) -> list[str]:
+    """The kinds created, in order (their collection's plural)."""
+    return [path.rsplit("/", 1)[1] for method, path in api.calls if method == "POST"]
 
 
 def secret(data, labels=None):
-    return {"metadata": {"name": "llm", "labels": {LABEL_EPISODE_ENV: EPISODE_ENV_OPT_IN} if labels is None else labels},
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "llm", "namespace": REF.namespace, "labels": {LABEL_EPISODE_ENV: EPISODE_ENV_OPT_IN} if labels is None else labels},
             "type": "Opaque", "data": data}
 
 
@@ -44,34 +48,40 @@ SPEC = parse_spec({**MINIMAL, "env": [{"name": "OPENAI_API_KEY",
                                        "valueFrom": {"secretKeyRef": {"name": "llm", "key": "api-key"}}}]})
 
 
-def create(cluster, spec=SPEC):
-    return asyncio.run(provisioning.create(cluster.call, cluster.create_one, REF, spec, {}, None))
+def create(api, spec=SPEC):
+    storage = Storage(api)
+    return asyncio.run(provisioning.create(storage, lambda obj: storage.create_or_adopt(obj, REF.uid), REF, spec,
+                                           {}, None))
 
 
 def test_the_referenced_key_is_copied_before_the_job_and_nothing_else():
-    cluster = Cluster([secret({"api-key": VALUE, "admin-key": "cm9vdA=="})])
-    create(cluster)
-    assert cluster.reads == [("Secret", "llm", REF.namespace)]
-    kinds = [o["kind"] for o in cluster.created]
-    assert kinds.index("Secret") < kinds.index("Job")
-    (copy,) = [o for o in cluster.created if o["kind"] == "Secret"]
+    api = cluster(secret({"api-key": VALUE, "admin-key": "cm9vdA=="}))
+    create(api)
+    assert secret_reads(api) == [f"/api/v1/namespaces/{REF.namespace}/secrets/llm"]
+    kinds = created(api)
+    assert kinds.index("secrets") < kinds.index("jobs")
+    (copy,) = [s for s in api.list_objects("Secret") if s["metadata"]["name"] != "llm"]
     assert copy["data"] == {"ref-0": VALUE} and copy["metadata"]["name"] == naming.env_secret_name(REF)
 
 
-@pytest.mark.parametrize("cluster, reason, shown", [
-    (Cluster(), "SecretNotFound", "does not exist in the batch's namespace or is not labelled"),
-    (Cluster([secret({"api-key": VALUE}, labels={})]), "SecretNotFound", LABEL_EPISODE_ENV),
-    (Cluster([secret({"other": VALUE})]), "SecretNotFound", "has no key 'api-key'"),
-    (Cluster(forbidden=True), "ProvisioningRefused", "rolloutbatch-operator-secrets"),
-])
-def test_a_secret_that_cannot_be_used_stalls_before_anything_is_created(cluster, reason, shown):
+@pytest.mark.parametrize("arrange, reason, shown", [
+    (lambda: cluster(), "SecretNotFound", "does not exist in the batch's namespace or is not labelled"),
+    (lambda: cluster(secret({"api-key": VALUE}, labels={})), "SecretNotFound", LABEL_EPISODE_ENV),
+    (lambda: cluster(secret({"other": VALUE})), "SecretNotFound", "has no key 'api-key'"),
+    (lambda: cluster(forbidden=True), "ProvisioningRefused", "rolloutbatch-operator-secrets"),
+], ids=["absent", "not-opted-in", "no-such-key", "forbidden"])
+def test_a_secret_that_cannot_be_used_stalls_before_anything_is_created(arrange, reason, shown):
+    api = arrange()
+    before = api.list_objects("Secret")
     with pytest.raises(Stalled) as err:
-        create(cluster)
+        create(api)
     assert err.value.reason == reason and shown in err.value.message
-    assert VALUE not in err.value.message and cluster.created == []
+    assert VALUE not in err.value.message and created(api) == []
+    assert [ns["metadata"]["name"] for ns in api.list_objects("Namespace")] == [REF.namespace]
+    assert api.list_objects("Secret") == before
 
 
 def test_no_secret_key_no_read():
-    cluster = Cluster()
-    create(cluster, parse_spec(MINIMAL))
-    assert cluster.reads == [] and "Secret" not in [o["kind"] for o in cluster.created]
+    api = cluster()
+    create(api, parse_spec(MINIMAL))
+    assert secret_reads(api) == [] and "secrets" not in created(api)
