@@ -1,18 +1,23 @@
 """One batch from creation to its final status: provision, track, collect, finish, clean up.
 
-A :class:`BatchReconciler` runs as the body of the batch's kopf daemon. Every step is safe to
-repeat after a crash: children have deterministic names and are created-or-adopted, results
-already written to the results ConfigMap are restored before any log is read, and the final
-status is written only after the results ConfigMap holds every row (docs/design.md §5). Pod and
-Job watch events reach the reconciler through :meth:`observe_pod` / :meth:`observe_job` and wake
-its loop; the loop writes status and results at the pace of the batch's progress
-(``core.cadence``: at most once a second, and about once per 1/40 or 1/20 of the batch).
+A :class:`BatchReconciler` runs as the body of the batch's kopf daemon. It is a state machine
+whose decisions are ``core.lifecycle``'s (pure, unit-tested): :func:`~core.lifecycle.entry` says
+where a run resumes from the phase the status records, and each round of tracking gathers a
+:class:`~core.lifecycle.Round` of facts for :func:`~core.lifecycle.next_step`. This module
+carries the steps out, each transition in one place:
 
-This module is the I/O loop (read, judge, write). The rules live in ``core`` (the tracker is the
-one place an episode becomes final; ``service.transitions`` turns each such change into metrics
-and Events), the API calls in ``kube``, the error policy in ``service.policy``, reading and
-judging one finished pod in ``service.episode_judge`` and the sandbox's removal in
-``service.sandbox``.
+- the sandbox (created, adopted, its Job watched, removed) is ``service.sandbox_lifecycle``'s;
+- the status is written only through ``service.status_writer`` (paced by ``core.cadence``);
+- the results ConfigMaps through ``service.results_store``; finished pods are judged by
+  ``service.episode_judge``; the tracker is the one place an episode becomes final, and
+  ``service.transitions`` turns each such change into metrics and Events;
+- the error policy (retry or stall) is ``service.policy``'s; every API call goes through
+  ``kube.storage``.
+
+Every step is safe to repeat after a crash: children have deterministic names and are
+created-or-adopted, results already written are restored before any log is read, and the final
+status is written only after the results ConfigMap holds every row (docs/design.md §5). Pod and
+Job watch events arrive through :meth:`observe_pod` / :meth:`observe_job` and wake the loop.
 """
 
 from __future__ import annotations
@@ -20,36 +25,35 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import lifecycle, naming
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.egress import empty_peers_warning
-from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_requests
-from rolloutbatch.core.k8s_rules import format_quantity
-from rolloutbatch.core.children import adoptable, removes_sandbox
+from rolloutbatch.core.lifecycle import Entry, Step
 from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.status import bare_failure, build_status, final_phase, status_patch, stopped_phase
+from rolloutbatch.core.status import build_status, final_phase, stopped_phase
 from rolloutbatch.core.stopping import stopping_message
-from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
-from rolloutbatch.core.verdict import parse_time, pod_facts
-from rolloutbatch.faults import crash_point
-from rolloutbatch.kube import resources
+from rolloutbatch.core.tracker import BatchTracker, JobFacts
+from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.kube.errors import KubeError
-from rolloutbatch.service import egress_checks, policy, provisioning, sandbox
+from rolloutbatch.service import policy
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
 from rolloutbatch.service.results_store import ResultsStore
+from rolloutbatch.service.sandbox_lifecycle import SandboxLifecycle
+from rolloutbatch.service.status_writer import StatusWriter
 from rolloutbatch.service.stop import StopControl
 from rolloutbatch.service.transitions import TransitionReport
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 RUNNING_MESSAGE = "Episodes are running"
+JOB_END_WAIT = 30.0   # after the last episode, how long the Job controller may take to mark its Job finished
 
 
 class BatchReconciler:
@@ -57,6 +61,7 @@ class BatchReconciler:
 
     def __init__(self, ctx: Context, body: Mapping, emit: Emit, logger: logging.Logger) -> None:
         self.ctx = ctx
+        self.storage = ctx.storage
         self.ref = batch_ref(body)
         self.body = body
         self.emit = emit
@@ -67,34 +72,29 @@ class BatchReconciler:
         self._early: list[tuple[str, PodFacts]] = []   # pod events before the spec was parsed
         self._early_job: JobFacts | None = None
         self.wake = asyncio.Event()
-        self.last_status: dict = dict(body.get("status") or {})
-        self._patched_version = -1
-        self._patched_finals = 0
-        self._patched_at = -math.inf      # time.monotonic(): a wall clock stepped back holds no write
-        self.storage = ctx.storage
+        recorded = body.get("status") or {}
+        self.status = StatusWriter(self.storage, self.ref, recorded, ctx.settings.status_cadence)
+        self.sandbox = SandboxLifecycle(self.storage, self.ref, ctx.settings, recorded,
+                                        lambda *event: self.emit(*event), logger)
         self.results = ResultsStore(self.storage, self.ref, owner_of_batch(self.ref), logger,
                                     ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event))
         self.judge = EpisodeJudge(ctx, self.storage)
         self.stop = StopControl(self.storage, self.ref, lambda *event: self.emit(*event), logger, ctx.settings.stop_grace)
         self._reads: set[asyncio.Task] = set()
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
-        self._job_deleted = False                      # by someone else, mid-batch
-        self._deleted_job_uids: set[str] = set()       # Jobs named ours whose deletion was seen
         self._restored = False
-        self._overhead: dict | None = None             # the RuntimeClass's pod overhead (provisioning)
         self._said_unschedulable = False               # the Event of the current spell was posted
         # What a running batch says when nothing is wrong; a warning found at its start (declared
         # egress peers that select no pod) stays in it while it runs.
         self._running_message = RUNNING_MESSAGE
-        self._provisioned_at = time.monotonic()
         self._started_metrics = False
         self._finished_metrics = False
         self._retry = policy.Retry(ctx.settings.transient_give_up)
-        # Named in the status only once creating it began (a batch refused first never had one).
-        self._sandbox_created = bool(self.last_status.get("sandboxNamespace"))
-        # A terminal batch without sandboxNamespace had its sandbox removed by the cleanup policy.
-        self._sandbox_removed = (self.last_status.get("phase") in v.TERMINAL_PHASES
-                                 and not self.last_status.get("sandboxNamespace"))
+
+    @property
+    def last_status(self) -> dict:
+        """The status as last written (or as read when the reconciler was made)."""
+        return self.status.last
 
     # -- feeding from watch handlers -------------------------------------------------------
     def observe_pod(self, facts: PodFacts, deleted: bool = False) -> None:
@@ -109,8 +109,7 @@ class BatchReconciler:
 
     def observe_job(self, job: JobFacts, deleted: bool = False) -> None:
         if deleted:
-            if job.name == naming.job_name(self.ref) and len(self._deleted_job_uids) < 100:
-                self._deleted_job_uids.add(job.uid)   # the batch's own only if it is its Job (_track)
+            self.sandbox.job_deleted_event(job)
         elif self.tracker is None:
             self._early_job = job
         else:
@@ -145,9 +144,24 @@ class BatchReconciler:
                 return
 
     async def _run(self) -> None:
-        if self.last_status.get("phase") in v.TERMINAL_PHASES:
+        step = lifecycle.entry(self.status.phase, self.stop.requested(self.body))
+        if step is Entry.FINISHED:
             await self._after_finish()
             return
+        await self._prepare()
+        if step is Entry.STOP_BEFORE_RUN:
+            await self._stop_before_run()
+        elif step is Entry.ADOPT:
+            await self._adopt()
+        else:
+            await self._provision()
+        await self._track()
+        await self._finish()
+        await self._after_finish()
+
+    async def _prepare(self) -> None:
+        """The spec read, the tracker made and restored from the results ConfigMap, the events
+        that came before it replayed. Each part once, however often a retried run comes here."""
         if self.tracker is None:
             try:
                 self.spec = parse_spec(self.body.get("spec") or {})
@@ -166,75 +180,41 @@ class BatchReconciler:
             await self.results.restore(self.tracker, self.last_status.get("resultsDigests"),
                                        retried=retried if type(retried) is int and retried >= 0 else 0)
             self.tracker.listener = TransitionReport(self.ctx.metrics, self.ref, self.emit)
-            self._restored = True   # a retried run() after an API error does not restore twice
+            self._restored = True
         for kind, facts in self._early:
             self.tracker.pod_deleted(facts) if kind == "deleted" else self.tracker.observe_pod(facts)
         self._early.clear()
         if self._early_job:
             self.tracker.observe_job(self._early_job, time.time())
-            self._early_job = None   # once: a retried run() must not replay a stale snapshot
+            self._early_job = None   # once: a retried run must not replay a stale snapshot
         if not self._started_metrics:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
-        if self.stop.requested(self.body) and self.last_status.get("phase") not in (v.RUNNING, v.COLLECTING):
-            # Stopped before it ran: nothing more is created. A Job an interrupted provisioning
-            # made is adopted first, with its pods, so episodes that already ended are judged and
-            # the stop waits for the running ones, then suspended all the same.
-            await self._poll_job()
-            if self.tracker.job_uid is not None:
-                await self._resync_pods()
-            await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.last_status.get("jobUID"))
-        else:
-            await self._provision()
-        await self._track()
-        await self._finish()
-        await self._after_finish()
 
-    async def _create(self, obj: dict) -> dict:
-        shared = self.spec.isolation_namespace == v.ISOLATION_SHARED
-        recorded = self.last_status.get("jobUID")
-        live = await self.storage.create_or_adopt(obj, self.ref.uid,
-                                lambda existing, desired: adoptable(existing, desired, shared=shared, job_uid=recorded))
-        crash_point(f"provision:{obj['kind']}")
-        return live
+    # -- entering the tracking: three ways -------------------------------------------------
+    async def _stop_before_run(self) -> None:
+        """Stopped before it ran: nothing more is created. A Job an interrupted provisioning
+        made is adopted first, with its pods, so episodes that already ended are judged and the
+        stop waits for the running ones, then suspended all the same."""
+        await self.sandbox.poll_job(self.spec, self.tracker)
+        if self.tracker.job_uid is not None:
+            await self.sandbox.resync_pods(self.spec, self.tracker)
+        await self._begin_stop()
+
+    async def _adopt(self) -> None:
+        if self.last_status.get("reason") == v.REASON_RUNNING and self.last_status.get("message"):
+            self._running_message = self.last_status["message"]   # the start's warning, if any
+        await self.sandbox.adopt(self.spec, self.tracker)
 
     async def _provision(self) -> None:
-        spec, ref = self.spec, self.ref
-        assert spec is not None
-        if self.last_status.get("phase") in (v.RUNNING, v.COLLECTING):
-            # Provisioned by an earlier run: adopt, never recreate (a Job deleted meanwhile
-            # would run every episode again).
-            self._sandbox_created = True
-            if self.last_status.get("reason") == v.REASON_RUNNING and self.last_status.get("message"):
-                self._running_message = self.last_status["message"]   # the start's warning, if any
-            await self._poll_job()
-            if self._job_deleted:
-                raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
-            await self._resync_pods()
-            self._provisioned_at = time.monotonic()
-            return
-        if self.last_status.get("phase") in (None, v.PENDING):
+        phase = self.status.phase
+        if lifecycle.announces_provisioning(phase):
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
-        owner = owner_of_batch(ref)
-        dns = self.ctx.settings.dns_cidrs
-        overhead = self._overhead = await provisioning.check(self.storage, ref, spec, owner, dns,
-                                                             service_cidrs=self.ctx.settings.service_cidrs,
-                                                             logger=self.log)
-        empty = await egress_checks.empty_peers(self.storage, ref, spec, self.log) if spec.egress else []
-        self._sandbox_created = True
-        job = await provisioning.create(self.storage, self._create, ref, spec, owner, overhead, dns)
-        facts = job_facts(job)
-        recorded = self.last_status.get("jobUID")
-        if recorded and facts.uid != recorded:
-            # Ours was created (the status names it) and is gone; a namesake is not it.
-            raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
-        self.tracker.expect_job(facts.uid)
-        self.tracker.observe_job(facts, time.time())
-        self._provisioned_at = time.monotonic()
-        if self.last_status.get("phase") in (None, v.PENDING, v.PROVISIONING):
-            self.emit("Normal", "Provisioned",
-                      f"Sandbox {naming.child_namespace(ref, spec)} and Job {naming.job_name(ref)} are ready")
+        empty = await self.sandbox.provision(self.spec, self.tracker)
+        if lifecycle.announces_provisioned(phase):
+            self.emit("Normal", "Provisioned", f"Sandbox {naming.child_namespace(self.ref, self.spec)} and Job "
+                                               f"{naming.job_name(self.ref)} are ready")
         if empty:
             warning = empty_peers_warning(empty)
             self.log.warning("%s", warning)
@@ -242,60 +222,58 @@ class BatchReconciler:
             self._running_message = f"{RUNNING_MESSAGE}; warning: {warning}"[:1000]
         await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
 
+    async def _begin_stop(self) -> None:
+        await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.sandbox.recorded_job_uid)
+
+    # -- tracking --------------------------------------------------------------------------
+    def _round(self) -> lifecycle.Round:
+        tracker, settings, now = self.tracker, self.ctx.settings, time.monotonic()
+        job_gone = self.sandbox.job_gone(tracker)
+        job = tracker.job
+        return lifecycle.Round(
+            stopping=tracker.stopping, stop_done=tracker.stopping and self.stop.done(tracker, job_gone),
+            complete=tracker.complete, busy=tracker.busy, job_exists=job is not None,
+            job_finished=bool(job and job.finished), job_gone=job_gone, pods_seen=tracker.seen_pods,
+            since_provisioned=now - self.sandbox.provisioned_at,
+            unplaced=not tracker.stopping and tracker.stuck_unschedulable(now, settings.unschedulable_grace)
+            is not None,
+            unstartable=not tracker.stopping and tracker.unstartable(now, settings.image_pull_grace) is not None,
+            since_job_finished=time.time() - (tracker.job_finished_seen_at or time.time()))
+
     async def _track(self) -> None:
-        """Loop until every episode is final; read logs, flush status and results as we go."""
+        """Round after round until a step ends the batch; read logs, write status and results."""
         tracker, settings = self.tracker, self.ctx.settings
-        assert tracker is not None
+        graces = lifecycle.Graces(pod_create=settings.pod_create_grace, collect=settings.collect_grace)
         last_job_poll = time.monotonic()
         while True:
-            # Once the Job has ended (Collecting) there is nothing left to stop: the batch ends as it would.
-            if not tracker.stopping and not tracker.complete and not (tracker.job and tracker.job.finished) \
-                    and self.stop.requested(self.body):
-                await self.stop.begin(self.spec, tracker, tracker.job_uid or self.last_status.get("jobUID"))
-            for facts in tracker.take_reads():
-                task = asyncio.create_task(self._read_and_judge(facts))
-                self._reads.add(task)
-                task.add_done_callback(self._read_done)
+            job = tracker.job
+            if lifecycle.stop_begins(stop_requested=self.stop.requested(self.body), stopping=tracker.stopping,
+                                     complete=tracker.complete, job_finished=bool(job and job.finished)):
+                await self._begin_stop()
+            self._start_reads()
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
             self.images.round(tracker)
             if self.images.error is not None:
                 raise self.images.error  # e.g. no right to patch pods: the policy ends the batch with it
             self._report_foreign()
-            job_gone = self._job_deleted or tracker.job_uid in self._deleted_job_uids
-            if tracker.stopping:
-                if self.stop.done(tracker, job_gone):
-                    return   # _finish gives the stop every index still open
-            elif job_gone and not tracker.complete:
-                raise Stalled(v.STALL_SANDBOX_DELETED, self._job_gone_message())
-            if (not tracker.stopping and not tracker.seen_pods and tracker.job and not tracker.job.finished
-                    and time.monotonic() - self._provisioned_at > settings.pod_create_grace):
-                raise Stalled(v.STALL_PODS_NOT_CREATED, await self._pods_not_created())
-            unplaced = None if tracker.stopping else tracker.stuck_unschedulable(time.monotonic(),
-                                                                                 settings.unschedulable_grace)
-            if unplaced is not None:
-                if await self._never_fits():
-                    raise Stalled(v.STALL_UNSCHEDULABLE,
-                                  f"no node can hold an episode pod even when empty (requests "
-                                  f"{self._requests_text()}); pod {unplaced.name}: {unplaced.unschedulable}"[:1000])
-                tracker.keep_waiting(time.monotonic())   # a busy cluster: room may come
-            stuck = None if tracker.stopping else tracker.unstartable(time.monotonic(), settings.image_pull_grace)
-            if stuck is not None:
-                raise Stalled(v.STALL_IMAGE, f"pod {stuck.name} cannot start: {stuck.waiting_reason}: "
-                                             f"{stuck.waiting_message or ''}".strip())
-            if tracker.complete and not tracker.busy:
+            step = lifecycle.next_step(self._round(), graces)
+            if step is Step.CHECK_ROOM:
+                await self._check_room()
+                step = lifecycle.next_step(self._round(), graces)
+            if step is Step.END:
                 return
-            if tracker.job and tracker.job.finished and not tracker.busy and not tracker.stopping:
-                seen = tracker.job_finished_seen_at or time.time()
-                if time.time() - seen >= settings.collect_grace:
-                    missing = tracker.give_up_after_job_end()
-                    if missing:
-                        self.log.warning("Episodes %s ended without a result", missing[:20])
-                    return
+            if step is Step.END_AFTER_JOB:
+                missing = tracker.give_up_after_job_end()
+                if missing:
+                    self.log.warning("Episodes %s ended without a result", missing[:20])
+                return
+            if step is not Step.WAIT:
+                raise Stalled(step.value, await self._stall_message(step))
             if time.monotonic() - last_job_poll > settings.job_poll_interval:
                 last_job_poll = time.monotonic()
-                await self._poll_job()
-            phase = v.COLLECTING if tracker.job and tracker.job.finished else v.RUNNING
+                await self.sandbox.poll_job(self.spec, tracker)
+            phase = lifecycle.running_phase(bool(tracker.job and tracker.job.finished))
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._write_results()
             state = self._running_state(phase)
@@ -312,20 +290,25 @@ class BatchReconciler:
             # Coalesce: a burst of pod events is handled as one round.
             await asyncio.sleep(0.05)
 
-    async def _never_fits(self) -> bool:
-        """No node could hold one episode pod even empty. Unknown (nodes unreadable): False, since
-        a batch must not be ended on a guess; a busy cluster only delays it."""
-        try:
-            allocatables = await self.storage.node_allocatables()
-        except KubeError as exc:
-            self.log.warning("Cannot read the nodes' allocatable resources (%s): waiting for room", exc)
-            return False
-        requests = scheduling_requests(self.spec, self._overhead)
-        return bool(allocatables) and not fits_an_empty_node(requests, allocatables)
+    async def _check_room(self) -> None:
+        """Pods the scheduler could not place: a stall when no node could hold one even empty,
+        else the wait goes on (a busy cluster: room may come)."""
+        tracker = self.tracker
+        unplaced = tracker.stuck_unschedulable(time.monotonic(), self.ctx.settings.unschedulable_grace)
+        if await self.sandbox.never_fits(self.spec):
+            raise Stalled(v.STALL_UNSCHEDULABLE,
+                          f"no node can hold an episode pod even when empty (requests "
+                          f"{self.sandbox.requests_text(self.spec)}); pod {unplaced.name}: "
+                          f"{unplaced.unschedulable}"[:1000])
+        tracker.keep_waiting(time.monotonic())
 
-    def _requests_text(self) -> str:
-        requests = scheduling_requests(self.spec, self._overhead)
-        return ", ".join(f"{name} {format_quantity(amount)}" for name, amount in sorted(requests.items())) or "none"
+    async def _stall_message(self, step: Step) -> str:
+        if step is Step.STALL_SANDBOX_DELETED:
+            return self.sandbox.job_gone_message()
+        if step is Step.STALL_PODS_NOT_CREATED:
+            return await self.sandbox.pods_not_created_message(self.spec, self.tracker.job)
+        stuck = self.tracker.unstartable(time.monotonic(), self.ctx.settings.image_pull_grace)
+        return f"pod {stuck.name} cannot start: {stuck.waiting_reason}: {stuck.waiting_message or ''}".strip()
 
     def _running_state(self, phase: str) -> dict:
         """Reason and message of a running batch: pods the scheduler cannot place are said,
@@ -347,45 +330,25 @@ class BatchReconciler:
             return {"reason": v.REASON_RUNNING, "message": self._running_message}
         return {}
 
+    def _start_reads(self) -> None:
+        """A judging task for every finished pod the tracker hands out."""
+        for facts in self.tracker.take_reads():
+            task = asyncio.create_task(self._read_and_judge(facts))
+            self._reads.add(task)
+            task.add_done_callback(self._read_done)
+
     def _read_done(self, task: asyncio.Task) -> None:
         self._reads.discard(task)
         if not task.cancelled() and task.exception() is not None and self._read_error is None:
             self._read_error = task.exception()
             self.wake.set()
 
-    async def _resync_pods(self) -> None:
-        """After a restart: the batch's pods listed once from its own namespace. Events that came
-        before this reconciler existed were kept by the registry only up to a bound (anyone can
-        label pods with a batch's uid, and a flood of them must not push the batch's out)."""
-        pods = await self.storage.list_pods(naming.child_namespace(self.ref, self.spec),
-                                naming.label_selector(self.ref))
-        for pod in pods:
-            self.tracker.observe_pod(pod_facts(pod))
-
-    def _job_gone_message(self) -> str:
-        return (f"the Job {naming.job_name(self.ref)} (or its namespace) was deleted before every episode "
-                "ended; the operator does not run episodes twice: recreate the batch")
-
-    async def _poll_job(self) -> None:
-        """Read the batch's Job. The first read after a restart learns its uid: the one the
-        status recorded when the operator created it (a namesake made since is not it)."""
-        tracker = self.tracker
-        job = await self.storage.get("Job", naming.job_name(self.ref),
-                               naming.child_namespace(self.ref, self.spec))
-        if job is None:
-            self._job_deleted = True
-            return
-        facts = job_facts(job)
-        if tracker.job_uid is None:
-            recorded = self.last_status.get("jobUID")
-            if recorded and facts.uid != recorded or not recorded and not resources.owned_by(job, self.ref.uid):
-                self._job_deleted = True
-                return
-            tracker.expect_job(facts.uid)
-        if facts.uid != tracker.job_uid:
-            self._job_deleted = True   # ours is gone: its name was taken since
-            return
-        tracker.observe_job(facts, time.time())
+    async def _read_and_judge(self, facts: PodFacts) -> None:
+        job = self.tracker.job
+        result = await self.judge.judge(facts, verified=self.spec.verifier is not None,
+                                        batch_deadline_at=job.deadline_at if job else None, now=time.time())
+        self.tracker.record(result, facts.uid)
+        self.wake.set()
 
     def _report_foreign(self) -> None:
         """Pods that carry the batch's label but are not its episodes: ignored, and said once."""
@@ -395,25 +358,6 @@ class BatchReconciler:
             self.emit("Warning", v.EVENT_FOREIGN_POD,
                       f"pod {facts.namespace}/{facts.name} carries this batch's label but was not made by its Job "
                       f"{naming.job_name(self.ref)}: ignored"[:1000])
-
-    async def _pods_not_created(self) -> str:
-        """Why the Job controller created no pod, from its FailedCreate events when readable."""
-        base = (f"no episode pod was created within {self.ctx.settings.pod_create_grace:g}s of the Job "
-                f"{naming.job_name(self.ref)}")
-        job = self.tracker.job
-        try:
-            events = await self.storage.events_of(naming.child_namespace(self.ref, self.spec), job.uid)
-        except KubeError:
-            return base
-        failed = [e.get("message") or "" for e in events if e.get("reason") == "FailedCreate"]
-        return f"{base}: {failed[-1]}"[:1000] if failed else base
-
-    async def _read_and_judge(self, facts: PodFacts) -> None:
-        job = self.tracker.job
-        result = await self.judge.judge(facts, verified=self.spec.verifier is not None,
-                                        batch_deadline_at=job.deadline_at if job else None, now=time.time())
-        self.tracker.record(result, facts.uid)
-        self.wake.set()
 
     # -- status and results ----------------------------------------------------------------
     def _origin(self) -> float | None:
@@ -429,12 +373,10 @@ class BatchReconciler:
     def _build_status(self, phase: str, reason: str | None, message: str | None, completion: float | None,
                       now: float) -> dict:
         tracker, spec = self.tracker, self.spec
-        sandbox_ns = naming.child_namespace(self.ref, spec) \
-            if spec and self._sandbox_created and not self._sandbox_removed else None
         return build_status(
             ref=self.ref, spec=spec, phase=phase, summary=tracker.summary(self._origin()) if tracker else None,
             running=tracker.running if tracker else 0, ready=tracker.ready if tracker else 0,
-            sandbox_namespace=sandbox_ns, job_name=naming.job_name(self.ref) if spec else None,
+            sandbox_namespace=self.sandbox.namespace(spec), job_name=naming.job_name(self.ref) if spec else None,
             job_uid=(tracker.job_uid if tracker else None) or self.last_status.get("jobUID"),
             results_configmap=naming.results_configmap_name(self.ref),
             start_time=self.last_status.get("startTime") or iso_time(now),
@@ -448,31 +390,16 @@ class BatchReconciler:
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
                             force: bool = False, completion: float | None = None) -> None:
-        now, tick = time.time(), time.monotonic()
-        tracker = self.tracker
+        """The status for ``phase``, written through the status writer when due."""
+        now, started = time.time(), time.monotonic()
         self._acknowledge_generation()
         if self.results.digests != (self.last_status.get("resultsDigests") or {}):
             force = True   # a results write is adopted after a restart only once the status records it
-        if not force and tracker is not None:
-            cadence, elapsed = self.ctx.settings.status_cadence, tick - self._patched_at
-            if phase != self.last_status.get("phase"):
-                if elapsed < cadence.min_interval:
-                    return
-            elif not cadence.due(elapsed=elapsed, changed=tracker.version != self._patched_version,
-                                 finished_since=len(tracker.results) - self._patched_finals,
-                                 episodes=tracker.episodes):
-                return
-        # What this patch holds, taken before it is awaited: a change meanwhile makes the next one due.
-        version, finals = (tracker.version, len(tracker.results)) if tracker else (-1, 0)
-        new = self._build_status(phase, reason, message, completion, now)
-        patch = status_patch(self.last_status, new)
-        if patch:
-            await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, patch)
-            crash_point(f"status:{phase}")
-            self.last_status = new
+        if not self.status.due(phase, self.tracker, force=force):
+            return
+        await self.status.write(self._build_status(phase, reason, message, completion, now), self.tracker, started)
+        self.sandbox.recorded_job_uid = self.last_status.get("jobUID") or None
         self._retry.succeeded()
-        self._patched_at = tick
-        self._patched_version, self._patched_finals = version, finals
 
     def _acknowledge_generation(self) -> None:
         """The status says it saw the object's newest generation: the only spec change the CRD
@@ -480,6 +407,7 @@ class BatchReconciler:
         generation = (self.body.get("metadata") or {}).get("generation")
         if type(generation) is int and generation > self.ref.generation:
             self.ref = dataclasses.replace(self.ref, generation=generation)
+            self.status.ref = self.ref
 
     async def _write_results(self, final: bool = False) -> None:
         tracker = self.tracker
@@ -525,18 +453,13 @@ class BatchReconciler:
         times, falling back to the bare phase and reason, so the batch always ends visibly.
         """
         self.log.warning("Stalled: %s: %s", reason, message)
-        if self.last_status.get("phase") in v.TERMINAL_PHASES:
+        if self.status.phase in v.TERMINAL_PHASES:
             # Already finished (e.g. its cleanup or TTL deletion failed): keep the verdict.
             self.emit("Warning", reason, message)
             return
         await self._judge_finished_pods()
         if self.spec is not None:
-            try:
-                await self.storage.delete_owned("Job", naming.job_name(self.ref),
-                                 naming.child_namespace(self.ref, self.spec), self.ref.uid,
-                                 propagation="Foreground")
-            except Exception as exc:  # noqa: BLE001 - best effort: the stall must still be reported
-                self.log.warning("Could not stop the Job: %s", exc)
+            await self.sandbox.stop_job(self.spec)
         if self.tracker is not None:
             episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED
             self.tracker.give_up_missing(episode_reason, f"the batch stalled ({reason}): {message}"[:1000])
@@ -544,23 +467,7 @@ class BatchReconciler:
                 await self._write_results(final=True)
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not write the final results: %s", exc)
-        attempt = 0
-        while True:   # until recorded, or refused even bare (policy.keep_recording_stall)
-            try:
-                if attempt < policy.FULL_STALL_TRIES:
-                    await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
-                                             completion=time.time())
-                else:   # the full status may be what the API refuses: the bare verdict then
-                    await self.storage.patch_batch_status(self.ref.namespace, self.ref.name,
-                                     bare_failure(reason, message, self.ref.generation, iso_time(time.time())))
-                break
-            except Exception as exc:  # noqa: BLE001
-                if not policy.keep_recording_stall(attempt, exc):
-                    self.log.error("The API refused even the bare stall status (%s); the Event tells it", exc)
-                    break
-                self.log.warning("Could not record the stall (%s); trying again", exc)
-                await asyncio.sleep(policy.BACKOFF[min(attempt, len(policy.BACKOFF) - 1)])
-                attempt += 1
+        await self._record_stall(reason, message)
         self.emit("Warning", reason, message)
         self._batch_finished(v.FAILED, self.tracker.summary(self._origin()) if self.tracker else None)
         if self.spec is not None:
@@ -569,29 +476,44 @@ class BatchReconciler:
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Cleanup after the stall failed: %s", exc)
 
+    async def _record_stall(self, reason: str, message: str) -> None:
+        """The Failed status with the stall's reason, until recorded or refused even bare
+        (``policy.keep_recording_stall``)."""
+        attempt = 0
+        while True:
+            try:
+                if attempt < policy.FULL_STALL_TRIES:
+                    await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
+                                             completion=time.time())
+                else:   # the full status may be what the API refuses: the bare verdict then
+                    await self.status.write_bare_failure(reason, message, iso_time(time.time()))
+                return
+            except Exception as exc:  # noqa: BLE001
+                if not policy.keep_recording_stall(attempt, exc):
+                    self.log.error("The API refused even the bare stall status (%s); the Event tells it", exc)
+                    return
+                self.log.warning("Could not record the stall (%s); trying again", exc)
+                await asyncio.sleep(policy.BACKOFF[min(attempt, len(policy.BACKOFF) - 1)])
+                attempt += 1
+
     async def _judge_finished_pods(self) -> None:
         """Before a stalled batch stops its Job: the episodes that already ended are judged from
         their logs (for at most ``Settings.stall_read_grace``), not given up. Whatever is still open after
         that is lost with the stall's reason (give_up_missing)."""
-        tracker = self.tracker
-        if tracker is not None:
-            for facts in tracker.take_reads():
-                task = asyncio.create_task(self._read_and_judge(facts))
-                self._reads.add(task)
-                task.add_done_callback(self._read_done)
+        if self.tracker is not None:
+            self._start_reads()
         if self._reads:
             await asyncio.wait(set(self._reads), timeout=self.ctx.settings.stall_read_grace)
         for task in self._reads:
             task.cancel()
 
-    async def _await_job_end(self, timeout: float = 30.0) -> None:
+    async def _await_job_end(self, timeout: float = JOB_END_WAIT) -> None:
         """Ready is declared as soon as every episode is final; the Job controller marks the Job
         finished a moment later. Wait for that (bounded) to record jobCompleteSeconds, before
         any cleanup deletes the Job."""
         tracker = self.tracker
-        # a stalled batch's Job was deleted, a stopped one's suspended: neither will complete
-        stopped = self.last_status.get("reason") in v.STALL_REASONS or self.last_status.get("phase") == v.STOPPED
-        if tracker is None or stopped or self._job_complete_seconds() is not None:
+        if (tracker is None or self._job_complete_seconds() is not None
+                or not lifecycle.job_will_complete(self.status.phase, self.last_status.get("reason"))):
             return
         deadline = time.monotonic() + timeout
         polled = time.monotonic()
@@ -603,10 +525,10 @@ class BatchReconciler:
                 pass
             if time.monotonic() - polled > 5:
                 polled = time.monotonic()
-                await self._poll_job()
+                await self.sandbox.poll_job(self.spec, tracker)
         if tracker.job and tracker.job.finished:
             await self._write_results(final=True)
-            await self._patch_status(self.last_status.get("phase", v.SUCCEEDED), force=True)
+            await self._patch_status(self.status.phase or v.SUCCEEDED, force=True)
             # the batch's end was counted before its Job's; its duration is observed now
             self.ctx.metrics.job_completed(self.ref.namespace, self.ref.name, self._job_complete_seconds())
 
@@ -618,17 +540,9 @@ class BatchReconciler:
             return
         self.spec = spec
         await self._await_job_end()
-        phase = self.last_status.get("phase")
-        if not self._sandbox_removed and removes_sandbox(spec.cleanup_sandbox, phase):
-            try:
-                if await sandbox.remove(self.storage, self.ref, self.log, self.ctx.settings.namespace_delete_timeout):
-                    self._sandbox_removed = True
-                    await self._patch_status(phase, force=True)
-            except KubeError as exc:
-                if policy.is_transient(exc):
-                    raise   # the error policy retries it
-                # The verdict stands and the TTL below still runs (its finalizer tries again).
-                self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"removing the sandbox was refused: {exc}")
+        phase = self.status.phase
+        if await self.sandbox.remove_after_finish(spec, phase):
+            await self._patch_status(phase, force=True)
         ttl = spec.ttl_seconds_after_finished
         if ttl is not None:
             finished = parse_time(self.last_status.get("completionTime")) or time.time()
@@ -642,6 +556,4 @@ class BatchReconciler:
         """The finalizer's work: remove every child of the batch; needs no spec. True when gone."""
         for task in self._reads:
             task.cancel()
-        return await sandbox.remove(self.storage, self.ref, self.log, timeout, finalizer=True)
-
-
+        return await self.sandbox.remove_for_finalizer(timeout)

@@ -62,30 +62,38 @@ class MemoryCluster:
         self.api = MemoryApi()
         self.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         self.settings = Settings(**{**FAST, **settings})
-        self.metrics = Metrics(CollectorRegistry())
+        self.prometheus = CollectorRegistry()
+        self.metrics = Metrics(self.prometheus)
         self.ctx: Context | None = None
         self.registry: Registry | None = None
         self.events: list[tuple[str, str, str]] = []   # (type, reason, message) the operator emitted
         self.log = logging.getLogger("memory-cluster")
 
     async def __aenter__(self) -> MemoryCluster:
-        loop = asyncio.get_running_loop()
         self.ctx = Context(api=self.api, metrics=self.metrics, settings=self.settings,
                            read_slots=asyncio.Semaphore(4))
-        self.registry = Registry(self.ctx)
-        self._watch("Pod", LoopInbox(loop, self.registry.pod_event), pod_facts)
-        self._watch("Job", LoopInbox(loop, self.registry.job_event), job_facts)
+        self.restart_operator()
+        for kind, extract in (("Pod", pod_facts), ("Job", job_facts)):
+            self.api.subscribe(kind, self._watch(kind, extract))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.sleep(0)
 
-    def _watch(self, kind: str, inbox: LoopInbox, extract) -> None:
+    def restart_operator(self) -> None:
+        """A new operator process: a new registry (no reconciler, no early event), its watches
+        routed to it; what it knows of a batch is what the API holds."""
+        loop = asyncio.get_running_loop()
+        self.registry = Registry(self.ctx)
+        self._inboxes = {"Pod": LoopInbox(loop, self.registry.pod_event),
+                         "Job": LoopInbox(loop, self.registry.job_event)}
+
+    def _watch(self, kind: str, extract):
         def on_event(event: str, obj: dict) -> None:
             batch_uid = (obj["metadata"].get("labels") or {}).get(LABEL_BATCH_UID)
             if batch_uid:
-                inbox.put(batch_uid, extract(obj), event == "DELETED")
-        self.api.subscribe(kind, on_event)
+                self._inboxes[kind].put(batch_uid, extract(obj), event == "DELETED")
+        return on_event
 
     # -- the batch ---------------------------------------------------------------------------
     def submit(self, spec: dict, name: str = "batch") -> dict:
@@ -105,6 +113,11 @@ class MemoryCluster:
 
     def emit(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
+
+    def counted(self, metric: str) -> float:
+        """The sum of a metric's samples over every label set (what a scrape would add up)."""
+        return sum(sample.value for family in self.prometheus.collect() for sample in family.samples
+                   if sample.name == metric)
 
     def reasons(self) -> list[str]:
         return [reason for _, reason, _ in self.events]

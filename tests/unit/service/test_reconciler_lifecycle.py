@@ -1,33 +1,334 @@
-"""service.reconciler: a batch's whole lifecycle against an API server in memory, in milliseconds."""
+"""service.reconciler: every transition of a batch's lifecycle, against an API server in memory.
+
+Each test plays the controllers' part (pods made, ended, the Job completed or deleted) and reads
+back what the operator did: the status (checked against the CRD's schema at every write), the
+results rows, the children that exist, the Events. A lifecycle runs in well under a second.
+"""
 import asyncio
 
 import pytest
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.kube.errors import Invalid, Unavailable
+from rolloutbatch.service import policy
+from tests.support import crd_schema
 from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "task": {"files": {"episode.py": "print('hi')"}}}
+STATUS_SCHEMA = crd_schema.openapi_schema()["properties"]["status"]
 
 
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, timeout=20))
-
-
-def test_a_batch_runs_to_succeeded_with_every_row():
-    async def scenario():
-        async with MemoryCluster() as cluster:
-            cluster.submit(SPEC)
-            rec = cluster.reconciler()
-            task = asyncio.create_task(rec.run())
-            await until(lambda: cluster.status().get("phase") == v.RUNNING)
-            cluster.start_pods(range(3))
-            for index in range(3):
-                cluster.end_pod(index, reward=1.0)
-            cluster.complete_job()
-            await asyncio.wait_for(task, 10)
+def run(scenario, **settings):
+    """Run ``scenario(cluster)`` on a fresh cluster in memory whose every status write is
+    checked against the CRD's schema; returns the cluster."""
+    async def main():
+        async with MemoryCluster(**settings) as cluster:
+            invalid = []
+            cluster.api.subscribe("RolloutBatch", lambda _, obj: invalid.extend(
+                crd_schema.errors(obj.get("status") or {}, STATUS_SCHEMA)))
+            await scenario(cluster)
+            assert invalid == [], invalid
             return cluster
-    cluster = run(scenario())
-    status = cluster.status()
-    assert status["phase"] == v.SUCCEEDED, status
-    assert [row["outcome"] for row in cluster.rows()] == [v.OUTCOME_SUCCEEDED] * 3
+    return asyncio.run(asyncio.wait_for(main(), timeout=30))
+
+
+async def start(cluster, spec=SPEC, name="batch"):
+    cluster.submit(spec, name)
+    task = asyncio.create_task(cluster.reconciler(name).run())
+    return task
+
+
+def namespaces(cluster):
+    return {ns["metadata"]["name"] for ns in cluster.api.list_objects("Namespace")}
+
+
+# --- the happy path and the verdicts ------------------------------------------------------------
+def test_pending_to_succeeded_with_every_row_and_the_sandbox_removed():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        sandbox = cluster.status()["sandboxNamespace"]
+        assert sandbox in namespaces(cluster)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index, reward=0.5)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert status["phase"] == v.SUCCEEDED and status["reason"] == v.REASON_SUCCEEDED
+        assert status["succeededEpisodes"] == 3
+        assert [row["outcome"] for row in cluster.rows()] == [v.OUTCOME_SUCCEEDED] * 3
+        assert [row["reward"] for row in cluster.rows()] == [0.5] * 3
+        # DeleteOnSuccess: the sandbox is gone, and the status no longer names it
+        assert sandbox not in namespaces(cluster) and "sandboxNamespace" not in status
+        assert status.get("jobCompleteSeconds") is not None
+        assert ["Provisioned", v.REASON_SUCCEEDED] == [r for r in cluster.reasons() if r in
+                                                       ("Provisioned", v.REASON_SUCCEEDED)]
+    run(scenario)
+
+
+def test_too_few_successes_fail_the_batch_and_keep_its_sandbox():
+    async def scenario(cluster):
+        task = await start(cluster, {**SPEC, "minSuccessfulEpisodes": 2})
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0, reward=1.0)
+        cluster.end_pod(1, reward=None, exit_code=1)
+        cluster.end_pod(2, reward=None, exit_code=1)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.REASON_TOO_FEW)
+        assert [row["outcome"] for row in cluster.rows()] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_FAILED,
+                                                             v.OUTCOME_FAILED]
+        assert status["sandboxNamespace"] in namespaces(cluster)   # kept for a look at the failure
+    run(scenario)
+
+
+# --- refused before anything is created ---------------------------------------------------------
+@pytest.mark.parametrize("spec, reason", [
+    ({"episodes": 0, "task": {"files": {"episode.py": "x"}}}, v.STALL_INVALID_SPEC),
+    ({**SPEC, "runtimeClassName": "absent"}, v.STALL_RUNTIME_CLASS),
+])
+def test_a_spec_refused_stalls_before_anything_is_created(spec, reason):
+    async def scenario(cluster):
+        before = namespaces(cluster)
+        task = await start(cluster, spec)
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, reason)
+        assert namespaces(cluster) == before and cluster.api.list_objects("Job") == []
+        assert "sandboxNamespace" not in status
+        assert reason in cluster.reasons()
+    run(scenario)
+
+
+# --- a restart mid-way --------------------------------------------------------------------------
+def test_a_restart_mid_batch_adopts_the_job_and_restores_rows_without_counting_twice():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        job_uid = cluster.job()["metadata"]["uid"]
+        cluster.start_pods(range(3))
+        cluster.end_pod(0, reward=1.0)
+        cluster.end_pod(1, reward=0.0)
+        await until(lambda: cluster.status().get("progress") == "2/3")
+        task.cancel()   # the operator dies
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for pod in cluster.api.list_objects("Pod")[:2]:   # PodGC: the two ended pods are gone
+            cluster.api.delete(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}",
+                               "podgc")
+        # A new operator process: a new registry; the batch's status is all it knows.
+        cluster.restart_operator()
+        task = asyncio.create_task(cluster.reconciler().run())
+        await asyncio.sleep(0.1)
+        cluster.end_pod(2, reward=1.0)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert status["phase"] == v.SUCCEEDED and status["jobUID"] == job_uid
+        assert [row["reward"] for row in cluster.rows()] == [1.0, 0.0, 1.0]
+        assert status["progress"] == "3/3" and status["succeededEpisodes"] == 3
+        assert cluster.reasons().count("Provisioned") == 1   # adopted, never provisioned again
+        assert cluster.counted("rolloutbatch_episodes_total") == 3   # restored rows are not counted again
+    run(scenario)
+
+
+# --- stalls while running -----------------------------------------------------------------------
+def test_a_job_deleted_mid_batch_stalls_never_recreates_it_and_keeps_what_ended():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0, reward=1.0)
+        await until(lambda: cluster.status().get("progress") == "1/3")
+        job = cluster.job()
+        cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/"
+                           f"{job['metadata']['name']}", "kubectl")
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_SANDBOX_DELETED)
+        assert cluster.job() is None   # never recreated: it would run every episode again
+        rows = cluster.rows()
+        assert [row["outcome"] for row in rows] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_LOST, v.OUTCOME_LOST]
+        assert {row["reason"] for row in rows[1:]} == {v.EP_BATCH_STALLED}
+    run(scenario)
+
+
+def test_a_job_that_makes_no_pod_stalls_with_the_controllers_words():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        job = cluster.job()
+        cluster.api.put({"apiVersion": "v1", "kind": "Event", "metadata": {
+            "name": "job.1", "namespace": job["metadata"]["namespace"]}, "reason": "FailedCreate",
+            "message": "pods is forbidden: exceeded quota", "involvedObject": {"uid": job["metadata"]["uid"]}})
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_PODS_NOT_CREATED)
+        assert "exceeded quota" in status["message"]
+    run(scenario)
+
+
+def test_an_image_the_node_cannot_run_stalls_the_batch():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        for pod in cluster.start_pods(range(3)):
+            cluster.api.merge_patch(
+                f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
+                {"status": {"containerStatuses": [{"name": naming.CONTAINER_NAME, "state": {"waiting": {
+                    "reason": "ErrImagePull", "message": "not found"}}}]}}, "kubelet")
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_IMAGE)
+        assert {row["reason"] for row in cluster.rows()} == {v.EP_IMAGE_PULL}
+    run(scenario)
+
+
+def test_pods_no_node_can_hold_stall_while_a_busy_cluster_only_waits():
+    async def scenario(cluster):
+        cluster.api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                         "status": {"allocatable": {"cpu": "50m", "memory": "1Gi", "pods": "10"}}})
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        for pod in cluster.start_pods(range(3)):
+            cluster.api.merge_patch(
+                f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
+                {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                            "message": "0/1 nodes are available: 1 Insufficient cpu."}]}},
+                "scheduler")
+        await until(lambda: cluster.status().get("reason") == v.EVENT_UNSCHEDULABLE)
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_UNSCHEDULABLE)
+        assert "Insufficient cpu" in status["message"] and "cpu 100m" in status["message"]
+    run(scenario)
+
+
+def test_episodes_the_job_ended_without_are_given_up_after_the_collect_grace():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0)
+        cluster.end_pod(1)
+        cluster.complete_job(failed=True, reason="BackoffLimitExceeded")   # index 2 never reported
+        await asyncio.wait_for(task, 10)
+        rows = cluster.rows()
+        assert [row["outcome"] for row in rows][:2] == [v.OUTCOME_SUCCEEDED] * 2
+        assert rows[2]["outcome"] in (v.OUTCOME_LOST, v.OUTCOME_FAILED)
+        assert cluster.status()["progress"] == "3/3"
+    run(scenario)
+
+
+# --- spec.stop ----------------------------------------------------------------------------------
+def _stop(cluster, name="batch"):
+    cluster.api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NAMESPACE}/rolloutbatches/{name}",
+                            {"spec": {"stop": True}}, "kubectl")
+    cluster.reconciler(name)   # kopf hands the daemon's reconciler the new body
+
+
+def test_a_stop_mid_batch_suspends_the_job_and_keeps_what_finished():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0)
+        await until(lambda: cluster.status().get("progress") == "1/3")
+        _stop(cluster)
+        await until(lambda: (cluster.job()["spec"] or {}).get("suspend") is True)
+        for pod in cluster.api.list_objects("Pod")[1:]:   # the Job controller deletes the active pods
+            cluster.api.delete(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}",
+                               "job controller")
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.STOPPED, v.REASON_STOPPED)
+        assert [row["outcome"] for row in cluster.rows()] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_STOPPED,
+                                                             v.OUTCOME_STOPPED]
+        assert status["observedGeneration"] == cluster.batch()["metadata"]["generation"]
+    run(scenario)
+
+
+def test_a_stop_before_the_batch_ran_creates_nothing():
+    async def scenario(cluster):
+        cluster.submit({**SPEC, "stop": True})
+        before = namespaces(cluster)
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        assert status["phase"] == v.STOPPED
+        assert namespaces(cluster) == before and cluster.job() is None
+        assert {row["outcome"] for row in cluster.rows()} == {v.OUTCOME_STOPPED}
+    run(scenario)
+
+
+# --- the API failing ----------------------------------------------------------------------------
+def test_transient_api_errors_are_retried_and_the_batch_still_succeeds():
+    async def scenario(cluster):
+        cluster.api.fail("PATCH", "RolloutBatch", Unavailable("etcd leader changed", status=503), times=2)
+        cluster.api.fail("POST", "Job", Unavailable("timeout", status=504))
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 15)
+        assert cluster.status()["phase"] == v.SUCCEEDED
+        assert len(cluster.api.list_objects("Job")) <= 1 and len(cluster.rows()) == 3
+    run(scenario)
+
+
+def test_a_status_the_api_refuses_ends_the_batch_with_the_bare_verdict(monkeypatch):
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+    reconcilers = []
+
+    async def scenario(cluster):
+        task = await start(cluster)
+        reconcilers.append(cluster.reconciler())
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        job = cluster.job()
+        # the full Failed status is refused each time it is tried; the bare verdict passes
+        cluster.api.fail("PATCH", "RolloutBatch", Invalid("status.rewardSum: Invalid value", status=422),
+                         times=policy.FULL_STALL_TRIES, when=lambda path: path.endswith("/status"))
+        cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/"
+                           f"{job['metadata']['name']}", "kubectl")
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_SANDBOX_DELETED)
+        assert status["progress"] == "0/3"   # the bare verdict carries no summary
+        # what the reconciler believes it wrote is what the API holds
+        assert reconcilers[0].last_status["reason"] == v.STALL_SANDBOX_DELETED
+        assert {c["type"]: c["status"] for c in status["conditions"]}[v.CONDITION_STALLED] == v.CONDITION_TRUE
+    run(scenario)
+
+
+# --- deletion -----------------------------------------------------------------------------------
+def test_deleting_a_running_batch_removes_its_sandbox():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        sandbox = cluster.status()["sandboxNamespace"]
+        cluster.start_pods(range(3))
+        task.cancel()   # kopf stops the daemon, then runs the deletion handler
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await cluster.reconciler().delete_sandbox(timeout=2.0)
+        assert sandbox not in namespaces(cluster)
+        assert cluster.api.list_objects("Pod") == [] and cluster.job() is None
+    run(scenario)
+
+
+def test_ttl_seconds_after_finished_deletes_the_batch():
+    async def scenario(cluster):
+        task = await start(cluster, {**SPEC, "cleanup": {"ttlSecondsAfterFinished": 0}})
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert cluster.batch() is None
+    run(scenario)

@@ -1,0 +1,184 @@
+"""A batch's sandbox from creation to removal: provision or adopt it, watch its Job, remove it.
+
+The sandbox is what a batch creates (``core.children``: namespace, policies, task ConfigMaps, the
+Job). This class holds what is known of it (made, removed, its Job gone) and does the API work
+on it; when to do what is the reconciler's, by ``core.lifecycle``. The facts it keeps survive a
+restart through the batch's status: ``sandboxNamespace`` is written once creation began, and
+``jobUID`` names the one Job that is the batch's (a namesake made since is not it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_requests
+from rolloutbatch.core.children import adoptable, removes_sandbox
+from rolloutbatch.core.k8s_rules import format_quantity
+from rolloutbatch.core.model import BatchRef, BatchSpec
+from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.faults import crash_point
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import KubeError
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import egress_checks, policy, provisioning, sandbox
+from rolloutbatch.service.context import Settings, owner_of_batch
+
+Emit = Callable[[str, str, str], None]
+MAX_DELETED_JOBS = 100   # uids of deleted namesakes kept: anyone may create and delete Jobs of its name
+
+
+class SandboxLifecycle:
+    """The sandbox of one batch (see the module docstring)."""
+
+    def __init__(self, storage: Storage, ref: BatchRef, settings: Settings, recorded: Mapping, emit: Emit,
+                 log: logging.Logger) -> None:
+        self.storage, self.ref, self.settings, self.emit, self.log = storage, ref, settings, emit, log
+        # Named in the status only once creating it began (a batch refused first never had one).
+        self.created = bool(recorded.get("sandboxNamespace"))
+        # A terminal batch without sandboxNamespace had its sandbox removed by the cleanup policy.
+        self.removed = recorded.get("phase") in v.TERMINAL_PHASES and not recorded.get("sandboxNamespace")
+        self.recorded_job_uid: str | None = recorded.get("jobUID") or None
+        self.job_deleted = False                  # by someone else, mid-batch (or its name taken since)
+        self._deleted_job_uids: set[str] = set()  # Jobs named ours whose deletion was seen
+        self.overhead: dict | None = None         # the RuntimeClass's pod overhead
+        self.provisioned_at = time.monotonic()
+
+    # -- what is known of it ---------------------------------------------------------------
+    def namespace(self, spec: BatchSpec | None) -> str | None:
+        """The sandbox namespace while it exists (what the status names)."""
+        return naming.child_namespace(self.ref, spec) if spec and self.created and not self.removed else None
+
+    def job_deleted_event(self, job: JobFacts) -> None:
+        """A watch saw a Job of the batch's name deleted: the batch's own only if it is its Job."""
+        if job.name == naming.job_name(self.ref) and len(self._deleted_job_uids) < MAX_DELETED_JOBS:
+            self._deleted_job_uids.add(job.uid)
+
+    def job_gone(self, tracker: BatchTracker) -> bool:
+        return self.job_deleted or tracker.job_uid in self._deleted_job_uids
+
+    def job_gone_message(self) -> str:
+        return (f"the Job {naming.job_name(self.ref)} (or its namespace) was deleted before every episode "
+                "ended; the operator does not run episodes twice: recreate the batch")
+
+    # -- making it -------------------------------------------------------------------------
+    async def provision(self, spec: BatchSpec, tracker: BatchTracker) -> list[str]:
+        """Check, then create or adopt every child; the tracker learns its Job. Returns the
+        declared egress peers that select no pod (a warning, never a failure)."""
+        owner = owner_of_batch(self.ref)
+        dns = self.settings.dns_cidrs
+        self.overhead = await provisioning.check(self.storage, self.ref, spec, owner, dns,
+                                                 service_cidrs=self.settings.service_cidrs, logger=self.log)
+        empty = await egress_checks.empty_peers(self.storage, self.ref, spec, self.log) if spec.egress else []
+        self.created = True
+        shared = spec.isolation_namespace == v.ISOLATION_SHARED
+
+        async def create(obj: dict) -> dict:
+            live = await self.storage.create_or_adopt(
+                obj, self.ref.uid,
+                lambda existing, desired: adoptable(existing, desired, shared=shared, job_uid=self.recorded_job_uid))
+            crash_point(f"provision:{obj['kind']}")
+            return live
+
+        facts = job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead, dns))
+        if self.recorded_job_uid and facts.uid != self.recorded_job_uid:
+            # Ours was created (the status names it) and is gone; a namesake is not it.
+            raise Stalled(v.STALL_SANDBOX_DELETED, self.job_gone_message())
+        tracker.expect_job(facts.uid)
+        tracker.observe_job(facts, time.time())
+        self.provisioned_at = time.monotonic()
+        return empty
+
+    async def adopt(self, spec: BatchSpec, tracker: BatchTracker) -> None:
+        """Provisioned by an earlier run: its Job and pods, read once; never recreated."""
+        self.created = True
+        await self.poll_job(spec, tracker)
+        if self.job_deleted:
+            raise Stalled(v.STALL_SANDBOX_DELETED, self.job_gone_message())
+        await self.resync_pods(spec, tracker)
+        self.provisioned_at = time.monotonic()
+
+    async def poll_job(self, spec: BatchSpec, tracker: BatchTracker) -> None:
+        """Read the batch's Job. The first read after a restart learns its uid: the one the
+        status recorded when the operator created it (a namesake made since is not it)."""
+        job = await self.storage.get("Job", naming.job_name(self.ref), naming.child_namespace(self.ref, spec))
+        if job is None:
+            self.job_deleted = True
+            return
+        facts = job_facts(job)
+        if tracker.job_uid is None:
+            recorded = self.recorded_job_uid
+            if recorded and facts.uid != recorded or not recorded and not resources.owned_by(job, self.ref.uid):
+                self.job_deleted = True
+                return
+            tracker.expect_job(facts.uid)
+        if facts.uid != tracker.job_uid:
+            self.job_deleted = True   # ours is gone: its name was taken since
+            return
+        tracker.observe_job(facts, time.time())
+
+    async def resync_pods(self, spec: BatchSpec, tracker: BatchTracker) -> None:
+        """After a restart: the batch's pods listed once from its own namespace. Events that came
+        before the reconciler existed were kept by the registry only up to a bound (anyone can
+        label pods with a batch's uid, and a flood of them must not push the batch's out)."""
+        for pod in await self.storage.list_pods(naming.child_namespace(self.ref, spec), naming.label_selector(self.ref)):
+            tracker.observe_pod(pod_facts(pod))
+
+    # -- why it is stuck ---------------------------------------------------------------------
+    async def pods_not_created_message(self, spec: BatchSpec, job: JobFacts) -> str:
+        """Why the Job controller created no pod, from its FailedCreate events when readable."""
+        base = (f"no episode pod was created within {self.settings.pod_create_grace:g}s of the Job "
+                f"{naming.job_name(self.ref)}")
+        try:
+            events = await self.storage.events_of(naming.child_namespace(self.ref, spec), job.uid)
+        except KubeError:
+            return base
+        failed = [e.get("message") or "" for e in events if e.get("reason") == "FailedCreate"]
+        return f"{base}: {failed[-1]}"[:1000] if failed else base
+
+    async def never_fits(self, spec: BatchSpec) -> bool:
+        """No node could hold one episode pod even empty. Unknown (nodes unreadable): False, since
+        a batch must not be ended on a guess; a busy cluster only delays it."""
+        try:
+            allocatables = await self.storage.node_allocatables()
+        except KubeError as exc:
+            self.log.warning("Cannot read the nodes' allocatable resources (%s): waiting for room", exc)
+            return False
+        return bool(allocatables) and not fits_an_empty_node(scheduling_requests(spec, self.overhead), allocatables)
+
+    def requests_text(self, spec: BatchSpec) -> str:
+        requests = scheduling_requests(spec, self.overhead)
+        return ", ".join(f"{name} {format_quantity(amount)}" for name, amount in sorted(requests.items())) or "none"
+
+    # -- removing it -------------------------------------------------------------------------
+    async def remove_after_finish(self, spec: BatchSpec, phase: str | None) -> bool:
+        """The cleanup policy, once the batch ended. True when this call removed the sandbox."""
+        if self.removed or not removes_sandbox(spec.cleanup_sandbox, phase):
+            return False
+        try:
+            if await sandbox.remove(self.storage, self.ref, self.log, self.settings.namespace_delete_timeout):
+                self.removed = True
+                return True
+        except KubeError as exc:
+            if policy.is_transient(exc):
+                raise   # the error policy retries it
+            # The verdict stands and the TTL still runs (the finalizer tries again).
+            self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"removing the sandbox was refused: {exc}")
+        return False
+
+    async def remove_for_finalizer(self, timeout: float) -> bool:
+        """The finalizer's work: every child of the batch; needs no spec. True when gone."""
+        return await sandbox.remove(self.storage, self.ref, self.log, timeout, finalizer=True)
+
+    async def stop_job(self, spec: BatchSpec) -> None:
+        """A stalled batch's Job, deleted with its pods (foreground), best effort."""
+        try:
+            await self.storage.delete_owned("Job", naming.job_name(self.ref), naming.child_namespace(self.ref, spec),
+                                            self.ref.uid, propagation="Foreground")
+        except Exception as exc:  # noqa: BLE001 - best effort: the stall must still be reported
+            self.log.warning("Could not stop the Job: %s", exc)
+
