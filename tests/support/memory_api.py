@@ -21,7 +21,8 @@ over a dict of objects, with the rules of the real one that the operator relies 
 
 A watch is :meth:`subscribe`: a callback sees every change to an object of a kind, as a
 ``(type, object)`` pair. Faults are injected with :meth:`fail` (the next matching calls raise the
-error the real client maps that HTTP status to).
+error the real client maps that HTTP status to); a writer racing the caller with
+:meth:`meanwhile` (its writes land just before the next matching call).
 """
 from __future__ import annotations
 
@@ -155,6 +156,7 @@ class MemoryApi:
         self.gc_delay = gc_delay
         self._versions = itertools.count(1)
         self._faults: list[tuple[str, str | None, Callable[[str], bool], Exception, list[int]]] = []
+        self._races: list[tuple[str, str | None, Callable[[str], bool], Callable[[], Any]]] = []
         self._subscribers: dict[str, list[Callable[[str, dict], None]]] = {}
         self._lock = threading.RLock()   # Storage runs each call in a worker thread
 
@@ -191,6 +193,12 @@ class MemoryApi:
         """The next ``times`` calls of ``method`` (GET, POST, PUT, PATCH, DELETE) on ``kind``
         (None: any) whose path passes ``when`` raise ``error``."""
         self._faults.append((method, _plural_of(kind) if kind else None, when, error, [times]))
+
+    def meanwhile(self, method: str, kind: str | None, action: Callable[[], Any], *,
+                  when: Callable[[str], bool] = lambda path: True) -> None:
+        """Run ``action()`` (someone else's writes) just before the next call of ``method`` on
+        ``kind`` whose path passes ``when`` is served: a race the caller loses."""
+        self._races.append((method, _plural_of(kind) if kind else None, when, action))
 
     def collect_garbage(self) -> None:
         """Remove what the garbage collector and the namespace controller would by now."""
@@ -319,11 +327,16 @@ class MemoryApi:
                               for plural in served]}
 
     def _route(self, method: str, path: str, what: str) -> tuple[str, str | None, str | None, str | None]:
-        self.calls.append((method, path))
         match = _PATH.match(path)
         if not match or match["plural"] not in KINDS:
             raise AssertionError(f"MemoryApi does not serve {method} {path}")
         plural = match["plural"]
+        for race in list(self._races):
+            r_method, r_plural, when, action = race
+            if r_method == method and r_plural in (None, plural) and when(path):
+                self._races.remove(race)
+                action()   # its own calls are recorded before this one: they were served first
+        self.calls.append((method, path))
         if plural == "namespaces" and match["ns"] is None and match["name"]:
             ns, name = None, match["name"]
         else:

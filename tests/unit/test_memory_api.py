@@ -233,3 +233,13 @@ def test_a_namespace_is_labelled_with_its_name_for_good(api):
     path = resources.object_path("Namespace", "models")
     api.merge_patch(path, {"metadata": {"labels": {"kubernetes.io/metadata.name": None, "team": None}}}, "patch")
     assert api.get_object("Namespace", "models")["metadata"]["labels"] == {"kubernetes.io/metadata.name": "models"}
+
+
+def test_a_racing_writer_lands_just_before_the_matching_call(api):
+    first = api.put(configmap("a"))
+    api.meanwhile("PUT", "ConfigMap", lambda: api.merge_patch(cm_path("a"), {"data": {"k": "theirs"}}, "them"))
+    with pytest.raises(Conflict):
+        api.replace(cm_path("a"), {**first, "data": {"k": "mine"}}, "replace")
+    assert api.get_object("ConfigMap", "a", NS)["data"] == {"k": "theirs"}
+    assert api.calls[-2:] == [("PATCH", cm_path("a")), ("PUT", cm_path("a"))]
+    api.replace(cm_path("a"), {**api.get_object("ConfigMap", "a", NS), "data": {"k": "mine"}}, "replace")   # once
