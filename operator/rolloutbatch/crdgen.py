@@ -62,7 +62,8 @@ def default_path() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=default_path(), help="the CRD file (default: crds/%(default)s)")
     ap.add_argument("--check", action="store_true", help="fail if the file differs; write nothing")
     args = ap.parse_args(argv)

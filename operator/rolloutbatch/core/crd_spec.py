@@ -20,7 +20,8 @@ from rolloutbatch.core import crd_sandbox
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.crd_sandbox import listing
-from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, INPUTS_OPT_IN, LABEL_EPISODE_ENV, LABEL_INPUTS
+from rolloutbatch.core.naming import (EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, INPUTS_OPT_IN, LABEL_EPISODE_ENV,
+                                      LABEL_INPUTS)
 from rolloutbatch.core.openapi import Schema, array, boolean, integer, obj, quantity, rule, string
 
 # The one field of the spec a user may change after creation, and only to true: stopping is
