@@ -126,6 +126,15 @@ load-image: venv ## load your own image archive into the real nodes: make load-i
 	  test -S "$$sock" || { echo "no real node is up (DEVCLUSTER_RUNTIME=containerd make cluster)"; exit 1; }; \
 	  $(PY) -m devcluster.images load-image --address $$sock $(IMAGE) $(TAR) || exit 1; done
 
+# --- generated files ----------------------------------------------------------------------------
+# Written from code and committed; unit tests fail when a committed copy drifts from its generator
+# (tests/unit/test_crdgen.py, test_dashboard.py, test_examples.py).
+.PHONY: generate
+generate: venv ## regenerate the committed files: the CRD (crds/), the Grafana dashboard, the examples
+	$(PY) -m rolloutbatch.crdgen
+	$(PY) -m rolloutbatch.dashboard
+	$(PY) examples/render.py
+
 # --- the devcluster -----------------------------------------------------------------------------
 # What runs the nodes: the node agent (default, for now) or DEVCLUSTER_RUNTIME=containerd for
 # real ones (kubelet + containerd, runc and gVisor; docs/real-node.md).

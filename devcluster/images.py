@@ -63,7 +63,7 @@ MIRRORS = ("deb http://deb.debian.org/debian bookworm main",
            "deb http://deb.debian.org/debian bookworm-updates main",
            "deb http://deb.debian.org/debian-security bookworm-security main")
 PYTHON_PACKAGES = ("python3", "python3-pip", "python3-venv", "ca-certificates", "usr-is-merged")
-# What examples/tests/manifests name (python:3.12-alpine is operator/core/spec.py's default), plus
+# What examples/tests/manifests name (python:3.12-alpine is operator/rolloutbatch/core/defaults.py's IMAGE), plus
 # the Dockerfile's default base.
 PYTHON_NAMES = ("python:3", "python:3.11", "python:3.11-slim-bookworm", "python:3.11.11-slim-bookworm",
                 "python:3.12", "python:3.12-alpine", "python:3.12-slim")

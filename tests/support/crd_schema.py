@@ -22,6 +22,7 @@ an unknown keyword or extension raises, so a new one cannot be silently ignored:
 """
 from __future__ import annotations
 
+import copy
 import pathlib
 import re
 from collections.abc import Iterator
@@ -177,3 +178,24 @@ def defaults(node: dict, path: str = "") -> Iterator[tuple[str, Any]]:
     for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
         if isinstance(node.get(key), dict):
             yield from defaults(node[key], f"{path}{suffix}")
+
+
+def apply_defaults(value: Any, node: dict) -> Any:
+    """``value`` as the API server stores it: every absent field with a ``default:`` gets it (a
+    copy), in objects that are present, recursively (a defaulted ``{}`` gets its fields' defaults
+    in turn), as structural-schema defaulting does. The input is not changed."""
+    if isinstance(value, dict):
+        out = dict(value)
+        for name, sub in (node.get("properties") or {}).items():
+            if name not in out and "default" in sub:
+                out[name] = copy.deepcopy(sub["default"])
+            if name in out:
+                out[name] = apply_defaults(out[name], sub)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            for name in set(out) - set(node.get("properties") or {}):
+                out[name] = apply_defaults(out[name], extra)
+        return out
+    if isinstance(value, list) and isinstance(node.get("items"), dict):
+        return [apply_defaults(item, node["items"]) for item in value]
+    return value

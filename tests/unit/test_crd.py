@@ -49,21 +49,69 @@ def test_printer_columns_do_not_repeat_kubectls_namespace():
     assert sandbox["jsonPath"] == ".status.sandboxNamespace" and sandbox.get("priority") == 1
 
 
-def test_groups_and_inputs_from_match_the_operators_bounds():
-    from rolloutbatch.core import spec as core_spec
-
+def test_groups_and_inputs_from_rules():
     spec = SCHEMA["properties"]["spec"]
-    props = spec["properties"]
-    assert set(props) == core_spec.SPEC_FIELDS
-    k = props["samplesPerInput"]
-    assert (k["minimum"], k["maximum"], k["default"]) == (1, core_spec.MAX_SAMPLES_PER_INPUT, 1)
-    ref = props["inputsFrom"]
-    assert set(ref["required"]) == {"configMaps", "count"}
-    assert ref["properties"]["configMaps"]["maxItems"] == core_spec.MAX_INPUT_CONFIGMAPS
-    assert ref["properties"]["count"]["maximum"] == core_spec.MAX_EPISODES
+    assert set(spec["properties"]["inputsFrom"]["required"]) == {"configMaps", "count"}
     rules = " ".join(r["rule"] for r in spec["x-kubernetes-validations"])
     assert "self.episodes % self.samplesPerInput == 0" in rules
     assert "self.inputsFrom.count * " in rules and "size(self.inputs) * " in rules
+
+
+# The CRD and parse_spec read their bounds from core.defaults; these cases show both apply them
+# to the same fields, at the same edge. Each is (spec, whether both accept it); CEL relations
+# (timeout <= deadline, count x k = episodes, ...) are kept, jsonschema does not evaluate them.
+F = {"files": {"e.py": "x"}}
+BIG = {"episodeTimeoutSeconds": 1, "activeDeadlineSeconds": 2592000}
+EDGES = {
+    "episodes max": ({"episodes": 100000, "task": F}, True),
+    "episodes past max": ({"episodes": 100001, "task": F}, False),
+    "episodes zero": ({"episodes": 0, "task": F}, False),
+    "samplesPerInput max": ({"episodes": 1024, "samplesPerInput": 1024, "task": F}, True),
+    "samplesPerInput past max": ({"episodes": 1025, "samplesPerInput": 1025, "task": F}, False),
+    "timeout max": ({"episodes": 1, "episodeTimeoutSeconds": 604800, "activeDeadlineSeconds": 604800, "task": F},
+                    True),
+    "timeout past max": ({"episodes": 1, "episodeTimeoutSeconds": 604801, "activeDeadlineSeconds": 604801,
+                          "task": F}, False),
+    "deadline max": ({"episodes": 1, **BIG, "task": F}, True),
+    "deadline past max": ({"episodes": 1, "activeDeadlineSeconds": 2592001, "task": F}, False),
+    "retries max": ({"episodes": 1, "retries": {"infrastructure": 10}, "task": F}, True),
+    "retries past max": ({"episodes": 1, "retries": {"infrastructure": 11}, "task": F}, False),
+    "verifier timeout max": ({"episodes": 1, **BIG, "verifier": {"timeoutSeconds": 604800}, "task": F}, True),
+    "verifier timeout past max": ({"episodes": 1, **BIG, "verifier": {"timeoutSeconds": 604801}, "task": F}, False),
+    "inputsFrom count max": ({"episodes": 100000, "inputsFrom": {"configMaps": ["a"], "count": 100000}, "task": F},
+                             True),
+    "inputsFrom 64 ConfigMaps": ({"episodes": 1, "inputsFrom": {"configMaps": [f"c{i}" for i in range(64)],
+                                                                  "count": 1}, "task": F}, True),
+    "inputsFrom 65 ConfigMaps": ({"episodes": 1, "inputsFrom": {"configMaps": [f"c{i}" for i in range(65)],
+                                                                  "count": 1}, "task": F}, False),
+    "64 tolerations": ({"episodes": 1, "podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"}
+                                                                        for i in range(64)]}, "task": F}, True),
+    "65 tolerations": ({"episodes": 1, "podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"}
+                                                                        for i in range(65)]}, "task": F}, False),
+    "image max": ({"episodes": 1, "image": "i" * 512, "task": F}, True),
+    "image past max": ({"episodes": 1, "image": "i" * 513, "task": F}, False),
+    "env name max": ({"episodes": 1, "env": [{"name": "N" * 256}], "task": F}, True),
+    "env name past max": ({"episodes": 1, "env": [{"name": "N" * 257}], "task": F}, False),
+    "mountPath max": ({"episodes": 1, "task": {**F, "mountPath": "/" + "t" * 1023}}, True),
+    "mountPath past max": ({"episodes": 1, "task": {**F, "mountPath": "/" + "t" * 1024}}, False),
+    "ttl negative": ({"episodes": 1, "cleanup": {"ttlSecondsAfterFinished": -1}, "task": F}, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_the_crd_and_parse_spec_share_each_bound(name):
+    from rolloutbatch.core.model import SpecError
+    from rolloutbatch.core.spec import parse_spec
+    from tests.support.crd_schema import errors
+
+    raw, accepted = EDGES[name]
+    assert (errors(raw, SCHEMA["properties"]["spec"]) == []) == accepted
+    try:
+        parse_spec(raw)
+    except SpecError:
+        assert not accepted
+    else:
+        assert accepted
 
 
 def test_reserved_env_names_are_the_operators():

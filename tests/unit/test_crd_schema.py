@@ -16,7 +16,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core import spec as core_spec
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
@@ -300,25 +299,10 @@ def test_what_only_cel_refuses_passes_the_schema_and_parse_spec_refuses_it(rule)
         parse_spec(raw)
 
 
-# --- defaults: defined once, in core.spec ----------------------------------------------------
-# CRD default path -> the core's value. None: core.spec has no constant for it yet (its literal
-# default sits inside parse_spec); those are checked against parse_spec's behaviour below.
-CORE_DEFAULTS = {
-    "spec.image": core_spec.DEFAULT_IMAGE,
-    "spec.resources": core_spec.DEFAULT_RESOURCES,
-    "spec.isolation.namespace": core_spec.ISOLATION_NAMESPACE[0],
-    "spec.isolation.network": core_spec.ISOLATION_NETWORK[0],
-    "spec.cleanup.sandbox": core_spec.CLEANUP_SANDBOX[0],
-    "spec.cleanup.results": core_spec.CLEANUP_RESULTS[0],
-    "spec.task.mountPath": None,
-    "spec.samplesPerInput": None,
-    "spec.workspace.mountPath": None,
-    "spec.workspace.sizeLimit": None,
-    "spec.episodeTimeoutSeconds": None,
-    "spec.activeDeadlineSeconds": None,
-    "spec.retries.infrastructure": None,
-    "spec.isolation.resourceQuota": None,
-}
+# --- defaults: defined once (core.defaults), applied alike by the API server and parse_spec ------
+# Objects stored before a CRD upgrade reach the operator undefaulted: parse_spec must read a spec
+# the same with and without the API server's defaults.
+CRD_DEFAULTS = dict(crd_schema.defaults(SCHEMA))
 # Objects defaulted to {} so that the API server applies the defaults of their fields.
 EMPTY_OBJECT_DEFAULTS = {"spec.workspace", "spec.retries", "spec.isolation", "spec.cleanup", "spec.podTemplate"}
 # What parse_spec makes of a spec without the field, per CRD default path.
@@ -335,27 +319,84 @@ PARSED = {
     "spec.retries.infrastructure": lambda s: s.infrastructure_retries,
     "spec.isolation.resourceQuota": lambda s: s.sandbox_quota,
 }
-CRD_DEFAULTS = dict(crd_schema.defaults(SCHEMA))
 
 
-def test_every_crd_default_is_classified():
-    assert set(CRD_DEFAULTS) == set(CORE_DEFAULTS) | EMPTY_OBJECT_DEFAULTS
+def test_every_crd_default_is_read_by_parse_spec():
+    # A default added to the CRD needs its line in PARSED (and parse_spec must apply it).
+    assert set(CRD_DEFAULTS) == set(PARSED) | EMPTY_OBJECT_DEFAULTS
     assert all(CRD_DEFAULTS[path] == {} for path in EMPTY_OBJECT_DEFAULTS)
-
-
-@pytest.mark.parametrize("path", sorted(p for p, value in CORE_DEFAULTS.items() if value is not None))
-def test_the_crd_defaults_are_the_core_constants(path):
-    assert CRD_DEFAULTS[path] == CORE_DEFAULTS[path]
 
 
 @pytest.mark.parametrize("path", sorted(PARSED))
 def test_parse_spec_defaults_as_the_crd_does(path):
-    # Objects stored before a CRD upgrade reach the operator undefaulted: it must agree.
     assert PARSED[path](parse_spec(MINIMAL)) == CRD_DEFAULTS[path]
 
 
-def test_the_sdk_defaults_to_the_core_image():
-    assert Task(files={}, command=["x"]).image == core_spec.DEFAULT_IMAGE
+def _outcome(raw: dict):
+    try:
+        return parse_spec(raw)
+    except SpecError as exc:
+        return f"SpecError: {exc}"
+
+
+def _some(**fields):
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+# Specs that leave out any subset of the defaulted fields (and give others values of their own).
+UNDEFAULTED = st.fixed_dictionaries({
+    "episodes": st.just(3),
+    "task": st.fixed_dictionaries({"files": st.just({"e.py": "x"})},
+                                  optional={"mountPath": st.sampled_from(["/t", "/task"])}),
+}, optional={
+    "image": st.sampled_from(["python:3.11", "registry.example/agent:1"]),
+    "resources": st.sampled_from([{}, {"requests": {"cpu": "1"}}, {"limits": {"memory": "1Gi"}},
+                                  {"requests": {"cpu": 1}, "limits": {"cpu": "2"}}]),
+    "samplesPerInput": st.sampled_from([1, 3]),
+    "episodeTimeoutSeconds": st.integers(1, 4000),
+    "activeDeadlineSeconds": st.integers(3000, 7200),
+    "workspace": _some(mountPath=st.sampled_from(["/ws", "/workspace"]), sizeLimit=st.sampled_from(["2Gi", 1024])),
+    "retries": _some(infrastructure=st.integers(0, 10)),
+    "isolation": _some(namespace=st.sampled_from(v.ISOLATION_MODES), network=st.sampled_from(v.NETWORK_MODES),
+                       resourceQuota=st.booleans()),
+    "cleanup": _some(sandbox=st.sampled_from(v.CLEANUP_POLICIES), results=st.sampled_from(v.RESULTS_POLICIES),
+                     ttlSecondsAfterFinished=st.integers(0, 100)),
+    "podTemplate": _some(nodeSelector=st.just({"pool": "rl"})),
+    "verifier": _some(files=st.just({"verify.py": "x"}), mountPath=st.sampled_from(["/v", "/verifier"]),
+                      timeoutSeconds=st.integers(1, 400)),
+})
+
+
+@FAST
+@given(UNDEFAULTED)
+def test_parse_spec_reads_a_spec_as_the_api_server_defaults_it(raw):
+    defaulted = crd_schema.apply_defaults(raw, SPEC)
+    assert crd_schema.errors(raw, SPEC) == [] and crd_schema.errors(defaulted, SPEC) == []
+    assert _outcome(raw) == _outcome(defaulted), (raw, defaulted)
+
+
+def test_the_defaulting_sees_every_default():
+    # The API server's defaulting of a bare spec, by hand: what the property test compares with.
+    before = copy.deepcopy(MINIMAL)
+    defaulted = crd_schema.apply_defaults(MINIMAL, SPEC)
+    assert MINIMAL == before   # the input is left as it was
+    # ({} defaults come back filled with their fields' defaults)
+    missed = [path for path in set(CRD_DEFAULTS) - EMPTY_OBJECT_DEFAULTS
+              if _get(defaulted, path.split(".")[1:]) != CRD_DEFAULTS[path]]
+    assert not missed and "image" not in MINIMAL
+    assert defaulted["podTemplate"] == {} and defaulted["retries"] == {"infrastructure": CRD_DEFAULTS[
+        "spec.retries.infrastructure"]}
+
+
+def _get(value, keys):
+    for key in keys:
+        value = value.get(key, {}) if isinstance(value, dict) else None
+    return value
+
+
+def test_the_sdk_defaults_as_the_crd_does():
+    task = Task(files={}, command=["x"])
+    assert (task.image, task.mount_path) == (CRD_DEFAULTS["spec.image"], CRD_DEFAULTS["spec.task.mountPath"])
 
 
 @pytest.mark.parametrize("path", sorted(CRD_DEFAULTS))

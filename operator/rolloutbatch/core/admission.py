@@ -15,7 +15,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchSpec
 from rolloutbatch.core.k8s_rules import format_quantity, parse_quantity
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
-from rolloutbatch.core.spec import MAX_USER_PRIORITY
+from rolloutbatch.core.defaults import MAX_USER_PRIORITY
 
 
 class Stalled(Exception):

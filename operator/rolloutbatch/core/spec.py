@@ -1,12 +1,14 @@
 """Spec defaults and the checks a schema cannot express (Kubernetes' own rules: ``core.k8s_rules``).
 
-The CRD schema already applies most defaults and rejects most bad specs at ``kubectl apply``;
-this module is the operator's own reading of the spec, so it works the same whether or not the
-API server defaulted a field (e.g. objects stored before a CRD upgrade). It also checks what the
-API server would refuse only later, in the children ``core.manifests`` builds from the spec
-(ConfigMap keys, pod-template shapes, label syntax, quantities), and what a submitter may not ask
-of the cluster through the operator (system priorities, protected taints): a spec is refused as a
-whole before anything is created.
+The CRD schema (generated from ``core.crd_spec``) already applies most defaults and rejects most
+bad specs at ``kubectl apply``; this module is the operator's own reading of the spec, so it works
+the same whether or not the API server defaulted a field (e.g. objects stored before a CRD
+upgrade). Both take their defaults and bounds from ``core.defaults``, so they cannot disagree on
+a number (tests/unit/test_crd_schema.py checks that they agree on what they accept). It also
+checks what the API server would refuse only later, in the children ``core.manifests`` builds
+from the spec (ConfigMap keys, pod-template shapes, label syntax, quantities), and what a
+submitter may not ask of the cluster through the operator (system priorities, protected taints):
+a spec is refused as a whole before anything is created.
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 
+from rolloutbatch.core import defaults as d
 from rolloutbatch.core import vocabulary as v
+# The spec's fields and its one mutable field are the CRD definition's; the bounds other modules
+# read through this module are core.defaults'.
+from rolloutbatch.core.crd_spec import ENV_NAME_PATTERN, SPEC_FIELDS, STOP_FIELD  # noqa: F401 (re-exported)
+from rolloutbatch.core.defaults import (MAX_BATCH_NAME_LENGTH, MAX_CONFIG_BYTES, MAX_EPISODES,  # noqa: F401
+                                        MAX_INPUT_CONFIGMAPS, MAX_INPUT_IMAGES_BYTES, MAX_SAMPLES_PER_INPUT,
+                                        MAX_TOLERATIONS, MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX)
 from rolloutbatch.core.egress import parse_egress
 from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
                                          parse_quantity)
 from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
 from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, LABEL_EPISODE_ENV
 
-DEFAULT_IMAGE = "python:3.12-alpine"
-DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
-MAX_CONFIG_BYTES = 900 * 1024   # ConfigMaps are capped at 1 MiB; keep a margin
 NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 TOLERATION_OPERATORS = ("", "Equal", "Exists")
@@ -34,54 +40,18 @@ TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 # The submitter may hold rights on RolloutBatches only, and the operator cannot tell who submitted
 # a batch: the pod template may ask for nothing of the cluster's own (docs/design.md §8.1). The CRD
-# refuses the same (a unit test keeps them equal).
-# The API server reserves this PriorityClass prefix for the cluster's critical pods.
-SYSTEM_PRIORITY_PREFIX = "system-"
-# Kubernetes' HighestUserDefinablePriority: a PriorityClass above it is in the system range.
-MAX_USER_PRIORITY = 1_000_000_000
-# Taints that keep pods off nodes for the cluster's own safety: cordoned nodes, the control plane
-# and system node pools (CriticalAddonsOnly), failing nodes (tolerated forever, a pod would stay
-# bound to a dead node), nodes whose network or cloud setup is not done (NetworkPolicy may not be
-# enforced yet), nodes an admin declared out of service and nodes the cluster autoscaler is
-# deleting (a pod placed there dies with the node). Never tolerated, in any form: the operator
-# already tolerates not-ready and unreachable for NODE_LOSS_TOLERATION_SECONDS (core.manifests).
-PROTECTED_TAINT_KEYS = frozenset({
-    "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
-    "CriticalAddonsOnly", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/network-unavailable", "node.cloudprovider.kubernetes.io/uninitialized",
-    "node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler",
-})
-MAX_TOLERATIONS = 64               # bounds the CRD's per-toleration rules (CEL cost)
-MAX_INT32 = 2**31 - 1
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-RESERVED_ENV = {"EPISODE_ID", "EPISODE_INDEX", "EPISODE_INPUT", "EPISODE_GROUP", "EPISODE_SAMPLE", "BATCH_NAME"}
-MAX_SAMPLES_PER_INPUT = 1024
+# refuses the same taints (core.defaults.PROTECTED_TAINTS, with why each is protected).
+PROTECTED_TAINT_KEYS = frozenset(d.PROTECTED_TAINTS)
+_ENV_NAME = re.compile(ENV_NAME_PATTERN)
+RESERVED_ENV = frozenset(d.RESERVED_ENV)
 LAUNCHER_ENV = ("EPISODE_GROUP", "EPISODE_SAMPLE", "EPISODE_INPUT")   # set by the k > 1 launcher
-MAX_INPUT_CONFIGMAPS = 64          # inputsFrom: at most 64 shards of <= 1 MiB
 INPUT_KEY = "input-{}.json"        # the key (and file name) of input g, inline or by reference
-MAX_EPISODES = 100_000
-# generateName appends 5 random characters; 55 + 5 = 60 keeps the name a valid label value (63)
-# with room to spare, so label_value(name) never truncates and two batches never share one.
-MAX_BATCH_NAME_LENGTH = 55
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ISOLATION_NAMESPACE = v.ISOLATION_MODES       # first = default
 ISOLATION_NETWORK = v.NETWORK_MODES
 CLEANUP_SANDBOX = v.CLEANUP_POLICIES
 CLEANUP_RESULTS = v.RESULTS_POLICIES
-# The one field of the spec a user may change after creation (the CRD's immutability rule admits
-# exactly false/absent -> true): stopping is one-way (docs/design.md §5.14).
-STOP_FIELD = "stop"
-# The top-level fields of RolloutBatch.spec (crds/rl.agentruntime.io_rolloutbatches.yaml; a unit
-# test keeps the two equal): parse_spec refuses any other, as the API's strict validation does.
-SPEC_FIELDS = frozenset({
-    "episodes", "parallelism", "runtimeClassName", "image", "command", "args", "env", "task", "inputs",
-    "samplesPerInput", "inputsFrom", "workspace", "resources", "episodeTimeoutSeconds",
-    "activeDeadlineSeconds", "minSuccessfulEpisodes", "retries", "isolation", "cleanup", "podTemplate",
-    "verifier", "inputImages", STOP_FIELD,
-})
-# spec.inputImages stays in the object (it cannot move into ConfigMaps as inputs can): bounded so
-# the RolloutBatch stays far below etcd's ~1.5 MiB object limit.
-MAX_INPUT_IMAGES_BYTES = 512 * 1024
+
 
 def stop_requested(raw: object) -> bool:
     """Whether a RolloutBatch spec (as stored, maybe never parsed) asks the batch to stop. Read
@@ -145,7 +115,7 @@ def _choice(raw: Mapping, key: str, choices: tuple[str, ...], field_name: str) -
 
 
 def _path(value: object, field_name: str) -> str:
-    if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > 1024:
+    if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
         raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
     return value.rstrip("/") or "/"
 
@@ -326,7 +296,7 @@ def _env(raw: Mapping, field: str) -> list[dict]:
         if not isinstance(item, Mapping):
             raise SpecError(field, f"entries must be objects with name and value, got {item!r}"[:200])
         name = item.get("name")
-        if not isinstance(name, str) or not _ENV_NAME.match(name) or len(name) > 256:
+        if not isinstance(name, str) or not _ENV_NAME.match(name) or len(name) > d.MAX_ENV_NAME_LENGTH:
             raise SpecError(field, f"{name!r} is not a valid environment variable name")
         if name in RESERVED_ENV:
             raise SpecError(field, f"{name} is set by the operator")
@@ -345,7 +315,7 @@ def _env(raw: Mapping, field: str) -> list[dict]:
     return env
 
 
-def _resources(raw: Mapping, field: str, default: Mapping = DEFAULT_RESOURCES) -> dict:
+def _resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict:
     """requests/limits of known or domain-prefixed resources, requests within limits."""
     resources = _map(raw, "resources", field) or default
     for kind in resources:
@@ -369,7 +339,7 @@ def _resources(raw: Mapping, field: str, default: Mapping = DEFAULT_RESOURCES) -
 
 
 def _image(value: object, field: str) -> str:
-    if not isinstance(value, str) or len(value) > 512 or any(c.isspace() for c in value):
+    if not isinstance(value, str) or len(value) > d.MAX_IMAGE_LENGTH or any(c.isspace() for c in value):
         raise SpecError(field, f"is not an image reference: {value!r}"[:200])
     return value
 
@@ -422,13 +392,14 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
     if size > MAX_CONFIG_BYTES:
         raise SpecError("spec.verifier.files", f"take {size} bytes; at most {MAX_CONFIG_BYTES} fit in a ConfigMap")
-    mount = _path(ver.get("mountPath") or "/verifier", "spec.verifier.mountPath")
+    mount = _path(ver.get("mountPath") or d.VERIFIER_MOUNT_PATH, "spec.verifier.mountPath")
     return VerifierSpec(
         image=_image(ver.get("image") or image, "spec.verifier.image"),
-        command=_strings(ver, "command", "spec.verifier.command") or ("python", "-B", f"{mount.rstrip('/')}/verify.py"),
+        command=_strings(ver, "command", "spec.verifier.command") or d.default_command(mount, d.VERIFIER_SCRIPT),
         args=_strings(ver, "args", "spec.verifier.args"), env=tuple(_env(ver, "spec.verifier.env")), files=files,
         mount_path=mount, resources=_resources(ver, "spec.verifier.resources", resources),
-        timeout_seconds=_int(ver, "timeoutSeconds", 300, minimum=1, maximum=604800, prefix="spec.verifier."),
+        timeout_seconds=_int(ver, "timeoutSeconds", d.VERIFIER_TIMEOUT_SECONDS, minimum=1,
+                             maximum=d.MAX_EPISODE_TIMEOUT_SECONDS, prefix="spec.verifier."),
     )
 
 
@@ -461,9 +432,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     task = _map(raw, "task", "spec.task")
     files = _files(task, "spec.task.files", required=True)
-    mount = _path(task.get("mountPath") or "/task", "spec.task.mountPath")
+    mount = _path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
 
-    samples = _int(raw, "samplesPerInput", 1, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
+    samples = _int(raw, "samplesPerInput", d.SAMPLES_PER_INPUT, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
     if episodes % samples:
         raise SpecError("spec.samplesPerInput", f"({samples}) must divide spec.episodes ({episodes}): "
                                                 "every group has the same number of samples")
@@ -491,13 +462,15 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     env = _env(raw, "spec.env")
 
-    timeout = _int(raw, "episodeTimeoutSeconds", 600, minimum=1, maximum=604800)
-    deadline = _int(raw, "activeDeadlineSeconds", 3600, minimum=1, maximum=2592000)
+    timeout = _int(raw, "episodeTimeoutSeconds", d.EPISODE_TIMEOUT_SECONDS, minimum=1,
+                   maximum=d.MAX_EPISODE_TIMEOUT_SECONDS)
+    deadline = _int(raw, "activeDeadlineSeconds", d.ACTIVE_DEADLINE_SECONDS, minimum=1,
+                    maximum=d.MAX_ACTIVE_DEADLINE_SECONDS)
     if timeout > deadline:
         raise SpecError("spec.episodeTimeoutSeconds", f"({timeout}) must not exceed activeDeadlineSeconds ({deadline})")
 
     resources = _resources(raw, "spec.resources")
-    image = _image(raw.get("image") or DEFAULT_IMAGE, "spec.image")
+    image = _image(raw.get("image") or d.IMAGE, "spec.image")
     input_images = _input_images(raw, episodes // samples, image)
     verifier = _verifier(raw, image, resources)
     if verifier is not None and input_images and not _map(raw, "verifier", "spec.verifier").get("image"):
@@ -508,9 +481,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
                                                         f"activeDeadlineSeconds ({deadline})")
 
     workspace = _map(raw, "workspace", "spec.workspace")
-    workspace_mount = _path(workspace.get("mountPath") or "/workspace", "spec.workspace.mountPath")
-    size_limit = str(workspace.get("sizeLimit") or "1Gi")
-    _quantity(workspace.get("sizeLimit") or "1Gi", "spec.workspace.sizeLimit")
+    workspace_mount = _path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
+    size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
+    _quantity(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT, "spec.workspace.sizeLimit")
     mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
     if inputs_count:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
@@ -522,20 +495,21 @@ def parse_spec(raw: Mapping) -> BatchSpec:
             if _inside(mounts[a], mounts[b]):
                 raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
 
-    retries = _int(_map(raw, "retries", "spec.retries"), "infrastructure", 2, maximum=10, prefix="spec.retries.")
+    retries = _int(_map(raw, "retries", "spec.retries"), "infrastructure", d.INFRASTRUCTURE_RETRIES,
+                   maximum=d.MAX_INFRASTRUCTURE_RETRIES, prefix="spec.retries.")
     isolation = _map(raw, "isolation", "spec.isolation")
     network = _choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network")
     egress = parse_egress(isolation.get("egress"))
     if egress and network != v.NETWORK_DENY_ALL:
         raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
     cleanup = _map(raw, "cleanup", "spec.cleanup")
-    ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=MAX_INT32, prefix="spec.cleanup.")
+    ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=d.MAX_INT32, prefix="spec.cleanup.")
     template = _pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
     runtime = raw.get("runtimeClassName") or None
     if runtime is not None and not is_dns_subdomain(runtime):
         raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "
                                                  f"got {runtime!r}"[:200])
-    command = _strings(raw, "command") or ("python", "-B", f"{mount.rstrip('/')}/episode.py")
+    command = _strings(raw, "command") or d.default_command(mount, d.EPISODE_SCRIPT)
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
         # references: such a reference would reach the episode unexpanded.
@@ -560,7 +534,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         isolation_namespace=_choice(isolation, "namespace", ISOLATION_NAMESPACE, "spec.isolation.namespace"),
         isolation_network=network,
         egress=egress,
-        sandbox_quota=_bool(isolation, "resourceQuota", "spec.isolation.resourceQuota"),
+        sandbox_quota=_bool(isolation, "resourceQuota", "spec.isolation.resourceQuota", d.SANDBOX_QUOTA),
         cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),
         cleanup_results=_choice(cleanup, "results", CLEANUP_RESULTS, "spec.cleanup.results"),
         stop=_bool(raw, STOP_FIELD, f"spec.{STOP_FIELD}"),

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rolloutbatch import GROUP, KIND, VERSION
+from rolloutbatch.core import defaults
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
-from rolloutbatch.core.spec import (DEFAULT_IMAGE, INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS,
+from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS,
                                     check_batch_name, parse_spec)
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -51,10 +52,10 @@ class Task:
 
     files: dict[str, str]
     command: list[str]
-    image: str = DEFAULT_IMAGE
+    image: str = defaults.IMAGE
     env: Mapping[str, str] | Sequence[Mapping[str, str]] = field(default_factory=dict)
     resources: dict | None = None
-    mount_path: str = "/task"
+    mount_path: str = defaults.TASK_MOUNT_PATH
     args: list[str] | None = None
     secret_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 

@@ -26,8 +26,8 @@ def test_normalise_is_containerds_form(name, full):
 
 
 def test_every_python_name_the_project_uses_is_covered():
-    from rolloutbatch.core import spec
-    assert spec.DEFAULT_IMAGE in images.PYTHON_NAMES
+    from rolloutbatch.core import defaults
+    assert defaults.IMAGE in images.PYTHON_NAMES
     for used in ("python:3.12-alpine", "python:3.12-slim", "python:3.12", images.DOCKERFILE_BASE):
         assert used in images.PYTHON_NAMES
     base = re.search(r"^ARG BASE=(\S+)$", (images.CHECKOUT / "Dockerfile").read_text(), re.M)
