@@ -414,7 +414,8 @@ class MemoryApi:
         key = (plural, ns if KINDS[plural][1] else None, name)
         obj = self.objects[key]
         meta = obj["metadata"]
-        if foreground and not meta.get("deletionTimestamp"):
+        # a namespace's content goes through the namespace controller, whatever the propagation
+        if foreground and plural != "namespaces" and not meta.get("deletionTimestamp"):
             meta["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND]
         if plural == "namespaces" or meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):

@@ -142,6 +142,14 @@ def test_a_foreground_delete_waits_for_its_blocking_dependents(api):
     assert api.get_object("Pod", "p", NS) is None and api.get_object("Job", "j", NS) is None
 
 
+def test_a_namespace_deleted_in_the_foreground_still_waits_for_its_content(api):
+    api.put(configmap("held", finalizers=["x/hold"]))
+    api.delete(resources.object_path("Namespace", NS), "delete", {"propagationPolicy": "Foreground"})
+    assert api.get_object("Namespace", NS)["status"]["phase"] == "Terminating"
+    api.merge_patch(cm_path("held"), {"metadata": {"finalizers": None}}, "patch")
+    assert api.get_object("Namespace", NS) is None
+
+
 def test_a_foreground_delete_without_dependents_is_immediate(api):
     api.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": NS}, "spec": {}})
     api.delete(resources.object_path("Job", "j", NS), "delete", {"propagationPolicy": "Foreground"})

@@ -1,87 +1,131 @@
-"""service.sandbox: the deletion plan carried out; at the timeout nothing is left undeleted."""
+"""service.sandbox: the deletion plan carried out against the API server; the namespace outlives
+the Job's pods; at the timeout nothing is left undeleted; what is not the batch's is left alone."""
 import asyncio
 import logging
 
 import pytest
 
+from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import naming
-from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden
+from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import sandbox
+from tests.support.memory_api import MemoryApi
 from tests.unit.core.factories import REF
 
+LOG = logging.getLogger("t")
+SANDBOX = naming.sandbox_namespace(REF)
+JOB = naming.job_name(REF)
+POLICY = naming.shared_network_policy_name(REF)
+JOB_TRACKING = "batch.kubernetes.io/job-tracking"   # the Job controller's finalizer on its pods
 
-class Cluster:
-    """Stands in for the storage layer: objects by (kind, name, namespace); a Job never goes."""
 
-    def __init__(self, stuck_job: bool, shared: bool = False) -> None:
-        ns = naming.sandbox_namespace(REF)
-        self.objects = ({("Job", naming.job_name(REF), REF.namespace),
-                         ("NetworkPolicy", naming.shared_network_policy_name(REF), REF.namespace)} if shared
-                        else {("Job", naming.job_name(REF), ns), ("Namespace", ns, None)})
-        self.stuck_job = stuck_job
-        self.deleted: list[tuple] = []
+def _child(kind: str, name: str, namespace: str | None, owner: dict | None, **extra) -> dict:
+    meta = {"name": name, "labels": {naming.LABEL_BATCH_UID: REF.uid}}
+    if namespace:
+        meta["namespace"] = namespace
+    if owner:
+        meta["ownerReferences"] = [owner]
+    api_version = {"Job": "batch/v1", "NetworkPolicy": "networking.k8s.io/v1"}.get(kind, "v1")
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, **extra}
 
-    async def call(self, fn, kind, name, namespace, *rest, **kwargs):
-        key = (kind, name, namespace)
-        if fn is resources.delete_owned:
-            if key not in self.objects:
-                return False
-            self.deleted.append(key)
-            if not (self.stuck_job and kind == "Job"):
-                self.objects.discard(key)
-            return True
-        assert fn is resources.get_or_none
-        return {"kind": kind} if key in self.objects else None
+
+def cluster(*, shared: bool = False, stuck_pod: bool = False) -> MemoryApi:
+    """A provisioned batch: its Job and a running pod of it, in a sandbox namespace (Dedicated)
+    or the batch's own with the batch's NetworkPolicy (Shared). ``stuck_pod``: the pod keeps its
+    Job controller's finalizer, so the Job (deleted in the foreground) is not gone yet."""
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": REF.namespace}})
+    batch = api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+                     "metadata": {"name": REF.name, "namespace": REF.namespace, "uid": REF.uid}, "spec": {}})
+    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": REF.name, "uid": batch["metadata"]["uid"],
+             "controller": True, "blockOwnerDeletion": True}
+    where = REF.namespace if shared else SANDBOX
+    if shared:
+        api.put(_child("NetworkPolicy", POLICY, where, owner, spec={}))
+    else:
+        api.put(_child("Namespace", SANDBOX, None, None))
+    job = api.put(_child("Job", JOB, where, None if not shared else owner, spec={}))
+    pod = _child("Pod", f"{JOB}-0-abcde", where, {"apiVersion": "batch/v1", "kind": "Job", "name": JOB,
+                                                  "uid": job["metadata"]["uid"], "controller": True,
+                                                  "blockOwnerDeletion": True}, status={"phase": "Running"})
+    if stuck_pod:
+        pod["metadata"]["finalizers"] = [JOB_TRACKING]
+    api.put(pod)
+    api.calls.clear()
+    return api
+
+
+def deleted(api: MemoryApi) -> list[str]:
+    """The kinds (their plural) DELETE was sent for, in order."""
+    return [path.split("/")[-2] for method, path in api.calls if method == "DELETE"]
+
+
+def remove(api: MemoryApi, timeout: float = 5, interval: float = 0) -> bool:
+    return asyncio.run(sandbox.remove(Storage(api), REF, LOG, timeout=timeout, interval=interval))
+
+
+def release_the_pod(api: MemoryApi, namespace: str) -> None:
+    """The Job controller, done with the pod: its finalizer goes."""
+    api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{JOB}-0-abcde", {"metadata": {"finalizers": None}},
+                    "job controller")
 
 
 def test_the_namespace_waits_for_the_job_and_then_goes():
-    cluster = Cluster(stuck_job=False)
-    assert asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=5, interval=0))
-    assert [k for k, *_ in cluster.deleted] == ["Job", "Namespace"] and not cluster.objects
+    api = cluster()
+    assert remove(api)
+    assert deleted(api) == ["jobs", "namespaces"]
+    assert api.get_object("Namespace", SANDBOX) is None and api.list_objects("Pod") == []
 
 
 def test_a_job_still_deleting_at_the_timeout_does_not_leave_the_namespace_behind(caplog):
-    cluster = Cluster(stuck_job=True)
-    gone = asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=0.05, interval=0.01))
-    assert not gone
-    assert ("Namespace", naming.sandbox_namespace(REF), None) in cluster.deleted   # issued at the end
-    assert cluster.deleted.index(("Namespace", naming.sandbox_namespace(REF), None)) == len(cluster.deleted) - 1
+    api = cluster(stuck_pod=True)
+    assert not remove(api, timeout=0.05, interval=0.01)
+    assert deleted(api)[-1] == "namespaces" and deleted(api).count("jobs") == 1   # issued at the end
+    assert api.get_object("Job", JOB, SANDBOX)["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert api.get_object("Namespace", SANDBOX)["status"]["phase"] == "Terminating"
     assert "without waiting" in caplog.text
+    release_the_pod(api, SANDBOX)               # once the pod goes, so do its Job and the namespace
+    assert api.get_object("Job", JOB, SANDBOX) is None and api.get_object("Namespace", SANDBOX) is None
 
 
 def test_a_shared_batchs_network_policy_stays_while_its_job_still_has_pods(caplog):
     caplog.set_level(logging.INFO)
-    cluster = Cluster(stuck_job=True, shared=True)
-    policy = ("NetworkPolicy", naming.shared_network_policy_name(REF), REF.namespace)
-    assert not asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=0.05, interval=0.01))
-    assert policy not in cluster.deleted and policy in cluster.objects    # the garbage collector's, with the batch
+    api = cluster(shared=True, stuck_pod=True)
+    assert not remove(api, timeout=0.05, interval=0.01)
+    assert "networkpolicies" not in deleted(api)
+    assert api.get_object("NetworkPolicy", POLICY, REF.namespace) is not None   # the garbage collector's, with the batch
     assert "Leaving NetworkPolicy" in caplog.text
 
 
 def test_a_shared_batchs_network_policy_goes_once_its_job_is_gone():
-    cluster = Cluster(stuck_job=False, shared=True)
-    assert asyncio.run(sandbox.remove(cluster.call, REF, logging.getLogger("t"), timeout=5, interval=0))
-    assert [k for k, *_ in cluster.deleted] == ["Job", "NetworkPolicy"] and not cluster.objects
+    api = cluster(shared=True)
+    assert remove(api)
+    assert deleted(api) == ["jobs", "networkpolicies"]
+    assert api.list_objects("Job") == [] and api.list_objects("NetworkPolicy") == []
+    assert api.list_objects("Pod") == []
+
+
+def test_a_namesake_not_the_batchs_is_left_alone(caplog):
+    api = cluster()
+    api.merge_patch(f"/api/v1/namespaces/{SANDBOX}", {"metadata": {"labels": {naming.LABEL_BATCH_UID: "other"}}},
+                    "a user")
+    assert remove(api)
+    assert deleted(api) == ["jobs"] and api.get_object("Namespace", SANDBOX) is not None
+    assert "Leaving alone what is not ours" in caplog.text
 
 
 def test_a_secret_the_operator_may_not_touch_is_left_to_the_garbage_collector(caplog):
     # Without manifests/rbac/secrets_role.yaml the operator has no rights on Secrets: removing a
     # sandbox (which then never had a copy) must not fail on that step.
     caplog.set_level(logging.INFO)
-    cluster = Cluster(stuck_job=False, shared=True)
-    plain = cluster.call
-
-    async def call(fn, kind, *rest, **kwargs):
-        if kind == "Secret":
-            raise Forbidden('secrets "rb-x-env" is forbidden', status=403)
-        return await plain(fn, kind, *rest, **kwargs)
-    assert asyncio.run(sandbox.remove(call, REF, logging.getLogger("t"), timeout=5, interval=0))
+    api = cluster(shared=True)
+    api.fail("GET", "Secret", Forbidden('secrets "rb-x-env" is forbidden', status=403), times=100)
+    assert remove(api)
     assert "garbage collector removes it" in caplog.text
 
-    async def refuses_jobs(fn, kind, *rest, **kwargs):
-        if kind == "Job":
-            raise Forbidden('jobs is forbidden', status=403)
-        return await plain(fn, kind, *rest, **kwargs)
+    api = cluster(shared=True)
+    api.fail("GET", "Job", Forbidden("jobs is forbidden", status=403), times=100)
     with pytest.raises(Forbidden):   # only the optional step is skipped
-        asyncio.run(sandbox.remove(refuses_jobs, REF, logging.getLogger("t"), timeout=5, interval=0))
+        remove(api)
+    assert api.get_object("NetworkPolicy", POLICY, REF.namespace) is not None
