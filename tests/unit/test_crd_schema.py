@@ -245,6 +245,8 @@ def test_the_core_test_specs_validate():
     ({"workspace": {"sizeLimit": True}}, "workspace.sizeLimit"),     # int-or-string: not a bool
     ({"env": [{"name": "1X"}]}, "env.0.name"),
     ({"cleanup": {"ttlSecondsAfterFinished": -1}}, "cleanup.ttlSecondsAfterFinished"),
+    # past what parse_spec takes: refused by the API server, not stalled later as InvalidSpec
+    ({"cleanup": {"ttlSecondsAfterFinished": 2**31}}, "cleanup.ttlSecondsAfterFinished"),
     ({"inputsFrom": {"configMaps": ["a", "a"], "count": 1}}, "inputsFrom.configMaps"),   # list-type set
     ({"podTemplate": {"tolerations": [{"key": "k", "tolerationSeconds": 2**63}]}},
      "podTemplate.tolerations.0.tolerationSeconds"),

@@ -100,7 +100,7 @@ def cleanup() -> Schema:
         "ttlSecondsAfterFinished": integer(
             (f"Delete the whole RolloutBatch (and its results ConfigMap, unless results is {retain}) this "
              "many seconds after it finished. Default: never."),
-            minimum=0, nullable=True),
+            minimum=0, maximum=d.MAX_INT32, nullable=True),
     }, default={})
 
 
