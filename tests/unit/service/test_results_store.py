@@ -1,54 +1,64 @@
-"""service.results_store: checkpoints paced by the monotonic clock, the final write of a sharded batch."""
+"""service.results_store against the in-memory API server: checkpoints paced by the monotonic
+clock, the final write of a sharded batch, what a restart adopts, and writes that race another
+writer (a changed resourceVersion is seen, read again, and never costs a row; a ConfigMap not the
+batch's under one of its names is refused)."""
 import asyncio
-import copy
 import logging
 import time
 
+import pytest
+
+from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.results import KEY, decode_results
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import NotOurs
-from rolloutbatch.service import results_store
+from rolloutbatch.kube.errors import Conflict
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import policy, results_store
 from rolloutbatch.service.results_store import ResultsStore
+from tests.support.memory_api import MemoryApi
 from tests.unit.core.factories import MINIMAL, REF, result
 
 
 class ConfigMaps:
-    """Stands in for the storage layer's ConfigMap calls: objects by name, a resourceVersion each."""
+    """The API server (in memory) holding the batch and its results ConfigMaps; the batch's
+    status.resultsDigests is patched after each write, as the reconciler does."""
 
     def __init__(self) -> None:
-        self.objects: dict[str, dict] = {}
-        self.puts: list[str] = []
-        self._version = 0
-        # the batch's status.resultsDigests, as the reconciler patches it after each write
-        self.status_digests: dict[str, str] = {}
+        self.api = MemoryApi()
+        self.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": REF.namespace}})
+        self.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+                      "metadata": {"name": REF.name, "namespace": REF.namespace, "uid": REF.uid}, "spec": {}})
 
-    def _matching(self, selector: str) -> list[dict]:
-        wanted = dict(term.split("=", 1) for term in selector.split(","))
-        return [cm for cm in self.objects.values()
-                if wanted.items() <= (cm["metadata"].get("labels") or {}).items()]
+    @property
+    def objects(self) -> dict[str, dict]:
+        """The ConfigMaps of the batch's namespace, by name."""
+        return {cm["metadata"]["name"]: cm for cm in self.api.list_objects("ConfigMap", REF.namespace)}
 
-    async def call(self, fn, *args):
-        if fn is resources.put_configmap:
-            cm, uid, _version, also_ours = args
-            existing = self.objects.get(cm["metadata"]["name"])
-            if existing is not None and not resources.owned_by(existing, uid) and not also_ours(existing):
-                raise NotOurs(f"{cm['metadata']['name']} is not ours")
-            self._version += 1
-            live = copy.deepcopy(cm)
-            live["metadata"]["resourceVersion"] = str(self._version)
-            self.objects[cm["metadata"]["name"]] = live
-            self.puts.append(cm["metadata"]["name"])
-            return live
-        if fn is resources.configmap_versions:
-            return {cm["metadata"]["name"]: cm["metadata"]["resourceVersion"] for cm in self._matching(args[1])}
-        if fn is resources.list_configmaps:
-            return self._matching(args[1])
-        assert fn is resources.get_or_none and args[0] == "ConfigMap"
-        return self.objects.get(args[1])
+    def get(self, name: str) -> dict | None:
+        return self.api.get_object("ConfigMap", name, REF.namespace)
+
+    def path(self, name: str) -> str:
+        return resources.object_path("ConfigMap", name, REF.namespace)
+
+    @property
+    def status_digests(self) -> dict[str, str]:
+        status = self.api.get_object(KIND, REF.name, REF.namespace).get("status") or {}
+        return dict(status.get("resultsDigests") or {})
+
+    def record(self, digests: dict[str, str]) -> None:
+        resources.patch_batch_status(self.api, REF.namespace, REF.name, {"resultsDigests": dict(digests)})
+
+    def edit(self, name: str, change) -> None:
+        """What a user does with kubectl edit: the object read, changed and written back."""
+        cm = self.get(name)
+        change(cm)
+        self.api.replace(self.path(name), cm, "kubectl edit")
 
 
 def _store(cms: ConfigMaps, episodes: int, rows_per_shard: int, k: int = 1) -> tuple[ResultsStore, BatchTracker, object]:
@@ -56,7 +66,7 @@ def _store(cms: ConfigMaps, episodes: int, rows_per_shard: int, k: int = 1) -> t
     if k > 1:
         raw |= {"samplesPerInput": k, "inputs": [{"task": g} for g in range(episodes // k)]}
     spec = parse_spec(raw)
-    store = ResultsStore(cms.call, REF, {}, logging.getLogger("t"), rows_per_shard)
+    store = ResultsStore(Storage(cms.api), REF, {}, logging.getLogger("t"), rows_per_shard)
     store.configure(spec)
     return store, BatchTracker(episodes, 0), spec
 
@@ -64,7 +74,7 @@ def _store(cms: ConfigMaps, episodes: int, rows_per_shard: int, k: int = 1) -> t
 def _write(store, tracker, spec, final=False, cms: ConfigMaps | None = None):
     asyncio.run(store.write(tracker, spec, None, {"final": final}, final=final))
     if cms is not None:
-        cms.status_digests = dict(store.digests)
+        cms.record(store.digests)
 
 
 def test_a_sharded_batchs_final_write_remembers_what_it_held():
@@ -79,6 +89,7 @@ def test_a_sharded_batchs_final_write_remembers_what_it_held():
     assert not store.checkpoint_due(tracker, Cadence(0, 0, 1))
     head = naming.results_configmap_name(REF)
     assert set(cms.objects) == {head} | {f"{head}-{n}" for n in range(3)}
+    assert all(cms.get(name)["metadata"]["labels"][naming.LABEL_BATCH_UID] == REF.uid for name in cms.objects)
 
     # a restarted operator adopts every row from the shards
     again, restored, _ = _store(cms, episodes=6, rows_per_shard=2)
@@ -113,12 +124,14 @@ def _restart(cms: ConfigMaps, episodes: int, rows_per_shard: int, k: int = 1):
 def _edit_shard(cms: ConfigMaps, number: int, change) -> None:
     """What a user does with kubectl edit: the shard's document changed, its ownership kept."""
     name = f"{naming.results_configmap_name(REF)}-{number}"
-    cm = cms.objects[name]
-    document = decode_results(cm)
+    document = decode_results(cms.get(name))
     change(document)
     edited = manifests.results_configmap(REF, document, None, shard=number)
-    cm.pop("binaryData", None)
-    cm["data"] = edited["data"]
+
+    def rewrite(cm):
+        cm.pop("binaryData", None)
+        cm["data"] = edited["data"]
+    cms.edit(name, rewrite)
 
 
 def _break_row(index: int):
@@ -136,7 +149,7 @@ def test_the_final_write_follows_a_checkpoint_that_already_held_every_row():
     assert store.unwritten(tracker, final=True) and not store.unwritten(tracker, final=False)
     _write(store, tracker, spec, final=True, cms=cms)
     assert not store.unwritten(tracker, final=True)
-    assert decode_results(cms.objects[naming.results_configmap_name(REF)])["final"] is True
+    assert decode_results(cms.get(naming.results_configmap_name(REF)))["final"] is True
     restarted, restored, _ = _restart(cms, 6, 2)
     assert not restarted.unwritten(restored, final=True)     # read back from the head
 
@@ -200,7 +213,7 @@ def test_a_shard_of_the_batch_a_user_made_unreadable_is_written_over_not_a_confl
     for i in range(6):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, cms=cms)
-    cms.objects[f"{naming.results_configmap_name(REF)}-1"]["data"] = {KEY: "{not json"}
+    cms.edit(f"{naming.results_configmap_name(REF)}-1", lambda cm: cm.update(data={KEY: "{not json"}))
     store, tracker, spec = _restart(cms, 6, 2)            # no ResultsConfigMapConflict
     assert sorted(tracker.results) == [0, 1, 4, 5]        # shard 1's rows are judged again
     for i in (2, 3):
@@ -218,7 +231,7 @@ def _forged_shard(cms: ConfigMaps, number: int, rows: list[int], labelled: bool 
     cm = manifests.results_configmap(REF, doc, {"uid": REF.uid}, shard=number)
     if not labelled:
         cm["metadata"].pop("labels"); cm["metadata"].pop("ownerReferences", None)
-    cms.objects[name] = dict(cm, metadata=dict(cm["metadata"], resourceVersion="999"))
+    cms.api.put(cm)
     return name
 
 
@@ -236,7 +249,7 @@ def test_a_hand_made_shard_is_not_adopted_and_invents_no_shards():
     for i in range(2, 6):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, final=True, cms=cms)     # shard 1 (ours by its labels) is written over
-    head = decode_results(cms.objects[naming.results_configmap_name(REF)])
+    head = decode_results(cms.get(naming.results_configmap_name(REF)))
     assert [s["name"][-1] for s in head["shards"]] == ["0", "1", "2"]
     assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
 
@@ -259,9 +272,9 @@ def test_a_foreign_configmap_on_a_future_shard_name_costs_only_that_name():
     for i in (4, 5):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, final=True, cms=cms)
-    head = decode_results(cms.objects[naming.results_configmap_name(REF)])
+    head = decode_results(cms.get(naming.results_configmap_name(REF)))
     assert [bool(s.get("skipped")) for s in head["shards"]] == [False, True, False, True, False]
-    assert decode_results(cms.objects[taken])["pods"][0]["reward"] == 1e6   # never touched
+    assert decode_results(cms.get(taken))["pods"][0]["reward"] == 1e6   # never touched
     assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
 
 
@@ -271,17 +284,140 @@ def test_the_number_of_shards_is_bounded_whatever_the_flag_says():
     assert store.sharded and -(-100_000 // store.book.rows_per_shard) <= MAX_SHARDS
 
 
+def _strip(cm):
+    cm["metadata"].pop("labels"); cm["metadata"].pop("ownerReferences", None)
+
+
 def test_a_head_stripped_of_labels_and_owner_is_still_ours_by_its_content():
     cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
     store, tracker, spec = _store(cms, episodes=4, rows_per_shard=10)
     tracker.record(result(0), uid="u0")
     _write(store, tracker, spec, cms=cms)
-    head = cms.objects[naming.results_configmap_name(REF)]
-    head["metadata"].pop("labels"); head["metadata"].pop("ownerReferences", None)
+    cms.edit(head, _strip)
     tracker.record(result(1), uid="u1")
     _write(store, tracker, spec, cms=cms)                 # no NotOurs: written, labels back
-    assert naming.LABEL_BATCH_UID in cms.objects[naming.results_configmap_name(REF)]["metadata"]["labels"]
-    head = cms.objects[naming.results_configmap_name(REF)]
-    head["metadata"].pop("labels"); head["metadata"].pop("ownerReferences", None)
+    assert naming.LABEL_BATCH_UID in cms.get(head)["metadata"]["labels"]
+    cms.edit(head, _strip)
     store, tracker, spec = _restart(cms, 4, 10)           # no ResultsConfigMapConflict either
     assert sorted(tracker.results) == [0, 1]
+
+
+# -- writes racing another writer (the API's resourceVersion preconditions) ----------------------
+def _rows(cm: dict) -> list[int]:
+    return sorted(row["index"] for row in decode_results(cm)["pods"])
+
+
+def _calls_of(cms: ConfigMaps, write) -> list[tuple[str, str]]:
+    cms.api.calls.clear()
+    write()
+    return [(method, path.rsplit("/", 1)[1]) for method, path in cms.api.calls if "/configmaps" in path]
+
+
+def test_a_head_changed_by_someone_else_between_two_writes_is_read_again_and_loses_no_row():
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=4, rows_per_shard=10)
+    for i in range(2):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, cms=cms)
+    # someone's write drops a row: the stored version is no longer the one the store wrote
+    def drop_a_row(cm):
+        document = decode_results(cm)
+        cm["data"] = manifests.results_configmap(REF, {**document, "pods": document["pods"][:1]}, None)["data"]
+    cms.edit(head, drop_a_row)
+    assert _rows(cms.get(head)) == [0]
+    tracker.record(result(2), uid="u2")
+    calls = _calls_of(cms, lambda: _write(store, tracker, spec, cms=cms))
+    assert calls == [("PUT", head), ("POST", "configmaps"), ("GET", head), ("PUT", head)]   # 409, then read again
+    live = cms.get(head)
+    assert _rows(live) == [0, 1, 2]
+    assert store.versions[None] == live["metadata"]["resourceVersion"]
+    tracker.record(result(3), uid="u3")
+    assert _calls_of(cms, lambda: _write(store, tracker, spec, cms=cms)) == [("PUT", head)]   # one PUT again
+    assert _rows(cms.get(head)) == [0, 1, 2, 3]
+    assert sorted(_restart(cms, 4, 10)[1].results) == [0, 1, 2, 3]
+
+
+def test_a_second_race_during_the_reread_is_a_conflict_the_policy_retries():
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=4, rows_per_shard=10)
+    tracker.record(result(0), uid="u0")
+    _write(store, tracker, spec, cms=cms)
+    cms.edit(head, lambda cm: cm["metadata"].setdefault("annotations", {}).update(seen="1"))
+    # and again between the store's read (after the 409) and its write
+    def again():
+        cms.edit(head, lambda cm: cm["metadata"]["annotations"].update(seen="2"))
+    cms.api.meanwhile("GET", "ConfigMap", lambda: cms.api.meanwhile("PUT", "ConfigMap", again),
+                      when=lambda path: path.endswith(f"/{head}"))
+    tracker.record(result(1), uid="u1")
+    with pytest.raises(Conflict) as err:
+        _write(store, tracker, spec, cms=cms)
+    assert policy.is_transient(err.value)                 # the reconciler tries the write again
+    _write(store, tracker, spec, cms=cms)
+    assert _rows(cms.get(head)) == [0, 1]
+
+
+def test_a_head_deleted_by_someone_is_written_again_whole():
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=4, rows_per_shard=10)
+    tracker.record(result(0), uid="u0")
+    _write(store, tracker, spec, cms=cms)
+    cms.api.delete(cms.path(head), "kubectl delete")
+    tracker.record(result(1), uid="u1")
+    _write(store, tracker, spec, cms=cms)
+    assert _rows(cms.get(head)) == [0, 1]
+
+
+def test_a_foreign_configmap_put_in_place_of_the_head_is_refused_and_left_as_it_is():
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=4, rows_per_shard=10)
+    tracker.record(result(0), uid="u0")
+    _write(store, tracker, spec, cms=cms)
+    cms.api.delete(cms.path(head), "kubectl delete")
+    foreign = cms.api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": head, "namespace": REF.namespace},
+                           "data": {"app": "mine"}})
+    tracker.record(result(1), uid="u1")
+    with pytest.raises(Stalled) as err:
+        _write(store, tracker, spec, cms=cms)
+    assert err.value.reason == v.STALL_RESULTS_CONFLICT
+    assert cms.get(head) == foreign
+
+
+def test_a_full_shard_someone_changed_is_written_again_by_the_final_write():
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
+    for i in range(6):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, cms=cms)                 # three full shards
+    _edit_shard(cms, 0, _break_row(1))                    # its resourceVersion tells, not its content
+    calls = _calls_of(cms, lambda: _write(store, tracker, spec, final=True, cms=cms))
+    puts = [name for method, name in calls if method == "PUT"]
+    assert f"{head}-0" in puts and f"{head}-1" not in puts and f"{head}-2" not in puts   # the others unchanged
+    assert _rows(cms.get(f"{head}-0")) == [0, 1]
+    assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
+
+
+def test_the_open_shard_taken_by_a_foreign_configmap_between_writes_loses_no_row():
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
+    events = []
+    store.emit = lambda *e: events.append(e)
+    for i in range(3):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, cms=cms)                 # shard 0 full (0 1), shard 1 open (2)
+    cms.api.delete(cms.path(f"{head}-1"), "kubectl delete")
+    _forged_shard(cms, 1, [5], labelled=False)
+    tracker.record(result(3), uid="u3")
+    _write(store, tracker, spec, cms=cms)                 # shard 1 refused: its rows move on
+    assert [e[1] for e in events] == ["ResultsShardNameTaken"]
+    assert decode_results(cms.get(f"{head}-1"))["pods"][0]["reward"] == 1e6   # never touched
+    for i in (4, 5):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, final=True, cms=cms)
+    assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
