@@ -54,6 +54,10 @@ class ConfigMaps:
     def record(self, digests: dict[str, str]) -> None:
         resources.patch_batch_status(self.api, REF.namespace, REF.name, {"resultsDigests": dict(digests)})
 
+    def delete_batch(self) -> None:
+        """kubectl delete: the garbage collector takes what the batch owns."""
+        self.api.delete(resources.object_path(KIND, REF.name, REF.namespace), "kubectl delete")
+
     def edit(self, name: str, change) -> None:
         """What a user does with kubectl edit: the object read, changed and written back."""
         cm = self.get(name)
@@ -66,7 +70,8 @@ def _store(cms: ConfigMaps, episodes: int, rows_per_shard: int, k: int = 1) -> t
     if k > 1:
         raw |= {"samplesPerInput": k, "inputs": [{"task": g} for g in range(episodes // k)]}
     spec = parse_spec(raw)
-    store = ResultsStore(Storage(cms.api), REF, {}, logging.getLogger("t"), rows_per_shard)
+    owner = manifests.owner_reference(f"{GROUP}/{VERSION}", KIND, REF.name, REF.uid)   # as the reconciler's
+    store = ResultsStore(Storage(cms.api), REF, owner, logging.getLogger("t"), rows_per_shard)
     store.configure(spec)
     return store, BatchTracker(episodes, 0), spec
 

@@ -1,64 +1,32 @@
 """spec.cleanup.results: Retain. What the operator writes (no ownerReference, the retained label,
 the head naming its shards' digests) and what a reader makes of it once the batch is gone
-(sdk.retained): the rows, and nothing a neighbour edited into a shard."""
-import copy
+(sdk.retained): the rows, and nothing a neighbour edited into a shard. One API server in memory
+holds it all: the store writes there, the batch is deleted there (its garbage collector keeps
+the retained set and takes an owned one), and the SDK and CLI read and delete there."""
 import dataclasses
 import json
 
 import pytest
 
+from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import naming
 from rolloutbatch.core.results import SHARD_DIGESTS, decode_results
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import NotFound
 from rolloutbatch.sdk import ResultsNotReady, ops, retained
 from rolloutbatch.sdk.client import run
 from tests.unit.core.factories import REF, result
 from tests.unit.service.test_results_store import ConfigMaps, _store, _write
 
 
-class Api:
-    """The SDK's view of the same ConfigMaps: get by path, list by label, delete; and the
-    RolloutBatches that exist now (``batches``, by name)."""
-
-    url = "https://fake"
-
-    def __init__(self, cms: ConfigMaps, batches: dict | None = None) -> None:
-        self.cms = cms
-        self.batches = dict(batches or {})
-        self.deleted: list[str] = []
-
-    def get(self, path: str, what: str, **params):
-        name = path.rsplit("/", 1)[1]
-        if path.endswith("/configmaps"):
-            return {"items": copy.deepcopy(self.cms._matching(params["labelSelector"])), "metadata": {}}
-        if "/rolloutbatches/" in path:
-            if name not in self.batches:
-                raise NotFound(what, status=404, reason="NotFound")
-            return copy.deepcopy(self.batches[name])
-        if "/configmaps/" not in path:
-            return {}   # API discovery: the CRD is installed
-        if name not in self.cms.objects:
-            raise NotFound(what, status=404, reason="NotFound")
-        return copy.deepcopy(self.cms.objects[name])
-
-    def delete(self, path: str, what: str, body=None):
-        name = path.rsplit("/", 1)[1]
-        assert body["preconditions"]["uid"] == self.cms.objects[name]["metadata"].get("uid")
-        self.deleted.append(name)
-        del self.cms.objects[name]
-        return {}
-
-
 def _retained_batch(cms: ConfigMaps, episodes: int = 6, rows_per_shard: int = 2):
+    """A batch that retained its results, ended and was deleted."""
     store, tracker, spec = _store(cms, episodes, rows_per_shard)
     spec = dataclasses.replace(spec, cleanup_results="Retain")
     store.configure(spec)
     for i in range(episodes):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, final=True, cms=cms)
-    for cm in cms.objects.values():    # the API server gives each object its uid
-        cm["metadata"]["uid"] = f"uid-{cm['metadata']['name']}"
+    cms.delete_batch()
     return store
 
 
@@ -66,14 +34,14 @@ def test_retained_results_are_unowned_labelled_and_their_head_names_the_shards_d
     cms = ConfigMaps()
     store = _retained_batch(cms)
     head_name = naming.results_configmap_name(REF)
-    assert len(cms.objects) == 4   # the head and three shards
+    assert len(cms.objects) == 4   # the head and three shards, left by the garbage collector
     for cm in cms.objects.values():
         meta = cm["metadata"]
         assert "ownerReferences" not in meta          # deleting the batch leaves them
         assert meta["labels"][naming.LABEL_RESULTS_RETAINED] == naming.RESULTS_RETAINED
         assert meta["labels"][naming.LABEL_BATCH_UID] == REF.uid
         assert meta["labels"][naming.LABEL_BATCH_NAME] == REF.name
-    head = decode_results(cms.objects[head_name])
+    head = decode_results(cms.get(head_name))
     shards = {n: d for n, d in store.digests.items() if n != head_name}
     assert head[SHARD_DIGESTS] == shards and len(shards) == 3
 
@@ -84,15 +52,17 @@ def test_a_batch_that_deletes_its_results_writes_no_digests_in_its_head():
     for i in range(6):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, final=True, cms=cms)
-    head = decode_results(cms.objects[naming.results_configmap_name(REF)])
+    head = decode_results(cms.get(naming.results_configmap_name(REF)))
     assert SHARD_DIGESTS not in head
     assert all(naming.LABEL_RESULTS_RETAINED not in cm["metadata"]["labels"] for cm in cms.objects.values())
+    cms.delete_batch()
+    assert cms.objects == {}          # owned by the batch: gone with it
 
 
 def test_the_retained_rows_read_without_the_batch():
     cms = ConfigMaps()
     _retained_batch(cms)
-    document = run(Api(cms), retained.retained_document(REF.name, REF.namespace))
+    document = run(cms.api, retained.retained_document(REF.name, REF.namespace))
     assert [row["index"] for row in document["pods"]] == list(range(6))
     assert document["retained"] == {"uid": REF.uid, "verified_by": retained.RETAINED_VERIFIED_BY}
     assert not document["missing_shards"]
@@ -103,10 +73,10 @@ def test_a_shard_edited_since_is_left_out_and_named():
     cms = ConfigMaps()
     _retained_batch(cms)
     shard = naming.results_configmap_name(REF) + "-1"
-    forged = decode_results(cms.objects[shard])
+    forged = decode_results(cms.get(shard))
     forged["pods"][0]["reward"] = 1e6
-    cms.objects[shard]["data"] = {"results.json": json.dumps(forged)}
-    document = run(Api(cms), retained.retained_document(REF.name, REF.namespace))
+    cms.edit(shard, lambda cm: cm.update(data={"results.json": json.dumps(forged)}))
+    document = run(cms.api, retained.retained_document(REF.name, REF.namespace))
     assert document["unverified_shards"] == [shard] and document["missing_shards"] == [shard]
     assert all(row["reward"] != 1e6 for row in document["pods"]) and len(document["pods"]) == 4
     with pytest.raises(ResultsNotReady):      # ResultsIncomplete: never a silently partial list
@@ -117,41 +87,59 @@ def test_a_shard_edited_since_is_left_out_and_named():
 def test_no_retained_results_without_the_retained_head(spoil):
     cms = ConfigMaps()
     _retained_batch(cms)
-    head = cms.objects[naming.results_configmap_name(REF)]
+    head = naming.results_configmap_name(REF)
     if spoil == "absent":
-        del cms.objects[naming.results_configmap_name(REF)]
+        cms.api.delete(cms.path(head), "kubectl delete")
     elif spoil == "unlabelled":
-        del head["metadata"]["labels"][naming.LABEL_RESULTS_RETAINED]
+        cms.edit(head, lambda cm: cm["metadata"]["labels"].pop(naming.LABEL_RESULTS_RETAINED))
     else:
-        head["metadata"]["labels"][naming.LABEL_BATCH_UID] = "another-uid"
+        cms.edit(head, lambda cm: cm["metadata"]["labels"].update({naming.LABEL_BATCH_UID: "another-uid"}))
     with pytest.raises(ResultsNotReady):
-        run(Api(cms), retained.retained_document(REF.name, REF.namespace))
+        run(cms.api, retained.retained_document(REF.name, REF.namespace))
 
 
 def test_cleanup_deletes_every_retained_configmap_of_the_name_and_nothing_else():
     cms = ConfigMaps()
     _retained_batch(cms)
-    cms.objects["other"] = {"metadata": {"name": "other", "uid": "x", "labels": {"app": "mine"}}}
-    api = Api(cms)
-    deleted = run(api, retained.delete_retained(REF.name, REF.namespace))
+    cms.api.put({"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "other", "namespace": REF.namespace, "labels": {"app": "mine"}}})
+    deleted = run(cms.api, retained.delete_retained(REF.name, REF.namespace))
     assert len(deleted) == 4 and list(cms.objects) == ["other"]
-    assert run(api, retained.delete_retained(REF.name, REF.namespace)) == []
+    assert run(cms.api, retained.delete_retained(REF.name, REF.namespace)) == []
+
+
+def test_a_retained_configmap_replaced_since_the_list_is_not_deleted():
+    # deleted by its uid: a namesake made between the list and the delete stays
+    cms = ConfigMaps()
+    _retained_batch(cms)
+    head = naming.results_configmap_name(REF)
+
+    def replace_head():
+        live = cms.get(head)
+        cms.api.delete(cms.path(head), "someone")
+        cms.api.put({**live, "metadata": {k: val for k, val in live["metadata"].items() if k != "uid"}})
+    cms.api.meanwhile("DELETE", "ConfigMap", replace_head, when=lambda path: path.endswith(f"/{head}"))
+    deleted = run(cms.api, retained.delete_retained(REF.name, REF.namespace))
+    assert head not in deleted and len(deleted) == 3 and list(cms.objects) == [head]
 
 
 NEW_UID = "uid-of-the-new-batch"
 
 
-def _namesake(uid: str = NEW_UID) -> dict:
-    return {"metadata": {"name": REF.name, "namespace": REF.namespace, "uid": uid}, "spec": {}, "status": {}}
+def _namesake(cms: ConfigMaps, uid: str = NEW_UID) -> None:
+    """A new batch of the same name, created since (the earlier one is gone)."""
+    cms.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+                 "metadata": {"name": REF.name, "namespace": REF.namespace, "uid": uid}, "spec": {}})
 
 
 def _newer_set(cms: ConfigMaps, uid: str = NEW_UID) -> list[str]:
     """Results ConfigMaps a newer batch of the same name retains (names its shards skipped)."""
     names = [naming.results_configmap_name(REF) + f"-{n}" for n in (7, 8)]
     for name in names:
-        cms.objects[name] = {"metadata": {"name": name, "uid": f"uid-{name}", "labels": {
-            naming.LABEL_BATCH_NAME: REF.name, naming.LABEL_BATCH_UID: uid,
-            naming.LABEL_RESULTS_RETAINED: naming.RESULTS_RETAINED}}, "data": {}}
+        cms.api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": name, "namespace": REF.namespace, "labels": {
+                naming.LABEL_BATCH_NAME: REF.name, naming.LABEL_BATCH_UID: uid,
+                naming.LABEL_RESULTS_RETAINED: naming.RESULTS_RETAINED}}, "data": {}})
     return names
 
 
@@ -159,9 +147,9 @@ def test_deleting_by_uid_removes_that_batchs_set_only():
     cms = ConfigMaps()
     _retained_batch(cms)
     newer = _newer_set(cms)
-    deleted = run(Api(cms), retained.delete_retained(REF.name, REF.namespace, REF.uid))
+    deleted = run(cms.api, retained.delete_retained(REF.name, REF.namespace, REF.uid))
     assert len(deleted) == 4 and sorted(cms.objects) == newer
-    assert run(Api(cms), retained.retained_uids(REF.name, REF.namespace)) == [NEW_UID]
+    assert run(cms.api, retained.retained_uids(REF.name, REF.namespace)) == [NEW_UID]
 
 
 def test_deleting_by_name_leaves_the_results_of_the_batch_of_that_name_that_exists():
@@ -170,11 +158,11 @@ def test_deleting_by_name_leaves_the_results_of_the_batch_of_that_name_that_exis
     cms = ConfigMaps()
     _retained_batch(cms)
     newer = _newer_set(cms)
-    api = Api(cms, batches={REF.name: _namesake()})
-    assert len(run(api, retained.delete_retained(REF.name, REF.namespace))) == 4
+    _namesake(cms)
+    assert len(run(cms.api, retained.delete_retained(REF.name, REF.namespace))) == 4
     assert sorted(cms.objects) == newer
-    api.batches.clear()          # once that batch is gone too, its results are a gone batch's
-    assert run(api, retained.delete_retained(REF.name, REF.namespace)) == newer and not cms.objects
+    cms.delete_batch()           # once that batch is gone too, its results are a gone batch's
+    assert run(cms.api, retained.delete_retained(REF.name, REF.namespace)) == newer and not cms.objects
 
 
 def test_a_new_batch_of_the_name_is_told_how_to_read_and_free_them():
@@ -182,7 +170,7 @@ def test_a_new_batch_of_the_name_is_told_how_to_read_and_free_them():
 
     cms = ConfigMaps()
     _retained_batch(cms)
-    found = cms.objects[naming.results_configmap_name(REF)]
+    found = cms.get(naming.results_configmap_name(REF))
     message = conflict_message(REF, found=found)
     assert f"rolloutbatch results {REF.name} --retained-uid {REF.uid} --output DIR" in message
     assert f"rolloutbatch cleanup {REF.name} deletes this batch and them" in message
@@ -199,7 +187,8 @@ def test_the_advised_read_is_the_earlier_set_while_the_new_batch_exists(tmp_path
 
     cms = ConfigMaps()
     _retained_batch(cms)
-    client = Client(api=Api(cms, batches={REF.name: _namesake()}), namespace=REF.namespace)
+    _namesake(cms)
+    client = Client(api=cms.api, namespace=REF.namespace)
     monkeypatch.setattr(export, "make_client", lambda args: client)
     out = tmp_path / "old"
     assert main(["results", REF.name, "--retained-uid", REF.uid, "--output", str(out)]) == 0
@@ -214,7 +203,8 @@ def test_the_advised_read_is_the_earlier_set_while_the_new_batch_exists(tmp_path
     assert main(["results", REF.name, "--retained-uid", "another", "--output", str(tmp_path / "x")]) == 1
     assert "with uid another" in capsys.readouterr().err
     # the batch that exists is read as itself, never through the head alone
-    client.api.batches[REF.name] = _namesake(REF.uid)
+    cms.delete_batch()
+    _namesake(cms, REF.uid)
     assert main(["results", REF.name, "--retained-uid", REF.uid, "--output", str(tmp_path / "y")]) == 1
     assert "still exists" in capsys.readouterr().err
 
