@@ -232,12 +232,24 @@ def patch_batch_status(api: Api, namespace: str, name: str, patch: dict) -> dict
     return api.merge_patch(path, {"status": patch}, f"patch status of RolloutBatch {namespace}/{name}")
 
 
+def batch_alive(api: Api, namespace: str, name: str, uid: str) -> bool:
+    """Whether the RolloutBatch of that uid exists and is not being deleted."""
+    live = get_or_none(api, "RolloutBatch", name, namespace)
+    meta = (live or {}).get("metadata") or {}
+    return meta.get("uid") == uid and not meta.get("deletionTimestamp")
+
+
 def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | None = None,
-                  also_ours: Callable[[dict], bool] | None = None) -> dict:
+                  also_ours: Callable[[dict], bool] | None = None, *, batch: tuple[str, str] | None = None) -> dict:
     """Create or replace a ConfigMap we own (the results document); returns the live object.
 
     With the ``resource_version`` of our last write the replace is one PUT; otherwise (first
     write, or someone else changed it) a create, or a read, an ownership check and a PUT.
+
+    ``batch`` (namespace, name): the RolloutBatch the ConfigMap belongs to. It is created only
+    while that batch lives: a write still in flight when the batch was deleted (a worker thread
+    outlives its cancelled task) would otherwise make the ConfigMap again after the garbage
+    collector or the finalizer removed it, an orphan left for the collector to find. NotFound then.
     """
     meta = obj["metadata"]
     path = object_path("ConfigMap", meta["name"], meta["namespace"])
@@ -248,6 +260,9 @@ def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | N
         except (Conflict, NotFound) as exc:
             # Someone else wrote it (a second operator on the cluster, a user): worth a look.
             log.warning("%s changed since our last write (%s): reading it again", _describe(obj), exc)
+    if batch is not None and not batch_alive(api, batch[0], batch[1], batch_uid):
+        raise NotFound(f"not creating {_describe(obj)}: its RolloutBatch {batch[0]}/{batch[1]} is gone or being "
+                       "deleted")
     try:
         return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
     except Conflict:

@@ -72,8 +72,9 @@ class Storage:
         return await self._run(resources.configmap_versions, namespace, selector)
 
     async def put_configmap(self, obj: dict, batch_uid: str, resource_version: str | None = None,
-                            also_ours: Callable[[dict], bool] | None = None) -> dict:
-        return await self._run(resources.put_configmap, obj, batch_uid, resource_version, also_ours)
+                            also_ours: Callable[[dict], bool] | None = None, *,
+                            batch: tuple[str, str] | None = None) -> dict:
+        return await self._run(resources.put_configmap, obj, batch_uid, resource_version, also_ours, batch=batch)
 
     # -- the cluster around it ---------------------------------------------------------------
     async def runtime_class(self, name: str) -> dict | None:

@@ -37,7 +37,7 @@ from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.kube.errors import NotOurs
+from rolloutbatch.kube.errors import NotFound, NotOurs
 
 Emit = Callable[[str, str, str], None]
 
@@ -198,6 +198,15 @@ class ResultsStore:
 
     async def write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,
                     final: bool) -> None:
+        """Write what changed (the head, and every dirty shard). Nothing is created once the batch
+        is gone or being deleted (``kube.resources.put_configmap``): its results go with it."""
+        try:
+            await self._write(tracker, spec, origin, extra, final=final)
+        except NotFound as exc:
+            self.log.info("Results not written: %s", exc)
+
+    async def _write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,
+                     final: bool) -> None:
         version, count = tracker.version, len(tracker.results)
         summary = tracker.summary(origin)
         results = tracker.results
@@ -294,7 +303,8 @@ class ResultsStore:
         # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content
         # is still what we wrote last (the write puts the labels back).
         live = await self.storage.put_configmap(cm, self.ref.uid, self.versions.get(shard),
-                               lambda existing: configmap_digest(existing) == self.digests.get(name))
+                                                lambda existing: configmap_digest(existing) == self.digests.get(name),
+                                                batch=(self.ref.namespace, self.ref.name))
         self.versions[shard] = (live.get("metadata") or {}).get("resourceVersion")
         # The digest of what the API stored: the status records it (the reconciler's next patch).
         self.digests[cm["metadata"]["name"]] = configmap_digest(live)

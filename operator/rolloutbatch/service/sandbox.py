@@ -13,13 +13,12 @@ import asyncio
 import logging
 import time
 
+from rolloutbatch.core import naming
 from rolloutbatch.core.children import deletion_plan
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.faults import crash_point
-from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Forbidden, NotOurs
-
-
+from rolloutbatch.kube.storage import Storage
 
 async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False,
                       wait: bool = True) -> bool:
@@ -33,7 +32,7 @@ async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, f
             continue
         try:
             going = await storage.delete_owned(step.kind, step.name, step.namespace, ref.uid,
-                               propagation=step.propagation)
+                                               propagation=step.propagation)
         except NotOurs as exc:
             log.warning("Leaving alone what is not ours: %s", exc)
             continue
@@ -71,3 +70,19 @@ async def remove(storage: Storage, ref: BatchRef, log: logging.Logger, timeout: 
             await remove_once(storage, ref, log, finalizer=finalizer, wait=False)
             return False
         await asyncio.sleep(interval)
+
+
+async def remove_results(storage: Storage, ref: BatchRef, log: logging.Logger) -> None:
+    """The batch's results ConfigMaps (head and shards), unless retained: deleted by the
+    finalizer, so they are gone when ``kubectl delete --wait`` returns rather than whenever the
+    garbage collector gets to them (seconds later on a loaded cluster). Retained ones are left."""
+    for cm in await storage.list_configmaps(ref.namespace, naming.label_selector(ref)):
+        meta = cm.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get(naming.LABEL_EPISODE_ROLE) not in (naming.ROLE_RESULTS, naming.ROLE_RESULTS_SHARD) \
+                or labels.get(naming.LABEL_RESULTS_RETAINED) == naming.RESULTS_RETAINED:
+            continue
+        try:
+            await storage.delete_owned("ConfigMap", meta.get("name"), ref.namespace, ref.uid)
+        except NotOurs as exc:
+            log.warning("Leaving alone what is not ours: %s", exc)

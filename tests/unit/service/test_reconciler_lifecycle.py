@@ -332,3 +332,50 @@ def test_ttl_seconds_after_finished_deletes_the_batch():
         await asyncio.wait_for(task, 10)
         assert cluster.batch() is None
     run(scenario)
+
+
+def _results_configmaps(cluster):
+    return sorted(cm["metadata"]["name"] for cm in cluster.api.list_objects("ConfigMap", NAMESPACE)
+                  if "results" in cm["metadata"]["name"])
+
+
+@pytest.mark.parametrize("policy, kept", [(v.RESULTS_DELETE, False), (v.RESULTS_RETAIN, True)])
+def test_the_finalizer_removes_the_results_unless_retained(policy, kept):
+    async def scenario(cluster):
+        task = await start(cluster, {**SPEC, "cleanup": {"results": policy}})
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert _results_configmaps(cluster)
+        assert await cluster.reconciler().delete_sandbox(timeout=2.0)
+        assert bool(_results_configmaps(cluster)) is kept
+    run(scenario)
+
+
+def test_a_results_write_in_flight_when_the_batch_is_deleted_does_not_make_it_again():
+    async def scenario(cluster):
+        task = await start(cluster)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0)
+        await until(lambda: bool(_results_configmaps(cluster)))
+        rec = cluster.reconciler()
+        # The batch is deleted (its finalizer holds it) and the finalizer removes the results
+        # while the reconciler still runs: its next write finds its ConfigMap gone.
+        batch = cluster.batch()
+        cluster.api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NAMESPACE}/rolloutbatches/batch",
+                                {"metadata": {"finalizers": [naming.FINALIZER]}}, "kopf")
+        cluster.api.delete(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NAMESPACE}/rolloutbatches/batch",
+                           "kubectl", {"preconditions": {"uid": batch["metadata"]["uid"]}})
+        for name in _results_configmaps(cluster):
+            cluster.api.delete(f"/api/v1/namespaces/{NAMESPACE}/configmaps/{name}", "finalizer")
+        cluster.end_pod(1)
+        cluster.end_pod(2)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert _results_configmaps(cluster) == []   # nothing made again for a batch being deleted
+        assert rec.results.digests   # it did write while the batch lived
+    run(scenario)
