@@ -12,6 +12,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.errors import Invalid, Unavailable
 from rolloutbatch.service import policy
+from rolloutbatch.service.context import batch_ref
 from tests.support import crd_schema
 from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
 
@@ -378,4 +379,58 @@ def test_a_results_write_in_flight_when_the_batch_is_deleted_does_not_make_it_ag
         await asyncio.wait_for(task, 10)
         assert _results_configmaps(cluster) == []   # nothing made again for a batch being deleted
         assert rec.results.digests   # it did write while the batch lived
+    run(scenario)
+
+
+# --- names taken, crashes mid-provisioning ------------------------------------------------------
+def test_a_sandbox_namespace_squatted_by_someone_else_stalls_and_is_left_alone():
+    async def scenario(cluster):
+        batch = cluster.submit(SPEC)
+        squatter = cluster.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": naming.sandbox_namespace(batch_ref(batch))}})
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        assert status["phase"] == v.FAILED
+        assert status["reason"] in (v.STALL_NAMESPACE_CONFLICT, v.STALL_NAME_CONFLICT)
+        assert cluster.job() is None
+        assert cluster.api.get_object("Namespace", squatter["metadata"]["name"])["metadata"]["uid"] == \
+            squatter["metadata"]["uid"]
+    run(scenario)
+
+
+def test_a_foreign_configmap_in_the_results_place_stalls_before_anything_is_created():
+    async def scenario(cluster):
+        cluster.submit(SPEC)
+        foreign = cluster.api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "batch-results", "namespace": NAMESPACE}, "data": {"mine": "yes"}})
+        before = namespaces(cluster)
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_RESULTS_CONFLICT)
+        assert namespaces(cluster) == before and cluster.job() is None
+        kept = cluster.api.get_object("ConfigMap", "batch-results", NAMESPACE)
+        assert kept["data"] == {"mine": "yes"} and kept["metadata"]["uid"] == foreign["metadata"]["uid"]
+    run(scenario)
+
+
+def test_a_crash_mid_provisioning_is_resumed_by_the_next_operator_with_one_job():
+    async def scenario(cluster):
+        cluster.submit(SPEC)
+        # the first operator dies as it creates the Job (after the namespace and ConfigMaps exist)
+        cluster.api.fail("POST", "Job", asyncio.CancelledError())
+        task = asyncio.create_task(cluster.reconciler().run())
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        assert cluster.status()["phase"] == v.PROVISIONING and cluster.job() is None
+        cluster.restart_operator()
+        task = asyncio.create_task(cluster.reconciler().run())
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        assert len(cluster.api.list_objects("Job")) == 1
+        assert len([ns for ns in namespaces(cluster) if ns.startswith("rb-")]) == 1
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert cluster.status()["phase"] == v.SUCCEEDED
     run(scenario)
