@@ -1,5 +1,7 @@
-"""One vocabulary: the CRD's enums, the tuples of core.vocabulary and the package's code spell
-each word of the API once, in core/vocabulary.py."""
+"""One vocabulary: the CRD's enums, the enums of core.vocabulary and the package's code spell
+each word of the API once, in core/vocabulary.py; every reason the package writes is a member of
+a reason enum, and docs/design.md's tables list every one of them."""
+import ast
 import json
 import pathlib
 import re
@@ -211,3 +213,144 @@ def test_the_guard_sees_a_bare_word():
     assert bare_words("core/manifests.py", 'spec = {"cleanup": "Never"}') != []
     assert bare_words("cli/x.py", "f\"{x or 'DeleteOnSuccess'}\"") != []
     assert bare_words("cli/x.py", "# a Dedicated sandbox") == []
+
+
+# --- every reason the package writes is a word of the vocabulary, documented --------------------
+REASON_ENUMS = (v.BatchReason, v.StallReason, v.EventReason, v.EpisodeReason)
+REASON_WORDS = {member.value for enum in REASON_ENUMS for member in enum}
+# The reason of an API error the SDK raises itself is the API server's (a Status's reason), not ours.
+API_STATUS_REASONS = {"NotFound"}
+# Bare reasons in modules being rewritten elsewhere, to become the vocabulary's name there; kept
+# exact (a fixed one must leave this list, so it cannot excuse a later one): (file, word).
+SPELT_ELSEWHERE = {("service/reconciler.py", "Provisioned")}
+DESIGN = (ROOT / "docs" / "design.md").read_text()
+
+
+def _words(node: ast.AST):
+    """("literal", text) or ("name", vocabulary attribute) of what an expression may evaluate to."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield "literal", node.value
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("v", "vocabulary"):
+        yield "name", node.attr
+    elif isinstance(node, ast.IfExp):
+        yield from _words(node.body)
+        yield from _words(node.orelse)
+    elif isinstance(node, ast.BoolOp):
+        for value in node.values:
+            yield from _words(value)
+
+
+def written_reasons(tree: ast.AST):
+    """(line, kind, word) of every reason a module writes: an Event's (``emit(type, reason, ...)``),
+    a stall's (``Stalled(reason, ...)``), a ``reason=`` argument and a ``"reason":`` entry."""
+    for node in ast.walk(tree):
+        found: list[ast.AST] = []
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "emit" and len(node.args) >= 2:
+                found.append(node.args[1])
+            if name == "Stalled" and node.args:
+                found.append(node.args[0])
+            found += [keyword.value for keyword in node.keywords if keyword.arg == "reason"]
+        elif isinstance(node, ast.Dict):
+            found += [value for key, value in zip(node.keys, node.values)
+                      if isinstance(key, ast.Constant) and key.value == "reason"]
+        for expression in found:
+            for kind, word in _words(expression):
+                yield expression.lineno, kind, word
+
+
+def _package_trees():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(), str(path))
+
+
+def test_the_scan_sees_every_way_a_reason_is_written():
+    tree = ast.parse('self.emit("Normal", "Provisioned", m)\nraise Stalled(v.STALL_QUOTA, m)\n'
+                     'patch(reason=v.REASON_RUNNING if a else "X")\nd = {"reason": v.EVENT_FOREIGN_POD}\n')
+    assert sorted(written_reasons(tree)) == [(1, "literal", "Provisioned"), (2, "name", "STALL_QUOTA"),
+                                             (3, "literal", "X"), (3, "name", "REASON_RUNNING"),
+                                             (4, "name", "EVENT_FOREIGN_POD")]
+
+
+def test_every_vocabulary_name_the_package_uses_exists():
+    # A misspelt name is an AttributeError only when its line runs (a stall path, say).
+    missing = []
+    for relative, tree in _package_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("v", "vocabulary") and not node.attr.islower() \
+                    and not hasattr(v, node.attr):   # (lower case: a loop's ``v``, not the module)
+                missing.append(f"{relative}:{node.lineno}: {node.value.id}.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module == "rolloutbatch.core.vocabulary":
+                missing += [f"{relative}:{node.lineno}: {a.name}" for a in node.names if not hasattr(v, a.name)]
+    assert not missing, missing
+
+
+def test_every_reason_the_package_writes_is_in_a_reason_enum():
+    wrong, bare = [], set()
+    for relative, tree in _package_trees():
+        for line, kind, word in written_reasons(tree):
+            if kind == "name":
+                if not isinstance(getattr(v, word, None), REASON_ENUMS):
+                    wrong.append(f"{relative}:{line}: v.{word} is not a reason")
+            elif word not in API_STATUS_REASONS:
+                if word not in REASON_WORDS:
+                    wrong.append(f"{relative}:{line}: {word!r} is no reason of core.vocabulary")
+                bare.add((relative, word))
+    assert not wrong, "\n".join(wrong)
+    # ... and spelt by its name (the only bare ones left are listed, and still there)
+    assert bare == SPELT_ELSEWHERE, f"use the names of core.vocabulary: {sorted(bare - SPELT_ELSEWHERE)}"
+
+
+def test_every_reason_is_written_somewhere():
+    # A reason nothing writes is a stale word (or one still spelt bare: SPELT_ELSEWHERE).
+    written = {getattr(v, word) for _, tree in _package_trees() for _, kind, word in written_reasons(tree)
+               if kind == "name"}
+    written |= {word for _, word in SPELT_ELSEWHERE}
+    source = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "vocabulary.py")
+    for enum in REASON_ENUMS:
+        for member in enum:
+            names = [name for name, value in vars(v).items() if value is member] + [f"{enum.__name__}.{member.name}"]
+            used = member in written or any(re.search(rf"\b(?:v|vocabulary)\.{re.escape(n)}\b", source) for n in names)
+            assert used, f"{enum.__name__}.{member.name} is written nowhere"
+
+
+def _section(heading: str) -> str:
+    start = DESIGN.index(heading)
+    end = DESIGN.find("\n#", start + len(heading))
+    return DESIGN[start:end if end >= 0 else None]
+
+
+def _column(section: str, header: str) -> set[str]:
+    """The backticked words in the column ``header`` of every table of ``section``."""
+    words: set[str] = set()
+    column = None
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            column = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if column is None:
+            column = cells.index(header) if header in cells else -1
+        elif column >= 0 and not set(cells[column]) <= set("-: "):
+            words |= set(re.findall(r"`([A-Za-z]+)`", cells[column]))
+    return words
+
+
+@pytest.mark.parametrize("heading, enum, extra", [
+    ("### 5.6 Stall reasons", v.StallReason, set()),
+    ("### The success rule", v.EpisodeReason, set()),
+    ("### 5.1 Phases", v.BatchReason, set()),
+    ("### 5.13 kopf wiring", v.EventReason, {m.value for m in v.BatchReason}),
+])
+def test_design_documents_every_reason(heading, enum, extra):
+    documented = _column(_section(heading), "reason")
+    values = {member.value for member in enum}
+    assert values <= documented, f"{heading}: not in its table: {sorted(values - documented)}"
+    assert documented <= values | extra, f"{heading}: no such reason: {sorted(documented - values - extra)}"
+
+
+def test_design_lists_the_phases_and_the_conditions_in_order():
+    assert _column(_section("### 5.1 Phases"), "phase") == {p.value for p in v.Phase}
+    assert f"in the order {', '.join(v.CONDITION_TYPES[:-1])}, {v.CONDITION_TYPES[-1]}:" in " ".join(_section("## 6. Conditions").split())
