@@ -74,6 +74,7 @@ class ConditionType(Word):
 
 
 class ConditionStatus(Word):
+    """As every Kubernetes condition spells its status (metav1.ConditionStatus)."""
     TRUE = "True"
     FALSE = "False"
     UNKNOWN = "Unknown"
@@ -332,6 +333,16 @@ LOG_TAIL_BYTES = 4 * 1024             # failed and lost episodes
 SUCCESS_LOG_TAIL_BYTES = 1024         # succeeded episodes
 
 # --- Kubernetes facts we read -------------------------------------------------------------------
+class PodPhase(Word):
+    """A pod's status.phase: Kubernetes' words, not a batch's (``Phase``), though four are spelt alike."""
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+# Kubernetes' conditions (a pod's, a Job's) have the statuses of ``ConditionStatus``.
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 # Waiting reasons of a container whose image the node cannot run (kubelet's images package).
 IMAGE_WAITING_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
