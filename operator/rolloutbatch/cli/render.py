@@ -135,11 +135,6 @@ def summary(status: Mapping | None, document: Mapping | None = None) -> dict[str
     return out
 
 
-def summary_table(columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None) -> SummaryTable:
-    """A rich renderable: one row per guide metric, one column per batch (side by side)."""
-    return SummaryTable(columns, title)
-
-
 class SummaryTable:
     """The guide's metrics, side by side when that fits the console; else one table per batch,
     else plain lines.
