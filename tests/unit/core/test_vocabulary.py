@@ -170,6 +170,10 @@ def test_one_log_limit():
     assert parser.parse_args(["logs", "b"]).limit_bytes == v.LOG_LIMIT_BYTES
     assert parser.parse_args(["results", "b", "-O", "d"]).log_limit_bytes == v.LOG_LIMIT_BYTES
     assert parser.parse_args(["operator"]).log_limit_bytes == v.LOG_LIMIT_BYTES
+    # ... and their --help texts say it from the one constant
+    for command in (["logs", "b"], ["results", "b", "-O", "d"], ["operator"]):
+        sub = parser._subparsers._group_actions[0].choices[command[0]]
+        assert "(default 1 MiB)" in " ".join(sub.format_help().split()), command
 
 
 # --- no word of the API spelt bare outside core/vocabulary.py ------------------------------------
