@@ -9,10 +9,12 @@ created -> Ready=True over bare Job created -> Complete, medians of one run.
 from __future__ import annotations
 
 import lib
+from rolloutbatch.core import vocabulary
 from workloads import ensure_namespace, run_bare, run_batch, trivial_spec
 
-VARIANTS = {"dedicated": {}, "dedicated+quota": {"isolation": {"namespace": "Dedicated", "resourceQuota": True}},
-            "shared": {"isolation": {"namespace": "Shared"}}}
+VARIANTS = {"dedicated": {}, "dedicated+quota": {"isolation": {"namespace": vocabulary.ISOLATION_DEDICATED,
+                                                                  "resourceQuota": True}},
+            "shared": {"isolation": {"namespace": vocabulary.ISOLATION_SHARED}}}
 
 
 def part_modes(kube, repeats: int, sizes=((60, 30), (1000, 100))) -> dict:

@@ -16,6 +16,7 @@ import time
 import lib
 from lib import GROUP, Kube
 from workloads import batch_obj, ensure_namespace, trivial_spec
+from rolloutbatch.core import vocabulary
 from rolloutbatch.core.results import decode_results
 from rolloutbatch.sdk.client import Client
 from rolloutbatch.sdk.ops import results_name, shard_selector
@@ -80,7 +81,8 @@ def scenario(kube: Kube, proxy: lib.Proxy, label: str, batches: list[tuple[str, 
         progress.append((now, name, int(st.get("succeededEpisodes") or 0) + int(st.get("failedEpisodes") or 0),
                          int(st.get("readyEpisodes") or 0)))
         for cond in st.get("conditions") or []:
-            if cond.get("type") in ("Ready", "Stalled") and cond.get("status") == "True":
+            if cond.get("type") in (vocabulary.CONDITION_READY, vocabulary.CONDITION_STALLED) \
+                    and cond.get("status") == vocabulary.CONDITION_TRUE:
                 finished.setdefault(name, now)
                 objects[name] = rb
         if len(finished) == len(names):

@@ -14,7 +14,7 @@ import yaml
 
 import lib
 from lib import GROUP, Kube
-from rolloutbatch.core import manifests
+from rolloutbatch.core import manifests, vocabulary
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
 
@@ -73,7 +73,8 @@ def pods_detail(kube: Kube, tracker: lib.PodTracker, read_logs: bool = True) -> 
 def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 600) -> dict:
     """ConfigMap + Indexed Job built by the operator's own manifest builders (Shared isolation,
     no owner), watched directly: created -> Job Complete observed -> pods listed and logs read."""
-    spec = parse_spec({**spec_raw, "isolation": {"namespace": "Shared", "network": "DenyAll"}})
+    spec = parse_spec({**spec_raw, "isolation": {"namespace": vocabulary.ISOLATION_SHARED,
+                                                "network": vocabulary.NETWORK_DENY_ALL}})
     import uuid
     ref = BatchRef(namespace=ns, name=name, uid=str(uuid.uuid4()))
     job = manifests.job(ref, spec, None)
@@ -84,7 +85,7 @@ def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 60
     def on_job(now, type_, obj):
         job_seen.setdefault("created", now)
         for cond in (obj.get("status") or {}).get("conditions") or []:
-            if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            if cond.get("status") == vocabulary.CONDITION_TRUE and cond.get("type") in ("Complete", "Failed"):
                 job_seen.setdefault("finished", now)
                 job_seen["condition"] = cond["type"]
                 job_seen["object"] = obj
@@ -117,20 +118,20 @@ def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 60
 
 def run_batch(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 900, detail: bool = True) -> dict:
     """A RolloutBatch (sandbox kept until the bench read the pods), watched until Ready=True."""
-    obj = batch_obj(name, spec_raw, cleanup={"sandbox": "Never"})
+    obj = batch_obj(name, spec_raw, cleanup={"sandbox": vocabulary.CLEANUP_NEVER})
     seen: dict = {"phases": {}}
     done = threading.Event()
 
     def on_rb(now, type_, rb):
         status = rb.get("status") or {}
         seen["phases"].setdefault(status.get("phase") or "-", now)
-        ready = condition(rb, "Ready")
-        if ready and ready.get("status") == "True":
+        ready = condition(rb, vocabulary.CONDITION_READY)
+        if ready and ready.get("status") == vocabulary.CONDITION_TRUE:
             seen.setdefault("ready", now)
             seen["object"] = rb
             done.set()
-        stalled = condition(rb, "Stalled")
-        if stalled and stalled.get("status") == "True":
+        stalled = condition(rb, vocabulary.CONDITION_STALLED)
+        if stalled and stalled.get("status") == vocabulary.CONDITION_TRUE:
             seen.setdefault("stalled", now)
             seen["object"] = rb
             done.set()

@@ -104,12 +104,12 @@ class Operator:
             self.proc.wait(10)
 
 
-def summary(handles):
+def print_summary(console, handles) -> None:
     """The guide's metrics of the demo's batches, side by side (stacked on a narrow console)."""
     from rolloutbatch.cli import render
 
-    return render.summary_table([(h.name, render.summary(h.status)) for h in handles],
-                                title="the guide's metrics, side by side")
+    render.print_summary(console, [(h.name, render.summary(h.status)) for h in handles],
+                         title="the guide's metrics, side by side")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         while time.monotonic() < deadline and any("jobCompleteSeconds" not in h.refresh()
                                                    for h in handles):
             time.sleep(0.5)
-        console.print(summary(handles))
+        print_summary(console, handles)
         out_root = pathlib.Path(args.output) / namespace
         for h in handles:
             target = out_root / h.name

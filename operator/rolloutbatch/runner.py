@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-batch-label", action="store_true",
                         help="add a `batch` label to per-batch series (removed when the batch is deleted)")
     parser.add_argument("--log-limit-bytes", type=int, default=defaults.log_limit_bytes,
-                        help="bytes of each episode's log read at most (default 1 MiB)")
+                        help=f"bytes of each episode's log read at most (default {defaults.log_limit_bytes / 2**20:g} MiB)")
     parser.add_argument("--read-concurrency", type=int, default=defaults.read_concurrency,
                         help="log reads in flight at once across all batches (default 16)")
     parser.add_argument("--status-interval", type=float, default=defaults.status_interval,

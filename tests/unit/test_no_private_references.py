@@ -37,8 +37,8 @@ W, R, D = "iss" "ue", "resea" "rch", "DES" "IGN"
 PRIVATE = re.compile(
     rf"{R}/local-control-plane|\b{R} §|\b{D}\.md\b|\b{D} section\b"
     rf"|\bshared/(?:{R}|{D})"
-    rf"|\b(?:first|second|third|adversarial) review\b|\bhardening {W}\b"
-    r"|\b[Ii]tems? \d+\b|\bthe first des" r"ign\b")
+    rf"|\b(?:first|second|third|adversarial) review\b|\breview rounds? \d+|\bhardening {W}\b"
+    r"|\b[Ii]tems? \d+\b|\b[Pp]oints? \d+ of\b|\bthe first des" r"ign\b")
 
 
 def private_references(line: str) -> list[str]:
@@ -64,6 +64,8 @@ def private_references(line: str) -> list[str]:
     f"verb by verb ({D} section 8).",
     "a far future timestamp (it" "em 11)",
     "Changed from the first des" "ign:",
+    "the pod-start measurements of poi" "nt 7 of the plan",
+    "found in review rou" "nd 2",
 ])
 def test_the_matcher_finds_private_references(line):
     assert private_references(line), line

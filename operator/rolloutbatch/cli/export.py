@@ -48,7 +48,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--output", "-O", required=True, metavar="DIR", help="directory to create (must not exist)")
     p.add_argument("--log-limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
-                   help="bytes of each episode log to keep at most (default 1 MiB)")
+                   help=f"bytes of each episode log to keep at most (default {v.LOG_LIMIT_BYTES / 2**20:g} MiB)")
     p.add_argument("--retained", action="store_true",
                    help="when the batch is gone, read the results it retained (spec.cleanup.results: Retain); "
                         "only the shard digests their head records check them, no batch status does")

@@ -24,7 +24,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--index", "-i", type=int, metavar="I", help="the episode index (0..episodes-1)")
     p.add_argument("--limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
-                   help="bytes per log at most (default 1 MiB)")
+                   help=f"bytes per log at most (default {v.LOG_LIMIT_BYTES / 2**20:g} MiB)")
     p.set_defaults(func=logs)
 
 

@@ -135,11 +135,6 @@ def summary(status: Mapping | None, document: Mapping | None = None) -> dict[str
     return out
 
 
-def summary_table(columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None) -> SummaryTable:
-    """A rich renderable: one row per guide metric, one column per batch (side by side)."""
-    return SummaryTable(columns, title)
-
-
 class SummaryTable:
     """The guide's metrics, side by side when that fits the console; else one table per batch,
     else plain lines.
@@ -187,12 +182,26 @@ class SummaryTable:
             yield from one_each
             return
         if self.title:
-            yield Text(self.title, style="italic", overflow="fold")
+            yield Text(self.title, style="italic")
+        # Plain lines. A name or a heading is never folded: one longer than the console goes past
+        # its edge whole (a terminal wraps it, a file or a pipe has no edge); print with crop=False
+        # (print_summary) so that rich does not cut it there either.
         width = max(map(len, self.names), default=0)
+        values_width = max((len(number(values.get(n))) for _, values in self.columns for n in self.names), default=0)
+        one_line = 2 + width + 1 + values_width <= options.max_width
         for heading, values in self.columns:
-            yield Text(heading, style="bold", overflow="fold")
+            yield Text(heading, style="bold", no_wrap=True, overflow="ignore")
             for name in self.names:
-                yield Text(f"  {name:<{width}} {number(values.get(name))}", overflow="fold")
+                if one_line:
+                    yield Text(f"  {name:<{width}} {number(values.get(name))}", no_wrap=True, overflow="ignore")
+                else:
+                    yield Text(f"  {name}", no_wrap=True, overflow="ignore")
+                    yield Text(f"    {number(values.get(name))}", no_wrap=True, overflow="ignore")
+
+
+def print_summary(console, columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None) -> None:
+    """Print :class:`SummaryTable` so that no metric name is cut, whatever the console's width."""
+    console.print(SummaryTable(columns, title), crop=False)
 
 
 def finished_count(status: Mapping | None) -> int:

@@ -9,7 +9,7 @@ from rolloutbatch.sdk import BatchHandle, ops
 
 def print_summaries(console, handles: list[BatchHandle]) -> None:
     columns = [(h.name, render.summary(h.status)) for h in handles]
-    console.print(render.summary_table(columns, title="RolloutBatch results"))
+    render.print_summary(console, columns, title="RolloutBatch results")
     for h in handles:
         s = h.status
         phase = s.get("phase") or v.PENDING

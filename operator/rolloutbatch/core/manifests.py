@@ -355,7 +355,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
             "backoffLimitPerIndex": spec.infrastructure_retries,
             "activeDeadlineSeconds": spec.active_deadline_seconds,
             "podFailurePolicy": {"rules": [
-                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": v.CONDITION_TRUE}]},
                 {"action": "FailIndex", "onExitCodes": {"containerName": main,
                                                         "operator": "NotIn", "values": [0]}},
             ]},

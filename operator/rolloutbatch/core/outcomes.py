@@ -63,12 +63,6 @@ REASON_CLASS: dict[str, str] = {
 CLASS_OUTCOME = {AGENT: v.OUTCOME_FAILED, INFRASTRUCTURE: v.OUTCOME_LOST, OWNER: v.OUTCOME_STOPPED}
 
 
-def is_agents_failure(reason: str | None) -> bool:
-    """True when the agent could have caused ``reason``; an unknown reason counts as the agent's
-    (failing differently must never pay)."""
-    return REASON_CLASS.get(reason or "", AGENT) == AGENT
-
-
 def outcome_of(reason: str) -> str:
     """The outcome of an episode whose pod ran and failed with ``reason``."""
     return CLASS_OUTCOME[REASON_CLASS.get(reason or "", AGENT)]

@@ -62,7 +62,7 @@ def job_facts(job: Mapping) -> JobFacts:
     finished = failed = suspended = False
     reason = message = None
     for cond in status.get("conditions") or []:
-        if cond.get("status") != "True":
+        if cond.get("status") != v.CONDITION_TRUE:
             continue
         if cond.get("type") == "Complete":
             finished = True
@@ -342,7 +342,7 @@ class BatchTracker:
 
     @property
     def running(self) -> int:
-        return sum(1 for f in self._live.values() if f.phase == "Running")
+        return sum(1 for f in self._live.values() if f.phase == v.PodPhase.RUNNING)
 
     @property
     def ready(self) -> int:
@@ -369,7 +369,7 @@ class BatchTracker:
 
     def unschedulable(self) -> list[PodFacts]:
         """Live pods the scheduler cannot place (PodScheduled False, Unschedulable)."""
-        return [f for f in self._live.values() if f.unschedulable and f.phase == "Pending"]
+        return [f for f in self._live.values() if f.unschedulable and f.phase == v.PodPhase.PENDING]
 
     def stuck_unschedulable(self, now: float, grace: float) -> PodFacts | None:
         """A pod the scheduler cannot place, once for ``grace`` seconds the batch has had such

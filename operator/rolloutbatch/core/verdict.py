@@ -139,12 +139,12 @@ def pod_facts(pod: Mapping) -> PodFacts:
     return PodFacts(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""),
         index=_index(meta), created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        phase=status.get("phase") or "Pending", node=spec.get("nodeName"), image_id=container.get("imageID") or None,
+        phase=status.get("phase") or v.PodPhase.PENDING, node=spec.get("nodeName"), image_id=container.get("imageID") or None,
         exit_code=terminated.get("exitCode"), restart_count=int(container.get("restartCount") or 0),
         terminated_reason=terminated.get("reason"), pod_reason=status.get("reason") or disruption.get("reason"),
         pod_message=status.get("message") or disruption.get("message"),
-        disrupted=disruption.get("status") == "True", deleting=bool(meta.get("deletionTimestamp")),
-        ready=(conditions.get("Ready") or {}).get("status") == "True" or bool(state.get("running"))
+        disrupted=disruption.get("status") == v.CONDITION_TRUE, deleting=bool(meta.get("deletionTimestamp")),
+        ready=(conditions.get("Ready") or {}).get("status") == v.CONDITION_TRUE or bool(state.get("running"))
         or bool(terminated),
         started_at=parse_time(terminated.get("startedAt") or (state.get("running") or {}).get("startedAt")),
         finished_at=parse_time(terminated.get("finishedAt")),
@@ -172,13 +172,13 @@ def controller_uid(meta: Mapping) -> str | None:
 
 
 def _unschedulable(scheduled: Mapping) -> str | None:
-    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+    if scheduled.get("status") == v.CONDITION_FALSE and scheduled.get("reason") == "Unschedulable":
         message = scheduled.get("message")
         return (message if isinstance(message, str) and message else "no node fits the pod")[:500]
     return None
 
 
-POD_SUCCEEDED, POD_FAILED = "Succeeded", "Failed"     # pod phases (not the batch's)
+POD_SUCCEEDED, POD_FAILED = v.PodPhase.SUCCEEDED, v.PodPhase.FAILED
 
 
 def is_terminal(facts: PodFacts) -> bool:

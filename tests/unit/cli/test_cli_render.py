@@ -116,7 +116,7 @@ def test_summary_uses_the_guides_names():
 
     from rich.console import Console
     console = Console(width=120, record=True)
-    console.print(render.summary_table([("parallel", values), ("serial", values)]))
+    render.print_summary(console, [("parallel", values), ("serial", values)])
     text = console.export_text()
     assert "batch_to_all_ready_seconds" in text and "parallel" in text and "serial" in text
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from rolloutbatch import demo
@@ -31,7 +33,7 @@ HANDLES = [Handle(n) for n in ("shipping-fix-parallel", "shipping-fix-serial", "
 
 
 def demo_summary(console):
-    console.print(demo.summary(HANDLES))
+    demo.print_summary(console, HANDLES)
 
 
 def cli_summary(console):
@@ -47,14 +49,44 @@ def assert_readable(text: str) -> None:
         assert handle.name in text
 
 
+def assert_fits(text: str, width: int) -> None:
+    # The table's lines fit (the CLI's one-line status messages are soft-wrapped on purpose, so not
+    # those); only a lone word longer than the console, a metric name or a batch's name, goes
+    # past its edge, whole.
+    for line in text.splitlines():
+        if any(n in line for n in NAMES if "_" in n) or any(h.name in line for h in HANDLES):
+            if not line.strip().startswith(tuple(f"{h.namespace}/" for h in HANDLES)):
+                assert len(line) <= width or len(line.split()) == 1, (width, line)
+
+
 @pytest.mark.parametrize("render_summary", [demo_summary, cli_summary], ids=["demo", "cli"])
-@pytest.mark.parametrize("width", [40, 60, 80, 100, 200])
+@pytest.mark.parametrize("width", [20, 29, 40, 60, 80, 100, 200])
 def test_every_metric_name_is_whole_at_any_width(render_summary, width):
     out = io.StringIO()
     render_summary(Console(file=out, width=width, highlight=False))
     assert_readable(out.getvalue())
-    # The table fits (the CLI's one-line status messages are soft-wrapped on purpose, so not those).
-    assert all(len(line) <= width for line in out.getvalue().splitlines() if any(n in line for n in NAMES if "_" in n))
+    assert_fits(out.getvalue(), width)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([demo_summary, cli_summary]), st.integers(20, 300),
+       st.lists(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40),
+                min_size=1, max_size=4, unique=True))
+def test_every_metric_name_is_whole_at_any_width_for_any_batches(render_summary, width, names):
+    handles = [Handle(name) for name in names]
+    out = io.StringIO()
+    console = Console(file=out, width=width, highlight=False, markup=False)
+    if render_summary is demo_summary:
+        demo.print_summary(console, handles)
+    else:
+        print_summaries(console, handles)
+    text = out.getvalue()
+    lines = text.splitlines()
+    for name in NAMES:
+        assert any(name in line for line in lines), f"{name} cut or missing at width {width}:\n{text}"
+    assert "…" not in text
+    for handle in handles:
+        assert any(handle.name in line for line in lines), handle.name
 
 
 @pytest.mark.parametrize("render_summary", [demo_summary, cli_summary], ids=["demo", "cli"])

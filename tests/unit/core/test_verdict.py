@@ -329,9 +329,8 @@ def test_every_episode_reason_is_classified_once():
 
 
 def test_a_stopped_episode_is_neither_failed_nor_lost_and_never_valid():
-    from rolloutbatch.core.outcomes import is_agents_failure, never_ran_outcome, outcome_of
+    from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
     assert outcome_of(v.EP_BATCH_STOPPED) == never_ran_outcome(v.EP_BATCH_STOPPED) == v.OUTCOME_STOPPED
-    assert not is_agents_failure(v.EP_BATCH_STOPPED)
     assert never_ran_outcome(v.EP_BATCH_STALLED) == v.OUTCOME_LOST     # the others never ran: lost, as before
     row = never_ran(4, v.EP_BATCH_STOPPED, "never ran").to_row(T0)
     assert (row["outcome"], row["reason"], row["valid"], row["reward"]) == ("stopped", "BatchStopped", False, None)

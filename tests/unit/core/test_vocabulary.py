@@ -1,26 +1,32 @@
-"""One vocabulary: the CRD's enums, the tuples of core.vocabulary and the package's code spell
-each word of the API once, in core/vocabulary.py."""
+"""One vocabulary: the CRD's enums, the enums of core.vocabulary and the package's code spell
+each word of the API once, in core/vocabulary.py; every reason the package writes is a member of
+a reason enum, and docs/design.md's tables list every one of them."""
+import ast
+import json
 import pathlib
 import re
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from rolloutbatch import dashboard
 from rolloutbatch.core import outcomes, spec, vocabulary as v
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "operator" / "rolloutbatch"
 CRD = ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml"
 
-# Every enum of the CRD, by its path in the object ("[]" for an array's items), and the tuple of
+# Every enum of the CRD, by its path in the object ("[]" for an array's items), and the enum of
 # the vocabulary it must equal (in order: the first is the default).
 CRD_ENUMS = {
-    "spec.isolation.namespace": v.ISOLATION_MODES,
-    "spec.isolation.network": v.NETWORK_MODES,
-    "spec.cleanup.sandbox": v.CLEANUP_POLICIES,
-    "spec.cleanup.results": v.RESULTS_POLICIES,
-    "status.phase": v.PHASES,
-    "status.conditions[].status": v.CONDITION_STATUSES,
+    "spec.isolation.namespace": v.IsolationMode,
+    "spec.isolation.network": v.NetworkMode,
+    "spec.cleanup.sandbox": v.CleanupPolicy,
+    "spec.cleanup.results": v.ResultsPolicy,
+    "status.phase": v.Phase,
+    "status.conditions[].status": v.ConditionStatus,
 }
 
 
@@ -40,12 +46,12 @@ def _walk(node: dict, path: str = ""):
         yield from _walk(node["additionalProperties"], f"{path}{{}}")
 
 
-def test_every_crd_enum_is_a_vocabulary_tuple():
+def test_every_crd_enum_is_a_vocabulary_enum():
     enums = {path: node["enum"] for path, node in _walk(_schema()) if "enum" in node}
-    # A new enum in the CRD needs its tuple in core.vocabulary (and a line above).
+    # A new enum in the CRD needs its enum in core.vocabulary (and a line above).
     assert set(enums) == set(CRD_ENUMS)
     for path, values in enums.items():
-        assert tuple(values) == CRD_ENUMS[path], path
+        assert values == [member.value for member in CRD_ENUMS[path]], path
 
 
 def test_crd_defaults_are_the_first_choice():
@@ -53,7 +59,7 @@ def test_crd_defaults_are_the_first_choice():
     nodes = dict(_walk(_schema()))
     for path, choices in CRD_ENUMS.items():
         if path.startswith("spec."):
-            assert nodes[path]["default"] == choices[0], path
+            assert nodes[path]["default"] == next(iter(choices)).value, path
 
 
 def test_the_spec_reads_the_vocabulary():
@@ -63,28 +69,83 @@ def test_the_spec_reads_the_vocabulary():
     assert spec.CLEANUP_RESULTS is v.RESULTS_POLICIES
 
 
-def _constants(prefix: str) -> dict[str, str]:
-    return {name: value for name, value in vars(v).items() if name.startswith(prefix) and isinstance(value, str)}
+# --- the enums and the names callers use -------------------------------------------------------
+# Each tuple of the vocabulary, the enum it lists and the prefix of its flat names.
+KINDS = [
+    (v.PHASES, v.Phase, None),
+    (v.CONDITION_TYPES, v.ConditionType, "CONDITION_"),
+    (v.CONDITION_STATUSES, v.ConditionStatus, "CONDITION_"),
+    (v.ISOLATION_MODES, v.IsolationMode, "ISOLATION_"),
+    (v.NETWORK_MODES, v.NetworkMode, "NETWORK_"),
+    (v.CLEANUP_POLICIES, v.CleanupPolicy, "CLEANUP_"),
+    (v.RESULTS_POLICIES, v.ResultsPolicy, "RESULTS_"),
+    (v.OUTCOMES, v.Outcome, "OUTCOME_"),
+    (v.BATCH_REASONS, v.BatchReason, "REASON_"),
+    (v.STALL_REASONS, v.StallReason, "STALL_"),
+    (v.EVENT_REASONS, v.EventReason, "EVENT_"),
+    (v.EPISODE_REASONS, v.EpisodeReason, "EP_"),
+    (v.EPISODE_FLAGS, v.EpisodeFlag, "FLAG_"),
+    (v.CHANNELS, v.Channel, "CHANNEL_"),
+]
+ENUMS = [enum for _, enum, _ in KINDS] + [v.PodPhase]
+MEMBERS = [member for enum in ENUMS for member in enum]
 
 
-@pytest.mark.parametrize("prefix, listed", [
-    ("STALL_", v.STALL_REASONS),
-    ("EP_", v.EPISODE_REASONS),
-    ("OUTCOME_", v.OUTCOMES),
-    ("CHANNEL_", v.CHANNELS),
-    ("ISOLATION_", v.ISOLATION_MODES),
-    ("NETWORK_", v.NETWORK_MODES),
-    ("CLEANUP_", v.CLEANUP_POLICIES),
-    ("RESULTS_", v.RESULTS_POLICIES),
-    ("CONDITION_", v.CONDITION_TYPES + v.CONDITION_STATUSES),
-])
-def test_each_tuple_holds_every_constant_of_its_kind(prefix, listed):
-    # The tuples are kept by hand: a constant added without its tuple would escape every check
-    # that iterates the tuple (the policy tests, the CRD, the outcome classes).
-    constants = _constants(prefix)
-    assert constants, prefix
-    assert sorted(listed) == sorted(constants.values()), prefix
-    assert len(set(listed)) == len(listed), prefix
+@pytest.mark.parametrize("listed, enum, prefix", KINDS, ids=[e.__name__ for _, e, _ in KINDS])
+def test_each_tuple_is_its_enum_and_each_flat_name_a_member(listed, enum, prefix):
+    # The tuples are derived, never a second list: a member added to an enum is in every check
+    # that iterates its tuple (the policy tests, the CRD, the outcome classes).
+    assert listed == tuple(enum)
+    assert len({m.value for m in enum}) == len(enum), "two members with one value are one member"
+    if prefix:
+        flat = {name: value for name, value in vars(v).items() if name.startswith(prefix)
+                and isinstance(value, enum)}
+        assert set(flat.values()) == set(enum), prefix
+
+
+def test_every_flat_name_of_a_word_is_a_member():
+    # No flat name left a plain str while its kind became an enum (bar the one message).
+    plain = {name for name, value in vars(v).items()
+             if name.isupper() and type(value) is str and not name.startswith("_")}
+    assert plain == {"LOG_POD_GONE", "COMPLETION_INDEX_KEY", "JOB_DEADLINE_REASON"}, plain
+    assert v.RUNNING is v.Phase.RUNNING and v.STALL_IMAGE is v.StallReason.IMAGE
+    assert v.TERMINAL_PHASES == (v.Phase.SUCCEEDED, v.Phase.FAILED, v.Phase.STOPPED)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(MEMBERS), st.sampled_from(["", "<30", ">12", "^40", "s"]))
+def test_a_word_is_its_value_wherever_a_string_goes(member, spec_):
+    value = member.value
+    assert type(value) is str
+    assert member == value and value == member and hash(member) == hash(value)
+    assert str(member) == value and f"{member}" == value and "%s" % member == value
+    assert format(member, spec_) == format(value, spec_)
+    assert {value: 1}[member] == 1 and {member: 1}[value] == 1 and member in {value}
+    assert "-".join([member, member]) == f"{value}-{value}"
+    assert type(member)(value) is member
+    assert json.loads(json.dumps({member: [member]})) == {value: [value]}
+    assert json.dumps(member) == json.dumps(value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(MEMBERS))
+def test_a_word_dumps_to_yaml_as_its_value(member):
+    document = {"spec": {"word": member, member: [member]}}
+    plain = {"spec": {"word": member.value, member.value: [member.value]}}
+    dumpers = [yaml.SafeDumper, yaml.Dumper, getattr(yaml, "CSafeDumper", yaml.SafeDumper), dashboard._Dumper]
+    for dumper in dumpers:
+        text = yaml.dump(document, Dumper=dumper)
+        assert text == yaml.dump(plain, Dumper=dumper), dumper
+        assert yaml.safe_load(text) == plain
+    assert yaml.safe_dump(document) == yaml.safe_dump(plain)
+
+
+def test_words_of_different_kinds_compare_as_strings():
+    # The API hands back plain strings; a phase and a reason spelt alike are the same string.
+    assert v.Phase.FAILED == v.BatchReason.FAILED == "Failed"
+    assert v.StallReason.IMAGE == v.EpisodeReason.IMAGE_PULL
+    assert v.EpisodeFlag.EXTRAS_DROPPED == v.EventReason.EXTRAS_DROPPED
+    assert "Running" in v.PHASES and "Nope" not in v.PHASES
 
 
 def test_every_episode_reason_is_classified():
@@ -109,46 +170,197 @@ def test_one_log_limit():
     assert parser.parse_args(["logs", "b"]).limit_bytes == v.LOG_LIMIT_BYTES
     assert parser.parse_args(["results", "b", "-O", "d"]).log_limit_bytes == v.LOG_LIMIT_BYTES
     assert parser.parse_args(["operator"]).log_limit_bytes == v.LOG_LIMIT_BYTES
+    # ... and their --help texts say it from the one constant
+    for command in (["logs", "b"], ["results", "b", "-O", "d"], ["operator"]):
+        sub = parser._subparsers._group_actions[0].choices[command[0]]
+        assert "(default 1 MiB)" in " ".join(sub.format_help().split()), command
 
 
-# --- no bare isolation, network or cleanup word outside core/vocabulary.py ----------------------
-BARE = re.compile(r"""(["'])(Dedicated|Shared|DenyAll|AllowEgress|DeleteOnSuccess|Always|Never)\1""")
-# Kubernetes' own values that share a word with ours: (file, field). Not our vocabulary.
-KUBERNETES_VALUES = {
-    ("core/manifests.py", "restartPolicy"),
+# --- no word of the API spelt bare outside core/vocabulary.py ------------------------------------
+# The words with a capital (phases, reasons, conditions, spec choices, flags) and the channels:
+# as strings in code, not in docstrings or comments. The outcomes ("failed", "lost", ...) are
+# left out: the same English words name counts ("failed": 3) that are not outcomes.
+GUARDED = {member.value for enum in ENUMS if enum is not v.Outcome for member in enum if member.value[0].isupper()} \
+    | {member.value for member in v.Channel}
+# Kubernetes' own words that a word of ours spells alike: (file, word). Not our vocabulary.
+KUBERNETES_WORDS = {
+    ("core/manifests.py", "Never"),          # a pod's restartPolicy
+    ("core/tracker.py", "Failed"),           # a Job's condition type
+    ("core/verdict.py", "Ready"),            # a pod's condition type
+    ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
 }
 
 
-def bare_words(relative: str, text: str) -> list[str]:
-    allowed = {field for file, field in KUBERNETES_VALUES if file == relative}
-    hits = []
-    for number, line in enumerate(text.splitlines(), 1):
-        for match in BARE.finditer(line):
-            before = line[:match.start()]
-            field = re.search(r"""["'](\w+)["']\s*:\s*$""", before)
-            if not (field and field.group(1) in allowed):
-                hits.append(f"{relative}:{number}: {line.strip()}")
-    return hits
+def bare_words(relative: str, source: str) -> list[str]:
+    """``file:line: word`` of every string constant of ``source`` that is a guarded word."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [f"{relative}:{node.lineno}: {node.value}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in GUARDED
+            and id(node) not in docstrings]
 
 
 def test_no_bare_vocabulary_word_in_the_package():
-    hits = []
+    hits = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
         if relative != "core/vocabulary.py":
-            hits += bare_words(relative, path.read_text())
-    assert not hits, "use the constants of core.vocabulary:\n" + "\n".join(hits)
-
-
-def test_the_kubernetes_exceptions_are_still_needed():
-    # An exception whose line is gone would excuse a later bare word there: keep the list exact.
-    for file, field in KUBERNETES_VALUES:
-        assert re.search(rf"""["']{field}["']\s*:\s*["'](Always|Never)["']""", (PACKAGE / file).read_text()), file
+            for hit in bare_words(relative, path.read_text()):
+                hits[hit] = (relative, hit.rsplit(": ", 1)[1])
+    allowed = KUBERNETES_WORDS | SPELT_ELSEWHERE
+    unexpected = [hit for hit, key in hits.items() if key not in allowed]
+    assert not unexpected, "use the names of core.vocabulary:\n" + "\n".join(unexpected)
+    # An exception whose word is gone would excuse a later bare word there: keep the lists exact.
+    assert set(hits.values()) == allowed
 
 
 def test_the_guard_sees_a_bare_word():
-    assert bare_words("service/x.py", 'if policy == "Always":') == ['service/x.py:1: if policy == "Always":']
-    assert bare_words("core/manifests.py", 'spec = {"restartPolicy": "Never"}') == []
-    assert bare_words("core/manifests.py", 'spec = {"cleanup": "Never"}') != []
-    assert bare_words("cli/x.py", "f\"{x or 'DeleteOnSuccess'}\"") != []
-    assert bare_words("cli/x.py", "# a Dedicated sandbox") == []
+    assert bare_words("service/x.py", 'if policy == "Always":\n    pass') == ["service/x.py:1: Always"]
+    assert bare_words("cli/x.py", "f\"{x or 'DeleteOnSuccess'}\"") == ["cli/x.py:1: DeleteOnSuccess"]
+    assert bare_words("cli/x.py", 'd = {"reason": "ImagePullFailed", "channel": "terminationMessage"}') \
+        == ["cli/x.py:1: ImagePullFailed", "cli/x.py:1: terminationMessage"]
+    assert bare_words("cli/x.py", '"""A Dedicated sandbox."""\n# Shared\nx = 1') == []
+    assert bare_words("cli/x.py", 'counts = {"failed": 1, "lost": 2}') == []
+
+
+# --- every reason the package writes is a word of the vocabulary, documented --------------------
+REASON_ENUMS = (v.BatchReason, v.StallReason, v.EventReason, v.EpisodeReason)
+REASON_WORDS = {member.value for enum in REASON_ENUMS for member in enum}
+# The reason of an API error the SDK raises itself is the API server's (a Status's reason), not ours.
+API_STATUS_REASONS = {"NotFound"}
+# Bare reasons in modules being rewritten elsewhere, to become the vocabulary's name there; kept
+# exact (a fixed one must leave this list, so it cannot excuse a later one): (file, word).
+SPELT_ELSEWHERE = {("service/reconciler.py", "Provisioned")}
+DESIGN = (ROOT / "docs" / "design.md").read_text()
+
+
+def _words(node: ast.AST):
+    """("literal", text) or ("name", vocabulary attribute) of what an expression may evaluate to."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield "literal", node.value
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("v", "vocabulary"):
+        yield "name", node.attr
+    elif isinstance(node, ast.IfExp):
+        yield from _words(node.body)
+        yield from _words(node.orelse)
+    elif isinstance(node, ast.BoolOp):
+        for value in node.values:
+            yield from _words(value)
+
+
+def written_reasons(tree: ast.AST):
+    """(line, kind, word) of every reason a module writes: an Event's (``emit(type, reason, ...)``),
+    a stall's (``Stalled(reason, ...)``), a ``reason=`` argument and a ``"reason":`` entry."""
+    for node in ast.walk(tree):
+        found: list[ast.AST] = []
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "emit" and len(node.args) >= 2:
+                found.append(node.args[1])
+            if name == "Stalled" and node.args:
+                found.append(node.args[0])
+            found += [keyword.value for keyword in node.keywords if keyword.arg == "reason"]
+        elif isinstance(node, ast.Dict):
+            found += [value for key, value in zip(node.keys, node.values)
+                      if isinstance(key, ast.Constant) and key.value == "reason"]
+        for expression in found:
+            for kind, word in _words(expression):
+                yield expression.lineno, kind, word
+
+
+def _package_trees():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(), str(path))
+
+
+def test_the_scan_sees_every_way_a_reason_is_written():
+    tree = ast.parse('self.emit("Normal", "Provisioned", m)\nraise Stalled(v.STALL_QUOTA, m)\n'
+                     'patch(reason=v.REASON_RUNNING if a else "X")\nd = {"reason": v.EVENT_FOREIGN_POD}\n')
+    assert sorted(written_reasons(tree)) == [(1, "literal", "Provisioned"), (2, "name", "STALL_QUOTA"),
+                                             (3, "literal", "X"), (3, "name", "REASON_RUNNING"),
+                                             (4, "name", "EVENT_FOREIGN_POD")]
+
+
+def test_every_vocabulary_name_the_package_uses_exists():
+    # A misspelt name is an AttributeError only when its line runs (a stall path, say).
+    missing = []
+    for relative, tree in _package_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("v", "vocabulary") and not node.attr.islower() \
+                    and not hasattr(v, node.attr):   # (lower case: a loop's ``v``, not the module)
+                missing.append(f"{relative}:{node.lineno}: {node.value.id}.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module == "rolloutbatch.core.vocabulary":
+                missing += [f"{relative}:{node.lineno}: {a.name}" for a in node.names if not hasattr(v, a.name)]
+    assert not missing, missing
+
+
+def test_every_reason_the_package_writes_is_in_a_reason_enum():
+    wrong, bare = [], set()
+    for relative, tree in _package_trees():
+        for line, kind, word in written_reasons(tree):
+            if kind == "name":
+                if not isinstance(getattr(v, word, None), REASON_ENUMS):
+                    wrong.append(f"{relative}:{line}: v.{word} is not a reason")
+            elif word not in API_STATUS_REASONS:
+                if word not in REASON_WORDS:
+                    wrong.append(f"{relative}:{line}: {word!r} is no reason of core.vocabulary")
+                bare.add((relative, word))
+    assert not wrong, "\n".join(wrong)
+    # ... and spelt by its name (the only bare ones left are listed, and still there)
+    assert bare == SPELT_ELSEWHERE, f"use the names of core.vocabulary: {sorted(bare - SPELT_ELSEWHERE)}"
+
+
+def test_every_reason_is_written_somewhere():
+    # A reason nothing writes is a stale word (or one still spelt bare: SPELT_ELSEWHERE).
+    written = {getattr(v, word) for _, tree in _package_trees() for _, kind, word in written_reasons(tree)
+               if kind == "name"}
+    written |= {word for _, word in SPELT_ELSEWHERE}
+    source = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "vocabulary.py")
+    for enum in REASON_ENUMS:
+        for member in enum:
+            names = [name for name, value in vars(v).items() if value is member] + [f"{enum.__name__}.{member.name}"]
+            used = member in written or any(re.search(rf"\b(?:v|vocabulary)\.{re.escape(n)}\b", source) for n in names)
+            assert used, f"{enum.__name__}.{member.name} is written nowhere"
+
+
+def _section(heading: str) -> str:
+    start = DESIGN.index(heading)
+    end = DESIGN.find("\n#", start + len(heading))
+    return DESIGN[start:end if end >= 0 else None]
+
+
+def _column(section: str, header: str) -> set[str]:
+    """The backticked words in the column ``header`` of every table of ``section``."""
+    words: set[str] = set()
+    column = None
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            column = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if column is None:
+            column = cells.index(header) if header in cells else -1
+        elif column >= 0 and not set(cells[column]) <= set("-: "):
+            words |= set(re.findall(r"`([A-Za-z]+)`", cells[column]))
+    return words
+
+
+@pytest.mark.parametrize("heading, enum, extra", [
+    ("### 5.6 Stall reasons", v.StallReason, set()),
+    ("### The success rule", v.EpisodeReason, set()),
+    ("### 5.1 Phases", v.BatchReason, set()),
+    ("### 5.13 kopf wiring", v.EventReason, {m.value for m in v.BatchReason}),
+])
+def test_design_documents_every_reason(heading, enum, extra):
+    documented = _column(_section(heading), "reason")
+    values = {member.value for member in enum}
+    assert values <= documented, f"{heading}: not in its table: {sorted(values - documented)}"
+    assert documented <= values | extra, f"{heading}: no such reason: {sorted(documented - values - extra)}"
+
+
+def test_design_lists_the_phases_and_the_conditions_in_order():
+    assert _column(_section("### 5.1 Phases"), "phase") == {p.value for p in v.Phase}
+    assert f"in the order {', '.join(v.CONDITION_TYPES[:-1])}, {v.CONDITION_TYPES[-1]}:" in " ".join(_section("## 6. Conditions").split())
