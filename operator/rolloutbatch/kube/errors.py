@@ -46,6 +46,10 @@ class NotFound(KubeError):
     """404: the object (or its kind) does not exist."""
 
 
+class OwnerGone(NotFound):
+    """Not created: the RolloutBatch it would belong to is gone or being deleted."""
+
+
 class Conflict(KubeError):
     """409: already exists, or a resourceVersion/UID precondition failed."""
 

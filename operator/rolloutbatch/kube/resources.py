@@ -15,7 +15,7 @@ from typing import Any
 from rolloutbatch import GROUP, PLURAL, VERSION
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.kube.client import Api
-from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
+from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs, OwnerGone
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +232,9 @@ def patch_batch_status(api: Api, namespace: str, name: str, patch: dict) -> dict
     return api.merge_patch(path, {"status": patch}, f"patch status of RolloutBatch {namespace}/{name}")
 
 
+PUT_TRIES = 3   # a ConfigMap someone keeps deleting and creating under our name: the policy retries later
+
+
 def batch_alive(api: Api, namespace: str, name: str, uid: str) -> bool:
     """Whether the RolloutBatch of that uid exists and is not being deleted."""
     live = get_or_none(api, "RolloutBatch", name, namespace)
@@ -249,7 +252,7 @@ def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | N
     ``batch`` (namespace, name): the RolloutBatch the ConfigMap belongs to. It is created only
     while that batch lives: a write still in flight when the batch was deleted (a worker thread
     outlives its cancelled task) would otherwise make the ConfigMap again after the garbage
-    collector or the finalizer removed it, an orphan left for the collector to find. NotFound then.
+    collector or the finalizer removed it, an orphan left for the collector to find. OwnerGone then.
     """
     meta = obj["metadata"]
     path = object_path("ConfigMap", meta["name"], meta["namespace"])
@@ -261,16 +264,20 @@ def put_configmap(api: Api, obj: dict, batch_uid: str, resource_version: str | N
             # Someone else wrote it (a second operator on the cluster, a user): worth a look.
             log.warning("%s changed since our last write (%s): reading it again", _describe(obj), exc)
     if batch is not None and not batch_alive(api, batch[0], batch[1], batch_uid):
-        raise NotFound(f"not creating {_describe(obj)}: its RolloutBatch {batch[0]}/{batch[1]} is gone or being "
+        raise OwnerGone(f"not creating {_describe(obj)}: its RolloutBatch {batch[0]}/{batch[1]} is gone or being "
                        "deleted")
-    try:
-        return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
-    except Conflict:
-        existing = api.get(path, f"get {_describe(obj)}")
+    for _ in range(PUT_TRIES):
+        try:
+            return api.create(collection_path("ConfigMap", meta["namespace"]), obj, f"create {_describe(obj)}")
+        except Conflict:
+            existing = get_or_none(api, "ConfigMap", meta["name"], meta["namespace"])
+        if existing is None:
+            continue   # deleted between the create's 409 and the read: create it again
         if not owned_by(existing, batch_uid) and not (also_ours is not None and also_ours(existing)):
-            raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch") from None
+            raise NotOurs(f"{_describe(obj)} already exists and is not owned by this RolloutBatch")
         body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
         return api.replace(path, body, f"replace {_describe(obj)}")
+    raise Conflict(f"create {_describe(obj)}: created and deleted by someone else {PUT_TRIES} times in a row")
 
 
 def delete_owned(api: Api, kind: str, name: str, namespace: str | None, batch_uid: str,

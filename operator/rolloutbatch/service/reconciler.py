@@ -213,7 +213,7 @@ class BatchReconciler:
                                      force=True)
         empty = await self.sandbox.provision(self.spec, self.tracker)
         if lifecycle.announces_provisioned(phase):
-            self.emit("Normal", "Provisioned", f"Sandbox {naming.child_namespace(self.ref, self.spec)} and Job "
+            self.emit("Normal", v.EVENT_PROVISIONED, f"Sandbox {naming.child_namespace(self.ref, self.spec)} and Job "
                                                f"{naming.job_name(self.ref)} are ready")
         if empty:
             warning = empty_peers_warning(empty)

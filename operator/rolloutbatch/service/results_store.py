@@ -37,7 +37,7 @@ from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.kube.errors import NotFound, NotOurs
+from rolloutbatch.kube.errors import NotOurs, OwnerGone
 
 Emit = Callable[[str, str, str], None]
 
@@ -202,7 +202,7 @@ class ResultsStore:
         is gone or being deleted (``kube.resources.put_configmap``): its results go with it."""
         try:
             await self._write(tracker, spec, origin, extra, final=final)
-        except NotFound as exc:
+        except OwnerGone as exc:   # any other NotFound is the error policy's
             self.log.info("Results not written: %s", exc)
 
     async def _write(self, tracker: BatchTracker, spec: BatchSpec, origin: float | None, extra: dict, *,

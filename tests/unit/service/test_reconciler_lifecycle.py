@@ -64,8 +64,8 @@ def test_pending_to_succeeded_with_every_row_and_the_sandbox_removed():
         # DeleteOnSuccess: the sandbox is gone, and the status no longer names it
         assert sandbox not in namespaces(cluster) and "sandboxNamespace" not in status
         assert status.get("jobCompleteSeconds") is not None
-        assert ["Provisioned", v.REASON_SUCCEEDED] == [r for r in cluster.reasons() if r in
-                                                       ("Provisioned", v.REASON_SUCCEEDED)]
+        assert [v.EVENT_PROVISIONED, v.REASON_SUCCEEDED] == [r for r in cluster.reasons() if r in
+                                                       (v.EVENT_PROVISIONED, v.REASON_SUCCEEDED)]
     run(scenario)
 
 
@@ -132,7 +132,7 @@ def test_a_restart_mid_batch_adopts_the_job_and_restores_rows_without_counting_t
         assert status["phase"] == v.SUCCEEDED and status["jobUID"] == job_uid
         assert [row["reward"] for row in cluster.rows()] == [1.0, 0.0, 1.0]
         assert status["progress"] == "3/3" and status["succeededEpisodes"] == 3
-        assert cluster.reasons().count("Provisioned") == 1   # adopted, never provisioned again
+        assert cluster.reasons().count(v.EVENT_PROVISIONED) == 1   # adopted, never provisioned again
         assert cluster.counted("rolloutbatch_episodes_total") == 3   # restored rows are not counted again
     run(scenario)
 

@@ -428,10 +428,6 @@ def test_the_open_shard_taken_by_a_foreign_configmap_between_writes_loses_no_row
     assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
 
 
-@pytest.mark.xfail(strict=True, reason="ResultsStore.write takes any NotFound for 'the batch is gone': a ConfigMap "
-                                       "deleted between put_configmap's 409 and its read, while the batch lives, "
-                                       "leaves the write undone without an error (a final write so skipped is "
-                                       "followed by a final status whose results ConfigMap is missing)")
 def test_a_head_deleted_while_the_store_reads_it_again_is_created_again():
     cms = ConfigMaps()
     head = naming.results_configmap_name(REF)
