@@ -28,6 +28,7 @@ from rolloutbatch.core.defaults import (MAX_BATCH_NAME_LENGTH, MAX_CONFIG_BYTES,
                                         MAX_INPUT_CONFIGMAPS, MAX_INPUT_IMAGES_BYTES, MAX_SAMPLES_PER_INPUT,
                                         MAX_TOLERATIONS, MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX)
 from rolloutbatch.core.egress import parse_egress
+from rolloutbatch.core.groups import group_count
 from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
                                          parse_quantity)
 from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
@@ -471,7 +472,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     resources = _resources(raw, "spec.resources")
     image = _image(raw.get("image") or d.IMAGE, "spec.image")
-    input_images = _input_images(raw, episodes // samples, image)
+    input_images = _input_images(raw, group_count(episodes, samples), image)
     verifier = _verifier(raw, image, resources)
     if verifier is not None and input_images and not _map(raw, "verifier", "spec.verifier").get("image"):
         verifier = dataclasses.replace(verifier, follows_episode_image=True)

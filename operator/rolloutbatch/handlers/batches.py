@@ -10,12 +10,16 @@ from rolloutbatch import GROUP, PLURAL, VERSION
 from rolloutbatch.service import stop
 
 
+EVENT_MESSAGE_LIMIT = 1024   # the events.k8s.io/v1 bound on an Event's note; one length for both readers
+
+
 def _emitter(body: kopf.Body, logger: Any):
     """Each transition as a Kubernetes Event on the batch and a line in the operator's log
     (the object logger names the batch; settings.posting.loggers is off, so no second Event)."""
     def emit(type_: str, reason: str, message: str) -> None:
-        kopf.event(body, type=type_, reason=reason, message=message[:1024])
-        (logger.warning if type_ == "Warning" else logger.info)("%s: %s", reason, message[:1024])
+        message = message[:EVENT_MESSAGE_LIMIT]
+        kopf.event(body, type=type_, reason=reason, message=message)
+        (logger.warning if type_ == "Warning" else logger.info)("%s: %s", reason, message)
     return emit
 
 
