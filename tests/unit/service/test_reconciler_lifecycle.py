@@ -40,6 +40,27 @@ async def start(cluster, spec=SPEC, name="batch"):
     return task
 
 
+async def running(cluster, spec=SPEC, name="batch"):
+    """The batch submitted, its reconciler started, and its status Running: the reconciler's task."""
+    task = await start(cluster, spec, name)
+    await until(lambda: cluster.status(name).get("phase") == v.RUNNING)
+    return task
+
+
+def every_episode_ends(cluster, rewards=(1.0, 1.0, 1.0)):
+    """The controllers' part of an uneventful batch: a pod per episode, each rewarded, the Job complete."""
+    cluster.start_pods(range(len(rewards)))
+    for index, reward in enumerate(rewards):
+        cluster.end_pod(index, reward=reward)
+    cluster.complete_job()
+
+
+def delete_job(cluster):
+    job = cluster.job()
+    cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/{job['metadata']['name']}",
+                       "kubectl")
+
+
 def namespaces(cluster):
     return {ns["metadata"]["name"] for ns in cluster.api.list_objects("Namespace")}
 
@@ -47,8 +68,7 @@ def namespaces(cluster):
 # --- the happy path and the verdicts ------------------------------------------------------------
 def test_pending_to_succeeded_with_every_row_and_the_sandbox_removed():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         sandbox = cluster.status()["sandboxNamespace"]
         assert sandbox in namespaces(cluster)
         cluster.start_pods(range(3))
@@ -71,8 +91,7 @@ def test_pending_to_succeeded_with_every_row_and_the_sandbox_removed():
 
 def test_too_few_successes_fail_the_batch_and_keep_its_sandbox():
     async def scenario(cluster):
-        task = await start(cluster, {**SPEC, "minSuccessfulEpisodes": 2})
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster, {**SPEC, "minSuccessfulEpisodes": 2})
         cluster.start_pods(range(3))
         cluster.end_pod(0, reward=1.0)
         cluster.end_pod(1, reward=None, exit_code=1)
@@ -108,8 +127,7 @@ def test_a_spec_refused_stalls_before_anything_is_created(spec, reason):
 # --- a restart mid-way --------------------------------------------------------------------------
 def test_a_restart_mid_batch_adopts_the_job_and_restores_rows_without_counting_twice():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         job_uid = cluster.job()["metadata"]["uid"]
         cluster.start_pods(range(3))
         cluster.end_pod(0, reward=1.0)
@@ -140,14 +158,11 @@ def test_a_restart_mid_batch_adopts_the_job_and_restores_rows_without_counting_t
 # --- stalls while running -----------------------------------------------------------------------
 def test_a_job_deleted_mid_batch_stalls_never_recreates_it_and_keeps_what_ended():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         cluster.start_pods(range(3))
         cluster.end_pod(0, reward=1.0)
         await until(lambda: cluster.status().get("progress") == "1/3")
-        job = cluster.job()
-        cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/"
-                           f"{job['metadata']['name']}", "kubectl")
+        delete_job(cluster)
         await asyncio.wait_for(task, 10)
         status = cluster.status()
         assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_SANDBOX_DELETED)
@@ -160,8 +175,7 @@ def test_a_job_deleted_mid_batch_stalls_never_recreates_it_and_keeps_what_ended(
 
 def test_a_job_that_makes_no_pod_stalls_with_the_controllers_words():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         job = cluster.job()
         cluster.api.put({"apiVersion": "v1", "kind": "Event", "metadata": {
             "name": "job.1", "namespace": job["metadata"]["namespace"]}, "reason": "FailedCreate",
@@ -175,8 +189,7 @@ def test_a_job_that_makes_no_pod_stalls_with_the_controllers_words():
 
 def test_an_image_the_node_cannot_run_stalls_the_batch():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         for pod in cluster.start_pods(range(3)):
             cluster.api.merge_patch(
                 f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
@@ -193,8 +206,7 @@ def test_pods_no_node_can_hold_stall_while_a_busy_cluster_only_waits():
     async def scenario(cluster):
         cluster.api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
                          "status": {"allocatable": {"cpu": "50m", "memory": "1Gi", "pods": "10"}}})
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         for pod in cluster.start_pods(range(3)):
             cluster.api.merge_patch(
                 f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
@@ -211,8 +223,7 @@ def test_pods_no_node_can_hold_stall_while_a_busy_cluster_only_waits():
 
 def test_episodes_the_job_ended_without_are_given_up_after_the_collect_grace():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         cluster.start_pods(range(3))
         cluster.end_pod(0)
         cluster.end_pod(1)
@@ -234,8 +245,7 @@ def _stop(cluster, name="batch"):
 
 def test_a_stop_mid_batch_suspends_the_job_and_keeps_what_finished():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         cluster.start_pods(range(3))
         cluster.end_pod(0)
         await until(lambda: cluster.status().get("progress") == "1/3")
@@ -270,12 +280,8 @@ def test_transient_api_errors_are_retried_and_the_batch_still_succeeds():
     async def scenario(cluster):
         cluster.api.fail("PATCH", "RolloutBatch", Unavailable("etcd leader changed", status=503), times=2)
         cluster.api.fail("POST", "Job", Unavailable("timeout", status=504))
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
-        cluster.start_pods(range(3))
-        for index in range(3):
-            cluster.end_pod(index)
-        cluster.complete_job()
+        task = await running(cluster)
+        every_episode_ends(cluster)
         await asyncio.wait_for(task, 15)
         assert cluster.status()["phase"] == v.SUCCEEDED
         assert len(cluster.api.list_objects("Job")) <= 1 and len(cluster.rows()) == 3
@@ -287,15 +293,12 @@ def test_a_status_the_api_refuses_ends_the_batch_with_the_bare_verdict(monkeypat
     reconcilers = []
 
     async def scenario(cluster):
-        task = await start(cluster)
+        task = await running(cluster)
         reconcilers.append(cluster.reconciler())
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
-        job = cluster.job()
         # the full Failed status is refused each time it is tried; the bare verdict passes
         cluster.api.fail("PATCH", "RolloutBatch", Invalid("status.rewardSum: Invalid value", status=422),
                          times=policy.FULL_STALL_TRIES, when=lambda path: path.endswith("/status"))
-        cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/"
-                           f"{job['metadata']['name']}", "kubectl")
+        delete_job(cluster)
         await asyncio.wait_for(task, 10)
         status = cluster.status()
         assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_SANDBOX_DELETED)
@@ -309,8 +312,7 @@ def test_a_status_the_api_refuses_ends_the_batch_with_the_bare_verdict(monkeypat
 # --- deletion -----------------------------------------------------------------------------------
 def test_deleting_a_running_batch_removes_its_sandbox():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         sandbox = cluster.status()["sandboxNamespace"]
         cluster.start_pods(range(3))
         task.cancel()   # kopf stops the daemon, then runs the deletion handler
@@ -324,12 +326,8 @@ def test_deleting_a_running_batch_removes_its_sandbox():
 
 def test_ttl_seconds_after_finished_deletes_the_batch():
     async def scenario(cluster):
-        task = await start(cluster, {**SPEC, "cleanup": {"ttlSecondsAfterFinished": 0}})
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
-        cluster.start_pods(range(3))
-        for index in range(3):
-            cluster.end_pod(index)
-        cluster.complete_job()
+        task = await running(cluster, {**SPEC, "cleanup": {"ttlSecondsAfterFinished": 0}})
+        every_episode_ends(cluster)
         await asyncio.wait_for(task, 10)
         assert cluster.batch() is None
     run(scenario)
@@ -343,12 +341,8 @@ def _results_configmaps(cluster):
 @pytest.mark.parametrize("policy, kept", [(v.RESULTS_DELETE, False), (v.RESULTS_RETAIN, True)])
 def test_the_finalizer_removes_the_results_unless_retained(policy, kept):
     async def scenario(cluster):
-        task = await start(cluster, {**SPEC, "cleanup": {"results": policy}})
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
-        cluster.start_pods(range(3))
-        for index in range(3):
-            cluster.end_pod(index)
-        cluster.complete_job()
+        task = await running(cluster, {**SPEC, "cleanup": {"results": policy}})
+        every_episode_ends(cluster)
         await asyncio.wait_for(task, 10)
         assert _results_configmaps(cluster)
         assert await cluster.reconciler().delete_sandbox(timeout=2.0)
@@ -358,8 +352,7 @@ def test_the_finalizer_removes_the_results_unless_retained(policy, kept):
 
 def test_a_results_write_in_flight_when_the_batch_is_deleted_does_not_make_it_again():
     async def scenario(cluster):
-        task = await start(cluster)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        task = await running(cluster)
         cluster.start_pods(range(3))
         cluster.end_pod(0)
         await until(lambda: bool(_results_configmaps(cluster)))
@@ -427,10 +420,7 @@ def test_a_crash_mid_provisioning_is_resumed_by_the_next_operator_with_one_job()
         await until(lambda: cluster.status().get("phase") == v.RUNNING)
         assert len(cluster.api.list_objects("Job")) == 1
         assert len([ns for ns in namespaces(cluster) if ns.startswith("rb-")]) == 1
-        cluster.start_pods(range(3))
-        for index in range(3):
-            cluster.end_pod(index)
-        cluster.complete_job()
+        every_episode_ends(cluster)
         await asyncio.wait_for(task, 10)
         assert cluster.status()["phase"] == v.SUCCEEDED
     run(scenario)
