@@ -1,0 +1,297 @@
+"""Red team: the rewritten reconciler (core.lifecycle + service.reconciler) against the one it
+replaced (2b80fd0), step by step, over the API server in memory.
+
+Each xfail(strict) test is a behaviour that changed (or was wrong before and still is) and
+says what an undisturbed batch should do; the unmarked ones guard what held.
+"""
+import asyncio
+
+import pytest
+
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.results import configmap_digest
+from rolloutbatch.kube.errors import Invalid, Unavailable
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import policy
+from rolloutbatch.service.context import batch_ref
+from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
+
+SPEC = {"episodes": 3, "parallelism": 3, "task": {"files": {"episode.py": "print('hi')"}},
+        "cleanup": {"sandbox": v.CLEANUP_NEVER}}
+BATCH_PATH = f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NAMESPACE}/rolloutbatches/batch"
+
+
+def run(scenario, **settings):
+    async def main():
+        async with MemoryCluster(**settings) as cluster:
+            await scenario(cluster)
+    asyncio.run(asyncio.wait_for(main(), timeout=20))
+
+
+async def running(cluster, spec=SPEC):
+    cluster.submit(spec)
+    task = asyncio.create_task(cluster.reconciler().run())
+    await until(lambda: cluster.status().get("phase") == v.RUNNING)
+    return task
+
+
+def pod_path(pod):
+    return f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
+
+
+def unschedulable(cluster, pods):
+    for pod in pods:
+        cluster.api.merge_patch(pod_path(pod) + "/status", {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/1 nodes are available: 1 Insufficient cpu."}]}}, "scheduler")
+
+
+# --- CHECK_ROOM asked twice ---------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._track: with --unschedulable-grace 0 (the runner allows [0, 86400)) a busy cluster's "
+    "second next_step after _check_room is CHECK_ROOM again, which is 'not WAIT' and is raised as "
+    "Stalled('check-room', _stall_message()) -> AttributeError on None.name -> Failed InternalError; "
+    "the old loop kept waiting"))
+def test_a_busy_cluster_with_no_unschedulable_grace_only_waits():
+    async def scenario(cluster):
+        # a node that could hold an episode pod when empty: the cluster is only busy
+        cluster.api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                         "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}})
+        task = await running(cluster)
+        unschedulable(cluster, cluster.start_pods(range(3)))
+        await asyncio.sleep(0.4)
+        status = cluster.status()
+        assert not task.done(), status
+        assert status["phase"] == v.RUNNING and status["reason"] == v.EVENT_UNSCHEDULABLE
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert cluster.status()["phase"] == v.SUCCEEDED
+    run(scenario, unschedulable_grace=0)
+
+
+# --- the end: cleanup, then the TTL -------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._after_finish: the status patch after the sandbox's removal moved out of the "
+    "try/except KubeError that guarded the removal (the old code emitted CleanupFailed and went on to "
+    "the TTL); a refused patch (403/422) now ends in run()'s policy -> _end_stalled returns early on a "
+    "terminal phase, and ttlSecondsAfterFinished never deletes the batch"))
+def test_a_status_patch_refused_after_the_cleanup_still_lets_the_ttl_delete_the_batch():
+    async def scenario(cluster):
+        spec = {**SPEC, "cleanup": {"sandbox": v.CLEANUP_ALWAYS, "ttlSecondsAfterFinished": 0}}
+        task = await running(cluster, spec)
+        # once the sandbox namespace is being deleted, the next status patch is refused (an
+        # admission policy, a webhook, RBAC changed)
+        cluster.api.meanwhile("DELETE", "Namespace", lambda: cluster.api.fail(
+            "PATCH", "RolloutBatch", Invalid("status: denied by policy", status=422)))
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert cluster.batch() is None, cluster.status()
+    run(scenario, namespace_delete_timeout=0.3)
+
+
+# --- where a run enters -------------------------------------------------------------------------
+def _stop(cluster):
+    cluster.api.merge_patch(BATCH_PATH, {"spec": {"stop": True}}, "kubectl")
+    cluster.reconciler()   # kopf replaces the daemon's body on the watch event
+
+
+def _sandboxes(cluster):
+    return [ns["metadata"]["name"] for ns in cluster.api.list_objects("Namespace")
+            if ns["metadata"]["name"].startswith("rb-")]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._run: lifecycle.entry() reads spec.stop before _prepare() awaits the results' "
+    "restore (two API calls); the old _run read it after. A stop that lands during the restore no "
+    "longer takes the stop-before-run path: the sandbox namespace and the Job are created, then suspended"))
+def test_a_stop_that_lands_while_the_results_are_restored_creates_nothing():
+    async def scenario(cluster):
+        cluster.submit(SPEC)
+        cluster.api.meanwhile("GET", "ConfigMap", lambda: _stop(cluster))   # the restore's read
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        assert status["phase"] == v.STOPPED
+        assert cluster.job() is None and _sandboxes(cluster) == []
+    run(scenario)
+
+
+# --- Events once --------------------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._provision (as before the rewrite): Provisioned is emitted before the Running status is "
+    "written; a transient failure of that patch retries run(), whose phase is still Provisioning, so "
+    "announces_provisioned() is True again and the Event (and an EgressPeerEmpty warning) is posted twice "
+    "by one operator"))
+def test_a_transient_failure_of_the_running_status_posts_provisioned_once(monkeypatch):
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+
+    async def scenario(cluster):
+        cluster.api.fail("PATCH", "RolloutBatch", Unavailable("etcd leader changed", status=503),
+                         when=lambda path: path.endswith("/status") and cluster.job() is not None)
+        task = await running(cluster)
+        task.cancel()
+        assert len(cluster.api.list_objects("Job")) == 1
+        assert cluster.reasons().count(v.EVENT_PROVISIONED) == 1, cluster.reasons()
+    run(scenario)
+
+
+# --- the late jobCompleteSeconds ----------------------------------------------------------------
+def assert_results_trusted(cluster):
+    """What the SDK checks before it trusts the results (sdk.ops.results_document): the head's
+    digest is the one the batch's status records. (Read through the SDK the failure costs its
+    retries, seconds: the digests are compared here directly.)"""
+    name = naming.results_configmap_name(batch_ref(cluster.batch()))
+    head = cluster.api.get_object("ConfigMap", name, NAMESPACE)
+    assert (cluster.status().get("resultsDigests") or {}).get(name) == configmap_digest(head)
+    assert len(cluster.rows()) == 3
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._await_job_end (as before the rewrite): the results head is rewritten with "
+    "client_job_complete_seconds, then the status patch fails transiently; the retried run() finds "
+    "_job_complete_seconds() known from the tracker and skips, so (cleanup Never: no later patch) the "
+    "status never records jobCompleteSeconds nor the head's new digest: the SDK refuses the results as "
+    "'changed since the operator wrote it: do not trust it'"))
+def test_a_transient_failure_of_the_late_job_complete_patch_is_written_again(monkeypatch):
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
+        assert "jobCompleteSeconds" not in cluster.status()
+        cluster.api.fail("PATCH", "RolloutBatch", Unavailable("etcd leader changed", status=503),
+                         when=lambda path: path.endswith("/status"))
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        assert_results_trusted(cluster)
+        assert "jobCompleteSeconds" in cluster.status()
+    run(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._await_job_end / _run: an operator that dies between the late results write "
+    "(client_job_complete_seconds) and its status patch leaves a head whose digest the status never "
+    "records: the next operator enters FINISHED (no tracker, no restore) and never writes it; the "
+    "SDK then refuses the batch's results for good"))
+def test_a_crash_between_the_late_results_write_and_its_status_leaves_trusted_results(monkeypatch):
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
+        original = Storage._run
+
+        async def crash_at_the_late_patch(storage, operation, *args, **kwargs):
+            if operation.__name__ == "patch_batch_status" and "jobCompleteSeconds" in args[2]:
+                task.cancel()
+                raise asyncio.CancelledError()
+            return await original(storage, operation, *args, **kwargs)
+        monkeypatch.setattr(Storage, "_run", crash_at_the_late_patch)
+        cluster.complete_job()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        monkeypatch.setattr(Storage, "_run", original)
+        cluster.restart_operator()
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        assert_results_trusted(cluster)
+    run(scenario)
+
+
+# --- a crash between a results write and the status that records its digest --------------------
+def _crash_after_results_write(monkeypatch, task, when):
+    """The operator dies right after a results write ``when(data)`` selects, before its status."""
+    original = Storage._run
+
+    async def run(storage, operation, *args, **kwargs):
+        answer = await original(storage, operation, *args, **kwargs)
+        if operation.__name__ == "put_configmap" and when("".join(args[0].get("data", {}).values())):
+            monkeypatch.setattr(Storage, "_run", original)
+            task.cancel()
+            raise asyncio.CancelledError()
+        return answer
+    monkeypatch.setattr(Storage, "_run", run)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "results_store.restore adopts a head only if its digest is the status's; a crash between a "
+    "checkpoint and the status patch that records it leaves a head no digest vouches for, so every row "
+    "in it, also those an earlier status did record, is judged again from its pod: pods gone (PodGC, a "
+    "stall's foreground Job deletion) turn episodes that succeeded into Lost"))
+def test_a_crash_after_a_checkpoint_keeps_the_rows_an_earlier_status_recorded(monkeypatch):
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0, reward=1.0)
+        await until(lambda: cluster.status().get("progress") == "1/3" and cluster.status().get("resultsDigests"))
+        _crash_after_results_write(monkeypatch, task, lambda data: '"index":1' in data)
+        cluster.end_pod(1, reward=1.0)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        for pod in cluster.api.list_objects("Pod")[:2]:   # PodGC: the two ended pods are gone
+            cluster.api.delete(pod_path(pod), "podgc")
+        cluster.restart_operator()
+        task = asyncio.create_task(cluster.reconciler().run())
+        await asyncio.sleep(0.1)
+        cluster.end_pod(2, reward=1.0)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        # episode 0's row was written and its digest recorded by a status before the crash
+        assert cluster.rows()[0]["outcome"] == v.OUTCOME_SUCCEEDED, cluster.rows()[0]
+    run(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "reconciler._end_stalled deletes the Job (its pods with it, foreground) before the final results and "
+    "the stall status are written; an operator that dies between the two writes leaves a head no digest "
+    "vouches for, and the next one (restore: not adopted; pods gone) finalizes every episode as Lost, "
+    "the ones that had succeeded and were recorded included"))
+def test_a_crash_between_the_stall_results_and_the_stall_status_keeps_what_succeeded(monkeypatch):
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0, reward=1.0)
+        await until(lambda: cluster.status().get("progress") == "1/3" and cluster.status().get("resultsDigests"))
+        _crash_after_results_write(monkeypatch, task, lambda data: '"final":true' in data)
+        job = cluster.job()
+        cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/{job['metadata']['name']}",
+                           "kubectl")
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        cluster.restart_operator()
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_SANDBOX_DELETED)
+        assert cluster.rows()[0]["outcome"] == v.OUTCOME_SUCCEEDED, cluster.rows()[0]
+    run(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "status.bare_failure carries no resultsDigests: after the stall's final results write the status "
+    "keeps the previous checkpoint's digest, so the rows of a batch ended by the bare verdict are "
+    "refused by the SDK ('do not trust it'); the bare patch could carry results.digests (a small map)"))
+def test_the_bare_stall_verdict_leaves_the_final_results_trusted(monkeypatch):
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0)
+        await until(lambda: cluster.status().get("progress") == "1/3" and cluster.status().get("resultsDigests"))
+        cluster.api.fail("PATCH", "RolloutBatch", Invalid("status.rewardSum: Invalid value", status=422),
+                         times=policy.FULL_STALL_TRIES, when=lambda path: path.endswith("/status"))
+        job = cluster.job()
+        cluster.api.delete(f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/{job['metadata']['name']}",
+                           "kubectl")
+        await asyncio.wait_for(task, 10)
+        assert cluster.status()["reason"] == v.STALL_SANDBOX_DELETED
+        assert_results_trusted(cluster)
+    run(scenario)
