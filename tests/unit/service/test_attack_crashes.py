@@ -238,3 +238,28 @@ def test_a_crash_mid_stop_is_resumed_with_every_episode_once(monkeypatch, site, 
             assert status["observedGeneration"] == cluster.batch()["metadata"]["generation"]
             assert len(cluster.api.list_objects("Job")) == 1
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_stop_after_a_crash_mid_provisioning_suspends_the_job_the_first_operator_made(monkeypatch):
+    async def main():
+        async with MemoryCluster() as cluster:
+            crash = Crash(monkeypatch, SITES["create-Job"], after=True)
+            cluster.submit(SPEC)
+            crash.rec = cluster.reconciler()
+            crash.task = asyncio.create_task(crash.rec.run())
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(crash.task, 10)
+            assert cluster.status()["phase"] == v.PROVISIONING and cluster.job() is not None
+            cluster.start_pods([0])
+            cluster.end_pod(0)
+            ns = cluster.batch()["metadata"]["namespace"]
+            cluster.api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{ns}/rolloutbatches/batch",
+                                    {"spec": {"stop": True}}, "kubectl")
+            cluster.restart_operator()
+            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            status = cluster.status()
+            assert status["phase"] == v.STOPPED
+            assert cluster.job()["spec"]["suspend"] is True and len(cluster.api.list_objects("Job")) == 1
+            # the episode that ended before the stop was judged from its pod, not given up
+            assert [row["outcome"] for row in cluster.rows()] == [v.OUTCOME_SUCCEEDED] + [v.OUTCOME_STOPPED] * 2
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -5,6 +5,7 @@ Each xfail(strict) test is a behaviour that changed (or was wrong before and sti
 says what an undisturbed batch should do; the unmarked ones guard what held.
 """
 import asyncio
+import copy
 
 import pytest
 
@@ -295,3 +296,44 @@ def test_the_bare_stall_verdict_leaves_the_final_results_trusted(monkeypatch):
         assert cluster.status()["reason"] == v.STALL_SANDBOX_DELETED
         assert_results_trusted(cluster)
     run(scenario)
+
+
+# --- held ---------------------------------------------------------------------------------------
+def test_a_stop_once_the_job_ended_keeps_the_verdict_and_acknowledges_its_generation():
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0)
+        cluster.end_pod(1)
+        cluster.complete_job(failed=True, reason="BackoffLimitExceeded")
+        await until(lambda: cluster.status().get("phase") == v.COLLECTING)
+        _stop(cluster)
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert status["phase"] in (v.SUCCEEDED, v.FAILED)   # the batch's own verdict, not Stopped
+        assert status["observedGeneration"] == cluster.batch()["metadata"]["generation"] == 2
+        assert not cluster.job()["spec"].get("suspend")
+    run(scenario)
+
+
+def test_every_episode_final_ends_the_batch_though_a_retried_pod_waits_for_its_image():
+    """The one intended change: the verdict stands, no ImagePullFailed stall."""
+    async def scenario(cluster):
+        task = await running(cluster)
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        # a second pod of index 2 (the Job controller's retry), whose image the node cannot pull
+        retry = copy.deepcopy(cluster.api.list_objects("Pod")[2])
+        retry["metadata"] = {k: val for k, val in retry["metadata"].items()
+                             if k not in ("uid", "resourceVersion", "creationTimestamp")}
+        retry["metadata"]["name"] = retry["metadata"]["name"].replace("abcde", "fghij")
+        retry["status"] = {"phase": "Pending", "containerStatuses": [{
+            "name": naming.CONTAINER_NAME, "state": {"waiting": {"reason": "ErrImagePull", "message": "gone"}}}]}
+        cluster.api.put(retry)
+        await until(lambda: cluster.status().get("phase") in v.TERMINAL_PHASES)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED)
+        task.cancel()   # it now waits (reconciler.JOB_END_WAIT, 30 s) for a Job that will not end
+    run(scenario)
+
