@@ -184,6 +184,6 @@ def acknowledged(status: Mapping, generation: int) -> dict | None:
 
 def bare_failure(reason: str, message: str, generation: int, now_iso: str) -> dict:
     """The smallest status that still says Failed/Stalled with its reason: the fallback when the
-    API refuses the full status (a batch must end visibly)."""
-    return {"phase": v.FAILED, "reason": reason, "message": message[:1000],
+    API refuses the full status (a batch must end visibly). Its completionTime anchors the TTL."""
+    return {"phase": v.FAILED, "reason": reason, "message": message[:1000], "completionTime": now_iso,
             "conditions": conditions_for(v.FAILED, reason, message[:1000], generation, [], now_iso)}

@@ -84,6 +84,7 @@ class BatchReconciler:
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
         self._restored = False
         self._said_unschedulable = False               # the Event of the current spell was posted
+        self._said_provisioned = False                 # the Provisioned Event was posted by this operator
         # What a running batch says when nothing is wrong; a warning found at its start (declared
         # egress peers that select no pod) stays in it while it runs.
         self._running_message = RUNNING_MESSAGE
@@ -144,11 +145,12 @@ class BatchReconciler:
                 return
 
     async def _run(self) -> None:
-        step = lifecycle.entry(self.status.phase, self.stop.requested(self.body))
-        if step is Entry.FINISHED:
+        if lifecycle.entry(self.status.phase, stop_requested=False) is Entry.FINISHED:
             await self._after_finish()
             return
         await self._prepare()
+        # spec.stop read after the restore's API calls: a stop that came meanwhile creates nothing
+        step = lifecycle.entry(self.status.phase, self.stop.requested(self.body))
         if step is Entry.STOP_BEFORE_RUN:
             await self._stop_before_run()
         elif step is Entry.ADOPT:
@@ -212,10 +214,13 @@ class BatchReconciler:
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
         empty = await self.sandbox.provision(self.spec, self.tracker)
-        if lifecycle.announces_provisioned(phase):
+        if self._said_provisioned:
+            pass   # a retried run (the Running status failed transiently) says it once
+        elif lifecycle.announces_provisioned(phase):
+            self._said_provisioned = True
             self.emit("Normal", v.EVENT_PROVISIONED, f"Sandbox {naming.child_namespace(self.ref, self.spec)} and Job "
-                                               f"{naming.job_name(self.ref)} are ready")
-        if empty:
+                                                     f"{naming.job_name(self.ref)} are ready")
+        if empty and self._running_message == RUNNING_MESSAGE:
             warning = empty_peers_warning(empty)
             self.log.warning("%s", warning)
             self.emit("Warning", v.EVENT_EGRESS_PEER_EMPTY, warning)
@@ -259,8 +264,10 @@ class BatchReconciler:
             self._report_foreign()
             step = lifecycle.next_step(self._round(), graces)
             if step is Step.CHECK_ROOM:
-                await self._check_room()
+                await self._check_room()   # stalls, or the wait for room goes on: another grace
                 step = lifecycle.next_step(self._round(), graces)
+                if step is Step.CHECK_ROOM:
+                    step = Step.WAIT       # no grace at all (--unschedulable-grace 0): asked once a round
             if step is Step.END:
                 return
             if step is Step.END_AFTER_JOB:
@@ -307,6 +314,7 @@ class BatchReconciler:
             return self.sandbox.job_gone_message()
         if step is Step.STALL_PODS_NOT_CREATED:
             return await self.sandbox.pods_not_created_message(self.spec, self.tracker.job)
+        assert step is Step.STALL_IMAGE, step
         stuck = self.tracker.unstartable(time.monotonic(), self.ctx.settings.image_pull_grace)
         return f"pod {stuck.name} cannot start: {stuck.waiting_reason}: {stuck.waiting_message or ''}".strip()
 
@@ -486,7 +494,8 @@ class BatchReconciler:
                     await self._patch_status(v.FAILED, reason=reason, message=message, force=True,
                                              completion=time.time())
                 else:   # the full status may be what the API refuses: the bare verdict then
-                    await self.status.write_bare_failure(reason, message, iso_time(time.time()))
+                    await self.status.write_bare_failure(reason, message, iso_time(time.time()),
+                                                         results_digests=self.results.digests)
                 return
             except Exception as exc:  # noqa: BLE001
                 if not policy.keep_recording_stall(attempt, exc):
@@ -517,7 +526,8 @@ class BatchReconciler:
             return
         deadline = time.monotonic() + timeout
         polled = time.monotonic()
-        while not (tracker.job and tracker.job.finished) and time.monotonic() < deadline:
+        while (not (tracker.job and tracker.job.finished) and not self.sandbox.job_gone(tracker)
+               and time.monotonic() < deadline):
             self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=1.0)
@@ -541,8 +551,17 @@ class BatchReconciler:
         self.spec = spec
         await self._await_job_end()
         phase = self.status.phase
-        if await self.sandbox.remove_after_finish(spec, phase):
+        if self.results.digests and self.results.digests != (self.last_status.get("resultsDigests") or {}):
+            # a late results write whose status patch failed: the status vouches for it now
             await self._patch_status(phase, force=True)
+        if await self.sandbox.remove_after_finish(spec, phase):
+            try:
+                await self._patch_status(phase, force=True)   # no longer names the sandbox
+            except KubeError as exc:
+                if policy.is_transient(exc):
+                    raise   # the error policy retries it
+                # The verdict stands and the TTL below still runs.
+                self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"the status after removing the sandbox was refused: {exc}")
         ttl = spec.ttl_seconds_after_finished
         if ttl is not None:
             finished = parse_time(self.last_status.get("completionTime")) or time.time()

@@ -55,9 +55,13 @@ class StatusWriter:
         self._at = started
         self._version, self._finals = version, finals
 
-    async def write_bare_failure(self, reason: str, message: str, now_iso: str) -> None:
+    async def write_bare_failure(self, reason: str, message: str, now_iso: str,
+                                 results_digests: Mapping[str, str] | None = None) -> None:
         """The smallest status that says Failed with its reason: the fallback when the API
-        refuses the full one (a batch must end visibly)."""
+        refuses the full one (a batch must end visibly). It still records the digests of the
+        results written last, or readers would not trust the rows it ended with."""
         bare = bare_failure(reason, message, self.ref.generation, now_iso)
+        if results_digests:
+            bare["resultsDigests"] = dict(results_digests)
         await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, bare)
         self.last = {**self.last, **bare}

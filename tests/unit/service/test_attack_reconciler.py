@@ -49,11 +49,6 @@ def unschedulable(cluster, pods):
 
 
 # --- CHECK_ROOM asked twice ---------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._track: with --unschedulable-grace 0 (the runner allows [0, 86400)) a busy cluster's "
-    "second next_step after _check_room is CHECK_ROOM again, which is 'not WAIT' and is raised as "
-    "Stalled('check-room', _stall_message()) -> AttributeError on None.name -> Failed InternalError; "
-    "the old loop kept waiting"))
 def test_a_busy_cluster_with_no_unschedulable_grace_only_waits():
     async def scenario(cluster):
         # a node that could hold an episode pod when empty: the cluster is only busy
@@ -74,11 +69,6 @@ def test_a_busy_cluster_with_no_unschedulable_grace_only_waits():
 
 
 # --- the end: cleanup, then the TTL -------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._after_finish: the status patch after the sandbox's removal moved out of the "
-    "try/except KubeError that guarded the removal (the old code emitted CleanupFailed and went on to "
-    "the TTL); a refused patch (403/422) now ends in run()'s policy -> _end_stalled returns early on a "
-    "terminal phase, and ttlSecondsAfterFinished never deletes the batch"))
 def test_a_status_patch_refused_after_the_cleanup_still_lets_the_ttl_delete_the_batch():
     async def scenario(cluster):
         spec = {**SPEC, "cleanup": {"sandbox": v.CLEANUP_ALWAYS, "ttlSecondsAfterFinished": 0}}
@@ -107,10 +97,6 @@ def _sandboxes(cluster):
             if ns["metadata"]["name"].startswith("rb-")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._run: lifecycle.entry() reads spec.stop before _prepare() awaits the results' "
-    "restore (two API calls); the old _run read it after. A stop that lands during the restore no "
-    "longer takes the stop-before-run path: the sandbox namespace and the Job are created, then suspended"))
 def test_a_stop_that_lands_while_the_results_are_restored_creates_nothing():
     async def scenario(cluster):
         cluster.submit(SPEC)
@@ -123,11 +109,6 @@ def test_a_stop_that_lands_while_the_results_are_restored_creates_nothing():
 
 
 # --- Events once --------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._provision (as before the rewrite): Provisioned is emitted before the Running status is "
-    "written; a transient failure of that patch retries run(), whose phase is still Provisioning, so "
-    "announces_provisioned() is True again and the Event (and an EgressPeerEmpty warning) is posted twice "
-    "by one operator"))
 def test_a_transient_failure_of_the_running_status_posts_provisioned_once(monkeypatch):
     monkeypatch.setattr(policy, "BACKOFF", (0.01,))
 
@@ -152,12 +133,6 @@ def assert_results_trusted(cluster):
     assert len(cluster.rows()) == 3
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._await_job_end (as before the rewrite): the results head is rewritten with "
-    "client_job_complete_seconds, then the status patch fails transiently; the retried run() finds "
-    "_job_complete_seconds() known from the tracker and skips, so (cleanup Never: no later patch) the "
-    "status never records jobCompleteSeconds nor the head's new digest: the SDK refuses the results as "
-    "'changed since the operator wrote it: do not trust it'"))
 def test_a_transient_failure_of_the_late_job_complete_patch_is_written_again(monkeypatch):
     monkeypatch.setattr(policy, "BACKOFF", (0.01,))
 
@@ -275,10 +250,6 @@ def test_a_crash_between_the_stall_results_and_the_stall_status_keeps_what_succe
     run(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "status.bare_failure carries no resultsDigests: after the stall's final results write the status "
-    "keeps the previous checkpoint's digest, so the rows of a batch ended by the bare verdict are "
-    "refused by the SDK ('do not trust it'); the bare patch could carry results.digests (a small map)"))
 def test_the_bare_stall_verdict_leaves_the_final_results_trusted(monkeypatch):
     monkeypatch.setattr(policy, "BACKOFF", (0.01,))
 
