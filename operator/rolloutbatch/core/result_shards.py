@@ -43,6 +43,12 @@ def shard_configmap_name(results_name: str, number: int) -> str:
     return f"{results_name}-{number}"
 
 
+def is_results_configmap_name(results_name: str, name: str) -> bool:
+    """Whether ``name`` is the head ``results_name`` or one of its shards' names."""
+    number = name[len(results_name) + 1:] if name.startswith(f"{results_name}-") else ""
+    return name == results_name or (number.isdigit() and shard_configmap_name(results_name, int(number)) == name)
+
+
 @dataclass
 class Shard:
     number: int

@@ -16,6 +16,7 @@ import time
 from rolloutbatch.core import naming
 from rolloutbatch.core.children import deletion_plan
 from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.result_shards import is_results_configmap_name
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import Forbidden, NotOurs
 from rolloutbatch.kube.storage import Storage
@@ -75,14 +76,17 @@ async def remove(storage: Storage, ref: BatchRef, log: logging.Logger, timeout: 
 async def remove_results(storage: Storage, ref: BatchRef, log: logging.Logger) -> None:
     """The batch's results ConfigMaps (head and shards), unless retained: deleted by the
     finalizer, so they are gone when ``kubectl delete --wait`` returns rather than whenever the
-    garbage collector gets to them (seconds later on a loaded cluster). Retained ones are left."""
+    garbage collector gets to them (seconds later on a loaded cluster). Only what the collector
+    would take: the names the batch writes, with the batch as owner. A retained set has no owner,
+    and a user's copy (another name, or its ownerReference dropped) is theirs."""
+    head = naming.results_configmap_name(ref)
     for cm in await storage.list_configmaps(ref.namespace, naming.label_selector(ref)):
         meta = cm.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if labels.get(naming.LABEL_EPISODE_ROLE) not in (naming.ROLE_RESULTS, naming.ROLE_RESULTS_SHARD) \
-                or labels.get(naming.LABEL_RESULTS_RETAINED) == naming.RESULTS_RETAINED:
-            continue
-        try:
-            await storage.delete_owned("ConfigMap", meta.get("name"), ref.namespace, ref.uid)
-        except NotOurs as exc:
-            log.warning("Leaving alone what is not ours: %s", exc)
+        name = str(meta.get("name"))
+        ours = is_results_configmap_name(head, name)
+        owned = any(isinstance(o, dict) and o.get("uid") == ref.uid for o in meta.get("ownerReferences") or [])
+        if ours and owned:
+            try:
+                await storage.delete_owned("ConfigMap", name, ref.namespace, ref.uid)
+            except NotOurs as exc:
+                log.warning("Leaving alone what is not ours: %s", exc)

@@ -5,7 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolloutbatch.core.model import BatchRef
-from rolloutbatch.core.result_shards import ShardBook, assemble, shard_document
+from rolloutbatch.core.result_shards import (ShardBook, assemble, is_results_configmap_name, shard_configmap_name,
+                                             shard_document)
 from tests.unit.core.factories import result
 
 REF = BatchRef("ns", "b", "uid-1", 1)
@@ -81,3 +82,12 @@ def test_a_row_that_restores_wins_over_a_broken_copy_and_missing_shards_are_name
     whole = assemble(head, [{"uid": REF.uid, "shard": 0, "pods": [broken]},
                             {"uid": REF.uid, "shard": 1, "pods": [good]}])
     assert whole["pods"] == [good] and whole["missing_shards"] == ["b-results-2"]
+
+
+@given(st.text(min_size=1, max_size=20), st.integers(0, 10**6))
+def test_a_results_name_is_the_head_or_one_of_its_shards(head, number):
+    assert is_results_configmap_name(head, head)
+    assert is_results_configmap_name(head, shard_configmap_name(head, number))
+    assert not is_results_configmap_name(head, f"{head}-backup")
+    assert not is_results_configmap_name(head, f"{head}-0{number}")   # not a name the operator writes
+    assert not is_results_configmap_name(head, f"my-{head}")

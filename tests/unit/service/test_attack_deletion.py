@@ -142,12 +142,6 @@ def test_pods_that_only_carry_the_batch_label_never_count():
 
 
 # --- the finalizer and the results --------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "sandbox.remove_results (new in the finalizer) deletes every ConfigMap that carries the batch's uid "
-    "and results-role labels, by kube.resources.owned_by, which takes the label alone as ownership: a "
-    "user's copy of the results (kubectl get cm -o yaml, renamed, ownerReferences dropped so the garbage "
-    "collector keeps it) is deleted with the batch; before, only the collector (ownerReferences) removed "
-    "results. Suggest: delete only the names the batch writes (head, shard names) whose ownerReference is the batch"))
 def test_a_users_copy_of_the_results_outlives_the_batch():
     async def scenario(cluster):
         cluster.submit(SPEC)
