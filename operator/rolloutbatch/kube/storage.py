@@ -11,20 +11,68 @@ owner references as the real one does, so the operations under test are the real
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import OwnerGone
 
 
 class Storage:
-    """The operator's API calls, each awaited; ``api`` is a ``kube.client.Api`` (or its stand-in)."""
+    """The operator's API calls, each awaited; ``api`` is a ``kube.client.Api`` (or its stand-in).
+
+    A call runs on in its worker thread when the task awaiting it is cancelled (kopf cancels a
+    batch's daemon when the batch is deleted): a create on its way then lands after the
+    finalizer's pass, and a sandbox namespace (cluster-scoped, owned by nothing) would outlive
+    its batch. So a call abandoned that way either never starts or is waited for by
+    :meth:`settled`, and :meth:`close` refuses new ones: the finalizer closes the batch's
+    storage and waits for it to settle before it removes anything.
+    """
 
     def __init__(self, api: Any) -> None:
         self.api = api
+        self._lock = threading.Lock()
+        self._running: set[threading.Event] = set()   # calls abandoned by their task, still running
+        self._closed = False
 
     async def _run(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(operation, self.api, *args, **kwargs)
+        if self._closed:
+            raise OwnerGone("the batch is being deleted: no more API calls for it")
+        state = {"started": False, "abandoned": False}
+        done = threading.Event()
+
+        def call() -> Any:
+            with self._lock:
+                if state["abandoned"]:
+                    return None   # its task was cancelled before it started: it never runs
+                state["started"] = True
+            try:
+                return operation(self.api, *args, **kwargs)
+            finally:
+                done.set()
+        try:
+            return await asyncio.to_thread(call)
+        except asyncio.CancelledError:
+            with self._lock:
+                state["abandoned"] = True
+                if state["started"] and not done.is_set():
+                    self._running.add(done)
+            raise
+
+    def close(self) -> None:
+        """No new call from now on (they raise OwnerGone)."""
+        self._closed = True
+
+    async def settled(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until no abandoned call still runs. True when none does."""
+        deadline = time.monotonic() + timeout
+        for done in list(self._running):
+            await asyncio.to_thread(done.wait, max(0.0, deadline - time.monotonic()))
+            if done.is_set():
+                self._running.discard(done)
+        return not self._running
 
     # -- any kind ----------------------------------------------------------------------------
     async def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:

@@ -40,8 +40,9 @@ from rolloutbatch.core.status import build_status, final_phase, stopped_phase
 from rolloutbatch.core.stopping import stopping_message
 from rolloutbatch.core.tracker import BatchTracker, JobFacts
 from rolloutbatch.core.verdict import parse_time
-from rolloutbatch.kube.errors import KubeError
-from rolloutbatch.service import policy
+from rolloutbatch.kube.errors import KubeError, OwnerGone
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import policy, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
@@ -54,6 +55,7 @@ from rolloutbatch.service.transitions import TransitionReport
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 RUNNING_MESSAGE = "Episodes are running"
 JOB_END_WAIT = 30.0   # after the last episode, how long the Job controller may take to mark its Job finished
+SETTLE_WAIT = 30.0    # how long the finalizer waits for the batch's calls still running (the client's timeout)
 
 
 class BatchReconciler:
@@ -61,7 +63,7 @@ class BatchReconciler:
 
     def __init__(self, ctx: Context, body: Mapping, emit: Emit, logger: logging.Logger) -> None:
         self.ctx = ctx
-        self.storage = ctx.storage
+        self.storage = Storage(ctx.api)   # the batch's own: the finalizer closes it (kube.storage)
         self.ref = batch_ref(body)
         self.body = body
         self.emit = emit
@@ -127,6 +129,9 @@ class BatchReconciler:
                 return
             except Stalled as exc:
                 await self._end_stalled(exc.reason, exc.message)
+                return
+            except OwnerGone as exc:   # the batch is being deleted: its finalizer does the rest
+                self.log.info("%s", exc)
                 return
             except asyncio.CancelledError:
                 raise
@@ -572,7 +577,16 @@ class BatchReconciler:
             await self.storage.delete_batch(self.ref.namespace, self.ref.name, self.ref.uid)
 
     async def delete_sandbox(self, timeout: float) -> bool:
-        """The finalizer's work: remove every child of the batch; needs no spec. True when gone."""
+        """The finalizer's work: remove every child of the batch, and its results unless retained;
+        needs no spec. First the batch's own calls are stopped and those still running in their
+        threads waited for, so nothing they create lands after the removal. True when gone."""
         for task in self._reads:
             task.cancel()
-        return await self.sandbox.remove_for_finalizer(timeout)
+        self.storage.close()
+        if not await self.storage.settled(timeout=min(timeout, SETTLE_WAIT)):
+            self.log.warning("API calls of the batch still running after %ss: removing its sandbox anyway",
+                             min(timeout, SETTLE_WAIT))
+        storage = Storage(self.ctx.api)
+        gone = await sandbox.remove(storage, self.ref, self.log, timeout, finalizer=True)
+        await sandbox.remove_results(storage, self.ref, self.log)
+        return gone

@@ -170,13 +170,6 @@ class SandboxLifecycle:
             self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"removing the sandbox was refused: {exc}")
         return False
 
-    async def remove_for_finalizer(self, timeout: float) -> bool:
-        """The finalizer's work: every child of the batch and its results unless retained; needs
-        no spec. True when gone."""
-        gone = await sandbox.remove(self.storage, self.ref, self.log, timeout, finalizer=True)
-        await sandbox.remove_results(self.storage, self.ref, self.log)
-        return gone
-
     async def stop_job(self, spec: BatchSpec) -> None:
         """A stalled batch's Job, deleted with its pods (foreground), best effort."""
         try:

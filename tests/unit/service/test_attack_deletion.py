@@ -6,6 +6,7 @@ was creating lands after the cancel. The results ConfigMaps are guarded against 
 (``put_configmap(batch=...)``, OwnerGone); these tests ask the same of the sandbox.
 """
 import asyncio
+import time
 
 import pytest
 
@@ -37,35 +38,34 @@ def mark_deleted(cluster):
     cluster.api.delete(BATCH_PATH, "kubectl")
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("Namespace", marks=pytest.mark.xfail(strict=True, reason=(
-    "sandbox_lifecycle.provision: a child's create in flight when the batch is deleted lands after the "
-    "finalizer's pass (the worker thread outlives the cancelled daemon); the sandbox namespace (no "
-    "ownerReference: cluster-scoped) is then never removed. put_configmap checks "
-    "batch_alive before a create; create_or_adopt of the sandbox does not"))),
-    "Job",   # held: the namespace is being deleted, the API refuses content in it
-])
+@pytest.mark.parametrize("kind", ["Namespace", "Job", "ConfigMap"])
 def test_a_batch_deleted_while_its_sandbox_is_created_leaves_no_sandbox(kind):
+    """The create is on its way (its worker thread runs on after the daemon's cancel) while the
+    finalizer starts: the finalizer waits for it (kube.storage.Storage.settled), then removes
+    what it made. Without that wait, the sandbox namespace (owned by nothing) was left behind."""
     async def scenario(cluster):
         cluster.submit(SPEC)
         rec = cluster.reconciler()
         loop = asyncio.get_running_loop()
         task = asyncio.create_task(rec.run())
+        finalizer = []
 
         def deleted_meanwhile():
-            # the create is on its way when kopf sees the deletion: the daemon is cancelled and the
-            # deletion handler runs to its end before the create is served
             mark_deleted(cluster)
             loop.call_soon_threadsafe(task.cancel)
-            asyncio.run_coroutine_threadsafe(rec.delete_sandbox(timeout=0.5), loop).result(5)
-            cluster.api.merge_patch(BATCH_PATH, {"metadata": {"finalizers": []}}, "kopf")   # released
+            finalizer.append(asyncio.run_coroutine_threadsafe(rec.delete_sandbox(timeout=2.0), loop))
+            time.sleep(0.2)   # the finalizer has started when this create is served
         cluster.api.meanwhile("POST", kind, deleted_meanwhile)
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
-        await asyncio.sleep(0.05)
+        await until(lambda: bool(finalizer))
+        assert await asyncio.wrap_future(finalizer[0])
+        await asyncio.sleep(0.3)   # whatever was on its way has landed by now
+        cluster.api.merge_patch(BATCH_PATH, {"metadata": {"finalizers": []}}, "kopf")   # released
         assert cluster.batch() is None
         cluster.api.collect_garbage()
         assert sandboxes(cluster) == [] and cluster.api.list_objects("Job") == []
+        assert [cm["metadata"]["name"] for cm in cluster.api.list_objects("ConfigMap", NAMESPACE)] == []
     run(scenario)
 
 
