@@ -1,4 +1,4 @@
-"""Red team: a batch deleted at each phase (kopf cancels its daemon, then its deletion handler
+"""A batch deleted at each phase (kopf cancels its daemon, then its deletion handler
 runs the finalizer's ``delete_sandbox``), and hostile pods that carry the batch's label.
 
 A worker thread outlives its cancelled task (``kube.storage`` runs each call in one): whatever it

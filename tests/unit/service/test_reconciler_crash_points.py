@@ -1,4 +1,4 @@
-"""Red team: the operator dies (its task cancelled) at each API call of a lifecycle, before or
+"""The operator dies (its task cancelled) at each API call of a lifecycle, before or
 after the call is served, and a new operator (``restart_operator``) carries the batch to its end.
 
 Whatever the point, the batch must end as an undisturbed one does: every episode accounted for
