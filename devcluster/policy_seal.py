@@ -8,11 +8,18 @@ reached the apiserver 0.02 s after start). Calico's CNI waits for policy the sam
 
 * a chained CNI plugin (`python -m devcluster.policy_seal`, after `bridge` in the node's
   conflist): on ADD it appends DROP rules for the pod's addresses to the node's `RB-SEAL` chain
-  (jumped to from FORWARD and INPUT, ahead of everything that accepts) and marks the node
-  pending; on DEL it removes them;
+  in the `raw` table (jumped to first thing from PREROUTING, which every packet from or to a
+  pod passes on its way to FORWARD or INPUT, bridged ones too) and marks the node pending; on
+  DEL it removes them;
 * `unseal_loop`, in the node launcher: while seals are pending it reads the node's filter table
   and deletes the seal of every address kube-router has a pod chain jump for (written in one
   iptables-restore with all of that pod's rules), as the node agent's policy gate waited for.
+
+Why `raw` and not `filter`: kube-router's policy sync saves the whole filter table, rebuilds it
+and restores it without --noflush (netpol's fullPolicySync), so a seal appended to the filter
+table between its save and its restore is wiped while the pod is not yet in its rules: the
+pod then runs unsealed and unprogrammed until the next sync. Nothing of kube-router or
+kube-proxy replaces the raw table.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ import threading
 from pathlib import Path
 
 CHAIN = "RB-SEAL"
+TABLE = "raw"
 #: kube-router's jump into a pod's chain: "-A KUBE-ROUTER-FORWARD -s IP/32 ... rule to jump
 #: traffic from POD name:NAME namespace: NS to chain KUBE-POD-FW-..."
 POD_JUMP = re.compile(r"^-A KUBE-ROUTER-FORWARD -s (\S+)/32 .*from POD name:(\S+) namespace: (\S+) to chain")
@@ -62,11 +70,17 @@ def delete_args(save_line: str) -> list[str]:
 
 
 def chain_setup_args() -> list[list[str]]:
-    return [["-N", CHAIN], ["-I", "FORWARD", "1", "-j", CHAIN], ["-I", "INPUT", "1", "-j", CHAIN]]
+    """In TABLE: the seal chain, jumped to before anything else sees a packet."""
+    return [["-N", CHAIN], ["-I", "PREROUTING", "1", "-j", CHAIN]]
 
 
 def _iptables(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["iptables", "-w", *args], capture_output=True, text=True)
+    """An iptables command on the seal's table."""
+    return subprocess.run(["iptables", "-w", "-t", TABLE, *args], capture_output=True, text=True)
+
+
+def _save(table: str) -> str:
+    return subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
 
 
 def setup_chain() -> None:
@@ -81,9 +95,8 @@ def setup_chain() -> None:
 
 def unseal_once() -> int:
     """Remove the seals of programmed addresses; returns how many addresses stay sealed."""
-    rules = subprocess.run(["iptables-save", "-t", "filter"], capture_output=True, text=True).stdout
-    sealed = seal_rules(rules)
-    for address in sealed.keys() & programmed_addresses(rules):
+    sealed = seal_rules(_save(TABLE))
+    for address in sealed.keys() & programmed_addresses(_save("filter")):
         for line in sealed.pop(address):
             _iptables(delete_args(line))
     return len(sealed)
@@ -112,8 +125,7 @@ def _plugin(command: str, conf: dict, node_dir: Path) -> dict | None:
                     raise RuntimeError(f"iptables {' '.join(args)}: {out.stderr.strip()}")
         return result
     if command == "DEL":
-        rules = subprocess.run(["iptables-save", "-t", "filter"], capture_output=True, text=True).stdout
-        sealed = seal_rules(rules)
+        sealed = seal_rules(_save(TABLE))
         for address in addresses:
             for line in sealed.get(address, []):
                 _iptables(delete_args(line))

@@ -22,7 +22,7 @@ CASES = [  # (index, case name, expected outcome, expected reason)
     (5, "nan-reward", "failed", "InvalidReward"),
     (6, "infinite-reward", "failed", "InvalidReward"),
     (7, "string-reward", "failed", "InvalidReward"),
-    (8, "fifty-mib", "failed", "LogLimitExceeded"),
+    (8, "eight-mib", "failed", "LogLimitExceeded"),
     (9, "one-mib-line", "failed", "NoReadyEvent"),
     (10, "invalid-utf8-id", "failed", "IdentityMismatch"),
     (11, "reward-before-ready", "failed", "RewardBeforeReady"),
@@ -31,6 +31,10 @@ CASES = [  # (index, case name, expected outcome, expected reason)
     (14, "read-host", "failed", "NonZeroExit"),
     (15, "network", "failed", "NonZeroExit"),
     (16, "find-token", "failed", "NonZeroExit"),
+    # Past the kubelet's rotation size (containerLogMaxSize, 10 MiB: devcluster/nodeconfig.py): a
+    # real kubelet may rotate the log while it runs and then serves only the file written since,
+    # which starts past the ready line. Either way it never succeeds (docs/design.md, §4).
+    (17, "fifty-mib", "failed", ("LogLimitExceeded", "NoReadyEvent")),
 ]
 
 PROGRAM = r'''
@@ -59,10 +63,11 @@ elif case == 6:
     emit("ready"); out.write(('{"event":"reward","at":%f,"episode_id":"%s","reward":Infinity}\n' % (time.time(), me)).encode())
 elif case == 7:
     emit("ready"); emit("reward", reward="1")
-elif case == 8:
+elif case in (8, 17):
+    # 8 MiB (plus CRI's line prefixes) stays under the 10 MiB rotation size; 50 MiB may not
     emit("ready")
     line = b"y" * 1023 + b"\n"
-    for _ in range(50 * 1024):
+    for _ in range((8 if case == 8 else 50) * 1024):
         out.write(line)
     emit("reward", reward=1)
 elif case == 9:
@@ -142,7 +147,7 @@ def test_hostile_episodes_fail_only_themselves(operator_process, namespace, tmp_
     problems = []
     for index, case, outcome, reason in CASES:
         row = rows[index]
-        if (row["outcome"], row["reason"]) != (outcome, reason):
+        if row["outcome"] != outcome or row["reason"] not in (reason if isinstance(reason, tuple) else (reason,)):
             problems.append(f"{index} {case}: got {row['outcome']}/{row['reason']} ({row.get('message')}), "
                             f"want {outcome}/{reason}; extra={row.get('extra')}")
     assert not problems, "\n".join(problems)

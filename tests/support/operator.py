@@ -30,7 +30,16 @@ def kubectl(*args: str, input: str | None = None, check: bool = True, timeout: f
     """The devcluster's own kubectl (localkube's matching client) with the test kubeconfig."""
     binary = STATE / "bin" / "localkube"
     cmd = [str(binary), "kubectl", *args] if binary.exists() else ["kubectl", *args]
-    return subprocess.run(cmd, input=input, text=True, capture_output=True, check=check, timeout=timeout)
+    out = subprocess.run(cmd, input=input, text=True, capture_output=True, timeout=timeout)
+    if check and out.returncode:
+        # CalledProcessError's message leaves stderr out: a failing test must say what kubectl said
+        raise KubectlError(out.returncode, cmd, out.stdout, out.stderr)
+    return out
+
+
+class KubectlError(subprocess.CalledProcessError):
+    def __str__(self) -> str:
+        return f"{super().__str__()}: {(self.stderr or '').strip()[-2000:]}"
 
 
 def install_crd() -> None:

@@ -123,6 +123,7 @@ class PodFacts:
     owner_uid: str | None = None              # uid of its controller ownerReference (the Job)
     unschedulable: str | None = None          # the scheduler's message while it cannot place the pod
     scheduling_gates: tuple[str, ...] = ()    # spec.schedulingGates names (core.episode_images)
+    containers_reported: bool = True          # the status lists any container (init or regular)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from rolloutbatch.core.strictjson import finite, sanitize
 
 __all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
            "is_terminal", "judge_episode", "judge_verified", "missing_reason", "never_ran", "parse_time",
-           "pod_facts", "verifier_started"]
+           "pod_facts", "rejected_by_node", "verifier_started"]
 
 # Terminal pod reasons set by the node or the control plane, not by the episode's program.
 INFRASTRUCTURE_REASONS = {"Evicted", "Preempting", "NodeLost", "UnexpectedAdmissionError", "Terminated",
@@ -151,7 +151,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
         waiting_reason=waiting.get("reason"), waiting_message=waiting.get("message"),
         termination_message=message if isinstance(message, str) else None, agent=_agent_facts(inits),
         owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
-        scheduling_gates=_gates(spec),
+        scheduling_gates=_gates(spec), containers_reported=bool(statuses or inits),
     )
 
 
@@ -190,7 +190,8 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
 
     True only for a terminal pod with phase Failed that has the DisruptionTarget condition
     (eviction, preemption, taint-manager and PodGC deletions all set it) or a node-side reason
-    (Evicted, NodeLost, node shutdown, ...): that is what the Job's podFailurePolicy counts
+    (Evicted, NodeLost, node shutdown, ...), or that its node refused at admission
+    (:func:`rejected_by_node`): that is what the Job's podFailurePolicy counts
     against backoffLimitPerIndex. A pod merely being deleted, even with DisruptionTarget, is not
     one yet: an evicted program that exits 0 on SIGTERM ends Succeeded, the Job counts its index
     succeeded and makes no replacement, so the operator judges it from its log
@@ -199,7 +200,19 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     """
     if facts.phase != POD_FAILED or over_own_limits(facts):
         return False
-    return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS
+    return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS or rejected_by_node(facts)
+
+
+def rejected_by_node(facts: PodFacts) -> bool:
+    """The kubelet refused the pod at admission (OutOfcpu, OutOfmemory, OutOfpods, NodeAffinity,
+    ...): Failed with its reason, before any container was created, so its status lists none and
+    it has no log. Nothing of the agent ran to cause that. A real kubelet does it in the ordinary
+    course of things: it still counts a finished pod's resources while tearing it down, the
+    scheduler does not, and places the next pending pod there at once (with gVisor's slower
+    teardown, often). The Job's podFailurePolicy matches none of its rules for such a pod (no
+    condition, no exit code), so the Job counts it against backoffLimitPerIndex, as the
+    tracker counts an infrastructure retry."""
+    return facts.phase == POD_FAILED and not facts.containers_reported and bool(facts.node)
 
 
 def over_own_limits(facts: PodFacts) -> bool:

@@ -65,6 +65,20 @@ def test_infrastructure_failure_is_a_retry_until_retries_run_out():
     assert t.complete
 
 
+def test_a_pod_its_node_refused_is_retried_not_read():
+    """A kubelet's admission refusal (OutOfcpu while it still counts a finished pod's
+    resources) has no container and no log: retried as the Job retries it, never a log read
+    that fails (LogUnavailable), and the replacement's result is the index's."""
+    t = tracker(1, 1)
+    t.observe_pod(pod(0, uid="a", phase="Failed", pod_reason="OutOfcpu", containers_reported=False))
+    assert t.retried == 1 and not t.results and t.take_reads() == []
+    t.observe_pod(pod(0, uid="b", phase="Succeeded", exit_code=0))
+    (facts,) = t.take_reads()
+    assert facts.uid == "b"
+    t.record(result(0), facts.uid)
+    assert t.results[0].outcome == "succeeded" and t.complete
+
+
 def test_each_index_counted_once_across_attempts():
     t = tracker(1, 3)
     t.observe_pod(pod(0, uid="a", phase="Failed", disrupted=True))

@@ -462,3 +462,36 @@ def test_reward_extras_over_budget_are_said_not_dropped_silently():
     assert v.FLAG_EXTRAS_DROPPED in row["flags"] and "tokens" in row["message"]
     plain = judge_episode(pod_facts(pod_json()), log_of(READY, REWARD))
     assert v.FLAG_EXTRAS_DROPPED not in plain.flags and plain.message == ""
+
+
+def rejected(reason="OutOfcpu", node="devnode-1"):
+    """A pod a kubelet refused at admission (kubelet's rejectPod): Failed, its reason and
+    message, no container status at all."""
+    pod = pod_json("Failed", 0, reason=reason, message="Pod was rejected: Node didn't have enough resource: cpu")
+    del pod["status"]["containerStatuses"]
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+@pytest.mark.parametrize("reason", ["OutOfcpu", "OutOfmemory", "OutOfpods", "NodeAffinity", "SomeFutureReason"])
+def test_a_pod_its_node_refused_at_admission_is_an_infrastructure_failure(reason):
+    facts = pod_facts(rejected(reason))
+    assert not facts.containers_reported
+    assert is_infrastructure_failure(facts)
+    result = judge_episode(facts, None, log_error="infrastructure retries exhausted", attempts=2)
+    assert (result.outcome, result.reason) == ("lost", "InfrastructureFailure")
+    assert reason in result.message
+
+
+def test_a_failed_pod_that_reported_a_container_is_not_taken_for_a_refusal():
+    # any container status (a run, a start error, a wait) means the node took the pod: judged
+    assert pod_facts(pod_json("Failed", 1)).containers_reported
+    assert not is_infrastructure_failure(pod_facts(pod_json("Failed", 1, reason="OutOfcpu")))
+    with_init = rejected()
+    with_init["status"]["initContainerStatuses"] = [{"name": "agent", "state": {"terminated": {"exitCode": 1}}}]
+    assert not is_infrastructure_failure(pod_facts(with_init))
+    # not Failed, or never bound to a node: not a node's refusal
+    pending = rejected()
+    pending["status"]["phase"] = "Pending"
+    assert not is_infrastructure_failure(pod_facts(pending))
+    assert not is_infrastructure_failure(pod_facts(rejected(node=None)))

@@ -91,3 +91,9 @@ def test_pod_network_is_the_node_cidr_without_masquerade():
     bridge = conf["plugins"][0]
     assert bridge["ipMasq"] is False
     assert bridge["ipam"]["ranges"] == [[{"subnet": NODE.pod_cidr}]]
+
+
+def test_kubelet_rotates_logs_at_its_default_size():
+    """The hostile-episode suite's 8 MiB case relies on no rotation below 10 MiB."""
+    config = nodeconfig.kubelet_config(NODE, Path("/ca"), Path("/crt"), Path("/key"), cgroup_v1=True)
+    assert (config["containerLogMaxSize"], config["containerLogMaxFiles"]) == ("10Mi", 5)
