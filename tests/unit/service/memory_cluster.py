@@ -30,9 +30,12 @@ from rolloutbatch.metrics import Metrics
 from rolloutbatch.service.context import Context, Settings
 from rolloutbatch.service.reconciler import BatchReconciler
 from rolloutbatch.service.registry import Registry
+from tests.support import crd_schema
 from tests.support.memory_api import MemoryApi
 
 NAMESPACE = "rl-team"
+BATCH_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch"   # the batch most tests submit
+STATUS_SCHEMA = crd_schema.openapi_schema()["properties"]["status"]
 # Every wait of the operator shortened: a lifecycle runs in well under a second.
 FAST = dict(status_interval=0.01, status_max_interval=0.05, results_interval=0.01, results_max_interval=0.05,
             job_poll_interval=0.2, collect_grace=0.2, image_pull_grace=0.3, pod_create_grace=0.5,
@@ -182,6 +185,26 @@ class MemoryCluster:
         path = f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs/{job['metadata']['name']}/status"
         return self.api.merge_patch(path, {"status": {"conditions": [condition], "startTime": _iso(time.time()),
                                                       "completionTime": _iso(time.time())}}, "job controller")
+
+
+def run(scenario, *, timeout: float = 30, **settings) -> MemoryCluster:
+    """Run ``scenario(cluster)`` on a fresh cluster in memory whose every status write is checked
+    against the CRD's schema; returns the cluster."""
+    async def main():
+        async with MemoryCluster(**settings) as cluster:
+            invalid: list[str] = []
+            cluster.api.subscribe("RolloutBatch", lambda _, obj: invalid.extend(
+                crd_schema.errors(obj.get("status") or {}, STATUS_SCHEMA)))
+            await scenario(cluster)
+            assert invalid == [], invalid
+            return cluster
+    return asyncio.run(asyncio.wait_for(main(), timeout=timeout))
+
+
+def sandboxes(cluster: MemoryCluster) -> list[str]:
+    """The sandbox namespaces that exist."""
+    return [ns["metadata"]["name"] for ns in cluster.api.list_objects("Namespace")
+            if ns["metadata"]["name"].startswith("rb-")]
 
 
 async def until(condition, timeout: float = 5.0, step: float = 0.01) -> None:

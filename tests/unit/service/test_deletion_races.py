@@ -13,23 +13,10 @@ import pytest
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.service.context import batch_ref
-from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, events_text, until
+from tests.unit.service.memory_cluster import BATCH_PATH, NAMESPACE, events_text, run, sandboxes, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "task": {"files": {"episode.py": "print('hi')"}},
         "cleanup": {"sandbox": v.CLEANUP_NEVER}}
-BATCH_PATH = f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NAMESPACE}/rolloutbatches/batch"
-
-
-def run(scenario, **settings):
-    async def main():
-        async with MemoryCluster(**settings) as cluster:
-            await scenario(cluster)
-    asyncio.run(asyncio.wait_for(main(), timeout=20))
-
-
-def sandboxes(cluster):
-    return [ns["metadata"]["name"] for ns in cluster.api.list_objects("Namespace")
-            if ns["metadata"]["name"].startswith("rb-")]
 
 
 def mark_deleted(cluster):

@@ -11,7 +11,7 @@ import pytest
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.storage import Storage
-from tests.unit.service.memory_cluster import MemoryCluster, until
+from tests.unit.service.memory_cluster import MemoryCluster
 
 EPISODES = 3
 SPEC = {"episodes": EPISODES, "parallelism": EPISODES, "task": {"files": {"episode.py": "print('hi')"}},

@@ -17,18 +17,10 @@ from rolloutbatch.kube.errors import Invalid, Unavailable
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import batch_ref
-from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
+from tests.unit.service.memory_cluster import BATCH_PATH, NAMESPACE, run, sandboxes, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "task": {"files": {"episode.py": "print('hi')"}},
         "cleanup": {"sandbox": v.CLEANUP_NEVER}}
-BATCH_PATH = f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NAMESPACE}/rolloutbatches/batch"
-
-
-def run(scenario, **settings):
-    async def main():
-        async with MemoryCluster(**settings) as cluster:
-            await scenario(cluster)
-    asyncio.run(asyncio.wait_for(main(), timeout=20))
 
 
 async def running(cluster, spec=SPEC):
@@ -93,11 +85,6 @@ def _stop(cluster):
     cluster.reconciler()   # kopf replaces the daemon's body on the watch event
 
 
-def _sandboxes(cluster):
-    return [ns["metadata"]["name"] for ns in cluster.api.list_objects("Namespace")
-            if ns["metadata"]["name"].startswith("rb-")]
-
-
 def test_a_stop_that_lands_while_the_results_are_restored_creates_nothing():
     async def scenario(cluster):
         cluster.submit(SPEC)
@@ -105,7 +92,7 @@ def test_a_stop_that_lands_while_the_results_are_restored_creates_nothing():
         await asyncio.wait_for(cluster.reconciler().run(), 10)
         status = cluster.status()
         assert status["phase"] == v.STOPPED
-        assert cluster.job() is None and _sandboxes(cluster) == []
+        assert cluster.job() is None and sandboxes(cluster) == []
     run(scenario)
 
 

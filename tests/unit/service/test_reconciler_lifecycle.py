@@ -13,27 +13,9 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.errors import Invalid, Unavailable
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import batch_ref
-from tests.support import crd_schema
-from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
+from tests.unit.service.memory_cluster import NAMESPACE, run, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "task": {"files": {"episode.py": "print('hi')"}}}
-STATUS_SCHEMA = crd_schema.openapi_schema()["properties"]["status"]
-
-
-def run(scenario, **settings):
-    """Run ``scenario(cluster)`` on a fresh cluster in memory whose every status write is
-    checked against the CRD's schema; returns the cluster."""
-    async def main():
-        async with MemoryCluster(**settings) as cluster:
-            invalid = []
-            cluster.api.subscribe("RolloutBatch", lambda _, obj: invalid.extend(
-                crd_schema.errors(obj.get("status") or {}, STATUS_SCHEMA)))
-            await scenario(cluster)
-            assert invalid == [], invalid
-            return cluster
-    return asyncio.run(asyncio.wait_for(main(), timeout=30))
-
-
 async def start(cluster, spec=SPEC, name="batch"):
     cluster.submit(spec, name)
     task = asyncio.create_task(cluster.reconciler(name).run())
