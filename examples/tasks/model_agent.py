@@ -19,6 +19,7 @@ import pathlib
 import re
 import sys
 import time
+import urllib.error
 import urllib.request
 
 WORKSPACE = pathlib.Path(os.environ.get("WORKSPACE", "/workspace"))
@@ -26,6 +27,7 @@ SOURCE = "def shipping(total):\n    return 0 if total > 99 else 10\n"
 PROMPT = ("shipping(99) must be free (0) but returns 10: the test test_threshold_is_free fails. "
           "Fix the module and answer with the whole corrected file in one python code block.\n"
           "```python\n{source}```\n")
+CONNECT_TRIES = 3
 FENCE = re.compile(r"```(?:python)?\n(.*?)```", re.S)
 
 
@@ -37,8 +39,19 @@ def ask(source: str, session: str) -> str:
                                      data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", "X-Session-ID": session})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the endpoint, never a proxy
-    with opener.open(request, timeout=60) as response:
-        reply = json.load(response)
+    for attempt in range(CONNECT_TRIES):
+        try:
+            with opener.open(request, timeout=60) as response:
+                reply = json.load(response)
+            break
+        except urllib.error.HTTPError:
+            raise   # the endpoint answered: not asked again
+        except OSError:
+            # not reached (a Service whose endpoints are still being programmed as the pod starts):
+            # asked again, as OpenAI's clients do by default
+            if attempt + 1 == CONNECT_TRIES:
+                raise
+            time.sleep(2 ** attempt)
     return reply["choices"][0]["message"]["content"]
 
 
