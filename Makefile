@@ -39,9 +39,8 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed ## Python virtualenv with the package, its operator extra and the test tools
 
 .PHONY: system-deps
-system-deps: ## Debian packages the devcluster and tests use (bubblewrap, iptables, ipset, lua5.1, prometheus)
+system-deps: ## Debian packages the devcluster and tests use (iptables, ipset, lua5.1, prometheus)
 	@missing=""; \
-	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	command -v ipset >/dev/null || missing="$$missing ipset"; \
 	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
@@ -123,7 +122,7 @@ images: venv image-deps ## build the real node's images into .devcluster/images 
 load-image: venv ## load your own image archive into the real nodes: make load-image IMAGE=name:tag TAR=image.tar
 	@test -n "$(IMAGE)" -a -n "$(TAR)" || { echo "usage: make load-image IMAGE=name:tag TAR=image.tar"; exit 2; }
 	@for sock in $(STATE)/nodes/*/run/containerd/containerd.sock; do \
-	  test -S "$$sock" || { echo "no real node is up (DEVCLUSTER_RUNTIME=containerd make cluster)"; exit 1; }; \
+	  test -S "$$sock" || { echo "no node is up (make cluster)"; exit 1; }; \
 	  $(PY) -m devcluster.images load-image --address $$sock $(IMAGE) $(TAR) || exit 1; done
 
 # --- generated files ----------------------------------------------------------------------------
@@ -136,11 +135,9 @@ generate: venv ## regenerate the committed files: the CRD (crds/), the Grafana d
 	$(PY) examples/render.py
 
 # --- the devcluster -----------------------------------------------------------------------------
-# What runs the nodes: the node agent (default, for now) or DEVCLUSTER_RUNTIME=containerd for
-# real ones (kubelet + containerd, runc and gVisor; docs/real-node.md).
-DEVCLUSTER_RUNTIME ?= nodeagent
-export DEVCLUSTER_RUNTIME
-NODE_DEPS := $(if $(filter containerd,$(DEVCLUSTER_RUNTIME)),runtime images,)
+# Real nodes: kubelet (localkube) + containerd, runc and gVisor, and the images built here
+# (docs/real-node.md).
+NODE_DEPS := runtime images
 
 .PHONY: cluster
 cluster: venv system-deps localkube $(NODE_DEPS) ## start the devcluster (no-op when it is up)
@@ -165,7 +162,7 @@ demo: cluster ## the guide's task as a parallel and a serial batch, then with a 
 
 # The operator, two ways. Locally: this checkout's code against the devcluster, in the
 # foreground (Ctrl-C stops it). In the cluster: the real install path, a pod under its own
-# ServiceAccount (the node agent runs ghcr.io/rolloutbatch/rolloutbatch as this checkout's code).
+# ServiceAccount, from the image `make images` builds of this checkout's Dockerfile.
 # Never both at once: two operators fight over every batch.
 OPERATOR_ARGS ?=
 .PHONY: operator

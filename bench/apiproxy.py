@@ -1,7 +1,7 @@
 """A counting reverse proxy in front of kube-apiserver, for the operator only.
 
 kube-apiserver's ``apiserver_request_total`` has no user-agent label, so it cannot tell the
-operator's requests from the controller manager's, the scheduler's or the node agents'. The bench
+operator's requests from the controller manager's, the scheduler's or the kubelets'. The bench
 therefore points the operator at this proxy (plain HTTP on 127.0.0.1, a kubeconfig of its own)
 and the proxy forwards every request to the apiserver over TLS with the devcluster's admin client
 certificate, counting it by (User-Agent, verb, resource). Watches and log reads are streamed.

@@ -325,7 +325,7 @@ def machine_info() -> dict:
         "memory_gib": round(mem / 2**30, 1), "kernel": platform.release(),
         "python": platform.python_version(), "go": _cmd("go", "version"),
         "kubernetes": server, "kopf": kopf.__version__ if hasattr(kopf, "__version__") else None,
-        "devcluster": {k: state.get(k) for k in ("node_cpu", "node_memory", "node_pods")} | {
+        "devcluster": {k: state.get(k) for k in ("node_pods",)} | {
             "nodes": len(state.get("nodes") or {})},
         "git_commit": _cmd("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD") or None,
         # tracked files changed since that commit (bench/results excluded: the run writes there)

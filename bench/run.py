@@ -94,9 +94,10 @@ STAGES = [
     ("slot_free_to_pod_created", "slot_free", "seen_created",
      "Job controller: Job created (first wave) or an earlier pod's exit freeing the slot -> pod created"),
     ("pod_created_to_scheduled", "seen_created", "seen_scheduled", "scheduler"),
-    ("scheduled_to_ready_event", "seen_scheduled", "ready_at", "node agent sandbox start + interpreter + task prep"),
-    ("scheduled_to_started", "seen_scheduled", "seen_started", "node agent: sandbox + process start, as reported "
-     "(the agent delays the running status write by NODEAGENT_RUNNING_WRITE_DELAY=0.2 s, so this overstates)"),
+    ("scheduled_to_ready_event", "seen_scheduled", "ready_at",
+     "kubelet: pod sandbox (pause, CNI) + container start + interpreter + task prep"),
+    ("scheduled_to_started", "seen_scheduled", "seen_started",
+     "kubelet: pod sandbox + container start, as its status update reports it"),
     ("started_to_ready_event", "seen_started", "ready_at", "interpreter start + task prep"),
     ("ready_to_reward", "ready_at", "reward_at", "the task"),
     ("reward_to_finished_seen", "reward_at", "seen_finished", "process exit + status report"),

@@ -214,7 +214,7 @@ def part_scale(kube: Kube, big: int, profile: bool, only: list[str] | None = Non
                                  "(rolloutbatch-operator = its own client, kopf = kopf's watches/patches); "
                                  "a watch counts once per connection",
         "apiserver_request_total_delta_all_clients": "kube-apiserver's own counter (all clients: KCM, scheduler, "
-                                                     "node agents, bench): no user-agent label exists on it",
+                                                     "kubelets, bench): no user-agent label exists on it",
         "status_bytes": "len(JSON of .status), compact",
         "results_configmaps_total_bytes": "sum over the head ConfigMap <batch>-results and every shard ConfigMap "
                                           "(label batch-uid + role=results-shard) of len(compact JSON of "

@@ -6,16 +6,18 @@
     python -m devcluster.cluster down               stop everything, wipe cluster data
     python -m devcluster.cluster status             one line per component
     python -m devcluster.cluster restart COMPONENT  stop + start one component (chaos tests)
-    python -m devcluster.cluster stop COMPONENT     stop one component (e.g. a node agent)
+    python -m devcluster.cluster stop COMPONENT     stop one component (e.g. a node's kubelet)
 
 Components, each its own OS process in its own session (process group), started in this order:
 `etcd`, `kube-apiserver`, `kube-controller-manager`, `kube-scheduler`, `coredns`, then one
-`nodeagent-devnode-<i>` and `kube-proxy-devnode-<i>` per node, and once the nodes are registered one
-`kube-router-devnode-<i>` (NetworkPolicy) per node; the last two run in the node's network
-namespace (network.py sets those up before etcd starts and removes them at `down`). All but the
-node agents are subcommands of the `localkube` multi-call binary (devcluster/localkube, built by
-`make localkube`; kube-router is its `kube-router-netpol`, upstream's policy controller compiled
-against the same Kubernetes libraries): one process per component because
+`kubelet-devnode-<i>` (a real node: containerd + kubelet, realnode.py) and `kube-proxy-devnode-<i>`
+per node, and once the nodes are registered one `kube-router-devnode-<i>` (NetworkPolicy) per node;
+the last three run in the node's network namespace (network.py sets those up before etcd starts
+and removes them at `down`). The Kubernetes parts are subcommands of the `localkube` multi-call
+binary (devcluster/localkube, built by `make localkube`; kube-router is its `kube-router-netpol`,
+upstream's policy controller compiled against the same Kubernetes libraries; the kubelet is its
+`kubelet`); containerd, runc and gVisor are built by `make runtime` and the images by `make
+images` (docs/real-node.md). One process per component because
 running them in one process trips upstream's one-signal-handler panic (k8s.io/apiserver's
 SetupSignalHandler) and the logging re-apply check (k8s.io/component-base/logs).
 
@@ -27,7 +29,8 @@ State lives in `.devcluster/` at the repository root (derived from this file's l
     logs/<component>.log  stdout+stderr of every component
     pids/<component>.pid  process ids (each is also its process-group id)
     etcd/                 etcd data
-    nodes/<node>/         node agent working directories
+    nodes/<node>/         each real node's containerd and kubelet state (realnode.py)
+    images/               the images every node imports at start (images.py)
 
 Every `up` after a `down` is a FRESH cluster: `down` wipes etcd data and node directories, so tests
 never see objects left by an earlier run. The PKI is kept (regenerating it is cheap but would
@@ -35,8 +38,9 @@ invalidate kubeconfigs other processes still hold). Ports are chosen free at `up
 state.json; `restart` reuses them so clients' kubeconfigs stay valid.
 
 Tunables (environment):
-    DEVCLUSTER_NODES              number of node agents (default 2; `--nodes` wins)
-    DEVCLUSTER_NODE_CPU/MEMORY/PODS  node capacity (default 32 / 64Gi / 250)
+    DEVCLUSTER_NODES              number of nodes (default 2; `--nodes` wins)
+    DEVCLUSTER_NODE_PODS          pods per node (kubelet's maxPods, default 250); CPU and memory
+                                  are the machine's, as each kubelet reads them
     DEVCLUSTER_NODE_MONITOR_GRACE KCM --node-monitor-grace-period (default 20s: node-loss tests
                                   stay quick; upstream's default is 50s since 1.32, see the
                                   kube-controller-manager reference)
@@ -81,20 +85,17 @@ COREFILE = STATE / "Corefile"
 NETWORK_FILE = STATE / "network.json"          # outlives state.json until the network is gone
 BIN = STATE / "bin"
 
-#: Marker put in every component's environment: `down` finds stray descendants (sandboxes a node
-#: agent started in their own session) by it, even after their parent died.
+#: Marker put in every component's environment: `down` finds stray descendants (shims a node's
+#: containerd started in their own session) by it, even after their parent died.
 MARKER_ENV = "DEVCLUSTER_STATE"
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-NODE_PREFIX = "nodeagent-"
 KUBELET_PREFIX = "kubelet-"    # a real node: containerd + kubelet (realnode.py)
 #: Per-node network components, each in its node's network namespace.
 PROXY_PREFIX = "kube-proxy-"
 ROUTER_PREFIX = "kube-router-"
-PER_NODE_PREFIXES = (NODE_PREFIX, KUBELET_PREFIX, PROXY_PREFIX, ROUTER_PREFIX)
+PER_NODE_PREFIXES = (KUBELET_PREFIX, PROXY_PREFIX, ROUTER_PREFIX)
 KUBELET_HEALTHZ_PORT = 10248
-#: What runs a node: the node agent (devcluster/nodeagent) or kubelet + containerd.
-NODE_RUNTIMES = ("nodeagent", "containerd")
 RUNTIME_BIN = STATE / "bin" / "runtime"
 IMAGES_DIR = STATE / "images"
 KUBE_PROXY_HEALTH_PORT = 10256
@@ -356,11 +357,11 @@ def _kill_group_and_pids(pgid: int | None, pids: set[int], sig: int) -> None:
 def stop_grace(component: str) -> float:
     """Seconds between SIGTERM and SIGKILL. The apiserver stops listening at once but then
     waits for its clients' long-running watches to drain (observed >10s), and etcd for the
-    apiserver's gRPC streams (~7s): nothing in a throwaway cluster is worth that wait. Node
-    agents get longer: they stop their sandboxes on SIGTERM."""
+    apiserver's gRPC streams (~7s): nothing in a throwaway cluster is worth that wait. A
+    node gets longer: it stops every container first."""
     if component.startswith(KUBELET_PREFIX):
         return 30.0   # kubelet, every container, containerd and its shims (realnode.power_off)
-    return 15.0 if component.startswith(NODE_PREFIX) else 5.0
+    return 5.0
 
 
 def stop_component(component: str, grace: float | None = None) -> bool:
@@ -402,18 +403,11 @@ class State:
     apiserver_port: int
     kcm_port: int
     scheduler_port: int
-    nodes: dict[str, int]  # node name -> kubelet (log server) port
-    node_cpu: str
-    node_memory: str
+    nodes: dict[str, int]  # node name -> kubelet port
     node_pods: str
     node_monitor_grace: str
     network: dict | None = None   # network.Plan.to_json()
     dns_ready_port: int = 0
-    runtime: str = "nodeagent"    # one of NODE_RUNTIMES
-
-    @property
-    def node_prefix(self) -> str:
-        return KUBELET_PREFIX if self.runtime == "containerd" else NODE_PREFIX
 
     def save(self) -> None:
         STATE_FILE.write_text(json.dumps(self.__dict__, indent=2) + "\n")
@@ -434,12 +428,12 @@ class State:
         return network.Plan.from_json(self.network)
 
     def components(self) -> list[str]:
-        out = list(CONTROL_PLANE) + ["coredns"] + [self.node_prefix + n for n in self.nodes]
+        out = list(CONTROL_PLANE) + ["coredns"] + [KUBELET_PREFIX + n for n in self.nodes]
         out += [PROXY_PREFIX + n for n in self.nodes] + [ROUTER_PREFIX + n for n in self.nodes]
         return out
 
 
-def new_state(nodes: int, runtime: str = "nodeagent") -> State:
+def new_state(nodes: int) -> State:
     taken: set[int] = set()
 
     def pick() -> int:
@@ -449,8 +443,8 @@ def new_state(nodes: int, runtime: str = "nodeagent") -> State:
                 taken.add(p)
                 return p
 
-    # Node agents get free ports too, not the kubelet-like 10250+i: several devclusters (one per
-    # checkout) may run on one machine, and the apiserver finds each agent's port in its Node's
+    # Kubelets get free ports too, not 10250: several devclusters (one per checkout) may run on
+    # one machine, and the apiserver finds each kubelet's port in its Node's
     # status.daemonEndpoints.kubeletEndpoint anyway.
     node_ports = {f"devnode-{i}": pick() for i in range(1, nodes + 1)}
     return State(
@@ -460,13 +454,10 @@ def new_state(nodes: int, runtime: str = "nodeagent") -> State:
         kcm_port=pick(),
         scheduler_port=pick(),
         nodes=node_ports,
-        node_cpu=os.environ.get("DEVCLUSTER_NODE_CPU", "32"),
-        node_memory=os.environ.get("DEVCLUSTER_NODE_MEMORY", "64Gi"),
         node_pods=os.environ.get("DEVCLUSTER_NODE_PODS", "250"),
         node_monitor_grace=os.environ.get("DEVCLUSTER_NODE_MONITOR_GRACE", "20s"),
         network=network.new_plan(STATE, list(node_ports)).to_json(),
         dns_ready_port=pick(),
-        runtime=runtime,
     )
 
 
@@ -581,10 +572,10 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             f"--service-cluster-ip-range={state.plan.service_cidr}",
             "--authorization-mode=Node,RBAC",
             "--allow-privileged=true",
-            # node agents report their node netns address and a per-node port; Hostname would
+            # kubelets report their node netns address and a per-node port; Hostname would
             # not resolve, so logs must go to InternalIP
             "--kubelet-preferred-address-types=InternalIP",
-            # pods can reach a node's address: its log server admits only this client cert
+            # pods can reach a node's address: its kubelet API (logs, exec) admits only client certs of our CA
             f"--kubelet-client-certificate={pki.admin_crt}",
             f"--kubelet-client-key={pki.admin_key}",
             f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
@@ -676,29 +667,6 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
             sys.executable, "-m", "devcluster.realnode", str(launch),
             "--node", node,  # a separate argv word: read_pid() looks for it
         ]
-    if component.startswith(NODE_PREFIX):
-        node = component[len(NODE_PREFIX):]
-        return [
-            sys.executable, "-m", "devcluster.nodeagent",
-            "--kubeconfig", kc,
-            "--node-name", node,
-            "--port", str(state.nodes[node]),
-            "--state-dir", str(NODES_DIR / node),
-            "--tls-cert", str(pki.kubelet_crt),
-            "--tls-key", str(pki.kubelet_key),
-            "--client-ca", str(pki.ca_crt),
-            "--cpu", state.node_cpu,
-            "--memory", state.node_memory,
-            "--pods", state.node_pods,
-            "--node-netns", plan.node_ns(node),
-            "--node-ip", plan.node_ip(node),
-            "--pod-cidr", plan.pod_cidr(node),
-            "--cni-bin", str(BIN / "cni"),
-            "--netns-prefix", f"{plan.prefix}-{node}",
-            "--cluster-dns", plan.dns_ip,
-            "--kubernetes-service", f"{plan.kubernetes_ip}:443",
-            "--wait-for-netpol",
-        ]
     raise ClusterError(f"unknown component {component!r}")
 
 
@@ -732,8 +700,6 @@ def healthy(component: str, state: State, pki: Pki) -> bool:
             return _https_get(f"https://127.0.0.1:{state.kcm_port}/healthz", pki, verify=False)[0] == 200
         if component == "kube-scheduler":
             return _https_get(f"https://127.0.0.1:{state.scheduler_port}/healthz", pki, verify=False)[0] == 200
-        if component.startswith(NODE_PREFIX):
-            return node_ready(component[len(NODE_PREFIX):])
         if component.startswith(KUBELET_PREFIX):
             return node_ready(component[len(KUBELET_PREFIX):])
         if component == "coredns":
@@ -766,7 +732,7 @@ def node_ready(name: str) -> bool:
     """Ready=True and no not-ready taint: TaintNodesByCondition puts `not-ready:NoSchedule` on
     every new Node and only KCM's node-lifecycle controller removes it, so Ready alone does not
     mean pods can schedule (Kubernetes docs, "Taint Nodes by Condition"). Same for `unreachable`
-    after a node agent restart."""
+    after a kubelet restart."""
     client, api = _api()
     node = client.CoreV1Api(api).read_node(name, _request_timeout=5)
     ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
@@ -856,7 +822,7 @@ def is_up(state: State | None, pki: Pki) -> bool:
     return healthy("kube-apiserver", state, pki)
 
 
-def up(nodes: int, runtime: str = "nodeagent") -> int:
+def up(nodes: int) -> int:
     t0 = time.monotonic()
     timeout = float(os.environ.get("DEVCLUSTER_UP_TIMEOUT", "180"))
     STATE.mkdir(parents=True, exist_ok=True)
@@ -869,7 +835,7 @@ def up(nodes: int, runtime: str = "nodeagent") -> int:
     if (state is not None and state.network is not None and read_pid("etcd")
             and read_pid("kube-apiserver") and healthy("kube-apiserver", state, pki)):
         # etcd and the apiserver hold the cluster: keep them (and every object) and only start
-        # what is missing, e.g. a node agent a chaos test stopped.
+        # what is missing, e.g. a kubelet a chaos test stopped.
         missing = [c for c in state.components() if read_pid(c) is None]
         log(f"repairing: starting {', '.join(missing)}")
         for comp in missing:
@@ -879,10 +845,7 @@ def up(nodes: int, runtime: str = "nodeagent") -> int:
     if state is not None or any(PIDS.glob("*.pid")):
         log("partial or stale cluster found: stopping it first")
         down(quiet=True)
-    if nodes and runtime == "nodeagent" and not (ROOT / "devcluster" / "nodeagent" / "__main__.py").exists():
-        raise ClusterError("devcluster/nodeagent/__main__.py is missing; use `up --nodes 0` "
-                           "for a control plane without nodes")
-    if nodes and runtime == "containerd":
+    if nodes:
         missing = [p.name for p in realnode_files.runtime_binaries(RUNTIME_BIN) if not p.is_file()]
         if missing:
             raise ClusterError(f"{', '.join(missing)} missing in {RUNTIME_BIN}: build them with `make runtime`")
@@ -890,7 +853,7 @@ def up(nodes: int, runtime: str = "nodeagent") -> int:
             raise ClusterError(f"no images in {IMAGES_DIR}: build them with `make images`")
     localkube()  # fail early with the build hint
 
-    state = new_state(nodes, runtime)
+    state = new_state(nodes)
     state.save()
     plan = state.plan
     NETWORK_FILE.write_text(json.dumps(plan.to_json()) + "\n")
@@ -916,7 +879,7 @@ def up(nodes: int, runtime: str = "nodeagent") -> int:
         ensure_runtime_class()
         ensure_kube_dns(plan)
         net_pids = {"coredns": spawn("coredns", command("coredns", state, pki), True)}
-        for name in (state.node_prefix + n for n in state.nodes):
+        for name in (KUBELET_PREFIX + n for n in state.nodes):
             spawn(name, command(name, state, pki), True)
         for name in (PROXY_PREFIX + n for n in state.nodes):
             net_pids[name] = spawn(name, command(name, state, pki), True)
@@ -925,7 +888,7 @@ def up(nodes: int, runtime: str = "nodeagent") -> int:
                        60, f"{comp} /healthz", on_timeout=lambda c=comp: log_tail(c))
         deadline = t0 + timeout
         for node in state.nodes:
-            comp = state.node_prefix + node
+            comp = KUBELET_PREFIX + node
             pid = read_pid(comp) or -1
             wait_until(lambda c=comp, p=pid, n=node: _alive_or_raise(c, p) and node_ready(n),
                        max(5.0, deadline - time.monotonic()),
@@ -967,7 +930,7 @@ def _alive_or_raise(component: str, pid: int) -> bool:
 
 
 def _unmount_leftovers() -> None:
-    """Unmount anything a node agent left mounted under the state dir (lazy, deepest first)."""
+    """Unmount anything a node left mounted under the state dir (lazy, deepest first)."""
     try:
         mounts = Path("/proc/self/mounts").read_text().splitlines()
     except OSError:
@@ -985,13 +948,13 @@ def _unmount_leftovers() -> None:
 
 
 def down(quiet: bool = False, wipe: bool = True) -> int:
-    """Stop everything in reverse start order (node agents first so they can finish pods while
+    """Stop everything in reverse start order (kubelets first so they can finish pods while
     the API is still there; etcd last, which every other component needs), then sweep stray
     processes carrying our marker, unmount leftovers and wipe cluster data."""
     state = State.load()
     known = state.components() if state else list(CONTROL_PLANE)
     extra = [p.stem for p in PIDS.glob("*.pid")] if PIDS.exists() else []
-    order = [c for c in extra if c.startswith((NODE_PREFIX, KUBELET_PREFIX)) and c not in known]
+    order = [c for c in extra if c.startswith(KUBELET_PREFIX) and c not in known]
     order += [c for c in reversed(known)]
     order += [c for c in extra if c not in order]
     stopped = [c for c in order if stop_component(c)]
@@ -1002,7 +965,7 @@ def down(quiet: bool = False, wipe: bool = True) -> int:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(map(_proc_alive, strays)):
             time.sleep(0.05)
-    if state is not None and state.runtime == "containerd":
+    if state is not None:
         for node in state.nodes:   # one killed with SIGKILL could not power off
             real = _real_node(node, state)
             realnode.sweep(real.paths.root, real.cgroup_root)
@@ -1088,9 +1051,6 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="start the devcluster (no-op when it is up)")
     p_up.add_argument("--nodes", type=int, default=int(os.environ.get("DEVCLUSTER_NODES", "2")))
-    p_up.add_argument("--runtime", choices=NODE_RUNTIMES,
-                      default=os.environ.get("DEVCLUSTER_RUNTIME", "nodeagent"),
-                      help="what runs each node (DEVCLUSTER_RUNTIME)")
     sub.add_parser("down", help="stop every devcluster process and wipe cluster data")
     sub.add_parser("status", help="show every component")
     for name in ("restart", "stop"):
@@ -1101,7 +1061,7 @@ def main(argv: list[str] | None = None) -> int:
         _lock()
     try:
         if args.cmd == "up":
-            return up(args.nodes, args.runtime)
+            return up(args.nodes)
         if args.cmd == "down":
             return down()
         if args.cmd == "status":

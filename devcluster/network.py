@@ -5,7 +5,7 @@
     <p>-sw netns      bridge br0: the cluster's "switch" (host-side traffic never bridges on the host)
       |  |
     <p>-devnode-i     eth0 10.B.0.(10+i); cni0 (CNI bridge plugin) 10.B.(128+2(i-1)).1/23;
-                      kube-proxy, kube-router; the node agent's log server on 10.B.0.(10+i)
+                      kube-proxy, kube-router; the kubelet's API on 10.B.0.(10+i)
         pods          one netns each (<p>-<node>-<pod uid>), an address from the node's podCIDR
 
 `<p>` is `rb` + 5 hex digits of a hash of the state directory, so three checkouts on one machine

@@ -6,9 +6,9 @@ One CA signs everything (the same shape kwok and envtest use):
 |-------------------------------|------------------------------------------------------------------|
 | ca.crt / ca.key               | apiserver --client-ca-file, the kubeconfig's CA, KCM --root-ca-file |
 | apiserver.crt / apiserver.key | apiserver --tls-cert-file / --tls-private-key-file               |
-| admin.crt / admin.key         | CN=admin O=system:masters: the single identity of KCM, scheduler, node agents, tests |
+| admin.crt / admin.key         | CN=admin O=system:masters: the single identity of KCM, scheduler, kubelets, tests |
 | sa.key / sa.pub               | ServiceAccount token signing (apiserver) and KCM token controller |
-| kubelet.crt / kubelet.key     | node agents' HTTPS (/containerLogs). Not verified by the apiserver because no --kubelet-certificate-authority is set, but issued by our CA anyway |
+| kubelet.crt / kubelet.key     | each kubelet's HTTPS (logs, exec). Not verified by the apiserver because no --kubelet-certificate-authority is set, but issued by our CA anyway |
 
 Generation is idempotent: existing files are kept, so restarting the cluster does not invalidate
 kubeconfigs that tests or the operator already loaded. `ensure_pki()` is the only entry point.
@@ -221,7 +221,7 @@ def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
         (pki.apiserver_crt, pki.apiserver_key, _name("kube-apiserver"), True, False,
          APISERVER_DNS, APISERVER_IPS + tuple(i for i in extra_ips if i not in APISERVER_IPS)),
         (pki.admin_crt, pki.admin_key, _name("admin", ("system:masters",)), False, True, (), ()),
-        # Node agents serve /containerLogs with this; CN/O follow the kubelet convention so a
+        # Kubelets serve their API (logs, exec) with this; CN/O follow the kubelet convention so a
         # later --kubelet-certificate-authority with node-name validation would still fit
         # one node ("devnode"); the apiserver does not verify it today (it is given no
         # --kubelet-certificate-authority).

@@ -13,7 +13,7 @@ reached the apiserver 0.02 s after start). Calico's CNI waits for policy the sam
   DEL it removes them;
 * `unseal_loop`, in the node launcher: while seals are pending it reads the node's filter table
   and deletes the seal of every address kube-router has a pod chain jump for (written in one
-  iptables-restore with all of that pod's rules), as the node agent's policy gate waited for.
+  iptables-restore with all of that pod's rules).
 
 Why `raw` and not `filter`: kube-router's policy sync saves the whole filter table, rebuilds it
 and restores it without --noflush (netpol's fullPolicySync), so a seal appended to the filter

@@ -1,4 +1,4 @@
-// The CNI plugins the node agent calls (bridge, host-local, loopback), built from upstream's
+// The CNI plugins each node's containerd calls (bridge, host-local, loopback), built from upstream's
 // module; a module of its own so their dependencies stay apart from localkube's.
 module rolloutbatch.dev/devcluster/cni
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from devcluster.cluster import State
+from devcluster.cluster import KUBELET_PREFIX
 from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished
 from tests.support.operator import ROOT, kubectl
 
@@ -187,7 +187,7 @@ def test_twenty_concurrent_batches_are_independent(operator_process):
 
 
 def test_lost_node_episodes_are_retried_elsewhere(operator_process, namespace):
-    """A node agent dies mid-batch and its Node is removed (what a cloud provider does with a
+    """A node (kubelet and containerd) dies mid-batch and its Node is removed (what a cloud provider does with a
     vanished VM): the pod garbage collector fails its pods with DisruptionTarget, the Job retries
     them on the surviving node, and the operator counts each index once."""
     name = unique("nodeloss")
@@ -197,7 +197,7 @@ def test_lost_node_episodes_are_retried_elsewhere(operator_process, namespace):
     on_node = [p for p in running if p["spec"]["nodeName"] == "devnode-1"]
     cluster = [sys.executable, "-m", "devcluster.cluster"]
     # SIGKILL, not a clean stop: a lost node reports nothing more about its pods.
-    component = State.load().node_prefix + "devnode-1"   # the node agent, or kubelet + containerd
+    component = KUBELET_PREFIX + "devnode-1"   # kubelet + containerd
     pid = int((ROOT / ".devcluster" / "pids" / f"{component}.pid").read_text().split()[0])
     os.killpg(os.getpgid(pid), signal.SIGKILL)
     try:

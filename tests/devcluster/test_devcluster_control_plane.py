@@ -1,7 +1,7 @@
 """The devcluster's control plane behaves like Kubernetes: admission, quota, GC, namespaces.
 
 None of these tests needs a pod to RUN (they only create objects), so they pass as soon as
-etcd, kube-apiserver and kube-controller-manager are up, with or without node agents.
+etcd, kube-apiserver and kube-controller-manager are up, with or without nodes.
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_namespace_deletion_finishes(kube_api, core):
 
 
 def test_job_objects_are_accepted_and_controlled(kube_api, kube_namespace):
-    """The Job controller creates pods for a Job (whether they run is the node agent's part)."""
+    """The Job controller creates pods for a Job (whether they run is the kubelet's part)."""
     batch = client.BatchV1Api(kube_api)
     core = client.CoreV1Api(kube_api)
     name = unique_name("parked")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from devcluster.cluster import State
+from devcluster.cluster import KUBELET_PREFIX
 from tests.support.kube import DEFAULT_KUBECONFIG, ROOT, kubeconfig_path
 
 pytestmark = pytest.mark.cluster
@@ -36,7 +36,7 @@ def test_up_is_idempotent_and_prints_export():
 def test_status_reports_every_component_healthy():
     out = cluster_cli("status")
     assert out.returncode == 0, out.stdout + out.stderr
-    node = State.load().node_prefix + "devnode-1"   # nodeagent-… or kubelet-… (DEVCLUSTER_RUNTIME)
+    node = KUBELET_PREFIX + "devnode-1"
     for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", node):
         assert any(line.startswith(component) and line.endswith("healthy")
                    for line in out.stdout.splitlines()), out.stdout

@@ -284,8 +284,9 @@ def test_network_policy_egress_deny_seals_a_pod(kube_api, core, kube_namespace):
 
 
 def test_a_pod_under_default_deny_is_sealed_from_its_first_packet(kube_api, core, kube_namespace):
-    """The node agent starts containers only once kube-router has programmed the pod, so a pod
-    that connects at once (the one-shot probe) is refused, not let through before the next sync."""
+    """The policy seal (devcluster/policy_seal.py) drops a pod's traffic until kube-router has
+    programmed it, so a pod that connects at once (the one-shot probe) is refused, not let
+    through before the next sync."""
     from tests.support.kube import create_namespace, delete_namespace
     net = client.NetworkingV1Api(kube_api)
     n1, n2 = [n.metadata.name for n in nodes(core)[:2]]
@@ -304,9 +305,9 @@ def test_a_pod_under_default_deny_is_sealed_from_its_first_packet(kube_api, core
         delete_namespace(kube_api, sealed_ns)
 
 
-def test_pods_cannot_read_logs_from_the_node_agent_directly(core, kube_namespace):
-    """The node agent serves logs on the node's address, which pods can reach: without the
-    apiserver's client certificate the TLS handshake fails; through the API the same log reads."""
+def test_pods_cannot_read_logs_from_the_kubelet_directly(core, kube_namespace):
+    """The kubelet serves logs on the node's address, which pods can reach: without a client
+    certificate of the cluster's CA the read is refused; through the API the same log reads."""
     n1 = nodes(core)[0]
     srv = start_servers(core, kube_namespace, [server_pod("srv-a", n1.metadata.name)])["srv-a"]
     port = n1.status.daemon_endpoints.kubelet_endpoint.port

@@ -1,5 +1,5 @@
-"""Pods really run on the devcluster's node agents: Jobs complete, logs read back through the
-API (pods/log -> apiserver -> node agent's /containerLogs), exit codes are reported, capacity is
+"""Pods really run on the devcluster's nodes: Jobs complete, logs read back through the API
+(pods/log -> apiserver -> kubelet's /containerLogs), exit codes are reported, capacity is
 respected and the sandbox keeps pods away from host files and the network.
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_deleting_a_running_pod_finishes(core, kube_namespace):
     def gone():
         return not [p for p in core.list_namespaced_pod(kube_namespace).items if p.metadata.name == "sleeper"]
 
-    wait_for(gone, timeout=60, what="sleeper deleted (node agent finalised it)")
+    wait_for(gone, timeout=60, what="sleeper deleted (its kubelet finalised it)")
 
 
 def test_pods_stay_pending_when_nodes_are_full(core, kube_namespace):

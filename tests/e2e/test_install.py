@@ -1,8 +1,8 @@
 """The real install path: `kubectl apply -k manifests/default` runs the
 operator as a pod under its own ServiceAccount, with in-cluster config.
 
-The node agent maps the project's image (ghcr.io/rolloutbatch/rolloutbatch) to this checkout's
-code, so the pod runs exactly what is tested here. The test pauses the session's operator (two
+The project's image (ghcr.io/rolloutbatch/rolloutbatch) is built from this checkout's Dockerfile
+by `make images` and loaded into every node, so the pod runs exactly what is tested here. The test pauses the session's operator (two
 operators must not share a cluster), runs a batch that calls the model example's endpoint by
 Service name (declared egress + DNS found under the operator's own rights), and scrapes the
 operator's metrics through its Service from another pod, as Prometheus would.

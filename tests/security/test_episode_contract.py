@@ -109,7 +109,7 @@ def test_contract_cases_fail_only_themselves_and_everything_written_is_strict(op
     assert finite_numbers(document)
     assert document["reward_sum"] == 2.0
     # A progress bar's carriage returns are part of the line (containerd's CRI logger takes the
-    # last one, before the newline, as part of a CRLF line end; the node agent keeps it).
+    # last one, before the newline, as part of a CRLF line end).
     assert "tests 50%\rtests 100%" in (rows[7].get("log_tail") or ""), rows[7].get("log_tail")
     # NaN/Infinity in extras never reach the document as such (strict_loads above refuses the bare
     # tokens too). Only a row's log tail may hold them: as text, what the episode printed.

@@ -170,7 +170,7 @@ def test_an_unschedulable_batch_says_so_and_stalls_with_the_schedulers_reason(so
 
 
 def _memory_gi(quantity: str) -> int:
-    """Whole GiB of a memory quantity: the node agent says "64Gi", a real kubelet "24563844Ki"."""
+    """Whole GiB of a memory quantity (a kubelet says e.g. "24563844Ki")."""
     from kubernetes.utils import parse_quantity
     return int(parse_quantity(quantity) // 2 ** 30)
 

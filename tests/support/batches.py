@@ -34,7 +34,7 @@ def unique(prefix: str) -> str:
 
 
 #: Run every batch the tests create under this RuntimeClass unless it names one (e.g. `cube` on
-#: real nodes: RB_TEST_RUNTIME_CLASS=cube DEVCLUSTER_RUNTIME=containerd make test).
+#: real nodes: RB_TEST_RUNTIME_CLASS=cube make test; tests/security runs under `cube` anyway).
 TEST_RUNTIME_CLASS = os.environ.get("RB_TEST_RUNTIME_CLASS") or None
 
 

@@ -4,8 +4,7 @@ names and label values, and resource quantities (parsed to and formatted from ba
 Pure: the spec checks (``core.spec``), the manifest builders and admission use them to refuse a
 spec before the API server would refuse one of its children.
 
-``parse_quantity`` is the one quantity parser of the repository (the devcluster's node agent uses
-it too). A maintained library's would be preferred, but the only one around is the ``kubernetes``
+``parse_quantity`` is the one quantity parser of the repository. A maintained library's would be preferred, but the only one around is the ``kubernetes``
 client's ``kubernetes.utils.parse_quantity``: the runtime does not depend on that package (tests
 do), and it accepts "NaN", "Infinity" and any exponent. This one follows apimachinery's grammar
 (k8s.io/apimachinery/pkg/api/resource, ``ParseQuantity``).

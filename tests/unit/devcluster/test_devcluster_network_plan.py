@@ -1,11 +1,9 @@
-"""devcluster.network's address plan and names, the sandbox's netns entry, pods' resolv.conf (pure)."""
+"""devcluster.network's address plan and names (pure)."""
 from __future__ import annotations
 
 import ipaddress
 
 from devcluster import network
-from devcluster.nodeagent.pods import resolv_conf
-from devcluster.nodeagent.sandbox import SandboxSpec, build_argv
 
 NODES = tuple(f"devnode-{i}" for i in range(1, 5))
 
@@ -60,44 +58,3 @@ def test_a_range_the_host_routes_is_skipped(monkeypatch, tmp_path):
     taken.add(octet)
     second = network.new_plan(state, ["devnode-1"]).octet
     assert second != octet and 200 <= octet < 250 and 200 <= second < 250
-
-
-def test_sandbox_enters_the_pods_netns_instead_of_a_fresh_one():
-    argv = build_argv(SandboxSpec(argv=["x"], hostname="p", netns="/run/netns/rb1-devnode-1-u"))
-    assert argv[:2] == ["nsenter", "--net=/run/netns/rb1-devnode-1-u"] and argv[2] == "bwrap"
-    assert "--unshare-net" not in argv and "--unshare-pid" in argv
-
-
-def _pod(**spec):
-    return {"metadata": {"namespace": "team"}, "spec": spec}
-
-
-def test_resolv_conf_follows_dns_policy():
-    assert resolv_conf(_pod(), "10.217.1.10") == (
-        "nameserver 10.217.1.10\n"
-        "search team.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n")
-    assert "nameserver" not in resolv_conf(_pod(hostNetwork=True), "10.217.1.10")
-    assert "nameserver 10.217.1.10" in resolv_conf(
-        _pod(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet"), "10.217.1.10")
-    assert "nameserver" not in resolv_conf(_pod(dnsPolicy="Default"), "10.217.1.10")
-    assert "nameserver" not in resolv_conf(_pod(), None)
-    custom = resolv_conf(_pod(dnsPolicy="None", dnsConfig={
-        "nameservers": ["10.217.1.53"], "searches": ["x.local"],
-        "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}]}), "10.217.1.10")
-    assert custom == "nameserver 10.217.1.53\nsearch x.local\noptions ndots:2 edns0\n"
-    extra = resolv_conf(_pod(dnsConfig={"searches": ["x.local"]}), "10.217.1.10")
-    assert "search team.svc.cluster.local svc.cluster.local cluster.local x.local\n" in extra
-
-
-def test_policy_gate_reads_kube_routers_pod_jumps():
-    from devcluster.nodeagent.cni import PolicyGate
-    rules = "\n".join([
-        "-A KUBE-ROUTER-FORWARD -d 10.217.128.2/32 -m comment --comment \"rule to jump traffic destined to POD "
-        "name:gate-x namespace: default to chain KUBE-POD-FW-P3LDNKOK4HLARPXS\" -j KUBE-POD-FW-P3LDNKOK4HLARPXS",
-        "-A KUBE-ROUTER-FORWARD -s 10.217.128.2/32 -m comment --comment \"rule to jump traffic from POD "
-        "name:gate-x namespace: default to chain KUBE-POD-FW-P3LDNKOK4HLARPXS\" -j KUBE-POD-FW-P3LDNKOK4HLARPXS",
-        "-A KUBE-ROUTER-INPUT -s 10.217.128.3/32 -m comment --comment \"rule to jump traffic from POD "
-        "name:other namespace: default to chain KUBE-POD-FW-AAAA\" -j KUBE-POD-FW-AAAA",
-    ])
-    # only the FORWARD jump of a pod's own egress counts (written with all its other rules)
-    assert PolicyGate("ns").programmed(rules) == {("10.217.128.2", "gate-x", "default")}

@@ -1,4 +1,4 @@
-"""The node agent's termination messages and init containers, against the real devcluster.
+"""Termination messages and init containers on the devcluster's real nodes.
 
 terminationMessagePath/Policy as a kubelet applies them (the operator judges episodes from
 state.terminated.message), and init containers that run in order, each to its end, before the

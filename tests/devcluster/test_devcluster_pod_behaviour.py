@@ -1,6 +1,6 @@
-"""Node agent behaviour a kubelet has, checked against the real devcluster: deadlines, image
-and configuration errors (and their retry), volumes/env/users, restarts with previous logs,
-graceful deletion, and status conditions written by others surviving the agent's writes.
+"""Kubelet behaviour the operator relies on, checked on the devcluster's real nodes: deadlines,
+image and configuration errors (and their retry), volumes/env/users, restarts with previous
+logs, graceful deletion, and status conditions written by others surviving the kubelet's writes.
 """
 from __future__ import annotations
 
