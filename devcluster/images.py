@@ -28,6 +28,9 @@ The operator image is not reproducible: its pip steps resolve dependencies from 
 Output, under .devcluster/images/: <image>.oci.tar (an OCI image layout, one index entry per
 name, annotated with io.containerd.image.name so `ctr images import` names them) and
 index.json (names, digests, input hash). A build is skipped when its input hash is unchanged.
+Each archive is also kept in a per-user cache keyed by that hash (CACHE: $XDG_CACHE_HOME, else
+~/.cache, /rolloutbatch/images; the newest KEEP per image), as Go keeps its build cache: another
+checkout of the same inputs (a fresh clone in CI) copies it instead of building again.
 
   python -m devcluster.images build [--out DIR] [--force] [--only python pause operator]
   python -m devcluster.images list [--out DIR]
@@ -42,6 +45,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -52,6 +56,8 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 OUT = CHECKOUT / ".devcluster" / "images"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rolloutbatch" / "images"
+KEEP = 3                         # cached archives kept per image (the newest)
 CTR = CHECKOUT / ".devcluster" / "bin" / "runtime" / "ctr"
 IMAGES = ("python", "pause", "operator")   # build order: the operator is built FROM python
 RECIPE = 1                       # bump to invalidate every cached image when this file's logic changes
@@ -353,7 +359,45 @@ def read_index(out: Path) -> dict:
         return {"format": "rolloutbatch.dev/images/v1", "images": {}}
 
 
-def build(out: Path, only=IMAGES, force=False) -> dict:
+def cached(cache: Path, image: str, inputs: str) -> tuple[Path, Path]:
+    """The cache's archive and index entry for one image's inputs."""
+    stem = f"{image}-{inputs.removeprefix('sha256:')[:32]}"
+    return cache / f"{stem}.oci.tar", cache / f"{stem}.json"
+
+
+def take_from_cache(cache: Path, image: str, inputs: str, archive: Path) -> dict | None:
+    """Copy a cached build of these inputs to `archive`; its index entry, or None (a miss, or a
+    copy whose digest no longer matches its entry)."""
+    src, meta = cached(cache, image, inputs)
+    try:
+        entry = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return None
+    if entry.get("inputs") != inputs or not src.is_file() or sha256_file(src) != entry.get("archive_digest"):
+        return None
+    tmp = archive.with_name(f".{archive.name}.part")
+    shutil.copyfile(src, tmp)
+    tmp.replace(archive)
+    os.utime(meta)    # most recently used: pruned last
+    return entry
+
+
+def put_in_cache(cache: Path, image: str, entry: dict, archive: Path) -> None:
+    """Keep a finished build (best effort: a full or read-only cache only costs a later build)."""
+    dst, meta = cached(cache, image, entry["inputs"])
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(archive, dst.with_name(f".{dst.name}.part"))
+        dst.with_name(f".{dst.name}.part").replace(dst)
+        meta.write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n")
+        for old in sorted(cache.glob(f"{image}-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[KEEP:]:
+            old.with_suffix(".oci.tar").unlink(missing_ok=True)
+            old.unlink(missing_ok=True)
+    except OSError as e:
+        print(f"{image}: not cached ({e})", file=sys.stderr)
+
+
+def build(out: Path, only=IMAGES, force=False, cache: Path | None = CACHE) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     index = read_index(out)
     for image in (i for i in IMAGES if i in only):
@@ -369,6 +413,14 @@ def build(out: Path, only=IMAGES, force=False) -> dict:
         entry, archive = index["images"].get(image, {}), out / f"{image}.oci.tar"
         if not force and entry.get("inputs") == inputs and archive.exists():
             print(f"{image}: up to date ({archive})", file=sys.stderr)
+            if cache is not None and not cached(cache, image, inputs)[1].exists():
+                put_in_cache(cache, image, entry, archive)
+            continue
+        hit = None if force or cache is None else take_from_cache(cache, image, inputs, archive)
+        if hit is not None:
+            index["images"][image] = hit
+            (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+            print(f"{image}: {archive} from the cache ({cached(cache, image, inputs)[0]})", file=sys.stderr)
             continue
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=out, prefix=f".{image}-") as work:
@@ -379,6 +431,8 @@ def build(out: Path, only=IMAGES, force=False) -> dict:
                                   "bytes": archive.stat().st_size, "archive_digest": sha256_file(archive),
                                   "build_seconds": round(time.monotonic() - started, 1)}
         (out / "index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        if cache is not None:
+            put_in_cache(cache, image, index["images"][image], archive)
         print(f"{image}: {archive} {archive.stat().st_size >> 20} MiB", file=sys.stderr)
     return index
 
@@ -388,7 +442,8 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build (or reuse) every image archive")
     b.add_argument("--only", nargs="+", choices=IMAGES, default=IMAGES)
-    b.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged")
+    b.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged (cache unread)")
+    b.add_argument("--no-cache", action="store_true", help=f"neither read nor fill the per-user cache ({CACHE})")
     ls = sub.add_parser("list", help="the images, their names and digests")
     ld = sub.add_parser("load", help="import built archives (default: all) into a containerd")
     ld.add_argument("archives", nargs="*")
@@ -404,7 +459,7 @@ def main(argv=None) -> int:
         s.add_argument("--snapshotter")
     a = p.parse_args(argv)
     if a.cmd == "build":
-        build(a.out, a.only, a.force)
+        build(a.out, a.only, a.force, None if a.no_cache else CACHE)
     elif a.cmd == "list":
         index = read_index(a.out)
         for image in IMAGES:

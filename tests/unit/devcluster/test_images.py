@@ -165,3 +165,47 @@ def test_archive_is_an_oci_layout_and_byte_stable(tmp_path):
                 "not Docker Hub's image")
     assert {"oci-layout", "index.json"} <= set(names)
     assert set(one) == {"docker.io/library/python:3", "docker.io/library/python:3.12"}
+
+
+def _entry(archive, inputs):
+    return {"archive": archive.name, "inputs": inputs, "names": {"x": "sha256:1"},
+            "archive_digest": images.sha256_file(archive)}
+
+
+def test_the_cache_hands_a_build_to_another_checkout(tmp_path):
+    cache, built = tmp_path / "cache", tmp_path / "a" / "python.oci.tar"
+    built.parent.mkdir()
+    built.write_bytes(b"layers")
+    images.put_in_cache(cache, "python", _entry(built, "sha256:" + "ab" * 32), built)
+    other = tmp_path / "b" / "python.oci.tar"
+    other.parent.mkdir()
+    assert images.take_from_cache(cache, "python", "sha256:" + "cd" * 32, other) is None   # other inputs
+    assert not other.exists()
+    hit = images.take_from_cache(cache, "python", "sha256:" + "ab" * 32, other)
+    assert hit == _entry(built, "sha256:" + "ab" * 32) and other.read_bytes() == b"layers"
+
+
+def test_a_cached_archive_that_changed_is_a_miss(tmp_path):
+    cache, built = tmp_path / "cache", tmp_path / "python.oci.tar"
+    built.write_bytes(b"layers")
+    inputs = "sha256:" + "ab" * 32
+    images.put_in_cache(cache, "python", _entry(built, inputs), built)
+    images.cached(cache, "python", inputs)[0].write_bytes(b"truncated")
+    assert images.take_from_cache(cache, "python", inputs, tmp_path / "out.tar") is None
+    images.cached(cache, "python", inputs)[1].write_text("{not json")
+    assert images.take_from_cache(cache, "python", inputs, tmp_path / "out.tar") is None
+
+
+def test_the_cache_keeps_the_newest_builds_per_image(tmp_path):
+    import os
+    cache, built = tmp_path / "cache", tmp_path / "a.tar"
+    built.write_bytes(b"x")
+    keys = [f"sha256:{i:02x}" + "0" * 62 for i in range(images.KEEP + 2)]
+    for n, key in enumerate(keys):
+        images.put_in_cache(cache, "operator", _entry(built, key), built)
+        os.utime(images.cached(cache, "operator", key)[1], (1000 + n, 1000 + n))
+    images.put_in_cache(cache, "pause", _entry(built, keys[0]), built)   # another image: its own count
+    left = sorted(p.name for p in cache.glob("operator-*.json"))
+    assert len(left) == images.KEEP and len(list(cache.glob("operator-*.oci.tar"))) == images.KEEP
+    assert images.cached(cache, "operator", keys[0])[1].name not in left
+    assert images.cached(cache, "pause", keys[0])[1].exists()
