@@ -10,7 +10,8 @@ cluster.py writes launch.json (the binds, both argvs, the images to load) and th
    containerd's fixed `/run/containerd` (shim sockets), and files holding kubelet's wanted kernel
    tunables over `/proc/sys/...`, so kubelet never rewrites the host's own;
 2. containerd, then the images built here (`ctr images import`, pinned against image GC), then
-   kubelet; if either exits, the node is down and this process exits too;
+   kubelet; if either exits, the node is down and this process exits too; the node's loops
+   (policy seals, the Node's podCIDR) run in a child process (`--loops`), restarted if it dies;
 3. on SIGTERM, a power-off: kubelet, every process in the node's cgroups (containers and gVisor
    sandboxes), containerd and every shim (this process is their subreaper), then the node's
    cgroups. The mount namespace, with every overlay, shm and tmpfs mount of the node's pods,
@@ -144,9 +145,9 @@ def sweep(node_root: Path, cgroup_root: str) -> None:
 
 
 def keep_pod_cidr(kubectl: list[str], node: str, pod_cidr: str, stop: threading.Event) -> None:
-    """Give the Node its spec.podCIDR, the range this node's CNI config hands out, as the node
-    agent did and as KCM's node-ipam would (which the devcluster does not run: its ranges are
-    planned per node, network.py). Checked again later: a deleted Node comes back without one."""
+    """Give the Node its spec.podCIDR, the range this node's CNI config hands out, as KCM's
+    node-ipam would (which the devcluster does not run: its ranges are planned per node,
+    network.py). Checked again later: a deleted Node comes back without one."""
     patch = json.dumps({"spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]}})
     while not stop.is_set():
         got = subprocess.run(kubectl + ["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"],
@@ -160,7 +161,10 @@ def keep_pod_cidr(kubectl: list[str], node: str, pod_cidr: str, stop: threading.
 
 def reap_orphans(keep: set[int]) -> None:
     """Reap exited processes re-parented to us (a shim daemon whose pod ended), leaving the
-    children whose status Popen collects itself."""
+    children whose status Popen collects itself. Every other child of ours must be such an
+    orphan: a thread of ours running a subprocess would race this reap for its child (its
+    waitpid or ours fails with ECHILD), which is why the node's loops run in a process of their
+    own (run_loops)."""
     while True:
         try:
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -200,7 +204,24 @@ def load_images(ctr: list[str], archives: list[str]) -> None:
               f"{' '.join(out.split())[:200]}", flush=True)
 
 
-def run(launch: dict) -> int:
+def run_loops(launch: dict) -> int:
+    """The node's two loops (policy seals, the Node's podCIDR), in a child process: their
+    kubectl and iptables runs are its children, not the subreaper's."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    threading.Thread(target=policy_seal.unseal_loop, daemon=True,
+                     args=(Path(launch["nodeDir"]), stop)).start()
+    keep_pod_cidr(launch["kubectl"], launch["node"], launch["podCIDR"], stop)
+    return 0
+
+
+def start_loops(launch_file: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "devcluster.realnode", "--loops", launch_file],
+                            stdin=subprocess.DEVNULL)
+
+
+def run(launch_file: str) -> int:
+    launch = json.loads(Path(launch_file).read_text())
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     for b in launch["binds"]:
@@ -218,31 +239,30 @@ def run(launch: dict) -> int:
     with open(launch["containerdLog"], "a") as containerd_log:
         containerd = subprocess.Popen(launch["containerd"], stdin=subprocess.DEVNULL,
                                       stdout=containerd_log, stderr=subprocess.STDOUT)
-    kubelet = None
-    done = threading.Event()
+    kubelet = loops = None
     try:
         wait_for_socket(launch["containerdSocket"], containerd, 60)
         load_images(launch["ctr"], launch["images"])
         kubelet = subprocess.Popen(launch["kubelet"], stdin=subprocess.DEVNULL)
-        threading.Thread(target=policy_seal.unseal_loop, daemon=True,
-                         args=(Path(launch["nodeDir"]), done)).start()
-        threading.Thread(target=keep_pod_cidr, daemon=True,
-                         args=(launch["kubectl"], launch["node"], launch["podCIDR"], done)).start()
+        loops = start_loops(launch_file)
         while not stopping:
             for name, proc in (("containerd", containerd), ("kubelet", kubelet)):
                 if proc.poll() is not None:
                     print(f"realnode: {name} exited with {proc.returncode}", flush=True)
                     stopping = True
-            reap_orphans({containerd.pid, kubelet.pid})
+            if loops.poll() is not None and not stopping:
+                print(f"realnode: the node's loops exited with {loops.returncode}; restarted", flush=True)
+                loops = start_loops(launch_file)
+            reap_orphans({containerd.pid, kubelet.pid, loops.pid})
             time.sleep(0.2)
     finally:
-        done.set()
-        power_off(launch["cgroupRoot"], kubelet, containerd)
+        power_off(launch["cgroupRoot"], loops, kubelet, containerd)
     return 0
 
 
-def power_off(cgroup_root: str, kubelet: subprocess.Popen | None, containerd: subprocess.Popen) -> None:
-    for proc in (kubelet, containerd):
+def power_off(cgroup_root: str, loops: subprocess.Popen | None, kubelet: subprocess.Popen | None,
+              containerd: subprocess.Popen) -> None:
+    for proc in (loops, kubelet, containerd):
         if proc is None or proc.poll() is not None:
             continue
         if proc is containerd:
@@ -258,4 +278,6 @@ def power_off(cgroup_root: str, kubelet: subprocess.Popen | None, containerd: su
 
 
 if __name__ == "__main__":
-    sys.exit(run(json.loads(Path(sys.argv[1]).read_text())))
+    if sys.argv[1] == "--loops":
+        sys.exit(run_loops(json.loads(Path(sys.argv[2]).read_text())))
+    sys.exit(run(sys.argv[1]))
