@@ -152,6 +152,11 @@ state = {_toml_str(p.containerd_state)}
 [ttrpc]
   address = {_toml_str(str(p.containerd_socket) + ".ttrpc")}
 
+[plugins."io.containerd.nri.v1.nri"]
+  # NRI's socket is a fixed host path (/var/run/nri/nri.sock) that every node's containerd
+  # would bind: the second one's CRI plugin fails with EADDRINUSE. No NRI plugin runs here.
+  disable = true
+
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
   # pulled images are never garbage-collected behind our back: they were built here

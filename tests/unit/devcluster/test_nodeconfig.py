@@ -28,6 +28,13 @@ def test_containerd_state_lives_in_the_node_directory(containerd):
     assert containerd["grpc"]["address"] == str(NODE.paths.containerd_socket)
 
 
+def test_containerd_opens_no_socket_outside_the_node_directory(containerd):
+    """Two nodes' containerds share the host's /var/run: NRI's fixed socket there made the
+    second one fail (EADDRINUSE), so NRI is off; every socket is the node's own."""
+    assert containerd["plugins"]["io.containerd.nri.v1.nri"]["disable"] is True
+    assert containerd["ttrpc"]["address"].startswith(str(NODE.paths.root) + "/")
+
+
 def test_containerd_refuses_every_pull_and_runs_the_local_pause_image(containerd):
     images = containerd["plugins"]["io.containerd.cri.v1.images"]
     assert images["pinned_images"]["sandbox"] == nodeconfig.PAUSE_IMAGE
