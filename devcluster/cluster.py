@@ -732,9 +732,17 @@ def node_ready(name: str) -> bool:
     """Ready=True and no not-ready taint: TaintNodesByCondition puts `not-ready:NoSchedule` on
     every new Node and only KCM's node-lifecycle controller removes it, so Ready alone does not
     mean pods can schedule (Kubernetes docs, "Taint Nodes by Condition"). Same for `unreachable`
-    after a kubelet restart."""
+    after a kubelet restart. A Node not found is not ready: a restarted kubelet registers it again
+    (the lost-node chaos test deletes it, as a cloud provider does with a vanished VM)."""
+    from kubernetes.client.rest import ApiException
+
     client, api = _api()
-    node = client.CoreV1Api(api).read_node(name, _request_timeout=5)
+    try:
+        node = client.CoreV1Api(api).read_node(name, _request_timeout=5)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
     ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
     taints = {t.key for t in (node.spec.taints or [])}
     return ready and not taints & NODE_LIFECYCLE_TAINTS and not node.spec.unschedulable

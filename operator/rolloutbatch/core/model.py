@@ -124,6 +124,8 @@ class PodFacts:
     unschedulable: str | None = None          # the scheduler's message while it cannot place the pod
     scheduling_gates: tuple[str, ...] = ()    # spec.schedulingGates names (core.episode_images)
     containers_reported: bool = True          # the status lists any container (init or regular)
+    delete_requested_at: float | None = None  # deletionTimestamp less its grace period: when it was deleted
+    own_deadline_at: float | None = None      # status.startTime + spec.activeDeadlineSeconds
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
                            (``log_error=INFRASTRUCTURE_EXHAUSTED``; checked first because there is
                            no log to look at)
  2. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
+                           unless the Job had deleted it at the batch deadline, before its own
     StorageLimitExceeded   the kubelet evicted it for passing its own storage limits (never retried)
  3. BatchTimeout           the batch's activeDeadlineSeconds ended the pod (``batch_deadline_at``
                            given, the pod did not end Succeeded/0 and ended at or after it)
@@ -152,7 +153,22 @@ def pod_facts(pod: Mapping) -> PodFacts:
         termination_message=message if isinstance(message, str) else None, agent=_agent_facts(inits),
         owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
         scheduling_gates=_gates(spec), containers_reported=bool(statuses or inits),
+        delete_requested_at=_delete_requested_at(meta), own_deadline_at=_own_deadline_at(spec, status),
     )
+
+
+def _delete_requested_at(meta: Mapping) -> float | None:
+    """When the pod was deleted: the API sets deletionTimestamp to the request's time plus the grace period."""
+    at, grace = parse_time(meta.get("deletionTimestamp")), meta.get("deletionGracePeriodSeconds")
+    if at is None:
+        return None
+    return at - grace if type(grace) is int and grace >= 0 else at
+
+
+def _own_deadline_at(spec: Mapping, status: Mapping) -> float | None:
+    """When the kubelet ends the pod for its own activeDeadlineSeconds (counted from status.startTime)."""
+    start, seconds = parse_time(status.get("startTime")), spec.get("activeDeadlineSeconds")
+    return start + seconds if start is not None and type(seconds) is int else None
 
 
 def _gates(spec: Mapping) -> tuple[str, ...]:
@@ -260,6 +276,17 @@ def never_ran(index: int, reason: str, message: str, attempts: int = 0) -> Episo
                          pod_to_ready_seconds=None, attempts=max(0, attempts))
 
 
+def _deleted_by_batch_deadline(facts: PodFacts, deadline: float | None) -> bool:
+    """The Job deleted the pod at its deadline, before the pod's own: a container that outlives
+    the grace period (a shell as PID 1 ignores SIGTERM) then reaches its own deadline and the
+    kubelet reports DeadlineExceeded, but the batch's deadline is what ended the episode. Both
+    times are the API's, in whole seconds (hence the one second)."""
+    deleted = facts.delete_requested_at
+    if deadline is None or deleted is None or deleted < deadline - 1.0:
+        return False
+    return facts.own_deadline_at is None or deleted < facts.own_deadline_at
+
+
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
                   skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, log_tail: str | None = None, attempts: int = 1,
                   batch_deadline_at: float | None = None, now: float | None = None,
@@ -309,7 +336,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
         return fail(v.EP_INFRASTRUCTURE,
                     f"the pod failed for infrastructure reasons ({facts.pod_reason or 'disrupted'}) "
                     f"on every one of {attempts} attempts")
-    if facts.pod_reason == POD_DEADLINE_REASON:
+    if facts.pod_reason == POD_DEADLINE_REASON and not _deleted_by_batch_deadline(facts, deadline):
         return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
     if over_own_limits(facts):
         return fail(v.EP_STORAGE_LIMIT, f"evicted by the kubelet: {facts.pod_message}"[:1000])

@@ -1,6 +1,7 @@
 """The episode verdict rules and reasons (docs/design.md), one row per reason."""
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -225,6 +226,45 @@ def test_batch_deadline_leaves_clean_exits_and_the_episode_timeout_alone():
         "succeeded"
     timeout = pod_json("Failed", 137, reason="DeadlineExceeded", message="too long")
     assert judge_episode(pod_facts(timeout), log_of(READY), batch_deadline_at=DEADLINE).reason == "Timeout"
+
+
+def outlived_deletion(deleted_at: str, start="2026-11-29T07:00:00Z", own_deadline=12, grace=30):
+    """A pod the Job deleted whose container ignored SIGTERM until the kubelet's own deadline ended it."""
+    pod = pod_json("Failed", 137, reason="DeadlineExceeded", message="Pod was active on the node longer than "
+                                                                     "the specified deadline", startTime=start)
+    pod["spec"]["activeDeadlineSeconds"] = own_deadline
+    delete = parse_time(deleted_at) + grace
+    pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(delete))
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace
+    return pod
+
+
+def test_a_pod_the_job_deleted_at_the_batch_deadline_is_a_batch_timeout_even_if_it_outlived_its_own():
+    """Seen on a real kubelet: the Job deleted both running pods at its deadline, their shells ignored
+    SIGTERM, and the kubelet ended them at their own deadline with DeadlineExceeded."""
+    facts = pod_facts(outlived_deletion("2026-11-29T07:00:04Z"))
+    assert (facts.delete_requested_at, facts.own_deadline_at) == (T0 + 4, T0 + 12)
+    assert judge_episode(facts, log_of(READY), batch_deadline_at=DEADLINE).reason == "BatchTimeout"
+
+
+@pytest.mark.parametrize("deleted_at, deadline", [
+    ("2026-11-29T07:00:02Z", DEADLINE),       # deleted before the batch deadline: not the deadline's doing
+    ("2026-11-29T07:00:13Z", DEADLINE),       # deleted after its own deadline had passed
+    ("2026-11-29T07:00:04Z", None),           # no batch deadline known
+])
+def test_a_pod_past_its_own_deadline_otherwise_stays_a_timeout(deleted_at, deadline):
+    facts = pod_facts(outlived_deletion(deleted_at))
+    assert judge_episode(facts, log_of(READY), batch_deadline_at=deadline).reason == "Timeout"
+
+
+def test_deletion_and_deadline_facts_tolerate_odd_values():
+    pod = outlived_deletion("2026-11-29T07:00:04Z")
+    pod["metadata"]["deletionGracePeriodSeconds"] = "30"
+    pod["spec"]["activeDeadlineSeconds"] = True
+    pod["status"]["startTime"] = 5
+    facts = pod_facts(pod)
+    assert (facts.delete_requested_at, facts.own_deadline_at) == (T0 + 34, None)
+    assert pod_facts(pod_json()).delete_requested_at is None
 
 
 def test_never_ran_and_missing_reasons():
