@@ -107,8 +107,10 @@ class Observation:
 
 
 def observe(previous: Observation | None, record: Record, version: str, now: float) -> Observation:
-    """An unchanged record keeps the time it was first seen (client-go compares the records)."""
-    if previous is not None and previous.record == record:
+    """An unchanged Lease keeps the time it was first seen. client-go compares the records only; the
+    resourceVersion too means that every write restarts the wait, also a renewal whose renewTime
+    came out the same (a wall clock that stood still or stepped back): never a takeover too early."""
+    if previous is not None and previous.record == record and previous.version == version:
         return Observation(record, version, previous.observed_at)
     return Observation(record, version, now)
 

@@ -51,8 +51,10 @@ def test_decide_acquires_a_free_or_released_lease_renews_its_own_and_waits_for_a
 
 def test_expiry_counts_from_when_the_record_was_first_seen_not_from_its_renew_time():
     first = L.observe(None, L.Record("other", 15, renew_time="2001-01-01T00:00:00.000000Z"), "3", 50.0)
-    same = L.observe(first, L.Record("other", 15, renew_time="2001-01-01T00:00:00.000000Z"), "4", 60.0)
+    same = L.observe(first, L.Record("other", 15, renew_time="2001-01-01T00:00:00.000000Z"), "3", 60.0)
     assert same.observed_at == 50.0                     # unchanged: still counted from 50
+    rewritten = L.observe(first, first.record, "4", 60.0)
+    assert rewritten.observed_at == 60.0                # written again, even the same: from now
     renewed = L.observe(same, L.Record("other", 15, renew_time="2001-01-01T00:00:02.000000Z"), "5", 61.0)
     assert renewed.observed_at == 61.0
     assert L.decide(renewed, "me", 75.9, T).action is L.Action.WAIT   # a renewTime from 2001 is not "old"
