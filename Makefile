@@ -166,7 +166,8 @@ demo: cluster ## the guide's task as a parallel and a serial batch, then with a 
 # The operator, two ways. Locally: this checkout's code against the devcluster, in the
 # foreground (Ctrl-C stops it). In the cluster: the real install path, a pod under its own
 # ServiceAccount (the node agent runs ghcr.io/rolloutbatch/rolloutbatch as this checkout's code).
-# Never both at once: two operators fight over every batch.
+# Both at once is safe: they compete for one Lease, the second waits as a standby and says who
+# leads (docs/design.md §5.15); `make demo` uses a leading operator instead of starting its own.
 OPERATOR_ARGS ?=
 .PHONY: operator
 operator: cluster ## run the operator locally against the devcluster (OPERATOR_ARGS for flags)

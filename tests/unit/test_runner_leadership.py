@@ -124,3 +124,16 @@ def test_a_standby_serves_health_and_starts_kopf_only_once_it_holds_the_lease(mo
         await asyncio.wait_for(serving, 10)
     asyncio.run(main())
     assert api.get_object("Lease", L.LEASE_NAME, NS)["spec"]["holderIdentity"] == ""   # released on the way out
+
+
+def test_the_demo_sees_a_live_leader_and_none_once_it_released_or_expired(monkeypatch):
+    from rolloutbatch import demo
+
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    assert demo.live_leader(api) is None                       # no Lease: the demo starts its own
+    installed = Elector(api, NS, "rolloutbatch-operator-5d8-abcde_1f2e", L.Timing())
+    installed.try_once()
+    assert demo.live_leader(api) == "rolloutbatch-operator-5d8-abcde_1f2e"
+    installed.stop(release=True)
+    assert demo.live_leader(api) is None
