@@ -179,8 +179,8 @@ install: cluster ## kubectl apply -k manifests/default on the devcluster: the op
 	kubectl rollout status deployment/rolloutbatch-operator -n rolloutbatch-system --timeout=180s
 
 .PHONY: uninstall
-uninstall: ## remove the operator Deployment and Service of `make install` (CRD, batches, RBAC stay)
-	kubectl delete deployment,service -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
+uninstall: ## remove the operator Deployment, Service and PodDisruptionBudget of `make install` (CRD, batches, RBAC stay)
+	kubectl delete deployment,service,poddisruptionbudget -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
 
 .PHONY: uninstall-all
 uninstall-all: ## kubectl delete -k manifests/default: the operator, its RBAC, the CRD and EVERY RolloutBatch
