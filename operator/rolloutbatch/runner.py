@@ -25,8 +25,8 @@ import uuid
 import kopf
 
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS
-from rolloutbatch.core.leadership import DEFAULT_NAMESPACE, NAMESPACE_LABELS, Timing, identity
 from rolloutbatch.core.egress import non_pod_dns_cidrs
+from rolloutbatch.core.leadership import DEFAULT_NAMESPACE, NAMESPACE_LABELS, Timing, identity
 from rolloutbatch.health import HealthServer, readiness
 from rolloutbatch.kube import async_logs, leases, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (default 8080)")
     parser.add_argument("--metrics-address", default="0.0.0.0")
-    parser.add_argument("--liveness-port", type=int, default=8081, help="/healthz (liveness) and /readyz (leader or standby) port (default 8081)")
+    parser.add_argument("--liveness-port", type=int, default=8081,
+                        help="/healthz (liveness) and /readyz (leader or standby) port (default 8081)")
     parser.add_argument("--metrics-batch-label", action="store_true",
                         help="add a `batch` label to per-batch series (removed when the batch is deleted)")
     parser.add_argument("--log-limit-bytes", type=int, default=defaults.log_limit_bytes,

@@ -85,8 +85,9 @@ class OperatorProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"operator exited with {self.proc.returncode}:\n{self.log_tail()}")
-            role = self.readyz().get("role")
-            if role == "leader" or (role == "standby" and not leader):
+            body = self.readyz()
+            if (body.get("role") == "leader" and body.get("reconciling")) or (body.get("role") == "standby"
+                                                                               and not leader):
                 return
             time.sleep(0.2)
         raise RuntimeError(f"operator did not become {'the leader' if leader else 'live'}:\n{self.log_tail()}")
