@@ -163,7 +163,8 @@ demo: cluster ## the guide's task as a parallel and a serial batch, then with a 
 # The operator, two ways. Locally: this checkout's code against the devcluster, in the
 # foreground (Ctrl-C stops it). In the cluster: the real install path, a pod under its own
 # ServiceAccount, from the image `make images` builds of this checkout's Dockerfile.
-# Never both at once: two operators fight over every batch.
+# Both at once is safe: they compete for one Lease, the second waits as a standby and says who
+# leads (docs/design.md §5.15); `make demo` uses a leading operator instead of starting its own.
 OPERATOR_ARGS ?=
 .PHONY: operator
 operator: cluster ## run the operator locally against the devcluster (OPERATOR_ARGS for flags)
@@ -175,8 +176,8 @@ install: cluster ## kubectl apply -k manifests/default on the devcluster: the op
 	kubectl rollout status deployment/rolloutbatch-operator -n rolloutbatch-system --timeout=180s
 
 .PHONY: uninstall
-uninstall: ## remove the operator Deployment and Service of `make install` (CRD, batches, RBAC stay)
-	kubectl delete deployment,service -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
+uninstall: ## remove the operator Deployment, Service and PodDisruptionBudget of `make install` (CRD, batches, RBAC stay)
+	kubectl delete deployment,service,poddisruptionbudget -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
 
 .PHONY: uninstall-all
 uninstall-all: ## kubectl delete -k manifests/default: the operator, its RBAC, the CRD and EVERY RolloutBatch

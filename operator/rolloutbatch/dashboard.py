@@ -90,7 +90,11 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                 w=8, h=5),
             Panel("Operator version", "stat", [
                 Target("max by (version) (rolloutbatch_build_info)", "{{version}}", instant=True)],
-                w=8, h=5, options={"textMode": "name"}),
+                w=4, h=5, options={"textMode": "name"}),
+            Panel("Operator leaders", "stat", [
+                Target("sum(rolloutbatch_leader)", "leaders", instant=True)],
+                description="Operator processes holding the leader-election Lease: 1; 0 for the few seconds "
+                            "a standby takes over (docs/design.md, leadership).", w=4, h=5),
             Panel("Active batches by namespace", "timeseries", [
                 Target(f"sum by (namespace) (rolloutbatch_batches_active{{{NS}}})", "{{namespace}}")],
                 w=12),
