@@ -1,5 +1,8 @@
 """``rolloutbatch operator``: builds the shared context and runs kopf with our handlers.
 
+By default it serves the whole cluster; ``--watch-namespace NS`` (repeatable) runs the
+least-privilege, namespaced install instead (core.scope: what it refuses and what it skips).
+
 kopf runs standalone (no peering objects): the Deployment has one replica with the ``Recreate``
 strategy, so two operators never run at once, and peering would need cluster-wide rights on
 KopfPeering objects for no gain (kopf docs, deployment.rst).
@@ -21,6 +24,7 @@ import kopf
 
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS
 from rolloutbatch.core.egress import non_pod_dns_cidrs
+from rolloutbatch.core.scope import DEGRADED, Scope, parse_namespaces
 from rolloutbatch.kube import async_logs, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
 from rolloutbatch.kube.client import Api, load_config
@@ -72,6 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the cluster's Service CIDR (ClusterIPs), used where the ServiceCIDR API "
                              "(networking.k8s.io/v1, Kubernetes 1.33+) cannot be read: an egress ipBlock inside it "
                              "never matches and stalls the batch (repeatable; without either, not checked)")
+    parser.add_argument("--watch-namespace", action="append", default=[], metavar="NS",
+                        help="serve only RolloutBatches of this namespace, without cluster-wide rights (repeatable; "
+                             "default: the whole cluster). Batches asking for Dedicated isolation are refused "
+                             "(ClusterRightsRequired): Shared runs in the batch's namespace")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
 
 
@@ -165,14 +173,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"rolloutbatch operator: error: --service-cidr {cidr!r} is not a CIDR such as 10.96.0.0/12",
                   file=sys.stderr)
             return 1
+    try:
+        scope = Scope(parse_namespaces(args.watch_namespace))
+    except ValueError as exc:
+        print(f"rolloutbatch operator: error: --watch-namespace {exc}", file=sys.stderr)
+        return 1
+    log = logging.getLogger("rolloutbatch")
+    if not scope.clusterwide:
+        log.info("Serving %s only, without cluster-wide rights: %s", scope.describe(), "; ".join(DEGRADED))
     api = Api(config, pool=max(16, args.read_concurrency * 2))
-    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
+    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, log)]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
                         status_interval=args.status_interval, status_max_interval=args.status_max_interval,
                         results_interval=args.results_interval, results_max_interval=args.results_max_interval,
                         results_shard_rows=args.results_shard_rows,
                         pod_create_grace=args.pod_create_grace, unschedulable_grace=args.unschedulable_grace,
-                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr))
+                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr), watch_namespaces=scope.namespaces)
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
         stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)
@@ -189,9 +205,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         kopf.run(
             standalone=True,
-            # Cluster-wide: Dedicated sandboxes are namespaces created per batch, and their
-            # pods must be watched wherever they are.
-            clusterwide=True,
+            # Cluster-wide by default: Dedicated sandboxes are namespaces created per batch, and
+            # their pods must be watched wherever they are. Namespaced: the listed ones only.
+            clusterwide=scope.clusterwide,
+            namespaces=scope.namespaces,
             memo=memo,
             # kopf's default identity asks getpass for the user name, which raises for a uid
             # without a passwd entry (the image runs as 10001, found running it as a pod).
