@@ -3,6 +3,7 @@
 Regenerate the committed files after editing this module (from the repository root)::
 
     python -m rolloutbatch.dashboard            # writes manifests/monitoring/grafana-dashboard{.json,-configmap.yaml}
+                                                # and the chart's charts/rolloutbatch/files/grafana-dashboard.json
     python -m rolloutbatch.dashboard --check    # exit 1 when the committed files are stale
 
 Conventions (kube-prometheus-stack style): a ``datasource`` variable of type datasource and every
@@ -363,6 +364,10 @@ def default_out_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "manifests" / "monitoring"
 
 
+# The Helm chart reads the dashboard from its own files/ (.Files.Get reaches nothing outside it).
+CHART_JSON = Path(__file__).resolve().parents[2] / "charts" / "rolloutbatch" / "files" / JSON_FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rolloutbatch.dashboard", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -375,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{title}\n    {expr}")
         return 0
     stale = []
-    for name, text in outputs().items():
-        path = args.out / name
+    for path, text in [*((args.out / name, text) for name, text in outputs().items()),
+                       (CHART_JSON, dashboard_json())]:
         current = path.read_text() if path.exists() else None
         if current == text:
             continue

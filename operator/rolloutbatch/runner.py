@@ -7,6 +7,9 @@ leads. The Deployment runs two replicas, so a standby takes over when the leader
 ``rolloutbatch operator`` beside the installed one waits instead of reconciling too. kopf itself
 runs standalone: its peering is not mutual exclusion (same-priority operators both keep working,
 with a warning) and would need cluster-wide rights on KopfPeering objects.
+
+By default it serves the whole cluster; ``--watch-namespace NS`` (repeatable) runs the
+least-privilege, namespaced install instead (core.scope: what it refuses and what it skips).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import kopf
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS
 from rolloutbatch.core.egress import non_pod_dns_cidrs
 from rolloutbatch.core.leadership import DEFAULT_NAMESPACE, NAMESPACE_LABELS, Timing, identity
+from rolloutbatch.core.scope import DEGRADED, Scope, parse_namespaces
 from rolloutbatch.health import HealthServer, readiness
 from rolloutbatch.kube import async_logs, leases, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
@@ -81,6 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the cluster's Service CIDR (ClusterIPs), used where the ServiceCIDR API "
                              "(networking.k8s.io/v1, Kubernetes 1.33+) cannot be read: an egress ipBlock inside it "
                              "never matches and stalls the batch (repeatable; without either, not checked)")
+    parser.add_argument("--watch-namespace", action="append", default=[], metavar="NS",
+                        help="serve only RolloutBatches of this namespace, without cluster-wide rights (repeatable; "
+                             "default: the whole cluster). Batches asking for Dedicated isolation are refused "
+                             "(ClusterRightsRequired): Shared runs in the batch's namespace")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     add_leader_election_arguments(parser)
 
@@ -194,18 +202,26 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
     try:
-        elector = leader_elector(args, config, logging.getLogger("rolloutbatch"))
+        scope = Scope(parse_namespaces(args.watch_namespace))
+    except ValueError as exc:
+        print(f"rolloutbatch operator: error: --watch-namespace {exc}", file=sys.stderr)
+        return 1
+    log = logging.getLogger("rolloutbatch")
+    if not scope.clusterwide:
+        log.info("Serving %s only, without cluster-wide rights: %s", scope.describe(), "; ".join(DEGRADED))
+    try:
+        elector = leader_elector(args, config, log)
     except StartupError as exc:
         print(f"rolloutbatch operator: error: {exc}", file=sys.stderr)
         return 1
     api = Api(config, pool=max(16, args.read_concurrency * 2))
-    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
+    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, log)]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
                         status_interval=args.status_interval, status_max_interval=args.status_max_interval,
                         results_interval=args.results_interval, results_max_interval=args.results_max_interval,
                         results_shard_rows=args.results_shard_rows,
                         pod_create_grace=args.pod_create_grace, unschedulable_grace=args.unschedulable_grace,
-                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr))
+                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr), watch_namespaces=scope.namespaces)
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
         stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)
@@ -222,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     if elector is not None:
         elector.on_leader = metrics.set_leader
     try:
-        asyncio.run(_serve(args, memo, elector))
+        asyncio.run(_serve(args, memo, elector, scope))
     finally:
         stop_metrics()
     return 0
@@ -259,7 +275,7 @@ def leader_elector(args: argparse.Namespace, config, log: logging.Logger) -> Ele
     return Elector(api, namespace, identity(pod, uuid.uuid4().hex[:8]), timing)
 
 
-async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | None) -> None:
+async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | None, scope: Scope) -> None:
     """/healthz and /readyz, then kopf once this process leads (service.leadership.operate)."""
     reconciling = asyncio.Event()   # kopf's ready flag: raised once its startup handlers ran
 
@@ -274,9 +290,10 @@ async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | N
     async def reconcile(stop: asyncio.Event) -> None:
         await kopf.operator(
             standalone=True,
-            # Cluster-wide: Dedicated sandboxes are namespaces created per batch, and their
-            # pods must be watched wherever they are.
-            clusterwide=True,
+            # Cluster-wide by default: Dedicated sandboxes are namespaces created per batch, and
+            # their pods must be watched wherever they are. Namespaced: the listed ones only.
+            clusterwide=scope.clusterwide,
+            namespaces=scope.namespaces,
             memo=memo,
             # kopf's default identity asks getpass for the user name, which raises for a uid
             # without a passwd entry (the image runs as 10001, found running it as a pod).

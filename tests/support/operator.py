@@ -50,6 +50,29 @@ def kubectl(*args: str, input: str | None = None, check: bool = True, timeout: f
     return out
 
 
+#: The operator's identity in every install (manifests/rbac/service_account.yaml, the Helm chart).
+OPERATOR_SA = "system:serviceaccount:rolloutbatch-system:rolloutbatch-operator"
+CHART = ROOT / "charts" / "rolloutbatch"
+
+
+def can_i(verb: str, resource: str, *where: str, who: str = OPERATOR_SA) -> bool:
+    """`kubectl auth can-i` as ``who`` (the operator's ServiceAccount by default)."""
+    out = kubectl("auth", "can-i", verb, resource, *where, f"--as={who}", check=False)
+    assert out.stdout.strip() in ("yes", "no"), (verb, resource, out.stdout, out.stderr)
+    return out.stdout.strip() == "yes"
+
+
+def helm(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The Helm built from devcluster/helm (`make helm`, a prerequisite of make test), against the devcluster."""
+    binary = STATE / "bin" / "helm"
+    assert binary.exists(), f"{binary} is missing: run `make helm`"
+    cmd = [str(binary), "--kubeconfig", str(STATE / "kubeconfig"), *args]
+    out = subprocess.run(cmd, text=True, capture_output=True, timeout=timeout)
+    if check and out.returncode:
+        raise KubectlError(out.returncode, cmd, out.stdout, out.stderr)
+    return out
+
+
 class KubectlError(subprocess.CalledProcessError):
     def __str__(self) -> str:
         return f"{super().__str__()}: {(self.stderr or '').strip()[-2000:]}"

@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from rolloutbatch import runner
+from rolloutbatch.core.scope import CLUSTERWIDE
 from rolloutbatch.core import leadership as L
 from rolloutbatch.health import readiness
 from rolloutbatch.kube.errors import Forbidden
@@ -103,7 +104,7 @@ def test_a_standby_serves_health_and_starts_kopf_only_once_it_holds_the_lease(mo
     local = Elector(api, NS, "laptop_2", timing)
 
     async def main() -> None:
-        serving = asyncio.create_task(runner._serve(args, None, local))
+        serving = asyncio.create_task(runner._serve(args, None, local, CLUSTERWIDE))
         for _ in range(50):
             await asyncio.sleep(0.1)
             code, body = await asyncio.to_thread(_get, port, "/readyz")
