@@ -10,6 +10,7 @@ PY        := $(VENV)/bin/python
 LOCALKUBE := $(STATE)/bin/localkube
 CNI_BIN   := $(STATE)/bin/cni
 CNI       := $(CNI_BIN)/bridge $(CNI_BIN)/host-local $(CNI_BIN)/loopback
+HELM      := $(STATE)/bin/helm
 # Always the devcluster: `make demo`/`make bench` must never act on a user's own cluster.
 export KUBECONFIG := $(STATE)/kubeconfig
 export GOTOOLCHAIN := local
@@ -68,6 +69,18 @@ localkube: $(LOCALKUBE) $(CNI) ## build the multi-call Kubernetes binary (kube-r
 $(CNI) &: devcluster/cni/go.mod devcluster/cni/go.sum
 	@mkdir -p $(CNI_BIN)
 	cd devcluster/cni && go build -trimpath -ldflags "-s -w" -o $(CNI_BIN)/ tool
+
+# Helm, upstream's command listed as a `tool` of its own module (devcluster/helm/go.mod), with the
+# version upstream's Makefile stamps into it (`helm version`), read from that go.mod. The unit
+# tests lint and render the chart with it (tests/unit/test_chart.py); the e2e tests install it.
+$(HELM): devcluster/helm/go.mod devcluster/helm/go.sum
+	@mkdir -p $(dir $@)
+	cd devcluster/helm && go build -trimpath \
+	  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$$(awk '$$1 == "helm.sh/helm/v4" {print $$2}' go.mod)" -o $@ helm.sh/helm/v4/cmd/helm
+	@mkdir -p $(STATE)/bin/links && ln -sf $@ $(STATE)/bin/links/helm
+
+.PHONY: helm
+helm: $(HELM) ## build the helm command from its Go module (cached)
 
 # The real node's runtime, each from its upstream module (devcluster/<part>/go.mod lists them as
 # `tool`s): containerd with its runc shim and ctr; runc (cgo + libseccomp: Debian's runc 1.1.5
@@ -149,11 +162,12 @@ cluster-down: ## stop every devcluster process
 
 # --- tests ------------------------------------------------------------------------------------
 .PHONY: test-unit
-test-unit: venv ## tests that need no cluster
+# The chart's tests run helm, and compare its output with `kubectl kustomize` (localkube).
+test-unit: venv $(LOCALKUBE) $(HELM) ## tests that need no cluster
 	$(PY) -m pytest -q tests/unit
 
 .PHONY: test
-test: venv system-deps localkube $(NODE_DEPS) ## every test, the devcluster included (started and stopped here)
+test: venv system-deps localkube $(HELM) $(NODE_DEPS) ## every test, the devcluster included (started and stopped here)
 	@bash hack/run-tests.sh
 
 .PHONY: demo
@@ -163,7 +177,8 @@ demo: cluster ## the guide's task as a parallel and a serial batch, then with a 
 # The operator, two ways. Locally: this checkout's code against the devcluster, in the
 # foreground (Ctrl-C stops it). In the cluster: the real install path, a pod under its own
 # ServiceAccount, from the image `make images` builds of this checkout's Dockerfile.
-# Never both at once: two operators fight over every batch.
+# Both at once is safe: they compete for one Lease, the second waits as a standby and says who
+# leads (docs/design.md §5.15); `make demo` uses a leading operator instead of starting its own.
 OPERATOR_ARGS ?=
 .PHONY: operator
 operator: cluster ## run the operator locally against the devcluster (OPERATOR_ARGS for flags)
@@ -175,8 +190,8 @@ install: cluster ## kubectl apply -k manifests/default on the devcluster: the op
 	kubectl rollout status deployment/rolloutbatch-operator -n rolloutbatch-system --timeout=180s
 
 .PHONY: uninstall
-uninstall: ## remove the operator Deployment and Service of `make install` (CRD, batches, RBAC stay)
-	kubectl delete deployment,service -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
+uninstall: ## remove the operator Deployment, Service and PodDisruptionBudget of `make install` (CRD, batches, RBAC stay)
+	kubectl delete deployment,service,poddisruptionbudget -n rolloutbatch-system -l app.kubernetes.io/name=rolloutbatch --ignore-not-found
 
 .PHONY: uninstall-all
 uninstall-all: ## kubectl delete -k manifests/default: the operator, its RBAC, the CRD and EVERY RolloutBatch

@@ -1,4 +1,5 @@
-"""Writes the RolloutBatch CRD, crds/rl.agentruntime.io_rolloutbatches.yaml, from its definition.
+"""Writes the RolloutBatch CRD, crds/rl.agentruntime.io_rolloutbatches.yaml, from its definition,
+and the same file into the Helm chart (charts/rolloutbatch/crds/), which Helm reads only there.
 
 The definition is ``core.crd`` (with ``core.crd_spec``, ``core.crd_sandbox``, ``core.crd_status``,
 ``core.defaults``); this module only renders it as YAML. Regenerate after editing any of them
@@ -61,23 +62,29 @@ def default_path() -> Path:
     return Path(__file__).resolve().parents[2] / "crds" / FILE
 
 
+def chart_path() -> Path:
+    return Path(__file__).resolve().parents[2] / "charts" / "rolloutbatch" / "crds" / FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=default_path(), help="the CRD file (default: crds/%(default)s)")
-    ap.add_argument("--check", action="store_true", help="fail if the file differs; write nothing")
+    ap.add_argument("--out", type=Path, help=f"the one CRD file to write (default: crds/{FILE} and the chart's copy)")
+    ap.add_argument("--check", action="store_true", help="fail if a file differs; write nothing")
     args = ap.parse_args(argv)
     text = render()
-    current = args.out.read_text() if args.out.exists() else None
-    if current == text:
-        return 0
-    if args.check:
-        print(f"stale (run `{COMMAND}`): {args.out}", file=sys.stderr)
-        return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"wrote {args.out}")
-    return 0
+    stale = 0
+    for out in [args.out] if args.out else [default_path(), chart_path()]:
+        if (out.read_text() if out.exists() else None) == text:
+            continue
+        if args.check:
+            print(f"stale (run `{COMMAND}`): {out}", file=sys.stderr)
+            stale = 1
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"wrote {out}")
+    return stale
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Regenerate the committed files after editing this module (from the repository root)::
 
     python -m rolloutbatch.dashboard            # writes manifests/monitoring/grafana-dashboard{.json,-configmap.yaml}
+                                                # and the chart's charts/rolloutbatch/files/grafana-dashboard.json
     python -m rolloutbatch.dashboard --check    # exit 1 when the committed files are stale
 
 Conventions (kube-prometheus-stack style): a ``datasource`` variable of type datasource and every
@@ -90,7 +91,11 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                 w=8, h=5),
             Panel("Operator version", "stat", [
                 Target("max by (version) (rolloutbatch_build_info)", "{{version}}", instant=True)],
-                w=8, h=5, options={"textMode": "name"}),
+                w=4, h=5, options={"textMode": "name"}),
+            Panel("Operator leaders", "stat", [
+                Target("sum(rolloutbatch_leader)", "leaders", instant=True)],
+                description="Operator processes holding the leader-election Lease: 1; 0 for the few seconds "
+                            "a standby takes over (docs/design.md, leadership).", w=4, h=5),
             Panel("Active batches by namespace", "timeseries", [
                 Target(f"sum by (namespace) (rolloutbatch_batches_active{{{NS}}})", "{{namespace}}")],
                 w=12),
@@ -359,6 +364,10 @@ def default_out_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "manifests" / "monitoring"
 
 
+# The Helm chart reads the dashboard from its own files/ (.Files.Get reaches nothing outside it).
+CHART_JSON = Path(__file__).resolve().parents[2] / "charts" / "rolloutbatch" / "files" / JSON_FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rolloutbatch.dashboard", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -371,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{title}\n    {expr}")
         return 0
     stale = []
-    for name, text in outputs().items():
-        path = args.out / name
+    for path, text in [*((args.out / name, text) for name, text in outputs().items()),
+                       (CHART_JSON, dashboard_json())]:
         current = path.read_text() if path.exists() else None
         if current == text:
             continue

@@ -1,6 +1,8 @@
 """``make demo``: the guide's shipping-fix task as a parallel and a serial batch, side by side.
 
-Installs the CRD, starts the operator in the background (log: .devcluster/logs/operator-demo.log),
+Installs the CRD, starts the operator in the background (log: .devcluster/logs/operator-demo.log)
+unless one already leads (the installed one of ``make install``, or ``make operator``: its Lease is
+held and renewed), in which case the demo says so and uses it instead of starting a second,
 creates a fresh namespace ``demo-<random>``, runs examples/shipping-fix-parallel.yaml and then,
 once it has finished, examples/shipping-fix-serial.yaml, then the model in the loop: the scripted
 policy server (examples/policy-server.yaml, namespace ``models``) and
@@ -13,6 +15,8 @@ batch did not succeed. ``--keep`` leaves the namespace and batches in place for 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import pathlib
 import signal
@@ -74,6 +78,7 @@ class Operator:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
+        """Start it and wait until it leads (or another operator does: it then waits as a standby)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         liveness = _free_port()
         cmd = [sys.executable, "-m", "rolloutbatch.cli.main", "operator", "--metrics-address", "127.0.0.1",
@@ -86,12 +91,15 @@ class Operator:
             if self.proc.poll() is not None:
                 raise SystemExit(f"demo: the operator exited with {self.proc.returncode}; see {self.log_path}")
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{liveness}/healthz", timeout=1).read()
-                return
-            except OSError:
+                role = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{liveness}/readyz", timeout=1).read())
+            except (OSError, ValueError):
                 time.sleep(0.3)
+                continue
+            if role.get("role") == "leader" or (role.get("role") == "standby" and role.get("holder")):
+                return   # a standby of a live leader: the batches are reconciled all the same
+            time.sleep(0.3)
         self.stop()
-        raise SystemExit(f"demo: the operator did not become live in 60s; see {self.log_path}")
+        raise SystemExit(f"demo: the operator did not become ready in 60s; see {self.log_path}")
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -102,6 +110,19 @@ class Operator:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+
+
+def live_leader(api) -> str | None:
+    """The identity holding the operators' Lease, when it is renewed (judged by the wall clock:
+    the devcluster runs on this machine), else None."""
+    from rolloutbatch.core import leadership
+    from rolloutbatch.kube import leases
+
+    lease = leases.get_lease(api, leadership.DEFAULT_NAMESPACE, leadership.LEASE_NAME)
+    if lease is None:
+        return None
+    record = leadership.Record.from_spec(lease.get("spec"))
+    return leadership.live_holder(record, datetime.datetime.now(datetime.timezone.utc))
 
 
 def print_summary(console, handles) -> None:
@@ -138,8 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     console.print("[bold]1.[/] installing the RolloutBatch CRD")
     install_crd()
     operator = Operator(STATE / "logs" / "operator-demo.log")
-    console.print(f"[bold]2.[/] starting the operator (log: {operator.log_path})")
-    operator.start()
+    leader = live_leader(client.api)
+    if leader:
+        # Never a second reconciler beside it: both would write the same results and count the
+        # same episodes (docs/design.md §5.15).
+        from rolloutbatch.core.leadership import holder_pod
+        console.print(f"[bold]2.[/] an operator already leads ({holder_pod(leader)}, lease "
+                      "rolloutbatch-system/rolloutbatch-operator): using it, not starting another")
+    else:
+        console.print(f"[bold]2.[/] starting the operator (log: {operator.log_path})")
+        operator.start()
     namespace = f"demo-{uuid.uuid4().hex[:6]}"
     handles = []
     model_namespace_ours = False

@@ -67,7 +67,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "episode_reward", "batch_ready_seconds", "batch_rewards_seconds",
         "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
         "handler_duration_seconds", "handler_errors_total", "build_info", "reward_extras_dropped_total",
-        "episode_reward_magnitude_total",
+        "episode_reward_magnitude_total", "leader",
     )
 )
 HISTOGRAM_NAMES: frozenset[str] = frozenset(
@@ -207,6 +207,10 @@ class Metrics:
             name("build_info"), "Always 1; the operator's version is in the labels.",
             ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
+        self.leader = Gauge(
+            name("leader"), "1 while this process holds the leader-election Lease and reconciles; "
+            "0 as a standby. Summed over the operator's pods: 1, or 0 for a takeover's few seconds.",
+            registry=r)
 
         self._batch_histograms = (
             self.batch_ready_seconds, self.batch_rewards_seconds, self.batch_complete_seconds,
@@ -421,6 +425,9 @@ class Metrics:
             raise
         finally:
             self.handler_duration_seconds.labels(name).observe(time.perf_counter() - start)
+
+    def set_leader(self, leads: bool) -> None:
+        self.leader.set(1 if leads else 0)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> Callable[[], None]:
         """Serve ``/metrics`` from a daemon thread; returns a function that stops the server.

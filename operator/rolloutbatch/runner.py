@@ -1,8 +1,15 @@
 """``rolloutbatch operator``: builds the shared context and runs kopf with our handlers.
 
-kopf runs standalone (no peering objects): the Deployment has one replica with the ``Recreate``
-strategy, so two operators never run at once, and peering would need cluster-wide rights on
-KopfPeering objects for no gain (kopf docs, deployment.rst).
+Leader election (docs/design.md §5.15): every operator process competes for the Lease
+``rolloutbatch-operator`` (``--leader-election-namespace``, default ``$POD_NAMESPACE`` else
+``rolloutbatch-system``); only its holder starts kopf, the others wait as standbys and say who
+leads. The Deployment runs two replicas, so a standby takes over when the leader dies, and a local
+``rolloutbatch operator`` beside the installed one waits instead of reconciling too. kopf itself
+runs standalone: its peering is not mutual exclusion (same-priority operators both keep working,
+with a warning) and would need cluster-wide rights on KopfPeering objects.
+
+By default it serves the whole cluster; ``--watch-namespace NS`` (repeatable) runs the
+least-privilege, namespaced install instead (core.scope: what it refuses and what it skips).
 """
 
 from __future__ import annotations
@@ -16,17 +23,22 @@ import os
 import socket
 import sys
 import time
+import uuid
 
 import kopf
 
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS
 from rolloutbatch.core.egress import non_pod_dns_cidrs
-from rolloutbatch.kube import async_logs, resources
+from rolloutbatch.core.leadership import DEFAULT_NAMESPACE, NAMESPACE_LABELS, Timing, identity
+from rolloutbatch.core.scope import DEGRADED, Scope, parse_namespaces
+from rolloutbatch.health import HealthServer, readiness
+from rolloutbatch.kube import async_logs, leases, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
 from rolloutbatch.kube.client import Api, load_config
-from rolloutbatch.kube.errors import ConfigError, KubeError
+from rolloutbatch.kube.errors import ConfigError, Forbidden, KubeError
 from rolloutbatch.metrics import Metrics
 from rolloutbatch.service.context import Context, Settings
+from rolloutbatch.service.leadership import Elector, operate
 from rolloutbatch.service.policy import BACKOFF, is_transient
 from rolloutbatch.service.registry import Registry
 
@@ -36,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (default 8080)")
     parser.add_argument("--metrics-address", default="0.0.0.0")
-    parser.add_argument("--liveness-port", type=int, default=8081, help="kopf liveness /healthz port (default 8081)")
+    parser.add_argument("--liveness-port", type=int, default=8081,
+                        help="/healthz (liveness) and /readyz (leader or standby) port (default 8081)")
     parser.add_argument("--metrics-batch-label", action="store_true",
                         help="add a `batch` label to per-batch series (removed when the batch is deleted)")
     parser.add_argument("--log-limit-bytes", type=int, default=defaults.log_limit_bytes,
@@ -72,7 +85,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the cluster's Service CIDR (ClusterIPs), used where the ServiceCIDR API "
                              "(networking.k8s.io/v1, Kubernetes 1.33+) cannot be read: an egress ipBlock inside it "
                              "never matches and stalls the batch (repeatable; without either, not checked)")
+    parser.add_argument("--watch-namespace", action="append", default=[], metavar="NS",
+                        help="serve only RolloutBatches of this namespace, without cluster-wide rights (repeatable; "
+                             "default: the whole cluster). Batches asking for Dedicated isolation are refused "
+                             "(ClusterRightsRequired): Shared runs in the batch's namespace")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
+    add_leader_election_arguments(parser)
+
+
+def add_leader_election_arguments(parser: argparse.ArgumentParser) -> None:
+    timing = Timing()
+    parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                        help="reconcile only while holding the leader-election Lease, else wait as a standby "
+                             "(default on; --no-leader-elect: never two of them, it is up to you)")
+    parser.add_argument("--leader-election-namespace", default=None, metavar="NAMESPACE",
+                        help=f"the Lease's namespace (default $POD_NAMESPACE, else {DEFAULT_NAMESPACE}, created "
+                             "when missing and the kubeconfig may)")
+    parser.add_argument("--leader-election-lease-duration", type=float, default=timing.lease_duration,
+                        metavar="SECONDS", help="how long a standby waits after the last renewal it saw "
+                                                f"(default {timing.lease_duration:g})")
+    parser.add_argument("--leader-election-renew-deadline", type=float, default=timing.renew_deadline,
+                        metavar="SECONDS", help="the leader stops at once when it could not renew for this "
+                                                f"long (default {timing.renew_deadline:g})")
+    parser.add_argument("--leader-election-retry-period", type=float, default=timing.retry_period,
+                        metavar="SECONDS", help=f"between two tries (default {timing.retry_period:g})")
 
 
 def cluster_dns_cidrs(api: Api, log: logging.Logger, attempts: int = 6) -> tuple[str, ...]:
@@ -165,14 +201,27 @@ def run(args: argparse.Namespace) -> int:
             print(f"rolloutbatch operator: error: --service-cidr {cidr!r} is not a CIDR such as 10.96.0.0/12",
                   file=sys.stderr)
             return 1
+    try:
+        scope = Scope(parse_namespaces(args.watch_namespace))
+    except ValueError as exc:
+        print(f"rolloutbatch operator: error: --watch-namespace {exc}", file=sys.stderr)
+        return 1
+    log = logging.getLogger("rolloutbatch")
+    if not scope.clusterwide:
+        log.info("Serving %s only, without cluster-wide rights: %s", scope.describe(), "; ".join(DEGRADED))
+    try:
+        elector = leader_elector(args, config, log)
+    except StartupError as exc:
+        print(f"rolloutbatch operator: error: {exc}", file=sys.stderr)
+        return 1
     api = Api(config, pool=max(16, args.read_concurrency * 2))
-    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, logging.getLogger("rolloutbatch"))]))
+    dns = tuple(dict.fromkeys([*args.dns_cidr, *cluster_dns_cidrs(api, log)]))
     settings = Settings(log_limit_bytes=args.log_limit_bytes, read_concurrency=args.read_concurrency,
                         status_interval=args.status_interval, status_max_interval=args.status_max_interval,
                         results_interval=args.results_interval, results_max_interval=args.results_max_interval,
                         results_shard_rows=args.results_shard_rows,
                         pod_create_grace=args.pod_create_grace, unschedulable_grace=args.unschedulable_grace,
-                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr))
+                        dns_cidrs=dns, service_cidrs=tuple(args.service_cidr), watch_namespaces=scope.namespaces)
     metrics = Metrics(batch_label=args.metrics_batch_label)
     try:
         stop_metrics = metrics.serve(args.metrics_port, args.metrics_address)
@@ -186,18 +235,73 @@ def run(args: argparse.Namespace) -> int:
                   read_slots=asyncio.Semaphore(args.read_concurrency), log_reader=reader)
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
     import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
+    if elector is not None:
+        elector.on_leader = metrics.set_leader
     try:
-        kopf.run(
+        asyncio.run(_serve(args, memo, elector, scope))
+    finally:
+        stop_metrics()
+    return 0
+
+
+def leader_elector(args: argparse.Namespace, config, log: logging.Logger) -> Elector | None:
+    """The Lease candidate for ``args`` (None with --no-leader-elect). Outside a pod the Lease's
+    namespace is created when missing (labelled as manifests/manager/namespace.yaml), so a local
+    operator on a fresh cluster starts; one the kubeconfig may not create is a StartupError."""
+    if not args.leader_elect:
+        log.warning("Leader election off (--no-leader-elect): nothing stops a second operator from reconciling "
+                    "the same batches")
+        return None
+    try:
+        timing = Timing(args.leader_election_lease_duration, args.leader_election_renew_deadline,
+                        args.leader_election_retry_period)
+    except ValueError as exc:
+        raise StartupError(f"--leader-election-*: {exc}") from None
+    namespace = args.leader_election_namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
+    # A Lease request may not outlast the renew deadline; two of them (read, write) fit in it.
+    api = Api(config, pool=2, timeout=timing.renew_deadline / 2)
+    if not os.environ.get("POD_NAMESPACE"):
+        labels = NAMESPACE_LABELS if namespace == DEFAULT_NAMESPACE else {}
+        try:
+            if leases.ensure_namespace(api, namespace, labels):
+                log.info("Created namespace %s for the leader-election Lease", namespace)
+        except Forbidden as exc:
+            raise StartupError(f"the leader-election Lease's namespace {namespace} cannot be read or created with "
+                               f"this kubeconfig ({exc}): create it, name another with --leader-election-namespace, "
+                               "or run without leader election (--no-leader-elect)") from None
+        except KubeError as exc:   # the API is not answering yet: the election loop retries
+            log.warning("Namespace %s for the leader-election Lease not checked: %s", namespace, exc)
+    pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
+    return Elector(api, namespace, identity(pod, uuid.uuid4().hex[:8]), timing)
+
+
+async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | None, scope: Scope) -> None:
+    """/healthz and /readyz, then kopf once this process leads (service.leadership.operate)."""
+    reconciling = asyncio.Event()   # kopf's ready flag: raised once its startup handlers ran
+
+    def status() -> tuple[int, dict]:
+        if elector is None:
+            return readiness({"role": "leader", "leaderElection": False}, reconciling.is_set())
+        return readiness(elector.status(), reconciling.is_set())
+
+    health = HealthServer(status, alive=lambda: elector is None or elector.alive())
+    await health.start(args.metrics_address, args.liveness_port)
+
+    async def reconcile(stop: asyncio.Event) -> None:
+        await kopf.operator(
             standalone=True,
-            # Cluster-wide: Dedicated sandboxes are namespaces created per batch, and their
-            # pods must be watched wherever they are.
-            clusterwide=True,
+            # Cluster-wide by default: Dedicated sandboxes are namespaces created per batch, and
+            # their pods must be watched wherever they are. Namespaced: the listed ones only.
+            clusterwide=scope.clusterwide,
+            namespaces=scope.namespaces,
             memo=memo,
             # kopf's default identity asks getpass for the user name, which raises for a uid
             # without a passwd entry (the image runs as 10001, found running it as a pod).
             identity=f"{socket.gethostname()}/{os.getpid()}",
-            liveness_endpoint=f"http://{args.metrics_address}:{args.liveness_port}/healthz",
+            stop_flag=stop,
+            ready_flag=reconciling,
         )
+    try:
+        await operate(elector, reconcile)
     finally:
-        stop_metrics()
-    return 0
+        await health.stop()

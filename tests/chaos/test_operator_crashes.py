@@ -8,13 +8,14 @@ exactly one sandbox namespace and one Job, and nothing left after deletion.
 """
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
 
 from tests.support.batches import (ProgressRecorder, apply, episode_batch, get, results, unique, wait_finished,
                                    wait_gone, wait_status)
-from tests.support.operator import OperatorProcess, kubectl
+from tests.support.operator import QUICK_LEASE, OperatorProcess, kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -45,6 +46,8 @@ def wait_crashed(operator, point, timeout=120):
         tail = operator.log_tail()
         operator.kill()   # never leave it running beside the next test's operator
         raise AssertionError(f"the operator never reached {point}:\n{tail}")
+    # SIGKILLed at the point; not an exit of its own (a leader that lost its lease exits 1)
+    assert operator.proc.returncode == -signal.SIGKILL, f"exit {operator.proc.returncode}:\n{operator.log_tail()}"
 
 
 def rows_of(doc):
@@ -70,7 +73,8 @@ def check_outcome(name, namespace, operator):
 
 @pytest.mark.parametrize("point", POINTS)
 def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
-    crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point})
+    crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point},
+                               extra_args=QUICK_LEASE)
     crashing.start()
     name = unique("crash")
     apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
@@ -95,7 +99,8 @@ def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
 
 
 def test_crash_during_cleanup_completes_the_deletion(solo_operator, namespace):
-    first = OperatorProcess("operator-crash-cleanup", env={"ROLLOUTBATCH_CRASH_AT": "cleanup:namespace"})
+    first = OperatorProcess("operator-crash-cleanup", env={"ROLLOUTBATCH_CRASH_AT": "cleanup:namespace"},
+                            extra_args=QUICK_LEASE)
     first.start()
     name = unique("crash")
     apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
@@ -214,7 +219,8 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
 
 def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namespace):
     """The cleanup's status patch after a restart must not erase the counts."""
-    crashing = OperatorProcess("operator-crash-final", env={"ROLLOUTBATCH_CRASH_AT": "status:Succeeded"})
+    crashing = OperatorProcess("operator-crash-final", env={"ROLLOUTBATCH_CRASH_AT": "status:Succeeded"},
+                               extra_args=QUICK_LEASE)
     crashing.start()
     name = unique("final")
     apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3), namespace)   # DeleteOnSuccess
@@ -240,7 +246,8 @@ def test_a_stop_after_a_crash_in_provisioning_keeps_what_finished(solo_operator,
     program = ('import json, os, time\n'
                'def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)\n'
                'i = int(os.environ["EPISODE_INDEX"])\nemit("ready")\ntime.sleep(0.2 if i < 2 else 120)\nemit("reward", reward=1)\n')
-    crashing = OperatorProcess("operator-crash-stop", env={"ROLLOUTBATCH_CRASH_AT": "provision:Job"})
+    crashing = OperatorProcess("operator-crash-stop", env={"ROLLOUTBATCH_CRASH_AT": "provision:Job"},
+                               extra_args=QUICK_LEASE)
     crashing.start()
     name = unique("crashstop")
     apply(episode_batch(name, program, episodes=4, parallelism=4, cleanup={"sandbox": "Never"}), namespace)

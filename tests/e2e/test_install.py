@@ -2,10 +2,12 @@
 operator as a pod under its own ServiceAccount, with in-cluster config.
 
 The project's image (ghcr.io/rolloutbatch/rolloutbatch) is built from this checkout's Dockerfile
-by `make images` and loaded into every node, so the pod runs exactly what is tested here. The test pauses the session's operator (two
-operators must not share a cluster), runs a batch that calls the model example's endpoint by
-Service name (declared egress + DNS found under the operator's own rights), and scrapes the
-operator's metrics through its Service from another pod, as Prometheus would.
+by `make images` and loaded into every node, so the pod runs exactly what is tested here. The
+test pauses the session's operator (it would hold the leader-election Lease), installs the two
+replicas, finds the leader by the Lease, runs a batch that calls the model example's endpoint by
+Service name (declared egress + DNS found under the operator's own rights), and scrapes each
+replica from another pod, as Prometheus does through the Service's endpoints: the leader counted
+the episodes, the standby says it is one on /readyz and counted nothing.
 """
 from __future__ import annotations
 
@@ -23,9 +25,15 @@ pytestmark = [pytest.mark.cluster]
 NS = "rolloutbatch-system"
 SELECTOR = "app.kubernetes.io/name=rolloutbatch,app.kubernetes.io/component=operator"
 SCRAPE = '''
-import sys, urllib.request
+import sys, urllib.error, urllib.request
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-print(opener.open(sys.argv[1], timeout=10).read().decode())
+for url in sys.argv[1:]:
+    try:
+        body = opener.open(url, timeout=10).read().decode()
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode()
+    print("=== " + url)
+    print(body)
 '''
 
 
@@ -41,7 +49,8 @@ def installed(solo_operator):
         yield
     finally:
         # The operator only; the CRD (and every batch of the session) stays.
-        kubectl("delete", "deployment,service", "-n", NS, "-l", SELECTOR, "--wait=true", timeout=120, check=False)
+        kubectl("delete", "deployment,service,poddisruptionbudget", "-n", NS, "-l", SELECTOR, "--wait=true",
+                timeout=120, check=False)
         deadline = time.monotonic() + 60
         while pod_names() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -49,8 +58,18 @@ def installed(solo_operator):
 
 
 def test_operator_runs_as_a_pod_from_the_install_manifests(installed, policy_server, namespace, core, kube_namespace):
-    pod = kubectl("get", "pods", "-n", NS, "-l", SELECTOR, "-o", "yaml").stdout
-    pod = yaml.safe_load(pod)["items"][0]
+    pods = yaml.safe_load(kubectl("get", "pods", "-n", NS, "-l", SELECTOR, "-o", "yaml").stdout)["items"]
+    assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
+    holder = ""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        holder = kubectl("get", "lease", "rolloutbatch-operator", "-n", NS, "--ignore-not-found",
+                         "-o", "jsonpath={.spec.holderIdentity}").stdout
+        if holder.rsplit("_", 1)[0] in {p["metadata"]["name"] for p in pods}:
+            break
+        time.sleep(0.5)
+    (pod,) = [p for p in pods if p["metadata"]["name"] == holder.rsplit("_", 1)[0]]
+    (standby,) = [p for p in pods if p is not pod]
     assert pod["spec"]["serviceAccountName"] == "rolloutbatch-operator"
     assert pod["spec"]["containers"][0]["image"].startswith("ghcr.io/rolloutbatch/rolloutbatch:")
 
@@ -64,13 +83,20 @@ def test_operator_runs_as_a_pod_from_the_install_manifests(installed, policy_ser
     assert batch["metadata"]["name"] in log                # this pod did the work
 
     name = unique_name("scrape")
-    url = f"http://rolloutbatch-operator-metrics.{NS}.svc.cluster.local:8080/metrics"
+    urls = [f"http://{p['status']['podIP']}:{port}/{path}" for p in (pod, standby)
+            for port, path in ((8080, "metrics"), (8081, "readyz"))]
     core.create_namespaced_pod(kube_namespace, simple_pod(name, SCRAPE, containers=[
-        {"name": "main", "image": "python:3.12-alpine", "command": ["python", "-c", SCRAPE, url]}]))
+        {"name": "main", "image": "python:3.12-alpine", "command": ["python", "-c", SCRAPE, *urls]}]))
     assert wait_pod_finished(core, name, kube_namespace).status.phase == "Succeeded"
-    metrics = core.read_namespaced_pod_log(name, kube_namespace)
+    out = core.read_namespaced_pod_log(name, kube_namespace)
+    leader_metrics, leader_ready, standby_metrics, standby_ready = (
+        part.split("\n", 1)[1] for part in out.split("=== ")[1:])
     series = f'rolloutbatch_episodes_total{{namespace="{namespace}",result="succeeded"}} '
-    assert f'{series}{float(batch["spec"]["episodes"])}' in metrics, metrics[-2000:]
+    assert f'{series}{float(batch["spec"]["episodes"])}' in leader_metrics, leader_metrics[-2000:]
+    assert "rolloutbatch_leader 1.0" in leader_metrics and "rolloutbatch_leader 0.0" in standby_metrics
+    assert series not in standby_metrics                    # the standby counted nothing
+    assert '"role": "leader"' in leader_ready and '"role": "standby"' in standby_ready, (leader_ready, standby_ready)
+    assert batch["metadata"]["name"] not in kubectl("logs", "-n", NS, standby["metadata"]["name"]).stdout
 
     # Its cleanup too, under its own rights: the finalizer removes the sandbox, nothing refused.
     kubectl("delete", "rolloutbatch", batch["metadata"]["name"], "-n", namespace, "--wait=false")

@@ -18,6 +18,8 @@ over a dict of objects, with the rules of the real one that the operator relies 
   ``limit``/``continue`` pages, and the metadata-only list (``as=PartialObjectMetadataList``).
 - pod logs (``raw(.../log)``) from :meth:`set_log`, cut at ``limitBytes``.
 - discovery: ``GET /apis/<group>/<version>`` lists the kinds served there (404 for any other).
+- Leases (coordination.k8s.io/v1), for leader election: created once (409), replaced over the
+  resourceVersion read (409 when stale), as any kind.
 
 A watch is :meth:`subscribe`: a callback sees every change to an object of a kind, as a
 ``(type, object)`` pair. Faults are injected with :meth:`fail` (the next matching calls raise the
@@ -56,6 +58,7 @@ KINDS = {
     "servicecidrs": ("ServiceCIDR", False, False),
     "nodes": ("Node", False, True),
     "endpointslices": ("EndpointSlice", True, False),
+    "leases": ("Lease", True, False),
 }
 _PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[a-z]+)"
                    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log))?$")
@@ -507,4 +510,4 @@ def _object_path(plural: str, name: str, namespace: str | None) -> str:
 _GROUPS = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io/v1",
            "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "priorityclasses": "/apis/scheduling.k8s.io/v1",
            "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
-           "endpointslices": "/apis/discovery.k8s.io/v1"}
+           "endpointslices": "/apis/discovery.k8s.io/v1", "leases": "/apis/coordination.k8s.io/v1"}

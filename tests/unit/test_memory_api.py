@@ -251,3 +251,24 @@ def test_a_racing_writer_lands_just_before_the_matching_call(api):
     assert api.get_object("ConfigMap", "a", NS)["data"] == {"k": "theirs"}
     assert api.calls[-2:] == [("PATCH", cm_path("a")), ("PUT", cm_path("a"))]
     api.replace(cm_path("a"), {**api.get_object("ConfigMap", "a", NS), "data": {"k": "mine"}}, "replace")   # once
+
+
+def test_leases_are_served_with_optimistic_concurrency():
+    """Leader election's Lease (coordination.k8s.io/v1): created once, replaced only over the
+    resourceVersion read."""
+    from rolloutbatch.kube import leases
+
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rolloutbatch-system"}})
+    assert leases.get_lease(api, "rolloutbatch-system", "op") is None
+    lease = leases.create_lease(api, "rolloutbatch-system", "op", {"holderIdentity": "a"})
+    assert lease["kind"] == "Lease" and lease["metadata"]["resourceVersion"]
+    with pytest.raises(Conflict):
+        leases.create_lease(api, "rolloutbatch-system", "op", {"holderIdentity": "b"})
+    renewed = leases.update_lease(api, lease, {"holderIdentity": "a", "renewTime": "t2"})
+    assert renewed["metadata"]["resourceVersion"] != lease["metadata"]["resourceVersion"]
+    with pytest.raises(Conflict):
+        leases.update_lease(api, lease, {"holderIdentity": "b"})   # stale: a renewed since
+    assert leases.get_lease(api, "rolloutbatch-system", "op")["spec"] == {"holderIdentity": "a", "renewTime": "t2"}
+    with pytest.raises(NotFound):
+        leases.create_lease(api, "elsewhere", "op", {})

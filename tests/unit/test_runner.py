@@ -167,3 +167,37 @@ def test_a_service_cidr_that_is_not_one_is_refused(capsys, tmp_path):
                               "--metrics-port", "0", "--liveness-port", str(_free_port())])
     assert runner.run(args) == 1
     assert "--service-cidr '10.96.0.0/33' is not a CIDR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, clusterwide, namespaces", [
+    ([], True, ()),
+    (["--watch-namespace", "team-a", "--watch-namespace", "team-b"], False, ("team-a", "team-b")),
+])
+def test_watch_namespace_runs_kopf_and_the_settings_namespaced(flags, clusterwide, namespaces, monkeypatch, tmp_path,
+                                                                caplog):
+    seen = {}
+
+    async def fake_operator(**kwargs):
+        seen.update(kwargs)
+    monkeypatch.setattr(runner.kopf, "operator", fake_operator)
+    monkeypatch.setattr(runner, "cluster_dns_cidrs", lambda api, log: ())
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args([*flags, "--no-leader-elect", "--kubeconfig", str(_unreachable_kubeconfig(tmp_path)), "--metrics-port", "0",
+                              "--liveness-port", str(_free_port()), "--metrics-address", "127.0.0.1"])
+    with caplog.at_level("INFO", logger="rolloutbatch"):
+        assert runner.run(args) == 0
+    assert seen["clusterwide"] is clusterwide and tuple(seen["namespaces"]) == namespaces
+    settings = seen["memo"].ctx.settings
+    assert settings.watch_namespaces == namespaces and settings.scope.clusterwide is clusterwide
+    # the namespaced install says once what it does without cluster-wide rights
+    assert ("without cluster-wide rights" in caplog.text) is not clusterwide
+
+
+def test_a_watch_namespace_that_is_not_a_namespace_name_is_refused(capsys, tmp_path):
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args(["--watch-namespace", "Team_A", "--kubeconfig", str(_unreachable_kubeconfig(tmp_path)),
+                              "--metrics-port", "0", "--liveness-port", str(_free_port())])
+    assert runner.run(args) == 1
+    assert "--watch-namespace 'Team_A' is not a namespace name" in capsys.readouterr().err

@@ -180,6 +180,8 @@ class StallReason(Word):
     PRIORITY_CLASS_DENIED = "PriorityClassNotAllowed"   # in the system range, the cluster's own
     UNSCHEDULABLE = "Unschedulable"       # no episode pod could be placed for --unschedulable-grace
     SECRET_MISSING = "SecretNotFound"     # a Secret of an env secretKeyRef is missing, not opted in, or lacks the key
+    # the namespaced install (core.scope) cannot run it: Dedicated isolation, an unreadable PriorityClass
+    CLUSTER_RIGHTS = "ClusterRightsRequired"
 
 
 class EventReason(Word):
@@ -232,6 +234,7 @@ STALL_PRIORITY_CLASS = StallReason.PRIORITY_CLASS
 STALL_PRIORITY_CLASS_DENIED = StallReason.PRIORITY_CLASS_DENIED
 STALL_UNSCHEDULABLE = StallReason.UNSCHEDULABLE
 STALL_SECRET_MISSING = StallReason.SECRET_MISSING
+STALL_CLUSTER_RIGHTS = StallReason.CLUSTER_RIGHTS
 STALL_REASONS = tuple(StallReason)
 
 

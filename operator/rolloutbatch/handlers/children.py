@@ -45,11 +45,12 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
         with metrics.handler("job_event"):
             registry.job_event(batch_uid, facts, deleted)
 
-    memo.watchers = [
-        Watcher(memo.ctx.api, "/api/v1/pods", LABEL_BATCH_UID, _routed(LoopInbox(loop, deliver_pod), pod_facts)),
-        Watcher(memo.ctx.api, "/apis/batch/v1/jobs", LABEL_BATCH_UID,
-                _routed(LoopInbox(loop, deliver_job), job_facts)),
-    ]
+    # One watch per kind for the cluster, or per kind and watched namespace (core.scope).
+    scope = memo.ctx.settings.scope
+    pods, jobs = _routed(LoopInbox(loop, deliver_pod), pod_facts), _routed(LoopInbox(loop, deliver_job), job_facts)
+    memo.watchers = [Watcher(memo.ctx.api, path, LABEL_BATCH_UID, pods) for path in scope.watch_paths("/api/v1", "pods")]
+    memo.watchers += [Watcher(memo.ctx.api, path, LABEL_BATCH_UID, jobs)
+                      for path in scope.watch_paths("/apis/batch/v1", "jobs")]
     for watcher in memo.watchers:
         watcher.start()
 

@@ -12,7 +12,7 @@ from rolloutbatch.core.naming import FINALIZER
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Our own finalizer and annotation prefix instead of kopf.zalando.org: users see whose it is.
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -28,3 +28,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.error_backoffs = [0.5, 1, 2, 3, 5]
     # kopf's own "Handler ... succeeded" events would flood the batch's event list.
     settings.posting.loggers = False
+    # Namespaced (core.scope): no namespace listing and no CRD watch, both cluster-wide reads. kopf
+    # then serves the listed namespaces as given and the resources found by its startup discovery
+    # (/apis, readable by every authenticated user): its documented restricted mode (kopf docs,
+    # configuration, "Scanning"). The CRD is installed before the operator, so nothing is missed.
+    if not memo.ctx.settings.scope.clusterwide:
+        settings.scanning.disabled = True

@@ -13,6 +13,7 @@ from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import manifests
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS, Cadence
 from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES, LOG_TAIL_BYTES
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.storage import Storage
@@ -42,6 +43,11 @@ class Settings:
     dns_cidrs: tuple[str, ...] = ()          # where cluster DNS answers, beside kube-system's kube-dns pods
     service_cidrs: tuple[str, ...] = ()      # the Service CIDR where the ServiceCIDR API cannot be read
     transient_give_up: float = 600.0         # API failing this long without a break stalls the batch
+    watch_namespaces: tuple[str, ...] = ()   # --watch-namespace: the namespaced install (core.scope); () = cluster
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.watch_namespaces)
 
     @property
     def status_cadence(self) -> Cadence:

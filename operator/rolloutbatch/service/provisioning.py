@@ -22,6 +22,7 @@ from rolloutbatch.core.admission import (Stalled, check_priority_class, check_qu
                                          runtime_overhead)
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.model import BatchRef, BatchSpec
+from rolloutbatch.core.scope import CLUSTERWIDE, Scope, priority_class_unreadable_message
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Forbidden, KubeError, NotOurs
 from rolloutbatch.service import egress_checks, policy
@@ -41,19 +42,35 @@ async def _dry_run(storage: Storage, obj: dict, what: str) -> None:
 
 
 async def check(storage: Storage, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = (),
-                *, service_cidrs: tuple[str, ...] = (), logger: logging.Logger = log) -> dict | None:
+                *, service_cidrs: tuple[str, ...] = (), scope: Scope = CLUSTERWIDE,
+                logger: logging.Logger = log) -> dict | None:
     """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead.
-    ``service_cidrs``: the operator's --service-cidr, where the cluster's cannot be read."""
+    ``service_cidrs``: the operator's --service-cidr, where the cluster's cannot be read;
+    ``scope``: a namespaced install refuses what it cannot do and reads what it may (core.scope)."""
+    scope.refuse(spec)
     overhead: dict | None = None
     if spec.runtime_class_name:
-        rc = await storage.runtime_class(spec.runtime_class_name)
+        try:
+            rc = await storage.runtime_class(spec.runtime_class_name)
+        except Forbidden:
+            if scope.clusterwide:
+                raise
+            # Not a refusal: the Job controller says so if it is missing (PodsNotCreated).
+            logger.info("RuntimeClass %r not checked: this namespaced operator may not read RuntimeClasses",
+                        spec.runtime_class_name)
+            rc = {}
         if rc is None:
             raise Stalled(v.STALL_RUNTIME_CLASS, f"RuntimeClass {spec.runtime_class_name!r} does not exist in the cluster")
         overhead = runtime_overhead(rc)
     priority = spec.pod_template.get("priorityClassName")
     if priority:
         # The live class, not its name: the submitter may not borrow the cluster's critical range.
-        live_priority = await storage.get("PriorityClass", priority)
+        try:
+            live_priority = await storage.get("PriorityClass", priority)
+        except Forbidden:
+            if scope.clusterwide:
+                raise
+            raise Stalled(v.STALL_CLUSTER_RIGHTS, priority_class_unreadable_message(priority)) from None
         if live_priority is None:
             raise Stalled(v.STALL_PRIORITY_CLASS, f"PriorityClass {priority!r} does not exist in the cluster")
         problem = check_priority_class(live_priority)

@@ -587,6 +587,7 @@ class BatchReconciler:
             self.log.warning("API calls of the batch still running after %ss: removing its sandbox anyway",
                              min(timeout, SETTLE_WAIT))
         storage = Storage(self.ctx.api)
-        gone = await sandbox.remove(storage, self.ref, self.log, timeout, finalizer=True)
+        gone = await sandbox.remove(storage, self.ref, self.log, timeout, finalizer=True,
+                                    scope=self.ctx.settings.scope)
         await sandbox.remove_results(storage, self.ref, self.log)
         return gone

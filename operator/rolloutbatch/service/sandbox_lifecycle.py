@@ -72,7 +72,8 @@ class SandboxLifecycle:
         owner = owner_of_batch(self.ref)
         dns = self.settings.dns_cidrs
         self.overhead = await provisioning.check(self.storage, self.ref, spec, owner, dns,
-                                                 service_cidrs=self.settings.service_cidrs, logger=self.log)
+                                                 service_cidrs=self.settings.service_cidrs, scope=self.settings.scope,
+                                                 logger=self.log)
         empty = await egress_checks.empty_peers(self.storage, self.ref, spec, self.log) if spec.egress else []
         self.created = True
         shared = spec.isolation_namespace == v.ISOLATION_SHARED
@@ -160,7 +161,8 @@ class SandboxLifecycle:
         if self.removed or not removes_sandbox(spec.cleanup_sandbox, phase):
             return False
         try:
-            if await sandbox.remove(self.storage, self.ref, self.log, self.settings.namespace_delete_timeout):
+            if await sandbox.remove(self.storage, self.ref, self.log, self.settings.namespace_delete_timeout,
+                                    scope=self.settings.scope):
                 self.removed = True
                 return True
         except KubeError as exc:
@@ -171,9 +173,13 @@ class SandboxLifecycle:
         return False
 
     async def stop_job(self, spec: BatchSpec) -> None:
-        """A stalled batch's Job, deleted with its pods (foreground), best effort."""
+        """A stalled batch's Job, deleted with its pods (foreground), best effort. Not looked for
+        where a namespaced operator never makes one (core.scope: a refused Dedicated batch)."""
+        namespace = naming.child_namespace(self.ref, spec)
+        if not self.settings.scope.reaches(namespace):
+            return
         try:
-            await self.storage.delete_owned("Job", naming.job_name(self.ref), naming.child_namespace(self.ref, spec),
+            await self.storage.delete_owned("Job", naming.job_name(self.ref), namespace,
                                             self.ref.uid, propagation="Foreground")
         except Exception as exc:  # noqa: BLE001 - best effort: the stall must still be reported
             self.log.warning("Could not stop the Job: %s", exc)

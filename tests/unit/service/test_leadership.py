@@ -1,0 +1,204 @@
+"""service.leadership over the in-memory API server: one holder at a time, a standby that waits and
+says who leads, a takeover after expiry or release, a leader that stops at its renew deadline,
+and an operator life in which a standby never starts the reconciler."""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import threading
+
+import pytest
+
+from rolloutbatch.core import leadership as L
+from rolloutbatch.kube import leases
+from rolloutbatch.kube.errors import Forbidden, Unavailable
+from rolloutbatch.service.leadership import Elector, operate
+from tests.support.memory_api import MemoryApi
+
+NS = "rolloutbatch-system"
+T = L.Timing(lease_duration=15, renew_deadline=10, retry_period=2)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall(self) -> datetime.datetime:
+        return datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=self.now)
+
+
+@pytest.fixture
+def api() -> MemoryApi:
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return api
+
+
+def elector(api, name: str, clock: Clock, **kw) -> Elector:
+    return Elector(api, NS, name, T, clock=clock, wall=clock.wall, **kw)
+
+
+def holder(api) -> str:
+    return api.get_object("Lease", L.LEASE_NAME, NS)["spec"]["holderIdentity"]
+
+
+def test_the_first_candidate_creates_the_lease_and_the_second_waits_saying_who_leads(api, caplog):
+    clock = Clock()
+    a, b = elector(api, "pod-a_1", clock), elector(api, "pod-b_2", clock)
+    with caplog.at_level(logging.INFO, "rolloutbatch.leadership"):
+        assert a.try_once() and a.leading.is_set() and a.status()["role"] == "leader"
+        assert not b.try_once() and not b.leading.is_set()
+        assert not b.try_once()   # said once, not at every try
+    assert holder(api) == "pod-a_1"
+    assert b.status() == {"role": "standby", "identity": "pod-b_2", "holder": "pod-a_1",
+                          "holderUntil": "2030-01-01T00:16:55Z", "lease": f"{NS}/{L.LEASE_NAME}", "error": None}
+    standby = [r.getMessage() for r in caplog.records if r.getMessage().startswith("standby:")]
+    assert standby == ["standby: rolloutbatch-operator lease held by pod-a_1 until 2030-01-01T00:16:55Z "
+                       "(renewed by its holder; checked every 2s)"]
+    assert "leader: acquired lease rolloutbatch-system/rolloutbatch-operator as pod-a_1" in caplog.text
+
+
+def test_a_renewing_leader_keeps_the_lease_and_a_dead_one_loses_it_after_the_lease_duration(api):
+    clock = Clock()
+    a, b = elector(api, "pod-a_1", clock), elector(api, "pod-b_2", clock)
+    a.try_once()
+    for _ in range(20):                 # 40 s of renewals: b never gets it
+        clock.now += 2
+        assert a.try_once() and not b.try_once()
+    calls = len(api.calls)
+    a.try_once()
+    assert [m for m, _ in api.calls[calls:]] == ["PUT"]   # the holder renews without reading first
+    clock.now += 2
+    b.try_once()                        # b sees the last renewal now
+    clock.now += T.lease_duration - 0.01
+    assert not b.try_once()
+    clock.now += 0.01
+    assert b.try_once() and holder(api) == "pod-b_2"
+    assert api.get_object("Lease", L.LEASE_NAME, NS)["spec"]["leaseTransitions"] == 1
+    assert not a.try_once() and holder(api) == "pod-b_2"   # a late renewal loses on resourceVersion
+
+
+def test_of_two_candidates_taking_an_expired_lease_one_wins(api):
+    clock = Clock()
+    elector(api, "pod-a_1", clock).try_once()
+    b, c = elector(api, "pod-b_2", clock), elector(api, "pod-c_3", clock)
+    b.try_once(), c.try_once()
+    clock.now += T.lease_duration
+    api.meanwhile("PUT", "Lease", lambda: c.try_once())   # c writes between b's read and b's write
+    assert not b.try_once()
+    assert holder(api) == "pod-c_3" and c.leading.is_set() and not b.leading.is_set()
+
+
+def test_a_released_lease_is_taken_at_the_next_try_and_a_standby_never_releases(api):
+    clock = Clock()
+    a, b = elector(api, "pod-a_1", clock), elector(api, "pod-b_2", clock)
+    a.try_once(), b.try_once()
+    b.stop(release=True)
+    assert holder(api) == "pod-a_1"
+    a.stop(release=True)
+    spec = api.get_object("Lease", L.LEASE_NAME, NS)["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+    c = elector(api, "pod-c_3", clock)
+    assert c.try_once() and holder(api) == "pod-c_3"   # no wait: the same instant
+
+
+def test_a_leader_that_cannot_renew_stops_at_its_deadline_and_says_why(api, caplog):
+    lost, leads = threading.Event(), []
+    clock = Clock()
+    a = elector(api, "pod-a_1", clock, on_lost=lost.set, on_leader=leads.append)
+    a.try_once()
+    api.fail("PUT", "Lease", Unavailable("apiserver down", status=503), times=100)
+    api.fail("GET", "Lease", Unavailable("apiserver down", status=503), times=100)
+    with caplog.at_level(logging.INFO, "rolloutbatch.leadership"):
+        a.start()
+        clock.now += T.renew_deadline - 0.5
+        assert not lost.wait(0.8)
+        clock.now += 0.5
+        assert lost.wait(5)
+        a.stop(release=True)
+    assert leads == [True, False] and a.status()["role"] == "stopped"
+    assert "not renewed within the 10s renew deadline" in caplog.text and "apiserver down" in caplog.text
+    assert "stopping at once, a standby takes over" in caplog.text
+    assert holder(api) == "pod-a_1"     # not released: it did not know whether it still led
+
+
+def test_a_forbidden_lease_is_explained_once(api, caplog):
+    clock = Clock()
+    a = elector(api, "pod-a_1", clock)
+    api.fail("GET", "Lease", Forbidden("leases is forbidden", status=403), times=3)
+    with caplog.at_level(logging.WARNING, "rolloutbatch.leadership"):
+        a.start()
+        assert not a.leading.wait(0.5)
+        a.stop(release=True)
+    assert caplog.text.count("leader_election_role.yaml") == 1
+    assert a.status()["role"] == "stopped"
+
+
+def run_operate(api, candidate: Elector, started: list, stop_after: float) -> None:
+    async def reconcile(stop: asyncio.Event) -> None:
+        started.append(candidate.identity)
+        await asyncio.wait_for(stop.wait(), stop_after)
+
+    async def main() -> None:
+        task = asyncio.create_task(operate(candidate, reconcile))
+        await asyncio.sleep(stop_after)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    asyncio.run(main())
+
+
+def test_a_standby_never_starts_the_reconciler(api):
+    clock = Clock()
+    leader = elector(api, "pod-a_1", clock)
+    leader.try_once()
+    started: list = []
+    standby = elector(api, "pod-b_2", clock)
+    run_operate(api, standby, started, stop_after=0.6)
+    assert started == [] and holder(api) == "pod-a_1"
+    assert standby.status()["role"] == "stopped"
+
+
+def test_the_leader_starts_the_reconciler_and_releases_once_it_ended(api):
+    clock = Clock()
+    started: list = []
+
+    async def reconcile(stop: asyncio.Event) -> None:
+        started.append(holder(api))
+        await asyncio.to_thread(lambda: None)   # a worker thread the release must wait for
+        stop.set()
+
+    candidate = elector(api, "pod-a_1", clock)
+    asyncio.run(operate(candidate, reconcile))
+    assert started == ["pod-a_1"]
+    assert holder(api) == ""            # released once reconcile returned
+
+
+def test_the_elector_takes_over_when_the_holder_releases(api):
+    clock = Clock()
+    first = elector(api, "pod-a_1", clock)
+    first.try_once()
+    started: list = []
+
+    async def reconcile(stop: asyncio.Event) -> None:
+        started.append("pod-b_2")
+
+    async def main() -> None:
+        task = asyncio.create_task(operate(elector(api, "pod-b_2", clock), reconcile))
+        await asyncio.sleep(0.3)
+        assert started == []
+        first.stop(release=True)
+        await asyncio.wait_for(task, 2 * T.retry_period * (1 + L.JITTER) + 2)
+    asyncio.run(main())
+    assert started == ["pod-b_2"]
+
+
+def test_ensure_namespace_creates_a_missing_one_once():
+    api = MemoryApi()
+    assert leases.ensure_namespace(api, NS, L.NAMESPACE_LABELS)
+    assert not leases.ensure_namespace(api, NS, L.NAMESPACE_LABELS)
+    labels = api.get_object("Namespace", NS)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
