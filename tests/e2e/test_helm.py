@@ -1,9 +1,9 @@
 """The Helm chart on the devcluster: `helm install` runs batches, `helm upgrade` keeps them going,
 and the namespaced install (watchNamespaces) works under Roles alone.
 
-As in test_install.py, the node agent maps the chart's image (ghcr.io/rolloutbatch/rolloutbatch)
-to this checkout's code and the session's operator is paused meanwhile (two operators must not
-share a cluster). The objects other tests applied with `kubectl apply -k manifests/default` are
+As in test_install.py, the chart's image (ghcr.io/rolloutbatch/rolloutbatch) is the one built
+from this checkout's Dockerfile and loaded into the nodes, and the session's operator is paused
+meanwhile (it does not take part in the chart's leader election). The objects other tests applied with `kubectl apply -k manifests/default` are
 adopted (`--take-ownership`); the CRD is already there, and Helm leaves an existing one alone.
 `helm uninstall` removes the operator and its RBAC, never the CRD or the batches.
 """
@@ -40,6 +40,11 @@ def operator_pods() -> list[dict]:
     return yaml.safe_load(kubectl("get", "pods", "-n", NS, "-l", SELECTOR, "-o", "yaml").stdout)["items"]
 
 
+def live_operator_pods() -> list[dict]:
+    """Those not on their way out (a rolling update's old pods linger through their grace period)."""
+    return [p for p in operator_pods() if not p["metadata"].get("deletionTimestamp")]
+
+
 def operator_log() -> str:
     return "".join(kubectl("logs", "-n", NS, p["metadata"]["name"], check=False).stdout for p in operator_pods())
 
@@ -69,14 +74,15 @@ def test_helm_install_runs_a_batch_and_an_upgrade_keeps_it_running(uninstall, na
                 timeout=120)
     before = {p["metadata"]["uid"] for p in operator_pods()}
 
-    # A changed value: a new operator pod (Recreate) takes the running batch over.
+    # A changed value: a rolling update replaces both replicas and the new leader takes the batch over.
     helm("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", "--set", "logLevel=debug",
          "--set", "resources.limits.memory=640Mi", "--wait", "--timeout", "180s", timeout=240)
     kubectl("rollout", "status", "deployment/rolloutbatch-operator", "-n", NS, "--timeout=120s", timeout=150)
-    pods = operator_pods()
-    assert len(pods) == 1 and pods[0]["metadata"]["uid"] not in before
-    container = pods[0]["spec"]["containers"][0]
-    assert "--verbose" in container["args"] and container["resources"]["limits"]["memory"] == "640Mi"
+    pods = live_operator_pods()
+    assert len(before) == 2 and len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & before
+    for pod in pods:
+        container = pod["spec"]["containers"][0]
+        assert "--verbose" in container["args"] and container["resources"]["limits"]["memory"] == "640Mi"
     assert "2" in helm("history", RELEASE, "--namespace", NS).stdout
 
     body = wait_finished(name, namespace, timeout=300)
