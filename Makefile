@@ -11,6 +11,7 @@ LOCALKUBE := $(STATE)/bin/localkube
 CNI_BIN   := $(STATE)/bin/cni
 CNI       := $(CNI_BIN)/bridge $(CNI_BIN)/host-local $(CNI_BIN)/loopback
 HELM      := $(STATE)/bin/helm
+KUEUE     := $(STATE)/bin/kueue/kueue
 # Always the devcluster: `make demo`/`make bench` must never act on a user's own cluster.
 export KUBECONFIG := $(STATE)/kubeconfig
 export GOTOOLCHAIN := local
@@ -82,6 +83,19 @@ $(HELM): devcluster/helm/go.mod devcluster/helm/go.sum
 .PHONY: helm
 helm: $(HELM) ## build the helm command from its Go module (cached)
 
+# Kueue's controller, a `tool` of its own module (devcluster/kueue/go.mod), with the CRDs and the
+# webhook configurations of the same version copied out of that module beside it
+# (devcluster/kueue.py serves them to the devcluster).
+$(KUEUE): devcluster/kueue/go.mod devcluster/kueue/go.sum
+	@mkdir -p $(dir $@)/crds
+	cd devcluster/kueue && go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/kueue/cmd/kueue
+	cd devcluster/kueue && src=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue) && \
+	  install -m 0644 $$src/config/components/crd/bases/*.yaml $(dir $@)/crds/ && \
+	  install -m 0644 $$src/config/components/webhook/manifests.yaml $(dir $@)/webhooks.yaml
+
+.PHONY: kueue
+kueue: $(KUEUE) ## build Kueue's controller from its Go module (cached)
+
 # The real node's runtime, each from its upstream module (devcluster/<part>/go.mod lists them as
 # `tool`s): containerd with its runc shim and ctr; runc (cgo + libseccomp: Debian's runc 1.1.5
 # predates the 2024-2025 escape fixes); gVisor's runsc and our build of its containerd shim
@@ -150,7 +164,7 @@ generate: venv ## regenerate the committed files: the CRD (crds/), the Grafana d
 # --- the devcluster -----------------------------------------------------------------------------
 # Real nodes: kubelet (localkube) + containerd, runc and gVisor, and the images built here
 # (docs/real-node.md).
-NODE_DEPS := runtime images
+NODE_DEPS := runtime images $(KUEUE)
 
 .PHONY: cluster
 cluster: venv system-deps localkube $(NODE_DEPS) ## start the devcluster (no-op when it is up)

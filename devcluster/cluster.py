@@ -9,7 +9,8 @@
     python -m devcluster.cluster stop COMPONENT     stop one component (e.g. a node's kubelet)
 
 Components, each its own OS process in its own session (process group), started in this order:
-`etcd`, `kube-apiserver`, `kube-controller-manager`, `kube-scheduler`, `coredns`, then one
+`etcd`, `kube-apiserver`, `kube-controller-manager`, `kube-scheduler`, `coredns`, `kueue`
+(Kueue's controller with its CRDs, webhooks and one queue: kueue.py), then one
 `kubelet-devnode-<i>` (a real node: containerd + kubelet, realnode.py) and `kube-proxy-devnode-<i>`
 per node, and once the nodes are registered one `kube-router-devnode-<i>` (NetworkPolicy) per node;
 the last three run in the node's network namespace (network.py sets those up before etcd starts
@@ -67,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from devcluster import network, nodeconfig, realnode, realnode_files
+from devcluster import kueue, network, nodeconfig, realnode, realnode_files
 from devcluster.pki import Pki, ensure_pki
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +99,8 @@ PER_NODE_PREFIXES = (KUBELET_PREFIX, PROXY_PREFIX, ROUTER_PREFIX)
 KUBELET_HEALTHZ_PORT = 10248
 RUNTIME_BIN = STATE / "bin" / "runtime"
 IMAGES_DIR = STATE / "images"
+KUEUE_DIR = STATE / "bin" / "kueue"           # `make kueue`: the binary, its CRDs and webhooks
+KUEUE_CONFIG = STATE / "kueue.yaml"
 KUBE_PROXY_HEALTH_PORT = 10256
 KUBE_ROUTER_HEALTH_PORT = 20244
 
@@ -408,6 +411,8 @@ class State:
     node_monitor_grace: str
     network: dict | None = None   # network.Plan.to_json()
     dns_ready_port: int = 0
+    kueue_webhook_port: int = 0
+    kueue_health_port: int = 0
 
     def save(self) -> None:
         STATE_FILE.write_text(json.dumps(self.__dict__, indent=2) + "\n")
@@ -428,7 +433,7 @@ class State:
         return network.Plan.from_json(self.network)
 
     def components(self) -> list[str]:
-        out = list(CONTROL_PLANE) + ["coredns"] + [KUBELET_PREFIX + n for n in self.nodes]
+        out = list(CONTROL_PLANE) + ["coredns", "kueue"] + [KUBELET_PREFIX + n for n in self.nodes]
         out += [PROXY_PREFIX + n for n in self.nodes] + [ROUTER_PREFIX + n for n in self.nodes]
         return out
 
@@ -458,6 +463,8 @@ def new_state(nodes: int) -> State:
         node_monitor_grace=os.environ.get("DEVCLUSTER_NODE_MONITOR_GRACE", "20s"),
         network=network.new_plan(STATE, list(node_ports)).to_json(),
         dns_ready_port=pick(),
+        kueue_webhook_port=pick(),
+        kueue_health_port=pick(),
     )
 
 
@@ -621,6 +628,11 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
         ]
     if component == "coredns":
         return [lk, "coredns", f"-conf={COREFILE}"]
+    if component == "kueue":
+        config = kueue.configuration(webhook_port=state.kueue_webhook_port, health_port=state.kueue_health_port,
+                                     cert_dir=pki.webhook_dir)
+        KUEUE_CONFIG.write_text(json.dumps(config, indent=2) + "\n")
+        return [str(KUEUE_DIR / "kueue"), f"--config={KUEUE_CONFIG}", f"--kubeconfig={kc}"]
     plan = state.plan
     if component.startswith(PROXY_PREFIX):
         node = component[len(PROXY_PREFIX):]
@@ -705,6 +717,9 @@ def healthy(component: str, state: State, pki: Pki) -> bool:
         if component == "coredns":
             with _NO_PROXY.open(f"http://127.0.0.1:{state.dns_ready_port}/ready", timeout=3) as r:
                 return r.status == 200
+        if component == "kueue":
+            with _NO_PROXY.open(f"http://127.0.0.1:{state.kueue_health_port}/readyz", timeout=3) as r:
+                return r.status == 200
         for prefix, port in ((PROXY_PREFIX, KUBE_PROXY_HEALTH_PORT), (ROUTER_PREFIX, KUBE_ROUTER_HEALTH_PORT)):
             if component.startswith(prefix):
                 ip = state.plan.node_ip(component[len(prefix):])
@@ -779,6 +794,51 @@ def ensure_kube_dns(plan: network.Plan) -> None:
         except ApiException as e:
             if e.status != 409:
                 raise
+
+
+def kubectl_apply(objects: list[dict]) -> None:
+    """Server-side apply of ``objects`` with localkube's kubectl (CRs included, which the typed
+    client cannot create)."""
+    text = "\n---\n".join(json.dumps(o) for o in objects)
+    out = subprocess.run([str(localkube()), "kubectl", "apply", "--server-side", "--force-conflicts",
+                          "--field-manager=devcluster", "-f", "-"],
+                         input=text, text=True, capture_output=True, timeout=60,
+                         env={**os.environ, "KUBECONFIG": str(KUBECONFIG)})
+    if out.returncode:
+        raise ClusterError(f"kubectl apply: {out.stderr.strip() or out.stdout.strip()}")
+
+
+def ensure_kueue_crds() -> None:
+    """Kueue's CRDs, Established before its controller starts watching them."""
+    if not (KUEUE_DIR / "kueue").is_file():
+        raise ClusterError(f"Kueue missing in {KUEUE_DIR}: build it with `make kueue`")
+    crds = kueue.crds(p.read_text() for p in sorted((KUEUE_DIR / "crds").glob("*.yaml")))
+    kubectl_apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}}, *crds])
+    names = [f"crd/{c['metadata']['name']}" for c in crds]
+    out = subprocess.run([str(localkube()), "kubectl", "wait", "--for=condition=Established", "--timeout=60s", *names],
+                         text=True, capture_output=True, timeout=90, env={**os.environ, "KUBECONFIG": str(KUBECONFIG)})
+    if out.returncode:
+        raise ClusterError(f"Kueue's CRDs not Established: {out.stderr.strip()}")
+
+
+def ensure_kueue_objects(state: State, pki: Pki) -> None:
+    """Once Kueue serves: its webhook configurations, then the devcluster's queue (its
+    ClusterQueue goes through those webhooks)."""
+    hooks = kueue.webhook_configurations((KUEUE_DIR / "webhooks.yaml").read_text(), port=state.kueue_webhook_port,
+                                         ca_pem=pki.ca_crt.read_bytes())
+    kubectl_apply(hooks)
+    # the apiserver may need a moment to load a new webhook configuration (and Kueue its cert)
+    wait_until(lambda: _try_apply(kueue.queue_objects()), 60, "Kueue's ResourceFlavor, ClusterQueue and LocalQueue", 1.0,
+               on_timeout=lambda: log_tail("kueue"))
+
+
+def _try_apply(objects: list[dict]) -> bool:
+    try:
+        kubectl_apply(objects)
+    except ClusterError as e:
+        log(f"retrying: {e}")
+        return False
+    return True
 
 
 def ensure_runtime_class() -> None:
@@ -886,7 +946,9 @@ def up(nodes: int) -> int:
         sched_pid = spawn("kube-scheduler", command("kube-scheduler", state, pki), True)
         ensure_runtime_class()
         ensure_kube_dns(plan)
-        net_pids = {"coredns": spawn("coredns", command("coredns", state, pki), True)}
+        ensure_kueue_crds()
+        net_pids = {"coredns": spawn("coredns", command("coredns", state, pki), True),
+                    "kueue": spawn("kueue", command("kueue", state, pki), True)}
         for name in (KUBELET_PREFIX + n for n in state.nodes):
             spawn(name, command(name, state, pki), True)
         for name in (PROXY_PREFIX + n for n in state.nodes):
@@ -912,6 +974,7 @@ def up(nodes: int) -> int:
         wait_until(default_service_account_exists, max(5.0, deadline - time.monotonic()),
                    "ServiceAccount default/default",
                    on_timeout=lambda: log_tail("kube-controller-manager"))
+        ensure_kueue_objects(state, pki)
     except BaseException:
         log("start-up failed; stopping what was started (logs are kept in .devcluster/logs)")
         down(quiet=True, wipe=False)

@@ -87,6 +87,19 @@ class Pki:
     def kubelet_key(self) -> Path:
         return self.dir / "kubelet.key"
 
+    @property
+    def webhook_dir(self) -> Path:
+        """Kueue's webhook serving certificate, named as controller-runtime looks for it."""
+        return self.dir / "kueue-webhook"
+
+    @property
+    def webhook_crt(self) -> Path:
+        return self.webhook_dir / "tls.crt"
+
+    @property
+    def webhook_key(self) -> Path:
+        return self.webhook_dir / "tls.key"
+
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -227,7 +240,10 @@ def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
         # --kubelet-certificate-authority).
         (pki.kubelet_crt, pki.kubelet_key, _name("system:node:devnode", ("system:nodes",)),
          True, False, ("localhost",), ("127.0.0.1",)),
+        # Kueue's webhooks, which the apiserver calls at 127.0.0.1 (devcluster/kueue.py)
+        (pki.webhook_crt, pki.webhook_key, _name("kueue-webhook"), True, False, ("localhost",), ("127.0.0.1",)),
     ]
+    pki.webhook_dir.mkdir(exist_ok=True)
     for crt, key_path, subject, server, client, dns, ips in leaves:
         if not fresh_ca and crt.exists() and key_path.exists() and _has_ips(crt, ips):
             continue

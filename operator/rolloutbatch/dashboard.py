@@ -119,6 +119,11 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                   _quantiles("rolloutbatch_episode_startup_seconds", (0.5, 0.95, 0.99)), unit="s"),
             Panel("Episode duration (ready -> reward)", "timeseries",
                   _quantiles("rolloutbatch_episode_duration_seconds", (0.5, 0.95, 0.99)), unit="s"),
+            Panel("Kueue evictions in range", "stat", [
+                Target(f"sum by (namespace) (increase(rolloutbatch_queue_evictions_total{{{NS}}}[$__range]))",
+                       "{{namespace}}", instant=True)],
+                description="Times Kueue evicted a running batch's Job (spec.queueName): its running episodes "
+                            "ended EvictedByQueue (lost)."),
             Panel("Reward extras dropped in range", "stat", [
                 Target(f"sum by (namespace) (increase(rolloutbatch_reward_extras_dropped_total{{{NS}}}[$__range]))",
                        "{{namespace}}", instant=True)],
@@ -188,7 +193,8 @@ def _batch_duration_targets(q: float) -> list[Target]:
     out = []
     for metric, legend in (("rolloutbatch_batch_ready_seconds", "all ready"),
                            ("rolloutbatch_batch_rewards_seconds", "all rewards"),
-                           ("rolloutbatch_batch_complete_seconds", "job complete")):
+                           ("rolloutbatch_batch_complete_seconds", "job complete"),
+                           ("rolloutbatch_queue_wait_seconds", "queue wait (spec.queueName)")):
         (t,) = _quantiles(metric, (q,), window="$__range", fn="increase")
         out.append(Target(t.expr, legend, instant=True))
     return out

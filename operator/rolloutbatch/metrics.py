@@ -67,7 +67,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "episode_reward", "batch_ready_seconds", "batch_rewards_seconds",
         "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
         "handler_duration_seconds", "handler_errors_total", "build_info", "reward_extras_dropped_total",
-        "episode_reward_magnitude_total", "leader",
+        "episode_reward_magnitude_total", "leader", "queue_wait_seconds", "queue_evictions_total",
     )
 )
 HISTOGRAM_NAMES: frozenset[str] = frozenset(
@@ -75,7 +75,7 @@ HISTOGRAM_NAMES: frozenset[str] = frozenset(
     for n in (
         "episode_startup_seconds", "episode_duration_seconds", "episode_reward",
         "batch_ready_seconds", "batch_rewards_seconds", "batch_complete_seconds",
-        "log_read_seconds", "handler_duration_seconds",
+        "log_read_seconds", "handler_duration_seconds", "queue_wait_seconds",
     )
 )
 
@@ -86,6 +86,7 @@ class _BatchState:
     finished: bool = False
     running: int = 0
     job_complete_observed: bool = False
+    queue_wait_observed: bool = False
 
 
 def _usable(value: float | None) -> float | None:
@@ -192,6 +193,15 @@ class Metrics:
             name("batch_complete_seconds"),
             "Job created -> the operator saw the Job finish, in seconds.",
             list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+        self.queue_wait_seconds = Histogram(
+            name("queue_wait_seconds"),
+            "spec.queueName: the batch's Job created -> Kueue first admitted it, in seconds.",
+            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+        self.queue_evictions_total = Counter(
+            name("queue_evictions"),
+            "Times Kueue evicted a batch's running Job (preemption, a stopped queue); its running episodes "
+            "end EvictedByQueue.",
+            list(per_batch), registry=r)
         self.log_read_seconds = Histogram(
             name("log_read_seconds"), "Time to read one episode pod's log, in seconds.",
             buckets=DEFAULT_LOG_READ_BUCKETS, registry=r)
@@ -214,6 +224,7 @@ class Metrics:
 
         self._batch_histograms = (
             self.batch_ready_seconds, self.batch_rewards_seconds, self.batch_complete_seconds,
+            self.queue_wait_seconds,
         )
         self._episode_histograms = (
             self.episode_startup_seconds, self.episode_duration_seconds, self.episode_reward,
@@ -235,6 +246,7 @@ class Metrics:
         self.episodes_running.labels(*key)
         self.episodes_retried_total.labels(*key)
         self.reward_extras_dropped_total.labels(*key)
+        self.queue_evictions_total.labels(*key)
         for sign in REWARD_SIGNS:
             self.episode_reward_magnitude_total.labels(*key, sign)
         for h in (*self._episode_histograms, *self._batch_histograms):
@@ -324,6 +336,24 @@ class Metrics:
             st.job_complete_observed = True
             self.batch_complete_seconds.labels(*self._key(namespace, batch)).observe(v)
 
+    def batch_admitted(self, namespace: str, batch: str, wait_seconds: float | None) -> None:
+        """Kueue admitted the batch's Job for the first time (core.queueing): observed once."""
+        v = _duration(wait_seconds)
+        if v is None:
+            return
+        with self._lock:
+            st = self._state(namespace, batch)
+            if st.queue_wait_observed:
+                return
+            st.queue_wait_observed = True
+            self.queue_wait_seconds.labels(*self._key(namespace, batch)).observe(v)
+
+    def batch_evicted(self, namespace: str, batch: str) -> None:
+        """Kueue evicted the batch's running Job."""
+        with self._lock:
+            self._state(namespace, batch)
+            self.queue_evictions_total.labels(*self._key(namespace, batch)).inc()
+
     def batch_deleted(self, namespace: str, batch: str) -> None:
         """A batch is gone: leave batches_active if it never finished, forget its bookkeeping,
         and (with batch_label) remove every series carrying its name."""
@@ -342,7 +372,8 @@ class Metrics:
                 _remove(self.episode_reward_magnitude_total, *key, sign)
             for metric in (
                 self.batches_active, self.episodes_running, self.episodes_retried_total,
-                self.reward_extras_dropped_total, *self._episode_histograms, *self._batch_histograms,
+                self.reward_extras_dropped_total, self.queue_evictions_total, *self._episode_histograms,
+                *self._batch_histograms,
             ):
                 _remove(metric, *key)
 

@@ -59,6 +59,9 @@ KINDS = {
     "nodes": ("Node", False, True),
     "endpointslices": ("EndpointSlice", True, False),
     "leases": ("Lease", True, False),
+    # Kueue's (its CRDs installed, as on the devcluster)
+    "localqueues": ("LocalQueue", True, True),
+    "workloads": ("Workload", True, True),
 }
 _PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[a-z]+)"
                    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log))?$")
@@ -510,4 +513,5 @@ def _object_path(plural: str, name: str, namespace: str | None) -> str:
 _GROUPS = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io/v1",
            "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "priorityclasses": "/apis/scheduling.k8s.io/v1",
            "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
-           "endpointslices": "/apis/discovery.k8s.io/v1", "leases": "/apis/coordination.k8s.io/v1"}
+           "endpointslices": "/apis/discovery.k8s.io/v1", "leases": "/apis/coordination.k8s.io/v1",
+           "localqueues": "/apis/kueue.x-k8s.io/v1beta2", "workloads": "/apis/kueue.x-k8s.io/v1beta2"}

@@ -38,10 +38,10 @@ def test_admin_is_system_masters_client(tmp_path):
 
 def test_idempotent_and_private_keys_protected(tmp_path):
     pki = ensure_pki(tmp_path)
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     ensure_pki(tmp_path)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
-    for key in (pki.ca_key, pki.admin_key, pki.sa_key, pki.apiserver_key, pki.kubelet_key):
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    for key in (pki.ca_key, pki.admin_key, pki.sa_key, pki.apiserver_key, pki.kubelet_key, pki.webhook_key):
         assert key.stat().st_mode & 0o077 == 0, key
 
 

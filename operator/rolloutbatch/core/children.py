@@ -59,6 +59,9 @@ def adoptable(live: Mapping, desired: Mapping, *, shared: bool, job_uid: str | N
     if kind == "Job":
         uid = (live.get("metadata") or {}).get("uid")
         return uid == job_uid if job_uid else not shared
+    if kind == "LocalQueue":
+        # only in a Dedicated sandbox; the queue it feeds decides
+        return (live.get("spec") or {}).get("clusterQueue") == (desired.get("spec") or {}).get("clusterQueue")
     return True
 
 
@@ -75,15 +78,19 @@ def _policy_part(spec: Mapping, key: str) -> object:
 
 def provisioning_plan(ref: BatchRef, spec: BatchSpec, owner: Mapping, overhead: Mapping[str, str] | None,
                       input_shards: Sequence[Mapping[str, str]] = (), dns_cidrs: Sequence[str] = (),
-                      env_secret: Mapping[str, str] | None = None) -> list[dict]:
+                      env_secret: Mapping[str, str] | None = None, cluster_queue: str | None = None) -> list[dict]:
     """The child objects in creation order (the Job last: its pods need everything else).
     ``input_shards``: the checked data of spec.inputsFrom's ConfigMaps, copied into the sandbox;
-    ``env_secret``: the referenced Secret keys (core.secret_env.copied_data), copied likewise."""
+    ``env_secret``: the referenced Secret keys (core.secret_env.copied_data), copied likewise;
+    ``cluster_queue``: with spec.queueName, the ClusterQueue of the batch's LocalQueue, which a
+    Dedicated sandbox's own LocalQueue points at (core.queueing)."""
     if spec.isolation_namespace == v.ISOLATION_DEDICATED:
         objects = [manifests.namespace(ref, spec), manifests.service_account(ref, spec),
                    manifests.network_policy(ref, spec, dns_cidrs=dns_cidrs)]
         if spec.sandbox_quota:
             objects.append(manifests.resource_quota(ref, spec, overhead))
+        if spec.queue_name and cluster_queue:
+            objects.append(manifests.local_queue(ref, spec, cluster_queue))
         child_owner = None
     else:
         objects = [manifests.network_policy(ref, spec, owner, dns_cidrs)]

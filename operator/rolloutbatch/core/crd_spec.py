@@ -139,6 +139,12 @@ def _properties() -> dict[str, Schema]:
              f"must exist, else the batch stalls with reason {v.STALL_RUNTIME_CLASS} before anything is "
              "created."),
             max_length=253, pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+        "queueName": string(
+            ("Kueue LocalQueue of the batch's namespace the batch waits in (phase Queued) until Kueue admits it. "
+             "Default: the namespace's LocalQueue named default when there is one, else none (the batch starts at "
+             f"once). A name with no such LocalQueue stalls the batch with reason {v.STALL_QUEUE_NOT_FOUND} before "
+             "anything is created."),
+            max_length=63, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
         "image": _image(
             (f"Container image of every episode (at most {d.MAX_IMAGE_LENGTH} characters), unless inputImages "
              f"names another for its input. Default {d.IMAGE}."),

@@ -72,6 +72,9 @@ def status_schema() -> Schema:
                 "Seconds from the batch's start to the last ready event (batch_to_all_ready_seconds)."),
             "batchToAllRewardsSeconds": _seconds(
                 "Seconds from the batch's start to the last reward event (batch_to_all_rewards_seconds)."),
+            "queueWaitSeconds": _seconds(
+                "spec.queueName: seconds from the Job's creation to Kueue's first admission of it (the wait in the "
+                "queue, not part of any batch -> ready timing). Absent for a batch that names no queue."),
             "jobCompleteSeconds": _seconds(
                 "Seconds from the Job's creation until the operator saw it finish (client_job_complete_seconds)."),
             "podToReadySeconds": obj(

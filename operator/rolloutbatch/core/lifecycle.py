@@ -3,7 +3,9 @@
 The phases (``core.vocabulary``) and the steps between them::
 
     Pending ─► Provisioning ─► Running ◄─► Collecting ─► Succeeded | Failed | Stopped
-       │             │            │              │
+       │             │  │         ▲ │            │
+       │             │  └► Queued ┘ ▼ (evicted)  │
+       │             │     (spec.queueName: Kueue admits the Job, or evicts it again)
        └─────────────┴────────────┴──────────────┴──► Failed (a Stalled reason)
 
 A reconciler (``service.reconciler``) starts from the phase its batch's status records, which
@@ -22,7 +24,7 @@ from rolloutbatch.core import vocabulary as v
 
 # Phases where the sandbox was made by an earlier run: a reconciler adopts it, never recreates it
 # (a Job deleted meanwhile would run every episode again).
-PROVISIONED_PHASES = (v.RUNNING, v.COLLECTING)
+PROVISIONED_PHASES = (v.QUEUED, v.RUNNING, v.COLLECTING)
 
 
 class Entry(enum.Enum):
@@ -54,9 +56,12 @@ def announces_provisioned(phase: str | None) -> bool:
     return phase in (None, v.PENDING, v.PROVISIONING)
 
 
-def running_phase(job_finished: bool) -> str:
-    """The phase of a batch whose episodes are not all final: Collecting once its Job ended."""
-    return v.COLLECTING if job_finished else v.RUNNING
+def running_phase(job_finished: bool, queued: bool = False) -> str:
+    """The phase of a batch whose episodes are not all final: Queued while Kueue holds its Job
+    (core.queueing), Collecting once its Job ended."""
+    if job_finished:
+        return v.COLLECTING
+    return v.QUEUED if queued else v.RUNNING
 
 
 def job_will_complete(phase: str | None, reason: str | None) -> bool:
@@ -95,6 +100,7 @@ class Round:
     unplaced: bool            # a pod the scheduler could not place for the unschedulable grace
     unstartable: bool         # a pod whose image the node cannot run, past the image grace
     since_job_finished: float  # seconds since the Job's end was seen (0 while it has not ended)
+    queued: bool = False      # Kueue holds the Job suspended (not admitted yet, or evicted)
 
 
 class Step(enum.Enum):
@@ -119,6 +125,9 @@ def next_step(facts: Round, graces: Graces) -> Step:
         return Step.END
     if facts.job_gone and not facts.complete:
         return Step.STALL_SANDBOX_DELETED
+    if facts.queued:
+        # No pod is made while Kueue holds the Job: no grace runs out (the queue's wait is its own).
+        return Step.WAIT
     if (not facts.pods_seen and facts.job_exists and not facts.job_finished
             and facts.since_provisioned > graces.pod_create):
         return Step.STALL_PODS_NOT_CREATED

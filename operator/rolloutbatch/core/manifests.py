@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import naming, queueing
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
@@ -48,6 +48,15 @@ def namespace(ref: BatchRef, spec: BatchSpec) -> dict:
     psa.update({f"pod-security.kubernetes.io/{mode}-version": "latest" for mode in ("enforce", "audit", "warn")})
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": _meta(ref, naming.sandbox_namespace(ref), None, **psa)}
+
+
+def local_queue(ref: BatchRef, spec: BatchSpec, cluster_queue: str) -> dict:
+    """The LocalQueue of a Dedicated sandbox (core.queueing): Kueue files a Job under a queue of
+    the Job's own namespace, so the sandbox gets one of the batch's queue name, pointing at the
+    ClusterQueue the batch's own LocalQueue points at."""
+    return {"apiVersion": queueing.API_VERSION, "kind": "LocalQueue",
+            "metadata": _meta(ref, spec.queue_name, naming.sandbox_namespace(ref)),
+            "spec": {"clusterQueue": cluster_queue}}
 
 
 def service_account(ref: BatchRef, spec: BatchSpec) -> dict:
@@ -345,10 +354,13 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         if spec.pod_template.get(key):
             pod_spec[key] = spec.pod_template[key]
     labels = {**naming.owner_labels(ref), naming.LABEL_EPISODE_ROLE: "episode"}
+    # spec.queueName: created suspended, under Kueue's label; Kueue unsuspends it once admitted
+    queue = {queueing.QUEUE_LABEL: spec.queue_name} if spec.queue_name else {}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": _meta(ref, naming.job_name(ref), ns, owner),
+        "metadata": _meta(ref, naming.job_name(ref), ns, owner, **queue),
         "spec": {
+            **({"suspend": True} if spec.queue_name else {}),
             "completions": spec.episodes,
             "parallelism": spec.parallelism,
             "completionMode": "Indexed",

@@ -88,6 +88,7 @@ class BatchSpec:
     cleanup_results: str = vocabulary.RESULTS_DELETE   # spec.cleanup.results: Retain outlives the batch
     stop: bool = False                  # spec.stop as parsed; the operator reads the live field
     input_images: tuple[str, ...] = ()  # spec.inputImages resolved: one image per group, or () for spec.image
+    queue_name: str | None = None       # spec.queueName: a Kueue LocalQueue of the batch's namespace (core.queueing)
 
     @property
     def retains_results(self) -> bool:

@@ -58,6 +58,8 @@ REASON_CLASS: dict[str, str] = {
     v.EP_VERIFIER_FAILED: AGENT,
     # spec.stop: the batch's owner ended it, running or before it started
     v.EP_BATCH_STOPPED: OWNER,
+    # Kueue preempted or evicted the batch's Job: the cluster's decision, nothing of the agent's
+    v.EP_EVICTED: INFRASTRUCTURE,
 }
 # The outcome of each class of reason.
 CLASS_OUTCOME = {AGENT: v.OUTCOME_FAILED, INFRASTRUCTURE: v.OUTCOME_LOST, OWNER: v.OUTCOME_STOPPED}

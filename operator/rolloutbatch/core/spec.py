@@ -510,6 +510,10 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if runtime is not None and not is_dns_subdomain(runtime):
         raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "
                                                  f"got {runtime!r}"[:200])
+    queue = raw.get("queueName") or None
+    if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.match(queue)):
+        raise SpecError("spec.queueName", f"must be a LocalQueue name (a lowercase DNS label of at most 63 "
+                                          f"characters), got {queue!r}"[:200])
     command = _strings(raw, "command") or d.default_command(mount, d.EPISODE_SCRIPT)
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
@@ -542,4 +546,5 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         ttl_seconds_after_finished=ttl,
         pod_template=template,
         input_images=input_images,
+        queue_name=queue,
     )

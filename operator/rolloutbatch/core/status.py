@@ -17,7 +17,8 @@ from rolloutbatch.core.model import BatchRef, BatchSpec, Summary
 from rolloutbatch.core.stopping import stopped_message
 from rolloutbatch.core.strictjson import sanitize
 
-DEFAULT_REASONS = {v.PENDING: v.REASON_PENDING, v.PROVISIONING: v.REASON_PROVISIONING, v.RUNNING: v.REASON_RUNNING,
+DEFAULT_REASONS = {v.PENDING: v.REASON_PENDING, v.PROVISIONING: v.REASON_PROVISIONING, v.QUEUED: v.REASON_QUEUED,
+                   v.RUNNING: v.REASON_RUNNING,
                    v.COLLECTING: v.REASON_COLLECTING, v.SUCCEEDED: v.REASON_SUCCEEDED, v.FAILED: v.REASON_FAILED,
                    v.STOPPED: v.REASON_STOPPED}
 # Counters of the status that only grow while a batch runs.
@@ -88,7 +89,7 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
                  start_time: str | None, completion_time: str | None, job_complete_seconds: float | None,
                  message: str, reason: str | None, previous: Mapping, now_iso: str,
                  raw_episodes: object = None, job_uid: str | None = None,
-                 results_digests: Mapping[str, str] | None = None) -> dict:
+                 results_digests: Mapping[str, str] | None = None, queue_wait_seconds: float | None = None) -> dict:
     reason = reason or DEFAULT_REASONS.get(phase, phase)
     episodes = spec.episodes if spec else _declared_episodes(previous, raw_episodes)
     status: dict[str, Any] = {
@@ -114,6 +115,10 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
         status["resultsDigests"] = previous["resultsDigests"]
     if completion_time:
         status["completionTime"] = completion_time
+    if queue_wait_seconds is not None:
+        status["queueWaitSeconds"] = _ms(queue_wait_seconds)
+    elif previous.get("queueWaitSeconds") is not None:
+        status["queueWaitSeconds"] = previous["queueWaitSeconds"]
     if summary is not None:
         status.update({
             "progress": f"{summary.finished}/{episodes}",

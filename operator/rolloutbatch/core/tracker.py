@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
+from rolloutbatch.core.queueing import QUEUE_LABEL
 from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
 from rolloutbatch.core.strictjson import finite
@@ -52,8 +53,12 @@ class JobFacts:
     deadline_at: float | None = None     # status.startTime + spec.activeDeadlineSeconds
     name: str = ""
     namespace: str = ""
-    suspended: bool = False              # condition Suspended=True (spec.stop suspends the Job)
+    suspended: bool = False              # condition Suspended=True (spec.stop suspends the Job, so does Kueue)
     pods_left: int = 0                   # status.active + status.terminating: its pods not yet gone
+    queue: str | None = None             # Kueue's queue-name label (core.queueing)
+    suspend: bool = False                # spec.suspend: asked for, before the Job controller says Suspended
+    suspended_at: float | None = None    # the Suspended condition's last change to True ...
+    resumed_at: float | None = None      # ... or to False (resumed: admitted by Kueue, after its first start)
 
 
 def job_facts(job: Mapping) -> JobFacts:
@@ -61,7 +66,14 @@ def job_facts(job: Mapping) -> JobFacts:
     meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
     finished = failed = suspended = False
     reason = message = None
+    suspended_at = resumed_at = None
     for cond in status.get("conditions") or []:
+        if cond.get("type") == "Suspended":
+            changed = parse_time(cond.get("lastTransitionTime"))
+            if cond.get("status") == v.CONDITION_TRUE:
+                suspended_at = changed
+            else:
+                resumed_at = changed
         if cond.get("status") != v.CONDITION_TRUE:
             continue
         if cond.get("type") == "Complete":
@@ -80,7 +92,14 @@ def job_facts(job: Mapping) -> JobFacts:
                     finished=finished, failed=failed, reason=reason, message=message, deadline_at=deadline_at,
                     name=meta.get("name", ""), namespace=meta.get("namespace", ""), suspended=suspended,
                     pods_left=sum(n for n in (status.get("active"), status.get("terminating"))
-                                  if type(n) is int and n > 0))
+                                  if type(n) is int and n > 0),
+                    queue=_queue_label(meta), suspend=spec.get("suspend") is True,
+                    suspended_at=suspended_at, resumed_at=resumed_at)
+
+
+def _queue_label(meta: Mapping) -> str | None:
+    value = (meta.get("labels") or {}).get(QUEUE_LABEL)
+    return value if isinstance(value, str) and value else None
 
 
 @dataclasses.dataclass(frozen=True)

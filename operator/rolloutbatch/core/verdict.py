@@ -17,7 +17,9 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
  1. InfrastructureFailure  (lost) the tracker says retries.infrastructure are used up
                            (``log_error=INFRASTRUCTURE_EXHAUSTED``; checked first because there is
                            no log to look at)
- 2. Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
+ 2. EvictedByQueue         (lost) Kueue suspended the Job and its controller deleted the pod
+                           (``evicted``) before it ended well
+    Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
                            unless the Job had deleted it at the batch deadline, before its own
     StorageLimitExceeded   the kubelet evicted it for passing its own storage limits (never retried)
  3. BatchTimeout           the batch's activeDeadlineSeconds ended the pod (``batch_deadline_at``
@@ -290,7 +292,7 @@ def _deleted_by_batch_deadline(facts: PodFacts, deadline: float | None) -> bool:
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
                   skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, log_tail: str | None = None, attempts: int = 1,
                   batch_deadline_at: float | None = None, now: float | None = None,
-                  channel: str | None = None) -> EpisodeResult:
+                  channel: str | None = None, evicted: bool = False) -> EpisodeResult:
     """The verdict of one pod (see the module docstring for the order of reasons).
 
     ``channel``: where ``log`` came from (vocabulary.CHANNELS), recorded on the result.
@@ -299,6 +301,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     no finishedAt yet, and bounds event times when the pod's finish is unknown. Without it such a
     deleting pod is never taken for a BatchTimeout (the Job's deadline is known from its start,
     long before it passes; a pod deleted earlier was not ended by it).
+    ``evicted``: the Job controller deleted the pod because Kueue suspended the Job
+    (core.queueing.cut_off_by_eviction): unless it ended well, EvictedByQueue, lost.
     Total: any facts and any log give a result, never an exception.
     """
     ready = log.ready[0] if log and len(log.ready) == 1 else None
@@ -336,11 +340,14 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
         return fail(v.EP_INFRASTRUCTURE,
                     f"the pod failed for infrastructure reasons ({facts.pod_reason or 'disrupted'}) "
                     f"on every one of {attempts} attempts")
+    ended_normally = facts.phase == POD_SUCCEEDED and facts.exit_code == 0
+    if evicted and not ended_normally:
+        return fail(v.EP_EVICTED, "Kueue evicted the batch's Job (preempted or its queue stopped) while the episode "
+                                  "ran; the Job controller deleted its pod")
     if facts.pod_reason == POD_DEADLINE_REASON and not _deleted_by_batch_deadline(facts, deadline):
         return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
     if over_own_limits(facts):
         return fail(v.EP_STORAGE_LIMIT, f"evicted by the kubelet: {facts.pod_message}"[:1000])
-    ended_normally = facts.phase == POD_SUCCEEDED and facts.exit_code == 0
     if deadline is not None and not ended_normally:
         ended = finished if finished is not None else (now if facts.deleting else None)
         if ended is not None and ended >= deadline - skew_tolerance:
@@ -431,7 +438,8 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
                    agent_channel: str | None = None, verifier_channel: str | None = None,
                    agent_tail: str | None = None, verifier_tail: str | None = None,
                    skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, attempts: int = 1,
-                   batch_deadline_at: float | None = None, now: float | None = None) -> EpisodeResult:
+                   batch_deadline_at: float | None = None, now: float | None = None,
+                   evicted: bool = False) -> EpisodeResult:
     """The verdict of a pod with spec.verifier: the agent's ``ready``, the verifier's ``reward``.
 
     The rule (adversary: the agent, which controls everything the verifier imports of its work;
@@ -462,7 +470,8 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         flags.append(v.FLAG_AGENT_REWARD_IGNORED)
     if info["timed_out"]:
         flags.append(v.FLAG_AGENT_TIMED_OUT)
-    common = dict(skew_tolerance=skew_tolerance, attempts=attempts, batch_deadline_at=batch_deadline_at, now=now)
+    common = dict(skew_tolerance=skew_tolerance, attempts=attempts, batch_deadline_at=batch_deadline_at, now=now,
+                  evicted=evicted)
 
     def done(result: EpisodeResult, tail: str | None = None) -> EpisodeResult:
         # The agent's tail is the row's too: its outcome's budget, as the verifier's log tail
@@ -483,6 +492,8 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
 
     agent = facts.agent or AgentFacts(state="waiting")
     agent_done = agent.state == "terminated" and agent.exit_code == 0
+    if evicted and not (facts.phase == POD_SUCCEEDED and facts.exit_code == 0):
+        return done(judge_episode(facts, None, **common), agent_tail)    # EvictedByQueue, whichever phase ran
     if agent_done and not verifier_started(facts) and not over_own_limits(facts):
         reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
         why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"

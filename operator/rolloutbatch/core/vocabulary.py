@@ -47,6 +47,8 @@ for _representer in (yaml.representer.SafeRepresenter, yaml.representer.Represen
 class Phase(Word):
     PENDING = "Pending"
     PROVISIONING = "Provisioning"
+    # spec.queueName: the Job waits, suspended, until Kueue admits it (again, after an eviction)
+    QUEUED = "Queued"
     RUNNING = "Running"
     COLLECTING = "Collecting"
     SUCCEEDED = "Succeeded"
@@ -58,6 +60,7 @@ class Phase(Word):
 
 
 PENDING, PROVISIONING, RUNNING, COLLECTING = Phase.PENDING, Phase.PROVISIONING, Phase.RUNNING, Phase.COLLECTING
+QUEUED = Phase.QUEUED
 SUCCEEDED, FAILED, STOPPED = Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPED
 PHASES = tuple(Phase)
 TERMINAL_PHASES = (SUCCEEDED, FAILED, STOPPED)
@@ -149,6 +152,7 @@ class BatchReason(Word):
     """The reason of a batch on its way, or of its end when it ran to completion."""
     PENDING = "Pending"
     PROVISIONING = "Provisioning"
+    QUEUED = "WaitingForAdmission"   # Kueue has not admitted the Job (its Workload's message says why)
     RUNNING = "EpisodesRunning"
     COLLECTING = "CollectingResults"
     SUCCEEDED = "EpisodesSucceeded"
@@ -182,6 +186,7 @@ class StallReason(Word):
     SECRET_MISSING = "SecretNotFound"     # a Secret of an env secretKeyRef is missing, not opted in, or lacks the key
     # the namespaced install (core.scope) cannot run it: Dedicated isolation, an unreadable PriorityClass
     CLUSTER_RIGHTS = "ClusterRightsRequired"
+    QUEUE_NOT_FOUND = "LocalQueueNotFound"   # spec.queueName names no LocalQueue of the batch's namespace
 
 
 class EventReason(Word):
@@ -198,12 +203,15 @@ class EventReason(Word):
     # reward extras past their budget were left out (the rows say so: EpisodeFlag.EXTRAS_DROPPED),
     # said once per batch
     EXTRAS_DROPPED = "RewardExtrasDropped"
+    ADMITTED = "Admitted"      # Kueue admitted the batch's Job: its episodes start (the queue wait is said)
+    EVICTED = "EvictedByQueue"  # Kueue evicted it (preempted, ...): running episodes are cut off, it queues again
 
 
 REASON_PENDING, REASON_PROVISIONING = BatchReason.PENDING, BatchReason.PROVISIONING
 REASON_RUNNING, REASON_COLLECTING = BatchReason.RUNNING, BatchReason.COLLECTING
 REASON_SUCCEEDED, REASON_TOO_FEW, REASON_FAILED = BatchReason.SUCCEEDED, BatchReason.TOO_FEW, BatchReason.FAILED
 REASON_STOPPING, REASON_STOPPED = BatchReason.STOPPING, BatchReason.STOPPED
+REASON_QUEUED = BatchReason.QUEUED
 BATCH_REASONS = tuple(BatchReason)
 EVENT_PROVISIONED = EventReason.PROVISIONED
 EVENT_CLEANUP_FAILED = EventReason.CLEANUP_FAILED
@@ -213,6 +221,7 @@ EVENT_UNSCHEDULABLE = EventReason.UNSCHEDULABLE
 EVENT_IMAGE_NOT_SET = EventReason.IMAGE_NOT_SET
 EVENT_EGRESS_PEER_EMPTY = EventReason.EGRESS_PEER_EMPTY
 EVENT_EXTRAS_DROPPED = EventReason.EXTRAS_DROPPED
+EVENT_ADMITTED, EVENT_EVICTED = EventReason.ADMITTED, EventReason.EVICTED
 EVENT_REASONS = tuple(EventReason)
 STALL_INVALID_SPEC = StallReason.INVALID_SPEC
 STALL_RUNTIME_CLASS = StallReason.RUNTIME_CLASS
@@ -235,6 +244,7 @@ STALL_PRIORITY_CLASS_DENIED = StallReason.PRIORITY_CLASS_DENIED
 STALL_UNSCHEDULABLE = StallReason.UNSCHEDULABLE
 STALL_SECRET_MISSING = StallReason.SECRET_MISSING
 STALL_CLUSTER_RIGHTS = StallReason.CLUSTER_RIGHTS
+STALL_QUEUE_NOT_FOUND = StallReason.QUEUE_NOT_FOUND
 STALL_REASONS = tuple(StallReason)
 
 
@@ -269,6 +279,9 @@ class EpisodeReason(Word):
     # start error): nothing the agent did, so the episode is lost.
     VERIFIER_NOT_STARTED = "VerifierNotStarted"
     BATCH_STOPPED = "BatchStopped"       # spec.stop cut it off: it was running, or never started
+    # Kueue evicted the batch's Job (preemption by a higher priority, ...) while the episode ran:
+    # the Job controller deleted its pod. Nothing the agent did: lost.
+    EVICTED = "EvictedByQueue"
 
 
 class EpisodeFlag(Word):
@@ -305,6 +318,7 @@ EP_BATCH_STALLED = EpisodeReason.BATCH_STALLED
 EP_VERIFIER_FAILED = EpisodeReason.VERIFIER_FAILED
 EP_VERIFIER_NOT_STARTED = EpisodeReason.VERIFIER_NOT_STARTED
 EP_BATCH_STOPPED = EpisodeReason.BATCH_STOPPED
+EP_EVICTED = EpisodeReason.EVICTED
 EPISODE_REASONS = tuple(EpisodeReason)
 FLAG_SKEW_TOLERATED = EpisodeFlag.SKEW_TOLERATED
 FLAG_AGENT_REWARD_IGNORED = EpisodeFlag.AGENT_REWARD_IGNORED

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, VERSION
+from rolloutbatch.core import queueing
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs, OwnerGone
@@ -32,6 +33,8 @@ _COLLECTIONS = {
     "RolloutBatch": f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{PLURAL}",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "Event": "/api/v1/namespaces/{ns}/events",
+    "LocalQueue": f"/apis/{queueing.API_VERSION}/namespaces/{{ns}}/localqueues",
+    "Workload": f"/apis/{queueing.API_VERSION}/namespaces/{{ns}}/workloads",
 }
 
 
@@ -321,6 +324,36 @@ def suspend_job(api: Api, name: str, namespace: str, batch_uid: str, job_uid: st
                         f"suspend Job {namespace}/{name}")
     except (NotFound, Conflict):
         return False   # gone meanwhile, or replaced by a namesake we must not touch
+    return True
+
+
+def job_workload(api: Api, namespace: str, job_uid: str) -> dict | None:
+    """The Workload Kueue made for our Job (its job-uid label and its controller, the Job); the
+    newest when Kueue made several. None before Kueue made one, or when Kueue is not installed."""
+    try:
+        page = api.get(collection_path("Workload", namespace), "list Workloads",
+                       labelSelector=f"{queueing.JOB_UID_LABEL}={job_uid}")
+    except NotFound:
+        return None   # no Workload kind: Kueue is not installed
+    ours = [w for w in page.get("items") or []
+            if any(isinstance(o, dict) and o.get("uid") == job_uid
+                   for o in (w.get("metadata") or {}).get("ownerReferences") or [])]
+    return max(ours, key=lambda w: (w.get("metadata") or {}).get("creationTimestamp") or "", default=None)
+
+
+def deactivate_workload(api: Api, namespace: str, job_uid: str) -> bool:
+    """spec.stop of a queued batch: its Workload's spec.active false, so Kueue neither admits it
+    nor unsuspends the Job the stop suspended (core.queueing). False when there is none."""
+    workload = job_workload(api, namespace, job_uid)
+    if workload is None:
+        return False
+    meta = workload["metadata"]
+    try:
+        api.merge_patch(object_path("Workload", meta["name"], namespace),
+                        {"metadata": {"uid": meta["uid"]}, "spec": {"active": False}},
+                        f"deactivate Workload {namespace}/{meta['name']}")
+    except (NotFound, Conflict):
+        return False
     return True
 
 

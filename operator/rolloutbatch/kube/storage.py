@@ -113,6 +113,12 @@ class Storage:
     async def suspend_job(self, name: str, namespace: str, batch_uid: str, job_uid: str | None = None) -> bool:
         return await self._run(resources.suspend_job, name, namespace, batch_uid, job_uid)
 
+    async def job_workload(self, namespace: str, job_uid: str) -> dict | None:
+        return await self._run(resources.job_workload, namespace, job_uid)
+
+    async def deactivate_workload(self, namespace: str, job_uid: str) -> bool:
+        return await self._run(resources.deactivate_workload, namespace, job_uid)
+
     async def list_configmaps(self, namespace: str, selector: str) -> list[dict]:
         return await self._run(resources.list_configmaps, namespace, selector)
 

@@ -56,9 +56,10 @@ class EpisodeJudge:
         return (*await self.read_log(facts, container), v.CHANNEL_LOG)
 
     async def judge(self, facts: PodFacts, *, verified: bool, batch_deadline_at: float | None,
-                    now: float) -> EpisodeResult:
-        """The verdict of one finished pod (``spec.verifier``: ``verified``)."""
-        common = dict(batch_deadline_at=batch_deadline_at, now=now)
+                    now: float, evicted: bool = False) -> EpisodeResult:
+        """The verdict of one finished pod (``spec.verifier``: ``verified``; ``evicted``: see
+        core.queueing.cut_off_by_eviction)."""
+        common = dict(batch_deadline_at=batch_deadline_at, now=now, evicted=evicted)
         if verified:
             return await self._verified(facts, common)
         parsed, tail, log_error, channel = await self.channel(facts, naming.CONTAINER_NAME, facts.termination_message)

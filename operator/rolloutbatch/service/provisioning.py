@@ -4,7 +4,7 @@ Validate everything before creating anything: the RuntimeClass and PriorityClass
 (the PriorityClass in the user range), the API server must accept the episodes' Job (a
 server-side dry run in the batch's own namespace: a Dedicated sandbox does not exist yet), no
 declared ipBlock may hold only ClusterIPs (``service.egress_checks``), a Shared namespace's
-quota must hold one episode pod. Then, first in :func:`create` (they are read for copying
+quota must hold one episode pod, and a named Kueue queue must exist (:func:`resolve_queue`). Then, first in :func:`create` (they are read for copying
 anyway), every ConfigMap of spec.inputsFrom must be opted in by its label and hold exactly the
 inputs it promises, and every Secret an env secretKeyRef names must be opted in and hold its
 key (``core.secret_env``); only then are the children created or adopted. Every refusal is a
@@ -13,10 +13,11 @@ key (``core.secret_env``); only then are the children created or adopted. Every 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
-from rolloutbatch.core import manifests, naming, secret_env
+from rolloutbatch.core import manifests, naming, queueing, secret_env
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import (Stalled, check_priority_class, check_quota_fits, input_shards,
                                          runtime_overhead)
@@ -92,6 +93,32 @@ async def check(storage: Storage, ref: BatchRef, spec: BatchSpec, owner: dict, d
     return overhead
 
 
+async def resolve_queue(storage: Storage, ref: BatchRef, spec: BatchSpec, *, scope: Scope = CLUSTERWIDE,
+                        logger: logging.Logger = log) -> tuple[BatchSpec, str | None]:
+    """The batch's Kueue queue (core.queueing): ``spec`` with the queue it goes to (spec.queueName,
+    else the namespace's LocalQueue named default when there is one), and that queue's
+    ClusterQueue. A named queue that is missing stalls the batch before anything is created."""
+    name = spec.queue_name or queueing.DEFAULT_QUEUE
+    try:
+        live = await storage.get("LocalQueue", name, ref.namespace)
+    except Forbidden:
+        if spec.queue_name:
+            raise Stalled(v.STALL_REFUSED, f"the operator may not read LocalQueue {ref.namespace}/{name} "
+                                           "(its role needs get on localqueues.kueue.x-k8s.io)") from None
+        logger.info("LocalQueues of %s not read (no right): the batch is not queued", ref.namespace)
+        return spec, None
+    if live is None:
+        if spec.queue_name:
+            raise Stalled(v.STALL_QUEUE_NOT_FOUND,
+                          f"LocalQueue {name!r} does not exist in namespace {ref.namespace} (spec.queueName; is "
+                          f"Kueue installed?)")
+        return spec, None
+    cluster_queue = queueing.cluster_queue_of(live)
+    if cluster_queue is None:
+        raise Stalled(v.STALL_QUEUE_NOT_FOUND, f"LocalQueue {ref.namespace}/{name} names no ClusterQueue")
+    return dataclasses.replace(spec, queue_name=name), cluster_queue
+
+
 async def _secret_data(storage: Storage, ref: BatchRef, spec: BatchSpec) -> dict[str, str] | None:
     """The referenced keys of the env's Secrets, checked (core.secret_env); None without any."""
     names = secret_env.secret_names(spec)
@@ -107,8 +134,9 @@ async def _secret_data(storage: Storage, ref: BatchRef, spec: BatchSpec) -> dict
 
 
 async def create(storage: Storage, create_one: Callable[[dict], Awaitable[dict]], ref: BatchRef, spec: BatchSpec,
-                 owner: dict, overhead: dict | None, dns_cidrs: tuple[str, ...] = ()) -> dict:
-    """Create or adopt every child; returns the live Job."""
+                 owner: dict, overhead: dict | None, dns_cidrs: tuple[str, ...] = (),
+                 cluster_queue: str | None = None) -> dict:
+    """Create or adopt every child; returns the live Job (``cluster_queue``: resolve_queue's)."""
     shards: list = []
     if spec.inputs_from:
         shards = input_shards([await storage.get("ConfigMap", name, ref.namespace)
@@ -117,7 +145,7 @@ async def create(storage: Storage, create_one: Callable[[dict], Awaitable[dict]]
     namespace = naming.child_namespace(ref, spec)
     job: dict = {}
     try:
-        for obj in provisioning_plan(ref, spec, owner, overhead, shards, dns_cidrs, secret_data):
+        for obj in provisioning_plan(ref, spec, owner, overhead, shards, dns_cidrs, secret_data, cluster_queue):
             live = await create_one(obj)
             if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
                 raise Stalled(v.STALL_NAMESPACE_TERMINATING, f"sandbox namespace {namespace} is being deleted")

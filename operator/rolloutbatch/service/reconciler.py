@@ -46,6 +46,7 @@ from rolloutbatch.service import policy, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
+from rolloutbatch.service.queue_watch import QueueWatch
 from rolloutbatch.service.results_store import ResultsStore
 from rolloutbatch.service.sandbox_lifecycle import SandboxLifecycle
 from rolloutbatch.service.status_writer import StatusWriter
@@ -82,6 +83,8 @@ class BatchReconciler:
                                     ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event))
         self.judge = EpisodeJudge(ctx, self.storage)
         self.stop = StopControl(self.storage, self.ref, lambda *event: self.emit(*event), logger, ctx.settings.stop_grace)
+        self.queue = QueueWatch(self.storage, self.ref, lambda *event: self.emit(*event), ctx.metrics, logger,
+                                recorded.get("queueWaitSeconds"))
         self._reads: set[asyncio.Task] = set()
         self._read_error: BaseException | None = None  # a bug while judging: ends the batch
         self._restored = False
@@ -230,9 +233,18 @@ class BatchReconciler:
             self.log.warning("%s", warning)
             self.emit("Warning", v.EVENT_EGRESS_PEER_EMPTY, warning)
             self._running_message = f"{RUNNING_MESSAGE}; warning: {warning}"[:1000]
-        await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
+        if self.queue.queued(self.tracker):   # spec.queueName: its Job waits for Kueue
+            await self.queue.round(self.tracker)
+            await self._patch_status(v.QUEUED, reason=v.REASON_QUEUED, message=self.queue.message(self.tracker),
+                                     force=True)
+        else:
+            await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
 
     async def _begin_stop(self) -> None:
+        job = self.tracker.job
+        if job is not None and job.queue is not None:
+            # else Kueue unsuspends the Job the stop suspends (core.queueing)
+            await self.storage.deactivate_workload(job.namespace, job.uid)
         await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.sandbox.recorded_job_uid)
 
     # -- tracking --------------------------------------------------------------------------
@@ -248,7 +260,8 @@ class BatchReconciler:
             unplaced=not tracker.stopping and tracker.stuck_unschedulable(now, settings.unschedulable_grace)
             is not None,
             unstartable=not tracker.stopping and tracker.unstartable(now, settings.image_pull_grace) is not None,
-            since_job_finished=time.time() - (tracker.job_finished_seen_at or time.time()))
+            since_job_finished=time.time() - (tracker.job_finished_seen_at or time.time()),
+            queued=self.queue.queued(tracker))
 
     async def _track(self) -> None:
         """Round after round until a step ends the batch; read logs, write status and results."""
@@ -285,7 +298,9 @@ class BatchReconciler:
             if time.monotonic() - last_job_poll > settings.job_poll_interval:
                 last_job_poll = time.monotonic()
                 await self.sandbox.poll_job(self.spec, tracker)
-            phase = lifecycle.running_phase(bool(tracker.job and tracker.job.finished))
+            if await self.queue.round(tracker):
+                self.sandbox.provisioned_at = time.monotonic()   # the pods' creation grace starts at admission
+            phase = lifecycle.running_phase(bool(tracker.job and tracker.job.finished), self.queue.queued(tracker))
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._write_results()
             state = self._running_state(phase)
@@ -329,6 +344,10 @@ class BatchReconciler:
         if self.tracker.stopping:
             return {"reason": v.REASON_STOPPING,
                     "message": stopping_message(self.tracker.summary(self._origin()), self.tracker.running)}
+        if phase == v.QUEUED:
+            return {"reason": v.REASON_QUEUED, "message": self.queue.message(self.tracker)}
+        if phase == v.RUNNING and self.last_status.get("reason") == v.REASON_QUEUED:
+            return {"reason": v.REASON_RUNNING, "message": self._running_message}
         if phase != v.RUNNING:
             return {}
         pending = self.tracker.unschedulable()
@@ -359,7 +378,8 @@ class BatchReconciler:
     async def _read_and_judge(self, facts: PodFacts) -> None:
         job = self.tracker.job
         result = await self.judge.judge(facts, verified=self.spec.verifier is not None,
-                                        batch_deadline_at=job.deadline_at if job else None, now=time.time())
+                                        batch_deadline_at=job.deadline_at if job else None, now=time.time(),
+                                        evicted=self.queue.evicted(facts, self.tracker))
         self.tracker.record(result, facts.uid)
         self.wake.set()
 
@@ -374,8 +394,9 @@ class BatchReconciler:
 
     # -- status and results ----------------------------------------------------------------
     def _origin(self) -> float | None:
+        """The batch's clock starts when its Job is created, or (spec.queueName) admitted."""
         job = self.tracker.job if self.tracker else None
-        return job.created if job else None
+        return job.created + self.queue.origin_offset() if job and job.created is not None else None
 
     def _job_complete_seconds(self) -> float | None:
         t = self.tracker
@@ -398,7 +419,7 @@ class BatchReconciler:
             message=message if message is not None else self.last_status.get("message", ""),
             reason=reason if reason is not None else self.last_status.get("reason"),
             previous=self.last_status, now_iso=iso_time(now), raw_episodes=(self.body.get("spec") or {}).get("episodes"),
-            results_digests=self.results.digests,
+            results_digests=self.results.digests, queue_wait_seconds=self.queue.wait_seconds,
         )
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,

@@ -71,6 +71,8 @@ class SandboxLifecycle:
         declared egress peers that select no pod (a warning, never a failure)."""
         owner = owner_of_batch(self.ref)
         dns = self.settings.dns_cidrs
+        spec, cluster_queue = await provisioning.resolve_queue(self.storage, self.ref, spec, scope=self.settings.scope,
+                                                               logger=self.log)
         self.overhead = await provisioning.check(self.storage, self.ref, spec, owner, dns,
                                                  service_cidrs=self.settings.service_cidrs, scope=self.settings.scope,
                                                  logger=self.log)
@@ -85,7 +87,8 @@ class SandboxLifecycle:
             crash_point(f"provision:{obj['kind']}")
             return live
 
-        facts = job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead, dns))
+        facts = job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead, dns,
+                                                    cluster_queue))
         if self.recorded_job_uid and facts.uid != self.recorded_job_uid:
             # Ours was created (the status names it) and is gone; a namesake is not it.
             raise Stalled(v.STALL_SANDBOX_DELETED, self.job_gone_message())

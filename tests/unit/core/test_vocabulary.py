@@ -190,6 +190,8 @@ KUBERNETES_WORDS = {
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
     # the titles of `kubectl get rb`'s columns, which count episodes (not phases)
     ("core/crd.py", "Running"), ("core/crd.py", "Succeeded"), ("core/crd.py", "Failed"),
+    # Kueue's Workload condition type, and its reason of a Workload that waits for quota
+    ("core/queueing.py", "Admitted"), ("core/queueing.py", "Pending"),
 }
 
 

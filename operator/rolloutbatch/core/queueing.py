@@ -1,0 +1,114 @@
+"""Kueue: a batch that names a queue waits, its Job suspended, until Kueue admits it.
+
+How a batch meets Kueue (docs/design.md §5.16), each rule decided here:
+
+- **The queue** is a LocalQueue of the batch's namespace: ``spec.queueName``, else the one named
+  ``default`` when the namespace has it (Kueue's own defaulting rule for Jobs), else none and the
+  batch starts at once. A named queue that does not exist stalls the batch before anything is
+  created (:data:`~core.vocabulary.STALL_QUEUE_NOT_FOUND`).
+- **Where Kueue looks**: Kueue reads the queue-name label of the Job in the Job's namespace. A
+  Dedicated batch's Job lives in its sandbox namespace, so the operator creates a LocalQueue of
+  the same name there, pointing at the ClusterQueue the batch's own LocalQueue points at
+  (``core.manifests.local_queue``). Only a queue the namespace's owner was given is followed; the
+  ClusterQueue's namespaceSelector must also admit sandbox namespaces (else Kueue leaves the
+  Workload inadmissible and the batch says so while Queued).
+- **Submission**: the Job is created suspended with Kueue's queue-name label; Kueue makes its
+  Workload, admits it when the quota allows and unsuspends the Job. While the Job is suspended
+  and the batch is not stopping, the batch is Queued, with the Workload's own words
+  (:func:`admission_of`).
+- **Eviction** (preemption by a higher priority, a stopped ClusterQueue, ...): Kueue suspends
+  the Job and the Job controller deletes its running pods. Each episode so cut off is lost with
+  reason ``EvictedByQueue`` (nothing of the agent's doing); its index is not run again (the Job's
+  podFailurePolicy counts the killed pod's exit as the index's failure). Episodes that ended
+  before keep their rows; the rest run once Kueue admits the Job again (:func:`cut_off_by_eviction`).
+- **spec.stop** of a queued batch deactivates its Workload (``spec.active: false``) besides
+  suspending the Job: Kueue unsuspends a suspended Job whose Workload is admitted.
+- **Queue wait** is its own figure (status.queueWaitSeconds, a histogram): from the Job's creation
+  to its first admission. Batch -> ready timings start at the admission, so they do not include it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rolloutbatch.core import vocabulary as v
+
+API_GROUP = "kueue.x-k8s.io"
+API_VERSION = f"{API_GROUP}/v1beta2"
+QUEUE_LABEL = f"{API_GROUP}/queue-name"     # on the Job: the LocalQueue Kueue files it under
+JOB_UID_LABEL = f"{API_GROUP}/job-uid"      # on the Workload Kueue makes for a Job
+DEFAULT_QUEUE = "default"                   # the LocalQueue a Job without the label gets (Kueue's defaulting)
+# How much a deletion time may precede the Job's Suspended time and still be the suspension's
+# doing: both are the API's, in whole seconds.
+_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What Kueue says of a batch's Workload (None of it: Kueue has not made one yet)."""
+
+    admitted: bool
+    reason: str
+    message: str
+    evicted: bool = False
+
+
+def admission_of(workload: Mapping | None) -> Admission:
+    """The Workload's state in Kueue's words: Evicted first (it says why the Job was stopped),
+    then Admitted, then QuotaReserved (False says why it waits), then Kueue has not looked yet."""
+    if not isinstance(workload, Mapping):
+        return Admission(False, "WorkloadNotCreated", "waiting for Kueue to create the Workload")
+    status = workload.get("status") if isinstance(workload.get("status"), Mapping) else {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+
+    def said(condition: Mapping, default: str) -> tuple[str, str]:
+        reason, message = condition.get("reason"), condition.get("message")
+        return (reason if isinstance(reason, str) and reason else default,
+                message[:500] if isinstance(message, str) and message else default)
+
+    evicted = conditions.get("Evicted") or {}
+    admitted = (conditions.get("Admitted") or {}).get("status") == v.CONDITION_TRUE
+    if evicted.get("status") == v.CONDITION_TRUE:
+        reason, message = said(evicted, "Evicted")
+        return Admission(False, reason, f"evicted by Kueue: {message}", evicted=True)
+    if admitted:
+        reason, message = said(conditions["Admitted"], "Admitted")
+        return Admission(True, reason, message)
+    reserved = conditions.get("QuotaReserved") or {}
+    if reserved:
+        reason, message = said(reserved, "Pending")
+        return Admission(False, reason, message)
+    return Admission(False, "Pending", "waiting for Kueue to consider the Workload")
+
+
+def queued_message(queue: str, admission: Admission) -> str:
+    return f"waiting in LocalQueue {queue} for Kueue to admit the Job: {admission.message}"[:1000]
+
+
+def cluster_queue_of(local_queue: Mapping | None) -> str | None:
+    """The ClusterQueue a LocalQueue points at (None when it names none)."""
+    spec = local_queue.get("spec") if isinstance(local_queue, Mapping) else None
+    name = spec.get("clusterQueue") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def cut_off_by_eviction(*, deleted_at: float | None, queue_managed: bool, stopping: bool,
+                        suspended_at: float | None, resumed_at: float | None) -> bool:
+    """Whether a pod deleted at ``deleted_at`` was deleted by the Job controller because Kueue
+    suspended the Job. Pods exist only after the Job's first admission, so a pod deleted while
+    the Job is suspended (``suspended_at``) or before its last resume (``resumed_at``, read from
+    the Job's Suspended condition, which outlives an operator restart) was cut off by it. A stop
+    suspends the Job too: its episodes are the stop's."""
+    if not queue_managed or stopping or deleted_at is None:
+        return False
+    if suspended_at is not None and deleted_at >= suspended_at - _SECONDS:
+        return True
+    return resumed_at is not None and deleted_at <= resumed_at + _SECONDS
+
+
+def queue_wait_seconds(job_created: float | None, admitted_at: float | None) -> float | None:
+    """Seconds from the Job's creation to its first admission (None until both are known)."""
+    if job_created is None or admitted_at is None:
+        return None
+    return max(0.0, round(admitted_at - job_created, 3))

@@ -1,0 +1,91 @@
+"""One batch's Kueue queue while it runs: Queued or admitted, evictions, the queue wait.
+
+The rules are ``core.queueing``'s; this class holds what the reconciler needs between rounds:
+whether the Job was held last round (so admission and eviction are each said once, as an Event
+and in the metrics), Kueue's last word on the Workload (read at most every
+:data:`READ_INTERVAL` seconds while the Job is held), and the queue wait. Everything it reads is
+the Job's and the Workload's own state, so a restarted operator picks up where it was: the
+queue wait from the status, an eviction from the Job's Suspended condition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from rolloutbatch.core import queueing
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.model import BatchRef, PodFacts
+from rolloutbatch.core.tracker import BatchTracker, JobFacts
+from rolloutbatch.kube.storage import Storage
+
+READ_INTERVAL = 5.0   # seconds between reads of a held Job's Workload (its message changes rarely)
+Emit = Callable[[str, str, str], None]
+
+
+def held(job: JobFacts | None, stopping: bool) -> bool:
+    """Kueue holds the Job: queue-managed, suspended (asked or done) and not by a stop, not ended."""
+    return (job is not None and job.queue is not None and (job.suspend or job.suspended)
+            and not stopping and not job.finished)
+
+
+class QueueWatch:
+    def __init__(self, storage: Storage, ref: BatchRef, emit: Emit, metrics, log: logging.Logger,
+                 recorded_wait: float | None) -> None:
+        self.storage, self.ref, self.emit, self.metrics, self.log = storage, ref, emit, metrics, log
+        self.wait_seconds = recorded_wait if isinstance(recorded_wait, (int, float)) else None
+        self.admission: queueing.Admission | None = None
+        self._was_held: bool | None = None   # None: not yet seen by this operator
+        self._read_at = 0.0
+
+    def queued(self, tracker: BatchTracker) -> bool:
+        return held(tracker.job, tracker.stopping)
+
+    def message(self, tracker: BatchTracker) -> str:
+        job = tracker.job
+        admission = self.admission or queueing.admission_of(None)
+        return queueing.queued_message(job.queue if job and job.queue else "?", admission)
+
+    def evicted(self, facts: PodFacts, tracker: BatchTracker) -> bool:
+        """The Job controller deleted this pod because Kueue suspended the Job (core.queueing)."""
+        job = tracker.job
+        if job is None:
+            return False
+        return queueing.cut_off_by_eviction(
+            deleted_at=facts.delete_requested_at, queue_managed=job.queue is not None, stopping=tracker.stopping,
+            suspended_at=job.suspended_at if (job.suspend or job.suspended) else None, resumed_at=job.resumed_at)
+
+    def origin_offset(self) -> float:
+        """Seconds to add to the Job's creation for the batch's own clock (ready timings start at admission)."""
+        return self.wait_seconds or 0.0
+
+    async def round(self, tracker: BatchTracker) -> bool:
+        """Once a round: read the Workload while the Job is held, say admission and eviction once.
+        True when the batch was just admitted (its pods' grace starts now)."""
+        job, now = tracker.job, time.monotonic()
+        is_held = held(job, tracker.stopping)
+        was_held, self._was_held = self._was_held, is_held
+        if is_held and (was_held is not True or now - self._read_at >= READ_INTERVAL):
+            self._read_at = now
+            self.admission = queueing.admission_of(await self.storage.job_workload(job.namespace, job.uid))
+            if was_held is False:
+                self.metrics.batch_evicted(self.ref.namespace, self.ref.name)
+                self.log.warning("Kueue evicted the Job: %s", self.admission.message)
+                self.emit("Warning", v.EVENT_EVICTED, f"Kueue evicted the Job ({self.admission.reason}): running "
+                                                      f"episodes are cut off ({v.EP_EVICTED}); the rest run once it "
+                                                      f"is admitted again; {self.admission.message}"[:1000])
+        if (was_held is None and not is_held and job is not None and job.queue is not None
+                and self.wait_seconds is None and job.resumed_at is not None):
+            # admitted while no operator watched: its last admission is the best the Job says
+            self.wait_seconds = queueing.queue_wait_seconds(job.created, job.resumed_at)
+        if was_held is True and not is_held and job is not None and job.queue is not None and not tracker.stopping:
+            first = self.wait_seconds is None
+            if first:
+                self.wait_seconds = queueing.queue_wait_seconds(job.created, job.resumed_at or time.time())
+                self.metrics.batch_admitted(self.ref.namespace, self.ref.name, self.wait_seconds)
+            waited = f" after {self.wait_seconds:.1f}s in the queue" if first and self.wait_seconds is not None else ""
+            self.emit("Normal", v.EVENT_ADMITTED, f"Kueue admitted the Job from LocalQueue {job.queue}{waited}; "
+                                                  "the episodes start")
+            return True
+        return False
