@@ -29,6 +29,7 @@ How a batch meets Kueue (docs/design.md §5.16), each rule decided here:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -109,6 +110,6 @@ def cut_off_by_eviction(*, deleted_at: float | None, queue_managed: bool, stoppi
 
 def queue_wait_seconds(job_created: float | None, admitted_at: float | None) -> float | None:
     """Seconds from the Job's creation to its first admission (None until both are known)."""
-    if job_created is None or admitted_at is None:
+    if job_created is None or admitted_at is None or not math.isfinite(admitted_at - job_created):
         return None
     return max(0.0, round(admitted_at - job_created, 3))

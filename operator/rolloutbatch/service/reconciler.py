@@ -273,6 +273,8 @@ class BatchReconciler:
             if lifecycle.stop_begins(stop_requested=self.stop.requested(self.body), stopping=tracker.stopping,
                                      complete=tracker.complete, job_finished=bool(job and job.finished)):
                 await self._begin_stop()
+            if await self.queue.round(tracker):
+                self.sandbox.provisioned_at = time.monotonic()   # the pods' creation grace starts at admission
             self._start_reads()
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
@@ -298,14 +300,14 @@ class BatchReconciler:
             if time.monotonic() - last_job_poll > settings.job_poll_interval:
                 last_job_poll = time.monotonic()
                 await self.sandbox.poll_job(self.spec, tracker)
-            if await self.queue.round(tracker):
-                self.sandbox.provisioned_at = time.monotonic()   # the pods' creation grace starts at admission
             phase = lifecycle.running_phase(bool(tracker.job and tracker.job.finished), self.queue.queued(tracker))
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._write_results()
             state = self._running_state(phase)
             # a change of reason (pods that cannot be placed, or placed again) is shown at once
-            changed = bool(state) and state["reason"] != self.last_status.get("reason")
+            changed = bool(state) and (state["reason"] != self.last_status.get("reason")
+                                       # Kueue's word on the wait (read every few seconds at most)
+                                       or (phase == v.QUEUED and state["message"] != self.last_status.get("message")))
             await self._patch_status(phase, **state, force=changed)
             self.wake.clear()
             try:

@@ -1,0 +1,183 @@
+"""spec.queueName against an API server in memory: the test plays Kueue's part (the Workload's
+conditions, the Job suspended and resumed) and the Job controller's; the rest is the operator's."""
+import asyncio
+import time
+
+from rolloutbatch.core import queueing
+from rolloutbatch.core import vocabulary as v
+from tests.unit.service.memory_cluster import NAMESPACE, _iso, run, sandboxes, until
+
+SPEC = {"episodes": 3, "parallelism": 3, "queueName": "team", "task": {"files": {"episode.py": "print('hi')"}}}
+WAITING = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
+
+
+def local_queue(cluster, name="team", cluster_queue="cq"):
+    cluster.api.put({"apiVersion": queueing.API_VERSION, "kind": "LocalQueue",
+                     "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"clusterQueue": cluster_queue}})
+
+
+def kueue_workload(cluster, *conditions):
+    """Kueue's Workload for the batch's Job (labelled and owned by it), with ``conditions``."""
+    job = cluster.job()
+    meta = job["metadata"]
+    name = f"job-{meta['name']}-1a2b3"
+    existing = cluster.api.get_object("Workload", name, meta["namespace"])
+    status = {"conditions": [{"type": t, "status": s, "reason": r, "message": m,
+                              "lastTransitionTime": _iso(time.time())} for t, s, r, m in conditions]}
+    if existing is None:
+        cluster.api.put({"apiVersion": queueing.API_VERSION, "kind": "Workload",
+                         "metadata": {"name": name, "namespace": meta["namespace"],
+                                      "labels": {queueing.JOB_UID_LABEL: meta["uid"]},
+                                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                           "name": meta["name"], "uid": meta["uid"],
+                                                           "controller": True}]},
+                         "spec": {"queueName": "team", "active": True}})
+    path = f"/apis/{queueing.API_VERSION}/namespaces/{meta['namespace']}/workloads/{name}"
+    cluster.api.merge_patch(f"{path}/status", {"status": status}, "kueue")
+    return cluster.api.get_object("Workload", name, meta["namespace"])
+
+
+def set_suspended(cluster, suspended: bool):
+    """Kueue suspends or resumes the Job; the Job controller records it in the Suspended condition."""
+    job = cluster.job()
+    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    cluster.api.merge_patch(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", {"spec": {"suspend": suspended}}, "kueue")
+    condition = {"type": "Suspended", "status": "True" if suspended else "False",
+                 "reason": "JobSuspended" if suspended else "JobResumed", "lastTransitionTime": _iso(time.time())}
+    cluster.api.merge_patch(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
+                            {"status": {"conditions": [condition]}}, "job controller")
+
+
+def evict_pod(cluster, index: int):
+    """The Job controller deletes a running pod of a suspended Job; the kubelet kills it (143)."""
+    pod = next(p for p in cluster.api.list_objects("Pod")
+               if p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] == str(index))
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    cluster.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                            {"metadata": {"finalizers": ["batch.kubernetes.io/job-tracking"]}}, "job controller")
+    cluster.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", "job controller")
+    cluster.end_pod(index, reward=None, exit_code=143, message="")
+
+
+async def queued(cluster, spec=SPEC):
+    local_queue(cluster)
+    cluster.submit(spec)
+    task = asyncio.create_task(cluster.reconciler().run())
+    await until(lambda: cluster.status().get("phase") == v.QUEUED)
+    return task
+
+
+def test_a_queued_batch_waits_with_kueues_words_then_runs_once_admitted():
+    async def scenario(cluster):
+        task = await queued(cluster)
+        job = cluster.job()
+        assert job["spec"]["suspend"] is True and job["metadata"]["labels"][queueing.QUEUE_LABEL] == "team"
+        # the Dedicated sandbox got its own LocalQueue, feeding the batch's ClusterQueue
+        sandbox_queue = cluster.api.get_object("LocalQueue", "team", cluster.status()["sandboxNamespace"])
+        assert sandbox_queue["spec"] == {"clusterQueue": "cq"}
+        kueue_workload(cluster, ("QuotaReserved", "False", "Pending", WAITING))
+        await until(lambda: WAITING in cluster.status().get("message", ""), timeout=10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.QUEUED, v.REASON_QUEUED)
+        await asyncio.sleep(1.0)          # past the pods' creation grace: a queue wait is no stall
+        assert cluster.status()["phase"] == v.QUEUED
+        kueue_workload(cluster, ("QuotaReserved", "True", "QuotaReserved", "reserved"),
+                       ("Admitted", "True", "Admitted", "admitted"))
+        set_suspended(cluster, False)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        assert cluster.status()["reason"] == v.REASON_RUNNING
+        assert v.EVENT_ADMITTED in cluster.reasons()
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert status["phase"] == v.SUCCEEDED and status["succeededEpisodes"] == 3
+        assert status["queueWaitSeconds"] >= 0
+        assert cluster.counted("rolloutbatch_queue_wait_seconds_count") == 1
+    run(scenario)
+
+
+def test_a_queue_that_does_not_exist_stalls_before_anything_is_created():
+    async def scenario(cluster):
+        cluster.submit({**SPEC, "queueName": "nope"})
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_QUEUE_NOT_FOUND)
+        assert "nope" in status["message"] and cluster.job() is None and sandboxes(cluster) == []
+    run(scenario)
+
+
+def test_the_namespaces_default_queue_is_used_when_the_spec_names_none():
+    async def scenario(cluster):
+        local_queue(cluster, name=queueing.DEFAULT_QUEUE)
+        spec = {k: val for k, val in SPEC.items() if k != "queueName"}
+        cluster.submit(spec)
+        task = asyncio.create_task(cluster.reconciler().run())
+        await until(lambda: cluster.status().get("phase") == v.QUEUED)
+        assert cluster.job()["metadata"]["labels"][queueing.QUEUE_LABEL] == queueing.DEFAULT_QUEUE
+        task.cancel()
+    run(scenario)
+
+
+def test_no_queue_and_no_default_starts_at_once():
+    async def scenario(cluster):
+        spec = {k: val for k, val in SPEC.items() if k != "queueName"}
+        cluster.submit(spec)
+        task = asyncio.create_task(cluster.reconciler().run())
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        assert "suspend" not in cluster.job()["spec"]
+        task.cancel()
+    run(scenario)
+
+
+def test_an_eviction_cuts_off_running_episodes_as_lost_and_the_rest_run_after_readmission():
+    async def scenario(cluster):
+        task = await queued(cluster)
+        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted"))
+        set_suspended(cluster, False)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(2))
+        cluster.end_pod(0)
+        await until(lambda: cluster.status().get("progress") == "1/3")
+        # Kueue preempts: the Workload says why, the Job is suspended, its running pod deleted
+        kueue_workload(cluster, ("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority"))
+        set_suspended(cluster, True)
+        evict_pod(cluster, 1)
+        await until(lambda: cluster.status().get("phase") == v.QUEUED)
+        await until(lambda: cluster.status().get("progress") == "2/3")
+        assert v.EVENT_EVICTED in cluster.reasons() and "Preempted" in cluster.status()["message"]
+        assert cluster.counted("rolloutbatch_queue_evictions_total") == 1
+        # admitted again: the index not yet run runs; the cut-off one is not run twice
+        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted again"))
+        set_suspended(cluster, False)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods([2])
+        cluster.end_pod(2)
+        cluster.complete_job(failed=True, reason="FailedIndexes")
+        await asyncio.wait_for(task, 10)
+        rows = {row["index"]: row for row in cluster.rows()}
+        assert [rows[i]["outcome"] for i in range(3)] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_LOST, v.OUTCOME_SUCCEEDED]
+        assert rows[1]["reason"] == v.EP_EVICTED
+        status = cluster.status()
+        assert (status["succeededEpisodes"], status["lostEpisodes"], status["failedEpisodes"]) == (2, 1, 0)
+        assert cluster.counted("rolloutbatch_queue_wait_seconds_count") == 1   # the first admission only
+    run(scenario)
+
+
+def test_a_stop_of_a_queued_batch_deactivates_its_workload():
+    async def scenario(cluster):
+        task = await queued(cluster)
+        wl = kueue_workload(cluster, ("QuotaReserved", "False", "Pending", WAITING))
+        batch = cluster.batch()
+        cluster.api.merge_patch(f"/apis/{batch['apiVersion']}/namespaces/{NAMESPACE}/rolloutbatches/batch",
+                                {"spec": {"stop": True}}, "kubectl")
+        cluster.reconciler()   # kopf hands the daemon's reconciler the new body
+        await asyncio.wait_for(task, 10)
+        assert cluster.status()["phase"] == v.STOPPED
+        assert cluster.api.get_object("Workload", wl["metadata"]["name"],
+                                      cluster.job()["metadata"]["namespace"])["spec"]["active"] is False
+        assert {row["outcome"] for row in cluster.rows()} == {v.OUTCOME_STOPPED}
+    run(scenario)
+
