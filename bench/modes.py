@@ -17,7 +17,7 @@ VARIANTS = {"dedicated": {}, "dedicated+quota": {"isolation": {"namespace": voca
             "shared": {"isolation": {"namespace": vocabulary.ISOLATION_SHARED}}}
 
 
-def part_modes(kube, repeats: int, sizes=((60, 30), (1000, 100))) -> dict:
+def part_modes(kube, repeats: int, sizes=((60, 30), (1000, 100)), result: str = "modes") -> dict:
     ns = lib.unique("bench-modes")
     ensure_namespace(kube, ns)
     op = lib.start_operator("bench-modes")
@@ -40,5 +40,5 @@ def part_modes(kube, repeats: int, sizes=((60, 30), (1000, 100))) -> dict:
     finally:
         op.stop()
         kube.delete(f"/api/v1/namespaces/{ns}")
-    lib.write_result("modes", out)
+    lib.write_result(result, out)
     return out

@@ -177,6 +177,9 @@ def main() -> None:
                    help="its episodes' channel (2026-12-01 run: termination-message, see README)")
     p.add_argument("--only", nargs="*", help="scale scenarios to (re)run: a family (1k many big huge) or a label "
                                              "(e.g. 1k-p100-tm)")
+    p.add_argument("--modes-sizes", nargs="*", default=["60x30", "1000x100"], metavar="EPISODESxPARALLELISM",
+                   help="the sizes `modes` runs")
+    p.add_argument("--modes-result", default="modes", help="the results file of `modes` (results/<name>.json)")
     p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
                                                         "numbers; stored as <label>-profiled)")
     args = p.parse_args()
@@ -188,7 +191,8 @@ def main() -> None:
         part_overhead(kube, args.repeats)
     if "modes" in args.parts:
         import modes
-        modes.part_modes(kube, args.repeats)
+        sizes = tuple(tuple(int(n) for n in size.split("x")) for size in args.modes_sizes)
+        modes.part_modes(kube, args.repeats, sizes, args.modes_result)
     if "images" in args.parts:
         import images
         images.part_images(kube, args.repeats)

@@ -5,8 +5,10 @@ probe, as kopf's own liveness endpoint did) and the leader-election threads run.
 tells the leader from the standby in a JSON body, ``{"role": "leader" | "standby", "holder": ...}``,
 and answers 200 for both: the Deployment's two replicas are both available (``kubectl rollout
 status`` finishes, the PodDisruptionBudget counts both), and a standby is ready in the sense
-that matters, ready to take over. It answers 503 while the role is not known yet, while a new
-leader's reconciler starts, and once the process stops.
+that matters, ready to take over: so only while its last round read the Lease (a standby that
+cannot, for want of rights or of the namespace, could never lead; the body's error says why). It
+answers 503 while the role is not known yet, while a new leader's reconciler starts, and once the
+process stops.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from aiohttp import web
 def readiness(status: dict, reconciling: bool) -> tuple[int, dict]:
     """The HTTP status and body of ``/readyz`` for an elector's ``status`` (see the docstring)."""
     body = dict(status, reconciling=reconciling)
-    ready = status.get("role") == "standby" or (status.get("role") == "leader" and reconciling)
+    standby = status.get("role") == "standby" and not status.get("error")
+    ready = standby or (status.get("role") == "leader" and reconciling)
     return (200 if ready else 503), body
 
 

@@ -160,6 +160,11 @@ def test_a_single_replica_has_no_disruption_budget():
     (["--set", "metrics.port=8081"], "metrics.port and livenessPort must differ"),
     (["--set", "serviceMonitor.enabled=true,metrics.service.enabled=false"], "needs metrics.service.enabled"),
     (["--set", "watchNamespaces={rolloutbatch-system}"], "must not list the operator's own namespace"),
+    # two replicas without leader election; a Lease the Role does not cover; probes on another port
+    (["--set", "extraArgs={--no-leader-elect}"], "extraArgs must not set --no-leader-elect"),
+    (["--set", "extraArgs={--leader-election-namespace=other}"], "must not set --leader-election-namespace"),
+    (["--set", "extraArgs={--liveness-port=9000}"], "must not set --liveness-port=9000"),
+    (["--set", "extraArgs={--watch-namespace=a}"], "must not set --watch-namespace"),
 ])
 def test_bad_values_are_refused(values, said):
     out = helm("template", "rolloutbatch", str(CHART), "--namespace", NAMESPACE, *values, check=False)

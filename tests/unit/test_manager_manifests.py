@@ -40,8 +40,9 @@ def test_the_pdb_keeps_one_and_is_installed():
 def test_the_lease_role_is_namespaced_and_least():
     role, binding = load("manifests/rbac/leader_election_role.yaml")
     assert (role["kind"], role["metadata"]["namespace"]) == ("Role", leadership.DEFAULT_NAMESPACE)
-    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                              "verbs": ["get", "create", "update"]}]
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "resourceNames": [leadership.LEASE_NAME], "verbs": ["get", "update"]}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rolloutbatch-operator",
                                     "namespace": leadership.DEFAULT_NAMESPACE}]

@@ -72,6 +72,9 @@ def test_in_a_pod_the_identity_is_the_pod_name_and_the_namespace_the_pods(monkey
 
 def test_readiness_is_200_for_a_standby_and_a_reconciling_leader_only():
     assert readiness({"role": "standby"}, False)[0] == 200
+    # a standby that cannot read the Lease could never lead: not ready, and the body says why
+    assert readiness({"role": "standby", "error": "leases is forbidden"}, False) == (
+        503, {"role": "standby", "error": "leases is forbidden", "reconciling": False})
     assert readiness({"role": "leader"}, True) == (200, {"role": "leader", "reconciling": True})
     assert readiness({"role": "leader"}, False)[0] == 503     # its reconciler is starting
     assert readiness({"role": "starting"}, False)[0] == 503

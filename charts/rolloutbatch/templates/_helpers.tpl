@@ -25,4 +25,10 @@ subjects:
 {{- if has .Release.Namespace .Values.watchNamespaces }}
 {{- fail "watchNamespaces must not list the operator's own namespace: batches run beside what they watch" }}
 {{- end }}
+{{- range .Values.extraArgs }}
+{{- /* the chart's own flags: a second one would win over the probes', the Role's or the replicas' */}}
+{{- if regexMatch "^--(no-)?(leader-elect|leader-election-namespace|metrics-port|metrics-address|liveness-port|watch-namespace)(=|$)" . }}
+{{- fail (printf "extraArgs must not set %s: the chart sets it from its values (replicas, metrics.port, livenessPort, watchNamespaces)" .) }}
+{{- end }}
+{{- end }}
 {{- end }}

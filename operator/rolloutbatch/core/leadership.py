@@ -37,6 +37,11 @@ NAMESPACE_LABELS = {"app.kubernetes.io/name": "rolloutbatch", "pod-security.kube
 # A standby's retries are spread over [1, 1 + JITTER] x retryPeriod (client-go's JitterFactor is
 # 1.2, over a wider range; a narrower one keeps a takeover close to the lease's end).
 JITTER = 0.2
+# Bounds of the timings: leaseDurationSeconds is an int32 the API server checks, and a waiter's
+# timeout overflows far below that; a retry every few milliseconds is a flood, and the requests
+# (their timeout is half the renew deadline) would time out before the API server answers.
+MAX_LEASE_DURATION = 3600.0
+MIN_RETRY_PERIOD = 0.2
 _MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"   # metav1.MicroTime
 
 
@@ -53,6 +58,10 @@ class Timing:
         if not all(math.isfinite(v) and v > 0 for v in (self.lease_duration, self.renew_deadline,
                                                           self.retry_period)):
             raise ValueError("lease duration, renew deadline and retry period must be positive seconds")
+        if self.lease_duration > MAX_LEASE_DURATION:
+            raise ValueError(f"the lease duration must be at most {MAX_LEASE_DURATION:g} seconds")
+        if self.retry_period < MIN_RETRY_PERIOD:
+            raise ValueError(f"the retry period must be at least {MIN_RETRY_PERIOD:g} seconds")
         if self.lease_duration <= self.renew_deadline:
             raise ValueError("the lease duration must be longer than the renew deadline")
         if self.renew_deadline <= (1 + JITTER) * self.retry_period:

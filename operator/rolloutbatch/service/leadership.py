@@ -14,6 +14,7 @@ API call it left in a worker thread have ended.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 import logging
 import os
@@ -72,13 +73,15 @@ class Elector:
         """Read, decide, write: True when we hold the lease after this round. A failed request
         raises its ``KubeError``; a lost race (409) is a False."""
         started = self.clock()
-        if self.leading.is_set() and self._lease is not None:
-            # The holder's fast path (client-go too): renew over what it last wrote, no read first.
+        if (self.leading.is_set() and self._lease is not None and self._observation is not None
+                and self._observation.record.holder == self.identity):
+            # The holder's fast path (client-go too): renew over what it last wrote, no read
+            # first; only while the last record it saw is its own (never over another's).
             record = L.next_record(self._observation.record, self.identity, self.wall(), self.timing)
             try:
                 return self._won(leases.update_lease(self.api, self._lease, record.to_spec()), record, started)
-            except Conflict:
-                pass   # changed under us: read it and decide like anyone else
+            except (Conflict, NotFound):
+                pass   # changed or deleted under us: read it and decide like anyone else
         lease = leases.get_lease(self.api, self.namespace, self.name)
         now = self.clock()
         if lease is None:
@@ -94,6 +97,9 @@ class Elector:
         self._observation = L.observe(self._observation, record, lease["metadata"]["resourceVersion"], now)
         decision = L.decide(self._observation, self.identity, now, self.timing)
         if decision.action is L.Action.WAIT:
+            if self.leading.is_set():
+                self._deposed(record)
+                return False
             self._standby(record)
             return False
         if record.holder and record.holder != self.identity:
@@ -122,6 +128,21 @@ class Elector:
             self.on_leader(True)
             self.leading.set()
         return True
+
+    def _deposed(self, record: L.Record) -> None:
+        """The lease names another, live holder while we lead (deleted and re-created, or
+        handed over by an admin): stop at once, as when the renew deadline passes. Waiting for
+        our own deadline would let two operators reconcile until then."""
+        self._stop.set()                   # no more rounds; the watchdog stands down: this is the one exit
+        with self._cond:
+            self._until = None
+            self.role, self.holder, self.holder_until = "stopped", record.holder, L.valid_until(record)
+            self._cond.notify_all()
+        log.critical("leader: lease %s/%s now names %s: stopping at once, it leads", self.namespace, self.name,
+                     record.holder)
+        self.leading.clear()
+        self.on_leader(False)
+        self.on_lost()
 
     def _standby(self, record: L.Record) -> None:
         changed = record.holder != self.holder or self.role != "standby"
@@ -221,6 +242,21 @@ class Elector:
         return True
 
 
+async def _drained(executor: concurrent.futures.ThreadPoolExecutor, timeout: float) -> bool:
+    """Shut ``executor`` down (no new call) and wait, at most ``timeout`` seconds and without
+    blocking the loop, for the calls it still runs. True when none is left."""
+    done = threading.Event()
+
+    def shutdown() -> None:
+        executor.shutdown(wait=True)
+        done.set()
+    threading.Thread(target=shutdown, name="rolloutbatch-api-drain", daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not done.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return done.is_set()
+
+
 async def operate(elector: Elector | None, reconcile: Callable[[asyncio.Event], Awaitable[None]], *,
                   settle_timeout: float = 30.0) -> None:
     """The operator's life: wait as a standby (SIGTERM/SIGINT end the wait), run ``reconcile(stop)``
@@ -233,6 +269,11 @@ async def operate(elector: Elector | None, reconcile: Callable[[asyncio.Event], 
     if elector is None:
         await reconcile(stop)
         return
+    # Our own default executor, so its shutdown can be waited for with a bound: the loop's
+    # shutdown_default_executor joins its thread even when the wait for it is cancelled
+    # (CPython 3.11), which would hold the loop (and /healthz) until every call ended.
+    executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="rolloutbatch-api")
+    loop.set_default_executor(executor)
     elector.start()
     settled = True
     try:
@@ -244,10 +285,8 @@ async def operate(elector: Elector | None, reconcile: Callable[[asyncio.Event], 
             # API calls kopf's handlers left running in worker threads (Storage runs every call
             # in one) must end before another operator may start: client-go's ReleaseOnCancel
             # asks the same of its callers.
-            try:
-                await asyncio.wait_for(loop.shutdown_default_executor(), settle_timeout)
-            except asyncio.TimeoutError:
-                settled = False
+            settled = await _drained(executor, settle_timeout)
+            if not settled:
                 log.warning("leader: API calls still running after %gs: the lease is left to expire",
                             settle_timeout)
     finally:

@@ -24,7 +24,9 @@ def at(seconds: float) -> datetime.datetime:
 def test_timing_defaults_are_client_gos_and_nonsense_is_refused():
     assert (T.lease_duration, T.renew_deadline, T.retry_period, T.lease_seconds) == (15, 10, 2, 15)
     assert L.Timing(2.5, 2, 0.5).lease_seconds == 3
-    for bad in ((10, 10, 2), (15, 2, 2), (0, 10, 2), (float("nan"), 10, 2), (15, 10, -1)):
+    for bad in ((10, 10, 2), (15, 2, 2), (0, 10, 2), (float("nan"), 10, 2), (15, 10, -1),
+                (3e9, 2e9, 1), (1e12, 1e11, 1e10),     # past int32, past what a wait can take
+                (0.003, 0.002, 0.001)):                 # a flood of requests that time out at once
         with pytest.raises(ValueError):
             L.Timing(*bad)
 

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import logging
 import threading
+import time
 
 import pytest
 
@@ -64,7 +65,8 @@ def test_the_first_candidate_creates_the_lease_and_the_second_waits_saying_who_l
 
 def test_a_renewing_leader_keeps_the_lease_and_a_dead_one_loses_it_after_the_lease_duration(api):
     clock = Clock()
-    a, b = elector(api, "pod-a_1", clock), elector(api, "pod-b_2", clock)
+    lost = []
+    a, b = elector(api, "pod-a_1", clock, on_lost=lambda: lost.append("a")), elector(api, "pod-b_2", clock)
     a.try_once()
     for _ in range(20):                 # 40 s of renewals: b never gets it
         clock.now += 2
@@ -79,7 +81,33 @@ def test_a_renewing_leader_keeps_the_lease_and_a_dead_one_loses_it_after_the_lea
     clock.now += 0.01
     assert b.try_once() and holder(api) == "pod-b_2"
     assert api.get_object("Lease", L.LEASE_NAME, NS)["spec"]["leaseTransitions"] == 1
-    assert not a.try_once() and holder(api) == "pod-b_2"   # a late renewal loses on resourceVersion
+    assert not a.try_once() and holder(api) == "pod-b_2"   # a late renewal loses on resourceVersion ...
+    assert lost == ["a"] and not a.leading.is_set() and a.status()["role"] == "stopped"   # ... and a stops
+
+
+@pytest.mark.parametrize("handover", ["deleted", "emptied"])
+def test_a_leader_whose_lease_another_took_stops_at_once_and_never_takes_it_back(api, handover):
+    """An admin deletes the Lease (or empties its holder) to force a handover; the standby takes
+    it. The old leader's next round sees a live holder that is not it: it stops at once (never
+    renewing over the other's record, which would make two leaders until its deadline)."""
+    clock = Clock()
+    lost, leads = [], []
+    a = elector(api, "pod-a_1", clock, on_lost=lambda: lost.append("a"), on_leader=leads.append)
+    b = elector(api, "pod-b_2", clock, on_lost=lambda: lost.append("b"))
+    assert a.try_once() and not b.try_once()
+    lease = api.get_object("Lease", L.LEASE_NAME, NS)
+    if handover == "deleted":
+        api.delete(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{L.LEASE_NAME}", "delete the Lease")
+    else:
+        leases.update_lease(api, lease, {**lease["spec"], "holderIdentity": ""})
+    assert b.try_once() and holder(api) == "pod-b_2"
+    clock.now += 2
+    assert not a.try_once()
+    assert lost == ["a"] and leads == [True, False] and not a.leading.is_set()
+    for _ in range(30):                 # a minute of rounds: b alone leads, every one of them
+        clock.now += 2
+        assert b.try_once() and holder(api) == "pod-b_2"
+    assert api.get_object("Lease", L.LEASE_NAME, NS)["spec"]["leaseTransitions"] <= 1
 
 
 def test_of_two_candidates_taking_an_expired_lease_one_wins(api):
@@ -175,6 +203,37 @@ def test_the_leader_starts_the_reconciler_and_releases_once_it_ended(api):
     asyncio.run(operate(candidate, reconcile))
     assert started == ["pod-a_1"]
     assert holder(api) == ""            # released once reconcile returned
+
+
+def test_calls_left_running_past_the_settle_bound_keep_the_lease_and_never_hold_the_loop(api):
+    """A worker thread still in a call when kopf stopped: operate gives up after settle_timeout,
+    leaves the lease to expire (a standby must not start while a write may land), and the event
+    loop (/healthz is served on it) keeps turning meanwhile."""
+    clock = Clock()
+    release = threading.Event()
+    ticks: list = []
+
+    async def reconcile(stop: asyncio.Event) -> None:
+        asyncio.get_running_loop().run_in_executor(None, release.wait, 5)   # a call that hangs
+        await asyncio.sleep(0)
+
+    async def main() -> float:
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.02)
+        ticker = asyncio.create_task(tick())
+        began = time.monotonic()
+        await operate(elector(api, "pod-a_1", clock), reconcile, settle_timeout=0.4)
+        took = time.monotonic() - began
+        ticker.cancel()
+        release.set()
+        return took
+
+    took = asyncio.run(main())
+    assert took < 2.0
+    assert len(ticks) > 10                  # the loop ran while operate waited
+    assert holder(api) == "pod-a_1"         # not released: it expires instead
 
 
 def test_the_elector_takes_over_when_the_holder_releases(api):
