@@ -632,7 +632,9 @@ def command(component: str, state: State, pki: Pki) -> list[str]:
         config = kueue.configuration(webhook_port=state.kueue_webhook_port, health_port=state.kueue_health_port,
                                      cert_dir=pki.webhook_dir)
         KUEUE_CONFIG.write_text(json.dumps(config, indent=2) + "\n")
-        return [str(KUEUE_DIR / "kueue"), f"--config={KUEUE_CONFIG}", f"--kubeconfig={kc}"]
+        return ["unshare", "--mount", "--propagation", "private",
+                sys.executable, "-m", "devcluster.kueue", f"--certs={pki.webhook_dir}", f"--scratch={STATE / 'kueue-etc'}",
+                "--", str(KUEUE_DIR / "kueue"), f"--config={KUEUE_CONFIG}", f"--kubeconfig={kc}"]
     plan = state.plan
     if component.startswith(PROXY_PREFIX):
         node = component[len(PROXY_PREFIX):]
@@ -1052,6 +1054,7 @@ def down(quiet: bool = False, wipe: bool = True) -> int:
     if wipe:
         shutil.rmtree(ETCD_DATA, ignore_errors=True)
         shutil.rmtree(NODES_DIR, ignore_errors=True)
+        shutil.rmtree(STATE / "kueue-etc", ignore_errors=True)   # the overlay over /etc Kueue ran with
         STATE_FILE.unlink(missing_ok=True)
     if not quiet:
         log(f"down (stopped: {', '.join(stopped) or 'nothing was running'})")

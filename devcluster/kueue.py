@@ -14,11 +14,20 @@ object, since all of them fail closed.
 The queue objects `make cluster` creates (:func:`queue_objects`): a ResourceFlavor, a
 ClusterQueue that admits workloads from every namespace, and a LocalQueue in `default`.
 Pure functions here build everything; cluster.py starts the process and applies the objects.
+
+With its own certificate management off, Kueue reads a metrics certificate from the fixed path
+/etc/kueue/metrics/certs and exits without one (even with metrics off). So it is started by
+:func:`main` in a mount namespace of its own (``unshare --mount``), where an overlay over /etc
+holds that directory, bound to our webhook certificate: the host's /etc is never written.
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
+import os
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -106,3 +115,31 @@ def queue_objects() -> list[dict]:
          "metadata": {"name": LOCAL_QUEUE, "namespace": "default"},
          "spec": {"clusterQueue": CLUSTER_QUEUE}},
     ]
+
+
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")   # where Kueue's main reads them (not configurable)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m devcluster.kueue --certs DIR --scratch DIR -- KUEUE ARGS...``, run inside
+    ``unshare --mount --propagation private``: /etc overlaid (its upper layer in ``--scratch``),
+    the metrics certificate directory bound to ``--certs``, then Kueue exec'd."""
+    parser = argparse.ArgumentParser(prog="devcluster.kueue")
+    parser.add_argument("--certs", required=True, type=Path)
+    parser.add_argument("--scratch", required=True, type=Path)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    upper, work = args.scratch / "upper", args.scratch / "work"
+    for path in (upper, work):
+        path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir=/etc,upperdir={upper},workdir={work}",
+                    "/etc"], check=True)
+    METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(args.certs), str(METRICS_CERTS)], check=True)
+    os.execv(command[0], command)
+    return 1   # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -77,6 +77,7 @@ def test_the_standby_takes_over_a_killed_leader_and_nothing_is_lost_or_doubled(s
         assert name not in standby.log_path.read_text(errors="replace")
         assert counted(standby, namespace) == 0
         took = wait_role(standby, "leader", TAKEOVER_BOUND)
+        print(f"failover: the standby led {took:.1f}s after the leader was killed at {point}")
         assert took <= TAKEOVER_BOUND
         check_outcome(name, namespace, standby)          # counts, rows, one sandbox namespace, one Job
         check_each_episode_once(name, namespace)
@@ -100,6 +101,7 @@ def test_a_graceful_stop_hands_over_within_a_retry(solo_operator, namespace):
         assert leader.proc.returncode == 0, leader.log_tail()
         assert "released lease" in leader.log_path.read_text(errors="replace")
         took = wait_role(standby, "leader", HANDOVER_BOUND)
+        print(f"failover: the standby led {took:.1f}s after the leader's SIGTERM")
         assert took < LEASE_DURATION     # faster than any takeover that waits for an expiry
         check_outcome(name, namespace, standby)
         check_each_episode_once(name, namespace)
