@@ -239,7 +239,9 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def _signature(component: str) -> str:
-    """A string that must appear in the component's command line (guards against pid reuse)."""
+    """A word of the component's command line (guards against pid reuse)."""
+    if component == "kueue":
+        return str(KUEUE_DIR / "kueue")   # before and after devcluster.kueue execs it
     for prefix in PER_NODE_PREFIXES:
         if component.startswith(prefix):
             return component[len(prefix):]
