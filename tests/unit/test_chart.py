@@ -165,6 +165,9 @@ def test_a_single_replica_has_no_disruption_budget():
     (["--set", "extraArgs={--leader-election-namespace=other}"], "must not set --leader-election-namespace"),
     (["--set", "extraArgs={--liveness-port=9000}"], "must not set --liveness-port=9000"),
     (["--set", "extraArgs={--watch-namespace=a}"], "must not set --watch-namespace"),
+    (["--set", "resources.limits.cpu=lots"], "cpu"),                  # not a quantity
+    (["--set", "serviceMonitor.interval=0s"], "interval"),             # Prometheus refuses a zero interval
+    (["--set", "watchNamespaces={kube-system}"], "watchNamespaces"),   # the system's, never a batch's
 ])
 def test_bad_values_are_refused(values, said):
     out = helm("template", "rolloutbatch", str(CHART), "--namespace", NAMESPACE, *values, check=False)

@@ -8,7 +8,7 @@ Lease already made (another candidate won that race), ``NotFound`` when the name
 
 from __future__ import annotations
 
-from rolloutbatch.kube.errors import Conflict, NotFound
+from rolloutbatch.kube.errors import Conflict, Forbidden, NotFound
 
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
@@ -43,10 +43,13 @@ def update_lease(api, lease: dict, spec: dict) -> dict:
 
 
 def ensure_namespace(api, name: str, labels: dict) -> bool:
-    """Create the namespace when it is missing; True when this call created it. ``Forbidden``
-    (the kubeconfig may neither read nor create it) is the caller's to explain."""
+    """Create the namespace when it is missing; True when this call created it. A kubeconfig
+    that may not read namespaces leaves it unchecked (False): it may well exist, and the Lease's
+    own requests say so if it does not. ``Forbidden`` on the create is the caller's to explain."""
     try:
         api.get(f"/api/v1/namespaces/{name}", f"get namespace {name}")
+        return False
+    except Forbidden:
         return False
     except NotFound:
         pass

@@ -261,3 +261,15 @@ def test_ensure_namespace_creates_a_missing_one_once():
     assert not leases.ensure_namespace(api, NS, L.NAMESPACE_LABELS)
     labels = api.get_object("Namespace", NS)["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_a_namespace_that_may_not_be_read_is_left_unchecked_and_one_that_may_not_be_made_is_said():
+    """A namespaced local operator may lack get on namespaces: the Lease's namespace may still
+    exist, and the election's own requests tell. Only a refused create is an error here."""
+    api = MemoryApi()
+    api.fail("GET", "Namespace", Forbidden("namespaces is forbidden"))
+    assert not leases.ensure_namespace(api, NS, L.NAMESPACE_LABELS)
+    assert api.get_object("Namespace", NS) is None
+    api.fail("POST", "Namespace", Forbidden("namespaces is forbidden"))
+    with pytest.raises(Forbidden):
+        leases.ensure_namespace(api, NS, L.NAMESPACE_LABELS)
