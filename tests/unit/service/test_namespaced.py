@@ -1,11 +1,16 @@
 """The namespaced install (core.scope), against an API server in memory that answers 403 to every
-request outside the watched namespace, as the ServiceAccount of `manifests/namespaced` gets.
+request outside the watched namespace, and to every one inside it that the Role of
+`manifests/namespaced` does not grant, as that install's ServiceAccount gets.
 
 A Dedicated batch is refused before anything is created and deleted without a refused request; a
 Shared one runs to its end and is cleaned up; an unreadable RuntimeClass is not a refusal, an
 unreadable PriorityClass is (its value guards the cluster's critical range).
 """
 import asyncio
+import re
+from pathlib import Path
+
+import yaml
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope, parse_namespaces
@@ -13,6 +18,7 @@ from rolloutbatch.kube.errors import Forbidden
 from tests.unit.service.memory_cluster import NAMESPACE, run, until
 from tests.unit.service.test_reconciler_lifecycle import SPEC, every_episode_ends, namespaces, start
 
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = {**SPEC, "isolation": {"namespace": "Shared"}, "cleanup": {"sandbox": "Always"}}
 
 
@@ -20,17 +26,45 @@ def outside(path: str) -> bool:
     return f"/namespaces/{NAMESPACE}/" not in path
 
 
-def confine(cluster) -> list[str]:
-    """Every request outside the watched namespace refused, as RBAC would; the refused paths."""
-    refused: list[str] = []
+# The namespaced install's Role (what its RoleBinding grants in each watched namespace).
+ROLE_RULES = [rule for doc in yaml.safe_load_all((ROOT / "manifests/namespaced/role.yaml").read_text())
+              if doc and doc.get("kind") == "Role" for rule in doc["rules"]]
+_VERB = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+_PATH = re.compile(r"^/apis?/(?:(?P<group>[\w.-]+)/)?v\w+/namespaces/[^/]+/(?P<resource>[a-z]+)"
+                   r"(?:/(?P<name>[^/?]+))?(?:/(?P<sub>[a-z]+))?")
 
-    def when(path: str) -> bool:
-        if outside(path):
-            refused.append(path)
-            return True
+
+# What the test does as the batch's user (submit it) and as the controllers (the Job controller
+# makes pods, the kubelet and the Job controller write their status): never the operator's calls.
+_NOT_THE_OPERATOR = re.compile(r"^POST .*/(rolloutbatches|pods)$|^PATCH .*/(pods|jobs)/[^/]+/status$")
+
+
+def allowed(method: str, path: str) -> bool:
+    """Whether the Role grants this request in the watched namespace (RBAC's verbs: get with a
+    name, list without one, watches are not made through this API)."""
+    match = _PATH.match(path)
+    if not match:
         return False
+    group = "" if path.startswith("/api/") else match["group"]
+    resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
+    verb = _VERB.get(method) or ("get" if match["name"] else "list")
+    return any(group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+               for rule in ROLE_RULES)
+
+
+def confine(cluster) -> list[str]:
+    """Every request the namespaced Role does not grant refused, as RBAC would (outside the
+    watched namespace, or a verb it lacks inside); the refused paths."""
+    refused: list[str] = []
     for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
-        cluster.api.fail(method, None, Forbidden("forbidden: outside the watched namespaces", status=403),
+        def when(path: str, method: str = method) -> bool:
+            if _NOT_THE_OPERATOR.search(f"{method} {path}"):
+                return False   # the test playing its user and the controllers, under their own rights
+            if outside(path) or not allowed(method, path):
+                refused.append(path)
+                return True
+            return False
+        cluster.api.fail(method, None, Forbidden("forbidden: not granted by the namespaced Role", status=403),
                          times=10**6, when=when)
     return refused
 
