@@ -15,3 +15,6 @@ GROUP = "rl.agentruntime.io"
 VERSION = "v1alpha1"
 PLURAL = "rolloutbatches"
 KIND = "RolloutBatch"
+# Warm sandbox pools (docs/design.md §5.17): same group and version.
+POOL_PLURAL = "rolloutpools"
+POOL_KIND = "RolloutPool"

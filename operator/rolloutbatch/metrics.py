@@ -68,6 +68,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
         "handler_duration_seconds", "handler_errors_total", "build_info", "reward_extras_dropped_total",
         "episode_reward_magnitude_total", "leader", "queue_wait_seconds", "queue_evictions_total",
+        "claim_seconds", "pool_claims_total",
     )
 )
 HISTOGRAM_NAMES: frozenset[str] = frozenset(
@@ -75,7 +76,7 @@ HISTOGRAM_NAMES: frozenset[str] = frozenset(
     for n in (
         "episode_startup_seconds", "episode_duration_seconds", "episode_reward",
         "batch_ready_seconds", "batch_rewards_seconds", "batch_complete_seconds",
-        "log_read_seconds", "handler_duration_seconds", "queue_wait_seconds",
+        "log_read_seconds", "handler_duration_seconds", "queue_wait_seconds", "claim_seconds",
     )
 )
 
@@ -202,6 +203,16 @@ class Metrics:
             "Times Kueue evicted a batch's running Job (preemption, a stopped queue); its running episodes "
             "end EvictedByQueue.",
             list(per_batch), registry=r)
+        # Warm pools (core.pools): per pool, not per batch (a pool serves many batches).
+        self.claim_seconds = Histogram(
+            name("claim_seconds"),
+            "spec.poolRef: an episode's claim (a warm pod) or its cold pod's creation -> the pod was handed "
+            "its episode, in seconds.",
+            ["namespace", "pool", "result"], buckets=DEFAULT_LOG_READ_BUCKETS, registry=r)
+        self.pool_claims_total = Counter(
+            name("pool_claims"),
+            "Episodes of pooled batches by result: hit (a warm pod of the pool) or miss (a cold pod).",
+            ["namespace", "pool", "result"], registry=r)
         self.log_read_seconds = Histogram(
             name("log_read_seconds"), "Time to read one episode pod's log, in seconds.",
             buckets=DEFAULT_LOG_READ_BUCKETS, registry=r)
@@ -432,6 +443,16 @@ class Metrics:
             self._set_running_gauge(namespace, batch, st)
 
     # --- operator internals ---------------------------------------------------------------------
+
+    def pool_claims(self, namespace: str, pool: str, hits: int, misses: int) -> None:
+        """A pooled batch started: ``hits`` episodes got a warm pod, ``misses`` start cold."""
+        self.pool_claims_total.labels(namespace, pool, "hit").inc(max(0, hits))
+        self.pool_claims_total.labels(namespace, pool, "miss").inc(max(0, misses))
+
+    def claim_observed(self, namespace: str, pool: str, hit: bool, seconds: float) -> None:
+        v = _duration(seconds)
+        if v is not None:
+            self.claim_seconds.labels(namespace, pool, "hit" if hit else "miss").observe(v)
 
     def log_read(self, seconds: float, nbytes: int) -> None:
         v = _duration(seconds)

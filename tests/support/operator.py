@@ -23,6 +23,7 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STATE = ROOT / ".devcluster"
 CRD = ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml"
+POOL_CRD = CRD.parent / "rl.agentruntime.io_rolloutpools.yaml"
 
 
 # For an operator a test kills itself within seconds (ROLLOUTBATCH_CRASH_AT): the Lease it leaves
@@ -79,8 +80,10 @@ class KubectlError(subprocess.CalledProcessError):
 
 
 def install_crd() -> None:
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/rolloutbatches.rl.agentruntime.io", "--timeout=60s")
+    """Both CRDs: RolloutBatch and RolloutPool (the operator serves both)."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(POOL_CRD))
+    kubectl("wait", "--for=condition=Established", "crd/rolloutbatches.rl.agentruntime.io",
+            "crd/rolloutpools.rl.agentruntime.io", "--timeout=60s")
 
 
 class OperatorProcess:

@@ -128,13 +128,15 @@ class Removal:
     rights_optional: bool = False
 
 
-def deletion_plan(ref: BatchRef, input_shards: int = 0) -> tuple[Removal, ...]:
+def deletion_plan(ref: BatchRef, input_shards: int = 0, pool_namespace: str | None = None) -> tuple[Removal, ...]:
     """Every child a batch of either isolation mode may have, in a safe order. Shared-mode
     copies of spec.inputsFrom are owned by the batch, so the garbage collector removes any the
-    plan does not name (``input_shards`` unknown without the spec)."""
+    plan does not name (``input_shards`` unknown without the spec). ``pool_namespace``: a pooled
+    batch's Job runs in its pool's namespace (core.pools), which is the pool's to remove."""
     sandbox, job = naming.sandbox_namespace(ref), naming.job_name(ref)
     shards = tuple(Removal("ConfigMap", naming.inputs_shard_name(ref, j), ref.namespace) for j in range(input_shards))
-    return shards + (
+    pooled = (Removal("Job", job, pool_namespace, wait=True, propagation="Foreground"),) if pool_namespace else ()
+    return shards + pooled + (
         Removal("Job", job, sandbox, wait=True, propagation="Foreground"),
         Removal("Job", job, ref.namespace, wait=True, propagation="Foreground"),
         Removal("Namespace", sandbox, None, wait=True, propagation="Foreground"),

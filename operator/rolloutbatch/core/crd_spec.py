@@ -248,6 +248,16 @@ def _properties() -> dict[str, Schema]:
              f"is scheduled. At most {d.MAX_INPUT_IMAGES_BYTES // 1024} KiB in all (the list stays in this "
              "object)."),
             string(max_length=d.MAX_IMAGE_LENGTH), max_items=max_episodes),
+        "poolRef": obj(
+            ("A RolloutPool of the batch's namespace whose warm pods run the episodes (docs/design.md §5.17): "
+             "each episode is handed to a ready pod of the pool (a hit), or to a cold pod of the pool's template "
+             "when none is ready (a miss). The sandbox is then the pool's: its image, runtimeClassName, "
+             "resources, task, workspace, network and podTemplate. Exclusive with task, runtimeClassName, "
+             "podTemplate, verifier, inputImages, inputsFrom, queueName, isolation.egress and Secret env values. "
+             f"A missing pool stalls the batch with reason {v.STALL_POOL_NOT_FOUND}, an image other than the "
+             f"pool's with {v.STALL_POOL_CONFLICT}, before anything is claimed."),
+            {"name": string("The RolloutPool's name.", min_length=1, max_length=253)},
+            required=["name"]),
         STOP_FIELD: boolean(
             ("Set to true to stop a running batch early (kubectl patch --type=merge -p "
              f"""'{{"spec":{{"{STOP_FIELD}":true}}}}', rolloutbatch stop NAME): no new episode starts, running """
@@ -277,6 +287,13 @@ def _rules(fields: list[str]) -> list[dict]:
              f"spec is immutable (only spec.{stop} may change, to true)"),
         rule(f"!has(oldSelf.{stop}) || !oldSelf.{stop} || (has(self.{stop}) && self.{stop})",
              f"spec.{stop} cannot be undone: a stopped batch stays stopped (create a new batch to run again)"),
+        rule("has(self.task) != has(self.poolRef)",
+             "spec.task is required, unless spec.poolRef names a pool (whose task the episodes run)"),
+        # podTemplate has a default ({}), so only parse_spec can refuse a set one (PoolConflict stall)
+        rule("!has(self.poolRef) || (!has(self.runtimeClassName) && !has(self.verifier) && !has(self.inputImages) "
+             "&& !has(self.inputsFrom) && !has(self.queueName))",
+             "with spec.poolRef the sandbox is the pool's: runtimeClassName, verifier, inputImages, inputsFrom and "
+             "queueName are refused"),
         rule("!has(self.parallelism) || self.parallelism <= self.episodes",
              "spec.parallelism must be less than or equal to spec.episodes"),
         rule("!has(self.minSuccessfulEpisodes) || self.minSuccessfulEpisodes <= self.episodes",
@@ -307,7 +324,7 @@ def spec_schema() -> Schema:
          f"is immutable after creation but for {STOP_FIELD}, which may only be set to true; to rerun, create a "
          "new object (a new name, or metadata.generateName). Unknown fields are refused by clients that ask for "
          "strict field validation (kubectl, the rolloutbatch CLI and SDK)."),
-        properties, required=["episodes", "task"], rules=_rules(list(properties)))
+        properties, required=["episodes"], rules=_rules(list(properties)))
 
 
 # The top-level fields of RolloutBatch.spec: parse_spec refuses any other, as the API's strict

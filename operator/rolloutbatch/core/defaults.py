@@ -26,6 +26,9 @@ SANDBOX_QUOTA = False                  # spec.isolation.resourceQuota
 VERIFIER_MOUNT_PATH = "/verifier"
 VERIFIER_SCRIPT = "verify.py"          # the verifier's default command runs <verifier.mountPath>/verify.py
 VERIFIER_TIMEOUT_SECONDS = 300
+# RolloutPool (docs/design.md §5.17)
+POOL_MAX_SIZE = 100                    # spec.maxSize
+PREPARE_TIMEOUT_SECONDS = 600          # spec.prepare.timeoutSeconds
 # The enums' defaults are the first word of their core.vocabulary tuple (ISOLATION_MODES, ...).
 
 
@@ -56,6 +59,8 @@ MAX_EGRESS_RULES, MAX_EGRESS_PEERS = 32, 16
 # generateName appends 5 random characters; 55 + 5 = 60 keeps the name a valid label value (63)
 # with room to spare, so label_value(name) never truncates and two batches never share one.
 MAX_BATCH_NAME_LENGTH = 55
+MAX_POOL_SIZE = 1000                               # a RolloutPool's maxSize
+MAX_PREPARE_TIMEOUT_SECONDS = 3600
 
 # --- what a submitter may not ask for --------------------------------------------------------------
 # The operator sets these in every episode (core.manifests); in the order the CRD lists them.

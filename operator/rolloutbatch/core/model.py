@@ -89,6 +89,7 @@ class BatchSpec:
     stop: bool = False                  # spec.stop as parsed; the operator reads the live field
     input_images: tuple[str, ...] = ()  # spec.inputImages resolved: one image per group, or () for spec.image
     queue_name: str | None = None       # spec.queueName: a Kueue LocalQueue of the batch's namespace (core.queueing)
+    pool_name: str | None = None        # spec.poolRef.name: a RolloutPool of the batch's namespace (core.pools)
 
     @property
     def retains_results(self) -> bool:
@@ -127,6 +128,12 @@ class PodFacts:
     containers_reported: bool = True          # the status lists any container (init or regular)
     delete_requested_at: float | None = None  # deletionTimestamp less its grace period: when it was deleted
     own_deadline_at: float | None = None      # status.startTime + spec.activeDeadlineSeconds
+    # warm pools (core.pools): a pod of a pool's template, whether its container passed its
+    # startupProbe (prepared, waiting for its episode), and when the operator handed it its episode
+    pooled: bool = False
+    container_started: bool = False
+    delivered_at: float | None = None
+    claimed_at: float | None = None           # a warm pod's claim; None for a cold one
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,15 @@ LABEL_INPUTS, INPUTS_OPT_IN = "rl.agentruntime.io/inputs", "true"
 # A Secret of the batch's namespace is read for an env secretKeyRef only with this label, for the
 # same reason (core.secret_env): its writer hands it to the batches of the namespace.
 LABEL_EPISODE_ENV, EPISODE_ENV_OPT_IN = "rl.agentruntime.io/episode-env", "true"
+# Warm pools (core.pools): a pool's pods carry its uid until a batch claims one; the claim moves the
+# pod to the batch (its labels, the completion index) and the batch's Job adopts it.
+LABEL_POOL_UID = "rl.agentruntime.io/pool-uid"
+LABEL_POOL_NAME = "rl.agentruntime.io/pool-name"
+ROLE_WARM = "warm"                                               # LABEL_EPISODE_ROLE of an unclaimed pool pod
+ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim
+ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
+POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
+CLAIM_MOUNT_PATH = "/rollout/claim"                              # the pod's own emptyDir the episode arrives in
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -48,6 +57,13 @@ def short_uid(uid: str) -> str:
 
 def sandbox_namespace(ref: BatchRef) -> str:
     return f"rb-{short_uid(ref.uid)}"
+
+
+def pool_namespace(namespace: str, name: str) -> str:
+    """A RolloutPool's own namespace, where its warm pods wait and its pooled batches' Jobs run.
+    From the pool's namespace and name, not its uid: a batch's spec (poolRef) then names its
+    sandbox without a read, also when the batch is deleted after its pool."""
+    return f"rp-{hashlib.sha256(f'{namespace}/{name}'.encode()).hexdigest()[:10]}"
 
 
 def job_name(ref: BatchRef) -> str:
@@ -94,7 +110,9 @@ def results_configmap_name(ref: BatchRef) -> str:
 
 
 def child_namespace(ref: BatchRef, spec: BatchSpec) -> str:
-    """Where the Job and its ConfigMaps live: the sandbox namespace, or the batch's own."""
+    """Where the Job and its ConfigMaps live: the sandbox namespace, the batch's own, or its pool's."""
+    if spec.pool_name:
+        return pool_namespace(ref.namespace, spec.pool_name)
     return sandbox_namespace(ref) if spec.isolation_namespace == v.ISOLATION_DEDICATED else ref.namespace
 
 

@@ -345,6 +345,29 @@ def _image(value: object, field: str) -> str:
     return value
 
 
+# With spec.poolRef the sandbox is the pool's (core.pools): these fields would say otherwise.
+POOL_EXCLUSIVE = ("task", "runtimeClassName", "podTemplate", "verifier", "inputImages", "inputsFrom", "queueName")
+
+
+def _pool_name(raw: Mapping) -> str | None:
+    """spec.poolRef.name, or None; refuses what a pooled batch cannot have (the CRD says it too)."""
+    ref = raw.get("poolRef")
+    if ref is None:
+        return None
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    if not isinstance(name, str) or not is_dns_subdomain(name):
+        raise SpecError("spec.poolRef.name", f"must be a RolloutPool name, got {name!r}"[:200])
+    for field_name in POOL_EXCLUSIVE:
+        if raw.get(field_name):
+            raise SpecError(f"spec.{field_name}", "is the pool's with spec.poolRef: leave it out")
+    if (_map(raw, "isolation", "spec.isolation")).get("egress"):
+        raise SpecError("spec.isolation.egress", "is the pool's with spec.poolRef (its network): leave it out")
+    for item in raw.get("env") or ():
+        if isinstance(item, Mapping) and "valueFrom" in item:
+            raise SpecError("spec.env", "with spec.poolRef only plain values reach the episode (no Secret keys)")
+    return name
+
+
 def _files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
     files = _map(raw, "files", field)
     if required and not files:
@@ -431,8 +454,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if min_ok > episodes:
         raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes}), got {min_ok}")
 
+    pool = _pool_name(raw)
     task = _map(raw, "task", "spec.task")
-    files = _files(task, "spec.task.files", required=True)
+    files = _files(task, "spec.task.files", required=pool is None)
     mount = _path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
 
     samples = _int(raw, "samplesPerInput", d.SAMPLES_PER_INPUT, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
@@ -547,4 +571,5 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         pod_template=template,
         input_images=input_images,
         queue_name=queue,
+        pool_name=pool,
     )

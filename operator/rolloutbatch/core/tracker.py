@@ -119,10 +119,13 @@ class BatchTracker:
     """Counts episodes of one batch exactly once, across pod retries and operator restarts."""
 
     def __init__(self, episodes: int, infrastructure_retries: int, listener: Listener | None = None, *,
-                 namespace: str | None = None, job_name: str | None = None) -> None:
+                 namespace: str | None = None, job_name: str | None = None, pooled: bool = False) -> None:
         self.episodes = episodes
         self.namespace = namespace          # the child namespace: pods elsewhere are not ours
         self.job_name = job_name
+        # spec.poolRef (core.pools): claimed warm pods are named by their pool, and are orphans
+        # until the Job adopts them; such a pod is held, not refused, until it names its owner
+        self.pooled = pooled
         self.job_uid: str | None = None     # the batch's Job, once known (expect_job)
         # pods seen before the Job's uid was known: uid -> (facts, deleted); bounded
         self._unverified: dict[str, tuple[PodFacts, bool]] = {}
@@ -180,9 +183,9 @@ class BatchTracker:
         """Whether a pod is one of the batch's episodes; None while the Job's uid is unknown."""
         if self.namespace is not None and facts.namespace != self.namespace:
             return False
-        if self.job_name is not None and not facts.name.startswith(f"{self.job_name}-"):
+        if self.job_name is not None and not self.pooled and not facts.name.startswith(f"{self.job_name}-"):
             return False
-        if self.job_uid is None:
+        if self.job_uid is None or (self.pooled and facts.owner_uid is None):
             return None
         return facts.owner_uid == self.job_uid
 

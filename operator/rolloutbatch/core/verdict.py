@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import calendar
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 
@@ -56,9 +57,11 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_EXTRA_FIELD_BYTES, split_agent_record
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
                                      usable_reward)
-from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, VERIFIER_CONTAINER
+from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, ANNOTATION_DELIVERED_AT, CONTAINER_NAME,
+                                     POOLED_ANNOTATION, VERIFIER_CONTAINER)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.strictjson import finite, sanitize
+from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 __all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
            "is_terminal", "judge_episode", "judge_verified", "missing_reason", "never_ran", "parse_time",
@@ -141,7 +144,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
     disruption = conditions.get("DisruptionTarget") or {}
     return PodFacts(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""),
-        index=_index(meta), created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        index=_index(meta), created=_created(meta),
         phase=status.get("phase") or v.PodPhase.PENDING, node=spec.get("nodeName"), image_id=container.get("imageID") or None,
         exit_code=terminated.get("exitCode"), restart_count=int(container.get("restartCount") or 0),
         terminated_reason=terminated.get("reason"), pod_reason=status.get("reason") or disruption.get("reason"),
@@ -156,7 +159,30 @@ def pod_facts(pod: Mapping) -> PodFacts:
         owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
         scheduling_gates=_gates(spec), containers_reported=bool(statuses or inits),
         delete_requested_at=_delete_requested_at(meta), own_deadline_at=_own_deadline_at(spec, status),
+        pooled=_annotation(meta, POOLED_ANNOTATION) == "true",
+        container_started=container.get("started") is True,
+        delivered_at=_float(_annotation(meta, ANNOTATION_DELIVERED_AT)),
+        claimed_at=_float(_annotation(meta, ANNOTATION_CLAIMED_AT)),
     )
+
+
+def _annotation(meta: Mapping, key: str) -> str | None:
+    value = (meta.get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _created(meta: Mapping) -> float:
+    """When the episode began: a warm pod's claim (core.pools), else the pod's creation. A warm pod
+    waited in its pool before; its episode's clock checks and startup times count from the claim."""
+    return _float(_annotation(meta, ANNOTATION_CLAIMED_AT)) or parse_time(meta.get("creationTimestamp")) or 0.0
 
 
 def _delete_requested_at(meta: Mapping) -> float | None:
@@ -218,6 +244,8 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     """
     if facts.phase != POD_FAILED or over_own_limits(facts):
         return False
+    if facts.pooled and facts.exit_code == NOT_DELIVERED_EXIT:
+        return True   # the pool's launcher: this pod never ran an episode (core.pools)
     return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS or rejected_by_node(facts)
 
 

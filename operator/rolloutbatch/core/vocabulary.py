@@ -187,6 +187,8 @@ class StallReason(Word):
     # the namespaced install (core.scope) cannot run it: Dedicated isolation, an unreadable PriorityClass
     CLUSTER_RIGHTS = "ClusterRightsRequired"
     QUEUE_NOT_FOUND = "LocalQueueNotFound"   # spec.queueName names no LocalQueue of the batch's namespace
+    POOL_NOT_FOUND = "PoolNotFound"          # spec.poolRef names no RolloutPool of the batch's namespace
+    POOL_CONFLICT = "PoolConflict"           # the batch asks for a sandbox other than its pool's
 
 
 class EventReason(Word):
@@ -205,6 +207,19 @@ class EventReason(Word):
     EXTRAS_DROPPED = "RewardExtrasDropped"
     ADMITTED = "Admitted"      # Kueue admitted the batch's Job: its episodes start (the queue wait is said)
     EVICTED = "EvictedByQueue"  # Kueue evicted it (preempted, ...): running episodes are cut off, it queues again
+    CLAIMED = "ClaimedFromPool"  # spec.poolRef: how many episodes got a warm pod (hits) and how many start cold
+    DELIVERY_FAILED = "EpisodeDeliveryFailed"  # a pod could not be handed its episode: evicted, the index re-runs
+
+
+class PoolReason(Word):
+    """A RolloutPool's condition reasons (core.pools): why it is, or is not, full of warm pods."""
+    WARM = "PoolWarm"                      # size warm pods wait
+    FILLING = "PoolFilling"                # pods are starting or preparing
+    IMAGE = "ImagePullFailed"              # the template's image cannot be pulled
+    RUNTIME_CLASS = "RuntimeClassNotFound"
+    PREPARE_FAILED = "PrepareFailed"       # spec.prepare exited non-zero or timed out
+    UNSCHEDULABLE = "Unschedulable"
+    PODS_NOT_CREATED = "PodsNotCreated"    # the API refused the pool's pods (quota, admission)
 
 
 REASON_PENDING, REASON_PROVISIONING = BatchReason.PENDING, BatchReason.PROVISIONING
@@ -222,6 +237,8 @@ EVENT_IMAGE_NOT_SET = EventReason.IMAGE_NOT_SET
 EVENT_EGRESS_PEER_EMPTY = EventReason.EGRESS_PEER_EMPTY
 EVENT_EXTRAS_DROPPED = EventReason.EXTRAS_DROPPED
 EVENT_ADMITTED, EVENT_EVICTED = EventReason.ADMITTED, EventReason.EVICTED
+EVENT_CLAIMED, EVENT_DELIVERY_FAILED = EventReason.CLAIMED, EventReason.DELIVERY_FAILED
+POOL_REASONS = tuple(PoolReason)
 EVENT_REASONS = tuple(EventReason)
 STALL_INVALID_SPEC = StallReason.INVALID_SPEC
 STALL_RUNTIME_CLASS = StallReason.RUNTIME_CLASS
@@ -245,6 +262,7 @@ STALL_UNSCHEDULABLE = StallReason.UNSCHEDULABLE
 STALL_SECRET_MISSING = StallReason.SECRET_MISSING
 STALL_CLUSTER_RIGHTS = StallReason.CLUSTER_RIGHTS
 STALL_QUEUE_NOT_FOUND = StallReason.QUEUE_NOT_FOUND
+STALL_POOL_NOT_FOUND, STALL_POOL_CONFLICT = StallReason.POOL_NOT_FOUND, StallReason.POOL_CONFLICT
 STALL_REASONS = tuple(StallReason)
 
 
@@ -370,3 +388,6 @@ START_ERROR_REASONS = ("StartError", "ContainerCannotRun")
 # The verifier launcher's exit code when it stopped the verifier at verifier.timeoutSeconds
 # (timeout(1)'s code).
 VERIFIER_TIMEOUT_EXIT = 124
+# A pool pod's launcher exits with this when the pod never ran an episode (core.pools): its
+# prepare failed or timed out, or its delivery was broken. An agent's own 121 is reported as 1.
+NOT_DELIVERED_EXIT = 121

@@ -42,7 +42,8 @@ from rolloutbatch.core.tracker import BatchTracker, JobFacts
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.kube.errors import KubeError, OwnerGone
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.service import policy, sandbox
+from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.service import policy, pool_claims, sandbox
 from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
@@ -72,6 +73,8 @@ class BatchReconciler:
         self.spec: BatchSpec | None = None
         self.tracker: BatchTracker | None = None
         self.images: ImageGate | None = None            # spec.inputImages (once the spec is read)
+        self.delivery: pool_claims.EpisodeDelivery | None = None   # spec.poolRef (once the spec is read)
+        self.pool_storage = PoolStorage(ctx.api)
         self._early: list[tuple[str, PodFacts]] = []   # pod events before the spec was parsed
         self._early_job: JobFacts | None = None
         self.wake = asyncio.Event()
@@ -179,7 +182,10 @@ class BatchReconciler:
                 raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
             self.tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries,
                                         namespace=naming.child_namespace(self.ref, self.spec),
-                                        job_name=naming.job_name(self.ref))
+                                        job_name=naming.job_name(self.ref), pooled=bool(self.spec.pool_name))
+            self.delivery = pool_claims.EpisodeDelivery(self.storage, self.pool_storage, self.ref, self.spec,
+                                                        lambda *event: self.emit(*event), self.log,
+                                                        self.ctx.metrics.claim_observed)
             self.results.configure(self.spec)
             self.images = ImageGate(self.storage, self.spec, lambda *event: self.emit(*event), self.log,
                                     self.ctx.settings.transient_give_up)
@@ -201,6 +207,12 @@ class BatchReconciler:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
 
+    def _wake_pool(self, pool_uid: str) -> None:
+        """The pool's daemon refills at once after a claim (when this operator runs it)."""
+        pool = self.ctx.pools.get(pool_uid)
+        if pool is not None:
+            pool.wake.set()
+
     # -- entering the tracking: three ways -------------------------------------------------
     async def _stop_before_run(self) -> None:
         """Stopped before it ran: nothing more is created. A Job an interrupted provisioning
@@ -221,7 +233,13 @@ class BatchReconciler:
         if lifecycle.announces_provisioning(phase):
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
-        empty = await self.sandbox.provision(self.spec, self.tracker)
+        if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
+            empty: list[str] = []
+            await self.sandbox.provision_pooled(lambda: pool_claims.provision(
+                self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
+                self.ctx.metrics, self._wake_pool), self.tracker)
+        else:
+            empty = await self.sandbox.provision(self.spec, self.tracker)
         if self._said_provisioned:
             pass   # a retried run (the Running status failed transiently) says it once
         elif lifecycle.announces_provisioned(phase):
@@ -278,6 +296,7 @@ class BatchReconciler:
             self._start_reads()
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
+            self.delivery.round(tracker)
             self.images.round(tracker)
             if self.images.error is not None:
                 raise self.images.error  # e.g. no right to patch pods: the policy ends the batch with it
@@ -610,7 +629,9 @@ class BatchReconciler:
             self.log.warning("API calls of the batch still running after %ss: removing its sandbox anyway",
                              min(timeout, SETTLE_WAIT))
         storage = Storage(self.ctx.api)
+        pool = ((self.body.get("spec") or {}).get("poolRef") or {}).get("name")
+        pool_ns = naming.pool_namespace(self.ref.namespace, pool) if isinstance(pool, str) and pool else None
         gone = await sandbox.remove(storage, self.ref, self.log, timeout, finalizer=True,
-                                    scope=self.ctx.settings.scope)
+                                    scope=self.ctx.settings.scope, pool_namespace=pool_ns)
         await sandbox.remove_results(storage, self.ref, self.log)
         return gone

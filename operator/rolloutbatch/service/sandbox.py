@@ -23,13 +23,13 @@ from rolloutbatch.kube.errors import Forbidden, NotOurs
 from rolloutbatch.kube.storage import Storage
 
 async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False,
-                      wait: bool = True, scope: Scope = CLUSTERWIDE) -> bool:
+                      wait: bool = True, scope: Scope = CLUSTERWIDE, pool_namespace: str | None = None) -> bool:
     """One pass over the plan; True when nothing of the sandbox is left. ``finalizer``: called
     for the batch's deletion (where the chaos tests crash the operator), not its cleanup policy.
     ``wait=False``: every step is issued, none waited for (the last resort of :func:`remove`).
     ``scope``: a namespaced operator skips the places outside its namespaces (core.scope): it
     made nothing there, and may not even look."""
-    for step in deletion_plan(ref):
+    for step in deletion_plan(ref, pool_namespace=pool_namespace):
         if not scope.reaches(step.namespace):
             continue
         if not wait and step.guards_pods:
@@ -56,7 +56,7 @@ async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, f
 
 
 async def remove(storage: Storage, ref: BatchRef, log: logging.Logger, timeout: float, *, finalizer: bool = False,
-                 interval: float = 1.0, scope: Scope = CLUSTERWIDE) -> bool:
+                 interval: float = 1.0, scope: Scope = CLUSTERWIDE, pool_namespace: str | None = None) -> bool:
     """Repeat :func:`remove_once` until the sandbox is gone or ``timeout`` passed.
 
     At the timeout every remaining step is issued without waiting, so nothing is left behind
@@ -68,12 +68,13 @@ async def remove(storage: Storage, ref: BatchRef, log: logging.Logger, timeout: 
     being deleted, and the policy goes with the batch (ownerReference)."""
     deadline = time.monotonic() + timeout
     while True:
-        if await remove_once(storage, ref, log, finalizer=finalizer, scope=scope):
+        if await remove_once(storage, ref, log, finalizer=finalizer, scope=scope, pool_namespace=pool_namespace):
             return True
         if time.monotonic() >= deadline:
             log.warning("The Job's pods were not gone after %.0fs: deleting the rest of the sandbox without "
                         "waiting for them", timeout)
-            await remove_once(storage, ref, log, finalizer=finalizer, wait=False, scope=scope)
+            await remove_once(storage, ref, log, finalizer=finalizer, wait=False, scope=scope,
+                              pool_namespace=pool_namespace)
             return False
         await asyncio.sleep(interval)
 

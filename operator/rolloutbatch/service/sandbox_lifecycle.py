@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
@@ -30,6 +30,11 @@ from rolloutbatch.service.context import Settings, owner_of_batch
 
 Emit = Callable[[str, str, str], None]
 MAX_DELETED_JOBS = 100   # uids of deleted namesakes kept: anyone may create and delete Jobs of its name
+
+
+def pooled_namespace(ref: BatchRef, spec: BatchSpec | None) -> str | None:
+    """A pooled batch's Job's namespace (its pool's), else None."""
+    return naming.pool_namespace(ref.namespace, spec.pool_name) if spec is not None and spec.pool_name else None
 
 
 class SandboxLifecycle:
@@ -87,15 +92,22 @@ class SandboxLifecycle:
             crash_point(f"provision:{obj['kind']}")
             return live
 
-        facts = job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead, dns,
-                                                    cluster_queue))
+        self._took_job(job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead,
+                                                           dns, cluster_queue)), tracker)
+        return empty
+
+    async def provision_pooled(self, make_job: Callable[[], Awaitable[dict]], tracker: BatchTracker) -> None:
+        """spec.poolRef: the pool's claims and the Job (service.pool_claims) instead of a sandbox."""
+        self.created = True
+        self._took_job(job_facts(await make_job()), tracker)
+
+    def _took_job(self, facts: JobFacts, tracker: BatchTracker) -> None:
         if self.recorded_job_uid and facts.uid != self.recorded_job_uid:
             # Ours was created (the status names it) and is gone; a namesake is not it.
             raise Stalled(v.STALL_SANDBOX_DELETED, self.job_gone_message())
         tracker.expect_job(facts.uid)
         tracker.observe_job(facts, time.time())
         self.provisioned_at = time.monotonic()
-        return empty
 
     async def adopt(self, spec: BatchSpec, tracker: BatchTracker) -> None:
         """Provisioned by an earlier run: its Job and pods, read once; never recreated."""
@@ -165,7 +177,7 @@ class SandboxLifecycle:
             return False
         try:
             if await sandbox.remove(self.storage, self.ref, self.log, self.settings.namespace_delete_timeout,
-                                    scope=self.settings.scope):
+                                    scope=self.settings.scope, pool_namespace=pooled_namespace(self.ref, spec)):
                 self.removed = True
                 return True
         except KubeError as exc:

@@ -1,0 +1,504 @@
+"""Warm sandbox pools (``RolloutPool``): the pure half. docs/design.md §5.17.
+
+A pool keeps ``size`` episode pods started, prepared and waiting in its own namespace
+(``rp-<digest of its namespace and name>``). A batch with ``spec.poolRef`` claims them and gets the rest cold:
+
+1. **Warm.** A pool pod runs :data:`WARM_LAUNCHER` (POSIX sh, PID 1 of the container): it runs the
+   pool's ``prepare`` command under a watchdog, creates a FIFO and the file ``warm`` (the
+   startupProbe's signal: the pod is warm once its container is ``started``), then blocks on the
+   FIFO, holding no episode data.
+2. **Claim.** The operator patches a warm pod into the batch (:func:`claim_patch`, with the pod's
+   resourceVersion, so one pod is never claimed twice): the batch's labels, the completion-index
+   annotation, the claim time, and an ``activeDeadlineSeconds`` that ends the episode's time from
+   now. Then it creates the batch's Indexed Job with ``manualSelector``: the Job controller adopts
+   matching orphan pods, as upstream documents for a Job that takes over another's pods, and reads
+   their index from the annotation. Indexes without a claimed pod get cold pods from the Job's
+   template, which is the same warm pod: every pod of a pooled batch gets its episode one way.
+   If the Job controller saw the Job before the relabelled pods and made a cold pod for a claimed
+   index too, it keeps one pod per index and deletes the others, the least advanced first, so the
+   running warm pod stays.
+3. **Delivery.** The operator writes :func:`episode_script` through ``pods/exec`` into the pod's
+   own emptyDir (:func:`delivery_command`) and signals the FIFO. The launcher sources the script
+   (the episode's identity, its input, its command), runs the command as its child and exits with
+   its code. The pod is its episode's alone: no other pod's input passes through it, and its
+   result is read from it as a Job pod's is (core.verdict), so the verdict path is the one.
+
+Two exit codes are the launcher's: :data:`NOT_DELIVERED_EXIT` means the pod never ran an episode
+(its prepare failed or timed out, the delivery was broken); the Job's ``podFailurePolicy`` counts
+it as an infrastructure retry and the verdict as ``InfrastructureFailure`` (lost). An agent's own
+exit with that code is reported as 1, so no agent can pass for a pod that never got its episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+
+from rolloutbatch.core import defaults as d
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.groups import group_and_sample
+from rolloutbatch.core.model import BatchRef, SpecError
+from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
+
+CLAIM_DIR_LIMIT = "16Mi"          # the emptyDir the episode script (with its input) arrives in
+DELIVERY_SLACK_SECONDS = 30       # a claimed pod's deadline: the episode's time plus this, from the claim
+MAX_DELIVERY_BYTES = 4 * 1024 * 1024
+STARTUP_PERIOD_SECONDS = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolRef:
+    name: str
+    namespace: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSpec:
+    size: int
+    max_size: int
+    image: str
+    runtime_class_name: str | None
+    resources: dict
+    env: tuple[tuple[str, str], ...]
+    task_mount_path: str
+    task_files: dict[str, str]
+    workspace_mount_path: str
+    workspace_size_limit: str
+    prepare_command: tuple[str, ...]
+    prepare_timeout_seconds: int
+    network: str
+    pod_template: dict
+
+
+def pool_ref(body: Mapping) -> PoolRef:
+    meta = body.get("metadata") or {}
+    return PoolRef(name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""))
+
+
+def _int(spec: Mapping, key: str, default: int, low: int, high: int) -> int:
+    value = spec.get(key, default)
+    if type(value) is not int or not low <= value <= high:
+        raise SpecError(f"spec.{key}", f"must be an integer in {low}..{high}, not {value!r}")
+    return value
+
+
+def _strings(value: object, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise SpecError(field, "must be a list of strings")
+    return tuple(value)
+
+
+def parse_pool_spec(spec: Mapping) -> PoolSpec:
+    """The pool's spec as the operator reads it: the CRD checked it; this reads it (with the same
+    defaults, for an object stored without them) and refuses what the schema cannot say."""
+    if not isinstance(spec, Mapping):
+        raise SpecError("spec", "must be an object")
+    max_size = _int(spec, "maxSize", d.POOL_MAX_SIZE, 1, d.MAX_POOL_SIZE)
+    size = _int(spec, "size", 0, 0, max_size)
+    task = spec.get("task")
+    if not isinstance(task, Mapping) or not isinstance(task.get("files"), Mapping) or not task["files"]:
+        raise SpecError("spec.task.files", "a pool needs its task files (at least one)")
+    files = {str(k): str(val) for k, val in task["files"].items()}
+    env: list[tuple[str, str]] = []
+    for item in spec.get("env") or []:
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or "valueFrom" in item:
+            raise SpecError("spec.env", "a pool's env holds plain name/value pairs only")
+        if item["name"] in d.RESERVED_ENV:
+            raise SpecError("spec.env", f"{item['name']} is set by the operator")
+        env.append((item["name"], str(item.get("value", ""))))
+    prepare = spec.get("prepare") or {}
+    command = _strings(prepare.get("command"), "spec.prepare.command")
+    if prepare and not command:
+        raise SpecError("spec.prepare.command", "must name a command")
+    workspace = spec.get("workspace") or {}
+    network = spec.get("network", v.NETWORK_MODES[0])
+    if network not in v.NETWORK_MODES:
+        raise SpecError("spec.network", f"must be one of {', '.join(v.NETWORK_MODES)}")
+    runtime = spec.get("runtimeClassName")
+    return PoolSpec(
+        size=size, max_size=max_size, image=str(spec.get("image") or d.IMAGE),
+        runtime_class_name=runtime if isinstance(runtime, str) and runtime else None,
+        resources={k: dict(val) for k, val in (spec.get("resources") or d.RESOURCES).items()},
+        env=tuple(env), task_mount_path=str(task.get("mountPath") or d.TASK_MOUNT_PATH), task_files=files,
+        workspace_mount_path=str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH),
+        workspace_size_limit=str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT),
+        prepare_command=command,
+        prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
+                                     d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
+        network=network, pod_template=dict(spec.get("podTemplate") or {}),
+    )
+
+
+# -- names and labels ---------------------------------------------------------------------------
+def task_configmap_name(ref: PoolRef) -> str:
+    return f"rp-{naming.short_uid(ref.uid)}-task"
+
+
+def pool_labels(ref: PoolRef) -> dict[str, str]:
+    return {naming.LABEL_MANAGED_BY: naming.MANAGED_BY, naming.LABEL_POOL_UID: ref.uid,
+            naming.LABEL_POOL_NAME: naming.label_value(ref.name)}
+
+
+def warm_selector(ref: PoolRef) -> str:
+    """The pool's unclaimed pods (a claim rewrites both labels)."""
+    return f"{naming.LABEL_POOL_UID}={ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_WARM}"
+
+
+def batch_pod_labels(ref: BatchRef) -> dict[str, str]:
+    """What a pod of a pooled batch carries, warm-claimed or cold: the Job's selector matches it."""
+    return {**naming.owner_labels(ref), naming.LABEL_EPISODE_ROLE: "episode"}
+
+
+# -- the pool's children ---------------------------------------------------------------------------
+def namespace(ref: PoolRef) -> dict:
+    labels = {**pool_labels(ref)}
+    for mode in ("enforce", "audit", "warn"):
+        labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
+        labels[f"pod-security.kubernetes.io/{mode}-version"] = "latest"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": naming.pool_namespace(ref.namespace, ref.name),
+                                                                 "labels": labels}}
+
+
+def service_account(ref: PoolRef) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "automountServiceAccountToken": False,
+            "metadata": {"name": "default", "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": pool_labels(ref)}}
+
+
+def network_policy(ref: PoolRef, spec: PoolSpec) -> dict:
+    """Every pod of the pool's namespace (warm pods and the batches' episodes): no ingress, and no
+    egress unless the pool allows it. Pods of different batches share the namespace, never a path."""
+    types = ["Ingress"] if spec.network == v.NETWORK_ALLOW_EGRESS else ["Ingress", "Egress"]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": naming.DEDICATED_POLICY, "namespace": naming.pool_namespace(ref.namespace, ref.name),
+                         "labels": pool_labels(ref)},
+            "spec": {"podSelector": {}, "policyTypes": types}}
+
+
+def task_configmap(ref: PoolRef, spec: PoolSpec) -> dict:
+    """Mutable on purpose (a pool's task may change): pods mount the files as they were at start."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": task_configmap_name(ref), "namespace": naming.pool_namespace(ref.namespace, ref.name),
+                         "labels": pool_labels(ref)},
+            "data": dict(spec.task_files)}
+
+
+# The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
+# the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
+# its failure or timeout exits NOT_DELIVERED_EXIT. Then the FIFO `start` and the file `warm` (the
+# startupProbe's), and the wait: `read` blocks on the FIFO without a process polling. The episode
+# script sets the identity and `set --`s the command, which runs as a child: this shell stays PID 1
+# (immune to its own processes' signals) and maps an agent's NOT_DELIVERED_EXIT to 1.
+WARM_LAUNCHER = (
+    'c={claim}; '
+    'if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
+    '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
+    'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; '
+    'mkfifo "$$c/start" && : > "$$c/warm" || exit {nd}; '
+    'read -r go < "$$c/start"; rm -f "$$c/start"; '
+    '[ -f "$$c/episode.sh" ] || exit {nd}; . "$$c/episode.sh" || exit {nd}; '
+    '"$$@"; code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
+)
+
+_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                     "readOnlyRootFilesystem": False, "runAsNonRoot": True,
+                     "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None = None) -> dict:
+    """The pod of a pool: warm in the pool, or cold from a pooled batch's Job template."""
+    mounts = [
+        {"name": "task", "mountPath": spec.task_mount_path, "readOnly": True},
+        {"name": "workspace", "mountPath": spec.workspace_mount_path},
+        {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH},
+    ]
+    volumes = [
+        {"name": "task", "configMap": {"name": task_configmap_name(ref)}},
+        {"name": "workspace", "emptyDir": {"sizeLimit": spec.workspace_size_limit}},
+        {"name": "claim", "emptyDir": {"sizeLimit": CLAIM_DIR_LIMIT}},
+    ]
+    script = WARM_LAUNCHER.format(claim=naming.CLAIM_MOUNT_PATH, timeout=spec.prepare_timeout_seconds,
+                                  nd=NOT_DELIVERED_EXIT)
+    env = [{"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    env += [{"name": name, "value": value} for name, value in spec.env]
+    container = {
+        "name": naming.CONTAINER_NAME, "image": spec.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", script, "rolloutbatch-warm"], "env": env,
+        "workingDir": spec.workspace_mount_path,
+        "resources": {k: dict(val) for k, val in spec.resources.items()}, "volumeMounts": mounts,
+        "securityContext": dict(_SECURITY_CONTEXT),
+        "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
+        # Probed only until it first succeeds: a warm pod costs no probe while it waits or runs.
+        "startupProbe": {"exec": {"command": ["/bin/sh", "-c", f"test -e {naming.CLAIM_MOUNT_PATH}/warm"]},
+                         "periodSeconds": STARTUP_PERIOD_SECONDS,
+                         "failureThreshold": spec.prepare_timeout_seconds + 60},
+    }
+    if spec.prepare_command:
+        container["args"] = list(spec.prepare_command)
+    tolerations = list(spec.pod_template.get("tolerations") or [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30})
+    body: dict = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container], "volumes": volumes, "tolerations": tolerations,
+    }
+    if active_deadline_seconds is not None:
+        body["activeDeadlineSeconds"] = active_deadline_seconds
+    if spec.runtime_class_name:
+        body["runtimeClassName"] = spec.runtime_class_name
+    for key in ("nodeSelector", "affinity", "priorityClassName"):
+        if spec.pod_template.get(key):
+            body[key] = spec.pod_template[key]
+    return body
+
+
+def warm_pod(ref: PoolRef, spec: PoolSpec, generation: int) -> dict:
+    """One warm pod of the pool: no owner (ownerReferences cannot cross namespaces, and the Job
+    that claims it must find it an orphan to adopt it); the pool's finalizer removes them."""
+    labels = {**pool_labels(ref), naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": f"{naming.label_value(ref.name)[:40] or 'pool'}-",
+                         "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": labels,
+                         "annotations": {POOL_GENERATION_ANNOTATION: str(generation),
+                                         naming.POOLED_ANNOTATION: "true"}},
+            "spec": pod_spec(ref, spec)}
+
+
+POOL_GENERATION_ANNOTATION = "rl.agentruntime.io/pool-generation"
+
+
+def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,
+               active_deadline_seconds: int, episode_timeout_seconds: int, pool: PoolRef, spec: PoolSpec) -> dict:
+    """A pooled batch's Indexed Job, in the pool's namespace. ``manualSelector``: its selector is
+    the batch's labels, which the claimed warm pods carry, so the Job controller adopts them; its
+    template is the pool's pod (cold pods wait for their episode too). No ownerReference (it
+    cannot cross namespaces): the batch's finalizer deletes it (core.children.deletion_plan).
+
+    ``podFailurePolicy``: a disruption is an infrastructure retry, as in core.manifests.job; so is
+    :data:`NOT_DELIVERED_EXIT` (the pod never ran an episode); any other non-zero exit fails the
+    index. A cold pod's deadline covers its prepare and its episode."""
+    labels = batch_pod_labels(ref)
+    body = pod_spec(pool, spec, active_deadline_seconds=spec.prepare_timeout_seconds + episode_timeout_seconds
+                    + DELIVERY_SLACK_SECONDS)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": naming.job_name(ref), "namespace": naming.pool_namespace(pool.namespace, pool.name),
+                     "labels": {**naming.owner_labels(ref), naming.LABEL_POOL_UID: pool.uid}},
+        "spec": {
+            "completions": batch_episodes, "parallelism": parallelism, "completionMode": "Indexed",
+            "backoffLimitPerIndex": infrastructure_retries, "activeDeadlineSeconds": active_deadline_seconds,
+            "manualSelector": True, "selector": {"matchLabels": labels},
+            "podFailurePolicy": {"rules": [
+                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": v.CONDITION_TRUE}]},
+                {"action": "Count", "onExitCodes": {"containerName": naming.CONTAINER_NAME, "operator": "In",
+                                                    "values": [NOT_DELIVERED_EXIT]}},
+                {"action": "FailIndex", "onExitCodes": {"containerName": naming.CONTAINER_NAME,
+                                                        "operator": "NotIn", "values": [0]}},
+            ]},
+            "template": {"metadata": {"labels": labels, "annotations": {naming.POOLED_ANNOTATION: "true"}},
+                         "spec": body},
+        },
+    }
+
+
+# -- claims --------------------------------------------------------------------------------------
+def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_seconds: int) -> dict:
+    """A merge patch that moves a warm pod into ``batch`` as episode ``index``. Carries the pod's
+    resourceVersion: a pod claimed by someone else meanwhile refuses it (409)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    start = parse_time(status.get("startTime")) or now
+    deadline = max(1, int(now - start) + 1 + episode_seconds + DELIVERY_SLACK_SECONDS)
+    labels: dict = {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **batch_pod_labels(batch),
+                    COMPLETION_INDEX_KEY: str(index)}
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion"), "labels": labels,
+                         "annotations": {COMPLETION_INDEX_KEY: str(index),
+                                         naming.ANNOTATION_CLAIMED_AT: f"{now:.3f}"}},
+            "spec": {"activeDeadlineSeconds": deadline}}
+
+
+def is_warm(pod: Mapping) -> bool:
+    """Started (its startupProbe saw ``warm``), running, unclaimed and not being deleted."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM:
+        return False
+    if status.get("phase") != v.PodPhase.RUNNING:
+        return False
+    return any(c.get("name") == naming.CONTAINER_NAME and c.get("started") is True and "running" in (c.get("state") or {})
+               for c in status.get("containerStatuses") or [])
+
+
+def claim_order(pods: Sequence[Mapping]) -> list[Mapping]:
+    """Warm pods, oldest first (they have waited longest; a pool drains evenly across nodes)."""
+    warm = [p for p in pods if is_warm(p)]
+    return sorted(warm, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
+                                       (p.get("metadata") or {}).get("name") or ""))
+
+
+# -- delivery ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    """What a pooled pod is handed: its identity, its input, its command."""
+    batch_name: str
+    index: int
+    samples_per_input: int
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    input_json: str | None = None
+
+
+def episode_script(episode: Episode) -> bytes:
+    """The script the launcher sources: every value single-quoted (shlex.quote is POSIX quoting),
+    so no value is ever read as shell. The input, when there is one, is written to a file of the
+    pod's own claim directory and named by EPISODE_INPUT."""
+    group, sample = group_and_sample(episode.index, episode.samples_per_input)
+    values: list[tuple[str, str]] = [("EPISODE_INDEX", str(episode.index)), ("EPISODE_GROUP", str(group)),
+                                     ("EPISODE_SAMPLE", str(sample)), ("BATCH_NAME", episode.batch_name)]
+    lines = []
+    if episode.input_json is not None:
+        path = f"{naming.CLAIM_MOUNT_PATH}/input.json"
+        lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {NOT_DELIVERED_EXIT}")
+        values.append(("EPISODE_INPUT", path))
+    values += list(episode.env)
+    for name, value in values:
+        lines.append(f"{name}={shlex.quote(value)}; export {name}")
+    lines.append("set -- " + " ".join(shlex.quote(part) for part in episode.command))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def delivery_command(size: int) -> list[str]:
+    """The exec that hands a pod its episode: ``size`` bytes of stdin into ``episode.sh`` (written
+    aside, then renamed, so the launcher never reads half a script), then the FIFO's signal. The
+    noclobber write fails on a pod that already has its script (a delivery repeated after a
+    restart), which then only signals, if the launcher still waits."""
+    c = naming.CLAIM_MOUNT_PATH
+    script = (f'if [ ! -e {c}/episode.sh ]; then head -c "$1" > {c}/.episode && mv {c}/.episode {c}/episode.sh '
+              f'|| exit 1; fi; if [ -p {c}/start ]; then printf "go\\n" > {c}/start; fi')
+    return ["/bin/sh", "-c", script, "rolloutbatch-deliver", str(size)]
+
+
+def input_json(inputs: Sequence, index: int, samples_per_input: int) -> str | None:
+    if not inputs:
+        return None
+    group, _ = group_and_sample(index, samples_per_input)
+    return json.dumps(inputs[group], separators=(",", ":"))
+
+
+# -- the pool's status ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PoolCensus:
+    """The pool's pods, sorted by what the pool does with them."""
+    warm: tuple[str, ...]            # names, ready to claim
+    starting: tuple[str, ...]        # created, not warm yet, healthy so far
+    dead: tuple[str, ...]            # ended or broken while unclaimed: delete and replace
+    stuck: tuple[tuple[str, str, str], ...]   # (name, reason, message): the template cannot run
+    stale: tuple[str, ...]           # warm or starting from an older template (pool generation)
+
+
+def _waiting(pod: Mapping) -> tuple[str, str] | None:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in v.IMAGE_WAITING_REASONS:
+            return v.PoolReason.IMAGE, str(waiting.get("message") or reason)[:500]
+        if reason == "CreateContainerConfigError" or reason == "CreateContainerError":
+            return v.PoolReason.PODS_NOT_CREATED, str(waiting.get("message") or reason)[:500]
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == v.CONDITION_FALSE \
+                and cond.get("reason") == "Unschedulable":
+            return v.PoolReason.UNSCHEDULABLE, str(cond.get("message") or "no node fits the pod")[:500]
+    return None
+
+
+def census(pods: Sequence[Mapping], generation: int) -> PoolCensus:
+    warm, starting, dead, stuck, stale = [], [], [], [], []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp"):
+            continue
+        name = meta.get("name", "")
+        if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
+            dead.append(name)
+            if _exit_code(pod) == NOT_DELIVERED_EXIT:
+                stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
+            continue
+        old = (meta.get("annotations") or {}).get(POOL_GENERATION_ANNOTATION) != str(generation)
+        if is_warm(pod):
+            (stale if old else warm).append(name)
+            continue
+        problem = _waiting(pod)
+        if problem is not None:
+            stuck.append((name, *problem))
+            dead.append(name)
+        elif old:
+            stale.append(name)
+        else:
+            starting.append(name)
+    return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
+
+
+def _exit_code(pod: Mapping) -> int | None:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (c.get("state") or {}).get("terminated") or {}
+        if "exitCode" in terminated:
+            return terminated["exitCode"]
+    return None
+
+
+def pods_to_create(spec: PoolSpec, found: PoolCensus) -> int:
+    """New pods wanted: up to size warm-or-starting. While the template is stuck (its pods cannot
+    run) none: a pool does not churn pods that fail the same way."""
+    if found.stuck:
+        return 0
+    return max(0, spec.size - len(found.warm) - len(found.starting))
+
+
+def pods_to_delete(spec: PoolSpec, found: PoolCensus) -> list[str]:
+    """Dead pods, stale ones (an older template: replaced at once) and pods past size, starting ones
+    first, then the newest warm ones (the oldest are claimed first anyway)."""
+    extra = max(0, len(found.warm) + len(found.starting) - spec.size)
+    surplus = list(found.starting[::-1][:extra])
+    surplus += list(found.warm[::-1][:max(0, extra - len(surplus))])
+    return [*found.dead, *found.stale, *surplus]
+
+
+def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int, claimed: int,
+                now_iso: str, previous: Mapping | None = None) -> dict:
+    """The status the pool's reconciler writes; conditions keep their transition time while unchanged."""
+    ready = len(found.warm) >= spec.size
+    if found.stuck:
+        _, reason, message = found.stuck[0]
+        summary = f"{len(found.warm)}/{spec.size} warm; pod {found.stuck[0][0]}: {message}"
+    elif ready:
+        reason, summary = v.PoolReason.WARM, f"{len(found.warm)}/{spec.size} warm"
+    else:
+        reason, summary = v.PoolReason.FILLING, f"{len(found.warm)}/{spec.size} warm, {len(found.starting)} starting"
+    old = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)}
+
+    def condition(kind: str, status: str, why: str, message: str) -> dict:
+        before = old.get(kind) or {}
+        since = before.get("lastTransitionTime") if before.get("status") == status else None
+        return {"type": kind, "status": status, "reason": str(why), "message": message,
+                "lastTransitionTime": since or now_iso, "observedGeneration": generation}
+
+    stalled = bool(found.stuck)
+    return {
+        "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
+        "readyPods": len(found.warm), "startingPods": len(found.starting), "claimedPods": claimed,
+        "message": summary,
+        "conditions": [
+            condition(v.CONDITION_READY, v.CONDITION_TRUE if ready else v.CONDITION_FALSE, reason, summary),
+            condition(v.CONDITION_STALLED, v.CONDITION_TRUE if stalled else v.CONDITION_FALSE,
+                      reason if stalled else v.PoolReason.WARM if ready else v.PoolReason.FILLING,
+                      summary if stalled else "the pool's pods can run"),
+        ],
+    }
+

@@ -1,0 +1,41 @@
+"""The RolloutPool's handlers: a daemon for its whole life (service.pools) and its deletion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from rolloutbatch import GROUP, POOL_PLURAL, VERSION
+from rolloutbatch.handlers.batches import _emitter
+from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.service.pools import PoolReconciler
+
+DELETE_RETRY_SECONDS = 5
+
+
+def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
+    return PoolReconciler(PoolStorage(memo.ctx.api), body, _emitter(body, logger), logger)
+
+
+@kopf.daemon(GROUP, VERSION, POOL_PLURAL, cancellation_timeout=10.0)
+async def run_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
+    """Keep the pool's warm pods; a claiming batch wakes it through ctx.pools."""
+    reconciler = _reconciler(body, memo, logger)
+    memo.ctx.pools[body["metadata"]["uid"]] = reconciler
+    try:
+        with memo.metrics.handler("run_pool"):
+            await reconciler.run()
+    finally:
+        memo.ctx.pools.pop(body["metadata"]["uid"], None)
+
+
+@kopf.on.delete(GROUP, VERSION, POOL_PLURAL)
+async def delete_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, patch: kopf.Patch, **_: Any) -> None:
+    """Warm pods go at once; the namespace once no batch that claimed from the pool still runs
+    there. Until then the deletion waits, saying for whom in the pool's message."""
+    with memo.metrics.handler("delete_pool"):
+        waiting = await _reconciler(body, memo, logger).delete()
+    if waiting is not None:
+        patch.status["message"] = f"Deleting: {waiting}"
+        raise kopf.TemporaryError(waiting, delay=DELETE_RETRY_SECONDS)

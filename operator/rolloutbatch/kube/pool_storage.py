@@ -1,0 +1,130 @@
+"""Every API call of the warm pools (``core.pools``): the pool's children, its pods, its claims.
+
+A pool's objects carry its uid label (``naming.LABEL_POOL_UID``), checked before anything found
+under one of its names is changed or deleted, as ``kube.resources`` does for a batch's. Calls run
+in worker threads (the ``Api`` is synchronous), like ``kube.storage.Storage``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rolloutbatch import GROUP, POOL_PLURAL, VERSION
+from rolloutbatch.core import naming
+from rolloutbatch.kube import resources
+from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
+
+
+def pool_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{POOL_PLURAL}"
+    return base if name is None else f"{base}/{name}"
+
+
+def _pool_owned(obj: dict, pool_uid: str) -> bool:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID) == pool_uid
+
+
+def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
+    """Create, or bring an existing object of ours to ``obj``'s data (a pool's task may change)."""
+    meta = obj["metadata"]
+    path = resources.collection_path(obj["kind"], meta.get("namespace"))
+    try:
+        return api.create(path, obj, f"create {obj['kind']} {meta['name']}")
+    except Conflict:
+        if obj["kind"] == "ServiceAccount":
+            return obj
+        existing = api.get(f"{path}/{meta['name']}", f"get {obj['kind']} {meta['name']}")
+        if not _pool_owned(existing, pool_uid):
+            raise NotOurs(f"{obj['kind']} {meta['name']} exists and is not this RolloutPool's") from None
+        if obj["kind"] == "ConfigMap" and existing.get("data") != obj.get("data"):
+            body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
+            return api.replace(f"{path}/{meta['name']}", body, f"replace ConfigMap {meta['name']}")
+        return existing
+
+
+def _claim(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
+    """The claimed pod, or None when it was claimed, changed or deleted meanwhile (409/404)."""
+    try:
+        return api.merge_patch(resources.object_path("Pod", name, namespace), patch, f"claim pod {namespace}/{name}")
+    except (Conflict, NotFound):
+        return None
+
+
+def _delete_pod(api: Any, namespace: str, name: str, uid: str) -> None:
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+    try:
+        api.delete(resources.object_path("Pod", name, namespace), f"delete pod {namespace}/{name}", body)
+    except (NotFound, Conflict):
+        pass   # gone, or a namesake: nothing of ours to delete
+
+
+def _delete_namespace(api: Any, name: str, pool_uid: str) -> bool:
+    live = resources.get_or_none(api, "Namespace", name)
+    if live is None:
+        return False
+    if not _pool_owned(live, pool_uid):
+        raise NotOurs(f"namespace {name} is not this RolloutPool's; not deleting it")
+    if not (live.get("metadata") or {}).get("deletionTimestamp"):
+        api.delete(resources.object_path("Namespace", name), f"delete namespace {name}")
+    return True
+
+
+def _list_jobs(api: Any, namespace: str) -> list[dict]:
+    try:
+        return api.get(resources.collection_path("Job", namespace), f"list jobs in {namespace}").get("items") or []
+    except NotFound:
+        return []
+
+
+class PoolStorage:
+    """The pools' API calls, each awaited."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, self.api, *args)
+
+    async def get_pool(self, namespace: str, name: str) -> dict | None:
+        def get(api: Any) -> dict | None:
+            try:
+                return api.get(pool_path(namespace, name), f"get RolloutPool {namespace}/{name}")
+            except NotFound:
+                return None
+        return await self._run(get)
+
+    async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
+        await self._run(lambda api: api.merge_patch(pool_path(namespace, name) + "/status", {"status": status},
+                                                    f"patch status of RolloutPool {namespace}/{name}"))
+
+    async def ensure(self, obj: dict, pool_uid: str) -> dict:
+        return await self._run(_ensure, obj, pool_uid)
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict]:
+        return await self._run(resources.list_pods, namespace, selector)
+
+    async def create_pod(self, pod: dict) -> dict:
+        ns = pod["metadata"]["namespace"]
+        return await self._run(lambda api: api.create(resources.collection_path("Pod", ns), pod, f"create pod in {ns}"))
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        await self._run(_delete_pod, namespace, name, uid)
+
+    async def claim_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
+        return await self._run(_claim, namespace, name, patch)
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict) -> None:
+        def annotate(api: Any) -> None:
+            try:
+                api.merge_patch(resources.object_path("Pod", name, namespace), {"metadata": {"annotations": annotations}},
+                                f"annotate pod {namespace}/{name}")
+            except NotFound:
+                pass
+        await self._run(annotate)
+
+    async def list_jobs(self, namespace: str) -> list[dict]:
+        return await self._run(_list_jobs, namespace)
+
+    async def delete_namespace(self, name: str, pool_uid: str) -> bool:
+        return await self._run(_delete_namespace, name, pool_uid)

@@ -1,0 +1,168 @@
+"""A pooled batch's side of the warm pools (core.pools): the claims, its Job, the deliveries.
+
+:func:`provision` replaces the sandbox's creation for a batch with ``spec.poolRef``: the pool is
+read and checked, up to ``parallelism`` warm pods are claimed (the first indexes), and the Job
+is created or adopted. It is safe to repeat: pods already claimed for the batch keep their
+indexes, and only the indexes without one are claimed.
+
+:class:`EpisodeDelivery` runs every round of the batch: each pod of the batch whose container
+has started (its startupProbe passed: prepared and waiting) and that was not yet handed its
+episode gets it through ``pods/exec``; then the pod is annotated with the time. A pod whose
+delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
+of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from rolloutbatch.core import defaults as d
+from rolloutbatch.core import naming, pools
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled
+from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
+from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.kube.errors import KubeError
+from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.kube.storage import Storage
+
+Emit = Callable[[str, str, str], None]
+DELIVERY_TIMEOUT = 20.0      # one exec; past it the pod is evicted
+MAX_DELIVERIES = 32          # execs in flight at once per batch
+
+
+async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[pools.PoolRef, pools.PoolSpec]:
+    """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
+    anything is claimed."""
+    assert spec.pool_name is not None
+    body = await pool_storage.get_pool(ref.namespace, spec.pool_name)
+    if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+        state = "does not exist" if body is None else "is being deleted"
+        raise Stalled(v.STALL_POOL_NOT_FOUND, f"RolloutPool {ref.namespace}/{spec.pool_name} {state} (spec.poolRef)")
+    try:
+        pool_spec = pools.parse_pool_spec(body.get("spec") or {})
+    except SpecError as exc:
+        raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run episodes: {exc}") from None
+    if spec.image not in (d.IMAGE, pool_spec.image):
+        raise Stalled(v.STALL_POOL_CONFLICT, f"spec.image {spec.image!r} is not the pool's ({pool_spec.image!r}): a "
+                                             "pooled batch runs in the pool's image; leave spec.image out")
+    return pools.pool_ref(body), pool_spec
+
+
+async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pools.PoolRef,
+                episode_seconds: int) -> tuple[int, int]:
+    """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted):
+    pods of the batch (claimed now or before) and the indexes that wanted one."""
+    namespace = naming.pool_namespace(pool.namespace, pool.name)
+    mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
+    taken = {int(i) for p in mine
+             if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()}
+    wanted = [i for i in range(min(spec.parallelism, spec.episodes)) if i not in taken]
+    warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)))
+    now = time.time()
+    hits = len(taken)
+    while wanted and warm:
+        pairs = list(zip(wanted, warm))
+        warm = warm[len(pairs):]
+        claimed = await asyncio.gather(*(
+            pool_storage.claim_pod(namespace, pod["metadata"]["name"],
+                                   pools.claim_patch(pod, ref, index, now, episode_seconds))
+            for index, pod in pairs))
+        done = {index for (index, _), live in zip(pairs, claimed) if live is not None}
+        hits += len(done)
+        wanted = [i for i in wanted if i not in done]   # a pod lost to a race: the next warm one
+    return hits, min(spec.parallelism, spec.episodes)
+
+
+async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
+                    emit: Emit, metrics: object, wake_pool: Callable[[str], None]) -> dict:
+    """Check the pool, claim, create or adopt the Job; returns the live Job."""
+    pool, pool_spec = await read_pool(pool_storage, ref, spec)
+    episode_seconds = spec.episode_timeout_seconds
+    hits, wanted = await claim(pool_storage, ref, spec, pool, episode_seconds)
+    job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
+                           spec.active_deadline_seconds, episode_seconds, pool, pool_spec)
+    try:
+        live = await storage.create_or_adopt(job, ref.uid)
+    except KubeError as exc:
+        raise Stalled(v.STALL_REFUSED, f"creating the Job in the pool's namespace: {exc}") from None
+    wake_pool(pool.uid)
+    misses = spec.episodes - hits
+    record = getattr(metrics, "pool_claims", None)
+    if record is not None:
+        record(ref.namespace, pool.name, hits, misses)
+    emit("Normal", v.EVENT_CLAIMED, f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool "
+                                    f"{pool.name}; {misses} of {spec.episodes} start cold")
+    return live
+
+
+class EpisodeDelivery:
+    """Hands every started, undelivered pod of a pooled batch its episode (see the module docstring)."""
+
+    def __init__(self, storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, emit: Emit,
+                 log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None) -> None:
+        self.storage, self.pool_storage, self.ref, self.spec = storage, pool_storage, ref, spec
+        self.emit, self.log, self.observe = emit, log, observe   # observe: Metrics.claim_observed
+        self._in_flight: set[str] = set()
+        self._done: set[str] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._slots = asyncio.Semaphore(MAX_DELIVERIES)
+
+    def round(self, tracker: BatchTracker) -> None:
+        if not self.spec.pool_name or tracker.stopping:
+            return
+        live = set()
+        for facts in tracker.live_pods():
+            live.add(facts.uid)
+            if facts.uid in self._done or facts.uid in self._in_flight or facts.delivered_at is not None \
+                    or not facts.container_started or facts.phase != v.PodPhase.RUNNING or facts.deleting \
+                    or facts.index is None:
+                continue
+            self._in_flight.add(facts.uid)
+            task = asyncio.create_task(self._deliver(facts))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._done &= live | self._in_flight
+
+    def episode(self, index: int) -> pools.Episode:
+        spec = self.spec
+        env = tuple((e["name"], str(e.get("value", ""))) for e in spec.env if "valueFrom" not in e)
+        return pools.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
+                             command=(*spec.command, *spec.args), env=env,
+                             input_json=pools.input_json(spec.inputs, index, spec.samples_per_input))
+
+    async def _deliver(self, facts: PodFacts) -> None:
+        assert facts.index is not None
+        script = pools.episode_script(self.episode(facts.index))
+        try:
+            async with self._slots:
+                result = await self.storage.exec_in_pod(facts.namespace, facts.name, naming.CONTAINER_NAME,
+                                                        pools.delivery_command(len(script)), stdin=script,
+                                                        timeout=DELIVERY_TIMEOUT)
+            if result.exit_code != 0:
+                raise RuntimeError(f"the delivery exited {result.exit_code}: "
+                                   f"{result.stderr[-300:].decode(errors='replace')}")
+            now = time.time()
+            await self.pool_storage.annotate_pod(facts.namespace, facts.name,
+                                                 {naming.ANNOTATION_DELIVERED_AT: f"{now:.3f}"})
+            self._done.add(facts.uid)
+            if self.observe is not None and self.spec.pool_name:
+                # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
+                self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
+            self.log.warning("Delivering episode %s to pod %s failed (%s); evicting it", facts.index, facts.name, exc)
+            self.emit("Warning", v.EVENT_DELIVERY_FAILED,
+                      f"pod {facts.name} (episode {facts.index}) could not be handed its episode ({exc}); it is "
+                      "evicted and the index runs again")
+            try:
+                await self.storage.evict_pod(facts.namespace, facts.name)
+            except Exception as evict_error:  # noqa: BLE001
+                self.log.warning("Evicting pod %s failed: %s", facts.name, evict_error)
+            self._done.add(facts.uid)
+        finally:
+            self._in_flight.discard(facts.uid)

@@ -1,0 +1,111 @@
+"""RolloutPool on the devcluster (core.pools, service.pools, service.pool_claims): a pool fills
+with warm pods; a batch claims them (hits) and runs the rest cold (misses); every episode is
+judged as a Job episode is; a pool whose image cannot run says so; a missing pool stalls the batch
+before anything is claimed.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rolloutbatch.core import naming
+from tests.support.batches import apply, condition, results, unique, wait_finished, wait_status
+from tests.support.operator import kubectl
+
+pytestmark = [pytest.mark.cluster]
+
+EPISODE = '''
+import json, os, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready")
+prepared = open("prepared").read().strip()
+inp = json.load(open(os.environ["EPISODE_INPUT"])) if os.environ.get("EPISODE_INPUT") else {}
+emit("reward", reward=float(inp.get("r", 1)), prepared=prepared, index=int(os.environ["EPISODE_INDEX"]),
+     group=int(os.environ["EPISODE_GROUP"]), sample=int(os.environ["EPISODE_SAMPLE"]), foo=os.environ.get("FOO"))
+'''
+
+
+def pool(name: str, size: int, image: str | None = None) -> dict:
+    spec: dict = {"size": size, "task": {"files": {"episode.py": EPISODE}},
+                  "prepare": {"command": ["/bin/sh", "-c", "echo warm-$EPISODE_ID > prepared"], "timeoutSeconds": 60},
+                  "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}}
+    if image:
+        spec["image"] = image
+    return {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": name},
+            "spec": spec}
+
+
+def get_pool(name: str, namespace: str) -> dict:
+    return json.loads(kubectl("get", "rolloutpool", name, "-n", namespace, "-o", "json").stdout)
+
+
+def wait_pool(name: str, namespace: str, ok, timeout: float = 120) -> dict:
+    end = time.monotonic() + timeout
+    obj: dict = {}
+    while time.monotonic() < end:
+        obj = get_pool(name, namespace)
+        if ok(obj.get("status") or {}):
+            return obj
+        time.sleep(0.5)
+    raise AssertionError(f"pool {name} never got there: {obj.get('status')}")
+
+
+def pooled_batch(name: str, pool_name: str, episodes: int, **spec) -> dict:
+    return {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": name},
+            "spec": {"episodes": episodes, "poolRef": {"name": pool_name}, "episodeTimeoutSeconds": 120, **spec}}
+
+
+def test_a_batch_claims_warm_pods_and_runs_the_rest_cold(operator_process, namespace):
+    pool_name = unique("pool")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 3)))
+    full = wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 3, timeout=180)
+    assert condition(full, "Ready")["status"] == "True"
+    sandbox = full["status"]["sandboxNamespace"]
+    assert sandbox == naming.pool_namespace(namespace, pool_name)
+
+    name = unique("pooled")
+    inputs = [{"r": 0.5}, {"r": 0.25}]
+    apply(pooled_batch(name, pool_name, 4, samplesPerInput=2, inputs=inputs, env=[{"name": "FOO", "value": "it's $x"}]),
+          namespace)
+    done = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    status = done["status"]
+    assert status["phase"] == "Succeeded" and status["succeededEpisodes"] == 4, status
+    assert status["rewardSum"] == pytest.approx(0.5 + 0.5 + 0.25 + 0.25)
+    rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
+    for row in rows:
+        extra = row["extra"]
+        assert extra["index"] == row["index"] and extra["group"] == row["index"] // 2
+        assert extra["sample"] == row["index"] % 2 and extra["foo"] == "it's $x"
+        assert extra["prepared"].startswith("warm-")   # the pool's prepare ran in the episode's pod
+    events = json.loads(kubectl("get", "events", "-n", namespace, "--field-selector", "reason=ClaimedFromPool",
+                                "-o", "json").stdout)["items"]
+    assert events and events[0]["message"].startswith("3 of the first 4"), events
+    # the pool refills behind the claims
+    wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 3, timeout=180)
+
+    kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=180s")
+    end = time.monotonic() + 120
+    while kubectl("get", "namespace", sandbox, check=False).returncode == 0:
+        assert time.monotonic() < end, f"the pool's namespace {sandbox} outlived the pool"
+        time.sleep(1)
+
+
+def test_a_pool_whose_image_cannot_run_says_so(operator_process, namespace):
+    pool_name = unique("badpool")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 1, image="no-such-image:0")))
+    stalled = wait_pool(pool_name, namespace,
+                        lambda st: any(c.get("type") == "Stalled" and c.get("status") == "True"
+                                       for c in st.get("conditions") or []), timeout=120)
+    assert condition(stalled, "Stalled")["reason"] == "ImagePullFailed"
+    assert condition(stalled, "Ready")["status"] == "False"
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
+
+
+def test_a_missing_pool_stalls_the_batch_before_anything_is_claimed(operator_process, namespace):
+    name = unique("nopool")
+    apply(pooled_batch(name, "no-such-pool", 2), namespace)
+    done = wait_status(name, namespace, lambda st: st.get("phase") == "Failed", timeout=60)
+    assert done["status"]["reason"] == "PoolNotFound", done["status"]

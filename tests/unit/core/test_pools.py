@@ -1,0 +1,238 @@
+"""core.pools: the warm pod, the claim, the episode script, the census and the status.
+
+The episode script and the launcher are run by a real POSIX shell here (/bin/sh, as in the
+pods): quoting is proved by running it, not by reading it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rolloutbatch.core import naming, pools
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.model import BatchRef, SpecError
+from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
+
+POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
+BATCH = BatchRef(namespace="team", name="b1", uid="fedcba98-7654-3210", generation=1)
+SPEC = {"size": 3, "task": {"files": {"episode.py": "print(1)"}}}
+
+
+def _spec(**extra) -> pools.PoolSpec:
+    return pools.parse_pool_spec({**SPEC, **extra})
+
+
+# -- parsing ----------------------------------------------------------------------------------
+def test_parse_defaults() -> None:
+    spec = _spec()
+    assert spec.size == 3 and spec.max_size == 100 and spec.image == "python:3.12-alpine"
+    assert spec.prepare_command == () and spec.network == v.NETWORK_DENY_ALL
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"size": 5, "maxSize": 4}, "spec.size"),
+    ({"size": -1}, "spec.size"),
+    ({"size": True}, "spec.size"),
+    ({"task": {"files": {}}}, "spec.task.files"),
+    ({"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}, "spec.env"),
+    ({"env": [{"name": "EPISODE_ID", "value": "x"}]}, "spec.env"),
+    ({"prepare": {"command": []}}, "spec.prepare.command"),
+    ({"prepare": {"command": ["true"], "timeoutSeconds": 0}}, "spec.timeoutSeconds"),
+    ({"network": "Open"}, "spec.network"),
+])
+def test_parse_refuses(raw: dict, field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        pools.parse_pool_spec({**SPEC, **raw})
+    assert err.value.field == field
+
+
+# -- the pods -------------------------------------------------------------------------------------
+def test_warm_pod_is_an_orphan_of_the_pools_namespace() -> None:
+    pod = pools.warm_pod(POOL, _spec(), generation=4)
+    meta = pod["metadata"]
+    assert meta["namespace"] == naming.pool_namespace("team", "swe")
+    assert "ownerReferences" not in meta
+    assert meta["labels"][naming.LABEL_EPISODE_ROLE] == naming.ROLE_WARM
+    assert meta["annotations"][pools.POOL_GENERATION_ANNOTATION] == "4"
+    body = pod["spec"]
+    assert body["automountServiceAccountToken"] is False and "activeDeadlineSeconds" not in body
+    container = body["containers"][0]
+    assert container["name"] == naming.CONTAINER_NAME and "startupProbe" in container
+    assert {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH} in container["volumeMounts"]
+
+
+def test_pool_namespace_is_per_pool() -> None:
+    assert naming.pool_namespace("a", "p") != naming.pool_namespace("b", "p")
+    assert naming.pool_namespace("a", "p") == naming.pool_namespace("a", "p")
+    assert len(naming.pool_namespace("a" * 63, "p" * 253)) <= 63
+
+
+def test_pooled_job_adopts_by_the_batchs_labels() -> None:
+    job = pools.pooled_job(BATCH, 10, 4, 2, 3600, 600, POOL, _spec())
+    spec = job["spec"]
+    assert spec["manualSelector"] is True
+    labels = spec["template"]["metadata"]["labels"]
+    assert all(labels[k] == val for k, val in spec["selector"]["matchLabels"].items())
+    assert labels[naming.LABEL_BATCH_UID] == BATCH.uid
+    rules = spec["podFailurePolicy"]["rules"]
+    assert rules[1]["action"] == "Count" and rules[1]["onExitCodes"]["values"] == [NOT_DELIVERED_EXIT]
+    assert rules[2]["action"] == "FailIndex"
+    assert "ownerReferences" not in job["metadata"]
+
+
+def test_claim_patch_moves_the_pod_and_bounds_its_time() -> None:
+    pod = {"metadata": {"name": "swe-x", "resourceVersion": "42"},
+           "status": {"startTime": "2026-12-03T00:00:00Z"}}
+    now = 1796256000.0 + 100   # 100 s after the pod's start
+    patch = pools.claim_patch(pod, BATCH, 7, now, episode_seconds=60)
+    meta = patch["metadata"]
+    assert meta["resourceVersion"] == "42"
+    assert meta["labels"][naming.LABEL_POOL_UID] is None and meta["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+    assert meta["annotations"][COMPLETION_INDEX_KEY] == "7"
+    assert float(meta["annotations"][naming.ANNOTATION_CLAIMED_AT]) == pytest.approx(now)
+    assert patch["spec"]["activeDeadlineSeconds"] == 101 + 60 + pools.DELIVERY_SLACK_SECONDS
+
+
+def _pod(name: str, *, phase: str = "Running", started: bool = True, generation: int = 1, role: str = "warm",
+         waiting: str | None = None, exit_code: int | None = None, created: str = "2026-12-03T00:00:00Z") -> dict:
+    state: dict = {"running": {}} if phase == "Running" else {}
+    if waiting:
+        state = {"waiting": {"reason": waiting, "message": "m"}}
+    if exit_code is not None:
+        state = {"terminated": {"exitCode": exit_code}}
+    return {"metadata": {"name": name, "uid": f"u-{name}", "creationTimestamp": created,
+                         "labels": {naming.LABEL_EPISODE_ROLE: role},
+                         "annotations": {pools.POOL_GENERATION_ANNOTATION: str(generation)}},
+            "status": {"phase": phase, "containerStatuses": [{"name": "episode", "started": started, "state": state}]}}
+
+
+def test_census_sorts_the_pods() -> None:
+    pods = [_pod("warm"), _pod("starting", started=False), _pod("old", generation=0),
+            _pod("dead", phase="Failed", exit_code=1), _pod("claimed", role="episode"),
+            _pod("pull", phase="Pending", started=False, waiting="ImagePullBackOff"),
+            _pod("prep", phase="Failed", exit_code=NOT_DELIVERED_EXIT)]
+    found = pools.census(pods, generation=1)
+    assert found.warm == ("warm",) and found.starting == ("starting",) and found.stale == ("old",)
+    assert set(found.dead) == {"dead", "pull", "prep"}
+    assert {s[1] for s in found.stuck} == {v.PoolReason.IMAGE, v.PoolReason.PREPARE_FAILED}
+
+
+@given(warm=st.integers(0, 8), starting=st.integers(0, 8), size=st.integers(0, 8))
+def test_create_and_delete_reach_size(warm: int, starting: int, size: int) -> None:
+    spec = _spec(size=size, maxSize=8)
+    found = pools.PoolCensus(tuple(f"w{i}" for i in range(warm)), tuple(f"s{i}" for i in range(starting)), (), (), ())
+    create, delete = pools.pods_to_create(spec, found), pools.pods_to_delete(spec, found)
+    assert warm + starting + create - len(delete) == size
+    assert create == 0 or not delete
+
+
+def test_a_stuck_template_is_not_churned() -> None:
+    found = pools.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "no"),), ())
+    assert pools.pods_to_create(_spec(), found) == 0
+
+
+def test_status_keeps_transition_times() -> None:
+    found = pools.PoolCensus(("a", "b", "c"), (), (), (), ())
+    first = pools.pool_status(POOL, _spec(), found, 1, 5, "2026-12-03T00:00:00Z")
+    ready = {c["type"]: c for c in first["conditions"]}
+    assert ready["Ready"]["status"] == "True" and first["readyPods"] == 3 and first["claimedPods"] == 5
+    again = pools.pool_status(POOL, _spec(), found, 1, 5, "2026-12-03T00:05:00Z", first)
+    assert again["conditions"][0]["lastTransitionTime"] == "2026-12-03T00:00:00Z"
+    stuck = pools.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "cannot pull"),), ())
+    bad = {c["type"]: c for c in pools.pool_status(POOL, _spec(), stuck, 1, 5, "t", first)["conditions"]}
+    assert bad["Stalled"]["status"] == "True" and bad["Stalled"]["reason"] == "ImagePullFailed"
+
+
+# -- the scripts, run by /bin/sh --------------------------------------------------------------------
+def _source(script: bytes, tmp_path) -> dict:
+    """Source the episode script as the launcher does and print what the episode would see."""
+    path = tmp_path / "episode.sh"
+    path.write_bytes(script)
+    probe = ('. "$1"; printf "%s\\0" "$EPISODE_INDEX" "$EPISODE_GROUP" "$EPISODE_SAMPLE" "$BATCH_NAME" '
+             '"${EPISODE_INPUT:-}" "${FOO:-}" "$#"; for a in "$@"; do printf "%s\\0" "$a"; done')
+    out = subprocess.run(["/bin/sh", "-c", probe, "sh", str(path)], capture_output=True, check=True,
+                         env={"PATH": os.environ["PATH"]}, cwd=tmp_path).stdout
+    parts = out.split(b"\0")[:-1]
+    fields = [p.decode() for p in parts]
+    return {"index": fields[0], "group": fields[1], "sample": fields[2], "batch": fields[3], "input": fields[4],
+            "foo": fields[5], "argc": int(fields[6]), "argv": fields[7:]}
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(command=st.lists(_TEXT, min_size=1, max_size=4), foo=_TEXT, name=_TEXT)
+def test_episode_script_quotes_every_value(tmp_path_factory, command: list[str], foo: str, name: str) -> None:
+    tmp = tmp_path_factory.mktemp("script")
+    episode = pools.Episode(batch_name=name, index=5, samples_per_input=2, command=tuple(command),
+                            env=(("FOO", foo),))
+    seen = _source(pools.episode_script(episode), tmp)
+    assert (seen["index"], seen["group"], seen["sample"]) == ("5", "2", "1")
+    assert seen["batch"] == name and seen["foo"] == foo and seen["argv"] == command
+
+
+def test_episode_script_writes_the_input(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(naming, "CLAIM_MOUNT_PATH", str(tmp_path))
+    text = pools.input_json([{"q": "it's $(x) `y`"}, {"q": 2}], 1, 1)
+    script = pools.episode_script(pools.Episode("b", 1, 1, ("true",), input_json=text))
+    seen = _source(script, tmp_path)
+    assert seen["input"] == f"{tmp_path}/input.json"
+    assert json.loads((tmp_path / "input.json").read_text()) == {"q": 2}
+
+
+def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
+    script = pools.WARM_LAUNCHER.replace("$$", "$").format(claim=tmp_path, timeout=5, nd=NOT_DELIVERED_EXIT)
+    return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path)
+
+
+def _deliver(tmp_path, script: bytes) -> int:
+    command = pools.delivery_command(len(script))
+    command[2] = command[2].replace(naming.CLAIM_MOUNT_PATH, str(tmp_path))
+    return subprocess.run(command, input=script, timeout=10).returncode
+
+
+def _wait_for(path, seconds: float = 5.0) -> None:
+    import time
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
+    proc = _launcher(tmp_path)
+    _wait_for(tmp_path / "warm")
+    assert proc.poll() is None   # warm: waiting, holding no episode
+    script = pools.episode_script(pools.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 7")))
+    assert _deliver(tmp_path, script) == 0
+    assert proc.wait(timeout=10) == 7
+    # a second delivery (after a restart) writes nothing and does not block
+    assert _deliver(tmp_path, b"exit 99\n") == 0
+    assert (tmp_path / "episode.sh").read_bytes() == script
+
+
+def test_an_agents_own_not_delivered_code_reads_as_one(tmp_path) -> None:
+    proc = _launcher(tmp_path)
+    _wait_for(tmp_path / "warm")
+    _deliver(tmp_path, pools.episode_script(pools.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
+    assert proc.wait(timeout=10) == 1
+
+
+def test_a_failed_prepare_is_not_an_episode(tmp_path) -> None:
+    proc = _launcher(tmp_path, ["/bin/sh", "-c", "exit 3"])
+    assert proc.wait(timeout=10) == NOT_DELIVERED_EXIT
+    assert not (tmp_path / "warm").exists()
+
+
+def test_the_prepare_runs_before_warm(tmp_path) -> None:
+    proc = _launcher(tmp_path, ["/bin/sh", "-c", "echo ready > prepared"])
+    _wait_for(tmp_path / "warm")
+    assert (tmp_path / "prepared").read_text() == "ready\n"
+    proc.kill()
