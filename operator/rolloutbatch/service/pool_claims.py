@@ -25,6 +25,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
@@ -53,9 +54,10 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
 
 
 async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pools.PoolRef,
-                episode_seconds: int) -> tuple[int, int]:
-    """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted):
-    pods of the batch (claimed now or before) and the indexes that wanted one."""
+                episode_seconds: int) -> tuple[int, int, list[dict]]:
+    """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted,
+    claimed): pods of the batch (claimed now or before), the indexes that wanted one, and the pods
+    claimed by this call as the API returned them."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
     taken = {int(i) for p in mine
@@ -64,6 +66,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)))
     now = time.time()
     hits = len(taken)
+    fresh: list[dict] = []
     while wanted and warm:
         pairs = list(zip(wanted, warm))
         warm = warm[len(pairs):]
@@ -72,17 +75,21 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
                                    pools.claim_patch(pod, ref, index, now, episode_seconds))
             for index, pod in pairs))
         done = {index for (index, _), live in zip(pairs, claimed) if live is not None}
+        fresh += [live for live in claimed if live is not None]
         hits += len(done)
         wanted = [i for i in wanted if i not in done]   # a pod lost to a race: the next warm one
-    return hits, min(spec.parallelism, spec.episodes)
+    return hits, min(spec.parallelism, spec.episodes), fresh
 
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
-                    emit: Emit, metrics: object, wake_pool: Callable[[str], None]) -> dict:
-    """Check the pool, claim, create or adopt the Job; returns the live Job."""
+                    emit: Emit, metrics: object, wake_pool: Callable[[str], None],
+                    claimed: Callable[[list[dict]], None]) -> dict:
+    """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
+    the pods claimed at once (their deliveries need not wait for the Job's adoption)."""
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
     episode_seconds = spec.episode_timeout_seconds
-    hits, wanted = await claim(pool_storage, ref, spec, pool, episode_seconds)
+    hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds)
+    claimed(fresh)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                            spec.active_deadline_seconds, episode_seconds, pool, pool_spec)
     try:
@@ -111,21 +118,29 @@ class EpisodeDelivery:
         self._tasks: set[asyncio.Task] = set()
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
 
+    def claimed(self, pods: list[dict]) -> None:
+        """Warm pods just claimed: handed their episodes at once, while the Job is being created
+        (a claimed pod is started, so it waits for nothing else)."""
+        for pod in pods:
+            self._start(pod_facts(pod))
+
     def round(self, tracker: BatchTracker) -> None:
         if not self.spec.pool_name or tracker.stopping:
             return
-        live = set()
+        # _done is kept whole (a uid per episode): a pod delivered at its claim may be seen by the
+        # watch only later, with a snapshot from before its annotation
         for facts in tracker.live_pods():
-            live.add(facts.uid)
-            if facts.uid in self._done or facts.uid in self._in_flight or facts.delivered_at is not None \
-                    or not facts.container_started or facts.phase != v.PodPhase.RUNNING or facts.deleting \
-                    or facts.index is None:
-                continue
-            self._in_flight.add(facts.uid)
-            task = asyncio.create_task(self._deliver(facts))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        self._done &= live | self._in_flight
+            self._start(facts)
+
+    def _start(self, facts: PodFacts) -> None:
+        if facts.uid in self._done or facts.uid in self._in_flight or facts.delivered_at is not None \
+                or not facts.container_started or facts.phase != v.PodPhase.RUNNING or facts.deleting \
+                or facts.index is None:
+            return
+        self._in_flight.add(facts.uid)
+        task = asyncio.create_task(self._deliver(facts))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def episode(self, index: int) -> pools.Episode:
         spec = self.spec

@@ -237,7 +237,7 @@ class BatchReconciler:
             empty: list[str] = []
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, self._wake_pool), self.tracker)
+                self.ctx.metrics, self._wake_pool, self.delivery.claimed), self.tracker)
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
         if self._said_provisioned:

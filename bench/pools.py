@@ -1,0 +1,129 @@
+"""Warm pool vs cold: one batch of N trivial episodes from a full RolloutPool of N, and the same
+batch cold (the same pool's template through a RolloutBatch of its own), on the running
+devcluster with a fresh operator. A benchmark: nothing asserts a time.
+
+    python bench/pools.py [--sizes 20 200] [--runtime-class cube]
+
+Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), and per
+episode the claim latency: claim (the operator's annotation) -> the pod was handed its episode
+(delivered-at), read from the pods (the batch keeps its sandbox: cleanup Never). Operator CPU per
+episode from /proc/<pid>/stat over each batch. Writes bench/results/pools.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "operator"))
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import lib  # noqa: E402
+from lib import Kube  # noqa: E402
+from workloads import ensure_namespace  # noqa: E402
+
+from rolloutbatch.core import naming  # noqa: E402
+
+GROUP = "/apis/rl.agentruntime.io/v1alpha1"
+EPISODE = ('import json, os, time\n'
+           'e = lambda k, **f: print(json.dumps(dict(event=k, at=time.time(), episode_id=os.environ["EPISODE_ID"], '
+           '**f)), flush=True)\n'
+           'e("ready"); e("reward", reward=1.0)\n')
+RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+
+
+def _wait(kube: Kube, path: str, ok, timeout: float) -> dict:
+    end = time.monotonic() + timeout
+    obj: dict = {}
+    while time.monotonic() < end:
+        obj = kube.get(path) or {}
+        if ok(obj.get("status") or {}):
+            return obj
+        time.sleep(0.25)
+    raise TimeoutError(f"{path}: {obj.get('status')}")
+
+
+def _finished(status: dict) -> bool:
+    return status.get("phase") in ("Succeeded", "Failed", "Stopped")
+
+
+def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None) -> dict:
+    pool = lib.unique(f"pool{size}")
+    spec: dict = {"size": size, "maxSize": max(size, 1), "task": {"files": {"episode.py": EPISODE}},
+                  "resources": RESOURCES}
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    kube.create(f"{GROUP}/namespaces/{ns}/rolloutpools",
+                {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
+                 "spec": spec})
+    t0 = time.monotonic()
+    _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", lambda st: st.get("readyPods") == size, 900)
+    fill = time.monotonic() - t0
+    out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2)}
+    for mode in ("warm", "cold"):
+        name = lib.unique(f"{mode}{size}")
+        body: dict = {"episodes": size, "cleanup": {"sandbox": "Never"}, "episodeTimeoutSeconds": 300}
+        if mode == "warm":
+            body["poolRef"] = {"name": pool}
+        else:
+            body.update(task={"files": {"episode.py": EPISODE}}, resources=RESOURCES, isolation={"namespace": "Shared"})
+            if runtime_class:
+                body["runtimeClassName"] = runtime_class
+        cpu0 = lib.proc_cpu_seconds(op.proc.pid)
+        kube.create(f"{GROUP}/namespaces/{ns}/rolloutbatches",
+                    {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": name},
+                     "spec": body})
+        done = _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}", _finished, 1800)
+        cpu = lib.proc_cpu_seconds(op.proc.pid) - cpu0
+        st = done["status"]
+        row = {"phase": st.get("phase"), "succeeded": st.get("succeededEpisodes"),
+               "batch_to_all_ready_s": st.get("batchToAllReadySeconds"),
+               "batch_to_all_rewards_s": st.get("batchToAllRewardsSeconds"),
+               "pod_to_ready_s": st.get("podToReadySeconds"),
+               "operator_cpu_ms_per_episode": round(1000 * cpu / size, 2)}
+        if mode == "warm":
+            pods = kube.get(f"/api/v1/namespaces/{naming.pool_namespace(ns, pool)}/pods",
+                            labelSelector=f"{naming.LABEL_BATCH_UID}={done['metadata']['uid']}")["items"]
+            claims, hits = [], 0
+            for pod in pods:
+                notes = pod["metadata"].get("annotations") or {}
+                start = notes.get(naming.ANNOTATION_CLAIMED_AT)
+                end = notes.get(naming.ANNOTATION_DELIVERED_AT)
+                if start and end:
+                    hits += 1
+                    claims.append(float(end) - float(start))
+            row.update(hits=hits, claim_seconds=lib.summary(claims))
+        out[mode] = row
+        print(f"[bench] pools {size} {mode}: {json.dumps(row)}", flush=True)
+        kube.delete(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}")
+        kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}", 300)
+        if mode == "warm":   # the cold batch runs while the pool is full again: the same node load
+            _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", lambda st: st.get("readyPods") == size, 900)
+    kube.delete(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}")
+    kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", 300)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200])
+    parser.add_argument("--runtime-class", default=None)
+    args = parser.parse_args(argv)
+    kube = Kube()
+    ns = "bench-pools"
+    ensure_namespace(kube, ns)
+    op = lib.start_operator("bench-pools")
+    try:
+        runs = [run(kube, op, ns, size, args.runtime_class) for size in args.sizes]
+    finally:
+        op.stop()
+    lib.write_result("pools", {"machine": lib.machine_info(), "runtime_class": args.runtime_class or "runc",
+                               "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
