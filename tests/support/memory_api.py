@@ -17,6 +17,18 @@ over a dict of objects, with the rules of the real one that the operator relies 
 - list: label selectors (``k=v``, ``k!=v``, ``k``, ``!k``), the field selectors the operator uses,
   ``limit``/``continue`` pages, and the metadata-only list (``as=PartialObjectMetadataList``).
 - pod logs (``raw(.../log)``) from :meth:`set_log`, cut at ``limitBytes``.
+- pods/exec (``exec_in_pod``, a coroutine as on ``kube.client.Api``): the handler a test set with
+  :meth:`set_exec` for the pod gets the command and stdin and returns the ``ExecResult``; the
+  refusals are the real server's: 404 for a missing pod, 400 for an unscheduled pod, a container
+  not in the pod, or no container named in a pod of several, 500 ``container not found`` for a
+  pod that has ended. Output is cut at ``limit_bytes``; an async handler is bounded by ``timeout``
+  (``TimedOut``). Recorded as a POST of ``.../pods/<name>/exec`` and in :attr:`execs`. (The
+  real exec is a GET upgraded to a WebSocket, which RBAC checks as get and then as create on
+  pods/exec: a Role needs both, which a POST here does not show.)
+- evictions (POST ``.../pods/<name>/eviction``): the pod gets the ``DisruptionTarget`` condition
+  (reason ``EvictionByEvictionAPI``) and is deleted, as the real eviction does; a ``uid``
+  precondition (409) is honoured; a pod already terminating is left as it is. There are no
+  PodDisruptionBudgets here: a 429 is injected with :meth:`fail`.
 - discovery: ``GET /apis/<group>/<version>`` lists the kinds served there (404 for any other).
 - Leases (coordination.k8s.io/v1), for leader election: created once (409), replaced over the
   resourceVersion read (409 when stale), as any kind.
@@ -28,8 +40,11 @@ error the real client maps that HTTP status to); a writer racing the caller with
 """
 from __future__ import annotations
 
+import asyncio
 import copy
+import dataclasses
 import datetime
+import inspect
 import itertools
 import re
 import threading
@@ -39,7 +54,8 @@ from typing import Any
 
 import jsonpatch
 
-from rolloutbatch.kube.errors import classify
+from rolloutbatch.kube.errors import TimedOut, classify
+from rolloutbatch.kube.pod_exec import LIMIT_BYTES, ExecResult
 
 # plural -> (kind, namespaced, has a status subresource)
 KINDS = {
@@ -64,13 +80,15 @@ KINDS = {
     "workloads": ("Workload", True, True),
 }
 _PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[a-z]+)"
-                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log))?$")
+                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log|exec|eviction))?$")
 
 _DISCOVERY = re.compile(r"^(?P<base>/apis/[\w.-]+/v\w+)/?$")
 FOREGROUND = "foregroundDeletion"
 NAME_LABEL = "kubernetes.io/metadata.name"   # the API server labels every namespace with its name
 
 Key = tuple[str, str | None, str]   # (plural, namespace, name)
+# What a test's exec handler is: (command, stdin) -> ExecResult, or a coroutine of one.
+ExecHandler = Callable[[list[str], bytes], Any]
 
 
 def _now() -> str:
@@ -158,6 +176,8 @@ class MemoryApi:
     def __init__(self, *, gc_delay: bool = False) -> None:
         self.objects: dict[Key, dict] = {}
         self.logs: dict[tuple[str, str, str], bytes] = {}
+        self.exec_handlers: dict[tuple[str, str | None], ExecHandler] = {}
+        self.execs: list[tuple[str, str, str | None, list[str], bytes]] = []   # (ns, pod, container, command, stdin)
         self.calls: list[tuple[str, str]] = []
         self.gc_delay = gc_delay
         self._versions = itertools.count(1)
@@ -189,6 +209,11 @@ class MemoryApi:
 
     def set_log(self, namespace: str, pod: str, container: str, data: bytes) -> None:
         self.logs[(namespace, pod, container)] = data
+
+    def set_exec(self, namespace: str, pod: str | None, handler: ExecHandler) -> None:
+        """What an exec into ``pod`` (None: any pod of ``namespace`` without its own) does:
+        ``handler(command, stdin)`` returns the ``ExecResult`` (or a coroutine of one), or raises."""
+        self.exec_handlers[(namespace, pod)] = handler
 
     def subscribe(self, kind: str, callback: Callable[[str, dict], None]) -> None:
         """``callback(type, object)`` after every change to an object of ``kind`` (a watch)."""
@@ -236,6 +261,8 @@ class MemoryApi:
             return copy.deepcopy(self._live(plural, ns, name, what))
 
     def create(self, path: str, body: dict, what: str, *, dry_run: bool = False) -> dict:
+        if path.endswith("/eviction"):
+            return self._evict(path, body, what)
         return self._create(path, body, what, dry_run=dry_run)
 
     def _create(self, path: str, body: dict, what: str, *, dry_run: bool = False, uid: str | None = None) -> dict:
@@ -321,7 +348,72 @@ class MemoryApi:
         limit = params.get("limitBytes")
         return Response(content=data[:limit] if limit else data)
 
+    async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
+                          stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES) -> ExecResult:
+        what = f"exec in pod {namespace}/{pod}" + (f" container {container}" if container else "")
+        assert command, "exec needs a command"
+        self._route("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec", what)
+        with self._lock:
+            live = copy.deepcopy(self._live("pods", namespace, pod, what))
+        self._exec_refusal(live, container, what)
+        handler = self.exec_handlers.get((namespace, pod)) or self.exec_handlers.get((namespace, None))
+        assert handler is not None, f"MemoryApi: no exec handler for pod {namespace}/{pod} (set_exec)"
+        self.execs.append((namespace, pod, container, list(command), stdin))
+        result = handler(list(command), stdin)
+        if inspect.isawaitable(result):
+            try:
+                result = await asyncio.wait_for(result, timeout)
+            except asyncio.TimeoutError:
+                raise TimedOut(f"{what}: no exit status within {timeout:g}s") from None
+        assert isinstance(result, ExecResult), f"an exec handler returns an ExecResult, not {result!r}"
+        return dataclasses.replace(result, stdout=result.stdout[:limit_bytes], stderr=result.stderr[:limit_bytes],
+                                   stdout_truncated=result.stdout_truncated or len(result.stdout) > limit_bytes,
+                                   stderr_truncated=result.stderr_truncated or len(result.stderr) > limit_bytes)
+
     # -- the rules -----------------------------------------------------------------------------
+    @staticmethod
+    def _exec_refusal(pod: dict, container: str | None, what: str) -> None:
+        """The real server's answers to an exec into a pod that cannot take one."""
+        name = pod["metadata"]["name"]
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        names = [c.get("name") for c in spec.get("containers") or []]
+        scheduled = spec.get("nodeName") or any(c.get("type") == "PodScheduled" and c.get("status") == "True"
+                                                for c in status.get("conditions") or [])
+        if not scheduled:
+            raise _error(400, f"pod {name} does not have a host assigned", what)
+        if container is None and len(names) > 1:
+            raise _error(400, f"a container name must be specified for pod {name}, choose one of: "
+                              f"[{' '.join(names)}]", what)
+        if container is not None and names and container not in names:
+            raise _error(400, f"container {container} is not valid for pod {name}", what)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            # the API server's answer for an ended pod: a 500 (kubectl's own message is client-side)
+            raise _error(500, f'container not found ("{container or (names or [name])[0]}")', what)
+
+    def _evict(self, path: str, body: dict, what: str) -> dict:
+        plural, ns, name, sub = self._route("POST", path, what)
+        assert plural == "pods" and sub == "eviction" and name, f"eviction at {path}"
+        with self._lock:
+            live = self._live(plural, ns, name, what)
+            preconditions = (body.get("deleteOptions") or {}).get("preconditions") or {}
+            if preconditions.get("uid") and preconditions["uid"] != live["metadata"]["uid"]:
+                raise _error(409, f'Operation cannot be fulfilled on Pod "{name}": the UID in the precondition '
+                                  f"({preconditions['uid']}) does not match the UID in record "
+                                  f"({live['metadata']['uid']}). The object might have been deleted and then "
+                                  "recreated", what)
+            if not live["metadata"].get("deletionTimestamp"):
+                pod = copy.deepcopy(live)
+                conditions = [c for c in (pod.setdefault("status", {}).get("conditions") or [])
+                              if c.get("type") != "DisruptionTarget"]
+                conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                                   "message": "Eviction API: evicting", "lastTransitionTime": _now()})
+                pod["status"]["conditions"] = conditions
+                self._store(plural, ns, name, pod, "MODIFIED")
+                self._delete(plural, ns, name)
+                if not self.gc_delay:
+                    self._collect()
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
     def _discover(self, path: str, base: str, what: str) -> dict:
         self.calls.append(("GET", path))
         self._inject("GET", None, path)

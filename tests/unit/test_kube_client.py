@@ -30,7 +30,7 @@ STRICT_400 = ('RolloutBatch in version "v1alpha1" cannot be handled as a Rollout
     (413, "Request entity too large: limit is 3145728", TooLarge),
     (500, "etcdserver: request is too large", TooLarge),
     (422, "spec.episodes: Invalid value: 0", Invalid),
-    (429, "too many requests", Unavailable),
+    (429, "too many requests", errors.TooManyRequests),   # an Unavailable: retried later
     (500, "internal error", Unavailable),
     (503, "unavailable", Unavailable),
     (418, "teapot", KubeError),

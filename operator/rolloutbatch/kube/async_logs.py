@@ -7,48 +7,24 @@ same bounds as the synchronous reader (``limitBytes`` on the server, and a hard 
 limit here: an episode's output is hostile input).
 
 Credentials come from the same kubeconfig (client certificate, bearer token or token file,
-cluster CA). Other kinds of credentials (exec plugins, auth providers) are not handled here:
-:func:`supported` says so and the caller keeps the synchronous reader.
+cluster CA), turned into a session by ``kube.async_session`` as for pods/exec. Other kinds of
+credentials (exec plugins, auth providers) are not handled here: :func:`supported` says so and
+the caller keeps the synchronous reader.
 """
 
 from __future__ import annotations
 
-import ssl
 from typing import Any
 
 import aiohttp
 import pykube
 
 from rolloutbatch.kube import resources
+from rolloutbatch.kube.async_session import api_message, auth_headers, open_session
+from rolloutbatch.kube.async_session import supported as supported  # the runner asks here
 from rolloutbatch.kube.errors import Unavailable, classify
 
 CHUNK = 64 * 1024
-
-
-def supported(config: pykube.KubeConfig) -> bool:
-    user = config.user or {}
-    return not ({"exec", "auth-provider"} & set(user)) and config.cluster["server"].startswith("https://")
-
-
-def _ssl_context(config: pykube.KubeConfig) -> ssl.SSLContext | bool:
-    cluster, user = config.cluster, config.user or {}
-    if cluster.get("insecure-skip-tls-verify"):
-        return False
-    context = ssl.create_default_context(
-        cafile=cluster["certificate-authority"].filename() if "certificate-authority" in cluster else None)
-    if "client-certificate" in user:
-        context.load_cert_chain(user["client-certificate"].filename(), user["client-key"].filename())
-    return context
-
-
-def _token(config: pykube.KubeConfig) -> str | None:
-    user = config.user or {}
-    if user.get("token"):
-        return user["token"]
-    if user.get("tokenFile"):
-        with open(user["tokenFile"]) as handle:  # re-read: projected tokens rotate
-            return handle.read().strip()
-    return None
 
 
 class AsyncLogReader:
@@ -63,26 +39,21 @@ class AsyncLogReader:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.pool, ssl=_ssl_context(self.config))
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers={"User-Agent": self.user_agent})
+            self._session = open_session(self.config, pool=self.pool, timeout=self.timeout,
+                                         user_agent=self.user_agent)
         return self._session
 
     async def read(self, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
         """At most ``limit_bytes`` of the log; (data, truncated). Raises the mapped KubeError."""
         path = resources.object_path("Pod", pod, namespace) + "/log"
-        headers: dict[str, Any] = {}
-        token = _token(self.config)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        headers: dict[str, Any] = auth_headers(self.config)
         what = f"read log of pod {namespace}/{pod}"
         params = {"container": container, "limitBytes": str(limit_bytes + 1)}
         try:
             async with self._open().get(self.base + path, params=params, headers=headers) as response:
                 if response.status >= 400:
                     text = (await response.content.read(2000)).decode("utf-8", "replace")
-                    raise classify(response.status, _message(text), what=what)
+                    raise classify(response.status, api_message(text), what=what)
                 chunks, size = [], 0
                 async for chunk in response.content.iter_chunked(CHUNK):
                     chunks.append(chunk)
@@ -98,11 +69,3 @@ class AsyncLogReader:
         if self._session is not None:
             await self._session.close()
 
-
-def _message(text: str) -> str:
-    import json
-    try:
-        body = json.loads(text)
-        return str(body.get("message") or text) if isinstance(body, dict) else text
-    except ValueError:
-        return text

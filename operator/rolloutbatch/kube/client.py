@@ -78,6 +78,8 @@ class Api:
             raise ConfigError(f"cannot load the kubeconfig: {_describe(exc)}") from None
         self._http.session.headers["User-Agent"] = USER_AGENT
         self.url = self._http.url
+        self.config = config
+        self._exec: Any = None   # kube.pod_exec.PodExec, made at the first exec
 
     def request(self, method: str, path: str, what: str, **kwargs: Any) -> requests.Response:
         try:
@@ -115,6 +117,18 @@ class Api:
 
     def delete(self, path: str, what: str, body: dict | None = None) -> dict:
         return self.request("DELETE", path, what, json=body).json()
+
+    async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
+                          stdin: bytes = b"", timeout: float, limit_bytes: int | None = None) -> Any:
+        """Run ``command`` in a pod's container (pods/exec); a ``kube.pod_exec.ExecResult``.
+
+        A coroutine, unlike the rest of this class: exec is a WebSocket carried by aiohttp on
+        the caller's event loop (``kube.pod_exec``), with this client's kubeconfig."""
+        from rolloutbatch.kube import pod_exec   # deferred: only the operator execs
+        if self._exec is None:
+            self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
+        return await self._exec.run(namespace, pod, container, command, stdin=stdin, timeout=timeout,
+                                    limit_bytes=pod_exec.LIMIT_BYTES if limit_bytes is None else limit_bytes)
 
     def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> requests.Response:
         """A streamed GET (logs, watches); ``timeout`` overrides the client's default."""

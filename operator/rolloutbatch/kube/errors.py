@@ -12,6 +12,9 @@
       Conflict           409: already exists, or a resourceVersion/UID precondition failed
       Gone               410: a watch or list continuation expired
       Unavailable        no connection, 5xx or 429: worth retrying
+        TooManyRequests  429: not now (the API's rate limits, or an eviction that a
+                         PodDisruptionBudget does not allow at the moment)
+      TimedOut           a call bounded by its caller's timeout did not finish in it (pods/exec)
       NotOurs            a name we need is taken by an object that is not ours
 
 Only ``Unavailable`` (and ``Conflict``, by re-reading) is worth retrying as is.
@@ -83,6 +86,17 @@ class Unavailable(KubeError):
     """The API could not be reached or answered 5xx/429: worth retrying."""
 
 
+class TooManyRequests(Unavailable):
+    """429: not now. The API's rate limits, or an eviction a PodDisruptionBudget refuses at the
+    moment; asking again later may succeed."""
+
+
+class TimedOut(KubeError):
+    """A call bounded by a timeout of its caller's (a command run through pods/exec) did not
+    finish in it. Not ``Unavailable``: most often the work itself took too long, and asking again
+    would take as long; the caller decides (a command may even still be running)."""
+
+
 class NotOurs(KubeError):
     """An object with the name we need exists but belongs to someone else: never touch it."""
 
@@ -132,7 +146,9 @@ def classify(status: int | None, message: str, reason: str = "", what: str = "")
         return TooLarge(text, status=status, reason=reason)
     if status == 422 or (status == 400 and _STRICT_FIELD.search(message)):
         return Invalid(text, status=status, reason=reason, unknown_fields=fields)
-    if status is not None and (status == 429 or status >= 500):
+    if status == 429:
+        return TooManyRequests(text, status=status, reason=reason)
+    if status is not None and status >= 500:
         return Unavailable(text, status=status, reason=reason)
     cls = _BY_STATUS.get(status, KubeError) if status is not None else KubeError
     return cls(text, status=status, reason=reason)

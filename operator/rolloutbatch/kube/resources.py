@@ -367,6 +367,19 @@ def patch_pod(api: Api, namespace: str, name: str, ops: list[dict]) -> bool:
     return True
 
 
+def evict_pod(api: Api, namespace: str, name: str, uid: str | None = None) -> None:
+    """Evict a pod (policy/v1 Eviction): the API server marks it with the ``DisruptionTarget``
+    condition (reason ``EvictionByEvictionAPI``) and deletes it with its grace period, as a drain
+    does; unlike a delete, a PodDisruptionBudget may refuse it for now (``TooManyRequests``,
+    429). ``uid`` is a precondition (Conflict when the pod of that name is another one).
+    NotFound when there is no such pod; evicting a pod already terminating succeeds."""
+    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                            "metadata": {"name": name, "namespace": namespace}}
+    if uid:
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    api.create(object_path("Pod", name, namespace) + "/eviction", body, f"evict pod {namespace}/{name}")
+
+
 def delete_batch(api: Api, namespace: str, name: str, uid: str) -> None:
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
     try:

@@ -18,6 +18,7 @@ from typing import Any
 
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import OwnerGone
+from rolloutbatch.kube.pod_exec import LIMIT_BYTES, ExecResult
 
 
 class Storage:
@@ -106,6 +107,19 @@ class Storage:
 
     async def patch_pod(self, namespace: str, name: str, ops: list[dict]) -> bool:
         return await self._run(resources.patch_pod, namespace, name, ops)
+
+    async def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
+        await self._run(resources.evict_pod, namespace, name, uid)
+
+    async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
+                          stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES) -> ExecResult:
+        """Run a command in a pod (``kube.pod_exec``). On the event loop, not in a worker thread:
+        exec is asynchronous already. A cancelled exec drops its connection at once; the command
+        itself may run on in the container."""
+        if self._closed:
+            raise OwnerGone("the batch is being deleted: no more API calls for it")
+        return await self.api.exec_in_pod(namespace, pod, container, command, stdin=stdin, timeout=timeout,
+                                          limit_bytes=limit_bytes)
 
     async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
         return await self._run(resources.read_log, namespace, pod, container, limit_bytes)

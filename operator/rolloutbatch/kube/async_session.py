@@ -1,0 +1,86 @@
+"""aiohttp sessions to the API server, built from the kubeconfig ``kube.client`` loads.
+
+The synchronous client (``kube.client.Api``) lets pykube apply the kubeconfig's credentials at
+send time. The calls made on the event loop instead (log reads in ``kube.async_logs``, pods/exec
+in ``kube.pod_exec``) need the same credentials as an ``ssl.SSLContext`` and a header; this module
+is the one place that turns a kubeconfig into those, so the two readers cannot drift apart.
+
+Handled: a client certificate, a bearer token or a token file (re-read on every call: projected
+service-account tokens rotate), the cluster's CA or ``insecure-skip-tls-verify``. Not handled:
+exec plugins and auth providers (they need pykube's machinery, which is synchronous) and plain
+``http://`` servers; :func:`supported` says so before anything is tried.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+import pykube
+
+
+def supported(config: pykube.KubeConfig) -> bool:
+    """Whether the kubeconfig's credentials can be carried by an aiohttp session."""
+    user = config.user or {}
+    return not ({"exec", "auth-provider"} & set(user)) and config.cluster["server"].startswith("https://")
+
+
+def ssl_context(config: pykube.KubeConfig) -> ssl.SSLContext | bool:
+    """The TLS settings: the cluster's CA and the client certificate; False to skip verification."""
+    cluster, user = config.cluster, config.user or {}
+    if cluster.get("insecure-skip-tls-verify"):
+        return False
+    context = ssl.create_default_context(
+        cafile=cluster["certificate-authority"].filename() if "certificate-authority" in cluster else None)
+    if "client-certificate" in user:
+        context.load_cert_chain(user["client-certificate"].filename(), user["client-key"].filename())
+    return context
+
+
+def token(config: pykube.KubeConfig) -> str | None:
+    user = config.user or {}
+    if user.get("token"):
+        return user["token"]
+    if user.get("tokenFile"):
+        with open(user["tokenFile"]) as handle:  # re-read: projected tokens rotate
+            return handle.read().strip()
+    return None
+
+
+def auth_headers(config: pykube.KubeConfig) -> dict[str, Any]:
+    """The request's Authorization header, when the kubeconfig has a token."""
+    bearer = token(config)
+    return {"Authorization": f"Bearer {bearer}"} if bearer else {}
+
+
+def open_session(config: pykube.KubeConfig, *, pool: int, timeout: float | None, user_agent: str,
+                 tls: ssl.SSLContext | bool | None = None,
+                 middlewares: Sequence[Any] = ()) -> aiohttp.ClientSession:
+    """A session whose connections carry the kubeconfig's TLS settings (``tls``: one already
+    built, to skip reading the files again). Credentials in headers are per request
+    (:func:`auth_headers`): a token file may change between two requests."""
+    connector = aiohttp.TCPConnector(limit=pool, ssl=ssl_context(config) if tls is None else tls)
+    extra = {"middlewares": tuple(middlewares)} if middlewares else {}
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout),
+                                 headers={"User-Agent": user_agent}, **extra)
+
+
+def api_message(text: str) -> str:
+    """The ``message`` of the API's Status body, or the text as it came."""
+    try:
+        body = json.loads(text)
+        return str(body.get("message") or text) if isinstance(body, dict) else text
+    except ValueError:
+        return text
+
+
+def api_reason(text: str) -> str:
+    """The ``reason`` of the API's Status body ("" when there is none)."""
+    try:
+        body = json.loads(text)
+        return str(body.get("reason") or "") if isinstance(body, dict) else ""
+    except ValueError:
+        return ""
