@@ -93,7 +93,12 @@ def test_operator_can_what_it_needs(operator_identity):
                                 ("get", "pods", "log"), ("create", "namespaces", ""), ("watch", "pods", ""),
                                 ("delete", "networkpolicies.networking.k8s.io", ""),
                                 ("list", "servicecidrs.networking.k8s.io", ""),   # ClusterIPs in ipBlocks
-                                ("get", "secrets", ""), ("create", "secrets", ""), ("delete", "secrets", "")]:
+                                ("get", "secrets", ""), ("create", "secrets", ""), ("delete", "secrets", ""),
+                                # warm pools: the pool watched, its status written; a claimed pod
+                                # given its episode by exec, or evicted when it cannot be
+                                ("watch", "rolloutpools.rl.agentruntime.io", ""),
+                                ("patch", "rolloutpools.rl.agentruntime.io", "status"),
+                                ("create", "pods", "exec"), ("create", "pods", "eviction")]:
         extra = [f"--subresource={sub}"] if sub else []
         out = kubectl("auth", "can-i", verb, resource, *extra, "--all-namespaces", f"--as={SA}", check=False)
         assert out.stdout.strip() == "yes", (verb, resource, sub)

@@ -1,0 +1,53 @@
+"""The warm pools' rights (docs/design.md §5.17), wherever the operator's and the users' rights are
+written: the kustomize ClusterRole and the namespaced Role (tests/unit/test_chart.py shows the
+chart renders the same objects), and the users' aggregated edit and view roles."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GROUP = "rl.agentruntime.io"
+OPERATOR = {
+    (GROUP, "rolloutpools"): {"get", "list", "watch", "patch", "update"},
+    (GROUP, "rolloutpools/status"): {"get", "patch", "update"},
+    ("", "pods/exec"): {"create"},        # a claimed warm pod gets its episode through exec
+    ("", "pods/eviction"): {"create"},    # one that cannot get it is evicted
+}
+
+
+def granted(rules: list[dict]) -> dict[tuple[str, str], set[str]]:
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs.setdefault((group, resource), set()).update(rule["verbs"])
+    return verbs
+
+
+def role(path: str, kind: str, name: str) -> dict:
+    (doc,) = [d for d in yaml.safe_load_all((ROOT / path).read_text())
+              if d and d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+@pytest.mark.parametrize("path, kind", [("manifests/rbac/role.yaml", "ClusterRole"),
+                                        ("manifests/namespaced/role.yaml", "Role")])
+def test_the_operator_may_run_pools(path, kind):
+    verbs = granted(role(path, kind, "rolloutbatch-operator")["rules"])
+    for resource, wanted in OPERATOR.items():
+        assert verbs.get(resource) == wanted, (resource, verbs.get(resource))
+    # what the contract does not grant stays out: the pools' objects are not the operator's to create
+    assert "create" not in verbs[(GROUP, "rolloutpools")] and (GROUP, "rolloutpools/finalizers") not in verbs
+
+
+def test_users_manage_pools_as_they_manage_batches():
+    edit = granted(role("manifests/rbac/user_roles.yaml", "ClusterRole", "rolloutbatch-edit")["rules"])
+    view = granted(role("manifests/rbac/user_roles.yaml", "ClusterRole", "rolloutbatch-view")["rules"])
+    assert edit[(GROUP, "rolloutpools")] == edit[(GROUP, "rolloutbatches")]
+    assert edit[(GROUP, "rolloutpools/status")] == edit[(GROUP, "rolloutbatches/status")] == {"get"}
+    assert edit[(GROUP, "rolloutpools/scale")] == {"get", "patch", "update"}     # kubectl scale rp/NAME
+    for resource in ("rolloutpools", "rolloutpools/status", "rolloutpools/scale"):
+        assert view[(GROUP, resource)] == view[(GROUP, "rolloutbatches")] == {"get", "list", "watch"}
