@@ -12,12 +12,16 @@
     handle.stop(wait=True)                 # or stop early: spec.stop, every finished row kept
     handle.delete()                        # waits until the sandbox namespace is gone
 
+Warm pools: ``client.create_pool("warm", 8, task_files=files, prepare=["sh", "/task/setup.sh"])``
+keeps 8 prepared pods ready; ``client.submit(batch, pool="warm")`` runs a batch in them
+(``spec.poolRef``), ``scale_pool``, ``list_pools``, ``get_pool`` and ``delete_pool`` manage it.
+
 The asyncio twin, ``AsyncClient`` (``await handle.wait()``, ``async for row in
 handle.stream()``), shares every rule with ``Client``: the verbs are sans-IO generators
 (``sdk.ops``) and following a batch is a state machine fed by watches (``sdk.follow``); each
 client only carries the requests. Rows and groups are typed (``sdk.types.Row``, ``Group``).
 
-Modules: ``build`` (Task, build_batch, where inputs go), ``ops`` (the verbs), ``retained``
+Modules: ``build`` (Task, build_batch, build_pool, with_pool, where inputs go), ``ops`` (the verbs), ``retained``
 (results a deleted batch retained: ``Client.retained_results(name)``, ``delete_retained``),
 ``follow`` (watches and the follower), ``client`` (blocking), ``aio`` (asyncio, aiohttp), ``types``.
 
@@ -33,9 +37,10 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
                       when a certificate file it names is gone)
     InvalidBatch      submit/create: the API refused the RolloutBatch: an unknown or duplicate
                       field (``unknown_fields`` names them), the schema, a CEL rule; an ``Invalid``
+    InvalidPool       create_pool/scale_pool: the API refused the RolloutPool (e.g. size > maxSize)
     TooLarge          the object is bigger than the API or etcd accept (1.5-3 MiB): not retryable
     BadRequest        another 400
-    CRDNotInstalled   the cluster does not serve RolloutBatches
+    CRDNotInstalled   the cluster does not serve RolloutBatches (or, for the pool verbs, RolloutPools)
     NotFound          no such batch or namespace; stream()/wait() of a batch deleted meanwhile
     Forbidden         RBAC or admission refused the call
     Conflict          the name exists (create), or the object changed under a precondition
@@ -54,15 +59,17 @@ from rolloutbatch.core.spec import SPEC_FIELDS
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidden, Invalid, KubeError, NotFound,
                                       TooLarge, Unavailable)
-from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch
+from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_pool, with_pool
 from rolloutbatch.sdk.client import BatchHandle, Client
-from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, ResultsIncomplete, ResultsNotReady,
-                                  condition, is_finished, is_succeeded)
+from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidPool, ResultsIncomplete,
+                                  ResultsNotReady, condition, is_finished, is_succeeded)
 from rolloutbatch.sdk.types import Group, Row
 
-__all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "build_batch", "Row", "Group",
+__all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "build_batch", "build_pool",
+           "with_pool", "Row", "Group",
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
-           "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "KubeError", "ConfigError",
+           "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
+           "KubeError", "ConfigError",
            "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable"]
 
 

@@ -32,6 +32,7 @@ import aiohttp
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
 from rolloutbatch.sdk import ops, retained
+from rolloutbatch.sdk.build import build_pool, with_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
 
@@ -242,8 +243,9 @@ class AsyncClient:
     async def create(self, batch: Mapping, *, dry_run: bool = False) -> dict:
         return await self._run(ops.create(batch, self.namespace, dry_run=dry_run))
 
-    async def submit(self, batch: Mapping) -> AsyncBatchHandle:
-        return AsyncBatchHandle(self, await self._run(ops.submit(batch, self.namespace)))
+    async def submit(self, batch: Mapping, *, pool: str | None = None) -> AsyncBatchHandle:
+        return AsyncBatchHandle(self, await self._run(ops.submit(with_pool(batch, pool) if pool else batch,
+                                                                 self.namespace)))
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
         return await self._run(ops.get(name, namespace or self.namespace))
@@ -263,6 +265,25 @@ class AsyncClient:
 
     async def stop(self, batch: Mapping) -> dict:
         return await self._run(ops.stop(batch))
+
+    # --- warm pools (RolloutPool): Client's, awaited --------------------------------------------
+    async def create_pool(self, name: str, size: int, *, task_files: Mapping[str, str],
+                          namespace: str | None = None, dry_run: bool = False, **options: Any) -> dict:
+        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace, **options)
+        return await self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))
+
+    async def get_pool(self, name: str, namespace: str | None = None) -> dict:
+        return await self._run(ops.get_pool(name, namespace or self.namespace))
+
+    async def list_pools(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
+        return await self._run(ops.list_pools(namespace or self.namespace, all_namespaces))
+
+    async def scale_pool(self, name: str, size: int, namespace: str | None = None) -> dict:
+        return await self._run(ops.scale_pool(name, namespace or self.namespace, size))
+
+    async def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
+                          timeout: float = 300) -> None:
+        await self._run(ops.delete_pool(name, namespace or self.namespace, wait=wait, timeout=timeout))
 
     async def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         return await self._run(retained.retained_document(name, namespace or self.namespace, uid))

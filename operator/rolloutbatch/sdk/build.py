@@ -1,8 +1,15 @@
-"""Building RolloutBatch objects, and moving inputs too large for one object into ConfigMaps.
+"""Building RolloutBatch and RolloutPool objects, and moving inputs too large for one object into
+ConfigMaps.
 
-Pure: no network. ``build_batch`` validates with the operator's own ``core.spec.parse_spec``;
-``plan_inputs`` decides whether the inputs go inline (``spec.inputs``) or by reference
-(``spec.inputsFrom``) and cuts them into ConfigMaps of at most ``core.spec.MAX_CONFIG_BYTES``.
+Pure: no network. ``build_batch`` validates with the operator's own ``core.spec.parse_spec``,
+``build_pool`` with its ``core.pools.parse_pool_spec``; ``plan_inputs`` decides whether the
+inputs go inline (``spec.inputs``) or by reference (``spec.inputsFrom``) and cuts them into
+ConfigMaps of at most ``core.spec.MAX_CONFIG_BYTES``.
+
+A batch run on a warm pool (``pool=``, ``spec.poolRef``) leaves out the fields that say what its
+sandbox pods are made of (``core.crd_pool.POOL_OWNED_BATCH_FIELDS``: image, task, resources, ...):
+the pool's pods are already made. :func:`with_pool` drops them from any batch, so a trainer can
+build one batch and submit it cold or warm.
 """
 
 from __future__ import annotations
@@ -14,10 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolloutbatch import GROUP, KIND, VERSION
+from rolloutbatch import GROUP, KIND, POOL_KIND, VERSION
 from rolloutbatch.core import defaults
+from rolloutbatch.core.crd_pool import POOL_OWNED_BATCH_FIELDS
+from rolloutbatch.core.k8s_rules import is_dns_subdomain
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
+from rolloutbatch.core.pools import parse_pool_spec
 from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS,
                                     check_batch_name, parse_spec)
 
@@ -127,9 +137,33 @@ def _check(spec: dict) -> None:
         parse_spec(spec)
 
 
-def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int | None = None,
+def _check_pool_name(pool: str) -> None:
+    if not is_dns_subdomain(pool):
+        raise SpecError("spec.poolRef.name", f"{pool!r} is not a RolloutPool name (a lowercase DNS subdomain)")
+
+
+def _pooled(spec: Mapping, pool: str) -> dict:
+    """``spec`` run on the warm pool ``pool``: spec.poolRef set, the pool's own fields left out."""
+    _check_pool_name(pool)
+    out = {k: copy.deepcopy(val) for k, val in spec.items() if k not in POOL_OWNED_BATCH_FIELDS}
+    out["poolRef"] = {"name": pool}
+    return out
+
+
+def with_pool(batch: Mapping, pool: str) -> dict:
+    """A copy of ``batch`` that runs on the RolloutPool ``pool`` of its namespace: ``spec.poolRef``
+    set, and the fields that are the pool's (``POOL_OWNED_BATCH_FIELDS``: image, runtimeClassName,
+    resources, task, workspace, isolation, podTemplate) left out, whatever the batch said: the
+    pool's pods are already made of its own. What a pooled batch may not have at all (a verifier,
+    inputImages, Secret env values, ...) is kept, for the API to refuse with its reason."""
+    body = copy.deepcopy(dict(batch))
+    body["spec"] = _pooled(body.get("spec") or {}, pool)
+    return body
+
+
+def build_batch(name_or_prefix: str, task: Task | None, episodes: int, parallelism: int | None = None,
                 inputs: Sequence[Mapping[str, Any]] | None = None, namespace: str | None = None,
-                samples_per_input: int | None = None, **spec_overrides: Any) -> dict:
+                samples_per_input: int | None = None, *, pool: str | None = None, **spec_overrides: Any) -> dict:
     """A RolloutBatch object (plain dict) ready for :meth:`Client.submit` or ``kubectl create``.
 
     ``name_or_prefix`` ending in ``-`` becomes ``metadata.generateName`` (a fresh name per
@@ -140,29 +174,36 @@ def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int
     them into ConfigMaps (``spec.inputsFrom``) owned by the batch (``kubectl create`` of such an
     object would be refused as too large). ``spec_overrides`` are further spec fields, in
     camelCase or snake_case (``episode_timeout_seconds=300``, ``isolation={...}``).
+
+    ``pool``: run the episodes in the warm pods of that RolloutPool (same namespace):
+    ``spec.poolRef``, and none of the pool's fields (see :func:`with_pool`). ``task`` may then
+    be None; a Task given brings its command, args and env, and its files, image, resources and
+    mount path are the pool's. Without ``pool`` the task is required.
+
     Raises ``ValueError`` (a ``SpecError`` naming the field) before any network call for an
     unknown spec field and for what the operator would refuse: the spec is read by the
     operator's own ``core.spec.parse_spec``, the name checked by ``core.spec.check_batch_name``.
     """
     check_batch_name(name_or_prefix)
-    if not task.command:
-        raise SpecError("task.command", "must not be empty")
-    spec: dict[str, Any] = {
-        "episodes": episodes,
-        "image": task.image,
-        "command": list(task.command),
-        "task": {"mountPath": task.mount_path, "files": dict(task.files)},
-    }
+    spec: dict[str, Any] = {"episodes": episodes}
+    if task is None:
+        if pool is None:
+            raise SpecError("spec.task", "is required, unless pool names the RolloutPool whose task runs")
+    else:
+        if not task.command:
+            raise SpecError("task.command", "must not be empty")
+        spec.update({"image": task.image, "command": list(task.command),
+                     "task": {"mountPath": task.mount_path, "files": dict(task.files)}})
     if parallelism is not None:
         spec["parallelism"] = parallelism
     if samples_per_input is not None:
         spec["samplesPerInput"] = samples_per_input
-    if task.args:
+    if task is not None and task.args:
         spec["args"] = list(task.args)
-    env = task.env_list()
+    env = task.env_list() if task is not None else []
     if env:
         spec["env"] = env
-    if task.resources:
+    if task is not None and task.resources:
         spec["resources"] = copy.deepcopy(task.resources)
     if inputs is not None:
         inputs = list(inputs)
@@ -175,13 +216,77 @@ def build_batch(name_or_prefix: str, task: Task, episodes: int, parallelism: int
         if name not in SPEC_FIELDS:
             raise SpecError(f"spec.{name}", f"unknown field (keyword {key!r}); spec fields are "
                                             f"{', '.join(sorted(SPEC_FIELDS))}")
+        if pool is not None and name in POOL_OWNED_BATCH_FIELDS:
+            # asked for in so many words, it would be dropped without one: refused instead
+            raise SpecError(f"spec.{name}", f"is the pool's with pool={pool!r}: set it in the RolloutPool")
         spec[name] = copy.deepcopy(value)
+    if pool is not None:
+        spec = _pooled(spec, pool)
     _check(spec)
 
     metadata: dict[str, Any] = {"generateName" if name_or_prefix.endswith("-") else "name": name_or_prefix}
     if namespace:
         metadata["namespace"] = namespace
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def _env_entries(env: Mapping[str, str] | Sequence[Mapping[str, str]] | None) -> list[dict]:
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return [{"name": str(k), "value": str(val)} for k, val in env.items()]
+    return [dict(e) for e in env]
+
+
+def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: str = defaults.IMAGE,
+               namespace: str | None = None, max_size: int | None = None,
+               env: Mapping[str, str] | Sequence[Mapping[str, str]] | None = None, resources: Mapping | None = None,
+               runtime_class_name: str | None = None, task_mount_path: str | None = None,
+               prepare: Sequence[str] | None = None, prepare_timeout_seconds: int | None = None,
+               network: str | None = None, workspace: Mapping | None = None,
+               pod_template: Mapping | None = None) -> dict:
+    """A RolloutPool object (plain dict) ready for :meth:`Client.create_pool` or ``kubectl create``:
+    ``size`` warm pods of ``image`` with ``task_files`` at ``task_mount_path`` (default /task),
+    each made warm by running ``prepare`` (a command list, run without a shell) in its workspace.
+
+    ``env`` is plain values only (a mapping, or name/value entries): a pool's pods wait before any
+    batch claims them, so no Secret is read for them. Left out, a field takes the CRD's default
+    (``core.defaults``: max_size 100, the batch's image, resources and workspace, network DenyAll).
+    Raises ``ValueError`` (a ``SpecError``) for what the operator would refuse, read by its own
+    ``core.pools.parse_pool_spec``; the API's schema checks the rest when the pool is created.
+    """
+    if not is_dns_subdomain(name):
+        raise SpecError("metadata.name", f"{name!r} is not a RolloutPool name (a lowercase DNS subdomain)")
+    spec: dict[str, Any] = {"size": size, "image": image}
+    if max_size is not None:
+        spec["maxSize"] = max_size
+    if runtime_class_name is not None:
+        spec["runtimeClassName"] = runtime_class_name
+    if resources is not None:
+        spec["resources"] = copy.deepcopy(dict(resources))
+    entries = _env_entries(env)
+    if entries:
+        spec["env"] = entries
+    spec["task"] = {"files": dict(task_files)}
+    if task_mount_path is not None:
+        spec["task"]["mountPath"] = task_mount_path
+    if workspace is not None:
+        spec["workspace"] = copy.deepcopy(dict(workspace))
+    if prepare is not None:
+        spec["prepare"] = {"command": list(prepare)}
+        if prepare_timeout_seconds is not None:
+            spec["prepare"]["timeoutSeconds"] = prepare_timeout_seconds
+    elif prepare_timeout_seconds is not None:
+        raise SpecError("spec.prepare.timeoutSeconds", "bounds a prepare command: give prepare too")
+    if network is not None:
+        spec["network"] = network
+    if pod_template is not None:
+        spec["podTemplate"] = copy.deepcopy(dict(pod_template))
+    parse_pool_spec(spec)
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": API_VERSION, "kind": POOL_KIND, "metadata": metadata, "spec": spec}
 
 
 def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:

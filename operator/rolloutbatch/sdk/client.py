@@ -21,6 +21,7 @@ import requests
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
 from rolloutbatch.sdk import ops, retained
+from rolloutbatch.sdk.build import build_pool, with_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
 
@@ -163,10 +164,12 @@ class Client:
         """Create the batch as given; ``dry_run``: the API checks it completely and stores nothing."""
         return self._run(ops.create(batch, self.namespace, dry_run=dry_run))
 
-    def submit(self, batch: Mapping) -> BatchHandle:
+    def submit(self, batch: Mapping, *, pool: str | None = None) -> BatchHandle:
         """Create the batch; inputs too large for the object go first into ConfigMaps that the
-        batch owns (``spec.inputsFrom``), deleted again if the batch is refused."""
-        return BatchHandle(self, self._run(ops.submit(batch, self.namespace)))
+        batch owns (``spec.inputsFrom``), deleted again if the batch is refused. ``pool``: run it
+        in the warm pods of that RolloutPool (``spec.poolRef``; the batch's own image, task,
+        resources, workspace, isolation and pod template are left out: ``sdk.build.with_pool``)."""
+        return BatchHandle(self, self._run(ops.submit(with_pool(batch, pool) if pool else batch, self.namespace)))
 
     def get(self, name: str, namespace: str | None = None) -> dict:
         return self._run(ops.get(name, namespace or self.namespace))
@@ -193,6 +196,32 @@ class Client:
     def stop(self, batch: Mapping) -> dict:
         """Set ``spec.stop`` (one-way; a batch that already ended is left as it is); the object."""
         return self._run(ops.stop(batch))
+
+    # --- warm pools (RolloutPool) -------------------------------------------------------------
+    def create_pool(self, name: str, size: int, *, task_files: Mapping[str, str], namespace: str | None = None,
+                    dry_run: bool = False, **options: Any) -> dict:
+        """Create a RolloutPool of ``size`` warm pods with ``task_files``; the object. ``options``
+        are :func:`~rolloutbatch.sdk.build.build_pool`'s (image, max_size, env, resources,
+        runtime_class_name, task_mount_path, prepare, prepare_timeout_seconds, network,
+        workspace, pod_template). ValueError before any call for what the operator would
+        refuse; InvalidPool when the API refuses it."""
+        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace, **options)
+        return self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))
+
+    def get_pool(self, name: str, namespace: str | None = None) -> dict:
+        return self._run(ops.get_pool(name, namespace or self.namespace))
+
+    def list_pools(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
+        return self._run(ops.list_pools(namespace or self.namespace, all_namespaces))
+
+    def scale_pool(self, name: str, size: int, namespace: str | None = None) -> dict:
+        """Set the pool's ``spec.size`` (as ``kubectl scale rp/NAME --replicas=N``); the object."""
+        return self._run(ops.scale_pool(name, namespace or self.namespace, size))
+
+    def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
+                    timeout: float = 300) -> None:
+        """Delete the pool; with ``wait``, until it is gone (the operator removes its pods first)."""
+        self._run(ops.delete_pool(name, namespace or self.namespace, wait=wait, timeout=timeout))
 
     def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         """The retained results of a batch that is gone, by its name (``sdk.retained``: checked

@@ -16,7 +16,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolloutbatch import GROUP, PLURAL, VERSION
+from rolloutbatch import GROUP, PLURAL, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
@@ -29,6 +29,7 @@ from rolloutbatch.kube.errors import BadRequest, Conflict, Invalid, KubeError, N
 from rolloutbatch.sdk.build import owner_reference, plan_inputs
 
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
+POOL_INSTALL_HINT = "the RolloutPool CRD is not installed: kubectl apply -k manifests/default"
 
 
 class CRDNotInstalled(KubeError):
@@ -53,6 +54,11 @@ class ResultsIncomplete(ResultsNotReady):
 class InvalidBatch(Invalid):
     """The API refused the RolloutBatch itself: an unknown or duplicate field under strict field
     validation (``unknown_fields``), the schema or a CEL rule. The message is the API's."""
+
+
+class InvalidPool(Invalid):
+    """The API refused the RolloutPool itself (strict field validation, the schema, a CEL rule
+    such as size <= maxSize). The message is the API's."""
 
 
 @dataclass
@@ -443,4 +449,95 @@ def delete(batch: Mapping, *, wait: bool = True, timeout: float = 300, interval:
                 else f"sandbox namespace {sandbox}"
             hint = " (its finalizer needs the operator: is it running?)" if not batch_gone else ""
             raise TimeoutError(f"{what} still exists after {timeout:g}s{hint}")
+        yield Sleep(interval)
+
+
+# --- warm pools (RolloutPool, docs/design.md §5.17) ------------------------------------------------
+def pools_path(namespace: str | None) -> str:
+    """The RolloutPools of ``namespace`` (None: of every namespace)."""
+    where = f"/namespaces/{namespace}" if namespace is not None else ""
+    return f"/apis/{GROUP}/{VERSION}{where}/{POOL_PLURAL}"
+
+
+def pool_crd_installed() -> Op:
+    """Whether the cluster serves RolloutPools (the RolloutBatch CRD may be there without them)."""
+    try:
+        found = yield Call("get", (f"/apis/{GROUP}/{VERSION}", "discover RolloutPool API"))
+    except NotFound:
+        return False
+    return any(r.get("name") == POOL_PLURAL for r in found.get("resources") or [])
+
+
+def pool_not_found(what: str) -> Op:
+    if not (yield from pool_crd_installed()):
+        return CRDNotInstalled(POOL_INSTALL_HINT, status=404, reason="NotFound")
+    return NotFound(what, status=404, reason="NotFound")
+
+
+def create_pool(pool: Mapping, namespace: str, *, dry_run: bool = False) -> Op:
+    body = copy.deepcopy(dict(pool))
+    meta = body.setdefault("metadata", {})
+    namespace = meta.setdefault("namespace", namespace)
+    what = f"create {POOL_KIND} {namespace}/{meta.get('name')}"
+    try:
+        return (yield Call("create", (pools_path(namespace), body, what), {"dry_run": dry_run}))
+    except NotFound:
+        raise (yield from pool_not_found(f"namespace {namespace} not found")) from None
+    except (Invalid, BadRequest) as exc:
+        raise InvalidPool(str(exc), status=exc.status, reason=exc.reason,
+                          unknown_fields=getattr(exc, "unknown_fields", ())) from None
+
+
+def get_pool(name: str, namespace: str) -> Op:
+    try:
+        return (yield Call("get", (f"{pools_path(namespace)}/{name}", f"get {POOL_KIND} {namespace}/{name}")))
+    except NotFound:
+        raise (yield from pool_not_found(f'rolloutpool "{name}" not found in namespace {namespace}')) from None
+
+
+def list_pools(namespace: str, all_namespaces: bool = False) -> Op:
+    try:
+        return (yield Call("get", (pools_path(None if all_namespaces else namespace), "list RolloutPools"))).get(
+            "items", [])
+    except NotFound:
+        raise (yield from pool_not_found("RolloutPools not found")) from None
+
+
+def scale_pool(name: str, namespace: str, size: int) -> Op:
+    """Set ``spec.size`` (what ``kubectl scale rp/NAME --replicas=N`` sets); the object. The API
+    refuses a size above ``spec.maxSize`` (InvalidPool)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"size must be a non-negative integer, got {size!r}")
+    try:
+        return (yield Call("merge_patch", (f"{pools_path(namespace)}/{name}", {"spec": {"size": size}},
+                                           f"scale {POOL_KIND} {namespace}/{name} to {size}")))
+    except NotFound:
+        raise (yield from pool_not_found(f'rolloutpool "{name}" not found in namespace {namespace}')) from None
+    except Invalid as exc:
+        raise InvalidPool(str(exc), status=exc.status, reason=exc.reason) from None
+
+
+def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float = 300, interval: float = 1.0) -> Op:
+    """Delete a pool (the operator removes its warm pods and namespace); with ``wait``, until the
+    object is gone. The pool read first is the one deleted (UID precondition): a namesake created
+    meanwhile is never touched. NotFound when there is none."""
+    live = yield from get_pool(name, namespace)
+    uid = live["metadata"].get("uid")
+    path = f"{pools_path(namespace)}/{name}"
+    try:
+        yield Call("delete", (path, f"delete {POOL_KIND} {namespace}/{name}",
+                              {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}))
+    except (NotFound, Conflict):
+        return   # gone already, or replaced by a namesake that must not be touched
+    deadline = time.monotonic() + timeout
+    while wait:
+        try:
+            live = yield Call("get", (path, f"get {POOL_KIND} {namespace}/{name}"))
+        except NotFound:
+            return
+        if live["metadata"].get("uid") != uid:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{POOL_KIND} {namespace}/{name} still exists after {timeout:g}s "
+                               "(its finalizer needs the operator: is it running?)")
         yield Sleep(interval)

@@ -1,0 +1,256 @@
+"""The SDK's warm pools: build_pool, the pool verbs of Client and AsyncClient against the API in
+memory (tests/support/memory_api.py), and batches submitted to a pool (pool=, spec.poolRef)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rolloutbatch import GROUP, POOL_KIND, POOL_PLURAL, VERSION, crdgen, sdk
+from rolloutbatch.core import defaults as d
+from rolloutbatch.core.crd_pool import POOL_OWNED_BATCH_FIELDS
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.kube.errors import Invalid
+from rolloutbatch.sdk import ops
+from rolloutbatch.sdk.aio import AsyncClient
+from tests.support import crd_schema, memory_api
+from tests.support.memory_api import MemoryApi
+
+NS = "rl"
+FILES = {"requirements.txt": "requests\n", "setup.sh": "pip install -r /task/requirements.txt"}
+TASK = sdk.Task(files={"episode.py": "print(1)"}, command=["python", "/task/episode.py"], env={"MODE": "fast"},
+                resources={"limits": {"cpu": "2"}})
+POOL_CRD = crd_schema.load_crd(crd_schema.ROOT / "crds" / crdgen.POOL_FILE)
+POOL_SPEC = crd_schema.openapi_schema(POOL_CRD)["properties"]["spec"]
+BATCH_SPEC = crd_schema.openapi_schema()["properties"]["spec"]
+
+
+@pytest.fixture
+def api(monkeypatch) -> MemoryApi:
+    """The API in memory with a namespace, serving RolloutPools (registered here while MemoryApi
+    does not list them itself)."""
+    monkeypatch.setitem(memory_api.KINDS, POOL_PLURAL, (POOL_KIND, True, True))
+    monkeypatch.setitem(memory_api._GROUPS, POOL_PLURAL, f"/apis/{GROUP}/{VERSION}")
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return api
+
+
+# --- build_pool ------------------------------------------------------------------------------------------
+def test_build_pool_makes_what_the_crd_accepts():
+    pool = sdk.build_pool("warm", 4, task_files=FILES, image="python:3.12-slim", namespace=NS, max_size=16,
+                          env={"PIP_INDEX_URL": "http://mirror"}, prepare=["sh", "/task/setup.sh"],
+                          prepare_timeout_seconds=120, network="AllowEgress", workspace={"sizeLimit": "2Gi"})
+    assert pool["apiVersion"] == f"{GROUP}/{VERSION}" and pool["kind"] == POOL_KIND
+    assert pool["metadata"] == {"name": "warm", "namespace": NS}
+    assert pool["spec"] == {"size": 4, "image": "python:3.12-slim", "maxSize": 16,
+                            "env": [{"name": "PIP_INDEX_URL", "value": "http://mirror"}], "task": {"files": FILES},
+                            "workspace": {"sizeLimit": "2Gi"},
+                            "prepare": {"command": ["sh", "/task/setup.sh"], "timeoutSeconds": 120},
+                            "network": "AllowEgress"}
+    assert crd_schema.errors(pool["spec"], POOL_SPEC) == []
+    minimal = sdk.build_pool("warm", 0, task_files=FILES)["spec"]
+    assert minimal == {"size": 0, "image": d.IMAGE, "task": {"files": FILES}}
+    assert crd_schema.errors(minimal, POOL_SPEC) == []
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(size=5, max_size=4), "spec.size"),
+    (dict(size=d.POOL_MAX_SIZE + 1), "spec.size"),                  # above the default maxSize
+    (dict(size=-1), "spec.size"),
+    (dict(size=1, task_files={}), "spec.task.files"),
+    (dict(size=1, env={"EPISODE_INDEX": "1"}), "spec.env"),
+    (dict(size=1, env=[{"name": "K", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]), "spec.env"),
+    (dict(size=1, prepare=[]), "spec.prepare.command"),
+    (dict(size=1, prepare_timeout_seconds=5), "spec.prepare.timeoutSeconds"),
+    (dict(size=1, network="Open"), "spec.network"),
+    (dict(size=1, name="Warm_Pool"), "metadata.name"),
+])
+def test_build_pool_refuses_what_the_operator_refuses_before_any_call(kwargs, field):
+    kwargs = {"name": "warm", "task_files": FILES, **kwargs}
+    with pytest.raises(ValueError) as refused:
+        sdk.build_pool(kwargs.pop("name"), kwargs.pop("size"), **kwargs)
+    assert refused.value.field == field
+
+
+# --- the pool verbs, blocking ------------------------------------------------------------------------------
+def test_create_get_list_scale_and_delete_a_pool(api):
+    client = sdk.Client(api=api, namespace=NS)
+    created = client.create_pool("warm", 2, task_files=FILES, prepare=["sh", "/task/setup.sh"])
+    assert created["metadata"]["uid"] and created["spec"]["size"] == 2
+    assert api.calls[-1] == ("POST", f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{POOL_PLURAL}")
+    assert client.get_pool("warm")["spec"]["prepare"] == {"command": ["sh", "/task/setup.sh"]}
+    client.create_pool("cold", 0, task_files=FILES)
+    assert [p["metadata"]["name"] for p in client.list_pools()] == ["cold", "warm"]
+    assert len(client.list_pools(all_namespaces=True)) == 2
+
+    scaled = client.scale_pool("warm", 5)
+    assert scaled["spec"]["size"] == 5 and api.get_object(POOL_KIND, "warm", NS)["spec"]["size"] == 5
+    assert api.calls[-1] == ("PATCH", f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{POOL_PLURAL}/warm")
+
+    client.delete_pool("warm")
+    assert api.get_object(POOL_KIND, "warm", NS) is None and client.list_pools()[0]["metadata"]["name"] == "cold"
+    with pytest.raises(sdk.NotFound, match='rolloutpool "warm" not found'):
+        client.get_pool("warm")
+    with pytest.raises(sdk.NotFound):
+        client.delete_pool("warm")
+
+
+def test_dry_run_stores_nothing(api):
+    client = sdk.Client(api=api, namespace=NS)
+    client.create_pool("warm", 1, task_files=FILES, dry_run=True)
+    assert api.get_object(POOL_KIND, "warm", NS) is None
+
+
+def test_delete_waits_for_the_operators_finalizer_and_spares_a_namesake(api, monkeypatch):
+    client = sdk.Client(api=api, namespace=NS)
+    pool = client.create_pool("warm", 1, task_files=FILES)
+    finalizer = {"metadata": {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}}
+    api.merge_patch(f"{ops.pools_path(NS)}/warm", finalizer, "the operator's finalizer")
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    with pytest.raises(TimeoutError, match="its finalizer needs the operator"):
+        client.delete_pool("warm", timeout=0)
+
+    # While the wait reads it again (the GET after the DELETE), the operator finishes and someone
+    # creates a pool of the same name: the wait ends there, and the new pool is left alone.
+    def operator_done_and_a_namesake():
+        api.merge_patch(f"{ops.pools_path(NS)}/warm", {"metadata": {"finalizers": None}}, "finalizer removed")
+        api.put(sdk.build_pool("warm", 3, task_files=FILES, namespace=NS))
+
+    api.meanwhile("DELETE", POOL_KIND, lambda: api.meanwhile("GET", POOL_KIND, operator_done_and_a_namesake))
+    client.delete_pool("warm")
+    assert api.get_object(POOL_KIND, "warm", NS)["metadata"]["uid"] != pool["metadata"]["uid"]
+
+
+def test_a_namesake_made_before_the_delete_is_never_deleted(api):
+    client = sdk.Client(api=api, namespace=NS)
+    client.create_pool("warm", 1, task_files=FILES)
+
+    def replaced():   # between our read and our DELETE
+        api.delete(f"{ops.pools_path(NS)}/warm", "someone else")
+        api.put(sdk.build_pool("warm", 3, task_files=FILES, namespace=NS))
+
+    api.meanwhile("DELETE", POOL_KIND, replaced)
+    client.delete_pool("warm")
+    assert api.get_object(POOL_KIND, "warm", NS)["spec"]["size"] == 3
+
+
+def test_a_refused_pool_is_invalid_pool_with_the_apis_message(api):
+    client = sdk.Client(api=api, namespace=NS)
+    api.fail("POST", POOL_KIND, Invalid("spec.size must be less than or equal to spec.maxSize", status=422,
+                                        reason="Invalid"))
+    with pytest.raises(sdk.InvalidPool, match="spec.maxSize"):
+        client.create_pool("warm", 1, task_files=FILES)
+    client.create_pool("warm", 1, task_files=FILES)
+    api.fail("PATCH", POOL_KIND, Invalid("spec.size must be less than or equal to spec.maxSize", status=422,
+                                         reason="Invalid"))
+    with pytest.raises(sdk.InvalidPool):
+        client.scale_pool("warm", 500)
+    with pytest.raises(ValueError):
+        client.scale_pool("warm", -1)
+
+
+def test_without_the_pool_crd_the_error_says_so():
+    api = MemoryApi()   # serves rl.agentruntime.io, but not RolloutPools
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    client = sdk.Client(api=api, namespace=NS)
+
+    class Gone:   # the pools' path answers 404 as an API server without the CRD does
+        def __getattr__(self, name):
+            real = getattr(api, name)
+
+            def call(path, *args, **kwargs):
+                if POOL_PLURAL in path:
+                    raise sdk.NotFound("the server could not find the requested resource", status=404)
+                return real(path, *args, **kwargs)
+            return call
+
+    client.api = Gone()
+    with pytest.raises(sdk.CRDNotInstalled, match="RolloutPool CRD is not installed"):
+        client.list_pools()
+    with pytest.raises(sdk.CRDNotInstalled):
+        client.get_pool("warm")
+
+
+# --- the pool verbs, asyncio -------------------------------------------------------------------------------
+class AsyncMemoryApi:
+    """MemoryApi's methods as coroutines (what AsyncClient awaits)."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        self.api = api
+
+    def __getattr__(self, name):
+        method = getattr(self.api, name)
+
+        async def call(*args, **kwargs):
+            return method(*args, **kwargs)
+        return call
+
+
+def test_the_async_client_has_the_same_verbs(api):
+    async def main():
+        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+        await client.create_pool("warm", 2, task_files=FILES, image="python:3.12-slim")
+        assert (await client.get_pool("warm"))["spec"]["image"] == "python:3.12-slim"
+        assert (await client.scale_pool("warm", 0))["spec"]["size"] == 0
+        assert [p["metadata"]["name"] for p in await client.list_pools()] == ["warm"]
+        await client.delete_pool("warm")
+        assert await client.list_pools() == []
+    asyncio.run(main())
+
+
+# --- batches on a pool ----------------------------------------------------------------------------------
+def test_build_batch_with_a_pool_sends_none_of_the_pools_fields():
+    batch = sdk.build_batch("step", TASK, episodes=4, pool="warm", episode_timeout_seconds=60)
+    spec = batch["spec"]
+    assert spec["poolRef"] == {"name": "warm"}
+    assert not set(POOL_OWNED_BATCH_FIELDS) & set(spec)
+    # the Task still says what each episode runs
+    assert spec["command"] == TASK.command and spec["env"] == [{"name": "MODE", "value": "fast"}]
+    assert spec["episodeTimeoutSeconds"] == 60
+    assert parse_spec(spec).pool_name == "warm"
+
+
+def test_with_a_pool_the_task_is_optional_and_without_one_required():
+    spec = sdk.build_batch("step-", None, episodes=2, pool="warm", command=["python", "/task/run.py"])["spec"]
+    assert spec == {"episodes": 2, "command": ["python", "/task/run.py"], "poolRef": {"name": "warm"}}
+    with pytest.raises(ValueError, match="unless pool names"):
+        sdk.build_batch("step-", None, episodes=2)
+
+
+@pytest.mark.parametrize("override", sorted(set(POOL_OWNED_BATCH_FIELDS) - {"task"}))
+def test_a_pool_field_asked_for_by_name_is_refused_not_dropped(override):
+    value = {"image": "x:1", "runtimeClassName": "gvisor", "resources": {}, "workspace": {},
+             "isolation": {"namespace": "Shared"}, "podTemplate": {}}[override]
+    with pytest.raises(ValueError, match="is the pool's"):
+        sdk.build_batch("step-", TASK, episodes=2, pool="warm", **{override: value})
+
+
+def test_a_bad_pool_name_is_refused():
+    with pytest.raises(ValueError, match="not a RolloutPool name"):
+        sdk.build_batch("step-", TASK, episodes=2, pool="Warm Pool")
+
+
+def test_submit_to_a_pool_drops_the_pools_fields_of_a_cold_batch(api):
+    api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm", "namespace": NS},
+             "spec": {"size": 2, "task": {"files": FILES}}})
+    cold = sdk.build_batch("step", TASK, episodes=2, namespace=NS, isolation={"network": "AllowEgress"})
+    handle = sdk.Client(api=api, namespace=NS).submit(cold, pool="warm")
+    stored = api.get_object("RolloutBatch", handle.name, NS)["spec"]
+    assert stored["poolRef"] == {"name": "warm"} and not set(POOL_OWNED_BATCH_FIELDS) & set(stored)
+    assert stored["command"] == TASK.command and stored["episodes"] == 2
+    assert crd_schema.errors(stored, BATCH_SPEC) == []
+    # the caller's batch is unchanged
+    assert cold["spec"]["task"] == {"mountPath": d.TASK_MOUNT_PATH, "files": TASK.files}
+    # and without pool=, the same batch runs cold
+    cold["metadata"]["name"] = "step-cold"
+    assert "poolRef" not in api.get_object("RolloutBatch", sdk.Client(api=api, namespace=NS).submit(cold).name,
+                                           NS)["spec"]
+
+
+def test_the_async_submit_takes_a_pool_too(api):
+    async def main():
+        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+        return await client.submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS), pool="warm")
+    handle = asyncio.run(main())
+    assert api.get_object("RolloutBatch", handle.name, NS)["spec"]["poolRef"] == {"name": "warm"}
