@@ -1,4 +1,4 @@
-"""``submit``, ``get``, ``list``, ``stop`` and ``cleanup``."""
+"""``submit`` (``--pool``: on a RolloutPool's warm pods), ``get``, ``list``, ``stop`` and ``cleanup``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
-from rolloutbatch.cli.common import CLIError, load_documents, make_client, positive
+from rolloutbatch.cli.common import CLIError, load_documents, make_client, one_line, positive
 from rolloutbatch.cli.follow import watch_handles
-from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle
+from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, with_pool
 
 RESOURCE = f"rolloutbatch.{GROUP}"
 
@@ -25,6 +25,10 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive, default=3600.0, metavar="SECONDS",
                    help="give up watching after this long (default 3600; exit 3)")
     p.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the created objects")
+    p.add_argument("--pool", metavar="NAME",
+                   help="run the batches in the warm pods of this RolloutPool (their namespace's): spec.poolRef is "
+                        "set and the fields that are the pool's (image, task, resources, workspace, isolation, "
+                        "runtimeClassName, podTemplate) are left out of each batch")
     p.set_defaults(func=submit)
 
     p = sub.add_parser("get", parents=[common], help="show one RolloutBatch")
@@ -74,6 +78,11 @@ def submit(args: argparse.Namespace) -> int:
     objects = []
     for path in args.filename:
         objects += [(path, n, o) for n, o in enumerate(load_documents(path), 1)]
+    if args.pool:
+        try:
+            objects = [(path, n, with_pool(o, args.pool)) for path, n, o in objects]
+        except ValueError as exc:
+            raise CLIError(f"--pool: {one_line(exc)}") from None
     client = make_client(args)
     for path, n, obj in objects:
         _with_namespace(obj, args.namespace, client.namespace, f"{path}: object {n}")

@@ -68,11 +68,12 @@ def build_parser(operator: bool = True) -> argparse.ArgumentParser:
         runner.add_arguments(op)
         op.set_defaults(func=runner.run)
 
-    from rolloutbatch.cli import batches, export, follow, logs
+    from rolloutbatch.cli import batches, export, follow, logs, pools
     batches.add_parsers(sub, common)
     follow.add_parsers(sub, common)
     logs.add_parsers(sub, common)
     export.add_parsers(sub, common)
+    pools.add_parsers(sub, common)
     return parser
 
 

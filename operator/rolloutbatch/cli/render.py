@@ -27,6 +27,17 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("MESSAGE", "status.message", True),
 )
 
+# `rolloutbatch pools`: the RolloutPool CRD's additionalPrinterColumns, as COLUMNS is the batch's.
+POOL_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("SIZE", "spec.size", False),
+    ("READY", "status.readyPods", False),
+    ("STARTING", "status.startingPods", False),
+    ("CLAIMED", "status.claimedPods", False),
+    ("AGE", "metadata.creationTimestamp", False),
+    ("SANDBOX", "status.sandboxNamespace", True),
+    ("MESSAGE", "status.message", True),
+)
+
 # The guide's result names, and where each lives in RolloutBatch status.
 SUMMARY_FIELDS: tuple[tuple[str, str], ...] = (
     ("phase", "phase"),
@@ -92,9 +103,10 @@ def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:
     return f"{days}d"
 
 
-def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None) -> list[str]:
+def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None,
+        columns: Sequence[tuple[str, str, bool]] = COLUMNS) -> list[str]:
     cells = [str(dig(obj, "metadata.name") or "")]
-    for header, path, wide_only in COLUMNS:
+    for header, path, wide_only in columns:
         if wide_only and not wide:
             continue
         value = dig(obj, path)
@@ -103,10 +115,10 @@ def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None) 
 
 
 def table(objects: Sequence[Mapping], wide: bool = False, *, all_namespaces: bool = False,
-          now: datetime.datetime | None = None) -> str:
-    """Aligned columns, three spaces apart, like ``kubectl get``."""
-    headers = ["NAME"] + [h for h, _, wide_only in COLUMNS if wide or not wide_only]
-    rows = [row(o, wide, now) for o in objects]
+          now: datetime.datetime | None = None, columns: Sequence[tuple[str, str, bool]] = COLUMNS) -> str:
+    """Aligned columns, three spaces apart, like ``kubectl get`` (the batches' columns unless told)."""
+    headers = ["NAME"] + [h for h, _, wide_only in columns if wide or not wide_only]
+    rows = [row(o, wide, now, columns) for o in objects]
     if all_namespaces:
         headers = ["NAMESPACE"] + headers
         rows = [[str(dig(o, "metadata.namespace") or "")] + r for o, r in zip(objects, rows)]
