@@ -119,6 +119,14 @@ def _rows() -> list[tuple[str, list[Panel]]]:
                   _quantiles("rolloutbatch_episode_startup_seconds", (0.5, 0.95, 0.99)), unit="s"),
             Panel("Episode duration (ready -> reward)", "timeseries",
                   _quantiles("rolloutbatch_episode_duration_seconds", (0.5, 0.95, 0.99)), unit="s"),
+            Panel("Warm pool: claim -> episode handed over", "timeseries",
+                  _quantiles("rolloutbatch_claim_seconds", (0.5, 0.95), by="result"), unit="s",
+                  description="spec.poolRef: a warm pod's claim (hit), or a cold pod's creation (miss), until the "
+                              "operator handed the pod its episode."),
+            Panel("Warm pool hits and misses in range", "stat", [
+                Target(f"sum by (result) (increase(rolloutbatch_pool_claims_total{{{NS}}}[$__range]))",
+                       "{{result}}", instant=True)],
+                description="Episodes of pooled batches that got a warm pod (hit) or a cold one (miss)."),
             Panel("Kueue evictions in range", "stat", [
                 Target(f"sum by (namespace) (increase(rolloutbatch_queue_evictions_total{{{NS}}}[$__range]))",
                        "{{namespace}}", instant=True)],

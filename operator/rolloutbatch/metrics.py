@@ -444,6 +444,12 @@ class Metrics:
 
     # --- operator internals ---------------------------------------------------------------------
 
+    def pool_started(self, namespace: str, pool: str) -> None:
+        """A pool's series at zero from its start, so rate() and increase() see its first claims."""
+        for result in ("hit", "miss"):
+            self.pool_claims_total.labels(namespace, pool, result)
+            self.claim_seconds.labels(namespace, pool, result)
+
     def pool_claims(self, namespace: str, pool: str, hits: int, misses: int) -> None:
         """A pooled batch started: ``hits`` episodes got a warm pod, ``misses`` start cold."""
         self.pool_claims_total.labels(namespace, pool, "hit").inc(max(0, hits))

@@ -75,7 +75,8 @@ def operator_identity(rendered, tmp_path_factory):
     ("list", "secrets", ["--all-namespaces"]),      # Secrets by name only (secrets_role.yaml)
     ("watch", "secrets", ["-n", "default"]),
     ("update", "secrets", ["-n", "default"]),
-    ("create", "pods", ["-n", "default"]),
+    ("create", "pods/attach", ["-n", "default"]),
+    ("create", "pods/portforward", ["-n", "default"]),
     ("escalate", "clusterroles", []),
     ("bind", "clusterroles", []),
     ("impersonate", "users", []),
@@ -98,7 +99,9 @@ def test_operator_can_what_it_needs(operator_identity):
                                 # given its episode by exec, or evicted when it cannot be
                                 ("watch", "rolloutpools.rl.agentruntime.io", ""),
                                 ("patch", "rolloutpools.rl.agentruntime.io", "status"),
-                                ("create", "pods", "exec"), ("create", "pods", "eviction")]:
+                                # a WebSocket exec is authorized as get, then create
+                                ("get", "pods", "exec"), ("create", "pods", "exec"), ("create", "pods", "eviction"),
+                                ("create", "pods", ""), ("delete", "pods", "")]:   # a pool's warm pods
         extra = [f"--subresource={sub}"] if sub else []
         out = kubectl("auth", "can-i", verb, resource, *extra, "--all-namespaces", f"--as={SA}", check=False)
         assert out.stdout.strip() == "yes", (verb, resource, sub)

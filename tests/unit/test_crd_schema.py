@@ -282,6 +282,11 @@ CEL_VIOLATIONS = {
     "!has(self.episodeTimeoutSeconds) || !has(self.activeDeadlineSeconds) || "
     "self.episodeTimeoutSeconds <= self.activeDeadlineSeconds":
         {"episodes": 1, "episodeTimeoutSeconds": 20, "activeDeadlineSeconds": 10},
+    # spec.poolRef (the base case's task is there too: a pooled batch has none)
+    "has(self.task) != has(self.poolRef)": {"episodes": 1, "poolRef": {"name": "p"}},
+    "!has(self.poolRef) || (!has(self.runtimeClassName) && !has(self.verifier) && !has(self.inputImages) "
+    "&& !has(self.inputsFrom) && !has(self.queueName))":
+        {"episodes": 1, "poolRef": {"name": "p"}, "queueName": "q"},
 }
 
 

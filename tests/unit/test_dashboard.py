@@ -86,6 +86,9 @@ def _exported_sample_names() -> set[str]:
     m.set_running("ns", "b", 1)
     m.batch_finished("ns", "b", "succeeded", 1, 1, 1)
     m.log_read(0.1, 10)
+    m.pool_started("ns", "p")
+    m.pool_claims("ns", "p", 1, 1)
+    m.claim_observed("ns", "p", True, 0.2)
     with m.handler("h"):
         pass
     return {s.name for fam in reg.collect() for s in fam.samples}
@@ -159,6 +162,7 @@ def test_every_query_returns_data_from_a_real_prometheus(tmp_path):
         with PrometheusServer([f"http://127.0.0.1:{m.server_port}/metrics"], tmp_path) as prom:
             prom.wait_for_targets_up()
             m.batch_started("team-a", "b1")
+            m.pool_started("team-a", "pool")
             with m.handler("create"):
                 pass
             prom.wait_for('rolloutbatch_batches_active{namespace="team-a"} == 1')
@@ -170,6 +174,9 @@ def test_every_query_returns_data_from_a_real_prometheus(tmp_path):
             with pytest.raises(KeyError):
                 with m.handler("pod_event"):
                     raise KeyError("handler failure is counted")
+            m.pool_claims("team-a", "pool", 2, 1)
+            m.claim_observed("team-a", "pool", True, 0.2)
+            m.claim_observed("team-a", "pool", False, 4.0)
             m.batch_finished("team-a", "b1", "succeeded", 2.5, 4.5, 5.0)
             prom.wait_for('rolloutbatch_batches_total{result="succeeded"} == 1')
             prom.wait_for('rolloutbatch_episodes_total{result="succeeded"} == 3')

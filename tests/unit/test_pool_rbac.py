@@ -10,11 +10,16 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GROUP = "rl.agentruntime.io"
+# Both installs watch pools and write their status (a namespaced one says it cannot keep them).
 OPERATOR = {
     (GROUP, "rolloutpools"): {"get", "list", "watch", "patch", "update"},
     (GROUP, "rolloutpools/status"): {"get", "patch", "update"},
-    ("", "pods/exec"): {"create"},        # a claimed warm pod gets its episode through exec
-    ("", "pods/eviction"): {"create"},    # one that cannot get it is evicted
+}
+# Only the cluster-wide install keeps pools (core.scope: a pool's namespace is its own).
+CLUSTERWIDE = {
+    ("", "pods"): {"list", "watch", "patch", "create", "delete"},   # a pool's warm pods
+    ("", "pods/exec"): {"get", "create"},  # a claimed pod gets its episode: a WebSocket exec is both
+    ("", "pods/eviction"): {"create"},     # one that cannot get it is evicted
 }
 
 
@@ -37,8 +42,14 @@ def role(path: str, kind: str, name: str) -> dict:
                                         ("manifests/namespaced/role.yaml", "Role")])
 def test_the_operator_may_run_pools(path, kind):
     verbs = granted(role(path, kind, "rolloutbatch-operator")["rules"])
+    clusterwide = kind == "ClusterRole"
     for resource, wanted in OPERATOR.items():
         assert verbs.get(resource) == wanted, (resource, verbs.get(resource))
+    for resource, wanted in CLUSTERWIDE.items():
+        if clusterwide:
+            assert verbs.get(resource) == wanted, (resource, verbs.get(resource))
+        else:
+            assert not verbs.get(resource, set()) & {"create", "delete"}, (resource, verbs.get(resource))
     # what the contract does not grant stays out: the pools' objects are not the operator's to create
     assert "create" not in verbs[(GROUP, "rolloutpools")] and (GROUP, "rolloutpools/finalizers") not in verbs
 

@@ -77,6 +77,8 @@ class Scope:
 
     def refuse(self, spec: BatchSpec) -> None:
         """Stalled(ClusterRightsRequired) for a spec this install cannot run, before anything exists."""
+        if not self.clusterwide and spec.pool_name:
+            raise Stalled(v.STALL_CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE)
         if not self.clusterwide and spec.isolation_namespace == v.ISOLATION_DEDICATED:
             raise Stalled(v.STALL_CLUSTER_RIGHTS, dedicated_refused_message(self.namespaces))
 
@@ -85,6 +87,9 @@ class Scope:
 
 
 CLUSTERWIDE = Scope()
+# A pool lives in a namespace of its own (core.pools), which a namespaced install may not create.
+POOLS_REFUSED_MESSAGE = ("warm pools need the cluster-wide install: a RolloutPool's pods live in a namespace of "
+                         "their own, which a namespaced operator may not create or watch")
 
 
 def dedicated_refused_message(namespaces: Iterable[str]) -> str:

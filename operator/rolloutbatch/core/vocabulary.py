@@ -220,6 +220,7 @@ class PoolReason(Word):
     PREPARE_FAILED = "PrepareFailed"       # spec.prepare exited non-zero or timed out
     UNSCHEDULABLE = "Unschedulable"
     PODS_NOT_CREATED = "PodsNotCreated"    # the API refused the pool's pods (quota, admission)
+    CLUSTER_RIGHTS = "ClusterRightsRequired"   # a namespaced install cannot keep a pool (core.scope)
 
 
 REASON_PENDING, REASON_PROVISIONING = BatchReason.PENDING, BatchReason.PROVISIONING

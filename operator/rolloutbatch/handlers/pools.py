@@ -15,19 +15,16 @@ DELETE_RETRY_SECONDS = 5
 
 
 def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
-    return PoolReconciler(PoolStorage(memo.ctx.api), body, _emitter(body, logger), logger)
+    return PoolReconciler(PoolStorage(memo.ctx.api), body, _emitter(body, logger), logger,
+                          clusterwide=memo.ctx.settings.scope.clusterwide)
 
 
 @kopf.daemon(GROUP, VERSION, POOL_PLURAL, cancellation_timeout=10.0)
 async def run_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
-    """Keep the pool's warm pods; a claiming batch wakes it through ctx.pools."""
-    reconciler = _reconciler(body, memo, logger)
-    memo.ctx.pools[body["metadata"]["uid"]] = reconciler
-    try:
-        with memo.metrics.handler("run_pool"):
-            await reconciler.run()
-    finally:
-        memo.ctx.pools.pop(body["metadata"]["uid"], None)
+    """Keep the pool's warm pods (service.pools)."""
+    memo.metrics.pool_started(body["metadata"]["namespace"], body["metadata"]["name"])
+    with memo.metrics.handler("run_pool"):
+        await _reconciler(body, memo, logger).run()
 
 
 @kopf.on.delete(GROUP, VERSION, POOL_PLURAL)

@@ -67,9 +67,6 @@ class Context:
     settings: Settings
     read_slots: asyncio.Semaphore
     log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
-    # uid -> service.pools.PoolReconciler of each pool this operator runs: a batch that claimed
-    # from a pool wakes it to refill at once
-    pools: dict = dataclasses.field(default_factory=dict)
     storage: Storage = dataclasses.field(init=False)   # every API call the services make, by name
 
     def __post_init__(self) -> None:

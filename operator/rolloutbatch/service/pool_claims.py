@@ -24,6 +24,7 @@ from rolloutbatch.core import naming, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
+from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.errors import KubeError
@@ -82,10 +83,10 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
 
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
-                    emit: Emit, metrics: object, wake_pool: Callable[[str], None],
-                    claimed: Callable[[list[dict]], None]) -> dict:
+                    emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     the pods claimed at once (their deliveries need not wait for the Job's adoption)."""
+    scope.refuse(spec)
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
     episode_seconds = spec.episode_timeout_seconds
     hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds)
@@ -96,7 +97,6 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:
         raise Stalled(v.STALL_REFUSED, f"creating the Job in the pool's namespace: {exc}") from None
-    wake_pool(pool.uid)
     misses = spec.episodes - hits
     record = getattr(metrics, "pool_claims", None)
     if record is not None:

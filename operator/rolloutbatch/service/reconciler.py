@@ -207,12 +207,6 @@ class BatchReconciler:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
 
-    def _wake_pool(self, pool_uid: str) -> None:
-        """The pool's daemon refills at once after a claim (when this operator runs it)."""
-        pool = self.ctx.pools.get(pool_uid)
-        if pool is not None:
-            pool.wake.set()
-
     # -- entering the tracking: three ways -------------------------------------------------
     async def _stop_before_run(self) -> None:
         """Stopped before it ran: nothing more is created. A Job an interrupted provisioning
@@ -237,7 +231,7 @@ class BatchReconciler:
             empty: list[str] = []
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, self._wake_pool, self.delivery.claimed), self.tracker)
+                self.ctx.metrics, self.delivery.claimed, self.ctx.settings.scope), self.tracker)
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
         if self._said_provisioned:

@@ -188,6 +188,9 @@ KUBERNETES_WORDS = {
     ("core/tracker.py", "Failed"),           # a Job's condition type
     ("core/verdict.py", "Ready"),            # a pod's condition type
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
+    ("core/pools.py", "Never"),              # a pool pod's restartPolicy
+    ("core/pools.py", "Unschedulable"),      # the reason of a pod's PodScheduled=False
+    ("core/crd_pool.py", "Ready"),           # the title of `kubectl get rp`'s column counting warm pods
     # the titles of `kubectl get rb`'s columns, which count episodes (not phases)
     ("core/crd.py", "Running"), ("core/crd.py", "Succeeded"), ("core/crd.py", "Failed"),
     # Kueue's Workload condition type, and its reason of a Workload that waits for quota
