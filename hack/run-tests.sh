@@ -83,4 +83,4 @@ if ! "$PY" -m devcluster.cluster up; then
 fi
 echo "=== devcluster up took $(( $(date +%s) - start ))s"
 
-run_pytest cluster -q tests --ignore=tests/unit
+run_pytest cluster -q --durations=40 tests --ignore=tests/unit
