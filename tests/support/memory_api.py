@@ -1,7 +1,7 @@
 """An API server in memory, for the service layer's unit tests: ``kube.client.Api``'s methods
 over a dict of objects, with the rules of the real one that the operator relies on.
 
-- create: 409 AlreadyExists on a taken name; 404 when the namespace is missing and 403 when it is
+- create: 409 AlreadyExists on a taken name; ``generateName`` completed with 5 random characters; 404 when the namespace is missing and 403 when it is
   terminating; ``uid``, ``resourceVersion``, ``creationTimestamp`` and ``generation`` assigned;
   ``dryRun`` stores nothing. A namespace carries the ``kubernetes.io/metadata.name`` label.
 - replace (PUT): 409 Conflict when ``metadata.resourceVersion`` is not the live one.
@@ -69,6 +69,7 @@ KINDS = {
     "jobs": ("Job", True, True),
     "networkpolicies": ("NetworkPolicy", True, False),
     "rolloutbatches": ("RolloutBatch", True, True),
+    "rolloutpools": ("RolloutPool", True, True),
     "priorityclasses": ("PriorityClass", False, False),
     "runtimeclasses": ("RuntimeClass", False, False),
     "servicecidrs": ("ServiceCIDR", False, False),
@@ -270,6 +271,8 @@ class MemoryApi:
         assert name is None, f"create at an object's path {path}"
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
+        if "name" not in meta and meta.get("generateName"):   # the server's 5 random characters
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         name = meta["name"]
         kind, namespaced, _ = KINDS[plural]
         ns = ns if namespaced else None
@@ -603,7 +606,8 @@ def _object_path(plural: str, name: str, namespace: str | None) -> str:
 
 
 _GROUPS = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io/v1",
-           "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "priorityclasses": "/apis/scheduling.k8s.io/v1",
+           "rolloutbatches": "/apis/rl.agentruntime.io/v1alpha1", "rolloutpools": "/apis/rl.agentruntime.io/v1alpha1",
+           "priorityclasses": "/apis/scheduling.k8s.io/v1",
            "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
            "endpointslices": "/apis/discovery.k8s.io/v1", "leases": "/apis/coordination.k8s.io/v1",
            "localqueues": "/apis/kueue.x-k8s.io/v1beta2", "workloads": "/apis/kueue.x-k8s.io/v1beta2"}

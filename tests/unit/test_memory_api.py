@@ -201,7 +201,7 @@ def test_a_status_subresource_changes_the_status_only(api):
 
 def test_discovery_lists_the_kinds_of_a_group_and_404s_another(api):
     found = api.get("/apis/rl.agentruntime.io/v1alpha1", "discover")
-    assert [r["kind"] for r in found["resources"]] == ["RolloutBatch"]
+    assert [r["kind"] for r in found["resources"]] == ["RolloutBatch", "RolloutPool"]
     with pytest.raises(NotFound):
         api.get("/apis/not.installed.io/v1", "discover")
 

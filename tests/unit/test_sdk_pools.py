@@ -13,7 +13,7 @@ from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.sdk import ops
 from rolloutbatch.sdk.aio import AsyncClient
-from tests.support import crd_schema, memory_api
+from tests.support import crd_schema
 from tests.support.memory_api import MemoryApi
 
 NS = "rl"
@@ -26,11 +26,8 @@ BATCH_SPEC = crd_schema.openapi_schema()["properties"]["spec"]
 
 
 @pytest.fixture
-def api(monkeypatch) -> MemoryApi:
-    """The API in memory with a namespace, serving RolloutPools (registered here while MemoryApi
-    does not list them itself)."""
-    monkeypatch.setitem(memory_api.KINDS, POOL_PLURAL, (POOL_KIND, True, True))
-    monkeypatch.setitem(memory_api._GROUPS, POOL_PLURAL, f"/apis/{GROUP}/{VERSION}")
+def api() -> MemoryApi:
+    """The API in memory with a namespace."""
     api = MemoryApi()
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     return api
@@ -151,18 +148,21 @@ def test_a_refused_pool_is_invalid_pool_with_the_apis_message(api):
 
 
 def test_without_the_pool_crd_the_error_says_so():
-    api = MemoryApi()   # serves rl.agentruntime.io, but not RolloutPools
+    api = MemoryApi()
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     client = sdk.Client(api=api, namespace=NS)
 
-    class Gone:   # the pools' path answers 404 as an API server without the CRD does
+    class Gone:   # an API server without the pool CRD: its paths 404, its discovery lists no pools
         def __getattr__(self, name):
             real = getattr(api, name)
 
             def call(path, *args, **kwargs):
                 if POOL_PLURAL in path:
                     raise sdk.NotFound("the server could not find the requested resource", status=404)
-                return real(path, *args, **kwargs)
+                found = real(path, *args, **kwargs)
+                if path == f"/apis/{GROUP}/{VERSION}":
+                    found = dict(found, resources=[r for r in found["resources"] if r["name"] != POOL_PLURAL])
+                return found
             return call
 
     client.api = Gone()

@@ -32,6 +32,7 @@ exit with that code is reported as 1, so no agent can pass for a pod that never 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shlex
 from collections.abc import Mapping, Sequence
@@ -261,19 +262,27 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     return body
 
 
-def warm_pod(ref: PoolRef, spec: PoolSpec, generation: int) -> dict:
+def template_digest(ref: PoolRef, spec: PoolSpec) -> str:
+    """What a warm pod is made of, as a short digest: a pod of another digest is stale (replaced).
+    Not the pool's generation: ``kubectl scale`` changes that and must not recycle warm pods. The
+    task files count: a pod prepared its workspace from them."""
+    text = json.dumps([pod_spec(ref, spec), spec.task_files], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def warm_pod(ref: PoolRef, spec: PoolSpec) -> dict:
     """One warm pod of the pool: no owner (ownerReferences cannot cross namespaces, and the Job
     that claims it must find it an orphan to adopt it); the pool's finalizer removes them."""
     labels = {**pool_labels(ref), naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": f"{naming.label_value(ref.name)[:40] or 'pool'}-",
                          "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": labels,
-                         "annotations": {POOL_GENERATION_ANNOTATION: str(generation),
+                         "annotations": {TEMPLATE_ANNOTATION: template_digest(ref, spec),
                                          naming.POOLED_ANNOTATION: "true"}},
             "spec": pod_spec(ref, spec)}
 
 
-POOL_GENERATION_ANNOTATION = "rl.agentruntime.io/pool-generation"
+TEMPLATE_ANNOTATION = "rl.agentruntime.io/pool-template"
 
 
 def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,
@@ -400,7 +409,7 @@ class PoolCensus:
     starting: tuple[str, ...]        # created, not warm yet, healthy so far
     dead: tuple[str, ...]            # ended or broken while unclaimed: delete and replace
     stuck: tuple[tuple[str, str, str], ...]   # (name, reason, message): the template cannot run
-    stale: tuple[str, ...]           # warm or starting from an older template (pool generation)
+    stale: tuple[str, ...]           # warm or starting from an older template (template_digest)
 
 
 def _waiting(pod: Mapping) -> tuple[str, str] | None:
@@ -418,7 +427,8 @@ def _waiting(pod: Mapping) -> tuple[str, str] | None:
     return None
 
 
-def census(pods: Sequence[Mapping], generation: int) -> PoolCensus:
+def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
+    """The pool's unclaimed pods sorted; ``template``: the digest of today's (template_digest)."""
     warm, starting, dead, stuck, stale = [], [], [], [], []
     for pod in pods:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
@@ -430,7 +440,7 @@ def census(pods: Sequence[Mapping], generation: int) -> PoolCensus:
             if _exit_code(pod) == NOT_DELIVERED_EXIT:
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
             continue
-        old = (meta.get("annotations") or {}).get(POOL_GENERATION_ANNOTATION) != str(generation)
+        old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
         if is_warm(pod):
             (stale if old else warm).append(name)
             continue

@@ -94,7 +94,7 @@ class PoolReconciler:
             return FULL_PERIOD
         await self._ensure_children(spec, generation)
         pods = await self.storage.list_pods(self.namespace, f"{naming.LABEL_POOL_UID}={self.ref.uid}")
-        found = pools.census(pods, generation)
+        found = pools.census(pods, pools.template_digest(self.ref, spec))
         now = time.time()
         if found.stuck:
             name, reason, message = found.stuck[0]
@@ -109,9 +109,11 @@ class PoolReconciler:
         wanted = 0 if self._stuck is not None else pools.pods_to_create(spec, found)
         created = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
-            batch = [pools.warm_pod(self.ref, spec, generation) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
+            batch = [pools.warm_pod(self.ref, spec) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
             results = await asyncio.gather(*(self.storage.create_pod(p) for p in batch), return_exceptions=True)
-            created += sum(1 for r in results if not isinstance(r, BaseException))
+            made = tuple(r["metadata"]["name"] for r in results if isinstance(r, dict))
+            created += len(made)
+            found = dataclasses.replace(found, starting=found.starting + made)   # the status counts them now
             refused = next((r for r in results if isinstance(r, KubeError)), None)
             if refused is not None:
                 problem = ("-", str(v.PoolReason.PODS_NOT_CREATED), f"creating a warm pod was refused: {refused}")

@@ -8,12 +8,11 @@ import pathlib
 import pytest
 import yaml
 
-from rolloutbatch import GROUP, POOL_KIND, POOL_PLURAL, VERSION, crdgen
+from rolloutbatch import GROUP, POOL_KIND, VERSION, crdgen
 from rolloutbatch.cli import batches, pools, render
 from rolloutbatch.cli.main import build_parser, main
 from rolloutbatch.core import defaults as d
 from rolloutbatch.sdk import Client
-from tests.support import memory_api
 from tests.support.memory_api import MemoryApi
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -23,10 +22,7 @@ NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
 @pytest.fixture
 def api(monkeypatch) -> MemoryApi:
-    """The API in memory serving RolloutPools (registered here while MemoryApi does not list
-    them itself), with the namespace, and every command's client on it."""
-    monkeypatch.setitem(memory_api.KINDS, POOL_PLURAL, (POOL_KIND, True, True))
-    monkeypatch.setitem(memory_api._GROUPS, POOL_PLURAL, f"/apis/{GROUP}/{VERSION}")
+    """The API in memory with the namespace, and every command's client on it."""
     api = MemoryApi()
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     for module in (pools, batches):

@@ -54,17 +54,24 @@ def test_parse_refuses(raw: dict, field: str) -> None:
 
 # -- the pods -------------------------------------------------------------------------------------
 def test_warm_pod_is_an_orphan_of_the_pools_namespace() -> None:
-    pod = pools.warm_pod(POOL, _spec(), generation=4)
+    pod = pools.warm_pod(POOL, _spec())
     meta = pod["metadata"]
     assert meta["namespace"] == naming.pool_namespace("team", "swe")
     assert "ownerReferences" not in meta
     assert meta["labels"][naming.LABEL_EPISODE_ROLE] == naming.ROLE_WARM
-    assert meta["annotations"][pools.POOL_GENERATION_ANNOTATION] == "4"
+    assert meta["annotations"][pools.TEMPLATE_ANNOTATION] == pools.template_digest(POOL, _spec())
     body = pod["spec"]
     assert body["automountServiceAccountToken"] is False and "activeDeadlineSeconds" not in body
     container = body["containers"][0]
     assert container["name"] == naming.CONTAINER_NAME and "startupProbe" in container
     assert {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH} in container["volumeMounts"]
+
+
+def test_only_a_change_of_what_the_pod_is_made_of_makes_pods_stale() -> None:
+    digest = pools.template_digest(POOL, _spec())
+    assert pools.template_digest(POOL, _spec(size=7, maxSize=9)) == digest          # kubectl scale
+    assert pools.template_digest(POOL, _spec(image="other:1")) != digest
+    assert pools.template_digest(POOL, _spec(task={"files": {"a": "b"}})) != digest  # it prepared from them
 
 
 def test_pool_namespace_is_per_pool() -> None:
@@ -99,7 +106,7 @@ def test_claim_patch_moves_the_pod_and_bounds_its_time() -> None:
     assert patch["spec"]["activeDeadlineSeconds"] == 101 + 60 + pools.DELIVERY_SLACK_SECONDS
 
 
-def _pod(name: str, *, phase: str = "Running", started: bool = True, generation: int = 1, role: str = "warm",
+def _pod(name: str, *, phase: str = "Running", started: bool = True, template: str = "t1", role: str = "warm",
          waiting: str | None = None, exit_code: int | None = None, created: str = "2026-12-03T00:00:00Z") -> dict:
     state: dict = {"running": {}} if phase == "Running" else {}
     if waiting:
@@ -108,16 +115,16 @@ def _pod(name: str, *, phase: str = "Running", started: bool = True, generation:
         state = {"terminated": {"exitCode": exit_code}}
     return {"metadata": {"name": name, "uid": f"u-{name}", "creationTimestamp": created,
                          "labels": {naming.LABEL_EPISODE_ROLE: role},
-                         "annotations": {pools.POOL_GENERATION_ANNOTATION: str(generation)}},
+                         "annotations": {pools.TEMPLATE_ANNOTATION: template}},
             "status": {"phase": phase, "containerStatuses": [{"name": "episode", "started": started, "state": state}]}}
 
 
 def test_census_sorts_the_pods() -> None:
-    pods = [_pod("warm"), _pod("starting", started=False), _pod("old", generation=0),
+    pods = [_pod("warm"), _pod("starting", started=False), _pod("old", template="t0"),
             _pod("dead", phase="Failed", exit_code=1), _pod("claimed", role="episode"),
             _pod("pull", phase="Pending", started=False, waiting="ImagePullBackOff"),
             _pod("prep", phase="Failed", exit_code=NOT_DELIVERED_EXIT)]
-    found = pools.census(pods, generation=1)
+    found = pools.census(pods, "t1")
     assert found.warm == ("warm",) and found.starting == ("starting",) and found.stale == ("old",)
     assert set(found.dead) == {"dead", "pull", "prep"}
     assert {s[1] for s in found.stuck} == {v.PoolReason.IMAGE, v.PoolReason.PREPARE_FAILED}

@@ -1,0 +1,295 @@
+"""The warm pools' services on the API in memory: the pool's daemon (service.pools) and a pooled
+batch's claims and deliveries (service.pool_claims)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from rolloutbatch import GROUP, POOL_KIND, VERSION
+from rolloutbatch.core import naming, pools
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.scope import CLUSTERWIDE, Scope
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.kube.pod_exec import ExecResult
+from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import pool_claims
+from rolloutbatch.service.pools import PoolReconciler
+from tests.support.memory_api import MemoryApi
+
+NS = "team"
+LOG = logging.getLogger("test")
+POOL_NS = naming.pool_namespace(NS, "warm")
+BATCH = BatchRef(namespace=NS, name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
+
+
+@pytest.fixture
+def api() -> MemoryApi:
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return api
+
+
+def make_pool(api: MemoryApi, size: int = 3, **spec) -> dict:
+    return api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools",
+                      {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
+                       "spec": {"size": size, "task": {"files": {"e.py": "x"}}, **spec}}, "create pool")
+
+
+def live(api: MemoryApi) -> dict:
+    return api.get_object(POOL_KIND, "warm", NS)
+
+
+def reconciler(api: MemoryApi, events: list | None = None, clusterwide: bool = True) -> PoolReconciler:
+    body = live(api)
+    emit = (lambda *e: events.append(e)) if events is not None else (lambda *e: None)
+    return PoolReconciler(PoolStorage(api), body, emit, LOG, clusterwide=clusterwide)
+
+
+def pod_names(api: MemoryApi) -> list[str]:
+    return [p["metadata"]["name"] for p in api.list_objects("Pod", POOL_NS)]
+
+
+def set_status(api: MemoryApi, name: str, status: dict) -> None:
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}/status", {"status": status}, "status")
+
+
+def warm(api: MemoryApi, name: str) -> None:
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"spec": {"nodeName": "node-1"}}, "bind")
+    set_status(api, name, {"phase": "Running", "startTime": "2026-12-03T00:00:00Z", "containerStatuses": [
+        {"name": "episode", "started": True, "state": {"running": {}}}]})
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# -- the pool's daemon --------------------------------------------------------------------------
+def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
+    make_pool(api, 3)
+    rec = reconciler(api)
+    run(rec.round())
+    assert len(pod_names(api)) == 3
+    assert api.get_object("Namespace", POOL_NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert api.get_object("ConfigMap", pools.task_configmap_name(rec.ref), POOL_NS)["data"] == {"e.py": "x"}
+    assert api.get_object("NetworkPolicy", naming.DEDICATED_POLICY, POOL_NS)["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    status = live(api)["status"]
+    assert (status["readyPods"], status["startingPods"]) == (0, 3)
+    for name in pod_names(api):
+        warm(api, name)
+    run(rec.round())
+    status = live(api)["status"]
+    assert status["readyPods"] == 3 and status["sandboxNamespace"] == POOL_NS
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Ready": "True", "Stalled": "False"}
+    run(rec.round())
+    assert len(pod_names(api)) == 3     # full: nothing more
+
+
+def test_a_dead_warm_pod_is_replaced_and_a_surplus_removed(api):
+    make_pool(api, 2)
+    rec = reconciler(api)
+    run(rec.round())
+    first, second = pod_names(api)
+    warm(api, first)
+    set_status(api, second, {"phase": "Failed", "containerStatuses": [
+        {"name": "episode", "state": {"terminated": {"exitCode": 137}}}]})
+    run(rec.round())
+    names = pod_names(api)
+    assert second not in names and first in names and len(names) == 2
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 1}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert pod_names(api) == [first]    # the starting one went, the warm one stays
+
+
+def test_a_template_that_cannot_run_is_said_once_and_not_churned(api):
+    make_pool(api, 2, image="no-such-image:0")
+    events: list = []
+    rec = reconciler(api, events)
+    run(rec.round())
+    for name in pod_names(api):
+        set_status(api, name, {"phase": "Pending", "containerStatuses": [
+            {"name": "episode", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}]})
+    for _ in range(3):
+        run(rec.round())
+    assert pod_names(api) == []          # the broken pods went, none was made again
+    stalled = {c["type"]: c for c in live(api)["status"]["conditions"]}["Stalled"]
+    assert stalled["status"] == "True" and stalled["reason"] == v.PoolReason.IMAGE
+    assert [e[1] for e in events] == [v.PoolReason.IMAGE]
+    # a fixed spec is tried at once
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
+                    {"spec": {"image": "python:3.12-alpine"}}, "fix")
+    rec.body = live(api)
+    run(rec.round())
+    assert len(pod_names(api)) == 2
+
+
+def test_a_namespaced_install_creates_nothing_and_says_why(api):
+    make_pool(api, 2)
+    rec = reconciler(api, clusterwide=False)
+    run(rec.round())
+    assert api.get_object("Namespace", POOL_NS) is None
+    stalled = {c["type"]: c for c in live(api)["status"]["conditions"]}["Stalled"]
+    assert stalled["reason"] == v.PoolReason.CLUSTER_RIGHTS
+    assert run(rec.delete()) is None
+
+
+def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
+    make_pool(api, 2)
+    rec = reconciler(api)
+    run(rec.round())
+    job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pools.parse_pool_spec(live(api)["spec"]))
+    api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
+    waiting = run(rec.delete())
+    assert waiting and "b" in waiting and pod_names(api) == []
+    assert api.get_object("Namespace", POOL_NS) is not None
+    api.delete(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs/{naming.job_name(BATCH)}", "delete job")
+    assert run(rec.delete()) is None
+    assert api.get_object("Namespace", POOL_NS) is None
+
+
+# -- a pooled batch's claims ----------------------------------------------------------------------
+def filled(api: MemoryApi, size: int) -> PoolReconciler:
+    make_pool(api, size)
+    rec = reconciler(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    return rec
+
+
+def batch_spec(**extra):
+    return parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm"}, **extra})
+
+
+def claimed_indexes(api: MemoryApi) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
+            for p in api.list_objects("Pod", POOL_NS)
+            if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
+
+
+def test_claims_take_warm_pods_for_the_first_indexes_once(api):
+    rec = filled(api, 2)
+    spec = batch_spec()
+    hits, wanted, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    assert (hits, wanted, len(fresh)) == (2, 3, 2)
+    assert sorted(claimed_indexes(api).values()) == ["0", "1"]
+    for pod in fresh:
+        assert pod["metadata"]["labels"].get(naming.LABEL_POOL_UID) is None
+        assert pod["spec"]["activeDeadlineSeconds"] > 60
+    # repeated (a restart mid-provisioning): the claims stand, nothing is claimed twice
+    run(rec.round())
+    for name in pod_names(api):
+        if name not in claimed_indexes(api):
+            warm(api, name)
+    hits, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    assert hits == 3 and len(fresh) == 1
+    assert sorted(claimed_indexes(api).values()) == ["0", "1", "2"]
+
+
+def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
+    rec = filled(api, 3)
+    first = sorted(pod_names(api))[0]
+
+    def steal() -> None:
+        api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
+                        {"metadata": {"labels": {naming.LABEL_EPISODE_ROLE: "episode"}}}, "another claim")
+    api.meanwhile("PATCH", "Pod", steal)
+    hits, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    assert hits == 2 and first not in {p["metadata"]["name"] for p in fresh}
+
+
+def test_a_missing_pool_or_another_image_stalls_before_anything_is_claimed(api):
+    storage, pool_storage = Storage(api), PoolStorage(api)
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(storage, pool_storage, BATCH, batch_spec(), lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_POOL_NOT_FOUND
+    filled(api, 1)
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(storage, pool_storage, BATCH, batch_spec(image="other:1"), lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_POOL_CONFLICT
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(storage, pool_storage, BATCH, batch_spec(), lambda *e: None, None,
+                                  lambda pods: None, Scope(namespaces=(NS,))))
+    assert err.value.reason == v.STALL_CLUSTER_RIGHTS
+    assert claimed_indexes(api) == {}
+
+
+def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
+    filled(api, 2)
+    events: list = []
+    got: list = []
+    job = run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: events.append(e),
+                                    None, got.extend, CLUSTERWIDE))
+    assert job["metadata"]["namespace"] == POOL_NS and job["spec"]["manualSelector"] is True
+    assert len(got) == 2
+    assert events == [("Normal", v.EVENT_CLAIMED, "2 of the first 3 episodes got a warm pod of RolloutPool warm; "
+                                                  "2 of 4 start cold")]
+
+
+# -- deliveries ---------------------------------------------------------------------------------
+def delivery(api: MemoryApi, spec, events: list, observed: list) -> pool_claims.EpisodeDelivery:
+    return pool_claims.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
+                                       lambda *args: observed.append(args))
+
+
+async def _drain(d: pool_claims.EpisodeDelivery) -> None:
+    while d._tasks:
+        await asyncio.gather(*list(d._tasks), return_exceptions=True)
+
+
+def test_each_claimed_pod_is_handed_its_own_episode_once(api):
+    filled(api, 2)
+    spec = batch_spec(episodes=2, parallelism=2, inputs=[{"q": 1}, {"q": 2}], env=[{"name": "K", "value": "v"}])
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
+    scripts: dict[str, bytes] = {}
+    for pod in fresh:
+        name = pod["metadata"]["name"]
+        api.set_exec(POOL_NS, name, lambda command, stdin, name=name: (scripts.__setitem__(name, stdin),
+                                                                       ExecResult(0, b"", b"", {}))[1])
+    events, observed = [], []
+    d = delivery(api, spec, events, observed)
+
+    async def go() -> None:
+        d.claimed(fresh)
+        await _drain(d)
+        tracker = BatchTracker(2, 0, pooled=True)
+        for pod in api.list_objects("Pod", POOL_NS):
+            tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)   # what the watch would have shown
+        d.round(tracker)
+        await _drain(d)
+    run(go())
+    indexes = claimed_indexes(api)
+    assert len(scripts) == 2 and not events
+    for name, script in scripts.items():
+        text = script.decode()
+        assert f"EPISODE_INDEX={indexes[name]};" in text and "K=v;" in text
+        assert ('{"q":1}' if indexes[name] == "0" else '{"q":2}') in text
+        delivered = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_DELIVERED_AT]
+        assert float(delivered) > 0
+    assert len(api.execs) == 2                  # the round after found both delivered: no second exec
+    assert [o[2] for o in observed] == [True, True]   # hits
+
+
+def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
+    filled(api, 1)
+    spec = batch_spec(episodes=1, parallelism=1)
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
+    api.set_exec(POOL_NS, fresh[0]["metadata"]["name"], lambda command, stdin: ExecResult(1, b"", b"no", {}))
+    events: list = []
+    d = delivery(api, spec, events, [])
+
+    async def go() -> None:
+        d.claimed(fresh)
+        await _drain(d)
+    run(go())
+    assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
+    assert api.get_object("Pod", fresh[0]["metadata"]["name"], POOL_NS) is None   # evicted (and gone here)
