@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         op.stop()
     lib.write_result("pools", {"machine": lib.machine_info(), "runtime_class": args.runtime_class or "runc",
-                               "runs": runs})
+                               "sizes": {str(run_["episodes"]): run_ for run_ in runs}})
 
 
 if __name__ == "__main__":
