@@ -311,6 +311,7 @@ def test_what_only_cel_refuses_passes_the_schema_and_parse_spec_refuses_it(rule)
 # the same with and without the API server's defaults.
 CRD_DEFAULTS = dict(crd_schema.defaults(SCHEMA))
 # Objects defaulted to {} so that the API server applies the defaults of their fields.
+UNDER_OPTIONAL = {"spec.poolRef.whenEmpty"}   # defaulted only inside a given poolRef
 EMPTY_OBJECT_DEFAULTS = {"spec.workspace", "spec.retries", "spec.isolation", "spec.cleanup", "spec.podTemplate"}
 # What parse_spec makes of a spec without the field, per CRD default path.
 PARSED = {
@@ -325,6 +326,7 @@ PARSED = {
     "spec.activeDeadlineSeconds": lambda s: s.active_deadline_seconds,
     "spec.retries.infrastructure": lambda s: s.infrastructure_retries,
     "spec.isolation.resourceQuota": lambda s: s.sandbox_quota,
+    "spec.poolRef.whenEmpty": lambda s: s.pool_when_empty,
 }
 
 
@@ -388,9 +390,12 @@ def test_the_defaulting_sees_every_default():
     defaulted = crd_schema.apply_defaults(MINIMAL, SPEC)
     assert MINIMAL == before   # the input is left as it was
     # ({} defaults come back filled with their fields' defaults)
-    missed = [path for path in set(CRD_DEFAULTS) - EMPTY_OBJECT_DEFAULTS
+    missed = [path for path in set(CRD_DEFAULTS) - EMPTY_OBJECT_DEFAULTS - UNDER_OPTIONAL
               if _get(defaulted, path.split(".")[1:]) != CRD_DEFAULTS[path]]
     assert not missed and "image" not in MINIMAL
+    # a default inside an optional object, when the object is given
+    pooled = crd_schema.apply_defaults({"episodes": 1, "poolRef": {"name": "p"}}, SPEC)
+    assert pooled["poolRef"]["whenEmpty"] == CRD_DEFAULTS["spec.poolRef.whenEmpty"]
     assert defaulted["podTemplate"] == {} and defaulted["retries"] == {"infrastructure": CRD_DEFAULTS[
         "spec.retries.infrastructure"]}
 

@@ -256,7 +256,14 @@ def _properties() -> dict[str, Schema]:
              "podTemplate, verifier, inputImages, inputsFrom, queueName, isolation.egress and Secret env values. "
              f"A missing pool stalls the batch with reason {v.STALL_POOL_NOT_FOUND}, an image other than the "
              f"pool's with {v.STALL_POOL_CONFLICT}, before anything is claimed."),
-            {"name": string("The RolloutPool's name.", min_length=1, max_length=253)},
+            {"name": string("The RolloutPool's name.", min_length=1, max_length=253),
+             "whenEmpty": string(
+                 (f"When the pool has fewer warm pods than the batch's first wave (min(parallelism, episodes)): "
+                  f"{v.POOL_COLD} (default) starts the missing ones cold at once; {v.POOL_WAIT} waits, in phase "
+                  f"{v.PROVISIONING} with reason {v.REASON_WAITING_FOR_POOL} and the count in its message, until "
+                  "the pool has them all, then claims them. Episodes past the first wave start from the pool's "
+                  "template as earlier ones end, in either case."),
+                 enum=list(v.POOL_WHEN_EMPTY), default=v.POOL_COLD)},
             required=["name"]),
         STOP_FIELD: boolean(
             ("Set to true to stop a running batch early (kubectl patch --type=merge -p "

@@ -90,6 +90,7 @@ class BatchSpec:
     input_images: tuple[str, ...] = ()  # spec.inputImages resolved: one image per group, or () for spec.image
     queue_name: str | None = None       # spec.queueName: a Kueue LocalQueue of the batch's namespace (core.queueing)
     pool_name: str | None = None        # spec.poolRef.name: a RolloutPool of the batch's namespace (core.pools)
+    pool_when_empty: str = vocabulary.POOL_COLD   # spec.poolRef.whenEmpty
 
     @property
     def retains_results(self) -> bool:

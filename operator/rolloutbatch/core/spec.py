@@ -349,6 +349,14 @@ def _image(value: object, field: str) -> str:
 POOL_EXCLUSIVE = ("task", "runtimeClassName", "podTemplate", "verifier", "inputImages", "inputsFrom", "queueName")
 
 
+def _pool(raw: Mapping) -> tuple[str | None, str]:
+    """(spec.poolRef.name or None, spec.poolRef.whenEmpty)."""
+    name = _pool_name(raw)
+    if name is None:
+        return None, v.POOL_COLD
+    return name, _choice(raw["poolRef"], "whenEmpty", v.POOL_WHEN_EMPTY, "spec.poolRef.whenEmpty")
+
+
 def _pool_name(raw: Mapping) -> str | None:
     """spec.poolRef.name, or None; refuses what a pooled batch cannot have (the CRD says it too)."""
     ref = raw.get("poolRef")
@@ -454,7 +462,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if min_ok > episodes:
         raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes}), got {min_ok}")
 
-    pool = _pool_name(raw)
+    pool, when_empty = _pool(raw)
     task = _map(raw, "task", "spec.task")
     files = _files(task, "spec.task.files", required=pool is None)
     mount = _path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
@@ -572,4 +580,5 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         input_images=input_images,
         queue_name=queue,
         pool_name=pool,
+        pool_when_empty=when_empty,
     )

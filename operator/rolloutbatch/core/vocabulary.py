@@ -111,6 +111,13 @@ class CleanupPolicy(Word):
     NEVER = "Never"
 
 
+class PoolWhenEmpty(Word):
+    """spec.poolRef.whenEmpty: what a pooled batch does when its pool has fewer warm pods than
+    its first wave (core.pools): start the rest cold at once, or wait until the pool has them."""
+    COLD = "Cold"
+    WAIT = "Wait"
+
+
 class ResultsPolicy(Word):
     """spec.cleanup.results: Delete (the results ConfigMaps are owned by the batch and go with it) or
     Retain (unowned, labelled, left when the batch is deleted or its TTL passes), as a
@@ -126,6 +133,8 @@ NETWORK_MODES = tuple(NetworkMode)
 CLEANUP_DELETE_ON_SUCCESS, CLEANUP_ALWAYS = CleanupPolicy.DELETE_ON_SUCCESS, CleanupPolicy.ALWAYS
 CLEANUP_NEVER = CleanupPolicy.NEVER
 CLEANUP_POLICIES = tuple(CleanupPolicy)
+POOL_COLD, POOL_WAIT = PoolWhenEmpty.COLD, PoolWhenEmpty.WAIT
+POOL_WHEN_EMPTY = tuple(PoolWhenEmpty)
 RESULTS_DELETE, RESULTS_RETAIN = ResultsPolicy.DELETE, ResultsPolicy.RETAIN
 RESULTS_POLICIES = tuple(ResultsPolicy)
 
@@ -160,6 +169,7 @@ class BatchReason(Word):
     FAILED = "Failed"       # a Failed phase's reason when no more precise one was given
     STOPPING = "Stopping"   # spec.stop seen: no new episode starts, running ones are ending
     STOPPED = "Stopped"     # the Stopped phase's reason
+    WAITING_FOR_POOL = "WaitingForPool"   # spec.poolRef.whenEmpty Wait: the pool has too few warm pods yet
 
 
 class StallReason(Word):
@@ -228,6 +238,7 @@ REASON_RUNNING, REASON_COLLECTING = BatchReason.RUNNING, BatchReason.COLLECTING
 REASON_SUCCEEDED, REASON_TOO_FEW, REASON_FAILED = BatchReason.SUCCEEDED, BatchReason.TOO_FEW, BatchReason.FAILED
 REASON_STOPPING, REASON_STOPPED = BatchReason.STOPPING, BatchReason.STOPPED
 REASON_QUEUED = BatchReason.QUEUED
+REASON_WAITING_FOR_POOL = BatchReason.WAITING_FOR_POOL
 BATCH_REASONS = tuple(BatchReason)
 EVENT_PROVISIONED = EventReason.PROVISIONED
 EVENT_CLEANUP_FAILED = EventReason.CLEANUP_FAILED

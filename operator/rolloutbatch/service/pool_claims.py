@@ -54,6 +54,21 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
     return pools.pool_ref(body), pool_spec
 
 
+async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[bool, str]:
+    """spec.poolRef.whenEmpty Wait: whether the pool holds the batch's first wave now (its warm pods
+    and those the batch claimed already), and the message that says where it stands."""
+    pool, pool_spec = await read_pool(pool_storage, ref, spec)
+    namespace = naming.pool_namespace(pool.namespace, pool.name)
+    warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool))))
+    mine = len(await pool_storage.list_pods(namespace, naming.label_selector(ref)))
+    wanted = min(spec.parallelism, spec.episodes)
+    message = (f"waiting for RolloutPool {pool.name}: {warm + mine} of the {wanted} warm pods this batch starts "
+               f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
+    if pool_spec.size < wanted - mine:
+        message += f"; the pool keeps only {pool_spec.size}: scale it (kubectl scale rp/{pool.name} --replicas=N)"
+    return warm + mine >= wanted, message
+
+
 async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pools.PoolRef,
                 episode_seconds: int) -> tuple[int, int, list[dict]]:
     """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted,

@@ -58,6 +58,7 @@ Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 RUNNING_MESSAGE = "Episodes are running"
 JOB_END_WAIT = 30.0   # after the last episode, how long the Job controller may take to mark its Job finished
 SETTLE_WAIT = 30.0    # how long the finalizer waits for the batch's calls still running (the client's timeout)
+POOL_WAIT_PERIOD = 1.0   # spec.poolRef.whenEmpty Wait: how often the pool is looked at
 
 
 class BatchReconciler:
@@ -227,6 +228,9 @@ class BatchReconciler:
         if lifecycle.announces_provisioning(phase):
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
+        if self.spec.pool_name and self.spec.pool_when_empty == v.POOL_WAIT and not await self._wait_for_pool():
+            await self._stop_before_run()   # stopped while it waited: nothing was claimed
+            return
         if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
             empty: list[str] = []
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
@@ -251,6 +255,21 @@ class BatchReconciler:
                                      force=True)
         else:
             await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
+
+    async def _wait_for_pool(self) -> bool:
+        """spec.poolRef.whenEmpty Wait: Provisioning/WaitingForPool until the pool holds the batch's
+        first wave. False when the batch was stopped meanwhile."""
+        said = None
+        while True:
+            ready, message = await pool_claims.readiness(self.pool_storage, self.ref, self.spec)
+            if ready:
+                return True
+            if self.stop.requested(self.body):
+                return False
+            await self._patch_status(v.PROVISIONING, reason=v.REASON_WAITING_FOR_POOL, message=message,
+                                     force=message != said)
+            said = message
+            await asyncio.sleep(POOL_WAIT_PERIOD)
 
     async def _begin_stop(self) -> None:
         job = self.tracker.job

@@ -25,6 +25,7 @@ CRD_ENUMS = {
     "spec.isolation.network": v.NetworkMode,
     "spec.cleanup.sandbox": v.CleanupPolicy,
     "spec.cleanup.results": v.ResultsPolicy,
+    "spec.poolRef.whenEmpty": v.PoolWhenEmpty,
     "status.phase": v.Phase,
     "status.conditions[].status": v.ConditionStatus,
 }
@@ -79,6 +80,7 @@ KINDS = [
     (v.NETWORK_MODES, v.NetworkMode, "NETWORK_"),
     (v.CLEANUP_POLICIES, v.CleanupPolicy, "CLEANUP_"),
     (v.RESULTS_POLICIES, v.ResultsPolicy, "RESULTS_"),
+    (v.POOL_WHEN_EMPTY, v.PoolWhenEmpty, "POOL_"),
     (v.OUTCOMES, v.Outcome, "OUTCOME_"),
     (v.BATCH_REASONS, v.BatchReason, "REASON_"),
     (v.STALL_REASONS, v.StallReason, "STALL_"),

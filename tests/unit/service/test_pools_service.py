@@ -223,6 +223,24 @@ def test_a_missing_pool_or_another_image_stalls_before_anything_is_claimed(api):
     assert claimed_indexes(api) == {}
 
 
+def test_waiting_for_the_pool_counts_its_warm_pods_and_says_when_it_is_too_small(api):
+    make_pool(api, 2)
+    rec = reconciler(api)
+    run(rec.round())
+    spec = parse_spec(
+        {"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm", "whenEmpty": "Wait"}})
+    assert spec.pool_when_empty == v.POOL_WAIT
+    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    assert not ready and "0 of the 3" in message and "keeps only 2" in message
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 3}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    assert ready and "3 of the 3" in message
+
+
 def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
     filled(api, 2)
     events: list = []
