@@ -2,7 +2,7 @@
 
 A RolloutBatch starts cold: its Job creates the episode pods, each pulls its image, mounts its task
 and prepares its workspace before the agent runs. A RolloutPool keeps ``spec.size`` such pods
-ready ahead of time in a namespace of its own (``rp-<uid10>``); a batch naming it
+ready ahead of time in a namespace of its own (``rp-<digest>``); a batch naming it
 (``spec.poolRef``) takes warm pods instead of starting cold ones (docs/design.md §5.17).
 
 ``build_pool_crd()`` returns the whole CRD as a plain dict, as ``core.crd.build_crd()`` does for
@@ -63,7 +63,7 @@ POOL_PRINTER_COLUMNS = [
     _column("Age", "date", ".metadata.creationTimestamp"),
     # Not "Namespace": `kubectl get -A` adds its own NAMESPACE column (the pool's).
     _column("Sandbox", "string", ".status.sandboxNamespace", priority=1,
-            description="Namespace of the pool's warm pods: rp-<uid10>."),
+            description="Namespace of the pool's pods: rp-<digest of its namespace and name>."),
     _column("Message", "string", ".status.message", priority=1),
 ]
 
@@ -153,8 +153,9 @@ def _properties_of_pool() -> dict[str, Schema]:
              "claims the pod finds it as prepare left it.")),
         "prepare": _prepare(),
         "network": string(
-            (f"The warm pods' NetworkPolicy. {deny_all} (default): all traffic denied but cluster DNS. "
-             f"{allow_egress}: outgoing connections allowed (e.g. prepare downloads), incoming denied."),
+            (f"The NetworkPolicy of every pod in the pool's namespace (warm, and the episodes that run there). "
+             f"{deny_all} (default): all traffic denied, cluster DNS too. {allow_egress}: outgoing connections "
+             "allowed (e.g. prepare downloads, a model), incoming denied. A change applies to every pod at once."),
             enum=v.NETWORK_MODES, default=v.NETWORK_MODES[0]),
         "podTemplate": _reworded(
             crd_sandbox.pod_template(),
@@ -210,10 +211,12 @@ def pool_status_schema() -> Schema:
     return obj("Written by the operator.", {
         "observedGeneration": integer("The metadata.generation the counts and conditions describe.",
                                       format="int64"),
-        "sandboxNamespace": string("Namespace of the pool's pods: rp-<uid10>, deleted with the pool."),
+        "sandboxNamespace": string(
+            "Namespace of the pool's pods: rp-<digest of the pool's namespace and name>, deleted with the pool."),
         "readyPods": _count("Warm pods: running, prepared and not claimed by any batch."),
         "startingPods": _count("Pods created and not yet warm (scheduling, pulling, preparing)."),
-        "claimedPods": _count("Pods handed to batches since the pool was created (a counter that only grows)."),
+        "claimedPods": _count("Pods of the pool's namespace that batches hold now: claimed warm pods and the "
+                              "cold ones of their Jobs, until they end."),
         "message": string("Human summary of the pool's state, or what to fix when it is stalled."),
         "conditions": array(
             ("kstatus-style conditions: Ready=True once readyPods >= spec.size; Stalled=True when the template "

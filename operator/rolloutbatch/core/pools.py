@@ -41,13 +41,13 @@ from rolloutbatch.core import defaults as d
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample
+from rolloutbatch.core.k8s_rules import check_configmap_key
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
 CLAIM_DIR_LIMIT = "16Mi"          # the emptyDir the episode script (with its input) arrives in
 DELIVERY_SLACK_SECONDS = 30       # a claimed pod's deadline: the episode's time plus this, from the claim
-MAX_DELIVERY_BYTES = 4 * 1024 * 1024
 STARTUP_PERIOD_SECONDS = 1
 
 
@@ -107,6 +107,13 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if not isinstance(task, Mapping) or not isinstance(task.get("files"), Mapping) or not task["files"]:
         raise SpecError("spec.task.files", "a pool needs its task files (at least one)")
     files = {str(k): str(val) for k, val in task["files"].items()}
+    for key in files:
+        problem = check_configmap_key(key)
+        if problem:
+            raise SpecError("spec.task.files", f"{key!r}"[:100] + f" is not a valid file name: {problem}")
+    task_bytes = sum(len(k.encode()) + len(val.encode()) for k, val in files.items())
+    if task_bytes > d.MAX_CONFIG_BYTES:
+        raise SpecError("spec.task.files", f"the task files take {task_bytes} bytes; at most {d.MAX_CONFIG_BYTES} fit")
     env: list[tuple[str, str]] = []
     for item in spec.get("env") or []:
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or "valueFrom" in item:
@@ -138,8 +145,12 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
 
 
 # -- names and labels ---------------------------------------------------------------------------
-def task_configmap_name(ref: PoolRef) -> str:
-    return f"rp-{naming.short_uid(ref.uid)}-task"
+def task_configmap_name(ref: PoolRef, spec: PoolSpec) -> str:
+    """Named by its content: a pool whose task changes gets a new ConfigMap (and new pods), and a
+    running episode's files never change under it (a kubelet syncs a ConfigMap's updates into the
+    pods that mount it)."""
+    digest = hashlib.sha256(json.dumps(spec.task_files, sort_keys=True).encode()).hexdigest()[:10]
+    return f"rp-{naming.short_uid(ref.uid)}-task-{digest}"
 
 
 def pool_labels(ref: PoolRef) -> dict[str, str]:
@@ -183,29 +194,57 @@ def network_policy(ref: PoolRef, spec: PoolSpec) -> dict:
 
 
 def task_configmap(ref: PoolRef, spec: PoolSpec) -> dict:
-    """Mutable on purpose (a pool's task may change): pods mount the files as they were at start."""
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": task_configmap_name(ref), "namespace": naming.pool_namespace(ref.namespace, ref.name),
-                         "labels": pool_labels(ref)},
+    """Immutable, named by its content (task_configmap_name)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": {"name": task_configmap_name(ref, spec),
+                         "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": pool_labels(ref)},
             "data": dict(spec.task_files)}
+
+
+def mounted_configmaps(obj: Mapping) -> set[str]:
+    """The ConfigMaps a pod (or a Job's template) mounts."""
+    spec = obj.get("spec") or {}
+    spec = (spec.get("template") or {}).get("spec") or spec
+    return {vol["configMap"]["name"] for vol in spec.get("volumes") or []
+            if isinstance(vol, Mapping) and isinstance(vol.get("configMap"), Mapping) and vol["configMap"].get("name")}
+
+
+def held_pods(pods: Sequence[Mapping]) -> int:
+    """Pods of the pool's namespace that batches hold now (claimed or cold, not ended)."""
+    return sum(1 for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
+               and (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED))
 
 
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
 # its failure or timeout exits NOT_DELIVERED_EXIT. Then the FIFO `start` and the file `warm` (the
-# startupProbe's), and the wait: `read` blocks on the FIFO without a process polling. The episode
-# script sets the identity and `set --`s the command, which runs as a child: this shell stays PID 1
-# (immune to its own processes' signals) and maps an agent's NOT_DELIVERED_EXIT to 1.
+# startupProbe's), and the wait: a background `read` blocks on the FIFO without a process polling,
+# and `wait` for it is what a trapped TERM interrupts, so a pod ended before its episode came (its
+# deadline, a deletion, the batch's deadline) says NOT_DELIVERED_EXIT, never an agent's code. The
+# script is parsed (`sh -n`) before it is sourced and must end with its sentinel: a cut-off
+# delivery never runs. Its last line `set --`s the command under `env` (any variable name the spec
+# allows), which runs in a subshell: this shell stays PID 1 (immune to its own processes' signals;
+# the trap is reset first, so a running episode's TERM is ignored as before), a builtin as the
+# command cannot take PID 1, and an agent's NOT_DELIVERED_EXIT is reported as 1.
 WARM_LAUNCHER = (
     'c={claim}; '
     'if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
     '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
     'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; '
     'mkfifo "$$c/start" && : > "$$c/warm" || exit {nd}; '
-    'read -r go < "$$c/start"; rm -f "$$c/start"; '
-    '[ -f "$$c/episode.sh" ] || exit {nd}; . "$$c/episode.sh" || exit {nd}; '
-    '"$$@"; code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
+    "trap 'exit {nd}' TERM INT HUP; "
+    'read -r go < "$$c/start" & r=$$!; wait $$r; rm -f "$$c/start"; '
+    '[ -f "$$c/episode.sh" ] && /bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
+    '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
+    'trap - TERM INT HUP; '
+    '( "$$@" ); code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
 )
+SENTINEL = "ROLLOUTBATCH_EPISODE"   # the episode script's last assignment: a whole script was delivered
+
+
+def launcher(claim_dir: str, prepare_timeout: int) -> str:
+    """WARM_LAUNCHER for a claim directory, as the pod's command carries it (``$$`` escaped)."""
+    return WARM_LAUNCHER.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL)
 
 _SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                      "readOnlyRootFilesystem": False, "runAsNonRoot": True,
@@ -220,12 +259,11 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
         {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH},
     ]
     volumes = [
-        {"name": "task", "configMap": {"name": task_configmap_name(ref)}},
+        {"name": "task", "configMap": {"name": task_configmap_name(ref, spec)}},
         {"name": "workspace", "emptyDir": {"sizeLimit": spec.workspace_size_limit}},
         {"name": "claim", "emptyDir": {"sizeLimit": CLAIM_DIR_LIMIT}},
     ]
-    script = WARM_LAUNCHER.format(claim=naming.CLAIM_MOUNT_PATH, timeout=spec.prepare_timeout_seconds,
-                                  nd=NOT_DELIVERED_EXIT)
+    script = launcher(naming.CLAIM_MOUNT_PATH, spec.prepare_timeout_seconds)
     env = [{"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     env += [{"name": name, "value": value} for name, value in spec.env]
     container = {
@@ -265,8 +303,8 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
 def template_digest(ref: PoolRef, spec: PoolSpec) -> str:
     """What a warm pod is made of, as a short digest: a pod of another digest is stale (replaced).
     Not the pool's generation: ``kubectl scale`` changes that and must not recycle warm pods. The
-    task files count: a pod prepared its workspace from them."""
-    text = json.dumps([pod_spec(ref, spec), spec.task_files], sort_keys=True, separators=(",", ":"))
+    task files count through their ConfigMap's name: a pod prepared its workspace from them."""
+    text = json.dumps(pod_spec(ref, spec), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -319,6 +357,12 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
     }
 
 
+def job_finished(job: Mapping) -> bool:
+    """The Job controller says the Job ended (its Complete or Failed condition)."""
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == v.CONDITION_TRUE
+               for c in (job.get("status") or {}).get("conditions") or [] if isinstance(c, Mapping))
+
+
 # -- claims --------------------------------------------------------------------------------------
 def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_seconds: int) -> dict:
     """A merge patch that moves a warm pod into ``batch`` as episode ``index``. Carries the pod's
@@ -367,7 +411,9 @@ class Episode:
 def episode_script(episode: Episode) -> bytes:
     """The script the launcher sources: every value single-quoted (shlex.quote is POSIX quoting),
     so no value is ever read as shell. The input, when there is one, is written to a file of the
-    pod's own claim directory and named by EPISODE_INPUT."""
+    pod's own claim directory and named by EPISODE_INPUT. The variables are ``env``'s arguments,
+    not shell assignments: a name the spec allows need not be a shell identifier (``MY-VAR``).
+    The sentinel is last: only a whole script sets it (WARM_LAUNCHER)."""
     group, sample = group_and_sample(episode.index, episode.samples_per_input)
     values: list[tuple[str, str]] = [("EPISODE_INDEX", str(episode.index)), ("EPISODE_GROUP", str(group)),
                                      ("EPISODE_SAMPLE", str(sample)), ("BATCH_NAME", episode.batch_name)]
@@ -377,9 +423,9 @@ def episode_script(episode: Episode) -> bytes:
         lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {NOT_DELIVERED_EXIT}")
         values.append(("EPISODE_INPUT", path))
     values += list(episode.env)
-    for name, value in values:
-        lines.append(f"{name}={shlex.quote(value)}; export {name}")
-    lines.append("set -- " + " ".join(shlex.quote(part) for part in episode.command))
+    words = ["env", *(f"{name}={value}" for name, value in values), *episode.command]
+    lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
+    lines.append(f"{SENTINEL}=ready")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -389,8 +435,10 @@ def delivery_command(size: int) -> list[str]:
     noclobber write fails on a pod that already has its script (a delivery repeated after a
     restart), which then only signals, if the launcher still waits."""
     c = naming.CLAIM_MOUNT_PATH
-    script = (f'if [ ! -e {c}/episode.sh ]; then head -c "$1" > {c}/.episode && mv {c}/.episode {c}/episode.sh '
-              f'|| exit 1; fi; if [ -p {c}/start ]; then printf "go\\n" > {c}/start; fi')
+    # the size is checked: `head -c` ends without an error on a stdin cut short
+    script = (f'if [ ! -e {c}/episode.sh ]; then head -c "$1" > {c}/.episode '
+              f'&& [ "$(( $(wc -c < {c}/.episode) ))" -eq "$1" ] && mv {c}/.episode {c}/episode.sh '
+              f'|| {{ rm -f {c}/.episode; exit 1; }}; fi; if [ -p {c}/start ]; then printf "go\\n" > {c}/start; fi')
     return ["/bin/sh", "-c", script, "rolloutbatch-deliver", str(size)]
 
 
@@ -482,7 +530,8 @@ def pods_to_delete(spec: PoolSpec, found: PoolCensus) -> list[str]:
 
 def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int, claimed: int,
                 now_iso: str, previous: Mapping | None = None) -> dict:
-    """The status the pool's reconciler writes; conditions keep their transition time while unchanged."""
+    """The status the pool's reconciler writes (``claimed``: held_pods); conditions keep their
+    transition time while unchanged."""
     ready = len(found.warm) >= spec.size
     if found.stuck:
         _, reason, message = found.stuck[0]

@@ -231,6 +231,8 @@ class PoolReason(Word):
     UNSCHEDULABLE = "Unschedulable"
     PODS_NOT_CREATED = "PodsNotCreated"    # the API refused the pool's pods (quota, admission)
     CLUSTER_RIGHTS = "ClusterRightsRequired"   # a namespaced install cannot keep a pool (core.scope)
+    INVALID_SPEC = "InvalidSpec"           # the operator cannot read the pool's spec (the message says why)
+    REFUSED = "ProvisioningRefused"        # the API refused the pool's namespace or its objects
 
 
 REASON_PENDING, REASON_PROVISIONING = BatchReason.PENDING, BatchReason.PROVISIONING

@@ -26,7 +26,8 @@ def _pool_owned(obj: dict, pool_uid: str) -> bool:
 
 
 def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
-    """Create, or bring an existing object of ours to ``obj``'s data (a pool's task may change)."""
+    """Create, or bring an existing object of ours to ``obj`` (a NetworkPolicy's spec: a pool's
+    network may change, and the policy must say so at once)."""
     meta = obj["metadata"]
     path = resources.collection_path(obj["kind"], meta.get("namespace"))
     try:
@@ -37,10 +38,10 @@ def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
         existing = api.get(f"{path}/{meta['name']}", f"get {obj['kind']} {meta['name']}")
         if not _pool_owned(existing, pool_uid):
             raise NotOurs(f"{obj['kind']} {meta['name']} exists and is not this RolloutPool's") from None
-        if obj["kind"] == "ConfigMap" and existing.get("data") != obj.get("data"):
+        if obj["kind"] == "NetworkPolicy" and existing.get("spec") != obj.get("spec"):
             body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
-            return api.replace(f"{path}/{meta['name']}", body, f"replace ConfigMap {meta['name']}")
-        return existing
+            return api.replace(f"{path}/{meta['name']}", body, f"replace NetworkPolicy {meta['name']}")
+        return existing   # a task ConfigMap is named by its content: one of that name is the same
 
 
 def _claim(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
@@ -51,12 +52,16 @@ def _claim(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
         return None
 
 
-def _delete_pod(api: Any, namespace: str, name: str, uid: str) -> None:
-    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+def _delete_pod(api: Any, namespace: str, name: str, uid: str, resource_version: str | None) -> bool:
+    """Delete the pod as it was listed: a pod changed since (claimed by a batch meanwhile) is left
+    alone (409). False when it was not deleted."""
+    preconditions = {"uid": uid, **({"resourceVersion": resource_version} if resource_version else {})}
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": preconditions}
     try:
         api.delete(resources.object_path("Pod", name, namespace), f"delete pod {namespace}/{name}", body)
     except (NotFound, Conflict):
-        pass   # gone, or a namesake: nothing of ours to delete
+        return False   # gone, changed since (a claim), or a namesake
+    return True
 
 
 def _delete_namespace(api: Any, name: str, pool_uid: str) -> bool:
@@ -108,8 +113,11 @@ class PoolStorage:
         ns = pod["metadata"]["namespace"]
         return await self._run(lambda api: api.create(resources.collection_path("Pod", ns), pod, f"create pod in {ns}"))
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        await self._run(_delete_pod, namespace, name, uid)
+    async def delete_pod(self, pod: dict) -> bool:
+        """Delete a pod as listed (its uid and resourceVersion as preconditions)."""
+        meta = pod.get("metadata") or {}
+        return await self._run(_delete_pod, meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""),
+                               meta.get("resourceVersion"))
 
     async def claim_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
         return await self._run(_claim, namespace, name, patch)
@@ -122,6 +130,21 @@ class PoolStorage:
             except NotFound:
                 pass
         await self._run(annotate)
+
+    async def list_configmaps(self, namespace: str, selector: str) -> list[dict]:
+        return await self._run(resources.list_configmaps, namespace, selector)
+
+    async def delete_configmap(self, configmap: dict) -> None:
+        meta = configmap.get("metadata") or {}
+
+        def delete(api: Any) -> None:
+            body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta.get("uid")}}
+            try:
+                api.delete(resources.object_path("ConfigMap", meta["name"], meta["namespace"]),
+                           f"delete ConfigMap {meta['namespace']}/{meta['name']}", body)
+            except (NotFound, Conflict):
+                pass
+        await self._run(delete)
 
     async def list_jobs(self, namespace: str) -> list[dict]:
         return await self._run(_list_jobs, namespace)

@@ -30,10 +30,12 @@ from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import policy
 
 Emit = Callable[[str, str, str], None]
 DELIVERY_TIMEOUT = 20.0      # one exec; past it the pod is evicted
 MAX_DELIVERIES = 32          # execs in flight at once per batch
+ANNOTATE_TRIES = 3
 
 
 async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[pools.PoolRef, pools.PoolSpec]:
@@ -81,7 +83,8 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     wanted = [i for i in range(min(spec.parallelism, spec.episodes)) if i not in taken]
     warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)))
     now = time.time()
-    hits = len(taken)
+    # hits: the batch's claimed pods (an earlier run's too), not the cold pods its Job made since
+    hits = sum(1 for p in mine if naming.ANNOTATION_CLAIMED_AT in ((p.get("metadata") or {}).get("annotations") or {}))
     fresh: list[dict] = []
     while wanted and warm:
         pairs = list(zip(wanted, warm))
@@ -111,6 +114,8 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     try:
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:
+        if policy.is_transient(exc):
+            raise   # the error policy retries (service.policy); the claims stand and are kept
         raise Stalled(v.STALL_REFUSED, f"creating the Job in the pool's namespace: {exc}") from None
     misses = spec.episodes - hits
     record = getattr(metrics, "pool_claims", None)
@@ -166,33 +171,53 @@ class EpisodeDelivery:
 
     async def _deliver(self, facts: PodFacts) -> None:
         assert facts.index is not None
-        script = pools.episode_script(self.episode(facts.index))
         try:
-            async with self._slots:
-                result = await self.storage.exec_in_pod(facts.namespace, facts.name, naming.CONTAINER_NAME,
-                                                        pools.delivery_command(len(script)), stdin=script,
-                                                        timeout=DELIVERY_TIMEOUT)
-            if result.exit_code != 0:
-                raise RuntimeError(f"the delivery exited {result.exit_code}: "
-                                   f"{result.stderr[-300:].decode(errors='replace')}")
+            try:
+                await self._exec(facts)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
+                await self._evict(facts, exc)
+                return
             now = time.time()
-            await self.pool_storage.annotate_pod(facts.namespace, facts.name,
-                                                 {naming.ANNOTATION_DELIVERED_AT: f"{now:.3f}"})
             self._done.add(facts.uid)
             if self.observe is not None and self.spec.pool_name:
                 # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
                 self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
-            self.log.warning("Delivering episode %s to pod %s failed (%s); evicting it", facts.index, facts.name, exc)
-            self.emit("Warning", v.EVENT_DELIVERY_FAILED,
-                      f"pod {facts.name} (episode {facts.index}) could not be handed its episode ({exc}); it is "
-                      "evicted and the index runs again")
-            try:
-                await self.storage.evict_pod(facts.namespace, facts.name)
-            except Exception as evict_error:  # noqa: BLE001
-                self.log.warning("Evicting pod %s failed: %s", facts.name, evict_error)
-            self._done.add(facts.uid)
+            await self._annotate(facts, now)
         finally:
             self._in_flight.discard(facts.uid)
+
+    async def _exec(self, facts: PodFacts) -> None:
+        assert facts.index is not None
+        script = pools.episode_script(self.episode(facts.index))
+        async with self._slots:
+            result = await self.storage.exec_in_pod(facts.namespace, facts.name, naming.CONTAINER_NAME,
+                                                    pools.delivery_command(len(script)), stdin=script,
+                                                    timeout=DELIVERY_TIMEOUT)
+        if result.exit_code != 0:
+            raise RuntimeError(f"the delivery exited {result.exit_code}: "
+                               f"{result.stderr[-300:].decode(errors='replace')}")
+
+    async def _annotate(self, facts: PodFacts, now: float) -> None:
+        """The delivery's time on the pod (its record across a restart). The episode runs already:
+        a failure here is retried, never a reason to evict it (a repeated delivery is a no-op)."""
+        for attempt in range(ANNOTATE_TRIES):
+            try:
+                await self.pool_storage.annotate_pod(facts.namespace, facts.name,
+                                                     {naming.ANNOTATION_DELIVERED_AT: f"{now:.3f}"})
+                return
+            except KubeError as exc:
+                self.log.warning("Annotating pod %s as delivered failed (%s)", facts.name, exc)
+                await asyncio.sleep(0.5 * (attempt + 1))
+
+    async def _evict(self, facts: PodFacts, exc: BaseException) -> None:
+        self.log.warning("Delivering episode %s to pod %s failed (%s); evicting it", facts.index, facts.name, exc)
+        self.emit("Warning", v.EVENT_DELIVERY_FAILED,
+                  f"pod {facts.name} (episode {facts.index}) could not be handed its episode ({exc}); it is "
+                  "evicted and the index runs again")
+        try:
+            await self.storage.evict_pod(facts.namespace, facts.name)
+        except Exception as evict_error:  # noqa: BLE001 - its deadline ends it (NOT_DELIVERED_EXIT: lost)
+            self.log.warning("Evicting pod %s failed: %s", facts.name, evict_error)
+        self._done.add(facts.uid)

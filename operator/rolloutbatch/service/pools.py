@@ -31,6 +31,7 @@ from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
 from rolloutbatch.kube.errors import KubeError, NotOurs
 from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.service import policy
 from rolloutbatch.service.context import iso_time
 
 Emit = Callable[[str, str, str], None]
@@ -52,9 +53,9 @@ class PoolReconciler:
         self.emit = emit
         self.log = logger
         self._last_status: dict | None = None
-        # A stuck template: (generation, since, (pod, reason, message)); kept while it is waited out
-        self._stuck: tuple[int, float, tuple[str, str, str]] | None = None
-        self._children_for: tuple[int, str] | None = None    # (generation, task digest) the children match
+        # A stuck template: (its digest, since, (pod, reason, message)); kept while it is waited out
+        self._stuck: tuple[str, float, tuple[str, str, str]] | None = None
+        self._children_for: tuple[str, str] | None = None    # (task ConfigMap, network) the children match
 
     @property
     def namespace(self) -> str:
@@ -63,12 +64,10 @@ class PoolReconciler:
     def _generation(self) -> int:
         return int((self.body.get("metadata") or {}).get("generation") or 1)
 
-    def _claimed(self) -> int:
-        return int(((self.body.get("status") or {}).get("claimedPods")) or 0)
-
     async def run(self) -> None:
-        """Rounds until cancelled (the pool's deletion). An API error is logged and retried;
-        an invalid spec is said in the status and waited out (the spec may be fixed)."""
+        """Rounds until cancelled (the pool's deletion). A transient API error is logged and
+        retried; anything else (an invalid spec, a refused object, a name taken) is said in the
+        status (Stalled, with the reason) and tried again each round: the spec may be fixed."""
         while True:
             period = FULL_PERIOD
             try:
@@ -76,36 +75,56 @@ class PoolReconciler:
             except asyncio.CancelledError:
                 raise
             except SpecError as exc:
-                await self._write({"message": f"invalid spec: {exc}", "observedGeneration": self._generation()})
+                await self._say_stalled(v.PoolReason.INVALID_SPEC, f"invalid spec: {exc}")
             except NotOurs as exc:
-                await self._write({"message": str(exc), "observedGeneration": self._generation()})
+                await self._say_stalled(v.PoolReason.REFUSED, str(exc))
             except KubeError as exc:
-                self.log.warning("Pool round failed (%s); retrying", exc)
-                period = 2.0
+                self._children_for = None   # its namespace may be gone: made again next round
+                if policy.is_transient(exc):
+                    self.log.warning("Pool round failed (%s); retrying", exc)
+                    period = 2.0
+                else:
+                    await self._say_stalled(v.PoolReason.REFUSED, f"the API refused the pool's objects: {exc}")
             await asyncio.sleep(period)
+
+    async def _say_stalled(self, reason: str, message: str) -> None:
+        """Ready=False, Stalled=True with ``reason``, the counts as last written."""
+        try:
+            spec = pools.parse_pool_spec(self.body.get("spec") or {})
+        except SpecError:
+            spec = pools.PoolSpec(size=0, max_size=1, image="", runtime_class_name=None, resources={}, env=(),
+                                  task_mount_path="", task_files={}, workspace_mount_path="",
+                                  workspace_size_limit="", prepare_command=(), prepare_timeout_seconds=1,
+                                  network=v.NETWORK_DENY_ALL, pod_template={})
+        last = self.body.get("status") or {}
+        found = pools.PoolCensus((), (), (), (("-", str(reason), message[:1000]),), ())
+        status = pools.pool_status(self.ref, spec, found, self._generation(), int(last.get("claimedPods") or 0),
+                                   iso_time(time.time()) or "", last)
+        await self._write(status)
 
     async def round(self) -> float:
         spec = pools.parse_pool_spec(self.body.get("spec") or {})
         generation = self._generation()
         if not self.clusterwide:   # nothing is created: the status says why (core.scope)
-            refused = pools.PoolCensus((), (), (), (("-", str(v.PoolReason.CLUSTER_RIGHTS), POOLS_REFUSED_MESSAGE),), ())
-            await self._write(pools.pool_status(self.ref, spec, refused, generation, self._claimed(),
-                                                iso_time(time.time()) or "", self.body.get("status")))
+            await self._say_stalled(v.PoolReason.CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE)
             return FULL_PERIOD
-        await self._ensure_children(spec, generation)
-        pods = await self.storage.list_pods(self.namespace, f"{naming.LABEL_POOL_UID}={self.ref.uid}")
-        found = pools.census(pods, pools.template_digest(self.ref, spec))
+        await self._ensure_children(spec)
+        every = await self.storage.list_pods(self.namespace, f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}")
+        pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
+                == self.ref.uid]
+        template = pools.template_digest(self.ref, spec)
+        found = pools.census(pods, template)
         now = time.time()
         if found.stuck:
             name, reason, message = found.stuck[0]
-            if self._stuck is None or self._stuck[0] != generation:
+            if self._stuck is None or self._stuck[0] != template:
                 self.emit("Warning", str(reason), f"pod {name}: {message}")
-            self._stuck = (generation, now, found.stuck[0])
-        elif self._stuck is not None and (self._stuck[0] != generation or now - self._stuck[1] > STUCK_BACKOFF):
+            self._stuck = (template, now, found.stuck[0])
+        elif self._stuck is not None and (self._stuck[0] != template or now - self._stuck[1] > STUCK_BACKOFF):
             self._stuck = None
-        uids = {(p.get("metadata") or {}).get("name"): (p.get("metadata") or {}).get("uid") for p in pods}
+        listed = {(p.get("metadata") or {}).get("name"): p for p in pods}
         for name in pools.pods_to_delete(spec, found):
-            await self.storage.delete_pod(self.namespace, name, uids.get(name) or "")
+            await self.storage.delete_pod(listed[name])   # not if claimed since the list
         wanted = 0 if self._stuck is not None else pools.pods_to_create(spec, found)
         created = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
@@ -116,27 +135,51 @@ class PoolReconciler:
             found = dataclasses.replace(found, starting=found.starting + made)   # the status counts them now
             refused = next((r for r in results if isinstance(r, KubeError)), None)
             if refused is not None:
+                self._children_for = None   # a namespace deleted meanwhile is made again next round
                 problem = ("-", str(v.PoolReason.PODS_NOT_CREATED), f"creating a warm pod was refused: {refused}")
                 if self._stuck is None:
                     self.emit("Warning", problem[1], problem[2])
-                self._stuck = (generation, now, problem)
+                self._stuck = (template, now, problem)
                 break
+        await self._collect_task_configmaps(spec, every)
         # While a stuck template is waited out its broken pods are gone: the status keeps the reason.
         shown = found if self._stuck is None or found.stuck else dataclasses.replace(found, stuck=(self._stuck[2],))
-        status = pools.pool_status(self.ref, spec, shown, generation, self._claimed(), iso_time(now) or "",
+        status = pools.pool_status(self.ref, spec, shown, generation, pools.held_pods(every), iso_time(now) or "",
                                    self.body.get("status"))
         await self._write(status)
         filling = len(found.warm) < spec.size and self._stuck is None
         return FILLING_PERIOD if filling or created else FULL_PERIOD
 
-    async def _ensure_children(self, spec: pools.PoolSpec, generation: int) -> None:
-        digest = str(hash(tuple(sorted(spec.task_files.items())))) + spec.network
-        if self._children_for == (generation, digest):
+    async def _ensure_children(self, spec: pools.PoolSpec) -> None:
+        """The namespace, its ServiceAccount and NetworkPolicy, today's task ConfigMap: made or
+        brought to the spec when it changed, and again after a refusal (made anew if deleted)."""
+        wanted = (pools.task_configmap_name(self.ref, spec), spec.network)
+        if self._children_for == wanted:
             return
         for obj in (pools.namespace(self.ref), pools.service_account(self.ref),
                     pools.network_policy(self.ref, spec), pools.task_configmap(self.ref, spec)):
-            await self.storage.ensure(obj, self.ref.uid)
-        self._children_for = (generation, digest)
+            live = await self.storage.ensure(obj, self.ref.uid)
+            if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
+                raise NotOurs(f"the pool's namespace {self.namespace} is being deleted; waiting to make it again")
+        self._children_for = wanted
+
+    async def _collect_task_configmaps(self, spec: pools.PoolSpec, pods: list[dict]) -> None:
+        """Task ConfigMaps of earlier templates, once no pod and no running Job mounts them."""
+        current = pools.task_configmap_name(self.ref, spec)
+        old = [cm for cm in await self.storage.list_configmaps(self.namespace, f"{naming.LABEL_POOL_UID}={self.ref.uid}")
+               if cm["metadata"]["name"] != current]
+        if not old:
+            return
+        used: set[str] = set()
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
+                used |= pools.mounted_configmaps(pod)
+        for job in await self.storage.list_jobs(self.namespace):
+            if not pools.job_finished(job):
+                used |= pools.mounted_configmaps(job)
+        for cm in old:
+            if cm["metadata"]["name"] not in used:
+                await self.storage.delete_configmap(cm)
 
     async def _write(self, status: dict) -> None:
         comparable = {k: val for k, val in status.items() if k != "conditions"}
@@ -148,20 +191,21 @@ class PoolReconciler:
         self._last_status = key
 
     async def delete(self) -> str | None:
-        """Remove the pool's pods and, once no batch's Job runs in it, its namespace. Returns what
-        it still waits for (None: done)."""
+        """Remove the pool's warm pods and, once no batch runs in it, its namespace (with the
+        finished Jobs a batch kept: ``cleanup.sandbox: Never`` keeps a pooled batch's pods only
+        as long as its pool). Returns what it still waits for (None: done)."""
         if not self.clusterwide:
             return None   # a namespaced install created nothing for it
-        pods = await self.storage.list_pods(self.namespace, pools.warm_selector(self.ref))
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            await self.storage.delete_pod(self.namespace, meta.get("name", ""), meta.get("uid", ""))
-        jobs = [j for j in await self.storage.list_jobs(self.namespace)
-                if not (j.get("metadata") or {}).get("deletionTimestamp")]
-        if jobs:
-            names = ", ".join(sorted((j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
-                                     for j in jobs)[:5])
-            return f"waiting for {len(jobs)} batch(es) that hold its pods to end: {names}"
+        for pod in await self.storage.list_pods(self.namespace, pools.warm_selector(self.ref)):
+            await self.storage.delete_pod(pod)   # not if claimed since the list
+        held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
+                for p in await self.storage.list_pods(self.namespace, naming.LABEL_BATCH_UID)
+                if (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)}
+        held |= {(j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
+                 for j in await self.storage.list_jobs(self.namespace)
+                 if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)}
+        if held:
+            return f"waiting for {len(held)} batch(es) that run on its pods: {', '.join(sorted(held)[:5])}"
         await self.storage.delete_namespace(self.namespace, self.ref.uid)
         return None
 

@@ -157,18 +157,24 @@ def test_status_keeps_transition_times() -> None:
 
 
 # -- the scripts, run by /bin/sh --------------------------------------------------------------------
+# What an episode sees: its variables and its argv, NUL-separated (Python: any variable name).
+_PRINT = ("import os, sys; e = os.environ; sys.stdout.write('\\0'.join([e['EPISODE_INDEX'], e['EPISODE_GROUP'], "
+          "e['EPISODE_SAMPLE'], e['BATCH_NAME'], e.get('EPISODE_INPUT', ''), e.get('FOO', ''), *sys.argv[1:]]) + '\\0')")
+
+
+def _episode(command, **fields) -> pools.Episode:
+    return pools.Episode(command=("python3", "-c", _PRINT, *command), **fields)
+
+
 def _source(script: bytes, tmp_path) -> dict:
-    """Source the episode script as the launcher does and print what the episode would see."""
+    """Source the episode script as the launcher does and run its command (a printer, _episode)."""
     path = tmp_path / "episode.sh"
     path.write_bytes(script)
-    probe = ('. "$1"; printf "%s\\0" "$EPISODE_INDEX" "$EPISODE_GROUP" "$EPISODE_SAMPLE" "$BATCH_NAME" '
-             '"${EPISODE_INPUT:-}" "${FOO:-}" "$#"; for a in "$@"; do printf "%s\\0" "$a"; done')
-    out = subprocess.run(["/bin/sh", "-c", probe, "sh", str(path)], capture_output=True, check=True,
-                         env={"PATH": os.environ["PATH"]}, cwd=tmp_path).stdout
-    parts = out.split(b"\0")[:-1]
-    fields = [p.decode() for p in parts]
+    out = subprocess.run(["/bin/sh", "-c", '. "$0"; [ "$ROLLOUTBATCH_EPISODE" = ready ] && exec "$@"', str(path)],
+                         capture_output=True, check=True, env={"PATH": os.environ["PATH"]}, cwd=tmp_path).stdout
+    fields = [p.decode() for p in out.split(b"\0")[:-1]]
     return {"index": fields[0], "group": fields[1], "sample": fields[2], "batch": fields[3], "input": fields[4],
-            "foo": fields[5], "argc": int(fields[6]), "argv": fields[7:]}
+            "foo": fields[5], "argv": fields[6:]}
 
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40)
@@ -178,8 +184,7 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 @given(command=st.lists(_TEXT, min_size=1, max_size=4), foo=_TEXT, name=_TEXT)
 def test_episode_script_quotes_every_value(tmp_path_factory, command: list[str], foo: str, name: str) -> None:
     tmp = tmp_path_factory.mktemp("script")
-    episode = pools.Episode(batch_name=name, index=5, samples_per_input=2, command=tuple(command),
-                            env=(("FOO", foo),))
+    episode = _episode(command, batch_name=name, index=5, samples_per_input=2, env=(("FOO", foo),))
     seen = _source(pools.episode_script(episode), tmp)
     assert (seen["index"], seen["group"], seen["sample"]) == ("5", "2", "1")
     assert seen["batch"] == name and seen["foo"] == foo and seen["argv"] == command
@@ -188,14 +193,14 @@ def test_episode_script_quotes_every_value(tmp_path_factory, command: list[str],
 def test_episode_script_writes_the_input(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(naming, "CLAIM_MOUNT_PATH", str(tmp_path))
     text = pools.input_json([{"q": "it's $(x) `y`"}, {"q": 2}], 1, 1)
-    script = pools.episode_script(pools.Episode("b", 1, 1, ("true",), input_json=text))
+    script = pools.episode_script(_episode((), batch_name="b", index=1, samples_per_input=1, input_json=text))
     seen = _source(script, tmp_path)
     assert seen["input"] == f"{tmp_path}/input.json"
     assert json.loads((tmp_path / "input.json").read_text()) == {"q": 2}
 
 
 def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
-    script = pools.WARM_LAUNCHER.replace("$$", "$").format(claim=tmp_path, timeout=5, nd=NOT_DELIVERED_EXIT)
+    script = pools.launcher(str(tmp_path), 5).replace("$$", "$")
     return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path)
 
 

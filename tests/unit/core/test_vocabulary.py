@@ -192,6 +192,7 @@ KUBERNETES_WORDS = {
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
     ("core/pools.py", "Never"),              # a pool pod's restartPolicy
     ("core/pools.py", "Unschedulable"),      # the reason of a pod's PodScheduled=False
+    ("core/pools.py", "Failed"),             # a Job's condition type
     ("core/crd_pool.py", "Ready"),           # the title of `kubectl get rp`'s column counting warm pods
     # the titles of `kubectl get rb`'s columns, which count episodes (not phases)
     ("core/crd.py", "Running"), ("core/crd.py", "Succeeded"), ("core/crd.py", "Failed"),

@@ -2,16 +2,12 @@
 batch's claims and deliveries (service.pool_claims)."""
 from __future__ import annotations
 
-import asyncio
-import logging
-
 import pytest
 
-from rolloutbatch import GROUP, POOL_KIND, VERSION
+from rolloutbatch import GROUP, VERSION
 from rolloutbatch.core import naming, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
-from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
@@ -20,13 +16,9 @@ from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
-from rolloutbatch.service.pools import PoolReconciler
 from tests.support.memory_api import MemoryApi
-
-NS = "team"
-LOG = logging.getLogger("test")
-POOL_NS = naming.pool_namespace(NS, "warm")
-BATCH = BatchRef(namespace=NS, name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, drain, batch_spec, claimed_indexes, delivery, filled,
+                                            live, make_pool, pod_names, reconciler, run, set_status, warm)
 
 
 @pytest.fixture
@@ -36,48 +28,14 @@ def api() -> MemoryApi:
     return api
 
 
-def make_pool(api: MemoryApi, size: int = 3, **spec) -> dict:
-    return api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools",
-                      {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
-                       "spec": {"size": size, "task": {"files": {"e.py": "x"}}, **spec}}, "create pool")
-
-
-def live(api: MemoryApi) -> dict:
-    return api.get_object(POOL_KIND, "warm", NS)
-
-
-def reconciler(api: MemoryApi, events: list | None = None, clusterwide: bool = True) -> PoolReconciler:
-    body = live(api)
-    emit = (lambda *e: events.append(e)) if events is not None else (lambda *e: None)
-    return PoolReconciler(PoolStorage(api), body, emit, LOG, clusterwide=clusterwide)
-
-
-def pod_names(api: MemoryApi) -> list[str]:
-    return [p["metadata"]["name"] for p in api.list_objects("Pod", POOL_NS)]
-
-
-def set_status(api: MemoryApi, name: str, status: dict) -> None:
-    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}/status", {"status": status}, "status")
-
-
-def warm(api: MemoryApi, name: str) -> None:
-    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"spec": {"nodeName": "node-1"}}, "bind")
-    set_status(api, name, {"phase": "Running", "startTime": "2026-12-03T00:00:00Z", "containerStatuses": [
-        {"name": "episode", "started": True, "state": {"running": {}}}]})
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-# -- the pool's daemon --------------------------------------------------------------------------
 def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     make_pool(api, 3)
     rec = reconciler(api)
     run(rec.round())
     assert len(pod_names(api)) == 3
     assert api.get_object("Namespace", POOL_NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert api.get_object("ConfigMap", pools.task_configmap_name(rec.ref), POOL_NS)["data"] == {"e.py": "x"}
+    task = pools.task_configmap_name(rec.ref, pools.parse_pool_spec(live(api)["spec"]))
+    assert api.get_object("ConfigMap", task, POOL_NS)["data"] == {"e.py": "x"}
     assert api.get_object("NetworkPolicy", naming.DEDICATED_POLICY, POOL_NS)["spec"]["policyTypes"] == ["Ingress", "Egress"]
     status = live(api)["status"]
     assert (status["readyPods"], status["startingPods"]) == (0, 3)
@@ -155,23 +113,10 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
 
 
 # -- a pooled batch's claims ----------------------------------------------------------------------
-def filled(api: MemoryApi, size: int) -> PoolReconciler:
-    make_pool(api, size)
-    rec = reconciler(api)
-    run(rec.round())
-    for name in pod_names(api):
-        warm(api, name)
-    return rec
 
 
-def batch_spec(**extra):
-    return parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm"}, **extra})
 
 
-def claimed_indexes(api: MemoryApi) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
-            for p in api.list_objects("Pod", POOL_NS)
-            if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
 
 
 def test_claims_take_warm_pods_for_the_first_indexes_once(api):
@@ -254,14 +199,8 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
 
 
 # -- deliveries ---------------------------------------------------------------------------------
-def delivery(api: MemoryApi, spec, events: list, observed: list) -> pool_claims.EpisodeDelivery:
-    return pool_claims.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
-                                       lambda *args: observed.append(args))
 
 
-async def _drain(d: pool_claims.EpisodeDelivery) -> None:
-    while d._tasks:
-        await asyncio.gather(*list(d._tasks), return_exceptions=True)
 
 
 def test_each_claimed_pod_is_handed_its_own_episode_once(api):
@@ -278,18 +217,18 @@ def test_each_claimed_pod_is_handed_its_own_episode_once(api):
 
     async def go() -> None:
         d.claimed(fresh)
-        await _drain(d)
+        await drain(d)
         tracker = BatchTracker(2, 0, pooled=True)
         for pod in api.list_objects("Pod", POOL_NS):
             tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)   # what the watch would have shown
         d.round(tracker)
-        await _drain(d)
+        await drain(d)
     run(go())
     indexes = claimed_indexes(api)
     assert len(scripts) == 2 and not events
     for name, script in scripts.items():
         text = script.decode()
-        assert f"EPISODE_INDEX={indexes[name]};" in text and "K=v;" in text
+        assert f" EPISODE_INDEX={indexes[name]} " in text and " K=v " in text
         assert ('{"q":1}' if indexes[name] == "0" else '{"q":2}') in text
         delivered = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_DELIVERED_AT]
         assert float(delivered) > 0
@@ -307,7 +246,7 @@ def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
 
     async def go() -> None:
         d.claimed(fresh)
-        await _drain(d)
+        await drain(d)
     run(go())
     assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
     assert api.get_object("Pod", fresh[0]["metadata"]["name"], POOL_NS) is None   # evicted (and gone here)

@@ -1,0 +1,150 @@
+"""The warm pool's launcher and delivery against what a hostile episode, a crash or a cut
+connection does, run by a real /bin/sh (as tests/unit/core/test_pools.py does). Each test is a
+defect an attack review found (each docstring says what it did before it was fixed).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+
+from rolloutbatch.core import naming, pools
+from rolloutbatch.core.model import BatchRef, SpecError
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+from rolloutbatch.service import pool_claims
+
+BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
+
+
+def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
+    script = pools.launcher(str(tmp_path), 5).replace("$$", "$")
+    return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path,
+                            env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL)
+
+
+def _delivery(tmp_path, size: int) -> list[str]:
+    command = pools.delivery_command(size)
+    command[2] = command[2].replace(naming.CLAIM_MOUNT_PATH, str(tmp_path))
+    return command
+
+
+def _wait_for(path, seconds: float = 5.0) -> None:
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _exit_or_none(proc: subprocess.Popen, seconds: float = 5.0) -> int | None:
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
+
+
+def _episode_of(spec_raw: dict, index: int = 0) -> pools.Episode:
+    spec = parse_spec(spec_raw)
+    return pool_claims.EpisodeDelivery(None, None, BATCH, spec, lambda *e: None, logging.getLogger("t")).episode(index)
+
+
+# -- a delivery whose stdin ends early (operator crash, dropped connection, exec timeout) ---------------
+def _cut_script(tmp_path, where: str) -> tuple[bytes, int]:
+    naming_path = str(tmp_path)
+    text = json.dumps({"q": "x" * 5000})
+    script = pools.episode_script(pools.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"), input_json=text))
+    script = script.replace(naming.CLAIM_MOUNT_PATH.encode(), naming_path.encode())
+    if where == "inside a quoted value":
+        cut = len(script) // 4                        # in the middle of the input's quoted JSON
+    else:                                             # a line boundary before `set -- <command>`
+        cut = script.rindex(b"\nset -- ") + 1
+    return script, cut
+
+
+def test_a_delivery_cut_short_never_runs_as_an_episode(tmp_path) -> None:
+    """delivery_command promises "written aside, then renamed, so the launcher never reads half a
+    script"; but `head -c N` exits 0 on a short stdin, so a cut-off script is renamed into place and
+    the FIFO signalled. The launcher then exits 2 (a syntax error in a sourced file is fatal to sh)
+    or re-runs the *prepare* command as the episode ("$@" was never reset) and exits 0: either way a
+    pod that never got its episode ends as a graded one (NonZeroExit / NoReadyEvent, the agent's)."""
+    results = {}
+    for where in ("inside a quoted value", "at a line boundary"):
+        claim = tmp_path / where.replace(" ", "-")
+        claim.mkdir()
+        proc = _launcher(claim, ["/bin/sh", "-c", "exit 0"])
+        _wait_for(claim / "warm")
+        script, cut = _cut_script(claim, where)
+        subprocess.run(_delivery(claim, len(script)), input=script[:cut], timeout=10)
+        results[where] = _exit_or_none(proc)
+    # still waiting (a later delivery can complete it), or says "never delivered": never 0 or 2
+    assert all(code in (None, NOT_DELIVERED_EXIT) for code in results.values()), results
+
+
+# -- a pod ended before its episode arrives (activeDeadlineSeconds, pool deletion race, batch deadline) ---
+def test_a_launcher_terminated_while_it_waits_says_not_delivered(tmp_path) -> None:
+    """A claimed pod whose delivery is late (operator failover after the claim, a cold pod's slow
+    prepare) is ended by its activeDeadlineSeconds: the kubelet sends SIGTERM (ignored by sh as
+    PID 1), then SIGKILL. Exit 137 (or -15 here) is FailIndex for the Job and `Timeout` or
+    `NonZeroExit` (the agent's failure) for the verdict: a pod that never got its episode is counted
+    as one. The launcher must answer a termination while it waits with NOT_DELIVERED_EXIT."""
+    proc = _launcher(tmp_path)
+    _wait_for(tmp_path / "warm")
+    proc.send_signal(signal.SIGTERM)
+    code = _exit_or_none(proc, 3.0)
+    if code is None:   # as PID 1 would: SIGTERM ignored, SIGKILL after the grace period
+        code = 137
+    assert code == NOT_DELIVERED_EXIT
+
+
+# -- what parse_spec accepts must reach the episode -------------------------------------------------------
+def test_an_env_name_the_spec_accepts_reaches_a_pooled_episode(tmp_path) -> None:
+    """ENV_NAME_PATTERN accepts '-' and '.' (as Kubernetes does); the episode script writes
+    `MY-VAR='v'; export MY-VAR`, and `export` of a bad name is a special-builtin error: the launcher
+    (PID 1) exits 2 before the command runs, a NonZeroExit of every episode, counted as the agent's."""
+    # Checked by Python, not sh: dash passes no variable whose name is not a shell identifier on to
+    # its children, whether Kubernetes or the launcher set it.
+    raw = {"episodes": 1, "poolRef": {"name": "p"},
+           "command": ["python3", "-c", 'import os, sys; sys.exit(os.environ.get("MY-VAR") != "v")'],
+           "env": [{"name": "MY-VAR", "value": "v"}]}
+    try:
+        episode = _episode_of(raw)
+    except SpecError:
+        return   # refused up front with poolRef: fine
+    proc = _launcher(tmp_path)
+    _wait_for(tmp_path / "warm")
+    script = pools.episode_script(episode)
+    subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
+    assert _exit_or_none(proc) == 0
+
+
+def test_an_env_value_with_a_nul_is_refused_or_arrives_intact(tmp_path) -> None:
+    """parse_spec accepts a NUL in an env value; sh drops NUL bytes from the sourced script, so the
+    pooled episode silently sees another value ('ab' for 'a\\0b'). A non-pooled pod fails to start."""
+    raw = {"episodes": 1, "poolRef": {"name": "p"},
+           "command": ["/bin/sh", "-c", 'printf %s "$X" > seen'], "env": [{"name": "X", "value": "a\0b"}]}
+    try:
+        episode = _episode_of(raw)
+    except SpecError:
+        return
+    proc = _launcher(tmp_path)
+    _wait_for(tmp_path / "warm")
+    script = pools.episode_script(episode)
+    subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
+    code = _exit_or_none(proc)
+    assert code == 0 and (tmp_path / "seen").read_bytes() == b"a\0b"
+
+
+def test_a_command_that_is_a_shell_builtin_cannot_pass_for_not_delivered(tmp_path) -> None:
+    """The launcher runs "$@" in PID 1's own shell: a command whose first word is a special builtin
+    (`exit`, `exec`, `eval`, `.`) runs there, so `exec python agent.py` hands the agent PID 1 and its
+    exit 121 is not mapped: the episode reads as InfrastructureFailure (lost, not graded)."""
+    proc = _launcher(tmp_path)
+    _wait_for(tmp_path / "warm")
+    script = pools.episode_script(pools.Episode("b", 0, 1, ("exec", "/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}")))
+    subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
+    assert _exit_or_none(proc) not in (None, NOT_DELIVERED_EXIT)   # env finds no program `exec`: 127

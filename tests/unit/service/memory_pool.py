@@ -1,0 +1,89 @@
+"""A RolloutPool on the API in memory, for the service tests of the warm pools: the pool made,
+read back and its daemon; its pods brought to the states a kubelet would (``warm``); a filled pool;
+a pooled batch's spec, claims and deliveries."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rolloutbatch import GROUP, POOL_KIND, VERSION
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import pool_claims
+from rolloutbatch.service.pools import PoolReconciler
+from tests.support.memory_api import MemoryApi
+
+NS = "team"
+LOG = logging.getLogger("test")
+POOL_NS = naming.pool_namespace(NS, "warm")
+BATCH = BatchRef(namespace=NS, name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
+
+
+def make_pool(api: MemoryApi, size: int = 3, **spec) -> dict:
+    return api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools",
+                      {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
+                       "spec": {"size": size, "task": {"files": {"e.py": "x"}}, **spec}}, "create pool")
+
+
+def live(api: MemoryApi) -> dict:
+    return api.get_object(POOL_KIND, "warm", NS)
+
+
+def reconciler(api: MemoryApi, events: list | None = None, clusterwide: bool = True) -> PoolReconciler:
+    body = live(api)
+    emit = (lambda *e: events.append(e)) if events is not None else (lambda *e: None)
+    return PoolReconciler(PoolStorage(api), body, emit, LOG, clusterwide=clusterwide)
+
+
+def pod_names(api: MemoryApi) -> list[str]:
+    return [p["metadata"]["name"] for p in api.list_objects("Pod", POOL_NS)]
+
+
+def set_status(api: MemoryApi, name: str, status: dict) -> None:
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}/status", {"status": status}, "status")
+
+
+def warm(api: MemoryApi, name: str) -> None:
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"spec": {"nodeName": "node-1"}}, "bind")
+    set_status(api, name, {"phase": "Running", "startTime": "2026-12-03T00:00:00Z", "containerStatuses": [
+        {"name": "episode", "started": True, "state": {"running": {}}}]})
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# -- the pool's daemon --------------------------------------------------------------------------
+
+
+def filled(api: MemoryApi, size: int) -> PoolReconciler:
+    make_pool(api, size)
+    rec = reconciler(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    return rec
+
+
+def batch_spec(**extra):
+    return parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm"}, **extra})
+
+
+def claimed_indexes(api: MemoryApi) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
+            for p in api.list_objects("Pod", POOL_NS)
+            if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
+
+
+def delivery(api: MemoryApi, spec, events: list, observed: list) -> pool_claims.EpisodeDelivery:
+    return pool_claims.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
+                                       lambda *args: observed.append(args))
+
+
+async def drain(d: pool_claims.EpisodeDelivery) -> None:
+    while d._tasks:
+        await asyncio.gather(*list(d._tasks), return_exceptions=True)
