@@ -107,12 +107,7 @@ def submit(args: argparse.Namespace) -> int:
 
 
 def get(args: argparse.Namespace) -> int:
-    client = make_client(args)
-    obj = client.get(args.name)
-    if args.output in ("json", "yaml"):
-        print(render.serialize([obj], args.output, single=True))
-    else:
-        print(render.table([obj], wide=args.output == "wide"))
+    render.show([make_client(args).get(args.name)], args.output, single=True)
     return 0
 
 
@@ -120,13 +115,8 @@ def list_(args: argparse.Namespace) -> int:
     client = make_client(args)
     items = client.list(all_namespaces=args.all_namespaces)
     items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-    if args.output in ("json", "yaml"):
-        print(render.serialize(items, args.output, single=False))
-    elif not items:
-        where = "any namespace" if args.all_namespaces else f"namespace {client.namespace}"
-        print(f"No RolloutBatches found in {where}.", file=sys.stderr)
-    else:
-        print(render.table(items, wide=args.output == "wide", all_namespaces=args.all_namespaces))
+    render.show(items, args.output, single=False, where=f"namespace {client.namespace}",
+                all_namespaces=args.all_namespaces)
     return 0
 
 

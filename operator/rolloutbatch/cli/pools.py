@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 import shlex
-import sys
 
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
@@ -142,11 +141,7 @@ def create(args: argparse.Namespace) -> int:
 
 
 def get(args: argparse.Namespace) -> int:
-    obj = make_client(args).get_pool(args.name)
-    if args.output in ("json", "yaml"):
-        print(render.serialize([obj], args.output, single=True))
-    else:
-        print(render.table([obj], wide=args.output == "wide", columns=render.POOL_COLUMNS))
+    render.show([make_client(args).get_pool(args.name)], args.output, single=True, columns=render.POOL_COLUMNS)
     return 0
 
 
@@ -154,14 +149,8 @@ def list_pools(args: argparse.Namespace) -> int:
     client = make_client(args)
     items = client.list_pools(all_namespaces=args.all_namespaces)
     items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-    if args.output in ("json", "yaml"):
-        print(render.serialize(items, args.output, single=False))
-    elif not items:
-        where = "any namespace" if args.all_namespaces else f"namespace {client.namespace}"
-        print(f"No RolloutPools found in {where}.", file=sys.stderr)
-    else:
-        print(render.table(items, wide=args.output == "wide", all_namespaces=args.all_namespaces,
-                           columns=render.POOL_COLUMNS))
+    render.show(items, args.output, single=False, kind_plural="RolloutPools", where=f"namespace {client.namespace}",
+                all_namespaces=args.all_namespaces, columns=render.POOL_COLUMNS)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -133,6 +134,19 @@ def serialize(objects: Sequence[Mapping], fmt: str, *, single: bool) -> str:
     if fmt == "json":
         return json.dumps(data, indent=4)
     return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
+
+
+def show(objects: Sequence[Mapping], output: str | None, *, single: bool, kind_plural: str = "RolloutBatches",
+         where: str = "", all_namespaces: bool = False,
+         columns: Sequence[tuple[str, str, bool]] = COLUMNS) -> None:
+    """``get`` (``single``) or a list, as ``kubectl get`` prints them: JSON, YAML, or the table
+    (``-o wide`` adds the wide columns); an empty list is said on stderr (``where``: the namespace)."""
+    if output in ("json", "yaml"):
+        print(serialize(objects, output, single=single))
+    elif not objects and not single:
+        print(f"No {kind_plural} found in {'any namespace' if all_namespaces else where}.", file=sys.stderr)
+    else:
+        print(table(objects, wide=output == "wide", all_namespaces=all_namespaces, columns=columns))
 
 
 def summary(status: Mapping | None, document: Mapping | None = None) -> dict[str, Any]:

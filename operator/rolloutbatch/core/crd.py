@@ -73,24 +73,30 @@ def openapi_schema() -> Schema:
         ])
 
 
-def build_crd() -> dict:
-    """The whole CustomResourceDefinition object (apiextensions.k8s.io/v1)."""
+def crd_object(kind: str, plural: str, short_names: list[str], columns: list[dict], schema: Schema,
+               subresources: dict) -> dict:
+    """A namespaced CustomResourceDefinition of our group, one version (apiextensions.k8s.io/v1)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": dict(LABELS)},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": KIND.lower(),
-                      "shortNames": list(SHORT_NAMES), "categories": list(CATEGORIES)},
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                      "shortNames": list(short_names), "categories": list(CATEGORIES)},
             "versions": [{
                 "name": VERSION,
                 "served": True,
                 "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
-                "schema": {"openAPIV3Schema": openapi_schema()},
+                "subresources": subresources,
+                "additionalPrinterColumns": [dict(c) for c in columns],
+                "schema": {"openAPIV3Schema": schema},
             }],
         },
     }
+
+
+def build_crd() -> dict:
+    """The whole RolloutBatch CustomResourceDefinition object."""
+    return crd_object(KIND, PLURAL, SHORT_NAMES, PRINTER_COLUMNS, openapi_schema(), {"status": {}})

@@ -35,13 +35,12 @@ from rolloutbatch import GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import crd_sandbox
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.crd import CATEGORIES, LABELS, _column
+from rolloutbatch.core.crd import _column, crd_object
 from rolloutbatch.core.crd_sandbox import listing
 from rolloutbatch.core.crd_spec import _env, _image, _mount_path, _properties, _resources, _strings
 from rolloutbatch.core.crd_status import _condition, _count
 from rolloutbatch.core.openapi import Schema, array, integer, obj, rule, string
 
-POOL_NAME = f"{POOL_PLURAL}.{GROUP}"
 POOL_SHORT_NAMES = ["rp"]
 # `kubectl scale rp/NAME --replicas=N` writes spec.size; its READY is the warm pods.
 SCALE = {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.readyPods"}
@@ -238,24 +237,6 @@ def pool_openapi_schema() -> Schema:
 
 
 def build_pool_crd() -> dict:
-    """The whole RolloutPool CustomResourceDefinition object (apiextensions.k8s.io/v1)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": POOL_NAME, "labels": dict(LABELS)},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"kind": POOL_KIND, "listKind": f"{POOL_KIND}List", "plural": POOL_PLURAL,
-                      "singular": POOL_KIND.lower(), "shortNames": list(POOL_SHORT_NAMES),
-                      "categories": list(CATEGORIES)},
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}, "scale": dict(SCALE)},
-                "additionalPrinterColumns": [dict(c) for c in POOL_PRINTER_COLUMNS],
-                "schema": {"openAPIV3Schema": pool_openapi_schema()},
-            }],
-        },
-    }
+    """The whole RolloutPool CustomResourceDefinition object."""
+    return crd_object(POOL_KIND, POOL_PLURAL, POOL_SHORT_NAMES, POOL_PRINTER_COLUMNS, pool_openapi_schema(),
+                      {"status": {}, "scale": dict(SCALE)})

@@ -30,6 +30,7 @@ from rolloutbatch.sdk.build import owner_reference, plan_inputs
 
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
 POOL_INSTALL_HINT = "the RolloutPool CRD is not installed: kubectl apply -k manifests/default"
+INSTALL_HINTS = {PLURAL: INSTALL_HINT, POOL_PLURAL: POOL_INSTALL_HINT}
 
 
 class CRDNotInstalled(KubeError):
@@ -93,17 +94,20 @@ def is_succeeded(status: Mapping | None) -> bool:
     return (status or {}).get("phase") == v.SUCCEEDED
 
 
-def crd_installed() -> Op:
+def crd_installed(plural: str = PLURAL) -> Op:
+    """Whether the cluster serves ``plural`` of our group (the RolloutBatch CRD may be installed
+    without the RolloutPool one)."""
     try:
-        yield Call("get", (f"/apis/{GROUP}/{VERSION}", "discover RolloutBatch API"))
+        found = yield Call("get", (f"/apis/{GROUP}/{VERSION}", f"discover {GROUP}/{VERSION}"))
     except NotFound:
         return False
-    return True
+    return any(r.get("name") == plural for r in found.get("resources") or [])
 
 
-def not_found(what: str) -> Op:
-    if not (yield from crd_installed()):
-        return CRDNotInstalled(INSTALL_HINT, status=404, reason="NotFound")
+def not_found(what: str, plural: str = PLURAL) -> Op:
+    """A 404's meaning: the object is missing, or its CRD is not installed (said with the fix)."""
+    if not (yield from crd_installed(plural)):
+        return CRDNotInstalled(INSTALL_HINTS[plural], status=404, reason="NotFound")
     return NotFound(what, status=404, reason="NotFound")
 
 
@@ -459,21 +463,6 @@ def pools_path(namespace: str | None) -> str:
     return f"/apis/{GROUP}/{VERSION}{where}/{POOL_PLURAL}"
 
 
-def pool_crd_installed() -> Op:
-    """Whether the cluster serves RolloutPools (the RolloutBatch CRD may be there without them)."""
-    try:
-        found = yield Call("get", (f"/apis/{GROUP}/{VERSION}", "discover RolloutPool API"))
-    except NotFound:
-        return False
-    return any(r.get("name") == POOL_PLURAL for r in found.get("resources") or [])
-
-
-def pool_not_found(what: str) -> Op:
-    if not (yield from pool_crd_installed()):
-        return CRDNotInstalled(POOL_INSTALL_HINT, status=404, reason="NotFound")
-    return NotFound(what, status=404, reason="NotFound")
-
-
 def create_pool(pool: Mapping, namespace: str, *, dry_run: bool = False) -> Op:
     body = copy.deepcopy(dict(pool))
     meta = body.setdefault("metadata", {})
@@ -482,7 +471,7 @@ def create_pool(pool: Mapping, namespace: str, *, dry_run: bool = False) -> Op:
     try:
         return (yield Call("create", (pools_path(namespace), body, what), {"dry_run": dry_run}))
     except NotFound:
-        raise (yield from pool_not_found(f"namespace {namespace} not found")) from None
+        raise (yield from not_found(f"namespace {namespace} not found", POOL_PLURAL)) from None
     except (Invalid, BadRequest) as exc:
         raise InvalidPool(str(exc), status=exc.status, reason=exc.reason,
                           unknown_fields=getattr(exc, "unknown_fields", ())) from None
@@ -492,7 +481,7 @@ def get_pool(name: str, namespace: str) -> Op:
     try:
         return (yield Call("get", (f"{pools_path(namespace)}/{name}", f"get {POOL_KIND} {namespace}/{name}")))
     except NotFound:
-        raise (yield from pool_not_found(f'rolloutpool "{name}" not found in namespace {namespace}')) from None
+        raise (yield from not_found(f'rolloutpool "{name}" not found in namespace {namespace}', POOL_PLURAL)) from None
 
 
 def list_pools(namespace: str, all_namespaces: bool = False) -> Op:
@@ -500,7 +489,7 @@ def list_pools(namespace: str, all_namespaces: bool = False) -> Op:
         return (yield Call("get", (pools_path(None if all_namespaces else namespace), "list RolloutPools"))).get(
             "items", [])
     except NotFound:
-        raise (yield from pool_not_found("RolloutPools not found")) from None
+        raise (yield from not_found("RolloutPools not found", POOL_PLURAL)) from None
 
 
 def scale_pool(name: str, namespace: str, size: int) -> Op:
@@ -512,7 +501,7 @@ def scale_pool(name: str, namespace: str, size: int) -> Op:
         return (yield Call("merge_patch", (f"{pools_path(namespace)}/{name}", {"spec": {"size": size}},
                                            f"scale {POOL_KIND} {namespace}/{name} to {size}")))
     except NotFound:
-        raise (yield from pool_not_found(f'rolloutpool "{name}" not found in namespace {namespace}')) from None
+        raise (yield from not_found(f'rolloutpool "{name}" not found in namespace {namespace}', POOL_PLURAL)) from None
     except Invalid as exc:
         raise InvalidPool(str(exc), status=exc.status, reason=exc.reason) from None
 

@@ -42,7 +42,7 @@ class FakeApi:
     def get(self, path, what, **params):
         if path == "/apis/rl.agentruntime.io/v1alpha1":
             if self.crd:
-                return {"kind": "APIResourceList"}
+                return {"kind": "APIResourceList", "resources": [{"name": "rolloutbatches", "kind": "RolloutBatch"}]}
             raise NotFound(what, status=404)
         if path in self.objects:
             return self.objects[path]
