@@ -555,7 +555,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.match(queue)):
         raise SpecError("spec.queueName", f"must be a LocalQueue name (a lowercase DNS label of at most 63 "
                                           f"characters), got {queue!r}"[:200])
-    command = _strings(raw, "command") or d.default_command(mount, d.EPISODE_SCRIPT)
+    # A pooled batch's default command names the pool's task path, known once the pool is read
+    # (service.pool_claims): () until then.
+    command = _strings(raw, "command") or (() if pool else d.default_command(mount, d.EPISODE_SCRIPT))
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
         # references: such a reference would reach the episode unexpanded.

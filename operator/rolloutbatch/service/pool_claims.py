@@ -137,6 +137,7 @@ class EpisodeDelivery:
         self._done: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
+        self._task_path: str | None = None
 
     def claimed(self, pods: list[dict]) -> None:
         """Warm pods just claimed: handed their episodes at once, while the Job is being created
@@ -162,12 +163,24 @@ class EpisodeDelivery:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def episode(self, index: int) -> pools.Episode:
+    def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH) -> pools.Episode:
+        """Episode ``index``; without spec.command, the default one under the pool's task path."""
         spec = self.spec
         env = tuple((e["name"], str(e.get("value", ""))) for e in spec.env if "valueFrom" not in e)
+        command = spec.command or d.default_command(task_mount_path, d.EPISODE_SCRIPT)
         return pools.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
-                             command=(*spec.command, *spec.args), env=env,
+                             command=(*command, *spec.args), env=env,
                              input_json=pools.input_json(spec.inputs, index, spec.samples_per_input))
+
+    async def _task_mount_path(self) -> str:
+        """The pool's task path (read once; a pool gone meanwhile leaves the default)."""
+        if self._task_path is None:
+            body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
+            try:
+                self._task_path = pools.parse_pool_spec((body or {}).get("spec") or {}).task_mount_path
+            except SpecError:
+                self._task_path = d.TASK_MOUNT_PATH
+        return self._task_path
 
     async def _deliver(self, facts: PodFacts) -> None:
         assert facts.index is not None
@@ -190,7 +203,7 @@ class EpisodeDelivery:
 
     async def _exec(self, facts: PodFacts) -> None:
         assert facts.index is not None
-        script = pools.episode_script(self.episode(facts.index))
+        script = pools.episode_script(self.episode(facts.index, await self._task_mount_path()))
         async with self._slots:
             result = await self.storage.exec_in_pod(facts.namespace, facts.name, naming.CONTAINER_NAME,
                                                     pools.delivery_command(len(script)), stdin=script,

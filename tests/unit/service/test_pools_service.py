@@ -250,3 +250,23 @@ def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     run(go())
     assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
     assert api.get_object("Pod", fresh[0]["metadata"]["name"], POOL_NS) is None   # evicted (and gone here)
+
+
+def test_without_a_command_the_episode_runs_the_pools_task_script(api):
+    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
+    rec = reconciler(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}})
+    assert spec.command == ()
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    seen: list[bytes] = []
+    api.set_exec(POOL_NS, None, lambda command, stdin: (seen.append(stdin), ExecResult(0, b"", b"", {}))[1])
+    d = delivery(api, spec, [], [])
+
+    async def go() -> None:
+        d.claimed(fresh)
+        await drain(d)
+    run(go())
+    assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
