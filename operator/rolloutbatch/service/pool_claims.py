@@ -27,6 +27,7 @@ from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
@@ -108,6 +109,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
     episode_seconds = spec.episode_timeout_seconds
     hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds)
+    crash_point("pool:claimed")
     claimed(fresh)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                            spec.active_deadline_seconds, episode_seconds, pool, pool_spec)
@@ -192,6 +194,7 @@ class EpisodeDelivery:
             except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
                 await self._evict(facts, exc)
                 return
+            crash_point("pool:delivered")
             now = time.time()
             self._done.add(facts.uid)
             if self.observe is not None and self.spec.pool_name:

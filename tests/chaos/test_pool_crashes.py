@@ -1,0 +1,59 @@
+"""Faults of the warm pools: the operator is SIGKILLed right after a pooled batch claimed its
+warm pods (before its Job exists), or right after a pod was handed its episode (before the
+delivery was recorded on it), then a fresh operator takes over. The batch must end as an
+undisturbed one does: every index judged once, on one pod, none handed two episodes.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rolloutbatch.core import naming
+from tests.chaos.test_operator_crashes import EXPECTED, PROGRAM, rows_of, wait_crashed
+from tests.e2e.test_pools import get_pool, pooled_batch, wait_pool
+from tests.support.batches import apply, results, unique, wait_finished
+from tests.support.operator import QUICK_LEASE, OperatorProcess, kubectl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def pool(name: str, size: int) -> dict:
+    return {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": name},
+            "spec": {"size": size, "task": {"files": {"episode.py": PROGRAM}},
+                     "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                   "limits": {"cpu": "500m", "memory": "128Mi"}}}}
+
+
+@pytest.mark.parametrize("point", ["pool:claimed", "pool:delivered"])
+def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, namespace, point):
+    pool_name = unique("pool")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 4)))
+    crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point},
+                               extra_args=QUICK_LEASE)
+    crashing.start()
+    survivor = None
+    try:
+        wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 4, timeout=180)
+        name = unique("crash")
+        apply(pooled_batch(name, pool_name, 4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
+        wait_crashed(crashing, point)
+        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
+        survivor.start()
+        obj = wait_finished(name, namespace, timeout=240, operator=survivor)
+        st = obj["status"]
+        assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"], st["lostEpisodes"]) == \
+            ("Succeeded", 3, 1, 0), st
+        assert rows_of(results(name, namespace)) == EXPECTED
+        sandbox = get_pool(pool_name, namespace)["status"]["sandboxNamespace"]
+        pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-l",
+                                  f"{naming.LABEL_BATCH_UID}={obj['metadata']['uid']}", "-o", "json").stdout)["items"]
+        indexes = [p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods]
+        assert sorted(indexes) == ["0", "1", "2", "3"], indexes   # one pod per index, each claimed once
+        assert all(naming.ANNOTATION_CLAIMED_AT in p["metadata"]["annotations"] for p in pods)   # all warm hits
+        kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
+        kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--timeout=180s", timeout=190)
+    finally:
+        crashing.kill()
+        if survivor is not None:
+            survivor.stop()
