@@ -23,6 +23,7 @@ from rolloutbatch import dashboard
 from tests.support import kstatus
 from tests.support.argocd_health import lua_available, run_health
 from tests.support.batches import apply, condition, episode_batch, get, unique, wait_finished
+from tests.support.operator import kubectl
 from tests.support.prometheus import PrometheusServer, prometheus_binary, sample_value
 
 pytestmark = pytest.mark.cluster
@@ -82,14 +83,27 @@ def test_dashboard_queries_return_data_from_live_operator(operator_process, name
     with PrometheusServer([operator_process.metrics_url], tmp_path / "prometheus") as prom:
         prom.wait_for_targets_up()
         prom.wait_for("rolloutbatch_build_info")
+        # A warm pool of one, started first: its series are scraped at zero before its claims.
+        pool_name = unique("obspool")
+        kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(
+            {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool_name},
+             "spec": {"size": 1, "task": {"files": {"episode.py": GOOD_EPISODE}}}}))
 
         name = unique("obs")
         apply(episode_batch(name, GOOD_EPISODE, episodes=3), namespace)
         obj = wait_finished(name, namespace, timeout=300, operator=operator_process)
         ready = condition(obj, "Ready")
         assert ready and ready["status"] == "True", (obj["status"], operator_process.log_tail())
-        succeeded = obj["status"]["succeededEpisodes"]
-        assert succeeded == 3
+        # and a pooled batch of two from it: a hit and a miss
+        wait_until(lambda: (json.loads(kubectl("get", "rolloutpool", pool_name, "-n", namespace, "-o", "json").stdout)
+                            .get("status") or {}).get("readyPods") == 1, 180, f"pool {pool_name} warm")
+        pooled = unique("obspooled")
+        apply({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": pooled},
+               "spec": {"episodes": 2, "poolRef": {"name": pool_name}}}, namespace)
+        done = wait_finished(pooled, namespace, timeout=300, operator=operator_process)
+        assert done["status"]["succeededEpisodes"] == 2, done["status"]
+        succeeded = obj["status"]["succeededEpisodes"] + 2
+        assert succeeded == 5
 
         # The operator's counter, as Prometheus scraped it, equals the batch's status. The test
         # namespace is fresh, so no other batch contributes to it.
@@ -99,7 +113,7 @@ def test_dashboard_queries_return_data_from_live_operator(operator_process, name
         # The batch counters move once the final status is written, after the episodes' last one:
         # a scrape can fall between the two (seen in CI), so they are waited for as well.
         finished = f'sum(rolloutbatch_batches_total{{namespace="{namespace}",result="succeeded"}})'
-        wait_until(lambda: (r := prom.query(finished)) and sample_value(r) == 1, 30, f"{finished} == 1")
+        wait_until(lambda: (r := prom.query(finished)) and sample_value(r) == 2, 30, f"{finished} == 2")
         active = f'sum(rolloutbatch_batches_active{{namespace="{namespace}"}})'
         wait_until(lambda: (r := prom.query(active)) and sample_value(r) == 0, 30, f"{active} == 0")
         # No batch names in labels by default.

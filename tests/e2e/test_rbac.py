@@ -75,8 +75,9 @@ def operator_identity(rendered, tmp_path_factory):
     ("list", "secrets", ["--all-namespaces"]),      # Secrets by name only (secrets_role.yaml)
     ("watch", "secrets", ["-n", "default"]),
     ("update", "secrets", ["-n", "default"]),
-    ("create", "pods/attach", ["-n", "default"]),
-    ("create", "pods/portforward", ["-n", "default"]),
+    # (kubectl auth can-i reads "pods/attach" as the pod named attach: the subresource is a flag)
+    ("create", "pods", ["--subresource=attach", "-n", "default"]),
+    ("create", "pods", ["--subresource=portforward", "-n", "default"]),
     ("escalate", "clusterroles", []),
     ("bind", "clusterroles", []),
     ("impersonate", "users", []),
