@@ -1,31 +1,32 @@
 """Warm sandbox pools (``RolloutPool``): the pure half. docs/design.md §5.17.
 
 A pool keeps ``size`` episode pods started, prepared and waiting in its own namespace
-(``rp-<digest of its namespace and name>``). A batch with ``spec.poolRef`` claims them and gets the rest cold:
+(``rp-<digest of its namespace and name>``). A batch with ``spec.poolRef`` claims them and gets
+the rest cold. This module: the pool's spec, its children and pods, the claim and the pooled Job;
+``core.pool_delivery`` is how a pod gets its episode, ``core.pool_census`` the pool's status.
 
-1. **Warm.** A pool pod runs :data:`WARM_LAUNCHER` (POSIX sh, PID 1 of the container): it runs the
-   pool's ``prepare`` command under a watchdog, creates a FIFO and the file ``warm`` (the
-   startupProbe's signal: the pod is warm once its container is ``started``), then blocks on the
-   FIFO, holding no episode data.
+1. **Warm.** A pool pod runs ``core.pool_delivery.WARM_LAUNCHER`` (POSIX sh, PID 1 of the
+   container): the pool's ``prepare`` command under a watchdog, a FIFO and the file ``warm`` (the
+   startupProbe's signal: the pod is warm once its container is ``started``), then it blocks on
+   the FIFO, holding no episode data.
 2. **Claim.** The operator patches a warm pod into the batch (:func:`claim_patch`, with the pod's
    resourceVersion, so one pod is never claimed twice): the batch's labels, the completion-index
    annotation, the claim time, and an ``activeDeadlineSeconds`` that ends the episode's time from
    now. Then it creates the batch's Indexed Job with ``manualSelector``: the Job controller adopts
    matching orphan pods, as upstream documents for a Job that takes over another's pods, and reads
    their index from the annotation. Indexes without a claimed pod get cold pods from the Job's
-   template, which is the same warm pod: every pod of a pooled batch gets its episode one way.
+   template, which is the same pool pod: every pod of a pooled batch gets its episode one way.
    If the Job controller saw the Job before the relabelled pods and made a cold pod for a claimed
    index too, it keeps one pod per index and deletes the others, the least advanced first, so the
    running warm pod stays.
-3. **Delivery.** The operator writes :func:`episode_script` through ``pods/exec`` into the pod's
-   own emptyDir (:func:`delivery_command`) and signals the FIFO. The launcher sources the script
-   (the episode's identity, its input, its command), runs the command as its child and exits with
-   its code. The pod is its episode's alone: no other pod's input passes through it, and its
-   result is read from it as a Job pod's is (core.verdict), so the verdict path is the one.
+3. **Delivery.** The operator writes the episode script through ``pods/exec`` into the pod's own
+   emptyDir and signals the FIFO; the launcher checks and sources it and runs the command. The
+   pod is its episode's alone, and its result is read from it as a Job pod's is (core.verdict):
+   one verdict path.
 
-Two exit codes are the launcher's: :data:`NOT_DELIVERED_EXIT` means the pod never ran an episode
-(its prepare failed or timed out, the delivery was broken); the Job's ``podFailurePolicy`` counts
-it as an infrastructure retry and the verdict as ``InfrastructureFailure`` (lost). An agent's own
+:data:`NOT_DELIVERED_EXIT` is the launcher's: the pod never ran an episode (its prepare failed,
+the delivery was broken, or it was ended while it waited). The Job's ``podFailurePolicy`` counts
+it as an infrastructure retry and the verdict as ``InfrastructureFailure`` (lost); an agent's own
 exit with that code is reported as 1, so no agent can pass for a pod that never got its episode.
 """
 
@@ -34,14 +35,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.k8s_rules import check_configmap_key
+from rolloutbatch.core.pool_delivery import launcher
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
@@ -209,43 +209,6 @@ def mounted_configmaps(obj: Mapping) -> set[str]:
             if isinstance(vol, Mapping) and isinstance(vol.get("configMap"), Mapping) and vol["configMap"].get("name")}
 
 
-def held_pods(pods: Sequence[Mapping]) -> int:
-    """Pods of the pool's namespace that batches hold now (claimed or cold, not ended)."""
-    return sum(1 for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
-               and (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED))
-
-
-# The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
-# the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
-# its failure or timeout exits NOT_DELIVERED_EXIT. Then the FIFO `start` and the file `warm` (the
-# startupProbe's), and the wait: a background `read` blocks on the FIFO without a process polling,
-# and `wait` for it is what a trapped TERM interrupts, so a pod ended before its episode came (its
-# deadline, a deletion, the batch's deadline) says NOT_DELIVERED_EXIT, never an agent's code. The
-# script is parsed (`sh -n`) before it is sourced and must end with its sentinel: a cut-off
-# delivery never runs. Its last line `set --`s the command under `env` (any variable name the spec
-# allows), which runs in a subshell: this shell stays PID 1 (immune to its own processes' signals;
-# the trap is reset first, so a running episode's TERM is ignored as before), a builtin as the
-# command cannot take PID 1, and an agent's NOT_DELIVERED_EXIT is reported as 1.
-WARM_LAUNCHER = (
-    'c={claim}; '
-    'if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
-    '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
-    'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; '
-    'mkfifo "$$c/start" && : > "$$c/warm" || exit {nd}; '
-    "trap 'exit {nd}' TERM INT HUP; "
-    'read -r go < "$$c/start" & r=$$!; wait $$r; rm -f "$$c/start"; '
-    '[ -f "$$c/episode.sh" ] && /bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
-    '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
-    'trap - TERM INT HUP; '
-    '( "$$@" ); code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
-)
-SENTINEL = "ROLLOUTBATCH_EPISODE"   # the episode script's last assignment: a whole script was delivered
-
-
-def launcher(claim_dir: str, prepare_timeout: int) -> str:
-    """WARM_LAUNCHER for a claim directory, as the pod's command carries it (``$$`` escaped)."""
-    return WARM_LAUNCHER.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL)
-
 _SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                      "readOnlyRootFilesystem": False, "runAsNonRoot": True,
                      "seccompProfile": {"type": "RuntimeDefault"}}
@@ -394,170 +357,3 @@ def claim_order(pods: Sequence[Mapping]) -> list[Mapping]:
     warm = [p for p in pods if is_warm(p)]
     return sorted(warm, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
                                        (p.get("metadata") or {}).get("name") or ""))
-
-
-# -- delivery ------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Episode:
-    """What a pooled pod is handed: its identity, its input, its command."""
-    batch_name: str
-    index: int
-    samples_per_input: int
-    command: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    input_json: str | None = None
-
-
-def episode_script(episode: Episode) -> bytes:
-    """The script the launcher sources: every value single-quoted (shlex.quote is POSIX quoting),
-    so no value is ever read as shell. The input, when there is one, is written to a file of the
-    pod's own claim directory and named by EPISODE_INPUT. The variables are ``env``'s arguments,
-    not shell assignments: a name the spec allows need not be a shell identifier (``MY-VAR``).
-    The sentinel is last: only a whole script sets it (WARM_LAUNCHER)."""
-    group, sample = group_and_sample(episode.index, episode.samples_per_input)
-    values: list[tuple[str, str]] = [("EPISODE_INDEX", str(episode.index)), ("EPISODE_GROUP", str(group)),
-                                     ("EPISODE_SAMPLE", str(sample)), ("BATCH_NAME", episode.batch_name)]
-    lines = []
-    if episode.input_json is not None:
-        path = f"{naming.CLAIM_MOUNT_PATH}/input.json"
-        lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {NOT_DELIVERED_EXIT}")
-        values.append(("EPISODE_INPUT", path))
-    values += list(episode.env)
-    words = ["env", *(f"{name}={value}" for name, value in values), *episode.command]
-    lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
-    lines.append(f"{SENTINEL}=ready")
-    return ("\n".join(lines) + "\n").encode()
-
-
-def delivery_command(size: int) -> list[str]:
-    """The exec that hands a pod its episode: ``size`` bytes of stdin into ``episode.sh`` (written
-    aside, then renamed, so the launcher never reads half a script), then the FIFO's signal. The
-    noclobber write fails on a pod that already has its script (a delivery repeated after a
-    restart), which then only signals, if the launcher still waits."""
-    c = naming.CLAIM_MOUNT_PATH
-    # the size is checked: `head -c` ends without an error on a stdin cut short
-    script = (f'if [ ! -e {c}/episode.sh ]; then head -c "$1" > {c}/.episode '
-              f'&& [ "$(( $(wc -c < {c}/.episode) ))" -eq "$1" ] && mv {c}/.episode {c}/episode.sh '
-              f'|| {{ rm -f {c}/.episode; exit 1; }}; fi; if [ -p {c}/start ]; then printf "go\\n" > {c}/start; fi')
-    return ["/bin/sh", "-c", script, "rolloutbatch-deliver", str(size)]
-
-
-def input_json(inputs: Sequence, index: int, samples_per_input: int) -> str | None:
-    if not inputs:
-        return None
-    group, _ = group_and_sample(index, samples_per_input)
-    return json.dumps(inputs[group], separators=(",", ":"))
-
-
-# -- the pool's status ---------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class PoolCensus:
-    """The pool's pods, sorted by what the pool does with them."""
-    warm: tuple[str, ...]            # names, ready to claim
-    starting: tuple[str, ...]        # created, not warm yet, healthy so far
-    dead: tuple[str, ...]            # ended or broken while unclaimed: delete and replace
-    stuck: tuple[tuple[str, str, str], ...]   # (name, reason, message): the template cannot run
-    stale: tuple[str, ...]           # warm or starting from an older template (template_digest)
-
-
-def _waiting(pod: Mapping) -> tuple[str, str] | None:
-    for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        waiting = (c.get("state") or {}).get("waiting") or {}
-        reason = waiting.get("reason")
-        if reason in v.IMAGE_WAITING_REASONS:
-            return v.PoolReason.IMAGE, str(waiting.get("message") or reason)[:500]
-        if reason == "CreateContainerConfigError" or reason == "CreateContainerError":
-            return v.PoolReason.PODS_NOT_CREATED, str(waiting.get("message") or reason)[:500]
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == v.CONDITION_FALSE \
-                and cond.get("reason") == "Unschedulable":
-            return v.PoolReason.UNSCHEDULABLE, str(cond.get("message") or "no node fits the pod")[:500]
-    return None
-
-
-def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
-    """The pool's unclaimed pods sorted; ``template``: the digest of today's (template_digest)."""
-    warm, starting, dead, stuck, stale = [], [], [], [], []
-    for pod in pods:
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp"):
-            continue
-        name = meta.get("name", "")
-        if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
-            dead.append(name)
-            if _exit_code(pod) == NOT_DELIVERED_EXIT:
-                stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
-            continue
-        old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
-        if is_warm(pod):
-            (stale if old else warm).append(name)
-            continue
-        problem = _waiting(pod)
-        if problem is not None:
-            stuck.append((name, *problem))
-            dead.append(name)
-        elif old:
-            stale.append(name)
-        else:
-            starting.append(name)
-    return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
-
-
-def _exit_code(pod: Mapping) -> int | None:
-    for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (c.get("state") or {}).get("terminated") or {}
-        if "exitCode" in terminated:
-            return terminated["exitCode"]
-    return None
-
-
-def pods_to_create(spec: PoolSpec, found: PoolCensus) -> int:
-    """New pods wanted: up to size warm-or-starting. While the template is stuck (its pods cannot
-    run) none: a pool does not churn pods that fail the same way."""
-    if found.stuck:
-        return 0
-    return max(0, spec.size - len(found.warm) - len(found.starting))
-
-
-def pods_to_delete(spec: PoolSpec, found: PoolCensus) -> list[str]:
-    """Dead pods, stale ones (an older template: replaced at once) and pods past size, starting ones
-    first, then the newest warm ones (the oldest are claimed first anyway)."""
-    extra = max(0, len(found.warm) + len(found.starting) - spec.size)
-    surplus = list(found.starting[::-1][:extra])
-    surplus += list(found.warm[::-1][:max(0, extra - len(surplus))])
-    return [*found.dead, *found.stale, *surplus]
-
-
-def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int, claimed: int,
-                now_iso: str, previous: Mapping | None = None) -> dict:
-    """The status the pool's reconciler writes (``claimed``: held_pods); conditions keep their
-    transition time while unchanged."""
-    ready = len(found.warm) >= spec.size
-    if found.stuck:
-        _, reason, message = found.stuck[0]
-        summary = f"{len(found.warm)}/{spec.size} warm; pod {found.stuck[0][0]}: {message}"
-    elif ready:
-        reason, summary = v.PoolReason.WARM, f"{len(found.warm)}/{spec.size} warm"
-    else:
-        reason, summary = v.PoolReason.FILLING, f"{len(found.warm)}/{spec.size} warm, {len(found.starting)} starting"
-    old = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)}
-
-    def condition(kind: str, status: str, why: str, message: str) -> dict:
-        before = old.get(kind) or {}
-        since = before.get("lastTransitionTime") if before.get("status") == status else None
-        return {"type": kind, "status": status, "reason": str(why), "message": message,
-                "lastTransitionTime": since or now_iso, "observedGeneration": generation}
-
-    stalled = bool(found.stuck)
-    return {
-        "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
-        "readyPods": len(found.warm), "startingPods": len(found.starting), "claimedPods": claimed,
-        "message": summary,
-        "conditions": [
-            condition(v.CONDITION_READY, v.CONDITION_TRUE if ready else v.CONDITION_FALSE, reason, summary),
-            condition(v.CONDITION_STALLED, v.CONDITION_TRUE if stalled else v.CONDITION_FALSE,
-                      reason if stalled else v.PoolReason.WARM if ready else v.PoolReason.FILLING,
-                      summary if stalled else "the pool's pods can run"),
-        ],
-    }
-

@@ -373,7 +373,7 @@ def _pool_name(raw: Mapping) -> str | None:
     for item in raw.get("env") or ():
         if isinstance(item, Mapping) and "valueFrom" in item:
             raise SpecError("spec.env", "with spec.poolRef only plain values reach the episode (no Secret keys)")
-    # The episode arrives as a shell script (core.pools): a NUL cannot be in it, and its command
+    # The episode arrives as a shell script (core.pool_delivery): a NUL cannot be in it, and its command
     # runs under env(1), which would read a first word with '=' as a variable.
     words = [*(raw.get("command") or ()), *(raw.get("args") or ()),
              *(str(item.get("value", "")) for item in raw.get("env") or () if isinstance(item, Mapping))]

@@ -245,7 +245,7 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     if facts.phase != POD_FAILED or over_own_limits(facts):
         return False
     if facts.pooled and facts.exit_code == NOT_DELIVERED_EXIT:
-        return True   # the pool's launcher: this pod never ran an episode (core.pools)
+        return True   # the pool's launcher: this pod never ran an episode (core.pool_delivery)
     return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS or rejected_by_node(facts)
 
 

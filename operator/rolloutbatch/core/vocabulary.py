@@ -402,6 +402,6 @@ START_ERROR_REASONS = ("StartError", "ContainerCannotRun")
 # The verifier launcher's exit code when it stopped the verifier at verifier.timeoutSeconds
 # (timeout(1)'s code).
 VERIFIER_TIMEOUT_EXIT = 124
-# A pool pod's launcher exits with this when the pod never ran an episode (core.pools): its
+# A pool pod's launcher exits with this when the pod never ran an episode (core.pool_delivery): its
 # prepare failed or timed out, or its delivery was broken. An agent's own 121 is reported as 1.
 NOT_DELIVERED_EXIT = 121

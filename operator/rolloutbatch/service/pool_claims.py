@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from rolloutbatch.core import defaults as d
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
@@ -165,14 +165,14 @@ class EpisodeDelivery:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH) -> pools.Episode:
+    def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH) -> pool_delivery.Episode:
         """Episode ``index``; without spec.command, the default one under the pool's task path."""
         spec = self.spec
         env = tuple((e["name"], str(e.get("value", ""))) for e in spec.env if "valueFrom" not in e)
         command = spec.command or d.default_command(task_mount_path, d.EPISODE_SCRIPT)
-        return pools.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
+        return pool_delivery.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
                              command=(*command, *spec.args), env=env,
-                             input_json=pools.input_json(spec.inputs, index, spec.samples_per_input))
+                             input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input))
 
     async def _task_mount_path(self) -> str:
         """The pool's task path (read once; a pool gone meanwhile leaves the default)."""
@@ -206,10 +206,10 @@ class EpisodeDelivery:
 
     async def _exec(self, facts: PodFacts) -> None:
         assert facts.index is not None
-        script = pools.episode_script(self.episode(facts.index, await self._task_mount_path()))
+        script = pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path()))
         async with self._slots:
             result = await self.storage.exec_in_pod(facts.namespace, facts.name, naming.CONTAINER_NAME,
-                                                    pools.delivery_command(len(script)), stdin=script,
+                                                    pool_delivery.delivery_command(len(script)), stdin=script,
                                                     timeout=DELIVERY_TIMEOUT)
         if result.exit_code != 0:
             raise RuntimeError(f"the delivery exited {result.exit_code}: "

@@ -1,7 +1,7 @@
 """A RolloutPool from creation to deletion: its namespace, its warm pods, its status.
 
 One :class:`PoolReconciler` runs as the body of the pool's kopf daemon. Each round lists the
-pool's unclaimed pods, sorts them (``core.pools.census``), deletes the dead, stale and surplus
+pool's unclaimed pods, sorts them (``core.pool_census.census``), deletes the dead, stale and surplus
 ones, creates what is missing up to ``spec.size`` and writes the status when it changed. The
 rounds are paced: a short one while the pool fills, a long one (``FULL_PERIOD``) when it is full.
 A claim does not wake it: on this 2-core machine a refill started at once took the CPU from the
@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_census, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
@@ -97,8 +97,8 @@ class PoolReconciler:
                                   workspace_size_limit="", prepare_command=(), prepare_timeout_seconds=1,
                                   network=v.NETWORK_DENY_ALL, pod_template={})
         last = self.body.get("status") or {}
-        found = pools.PoolCensus((), (), (), (("-", str(reason), message[:1000]),), ())
-        status = pools.pool_status(self.ref, spec, found, self._generation(), int(last.get("claimedPods") or 0),
+        found = pool_census.PoolCensus((), (), (), (("-", str(reason), message[:1000]),), ())
+        status = pool_census.pool_status(self.ref, spec, found, self._generation(), int(last.get("claimedPods") or 0),
                                    iso_time(time.time()) or "", last)
         await self._write(status)
 
@@ -113,7 +113,7 @@ class PoolReconciler:
         pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
                 == self.ref.uid]
         template = pools.template_digest(self.ref, spec)
-        found = pools.census(pods, template)
+        found = pool_census.census(pods, template)
         now = time.time()
         if found.stuck:
             name, reason, message = found.stuck[0]
@@ -123,9 +123,9 @@ class PoolReconciler:
         elif self._stuck is not None and (self._stuck[0] != template or now - self._stuck[1] > STUCK_BACKOFF):
             self._stuck = None
         listed = {(p.get("metadata") or {}).get("name"): p for p in pods}
-        for name in pools.pods_to_delete(spec, found):
+        for name in pool_census.pods_to_delete(spec, found):
             await self.storage.delete_pod(listed[name])   # not if claimed since the list
-        wanted = 0 if self._stuck is not None else pools.pods_to_create(spec, found)
+        wanted = 0 if self._stuck is not None else pool_census.pods_to_create(spec, found)
         created = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
             batch = [pools.warm_pod(self.ref, spec) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
@@ -144,7 +144,7 @@ class PoolReconciler:
         await self._collect_task_configmaps(spec, every)
         # While a stuck template is waited out its broken pods are gone: the status keeps the reason.
         shown = found if self._stuck is None or found.stuck else dataclasses.replace(found, stuck=(self._stuck[2],))
-        status = pools.pool_status(self.ref, spec, shown, generation, pools.held_pods(every), iso_time(now) or "",
+        status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every), iso_time(now) or "",
                                    self.body.get("status"))
         await self._write(status)
         filling = len(found.warm) < spec.size and self._stuck is None

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_census, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
@@ -124,7 +124,7 @@ def test_census_sorts_the_pods() -> None:
             _pod("dead", phase="Failed", exit_code=1), _pod("claimed", role="episode"),
             _pod("pull", phase="Pending", started=False, waiting="ImagePullBackOff"),
             _pod("prep", phase="Failed", exit_code=NOT_DELIVERED_EXIT)]
-    found = pools.census(pods, "t1")
+    found = pool_census.census(pods, "t1")
     assert found.warm == ("warm",) and found.starting == ("starting",) and found.stale == ("old",)
     assert set(found.dead) == {"dead", "pull", "prep"}
     assert {s[1] for s in found.stuck} == {v.PoolReason.IMAGE, v.PoolReason.PREPARE_FAILED}
@@ -133,26 +133,26 @@ def test_census_sorts_the_pods() -> None:
 @given(warm=st.integers(0, 8), starting=st.integers(0, 8), size=st.integers(0, 8))
 def test_create_and_delete_reach_size(warm: int, starting: int, size: int) -> None:
     spec = _spec(size=size, maxSize=8)
-    found = pools.PoolCensus(tuple(f"w{i}" for i in range(warm)), tuple(f"s{i}" for i in range(starting)), (), (), ())
-    create, delete = pools.pods_to_create(spec, found), pools.pods_to_delete(spec, found)
+    found = pool_census.PoolCensus(tuple(f"w{i}" for i in range(warm)), tuple(f"s{i}" for i in range(starting)), (), (), ())
+    create, delete = pool_census.pods_to_create(spec, found), pool_census.pods_to_delete(spec, found)
     assert warm + starting + create - len(delete) == size
     assert create == 0 or not delete
 
 
 def test_a_stuck_template_is_not_churned() -> None:
-    found = pools.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "no"),), ())
-    assert pools.pods_to_create(_spec(), found) == 0
+    found = pool_census.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "no"),), ())
+    assert pool_census.pods_to_create(_spec(), found) == 0
 
 
 def test_status_keeps_transition_times() -> None:
-    found = pools.PoolCensus(("a", "b", "c"), (), (), (), ())
-    first = pools.pool_status(POOL, _spec(), found, 1, 5, "2026-12-03T00:00:00Z")
+    found = pool_census.PoolCensus(("a", "b", "c"), (), (), (), ())
+    first = pool_census.pool_status(POOL, _spec(), found, 1, 5, "2026-12-03T00:00:00Z")
     ready = {c["type"]: c for c in first["conditions"]}
     assert ready["Ready"]["status"] == "True" and first["readyPods"] == 3 and first["claimedPods"] == 5
-    again = pools.pool_status(POOL, _spec(), found, 1, 5, "2026-12-03T00:05:00Z", first)
+    again = pool_census.pool_status(POOL, _spec(), found, 1, 5, "2026-12-03T00:05:00Z", first)
     assert again["conditions"][0]["lastTransitionTime"] == "2026-12-03T00:00:00Z"
-    stuck = pools.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "cannot pull"),), ())
-    bad = {c["type"]: c for c in pools.pool_status(POOL, _spec(), stuck, 1, 5, "t", first)["conditions"]}
+    stuck = pool_census.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "cannot pull"),), ())
+    bad = {c["type"]: c for c in pool_census.pool_status(POOL, _spec(), stuck, 1, 5, "t", first)["conditions"]}
     assert bad["Stalled"]["status"] == "True" and bad["Stalled"]["reason"] == "ImagePullFailed"
 
 
@@ -162,8 +162,8 @@ _PRINT = ("import os, sys; e = os.environ; sys.stdout.write('\\0'.join([e['EPISO
           "e['EPISODE_SAMPLE'], e['BATCH_NAME'], e.get('EPISODE_INPUT', ''), e.get('FOO', ''), *sys.argv[1:]]) + '\\0')")
 
 
-def _episode(command, **fields) -> pools.Episode:
-    return pools.Episode(command=("python3", "-c", _PRINT, *command), **fields)
+def _episode(command, **fields) -> pool_delivery.Episode:
+    return pool_delivery.Episode(command=("python3", "-c", _PRINT, *command), **fields)
 
 
 def _source(script: bytes, tmp_path) -> dict:
@@ -185,27 +185,27 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 def test_episode_script_quotes_every_value(tmp_path_factory, command: list[str], foo: str, name: str) -> None:
     tmp = tmp_path_factory.mktemp("script")
     episode = _episode(command, batch_name=name, index=5, samples_per_input=2, env=(("FOO", foo),))
-    seen = _source(pools.episode_script(episode), tmp)
+    seen = _source(pool_delivery.episode_script(episode), tmp)
     assert (seen["index"], seen["group"], seen["sample"]) == ("5", "2", "1")
     assert seen["batch"] == name and seen["foo"] == foo and seen["argv"] == command
 
 
 def test_episode_script_writes_the_input(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(naming, "CLAIM_MOUNT_PATH", str(tmp_path))
-    text = pools.input_json([{"q": "it's $(x) `y`"}, {"q": 2}], 1, 1)
-    script = pools.episode_script(_episode((), batch_name="b", index=1, samples_per_input=1, input_json=text))
+    text = pool_delivery.input_json([{"q": "it's $(x) `y`"}, {"q": 2}], 1, 1)
+    script = pool_delivery.episode_script(_episode((), batch_name="b", index=1, samples_per_input=1, input_json=text))
     seen = _source(script, tmp_path)
     assert seen["input"] == f"{tmp_path}/input.json"
     assert json.loads((tmp_path / "input.json").read_text()) == {"q": 2}
 
 
 def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
-    script = pools.launcher(str(tmp_path), 5).replace("$$", "$")
+    script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
     return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path)
 
 
 def _deliver(tmp_path, script: bytes) -> int:
-    command = pools.delivery_command(len(script))
+    command = pool_delivery.delivery_command(len(script))
     command[2] = command[2].replace(naming.CLAIM_MOUNT_PATH, str(tmp_path))
     return subprocess.run(command, input=script, timeout=10).returncode
 
@@ -222,7 +222,7 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
     assert proc.poll() is None   # warm: waiting, holding no episode
-    script = pools.episode_script(pools.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 7")))
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 7")))
     assert _deliver(tmp_path, script) == 0
     assert proc.wait(timeout=10) == 7
     # a second delivery (after a restart) writes nothing and does not block
@@ -233,7 +233,7 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
 def test_an_agents_own_not_delivered_code_reads_as_one(tmp_path) -> None:
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    _deliver(tmp_path, pools.episode_script(pools.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
+    _deliver(tmp_path, pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
     assert proc.wait(timeout=10) == 1
 
 

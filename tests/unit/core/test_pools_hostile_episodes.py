@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_delivery
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
@@ -21,13 +21,13 @@ BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000
 
 
 def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
-    script = pools.launcher(str(tmp_path), 5).replace("$$", "$")
+    script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
     return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path,
                             env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL)
 
 
 def _delivery(tmp_path, size: int) -> list[str]:
-    command = pools.delivery_command(size)
+    command = pool_delivery.delivery_command(size)
     command[2] = command[2].replace(naming.CLAIM_MOUNT_PATH, str(tmp_path))
     return command
 
@@ -48,7 +48,7 @@ def _exit_or_none(proc: subprocess.Popen, seconds: float = 5.0) -> int | None:
         return None
 
 
-def _episode_of(spec_raw: dict, index: int = 0) -> pools.Episode:
+def _episode_of(spec_raw: dict, index: int = 0) -> pool_delivery.Episode:
     spec = parse_spec(spec_raw)
     return pool_claims.EpisodeDelivery(None, None, BATCH, spec, lambda *e: None, logging.getLogger("t")).episode(index)
 
@@ -57,7 +57,7 @@ def _episode_of(spec_raw: dict, index: int = 0) -> pools.Episode:
 def _cut_script(tmp_path, where: str) -> tuple[bytes, int]:
     naming_path = str(tmp_path)
     text = json.dumps({"q": "x" * 5000})
-    script = pools.episode_script(pools.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"), input_json=text))
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"), input_json=text))
     script = script.replace(naming.CLAIM_MOUNT_PATH.encode(), naming_path.encode())
     if where == "inside a quoted value":
         cut = len(script) // 4                        # in the middle of the input's quoted JSON
@@ -117,7 +117,7 @@ def test_an_env_name_the_spec_accepts_reaches_a_pooled_episode(tmp_path) -> None
         return   # refused up front with poolRef: fine
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    script = pools.episode_script(episode)
+    script = pool_delivery.episode_script(episode)
     subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
     assert _exit_or_none(proc) == 0
 
@@ -133,7 +133,7 @@ def test_an_env_value_with_a_nul_is_refused_or_arrives_intact(tmp_path) -> None:
         return
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    script = pools.episode_script(episode)
+    script = pool_delivery.episode_script(episode)
     subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
     code = _exit_or_none(proc)
     assert code == 0 and (tmp_path / "seen").read_bytes() == b"a\0b"
@@ -145,6 +145,6 @@ def test_a_command_that_is_a_shell_builtin_cannot_pass_for_not_delivered(tmp_pat
     exit 121 is not mapped: the episode reads as InfrastructureFailure (lost, not graded)."""
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    script = pools.episode_script(pools.Episode("b", 0, 1, ("exec", "/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}")))
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("exec", "/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}")))
     subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
     assert _exit_or_none(proc) not in (None, NOT_DELIVERED_EXIT)   # env finds no program `exec`: 127

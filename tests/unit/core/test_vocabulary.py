@@ -191,7 +191,7 @@ KUBERNETES_WORDS = {
     ("core/verdict.py", "Ready"),            # a pod's condition type
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
     ("core/pools.py", "Never"),              # a pool pod's restartPolicy
-    ("core/pools.py", "Unschedulable"),      # the reason of a pod's PodScheduled=False
+    ("core/pool_census.py", "Unschedulable"),  # the reason of a pod's PodScheduled=False
     ("core/pools.py", "Failed"),             # a Job's condition type
     ("core/crd_pool.py", "Ready"),           # the title of `kubectl get rp`'s column counting warm pods
     # the titles of `kubectl get rb`'s columns, which count episodes (not phases)

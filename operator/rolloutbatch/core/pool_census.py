@@ -1,0 +1,135 @@
+"""A RolloutPool's pods sorted, and the status they make (core.pools; docs/design.md §5.17).
+
+Pure: :func:`census` sorts the pool's unclaimed pods (warm, starting, dead, stuck, stale),
+:func:`pods_to_create` and :func:`pods_to_delete` say what a round of the pool's daemon
+(service.pools) does about them, and :func:`pool_status` is what it writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, PoolRef, PoolSpec, is_warm
+from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+
+
+def held_pods(pods: Sequence[Mapping]) -> int:
+    """Pods of the pool's namespace that batches hold now (claimed or cold, not ended)."""
+    return sum(1 for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
+               and (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED))
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolCensus:
+    """The pool's pods, sorted by what the pool does with them."""
+    warm: tuple[str, ...]            # names, ready to claim
+    starting: tuple[str, ...]        # created, not warm yet, healthy so far
+    dead: tuple[str, ...]            # ended or broken while unclaimed: delete and replace
+    stuck: tuple[tuple[str, str, str], ...]   # (name, reason, message): the template cannot run
+    stale: tuple[str, ...]           # warm or starting from an older template (template_digest)
+
+
+def _waiting(pod: Mapping) -> tuple[str, str] | None:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in v.IMAGE_WAITING_REASONS:
+            return v.PoolReason.IMAGE, str(waiting.get("message") or reason)[:500]
+        if reason == "CreateContainerConfigError" or reason == "CreateContainerError":
+            return v.PoolReason.PODS_NOT_CREATED, str(waiting.get("message") or reason)[:500]
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == v.CONDITION_FALSE \
+                and cond.get("reason") == "Unschedulable":
+            return v.PoolReason.UNSCHEDULABLE, str(cond.get("message") or "no node fits the pod")[:500]
+    return None
+
+
+def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
+    """The pool's unclaimed pods sorted; ``template``: the digest of today's (template_digest)."""
+    warm, starting, dead, stuck, stale = [], [], [], [], []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp"):
+            continue
+        name = meta.get("name", "")
+        if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
+            dead.append(name)
+            if _exit_code(pod) == NOT_DELIVERED_EXIT:
+                stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
+            continue
+        old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
+        if is_warm(pod):
+            (stale if old else warm).append(name)
+            continue
+        problem = _waiting(pod)
+        if problem is not None:
+            stuck.append((name, *problem))
+            dead.append(name)
+        elif old:
+            stale.append(name)
+        else:
+            starting.append(name)
+    return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
+
+
+def _exit_code(pod: Mapping) -> int | None:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (c.get("state") or {}).get("terminated") or {}
+        if "exitCode" in terminated:
+            return terminated["exitCode"]
+    return None
+
+
+def pods_to_create(spec: PoolSpec, found: PoolCensus) -> int:
+    """New pods wanted: up to size warm-or-starting. While the template is stuck (its pods cannot
+    run) none: a pool does not churn pods that fail the same way."""
+    if found.stuck:
+        return 0
+    return max(0, spec.size - len(found.warm) - len(found.starting))
+
+
+def pods_to_delete(spec: PoolSpec, found: PoolCensus) -> list[str]:
+    """Dead pods, stale ones (an older template: replaced at once) and pods past size, starting ones
+    first, then the newest warm ones (the oldest are claimed first anyway)."""
+    extra = max(0, len(found.warm) + len(found.starting) - spec.size)
+    surplus = list(found.starting[::-1][:extra])
+    surplus += list(found.warm[::-1][:max(0, extra - len(surplus))])
+    return [*found.dead, *found.stale, *surplus]
+
+
+def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int, claimed: int,
+                now_iso: str, previous: Mapping | None = None) -> dict:
+    """The status the pool's reconciler writes (``claimed``: held_pods); conditions keep their
+    transition time while unchanged."""
+    ready = len(found.warm) >= spec.size
+    if found.stuck:
+        _, reason, message = found.stuck[0]
+        summary = f"{len(found.warm)}/{spec.size} warm; pod {found.stuck[0][0]}: {message}"
+    elif ready:
+        reason, summary = v.PoolReason.WARM, f"{len(found.warm)}/{spec.size} warm"
+    else:
+        reason, summary = v.PoolReason.FILLING, f"{len(found.warm)}/{spec.size} warm, {len(found.starting)} starting"
+    old = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)}
+
+    def condition(kind: str, status: str, why: str, message: str) -> dict:
+        before = old.get(kind) or {}
+        since = before.get("lastTransitionTime") if before.get("status") == status else None
+        return {"type": kind, "status": status, "reason": str(why), "message": message,
+                "lastTransitionTime": since or now_iso, "observedGeneration": generation}
+
+    stalled = bool(found.stuck)
+    return {
+        "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
+        "readyPods": len(found.warm), "startingPods": len(found.starting), "claimedPods": claimed,
+        "message": summary,
+        "conditions": [
+            condition(v.CONDITION_READY, v.CONDITION_TRUE if ready else v.CONDITION_FALSE, reason, summary),
+            condition(v.CONDITION_STALLED, v.CONDITION_TRUE if stalled else v.CONDITION_FALSE,
+                      reason if stalled else v.PoolReason.WARM if ready else v.PoolReason.FILLING,
+                      summary if stalled else "the pool's pods can run"),
+        ],
+    }
+
