@@ -9,17 +9,9 @@ import yaml
 
 from rolloutbatch.cli import common
 from rolloutbatch.cli.main import build_parser, main
+from tests.unit.cli.cli_runner import run
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -10,10 +10,11 @@ import yaml
 
 from rolloutbatch import GROUP, POOL_KIND, VERSION, crdgen
 from rolloutbatch.cli import batches, pools, render
-from rolloutbatch.cli.main import build_parser, main
+from rolloutbatch.cli.main import build_parser
 from rolloutbatch.core import defaults as d
 from rolloutbatch.sdk import Client
 from tests.support.memory_api import MemoryApi
+from tests.unit.cli.cli_runner import run
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 NS = "team"
@@ -28,15 +29,6 @@ def api(monkeypatch) -> MemoryApi:
     for module in (pools, batches):
         monkeypatch.setattr(module, "make_client", lambda args: Client(api=api, namespace=args.namespace or NS))
     return api
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
