@@ -18,6 +18,7 @@ from rolloutbatch.core import naming, pool_census, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
+from tests.unit.core.pool_shell import reap_launchers, start_launcher  # noqa: F401 (the fixture)
 
 POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 BATCH = BatchRef(namespace="team", name="b1", uid="fedcba98-7654-3210", generation=1)
@@ -200,8 +201,7 @@ def test_episode_script_writes_the_input(tmp_path, monkeypatch) -> None:
 
 
 def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
-    script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
-    return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path)
+    return start_launcher(tmp_path, prepare)
 
 
 def _deliver(tmp_path, script: bytes) -> int:

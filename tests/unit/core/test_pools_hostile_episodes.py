@@ -16,14 +16,13 @@ from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 from rolloutbatch.service import pool_claims
+from tests.unit.core.pool_shell import reap_launchers, start_launcher  # noqa: F401 (the fixture)
 
 BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
 
 
 def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
-    script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
-    return subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path,
-                            env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL)
+    return start_launcher(tmp_path, prepare, env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL)
 
 
 def _delivery(tmp_path, size: int) -> list[str]:
