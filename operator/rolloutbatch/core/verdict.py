@@ -181,8 +181,10 @@ def _float(text: str | None) -> float | None:
 
 def _created(meta: Mapping) -> float:
     """When the episode began: a warm pod's claim (core.pools), else the pod's creation. A warm pod
-    waited in its pool before; its episode's clock checks and startup times count from the claim."""
-    return _float(_annotation(meta, ANNOTATION_CLAIMED_AT)) or parse_time(meta.get("creationTimestamp")) or 0.0
+    waited in its pool before; its episode's clock checks and startup times count from the claim.
+    Only a pool's pod is read so: on any other, an annotation someone wrote moves no clock."""
+    claimed = _float(_annotation(meta, ANNOTATION_CLAIMED_AT)) if _annotation(meta, POOLED_ANNOTATION) == "true" else None
+    return claimed or parse_time(meta.get("creationTimestamp")) or 0.0
 
 
 def _delete_requested_at(meta: Mapping) -> float | None:

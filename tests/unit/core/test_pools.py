@@ -248,3 +248,14 @@ def test_the_prepare_runs_before_warm(tmp_path) -> None:
     _wait_for(tmp_path / "warm")
     assert (tmp_path / "prepared").read_text() == "ready\n"
     proc.kill()
+
+
+def test_only_a_pool_pods_claim_moves_its_episodes_clock() -> None:
+    from rolloutbatch.core.verdict import pod_facts
+    meta = {"name": "p", "creationTimestamp": "2026-12-03T00:00:00Z",
+            "annotations": {naming.ANNOTATION_CLAIMED_AT: "1796256100.5"}}
+    assert pod_facts({"metadata": meta}).created == 1796256000.0          # not a pool's pod
+    pooled = dict(meta, annotations={**meta["annotations"], naming.POOLED_ANNOTATION: "true"})
+    assert pod_facts({"metadata": pooled}).created == 1796256100.5
+    bad = dict(pooled, annotations={**pooled["annotations"], naming.ANNOTATION_CLAIMED_AT: "inf"})
+    assert pod_facts({"metadata": bad}).created == 1796256000.0           # non-finite: the creation
