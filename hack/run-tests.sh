@@ -26,8 +26,11 @@ run_pytest() {
   local name=$1; shift
   local rc=0
   echo "=== $name: pytest $*"
+  # The output is also kept, so that its failure summary can be printed again last: the
+  # component logs printed on failure would otherwise push it out of a CI log's tail.
+  mkdir -p "$LOGS"
   # shellcheck disable=SC2086
-  "$PY" -m pytest "$@" $PYTEST_ARGS || rc=$?
+  "$PY" -m pytest "$@" $PYTEST_ARGS 2>&1 | tee "$LOGS/pytest-$name.txt" || rc=${PIPESTATUS[0]}
   if [ "$rc" -eq 5 ]; then
     echo "!!! $name: no tests were collected (pytest exit 5): treated as a failure"
   fi
@@ -62,6 +65,11 @@ finish() {
     "$PY" -m devcluster.cluster down || status=1
   fi
   if [ "$status" -ne 0 ]; then
+    for out in "$LOGS"/pytest-*.txt; do
+      [ -e "$out" ] || continue
+      echo "=== failures in $(basename "$out" .txt)"
+      grep -E '^(FAILED|ERROR) |^=+ .*(passed|failed|error).* =+$' "$out" | tail -n 40 || true
+    done
     echo "=== FAILED: ${failed_steps[*]}"
   else
     echo "=== all tests passed"
