@@ -109,3 +109,62 @@ def test_a_missing_pool_stalls_the_batch_before_anything_is_claimed(operator_pro
     apply(pooled_batch(name, "no-such-pool", 2), namespace)
     done = wait_status(name, namespace, lambda st: st.get("phase") == "Failed", timeout=60)
     assert done["status"]["reason"] == "PoolNotFound", done["status"]
+
+
+AGENT = '''
+import json, os, pathlib, subprocess, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+emit("ready")
+pathlib.Path("saw").write_text(str(os.path.exists("/verifier") and bool(os.listdir("/verifier"))))
+pathlib.Path("answer").write_text("42" if int(os.environ["EPISODE_INDEX"]) % 2 == 0 else "41")
+# left running: killed with the agent's phase, so it cannot rewrite the answer under the verifier
+subprocess.Popen(["/bin/sh", "-c", "sleep 3; echo 42 > answer"], start_new_session=True)
+emit("reward", reward=100)   # an agent's own reward: ignored
+'''
+VERIFY = '''
+import json, os, pathlib, time
+time.sleep(4)
+ws = pathlib.Path(os.environ["WORKSPACE"])
+answer = (ws / "answer").read_text().strip()
+expected = (pathlib.Path(__file__).parent / "expected").read_text().strip()
+print(json.dumps(dict(event="reward", at=time.time(), episode_id=os.environ["EPISODE_ID"], reward=float(answer == expected),
+                      saw=(ws / "saw").read_text(), grade=os.environ.get("GRADE"), index=int(os.environ["EPISODE_INDEX"]))))
+'''
+
+
+def test_a_pool_with_a_verifier_grades_every_episode_the_agent_cannot_forge(operator_process, namespace):
+    """The verifier phase in a pool's pods: the agent's reward is ignored, the verifier's counts; the
+    agent never sees the verifier's files, and what it left running is gone before grading. Three
+    episodes from a pool of two: one of them cold, judged alike."""
+    pool_name = unique("vpool")
+    body = pool(pool_name, 2)
+    body["spec"]["verifier"] = {}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=180)
+
+    name = unique("verified")
+    apply(pooled_batch(name, pool_name, 3, parallelism=3, command=["python", "-c", AGENT],
+                       env=[{"name": "WORKSPACE", "value": "/workspace"}],
+                       verifier={"files": {"verify.py": VERIFY, "expected": "42"}, "timeoutSeconds": 60,
+                                 "env": [{"name": "GRADE", "value": "strict"},
+                                         {"name": "WORKSPACE", "value": "/workspace"}]}), namespace)
+    done = wait_finished(name, namespace, timeout=300, operator=operator_process)
+    status = done["status"]
+    assert status["phase"] == "Succeeded" and status["succeededEpisodes"] == 3, status
+    assert status["rewardSum"] == 2.0, status     # episodes 0 and 2; the agents' 100s count nowhere
+    rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
+    assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0]
+    for row in rows:
+        assert "AgentRewardIgnored" in row["flags"], row
+        assert row["extra"]["saw"] == "False" and row["extra"]["grade"] == "strict", row
+        assert row["extra"]["index"] == row["index"]
+    events = json.loads(kubectl("get", "events", "-n", namespace, "--field-selector", "reason=ClaimedFromPool",
+                                "-o", "json").stdout)["items"]
+    assert events and events[0]["message"].startswith("2 of the first 3"), events
+
+    # a batch without a verifier cannot take such a pool's pods
+    plain = unique("plain")
+    apply(pooled_batch(plain, pool_name, 1), namespace)
+    refused = wait_status(plain, namespace, lambda st: st.get("phase") == "Failed", timeout=60)
+    assert refused["status"]["reason"] == "PoolConflict", refused["status"]
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=false")

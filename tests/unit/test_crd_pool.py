@@ -61,6 +61,19 @@ TWINS: dict[str, Callable[[Any], bool]] = {
     "self.task.mountPath + '/')))":
         lambda s: "mountPath" not in s["task"] or "mountPath" not in s.get("workspace", {})
         or not _overlap(s["task"]["mountPath"], s["workspace"]["mountPath"]),
+    "!has(self.verifier) || !has(self.verifier.mountPath) || ((!has(self.task.mountPath) || "
+    "!(self.task.mountPath == self.verifier.mountPath || self.task.mountPath.startsWith("
+    "(self.verifier.mountPath.endsWith('/') ? self.verifier.mountPath : self.verifier.mountPath + '/')) || "
+    "self.verifier.mountPath.startsWith((self.task.mountPath.endsWith('/') ? self.task.mountPath : "
+    "self.task.mountPath + '/')))) && (!has(self.workspace) || !has(self.workspace.mountPath) || "
+    "!(self.workspace.mountPath == self.verifier.mountPath || self.workspace.mountPath.startsWith("
+    "(self.verifier.mountPath.endsWith('/') ? self.verifier.mountPath : self.verifier.mountPath + '/')) || "
+    "self.verifier.mountPath.startsWith((self.workspace.mountPath.endsWith('/') ? self.workspace.mountPath : "
+    "self.workspace.mountPath + '/')))))":
+        lambda s: "mountPath" not in s.get("verifier", {}) or (
+            ("mountPath" not in s["task"] or not _overlap(s["task"]["mountPath"], s["verifier"]["mountPath"]))
+            and ("mountPath" not in s.get("workspace", {})
+                 or not _overlap(s["workspace"]["mountPath"], s["verifier"]["mountPath"]))),
     "self.all(e, !(e.name in [" + ", ".join(repr(n) for n in d.RESERVED_ENV) + "]))":
         lambda env: all(e["name"] not in d.RESERVED_ENV for e in env),
     "has(self.key) && size(self.key) > 0": lambda t: bool(t.get("key")),
@@ -103,8 +116,12 @@ def test_every_cel_rule_has_a_twin_here():
                                   {**MINIMAL, "size": d.POOL_MAX_SIZE},     # up to the default maxSize
                                   {**MINIMAL, "prepare": {"command": ["true"]}},
                                   {**MINIMAL, "task": {"mountPath": "/task", "files": {"a": ""}},
-                                   "workspace": {"mountPath": "/tasks"}}],   # a shared prefix is no overlap
-                         ids=["minimal", "full", "empty", "largest", "default-max", "prepare", "near-paths"])
+                                   "workspace": {"mountPath": "/tasks"}},   # a shared prefix is no overlap
+                                  {**MINIMAL, "verifier": {}},
+                                  {**FULL, "verifier": {"image": "python:3.12-slim", "mountPath": "/grade",
+                                                        "resources": {"requests": {"cpu": "50m"}}}}],
+                         ids=["minimal", "full", "empty", "largest", "default-max", "prepare", "near-paths",
+                              "verifier", "full-verifier"])
 def test_sample_pools_are_accepted(spec):
     assert refusals(spec) == []
 
@@ -152,6 +169,12 @@ REFUSED = {
     "a system PriorityClass": ({**MINIMAL, "podTemplate": {"priorityClassName": "system-node-critical"}},
                                "must not be a system PriorityClass"),
     "a batch-only field": ({**MINIMAL, "episodes": 3}, "episodes"),
+    "a verifier's files under the workspace": ({**MINIMAL, "verifier": {"mountPath": "/workspace/v"}},
+                                               "spec.verifier.mountPath must not overlap"),
+    "a verifier's files over the task": ({**MINIMAL, "verifier": {"mountPath": "/"}}, "must not overlap"),
+    "a verifier's command (the batch's)": ({**MINIMAL, "verifier": {"command": ["true"]}}, "command"),
+    "a verifier's quantity that is not one": ({**MINIMAL, "verifier": {"resources": {"limits": {"cpu": "lots"}}}},
+                                              "cpu"),
     "an image past its bound": ({**MINIMAL, "image": "i" * (d.MAX_IMAGE_LENGTH + 1)}, "image"),
 }
 

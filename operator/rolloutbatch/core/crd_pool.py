@@ -159,7 +159,27 @@ def _properties_of_pool() -> dict[str, Schema]:
         "podTemplate": _reworded(
             crd_sandbox.pod_template(),
             "Scheduling fields copied to every warm pod (only these four), as a RolloutBatch's spec.podTemplate."),
+        "verifier": _pool_verifier(batch["verifier"]),
     }
+
+
+def _pool_verifier(batch_verifier: Schema) -> Schema:
+    fields = batch_verifier["properties"]
+    return obj(
+        ("Optional: a verifier container in every warm pod, for batches with spec.verifier (only those can claim "
+         "the pool's pods, and a batch with spec.verifier only such a pool's). It waits beside the episode's "
+         "container, which then runs the agent phase; once that container has ended, the operator hands the "
+         "verifier its phase (the batch's verifier command, env, files and timeout). It alone mounts the "
+         "verifier's files and its own directory; both containers hold their resources for the pod's life. "
+         "Default: none."), {
+            "image": _image(f"Image of the verifier container. Default spec.image (at most {d.MAX_IMAGE_LENGTH} "
+                            "characters)."),
+            "resources": _reworded(fields["resources"], "Compute resources of the verifier container. Default "
+                                                        "spec.resources."),
+            "mountPath": _reworded(fields["mountPath"], (
+                "Where the batch's verifier files appear in the verifier container, not overlapping the task or "
+                f"workspace; a batch's spec.verifier.mountPath must be the same. Default {d.VERIFIER_MOUNT_PATH}.")),
+        })
 
 
 def _overlap(a: str, b: str) -> str:
@@ -171,7 +191,7 @@ def _overlap(a: str, b: str) -> str:
 
 
 def _pool_rules() -> list[dict]:
-    task, workspace = "self.task.mountPath", "self.workspace.mountPath"
+    task, workspace, verifier = "self.task.mountPath", "self.workspace.mountPath", "self.verifier.mountPath"
     return [
         # maxSize has a default, so the API server always has one here; the fallback reads an object
         # stored without it the same way.
@@ -180,6 +200,10 @@ def _pool_rules() -> list[dict]:
         rule(f"!has(self.task.mountPath) || !has(self.workspace) || !has(self.workspace.mountPath) || "
              f"!{_overlap(task, workspace)}",
              "spec.task.mountPath and spec.workspace.mountPath must not overlap"),
+        rule(f"!has(self.verifier) || !has(self.verifier.mountPath) || ((!has(self.task.mountPath) || "
+             f"!{_overlap(task, verifier)}) && (!has(self.workspace) || !has(self.workspace.mountPath) || "
+             f"!{_overlap(workspace, verifier)}))",
+             "spec.verifier.mountPath must not overlap spec.task.mountPath or spec.workspace.mountPath"),
     ]
 
 

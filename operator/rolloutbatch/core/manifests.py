@@ -11,22 +11,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from rolloutbatch.core import naming, queueing
+from rolloutbatch.core import launchers, naming, queueing
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
 from rolloutbatch.core.admission import pod_resources
-from rolloutbatch.core.events import AGENT_EXIT
 from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.secret_env import key_names
 from rolloutbatch.core.spec import INPUT_KEY
-from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, VERIFIER_TIMEOUT_EXIT
+from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
 TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
 NODE_LOSS_TOLERATION_SECONDS = 30
-VERIFIER_SLACK_SECONDS = 5   # the agent launcher's own work between the two phases
 
 
 def owner_reference(api_version: str, kind: str, name: str, uid: str, controller: bool = True) -> dict:
@@ -170,39 +168,6 @@ _GROUP_LAUNCHER = ('EPISODE_GROUP=$$((EPISODE_INDEX / {k})) EPISODE_SAMPLE=$$((E
                    'export EPISODE_GROUP EPISODE_SAMPLE; {input}exec "$$@"')
 
 
-# With spec.verifier the agent's command runs under this launcher (POSIX sh, $$ escaped as above):
-# it stops the agent at episodeTimeoutSeconds, then kills every process left in the container
-# (kill -1 spares only the caller), so nothing of the agent runs into the verifier's phase and
-# nothing can write after the record; then it appends the agent's exit code to its own
-# termination message (the last line is therefore the launcher's) and exits 0, so the verifier
-# always starts. The watchdog exits 0 only when it fired (killed, it exits 137): that is the
-# timeout record. The watchdog ignores TERM once it fired and is stopped with TERM, so one that
-# fired always exits 0 (stopped by KILL, one caught between its kill and its exit read as not
-# fired: a timed-out verifier was reported as exit 137 on a busy node). An agent that blocks the record (e.g. a read-only file it chmodded) fails the
-# launcher, and with it its own episode.
-_AGENT_LAUNCHER = ('{group}"$$@" & agent=$$!; '
-                   '(sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
-                   'wait $$agent; code=$$?; timed_out=false; '
-                   'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
-                   'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
-                   'chmod u+w {path} 2>/dev/null; '
-                   "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
-                   '"$$code" "$$timed_out" >> {path} || exit 120; exit 0')
-
-
-# The verifier runs under this launcher (POSIX sh, $$ escaped as above). The pod's deadline counts
-# from the pod's start, so alone it would hand a hanging verifier the agent's unused time too: a
-# watchdog stops the verifier at verifier.timeoutSeconds after its container started; then every
-# process left in the container is killed (kill -1 spares the caller, and a container's PID 1 is
-# immune to its own processes' signals), so nothing the agent's code started outlives the verifier;
-# the launcher exits with the verifier's code, or VERIFIER_TIMEOUT_EXIT when the watchdog fired.
-_VERIFIER_LAUNCHER = ('{group}"$$@" & verifier=$$!; '
-                      '(sleep {timeout}; trap "" TERM; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
-                      'wait $$verifier; code=$$?; '
-                      'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={timeout_exit}; '
-                      'kill -KILL -1 2>/dev/null; exit $$code')
-
-
 def _group_setup(spec: BatchSpec) -> str:
     """Shell that sets EPISODE_GROUP/EPISODE_SAMPLE (and EPISODE_INPUT) for k > 1; '' for k = 1."""
     if spec.samples_per_input == 1:
@@ -215,8 +180,7 @@ def _group_setup(spec: BatchSpec) -> str:
 def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
     """(command, args) of the episode container (the agent's, with spec.verifier)."""
     if spec.verifier is not None:
-        script = _AGENT_LAUNCHER.format(group=_group_setup(spec), timeout=spec.episode_timeout_seconds,
-                                        path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT)
+        script = launchers.agent_launcher(_group_setup(spec), spec.episode_timeout_seconds)
         return ["/bin/sh", "-c", script, "rolloutbatch-agent"], [*spec.command, *spec.args]
     if spec.samples_per_input == 1:
         return list(spec.command), list(spec.args)
@@ -226,8 +190,7 @@ def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
 def _verifier_command(spec: BatchSpec) -> tuple[list[str], list[str]]:
     ver = spec.verifier
     assert ver is not None
-    script = _VERIFIER_LAUNCHER.format(group=_group_setup(spec), timeout=ver.timeout_seconds,
-                                       timeout_exit=VERIFIER_TIMEOUT_EXIT)
+    script = launchers.verifier_launcher(_group_setup(spec), ver.timeout_seconds)
     return ["/bin/sh", "-c", script, "rolloutbatch-verifier"], [*ver.command, *ver.args]
 
 
@@ -335,7 +298,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         # With a verifier the pod holds both phases; the launchers enforce each phase's own limit
         # (this deadline is only the outer bound).
         "activeDeadlineSeconds": spec.episode_timeout_seconds + (
-            spec.verifier.timeout_seconds + VERIFIER_SLACK_SECONDS if spec.verifier else 0),
+            spec.verifier.timeout_seconds + launchers.VERIFIER_SLACK_SECONDS if spec.verifier else 0),
         "terminationGracePeriodSeconds": 5,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
                             "seccompProfile": {"type": "RuntimeDefault"}},

@@ -122,24 +122,28 @@ class PodFacts:
     waiting_reason: str | None
     waiting_message: str | None
     termination_message: str | None = None   # state.terminated.message of the judged container
-    agent: AgentFacts | None = None           # the agent's init container, with spec.verifier
+    agent: AgentFacts | None = None           # the agent's container (init, or a pool's), with spec.verifier
     owner_uid: str | None = None              # uid of its controller ownerReference (the Job)
     unschedulable: str | None = None          # the scheduler's message while it cannot place the pod
     scheduling_gates: tuple[str, ...] = ()    # spec.schedulingGates names (core.episode_images)
     containers_reported: bool = True          # the status lists any container (init or regular)
     delete_requested_at: float | None = None  # deletionTimestamp less its grace period: when it was deleted
     own_deadline_at: float | None = None      # status.startTime + spec.activeDeadlineSeconds
-    # warm pools (core.pools): a pod of a pool's template, whether its container passed its
-    # startupProbe (prepared, waiting for its episode), and when the operator handed it its episode
+    # warm pools (core.pools): a pod of a pool's template, whether its episode's container passed
+    # its startupProbe (prepared, waiting for its episode), and when the operator handed it its
+    # episode; with a verifier, the same of the verifier's container
     pooled: bool = False
     container_started: bool = False
     delivered_at: float | None = None
     claimed_at: float | None = None           # a warm pod's claim; None for a cold one
+    verifier_started: bool = False
+    verifier_delivered_at: float | None = None
 
 
 @dataclass(frozen=True)
 class AgentFacts:
-    """The agent phase of a pod with a verifier: its init container as the API reports it."""
+    """The agent phase of a pod with a verifier: its container (a Job's init container, or a
+    pool pod's ``agent``) as the API reports it."""
 
     state: str                       # "waiting" | "running" | "terminated"
     exit_code: int | None = None     # the launcher's (0 once it recorded the agent's own)

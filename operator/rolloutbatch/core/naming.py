@@ -47,6 +47,10 @@ ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds,
 ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
 CLAIM_MOUNT_PATH = "/rollout/claim"                              # the pod's own emptyDir the episode arrives in
+# A pool with a verifier: its pods' verifier container gets its phase the same way, in an emptyDir
+# of its own (the agent's container mounts neither it nor the verifier's files).
+VERIFIER_CLAIM_MOUNT_PATH = "/rollout/verifier-claim"
+ANNOTATION_VERIFIER_DELIVERED_AT = "rl.agentruntime.io/verifier-delivered-at"
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

@@ -1,9 +1,13 @@
 """How a pooled pod gets its episode (core.pools; docs/design.md §5.17): the launcher a pool's pod
 runs (it waits, holding nothing, then sources what it is handed and runs it), the script the
-operator hands it through ``pods/exec`` (identity, input, command), and the exec's command.
+operator hands it through ``pods/exec`` (identity, input, command), and the exec's command. With a
+verifier, the pod's two containers each wait so, and each phase then runs under the Job pod's own
+launcher for it (core.launchers): the agent's when it is handed its episode, the verifier's once
+the agent's container has ended (its files, command and time handed over then).
 
 Pure. Every piece is run by a real /bin/sh in the unit tests (tests/unit/core/test_pools.py,
-test_pools_hostile_episodes.py): quoting, cut-off deliveries and signals are proved by running.
+test_pools_hostile_episodes.py, test_pools_verifier.py): quoting, cut-off deliveries and signals
+are proved by running.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import shlex
 from collections.abc import Sequence
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
@@ -26,55 +30,87 @@ from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 # deadline, a deletion, the batch's deadline) says NOT_DELIVERED_EXIT, never an agent's code. The
 # script is parsed (`sh -n`) before it is sourced and must end with its sentinel: a cut-off
 # delivery never runs. Its last line `set --`s the command under `env` (any variable name the spec
-# allows), which runs in a subshell: this shell stays PID 1 (immune to its own processes' signals;
-# the trap is reset first, so a running episode's TERM is ignored as before), a builtin as the
-# command cannot take PID 1, and an agent's NOT_DELIVERED_EXIT is reported as 1.
-WARM_LAUNCHER = (
-    'c={claim}; '
-    'if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
-    '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
-    'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; '
-    'mkfifo "$$c/start" && : > "$$c/warm" || exit {nd}; '
-    "trap 'exit {nd}' TERM INT HUP; "
-    'read -r go < "$$c/start" & r=$$!; wait $$r; rm -f "$$c/start"; '
-    '[ -f "$$c/episode.sh" ] && /bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
-    '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
-    'trap - TERM INT HUP; '
-    '( "$$@" ); code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
-)
+# allows); then {run} runs it.
+_PREPARE = ('if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
+            '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
+            'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; ')
+_WAIT = ('mkfifo "$$c/start" && : > "$$c/warm" || exit {nd}; '
+         "trap 'exit {nd}' TERM INT HUP; "
+         'read -r go < "$$c/start" & r=$$!; wait $$r; rm -f "$$c/start"; '
+         '[ -f "$$c/episode.sh" ] && /bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
+         '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
+         'trap - TERM INT HUP; ')
+# Without a verifier: the command in a subshell (this shell stays PID 1, immune to its own
+# processes' signals; the trap was reset, so a running episode's TERM is ignored as before; a
+# builtin as the command cannot take PID 1), and an agent's NOT_DELIVERED_EXIT is reported as 1.
+_RUN = '( "$$@" ); code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
+# With a verifier, each phase runs under the Job's own launcher for it (core.launchers), its time
+# limit the one the script sets (TIMEOUT_VARIABLE): the agent's ends with its record and exit 0,
+# the verifier's with the verifier's code, an exit of NOT_DELIVERED_EXIT reported as 1.
+TIMEOUT_VARIABLE = "ROLLOUTBATCH_TIMEOUT"
+_TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
+WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
 SENTINEL = "ROLLOUTBATCH_EPISODE"   # the episode script's last assignment: a whole script was delivered
+# What the verifier of a pod whose agent never ran (or whose agent launcher failed) is handed: it
+# ends without grading, as a pod that never got its episode (the agent's exit says which).
+ABORT_SCRIPT = f"exit {NOT_DELIVERED_EXIT}\n".encode()
 
 
-def launcher(claim_dir: str, prepare_timeout: int) -> str:
-    """WARM_LAUNCHER for a claim directory, as the pod's command carries it (``$$`` escaped)."""
-    return WARM_LAUNCHER.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL)
+def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
+    return template.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL)
+
+
+def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> str:
+    """The episode container's command (``$$`` escaped): WARM_LAUNCHER, or with a verifier the
+    agent phase's launcher in place of its last step."""
+    if not verified:
+        return _format(WARM_LAUNCHER, claim_dir, prepare_timeout)
+    run = launchers.agent_launcher("", _TIMEOUT)
+    return _format('c={claim}; ' + _PREPARE + _WAIT, claim_dir, prepare_timeout) + run
+
+
+def verifier_launcher(claim_dir: str) -> str:
+    """The verifier container's command (``$$`` escaped): it waits as the episode container does
+    (no prepare), then runs what it is handed under the Job's verifier launcher."""
+    run = launchers.verifier_launcher("", _TIMEOUT, not_delivered=NOT_DELIVERED_EXIT)
+    return _format('c={claim}; ' + _WAIT, claim_dir) + run
 
 
 @dataclasses.dataclass(frozen=True)
 class Episode:
-    """What a pooled pod is handed: its identity, its input, its command."""
+    """What a pooled pod's container is handed: its identity, its input, its command; with a
+    verifier, the phase's time limit, and for the verifier its files."""
     batch_name: str
     index: int
     samples_per_input: int
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     input_json: str | None = None
+    timeout_seconds: int | None = None              # the phase's launcher's limit (with a verifier)
+    files: tuple[tuple[str, str], ...] = ()         # the verifier's files: name, content
+    files_dir: str | None = None                    # where they are written (the verifier's own emptyDir)
 
 
-def episode_script(episode: Episode) -> bytes:
+def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     """The script the launcher sources: every value single-quoted (shlex.quote is POSIX quoting),
     so no value is ever read as shell. The input, when there is one, is written to a file of the
-    pod's own claim directory and named by EPISODE_INPUT. The variables are ``env``'s arguments,
-    not shell assignments: a name the spec allows need not be a shell identifier (``MY-VAR``).
-    The sentinel is last: only a whole script sets it (WARM_LAUNCHER)."""
+    container's own claim directory and named by EPISODE_INPUT; files go to ``files_dir``. The
+    variables are ``env``'s arguments, not shell assignments: a name the spec allows need not be
+    a shell identifier (``MY-VAR``). The sentinel is last: only a whole script sets it."""
+    claim_dir = claim_dir or naming.CLAIM_MOUNT_PATH
     group, sample = group_and_sample(episode.index, episode.samples_per_input)
     values: list[tuple[str, str]] = [("EPISODE_INDEX", str(episode.index)), ("EPISODE_GROUP", str(group)),
                                      ("EPISODE_SAMPLE", str(sample)), ("BATCH_NAME", episode.batch_name)]
     lines = []
     if episode.input_json is not None:
-        path = f"{naming.CLAIM_MOUNT_PATH}/input.json"
+        path = f"{claim_dir}/input.json"
         lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {NOT_DELIVERED_EXIT}")
         values.append(("EPISODE_INPUT", path))
+    for name, content in episode.files:
+        target = shlex.quote(f"{episode.files_dir}/{name}")
+        lines.append(f"printf '%s' {shlex.quote(content)} > {target} || exit {NOT_DELIVERED_EXIT}")
+    if episode.timeout_seconds is not None:
+        lines.append(f"{TIMEOUT_VARIABLE}={int(episode.timeout_seconds)}")
     values += list(episode.env)
     words = ["env", *(f"{name}={value}" for name, value in values), *episode.command]
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
@@ -82,12 +118,12 @@ def episode_script(episode: Episode) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def delivery_command(size: int) -> list[str]:
-    """The exec that hands a pod its episode: ``size`` bytes of stdin into ``episode.sh`` (written
-    aside, then renamed, so the launcher never reads half a script), then the FIFO's signal. The
-    noclobber write fails on a pod that already has its script (a delivery repeated after a
-    restart), which then only signals, if the launcher still waits."""
-    c = naming.CLAIM_MOUNT_PATH
+def delivery_command(size: int, claim_dir: str | None = None) -> list[str]:
+    """The exec that hands a container its episode: ``size`` bytes of stdin into ``episode.sh``
+    (written aside, then renamed, so the launcher never reads half a script), then the FIFO's
+    signal. The noclobber write fails on a pod that already has its script (a delivery repeated
+    after a restart), which then only signals, if the launcher still waits."""
+    c = claim_dir or naming.CLAIM_MOUNT_PATH
     # the size is checked: `head -c` ends without an error on a stdin cut short
     script = (f'if [ ! -e {c}/episode.sh ]; then head -c "$1" > {c}/.episode '
               f'&& [ "$(( $(wc -c < {c}/.episode) ))" -eq "$1" ] && mv {c}/.episode {c}/episode.sh '

@@ -22,7 +22,8 @@ the rest cold. This module: the pool's spec, its children and pods, the claim an
 3. **Delivery.** The operator writes the episode script through ``pods/exec`` into the pod's own
    emptyDir and signals the FIFO; the launcher checks and sources it and runs the command. The
    pod is its episode's alone, and its result is read from it as a Job pod's is (core.verdict):
-   one verdict path.
+   one verdict path. With ``spec.verifier``, a second container waits beside the episode's and
+   is handed the verifier's phase once the agent's container has ended (:func:`pod_spec`).
 
 :data:`NOT_DELIVERED_EXIT` is the launcher's: the pod never ran an episode (its prepare failed,
 the delivery was broken, or it was ended while it waited). The Job's ``podFailurePolicy`` counts
@@ -38,15 +39,16 @@ import json
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import defaults as d
-from rolloutbatch.core import naming
+from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key
-from rolloutbatch.core.pool_delivery import launcher
+from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
 CLAIM_DIR_LIMIT = "16Mi"          # the emptyDir the episode script (with its input) arrives in
+VERIFIER_FILES_LIMIT = "4Mi"      # the verifier's files (a ConfigMap's worth in the Job form)
 DELIVERY_SLACK_SECONDS = 30       # a claimed pod's deadline: the episode's time plus this, from the claim
 STARTUP_PERIOD_SECONDS = 1
 
@@ -56,6 +58,15 @@ class PoolRef:
     name: str
     namespace: str
     uid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolVerifier:
+    """spec.verifier of a pool: its pods get a second container, waiting for a batch's verifier
+    phase (its files, command and time arrive with it, core.pool_delivery)."""
+    image: str
+    resources: dict
+    mount_path: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +85,7 @@ class PoolSpec:
     prepare_timeout_seconds: int
     network: str
     pod_template: dict
+    verifier: PoolVerifier | None = None
 
 
 def pool_ref(body: Mapping) -> PoolRef:
@@ -130,10 +142,12 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if network not in v.NETWORK_MODES:
         raise SpecError("spec.network", f"must be one of {', '.join(v.NETWORK_MODES)}")
     runtime = spec.get("runtimeClassName")
+    image = str(spec.get("image") or d.IMAGE)
+    resources = {k: dict(val) for k, val in (spec.get("resources") or d.RESOURCES).items()}
     return PoolSpec(
-        size=size, max_size=max_size, image=str(spec.get("image") or d.IMAGE),
+        size=size, max_size=max_size, image=image,
         runtime_class_name=runtime if isinstance(runtime, str) and runtime else None,
-        resources={k: dict(val) for k, val in (spec.get("resources") or d.RESOURCES).items()},
+        resources=resources,
         env=tuple(env), task_mount_path=str(task.get("mountPath") or d.TASK_MOUNT_PATH), task_files=files,
         workspace_mount_path=str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH),
         workspace_size_limit=str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT),
@@ -141,7 +155,32 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
         prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
                                      d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
         network=network, pod_template=dict(spec.get("podTemplate") or {}),
+        verifier=_verifier(spec, image, resources, (str(task.get("mountPath") or d.TASK_MOUNT_PATH),
+                                                    str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH))),
     )
+
+
+def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]) -> PoolVerifier | None:
+    raw = spec.get("verifier")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise SpecError("spec.verifier", "must be an object")
+    mount = str(raw.get("mountPath") or d.VERIFIER_MOUNT_PATH)
+    if not mount.startswith("/") or any(_overlap(mount, path) for path in (*_RESERVED_PATHS, *taken)):
+        raise SpecError("spec.verifier.mountPath", f"must be an absolute path of its own, not {mount!r}"[:200])
+    return PoolVerifier(image=str(raw.get("image") or image), mount_path=mount,
+                        resources={k: dict(val) for k, val in (raw.get("resources") or resources).items()})
+
+
+# Paths a pool's pod mounts already or that hold the system: the verifier's files cannot go there.
+_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, "/dev", "/proc", "/sys")
+
+
+def _overlap(a: str, b: str) -> bool:
+    """One path is the other or lies under it ('/' overlaps everything; '/task' not '/tasks')."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 # -- names and labels ---------------------------------------------------------------------------
@@ -214,32 +253,43 @@ _SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop":
                      "seccompProfile": {"type": "RuntimeDefault"}}
 
 
+def episode_container(spec: PoolSpec) -> str:
+    """The container a pool's pod runs its episode in (the agent's, with a verifier)."""
+    return naming.CONTAINER_NAME if spec.verifier is None else naming.AGENT_CONTAINER
+
+
+def _probe(claim_dir: str, spec: PoolSpec) -> dict:
+    """Probed only until it first succeeds: a warm pod costs no probe while it waits or runs."""
+    return {"exec": {"command": ["/bin/sh", "-c", f"test -e {claim_dir}/warm"]},
+            "periodSeconds": STARTUP_PERIOD_SECONDS, "failureThreshold": spec.prepare_timeout_seconds + 60}
+
+
 def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None = None) -> dict:
-    """The pod of a pool: warm in the pool, or cold from a pooled batch's Job template."""
+    """The pod of a pool: warm in the pool, or cold from a pooled batch's Job template. With a
+    verifier, a second container waits beside the episode's for the verifier phase; it alone
+    mounts its claim directory and its files, and is handed its phase once the agent's container
+    has ended (service.pool_claims)."""
     mounts = [
         {"name": "task", "mountPath": spec.task_mount_path, "readOnly": True},
         {"name": "workspace", "mountPath": spec.workspace_mount_path},
-        {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH},
     ]
     volumes = [
         {"name": "task", "configMap": {"name": task_configmap_name(ref, spec)}},
         {"name": "workspace", "emptyDir": {"sizeLimit": spec.workspace_size_limit}},
         {"name": "claim", "emptyDir": {"sizeLimit": CLAIM_DIR_LIMIT}},
     ]
-    script = launcher(naming.CLAIM_MOUNT_PATH, spec.prepare_timeout_seconds)
+    script = launcher(naming.CLAIM_MOUNT_PATH, spec.prepare_timeout_seconds, verified=spec.verifier is not None)
     env = [{"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     env += [{"name": name, "value": value} for name, value in spec.env]
     container = {
-        "name": naming.CONTAINER_NAME, "image": spec.image, "imagePullPolicy": "IfNotPresent",
+        "name": episode_container(spec), "image": spec.image, "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", script, "rolloutbatch-warm"], "env": env,
         "workingDir": spec.workspace_mount_path,
-        "resources": {k: dict(val) for k, val in spec.resources.items()}, "volumeMounts": mounts,
+        "resources": {k: dict(val) for k, val in spec.resources.items()},
+        "volumeMounts": [*mounts, {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH}],
         "securityContext": dict(_SECURITY_CONTEXT),
         "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
-        # Probed only until it first succeeds: a warm pod costs no probe while it waits or runs.
-        "startupProbe": {"exec": {"command": ["/bin/sh", "-c", f"test -e {naming.CLAIM_MOUNT_PATH}/warm"]},
-                         "periodSeconds": STARTUP_PERIOD_SECONDS,
-                         "failureThreshold": spec.prepare_timeout_seconds + 60},
+        "startupProbe": _probe(naming.CLAIM_MOUNT_PATH, spec),
     }
     if spec.prepare_command:
         container["args"] = list(spec.prepare_command)
@@ -253,6 +303,21 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container], "volumes": volumes, "tolerations": tolerations,
     }
+    if spec.verifier is not None:
+        ver = spec.verifier
+        volumes += [{"name": "verifier-claim", "emptyDir": {"sizeLimit": CLAIM_DIR_LIMIT}},
+                    {"name": "verifier", "emptyDir": {"sizeLimit": VERIFIER_FILES_LIMIT}}]
+        body["containers"].append({
+            "name": naming.VERIFIER_CONTAINER, "image": ver.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", verifier_launcher(naming.VERIFIER_CLAIM_MOUNT_PATH), "rolloutbatch-verifier"],
+            "env": env, "workingDir": spec.workspace_mount_path,
+            "resources": {k: dict(val) for k, val in ver.resources.items()},
+            "volumeMounts": [*mounts, {"name": "verifier-claim", "mountPath": naming.VERIFIER_CLAIM_MOUNT_PATH},
+                             {"name": "verifier", "mountPath": ver.mount_path}],
+            "securityContext": dict(_SECURITY_CONTEXT),
+            "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
+            "startupProbe": _probe(naming.VERIFIER_CLAIM_MOUNT_PATH, spec),
+        })
     if active_deadline_seconds is not None:
         body["activeDeadlineSeconds"] = active_deadline_seconds
     if spec.runtime_class_name:
@@ -287,17 +352,17 @@ TEMPLATE_ANNOTATION = "rl.agentruntime.io/pool-template"
 
 
 def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,
-               active_deadline_seconds: int, episode_timeout_seconds: int, pool: PoolRef, spec: PoolSpec) -> dict:
+               active_deadline_seconds: int, episode_seconds: int, pool: PoolRef, spec: PoolSpec) -> dict:
     """A pooled batch's Indexed Job, in the pool's namespace. ``manualSelector``: its selector is
     the batch's labels, which the claimed warm pods carry, so the Job controller adopts them; its
     template is the pool's pod (cold pods wait for their episode too). No ownerReference (it
     cannot cross namespaces): the batch's finalizer deletes it (core.children.deletion_plan).
+    ``episode_seconds``: the episode's time, its verifier's included.
 
-    ``podFailurePolicy``: a disruption is an infrastructure retry, as in core.manifests.job; so is
-    :data:`NOT_DELIVERED_EXIT` (the pod never ran an episode); any other non-zero exit fails the
-    index. A cold pod's deadline covers its prepare and its episode."""
+    ``podFailurePolicy`` (:func:`failure_rules`); a cold pod's deadline covers its prepare and its
+    episode."""
     labels = batch_pod_labels(ref)
-    body = pod_spec(pool, spec, active_deadline_seconds=spec.prepare_timeout_seconds + episode_timeout_seconds
+    body = pod_spec(pool, spec, active_deadline_seconds=spec.prepare_timeout_seconds + episode_seconds
                     + DELIVERY_SLACK_SECONDS)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
@@ -307,23 +372,51 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
             "completions": batch_episodes, "parallelism": parallelism, "completionMode": "Indexed",
             "backoffLimitPerIndex": infrastructure_retries, "activeDeadlineSeconds": active_deadline_seconds,
             "manualSelector": True, "selector": {"matchLabels": labels},
-            "podFailurePolicy": {"rules": [
-                {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": v.CONDITION_TRUE}]},
-                {"action": "Count", "onExitCodes": {"containerName": naming.CONTAINER_NAME, "operator": "In",
-                                                    "values": [NOT_DELIVERED_EXIT]}},
-                {"action": "FailIndex", "onExitCodes": {"containerName": naming.CONTAINER_NAME,
-                                                        "operator": "NotIn", "values": [0]}},
-            ]},
+            "podFailurePolicy": {"rules": failure_rules(spec)},
             "template": {"metadata": {"labels": labels, "annotations": {naming.POOLED_ANNOTATION: "true"}},
                          "spec": body},
         },
     }
 
 
+def failure_rules(spec: PoolSpec) -> list[dict]:
+    """A disruption is an infrastructure retry, as in core.manifests.job; so is
+    :data:`NOT_DELIVERED_EXIT` of the episode's container (the pod never ran an episode); any
+    other non-zero exit fails the index. With a verifier, the agent's container is judged first (a
+    verifier told to stop because its agent never ran exits NOT_DELIVERED_EXIT too), then the
+    verifier's: its NOT_DELIVERED_EXIT after an agent that ran says it was never handed its phase."""
+    def on_exit(action: str, container: str, operator: str, value: int) -> dict:
+        return {"action": action, "onExitCodes": {"containerName": container, "operator": operator, "values": [value]}}
+    rules = [{"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": v.CONDITION_TRUE}]}]
+    for container in (episode_container(spec), *((naming.VERIFIER_CONTAINER,) if spec.verifier else ())):
+        rules += [on_exit("Count", container, "In", NOT_DELIVERED_EXIT), on_exit("FailIndex", container, "NotIn", 0)]
+    return rules
+
+
 def job_finished(job: Mapping) -> bool:
     """The Job controller says the Job ended (its Complete or Failed condition)."""
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == v.CONDITION_TRUE
                for c in (job.get("status") or {}).get("conditions") or [] if isinstance(c, Mapping))
+
+
+def verifier_conflict(spec: PoolSpec, batch_mount_path: str | None) -> str | None:
+    """Why a batch with (``batch_mount_path`` set) or without a verifier cannot run in the pool's
+    pods, or None: the pods have a verifier container exactly when the pool has spec.verifier."""
+    if batch_mount_path is None and spec.verifier is not None:
+        return ("its pods hold a verifier container, for batches with spec.verifier; give the batch one, or use a "
+                "pool without spec.verifier")
+    if batch_mount_path is not None and spec.verifier is None:
+        return "its pods have no verifier container: a batch with spec.verifier needs a pool with spec.verifier"
+    if spec.verifier is not None and batch_mount_path != spec.verifier.mount_path:
+        return (f"spec.verifier.mountPath {batch_mount_path!r} is not the pool's ({spec.verifier.mount_path!r}): "
+                "leave it out or make it the same")
+    return None
+
+
+def episode_seconds(episode_timeout: int, verifier_timeout: int | None) -> int:
+    """How long a claimed pod may run its episode: the agent's time, and the verifier's with the
+    launchers' own work between them (core.manifests' slack)."""
+    return episode_timeout + (verifier_timeout + launchers.VERIFIER_SLACK_SECONDS if verifier_timeout is not None else 0)
 
 
 # -- claims --------------------------------------------------------------------------------------
@@ -342,14 +435,16 @@ def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_s
 
 
 def is_warm(pod: Mapping) -> bool:
-    """Started (its startupProbe saw ``warm``), running, unclaimed and not being deleted."""
+    """Every container started (its startupProbe saw ``warm``) and running, unclaimed and not
+    being deleted."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM:
         return False
     if status.get("phase") != v.PodPhase.RUNNING:
         return False
-    return any(c.get("name") == naming.CONTAINER_NAME and c.get("started") is True and "running" in (c.get("state") or {})
-               for c in status.get("containerStatuses") or [])
+    statuses = [c for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)]
+    return bool(statuses) and len(statuses) >= len((pod.get("spec") or {}).get("containers") or ()) \
+        and all(c.get("started") is True and "running" in (c.get("state") or {}) for c in statuses)
 
 
 def claim_order(pods: Sequence[Mapping]) -> list[Mapping]:

@@ -346,7 +346,9 @@ def _image(value: object, field: str) -> str:
 
 
 # With spec.poolRef the sandbox is the pool's (core.pools): these fields would say otherwise.
-POOL_EXCLUSIVE = ("task", "runtimeClassName", "podTemplate", "verifier", "inputImages", "inputsFrom", "queueName")
+POOL_EXCLUSIVE = ("task", "runtimeClassName", "podTemplate", "inputImages", "inputsFrom", "queueName")
+# ... and of the verifier, what its container is made of (the pool's spec.verifier).
+POOL_VERIFIER_EXCLUSIVE = ("image", "resources")
 
 
 def _pool(raw: Mapping) -> tuple[str | None, str]:
@@ -370,19 +372,32 @@ def _pool_name(raw: Mapping) -> str | None:
             raise SpecError(f"spec.{field_name}", "is the pool's with spec.poolRef: leave it out")
     if (_map(raw, "isolation", "spec.isolation")).get("egress"):
         raise SpecError("spec.isolation.egress", "is the pool's with spec.poolRef (its network): leave it out")
-    for item in raw.get("env") or ():
-        if isinstance(item, Mapping) and "valueFrom" in item:
-            raise SpecError("spec.env", "with spec.poolRef only plain values reach the episode (no Secret keys)")
-    # The episode arrives as a shell script (core.pool_delivery): a NUL cannot be in it, and its command
-    # runs under env(1), which would read a first word with '=' as a variable.
-    words = [*(raw.get("command") or ()), *(raw.get("args") or ()),
-             *(str(item.get("value", "")) for item in raw.get("env") or () if isinstance(item, Mapping))]
-    if any("\0" in str(word) for word in words):
-        raise SpecError("spec.env", "with spec.poolRef no command, argument or env value may hold a NUL byte")
-    command = raw.get("command") or ()
-    if command and "=" in str(command[0]):
-        raise SpecError("spec.command", "with spec.poolRef the command's first word cannot hold '='")
+    verifier = raw.get("verifier")
+    verifier = verifier if isinstance(verifier, Mapping) else {}
+    for field_name in POOL_VERIFIER_EXCLUSIVE:
+        if verifier.get(field_name):
+            raise SpecError(f"spec.verifier.{field_name}", "is the pool's with spec.poolRef (its spec.verifier): "
+                                                           "leave it out")
+    for where, part in (("spec", raw), ("spec.verifier", verifier)):
+        _pool_phase_words(where, part)
     return name
+
+
+def _pool_phase_words(where: str, part: Mapping) -> None:
+    """What a pool's pod is handed as a shell script (core.pool_delivery): plain env values only,
+    no NUL byte (a script cannot hold one), and no '=' in the command's first word (it runs under
+    env(1), which would read it as a variable)."""
+    for item in part.get("env") or ():
+        if isinstance(item, Mapping) and "valueFrom" in item:
+            raise SpecError(f"{where}.env", "with spec.poolRef only plain values reach a pool's pod (no Secret keys)")
+    files = part.get("files") if isinstance(part.get("files"), Mapping) else {}
+    words = [*(part.get("command") or ()), *(part.get("args") or ()), *files.values(),
+             *(str(item.get("value", "")) for item in part.get("env") or () if isinstance(item, Mapping))]
+    if any("\0" in str(word) for word in words):
+        raise SpecError(f"{where}.env", "with spec.poolRef no command, argument, file or env value may hold a NUL byte")
+    command = part.get("command") or ()
+    if command and "=" in str(command[0]):
+        raise SpecError(f"{where}.command", "with spec.poolRef the command's first word cannot hold '='")
 
 
 def _files(raw: Mapping, field: str, required: bool) -> dict[str, str]:

@@ -57,8 +57,9 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_EXTRA_FIELD_BYTES, split_agent_record
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
                                      usable_reward)
-from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, ANNOTATION_DELIVERED_AT, CONTAINER_NAME,
-                                     POOLED_ANNOTATION, VERIFIER_CONTAINER)
+from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, ANNOTATION_DELIVERED_AT,
+                                     ANNOTATION_VERIFIER_DELIVERED_AT, CONTAINER_NAME, POOLED_ANNOTATION,
+                                     VERIFIER_CONTAINER)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.strictjson import finite, sanitize
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
@@ -142,6 +143,8 @@ def pod_facts(pod: Mapping) -> PodFacts:
     message = terminated.get("message")
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     disruption = conditions.get("DisruptionTarget") or {}
+    episode = next((c for c in statuses if c.get("name") in (CONTAINER_NAME, AGENT_CONTAINER)), {})
+    verifier = next((c for c in statuses if c.get("name") == VERIFIER_CONTAINER), {})
     return PodFacts(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""),
         index=_index(meta), created=_created(meta),
@@ -155,14 +158,16 @@ def pod_facts(pod: Mapping) -> PodFacts:
         started_at=parse_time(terminated.get("startedAt") or (state.get("running") or {}).get("startedAt")),
         finished_at=parse_time(terminated.get("finishedAt")),
         waiting_reason=waiting.get("reason"), waiting_message=waiting.get("message"),
-        termination_message=message if isinstance(message, str) else None, agent=_agent_facts(inits),
+        termination_message=message if isinstance(message, str) else None, agent=_agent_facts([*inits, *statuses]),
         owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
         scheduling_gates=_gates(spec), containers_reported=bool(statuses or inits),
         delete_requested_at=_delete_requested_at(meta), own_deadline_at=_own_deadline_at(spec, status),
         pooled=_annotation(meta, POOLED_ANNOTATION) == "true",
-        container_started=container.get("started") is True,
+        container_started=episode.get("started") is True,
         delivered_at=_float(_annotation(meta, ANNOTATION_DELIVERED_AT)),
         claimed_at=_float(_annotation(meta, ANNOTATION_CLAIMED_AT)),
+        verifier_started=verifier.get("started") is True,
+        verifier_delivered_at=_float(_annotation(meta, ANNOTATION_VERIFIER_DELIVERED_AT)),
     )
 
 
@@ -246,9 +251,20 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     """
     if facts.phase != POD_FAILED or over_own_limits(facts):
         return False
-    if facts.pooled and facts.exit_code == NOT_DELIVERED_EXIT:
+    if facts.pooled and never_delivered(facts):
         return True   # the pool's launcher: this pod never ran an episode (core.pool_delivery)
     return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS or rejected_by_node(facts)
+
+
+def never_delivered(facts: PodFacts) -> bool:
+    """A pool's pod ended without running its episode (core.pool_delivery): its episode's
+    container exited NOT_DELIVERED_EXIT; with a verifier, the agent's did, or the agent's ended
+    well and the verifier's exited so (it was never handed its phase). An agent launcher's own
+    failure is the episode's, whatever its verifier then did (core.pools.failure_rules)."""
+    agent = facts.agent
+    if agent is not None and agent.state == "terminated" and agent.exit_code not in (0, None):
+        return agent.exit_code == NOT_DELIVERED_EXIT
+    return facts.exit_code == NOT_DELIVERED_EXIT
 
 
 def rejected_by_node(facts: PodFacts) -> bool:

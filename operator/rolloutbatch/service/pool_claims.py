@@ -10,6 +10,8 @@ has started (its startupProbe passed: prepared and waiting) and that was not yet
 episode gets it through ``pods/exec``; then the pod is annotated with the time. A pod whose
 delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
+With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
+ended, the verifier's phase to the ``verifier`` container the same way (annotated apart).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
     if spec.image not in (d.IMAGE, pool_spec.image):
         raise Stalled(v.STALL_POOL_CONFLICT, f"spec.image {spec.image!r} is not the pool's ({pool_spec.image!r}): a "
                                              "pooled batch runs in the pool's image; leave spec.image out")
+    problem = pools.verifier_conflict(pool_spec, spec.verifier.mount_path if spec.verifier else None)
+    if problem:
+        raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name}: {problem}")
     return pools.pool_ref(body), pool_spec
 
 
@@ -107,7 +112,8 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     the pods claimed at once (their deliveries need not wait for the Job's adoption)."""
     scope.refuse(spec)
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
-    episode_seconds = spec.episode_timeout_seconds
+    episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
+                                            spec.verifier.timeout_seconds if spec.verifier else None)
     hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds)
     crash_point("pool:claimed")
     claimed(fresh)
@@ -129,14 +135,17 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
 
 
 class EpisodeDelivery:
-    """Hands every started, undelivered pod of a pooled batch its episode (see the module docstring)."""
+    """Hands every started, undelivered pod of a pooled batch its episode, and with a verifier,
+    once the agent's container has ended, the verifier its phase (see the module docstring)."""
 
     def __init__(self, storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, emit: Emit,
                  log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None) -> None:
         self.storage, self.pool_storage, self.ref, self.spec = storage, pool_storage, ref, spec
         self.emit, self.log, self.observe = emit, log, observe   # observe: Metrics.claim_observed
-        self._in_flight: set[str] = set()
-        self._done: set[str] = set()
+        # (pod uid, phase): _done is kept whole (one per episode): a pod delivered at its claim may
+        # be seen by the watch only later, with a snapshot from before its annotation
+        self._in_flight: set[tuple[str, str]] = set()
+        self._done: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task] = set()
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
         self._task_path: str | None = None
@@ -150,29 +159,50 @@ class EpisodeDelivery:
     def round(self, tracker: BatchTracker) -> None:
         if not self.spec.pool_name or tracker.stopping:
             return
-        # _done is kept whole (a uid per episode): a pod delivered at its claim may be seen by the
-        # watch only later, with a snapshot from before its annotation
         for facts in tracker.live_pods():
             self._start(facts)
+            if self.spec.verifier is not None:
+                self._start_verifier(facts)
 
     def _start(self, facts: PodFacts) -> None:
-        if facts.uid in self._done or facts.uid in self._in_flight or facts.delivered_at is not None \
-                or not facts.container_started or facts.phase != v.PodPhase.RUNNING or facts.deleting \
+        if facts.delivered_at is None and facts.container_started:
+            self._launch(facts, _AGENT_PHASE)
+
+    def _start_verifier(self, facts: PodFacts) -> None:
+        """The agent's container ended (its launcher wrote the record, or it never ran): the verifier's
+        turn. It never starts before: the agent's processes are all gone by then."""
+        if facts.verifier_delivered_at is None and facts.verifier_started and facts.agent is not None \
+                and facts.agent.state == "terminated":
+            self._launch(facts, _VERIFIER_PHASE)
+
+    def _launch(self, facts: PodFacts, phase: str) -> None:
+        key = (facts.uid, phase)
+        if key in self._done or key in self._in_flight or facts.phase != v.PodPhase.RUNNING or facts.deleting \
                 or facts.index is None:
             return
-        self._in_flight.add(facts.uid)
-        task = asyncio.create_task(self._deliver(facts))
+        self._in_flight.add(key)
+        task = asyncio.create_task(self._deliver(facts, phase))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH) -> pool_delivery.Episode:
         """Episode ``index``; without spec.command, the default one under the pool's task path."""
         spec = self.spec
-        env = tuple((e["name"], str(e.get("value", ""))) for e in spec.env if "valueFrom" not in e)
         command = spec.command or d.default_command(task_mount_path, d.EPISODE_SCRIPT)
         return pool_delivery.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
-                             command=(*command, *spec.args), env=env,
-                             input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input))
+                                     command=(*command, *spec.args), env=_plain(spec.env),
+                                     input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
+                                     timeout_seconds=spec.episode_timeout_seconds if spec.verifier else None)
+
+    def verification(self, index: int) -> pool_delivery.Episode:
+        """The verifier phase of episode ``index``: its command, env, files and time."""
+        spec, ver = self.spec, self.spec.verifier
+        assert ver is not None
+        return pool_delivery.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
+                                     command=(*ver.command, *ver.args), env=_plain(ver.env),
+                                     input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
+                                     timeout_seconds=ver.timeout_seconds, files=tuple(sorted(ver.files.items())),
+                                     files_dir=ver.mount_path)
 
     async def _task_mount_path(self) -> str:
         """The pool's task path (read once; a pool gone meanwhile leaves the default)."""
@@ -184,56 +214,81 @@ class EpisodeDelivery:
                 self._task_path = d.TASK_MOUNT_PATH
         return self._task_path
 
-    async def _deliver(self, facts: PodFacts) -> None:
+    async def _deliver(self, facts: PodFacts, phase: str) -> None:
         assert facts.index is not None
+        key = (facts.uid, phase)
         try:
             try:
-                await self._exec(facts)
+                await self._exec(facts, phase)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
-                await self._evict(facts, exc)
+                await self._evict(facts, phase, exc)
                 return
             crash_point("pool:delivered")
             now = time.time()
-            self._done.add(facts.uid)
-            if self.observe is not None and self.spec.pool_name:
+            self._done.add(key)
+            if phase == _AGENT_PHASE and self.observe is not None and self.spec.pool_name:
                 # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
                 self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
-            await self._annotate(facts, now)
+            await self._annotate(facts, _ANNOTATIONS[phase], now)
         finally:
-            self._in_flight.discard(facts.uid)
+            self._in_flight.discard(key)
 
-    async def _exec(self, facts: PodFacts) -> None:
+    async def _script(self, facts: PodFacts, phase: str) -> bytes:
         assert facts.index is not None
-        script = pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path()))
+        if phase == _AGENT_PHASE:
+            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path()))
+        agent = facts.agent
+        if agent is None or agent.exit_code != 0:
+            return pool_delivery.ABORT_SCRIPT   # the agent never ran, or its launcher failed: nothing to grade
+        return pool_delivery.episode_script(self.verification(facts.index), naming.VERIFIER_CLAIM_MOUNT_PATH)
+
+    async def _exec(self, facts: PodFacts, phase: str) -> None:
+        script = await self._script(facts, phase)
+        container, claim_dir = _TARGETS[phase] if self.spec.verifier is not None else (
+            naming.CONTAINER_NAME, naming.CLAIM_MOUNT_PATH)
         async with self._slots:
-            result = await self.storage.exec_in_pod(facts.namespace, facts.name, naming.CONTAINER_NAME,
-                                                    pool_delivery.delivery_command(len(script)), stdin=script,
-                                                    timeout=DELIVERY_TIMEOUT)
+            result = await self.storage.exec_in_pod(facts.namespace, facts.name, container,
+                                                    pool_delivery.delivery_command(len(script), claim_dir),
+                                                    stdin=script, timeout=DELIVERY_TIMEOUT)
         if result.exit_code != 0:
             raise RuntimeError(f"the delivery exited {result.exit_code}: "
                                f"{result.stderr[-300:].decode(errors='replace')}")
 
-    async def _annotate(self, facts: PodFacts, now: float) -> None:
-        """The delivery's time on the pod (its record across a restart). The episode runs already:
+    async def _annotate(self, facts: PodFacts, annotation: str, now: float) -> None:
+        """The delivery's time on the pod (its record across a restart). The phase runs already:
         a failure here is retried, never a reason to evict it (a repeated delivery is a no-op)."""
         for attempt in range(ANNOTATE_TRIES):
             try:
-                await self.pool_storage.annotate_pod(facts.namespace, facts.name,
-                                                     {naming.ANNOTATION_DELIVERED_AT: f"{now:.3f}"})
+                await self.pool_storage.annotate_pod(facts.namespace, facts.name, {annotation: f"{now:.3f}"})
                 return
             except KubeError as exc:
                 self.log.warning("Annotating pod %s as delivered failed (%s)", facts.name, exc)
                 await asyncio.sleep(0.5 * (attempt + 1))
 
-    async def _evict(self, facts: PodFacts, exc: BaseException) -> None:
-        self.log.warning("Delivering episode %s to pod %s failed (%s); evicting it", facts.index, facts.name, exc)
+    async def _evict(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
+        what = "episode" if phase == _AGENT_PHASE else "verifier phase"
+        self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); evicting it",
+                         what, facts.index, facts.name, exc)
         self.emit("Warning", v.EVENT_DELIVERY_FAILED,
-                  f"pod {facts.name} (episode {facts.index}) could not be handed its episode ({exc}); it is "
+                  f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); it is "
                   "evicted and the index runs again")
         try:
             await self.storage.evict_pod(facts.namespace, facts.name)
         except Exception as evict_error:  # noqa: BLE001 - its deadline ends it (NOT_DELIVERED_EXIT: lost)
             self.log.warning("Evicting pod %s failed: %s", facts.name, evict_error)
-        self._done.add(facts.uid)
+        self._done.add((facts.uid, phase))
+
+
+# The two phases a pool's pod is handed, where each goes, and the annotation that records it.
+_AGENT_PHASE, _VERIFIER_PHASE = "agent", "verifier"
+_TARGETS = {_AGENT_PHASE: (naming.AGENT_CONTAINER, naming.CLAIM_MOUNT_PATH),
+            _VERIFIER_PHASE: (naming.VERIFIER_CONTAINER, naming.VERIFIER_CLAIM_MOUNT_PATH)}
+_ANNOTATIONS = {_AGENT_PHASE: naming.ANNOTATION_DELIVERED_AT,
+                _VERIFIER_PHASE: naming.ANNOTATION_VERIFIER_DELIVERED_AT}
+
+
+def _plain(env: tuple[dict, ...] | list) -> tuple[tuple[str, str], ...]:
+    """Plain name/value pairs (a pooled batch has no Secret keys: core.spec refuses them)."""
+    return tuple((e["name"], str(e.get("value", ""))) for e in env if "valueFrom" not in e)

@@ -4,22 +4,40 @@ FIFO, and the `read` child it waits for, would outlive the test run)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 
 import pytest
 
-from rolloutbatch.core import pool_delivery
+from rolloutbatch.core import naming, pool_delivery
 
 _STARTED: list[subprocess.Popen] = []
 
 
 def start_launcher(tmp_path, prepare: list[str] | None = None, **popen) -> subprocess.Popen:
     script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
-    proc = subprocess.Popen(["/bin/sh", "-c", script, "warm", *(prepare or [])], cwd=tmp_path,
-                            start_new_session=True, **popen)
+    return _start(["/bin/sh", "-c", script, "warm", *(prepare or [])], tmp_path, **popen)
+
+
+def _start(argv: list[str], cwd, **popen) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True, **popen)
     _STARTED.append(proc)
     return proc
+
+
+def has_pid_namespaces() -> bool:
+    """Whether `unshare -p` works here: the verifier phases' launchers `kill -KILL -1`, which
+    outside a PID namespace of their own would reach every process of the test's user."""
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode == 0
+
+
+def start_phase_launcher(script: str, tmp_path, message_file) -> subprocess.Popen:
+    """A launcher with a verifier phase (core.pool_delivery), as PID 1 of a PID namespace of its
+    own, as a container's; its termination message written to ``message_file``."""
+    text = script.replace("$$", "$").replace(naming.TERMINATION_MESSAGE_PATH, str(message_file))
+    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", text, "phase"], tmp_path)
 
 
 @pytest.fixture(autouse=True)

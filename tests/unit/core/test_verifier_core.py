@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core import log_tails, manifests, vocabulary as v
+from rolloutbatch.core import launchers, log_tails, manifests, vocabulary as v
 from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import AgentFacts, BatchRef, EpisodeResult, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
@@ -165,7 +165,7 @@ def test_the_verifier_launcher_stops_a_hanging_verifier_at_its_timeout(tmp_path)
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],
                                                          capture_output=True).returncode != 0:
         pytest.skip("needs unshare -p (a PID namespace)")
-    script = manifests._VERIFIER_LAUNCHER.format(group="", timeout=1, timeout_exit=v.VERIFIER_TIMEOUT_EXIT)
+    script = launchers.verifier_launcher("", 1)
     script = script.replace("$$", "$")
 
     def run(*argv):

@@ -48,9 +48,11 @@ def set_status(api: MemoryApi, name: str, status: dict) -> None:
 
 
 def warm(api: MemoryApi, name: str) -> None:
+    """The pod bound and every container of it started, as the kubelet reports a warm pod."""
     api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"spec": {"nodeName": "node-1"}}, "bind")
+    containers = api.get_object("Pod", name, POOL_NS)["spec"]["containers"]
     set_status(api, name, {"phase": "Running", "startTime": "2026-12-03T00:00:00Z", "containerStatuses": [
-        {"name": "episode", "started": True, "state": {"running": {}}}]})
+        {"name": c["name"], "started": True, "state": {"running": {}}} for c in containers]})
 
 
 def run(coro):
@@ -60,8 +62,8 @@ def run(coro):
 # -- the pool's daemon --------------------------------------------------------------------------
 
 
-def filled(api: MemoryApi, size: int) -> PoolReconciler:
-    make_pool(api, size)
+def filled(api: MemoryApi, size: int, **spec) -> PoolReconciler:
+    make_pool(api, size, **spec)
     rec = reconciler(api)
     run(rec.round())
     for name in pod_names(api):

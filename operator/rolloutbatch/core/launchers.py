@@ -1,0 +1,62 @@
+"""The two phases' launchers of an episode with ``spec.verifier`` (docs/design.md §4, "The
+verifier phase"): POSIX sh texts a container runs as its command, ``$$`` escaped (Kubernetes'
+escape for ``$``, so that ``$(...)`` is not read as a variable reference).
+
+A Job's pod runs them as its init container and its container (core.manifests); a warm pool's
+pod runs the same texts after it was handed its episode (core.pool_delivery), its time limit then
+a shell variable of what it was handed. One text per phase, whichever pod runs it.
+
+Pure: text only.
+"""
+
+from __future__ import annotations
+
+from rolloutbatch.core import naming
+from rolloutbatch.core.events import AGENT_EXIT
+from rolloutbatch.core.vocabulary import VERIFIER_TIMEOUT_EXIT
+
+VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' work between the two phases
+
+# The agent's command runs under this launcher: it stops the agent at episodeTimeoutSeconds,
+# then kills every process left in the container (kill -1 spares only the caller), so nothing of
+# the agent runs into the verifier's phase and nothing can write after the record; then it appends
+# the agent's exit code to its own termination message (the last line is therefore the
+# launcher's) and exits 0, so the verifier always starts. The watchdog exits 0 only when it fired
+# (killed, it exits 137): that is the timeout record. The watchdog ignores TERM once it fired and
+# is stopped with TERM, so one that fired always exits 0 (stopped by KILL, one caught between its
+# kill and its exit read as not fired: a timed-out verifier was reported as exit 137 on a busy
+# node). An agent that blocks the record (e.g. a read-only file it chmodded) fails the launcher,
+# and with it its own episode.
+_AGENT = ('{group}"$$@" & agent=$$!; '
+          '(sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+          'wait $$agent; code=$$?; timed_out=false; '
+          'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
+          'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
+          'chmod u+w {path} 2>/dev/null; '
+          "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
+          '"$$code" "$$timed_out" >> {path} || exit 120; exit 0')
+
+# The verifier runs under this launcher. The pod's deadline alone would hand a hanging verifier
+# the agent's unused time too: a watchdog stops the verifier at verifier.timeoutSeconds after it
+# started; then every process left in the container is killed (kill -1 spares the caller, and a
+# container's PID 1 is immune to its own processes' signals), so nothing the agent's code started
+# outlives the verifier; the launcher exits with the verifier's code, or VERIFIER_TIMEOUT_EXIT
+# when the watchdog fired. {remap}: in a pool's pod a verifier's own exit NOT_DELIVERED_EXIT is
+# reported as 1 (that code says the pod never ran its episode).
+_VERIFIER = ('{group}"$$@" & verifier=$$!; '
+             '(sleep {timeout}; trap "" TERM; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
+             'wait $$verifier; code=$$?; {remap}'
+             'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={timeout_exit}; '
+             'kill -KILL -1 2>/dev/null; exit $$code')
+
+
+def agent_launcher(group: str, timeout: int | str) -> str:
+    """The agent phase: ``group`` is shell run first (core.manifests' group setup, or ''),
+    ``timeout`` its seconds (a number, or a shell expansion)."""
+    return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT)
+
+
+def verifier_launcher(group: str, timeout: int | str, not_delivered: int | None = None) -> str:
+    """The verifier phase; with ``not_delivered``, that exit code of the verifier is reported as 1."""
+    remap = f'[ "$$code" -eq {not_delivered} ] && code=1; ' if not_delivered is not None else ""
+    return _VERIFIER.format(group=group, timeout=timeout, remap=remap, timeout_exit=VERIFIER_TIMEOUT_EXIT)

@@ -1,0 +1,281 @@
+"""A pool with a verifier (core.pools, core.pool_delivery, core.verdict): the pod's two containers,
+what each mounts, the Job's failure rules, which batches may claim it, the two phases' launchers
+run by a real /bin/sh (each as PID 1 of a PID namespace, as in a container: they `kill -KILL -1`),
+and how the verdict reads such a pod.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from rolloutbatch.core import naming, pool_delivery, pools
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.events import split_agent_record
+from rolloutbatch.core.model import SpecError
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.verdict import is_infrastructure_failure, never_delivered, pod_facts
+from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+from tests.unit.core.pool_shell import has_pid_namespaces, reap_launchers, start_phase_launcher  # noqa: F401
+
+POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
+SPEC = {"size": 2, "task": {"files": {"episode.py": "print(1)"}}}
+
+
+def _spec(**extra) -> pools.PoolSpec:
+    return pools.parse_pool_spec({**SPEC, **extra})
+
+
+def _mounts(container: dict) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+
+
+# -- the pod ------------------------------------------------------------------------------------
+def test_a_verifier_pool_pod_has_the_agent_and_a_waiting_verifier() -> None:
+    spec = _spec(verifier={"image": "grader:1", "resources": {"requests": {"cpu": "50m"}}, "mountPath": "/grade"})
+    pod = pools.pod_spec(POOL, spec)
+    agent, verifier = pod["containers"]
+    assert (agent["name"], verifier["name"]) == (naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER)
+    assert verifier["image"] == "grader:1" and verifier["resources"] == {"requests": {"cpu": "50m"}}
+    # the agent sees neither the verifier's directory nor its files
+    assert _mounts(agent) == {"task": "/task", "workspace": "/workspace", "claim": naming.CLAIM_MOUNT_PATH}
+    assert _mounts(verifier) == {"task": "/task", "workspace": "/workspace",
+                                 "verifier-claim": naming.VERIFIER_CLAIM_MOUNT_PATH, "verifier": "/grade"}
+    assert verifier["startupProbe"]["exec"]["command"][-1] == f"test -e {naming.VERIFIER_CLAIM_MOUNT_PATH}/warm"
+    assert pools.episode_container(spec) == naming.AGENT_CONTAINER
+    assert pools.episode_container(_spec()) == naming.CONTAINER_NAME
+    # a verifier is part of what a warm pod is made of
+    assert pools.template_digest(POOL, spec) != pools.template_digest(POOL, _spec())
+
+
+def test_without_a_verifier_the_pod_is_as_before() -> None:
+    pod = pools.pod_spec(POOL, _spec())
+    assert [c["name"] for c in pod["containers"]] == [naming.CONTAINER_NAME]
+    assert [vol["name"] for vol in pod["volumes"]] == ["task", "workspace", "claim"]
+
+
+@pytest.mark.parametrize("mount", ["/", "/workspace", "/workspace/v", "/task/v", naming.CLAIM_MOUNT_PATH,
+                                   "/rollout", "relative", "/proc/x"])
+def test_the_verifiers_files_need_a_path_of_their_own(mount: str) -> None:
+    with pytest.raises(SpecError) as err:
+        _spec(verifier={"mountPath": mount})
+    assert err.value.field == "spec.verifier.mountPath"
+
+
+def test_the_job_judges_the_agent_first_then_the_verifier() -> None:
+    rules = pools.failure_rules(_spec(verifier={}))
+    said = [(r["action"], r.get("onExitCodes", {}).get("containerName"), r.get("onExitCodes", {}).get("operator"))
+            for r in rules]
+    assert said == [("Count", None, None), ("Count", "agent", "In"), ("FailIndex", "agent", "NotIn"),
+                    ("Count", "verifier", "In"), ("FailIndex", "verifier", "NotIn")]
+    job = pools.pooled_job(parse_ref(), 4, 2, 1, 600, pools.episode_seconds(60, 30), POOL, _spec(verifier={}))
+    assert job["spec"]["podFailurePolicy"]["rules"] == rules
+    # a cold pod's deadline: its prepare, the agent, the verifier and the slack between them
+    prepare = _spec().prepare_timeout_seconds
+    assert job["spec"]["template"]["spec"]["activeDeadlineSeconds"] == prepare + 60 + 30 + 5 + pools.DELIVERY_SLACK_SECONDS
+
+
+def parse_ref():
+    from rolloutbatch.core.model import BatchRef
+    return BatchRef(namespace="team", name="b", uid="b-1", generation=1)
+
+
+def test_a_pod_is_warm_only_when_both_containers_wait() -> None:
+    pod = pools.warm_pod(POOL, _spec(verifier={}))
+    pod["metadata"]["name"] = "p"
+    running = {"started": True, "state": {"running": {}}}
+    pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "agent", **running},
+                                                               {"name": "verifier", "started": False,
+                                                                "state": {"running": {}}}]}
+    assert not pools.is_warm(pod)
+    pod["status"]["containerStatuses"][1]["started"] = True
+    assert pools.is_warm(pod)
+    pod["status"]["containerStatuses"].pop()
+    assert not pools.is_warm(pod)        # one not reported yet
+
+
+@pytest.mark.parametrize("pool_verifier, batch_mount, said", [
+    (None, None, None),
+    ({}, "/verifier", None),
+    ({"mountPath": "/g"}, "/g", None),
+    ({}, None, "give the batch one"),
+    (None, "/verifier", "needs a pool with spec.verifier"),
+    ({"mountPath": "/g"}, "/verifier", "is not the pool's"),
+])
+def test_which_batches_may_claim_a_pools_pods(pool_verifier, batch_mount, said) -> None:
+    spec = _spec(verifier=pool_verifier) if pool_verifier is not None else _spec()
+    problem = pools.verifier_conflict(spec, batch_mount)
+    assert (problem is None) if said is None else (said in problem)
+
+
+# -- the batch's side -----------------------------------------------------------------------------
+def test_a_pooled_batch_may_have_a_verifier_but_not_its_container() -> None:
+    spec = parse_spec({"episodes": 2, "poolRef": {"name": "swe"}, "verifier": {"files": {"verify.py": "x"}}})
+    assert spec.verifier is not None and spec.verifier.mount_path == "/verifier"
+    for field in ("image", "resources"):
+        with pytest.raises(SpecError) as err:
+            parse_spec({"episodes": 2, "poolRef": {"name": "swe"},
+                        "verifier": {field: "x" if field == "image" else {"limits": {"cpu": "1"}}}})
+        assert err.value.field == f"spec.verifier.{field}"
+
+
+@pytest.mark.parametrize("verifier, field", [
+    ({"env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}, "spec.verifier.env"),
+    ({"files": {"v.py": "a\0b"}}, "spec.verifier.env"),
+    ({"command": ["A=1", "x"]}, "spec.verifier.command"),
+])
+def test_what_cannot_reach_a_pools_verifier_is_refused(verifier: dict, field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec({"episodes": 1, "poolRef": {"name": "swe"}, "verifier": verifier})
+    assert err.value.field == field
+
+
+# -- the two phases, run --------------------------------------------------------------------------
+needs_pid_namespace = pytest.mark.skipif(not has_pid_namespaces(), reason="needs unshare -p (a PID namespace)")
+
+
+def _wait_for(path, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _deliver(claim, script: bytes) -> int:
+    command = pool_delivery.delivery_command(len(script), str(claim))
+    return subprocess.run(command, input=script, timeout=10).returncode
+
+
+def _agent(tmp_path):
+    claim, message = tmp_path / "claim", tmp_path / "agent-message"
+    claim.mkdir()
+    message.write_text("")
+    proc = start_phase_launcher(pool_delivery.launcher(str(claim), 5, verified=True), tmp_path, message)
+    _wait_for(claim / "warm")
+    return proc, claim, message
+
+
+def _episode(command: tuple[str, ...], timeout: int = 10, **extra) -> bytes:
+    return pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, command, timeout_seconds=timeout, **extra))
+
+
+@needs_pid_namespace
+def test_the_agent_phase_records_its_exit_and_ends_well(tmp_path) -> None:
+    proc, claim, message = _agent(tmp_path)
+    assert proc.poll() is None       # warm: waiting for its episode
+    command = ("/bin/sh", "-c", 'printf \'{"event":"ready"}\\n\' > "$0"; sleep 300 & exit 3', str(message))
+    assert _deliver(claim, _episode(command)) == 0
+    assert proc.wait(timeout=20) == 0
+    own, record = split_agent_record(message.read_text())
+    assert record is not None and (record["exit_code"], record["timed_out"]) == (3, False)
+    assert "ready" in own
+
+
+@needs_pid_namespace
+def test_the_agent_phase_is_stopped_at_the_time_it_was_handed(tmp_path) -> None:
+    proc, claim, message = _agent(tmp_path)
+    started = time.monotonic()
+    assert _deliver(claim, _episode(("sleep", "300"), timeout=1)) == 0
+    assert proc.wait(timeout=20) == 0 and time.monotonic() - started < 10
+    assert split_agent_record(message.read_text())[1]["timed_out"] is True
+
+
+def _verifier(tmp_path):
+    claim, files, message = tmp_path / "vclaim", tmp_path / "files", tmp_path / "verifier-message"
+    claim.mkdir()
+    files.mkdir()
+    proc = start_phase_launcher(pool_delivery.verifier_launcher(str(claim)), tmp_path, message)
+    _wait_for(claim / "warm")
+    return proc, claim, files, message
+
+
+def _verification(files, command: tuple[str, ...], timeout: int = 10, verify: str = "") -> bytes:
+    return pool_delivery.episode_script(
+        pool_delivery.Episode("b", 2, 1, command, env=(("GRADE", "strict"),), timeout_seconds=timeout,
+                              files=(("verify.sh", verify),), files_dir=str(files), input_json='{"q":1}'),
+        str(files.parent / "vclaim"))
+
+
+@needs_pid_namespace
+def test_the_verifier_phase_runs_with_its_files_env_and_input(tmp_path) -> None:
+    proc, claim, files, message = _verifier(tmp_path)
+    assert not any(files.iterdir())            # nothing of the verifier is in the pod before its phase
+    verify = ('printf \'{"event":"reward","reward":1,"index":%s,"grade":"%s","input":%s}\\n\' '
+              f'"$EPISODE_INDEX" "$GRADE" "$(cat "$EPISODE_INPUT")" > {message}')
+    assert _deliver(claim, _verification(files, ("/bin/sh", str(files / "verify.sh")), verify=verify)) == 0
+    assert proc.wait(timeout=20) == 0
+    assert json.loads(message.read_text()) == {"event": "reward", "reward": 1, "index": 2, "grade": "strict",
+                                               "input": {"q": 1}}
+    assert (files / "verify.sh").read_text() == verify
+
+
+@needs_pid_namespace
+@pytest.mark.parametrize("exit_code, reported", [(0, 0), (3, 3), (NOT_DELIVERED_EXIT, 1)])
+def test_the_verifiers_exit_code_is_its_own_but_never_not_delivered(tmp_path, exit_code, reported) -> None:
+    proc, claim, files, _ = _verifier(tmp_path)
+    _deliver(claim, _verification(files, ("/bin/sh", "-c", f"exit {exit_code}")))
+    assert proc.wait(timeout=20) == reported
+
+
+@needs_pid_namespace
+def test_a_hanging_verifier_is_stopped_at_its_timeout(tmp_path) -> None:
+    proc, claim, files, _ = _verifier(tmp_path)
+    started = time.monotonic()
+    _deliver(claim, _verification(files, ("/bin/sh", "-c", "setsid sleep 300 & sleep 300"), timeout=1))
+    assert proc.wait(timeout=20) == v.VERIFIER_TIMEOUT_EXIT and time.monotonic() - started < 10
+
+
+@needs_pid_namespace
+def test_a_verifier_told_its_agent_never_ran_grades_nothing(tmp_path) -> None:
+    proc, claim, _, message = _verifier(tmp_path)
+    _deliver(claim, pool_delivery.ABORT_SCRIPT)
+    assert proc.wait(timeout=20) == NOT_DELIVERED_EXIT
+    assert not message.exists()
+
+
+@needs_pid_namespace
+def test_a_verifier_ended_while_it_waits_says_not_delivered(tmp_path) -> None:
+    import signal
+    proc, _, _, _ = _verifier(tmp_path)
+    subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], check=False)   # the namespace's PID 1
+    assert proc.wait(timeout=20) == NOT_DELIVERED_EXIT or proc.returncode == -signal.SIGTERM
+
+
+# -- the verdict's reading ---------------------------------------------------------------------
+def _pod(agent: dict, verifier: dict, phase: str = "Running") -> dict:
+    return {"metadata": {"name": "p", "uid": "u", "annotations": {naming.POOLED_ANNOTATION: "true",
+                                                                  v.COMPLETION_INDEX_KEY: "0"}},
+            "status": {"phase": phase, "containerStatuses": [{"name": "agent", **agent},
+                                                             {"name": "verifier", **verifier}]}}
+
+
+def _ended(code: int, message: str = "") -> dict:
+    return {"started": False, "state": {"terminated": {"exitCode": code, "message": message,
+                                                       "startedAt": "2026-12-03T00:00:00Z",
+                                                       "finishedAt": "2026-12-03T00:00:05Z"}}}
+
+
+WAITING = {"started": True, "state": {"running": {"startedAt": "2026-12-03T00:00:00Z"}}}
+
+
+def test_the_agent_of_a_pools_pod_is_read_from_its_container() -> None:
+    facts = pod_facts(_pod(_ended(0, '{"event":"agent_exit","exit_code":0,"timed_out":false}'), WAITING))
+    assert facts.agent is not None and facts.agent.state == "terminated" and facts.agent.exit_code == 0
+    assert facts.verifier_started and not facts.container_started
+    assert pod_facts(_pod(WAITING, WAITING)).container_started
+
+
+@pytest.mark.parametrize("agent, verifier, lost", [
+    (NOT_DELIVERED_EXIT, NOT_DELIVERED_EXIT, True),    # the agent never got its episode
+    (0, NOT_DELIVERED_EXIT, True),                     # the verifier never got its phase
+    (120, NOT_DELIVERED_EXIT, False),                  # the agent's launcher failed: the episode's own
+    (0, 1, False),
+    (0, 0, False),
+])
+def test_a_pod_that_never_ran_its_episode_is_told_from_one_that_did(agent, verifier, lost) -> None:
+    facts = pod_facts(_pod(_ended(agent), _ended(verifier), phase="Failed"))
+    assert never_delivered(facts) is lost
+    assert is_infrastructure_failure(facts) is lost

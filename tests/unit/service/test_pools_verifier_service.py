@@ -1,0 +1,135 @@
+"""A pooled batch with a verifier, on the API in memory (service.pool_claims): which pool it may
+claim, and the two deliveries: the agent's episode to the ``agent`` container, then, once that
+container ended, the verifier's phase (its files, env, time) to the ``verifier`` container; a
+verifier whose agent never ran is told to grade nothing."""
+from __future__ import annotations
+
+import pytest
+
+from rolloutbatch.core import naming, pools
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled
+from rolloutbatch.core.scope import CLUSTERWIDE
+from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.kube.pod_exec import ExecResult
+from rolloutbatch.kube.pool_storage import PoolStorage
+from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import pool_claims
+from tests.support.memory_api import MemoryApi
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, delivery, drain, filled, live, run,
+                                            set_status)
+
+VERIFIER = {"files": {"verify.py": "print('grade')"}, "timeoutSeconds": 30, "env": [{"name": "GRADE", "value": "1"}]}
+
+
+@pytest.fixture
+def api() -> MemoryApi:
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return api
+
+
+@pytest.mark.parametrize("pool_verifier, batch_verifier, said", [
+    ({}, None, "give the batch one"),
+    (None, VERIFIER, "needs a pool with spec.verifier"),
+    ({"mountPath": "/grade"}, VERIFIER, "is not the pool's"),
+])
+def test_a_batch_and_a_pool_that_disagree_on_the_verifier_stall_before_any_claim(api, pool_verifier, batch_verifier,
+                                                                                  said):
+    filled(api, 2, **({"verifier": pool_verifier} if pool_verifier is not None else {}))
+    spec = batch_spec(**({"verifier": batch_verifier} if batch_verifier else {}))
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_POOL_CONFLICT and said in err.value.message
+    assert all(p["metadata"]["labels"].get(naming.LABEL_EPISODE_ROLE) == naming.ROLE_WARM
+               for p in api.list_objects("Pod", POOL_NS))          # nothing claimed
+
+
+def _claimed(api: MemoryApi, episodes: int = 1):
+    filled(api, episodes, verifier={})
+    spec = batch_spec(episodes=episodes, parallelism=episodes, episodeTimeoutSeconds=60, verifier=VERIFIER)
+    claimed = run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None,
+                                        lambda pods: None, CLUSTERWIDE))
+    assert claimed["metadata"]["namespace"] == POOL_NS
+    pods = api.list_objects("Pod", POOL_NS)
+    # the claim's deadline leaves room for both phases
+    assert all(p["spec"]["activeDeadlineSeconds"] >= 60 + 30 + 5 for p in pods)
+    return spec, pods
+
+
+def _agent_ended(api: MemoryApi, name: str, code: int) -> None:
+    set_status(api, name, {"phase": "Running", "startTime": "2026-12-03T00:00:00Z", "containerStatuses": [
+        {"name": "agent", "started": False, "state": {"terminated": {"exitCode": code, "message": ""}}},
+        {"name": "verifier", "started": True, "state": {"running": {}}}]})
+
+
+def _round(api: MemoryApi, d: pool_claims.EpisodeDelivery) -> None:
+    async def go() -> None:
+        tracker = BatchTracker(1, 0, pooled=True)
+        for pod in api.list_objects("Pod", POOL_NS):
+            tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)   # what the watch would have shown
+        d.round(tracker)
+        await drain(d)
+    run(go())
+
+
+def test_the_agent_then_the_verifier_are_handed_their_phases_once_each(api):
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    handed: list[tuple[str | None, bytes]] = []
+    api.set_exec(POOL_NS, name, lambda command, stdin: (handed.append((command[2], stdin)),
+                                                        ExecResult(0, b"", b"", {}))[1])
+    d = delivery(api, spec, [], [])
+    _round(api, d)
+    assert [e[2] for e in api.execs] == [naming.AGENT_CONTAINER]
+    agent_script = handed[0][1].decode()
+    assert "ROLLOUTBATCH_TIMEOUT=60" in agent_script and "verify.py" not in agent_script   # nothing of the verifier
+    assert naming.CLAIM_MOUNT_PATH in handed[0][0]
+    _round(api, d)                    # the agent still runs: nothing more
+    assert len(api.execs) == 1
+    _agent_ended(api, name, 0)
+    _round(api, d)
+    _round(api, d)                    # handed once
+    assert [e[2] for e in api.execs] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
+    verifier_script = handed[1][1].decode()
+    assert naming.VERIFIER_CLAIM_MOUNT_PATH in handed[1][0]
+    assert "ROLLOUTBATCH_TIMEOUT=30" in verifier_script and "/verifier/verify.py" in verifier_script
+    assert " GRADE=1 " in verifier_script and verifier_script.rstrip().endswith("ROLLOUTBATCH_EPISODE=ready")
+    annotations = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"]
+    assert float(annotations[naming.ANNOTATION_DELIVERED_AT]) > 0
+    assert float(annotations[naming.ANNOTATION_VERIFIER_DELIVERED_AT]) > 0
+
+
+@pytest.mark.parametrize("agent_exit", [v.NOT_DELIVERED_EXIT, 120])
+def test_a_verifier_whose_agent_did_not_end_well_is_told_to_grade_nothing(api, agent_exit):
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    d = delivery(api, spec, [], [])
+    _agent_ended(api, name, agent_exit)
+    _round(api, d)
+    to_verifier = [e for e in api.execs if e[2] == naming.VERIFIER_CONTAINER]
+    assert [e[4] for e in to_verifier] == [f"exit {v.NOT_DELIVERED_EXIT}\n".encode()]
+
+
+def test_a_verifier_phase_that_cannot_be_handed_over_evicts_the_pod(api):
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(1 if "verifier-claim" in command[2] else 0,
+                                                                  b"", b"full", {}))
+    events: list = []
+    d = delivery(api, spec, events, [])
+    _agent_ended(api, name, 0)
+    _round(api, d)
+    assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED] and "verifier phase" in events[0][2]
+    assert api.get_object("Pod", name, POOL_NS) is None
+
+
+def test_the_pool_refills_with_pods_that_have_both_containers(api):
+    rec = filled(api, 1, verifier={"image": "grader:1"})
+    assert pools.parse_pool_spec(live(api)["spec"]).verifier is not None
+    pod = api.list_objects("Pod", POOL_NS)[0]
+    assert [c["name"] for c in pod["spec"]["containers"]] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
+    assert rec is not None
