@@ -254,3 +254,19 @@ def test_the_async_submit_takes_a_pool_too(api):
         return await client.submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS), pool="warm")
     handle = asyncio.run(main())
     assert api.get_object("RolloutBatch", handle.name, NS)["spec"]["poolRef"] == {"name": "warm"}
+
+
+def test_a_pooled_batch_keeps_its_verifier_but_not_its_container():
+    verifier = {"files": {"verify.py": "x"}, "image": "grader:1", "resources": {"limits": {"cpu": "1"}},
+                "timeoutSeconds": 30}
+    cold = sdk.build_batch("step", TASK, episodes=2, verifier=verifier)
+    pooled = sdk.with_pool(cold, "warm")["spec"]["verifier"]
+    assert pooled == {"files": {"verify.py": "x"}, "timeoutSeconds": 30}
+    assert parse_spec(sdk.with_pool(cold, "warm")["spec"]).verifier is not None
+
+
+def test_build_pool_with_a_verifier():
+    pool = sdk.build_pool("graded", 2, task_files=FILES, verifier={"image": "grader:1"})
+    assert pool["spec"]["verifier"] == {"image": "grader:1"}
+    with pytest.raises(ValueError, match="spec.verifier.mountPath"):
+        sdk.build_pool("graded", 2, task_files=FILES, verifier={"mountPath": "/workspace"})

@@ -70,6 +70,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--task-mount-path", metavar="PATH", help="where the task files appear (default /task)")
     p.add_argument("--network", choices=list(v.NETWORK_MODES), help=f"the pods' network (default {v.NETWORK_MODES[0]})")
     p.add_argument("--runtime-class", metavar="NAME", help="RuntimeClass of the pods (e.g. gvisor)")
+    p.add_argument("--verifier", action="store_true",
+                   help="a verifier container in every pod, for batches with spec.verifier")
+    p.add_argument("--verifier-image", metavar="IMAGE", help="its image (implies --verifier; default --image)")
     p.add_argument("--dry-run", action="store_true", help="have the API check the pool completely, store nothing")
     p.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the created object")
     p.set_defaults(func=create)
@@ -124,6 +127,8 @@ def create(args: argparse.Namespace) -> int:
             options["prepare"] = shlex.split(args.prepare)
         except ValueError as exc:
             raise CLIError(f"--prepare: {exc}") from None
+    if args.verifier or args.verifier_image:
+        options["verifier"] = {"image": args.verifier_image} if args.verifier_image else {}
     files = _task_files(args.task_files)
     client = make_client(args)
     try:

@@ -28,7 +28,7 @@ from rolloutbatch.core.k8s_rules import is_dns_subdomain
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
 from rolloutbatch.core.pools import parse_pool_spec
-from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, SPEC_FIELDS,
+from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS,
                                     check_batch_name, parse_spec)
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -146,6 +146,8 @@ def _pooled(spec: Mapping, pool: str) -> dict:
     """``spec`` run on the warm pool ``pool``: spec.poolRef set, the pool's own fields left out."""
     _check_pool_name(pool)
     out = {k: copy.deepcopy(val) for k, val in spec.items() if k not in POOL_OWNED_BATCH_FIELDS}
+    if isinstance(out.get("verifier"), dict):   # its container is the pool's too
+        out["verifier"] = {k: val for k, val in out["verifier"].items() if k not in POOL_VERIFIER_EXCLUSIVE}
     out["poolRef"] = {"name": pool}
     return out
 
@@ -153,9 +155,10 @@ def _pooled(spec: Mapping, pool: str) -> dict:
 def with_pool(batch: Mapping, pool: str) -> dict:
     """A copy of ``batch`` that runs on the RolloutPool ``pool`` of its namespace: ``spec.poolRef``
     set, and the fields that are the pool's (``POOL_OWNED_BATCH_FIELDS``: image, runtimeClassName,
-    resources, task, workspace, isolation, podTemplate) left out, whatever the batch said: the
-    pool's pods are already made of its own. What a pooled batch may not have at all (a verifier,
-    inputImages, Secret env values, ...) is kept, for the API to refuse with its reason."""
+    resources, task, workspace, isolation, podTemplate, and the verifier's image and resources)
+    left out, whatever the batch said: the pool's pods are already made of its own. What a pooled
+    batch may not have at all (inputImages, Secret env values, ...) is kept, for the API to refuse
+    with its reason."""
     body = copy.deepcopy(dict(batch))
     body["spec"] = _pooled(body.get("spec") or {}, pool)
     return body
@@ -244,13 +247,14 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
                runtime_class_name: str | None = None, task_mount_path: str | None = None,
                prepare: Sequence[str] | None = None, prepare_timeout_seconds: int | None = None,
                network: str | None = None, workspace: Mapping | None = None,
-               pod_template: Mapping | None = None) -> dict:
+               pod_template: Mapping | None = None, verifier: Mapping | None = None) -> dict:
     """A RolloutPool object (plain dict) ready for :meth:`Client.create_pool` or ``kubectl create``:
     ``size`` warm pods of ``image`` with ``task_files`` at ``task_mount_path`` (default /task),
     each made warm by running ``prepare`` (a command list, run without a shell) in its workspace.
 
     ``env`` is plain values only (a mapping, or name/value entries): a pool's pods wait before any
-    batch claims them, so no Secret is read for them. Left out, a field takes the CRD's default
+    batch claims them, so no Secret is read for them. ``verifier`` (``{}``, or its ``image``,
+    ``resources``, ``mountPath``) gives every pod a verifier container, for batches with a verifier. Left out, a field takes the CRD's default
     (``core.defaults``: max_size 100, the batch's image, resources and workspace, network DenyAll).
     Raises ``ValueError`` (a ``SpecError``) for what the operator would refuse, read by its own
     ``core.pools.parse_pool_spec``; the API's schema checks the rest when the pool is created.
@@ -282,6 +286,8 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
         spec["network"] = network
     if pod_template is not None:
         spec["podTemplate"] = copy.deepcopy(dict(pod_template))
+    if verifier is not None:
+        spec["verifier"] = copy.deepcopy(dict(verifier))
     parse_pool_spec(spec)
     metadata: dict[str, Any] = {"name": name}
     if namespace:

@@ -203,7 +203,7 @@ class Client:
         """Create a RolloutPool of ``size`` warm pods with ``task_files``; the object. ``options``
         are :func:`~rolloutbatch.sdk.build.build_pool`'s (image, max_size, env, resources,
         runtime_class_name, task_mount_path, prepare, prepare_timeout_seconds, network,
-        workspace, pod_template). ValueError before any call for what the operator would
+        workspace, pod_template, verifier). ValueError before any call for what the operator would
         refuse; InvalidPool when the API refuses it."""
         pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace, **options)
         return self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))

@@ -146,3 +146,12 @@ def test_the_pool_table_like_kubectl():
     wide = render.table([pool], wide=True, all_namespaces=True, now=NOW, columns=render.POOL_COLUMNS).splitlines()
     assert wide[0].split() == ["NAMESPACE", "NAME", "SIZE", "READY", "STARTING", "CLAIMED", "AGE", "SANDBOX", "MESSAGE"]
     assert wide[1].split()[-3:] == ["rp-0123456789", "3/4", "warm"]
+
+
+def test_a_pool_with_a_verifier_container(capsys, api, task_files):
+    code, _, err = run(capsys, "pool", "create", "graded", "--size", "1", *task_files, "--verifier")
+    assert (code, err) == (0, "")
+    assert api.get_object(POOL_KIND, "graded", NS)["spec"]["verifier"] == {}
+    code, _, err = run(capsys, "pool", "create", "graded2", "--size", "1", *task_files, "--verifier-image", "grader:1")
+    assert (code, err) == (0, "")
+    assert api.get_object(POOL_KIND, "graded2", NS)["spec"]["verifier"] == {"image": "grader:1"}
