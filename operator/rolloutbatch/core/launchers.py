@@ -25,13 +25,17 @@ VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' w
 # (killed, it exits 137): that is the timeout record. The watchdog ignores TERM once it fired and
 # is stopped with TERM, so one that fired always exits 0 (stopped by KILL, one caught between its
 # kill and its exit read as not fired: a timed-out verifier was reported as exit 137 on a busy
-# node). An agent that blocks the record (e.g. a read-only file it chmodded) fails the launcher,
-# and with it its own episode.
-_AGENT = ('{group}"$$@" & agent=$$!; '
+# node). The watchdog runs as the agent's user, so the agent can kill it: the phase's own clock
+# (PID 1's, before and after, when the image has `date`) then still says it ran past its time. An
+# agent that blocks the record (e.g. a read-only file it chmodded) fails the launcher, and with it
+# its own episode.
+_AGENT = ('{group}began=$$(date +%s 2>/dev/null); "$$@" & agent=$$!; '
           '(sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
           'wait $$agent; code=$$?; timed_out=false; '
           'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
           'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
+          'ended=$$(date +%s 2>/dev/null); '
+          '[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began))" -gt {timeout} ] && timed_out=true; '
           'chmod u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
           '"$$code" "$$timed_out" >> {path} || exit 120; exit 0')

@@ -55,7 +55,9 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
         if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp"):
             continue
         name = meta.get("name", "")
-        if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
+        # A container that ended makes a warm pod dead even while another still runs (a pool
+        # with a verifier: its pod stays Running with restartPolicy Never).
+        if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED) or _exit_code(pod) is not None:
             dead.append(name)
             if _exit_code(pod) == NOT_DELIVERED_EXIT:
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
@@ -76,11 +78,10 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
 
 
 def _exit_code(pod: Mapping) -> int | None:
-    for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (c.get("state") or {}).get("terminated") or {}
-        if "exitCode" in terminated:
-            return terminated["exitCode"]
-    return None
+    """The exit code of a container that ended (NOT_DELIVERED_EXIT first: a failed prepare)."""
+    codes = [terminated["exitCode"] for c in (pod.get("status") or {}).get("containerStatuses") or []
+             if isinstance(c, Mapping) and "exitCode" in (terminated := (c.get("state") or {}).get("terminated") or {})]
+    return NOT_DELIVERED_EXIT if NOT_DELIVERED_EXIT in codes else (codes[0] if codes else None)
 
 
 def pods_to_create(spec: PoolSpec, found: PoolCensus) -> int:

@@ -89,6 +89,10 @@ class Episode:
     timeout_seconds: int | None = None              # the phase's launcher's limit (with a verifier)
     files: tuple[tuple[str, str], ...] = ()         # the verifier's files: name, content
     files_dir: str | None = None                    # where they are written (the verifier's own emptyDir)
+    # what a failed write of the input or files exits: before the agent ran, the pod never got its
+    # episode; in the verifier's phase the attempt was made, and a verifier that cannot start is
+    # the episode's failure, as in a Job's pod (exit 1: VerifierFailed)
+    write_failed_exit: int = NOT_DELIVERED_EXIT
 
 
 def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
@@ -104,11 +108,11 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     lines = []
     if episode.input_json is not None:
         path = f"{claim_dir}/input.json"
-        lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {NOT_DELIVERED_EXIT}")
+        lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {episode.write_failed_exit}")
         values.append(("EPISODE_INPUT", path))
     for name, content in episode.files:
         target = shlex.quote(f"{episode.files_dir}/{name}")
-        lines.append(f"printf '%s' {shlex.quote(content)} > {target} || exit {NOT_DELIVERED_EXIT}")
+        lines.append(f"printf '%s' {shlex.quote(content)} > {target} || exit {episode.write_failed_exit}")
     if episode.timeout_seconds is not None:
         lines.append(f"{TIMEOUT_VARIABLE}={int(episode.timeout_seconds)}")
     values += list(episode.env)

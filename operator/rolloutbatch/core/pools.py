@@ -305,8 +305,11 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     }
     if spec.verifier is not None:
         ver = spec.verifier
-        volumes += [{"name": "verifier-claim", "emptyDir": {"sizeLimit": CLAIM_DIR_LIMIT}},
-                    {"name": "verifier", "emptyDir": {"sizeLimit": VERIFIER_FILES_LIMIT}}]
+        # In memory: the agent's code can fill the node's disk through its workspace before its
+        # phase ends, and the verifier's phase must still arrive whole (a write refused there
+        # would read as a pod that never got its episode: a re-rolled attempt).
+        volumes += [{"name": "verifier-claim", "emptyDir": {"medium": "Memory", "sizeLimit": CLAIM_DIR_LIMIT}},
+                    {"name": "verifier", "emptyDir": {"medium": "Memory", "sizeLimit": VERIFIER_FILES_LIMIT}}]
         body["containers"].append({
             "name": naming.VERIFIER_CONTAINER, "image": ver.image, "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", verifier_launcher(naming.VERIFIER_CLAIM_MOUNT_PATH), "rolloutbatch-verifier"],
@@ -408,8 +411,8 @@ def verifier_conflict(spec: PoolSpec, batch_mount_path: str | None) -> str | Non
     if batch_mount_path is not None and spec.verifier is None:
         return "its pods have no verifier container: a batch with spec.verifier needs a pool with spec.verifier"
     if spec.verifier is not None and batch_mount_path != spec.verifier.mount_path:
-        return (f"spec.verifier.mountPath {batch_mount_path!r} is not the pool's ({spec.verifier.mount_path!r}): "
-                "leave it out or make it the same")
+        return (f"spec.verifier.mountPath {batch_mount_path!r} (its default is {d.VERIFIER_MOUNT_PATH}) is not the "
+                f"pool's ({spec.verifier.mount_path!r}): set the batch's to the pool's")
     return None
 
 
@@ -447,8 +450,12 @@ def is_warm(pod: Mapping) -> bool:
         and all(c.get("started") is True and "running" in (c.get("state") or {}) for c in statuses)
 
 
-def claim_order(pods: Sequence[Mapping]) -> list[Mapping]:
-    """Warm pods, oldest first (they have waited longest; a pool drains evenly across nodes)."""
-    warm = [p for p in pods if is_warm(p)]
+def claim_order(pods: Sequence[Mapping], template: str | None = None) -> list[Mapping]:
+    """Warm pods, oldest first (they have waited longest; a pool drains evenly across nodes). With
+    ``template`` (template_digest), only pods made of it: a stale pod waits for the pool's next
+    round to replace it, and a batch never gets a pod of a spec its pool no longer has (one
+    without the verifier container the batch was checked against)."""
+    warm = [p for p in pods if is_warm(p) and (template is None or (
+        (p.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_ANNOTATION) == template)]
     return sorted(warm, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
                                        (p.get("metadata") or {}).get("name") or ""))

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from rolloutbatch.core import defaults as d
-from rolloutbatch.core import naming, pool_delivery, pools
+from rolloutbatch.core import launchers, naming, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
@@ -67,7 +67,8 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
     and those the batch claimed already), and the message that says where it stands."""
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
     namespace = naming.pool_namespace(pool.namespace, pool.name)
-    warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool))))
+    warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)),
+                                 pools.template_digest(pool, pool_spec)))
     mine = len(await pool_storage.list_pods(namespace, naming.label_selector(ref)))
     wanted = min(spec.parallelism, spec.episodes)
     message = (f"waiting for RolloutPool {pool.name}: {warm + mine} of the {wanted} warm pods this batch starts "
@@ -78,7 +79,7 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
 
 
 async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pools.PoolRef,
-                episode_seconds: int) -> tuple[int, int, list[dict]]:
+                episode_seconds: int, template: str | None = None) -> tuple[int, int, list[dict]]:
     """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted,
     claimed): pods of the batch (claimed now or before), the indexes that wanted one, and the pods
     claimed by this call as the API returned them."""
@@ -87,7 +88,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     taken = {int(i) for p in mine
              if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()}
     wanted = [i for i in range(min(spec.parallelism, spec.episodes)) if i not in taken]
-    warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)))
+    warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
     now = time.time()
     # hits: the batch's claimed pods (an earlier run's too), not the cold pods its Job made since
     hits = sum(1 for p in mine if naming.ANNOTATION_CLAIMED_AT in ((p.get("metadata") or {}).get("annotations") or {}))
@@ -114,7 +115,8 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
     episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
                                             spec.verifier.timeout_seconds if spec.verifier else None)
-    hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds)
+    hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds,
+                                      pools.template_digest(pool, pool_spec))
     crash_point("pool:claimed")
     claimed(fresh)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
@@ -202,7 +204,7 @@ class EpisodeDelivery:
                                      command=(*ver.command, *ver.args), env=_plain(ver.env),
                                      input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
                                      timeout_seconds=ver.timeout_seconds, files=tuple(sorted(ver.files.items())),
-                                     files_dir=ver.mount_path)
+                                     files_dir=ver.mount_path, write_failed_exit=1)
 
     async def _task_mount_path(self) -> str:
         """The pool's task path (read once; a pool gone meanwhile leaves the default)."""
@@ -219,6 +221,9 @@ class EpisodeDelivery:
         key = (facts.uid, phase)
         try:
             try:
+                late = self._too_late(facts, phase, time.time())
+                if late:
+                    raise RuntimeError(late)
                 await self._exec(facts, phase)
             except asyncio.CancelledError:
                 raise
@@ -234,6 +239,25 @@ class EpisodeDelivery:
             await self._annotate(facts, _ANNOTATIONS[phase], now)
         finally:
             self._in_flight.discard(key)
+
+    def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
+        """Why the phase can no longer have its whole time before the pod's deadline (set at the
+        claim), or None. Handed over late (the operator restarted, its execs queued), the phase
+        would be cut short by the kubelet and read as the episode's own failure; the pod is
+        evicted instead: an infrastructure retry of the index."""
+        if facts.own_deadline_at is None:
+            return None
+        spec = self.spec
+        if phase == _AGENT_PHASE:
+            need = pools.episode_seconds(spec.episode_timeout_seconds,
+                                         spec.verifier.timeout_seconds if spec.verifier else None)
+        else:
+            assert spec.verifier is not None
+            need = spec.verifier.timeout_seconds + launchers.VERIFIER_SLACK_SECONDS
+        left = facts.own_deadline_at - now
+        if left >= need:
+            return None
+        return f"too late to hand over its {phase} phase: {max(0, int(left))} s left before the pod's deadline, {need} s needed"
 
     async def _script(self, facts: PodFacts, phase: str) -> bytes:
         assert facts.index is not None

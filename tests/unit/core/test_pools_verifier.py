@@ -279,3 +279,91 @@ def test_a_pod_that_never_ran_its_episode_is_told_from_one_that_did(agent, verif
     facts = pod_facts(_pod(_ended(agent), _ended(verifier), phase="Failed"))
     assert never_delivered(facts) is lost
     assert is_infrastructure_failure(facts) is lost
+
+
+# -- from an attack review: each failed before its fix ---------------------------------------------
+HOSTILE = ["", "-n", "%s%d\\n\\c", "'; touch /tmp/pwned_rb; '", "$(touch /tmp/pwned_rb)`id`", "a\nb\r\n\n",
+           "\\0\\x41 é ☃ \t", "'" * 5000, "-e\n", "ROLLOUTBATCH_EPISODE=ready\nexit 0"]
+
+
+@needs_pid_namespace
+def test_hostile_files_and_env_reach_the_verifier_verbatim(tmp_path) -> None:
+    import os
+    proc, claim, files, message = _verifier(tmp_path)
+    names = ["-n", "--", ".x", "a..b", "_", "A-B.c"]
+    file_items = tuple((n, HOSTILE[i % len(HOSTILE)] + n) for i, n in enumerate(names))
+    env = tuple((f"V{i}", s) for i, s in enumerate(HOSTILE)) + (("A-B.c", "x=y"),)
+    dump = ("/usr/bin/env", "python3", "-c",
+            "import json,os,sys;json.dump(dict(os.environ), open(sys.argv[1],'w'))", str(message))
+    script = pool_delivery.episode_script(pool_delivery.Episode(
+        "b", 0, 1, dump, env=env, timeout_seconds=10, files=file_items, files_dir=str(files),
+        input_json=json.dumps({"q": HOSTILE})), str(claim))
+    assert _deliver(claim, script) == 0
+    assert proc.wait(timeout=20) == 0
+    got = json.loads(message.read_text())
+    assert all(got[name] == value for name, value in env)
+    assert all((files / name).read_bytes().decode() == content for name, content in file_items)
+    assert json.loads((claim / "input.json").read_text()) == {"q": HOSTILE}
+    assert not os.path.exists("/tmp/pwned_rb")
+
+
+@needs_pid_namespace
+def test_an_agent_that_kills_its_watchdog_is_still_recorded_as_timed_out(tmp_path) -> None:
+    proc, claim, message = _agent(tmp_path)
+    kill_watchdog = ('for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
+                     'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
+                     'sleep 5; exit 0')   # the watchdog's subshell (the sleep's parent) and its sleep
+    assert _deliver(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2)) == 0
+    assert proc.wait(timeout=30) == 0
+    record = split_agent_record(message.read_text())[1]
+    assert record is not None and record["timed_out"] is True, record
+
+
+@needs_pid_namespace
+def test_a_verifier_phase_whose_files_cannot_be_written_is_the_verifiers_failure(tmp_path) -> None:
+    """The agent's code can fill the disk before its phase ends: the verifier's files then fail to
+    arrive, and that must read as a failed verifier (exit 1), never as a pod that never got its
+    episode (121: a re-rolled attempt). Its directories are in memory too (test above)."""
+    proc, claim, files, _ = _verifier(tmp_path)
+    script = pool_delivery.episode_script(pool_delivery.Episode(
+        "b", 0, 1, ("true",), timeout_seconds=5, files=(("verify.py", "x"),), files_dir=str(files / "gone"),
+        write_failed_exit=1), str(claim))
+    assert _deliver(claim, script) == 0
+    assert proc.wait(timeout=20) == 1
+
+
+def test_the_verifiers_directories_are_in_memory() -> None:
+    volumes = {vol["name"]: vol for vol in pools.pod_spec(POOL, _spec(verifier={}))["volumes"]}
+    assert volumes["verifier"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["verifier-claim"]["emptyDir"]["medium"] == "Memory"
+
+
+def _census_pod(agent: dict, verifier: dict) -> dict:
+    spec = _spec(verifier={})
+    pod = pools.warm_pod(POOL, spec)
+    pod["metadata"]["name"] = "p"
+    pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "agent", **agent},
+                                                               {"name": "verifier", **verifier}]}
+    return pod
+
+
+@pytest.mark.parametrize("agent_exit, verifier_exit, stuck", [(NOT_DELIVERED_EXIT, None, True), (None, 1, False)])
+def test_a_warm_pod_with_one_container_ended_is_dead_not_starting(agent_exit, verifier_exit, stuck) -> None:
+    from rolloutbatch.core import pool_census
+    ended = {"started": False, "state": {"terminated": {"exitCode": agent_exit or verifier_exit}}}
+    pod = _census_pod(ended if agent_exit else WAITING, ended if verifier_exit else WAITING)
+    spec = _spec(verifier={})
+    found = pool_census.census([pod], pools.template_digest(POOL, spec))
+    assert found.starting == () and found.dead == ("p",)
+    assert [s[1] for s in found.stuck] == ([v.PoolReason.PREPARE_FAILED] if stuck else [])
+
+
+def test_only_pods_of_the_pools_template_are_claimed() -> None:
+    spec = _spec(verifier={})
+    old, new = pools.warm_pod(POOL, _spec()), pools.warm_pod(POOL, spec)
+    for name, pod in (("old", old), ("new", new)):
+        pod["metadata"].update(name=name, creationTimestamp="2026-12-03T00:00:0" + str(int(name == "new")) + "Z")
+        pod["status"] = {"phase": "Running", "containerStatuses": [
+            {"name": c["name"], "started": True, "state": {"running": {}}} for c in pod["spec"]["containers"]]}
+    assert [p["metadata"]["name"] for p in pools.claim_order([old, new])] == ["old", "new"]
+    assert [p["metadata"]["name"] for p in pools.claim_order([old, new], pools.template_digest(POOL, spec))] == ["new"]

@@ -72,7 +72,9 @@ def filled(api: MemoryApi, size: int, **spec) -> PoolReconciler:
 
 
 def batch_spec(**extra):
-    return parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm"}, **extra})
+    """A pooled batch's spec; its episode's time is the 60 s the tests claim with."""
+    return parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60,
+                       **extra})
 
 
 def claimed_indexes(api: MemoryApi) -> dict[str, str]:

@@ -258,7 +258,7 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
     run(rec.round())
     for name in pod_names(api):
         warm(api, name)
-    spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}})
+    spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
     assert spec.command == ()
     _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
     seen: list[bytes] = []

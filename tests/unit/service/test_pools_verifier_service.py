@@ -4,8 +4,11 @@ container ended, the verifier's phase (its files, env, time) to the ``verifier``
 verifier whose agent never ran is told to grade nothing."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from rolloutbatch import GROUP, VERSION
 from rolloutbatch.core import naming, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
@@ -133,3 +136,33 @@ def test_the_pool_refills_with_pods_that_have_both_containers(api):
     pod = api.list_objects("Pod", POOL_NS)[0]
     assert [c["name"] for c in pod["spec"]["containers"]] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
     assert rec is not None
+
+
+def test_a_phase_handed_over_too_late_for_its_time_evicts_the_pod(api):
+    """Late (an operator restart, queued execs), a phase would be cut short by the pod's deadline
+    and read as the episode's failure: the pod is evicted instead (an infrastructure retry)."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    # the pod's deadline leaves the verifier 10 s of its 30
+    deadline = pods[0]["spec"]["activeDeadlineSeconds"]
+    start = time.time() - deadline + 10
+    set_status(api, name, {"phase": "Running", "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
+                           "containerStatuses": [
+                               {"name": "agent", "started": False, "state": {"terminated": {"exitCode": 0}}},
+                               {"name": "verifier", "started": True, "state": {"running": {}}}]})
+    events: list = []
+    d = delivery(api, spec, events, [])
+    _round(api, d)
+    assert not api.execs and [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
+    assert "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
+
+
+def test_a_verified_batch_never_claims_a_pod_made_before_its_pool_had_a_verifier(api):
+    filled(api, 2)
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"verifier": {}}}, "edit")
+    spec = batch_spec(episodes=2, parallelism=2, verifier=VERIFIER)
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None, lambda pods: None,
+                              CLUSTERWIDE))
+    claimed = [p for p in api.list_objects("Pod", POOL_NS) if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID)]
+    assert claimed == []      # both old pods wait for the pool's round to replace them; the batch runs cold
