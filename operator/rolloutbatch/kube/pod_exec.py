@@ -226,8 +226,9 @@ class PodExec:
                   stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES,
                   on_output: OnOutput | None = None) -> ExecResult:
         """Run ``command`` (no shell: a list of words) in the pod's container; at most ``timeout``
-        seconds in all; ``on_output`` hears the output as it comes. Raises the mapped ``KubeError`` (NotFound, Forbidden, BadRequest, ...),
-        ``TimedOut`` past the timeout, ``Unavailable`` when the connection fails."""
+        seconds in all; ``on_output`` hears the output as it comes. Raises the mapped ``KubeError``
+        (NotFound, Forbidden, BadRequest, ...), ``TimedOut`` past the timeout, ``Unavailable`` when
+        the connection fails."""
         what = f"exec in pod {namespace}/{pod}" + (f" container {container}" if container else "")
         if not command:
             raise ValueError("exec needs a command")
