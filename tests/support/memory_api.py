@@ -615,3 +615,18 @@ _GROUPS = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io
            "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
            "endpointslices": "/apis/discovery.k8s.io/v1", "leases": "/apis/coordination.k8s.io/v1",
            "localqueues": "/apis/kueue.x-k8s.io/v1beta2", "workloads": "/apis/kueue.x-k8s.io/v1beta2"}
+
+
+class AsyncMemoryApi:
+    """A MemoryApi's methods as coroutines (what AsyncClient awaits); its exec is one already."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        self.api = api
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.api, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            answer = method(*args, **kwargs)
+            return await answer if inspect.isawaitable(answer) else answer
+        return call

@@ -27,7 +27,7 @@ from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.sdk import sessions
 from rolloutbatch.sdk.aio import AsyncClient
 from tests.support import crd_schema
-from tests.support.memory_api import MemoryApi
+from tests.support.memory_api import AsyncMemoryApi, MemoryApi
 
 NS, POOL = "rl", "graded"
 POOL_NS = naming.pool_namespace(NS, POOL)
@@ -356,21 +356,6 @@ def test_the_blocking_client_runs_inside_a_running_event_loop(api, tmp_path):
 
 
 # --- asyncio --------------------------------------------------------------------------------------------
-class AsyncMemoryApi:
-    """MemoryApi's methods as coroutines (its exec is one already)."""
-
-    def __init__(self, api: MemoryApi) -> None:
-        self.api = api
-
-    def __getattr__(self, name):
-        method = getattr(self.api, name)
-
-        async def call(*args, **kwargs):
-            answer = method(*args, **kwargs)
-            return await answer if asyncio.iscoroutine(answer) else answer
-        return call
-
-
 def test_the_async_client_opens_runs_and_ends_sessions_alike(api, tmp_path):
     async def main():
         client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)

@@ -381,7 +381,7 @@ class AsyncBatchHandle:
         await self.client.delete(self.obj, wait=wait, timeout=timeout)
 
 
-class AsyncSessions:
+class AsyncSessions(sessions.AsyncEndsOnExit):
     """``Sessions`` for asyncio: ``await session(i)``, ``await wait()``, ``async with``."""
 
     def __init__(self, handle: AsyncBatchHandle) -> None:
@@ -390,15 +390,8 @@ class AsyncSessions:
 
     name = property(lambda self: self.handle.name)
 
-    async def __aenter__(self) -> AsyncSessions:
-        return self
-
-    async def __aexit__(self, exc_type: object, *_: object) -> None:
-        try:
-            await self.end_all()
-        except KubeError:
-            if exc_type is None:
-                raise
+    async def _end_left_open(self) -> None:
+        await self.end_all()
 
     async def session(self, index: int, timeout: float = sessions.SESSION_TIMEOUT) -> AsyncSession:
         client = self.handle.client
@@ -412,26 +405,14 @@ class AsyncSessions:
         return self._core.with_stats(await self.handle.results())
 
 
-class AsyncSession:
+class AsyncSession(sessions.SessionView, sessions.AsyncEndsOnExit):
     """``Session`` for asyncio: ``await run(...)``, ``write_file``, ``read_file``, ``end``."""
 
     def __init__(self, client: AsyncClient, core: sessions.SessionCore) -> None:
         self._client, self._core = client, core
 
-    index = property(lambda self: self._core.target.index)
-    pod = property(lambda self: self._core.target.pod)
-    stats = property(lambda self: self._core.stats)
-    ended = property(lambda self: self._core.ended is not None)
-
-    async def __aenter__(self) -> AsyncSession:
-        return self
-
-    async def __aexit__(self, exc_type: object, *_: object) -> None:
-        try:
-            await self.end()
-        except KubeError:
-            if exc_type is None:
-                raise
+    async def _end_left_open(self) -> None:
+        await self.end()
 
     async def run(self, command: str | Sequence[str], *, on_output: sessions.OnOutput | None = None,
                   timeout: float | None = None, stdin: bytes = b"",

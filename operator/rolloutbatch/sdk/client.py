@@ -370,7 +370,7 @@ class BatchHandle:
         self.client.delete(self.obj, wait=wait, timeout=timeout)
 
 
-class Sessions:
+class Sessions(sessions.EndsOnExit):
     """A session batch (:meth:`Client.open_sessions`): ``session(i)`` opens episode ``i``'s
     sandbox, ``wait()`` returns the rows once the verifier graded them. A context manager: on
     exit, every session still holding is ended (episodes not started yet are not stopped)."""
@@ -383,15 +383,8 @@ class Sessions:
     def name(self) -> str:
         return self.handle.name
 
-    def __enter__(self) -> Sessions:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        try:
-            self.end_all()
-        except KubeError:
-            if exc_type is None:
-                raise   # an error of the body's own is the one to see
+    def _end_left_open(self) -> None:
+        self.end_all()
 
     def session(self, index: int, timeout: float = sessions.SESSION_TIMEOUT) -> Session:
         """Episode ``index``'s sandbox, once its pod runs and holds (at most ``timeout`` s:
@@ -409,27 +402,15 @@ class Sessions:
         return self._core.with_stats(self.handle.results())
 
 
-class Session:
+class Session(sessions.SessionView, sessions.EndsOnExit):
     """One episode's sandbox, held for the trainer: ``run``, ``write_file``, ``read_file``,
-    ``end``. A context manager that ends it on exit."""
+    ``end``; ``index``, ``pod``, ``stats``, ``ended``. A context manager that ends it on exit."""
 
     def __init__(self, client: Client, core: sessions.SessionCore) -> None:
         self._client, self._core = client, core
 
-    index = property(lambda self: self._core.target.index)
-    pod = property(lambda self: self._core.target.pod)
-    stats = property(lambda self: self._core.stats)
-    ended = property(lambda self: self._core.ended is not None)
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        try:
-            self.end()
-        except KubeError:
-            if exc_type is None:
-                raise
+    def _end_left_open(self) -> None:
+        self.end()
 
     def run(self, command: str | Sequence[str], *, on_output: sessions.OnOutput | None = None,
             timeout: float | None = None, stdin: bytes = b"",

@@ -398,6 +398,51 @@ def end_target(target: SessionTarget) -> Op:
                            f"(exit code {result.exit_code}): {result.stderr.decode(errors='replace').strip()}")
 
 
+class SessionView:
+    """What both clients' session objects show of their SessionCore (``_core``)."""
+
+    _core: SessionCore
+    index = property(lambda self: self._core.target.index)
+    pod = property(lambda self: self._core.target.pod)
+    stats = property(lambda self: self._core.stats)
+    ended = property(lambda self: self._core.ended is not None)
+
+
+class EndsOnExit:
+    """A context manager that ends what is left open (``_end_left_open``) on exit. A failure to
+    end it is raised only when the body raised nothing: the body's own error is the one to see."""
+
+    def _end_left_open(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        try:
+            self._end_left_open()
+        except KubeError:
+            if exc_type is None:
+                raise
+
+
+class AsyncEndsOnExit:
+    """EndsOnExit for ``async with``."""
+
+    async def _end_left_open(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, exc_type: object, *_: object) -> None:
+        try:
+            await self._end_left_open()
+        except KubeError:
+            if exc_type is None:
+                raise
+
+
 class SessionsCore:
     """The session batch, for both clients: the sessions opened, and the ops on all of them."""
 
