@@ -266,17 +266,29 @@ def test_a_session_ended_by_its_deadline_raises_session_over_and_ends_quietly(ap
     assert session.ended
 
 
-def test_an_end_that_the_launcher_killed_still_ended_the_session(api, tmp_path):
+def test_an_end_that_the_launcher_killed_still_ended_the_session(api, monkeypatch):
+    monkeypatch.setattr(sessions, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0)
-
-    def killed_with_the_rest(command, stdin):            # the hold exited; kill -KILL -1 took the end too
-        set_agent(api, pod, terminated=True)
-        return ExecResult(exit_code=137, stdout=b"", stderr=b"")
-    api.set_exec(POOL_NS, pod, killed_with_the_rest)
+    # the hold exited, the launcher's kill -KILL -1 took the end's exec too; the kubelet reports
+    # the agent container ended a moment later
+    api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(exit_code=137, stdout=b"", stderr=b""))
     session = batch.session(0)
+    reads = []
+
+    def reported_on_the_second_read():
+        reads.append(1)
+        if len(reads) == 2:
+            set_agent(api, pod, terminated=True)
+    for _ in range(2):
+        api.meanwhile("GET", "Pod", reported_on_the_second_read, when=lambda path: path.endswith(f"/pods/{pod}"))
     session.end()
-    assert session.ended
+    assert session.ended and len(reads) == 2
+    # one that never shows the agent ended is an error, after a bounded wait
+    other = put_pod(api, batch.handle, 1)
+    api.set_exec(POOL_NS, other, lambda command, stdin: ExecResult(exit_code=137, stdout=b"", stderr=b"killed"))
+    with pytest.raises(sdk.SessionError, match="failed \\(exit code 137\\): killed"):
+        batch.session(1).end()
 
 
 def test_an_end_where_nothing_holds_is_an_error(api):

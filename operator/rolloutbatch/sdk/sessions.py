@@ -27,7 +27,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rolloutbatch.core import defaults as d
 from rolloutbatch.core import naming, sessions
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import BatchRef, PodFacts
 from rolloutbatch.core.verdict import pod_facts
@@ -42,6 +44,7 @@ RUN_LIMIT_BYTES = 1 << 20    # what run() keeps of each stream (on_output hears 
 MAX_FILE_BYTES = 16 << 20    # write_file / read_file: one exec's stdin or stdout
 EXEC_SLACK = 30              # a command's default time: the episode's own, and this
 END_TIMEOUT = sessions.END_WAIT_TRIES * 0.1 + 20
+END_SETTLE_SECONDS = 10      # an end killed with the hold's leftovers: the kubelet's report of it
 
 OnOutput = Callable[[str, bytes], None]
 
@@ -168,7 +171,7 @@ def exec_argv(target: SessionTarget, command: str | Sequence[str]) -> list[str]:
         if "=" in argv[0]:
             raise ValueError(f"the command's first word {argv[0]!r} holds '=': env(1) would read it as a "
                              "variable; run it through a shell (a string) instead")
-    return ["env", *(f"{k}={v}" for k, v in target.env), *argv]
+    return ["env", *(f"{name}={value}" for name, value in target.env), *argv]
 
 
 # -- finding a session's pod -------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def _ended(facts: PodFacts) -> str | None:
     """Why the session in this pod is over, or None while it may hold."""
     if facts.deleting:
         return f"its pod {facts.name} is being deleted"
-    if facts.phase in ("Succeeded", "Failed"):
+    if facts.phase in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
         return f"its pod {facts.name} ended ({facts.phase})"
     if facts.agent is not None and facts.agent.state == "terminated":
         return (f"its agent container in pod {facts.name} ended (end() was called, or its deadline, "
@@ -198,7 +201,7 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
     for facts in _of_index(pods, index):
         why = _ended(facts)
         if why is None:
-            if facts.delivered_at is not None and facts.phase == "Running":
+            if facts.delivered_at is not None and facts.phase == v.PodPhase.RUNNING:
                 return "ready", facts, ""
             seen = f"pod {facts.name} is {facts.phase}, not yet handed its episode"
             return "wait", facts, seen
@@ -238,7 +241,8 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
             assert facts is not None and facts.delivered_at is not None
             target = SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=namespace, pod=facts.name,
                                    index=index, env=episode_env(batch, index),
-                                   default_timeout=float(spec.get("episodeTimeoutSeconds") or 600) + EXEC_SLACK)
+                                   default_timeout=float(spec.get("episodeTimeoutSeconds")
+                                                         or d.EPISODE_TIMEOUT_SECONDS) + EXEC_SLACK)
             stats = SessionStats(claim_seconds=round(facts.delivered_at - facts.created, 3),
                                  ready_seconds=round(time.monotonic() - opened_at, 3))
             return SessionCore(target, stats)
@@ -254,7 +258,7 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
             raise SessionOver(f"the session of {where} never opened: {why}", why=why)
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{where} held no session after {timeout:g}s ({seen}; the batch is "
-                               f"{(live.get('status') or {}).get('phase') or 'Pending'}): is its pool warm "
+                               f"{(live.get('status') or {}).get('phase') or v.PENDING}): is its pool warm "
                                f"(kubectl get rp {spec['poolRef']['name']} -n {meta['namespace']})?")
         yield Sleep(interval)
 
@@ -382,20 +386,28 @@ class SessionCore:
 
 def end_target(target: SessionTarget) -> Op:
     """Write the hold's line. The launcher kills every process left once the hold exited, the end's
-    own exec among them at times: a killed end, or a pod found over, ended the session too."""
+    own exec among them at times (exit 137, or no exit code), before the kubelet reports the agent
+    container ended: such an end is taken as done once the pod says so, within END_SETTLE_SECONDS."""
+    said = ""
     try:
         result = yield from _exec(target, sessions.end_command(), "ending the session", timeout=END_TIMEOUT,
                                   limit_bytes=4096)
+        code, said = result.exit_code, result.stderr.decode(errors="replace").strip()
     except SessionOver:
         return
-    if result.exit_code in (sessions.ENDED, sessions.ALREADY_ENDED):
+    except (SessionError, Unavailable) as exc:
+        code, said = None, str(exc)
+    if code in (sessions.ENDED, sessions.ALREADY_ENDED):
         return
-    if result.exit_code == sessions.NOT_HOLDING:
+    if code == sessions.NOT_HOLDING:
         raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} holds no session: its agent "
                            "runs something other than the hold")
-    if (yield from _over(target)) is None:
-        raise SessionError(f"ending the session of episode {target.index} of RolloutBatch {target.batch} failed "
-                           f"(exit code {result.exit_code}): {result.stderr.decode(errors='replace').strip()}")
+    settle = time.monotonic() + END_SETTLE_SECONDS
+    while (yield from _over(target)) is None:
+        if time.monotonic() >= settle:
+            raise SessionError(f"ending the session of episode {target.index} of RolloutBatch {target.batch} "
+                               f"failed (exit code {code}): {said}")
+        yield Sleep(POLL_SECONDS)
 
 
 class SessionView:
@@ -459,17 +471,24 @@ class SessionsCore:
     def end_all(self, batch: Mapping) -> Op:
         """End every session of the batch that still holds: those opened here, and those no one
         opened (so none waits for its deadline). Episodes not started yet are not stopped."""
-        for core in self.opened.values():
-            yield from core.end()
+        meta = batch["metadata"]
+        ops = [core.end() for core in self.opened.values()]
         ended = {core.target.pod for core in self.opened.values()}
         for pod in (yield from _pods(batch, self.namespace)):
             facts = pod_facts(pod)
             if facts.name in ended or facts.index is None or facts.delivered_at is None or _ended(facts):
                 continue
-            meta = batch["metadata"]
-            target = SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=self.namespace,
-                                   pod=facts.name, index=facts.index, env=(), default_timeout=END_TIMEOUT)
-            yield from end_target(target)
+            ops.append(end_target(SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=self.namespace,
+                                                pod=facts.name, index=facts.index, env=(),
+                                                default_timeout=END_TIMEOUT)))
+        failed: list[KubeError] = []
+        for op in ops:     # each tried: one that cannot be ended leaves the others to their end
+            try:
+                yield from op
+            except KubeError as exc:
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
     def with_stats(self, rows: list) -> list:
         """The rows, each of a session opened here (by its pod) with ``session``: its stats."""
