@@ -185,6 +185,9 @@ def test_a_session_that_ended_or_a_batch_that_did_says_so(api, tmp_path):
     with pytest.raises(sdk.SessionOver, match=r"never opened: the batch ended \(Failed: PoolConflict\)"):
         batch.session(1, timeout=30)
     assert time.monotonic() - started < 5
+    api.delete(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NS}/rolloutbatches/{batch.name}", "a user")
+    with pytest.raises(sdk.SessionOver, match="the batch was deleted"):
+        batch.session(1, timeout=30)
 
 
 # --- running commands ----------------------------------------------------------------------------------

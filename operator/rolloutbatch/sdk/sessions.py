@@ -225,7 +225,7 @@ def _pods(batch: Mapping, namespace: str) -> Op:
 
 
 def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float,
-                 interval: float = POLL_SECONDS) -> Op:
+                 interval: float | None = None) -> Op:
     """Wait (at most ``timeout`` s) until episode ``index``'s pod runs and holds its episode; its
     SessionCore. SessionOver when its session already ended or the batch did."""
     meta, spec = batch["metadata"], batch.get("spec") or {}
@@ -248,7 +248,10 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
             return SessionCore(target, stats)
         if state == "over":
             raise SessionOver(f"the session of {where} is over: {seen}", why=seen)
-        live = yield from get(meta["name"], meta["namespace"])
+        try:
+            live = yield from get(meta["name"], meta["namespace"])
+        except NotFound:
+            live = {"metadata": {}}
         if live["metadata"].get("uid") != meta.get("uid"):
             raise SessionOver(f"the session of {where} is over: the batch was deleted", why="the batch was deleted")
         if is_finished(live.get("status")):
@@ -260,7 +263,7 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
             raise TimeoutError(f"{where} held no session after {timeout:g}s ({seen}; the batch is "
                                f"{(live.get('status') or {}).get('phase') or v.PENDING}): is its pool warm "
                                f"(kubectl get rp {spec['poolRef']['name']} -n {meta['namespace']})?")
-        yield Sleep(interval)
+        yield Sleep(interval or POLL_SECONDS)
 
 
 def session_state_of(batch: Mapping, namespace: str, index: int) -> Op:
