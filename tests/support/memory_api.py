@@ -22,7 +22,7 @@ over a dict of objects, with the rules of the real one that the operator relies 
   refusals are the real server's: 404 for a missing pod, 400 for an unscheduled pod, a container
   not in the pod, or no container named in a pod of several, 500 ``container not found`` for a
   pod that has ended. Output is cut at ``limit_bytes``; an async handler is bounded by ``timeout``
-  (``TimedOut``). Recorded as a POST of ``.../pods/<name>/exec`` and in :attr:`execs`. (The
+  (``TimedOut``); ``on_output`` hears the whole of each stream once, before the result returns. Recorded as a POST of ``.../pods/<name>/exec`` and in :attr:`execs`. (The
   real exec is a GET upgraded to a WebSocket, which RBAC checks as get and then as create on
   pods/exec: a Role needs both, which a POST here does not show.)
 - evictions (POST ``.../pods/<name>/eviction``): the pod gets the ``DisruptionTarget`` condition
@@ -352,7 +352,8 @@ class MemoryApi:
         return Response(content=data[:limit] if limit else data)
 
     async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
-                          stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES) -> ExecResult:
+                          stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES,
+                          on_output: Callable[[str, bytes], None] | None = None) -> ExecResult:
         what = f"exec in pod {namespace}/{pod}" + (f" container {container}" if container else "")
         assert command, "exec needs a command"
         self._route("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec", what)
@@ -369,6 +370,9 @@ class MemoryApi:
             except asyncio.TimeoutError:
                 raise TimedOut(f"{what}: no exit status within {timeout:g}s") from None
         assert isinstance(result, ExecResult), f"an exec handler returns an ExecResult, not {result!r}"
+        for stream, data in (("stdout", result.stdout), ("stderr", result.stderr)):
+            if on_output is not None and data:
+                on_output(stream, data)
         return dataclasses.replace(result, stdout=result.stdout[:limit_bytes], stderr=result.stderr[:limit_bytes],
                                    stdout_truncated=result.stdout_truncated or len(result.stdout) > limit_bytes,
                                    stderr_truncated=result.stderr_truncated or len(result.stderr) > limit_bytes)
@@ -611,3 +615,18 @@ _GROUPS = {"jobs": "/apis/batch/v1", "networkpolicies": "/apis/networking.k8s.io
            "runtimeclasses": "/apis/node.k8s.io/v1", "servicecidrs": "/apis/networking.k8s.io/v1",
            "endpointslices": "/apis/discovery.k8s.io/v1", "leases": "/apis/coordination.k8s.io/v1",
            "localqueues": "/apis/kueue.x-k8s.io/v1beta2", "workloads": "/apis/kueue.x-k8s.io/v1beta2"}
+
+
+class AsyncMemoryApi:
+    """A MemoryApi's methods as coroutines (what AsyncClient awaits); its exec is one already."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        self.api = api
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.api, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            answer = method(*args, **kwargs)
+            return await answer if inspect.isawaitable(answer) else answer
+        return call

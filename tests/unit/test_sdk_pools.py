@@ -14,7 +14,7 @@ from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.sdk import ops
 from rolloutbatch.sdk.aio import AsyncClient
 from tests.support import crd_schema
-from tests.support.memory_api import MemoryApi
+from tests.support.memory_api import AsyncMemoryApi, MemoryApi
 
 NS = "rl"
 FILES = {"requirements.txt": "requests\n", "setup.sh": "pip install -r /task/requirements.txt"}
@@ -173,20 +173,6 @@ def test_without_the_pool_crd_the_error_says_so():
 
 
 # --- the pool verbs, asyncio -------------------------------------------------------------------------------
-class AsyncMemoryApi:
-    """MemoryApi's methods as coroutines (what AsyncClient awaits)."""
-
-    def __init__(self, api: MemoryApi) -> None:
-        self.api = api
-
-    def __getattr__(self, name):
-        method = getattr(self.api, name)
-
-        async def call(*args, **kwargs):
-            return method(*args, **kwargs)
-        return call
-
-
 def test_the_async_client_has_the_same_verbs(api):
     async def main():
         client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)

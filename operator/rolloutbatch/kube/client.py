@@ -119,8 +119,10 @@ class Api:
         return self.request("DELETE", path, what, json=body).json()
 
     async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
-                          stdin: bytes = b"", timeout: float, limit_bytes: int | None = None) -> Any:
-        """Run ``command`` in a pod's container (pods/exec); a ``kube.pod_exec.ExecResult``.
+                          stdin: bytes = b"", timeout: float, limit_bytes: int | None = None,
+                          on_output: Any = None) -> Any:
+        """Run ``command`` in a pod's container (pods/exec); a ``kube.pod_exec.ExecResult``;
+        ``on_output(stream, data)`` hears the output as it comes.
 
         A coroutine, unlike the rest of this class: exec is a WebSocket carried by aiohttp on
         the caller's event loop (``kube.pod_exec``), with this client's kubeconfig."""
@@ -128,7 +130,8 @@ class Api:
         if self._exec is None:
             self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
         return await self._exec.run(namespace, pod, container, command, stdin=stdin, timeout=timeout,
-                                    limit_bytes=pod_exec.LIMIT_BYTES if limit_bytes is None else limit_bytes)
+                                    limit_bytes=pod_exec.LIMIT_BYTES if limit_bytes is None else limit_bytes,
+                                    on_output=on_output)
 
     def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> requests.Response:
         """A streamed GET (logs, watches); ``timeout`` overrides the client's default."""

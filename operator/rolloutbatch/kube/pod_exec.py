@@ -24,6 +24,10 @@ to close it: a command there must know how much to read (``head -c N``), or it w
 until the timeout. An empty ``stdin`` asks for no stdin at all (the command's reads see end of
 file at once, on both versions).
 
+Streaming: ``on_output(stream, data)`` (stream ``"stdout"`` or ``"stderr"``) is called with each
+frame's data as it arrives, all of it (the limit below bounds only what the result keeps), on
+the event loop: a trainer watching a command's output (sdk.sessions) sees it before the exit.
+
 Bounds, since a command's output is hostile input and a command can hang: stdout and stderr keep
 at most ``limit_bytes`` each (the rest is read and dropped, to get to the status), and the whole
 call, connecting included, is bounded by ``timeout``: past it, :class:`TimedOut`. The connection
@@ -55,7 +59,7 @@ import asyncio
 import inspect
 import json
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -74,6 +78,8 @@ LIMIT_BYTES = 64 * 1024
 STDIN_CHUNK = 32 * 1024   # one frame of stdin; the server copies each frame to the process
 MAX_STATUS = 64 * 1024     # a status bigger than this is not the API server's
 USER_AGENT = "rolloutbatch-operator"
+STREAMS = {1: "stdout", 2: "stderr"}
+OnOutput = Callable[[str, bytes], None]
 # Client middlewares came with aiohttp 3.12 (the operator's kopf needs 3.14); an older aiohttp
 # only loses the API's message from a refused upgrade, not the mapping of its status.
 _MIDDLEWARES = "middlewares" in inspect.signature(aiohttp.ClientSession).parameters
@@ -151,8 +157,9 @@ def parse_status(data: bytes) -> dict:
 class _Output:
     """stdout and stderr as they come, each kept to ``limit`` bytes; and the status."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, on_output: OnOutput | None = None) -> None:
         self.limit = limit
+        self.on_output = on_output
         self.chunks: dict[int, list[bytes]] = {STDOUT: [], STDERR: []}
         self.sizes = {STDOUT: 0, STDERR: 0}
         self.status_data: bytes | None = None
@@ -167,6 +174,8 @@ class _Output:
             if room > 0:
                 self.chunks[channel].append(data[:room])
             self.sizes[channel] += len(data)
+            if self.on_output is not None and data:
+                self.on_output(STREAMS[channel], data)
         elif channel == STATUS:
             # the status can come in more than one message; the first ones are kept, bounded
             self.status_data = ((self.status_data or b"") + data)[:MAX_STATUS]
@@ -214,10 +223,12 @@ class PodExec:
                               "exec plugins, auth providers or plain http")
 
     async def run(self, namespace: str, pod: str, container: str | None, command: Sequence[str], *,
-                  stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES) -> ExecResult:
+                  stdin: bytes = b"", timeout: float, limit_bytes: int = LIMIT_BYTES,
+                  on_output: OnOutput | None = None) -> ExecResult:
         """Run ``command`` (no shell: a list of words) in the pod's container; at most ``timeout``
-        seconds in all. Raises the mapped ``KubeError`` (NotFound, Forbidden, BadRequest, ...),
-        ``TimedOut`` past the timeout, ``Unavailable`` when the connection fails."""
+        seconds in all; ``on_output`` hears the output as it comes. Raises the mapped ``KubeError``
+        (NotFound, Forbidden, BadRequest, ...), ``TimedOut`` past the timeout, ``Unavailable`` when
+        the connection fails."""
         what = f"exec in pod {namespace}/{pod}" + (f" container {container}" if container else "")
         if not command:
             raise ValueError("exec needs a command")
@@ -235,8 +246,8 @@ class PodExec:
             raise ConfigError(f"{what}: the kubeconfig's credentials are unusable: {exc}") from None
         try:
             return await asyncio.wait_for(
-                self._exchange(session, namespace, pod, container, command, stdin, headers, limit_bytes, what,
-                               refused), timeout)
+                self._exchange(session, namespace, pod, container, command, stdin, headers,
+                               _Output(limit_bytes, on_output), what, refused), timeout)
         except asyncio.TimeoutError:
             raise TimedOut(f"{what}: no exit status within {timeout:g}s (the command may still be running in "
                            "the container)") from None
@@ -245,7 +256,7 @@ class PodExec:
             await session.close()
 
     async def _exchange(self, session: aiohttp.ClientSession, namespace: str, pod: str, container: str | None,
-                        command: Sequence[str], stdin: bytes, headers: dict, limit_bytes: int, what: str,
+                        command: Sequence[str], stdin: bytes, headers: dict, output: _Output, what: str,
                         refused: dict[str, Any]) -> ExecResult:
         try:
             ws = await session.ws_connect(self.base + exec_path(namespace, pod), protocols=PROTOCOLS,
@@ -258,7 +269,6 @@ class PodExec:
         if protocol not in PROTOCOLS:
             raise KubeError(f"{what}: the API server offers none of the exec protocols {', '.join(PROTOCOLS)} "
                             f"(answered {protocol or 'none'})")
-        output = _Output(limit_bytes)
         sender = asyncio.ensure_future(_send(ws, stdin_frames(stdin, protocol))) if stdin else None
         try:
             while True:

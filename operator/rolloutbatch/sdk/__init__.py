@@ -16,12 +16,22 @@ Warm pools: ``client.create_pool("warm", 8, task_files=files, prepare=["sh", "/t
 keeps 8 prepared pods ready; ``client.submit(batch, pool="warm")`` runs a batch in them
 (``spec.poolRef``), ``scale_pool``, ``list_pools``, ``get_pool`` and ``delete_pool`` manage it.
 
+Trainer-driven sessions (``sdk.sessions``): on a pool with a verifier, the trainer runs the agent
+loop and the sandbox executes its commands::
+
+    with client.open_sessions("graded", 8, verifier={"files": {"verify.py": grader}}) as batch:
+        with batch.session(0) as s:
+            s.write_file("fix.py", code)
+            result = s.run("python -m pytest -q", on_output=lambda stream, data: print(data.decode()))
+        rows = batch.wait()        # graded by the verifier; row["session"]: the session's stats
+
 The asyncio twin, ``AsyncClient`` (``await handle.wait()``, ``async for row in
 handle.stream()``), shares every rule with ``Client``: the verbs are sans-IO generators
 (``sdk.ops``) and following a batch is a state machine fed by watches (``sdk.follow``); each
 client only carries the requests. Rows and groups are typed (``sdk.types.Row``, ``Group``).
 
-Modules: ``build`` (Task, build_batch, build_pool, with_pool, where inputs go), ``ops`` (the verbs), ``retained``
+Modules: ``build`` (Task, build_batch, build_pool, with_pool, where inputs go), ``ops`` (the verbs),
+``sessions`` (trainer-driven sessions: the session batch, its sans-IO verbs), ``retained``
 (results a deleted batch retained: ``Client.retained_results(name)``, ``delete_retained``),
 ``follow`` (watches and the follower), ``client`` (blocking), ``aio`` (asyncio, aiohttp), ``types``.
 
@@ -48,7 +58,13 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
     ResultsNotReady   results() before the results ConfigMap exists, or one the newest status does not vouch for
     ResultsIncomplete a ResultsNotReady: results(), stream(), groups() of a batch whose listed result shards
                       are gone or not what the operator wrote (``shards`` names them); document() returns the rest
-    TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout
+    TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout; session(i)
+                      while the episode's pod holds no session
+    SessionOver       a session's run/write_file/read_file once it ended (end(), its deadline, its pod gone)
+    SessionError      another session failure (its message is the sandbox's); SessionOver is one
+    ExecForbidden     a Forbidden: the trainer lacks pods (get, list) or pods/exec (get, create) in the
+                      pool's namespace; the message says so
+    FileNotFoundError read_file of a path that is no file
 """
 
 from __future__ import annotations
@@ -60,13 +76,16 @@ from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidden, Invalid, KubeError, NotFound,
                                       TooLarge, Unavailable)
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_pool, with_pool
-from rolloutbatch.sdk.client import BatchHandle, Client
+from rolloutbatch.sdk.client import BatchHandle, Client, Session, Sessions
 from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidPool, ResultsIncomplete,
                                   ResultsNotReady, condition, is_finished, is_succeeded)
+from rolloutbatch.sdk.sessions import (CommandResult, ExecForbidden, SessionError, SessionOver, SessionStats,
+                                       build_sessions)
 from rolloutbatch.sdk.types import Group, Row
 
 __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "build_batch", "build_pool",
-           "with_pool", "Row", "Group",
+           "with_pool", "Row", "Group", "Sessions", "Session", "AsyncSessions", "AsyncSession", "build_sessions",
+           "CommandResult", "SessionStats", "SessionError", "SessionOver", "ExecForbidden",
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
            "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
            "KubeError", "ConfigError",
@@ -75,7 +94,7 @@ __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "
 
 def __getattr__(name: str) -> Any:
     # aiohttp is imported only by those who use the async client (the CLI never does).
-    if name in ("AsyncClient", "AsyncBatchHandle"):
+    if name in ("AsyncClient", "AsyncBatchHandle", "AsyncSessions", "AsyncSession"):
         from rolloutbatch.sdk import aio
 
         return getattr(aio, name)

@@ -24,14 +24,14 @@ import copy
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
 
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
-from rolloutbatch.sdk import ops, retained
+from rolloutbatch.sdk import ops, retained, sessions
 from rolloutbatch.sdk.build import build_pool, with_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
@@ -43,6 +43,8 @@ class AsyncApi:
 
     def __init__(self, config: Any, *, timeout: float = 30) -> None:
         cluster, user = config.cluster, config.user
+        self.config = config
+        self._exec: Any = None   # kube.pod_exec.PodExec, made at the first exec
         self.url = cluster["server"].rstrip("/")
         self.timeout = timeout
         self._headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
@@ -110,6 +112,17 @@ class AsyncApi:
 
     async def delete(self, path: str, what: str, body: dict | None = None) -> dict:
         return await self._request("DELETE", path, what, body=body)
+
+    async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
+                          stdin: bytes = b"", timeout: float, limit_bytes: int | None = None,
+                          on_output: Any = None) -> Any:
+        """pods/exec (``kube.pod_exec``: its own WebSocket per call, this kubeconfig's credentials)."""
+        from rolloutbatch.kube import pod_exec
+        if self._exec is None:
+            self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
+        return await self._exec.run(namespace, pod, container, command, stdin=stdin, timeout=timeout,
+                                    limit_bytes=pod_exec.LIMIT_BYTES if limit_bytes is None else limit_bytes,
+                                    on_output=on_output)
 
     async def lines(self, path: str, what: str, *, read_timeout: float, **params: Any) -> AsyncIterator[bytes]:
         """The lines of a streamed GET (a watch)."""
@@ -266,6 +279,13 @@ class AsyncClient:
     async def stop(self, batch: Mapping) -> dict:
         return await self._run(ops.stop(batch))
 
+    async def open_sessions(self, pool: str, episodes: int, *, verifier: Mapping, name: str = "session-",
+                            **options: Any) -> AsyncSessions:
+        """``Client.open_sessions``, awaited: ``async with await client.open_sessions(...) as s:``."""
+        batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name, namespace=self.namespace,
+                                        **options)
+        return AsyncSessions(await self.submit(batch))
+
     # --- warm pools (RolloutPool): Client's, awaited --------------------------------------------
     async def create_pool(self, name: str, size: int, *, task_files: Mapping[str, str],
                           namespace: str | None = None, dry_run: bool = False, **options: Any) -> dict:
@@ -359,3 +379,52 @@ class AsyncBatchHandle:
 
     async def delete(self, wait: bool = True, timeout: float = 300) -> None:
         await self.client.delete(self.obj, wait=wait, timeout=timeout)
+
+
+class AsyncSessions(sessions.AsyncEndsOnExit):
+    """``Sessions`` for asyncio: ``await session(i)``, ``await wait()``, ``async with``."""
+
+    def __init__(self, handle: AsyncBatchHandle) -> None:
+        self.handle = handle
+        self._core = sessions.SessionsCore(handle.obj)
+
+    name = property(lambda self: self.handle.name)
+
+    async def _end_left_open(self) -> None:
+        await self.end_all()
+
+    async def session(self, index: int, timeout: float = sessions.SESSION_TIMEOUT) -> AsyncSession:
+        client = self.handle.client
+        return AsyncSession(client, await client._run(self._core.session(self.handle.obj, index, timeout)))
+
+    async def end_all(self) -> None:
+        await self.handle.client._run(self._core.end_all(self.handle.obj))
+
+    async def wait(self, timeout: float = 3600) -> list[Row]:
+        await self.handle.wait(timeout=timeout)
+        return self._core.with_stats(await self.handle.results())
+
+
+class AsyncSession(sessions.SessionView, sessions.AsyncEndsOnExit):
+    """``Session`` for asyncio: ``await run(...)``, ``write_file``, ``read_file``, ``end``."""
+
+    def __init__(self, client: AsyncClient, core: sessions.SessionCore) -> None:
+        self._client, self._core = client, core
+
+    async def _end_left_open(self) -> None:
+        await self.end()
+
+    async def run(self, command: str | Sequence[str], *, on_output: sessions.OnOutput | None = None,
+                  timeout: float | None = None, stdin: bytes = b"",
+                  limit_bytes: int = sessions.RUN_LIMIT_BYTES) -> sessions.CommandResult:
+        return await self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
+                                                      limit_bytes=limit_bytes))
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._client._run(self._core.write_file(path, data))
+
+    async def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES) -> bytes:
+        return await self._client._run(self._core.read_file(path, max_bytes=max_bytes))
+
+    async def end(self) -> None:
+        await self._client._run(self._core.end())

@@ -8,19 +8,22 @@ past the current watch request.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import copy
+import inspect
 import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import requests
 
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
-from rolloutbatch.sdk import ops, retained
+from rolloutbatch.sdk import ops, retained, sessions
 from rolloutbatch.sdk.build import build_pool, with_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
@@ -40,9 +43,26 @@ def run(api: Any, op: ops.Op) -> Any:
             time.sleep(step.seconds)
             continue
         try:
-            answer = getattr(api, step.method)(*step.args, **step.kwargs)
+            answer = _settled(getattr(api, step.method)(*step.args, **step.kwargs))
         except KubeError as exc:
             error = exc
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _settled(answer: Any) -> Any:
+    """An answer that is awaitable (pods/exec is a coroutine on every API object) run to its end:
+    on a loop of its own, or, called from a thread whose loop runs (a notebook), on a thread."""
+    if not inspect.isawaitable(answer):
+        return answer
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(answer))
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, _awaited(answer)).result()
 
 
 def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threading.Event, open_: list) -> None:
@@ -197,6 +217,17 @@ class Client:
         """Set ``spec.stop`` (one-way; a batch that already ended is left as it is); the object."""
         return self._run(ops.stop(batch))
 
+    def open_sessions(self, pool: str, episodes: int, *, verifier: Mapping, name: str = "session-",
+                      **options: Any) -> Sessions:
+        """Trainer-driven episodes on the RolloutPool ``pool`` (one with ``spec.verifier``): a batch
+        of ``episodes`` sessions, each a sandbox the trainer runs commands in until it ends it, then
+        graded by ``verifier``. ``options``: :func:`~rolloutbatch.sdk.sessions.build_sessions`'s
+        (inputs, samples_per_input, episode_timeout_seconds: each session's deadline, env, and
+        other spec fields). ``with client.open_sessions(...) as s:`` ends what is left open."""
+        batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name, namespace=self.namespace,
+                                        **options)
+        return Sessions(self.submit(batch))
+
     # --- warm pools (RolloutPool) -------------------------------------------------------------
     def create_pool(self, name: str, size: int, *, task_files: Mapping[str, str], namespace: str | None = None,
                     dry_run: bool = False, **options: Any) -> dict:
@@ -337,3 +368,69 @@ class BatchHandle:
 
     def delete(self, wait: bool = True, timeout: float = 300) -> None:
         self.client.delete(self.obj, wait=wait, timeout=timeout)
+
+
+class Sessions(sessions.EndsOnExit):
+    """A session batch (:meth:`Client.open_sessions`): ``session(i)`` opens episode ``i``'s
+    sandbox, ``wait()`` returns the rows once the verifier graded them. A context manager: on
+    exit, every session still holding is ended (episodes not started yet are not stopped)."""
+
+    def __init__(self, handle: BatchHandle) -> None:
+        self.handle = handle
+        self._core = sessions.SessionsCore(handle.obj)
+
+    @property
+    def name(self) -> str:
+        return self.handle.name
+
+    def _end_left_open(self) -> None:
+        self.end_all()
+
+    def session(self, index: int, timeout: float = sessions.SESSION_TIMEOUT) -> Session:
+        """Episode ``index``'s sandbox, once its pod runs and holds (at most ``timeout`` s:
+        TimeoutError); SessionOver when its session ended already or the batch did."""
+        return Session(self.handle.client, self.handle.client._run(self._core.session(self.handle.obj, index,
+                                                                                      timeout)))
+
+    def end_all(self) -> None:
+        self.handle.client._run(self._core.end_all(self.handle.obj))
+
+    def wait(self, timeout: float = 3600) -> list[Row]:
+        """Wait for the batch to end; its rows (``BatchHandle.results()``), each of a session
+        opened here with ``session``: that session's stats (SessionStats, as the SDK saw them)."""
+        self.handle.wait(timeout=timeout)
+        return self._core.with_stats(self.handle.results())
+
+
+class Session(sessions.SessionView, sessions.EndsOnExit):
+    """One episode's sandbox, held for the trainer: ``run``, ``write_file``, ``read_file``,
+    ``end``; ``index``, ``pod``, ``stats``, ``ended``. A context manager that ends it on exit."""
+
+    def __init__(self, client: Client, core: sessions.SessionCore) -> None:
+        self._client, self._core = client, core
+
+    def _end_left_open(self) -> None:
+        self.end()
+
+    def run(self, command: str | Sequence[str], *, on_output: sessions.OnOutput | None = None,
+            timeout: float | None = None, stdin: bytes = b"",
+            limit_bytes: int = sessions.RUN_LIMIT_BYTES) -> sessions.CommandResult:
+        """Run ``command`` in the workspace (a string under ``/bin/sh -c``, a list as it is) with
+        the episode's variables; ``on_output(stream, data)`` as output arrives. Its exit code is
+        the result's (never raised); SessionOver once the session ended, TimedOut past ``timeout``
+        (default: the episode's time)."""
+        return self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
+                                                limit_bytes=limit_bytes))
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` (relative: in the workspace), whole or not at all."""
+        self._client._run(self._core.write_file(path, data))
+
+    def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES) -> bytes:
+        """The file's bytes; FileNotFoundError when there is none, SessionError past ``max_bytes``."""
+        return self._client._run(self._core.read_file(path, max_bytes=max_bytes))
+
+    def end(self) -> None:
+        """End the session: the agent phase ends (exit 0) and the verifier grades the workspace.
+        Idempotent; run() afterwards raises SessionOver."""
+        self._client._run(self._core.end())

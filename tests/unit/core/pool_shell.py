@@ -33,11 +33,11 @@ def has_pid_namespaces() -> bool:
         ["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode == 0
 
 
-def start_phase_launcher(script: str, tmp_path, message_file) -> subprocess.Popen:
+def start_phase_launcher(script: str, tmp_path, message_file, **popen) -> subprocess.Popen:
     """A launcher with a verifier phase (core.pool_delivery), as PID 1 of a PID namespace of its
     own, as a container's; its termination message written to ``message_file``."""
     text = script.replace("$$", "$").replace(naming.TERMINATION_MESSAGE_PATH, str(message_file))
-    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", text, "phase"], tmp_path)
+    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", text, "phase"], tmp_path, **popen)
 
 
 @pytest.fixture(autouse=True)

@@ -81,6 +81,15 @@ def test_output_exactly_at_the_limit_is_not_truncated():
     assert (result.stdout, result.stdout_truncated, result.exit_code, result.message) == (b"abcd", False, 0, "")
 
 
+def test_output_is_heard_frame_by_frame_all_of_it_past_the_limit_too():
+    heard = []
+    out = pe._Output(limit=4, on_output=lambda stream, data: heard.append((stream, data)))
+    for message in (b"\x01ab", b"\x02err", b"\x01", b"\x01cdef", b'\x03{"status": "Success"}'):
+        out.feed(message)
+    assert heard == [("stdout", b"ab"), ("stderr", b"err"), ("stdout", b"cdef")]
+    assert out.result(pe.V5).stdout == b"abcd"          # the result keeps its limit
+
+
 def test_a_status_without_end_is_bounded():
     out = pe._Output(limit=4)
     for _ in range(100):

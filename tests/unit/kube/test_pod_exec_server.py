@@ -129,9 +129,13 @@ def test_no_stdin_asks_for_none_and_a_non_zero_exit_is_a_result(pki):
 
 
 def test_output_past_the_limit_is_read_and_dropped(pki):
+    heard: list[tuple[str, int]] = []
     result = asyncio.run(serving(pki, lambda ex, _: ex.run("ns", "flood", None, ["yes"], timeout=10,
-                                                           limit_bytes=10_000)))
+                                                           limit_bytes=10_000,
+                                                           on_output=lambda s, d: heard.append((s, len(d))))))
     assert len(result.stdout) == 10_000 and result.stdout_truncated and result.exit_code == 0
+    # streamed as the frames came, every one of them
+    assert heard == [("stdout", 4096)] * 50
 
 
 def test_a_v4_server_gets_stdin_without_its_end(pki):

@@ -1,0 +1,81 @@
+"""Trainer-driven episodes on a pooled sandbox (docs/design.md §5.17, "Trainer-driven sessions").
+
+Many RL stacks run the agent loop in the trainer and use the sandbox as a tool executor. Such an
+episode is a pooled batch's episode like any other, with a verifier; its command is the *hold*
+below: it prints the episode's ``ready`` event, makes the FIFO ``session-end`` in the agent's
+claim directory and blocks reading it. Meanwhile the trainer runs commands in the agent container
+through ``pods/exec`` (sdk.sessions); a line written to the FIFO ends the agent phase with exit 0,
+and the verifier grades the workspace. A trainer that never ends it (crashed) leaves the hold to
+the agent launcher's watchdog: stopped at episodeTimeoutSeconds, the row flagged AgentTimedOut,
+graded all the same.
+
+Pure: text only. Both scripts are run by a real /bin/sh in tests/unit/core/test_sessions.py.
+"""
+
+from __future__ import annotations
+
+from rolloutbatch.core import naming
+
+END_FIFO = "session-end"          # a line written here ends the session
+ENDED_FILE = "session-ended"      # left by the hold once it read that line
+# Exit codes of end_command: the hold ended now, had ended already, or never started in time.
+ENDED, ALREADY_ENDED, NOT_HOLDING = 0, 4, 3
+END_WAIT_TRIES = 100              # end_command waits up to this many 0.1 s for the FIFO
+
+# The ready event's `at` is the episode's clock with sub-second precision where date(1) has %N
+# (GNU, busybox): a whole second could fall before the claim and spend the verdict's skew
+# tolerance. The FIFO exists before the event is printed, so once the episode is ready it can
+# be ended. `read` returns on a line or on a writer's close: either ends the session.
+_HOLD = ('c={claim}; mkfifo "$c/{fifo}" || exit 1; '
+         'at=$(date +%s.%N 2>/dev/null); case "$at" in ""|*[!0-9.]*|*.|.*) at=$(date +%s);; esac; '
+         'printf \'{{"event":"ready","at":%s,"episode_id":"%s"}}\\n\' "$at" "$EPISODE_ID"; '
+         'read -r line < "$c/{fifo}"; : > "$c/{ended}"; exit 0')
+
+# The hold may not have started when the delivery is annotated (the launcher sources its script
+# after the exec that signals it): wait for the FIFO, bounded. A hold that has read its line
+# left ENDED_FILE; one stopped by its watchdog took the container with it (exec then fails).
+_END = ('c={claim}; n=0; while [ ! -p "$c/{fifo}" ]; do n=$((n+1)); '
+        '[ "$n" -gt {tries} ] && {{ echo "no session holds in this container" >&2; exit {not_holding}; }}; '
+        'sleep 0.1 2>/dev/null || sleep 1; done; '
+        '[ -e "$c/{ended}" ] && exit {already}; printf \'end\\n\' > "$c/{fifo}"')
+
+
+def _format(template: str, claim_dir: str, tries: int = END_WAIT_TRIES) -> str:
+    return template.format(claim=claim_dir, fifo=END_FIFO, ended=ENDED_FILE, tries=int(tries),
+                           not_holding=NOT_HOLDING, already=ALREADY_ENDED)
+
+
+def hold_command(claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[str]:
+    """The session batch's ``spec.command``: the hold, run by sh (it runs under the agent launcher,
+    as a pooled episode's command does)."""
+    return ["/bin/sh", "-c", _format(_HOLD, claim_dir), "rolloutbatch-session"]
+
+
+def is_hold_command(command: object) -> bool:
+    """Whether a batch's ``spec.command`` is the hold (a session batch)."""
+    return isinstance(command, list) and command[:1] == ["/bin/sh"] and command[-1:] == ["rolloutbatch-session"]
+
+
+def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_TRIES) -> list[str]:
+    """The exec that ends a session: its exit code is ENDED, ALREADY_ENDED or NOT_HOLDING (no FIFO
+    after ``tries`` waits of 0.1 s)."""
+    return ["/bin/sh", "-c", _format(_END, claim_dir, tries), "rolloutbatch-end"]
+
+
+# What the trainer's own execs run: a file written aside then renamed (a cut-off stdin never
+# leaves half a file; `head -c` because a v4 exec cannot close stdin), and a file read whole.
+# Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them.
+NO_SUCH_FILE, IS_A_DIRECTORY = 3, 4
+_WRITE = ('d=$(dirname -- "$2") && mkdir -p -- "$d" && head -c "$1" > "$2.rb-part" '
+          '&& [ "$(( $(wc -c < "$2.rb-part") ))" -eq "$1" ] && mv -f -- "$2.rb-part" "$2" '
+          '|| { rm -f -- "$2.rb-part"; exit 1; }')
+_READ = ('[ -d "$1" ] && exit {isdir}; [ -f "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
+         'exec cat -- "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE)
+
+
+def write_file_command(path: str, size: int) -> list[str]:
+    return ["/bin/sh", "-c", _WRITE, "rolloutbatch-write", str(size), path]
+
+
+def read_file_command(path: str) -> list[str]:
+    return ["/bin/sh", "-c", _READ, "rolloutbatch-read", path]

@@ -1,0 +1,109 @@
+"""Trainer-driven sessions on the devcluster (core.sessions, sdk.sessions): the trainer claims a
+pooled sandbox as one episode, runs commands in it (output streamed, exit codes), writes and
+reads files, ends it, and the batch's verifier grades the workspace; a session nobody ends stops
+at its deadline, flagged, and is graded all the same. The Role the README gives a trainer is
+what it needs, and no less.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rolloutbatch.core import naming
+from rolloutbatch.sdk import Client, SessionOver
+from tests.support.batches import unique
+from tests.support.kube import kubeconfig_path
+from tests.support.operator import kubectl
+from tests.support.tenant import Tenant
+
+pytestmark = [pytest.mark.cluster]
+
+PREPARE = ["/bin/sh", "-c", "echo warm > prepared"]
+VERIFY = '''
+import json, os, pathlib, time
+ws = pathlib.Path("/workspace")
+answer = (ws / "answer.txt").read_text().strip() if (ws / "answer.txt").exists() else ""
+print(json.dumps(dict(event="reward", at=time.time(), episode_id=os.environ["EPISODE_ID"],
+                      reward=float(answer == "42"), answer=answer)))
+'''
+
+
+def wait_ready(client: Client, pool: str, ready: int, timeout: float = 180) -> dict:
+    end = time.monotonic() + timeout
+    while True:
+        obj = client.get_pool(pool)
+        if (obj.get("status") or {}).get("readyPods", 0) >= ready:
+            return obj
+        assert time.monotonic() < end, f"pool {pool} never held {ready} ready pods: {obj.get('status')}"
+        time.sleep(1)
+
+
+def test_a_trainer_drives_two_sessions_and_the_verifier_grades_them(operator_process, namespace):
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("spool")
+    client.create_pool(pool, 2, task_files={"setup.sh": "true"}, prepare=PREPARE, verifier={},
+                       resources={"requests": {"cpu": "10m", "memory": "32Mi"},
+                                  "limits": {"cpu": "500m", "memory": "128Mi"}})
+    assert wait_ready(client, pool, 2)["status"]["sandboxNamespace"] == naming.pool_namespace(namespace, pool)
+
+    with client.open_sessions(pool, 2, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                              inputs=[{"q": "six times seven"}], samples_per_input=2,
+                              episode_timeout_seconds=30) as batch:
+        heard: list[bytes] = []
+        with batch.session(0, timeout=60) as session:
+            assert session.read_file("prepared") == b"warm\n"          # the pool's workspace
+            session.write_file("solve.sh", b'echo "$EPISODE_INDEX $EPISODE_SAMPLE"; cat "$EPISODE_INPUT"; exit 3\n')
+            result = session.run("sh solve.sh", on_output=lambda _, data: heard.append(data))
+            assert result.exit_code == 3 and result.stdout == b'0 0\n{"q":"six times seven"}'
+            assert b"".join(heard) == result.stdout
+            assert session.run(["sh", "-c", "echo 42 > answer.txt"]).ok
+            with pytest.raises(FileNotFoundError):
+                session.read_file("nope")
+        assert session.ended
+        with pytest.raises(SessionOver):
+            session.run("true")
+        # episode 1: opened and left holding, as a crashed trainer would; its deadline ends it
+        abandoned = batch.session(1, timeout=60)
+        abandoned.write_file("answer.txt", b"42\n")
+        rows = batch.wait(timeout=240)
+
+    by_index = {row["index"]: row for row in rows}
+    assert [by_index[i]["reward"] for i in (0, 1)] == [1.0, 1.0], rows
+    assert "AgentTimedOut" not in (by_index[0].get("flags") or []) and by_index[0]["outcome"] == "succeeded"
+    assert "AgentTimedOut" in by_index[1]["flags"] and by_index[1]["outcome"] == "succeeded"
+    stats = by_index[0]["session"]
+    assert stats["commands"] == 2 and stats["command_seconds"] > 0 and 0 <= stats["claim_seconds"] < 10
+    batch.handle.delete()
+    client.delete_pool(pool, wait=False)
+
+
+def test_the_role_the_readme_gives_a_trainer_is_what_exec_needs(operator_process, namespace):
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("rpool")
+    client.create_pool(pool, 0, task_files={"setup.sh": "true"}, verifier={})
+    sandbox = wait_namespace(client, pool)
+    trainer = Tenant(namespace, "trainer")
+    assert not trainer.can("create", "pods/exec", sandbox)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "session-trainer", "namespace": sandbox},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+                      {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]}]}
+    kubectl("apply", "-f", "-", input=json.dumps(role))
+    kubectl("create", "rolebinding", "session-trainer", "--role=session-trainer", "-n", sandbox,
+            f"--serviceaccount={namespace}:trainer")
+    for verb, resource in (("get", "pods/exec"), ("create", "pods/exec"), ("list", "pods"), ("get", "pods")):
+        assert trainer.can(verb, resource, sandbox), (verb, resource)
+    assert not trainer.can("delete", "pods", sandbox)
+    client.delete_pool(pool, wait=False)
+
+
+def wait_namespace(client: Client, pool: str, timeout: float = 60) -> str:
+    end = time.monotonic() + timeout
+    while True:
+        sandbox = (client.get_pool(pool).get("status") or {}).get("sandboxNamespace")
+        if sandbox and kubectl("get", "namespace", sandbox, check=False).returncode == 0:
+            return sandbox
+        assert time.monotonic() < end, f"pool {pool} has no namespace yet"
+        time.sleep(0.5)

@@ -1,0 +1,156 @@
+"""Trainer-driven sessions in the pure core (core.sessions): the hold run by a real /bin/sh under
+the agent launcher of a pool's pod (as PID 1 of a PID namespace, as in a container: the launcher
+`kill -KILL -1`s), ended by the end command or by its watchdog, and the verdict such an agent gets;
+the trainer's file commands run by sh."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from rolloutbatch.core import pool_delivery, sessions
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.events import parse_line, parse_log, split_agent_record
+from rolloutbatch.core.model import AgentFacts
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.verdict import judge_verified
+from tests.unit.core import test_verifier_core as vc
+from tests.unit.core.pool_shell import has_pid_namespaces, reap_launchers, start_phase_launcher  # noqa: F401
+
+needs_pid_namespace = pytest.mark.skipif(not has_pid_namespaces(), reason="needs unshare -p (a PID namespace)")
+POD = "graded-x7k2p"
+
+
+def _wait_for(check, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < end, "never happened"
+        time.sleep(0.02)
+
+
+def _hold(tmp_path, timeout: int = 30):
+    """A pool pod's agent launcher, warm, then handed the hold as its episode (as the operator
+    hands a session batch's episode): the launcher, its claim dir, message file, stdout file, and
+    the time it was handed over (the claim)."""
+    claim, message, out = tmp_path / "claim", tmp_path / "agent-message", tmp_path / "stdout"
+    claim.mkdir(exist_ok=True)
+    message.write_text("")
+    with out.open("wb") as stdout:
+        proc = start_phase_launcher(pool_delivery.launcher(str(claim), 5, verified=True), tmp_path, message,
+                                    env={**os.environ, "EPISODE_ID": POD}, stdout=stdout)
+    _wait_for((claim / "warm").exists)
+    claimed = time.time()
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, tuple(sessions.hold_command(str(claim))),
+                                                                timeout_seconds=timeout))
+    delivered = subprocess.run(pool_delivery.delivery_command(len(script), str(claim)), input=script, timeout=10)
+    assert delivered.returncode == 0
+    return proc, claim, message, out, claimed
+
+
+def _end(claim, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(sessions.end_command(str(claim), **kw), capture_output=True, timeout=30)
+
+
+def _verdict(out, message, claimed: float):
+    """judge_verified of the pod: the agent's real output and termination message, a verifier's reward."""
+    now = time.time()
+    facts = vc.facts(name=POD, created=claimed, started_at=claimed, finished_at=now + 1,
+                     agent=AgentFacts(state="terminated", exit_code=0, message=message.read_text(), finished_at=now))
+    reward = json.dumps({"event": "reward", "at": now + 0.5, "episode_id": POD, "reward": 1})
+    return judge_verified(facts, parse_log(out.read_bytes()), parse_log(reward.encode()))
+
+
+# -- the hold, run ----------------------------------------------------------------------------------
+@needs_pid_namespace
+def test_the_hold_prints_its_ready_event_and_ends_on_a_line(tmp_path) -> None:
+    proc, claim, message, out, claimed = _hold(tmp_path)
+    _wait_for((claim / sessions.END_FIFO).is_fifo)
+    _wait_for(lambda: out.read_bytes().endswith(b"\n"))
+    assert proc.poll() is None                       # held: the trainer's turn
+    ready = parse_line(out.read_bytes().strip())
+    assert ready is not None and ready.kind == "ready" and ready.episode_id == POD
+    assert claimed - 0.01 <= ready.at <= time.time()
+
+    ended = _end(claim)
+    assert ended.returncode == sessions.ENDED, ended.stderr
+    assert proc.wait(timeout=20) == 0
+    assert split_agent_record(message.read_text())[1] == {"exit_code": 0, "timed_out": False}
+    # a second end says it had ended (in a pod the agent container is gone by then: exec fails)
+    assert _end(claim).returncode == sessions.ALREADY_ENDED
+
+    result = _verdict(out, message, claimed)
+    assert result.outcome == v.OUTCOME_SUCCEEDED and result.reward == 1
+    assert v.FLAG_AGENT_TIMED_OUT not in result.flags and v.FLAG_SKEW_TOLERATED not in result.flags
+
+
+@needs_pid_namespace
+def test_a_session_nobody_ends_is_stopped_at_its_deadline_visibly(tmp_path) -> None:
+    started = time.monotonic()
+    proc, claim, message, out, claimed = _hold(tmp_path, timeout=1)
+    assert proc.wait(timeout=20) == 0 and time.monotonic() - started < 10
+    assert split_agent_record(message.read_text())[1]["timed_out"] is True
+    result = _verdict(out, message, claimed)
+    # graded all the same, and flagged
+    assert result.outcome == v.OUTCOME_SUCCEEDED and v.FLAG_AGENT_TIMED_OUT in result.flags
+
+
+@needs_pid_namespace
+def test_an_end_sent_before_the_hold_started_waits_for_it(tmp_path) -> None:
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    early = subprocess.Popen(sessions.end_command(str(claim)), stderr=subprocess.PIPE)
+    time.sleep(0.3)                                  # the delivery comes later
+    proc, claim, message, _, _ = _hold(tmp_path)
+    assert early.wait(timeout=30) == sessions.ENDED
+    assert proc.wait(timeout=20) == 0
+    assert split_agent_record(message.read_text())[1]["timed_out"] is False
+
+
+def test_an_end_where_no_session_holds_says_so(tmp_path) -> None:
+    started = time.monotonic()
+    ended = _end(tmp_path, tries=2)
+    assert ended.returncode == sessions.NOT_HOLDING and b"no session holds" in ended.stderr
+    assert time.monotonic() - started < 5
+
+
+def test_the_hold_is_a_command_a_pooled_batch_accepts() -> None:
+    command = sessions.hold_command()
+    assert sessions.is_hold_command(command) and not sessions.is_hold_command(["python", "run.py"])
+    spec = parse_spec({"episodes": 4, "samplesPerInput": 2, "inputs": [{"q": 1}, {"q": 2}], "command": command,
+                       "poolRef": {"name": "warm"}, "verifier": {"files": {"verify.sh": "exit 0"}}})
+    assert list(spec.command) == command
+
+
+# -- the trainer's files ----------------------------------------------------------------------------------
+def _sh(command: list[str], cwd, data: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(command, input=data, cwd=cwd, capture_output=True, timeout=10)
+
+
+def test_a_file_is_written_whole_and_read_back(tmp_path) -> None:
+    data = b"\x00binary\xff\nand text\n" * 1000
+    assert _sh(sessions.write_file_command("src/pkg/mod.py", len(data)), tmp_path, data).returncode == 0
+    assert (tmp_path / "src/pkg/mod.py").read_bytes() == data
+    read = _sh(sessions.read_file_command("src/pkg/mod.py"), tmp_path)
+    assert read.returncode == 0 and read.stdout == data
+    # overwritten, and a name that looks like an option is a name
+    assert _sh(sessions.write_file_command("-n", 2), tmp_path, b"ok").returncode == 0
+    assert _sh(sessions.read_file_command("-n"), tmp_path).stdout == b"ok"
+    assert _sh(sessions.write_file_command("src/pkg/mod.py", 0), tmp_path).returncode == 0
+    assert (tmp_path / "src/pkg/mod.py").read_bytes() == b""
+
+
+def test_a_cut_off_write_leaves_the_file_as_it_was(tmp_path) -> None:
+    (tmp_path / "a.txt").write_bytes(b"before")
+    assert _sh(sessions.write_file_command("a.txt", 100), tmp_path, b"only part").returncode != 0
+    assert (tmp_path / "a.txt").read_bytes() == b"before" and sorted(os.listdir(tmp_path)) == ["a.txt"]
+
+
+def test_reading_what_is_not_a_file_says_what_it_is(tmp_path) -> None:
+    missing = _sh(sessions.read_file_command("nope.txt"), tmp_path)
+    assert missing.returncode == sessions.NO_SUCH_FILE and b"no such file: nope.txt" in missing.stderr
+    (tmp_path / "d").mkdir()
+    assert _sh(sessions.read_file_command("d"), tmp_path).returncode == sessions.IS_A_DIRECTORY

@@ -1,0 +1,396 @@
+"""Trainer-driven sessions (sdk.sessions) on the API in memory (tests/support/memory_api.py): the
+session batch built, a session found by its index, commands run (streamed, their exit codes and
+the episode's variables), files, the end, the errors, and the asyncio twin.
+
+The operator's part is played by hand: the pool's pod of each index is put in the pool's
+namespace as the operator leaves it (claimed, handed its episode), and its exec handler runs the
+commands for real with /bin/sh in a directory of the test (the workspace), except the end, which
+ends the agent's container as the hold and its launcher would (core.sessions runs those for
+real: tests/unit/core/test_sessions.py)."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+
+import pytest
+
+from rolloutbatch import sdk
+from rolloutbatch.core import naming, sessions as core_sessions
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.pools import batch_pod_labels
+from rolloutbatch.core.results import configmap_digest, encode_results
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
+from rolloutbatch.kube.errors import Forbidden, TimedOut
+from rolloutbatch.kube.pod_exec import ExecResult
+from rolloutbatch.sdk import sessions
+from rolloutbatch.sdk.aio import AsyncClient
+from tests.support import crd_schema
+from tests.support.memory_api import AsyncMemoryApi, MemoryApi
+
+NS, POOL = "rl", "graded"
+POOL_NS = naming.pool_namespace(NS, POOL)
+VERIFIER = {"files": {"verify.sh": "exit 0"}, "command": ["sh", "/verifier/verify.sh"], "timeoutSeconds": 60}
+INPUTS = [{"repo": "a"}, {"repo": "b"}]
+BATCH_SPEC = crd_schema.openapi_schema()["properties"]["spec"]
+CLAIMED = 1_800_000_000.0
+
+
+@pytest.fixture
+def api() -> MemoryApi:
+    api = MemoryApi()
+    for name in (NS, POOL_NS):
+        api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return api
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    monkeypatch.setattr(sessions, "POLL_SECONDS", 0.01)
+
+
+class Sandbox:
+    """A pod's agent container: every exec run by /bin/sh in ``workspace``, but the end, which
+    ends the container as the hold's launcher would (once)."""
+
+    def __init__(self, api: MemoryApi, pod: str, workspace) -> None:
+        self.api, self.pod, self.workspace = api, pod, workspace
+        self.ends = 0
+
+    def __call__(self, command: list[str], stdin: bytes) -> ExecResult:
+        if command[3:4] == ["rolloutbatch-end"]:
+            self.ends += 1
+            set_agent(self.api, self.pod, terminated=True)
+            return ExecResult(exit_code=0, stdout=b"", stderr=b"")
+        done = subprocess.run(command, input=stdin, cwd=self.workspace, capture_output=True, timeout=10)
+        return ExecResult(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr,
+                          status={"status": "Success" if done.returncode == 0 else "Failure"})
+
+
+def put_pod(api: MemoryApi, handle, index: int, *, name: str | None = None, delivered: bool = True,
+            phase: str = "Running", workspace=None) -> str:
+    """The pool's pod of ``index`` as the operator leaves it: claimed, started, handed its episode
+    (its delivered-at annotation) or not yet."""
+    ref = BatchRef(NS, handle.name, handle.uid)
+    name = name or f"{POOL}-{index}x"
+    annotations = {COMPLETION_INDEX_KEY: str(index), naming.POOLED_ANNOTATION: "true",
+                   naming.ANNOTATION_CLAIMED_AT: f"{CLAIMED:.3f}"}
+    if delivered:
+        annotations[naming.ANNOTATION_DELIVERED_AT] = f"{CLAIMED + 0.25:.3f}"
+    running = {"started": True, "state": {"running": {"startedAt": "2027-01-15T08:00:00Z"}}}
+    api.put({"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": name, "namespace": POOL_NS, "labels": batch_pod_labels(ref),
+                          "annotations": annotations},
+             "spec": {"nodeName": "n1",
+                      "containers": [{"name": naming.AGENT_CONTAINER}, {"name": naming.VERIFIER_CONTAINER}]},
+             "status": {"phase": phase, "containerStatuses": [{"name": naming.AGENT_CONTAINER, **running},
+                                                              {"name": naming.VERIFIER_CONTAINER, **running}]}})
+    if workspace is not None:
+        api.set_exec(POOL_NS, name, Sandbox(api, name, workspace))
+    return name
+
+
+def set_agent(api: MemoryApi, pod: str, *, terminated: bool = False, phase: str | None = None) -> None:
+    live = api.get_object("Pod", pod, POOL_NS)
+    status = live["status"]
+    if terminated:
+        status["containerStatuses"][0] = {"name": naming.AGENT_CONTAINER, "started": False, "state": {
+            "terminated": {"exitCode": 0, "message": '{"event":"agent_exit","exit_code":0,"timed_out":false}'}}}
+    if phase:
+        status["phase"] = phase
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{pod}/status", {"status": status}, "the kubelet")
+
+
+def open_sessions(api: MemoryApi, **options) -> sdk.Sessions:
+    client = sdk.Client(api=api, namespace=NS)
+    options = {"inputs": INPUTS, "samples_per_input": 2, "episode_timeout_seconds": 300, "env": {"MODE": "fast"},
+               **options}
+    return client.open_sessions(POOL, 4, verifier=VERIFIER, **options)
+
+
+# --- the session batch ---------------------------------------------------------------------------------
+def test_open_sessions_creates_a_pooled_verified_batch_whose_episodes_hold(api):
+    batch = open_sessions(api)
+    stored = api.get_object("RolloutBatch", batch.name, NS)
+    spec = stored["spec"]
+    assert stored["metadata"]["name"].startswith("session-")
+    assert spec["poolRef"] == {"name": POOL} and spec["verifier"] == VERIFIER
+    assert spec["command"] == core_sessions.hold_command() and core_sessions.is_hold_command(spec["command"])
+    assert spec["episodes"] == 4 and spec["inputs"] == INPUTS and spec["samplesPerInput"] == 2
+    assert spec["episodeTimeoutSeconds"] == 300 and spec["env"] == [{"name": "MODE", "value": "fast"}]
+    assert crd_schema.errors(spec, BATCH_SPEC) == []
+    assert parse_spec(spec).verifier is not None
+
+
+@pytest.mark.parametrize("options, said", [
+    (dict(verifier=None), "needs a verifier"),
+    (dict(command=["python", "agent.py"]), "the hold"),
+    (dict(episode_timout_seconds=5), "unknown field"),
+    (dict(image="python:3.12"), "is the pool's"),
+    (dict(inputs=[{"blob": "x" * 100_000}] * 4, samples_per_input=1), "spec.inputsFrom"),
+])
+def test_what_a_session_batch_cannot_be_is_refused_before_any_call(api, options, said):
+    options = {"verifier": VERIFIER, **options}
+    with pytest.raises(ValueError, match=said):
+        sdk.build_sessions(POOL, 4, **options)
+    assert api.list_objects("RolloutBatch") == []
+
+
+def test_a_batch_that_is_not_a_session_batch_has_no_sessions(api):
+    client = sdk.Client(api=api, namespace=NS)
+    handle = client.submit(sdk.build_batch("step-", None, 2, pool=POOL, command=["python", "run.py"]))
+    with pytest.raises(ValueError, match="not a session batch"):
+        sdk.Sessions(handle)
+
+
+# --- finding a session --------------------------------------------------------------------------------
+def test_a_session_is_its_indexs_pod_once_it_holds(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 2, workspace=tmp_path)
+    put_pod(api, batch.handle, 3, delivered=False)
+    other = sdk.Client(api=api, namespace=NS).submit(sdk.build_sessions(POOL, 4, verifier=VERIFIER))
+    put_pod(api, other, 1, name="not-ours")                 # another batch's index 1
+
+    session = batch.session(2, timeout=5)
+    assert (session.index, session.pod, session.ended) == (2, pod, False)
+    assert session.stats.claim_seconds == 0.25 and session.stats.ready_seconds >= 0
+    with pytest.raises(TimeoutError, match=r"episode 3 .* not yet handed its episode.*kubectl get rp graded"):
+        batch.session(3, timeout=0.1)
+    with pytest.raises(TimeoutError, match="no pod yet"):
+        batch.session(1, timeout=0.1)
+    with pytest.raises(ValueError, match="not in 0..3"):
+        batch.session(4)
+
+
+def test_a_pod_evicted_before_its_episode_is_waited_past_to_its_retry(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, name="first", delivered=False, phase="Failed")
+
+    def retried():    # the Job's next pod for the index, handed its episode
+        put_pod(api, batch.handle, 0, name="second", workspace=tmp_path)
+    api.meanwhile("GET", "Pod", retried, when=lambda path: path.endswith("/pods"))
+    assert batch.session(0, timeout=5).pod == "second"
+
+
+def test_a_session_that_ended_or_a_batch_that_did_says_so(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    set_agent(api, pod, terminated=True)
+    with pytest.raises(sdk.SessionOver, match="agent container .* ended"):
+        batch.session(0)
+    api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NS}/rolloutbatches/{batch.name}/status",
+                    {"status": {"phase": "Failed", "message": "PoolConflict"}}, "the operator")
+    started = time.monotonic()
+    with pytest.raises(sdk.SessionOver, match=r"never opened: the batch ended \(Failed: PoolConflict\)"):
+        batch.session(1, timeout=30)
+    assert time.monotonic() - started < 5
+    api.delete(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NS}/rolloutbatches/{batch.name}", "a user")
+    with pytest.raises(sdk.SessionOver, match="the batch was deleted"):
+        batch.session(1, timeout=30)
+
+
+# --- running commands ----------------------------------------------------------------------------------
+def test_run_in_the_agent_container_with_the_episodes_variables_and_its_exit_code(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 3, workspace=tmp_path)
+    session = batch.session(3)
+    heard = []
+    result = session.run('echo "$EPISODE_INDEX $EPISODE_GROUP $EPISODE_SAMPLE $BATCH_NAME $EPISODE_INPUT $MODE"; '
+                         'echo oops >&2; exit 3', on_output=lambda stream, data: heard.append((stream, data)))
+    assert result.exit_code == 3 and not result.ok and result.seconds > 0
+    assert result.stdout == f"3 1 1 {batch.name} {naming.CLAIM_MOUNT_PATH}/input.json fast\n".encode()
+    assert result.stderr == b"oops\n" and heard == [("stdout", result.stdout), ("stderr", b"oops\n")]
+    namespace, where, container, command, _ = api.execs[-1]
+    assert (namespace, where, container) == (POOL_NS, pod, naming.AGENT_CONTAINER)
+    assert command[0] == "env" and command[-3:-1] == ["/bin/sh", "-c"]
+    # a list runs as it is, with stdin, in the workspace
+    listed = session.run(["sh", "-c", 'cat; pwd'], stdin=b"in\n")
+    assert listed.ok and listed.stdout == f"in\n{tmp_path}\n".encode()
+    assert session.stats.commands == 2
+    assert session.stats.command_seconds == pytest.approx(result.seconds + listed.seconds, abs=1e-3)
+    with pytest.raises(ValueError, match="holds '='"):
+        session.run(["A=1", "true"])
+
+
+def test_output_past_the_limit_is_cut_and_said(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    result = batch.session(0).run("head -c 5000 /dev/zero", limit_bytes=1000)
+    assert len(result.stdout) == 1000 and result.stdout_truncated
+
+
+def test_files_are_written_and_read_in_the_workspace(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    data = bytes(range(256)) * 10
+    session.write_file("src/fix.py", data)
+    assert (tmp_path / "src" / "fix.py").read_bytes() == data
+    assert session.read_file("src/fix.py") == data
+    with pytest.raises(FileNotFoundError, match="no such file: nope.txt in episode 0"):
+        session.read_file("nope.txt")
+    with pytest.raises(IsADirectoryError):
+        session.read_file("src")
+    with pytest.raises(sdk.SessionError, match="larger than max_bytes"):
+        session.read_file("src/fix.py", max_bytes=100)
+    with pytest.raises(ValueError, match="more than one exec carries"):
+        session.write_file("big", b"x" * (sessions.MAX_FILE_BYTES + 1))
+    with pytest.raises(TypeError):
+        session.write_file("text", "not bytes")
+
+
+# --- the end -----------------------------------------------------------------------------------------
+def test_end_ends_once_and_nothing_runs_after_it(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 1, workspace=tmp_path)
+    sandbox = api.exec_handlers[(POOL_NS, pod)]
+    with batch.session(1) as session:
+        assert session.run("true").ok
+    assert sandbox.ends == 1 and session.ended
+    execs = len(api.execs)
+    session.end()                                       # idempotent: no exec
+    with pytest.raises(sdk.SessionOver, match="end\\(\\) was called"):
+        session.run("true")
+    assert len(api.execs) == execs and sandbox.ends == 1
+    assert api.execs[-1][3] == core_sessions.end_command()
+    with pytest.raises(sdk.SessionOver):                # and the index's session cannot be opened again
+        batch.session(1)
+
+
+def test_a_session_ended_by_its_deadline_raises_session_over_and_ends_quietly(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    set_agent(api, pod, terminated=True, phase="Succeeded")   # the watchdog, then the verifier, ended it
+    with pytest.raises(sdk.SessionOver, match="the session is over: its pod .* ended \\(Succeeded\\)"):
+        session.run("true")
+    session.end()                                       # nothing left to end: no error
+    assert session.ended
+
+
+def test_an_end_that_the_launcher_killed_still_ended_the_session(api, monkeypatch):
+    monkeypatch.setattr(sessions, "END_SETTLE_SECONDS", 0.2)
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    # the hold exited, the launcher's kill -KILL -1 took the end's exec too; the kubelet reports
+    # the agent container ended a moment later
+    api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(exit_code=137, stdout=b"", stderr=b""))
+    session = batch.session(0)
+    reads = []
+
+    def reported_on_the_second_read():
+        reads.append(1)
+        if len(reads) == 2:
+            set_agent(api, pod, terminated=True)
+    for _ in range(2):
+        api.meanwhile("GET", "Pod", reported_on_the_second_read, when=lambda path: path.endswith(f"/pods/{pod}"))
+    session.end()
+    assert session.ended and len(reads) == 2
+    # one that never shows the agent ended is an error, after a bounded wait
+    other = put_pod(api, batch.handle, 1)
+    api.set_exec(POOL_NS, other, lambda command, stdin: ExecResult(exit_code=137, stdout=b"", stderr=b"killed"))
+    with pytest.raises(sdk.SessionError, match="failed \\(exit code 137\\): killed"):
+        batch.session(1).end()
+
+
+def test_an_end_where_nothing_holds_is_an_error(api):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(core_sessions.NOT_HOLDING, b"", b"no session"))
+    with pytest.raises(sdk.SessionError, match="holds no session"):
+        batch.session(0).end()
+
+
+def test_leaving_the_batch_ends_every_session_still_holding(api, tmp_path):
+    with open_sessions(api) as batch:
+        opened = put_pod(api, batch.handle, 0, workspace=tmp_path)
+        never_opened = put_pod(api, batch.handle, 1, workspace=tmp_path)
+        ended = put_pod(api, batch.handle, 2, workspace=tmp_path)
+        put_pod(api, batch.handle, 3, delivered=False, workspace=tmp_path)
+        batch.session(0).run("true")
+        set_agent(api, ended, terminated=True)
+    ends = {pod: api.exec_handlers[(POOL_NS, pod)].ends for pod in (opened, never_opened, ended)}
+    assert ends == {opened: 1, never_opened: 1, ended: 0}
+    assert not [e for e in api.execs if e[1] == f"{POOL}-3x"]
+
+
+def test_wait_returns_the_rows_with_each_opened_sessions_stats(api, tmp_path, monkeypatch):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    with batch.session(0) as session:
+        session.run("true")
+    rows = [{"index": 0, "pod": pod, "reward": 1.0}, {"index": 1, "pod": "other", "reward": 0.0}]
+    data, _ = encode_results({"uid": batch.handle.uid, "pods": rows})
+    head = api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{batch.name}-results",
+                                                                          "namespace": NS}, "data": data})
+    final = {"phase": "Succeeded", "resultsDigests": {head["metadata"]["name"]: configmap_digest(head)}}
+    api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{NS}/rolloutbatches/{batch.name}/status",
+                    {"status": final}, "the operator")
+    monkeypatch.setattr(batch.handle, "wait", lambda timeout: batch.handle.refresh())
+    got = batch.wait(timeout=5)
+    assert got[0]["session"] == {"commands": 1, "command_seconds": session.stats.command_seconds,
+                                 "claim_seconds": 0.25, "ready_seconds": session.stats.ready_seconds}
+    assert "session" not in got[1] and got[1]["reward"] == 0.0
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+def test_a_forbidden_exec_names_the_rights_a_trainer_needs(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    api.fail("POST", "Pod", Forbidden('pods "x" is forbidden: User "trainer" cannot create resource "pods/exec"',
+                                      status=403, reason="Forbidden"), when=lambda path: path.endswith("/exec"))
+    with pytest.raises(sdk.ExecForbidden, match=f"get and create on pods/exec .* {POOL_NS}") as refused:
+        session.run("true")
+    assert isinstance(refused.value, sdk.Forbidden) and refused.value.status == 403
+    api.fail("GET", "Pod", Forbidden("pods is forbidden", status=403, reason="Forbidden"))
+    with pytest.raises(sdk.ExecForbidden, match="get and list on pods"):
+        batch.session(1)
+
+
+def test_an_exec_that_times_out_says_so(api):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+
+    async def hangs(command, stdin):
+        await asyncio.sleep(10)
+    api.set_exec(POOL_NS, pod, hangs)
+    with pytest.raises(TimedOut, match="no exit status within 0.2s"):
+        batch.session(0).run("sleep 100", timeout=0.2)
+
+
+def test_the_blocking_client_runs_inside_a_running_event_loop(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+
+    async def in_a_notebook():
+        return session.run("echo hi").stdout
+    assert asyncio.run(in_a_notebook()) == b"hi\n"
+
+
+# --- asyncio --------------------------------------------------------------------------------------------
+def test_the_async_client_opens_runs_and_ends_sessions_alike(api, tmp_path):
+    async def main():
+        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
+        pod = put_pod(api, batch.handle, 1, workspace=tmp_path)
+        async with batch:
+            async with await batch.session(1) as session:
+                heard = []
+                result = await session.run("echo $EPISODE_INDEX $EPISODE_SAMPLE",
+                                           on_output=lambda _, data: heard.append(data))
+                await session.write_file("a.txt", b"A")
+                assert await session.read_file("a.txt") == b"A"
+                with pytest.raises(FileNotFoundError):
+                    await session.read_file("b.txt")
+            with pytest.raises(sdk.SessionOver):
+                await session.run("true")
+            with pytest.raises(TimeoutError):
+                await batch.session(0, timeout=0.05)
+        return batch, pod, result, heard, session
+    batch, pod, result, heard, session = asyncio.run(main())
+    assert result.stdout == b"1 1\n" and heard == [b"1 1\n"]
+    assert api.get_object("RolloutBatch", batch.name, NS)["spec"]["command"] == core_sessions.hold_command()
+    assert api.exec_handlers[(POOL_NS, pod)].ends == 1 and session.stats.commands == 1
