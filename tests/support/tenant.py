@@ -31,5 +31,9 @@ class Tenant:
                             check=check)
 
     def can(self, verb: str, resource: str, namespace: str | None = None) -> bool:
-        out = self.kubectl("auth", "can-i", verb, resource, "-n", namespace or self.namespace, check=False)
+        """``kubectl auth can-i``; a subresource as ``pods/exec`` (kubectl reads ``pods/exec``
+        itself as the pod named exec)."""
+        resource, _, sub = resource.partition("/")
+        extra = [f"--subresource={sub}"] if sub else []
+        out = self.kubectl("auth", "can-i", verb, resource, *extra, "-n", namespace or self.namespace, check=False)
         return out.stdout.strip() == "yes"
