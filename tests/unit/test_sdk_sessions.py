@@ -298,7 +298,7 @@ def test_an_end_where_nothing_holds_is_an_error(api):
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0)
     api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(core_sessions.NOT_HOLDING, b"", b"no session"))
-    with pytest.raises(sdk.SessionError, match="holds no session"):
+    with pytest.raises(sdk.SessionError, match="cannot be ended: its session.s end FIFO is gone"):
         batch.session(0).end()
 
 
@@ -394,3 +394,30 @@ def test_the_async_client_opens_runs_and_ends_sessions_alike(api, tmp_path):
     assert result.stdout == b"1 1\n" and heard == [b"1 1\n"]
     assert api.get_object("RolloutBatch", batch.name, NS)["spec"]["command"] == core_sessions.hold_command()
     assert api.exec_handlers[(POOL_NS, pod)].ends == 1 and session.stats.commands == 1
+
+
+# --- from an attack review: what the session's own commands say is not trusted (each failed before) ----
+@pytest.mark.parametrize("said", [core_sessions.ENDED, core_sessions.ALREADY_ENDED])
+def test_an_end_is_confirmed_by_the_pod_not_by_what_the_sandbox_said(api, monkeypatch, said):
+    """The session's commands can take the end's line from the FIFO or forge the hold's marker:
+    an end the pod does not confirm (its agent container still runs) is an error, bounded."""
+    monkeypatch.setattr(sessions, "END_SETTLE_SECONDS", 0.2)
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(said, b"", b""))
+    session = batch.session(0)
+    with pytest.raises(sdk.SessionError, match="did not end: its own commands"):
+        session.end()
+
+
+def test_an_evicted_pod_of_an_index_is_passed_over_for_its_retry(api):
+    batch = open_sessions(api)
+    evicted = put_pod(api, batch.handle, 0, name="graded-0-old")
+    live = api.get_object("Pod", evicted, POOL_NS)["status"]
+    live.update(phase="Failed", conditions=[{"type": "DisruptionTarget", "status": "True",
+                                             "reason": "PreemptionByScheduler"}])
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{evicted}/status", {"status": live}, "the kubelet")
+    with pytest.raises(TimeoutError):
+        batch.session(0, timeout=0.3)                   # waits for the retry, not SessionOver
+    retry = put_pod(api, batch.handle, 0, name="graded-0-new")
+    assert batch.session(0, timeout=5).pod == retry

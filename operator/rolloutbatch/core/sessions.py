@@ -32,10 +32,11 @@ _HOLD = ('c={claim}; mkfifo "$c/{fifo}" || exit 1; '
          'read -r line < "$c/{fifo}"; : > "$c/{ended}"; exit 0')
 
 # The hold may not have started when the delivery is annotated (the launcher sources its script
-# after the exec that signals it): wait for the FIFO, bounded. A hold that has read its line
-# left ENDED_FILE; one stopped by its watchdog took the container with it (exec then fails).
+# after the exec that signals it): wait for the FIFO, bounded. The session's own commands run as
+# the hold's user in its directory (they can take the line, remove the FIFO, forge the marker):
+# nothing the end says is taken on trust, the SDK confirms the end by the pod's status.
 _END = ('c={claim}; n=0; while [ ! -p "$c/{fifo}" ]; do n=$((n+1)); '
-        '[ "$n" -gt {tries} ] && {{ echo "no session holds in this container" >&2; exit {not_holding}; }}; '
+        '[ "$n" -gt {tries} ] && {{ echo "no session FIFO in this container" >&2; exit {not_holding}; }}; '
         'sleep 0.1 2>/dev/null || sleep 1; done; '
         '[ -e "$c/{ended}" ] && exit {already}; printf \'end\\n\' > "$c/{fifo}"')
 
@@ -66,16 +67,20 @@ def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_
 # leaves half a file; `head -c` because a v4 exec cannot close stdin), and a file read whole.
 # Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them.
 NO_SUCH_FILE, IS_A_DIRECTORY = 3, 4
-_WRITE = ('d=$(dirname -- "$2") && mkdir -p -- "$d" && head -c "$1" > "$2.rb-part" '
+# A directory at the path would take the file inside it (`mv`): refused. Read through `<` (cat
+# reads a file named `-` as stdin) and at most one byte past the caller's limit, so a file too
+# large is said at once and no read runs on in the sandbox.
+_WRITE = ('[ -d "$2" ] && exit {isdir}; d=$(dirname -- "$2") && mkdir -p -- "$d" && head -c "$1" > "$2.rb-part" '
           '&& [ "$(( $(wc -c < "$2.rb-part") ))" -eq "$1" ] && mv -f -- "$2.rb-part" "$2" '
-          '|| { rm -f -- "$2.rb-part"; exit 1; }')
+          '|| {{ rm -f -- "$2.rb-part"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
 _READ = ('[ -d "$1" ] && exit {isdir}; [ -f "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
-         'exec cat -- "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE)
+         'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE)
 
 
 def write_file_command(path: str, size: int) -> list[str]:
     return ["/bin/sh", "-c", _WRITE, "rolloutbatch-write", str(size), path]
 
 
-def read_file_command(path: str) -> list[str]:
-    return ["/bin/sh", "-c", _READ, "rolloutbatch-read", path]
+def read_file_command(path: str, max_bytes: int) -> list[str]:
+    """At most ``max_bytes`` + 1 bytes of the file: more than ``max_bytes`` says it is too large."""
+    return ["/bin/sh", "-c", _READ, "rolloutbatch-read", path, str(int(max_bytes) + 1)]

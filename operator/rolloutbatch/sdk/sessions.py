@@ -32,7 +32,7 @@ from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import BatchRef, PodFacts
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, Unavailable
 from rolloutbatch.sdk.build import _env_entries, build_batch
@@ -199,6 +199,8 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
     seen = "no pod yet"
     over = None
     for facts in _of_index(pods, index):
+        if is_infrastructure_failure(facts):
+            continue     # evicted, lost its node: the Job runs the index again on a new pod
         why = _ended(facts)
         if why is None:
             if facts.delivered_at is not None and facts.phase == v.PodPhase.RUNNING:
@@ -357,6 +359,8 @@ class SessionCore:
     def _write(self, path: str, data: bytes, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.write_file_command(path, len(data)), f"writing {path}",
                                   stdin=data, timeout=timeout, limit_bytes=4096)
+        if result.exit_code == sessions.IS_A_DIRECTORY:
+            raise IsADirectoryError(f"a directory, not a file: {path} in episode {self.target.index}'s sandbox")
         if result.exit_code != 0:
             raise SessionError(f"writing {path} in episode {self.target.index} failed (exit code "
                                f"{result.exit_code}): {result.stderr.decode(errors='replace').strip()}")
@@ -365,7 +369,7 @@ class SessionCore:
         return self._guarded(self._read(path, max_bytes, timeout))
 
     def _read(self, path: str, max_bytes: int, timeout: float) -> Op:
-        result = yield from _exec(self.target, sessions.read_file_command(path), f"reading {path}",
+        result = yield from _exec(self.target, sessions.read_file_command(path, max_bytes), f"reading {path}",
                                   timeout=timeout, limit_bytes=max_bytes)
         where = f"{path} in episode {self.target.index}'s sandbox"
         if result.exit_code == sessions.NO_SUCH_FILE:
@@ -400,14 +404,19 @@ def end_target(target: SessionTarget) -> Op:
         return
     except (SessionError, Unavailable) as exc:
         code, said = None, str(exc)
-    if code in (sessions.ENDED, sessions.ALREADY_ENDED):
-        return
-    if code == sessions.NOT_HOLDING:
-        raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} holds no session: its agent "
-                           "runs something other than the hold")
+    if code == sessions.NOT_HOLDING and (yield from _over(target)) is None:
+        raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} cannot be ended: its session's "
+                           "end FIFO is gone (its own commands removed it, or it runs something other than the "
+                           "hold); it holds until episodeTimeoutSeconds")
+    # Confirmed by the pod, whatever the end said: the session's own commands can take the FIFO's
+    # line or forge the hold's marker.
     settle = time.monotonic() + END_SETTLE_SECONDS
     while (yield from _over(target)) is None:
         if time.monotonic() >= settle:
+            if code in (sessions.ENDED, sessions.ALREADY_ENDED):
+                raise SessionError(f"the session of episode {target.index} of RolloutBatch {target.batch} did not "
+                                   "end: its own commands took the end's line or forged its marker; it holds "
+                                   "until episodeTimeoutSeconds")
             raise SessionError(f"ending the session of episode {target.index} of RolloutBatch {target.batch} "
                                f"failed (exit code {code}): {said}")
         yield Sleep(POLL_SECONDS)

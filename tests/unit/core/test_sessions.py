@@ -113,7 +113,7 @@ def test_an_end_sent_before_the_hold_started_waits_for_it(tmp_path) -> None:
 def test_an_end_where_no_session_holds_says_so(tmp_path) -> None:
     started = time.monotonic()
     ended = _end(tmp_path, tries=2)
-    assert ended.returncode == sessions.NOT_HOLDING and b"no session holds" in ended.stderr
+    assert ended.returncode == sessions.NOT_HOLDING and b"no session FIFO" in ended.stderr
     assert time.monotonic() - started < 5
 
 
@@ -134,11 +134,11 @@ def test_a_file_is_written_whole_and_read_back(tmp_path) -> None:
     data = b"\x00binary\xff\nand text\n" * 1000
     assert _sh(sessions.write_file_command("src/pkg/mod.py", len(data)), tmp_path, data).returncode == 0
     assert (tmp_path / "src/pkg/mod.py").read_bytes() == data
-    read = _sh(sessions.read_file_command("src/pkg/mod.py"), tmp_path)
+    read = _sh(sessions.read_file_command("src/pkg/mod.py", 1 << 20), tmp_path)
     assert read.returncode == 0 and read.stdout == data
     # overwritten, and a name that looks like an option is a name
     assert _sh(sessions.write_file_command("-n", 2), tmp_path, b"ok").returncode == 0
-    assert _sh(sessions.read_file_command("-n"), tmp_path).stdout == b"ok"
+    assert _sh(sessions.read_file_command("-n", 1 << 20), tmp_path).stdout == b"ok"
     assert _sh(sessions.write_file_command("src/pkg/mod.py", 0), tmp_path).returncode == 0
     assert (tmp_path / "src/pkg/mod.py").read_bytes() == b""
 
@@ -150,7 +150,37 @@ def test_a_cut_off_write_leaves_the_file_as_it_was(tmp_path) -> None:
 
 
 def test_reading_what_is_not_a_file_says_what_it_is(tmp_path) -> None:
-    missing = _sh(sessions.read_file_command("nope.txt"), tmp_path)
+    missing = _sh(sessions.read_file_command("nope.txt", 1 << 20), tmp_path)
     assert missing.returncode == sessions.NO_SUCH_FILE and b"no such file: nope.txt" in missing.stderr
     (tmp_path / "d").mkdir()
-    assert _sh(sessions.read_file_command("d"), tmp_path).returncode == sessions.IS_A_DIRECTORY
+    assert _sh(sessions.read_file_command("d", 1 << 20), tmp_path).returncode == sessions.IS_A_DIRECTORY
+
+
+# -- from an attack review: the session's own commands are untrusted (each failed before) ---------
+@needs_pid_namespace
+def test_a_forged_end_marker_says_already_ended_and_the_sdk_checks_the_pod(tmp_path) -> None:
+    """The end command cannot tell a forged marker from the hold's; it says ALREADY_ENDED, and the
+    SDK confirms by the pod (tests/unit/test_sdk_sessions.py), which still holds here."""
+    proc, claim, _, _, _ = _hold(tmp_path, timeout=30)
+    _wait_for((claim / sessions.END_FIFO).is_fifo)
+    (claim / sessions.ENDED_FILE).write_text("")
+    assert _end(claim).returncode == sessions.ALREADY_ENDED
+    assert proc.poll() is None
+
+
+def test_a_file_is_never_written_into_a_directory_of_its_name(tmp_path) -> None:
+    (tmp_path / "out").mkdir()
+    done = _sh(sessions.write_file_command("out", 3), tmp_path, b"abc")
+    assert done.returncode == sessions.IS_A_DIRECTORY and not any((tmp_path / "out").iterdir())
+
+
+def test_a_file_named_dash_reads_back(tmp_path) -> None:
+    assert _sh(sessions.write_file_command("-", 5), tmp_path, b"hello").returncode == 0
+    assert _sh(sessions.read_file_command("-", 1 << 20), tmp_path).stdout == b"hello"
+
+
+def test_a_read_stops_one_byte_past_its_limit(tmp_path) -> None:
+    with open(tmp_path / "sparse", "wb") as f:
+        f.truncate(64 << 30)                          # 64 GiB, sparse: never read whole
+    done = _sh(sessions.read_file_command("sparse", 10), tmp_path)
+    assert done.returncode == 0 and done.stdout == b"\0" * 11
