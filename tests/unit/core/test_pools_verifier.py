@@ -367,3 +367,14 @@ def test_only_pods_of_the_pools_template_are_claimed() -> None:
             {"name": c["name"], "started": True, "state": {"running": {}}} for c in pod["spec"]["containers"]]}
     assert [p["metadata"]["name"] for p in pools.claim_order([old, new])] == ["old", "new"]
     assert [p["metadata"]["name"] for p in pools.claim_order([old, new], pools.template_digest(POOL, spec))] == ["new"]
+
+
+def test_a_pools_verifier_that_ended_before_its_phase_is_lost_not_the_agents_failure() -> None:
+    from rolloutbatch.core.verdict import judge_verified
+    record = '{"event":"agent_exit","exit_code":0,"timed_out":false}'
+    pod = _pod(_ended(0, record), _ended(137), phase="Failed")     # killed while it waited (OOM)
+    result = judge_verified(pod_facts(pod), None, None)
+    assert (result.reason, result.outcome) == (v.EP_INFRASTRUCTURE, v.OUTCOME_LOST), result.message
+    handed = _pod(_ended(0, record), _ended(137), phase="Failed")
+    handed["metadata"]["annotations"][naming.ANNOTATION_VERIFIER_DELIVERED_AT] = "1796256000.0"
+    assert judge_verified(pod_facts(handed), None, None).reason == v.EP_VERIFIER_FAILED   # it ran: its failure
