@@ -91,8 +91,10 @@ def _verifier() -> Schema:
          f"from the agent is ignored and flagged {v.FLAG_AGENT_REWARD_IGNORED}). A crashed agent is a graded "
          "attempt; so is a verifier that fails once started, since it had the agent's work in front of it "
          f"(reason {v.EP_VERIFIER_FAILED}, outcome {v.OUTCOME_FAILED}, reward 0); a verifier never started is "
-         f"lost ({v.EP_VERIFIER_NOT_STARTED}). Both images need /bin/sh. Default: none (one container whose own "
-         "events count)."), {
+         f"lost ({v.EP_VERIFIER_NOT_STARTED}). Both images need /bin/sh. With spec.poolRef the pool's pods run "
+         "both phases (its spec.verifier: the verifier's image and resources are the pool's), the verifier "
+         "handed this phase once the agent's container ended. Default: none (one container whose own events "
+         "count)."), {
             "image": _image("Image of the verifier container. Default spec.image."),
             "command": _strings("Verifier entrypoint. Default "
                                 f"[python, -B, <verifier.mountPath>/{d.VERIFIER_SCRIPT}].", d.MAX_COMMAND_ITEMS),
