@@ -168,3 +168,22 @@ def test_a_pool_with_a_verifier_grades_every_episode_the_agent_cannot_forge(oper
     refused = wait_status(plain, namespace, lambda st: st.get("phase") == "Failed", timeout=60)
     assert refused["status"]["reason"] == "PoolConflict", refused["status"]
     kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=false")
+
+
+def test_inputs_by_reference_reach_each_pooled_episode(operator_process, namespace):
+    """spec.inputsFrom on a pooled batch: the opted-in ConfigMap is copied (the batch's own, so a
+    change to the original mid-batch changes nothing) and each episode is handed its group's input."""
+    pool_name = unique("ipool")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 2)))
+    wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=180)
+    tasks = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "tasks", "labels": {naming.LABEL_INPUTS: naming.INPUTS_OPT_IN}},
+             "data": {"input-0.json": json.dumps({"r": 0.5}), "input-1.json": json.dumps({"r": 0.25})}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(tasks))
+    name = unique("byref")
+    apply(pooled_batch(name, pool_name, 2, parallelism=2, inputsFrom={"configMaps": ["tasks"], "count": 2}), namespace)
+    done = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    assert done["status"]["phase"] == "Succeeded" and done["status"]["rewardSum"] == pytest.approx(0.75), done["status"]
+    rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
+    assert [r["reward"] for r in rows] == [0.5, 0.25]
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=false")

@@ -284,7 +284,7 @@ CEL_VIOLATIONS = {
         {"episodes": 1, "episodeTimeoutSeconds": 20, "activeDeadlineSeconds": 10},
     # spec.poolRef (the base case's task is there too: a pooled batch has none)
     "has(self.task) != has(self.poolRef)": {"episodes": 1, "poolRef": {"name": "p"}},
-    "!has(self.poolRef) || (!has(self.runtimeClassName) && !has(self.inputImages) && !has(self.inputsFrom) "
+    "!has(self.poolRef) || (!has(self.runtimeClassName) && !has(self.inputImages) "
     "&& !has(self.queueName) && (!has(self.verifier) || (!has(self.verifier.image) "
     "&& !has(self.verifier.resources))))":
         {"episodes": 1, "poolRef": {"name": "p"}, "verifier": {"image": "x"}},

@@ -300,9 +300,9 @@ def _rules(fields: list[str]) -> list[dict]:
              "spec.task is required, unless spec.poolRef names a pool (whose task the episodes run)"),
         # podTemplate has a default ({}), so only parse_spec can refuse a set one (PoolConflict stall)
         rule("!has(self.poolRef) || (!has(self.runtimeClassName) && !has(self.inputImages) "
-             "&& !has(self.inputsFrom) && !has(self.queueName) "
+             "&& !has(self.queueName) "
              "&& (!has(self.verifier) || (!has(self.verifier.image) && !has(self.verifier.resources))))",
-             "with spec.poolRef the sandbox is the pool's: runtimeClassName, inputImages, inputsFrom, queueName, "
+             "with spec.poolRef the sandbox is the pool's: runtimeClassName, inputImages, queueName, "
              "verifier.image and verifier.resources are refused"),
         rule("!has(self.parallelism) || self.parallelism <= self.episodes",
              "spec.parallelism must be less than or equal to spec.episodes"),

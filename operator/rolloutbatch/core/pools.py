@@ -422,6 +422,18 @@ def episode_seconds(episode_timeout: int, verifier_timeout: int | None) -> int:
     return episode_timeout + (verifier_timeout + launchers.VERIFIER_SLACK_SECONDS if verifier_timeout is not None else 0)
 
 
+def input_copies(ref: BatchRef, shards: Sequence[Mapping[str, str]], owner: Mapping) -> list[dict]:
+    """A pooled batch's immutable copies of its spec.inputsFrom ConfigMaps (checked by
+    core.admission.input_shards), in the batch's own namespace and owned by it, as a Shared
+    sandbox keeps them: the garbage collector removes them with the batch, the user may change
+    the originals mid-batch, and the operator reads each episode's input from them to hand it
+    over (no pod mounts them)."""
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+             "metadata": {"name": naming.inputs_shard_name(ref, j), "namespace": ref.namespace,
+                          "labels": naming.owner_labels(ref), "ownerReferences": [dict(owner)]},
+             "data": dict(data)} for j, data in enumerate(shards)]
+
+
 # -- claims --------------------------------------------------------------------------------------
 def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_seconds: int) -> dict:
     """A merge patch that moves a warm pod into ``batch`` as episode ``index``. Carries the pod's

@@ -346,7 +346,7 @@ def _image(value: object, field: str) -> str:
 
 
 # With spec.poolRef the sandbox is the pool's (core.pools): these fields would say otherwise.
-POOL_EXCLUSIVE = ("task", "runtimeClassName", "podTemplate", "inputImages", "inputsFrom", "queueName")
+POOL_EXCLUSIVE = ("task", "runtimeClassName", "podTemplate", "inputImages", "queueName")
 # ... and of the verifier, what its container is made of (the pool's spec.verifier).
 POOL_VERIFIER_EXCLUSIVE = ("image", "resources")
 

@@ -17,6 +17,7 @@ ended, the verifier's phase to the ``verifier`` container the same way (annotate
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -24,9 +25,11 @@ from collections.abc import Callable
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import launchers, naming, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled
+from rolloutbatch.core.admission import Stalled, input_shards
+from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.scope import Scope
+from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.faults import crash_point
@@ -34,6 +37,7 @@ from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
+from rolloutbatch.service.context import owner_of_batch
 
 Emit = Callable[[str, str, str], None]
 DELIVERY_TIMEOUT = 20.0      # one exec; past it the pod is evicted
@@ -113,6 +117,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     the pods claimed at once (their deliveries need not wait for the Job's adoption)."""
     scope.refuse(spec)
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
+    await copy_inputs(storage, ref, spec)
     episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
                                             spec.verifier.timeout_seconds if spec.verifier else None)
     hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds,
@@ -136,6 +141,24 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     return live
 
 
+async def copy_inputs(storage: Storage, ref: BatchRef, spec: BatchSpec) -> None:
+    """spec.inputsFrom: the ConfigMaps checked (opted in, exactly the keys of the groups; a
+    refusal stalls the batch before anything is claimed) and copied into the batch's own
+    namespace, owned by it (core.pools.input_copies); each episode's input is read from the copies
+    when it is handed over."""
+    if not spec.inputs_from:
+        return
+    shards = input_shards([await storage.get("ConfigMap", name, ref.namespace) for name in spec.inputs_from],
+                          spec.inputs_from, spec.inputs_count)
+    for copy in pools.input_copies(ref, shards, owner_of_batch(ref)):
+        try:
+            await storage.create_or_adopt(copy, ref.uid)
+        except KubeError as exc:
+            if policy.is_transient(exc):
+                raise
+            raise Stalled(v.STALL_REFUSED, f"copying spec.inputsFrom: {exc}") from None
+
+
 class EpisodeDelivery:
     """Hands every started, undelivered pod of a pooled batch its episode, and with a verifier,
     once the agent's container has ended, the verifier its phase (see the module docstring)."""
@@ -151,6 +174,7 @@ class EpisodeDelivery:
         self._tasks: set[asyncio.Task] = set()
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
         self._task_path: str | None = None
+        self._input_copies: dict[str, str] | None = None   # spec.inputsFrom: key -> the group's input
 
     def claimed(self, pods: list[dict]) -> None:
         """Warm pods just claimed: handed their episodes at once, while the Job is being created
@@ -187,24 +211,46 @@ class EpisodeDelivery:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH) -> pool_delivery.Episode:
-        """Episode ``index``; without spec.command, the default one under the pool's task path."""
+    def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH,
+                input_json: str | None = None) -> pool_delivery.Episode:
+        """Episode ``index``; without spec.command, the default one under the pool's task path.
+        ``input_json``: its group's input when it comes from spec.inputsFrom (:meth:`_input`)."""
         spec = self.spec
         command = spec.command or d.default_command(task_mount_path, d.EPISODE_SCRIPT)
         return pool_delivery.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
                                      command=(*command, *spec.args), env=_plain(spec.env),
-                                     input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
+                                     input_json=input_json if input_json is not None else
+                                     pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
                                      timeout_seconds=spec.episode_timeout_seconds if spec.verifier else None)
 
-    def verification(self, index: int) -> pool_delivery.Episode:
+    def verification(self, index: int, input_json: str | None = None) -> pool_delivery.Episode:
         """The verifier phase of episode ``index``: its command, env, files and time."""
         spec, ver = self.spec, self.spec.verifier
         assert ver is not None
-        return pool_delivery.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
-                                     command=(*ver.command, *ver.args), env=_plain(ver.env),
-                                     input_json=pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
-                                     timeout_seconds=ver.timeout_seconds, files=tuple(sorted(ver.files.items())),
-                                     files_dir=ver.mount_path, write_failed_exit=1)
+        return dataclasses.replace(
+            self.episode(index, input_json=input_json), command=(*ver.command, *ver.args), env=_plain(ver.env),
+            timeout_seconds=ver.timeout_seconds, files=tuple(sorted(ver.files.items())), files_dir=ver.mount_path,
+            write_failed_exit=1)
+
+    async def _input(self, index: int) -> str | None:
+        """The group's input from the batch's copies of spec.inputsFrom (read once), or None
+        without spec.inputsFrom. A copy gone (deleted by hand) is the delivery's failure."""
+        if not self.spec.inputs_from:
+            return None
+        if self._input_copies is None:
+            data: dict[str, str] = {}
+            for j in range(len(self.spec.inputs_from)):
+                name = naming.inputs_shard_name(self.ref, j)
+                copy = await self.storage.get("ConfigMap", name, self.ref.namespace)
+                if copy is None:
+                    raise RuntimeError(f"the batch's copy of spec.inputsFrom, ConfigMap {name}, is gone")
+                data.update((copy.get("data") or {}))
+            self._input_copies = data
+        group, _ = group_and_sample(index, self.spec.samples_per_input)
+        key = INPUT_KEY.format(group)
+        if key not in self._input_copies:
+            raise RuntimeError(f"no {key} in the batch's copies of spec.inputsFrom")
+        return self._input_copies[key]
 
     async def _task_mount_path(self) -> str:
         """The pool's task path (read once; a pool gone meanwhile leaves the default)."""
@@ -262,11 +308,13 @@ class EpisodeDelivery:
     async def _script(self, facts: PodFacts, phase: str) -> bytes:
         assert facts.index is not None
         if phase == _AGENT_PHASE:
-            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path()))
+            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path(),
+                                                             await self._input(facts.index)))
         agent = facts.agent
         if agent is None or agent.exit_code != 0:
             return pool_delivery.ABORT_SCRIPT   # the agent never ran, or its launcher failed: nothing to grade
-        return pool_delivery.episode_script(self.verification(facts.index), naming.VERIFIER_CLAIM_MOUNT_PATH)
+        return pool_delivery.episode_script(self.verification(facts.index, await self._input(facts.index)),
+                                            naming.VERIFIER_CLAIM_MOUNT_PATH)
 
     async def _exec(self, facts: PodFacts, phase: str) -> None:
         script = await self._script(facts, phase)

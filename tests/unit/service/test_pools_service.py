@@ -2,6 +2,8 @@
 batch's claims and deliveries (service.pool_claims)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rolloutbatch import GROUP, VERSION
@@ -270,3 +272,44 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
         await drain(d)
     run(go())
     assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
+
+
+# -- spec.inputsFrom on a pooled batch ------------------------------------------------------------
+def _inputs_configmap(api: MemoryApi, name: str, data: dict, opted_in: bool = True) -> None:
+    labels = {naming.LABEL_INPUTS: naming.INPUTS_OPT_IN} if opted_in else {}
+    api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS, "labels": labels},
+             "data": data})
+
+
+def test_inputs_by_reference_are_copied_then_each_episode_is_handed_its_groups(api):
+    filled(api, 2)
+    _inputs_configmap(api, "tasks", {"input-0.json": '{"q":"zero"}', "input-1.json": '{"q":"one"}'})
+    spec = batch_spec(episodes=4, parallelism=2, samplesPerInput=2, inputsFrom={"configMaps": ["tasks"], "count": 2})
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None, lambda pods: None,
+                              CLUSTERWIDE))
+    copy = api.get_object("ConfigMap", naming.inputs_shard_name(BATCH, 0), NS)
+    assert copy["immutable"] is True and copy["metadata"]["ownerReferences"][0]["uid"] == BATCH.uid
+    # the original may change mid-batch: the episodes read the copy
+    api.merge_patch(f"/api/v1/namespaces/{NS}/configmaps/tasks", {"data": {"input-1.json": '{"q":"changed"}'}}, "user")
+    scripts: list[bytes] = []
+    api.set_exec(POOL_NS, None, lambda command, stdin: (scripts.append(stdin), ExecResult(0, b"", b"", {}))[1])
+    d = delivery(api, spec, [], [])
+    assert run(_delivered_script(api, d, index=3)).find(b'{"q":"one"}') > 0
+
+
+async def _delivered_script(api: MemoryApi, d: pool_claims.EpisodeDelivery, index: int) -> bytes:
+    pod = next(p for p in api.list_objects("Pod", POOL_NS)
+               if (p["metadata"].get("annotations") or {}).get(v.COMPLETION_INDEX_KEY))
+    return await d._script(dataclasses.replace(pod_facts(pod), index=index), "agent")
+
+
+def test_inputs_by_reference_that_are_not_opted_in_stall_before_any_claim(api):
+    filled(api, 2)
+    _inputs_configmap(api, "tasks", {"input-0.json": "{}"}, opted_in=False)
+    spec = batch_spec(episodes=1, parallelism=1, inputsFrom={"configMaps": ["tasks"], "count": 1})
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_INPUTS_MISSING
+    assert not any(p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) for p in api.list_objects("Pod", POOL_NS))
+    assert api.get_object("ConfigMap", naming.inputs_shard_name(BATCH, 0), NS) is None
