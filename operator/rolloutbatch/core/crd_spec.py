@@ -255,7 +255,8 @@ def _properties() -> dict[str, Schema]:
              "each episode is handed to a ready pod of the pool (a hit), or to a cold pod of the pool's template "
              "when none is ready (a miss). The sandbox is then the pool's: its image, runtimeClassName, "
              "resources, task, workspace, network and podTemplate. Exclusive with task, runtimeClassName, "
-             "podTemplate, verifier, inputImages, inputsFrom, queueName, isolation.egress and Secret env values. "
+             "podTemplate, inputImages, queueName, isolation.egress, verifier.image, verifier.resources and Secret "
+             "env values; a verifier needs a pool with spec.verifier. "
              f"A missing pool stalls the batch with reason {v.STALL_POOL_NOT_FOUND}, an image other than the "
              f"pool's with {v.STALL_POOL_CONFLICT}, before anything is claimed."),
             {"name": string("The RolloutPool's name.", min_length=1, max_length=253),
