@@ -420,3 +420,14 @@ def test_an_evicted_pod_of_an_index_is_passed_over_for_its_retry(api):
         batch.session(0, timeout=0.3)                   # waits for the retry, not SessionOver
     retry = put_pod(api, batch.handle, 0, name="graded-0-new")
     assert batch.session(0, timeout=5).pod == retry
+
+
+def test_a_session_of_inputs_by_reference_gets_its_input_file_too():
+    """submit() moves inputs too large for the object into ConfigMaps (spec.inputsFrom); the
+    operator hands those over as it hands spec.inputs, so the session's commands need the path."""
+    batch = {"metadata": {"name": "b", "namespace": NS},
+             "spec": {"samplesPerInput": 2, "inputsFrom": {"configMaps": ["b-in-x-0"], "count": 2}}}
+    env = dict(sessions.episode_env(batch, 3))
+    assert env["EPISODE_INPUT"] == f"{naming.CLAIM_MOUNT_PATH}/input.json"
+    assert (env["EPISODE_GROUP"], env["EPISODE_SAMPLE"]) == ("1", "1")
+    assert "EPISODE_INPUT" not in dict(sessions.episode_env({"metadata": {"name": "b"}, "spec": {}}, 0))

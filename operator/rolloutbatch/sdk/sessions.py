@@ -153,7 +153,7 @@ def episode_env(batch: Mapping, index: int) -> tuple[tuple[str, str], ...]:
     group, sample = group_and_sample(index, int(spec.get("samplesPerInput") or 1))
     env = [("EPISODE_INDEX", str(index)), ("EPISODE_GROUP", str(group)), ("EPISODE_SAMPLE", str(sample)),
            ("BATCH_NAME", batch["metadata"]["name"])]
-    if spec.get("inputs"):
+    if spec.get("inputs") or spec.get("inputsFrom"):   # submit() moves large inputs to inputsFrom
         env.append(("EPISODE_INPUT", f"{naming.CLAIM_MOUNT_PATH}/input.json"))
     env += [(e["name"], str(e.get("value", ""))) for e in spec.get("env") or [] if "valueFrom" not in e]
     return tuple(env)

@@ -11,6 +11,8 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
@@ -86,6 +88,15 @@ def claimed_indexes(api: MemoryApi) -> dict[str, str]:
 def delivery(api: MemoryApi, spec, events: list, observed: list) -> pool_claims.EpisodeDelivery:
     return pool_claims.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
                                        lambda *args: observed.append(args))
+
+
+async def delivery_round(api: MemoryApi, d: pool_claims.EpisodeDelivery, episodes: int) -> None:
+    """One round of ``d`` over the pool namespace's pods as the watch would have shown them, drained."""
+    tracker = BatchTracker(episodes, 0, pooled=True)
+    for pod in api.list_objects("Pod", POOL_NS):
+        tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)
+    d.round(tracker)
+    await drain(d)
 
 
 async def drain(d: pool_claims.EpisodeDelivery) -> None:

@@ -12,15 +12,15 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, drain, batch_spec, claimed_indexes, delivery, filled,
-                                            live, make_pool, pod_names, reconciler, run, set_status, warm)
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, claimed_indexes, delivery, delivery_round,
+                                            drain, filled, live, make_pool, pod_names, reconciler, run, set_status,
+                                            warm)
 
 
 @pytest.fixture
@@ -220,11 +220,7 @@ def test_each_claimed_pod_is_handed_its_own_episode_once(api):
     async def go() -> None:
         d.claimed(fresh)
         await drain(d)
-        tracker = BatchTracker(2, 0, pooled=True)
-        for pod in api.list_objects("Pod", POOL_NS):
-            tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)   # what the watch would have shown
-        d.round(tracker)
-        await drain(d)
+        await delivery_round(api, d, 2)
     run(go())
     indexes = claimed_indexes(api)
     assert len(scripts) == 2 and not events

@@ -13,15 +13,13 @@ from rolloutbatch.core import naming, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
-from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, delivery, drain, filled, live, run,
-                                            set_status)
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, delivery, delivery_round, filled, live,
+                                            run, set_status)
 
 VERIFIER = {"files": {"verify.py": "print('grade')"}, "timeoutSeconds": 30, "env": [{"name": "GRADE", "value": "1"}]}
 
@@ -69,13 +67,7 @@ def _agent_ended(api: MemoryApi, name: str, code: int) -> None:
 
 
 def _round(api: MemoryApi, d: pool_claims.EpisodeDelivery) -> None:
-    async def go() -> None:
-        tracker = BatchTracker(1, 0, pooled=True)
-        for pod in api.list_objects("Pod", POOL_NS):
-            tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)   # what the watch would have shown
-        d.round(tracker)
-        await drain(d)
-    run(go())
+    run(delivery_round(api, d, 1))
 
 
 def test_the_agent_then_the_verifier_are_handed_their_phases_once_each(api):
