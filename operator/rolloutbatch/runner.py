@@ -288,6 +288,7 @@ async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | N
     await health.start(args.metrics_address, args.liveness_port)
 
     async def reconcile(stop: asyncio.Event) -> None:
+        memo.stop = stop   # handlers.lifecycle.raise_stop_flag raises it when kopf stops on a signal
         await kopf.operator(
             standalone=True,
             # Cluster-wide by default: Dedicated sandboxes are namespaces created per batch, and

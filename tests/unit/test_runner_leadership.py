@@ -11,6 +11,7 @@ import socket
 import urllib.error
 import urllib.request
 
+import kopf
 import pytest
 
 from rolloutbatch import runner
@@ -107,7 +108,7 @@ def test_a_standby_serves_health_and_starts_kopf_only_once_it_holds_the_lease(mo
     local = Elector(api, NS, "laptop_2", timing)
 
     async def main() -> None:
-        serving = asyncio.create_task(runner._serve(args, None, local, CLUSTERWIDE))
+        serving = asyncio.create_task(runner._serve(args, kopf.Memo(), local, CLUSTERWIDE))
         for _ in range(50):
             await asyncio.sleep(0.1)
             code, body = await asyncio.to_thread(_get, port, "/readyz")
@@ -141,3 +142,16 @@ def test_the_demo_sees_a_live_leader_and_none_once_it_released_or_expired(monkey
     assert demo.live_leader(api) == "rolloutbatch-operator-5d8-abcde_1f2e"
     installed.stop(release=True)
     assert demo.live_leader(api) is None
+
+
+def test_kopfs_own_stop_on_a_signal_raises_the_operators_stop_flag_too():
+    """kopf stops on SIGTERM by its own handler and then waits 5 s for its task watching our stop
+    flag unless the flag is raised: the cleanup handler raises it (a graceful stop took 5 s more)."""
+    from rolloutbatch.handlers import lifecycle
+    cleanups = [h.fn for h in kopf.get_default_registry()._activities.get_all_handlers()
+                if h.activity.value == "cleanup"]
+    assert lifecycle.raise_stop_flag in cleanups
+    stop = asyncio.Event()
+    lifecycle.raise_stop_flag(memo=kopf.Memo(stop=stop))
+    assert stop.is_set()
+    lifecycle.raise_stop_flag(memo=kopf.Memo())   # a memo without one (kopf run without ours): nothing to raise
