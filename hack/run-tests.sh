@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `make test`: unit tests, then a fresh devcluster for every other suite, always torn down.
 #
-#   1. tests/unit                      (no cluster)
+#   1. tests/unit                      (no cluster; two pytest-xdist workers)
 #   2. python -m devcluster.cluster up (fresh cluster: `down` wipes etcd data)
-#   3. every other suite: pytest tests --ignore=tests/unit
+#   3. every other suite: pytest tests --ignore=tests/unit, in two steps
+#      a. the tests that share the cluster, on $CLUSTER_WORKERS pytest-xdist workers and one operator
+#      b. the `exclusive` ones (they stop the operator, fault a node, ...), one at a time
 #   4. python -m devcluster.cluster down, on any exit (trap)
 #
 # "No tests collected" (pytest exit code 5) counts as a failure: a suite that silently
@@ -17,6 +19,9 @@ PY=${PY:-$ROOT/.venv/bin/python}
 export KUBECONFIG=$ROOT/.devcluster/kubeconfig
 LOGS=$ROOT/.devcluster/logs
 PYTEST_ARGS=${PYTEST_ARGS:-}
+# Most cluster tests wait (pod starts, deadlines, graces) rather than compute: three workers
+# overlap the waits on this 2-core machine without starving the node's kubelet.
+CLUSTER_WORKERS=${CLUSTER_WORKERS:-3}
 
 status=0
 failed_steps=()
@@ -79,7 +84,7 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-run_pytest unit -q tests/unit
+run_pytest unit -q -n 2 tests/unit
 
 echo "=== devcluster up"
 cluster_started=1
@@ -91,4 +96,6 @@ if ! "$PY" -m devcluster.cluster up; then
 fi
 echo "=== devcluster up took $(( $(date +%s) - start ))s"
 
-run_pytest cluster -q --durations=40 tests --ignore=tests/unit
+run_pytest cluster -q --durations=40 -n "$CLUSTER_WORKERS" --dist loadgroup -m "not exclusive" \
+  tests --ignore=tests/unit
+run_pytest cluster-exclusive -q --durations=20 -m exclusive tests --ignore=tests/unit

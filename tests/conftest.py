@@ -4,10 +4,20 @@ The cluster is started ONCE per test run by hack/run-tests.sh (or by hand with `
 these fixtures only connect to it through KUBECONFIG. A missing cluster is a test FAILURE with a
 clear message, never a skip: a skipped cluster suite would look green while testing nothing.
 Unit tests (tests/unit) don't request these fixtures and need no cluster.
+
+`make test` runs the cluster suites in two steps (hack/run-tests.sh): every test not marked
+``exclusive`` on several pytest-xdist workers sharing one operator, then the ``exclusive`` ones
+(they stop or restart the operator, fill the nodes or fault a node) one at a time. A test that
+uses ``solo_operator`` is exclusive without saying so; tests that share a fixed-name fixture run
+on one worker (``xdist_group``).
 """
 from __future__ import annotations
 
+import os
+import pathlib
 import re
+import shutil
+import tempfile
 
 import pytest
 from kubernetes import client
@@ -47,14 +57,57 @@ def kube_namespace(kube_api, request) -> str:
     yield from kube.namespace_fixture(kube_api, prefix=prefix)
 
 
+#: The directory the xdist workers of one run share (the operator they share), set by the controller.
+SHARED_DIR_ENV = "ROLLOUTBATCH_TESTS_SHARED_DIR"
+EXCLUSIVE_FIXTURES = {"solo_operator"}
+#: Fixtures with a fixed name in the cluster: their tests run one after another on one worker.
+GROUPED_FIXTURES = {"policy_server": "models"}
+
+
+def _worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if not _worker(config):   # the workers inherit the environment: set before they start
+        os.environ[SHARED_DIR_ENV] = tempfile.mkdtemp(prefix="rolloutbatch-tests-")
+
+
+def pytest_unconfigure(config):
+    shared = os.environ.get(SHARED_DIR_ENV)
+    if shared and not _worker(config):
+        from tests.support.operator import stop_shared_operator
+        stop_shared_operator(pathlib.Path(shared))
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if EXCLUSIVE_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.exclusive)
+        for fixture, group in GROUPED_FIXTURES.items():
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_runtest_setup(item):
+    if _worker(item.config) and item.get_closest_marker("exclusive"):
+        pytest.fail("this test needs the cluster to itself: run it without -n "
+                    "(make test runs the `exclusive` tests after the others)", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def operator_process():
     """The real operator (`rolloutbatch operator`), one per test run, with the CRD installed.
 
-    Chaos tests may stop it and must start it again (see tests/chaos).
+    Chaos tests may stop it and must start it again (see tests/chaos). Under xdist it is the
+    workers' shared one, which no test may stop.
     """
-    from tests.support.operator import OperatorProcess, install_crd
+    from tests.support.operator import OperatorProcess, install_crd, shared_operator
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        yield shared_operator(pathlib.Path(os.environ[SHARED_DIR_ENV]))
+        return
     install_crd()
     operator = OperatorProcess("operator-tests")
     operator.start()
@@ -79,6 +132,7 @@ def namespace():
 
     name = unique("e2e")
     kubectl("create", "namespace", name)
+    kube.OWN_NAMESPACES.add(name)
     yield name
     kubectl("delete", "rolloutbatches", "--all", "-n", name, "--wait=false", check=False)
     kubectl("delete", "namespace", name, "--wait=false", check=False)
@@ -140,6 +194,8 @@ def wedge_guard(request):
     from kubernetes.client.rest import ApiException
     api = client.CustomObjectsApi(_guard_api())
     left = {uid: b for uid, b in _rolloutbatches().items() if uid not in before}
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # other workers' batches are theirs to guard
+        left = {uid: b for uid, b in left.items() if b["metadata"]["namespace"] in kube.OWN_NAMESPACES}
     for batch in left.values():
         meta = batch["metadata"]
         try:

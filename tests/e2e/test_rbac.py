@@ -108,6 +108,7 @@ def test_operator_can_what_it_needs(operator_identity):
         assert out.stdout.strip() == "yes", (verb, resource, sub)
 
 
+@pytest.mark.exclusive   # stops and restarts the shared operator
 def test_full_batch_under_the_operators_own_token(operator_process, namespace, operator_identity):
     operator_process.stop()
     restricted = OperatorProcess("operator-rbac", env={"KUBECONFIG": str(operator_identity)})

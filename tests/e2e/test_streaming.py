@@ -49,6 +49,7 @@ def test_rows_and_groups_arrive_while_the_batch_runs_across_watch_drops(operator
     handle.delete(wait=True, timeout=120)
 
 
+@pytest.mark.exclusive   # stops and restarts the shared operator
 def test_stream_has_no_duplicate_or_gap_across_an_operator_restart(operator_process, namespace):
     client = Client(str(kubeconfig_path()), namespace=namespace)
     handle = client.submit(_batch(namespace, episodes=10))

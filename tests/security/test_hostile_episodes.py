@@ -184,6 +184,7 @@ def test_privileged_pod_is_refused_in_a_sandbox_namespace(operator_process, name
     assert pods and all(p["spec"].get("automountServiceAccountToken") is False for p in pods)
 
 
+@pytest.mark.exclusive   # stops and restarts the shared operator
 def test_foreign_namespace_in_the_way_is_never_touched(operator_process, namespace):
     """A namespace with the sandbox's name but another owner: Stalled, and it is left alone.
 

@@ -26,6 +26,11 @@ DEFAULT_KUBECONFIG = ROOT / ".devcluster" / "kubeconfig"
 
 T = TypeVar("T")
 
+#: Every namespace this test process created (create_namespace and the `namespace` fixture). Under
+#: pytest-xdist the wedge guard looks only at batches in these: another worker's batches are not
+#: this test's to delete.
+OWN_NAMESPACES: set[str] = set()
+
 
 class WaitTimeout(AssertionError):
     """`wait_for` gave up; an AssertionError so pytest shows it as a test failure."""
@@ -105,6 +110,7 @@ def create_namespace(api: client.ApiClient, prefix: str = "t", labels: dict | No
     core = client.CoreV1Api(api)
     name = unique_name(prefix)
     core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+    OWN_NAMESPACES.add(name)
     wait_for(lambda: core.read_namespaced_service_account("default", name), timeout=60,
              what=f"serviceaccount {name}/default")
     return name

@@ -6,9 +6,14 @@ The operator is started exactly as a user would (`rolloutbatch operator`), with 
 leader-election Lease: ``start()`` returns once this one leads (after a predecessor's SIGKILL,
 when its lease has expired: up to 15 s more), ``start(leader=False)`` once it answers at all
 (a standby of the failover tests); ``readyz()`` says which it is.
+
+Under pytest-xdist the workers share one operator (``shared_operator``): the first worker starts
+it, the others attach to it, and the controller stops it when the run ends. A shared operator
+cannot be stopped or restarted by a test: such tests are marked ``exclusive`` and run apart.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
 import signal
@@ -94,12 +99,32 @@ class OperatorProcess:
         self.extra_args = extra_args
         self.env = env or {}
         self.proc: subprocess.Popen | None = None
+        self.shared = False
+
+    def describe(self) -> dict:
+        """What another test process needs to use this running operator (``attached``)."""
+        return {"name": self.log_path.stem, "metrics_port": self.metrics_port,
+                "liveness_port": self.liveness_port, "pid": self.proc.pid}
+
+    @classmethod
+    def attached(cls, described: dict) -> "OperatorProcess":
+        """An operator another test process started and owns (``describe``): read-only here."""
+        operator = cls(described["name"])
+        operator.metrics_port, operator.liveness_port = described["metrics_port"], described["liveness_port"]
+        operator.shared = True
+        return operator
+
+    def _own(self) -> None:
+        if self.shared:
+            raise RuntimeError("the operator is shared by every pytest-xdist worker: a test that stops or "
+                               "restarts it needs the cluster to itself (mark it `exclusive`, run without -n)")
 
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def start(self, leader: bool = True) -> None:
+        self._own()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         cmd = [sys.executable, "-m", "rolloutbatch.cli.main", "operator",
@@ -133,11 +158,13 @@ class OperatorProcess:
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no final patch: what a crash looks like."""
+        self._own()
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
     def stop(self) -> None:
+        self._own()
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -153,3 +180,47 @@ class OperatorProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no operator log)"
+
+
+def shared_operator(directory: pathlib.Path) -> OperatorProcess:
+    """The one operator of a pytest-xdist run, its state in ``directory`` (shared by the workers):
+    the first worker to come installs the CRDs and starts it, the others attach to it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    state = directory / "operator.json"
+    with open(directory / "operator.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+        if state.exists():
+            return OperatorProcess.attached(json.loads(state.read_text()))
+        install_crd()
+        operator = OperatorProcess("operator-tests")
+        operator.start()
+        state.write_text(json.dumps(operator.describe()))
+        return operator
+
+
+def stop_shared_operator(directory: pathlib.Path, grace: float = 20) -> None:
+    """Stop the operator ``shared_operator`` started (the run's controller calls this last): SIGTERM,
+    SIGKILL after ``grace`` seconds. Its worker has exited, so it is nobody's child here."""
+    state = directory / "operator.json"
+    if not state.exists():
+        return
+    pid = json.loads(state.read_text())["pid"]
+    state.unlink()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _running(pid):
+            time.sleep(0.2)
+        if not _running(pid):
+            return
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan waits for init to reap it)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
