@@ -96,6 +96,6 @@ if ! "$PY" -m devcluster.cluster up; then
 fi
 echo "=== devcluster up took $(( $(date +%s) - start ))s"
 
-run_pytest cluster -q --durations=40 -n "$CLUSTER_WORKERS" --dist loadgroup -m "not exclusive" \
+run_pytest cluster -q --durations=40 -n "$CLUSTER_WORKERS" -m "not exclusive" \
   tests --ignore=tests/unit
 run_pytest cluster-exclusive -q --durations=20 -m exclusive tests --ignore=tests/unit

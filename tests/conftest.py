@@ -7,12 +7,15 @@ Unit tests (tests/unit) don't request these fixtures and need no cluster.
 
 `make test` runs the cluster suites in two steps (hack/run-tests.sh): every test not marked
 ``exclusive`` on several pytest-xdist workers sharing one operator, then the ``exclusive`` ones
-(they stop or restart the operator, fill the nodes or fault a node) one at a time. A test that
-uses ``solo_operator`` is exclusive without saying so; tests that share a fixed-name fixture run
-on one worker (``xdist_group``).
+(they stop or restart the operator, fill the nodes, fault a node, read operator-wide figures)
+one at a time. A test that uses ``solo_operator`` is exclusive without saying so. Tests that use
+one fixed-name object (the model's ``models`` namespace) take a lock across the workers
+(``models_lock``): xdist's own grouping (``xdist_group``) does not group on pytest 9.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pathlib
 import re
@@ -60,8 +63,6 @@ def kube_namespace(kube_api, request) -> str:
 #: The directory the xdist workers of one run share (the operator they share), set by the controller.
 SHARED_DIR_ENV = "ROLLOUTBATCH_TESTS_SHARED_DIR"
 EXCLUSIVE_FIXTURES = {"solo_operator"}
-#: Fixtures with a fixed name in the cluster: their tests run one after another on one worker.
-GROUPED_FIXTURES = {"policy_server": "models"}
 
 
 def _worker(config) -> bool:
@@ -85,9 +86,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if EXCLUSIVE_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.exclusive)
-        for fixture, group in GROUPED_FIXTURES.items():
-            if fixture in item.fixturenames:
-                item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_runtest_setup(item):
@@ -138,8 +136,24 @@ def namespace():
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+@contextlib.contextmanager
+def _across_workers(name: str):
+    """Held by one test process at a time (every pytest-xdist worker of this run): a file lock."""
+    with open(pathlib.Path(os.environ[SHARED_DIR_ENV]) / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+        yield
+
+
 @pytest.fixture
-def policy_server():
+def models_lock():
+    """The `models` namespace (examples/policy-server.yaml's fixed name) for this test alone:
+    served by ``policy_server`` or, for a test of an unreachable model, absent."""
+    with _across_workers("models"):
+        yield
+
+
+@pytest.fixture
+def policy_server(models_lock):
     """The model example's scripted policy server (examples/policy-server.yaml), serving; its
     namespace is yielded and deleted afterwards."""
     from tests.support.operator import ROOT, kubectl
@@ -187,7 +201,9 @@ def wedge_guard(request):
     if "tests/unit" in str(request.path) or "tests/devcluster" in str(request.path):
         yield
         return
-    request.getfixturevalue("operator_process")  # deletion needs an operator to release finalizers
+    operator = request.getfixturevalue("operator_process")  # deletion needs an operator to release finalizers
+    if operator.shared and not operator.readyz():
+        pytest.fail(f"the workers' shared operator does not answer (it exited?): {operator.log_tail()}", pytrace=False)
     before = set(_rolloutbatches())
     yield
     import time

@@ -10,7 +10,8 @@ import pytest
 from devcluster.cluster import KUBELET_PREFIX
 from tests.support.kube import DEFAULT_KUBECONFIG, ROOT, kubeconfig_path
 
-pytestmark = pytest.mark.cluster
+# exclusive: `up` on a cluster that answers slowly under load takes it down as stale
+pytestmark = [pytest.mark.cluster, pytest.mark.exclusive]
 
 
 @pytest.fixture(autouse=True)

@@ -72,6 +72,7 @@ def test_two_batches_over_one_quota_run_one_after_the_other(operator_process, na
     assert len(json.loads(events)["items"]) >= 2
 
 
+@pytest.mark.exclusive   # its priorities would preempt other tests' pods
 def test_a_higher_priority_batch_preempts_a_lower_one_and_every_episode_is_accounted_for(
         operator_process, namespace, queue):
     low_class, high_class = unique("e2e-low"), unique("e2e-high")

@@ -40,7 +40,7 @@ def test_agent_applies_what_the_model_answers(operator_process, namespace, polic
     assert body["status"]["rewardSum"] == sum(e == "right" for p, e in edits.items() if p in {r["pod"] for r in rows})
 
 
-def test_an_unreachable_model_is_graded_like_any_attempt(operator_process, namespace):
+def test_an_unreachable_model_is_graded_like_any_attempt(operator_process, namespace, models_lock):
     """No policy server: the agents get no answer and leave the module unfixed. Nothing in the
     workspace can ask the verifier not to grade (an agent would leave that after every bad
     attempt), so each is graded 0, valid; the outage shows in what the agent printed, and the

@@ -122,8 +122,9 @@ def test_batch_deadline_outcomes_and_counts_agree(operator_process, namespace):
                            'emit("ready")\nif os.environ["EPISODE_INDEX"] != "0": time.sleep(600)\n'
                            'emit("reward", reward=1)')
     name = unique("deadline")
+    # 20 s: room for a node loaded by other tests to start episode 0 before the deadline
     apply(episode_batch(name, program, episodes=3, parallelism=2, minSuccessfulEpisodes=1,
-                        episodeTimeoutSeconds=12, activeDeadlineSeconds=12), namespace)
+                        episodeTimeoutSeconds=20, activeDeadlineSeconds=20), namespace)
     obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
     document = results(name, namespace)
     rows = {r["index"]: r for r in document["pods"]}

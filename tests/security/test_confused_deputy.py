@@ -80,6 +80,7 @@ def test_tolerations_of_every_taint_or_of_a_protective_one_are_refused_at_create
     assert "spec.podTemplate.tolerations" in err and ("needs a key" in err or "must not tolerate" in err), err
 
 
+@pytest.mark.exclusive   # its priorities would preempt other tests' pods
 def test_a_priority_class_above_the_user_range_cannot_exist_and_the_top_of_it_runs(operator_process, namespace,
                                                                                   submitter):
     """The live value check (PriorityClassNotAllowed) is a second line: the API server itself

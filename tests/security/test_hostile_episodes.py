@@ -134,6 +134,7 @@ def operator_peak_rss_mib(operator) -> float:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.exclusive   # the operator's own peak memory; 18 cube episodes fill both nodes
 def test_hostile_episodes_fail_only_themselves(operator_process, namespace, tmp_path_factory):
     secret = STATE / f"hostsecret-{unique('s')}"
     secret.write_text("host secret")

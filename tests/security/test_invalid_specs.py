@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.support import kube
 from tests.support.batches import unique
 from tests.support.operator import install_crd, kubectl
 
@@ -78,6 +79,7 @@ def namespace():
     install_crd()
     name = unique("invalid")
     kubectl("create", "namespace", name)
+    kube.OWN_NAMESPACES.add(name)
     yield name
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 

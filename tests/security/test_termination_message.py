@@ -48,6 +48,7 @@ def _reads(operator) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+@pytest.mark.exclusive   # the operator-wide log-read count must not move
 def test_message_channel(operator_process, namespace):
     # First a batch of message-only successes: the operator's log-read count must not move.
     before = _reads(operator_process)

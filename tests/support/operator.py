@@ -141,6 +141,7 @@ class OperatorProcess:
                                                                                and not leader):
                 return
             time.sleep(0.2)
+        self.kill()   # never left running beside the next test's operator
         raise RuntimeError(f"operator did not become {'the leader' if leader else 'live'}:\n{self.log_tail()}")
 
     def readyz(self) -> dict:
@@ -195,6 +196,7 @@ def shared_operator(directory: pathlib.Path) -> OperatorProcess:
         operator = OperatorProcess("operator-tests")
         operator.start()
         state.write_text(json.dumps(operator.describe()))
+        operator.shared = True   # this worker's tests may no more stop it than another's
         return operator
 
 
