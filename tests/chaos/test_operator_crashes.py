@@ -81,7 +81,7 @@ def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
                         cleanup={"sandbox": "Never"}), namespace)
     with ProgressRecorder(name, namespace) as progress:
         wait_crashed(crashing, point)
-        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
+        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}", extra_args=QUICK_LEASE)
         survivor.start()
         obj = None
         try:
@@ -108,7 +108,7 @@ def test_crash_during_cleanup_completes_the_deletion(solo_operator, namespace):
     kubectl("delete", "rb", name, "-n", namespace, "--wait=false")
     wait_crashed(first, "cleanup:namespace", timeout=60)
     assert get(name, namespace) is not None  # held by our finalizer while the operator is down
-    second = OperatorProcess("operator-after-cleanup-crash")
+    second = OperatorProcess("operator-after-cleanup-crash", extra_args=QUICK_LEASE)
     second.start()
     try:
         wait_gone("rolloutbatch", name, namespace)
@@ -118,7 +118,7 @@ def test_crash_during_cleanup_completes_the_deletion(solo_operator, namespace):
 
 
 def test_operator_down_while_batch_finishes(solo_operator, namespace):
-    op = OperatorProcess("operator-down-early")
+    op = OperatorProcess("operator-down-early", extra_args=QUICK_LEASE)
     op.start()
     name = unique("down")
     apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
@@ -127,7 +127,7 @@ def test_operator_down_while_batch_finishes(solo_operator, namespace):
         time.sleep(0.2)
     op.kill()
     time.sleep(10)  # every episode finishes while nobody watches
-    op2 = OperatorProcess("operator-back")
+    op2 = OperatorProcess("operator-back", extra_args=QUICK_LEASE)
     op2.start()
     try:
         check_outcome(name, namespace, op2)
@@ -139,7 +139,7 @@ def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace
     """Wrong types and an unknown outcome in the results ConfigMap, then a
     restart: the bad rows are judged again from their pods, nothing crashes or counts twice."""
     import json
-    op = OperatorProcess("operator-before-edit")
+    op = OperatorProcess("operator-before-edit", extra_args=QUICK_LEASE)
     op.start()
     name = unique("edited")
     slow = PROGRAM.replace("1 + 1.5 * i", "1 + 5 * i")  # the last episode ends ~16 s in
@@ -162,7 +162,7 @@ def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace
     doc["retried_episodes"] = "many"
     cm["data"]["results.json"] = json.dumps(doc)
     kubectl("replace", "-f", "-", input=json.dumps(cm))
-    op2 = OperatorProcess("operator-after-edit")
+    op2 = OperatorProcess("operator-after-edit", extra_args=QUICK_LEASE)
     op2.start()
     try:
         check_outcome(name, namespace, op2)
@@ -175,7 +175,7 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
     """A batch bigger than one shard keeps every row exactly once across a crash."""
     import json
     args = ("--results-shard-rows", "3")
-    op = OperatorProcess("operator-shards", extra_args=args)
+    op = OperatorProcess("operator-shards", extra_args=(*args, *QUICK_LEASE))
     op.start()
     name = unique("shards")
     program = PROGRAM.replace("1 + 1.5 * i", "1 + 0.8 * i").replace("if i == 3:", "if i == 99:")
@@ -198,7 +198,7 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
         if int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]) in persisted:
             kubectl("delete", "pod", pod["metadata"]["name"], "-n", sandbox, "--wait=true")
     # A different --results-shard-rows after the restart: what was written decides the layout.
-    op2 = OperatorProcess("operator-shards-after")
+    op2 = OperatorProcess("operator-shards-after", extra_args=QUICK_LEASE)
     op2.start()
     try:
         obj = wait_finished(name, namespace, timeout=120, operator=op2)
@@ -225,7 +225,7 @@ def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namesp
     name = unique("final")
     apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3), namespace)   # DeleteOnSuccess
     wait_crashed(crashing, "status:Succeeded")
-    survivor = OperatorProcess("operator-after-final")
+    survivor = OperatorProcess("operator-after-final", extra_args=QUICK_LEASE)
     survivor.start()
     try:
         deadline = time.monotonic() + 90
@@ -262,7 +262,7 @@ def test_a_stop_after_a_crash_in_provisioning_keeps_what_finished(solo_operator,
         assert time.monotonic() < deadline, phases
         time.sleep(0.5)
     kubectl("patch", "rolloutbatch", name, "-n", namespace, "--type=merge", "-p", '{"spec":{"stop":true}}')
-    survivor = OperatorProcess("operator-after-crash-stop")
+    survivor = OperatorProcess("operator-after-crash-stop", extra_args=QUICK_LEASE)
     survivor.start()
     try:
         obj = wait_status(name, namespace, lambda st: st.get("phase") == "Stopped", 180, survivor)

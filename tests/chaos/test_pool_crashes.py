@@ -38,7 +38,7 @@ def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, 
         name = unique("crash")
         apply(pooled_batch(name, pool_name, 4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
         wait_crashed(crashing, point)
-        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}")
+        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}", extra_args=QUICK_LEASE)
         survivor.start()
         obj = wait_finished(name, namespace, timeout=240, operator=survivor)
         st = obj["status"]

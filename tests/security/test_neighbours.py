@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import kube
 from tests.support.batches import apply, episode_batch, get, results, unique, wait_finished
-from tests.support.operator import OperatorProcess, kubectl
+from tests.support.operator import QUICK_LEASE, OperatorProcess, kubectl
 from tests.support.tenant import Tenant
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -118,7 +118,7 @@ def test_hand_made_results_configmaps_are_not_adopted_after_a_restart(solo_opera
     reward 1e6, and a foreign ConfigMap on a future shard's name; then the operator restarts.
     The forged row is not adopted, the taken name is skipped, every episode has its own row."""
     tenant = Tenant(namespace)
-    operator = OperatorProcess("operator-neighbours", extra_args=("--results-shard-rows", "2"))
+    operator = OperatorProcess("operator-neighbours", extra_args=("--results-shard-rows", "2", *QUICK_LEASE))
     operator.start()
     try:
         name = unique("victim")

@@ -31,7 +31,7 @@ CRD = ROOT / "crds" / "rl.agentruntime.io_rolloutbatches.yaml"
 POOL_CRD = CRD.parent / "rl.agentruntime.io_rolloutpools.yaml"
 
 
-# For an operator a test kills itself within seconds (ROLLOUTBATCH_CRASH_AT): the Lease it leaves
+# For an operator a test kills (ROLLOUTBATCH_CRASH_AT, kill()) and its successor: the Lease it leaves
 # says 5 s, so its successor waits 5 s instead of the default 15 (it goes by the duration the
 # holder wrote). Only for operators that live seconds to tens of seconds: a 4 s renew deadline is
 # tight on a loaded 2-core machine (wait_crashed tells a lost lease, exit 1, from the crash).
