@@ -14,8 +14,6 @@ one fixed-name object (the model's ``models`` namespace) take a lock across the 
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import pathlib
 import re
@@ -25,7 +23,7 @@ import tempfile
 import pytest
 from kubernetes import client
 
-from tests.support import kube
+from tests.support import kube, workers
 
 
 @pytest.fixture(scope="session")
@@ -60,8 +58,6 @@ def kube_namespace(kube_api, request) -> str:
     yield from kube.namespace_fixture(kube_api, prefix=prefix)
 
 
-#: The directory the xdist workers of one run share (the operator they share), set by the controller.
-SHARED_DIR_ENV = "ROLLOUTBATCH_TESTS_SHARED_DIR"
 EXCLUSIVE_FIXTURES = {"solo_operator"}
 
 
@@ -71,11 +67,11 @@ def _worker(config) -> bool:
 
 def pytest_configure(config):
     if not _worker(config):   # the workers inherit the environment: set before they start
-        os.environ[SHARED_DIR_ENV] = tempfile.mkdtemp(prefix="rolloutbatch-tests-")
+        os.environ[workers.SHARED_DIR_ENV] = tempfile.mkdtemp(prefix="rolloutbatch-tests-")
 
 
 def pytest_unconfigure(config):
-    shared = os.environ.get(SHARED_DIR_ENV)
+    shared = os.environ.get(workers.SHARED_DIR_ENV)
     if shared and not _worker(config):
         from tests.support.operator import stop_shared_operator
         stop_shared_operator(pathlib.Path(shared))
@@ -103,8 +99,8 @@ def operator_process():
     """
     from tests.support.operator import OperatorProcess, install_crd, shared_operator
 
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        yield shared_operator(pathlib.Path(os.environ[SHARED_DIR_ENV]))
+    if workers.is_worker():
+        yield shared_operator(workers.shared_dir())
         return
     install_crd()
     operator = OperatorProcess("operator-tests")
@@ -136,19 +132,11 @@ def namespace():
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@contextlib.contextmanager
-def _across_workers(name: str):
-    """Held by one test process at a time (every pytest-xdist worker of this run): a file lock."""
-    with open(pathlib.Path(os.environ[SHARED_DIR_ENV]) / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
-        yield
-
-
 @pytest.fixture
 def models_lock():
     """The `models` namespace (examples/policy-server.yaml's fixed name) for this test alone:
     served by ``policy_server`` or, for a test of an unreachable model, absent."""
-    with _across_workers("models"):
+    with workers.held("models"):
         yield
 
 
@@ -210,7 +198,7 @@ def wedge_guard(request):
     from kubernetes.client.rest import ApiException
     api = client.CustomObjectsApi(_guard_api())
     left = {uid: b for uid, b in _rolloutbatches().items() if uid not in before}
-    if os.environ.get("PYTEST_XDIST_WORKER"):   # other workers' batches are theirs to guard
+    if workers.is_worker():   # other workers' batches are theirs to guard
         left = {uid: b for uid, b in left.items() if b["metadata"]["namespace"] in kube.OWN_NAMESPACES}
     for batch in left.values():
         meta = batch["metadata"]

@@ -13,7 +13,6 @@ cannot be stopped or restarted by a test: such tests are marked ``exclusive`` an
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import pathlib
 import signal
@@ -24,6 +23,8 @@ import time
 import json
 import urllib.error
 import urllib.request
+
+from tests.support import workers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STATE = ROOT / ".devcluster"
@@ -186,10 +187,8 @@ class OperatorProcess:
 def shared_operator(directory: pathlib.Path) -> OperatorProcess:
     """The one operator of a pytest-xdist run, its state in ``directory`` (shared by the workers):
     the first worker to come installs the CRDs and starts it, the others attach to it."""
-    directory.mkdir(parents=True, exist_ok=True)
     state = directory / "operator.json"
-    with open(directory / "operator.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+    with workers.held("operator", directory):
         if state.exists():
             return OperatorProcess.attached(json.loads(state.read_text()))
         install_crd()
