@@ -13,7 +13,7 @@ import pytest
 
 from rolloutbatch.core import naming
 from rolloutbatch.sdk import Client, SessionOver
-from tests.support.batches import unique
+from tests.support.batches import results, unique
 from tests.support.kube import kubeconfig_path
 from tests.support.operator import kubectl
 from tests.support.tenant import Tenant
@@ -75,6 +75,11 @@ def test_a_trainer_drives_two_sessions_and_the_verifier_grades_them(operator_pro
     assert "AgentTimedOut" in by_index[1]["flags"] and by_index[1]["outcome"] == "succeeded"
     stats = by_index[0]["session"]
     assert stats["commands"] == 2 and stats["command_seconds"] > 0 and 0 <= stats["claim_seconds"] < 10
+    # the results ConfigMap's own rows, as any reader sees them: the ended session's stats, none
+    # for the one its deadline stopped (nobody ended it)
+    written = {row["index"]: row for row in results(batch.name, namespace)["pods"]}
+    assert written[0]["session"] == {"commands": 2, "command_seconds": stats["command_seconds"]}
+    assert "session" not in written[1]
     batch.handle.delete()
     client.delete_pool(pool, wait=False)
 

@@ -257,6 +257,28 @@ def test_end_ends_once_and_nothing_runs_after_it(api, tmp_path):
         batch.session(1)
 
 
+
+def test_end_records_the_sessions_stats_on_the_batch_for_its_row(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 1, workspace=tmp_path)
+    with batch.session(1) as session:
+        session.run("true")
+        session.run("true")
+    annotations = api.get_object("RolloutBatch", batch.name, NS)["metadata"]["annotations"]
+    assert core_sessions.stats_of(annotations, 1) == {"commands": 2, "command_seconds": session.stats.command_seconds}
+    assert core_sessions.stats_of(annotations, 0) is None
+
+
+def test_stats_refused_by_the_api_are_a_warning_and_the_session_still_ends(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 1, workspace=tmp_path)
+    sandbox = api.exec_handlers[(POOL_NS, pod)]
+    session = batch.session(1)
+    api.fail("PATCH", "RolloutBatch", Forbidden("rolloutbatches is forbidden", status=403, reason="Forbidden"))
+    with pytest.warns(RuntimeWarning, match="session stats of episode 1 were not recorded.*its row has none"):
+        session.end()
+    assert sandbox.ends == 1 and session.ended
+
 def test_a_session_ended_by_its_deadline_raises_session_over_and_ends_quietly(api, tmp_path):
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0, workspace=tmp_path)

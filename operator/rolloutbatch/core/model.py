@@ -240,6 +240,7 @@ class EpisodeResult:
     flags: tuple[str, ...] = ()
     channel: str | None = None       # where the reward came from: vocabulary.CHANNELS
     agent: dict | None = None        # with spec.verifier: exit_code, timed_out, output_tail, channel
+    session: dict | None = None      # a trainer-driven session's stats (valid_session_stats)
 
     @property
     def graded_reward(self) -> float | None:
@@ -290,6 +291,8 @@ class EpisodeResult:
             row["channel"] = self.channel
         if self.agent is not None:
             row["agent"] = dict(self.agent)
+        if self.session is not None:
+            row["session"] = dict(self.session)
         return row
 
     @classmethod
@@ -326,8 +329,11 @@ class EpisodeResult:
         agent = row.get("agent")
         if agent is not None:
             agent = _agent(agent)
+        session = row.get("session")
+        if session is not None and valid_session_stats(session) is None:
+            raise ValueError("session must be {commands, command_seconds} within their bounds")
         return cls(
-            channel=channel, agent=agent,
+            channel=channel, agent=agent, session=valid_session_stats(session) if session is not None else None,
             index=index, pod=_text(row, "pod", ""), node=_text(row, "node"), image_id=_text(row, "image_id"),
             outcome=outcome, reason=_text(row, "reason"), message=_text(row, "message", ""), reward=reward,
             pod_created=_time(row, "pod_created"), ready_at=_time(row, "ready_at"),
@@ -337,6 +343,25 @@ class EpisodeResult:
 
     def replace(self, **changes: Any) -> EpisodeResult:
         return dataclasses.replace(self, **changes)
+
+
+#: A row's ``session``: what a trainer-driven session's SDK measured (core.sessions).
+SESSION_STATS_KEYS = ("commands", "command_seconds")
+MAX_SESSION_COMMANDS = 10 ** 9
+MAX_SESSION_COMMAND_SECONDS = 10.0 ** 8
+
+
+def valid_session_stats(value: object) -> dict | None:
+    """``value`` as a row's ``session``, or None when it is not exactly {commands, command_seconds}
+    with a count in 0..MAX_SESSION_COMMANDS and finite seconds in 0..MAX_SESSION_COMMAND_SECONDS."""
+    if not isinstance(value, Mapping) or set(value) != set(SESSION_STATS_KEYS):
+        return None
+    commands, seconds = value["commands"], value["command_seconds"]
+    if type(commands) is not int or not 0 <= commands <= MAX_SESSION_COMMANDS:
+        return None
+    if type(seconds) not in (int, float) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SESSION_COMMAND_SECONDS:
+        return None
+    return {"commands": commands, "command_seconds": float(seconds)}
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ ROLE_WARM = "warm"                                               # LABEL_EPISODE
 ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim
 ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
+# + the episode index, on a pooled batch: that session's stats as the trainer's SDK measured them
+# (core.sessions.stats_annotation), copied into the episode's row.
+SESSION_STATS_ANNOTATION_PREFIX = "rl.agentruntime.io/session-"
 CLAIM_MOUNT_PATH = "/rollout/claim"                              # the pod's own emptyDir the episode arrives in
 # A pool with a verifier: its pods' verifier container gets its phase the same way, in an emptyDir
 # of its own (the agent's container mounts neither it nor the verifier's files).

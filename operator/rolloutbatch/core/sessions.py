@@ -7,14 +7,19 @@ claim directory and blocks reading it. Meanwhile the trainer runs commands in th
 through ``pods/exec`` (sdk.sessions); a line written to the FIFO ends the agent phase with exit 0,
 and the verifier grades the workspace. A trainer that never ends it (crashed) leaves the hold to
 the agent launcher's watchdog: stopped at episodeTimeoutSeconds, the row flagged AgentTimedOut,
-graded all the same.
+graded all the same. The session's stats (commands, their seconds) reach its row through an
+annotation of the batch (``stats_annotation``, ``stats_of``).
 
 Pure: text only. Both scripts are run by a real /bin/sh in tests/unit/core/test_sessions.py.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 from rolloutbatch.core import naming
+from rolloutbatch.core.model import valid_session_stats
 
 END_FIFO = "session-end"          # a line written here ends the session
 ENDED_FILE = "session-ended"      # left by the hold once it read that line
@@ -84,3 +89,29 @@ def write_file_command(path: str, size: int) -> list[str]:
 def read_file_command(path: str, max_bytes: int) -> list[str]:
     """At most ``max_bytes`` + 1 bytes of the file: more than ``max_bytes`` says it is too large."""
     return ["/bin/sh", "-c", _READ, "rolloutbatch-read", path, str(int(max_bytes) + 1)]
+
+
+# -- a session's stats in its row ----------------------------------------------------------------
+# The commands a trainer ran and their seconds are known only to its SDK: at end() it writes them
+# on the batch (one annotation per episode, a merge patch that touches no other's), and the
+# operator copies them into the episode's row when it judges the pod. They describe the trainer's
+# own session and are never counted, so a value the batch's owner wrote by hand misleads only
+# itself; anything that is not exactly this shape is left out.
+def stats_annotation(index: int, commands: int, command_seconds: float) -> dict[str, str]:
+    """The batch annotation that records episode ``index``'s session stats."""
+    value = {"commands": commands, "command_seconds": round(float(command_seconds), 6)}
+    if valid_session_stats(value) is None:
+        raise ValueError(f"session stats out of range: {value}")
+    return {f"{naming.SESSION_STATS_ANNOTATION_PREFIX}{index}": json.dumps(value, separators=(",", ":"))}
+
+
+def stats_of(annotations: Mapping, index: int) -> dict | None:
+    """Episode ``index``'s session stats from the batch's annotations, or None (none, or not valid)."""
+    text = annotations.get(f"{naming.SESSION_STATS_ANNOTATION_PREFIX}{index}") if annotations else None
+    if not isinstance(text, str) or len(text) > 200:
+        return None
+    try:
+        value = json.loads(text)   # NaN or Infinity parse, and valid_session_stats refuses them
+    except ValueError:
+        return None
+    return valid_session_stats(value)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -103,12 +104,13 @@ class SessionTarget:
     """Where one session's commands go, and the episode's variables they get (an exec sees the
     container's env, not the episode's: the launcher set those for the hold alone)."""
 
-    batch: str                     # namespace/name of the batch, for messages
+    batch: str                     # namespace/name of the batch
     namespace: str                 # the pool's namespace
     pod: str
     index: int
     env: tuple[tuple[str, str], ...]
     default_timeout: float
+    batch_uid: str = ""            # the batch's uid: the stats' patch is for it, never a namesake
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -244,7 +246,8 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
             target = SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=namespace, pod=facts.name,
                                    index=index, env=episode_env(batch, index),
                                    default_timeout=float(spec.get("episodeTimeoutSeconds")
-                                                         or d.EPISODE_TIMEOUT_SECONDS) + EXEC_SLACK)
+                                                         or d.EPISODE_TIMEOUT_SECONDS) + EXEC_SLACK,
+                                   batch_uid=meta.get("uid") or "")
             stats = SessionStats(claim_seconds=round(facts.delivered_at - facts.created, 3),
                                  ready_seconds=round(time.monotonic() - opened_at, 3))
             return SessionCore(target, stats)
@@ -385,10 +388,30 @@ class SessionCore:
 
     def end(self) -> Op:
         """End the session (its verifier then grades the workspace); a session that has ended,
-        by end() or otherwise, is left as it is."""
+        by end() or otherwise, is left as it is. Its stats go into its row first."""
         if self.ended is None:
+            yield from self._record_stats()
             yield from end_target(self.target)
             self.ended = "end() was called"
+
+    def _record_stats(self) -> Op:
+        """The stats as an annotation of the batch (core.sessions), which the operator copies into
+        the episode's row. A refusal (no ``patch`` on RolloutBatches, the 256 KiB bound of
+        annotations) leaves the row without them and says so in a warning; the session still ends."""
+        namespace, name = self.target.batch.split("/", 1)
+        metadata: dict = {"annotations": sessions.stats_annotation(self.target.index, self.stats.commands,
+                                                                   self.stats.command_seconds)}
+        if self.target.batch_uid:
+            metadata["uid"] = self.target.batch_uid     # a precondition: 409 for a namesake
+        try:
+            yield Call("merge_patch", (resources.object_path("RolloutBatch", name, namespace), {"metadata": metadata},
+                                       f"record the session stats of episode {self.target.index} on RolloutBatch "
+                                       f"{self.target.batch}"))
+        except NotFound:
+            return                                     # the batch is gone: no row to record them in
+        except KubeError as exc:
+            warnings.warn(f"the session stats of episode {self.target.index} were not recorded on RolloutBatch "
+                          f"{self.target.batch}, so its row has none: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def end_target(target: SessionTarget) -> Op:
@@ -503,7 +526,8 @@ class SessionsCore:
             raise failed[0]
 
     def with_stats(self, rows: list) -> list:
-        """The rows, each of a session opened here (by its pod) with ``session``: its stats."""
+        """The rows, each of a session opened here (by its pod) with ``session``: its stats as
+        measured here (the claim's and the wait's seconds too) over what its row recorded."""
         by_pod = {core.target.pod: core.stats for core in self.opened.values()}
-        return [dict(row, session=by_pod[row["pod"]].as_dict()) if row.get("pod") in by_pod else row
-                for row in rows]
+        return [dict(row, session={**(row.get("session") or {}), **by_pod[row["pod"]].as_dict()})
+                if row.get("pod") in by_pod else row for row in rows]

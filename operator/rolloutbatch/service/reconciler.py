@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rolloutbatch.core import lifecycle, naming
+from rolloutbatch.core import lifecycle, naming, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.egress import empty_peers_warning
@@ -414,6 +414,9 @@ class BatchReconciler:
         result = await self.judge.judge(facts, verified=self.spec.verifier is not None,
                                         batch_deadline_at=job.deadline_at if job else None, now=time.time(),
                                         evicted=self.queue.evicted(facts, self.tracker))
+        if self.spec.pool_name and facts.index is not None:   # a trainer-driven session's stats (core.sessions)
+            result = result.replace(session=sessions.stats_of(
+                (self.body.get("metadata") or {}).get("annotations") or {}, facts.index))
         self.tracker.record(result, facts.uid)
         self.wake.set()
 

@@ -184,3 +184,45 @@ def test_a_read_stops_one_byte_past_its_limit(tmp_path) -> None:
         f.truncate(64 << 30)                          # 64 GiB, sparse: never read whole
     done = _sh(sessions.read_file_command("sparse", 10), tmp_path)
     assert done.returncode == 0 and done.stdout == b"\0" * 11
+
+
+# --- a session's stats in its row ---------------------------------------------------------------------
+def test_stats_go_through_the_batchs_annotation_into_a_row_and_back() -> None:
+    from rolloutbatch.core.model import EpisodeResult
+    annotations = sessions.stats_annotation(7, 3, 1.2345678)
+    assert list(annotations) == ["rl.agentruntime.io/session-7"]
+    stats = sessions.stats_of(annotations, 7)
+    assert stats == {"commands": 3, "command_seconds": 1.234568}
+    assert sessions.stats_of(annotations, 8) is None                     # another episode's are not its
+    row = EpisodeResult(index=7, pod="p", node=None, image_id=None, outcome="succeeded", reason=None, message="",
+                        reward=1.0, pod_created=None, ready_at=None, reward_at=None, pod_to_ready_seconds=None,
+                        session=stats).to_row(None)
+    assert json.loads(json.dumps(row, allow_nan=False))["session"] == stats
+    assert EpisodeResult.from_row(row).session == stats                  # a restart keeps them
+
+
+@pytest.mark.parametrize("text", [
+    "", "[]", "null", '{"commands": 1}', '{"commands": 1, "command_seconds": 1, "x": 2}',
+    '{"commands": -1, "command_seconds": 1}', '{"commands": 1.5, "command_seconds": 1}',
+    '{"commands": true, "command_seconds": 1}', '{"commands": 1, "command_seconds": NaN}',
+    '{"commands": 1, "command_seconds": Infinity}', '{"commands": 1, "command_seconds": -0.5}',
+    '{"commands": 1, "command_seconds": "1"}', '{"commands": 10000000000, "command_seconds": 1}',
+    '{"commands": 1, "command_seconds": 1e300}', '{"commands": 1, "command_seconds": 1}' + " " * 200,
+    "[" * 150 + "]" * 150,
+])
+def test_stats_that_are_not_exactly_their_shape_are_left_out(text) -> None:
+    assert sessions.stats_of({"rl.agentruntime.io/session-0": text}, 0) is None
+
+
+def test_a_row_whose_session_is_not_its_shape_is_refused_on_read() -> None:
+    from rolloutbatch.core.model import EpisodeResult
+    row = {"index": 0, "outcome": "succeeded", "reward": 1.0, "session": {"commands": "many", "command_seconds": 1}}
+    with pytest.raises(ValueError, match="session"):
+        EpisodeResult.from_row(row)
+
+
+def test_stats_out_of_range_are_never_written() -> None:
+    with pytest.raises(ValueError):
+        sessions.stats_annotation(0, -1, 0.0)
+    with pytest.raises(ValueError):
+        sessions.stats_annotation(0, 1, float("nan"))
