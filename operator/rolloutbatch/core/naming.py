@@ -47,7 +47,9 @@ ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds,
 ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
 # + the episode index, on a pooled batch: that session's stats as the trainer's SDK measured them
-# (core.sessions.stats_annotation), copied into the episode's row.
+# (core.sessions.stats_annotation), copied into the episode's row. Under kopf's storage prefix on
+# purpose: kopf leaves the annotations of a prefix marked `<prefix>/kopf-managed` out of its
+# diff-base, so writing them makes kopf write nothing back.
 SESSION_STATS_ANNOTATION_PREFIX = "rl.agentruntime.io/session-"
 CLAIM_MOUNT_PATH = "/rollout/claim"                              # the pod's own emptyDir the episode arrives in
 # A pool with a verifier: its pods' verifier container gets its phase the same way, in an emptyDir
