@@ -20,7 +20,8 @@ export KUBECONFIG=$ROOT/.devcluster/kubeconfig
 LOGS=$ROOT/.devcluster/logs
 PYTEST_ARGS=${PYTEST_ARGS:-}
 # Most cluster tests wait (pod starts, deadlines, graces) rather than compute: three workers
-# overlap the waits on this 2-core machine without starving the node's kubelet.
+# overlap the waits on this 2-core machine without starving the node's kubelet. worksteal: an
+# idle worker takes queued tests from a busy one, so a long test near the end leaves no worker idle.
 CLUSTER_WORKERS=${CLUSTER_WORKERS:-3}
 
 status=0
@@ -96,6 +97,6 @@ if ! "$PY" -m devcluster.cluster up; then
 fi
 echo "=== devcluster up took $(( $(date +%s) - start ))s"
 
-run_pytest cluster -q --durations=40 -n "$CLUSTER_WORKERS" -m "not exclusive" \
+run_pytest cluster -q --durations=40 -n "$CLUSTER_WORKERS" --dist worksteal -m "not exclusive" \
   tests --ignore=tests/unit
 run_pytest cluster-exclusive -q --durations=20 -m exclusive tests --ignore=tests/unit
