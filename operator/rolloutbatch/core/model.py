@@ -330,10 +330,12 @@ class EpisodeResult:
         if agent is not None:
             agent = _agent(agent)
         session = row.get("session")
-        if session is not None and valid_session_stats(session) is None:
-            raise ValueError("session must be {commands, command_seconds} within their bounds")
+        if session is not None:
+            session = valid_session_stats(session)
+            if session is None:
+                raise ValueError("session must be {commands, command_seconds} within their bounds")
         return cls(
-            channel=channel, agent=agent, session=valid_session_stats(session) if session is not None else None,
+            channel=channel, agent=agent, session=session,
             index=index, pod=_text(row, "pod", ""), node=_text(row, "node"), image_id=_text(row, "image_id"),
             outcome=outcome, reason=_text(row, "reason"), message=_text(row, "message", ""), reward=reward,
             pod_created=_time(row, "pod_created"), ready_at=_time(row, "ready_at"),
