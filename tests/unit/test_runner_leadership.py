@@ -151,7 +151,11 @@ def test_kopfs_own_stop_on_a_signal_raises_the_operators_stop_flag_too():
     cleanups = [h.fn for h in kopf.get_default_registry()._activities.get_all_handlers()
                 if h.activity.value == "cleanup"]
     assert lifecycle.raise_stop_flag in cleanups
-    stop = asyncio.Event()
-    lifecycle.raise_stop_flag(memo=kopf.Memo(stop=stop))
-    assert stop.is_set()
-    lifecycle.raise_stop_flag(memo=kopf.Memo())   # a memo without one (kopf run without ours): nothing to raise
+    assert asyncio.iscoroutinefunction(lifecycle.raise_stop_flag)   # on the loop: asyncio.Event is not thread-safe
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        await lifecycle.raise_stop_flag(memo=kopf.Memo(stop=stop))
+        assert stop.is_set()
+        await lifecycle.raise_stop_flag(memo=kopf.Memo())   # a memo without one (kopf run without ours)
+    asyncio.run(main())

@@ -260,13 +260,14 @@ def test_end_ends_once_and_nothing_runs_after_it(api, tmp_path):
 
 def test_end_records_the_sessions_stats_on_the_batch_for_its_row(api, tmp_path):
     batch = open_sessions(api)
-    put_pod(api, batch.handle, 1, workspace=tmp_path)
+    pod = put_pod(api, batch.handle, 1, workspace=tmp_path)
     with batch.session(1) as session:
         session.run("true")
         session.run("true")
     annotations = api.get_object("RolloutBatch", batch.name, NS)["metadata"]["annotations"]
-    assert core_sessions.stats_of(annotations, 1) == {"commands": 2, "command_seconds": session.stats.command_seconds}
-    assert core_sessions.stats_of(annotations, 0) is None
+    assert core_sessions.stats_of(annotations, 1, pod) == {"commands": 2,
+                                                           "command_seconds": session.stats.command_seconds}
+    assert core_sessions.stats_of(annotations, 0, pod) is None
 
 
 def test_stats_refused_by_the_api_are_a_warning_and_the_session_still_ends(api, tmp_path):

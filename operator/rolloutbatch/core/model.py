@@ -361,7 +361,10 @@ def valid_session_stats(value: object) -> dict | None:
     commands, seconds = value["commands"], value["command_seconds"]
     if type(commands) is not int or not 0 <= commands <= MAX_SESSION_COMMANDS:
         return None
-    if type(seconds) not in (int, float) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SESSION_COMMAND_SECONDS:
+    if type(seconds) is int:    # compared as it is: a huge int has no float
+        if not 0 <= seconds <= MAX_SESSION_COMMAND_SECONDS:
+            return None
+    elif type(seconds) is not float or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SESSION_COMMAND_SECONDS:
         return None
     return {"commands": commands, "command_seconds": float(seconds)}
 

@@ -97,21 +97,26 @@ def read_file_command(path: str, max_bytes: int) -> list[str]:
 # operator copies them into the episode's row when it judges the pod. They describe the trainer's
 # own session and are never counted, so a value the batch's owner wrote by hand misleads only
 # itself; anything that is not exactly this shape is left out.
-def stats_annotation(index: int, commands: int, command_seconds: float) -> dict[str, str]:
-    """The batch annotation that records episode ``index``'s session stats."""
-    value = {"commands": commands, "command_seconds": round(float(command_seconds), 6)}
-    if valid_session_stats(value) is None:
-        raise ValueError(f"session stats out of range: {value}")
-    return {f"{naming.SESSION_STATS_ANNOTATION_PREFIX}{index}": json.dumps(value, separators=(",", ":"))}
+def stats_annotation(index: int, pod: str, commands: int, command_seconds: float) -> dict[str, str]:
+    """The batch annotation that records the session stats of episode ``index``, held by ``pod``
+    (the index's pod at the time: a retry of the index is another pod, with stats of its own)."""
+    stats = {"commands": commands, "command_seconds": round(float(command_seconds), 6)}
+    if valid_session_stats(stats) is None:
+        raise ValueError(f"session stats out of range: {stats}")
+    return {f"{naming.SESSION_STATS_ANNOTATION_PREFIX}{index}": json.dumps({"pod": pod, **stats},
+                                                                           separators=(",", ":"))}
 
 
-def stats_of(annotations: Mapping, index: int) -> dict | None:
-    """Episode ``index``'s session stats from the batch's annotations, or None (none, or not valid)."""
+def stats_of(annotations: Mapping, index: int, pod: str) -> dict | None:
+    """The session stats of episode ``index`` as held by ``pod``, from the batch's annotations; None
+    when there are none, they are another pod's, or they are not valid."""
     text = annotations.get(f"{naming.SESSION_STATS_ANNOTATION_PREFIX}{index}") if annotations else None
-    if not isinstance(text, str) or len(text) > 200:
+    if not isinstance(text, str) or len(text) > 400:
         return None
     try:
         value = json.loads(text)   # NaN or Infinity parse, and valid_session_stats refuses them
     except ValueError:
+        return None
+    if not isinstance(value, dict) or value.pop("pod", None) != pod:
         return None
     return valid_session_stats(value)

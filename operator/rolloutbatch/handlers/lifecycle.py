@@ -20,8 +20,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # spec near the ConfigMap bound made every patch of the batch fail, the finalizer's
     # included. The spec is immutable (spec.stop, its one mutable field, is read from the
     # daemon's live body) and the operator has no on.update handler, so kopf needs no diff base of it.
+    # Nor of the labels and annotations kopf keeps by default: a copy of them grows with the
+    # batch's own (a session's stats are one annotation per episode), and once the copy no longer
+    # fit in 256 KiB kopf's patch carrying it was refused on every event, the finalizer's too.
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration", ignored_fields=["spec"])
+        prefix=GROUP, key="last-handled-configuration", ignored_fields=["spec", "metadata"])
     settings.posting.level = logging.INFO
     # Reconnect quickly after an apiserver restart.
     settings.watching.reconnect_backoff = 0.5
@@ -37,7 +40,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
 
 
 @kopf.on.cleanup()
-def raise_stop_flag(memo: kopf.Memo, **_: Any) -> None:
+async def raise_stop_flag(memo: kopf.Memo, **_: Any) -> None:   # on the loop: asyncio.Event is not thread-safe
     # kopf stops on SIGTERM through its own signal handler, and its task waiting on our stop
     # flag (service.leadership.operate passes one) then never ends: kopf waits 5 s for it as a
     # hung task before cancelling it (kopf 1.45, _core/reactor/running.py), which delayed every

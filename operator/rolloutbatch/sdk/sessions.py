@@ -399,17 +399,18 @@ class SessionCore:
         the episode's row. A refusal (no ``patch`` on RolloutBatches, the 256 KiB bound of
         annotations) leaves the row without them and says so in a warning; the session still ends."""
         namespace, name = self.target.batch.split("/", 1)
-        metadata: dict = {"annotations": sessions.stats_annotation(self.target.index, self.stats.commands,
-                                                                   self.stats.command_seconds)}
-        if self.target.batch_uid:
-            metadata["uid"] = self.target.batch_uid     # a precondition: 409 for a namesake
         try:
+            metadata: dict = {"annotations": sessions.stats_annotation(self.target.index, self.target.pod,
+                                                                       self.stats.commands,
+                                                                       self.stats.command_seconds)}
+            if self.target.batch_uid:
+                metadata["uid"] = self.target.batch_uid     # a precondition: 409 for a namesake
             yield Call("merge_patch", (resources.object_path("RolloutBatch", name, namespace), {"metadata": metadata},
                                        f"record the session stats of episode {self.target.index} on RolloutBatch "
                                        f"{self.target.batch}"))
         except NotFound:
             return                                     # the batch is gone: no row to record them in
-        except KubeError as exc:
+        except (KubeError, ValueError) as exc:         # ValueError: stats past their bounds
             warnings.warn(f"the session stats of episode {self.target.index} were not recorded on RolloutBatch "
                           f"{self.target.batch}, so its row has none: {exc}", RuntimeWarning, stacklevel=2)
 

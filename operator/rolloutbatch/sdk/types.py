@@ -43,7 +43,7 @@ class Row(_RowFields, total=False):
     extra: dict[str, Any]
     flags: list[str]
     log_tail: str
-    session: dict[str, Any]    # Sessions.wait() only, for a session opened there: its SessionStats (the SDK's view)
+    session: dict[str, Any]    # a session's commands, command_seconds; Sessions.wait() adds the SDK's SessionStats
 
 
 class Group(TypedDict):

@@ -416,7 +416,7 @@ class BatchReconciler:
                                         evicted=self.queue.evicted(facts, self.tracker))
         if self.spec.pool_name and facts.index is not None:   # a trainer-driven session's stats (core.sessions)
             result = result.replace(session=sessions.stats_of(
-                (self.body.get("metadata") or {}).get("annotations") or {}, facts.index))
+                (self.body.get("metadata") or {}).get("annotations") or {}, facts.index, facts.name))
         self.tracker.record(result, facts.uid)
         self.wake.set()
 

@@ -220,6 +220,8 @@ ROW_FIELDS = {
     "attempts": st.one_of(st.integers(-1, 4), JSON), "log_tail": st.one_of(TEXT_OR_NONE, JSON),
     "extra": st.one_of(st.dictionaries(st.text(max_size=4), JSON, max_size=3), JSON),
     "flags": st.one_of(st.lists(st.text(max_size=8), max_size=2), JSON),
+    "session": st.one_of(st.fixed_dictionaries({"commands": st.one_of(st.integers(-1, 10 ** 10), JSON),
+                                                "command_seconds": st.one_of(NUMBERS, JSON)}), JSON),
 }
 ROWS = st.fixed_dictionaries({}, optional=ROW_FIELDS)
 

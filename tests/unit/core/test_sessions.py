@@ -189,11 +189,12 @@ def test_a_read_stops_one_byte_past_its_limit(tmp_path) -> None:
 # --- a session's stats in its row ---------------------------------------------------------------------
 def test_stats_go_through_the_batchs_annotation_into_a_row_and_back() -> None:
     from rolloutbatch.core.model import EpisodeResult
-    annotations = sessions.stats_annotation(7, 3, 1.2345678)
+    annotations = sessions.stats_annotation(7, "rp-pod-a", 3, 1.2345678)
     assert list(annotations) == ["rl.agentruntime.io/session-7"]
-    stats = sessions.stats_of(annotations, 7)
+    stats = sessions.stats_of(annotations, 7, "rp-pod-a")
     assert stats == {"commands": 3, "command_seconds": 1.234568}
-    assert sessions.stats_of(annotations, 8) is None                     # another episode's are not its
+    assert sessions.stats_of(annotations, 8, "rp-pod-a") is None         # another episode's are not its
+    assert sessions.stats_of(annotations, 7, "rp-pod-b") is None         # nor those of the index's earlier pod
     row = EpisodeResult(index=7, pod="p", node=None, image_id=None, outcome="succeeded", reason=None, message="",
                         reward=1.0, pod_created=None, ready_at=None, reward_at=None, pod_to_ready_seconds=None,
                         session=stats).to_row(None)
@@ -207,11 +208,13 @@ def test_stats_go_through_the_batchs_annotation_into_a_row_and_back() -> None:
     '{"commands": true, "command_seconds": 1}', '{"commands": 1, "command_seconds": NaN}',
     '{"commands": 1, "command_seconds": Infinity}', '{"commands": 1, "command_seconds": -0.5}',
     '{"commands": 1, "command_seconds": "1"}', '{"commands": 10000000000, "command_seconds": 1}',
-    '{"commands": 1, "command_seconds": 1e300}', '{"commands": 1, "command_seconds": 1}' + " " * 200,
-    "[" * 150 + "]" * 150,
+    '{"commands": 1, "command_seconds": 1e300}', '{"commands": 1, "command_seconds": 1' + "0" * 380 + "}",
+    "[" * 150 + "]" * 150, '{"commands": 1, "command_seconds": 1' + "0" * 300 + "}",
 ])
 def test_stats_that_are_not_exactly_their_shape_are_left_out(text) -> None:
-    assert sessions.stats_of({"rl.agentruntime.io/session-0": text}, 0) is None
+    if text.startswith("{"):
+        text = '{"pod": "p", ' + text[1:]
+    assert sessions.stats_of({"rl.agentruntime.io/session-0": text}, 0, "p") is None
 
 
 def test_a_row_whose_session_is_not_its_shape_is_refused_on_read() -> None:
@@ -223,6 +226,6 @@ def test_a_row_whose_session_is_not_its_shape_is_refused_on_read() -> None:
 
 def test_stats_out_of_range_are_never_written() -> None:
     with pytest.raises(ValueError):
-        sessions.stats_annotation(0, -1, 0.0)
+        sessions.stats_annotation(0, "p", -1, 0.0)
     with pytest.raises(ValueError):
-        sessions.stats_annotation(0, 1, float("nan"))
+        sessions.stats_annotation(0, "p", 1, float("nan"))
