@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # `make test`: unit tests, then a fresh devcluster for every other suite, always torn down.
 #
-#   1. tests/unit                      (no cluster; two pytest-xdist workers)
-#   2. python -m devcluster.cluster up (fresh cluster: `down` wipes etcd data)
-#   3. every other suite: pytest tests --ignore=tests/unit, in two steps
+#   1. python -m devcluster.cluster up (fresh cluster: `down` wipes etcd data)
+#   2. every other suite: pytest tests --ignore=tests/unit, in two steps
 #      a. the tests that share the cluster, on $CLUSTER_WORKERS pytest-xdist workers and one operator
-#      b. the `exclusive` ones (they stop the operator, fault a node, ...), one at a time
-#   4. python -m devcluster.cluster down, on any exit (trap)
+#      b. the `exclusive` ones (they stop the operator, fault a node, ...), one at a time, and
+#         beside them tests/unit (no cluster), niced: step b mostly waits (leases, pod starts,
+#         deadlines), so the unit tests use its idle CPU instead of a step of their own
+#   3. python -m devcluster.cluster down, on any exit (trap)
 #
 # "No tests collected" (pytest exit code 5) counts as a failure: a suite that silently
 # disappears must not look green. On failure the tail of every component log is printed.
@@ -56,8 +57,10 @@ show_logs() {
 }
 
 cluster_started=0
+unit_pid=
 finish() {
   local rc=$?
+  if [ -n "$unit_pid" ]; then kill "$unit_pid" 2>/dev/null || true; fi
   if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
     status=$rc
     failed_steps+=("script (exit $rc)")
@@ -85,8 +88,6 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-run_pytest unit -q -n 2 tests/unit
-
 echo "=== devcluster up"
 cluster_started=1
 start=$(date +%s)
@@ -99,4 +100,24 @@ echo "=== devcluster up took $(( $(date +%s) - start ))s"
 
 run_pytest cluster -q --durations=40 -n "$CLUSTER_WORKERS" --dist worksteal -m "not exclusive" \
   tests --ignore=tests/unit
+
+# tests/unit in the background (its output kept, printed when it is done), step b in front; no
+# KUBECONFIG: a unit test must never reach the cluster that is up now
+mkdir -p "$LOGS"
+unit_out=$LOGS/pytest-unit.txt
+# shellcheck disable=SC2086
+env -u KUBECONFIG nice -n 10 "$PY" -m pytest -q -p no:cacheprovider tests/unit $PYTEST_ARGS > "$unit_out" 2>&1 &
+unit_pid=$!
 run_pytest cluster-exclusive -q --durations=20 -m exclusive tests --ignore=tests/unit
+unit_rc=0
+wait "$unit_pid" || unit_rc=$?
+unit_pid=
+echo "=== unit: pytest tests/unit (beside cluster-exclusive)"
+cat "$unit_out"
+if [ "$unit_rc" -eq 5 ]; then
+  echo "!!! unit: no tests were collected (pytest exit 5): treated as a failure"
+fi
+if [ "$unit_rc" -ne 0 ]; then
+  status=1
+  failed_steps+=("unit (exit $unit_rc)")
+fi

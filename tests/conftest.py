@@ -61,18 +61,14 @@ def kube_namespace(kube_api, request) -> str:
 EXCLUSIVE_FIXTURES = {"solo_operator"}
 
 
-def _worker(config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 def pytest_configure(config):
-    if not _worker(config):   # the workers inherit the environment: set before they start
+    if not workers.is_worker():   # the workers inherit the environment: set before they start
         os.environ[workers.SHARED_DIR_ENV] = tempfile.mkdtemp(prefix="rolloutbatch-tests-")
 
 
 def pytest_unconfigure(config):
     shared = os.environ.get(workers.SHARED_DIR_ENV)
-    if shared and not _worker(config):
+    if shared and not workers.is_worker():
         from tests.support.operator import stop_shared_operator
         stop_shared_operator(pathlib.Path(shared))
         shutil.rmtree(shared, ignore_errors=True)
@@ -85,7 +81,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_setup(item):
-    if _worker(item.config) and item.get_closest_marker("exclusive"):
+    if workers.is_worker() and item.get_closest_marker("exclusive"):
         pytest.fail("this test needs the cluster to itself: run it without -n "
                     "(make test runs the `exclusive` tests after the others)", pytrace=False)
 
