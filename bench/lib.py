@@ -24,7 +24,9 @@ import pykube
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STATE = ROOT / ".devcluster"
-RESULTS = ROOT / "bench" / "results"
+# BENCH_RESULTS: another directory for a run's files (e.g. results/containerd, the real nodes' run
+# beside the node agent's figures), relative to the checkout
+RESULTS = ROOT / os.environ.get("BENCH_RESULTS", "bench/results")
 GROUP = "/apis/rl.agentruntime.io/v1alpha1"
 BATCH_NAME_LABEL = "rl.agentruntime.io/batch-name"
 
@@ -324,7 +326,11 @@ def machine_info() -> dict:
         "nproc": os.cpu_count(), "cpu_model": cpu_model, "memory_bytes": mem,
         "memory_gib": round(mem / 2**30, 1), "kernel": platform.release(),
         "python": platform.python_version(), "go": _cmd("go", "version"),
-        "kubernetes": server, "kopf": kopf.__version__ if hasattr(kopf, "__version__") else None,
+        "kubernetes": server,
+        # the nodes' runtime as they report it (containerd://2.4.x on the real nodes)
+        "container_runtimes": sorted(set(_cmd(str(STATE / "bin" / "localkube"), "kubectl", "--kubeconfig",
+                                              str(STATE / "kubeconfig"), "get", "nodes", "-o",
+                                              "jsonpath={.items[*].status.nodeInfo.containerRuntimeVersion}").split())), "kopf": kopf.__version__ if hasattr(kopf, "__version__") else None,
         "devcluster": {k: state.get(k) for k in ("node_pods",)} | {
             "nodes": len(state.get("nodes") or {})},
         "git_commit": _cmd("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD") or None,

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import pathlib
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+from lib import RESULTS  # noqa: E402  (BENCH_RESULTS: this run's directory)
 
 
 def _load(name: str) -> dict | None:

@@ -108,21 +108,27 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None) -> dict:
     return out
 
 
+def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None) -> dict:
+    """Every size in turn with one fresh operator; writes results/pools.json."""
+    ns = "bench-pools"
+    ensure_namespace(kube, ns)
+    op = lib.start_operator("bench-pools")
+    try:
+        runs = [run(kube, op, ns, size, runtime_class) for size in sizes]
+    finally:
+        op.stop()
+    out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc",
+           "sizes": {str(run_["episodes"]): run_ for run_ in runs}}
+    lib.write_result("pools", out)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--runtime-class", default=None)
     args = parser.parse_args(argv)
-    kube = Kube()
-    ns = "bench-pools"
-    ensure_namespace(kube, ns)
-    op = lib.start_operator("bench-pools")
-    try:
-        runs = [run(kube, op, ns, size, args.runtime_class) for size in args.sizes]
-    finally:
-        op.stop()
-    lib.write_result("pools", {"machine": lib.machine_info(), "runtime_class": args.runtime_class or "runc",
-                               "sizes": {str(run_["episodes"]): run_ for run_ in runs}})
+    part_pools(Kube(), args.sizes, args.runtime_class)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,13 @@ Parts (each writes bench/results/<part>.json):
              per episode, peak RSS, API requests per episode (by user agent, through a counting
              proxy), status and results ConfigMap sizes, exact counts
   images     one batch over 4 images (spec.inputImages) vs the same in one image vs 4 batches (bench/images.py)
+  pools      a batch from a full RolloutPool vs the same batch cold (bench/pools.py)
 then bench/plots.py draws the PNGs.
+
+The defaults fit real nodes (kubelet + containerd, about two pod starts a second on 2 cores): the
+whole run is about 40 minutes there. The long runs are asked for by name: `modes` at 1,000 x p100
+(--modes-sizes 60x30 1000x100), `scale --only many big huge` (hours on real nodes), pools of 200
+(--pool-sizes 20 200).
 
 Run against a running devcluster (KUBECONFIG=.devcluster/kubeconfig): python bench/run.py [parts]
 """
@@ -168,17 +174,21 @@ def part_breakdown(kube: Kube, repeats: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("parts", nargs="*", default=["overhead", "modes", "images", "breakdown", "scale", "plots"])
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("parts", nargs="*", default=["overhead", "modes", "images", "breakdown", "scale", "pools", "plots"])
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--big", type=int, default=10000, help="episodes of the big scale batch")
     p.add_argument("--huge", type=int, default=30000, help="episodes of the huge scale batch (every row must be kept)")
     p.add_argument("--huge-parallelism", type=int, default=200, help="its parallelism (2026-12-01 run: 100, see README)")
     p.add_argument("--huge-channel", choices=("stdout", "termination-message"), default="stdout",
                    help="its episodes' channel (2026-12-01 run: termination-message, see README)")
-    p.add_argument("--only", nargs="*", help="scale scenarios to (re)run: a family (1k many big huge) or a label "
-                                             "(e.g. 1k-p100-tm)")
-    p.add_argument("--modes-sizes", nargs="*", default=["60x30", "1000x100"], metavar="EPISODESxPARALLELISM",
-                   help="the sizes `modes` runs")
+    p.add_argument("--only", nargs="*", default=["1k-p100"],
+                   help="scale scenarios to (re)run: a family (1k many big huge) or a label (e.g. 1k-p100-tm); "
+                        "default 1k-p100 alone (the others take hours on real nodes)")
+    p.add_argument("--modes-sizes", nargs="*", default=["60x30"], metavar="EPISODESxPARALLELISM",
+                   help="the sizes `modes` runs (default 60x30; 1000x100 adds four runs of 1,000 pods: over half an hour on "
+                        "real nodes)")
+    p.add_argument("--pool-sizes", type=int, nargs="*", default=[20], metavar="N",
+                   help="the pool sizes `pools` runs (default 20)")
     p.add_argument("--modes-result", default="modes", help="the results file of `modes` (results/<name>.json)")
     p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
                                                         "numbers; stored as <label>-profiled)")
@@ -202,6 +212,9 @@ def main() -> None:
         import scale
         scale.part_scale(kube, args.big, args.profile, args.only, huge=args.huge,
                          huge_parallelism=args.huge_parallelism, huge_channel=args.huge_channel)
+    if "pools" in args.parts:
+        import pools
+        pools.part_pools(kube, args.pool_sizes)
     if "plots" in args.parts:
         import plots
         plots.main()
