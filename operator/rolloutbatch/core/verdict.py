@@ -544,14 +544,18 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
         why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"
         return pod_result(reason, f"the verifier never started ({why.strip().rstrip(':')})"[:1000], verifier_tail)
-    if agent_done and facts.pooled and facts.verifier_delivered_at is None \
-            and not (facts.phase == POD_SUCCEEDED and facts.exit_code == 0):
-        # A pool's verifier waits from the pod's start: one that ended before the operator
-        # recorded handing it its phase (killed while waiting, out of memory) never graded
-        # anything. Not the agent's failure.
-        return pod_result(v.EP_INFRASTRUCTURE, f"the verifier container ended (exit code {facts.exit_code}) before "
-                                               "it was handed its phase", verifier_tail)
+    if agent_done and facts.pooled and facts.exit_code == NOT_DELIVERED_EXIT:
+        # A pool's verifier waits from the pod's start; its launcher exits so only while it waits
+        # (a verifier's own exit of that code is reported as 1): it never graded anything. Not the
+        # agent's failure. Told by the exit code, as the Job's podFailurePolicy tells it, never by
+        # the hand-over's annotation, which is written after the exec (a verifier that failed at
+        # once can end before it).
+        return pod_result(v.EP_INFRASTRUCTURE, "the verifier container ended before it was handed its phase",
+                          verifier_tail)
     if agent_done and facts.pod_reason == POD_DEADLINE_REASON:
+        if info["timed_out"]:   # it outlived its watchdog: the time the verifier lacked was the agent's
+            return pod_result(v.EP_TIMEOUT, "the agent ran past episodeTimeoutSeconds and left its verifier too "
+                                            "little of the pod's time", agent_tail)
         return verifier_failed("the verifier ran past the pod's deadline (episodeTimeoutSeconds + "
                                "verifier.timeoutSeconds)")
     pod_level = judge_episode(facts, None, **common)

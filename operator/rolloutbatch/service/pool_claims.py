@@ -12,6 +12,16 @@ delivery fails is evicted: it never ran an episode, so its eviction is an infras
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
 With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
 ended, the verifier's phase to the ``verifier`` container the same way (annotated apart).
+
+An eviction re-rolls an attempt, so it is kept for what the operator caused:
+- a pod that existed before this delivery began (an earlier operator may have handed it its
+  phase and died before annotating it) is never evicted: a repeat that fails may be the agent's
+  doing (it controls its claim directory), so the pod's deadline ends it instead, which for a
+  pod that never got its episode is not counted either;
+- the time left is checked once the exec has its slot, so an episode queued behind others is
+  never handed less than its time;
+- an agent that ran past its own time (it can kill its watchdog) is handed its verifier all the
+  same when that is late: what the pod's deadline then cuts short is the agent's failure.
 """
 
 from __future__ import annotations
@@ -164,7 +174,8 @@ class EpisodeDelivery:
     once the agent's container has ended, the verifier its phase (see the module docstring)."""
 
     def __init__(self, storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, emit: Emit,
-                 log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None) -> None:
+                 log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None,
+                 since: float | None = None) -> None:
         self.storage, self.pool_storage, self.ref, self.spec = storage, pool_storage, ref, spec
         self.emit, self.log, self.observe = emit, log, observe   # observe: Metrics.claim_observed
         # (pod uid, phase): _done is kept whole (one per episode): a pod delivered at its claim may
@@ -175,6 +186,9 @@ class EpisodeDelivery:
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
         self._task_path: str | None = None
         self._input_copies: dict[str, str] | None = None   # spec.inputsFrom: key -> the group's input
+        # pods claimed or created before this (default: now, the batch's first round in this
+        # process) may have been handed over by an earlier operator (maybe_handed_over)
+        self._since = time.time() if since is None else since
 
     def claimed(self, pods: list[dict]) -> None:
         """Warm pods just claimed: handed their episodes at once, while the Job is being created
@@ -267,14 +281,14 @@ class EpisodeDelivery:
         key = (facts.uid, phase)
         try:
             try:
-                late = self._too_late(facts, phase, time.time())
-                if late:
-                    raise RuntimeError(late)
                 await self._exec(facts, phase)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
-                await self._evict(facts, phase, exc)
+                if self.maybe_handed_over(facts):
+                    self._leave_to_deadline(facts, phase, exc)
+                else:
+                    await self._evict(facts, phase, exc)
                 return
             crash_point("pool:delivered")
             now = time.time()
@@ -286,14 +300,34 @@ class EpisodeDelivery:
         finally:
             self._in_flight.discard(key)
 
+    def maybe_handed_over(self, facts: PodFacts) -> bool:
+        """The pod was claimed (or, cold, created) before this delivery began: an earlier operator
+        may have handed it its phase and died before annotating it. Creation times are whole
+        seconds, rounded down: a pod of the same second counts as earlier (never evicted)."""
+        began = facts.claimed_at if facts.claimed_at is not None else facts.created
+        return began < self._since
+
+    def agent_overran(self, facts: PodFacts) -> bool:
+        """The agent phase ended more than VERIFIER_SLACK_SECONDS past its episodeTimeoutSeconds
+        (its watchdog killed by the agent). Proven from the API's times only: the agent began no
+        later than its delivery was annotated, and finishedAt is rounded down."""
+        agent = facts.agent
+        if agent is None or agent.finished_at is None or facts.delivered_at is None:
+            return False
+        return agent.finished_at - facts.delivered_at > self.spec.episode_timeout_seconds + \
+            launchers.VERIFIER_SLACK_SECONDS
+
     def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
         """Why the phase can no longer have its whole time before the pod's deadline (set at the
         claim), or None. Handed over late (the operator restarted, its execs queued), the phase
         would be cut short by the kubelet and read as the episode's own failure; the pod is
-        evicted instead: an infrastructure retry of the index."""
+        evicted instead: an infrastructure retry of the index. Not when the agent made it late
+        (:meth:`agent_overran`): a re-roll would reward that."""
         if facts.own_deadline_at is None:
             return None
         spec = self.spec
+        if phase == _VERIFIER_PHASE and self.agent_overran(facts):
+            return None
         if phase == _AGENT_PHASE:
             need = pools.episode_seconds(spec.episode_timeout_seconds,
                                          spec.verifier.timeout_seconds if spec.verifier else None)
@@ -321,6 +355,9 @@ class EpisodeDelivery:
         container, claim_dir = _TARGETS[phase] if self.spec.verifier is not None else (
             naming.CONTAINER_NAME, naming.CLAIM_MOUNT_PATH)
         async with self._slots:
+            late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
+            if late:
+                raise RuntimeError(late)
             result = await self.storage.exec_in_pod(facts.namespace, facts.name, container,
                                                     pool_delivery.delivery_command(len(script), claim_dir),
                                                     stdin=script, timeout=DELIVERY_TIMEOUT)
@@ -338,6 +375,18 @@ class EpisodeDelivery:
             except KubeError as exc:
                 self.log.warning("Annotating pod %s as delivered failed (%s)", facts.name, exc)
                 await asyncio.sleep(0.5 * (attempt + 1))
+
+    def _leave_to_deadline(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
+        """A pod an earlier operator may have handed its phase (:meth:`maybe_handed_over`) is not
+        evicted: its deadline ends it, and a pod that never got its episode is not counted."""
+        what = "episode" if phase == _AGENT_PHASE else "verifier phase"
+        self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); it may have been handed over "
+                         "before this operator started: left to its deadline", what, facts.index, facts.name, exc)
+        self.emit("Warning", v.EVENT_DELIVERY_FAILED,
+                  f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); an earlier "
+                  "operator may have handed it over, so it runs to its deadline (if it never got its episode, "
+                  "it is not counted and the index runs again)")
+        self._done.add((facts.uid, phase))
 
     async def _evict(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
         what = "episode" if phase == _AGENT_PHASE else "verifier phase"

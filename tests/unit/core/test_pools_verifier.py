@@ -369,12 +369,42 @@ def test_only_pods_of_the_pools_template_are_claimed() -> None:
     assert [p["metadata"]["name"] for p in pools.claim_order([old, new], pools.template_digest(POOL, spec))] == ["new"]
 
 
-def test_a_pools_verifier_that_ended_before_its_phase_is_lost_not_the_agents_failure() -> None:
+def test_a_pools_verifier_is_judged_by_its_exit_code_as_the_jobs_policy_judges_it() -> None:
+    """Exit NOT_DELIVERED_EXIT: its launcher ended it while it waited, it never graded (lost,
+    and the Job retries the index). Any other failure is the verifier's, counted, whether or not
+    the hand-over's annotation (written after the exec) got there first: the Job's
+    podFailurePolicy already failed the index, so calling it lost would drop a counted failure."""
     from rolloutbatch.core.verdict import judge_verified
     record = '{"event":"agent_exit","exit_code":0,"timed_out":false}'
-    pod = _pod(_ended(0, record), _ended(137), phase="Failed")     # killed while it waited (OOM)
-    result = judge_verified(pod_facts(pod), None, None)
+    waited = _pod(_ended(0, record), _ended(NOT_DELIVERED_EXIT), phase="Failed")
+    result = judge_verified(pod_facts(waited), None, None)
     assert (result.reason, result.outcome) == (v.EP_INFRASTRUCTURE, v.OUTCOME_LOST), result.message
-    handed = _pod(_ended(0, record), _ended(137), phase="Failed")
-    handed["metadata"]["annotations"][naming.ANNOTATION_VERIFIER_DELIVERED_AT] = "1796256000.0"
-    assert judge_verified(pod_facts(handed), None, None).reason == v.EP_VERIFIER_FAILED   # it ran: its failure
+    assert is_infrastructure_failure(pod_facts(waited))
+    for annotated in (False, True):
+        failed_fast = _pod(_ended(0, record), _ended(1), phase="Failed")
+        if annotated:
+            failed_fast["metadata"]["annotations"][naming.ANNOTATION_VERIFIER_DELIVERED_AT] = "1796256000.0"
+        result = judge_verified(pod_facts(failed_fast), None, None)
+        assert (result.reason, result.outcome) == (v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED), (annotated, result)
+        assert not is_infrastructure_failure(pod_facts(failed_fast))
+    rule_actions = [(r["action"], r.get("onExitCodes", {}).get("containerName"))
+                    for r in pools.failure_rules(pools.parse_pool_spec({**SPEC, "verifier": {}}))]
+    assert ("FailIndex", naming.VERIFIER_CONTAINER) in rule_actions   # the Job counts that failure too
+
+
+def test_an_agent_that_outlived_its_watchdog_into_the_pods_deadline_is_its_timeout() -> None:
+    """The agent killed its watchdog and ran on; its verifier, handed over late, was cut by the
+    pod's deadline: the agent's failure (Timeout, counted), never a lost episode."""
+    from rolloutbatch.core.verdict import judge_verified
+    record = '{"event":"agent_exit","exit_code":0,"timed_out":true}'
+    pod = _pod(_ended(0, record), _ended(137), phase="Failed")
+    pod["status"]["reason"] = "DeadlineExceeded"
+    pod["metadata"]["annotations"][naming.ANNOTATION_VERIFIER_DELIVERED_AT] = "1796256000.0"
+    result = judge_verified(pod_facts(pod), None, None)
+    assert (result.reason, result.outcome) == (v.EP_TIMEOUT, v.OUTCOME_FAILED), result.message
+    assert v.FLAG_AGENT_TIMED_OUT in result.flags
+    on_time = _pod(_ended(0, record.replace("true", "false")), _ended(137), phase="Failed")
+    on_time["status"]["reason"] = "DeadlineExceeded"
+    assert judge_verified(pod_facts(on_time), None, None).reason == v.EP_VERIFIER_FAILED
+
+

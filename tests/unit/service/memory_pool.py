@@ -85,9 +85,11 @@ def claimed_indexes(api: MemoryApi) -> dict[str, str]:
             if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
 
 
-def delivery(api: MemoryApi, spec, events: list, observed: list) -> pool_claims.EpisodeDelivery:
+def delivery(api: MemoryApi, spec, events: list, observed: list, since: float | None = 0.0) -> pool_claims.EpisodeDelivery:
+    """The batch's delivery; ``since`` 0: as if made before every claim here (the reconciler makes it
+    before it claims), None: made now, after them (an operator that restarted)."""
     return pool_claims.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
-                                       lambda *args: observed.append(args))
+                                       lambda *args: observed.append(args), since=since)
 
 
 async def delivery_round(api: MemoryApi, d: pool_claims.EpisodeDelivery, episodes: int) -> None:

@@ -158,3 +158,99 @@ def test_a_verified_batch_never_claims_a_pod_made_before_its_pool_had_a_verifier
                               CLUSTERWIDE))
     claimed = [p for p in api.list_objects("Pod", POOL_NS) if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID)]
     assert claimed == []      # both old pods wait for the pool's round to replace them; the batch runs cold
+
+
+# -- what a re-roll would reward: evictions only for what the operator caused ----------------------
+def _verifier_waits(api: MemoryApi, name: str, agent_seconds: float, left: float, delivered_ago: float) -> None:
+    """The agent phase ran ``agent_seconds`` from its hand-over (``delivered_ago`` s ago) and ended;
+    the pod's deadline is ``left`` s away; the verifier waits."""
+    pod = api.get_object("Pod", name, POOL_NS)
+    now = time.time()
+    start = now - pod["spec"]["activeDeadlineSeconds"] + left
+    delivered = now - delivered_ago
+
+    def stamp(at: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}",
+                    {"metadata": {"annotations": {naming.ANNOTATION_DELIVERED_AT: f"{delivered:.3f}"}}}, "test")
+    set_status(api, name, {"phase": "Running", "startTime": stamp(start), "containerStatuses": [
+        {"name": "agent", "started": False, "state": {"terminated": {
+            "exitCode": 0, "finishedAt": stamp(delivered + agent_seconds),
+            "message": '{"event":"agent_exit","exit_code":0,"timed_out":true}'}}},
+        {"name": "verifier", "started": True, "state": {"running": {}}}]})
+
+
+def test_an_agent_that_ran_past_its_time_gets_its_verifier_late_and_is_not_evicted(api):
+    """It killed its watchdog and ran 40 s past its 60: the verifier's phase no longer fits before
+    the pod's deadline, and the lateness is the agent's. An eviction would re-roll its attempt; it
+    is handed over instead, and what the deadline cuts short is judged the agent's Timeout."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    _verifier_waits(api, name, agent_seconds=100, left=10, delivered_ago=101)
+    events: list = []
+    _round(api, delivery(api, spec, events, []))
+    assert [e[2] for e in api.execs] == [naming.VERIFIER_CONTAINER] and events == []
+    assert api.get_object("Pod", name, POOL_NS) is not None
+
+
+def test_an_agent_that_ended_on_time_and_a_late_hand_over_still_evicts(api):
+    """Within its time (the lateness was the operator's: a restart, queued execs): evicted, an
+    infrastructure retry, as before."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    _verifier_waits(api, name, agent_seconds=60, left=10, delivered_ago=90)
+    events: list = []
+    _round(api, delivery(api, spec, events, []))
+    assert not api.execs and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
+
+
+def test_a_failed_hand_over_of_a_pod_an_earlier_operator_may_have_served_is_left_to_its_deadline(api):
+    """Claimed before this operator's delivery began: an earlier one may have handed it its phase
+    and died before annotating it, and a repeat the agent made fail (it controls its claim
+    directory) must not re-roll the attempt. The pod is not evicted; its deadline ends it."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(1, b"", b"mkdir'd over", {}))
+    events: list = []
+    d = delivery(api, spec, events, [], since=None)   # made now: after the claim
+    _round(api, d)
+    assert [e[2] for e in api.execs] == [naming.AGENT_CONTAINER]
+    assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED] and "runs to its deadline" in events[0][2]
+    assert api.get_object("Pod", name, POOL_NS) is not None
+    _round(api, d)
+    assert len(api.execs) == 1   # not tried again
+
+
+def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
+    """Queued behind other deliveries, an episode would be handed less than its time: the check
+    is made when its exec may start, not when it was queued."""
+    import asyncio
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    need = pools.episode_seconds(spec.episode_timeout_seconds, spec.verifier.timeout_seconds)
+    pod = api.get_object("Pod", name, POOL_NS)
+    start = time.time() - pod["spec"]["activeDeadlineSeconds"] + need + 1.5   # fits now, not in 2 s
+    set_status(api, name, {"phase": "Running", "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
+                           "containerStatuses": [{"name": "agent", "started": True, "state": {"running": {}}},
+                                                 {"name": "verifier", "started": True, "state": {"running": {}}}]})
+    events: list = []
+    d = delivery(api, spec, events, [])
+
+    async def queued() -> None:
+        for _ in range(pool_claims.MAX_DELIVERIES):
+            await d._slots.acquire()
+        from tests.unit.service.memory_pool import drain
+        from rolloutbatch.core.tracker import BatchTracker
+        from rolloutbatch.core.verdict import pod_facts
+        tracker = BatchTracker(1, 0, pooled=True)
+        tracker._live[pod["metadata"]["uid"]] = pod_facts(api.get_object("Pod", name, POOL_NS))
+        d.round(tracker)
+        await asyncio.sleep(2.5)
+        for _ in range(pool_claims.MAX_DELIVERIES):
+            d._slots.release()
+        await drain(d)
+    run(queued())
+    assert not api.execs and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
