@@ -43,7 +43,7 @@ from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key
 from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
-from rolloutbatch.core.model import BatchRef, SpecError
+from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
@@ -413,6 +413,29 @@ def verifier_conflict(spec: PoolSpec, batch_mount_path: str | None) -> str | Non
     if spec.verifier is not None and batch_mount_path != spec.verifier.mount_path:
         return (f"spec.verifier.mountPath {batch_mount_path!r} (its default is {d.VERIFIER_MOUNT_PATH}) is not the "
                 f"pool's ({spec.verifier.mount_path!r}): set the batch's to the pool's")
+    return None
+
+
+def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
+    """Why a batch's own word on what its pods are made of contradicts its pool's, or None. The
+    pool's pods run the episodes, so such a field would be ignored: a memory limit the batch asked
+    for and never got would fail its agents as their own. The CRD defaults these fields, so only
+    a value other than the default (and other than the pool's) can be told from an unset one."""
+    asked = [("spec.image", batch.image, d.IMAGE, spec.image),
+             ("spec.resources", batch.resources, d.RESOURCES, spec.resources),
+             ("spec.workspace.mountPath", batch.workspace_mount_path, d.WORKSPACE_MOUNT_PATH,
+              spec.workspace_mount_path),
+             ("spec.workspace.sizeLimit", batch.workspace_size_limit, d.WORKSPACE_SIZE_LIMIT, spec.workspace_size_limit),
+             ("spec.isolation.network", batch.isolation_network, v.NETWORK_MODES[0], spec.network)]
+    for field, value, default, pools_own in asked:
+        if value not in (default, pools_own):
+            return (f"{field} {json.dumps(value, sort_keys=True)} is not the pool's "
+                    f"({json.dumps(pools_own, sort_keys=True)}): a pooled batch runs in its pool's pods; leave it out")
+    if batch.isolation_namespace != v.ISOLATION_MODES[0]:
+        return (f"spec.isolation.namespace {batch.isolation_namespace} does not apply: a pooled batch runs in its "
+                "pool's namespace; leave it out")
+    if batch.sandbox_quota != d.SANDBOX_QUOTA:
+        return "spec.isolation.resourceQuota does not apply: a pooled batch runs in its pool's namespace; leave it out"
     return None
 
 

@@ -67,10 +67,8 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
         pool_spec = pools.parse_pool_spec(body.get("spec") or {})
     except SpecError as exc:
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run episodes: {exc}") from None
-    if spec.image not in (d.IMAGE, pool_spec.image):
-        raise Stalled(v.STALL_POOL_CONFLICT, f"spec.image {spec.image!r} is not the pool's ({pool_spec.image!r}): a "
-                                             "pooled batch runs in the pool's image; leave spec.image out")
-    problem = pools.verifier_conflict(pool_spec, spec.verifier.mount_path if spec.verifier else None)
+    problem = pools.sandbox_conflict(spec, pool_spec) or \
+        pools.verifier_conflict(pool_spec, spec.verifier.mount_path if spec.verifier else None)
     if problem:
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name}: {problem}")
     return pools.pool_ref(body), pool_spec

@@ -152,6 +152,34 @@ def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     assert hits == 2 and first not in {p["metadata"]["name"] for p in fresh}
 
 
+@pytest.mark.parametrize("field, said", [
+    ({"resources": {"limits": {"memory": "8Gi"}}}, "spec.resources"),
+    ({"workspace": {"sizeLimit": "20Gi"}}, "spec.workspace.sizeLimit"),
+    ({"workspace": {"mountPath": "/src"}}, "spec.workspace.mountPath"),
+    ({"isolation": {"network": "AllowEgress"}}, "spec.isolation.network"),
+    ({"isolation": {"namespace": "Shared"}}, "spec.isolation.namespace"),
+    ({"isolation": {"resourceQuota": True}}, "spec.isolation.resourceQuota"),
+])
+def test_a_batchs_own_word_on_its_pods_that_the_pool_contradicts_stalls_before_any_claim(api, field, said):
+    """The pool's pods run the episodes: a field the batch set would be ignored (an 8Gi limit the
+    agents never got would fail them as their own), so it stalls PoolConflict, naming the field."""
+    filled(api, 1)
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(**field), lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_POOL_CONFLICT and said in err.value.message, err.value.message
+    assert claimed_indexes(api) == {}
+
+
+def test_a_batch_that_repeats_its_pools_own_values_runs(api):
+    filled(api, 1, resources={"limits": {"memory": "256Mi"}}, network="AllowEgress")
+    spec = batch_spec(episodes=1, parallelism=1, resources={"limits": {"memory": "256Mi"}},
+                      isolation={"network": "AllowEgress"})
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None,
+                              lambda pods: None, CLUSTERWIDE))
+    assert list(claimed_indexes(api).values()) == ["0"]
+
+
 def test_a_missing_pool_or_another_image_stalls_before_anything_is_claimed(api):
     storage, pool_storage = Storage(api), PoolStorage(api)
     with pytest.raises(Stalled) as err:
