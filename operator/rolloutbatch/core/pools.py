@@ -331,6 +331,17 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     return body
 
 
+def task_mount_path_in(pod_spec: Mapping) -> str | None:
+    """Where a pool's pod (or its Job's template) mounts the task files: the pod is what the
+    episode runs in, whatever its pool says now (a changed pool makes new pods; these keep theirs)."""
+    for container in pod_spec.get("containers") or ():
+        if isinstance(container, Mapping) and container.get("name") in (naming.CONTAINER_NAME, naming.AGENT_CONTAINER):
+            for mount in container.get("volumeMounts") or ():
+                if isinstance(mount, Mapping) and mount.get("name") == "task" and isinstance(mount.get("mountPath"), str):
+                    return mount["mountPath"]
+    return None
+
+
 def template_digest(ref: PoolRef, spec: PoolSpec) -> str:
     """What a warm pod is made of, as a short digest: a pod of another digest is stale (replaced).
     Not the pool's generation: ``kubectl scale`` changes that and must not recycle warm pods. The

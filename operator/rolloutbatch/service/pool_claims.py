@@ -192,6 +192,8 @@ class EpisodeDelivery:
         """Warm pods just claimed: handed their episodes at once, while the Job is being created
         (a claimed pod is started, so it waits for nothing else)."""
         for pod in pods:
+            if self._task_path is None:
+                self._task_path = pools.task_mount_path_in(pod.get("spec") or {})
             self._start(pod_facts(pod))
 
     def round(self, tracker: BatchTracker) -> None:
@@ -264,14 +266,20 @@ class EpisodeDelivery:
             raise RuntimeError(f"no {key} in the batch's copies of spec.inputsFrom")
         return self._input_copies[key]
 
-    async def _task_mount_path(self) -> str:
-        """The pool's task path (read once; a pool gone meanwhile leaves the default)."""
+    async def _task_mount_path(self, namespace: str) -> str:
+        """Where the batch's pods mount the task (read once): from the pods claimed (:meth:`claimed`),
+        else the batch's Job's template (after a restart), else the pool (its Job not made yet).
+        Not the pool first: a pool changed since the batch began has new pods, not these."""
         if self._task_path is None:
-            body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
-            try:
-                self._task_path = pools.parse_pool_spec((body or {}).get("spec") or {}).task_mount_path
-            except SpecError:
-                self._task_path = d.TASK_MOUNT_PATH
+            job = await self.storage.get("Job", naming.job_name(self.ref), namespace)
+            found = pools.task_mount_path_in((((job or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+            if found is None:
+                body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
+                try:
+                    found = pools.parse_pool_spec((body or {}).get("spec") or {}).task_mount_path
+                except SpecError:
+                    found = d.TASK_MOUNT_PATH
+            self._task_path = found
         return self._task_path
 
     async def _deliver(self, facts: PodFacts, phase: str) -> None:
@@ -340,7 +348,7 @@ class EpisodeDelivery:
     async def _script(self, facts: PodFacts, phase: str) -> bytes:
         assert facts.index is not None
         if phase == _AGENT_PHASE:
-            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path(),
+            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path(facts.namespace),
                                                              await self._input(facts.index)))
         agent = facts.agent
         if agent is None or agent.exit_code != 0:

@@ -298,6 +298,26 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
     assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
 
 
+def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_task(api):
+    """The pool's task.mountPath changed mid-batch (its new pods mount the task elsewhere): an
+    operator that restarts reads the path from the batch's Job, whose pods these are, not from
+    the pool as it is now."""
+    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
+    rec = reconciler(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    spec = parse_spec({"episodes": 2, "parallelism": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None, lambda pods: None,
+                              CLUSTERWIDE))
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
+                    {"spec": {"task": {"mountPath": "/moved"}}}, "edit")
+    seen: list[bytes] = []
+    api.set_exec(POOL_NS, None, lambda command, stdin: (seen.append(stdin), ExecResult(0, b"", b"", {}))[1])
+    run(delivery_round(api, delivery(api, spec, [], []), 2))   # a new operator's delivery
+    assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
+
+
 # -- spec.inputsFrom on a pooled batch ------------------------------------------------------------
 def _inputs_configmap(api: MemoryApi, name: str, data: dict, opted_in: bool = True) -> None:
     labels = {naming.LABEL_INPUTS: naming.INPUTS_OPT_IN} if opted_in else {}
