@@ -291,6 +291,35 @@ def test_a_session_ended_by_its_deadline_raises_session_over_and_ends_quietly(ap
     assert session.ended
 
 
+def test_a_session_whose_pod_was_lost_says_so_and_is_no_end(api, tmp_path):
+    """Evicted while open: nothing of it is graded and the Job runs the index again on a new pod.
+    run() and end() raise SessionLost (a SessionOver), never a quiet end the trainer would take for
+    a graded episode; session(i) then opens the retry."""
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    live = api.get_object("Pod", pod, POOL_NS)["status"]
+    live.update(conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}])
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{pod}/status", {"status": live}, "the eviction")
+    api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(exit_code=None, stdout=b"", stderr=b"",
+                                                                 status={"message": "container not found"}))
+    with pytest.raises(sdk.SessionLost, match="was lost .* open that with session\\(0\\)"):
+        session.run("true")
+    with pytest.raises(sdk.SessionLost):
+        session.end()                                   # said again: it was not ended
+    assert session.ended and isinstance(sdk.SessionLost("x"), sdk.SessionOver)
+    other = put_pod(api, batch.handle, 1, workspace=tmp_path)
+    lost = batch.session(1)
+    live = api.get_object("Pod", other, POOL_NS)["status"]
+    live.update(phase="Failed", conditions=[{"type": "DisruptionTarget", "status": "True",
+                                             "reason": "DeletionByTaintManager"}])
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{other}/status", {"status": live}, "the node's loss")
+    with pytest.raises(sdk.SessionLost):
+        lost.end()
+    retry = put_pod(api, batch.handle, 1, name="graded-1-retry")
+    assert batch.session(1, timeout=5).pod == retry
+
+
 def test_an_end_that_the_launcher_killed_still_ended_the_session(api, monkeypatch):
     monkeypatch.setattr(sessions, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)

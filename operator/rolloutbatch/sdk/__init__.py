@@ -61,6 +61,7 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
     TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout; session(i)
                       while the episode's pod holds no session
     SessionOver       a session's run/write_file/read_file once it ended (end(), its deadline, its pod gone)
+    SessionLost       a SessionOver: its pod was lost (evicted, node lost) before it ended; session(i) opens the retry
     SessionError      another session failure (its message is the sandbox's); SessionOver is one
     ExecForbidden     a Forbidden: the trainer lacks pods (get, list) or pods/exec (get, create) in the
                       pool's namespace; the message says so
@@ -79,13 +80,13 @@ from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_p
 from rolloutbatch.sdk.client import BatchHandle, Client, Session, Sessions
 from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidPool, ResultsIncomplete,
                                   ResultsNotReady, condition, is_finished, is_succeeded)
-from rolloutbatch.sdk.sessions import (CommandResult, ExecForbidden, SessionError, SessionOver, SessionStats,
-                                       build_sessions)
+from rolloutbatch.sdk.sessions import (CommandResult, ExecForbidden, SessionError, SessionLost, SessionOver,
+                                       SessionStats, build_sessions)
 from rolloutbatch.sdk.types import Group, Row
 
 __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "build_batch", "build_pool",
            "with_pool", "Row", "Group", "Sessions", "Session", "AsyncSessions", "AsyncSession", "build_sessions",
-           "CommandResult", "SessionStats", "SessionError", "SessionOver", "ExecForbidden",
+           "CommandResult", "SessionStats", "SessionError", "SessionOver", "SessionLost", "ExecForbidden",
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
            "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
            "KubeError", "ConfigError",

@@ -63,6 +63,11 @@ class SessionOver(SessionError):
         self.why = why or message
 
 
+class SessionLost(SessionOver):
+    """The session's pod was lost before the session ended (evicted, its node lost): nothing it did
+    is graded, and the Job runs the episode again on a new pod, which ``session(i)`` opens."""
+
+
 class ExecForbidden(Forbidden):
     """RBAC refused the trainer's call in the pool's namespace; the message names the Role it needs."""
 
@@ -277,13 +282,20 @@ def session_state_of(batch: Mapping, namespace: str, index: int) -> Op:
 
 # -- commands in a session -----------------------------------------------------------------------------
 def _over(target: SessionTarget) -> Op:
-    """Why the target's session is over (its pod read now), or None while it holds."""
+    """Why the target's session is over (its pod read now), or None while it holds. SessionLost
+    when its pod was lost: that is no end of the episode, which runs again on another pod."""
     try:
         pod = yield Call("get", (resources.object_path("Pod", target.pod, target.namespace),
                                  f"get Pod {target.namespace}/{target.pod}"))
     except NotFound:
         return f"its pod {target.pod} is gone"
-    return _ended(pod_facts(pod))
+    facts = pod_facts(pod)
+    if facts.disrupted or is_infrastructure_failure(facts):
+        why = (f"its pod {facts.name} was lost (evicted, or its node lost): nothing of it is graded, and the Job "
+               f"runs episode {target.index} again on a new pod; open that with session({target.index})")
+        raise SessionLost(f"the session of episode {target.index} of RolloutBatch {target.batch} is lost: {why}",
+                          why=why)
+    return _ended(facts)
 
 
 def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
@@ -320,6 +332,7 @@ class SessionCore:
         self.target = target
         self.stats = stats
         self.ended: str | None = None      # why no command may run any more
+        self.lost = False                  # ... because its pod was lost (SessionLost): not an end
 
     def _check(self) -> None:
         if self.ended is not None:
@@ -332,7 +345,7 @@ class SessionCore:
         try:
             return (yield from op)
         except SessionOver as exc:
-            self.ended = exc.why
+            self.ended, self.lost = exc.why, isinstance(exc, SessionLost)
             raise
 
     def run(self, command: str | Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
@@ -389,9 +402,16 @@ class SessionCore:
     def end(self) -> Op:
         """End the session (its verifier then grades the workspace); a session that has ended,
         by end() or otherwise, is left as it is. Its stats go into its row first."""
+        if self.lost:   # said again: nothing was ended, nothing is graded
+            raise SessionLost(f"the session of episode {self.target.index} of RolloutBatch {self.target.batch} is "
+                              f"lost: {self.ended}", why=self.ended or "")
         if self.ended is None:
             yield from self._record_stats()
-            yield from end_target(self.target)
+            try:
+                yield from end_target(self.target)
+            except SessionLost as exc:
+                self.ended, self.lost = exc.why, True
+                raise
             self.ended = "end() was called"
 
     def _record_stats(self) -> Op:
@@ -424,6 +444,8 @@ def end_target(target: SessionTarget) -> Op:
         result = yield from _exec(target, sessions.end_command(), "ending the session", timeout=END_TIMEOUT,
                                   limit_bytes=4096)
         code, said = result.exit_code, result.stderr.decode(errors="replace").strip()
+    except SessionLost:
+        raise            # not an end: the episode runs again elsewhere
     except SessionOver:
         return
     except (SessionError, Unavailable) as exc:
