@@ -19,7 +19,7 @@ from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
 from rolloutbatch.core.result_shards import is_results_configmap_name
 from rolloutbatch.faults import crash_point
-from rolloutbatch.kube.errors import Forbidden, NotOurs
+from rolloutbatch.kube.errors import Forbidden, KubeError, NotOurs
 from rolloutbatch.kube.storage import Storage
 
 async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, finalizer: bool = False,
@@ -52,7 +52,25 @@ async def remove_once(storage: Storage, ref: BatchRef, log: logging.Logger, *, f
             crash_point("cleanup:namespace")
         if wait and going and step.wait and await storage.get(step.kind, step.name, step.namespace):
             return False
+    if pool_namespace and scope.reaches(pool_namespace):
+        await evict_unowned_claims(storage, ref, pool_namespace, log)
     return wait   # issued without waiting: nothing is known to be gone yet
+
+
+async def evict_unowned_claims(storage: Storage, ref: BatchRef, pool_namespace: str, log: logging.Logger) -> None:
+    """Warm pods the batch claimed that no Job adopted (its Job was refused, or the batch was
+    deleted between the claims and the Job): handed their episodes at the claim, they would run
+    on, and the pool counts them no more. The Job's own pods went with it (foreground). Evicted:
+    the operator may not delete pods; eviction is its one way to end one."""
+    for pod in await storage.list_pods(pool_namespace, naming.label_selector(ref)):
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or ()):
+            continue
+        log.info("Evicting pod %s/%s: claimed for the batch, never adopted by its Job", pool_namespace, meta.get("name"))
+        try:
+            await storage.evict_pod(pool_namespace, meta.get("name", ""), meta.get("uid"))
+        except KubeError as exc:   # gone meanwhile, or a disruption budget: the next pass tries again
+            log.warning("Evicting pod %s/%s failed: %s", pool_namespace, meta.get("name"), exc)
 
 
 async def remove(storage: Storage, ref: BatchRef, log: logging.Logger, timeout: float, *, finalizer: bool = False,

@@ -129,3 +129,19 @@ def test_a_secret_the_operator_may_not_touch_is_left_to_the_garbage_collector(ca
     with pytest.raises(Forbidden):   # only the optional step is skipped
         remove(api)
     assert api.get_object("NetworkPolicy", POLICY, REF.namespace) is not None
+
+
+def test_a_pooled_batchs_claims_no_job_adopted_are_evicted_with_its_sandbox():
+    """Its Job refused (or the batch deleted between the claims and the Job): the claimed warm
+    pods were handed their episodes and would run on, uncounted, and the pool no longer counts
+    them. The sandbox's removal evicts them; the pool's other pods are not the batch's."""
+    pool_ns = "rp-0123456789"
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool_ns}})
+    orphan = api.put(_child("Pod", "warm-abcde", pool_ns, None, status={"phase": "Running"}))
+    other = _child("Pod", "warm-fghij", pool_ns, None, status={"phase": "Running"})
+    other["metadata"]["labels"] = {naming.LABEL_BATCH_UID: "someone-else"}
+    api.put(other)
+    assert asyncio.run(sandbox.remove_once(Storage(api), REF, LOG, pool_namespace=pool_ns))
+    assert api.get_object("Pod", "warm-abcde", pool_ns) is None and orphan["metadata"]["name"] == "warm-abcde"
+    assert api.get_object("Pod", "warm-fghij", pool_ns) is not None
