@@ -33,26 +33,30 @@ SERVER = textwrap.dedent("""
                 self.wfile.write(body)
             def log_message(self, *a):
                 pass
-        http.server.ThreadingHTTPServer(("0.0.0.0", port), H).serve_forever()
-    threading.Thread(target=serve, args=(8081,), daemon=True).start()
+        return http.server.ThreadingHTTPServer(("0.0.0.0", port), H)
+    servers = [serve(8080), serve(8081)]   # both bound before "serving" is said
+    threading.Thread(target=servers[1].serve_forever, daemon=True).start()
     print("serving", flush=True)
-    serve(8080)
+    servers[0].serve_forever()
 """)
 
 CLIENT = textwrap.dedent("""
-    import json, socket, sys, urllib.request
+    import json, os, socket, sys, time, urllib.request
     out = {}
     for target in sys.argv[1:]:
         kind, _, rest = target.partition("=")
-        try:
-            if kind == "dns":
-                out[target] = "ok:" + socket.gethostbyname(rest)
-            else:
-                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                with opener.open(f"http://{rest}/", timeout=3) as r:
-                    out[target] = "ok:" + r.read().decode()
-        except Exception as e:
-            out[target] = "error:" + type(e).__name__
+        for attempt in range(int(os.environ.get("ATTEMPTS", "1"))):
+            try:
+                if kind == "dns":
+                    out[target] = "ok:" + socket.gethostbyname(rest)
+                else:
+                    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                    with opener.open(f"http://{rest}/", timeout=3) as r:
+                        out[target] = "ok:" + r.read().decode()
+                break
+            except Exception as e:
+                out[target] = "error:" + type(e).__name__
+                time.sleep(1)
     print(json.dumps(out), flush=True)
 """)
 
@@ -94,11 +98,13 @@ def start_servers(core, namespace: str, pods: list[dict]) -> dict[str, client.V1
 
 
 def probe(core, namespace: str, targets: list[str], node: str | None = None,
-          labels: dict | None = None) -> dict[str, str]:
-    """Run one client pod that tries every target ("http=HOST:PORT" or "dns=NAME")."""
+          labels: dict | None = None, attempts: int = 1) -> dict[str, str]:
+    """Run one client pod that tries every target ("http=HOST:PORT" or "dns=NAME"), each up to
+    ``attempts`` times (a second apart) until it answers: for a path that must work, on a machine
+    loaded by other tests; a path that must be refused keeps one attempt."""
     name = unique_name("probe")
     spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "main", "image": IMAGE,
+            "containers": [{"name": "main", "image": IMAGE, "env": [{"name": "ATTEMPTS", "value": str(attempts)}],
                             "command": ["python", "-c", CLIENT, *targets]}]}
     if node:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
@@ -136,7 +142,7 @@ def test_pod_to_pod_across_nodes(core, kube_namespace):
     srv = start_servers(core, kube_namespace, [server_pod("srv-a", n1), server_pod("srv-b", n2)])
     a, b = srv["srv-a"].status.pod_ip, srv["srv-b"].status.pod_ip
     # from node 2: one pod on the other node, one on the same node
-    got = probe(core, kube_namespace, [f"http={a}:8080", f"http={b}:8081"], node=n2)
+    got = probe(core, kube_namespace, [f"http={a}:8080", f"http={b}:8081"], node=n2, attempts=3)
     assert got == {f"http={a}:8080": "ok:srv-a:8080", f"http={b}:8081": "ok:srv-b:8081"}
 
 
