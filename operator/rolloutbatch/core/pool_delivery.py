@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.groups import group_and_sample
+from rolloutbatch.core.model import PodFacts
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 
@@ -120,6 +121,24 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
     lines.append(f"{SENTINEL}=ready")
     return ("\n".join(lines) + "\n").encode()
+
+
+def maybe_handed_over(facts: PodFacts, since: float) -> bool:
+    """The pod was claimed (or, cold, created) before ``since``, when this operator's delivery for
+    the batch began: an earlier operator may have handed it its phase and died before annotating
+    it. Creation times are whole seconds, rounded down: a pod of that second counts as earlier."""
+    began = facts.claimed_at if facts.claimed_at is not None else facts.created
+    return began < since
+
+
+def agent_overran(facts: PodFacts, episode_timeout: int) -> bool:
+    """The agent phase ended more than VERIFIER_SLACK_SECONDS past ``episode_timeout`` (the agent
+    killed its watchdog). Proven from the API's times only, so never said of an agent that did
+    not: it began no later than its delivery was annotated, and finishedAt is rounded down."""
+    agent = facts.agent
+    if agent is None or agent.finished_at is None or facts.delivered_at is None:
+        return False
+    return agent.finished_at - facts.delivered_at > episode_timeout + launchers.VERIFIER_SLACK_SECONDS
 
 
 def delivery_command(size: int, claim_dir: str | None = None) -> list[str]:

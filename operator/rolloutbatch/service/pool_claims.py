@@ -307,21 +307,10 @@ class EpisodeDelivery:
             self._in_flight.discard(key)
 
     def maybe_handed_over(self, facts: PodFacts) -> bool:
-        """The pod was claimed (or, cold, created) before this delivery began: an earlier operator
-        may have handed it its phase and died before annotating it. Creation times are whole
-        seconds, rounded down: a pod of the same second counts as earlier (never evicted)."""
-        began = facts.claimed_at if facts.claimed_at is not None else facts.created
-        return began < self._since
+        return pool_delivery.maybe_handed_over(facts, self._since)
 
     def agent_overran(self, facts: PodFacts) -> bool:
-        """The agent phase ended more than VERIFIER_SLACK_SECONDS past its episodeTimeoutSeconds
-        (its watchdog killed by the agent). Proven from the API's times only: the agent began no
-        later than its delivery was annotated, and finishedAt is rounded down."""
-        agent = facts.agent
-        if agent is None or agent.finished_at is None or facts.delivered_at is None:
-            return False
-        return agent.finished_at - facts.delivered_at > self.spec.episode_timeout_seconds + \
-            launchers.VERIFIER_SLACK_SECONDS
+        return pool_delivery.agent_overran(facts, self.spec.episode_timeout_seconds)
 
     def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
         """Why the phase can no longer have its whole time before the pod's deadline (set at the
