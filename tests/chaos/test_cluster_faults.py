@@ -18,8 +18,9 @@ from devcluster.cluster import KUBELET_PREFIX
 from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished
 from tests.support.operator import ROOT, kubectl
 
-# exclusive: a lost node, evictions and twenty batches at once need the cluster to themselves
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
+# The apiserver's restart, a lost node and twenty batches at once need the cluster to themselves
+# (`exclusive`); evictions of a test's own pods and its batches' stalls do not.
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 SLOW_EPISODE = '''
 import json, os, time
@@ -59,6 +60,7 @@ def evict(pod, namespace):
             input=json.dumps(eviction))
 
 
+@pytest.mark.exclusive
 def test_apiserver_restart_mid_batch(operator_process, namespace):
     name = unique("apirestart")
     apply(episode_batch(name, SLOW_EPISODE, episodes=6, env=[{"name": "SLEEP", "value": "8"}]), namespace)
@@ -156,6 +158,7 @@ if (i + salt) % 5 == 0:
 '''
 
 
+@pytest.mark.exclusive
 def test_twenty_concurrent_batches_are_independent(operator_process):
     # Five episodes each (one fails on purpose in every batch): independence, not volume, is the
     # point; 200 pod starts took ~110 s of this 2-core machine's make test.
@@ -190,6 +193,7 @@ def test_twenty_concurrent_batches_are_independent(operator_process):
             kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
+@pytest.mark.exclusive
 def test_lost_node_episodes_are_retried_elsewhere(operator_process, namespace):
     """A node (kubelet and containerd) dies mid-batch and its Node is removed (what a cloud provider does with a
     vanished VM): the pod garbage collector fails its pods with DisruptionTarget, the Job retries
