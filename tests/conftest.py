@@ -108,10 +108,11 @@ def operator_process():
 @pytest.fixture
 def solo_operator(operator_process):
     """A test that runs an operator of its own (other flags, fault injection) needs the cluster
-    to itself: pause the shared operator, restore it afterwards."""
+    to itself: pause the shared operator. It is started again when a test needs it (the wedge
+    guard: before a test that uses it, or to delete what a test left), not after every solo test:
+    the exclusive step runs them one after another, and each restart cost seconds."""
     operator_process.stop()
     yield
-    operator_process.start()
 
 
 @pytest.fixture
@@ -188,6 +189,8 @@ def wedge_guard(request):
     operator = request.getfixturevalue("operator_process")  # deletion needs an operator to release finalizers
     if operator.shared and not operator.readyz():
         pytest.fail(f"the workers' shared operator does not answer (it exited?): {operator.log_tail()}", pytrace=False)
+    if not operator.shared and not operator.running() and "solo_operator" not in request.fixturenames:
+        operator.start()   # paused by an earlier solo test
     before = set(_rolloutbatches())
     yield
     import time
@@ -196,6 +199,8 @@ def wedge_guard(request):
     left = {uid: b for uid, b in _rolloutbatches().items() if uid not in before}
     if workers.is_worker():   # other workers' batches are theirs to guard
         left = {uid: b for uid, b in left.items() if b["metadata"]["namespace"] in kube.OWN_NAMESPACES}
+    if left and not operator.shared and not operator.running():
+        operator.start()   # a solo test paused it: its batches' finalizers need it
     for batch in left.values():
         meta = batch["metadata"]
         try:

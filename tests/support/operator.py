@@ -145,6 +145,9 @@ class OperatorProcess:
         self.kill()   # never left running beside the next test's operator
         raise RuntimeError(f"operator did not become {'the leader' if leader else 'live'}:\n{self.log_tail()}")
 
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def readyz(self) -> dict:
         """/readyz's body ({"role": "leader" | "standby", "holder": ...}), {} while it does not answer."""
         try:
