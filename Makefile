@@ -218,7 +218,7 @@ BENCH_NODES ?= 4
 BENCH_NODE_PODS ?= 300
 BENCH_ARGS ?=
 .PHONY: bench
-bench: venv system-deps localkube $(NODE_DEPS) ## the benchmark (~35 min on 2 cores); results land in bench/results/
+bench: venv system-deps localkube $(NODE_DEPS) ## the benchmark (its defaults fit real nodes); results land in bench/results/
 	$(VENV)/bin/pip install -q -e '.[bench]'
 	@if $(PY) -m devcluster.cluster status >/dev/null 2>&1; then own=0; else own=1; \
 	  DEVCLUSTER_NODES=$(BENCH_NODES) DEVCLUSTER_NODE_PODS=$(BENCH_NODE_PODS) $(PY) -m devcluster.cluster up || exit 1; fi; \

@@ -24,8 +24,8 @@ import pykube
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STATE = ROOT / ".devcluster"
-# BENCH_RESULTS: another directory for a run's files (e.g. results/containerd, the real nodes' run
-# beside the node agent's figures), relative to the checkout
+# BENCH_RESULTS: another directory for a run's files, relative to the checkout (e.g.
+# bench/results/containerd: the real nodes' run beside the node agent's figures)
 RESULTS = ROOT / os.environ.get("BENCH_RESULTS", "bench/results")
 GROUP = "/apis/rl.agentruntime.io/v1alpha1"
 BATCH_NAME_LABEL = "rl.agentruntime.io/batch-name"

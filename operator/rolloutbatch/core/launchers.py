@@ -38,7 +38,12 @@ _AGENT = ('{group}began=$$(date +%s 2>/dev/null); "$$@" & agent=$$!; '
           '[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began))" -gt {timeout} ] && timed_out=true; '
           'chmod u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
-          '"$$code" "$$timed_out" >> {path} || exit 120; exit 0')
+          '"$$code" "$$timed_out" >> {path} || exit 120; {overran}exit 0')
+# In a pool's pod, an agent that ran past its time by more than the slack (its watchdog killed)
+# fails its container: its verifier, handed over late or cut by the pod's deadline while it
+# waited, must not make the episode a retry (core.pools.failure_rules judge the agent first).
+_OVERRAN = ('[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began - {slack}))" -gt {timeout} ] '
+            '&& exit {code}; ')
 
 # The verifier runs under this launcher. The pod's deadline alone would hand a hanging verifier
 # the agent's unused time too: a watchdog stops the verifier at verifier.timeoutSeconds after it
@@ -54,10 +59,14 @@ _VERIFIER = ('{group}"$$@" & verifier=$$!; '
              'kill -KILL -1 2>/dev/null; exit $$code')
 
 
-def agent_launcher(group: str, timeout: int | str) -> str:
+def agent_launcher(group: str, timeout: int | str, overran_exit: int | None = None) -> str:
     """The agent phase: ``group`` is shell run first (core.manifests' group setup, or ''),
-    ``timeout`` its seconds (a number, or a shell expansion)."""
-    return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT)
+    ``timeout`` its seconds (a number, or a shell expansion); with ``overran_exit``, an agent
+    that ran more than VERIFIER_SLACK_SECONDS past it exits so, after its record."""
+    overran = "" if overran_exit is None else _OVERRAN.format(slack=VERIFIER_SLACK_SECONDS, timeout=timeout,
+                                                               code=overran_exit)
+    return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT,
+                         overran=overran)
 
 
 def verifier_launcher(group: str, timeout: int | str, not_delivered: int | None = None) -> str:

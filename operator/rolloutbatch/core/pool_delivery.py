@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import PodFacts
-from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS
+from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
@@ -66,7 +67,7 @@ def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> st
     agent phase's launcher in place of its last step."""
     if not verified:
         return _format(WARM_LAUNCHER, claim_dir, prepare_timeout)
-    run = launchers.agent_launcher("", _TIMEOUT)
+    run = launchers.agent_launcher("", _TIMEOUT, overran_exit=AGENT_OVERRAN_EXIT)
     return _format('c={claim}; ' + _PREPARE + _WAIT, claim_dir, prepare_timeout) + run
 
 
@@ -133,12 +134,15 @@ def maybe_handed_over(facts: PodFacts, since: float) -> bool:
 
 def agent_overran(facts: PodFacts, episode_timeout: int) -> bool:
     """The agent phase ended more than VERIFIER_SLACK_SECONDS past ``episode_timeout`` (the agent
-    killed its watchdog). Proven from the API's times only, so never said of an agent that did
-    not: it began no later than its delivery was annotated, and finishedAt is rounded down."""
+    killed its watchdog; its launcher then fails its container: core.launchers). Never said of an
+    agent that did not: it began no later than its delivery was annotated, finishedAt is rounded
+    down, and the two clocks (the node's, the operator's) may differ by the verdict's skew
+    tolerance."""
     agent = facts.agent
     if agent is None or agent.finished_at is None or facts.delivered_at is None:
         return False
-    return agent.finished_at - facts.delivered_at > episode_timeout + launchers.VERIFIER_SLACK_SECONDS
+    return agent.finished_at - facts.delivered_at > (episode_timeout + launchers.VERIFIER_SLACK_SECONDS
+                                                     + CLOCK_SKEW_TOLERANCE_SECONDS)
 
 
 def delivery_command(size: int, claim_dir: str | None = None) -> list[str]:

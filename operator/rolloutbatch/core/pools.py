@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.k8s_rules import check_configmap_key
+from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
 from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
 from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
 from rolloutbatch.core.verdict import parse_time
@@ -433,13 +433,15 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     for and never got would fail its agents as their own. The CRD defaults these fields, so only
     a value other than the default (and other than the pool's) can be told from an unset one."""
     asked = [("spec.image", batch.image, d.IMAGE, spec.image),
-             ("spec.resources", batch.resources, d.RESOURCES, spec.resources),
+             ("spec.resources", _amounts(batch.resources), _amounts(d.RESOURCES), _amounts(spec.resources)),
              ("spec.workspace.mountPath", batch.workspace_mount_path, d.WORKSPACE_MOUNT_PATH,
               spec.workspace_mount_path),
              ("spec.workspace.sizeLimit", batch.workspace_size_limit, d.WORKSPACE_SIZE_LIMIT, spec.workspace_size_limit),
              ("spec.isolation.network", batch.isolation_network, v.NETWORK_MODES[0], spec.network)]
+    shown = {"spec.resources": (batch.resources, spec.resources)}
     for field, value, default, pools_own in asked:
         if value not in (default, pools_own):
+            value, pools_own = shown.get(field, (value, pools_own))
             return (f"{field} {json.dumps(value, sort_keys=True)} is not the pool's "
                     f"({json.dumps(pools_own, sort_keys=True)}): a pooled batch runs in its pool's pods; leave it out")
     if batch.isolation_namespace != v.ISOLATION_MODES[0]:
@@ -448,6 +450,18 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     if batch.sandbox_quota != d.SANDBOX_QUOTA:
         return "spec.isolation.resourceQuota does not apply: a pooled batch runs in its pool's namespace; leave it out"
     return None
+
+
+def _amounts(resources: Mapping) -> dict:
+    """Resources by amount, not spelling (`cpu: 1`, "1" and "1000m" are one amount)."""
+    out: dict = {}
+    for kind, entries in (resources or {}).items():
+        for name, text in (entries or {}).items() if isinstance(entries, Mapping) else ():
+            try:
+                out[(kind, name)] = parse_quantity(text)
+            except ValueError:
+                out[(kind, name)] = str(text)
+    return out
 
 
 def episode_seconds(episode_timeout: int, verifier_timeout: int | None) -> int:

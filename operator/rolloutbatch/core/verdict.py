@@ -62,7 +62,8 @@ from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, AN
                                      VERIFIER_CONTAINER)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.strictjson import finite, sanitize
-from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+from rolloutbatch.core.launchers import VERIFIER_SLACK_SECONDS
+from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 __all__ = ["INFRASTRUCTURE_EXHAUSTED", "INFRASTRUCTURE_REASONS", "MAX_ABS_REWARD", "is_infrastructure_failure",
            "is_terminal", "judge_episode", "judge_verified", "missing_reason", "never_ran", "parse_time",
@@ -552,10 +553,12 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         # once can end before it).
         return pod_result(v.EP_INFRASTRUCTURE, "the verifier container ended before it was handed its phase",
                           verifier_tail)
+    if facts.pooled and agent.state == "terminated" and agent.exit_code == AGENT_OVERRAN_EXIT:
+        # It outlived its watchdog, past the slack (core.launchers): not graded, whatever its
+        # verifier did meanwhile (kept waiting, it may have been ended by the pod's deadline).
+        return pod_result(v.EP_TIMEOUT, f"the agent ran more than {VERIFIER_SLACK_SECONDS} s past "
+                                        "episodeTimeoutSeconds (it outlived its watchdog): not graded", agent_tail)
     if agent_done and facts.pod_reason == POD_DEADLINE_REASON:
-        if info["timed_out"]:   # it outlived its watchdog: the time the verifier lacked was the agent's
-            return pod_result(v.EP_TIMEOUT, "the agent ran past episodeTimeoutSeconds and left its verifier too "
-                                            "little of the pod's time", agent_tail)
         return verifier_failed("the verifier ran past the pod's deadline (episodeTimeoutSeconds + "
                                "verifier.timeoutSeconds)")
     pod_level = judge_episode(facts, None, **common)

@@ -432,5 +432,6 @@ class Session(sessions.SessionView, sessions.EndsOnExit):
 
     def end(self) -> None:
         """End the session: the agent phase ends (exit 0) and the verifier grades the workspace.
-        Idempotent; run() afterwards raises SessionOver."""
+        Idempotent; run() afterwards raises SessionOver. SessionLost (once) when its pod was lost
+        before the end: nothing is graded, and ``session(i)`` opens the Job's retry."""
         self._client._run(self._core.end())

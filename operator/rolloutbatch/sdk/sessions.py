@@ -206,8 +206,8 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
     seen = "no pod yet"
     over = None
     for facts in _of_index(pods, index):
-        if is_infrastructure_failure(facts):
-            continue     # evicted, lost its node: the Job runs the index again on a new pod
+        if facts.disrupted or is_infrastructure_failure(facts):
+            continue     # evicted (still ending, too), lost its node: the Job runs the index again on a new pod
         why = _ended(facts)
         if why is None:
             if facts.delivered_at is not None and facts.phase == v.PodPhase.RUNNING:
@@ -332,7 +332,6 @@ class SessionCore:
         self.target = target
         self.stats = stats
         self.ended: str | None = None      # why no command may run any more
-        self.lost = False                  # ... because its pod was lost (SessionLost): not an end
 
     def _check(self) -> None:
         if self.ended is not None:
@@ -345,7 +344,7 @@ class SessionCore:
         try:
             return (yield from op)
         except SessionOver as exc:
-            self.ended, self.lost = exc.why, isinstance(exc, SessionLost)
+            self.ended = exc.why
             raise
 
     def run(self, command: str | Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
@@ -402,15 +401,12 @@ class SessionCore:
     def end(self) -> Op:
         """End the session (its verifier then grades the workspace); a session that has ended,
         by end() or otherwise, is left as it is. Its stats go into its row first."""
-        if self.lost:   # said again: nothing was ended, nothing is graded
-            raise SessionLost(f"the session of episode {self.target.index} of RolloutBatch {self.target.batch} is "
-                              f"lost: {self.ended}", why=self.ended or "")
         if self.ended is None:
             yield from self._record_stats()
             try:
                 yield from end_target(self.target)
-            except SessionLost as exc:
-                self.ended, self.lost = exc.why, True
+            except SessionLost as exc:   # reported once, here; a later end() is quiet
+                self.ended = exc.why
                 raise
             self.ended = "end() was called"
 
@@ -540,9 +536,12 @@ class SessionsCore:
                                                 pod=facts.name, index=facts.index, env=(),
                                                 default_timeout=END_TIMEOUT)))
         failed: list[KubeError] = []
-        for op in ops:     # each tried: one that cannot be ended leaves the others to their end
+        for n, op in enumerate(ops):     # each tried: one that cannot be ended leaves the others to their end
             try:
                 yield from op
+            except SessionLost as exc:       # said for the sessions opened here; the others no one drove
+                if n < len(self.opened):
+                    failed.append(exc)
             except KubeError as exc:
                 failed.append(exc)
         if failed:

@@ -15,9 +15,10 @@ ended, the verifier's phase to the ``verifier`` container the same way (annotate
 
 An eviction re-rolls an attempt, so it is kept for what the operator caused:
 - a pod that existed before this delivery began (an earlier operator may have handed it its
-  phase and died before annotating it) is never evicted: a repeat that fails may be the agent's
-  doing (it controls its claim directory), so the pod's deadline ends it instead, which for a
-  pod that never got its episode is not counted either;
+  phase and died before annotating it) is never evicted: a repeat that fails, or comes too late,
+  may be the agent's doing (it controls its claim directory), so the pod's deadline ends it
+  instead, which for a pod that never got its episode is not counted either (the cost: such a
+  pod waits out its deadline before its retry);
 - the time left is checked once the exec has its slot, so an episode queued behind others is
   never handed less than its time;
 - an agent that ran past its own time (it can kill its watchdog) is handed its verifier all the
@@ -314,9 +315,10 @@ class EpisodeDelivery:
 
     def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
         """Why the phase can no longer have its whole time before the pod's deadline (set at the
-        claim), or None. Handed over late (the operator restarted, its execs queued), the phase
-        would be cut short by the kubelet and read as the episode's own failure; the pod is
-        evicted instead: an infrastructure retry of the index. Not when the agent made it late
+        claim), or None. Handed over late (its exec queued behind others), the phase would be cut
+        short by the kubelet and read as the episode's own failure; the pod is evicted instead: an
+        infrastructure retry of the index (a pod an earlier operator may have served is left to
+        its deadline instead: :meth:`maybe_handed_over`). Not when the agent made it late
         (:meth:`agent_overran`): a re-roll would reward that."""
         if facts.own_deadline_at is None:
             return None

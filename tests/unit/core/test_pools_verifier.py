@@ -18,7 +18,7 @@ from rolloutbatch.core.events import split_agent_record
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import is_infrastructure_failure, never_delivered, pod_facts
-from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import has_pid_namespaces, reap_launchers, start_phase_launcher  # noqa: F401
 
 POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
@@ -310,11 +310,27 @@ def test_hostile_files_and_env_reach_the_verifier_verbatim(tmp_path) -> None:
 @needs_pid_namespace
 def test_an_agent_that_kills_its_watchdog_is_still_recorded_as_timed_out(tmp_path) -> None:
     proc, claim, message = _agent(tmp_path)
-    kill_watchdog = ('for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
+    # the watchdog's subshell (the sleep's parent) and its sleep, once it runs (it starts after the agent)
+    kill_watchdog = ('sleep 0.5; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
                      'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
-                     'sleep 5; exit 0')   # the watchdog's subshell (the sleep's parent) and its sleep
+                     'sleep 5; exit 0')
     assert _deliver(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2)) == 0
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=30) == 0       # 3 s past its time: within the slack, graded
+    record = split_agent_record(message.read_text())[1]
+    assert record is not None and record["timed_out"] is True, record
+
+
+@needs_pid_namespace
+def test_an_agent_that_outlives_its_watchdog_past_the_slack_fails_its_container(tmp_path) -> None:
+    """More than VERIFIER_SLACK_SECONDS past its time: the launcher records it, then exits
+    AGENT_OVERRAN_EXIT, which the Job fails the index on (the agent's container is judged first),
+    so a verifier kept waiting into the pod's deadline never turns the attempt into a retry."""
+    proc, claim, message = _agent(tmp_path)
+    kill_watchdog = ('sleep 0.5; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
+                     'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
+                     'sleep 8; exit 0')   # 2 s of time, 6.5 s past it (the slack is 5)
+    assert _deliver(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2)) == 0
+    assert proc.wait(timeout=30) == AGENT_OVERRAN_EXIT
     record = split_agent_record(message.read_text())[1]
     assert record is not None and record["timed_out"] is True, record
 
@@ -392,19 +408,23 @@ def test_a_pools_verifier_is_judged_by_its_exit_code_as_the_jobs_policy_judges_i
     assert ("FailIndex", naming.VERIFIER_CONTAINER) in rule_actions   # the Job counts that failure too
 
 
-def test_an_agent_that_outlived_its_watchdog_into_the_pods_deadline_is_its_timeout() -> None:
-    """The agent killed its watchdog and ran on; its verifier, handed over late, was cut by the
-    pod's deadline: the agent's failure (Timeout, counted), never a lost episode."""
+def test_an_agent_that_overran_is_its_timeout_whatever_its_waiting_verifier_did() -> None:
+    """Its launcher exited AGENT_OVERRAN_EXIT; the verifier, TERMed by the pod's deadline while it
+    waited, exited NOT_DELIVERED_EXIT. The agent's failure (Timeout, counted), never a lost
+    episode, as the Job judges it (the agent's container first: FailIndex)."""
     from rolloutbatch.core.verdict import judge_verified
     record = '{"event":"agent_exit","exit_code":0,"timed_out":true}'
-    pod = _pod(_ended(0, record), _ended(137), phase="Failed")
+    pod = _pod(_ended(AGENT_OVERRAN_EXIT, record), _ended(NOT_DELIVERED_EXIT), phase="Failed")
     pod["status"]["reason"] = "DeadlineExceeded"
-    pod["metadata"]["annotations"][naming.ANNOTATION_VERIFIER_DELIVERED_AT] = "1796256000.0"
-    result = judge_verified(pod_facts(pod), None, None)
-    assert (result.reason, result.outcome) == (v.EP_TIMEOUT, v.OUTCOME_FAILED), result.message
-    assert v.FLAG_AGENT_TIMED_OUT in result.flags
-    on_time = _pod(_ended(0, record.replace("true", "false")), _ended(137), phase="Failed")
-    on_time["status"]["reason"] = "DeadlineExceeded"
-    assert judge_verified(pod_facts(on_time), None, None).reason == v.EP_VERIFIER_FAILED
-
-
+    assert not never_delivered(pod_facts(pod)) and not is_infrastructure_failure(pod_facts(pod))
+    for deadline in (True, False):
+        if not deadline:
+            pod["status"].pop("reason")
+        result = judge_verified(pod_facts(pod), None, None)
+        assert (result.reason, result.outcome) == (v.EP_TIMEOUT, v.OUTCOME_FAILED), result.message
+    rules = pools.failure_rules(pools.parse_pool_spec({**SPEC, "verifier": {}}))
+    agent_rule = next(i for i, r in enumerate(rules) if r.get("onExitCodes", {}).get("containerName")
+                      == naming.AGENT_CONTAINER and r["onExitCodes"]["operator"] == "NotIn")
+    verifier_rules = [i for i, r in enumerate(rules)
+                      if r.get("onExitCodes", {}).get("containerName") == naming.VERIFIER_CONTAINER]
+    assert rules[agent_rule]["action"] == "FailIndex" and agent_rule < min(verifier_rules)

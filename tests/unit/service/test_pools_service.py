@@ -172,8 +172,9 @@ def test_a_batchs_own_word_on_its_pods_that_the_pool_contradicts_stalls_before_a
 
 
 def test_a_batch_that_repeats_its_pools_own_values_runs(api):
-    filled(api, 1, resources={"limits": {"memory": "256Mi"}}, network="AllowEgress")
-    spec = batch_spec(episodes=1, parallelism=1, resources={"limits": {"memory": "256Mi"}},
+    """The same amounts however spelled (`cpu: 1`, "1000m"; "256Mi", 268435456)."""
+    filled(api, 1, resources={"limits": {"memory": "256Mi", "cpu": "1000m"}}, network="AllowEgress")
+    spec = batch_spec(episodes=1, parallelism=1, resources={"limits": {"memory": "268435456", "cpu": 1}},
                       isolation={"network": "AllowEgress"})
     run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None,
                               lambda pods: None, CLUSTERWIDE))
