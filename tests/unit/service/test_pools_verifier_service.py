@@ -180,30 +180,27 @@ def _verifier_waits(api: MemoryApi, name: str, agent_seconds: float, left: float
         {"name": "verifier", "started": True, "state": {"running": {}}}]})
 
 
-def test_an_agent_that_ran_past_its_time_gets_its_verifier_late_and_is_not_evicted(api):
-    """It killed its watchdog and ran 40 s past its 60: the verifier's phase no longer fits before
-    the pod's deadline, and the lateness is the agent's. An eviction would re-roll its attempt; it
-    is handed over instead, and what the deadline cuts short is judged the agent's Timeout."""
-    spec, pods = _claimed(api)
-    name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
-    _verifier_waits(api, name, agent_seconds=100, left=10, delivered_ago=101)
-    events: list = []
-    _round(api, delivery(api, spec, events, []))
-    assert [e[2] for e in api.execs] == [naming.VERIFIER_CONTAINER] and events == []
-    assert api.get_object("Pod", name, POOL_NS) is not None
-
-
-def test_an_agent_that_ended_on_time_and_a_late_hand_over_still_evicts(api):
-    """Within its time (the lateness was the operator's: a restart, queued execs): evicted, an
+@pytest.mark.parametrize("agent_seconds, delivered_ago, handed_over", [
+    (100, 101, True),    # it killed its watchdog and ran 40 s past its 60: the lateness is the agent's
+    (60, 90, False),     # within its time: the lateness was the operator's (queued execs)
+])
+def test_a_late_verifier_hand_over_evicts_only_when_the_operator_made_it_late(api, agent_seconds, delivered_ago,
+                                                                             handed_over):
+    """The verifier's phase no longer fits before the pod's deadline. When the agent made it late,
+    an eviction would re-roll its attempt: the phase is handed over instead (what the deadline
+    cuts short is the agent's failure). When the operator did, the pod is evicted, an
     infrastructure retry, as before."""
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
     api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
-    _verifier_waits(api, name, agent_seconds=60, left=10, delivered_ago=90)
+    _verifier_waits(api, name, agent_seconds=agent_seconds, left=10, delivered_ago=delivered_ago)
     events: list = []
     _round(api, delivery(api, spec, events, []))
-    assert not api.execs and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
+    if handed_over:
+        assert [e[2] for e in api.execs] == [naming.VERIFIER_CONTAINER] and events == []
+        assert api.get_object("Pod", name, POOL_NS) is not None
+    else:
+        assert not api.execs and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
 
 
 def test_a_failed_hand_over_of_a_pod_an_earlier_operator_may_have_served_is_left_to_its_deadline(api):
