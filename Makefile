@@ -60,7 +60,7 @@ LOCALKUBE_SRC := devcluster/localkube/go.mod devcluster/localkube/go.sum \
   devcluster/localkube/main.go devcluster/localkube/netpol.go
 $(LOCALKUBE): $(LOCALKUBE_SRC)
 	@mkdir -p $(dir $@)
-	cd devcluster/localkube && go build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+	@hack/cached-build.sh $@ -- $^ -- 'cd devcluster/localkube && go build -trimpath -ldflags "$(LDFLAGS)" -o $@ .'
 	@mkdir -p $(STATE)/bin/links && for c in kubectl; do ln -sf $@ $(STATE)/bin/links/$$c; done
 
 .PHONY: localkube
@@ -69,15 +69,16 @@ localkube: $(LOCALKUBE) $(CNI) ## build the multi-call Kubernetes binary (kube-r
 # Upstream's plugins, listed as `tool`s of their own module (devcluster/cni/go.mod).
 $(CNI) &: devcluster/cni/go.mod devcluster/cni/go.sum
 	@mkdir -p $(CNI_BIN)
-	cd devcluster/cni && go build -trimpath -ldflags "-s -w" -o $(CNI_BIN)/ tool
+	@hack/cached-build.sh $(CNI) -- $^ -- 'cd devcluster/cni && go build -trimpath -ldflags "-s -w" -o $(CNI_BIN)/ tool'
 
 # Helm, upstream's command listed as a `tool` of its own module (devcluster/helm/go.mod), with the
 # version upstream's Makefile stamps into it (`helm version`), read from that go.mod. The unit
 # tests lint and render the chart with it (tests/unit/test_chart.py); the e2e tests install it.
+HELM_VERSION = $(shell awk '$$1 == "helm.sh/helm/v4" {print $$2}' devcluster/helm/go.mod)
 $(HELM): devcluster/helm/go.mod devcluster/helm/go.sum
 	@mkdir -p $(dir $@)
-	cd devcluster/helm && go build -trimpath \
-	  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$$(awk '$$1 == "helm.sh/helm/v4" {print $$2}' go.mod)" -o $@ helm.sh/helm/v4/cmd/helm
+	@hack/cached-build.sh $@ -- $^ -- 'cd devcluster/helm && go build -trimpath \
+	  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm'
 	@mkdir -p $(STATE)/bin/links && ln -sf $@ $(STATE)/bin/links/helm
 
 .PHONY: helm
@@ -88,7 +89,7 @@ helm: $(HELM) ## build the helm command from its Go module (cached)
 # (devcluster/kueue.py serves them to the devcluster).
 $(KUEUE): devcluster/kueue/go.mod devcluster/kueue/go.sum
 	@mkdir -p $(dir $@)/crds
-	cd devcluster/kueue && go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/kueue/cmd/kueue
+	@hack/cached-build.sh $@ -- $^ -- 'cd devcluster/kueue && go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/kueue/cmd/kueue'
 	cd devcluster/kueue && src=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue) && \
 	  install -m 0644 $$src/config/components/crd/bases/*.yaml $(dir $@)/crds/ && \
 	  install -m 0644 $$src/config/components/webhook/manifests.yaml $(dir $@)/webhooks.yaml
@@ -108,18 +109,19 @@ GVISOR_SRC  := devcluster/gvisor/go.mod devcluster/gvisor/go.sum $(wildcard devc
 
 $(CONTAINERD) &: devcluster/containerd/go.mod devcluster/containerd/go.sum
 	@mkdir -p $(RUNTIME_BIN)
-	cd devcluster/containerd && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/ tool
+	@hack/cached-build.sh $(CONTAINERD) -- $^ -- 'cd devcluster/containerd && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/ tool'
 
 $(RUNC): devcluster/runc/go.mod devcluster/runc/go.sum
 	@mkdir -p $(RUNTIME_BIN)
 	@dpkg -s libseccomp-dev >/dev/null 2>&1 || (apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libseccomp-dev >/dev/null)
-	cd devcluster/runc && CGO_ENABLED=1 go build -trimpath -tags seccomp -ldflags "-s -w" -o $@ github.com/opencontainers/runc
+	@hack/cached-build.sh $@ -- $^ -- 'cd devcluster/runc && CGO_ENABLED=1 go build -trimpath -tags seccomp -ldflags "-s -w" -o $@ github.com/opencontainers/runc'
 
 $(GVISOR) &: $(GVISOR_SRC)
 	@mkdir -p $(RUNTIME_BIN)
-	cd devcluster/gvisor && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/runsc gvisor.dev/gvisor/runsc
-	cd devcluster/gvisor && go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/containerd-shim-runsc-v1 ./shim
+	@hack/cached-build.sh $(GVISOR) -- $^ -- 'cd devcluster/gvisor && \
+	  go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/runsc gvisor.dev/gvisor/runsc && \
+	  go build -trimpath -ldflags "-s -w" -o $(RUNTIME_BIN)/containerd-shim-runsc-v1 ./shim'
 
 .PHONY: runtime
 runtime: $(CONTAINERD) $(RUNC) $(GVISOR) ## build the real node's container runtime: containerd, runc, gVisor (cached)
