@@ -78,6 +78,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if EXCLUSIVE_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.exclusive)
+    # The tests that share the session's operator first, then those that pause it (stable: file
+    # order within each): the operator is stopped once and not started again between solo tests.
+    items.sort(key=lambda item: bool(EXCLUSIVE_FIXTURES & set(item.fixturenames)))
 
 
 def pytest_runtest_setup(item):

@@ -7,38 +7,37 @@ not act while the leader lives (nothing about the batch in its log, no episode i
 must lead within the lease duration + one jittered retry + a margin once the leader is dead, and
 the batch must end as an undisturbed run: same counts and rows, each episode once, one sandbox
 namespace and one Job. A graceful stop (SIGTERM) releases the lease: the standby leads within a
-retry, well before any lease could expire. About two minutes in all.
+retry, well before any lease could expire. The defaults at one point, a 5 s lease at the others.
 """
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from tests.chaos.test_operator_crashes import PROGRAM, check_outcome, wait_crashed
 from tests.support.batches import apply, episode_batch, results, unique, wait_gone, wait_status
-from tests.support.operator import OperatorProcess, kubectl
+from tests.support.operator import QUICK_LEASE, OperatorProcess, kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 LEASE_DURATION, RETRY_PERIOD, JITTER = 15.0, 2.0, 0.2   # the operator's defaults (core.leadership)
+QUICK_DURATION, QUICK_RETRY = 5.0, 1.0                   # QUICK_LEASE's
 MARGIN = 6.0   # a loaded 2-core machine: the standby's kopf start, a slow API answer
-TAKEOVER_BOUND = LEASE_DURATION + RETRY_PERIOD * (1 + JITTER) + MARGIN
 HANDOVER_BOUND = RETRY_PERIOD * (1 + JITTER) + MARGIN
 
-POINTS = ["provision:ConfigMap", "track:log-read", "results:partial"]
+
+def takeover_bound(lease: float, retry: float) -> float:
+    return lease + retry * (1 + JITTER) + MARGIN
 
 
-def wait_role(operator: OperatorProcess, role: str, timeout: float) -> float:
-    """Seconds until ``operator``'s /readyz says ``role`` (and answers 200 for a leader: its kopf runs)."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        body = operator.readyz()
-        if body.get("role") == role and (role != "leader" or body.get("reconciling")):
-            return time.monotonic() - start
-        time.sleep(0.2)
-    raise AssertionError(f"{operator.log_path.name} not {role} within {timeout:g}s:\n{operator.log_tail()}")
+# The defaults (what a user runs) at one point; QUICK_LEASE at the others: each waits 10 s less
+# for the dead leader's lease, and the takeover's bound follows the lease as the defaults' does.
+CASES = [pytest.param("provision:ConfigMap", (), takeover_bound(LEASE_DURATION, RETRY_PERIOD), id="provision:ConfigMap"),
+         pytest.param("track:log-read", QUICK_LEASE, takeover_bound(QUICK_DURATION, QUICK_RETRY),
+                      id="track:log-read-quick-lease"),
+         pytest.param("results:partial", QUICK_LEASE, takeover_bound(QUICK_DURATION, QUICK_RETRY),
+                      id="results:partial-quick-lease")]
 
 
 def counted(operator: OperatorProcess, namespace: str) -> float:
@@ -47,13 +46,13 @@ def counted(operator: OperatorProcess, namespace: str) -> float:
     return sum(float(v) for v in pattern.findall(operator.metrics()))
 
 
-def pair(slug: str, point: str | None = None) -> tuple[OperatorProcess, OperatorProcess]:
+def pair(slug: str, point: str | None = None, lease: tuple[str, ...] = ()) -> tuple[OperatorProcess, OperatorProcess]:
     env = {"ROLLOUTBATCH_CRASH_AT": point} if point else None
-    leader = OperatorProcess(f"failover-leader-{slug}", env=env)
+    leader = OperatorProcess(f"failover-leader-{slug}", env=env, extra_args=lease)
     leader.start()                       # leads: the session's operator released the lease when paused
-    standby = OperatorProcess(f"failover-standby-{slug}")
+    standby = OperatorProcess(f"failover-standby-{slug}", extra_args=lease)
     standby.start(leader=False)
-    wait_role(standby, "standby", 10)
+    standby.wait_role("standby", 10)
     assert standby.readyz()["holder"] == leader.readyz()["identity"]
     return leader, standby
 
@@ -63,10 +62,11 @@ def check_each_episode_once(name: str, namespace: str) -> None:
     assert sorted(r["index"] for r in rows) == [0, 1, 2, 3], rows   # results rows = episodes, no repeat
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_the_standby_takes_over_a_killed_leader_and_nothing_is_lost_or_doubled(solo_operator, namespace, point):
+@pytest.mark.parametrize("point,lease,bound", CASES)
+def test_the_standby_takes_over_a_killed_leader_and_nothing_is_lost_or_doubled(solo_operator, namespace, point,
+                                                                               lease, bound):
     slug = point.replace(":", "-")
-    leader, standby = pair(slug, point)
+    leader, standby = pair(slug, point, lease)
     name = unique("failover")
     try:
         apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
@@ -76,9 +76,9 @@ def test_the_standby_takes_over_a_killed_leader_and_nothing_is_lost_or_doubled(s
         assert standby.readyz()["role"] == "standby"
         assert name not in standby.log_path.read_text(errors="replace")
         assert counted(standby, namespace) == 0
-        took = wait_role(standby, "leader", TAKEOVER_BOUND)
+        took = standby.wait_role("leader", bound)
         print(f"failover: the standby led {took:.1f}s after the leader was killed at {point}")
-        assert took <= TAKEOVER_BOUND
+        assert took <= bound
         check_outcome(name, namespace, standby)          # counts, rows, one sandbox namespace, one Job
         check_each_episode_once(name, namespace)
         assert counted(standby, namespace) <= 4
@@ -100,7 +100,7 @@ def test_a_graceful_stop_hands_over_within_a_retry(solo_operator, namespace):
         leader.stop()                    # SIGTERM: kopf stops, then the lease is released
         assert leader.proc.returncode == 0, leader.log_tail()
         assert "released lease" in leader.log_path.read_text(errors="replace")
-        took = wait_role(standby, "leader", HANDOVER_BOUND)
+        took = standby.wait_role("leader", HANDOVER_BOUND)
         print(f"failover: the standby led {took:.1f}s after the leader's SIGTERM")
         assert took < LEASE_DURATION     # faster than any takeover that waits for an expiry
         check_outcome(name, namespace, standby)

@@ -2,7 +2,8 @@
 
 Each case runs the same 4-episode batch (one episode fails on purpose, so failure rows are
 compared too) with ``ROLLOUTBATCH_CRASH_AT=<point>``: the operator kills itself the first time
-it reaches the point, and a fresh operator (without the switch) takes over. After the restart
+it reaches the point, and a second operator (without the switch), waiting beside it as a
+standby, takes over once the dead leader's lease expires. After the restart
 the batch must end exactly as an undisturbed run: same counts, rewards and per-episode rows,
 exactly one sandbox namespace and one Job, and nothing left after deletion.
 """
@@ -50,6 +51,15 @@ def wait_crashed(operator, point, timeout=120):
     assert operator.proc.returncode == -signal.SIGKILL, f"exit {operator.proc.returncode}:\n{operator.log_tail()}"
 
 
+def standby(name: str) -> OperatorProcess:
+    """The operator that takes over after a crash, started beside the crashing leader as a standby:
+    it reconciles nothing until it holds the Lease (its kopf starts then, as a fresh process's
+    would), so a crash costs the dead leader's lease and not a process start after it as well."""
+    survivor = OperatorProcess(name, extra_args=QUICK_LEASE)
+    survivor.start(leader=False)
+    return survivor
+
+
 def rows_of(doc):
     return {r["index"]: (r["outcome"], r["reward"] if r["outcome"] == "succeeded" else None) for r in doc["pods"]}
 
@@ -76,25 +86,21 @@ def test_crash_and_restart_loses_nothing(solo_operator, namespace, point):
     crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point},
                                extra_args=QUICK_LEASE)
     crashing.start()
-    name = unique("crash")
-    apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
-                        cleanup={"sandbox": "Never"}), namespace)
-    with ProgressRecorder(name, namespace) as progress:
-        wait_crashed(crashing, point)
-        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}", extra_args=QUICK_LEASE)
-        survivor.start()
-        obj = None
-        try:
-            obj = check_outcome(name, namespace, survivor)
-        finally:
-            if obj is None:
-                survivor.stop()
-    progress.assert_monotonic()  # counts shown never go backwards
+    survivor = standby(f"operator-after-{point.replace(':', '-')}")
     try:
+        name = unique("crash")
+        apply(episode_batch(name, PROGRAM, episodes=4, parallelism=4, minSuccessfulEpisodes=3,
+                            cleanup={"sandbox": "Never"}), namespace)
+        with ProgressRecorder(name, namespace) as progress:
+            wait_crashed(crashing, point)
+            survivor.wait_role("leader", 60)
+            obj = check_outcome(name, namespace, survivor)
+        progress.assert_monotonic()  # counts shown never go backwards
         kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
         wait_gone("namespace", obj["status"]["sandboxNamespace"])
         wait_gone("configmap", f"{name}-results", namespace)
     finally:
+        crashing.kill()
         survivor.stop()
 
 
@@ -222,12 +228,12 @@ def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namesp
     crashing = OperatorProcess("operator-crash-final", env={"ROLLOUTBATCH_CRASH_AT": "status:Succeeded"},
                                extra_args=QUICK_LEASE)
     crashing.start()
-    name = unique("final")
-    apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3), namespace)   # DeleteOnSuccess
-    wait_crashed(crashing, "status:Succeeded")
-    survivor = OperatorProcess("operator-after-final", extra_args=QUICK_LEASE)
-    survivor.start()
+    survivor = standby("operator-after-final")
     try:
+        name = unique("final")
+        apply(episode_batch(name, PROGRAM, episodes=4, minSuccessfulEpisodes=3), namespace)   # DeleteOnSuccess
+        wait_crashed(crashing, "status:Succeeded")
+        survivor.wait_role("leader", 60)
         deadline = time.monotonic() + 90
         while "sandboxNamespace" in (get(name, namespace).get("status") or {}):
             assert time.monotonic() < deadline, "the sandbox was never cleaned up"
@@ -236,6 +242,7 @@ def test_a_restart_after_the_final_status_keeps_its_counts(solo_operator, namesp
         assert (st["progress"], st["succeededEpisodes"], st["failedEpisodes"]) == ("4/4", 3, 1), st
         assert abs(st["rewardSum"] - 0.3) < 1e-9
     finally:
+        crashing.kill()
         survivor.stop()
 
 

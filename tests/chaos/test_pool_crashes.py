@@ -1,6 +1,6 @@
 """Faults of the warm pools: the operator is SIGKILLed right after a pooled batch claimed its
 warm pods (before its Job exists), or right after a pod was handed its episode (before the
-delivery was recorded on it), then a fresh operator takes over. The batch must end as an
+delivery was recorded on it), then the standby beside it takes over. The batch must end as an
 undisturbed one does: every index judged once, on one pod, none handed two episodes.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from rolloutbatch.core import naming
-from tests.chaos.test_operator_crashes import EXPECTED, PROGRAM, rows_of, wait_crashed
+from tests.chaos.test_operator_crashes import EXPECTED, PROGRAM, rows_of, standby, wait_crashed
 from tests.e2e.test_pools import get_pool, pooled_batch, wait_pool
 from tests.support.batches import apply, results, unique, wait_finished
 from tests.support.operator import QUICK_LEASE, OperatorProcess, kubectl
@@ -32,14 +32,13 @@ def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, 
     crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point},
                                extra_args=QUICK_LEASE)
     crashing.start()
-    survivor = None
+    survivor = standby(f"operator-after-{point.replace(':', '-')}")
     try:
         wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 4, timeout=180)
         name = unique("crash")
         apply(pooled_batch(name, pool_name, 4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
         wait_crashed(crashing, point)
-        survivor = OperatorProcess(f"operator-after-{point.replace(':', '-')}", extra_args=QUICK_LEASE)
-        survivor.start()
+        survivor.wait_role("leader", 60)
         obj = wait_finished(name, namespace, timeout=240, operator=survivor)
         st = obj["status"]
         assert (st["phase"], st["succeededEpisodes"], st["failedEpisodes"], st["lostEpisodes"]) == \
@@ -55,5 +54,4 @@ def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, 
         kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--timeout=180s", timeout=190)
     finally:
         crashing.kill()
-        if survivor is not None:
-            survivor.stop()
+        survivor.stop()

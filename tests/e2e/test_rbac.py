@@ -75,8 +75,8 @@ def operator_identity(rendered, tmp_path_factory):
     ("list", "secrets", ["--all-namespaces"]),      # Secrets by name only (secrets_role.yaml)
     ("watch", "secrets", ["-n", "default"]),
     ("update", "secrets", ["-n", "default"]),
-    # (kubectl auth can-i reads "pods/attach" as the pod named attach: the subresource is a flag)
-    ("create", "pods", ["--subresource=attach", "-n", "default"]),
+    # (kubectl auth can-i reads "pods/exec" as the pod named exec: the subresource is a flag)
+    ("create", "pods", ["--subresource=exec", "-n", "default"]),   # a claim is an attach, no command
     ("create", "pods", ["--subresource=portforward", "-n", "default"]),
     ("escalate", "clusterroles", []),
     ("bind", "clusterroles", []),
@@ -97,20 +97,18 @@ def test_operator_can_what_it_needs(operator_identity):
                                 ("list", "servicecidrs.networking.k8s.io", ""),   # ClusterIPs in ipBlocks
                                 ("get", "secrets", ""), ("create", "secrets", ""), ("delete", "secrets", ""),
                                 # warm pools: the pool watched, its status written; a claimed pod
-                                # given its episode by exec, or evicted when it cannot be
+                                # given its episode by attach, or evicted when it cannot be
                                 ("watch", "rolloutpools.rl.agentruntime.io", ""),
                                 ("patch", "rolloutpools.rl.agentruntime.io", "status"),
-                                # a WebSocket exec is authorized as get, then create
-                                ("get", "pods", "exec"), ("create", "pods", "exec"), ("create", "pods", "eviction"),
+                                # a WebSocket attach is authorized as get, then create
+                                ("get", "pods", "attach"), ("create", "pods", "attach"), ("create", "pods", "eviction"),
                                 ("create", "pods", ""), ("delete", "pods", "")]:   # a pool's warm pods
         extra = [f"--subresource={sub}"] if sub else []
         out = kubectl("auth", "can-i", verb, resource, *extra, "--all-namespaces", f"--as={SA}", check=False)
         assert out.stdout.strip() == "yes", (verb, resource, sub)
 
 
-@pytest.mark.exclusive   # stops and restarts the shared operator
-def test_full_batch_under_the_operators_own_token(operator_process, namespace, operator_identity):
-    operator_process.stop()
+def test_full_batch_under_the_operators_own_token(solo_operator, namespace, operator_identity):
     restricted = OperatorProcess("operator-rbac", env={"KUBECONFIG": str(operator_identity)})
     try:
         restricted.start()
@@ -148,4 +146,3 @@ def test_full_batch_under_the_operators_own_token(operator_process, namespace, o
         assert "Forbidden" not in log and "Service CIDR unknown" not in log and "Not checking whether" not in log
     finally:
         restricted.stop()
-        operator_process.start()

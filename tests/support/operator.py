@@ -145,6 +145,18 @@ class OperatorProcess:
         self.kill()   # never left running beside the next test's operator
         raise RuntimeError(f"operator did not become {'the leader' if leader else 'live'}:\n{self.log_tail()}")
 
+    def wait_role(self, role: str, timeout: float) -> float:
+        """Seconds until /readyz says ``role`` ("leader": and its kopf reconciles; "standby")."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"{self.log_path.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            body = self.readyz()
+            if body.get("role") == role and (role != "leader" or body.get("reconciling")):
+                return time.monotonic() - started
+            time.sleep(0.2)
+        raise AssertionError(f"{self.log_path.name} not {role} within {timeout:g}s:\n{self.log_tail()}")
+
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
