@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import naming, pool_delivery
 from tests.support.batches import apply, condition, results, unique, wait_finished, wait_status
 from tests.support.operator import kubectl
 
@@ -91,6 +91,31 @@ def test_a_batch_claims_warm_pods_and_runs_the_rest_cold(operator_process, names
     while kubectl("get", "namespace", sandbox, check=False).returncode == 0:
         assert time.monotonic() < end, f"the pool's namespace {sandbox} outlived the pool"
         time.sleep(1)
+
+
+def test_under_the_sandbox_runtime_each_pod_gets_its_episode_on_its_stdin(operator_process, namespace):
+    """Under gVisor (`cube`) an attach reaches the container's stdin through gVisor's shim, as under
+    runc: both episodes are warm hits, and each pod's log begins with the launcher's lines (its
+    answer to the operator's ping, then the episode received) before the episode's own."""
+    pool_name = unique("pool")
+    body = pool(pool_name, 2)
+    body["spec"]["runtimeClassName"] = "cube"
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    full = wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=240)
+    name = unique("pooled")
+    apply(pooled_batch(name, pool_name, 2, cleanup={"sandbox": "Never"}), namespace)   # its pods stay to be read
+    done = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    assert done["status"]["phase"] == "Succeeded" and done["status"]["succeededEpisodes"] == 2, done["status"]
+    pods = json.loads(kubectl("get", "pods", "-n", full["status"]["sandboxNamespace"], "-l",
+                              f"{naming.LABEL_BATCH_UID}={done['metadata']['uid']}", "-o", "json").stdout)["items"]
+    assert len(pods) == 2 and all(p["spec"]["runtimeClassName"] == "cube" for p in pods)
+    assert all(naming.ANNOTATION_CLAIMED_AT in p["metadata"]["annotations"] for p in pods)   # warm hits
+    for p in pods:
+        log = kubectl("logs", p["metadata"]["name"], "-n", p["metadata"]["namespace"]).stdout.splitlines()
+        assert log[:2] == [pool_delivery.PONG, pool_delivery.RECEIVED], log[:3]
+        assert json.loads(log[2])["event"] == "ready"
+    kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=180s")
 
 
 def test_a_pool_whose_image_cannot_run_says_so(operator_process, namespace):

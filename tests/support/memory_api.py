@@ -25,6 +25,10 @@ over a dict of objects, with the rules of the real one that the operator relies 
   (``TimedOut``); ``on_output`` hears the whole of each stream once, before the result returns. Recorded as a POST of ``.../pods/<name>/exec`` and in :attr:`execs`. (The
   real exec is a GET upgraded to a WebSocket, which RBAC checks as get and then as create on
   pods/exec: a Role needs both, which a POST here does not show.)
+- pods/attach (``attach_to_pod``): the handler a test set with :meth:`set_attach` gets the
+  container and the bytes written to its stdin, and returns once the container confirmed them or
+  raises; the refusals are exec's. Recorded as a POST of ``.../pods/<name>/attach`` and in
+  :attr:`attaches`.
 - evictions (POST ``.../pods/<name>/eviction``): the pod gets the ``DisruptionTarget`` condition
   (reason ``EvictionByEvictionAPI``) and is deleted, as the real eviction does; a ``uid``
   precondition (409) is honoured; a pod already terminating is left as it is. There are no
@@ -81,7 +85,7 @@ KINDS = {
     "workloads": ("Workload", True, True),
 }
 _PATH = re.compile(r"^/apis?/(?:[\w.-]+/)?v\w+(?:/namespaces/(?P<ns>[^/]+)(?=/))?/(?P<plural>[a-z]+)"
-                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log|exec|eviction))?$")
+                   r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>status|log|exec|attach|eviction))?$")
 
 _DISCOVERY = re.compile(r"^(?P<base>/apis/[\w.-]+/v\w+)/?$")
 FOREGROUND = "foregroundDeletion"
@@ -90,6 +94,7 @@ NAME_LABEL = "kubernetes.io/metadata.name"   # the API server labels every names
 Key = tuple[str, str | None, str]   # (plural, namespace, name)
 # What a test's exec handler is: (command, stdin) -> ExecResult, or a coroutine of one.
 ExecHandler = Callable[[list[str], bytes], Any]
+AttachHandler = Callable[[str, bytes], Any]
 
 
 def _now() -> str:
@@ -179,6 +184,8 @@ class MemoryApi:
         self.logs: dict[tuple[str, str, str], bytes] = {}
         self.exec_handlers: dict[tuple[str, str | None], ExecHandler] = {}
         self.execs: list[tuple[str, str, str | None, list[str], bytes]] = []   # (ns, pod, container, command, stdin)
+        self.attach_handlers: dict[tuple[str, str | None], AttachHandler] = {}
+        self.attaches: list[tuple[str, str, str, bytes]] = []   # (ns, pod, container, stdin)
         self.calls: list[tuple[str, str]] = []
         self.gc_delay = gc_delay
         self._versions = itertools.count(1)
@@ -215,6 +222,12 @@ class MemoryApi:
         """What an exec into ``pod`` (None: any pod of ``namespace`` without its own) does:
         ``handler(command, stdin)`` returns the ``ExecResult`` (or a coroutine of one), or raises."""
         self.exec_handlers[(namespace, pod)] = handler
+
+    def set_attach(self, namespace: str, pod: str | None, handler: AttachHandler) -> None:
+        """What an attach to ``pod`` (None: any pod of ``namespace`` without its own) does:
+        ``handler(container, stdin)`` returns once the container confirmed (None, or a coroutine),
+        or raises (``Unavailable``: the container ended first)."""
+        self.attach_handlers[(namespace, pod)] = handler
 
     def subscribe(self, kind: str, callback: Callable[[str, dict], None]) -> None:
         """``callback(type, object)`` after every change to an object of ``kind`` (a watch)."""
@@ -356,12 +369,7 @@ class MemoryApi:
                           on_output: Callable[[str, bytes], None] | None = None) -> ExecResult:
         what = f"exec in pod {namespace}/{pod}" + (f" container {container}" if container else "")
         assert command, "exec needs a command"
-        self._route("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec", what)
-        with self._lock:
-            live = copy.deepcopy(self._live("pods", namespace, pod, what))
-        self._exec_refusal(live, container, what)
-        handler = self.exec_handlers.get((namespace, pod)) or self.exec_handlers.get((namespace, None))
-        assert handler is not None, f"MemoryApi: no exec handler for pod {namespace}/{pod} (set_exec)"
+        handler = self._stream_handler("exec", self.exec_handlers, namespace, pod, container, what)
         self.execs.append((namespace, pod, container, list(command), stdin))
         result = handler(list(command), stdin)
         if inspect.isawaitable(result):
@@ -376,6 +384,29 @@ class MemoryApi:
         return dataclasses.replace(result, stdout=result.stdout[:limit_bytes], stderr=result.stderr[:limit_bytes],
                                    stdout_truncated=result.stdout_truncated or len(result.stdout) > limit_bytes,
                                    stderr_truncated=result.stderr_truncated or len(result.stderr) > limit_bytes)
+
+    async def attach_to_pod(self, namespace: str, pod: str, container: str, data: bytes, *, ack: bytes,
+                            timeout: float, hello: tuple[bytes, bytes] | None = None) -> None:
+        what = f"attach to pod {namespace}/{pod} container {container}"
+        handler = self._stream_handler("attach", self.attach_handlers, namespace, pod, container, what)
+        self.attaches.append((namespace, pod, container, data))
+        result = handler(container, data)
+        if inspect.isawaitable(result):
+            try:
+                await asyncio.wait_for(result, timeout)
+            except asyncio.TimeoutError:
+                raise TimedOut(f"{what}: the container did not confirm its input within {timeout:g}s") from None
+
+    def _stream_handler(self, sub: str, handlers: dict, namespace: str, pod: str, container: str | None,
+                        what: str) -> Any:
+        """pods/exec or pods/attach: the call recorded, the real server's refusals, the test's handler."""
+        self._route("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/{sub}", what)
+        with self._lock:
+            live = copy.deepcopy(self._live("pods", namespace, pod, what))
+        self._exec_refusal(live, container, what)
+        handler = handlers.get((namespace, pod)) or handlers.get((namespace, None))
+        assert handler is not None, f"MemoryApi: no {sub} handler for pod {namespace}/{pod} (set_{sub})"
+        return handler
 
     # -- the rules -----------------------------------------------------------------------------
     @staticmethod

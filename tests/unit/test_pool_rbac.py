@@ -18,7 +18,7 @@ OPERATOR = {
 # Only the cluster-wide install keeps pools (core.scope: a pool's namespace is its own).
 CLUSTERWIDE = {
     ("", "pods"): {"list", "watch", "patch", "create", "delete"},   # a pool's warm pods
-    ("", "pods/exec"): {"get", "create"},  # a claimed pod gets its episode: a WebSocket exec is both
+    ("", "pods/attach"): {"get", "create"},  # a claimed pod gets its episode: a WebSocket attach is both
     ("", "pods/eviction"): {"create"},     # one that cannot get it is evicted
 }
 

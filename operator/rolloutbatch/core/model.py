@@ -129,6 +129,7 @@ class PodFacts:
     containers_reported: bool = True          # the status lists any container (init or regular)
     delete_requested_at: float | None = None  # deletionTimestamp less its grace period: when it was deleted
     own_deadline_at: float | None = None      # status.startTime + spec.activeDeadlineSeconds
+    active_deadline_seconds: int | None = None  # spec.activeDeadlineSeconds
     # warm pools (core.pools): a pod of a pool's template, whether its episode's container passed
     # its startupProbe (prepared, waiting for its episode), and when the operator handed it its
     # episode; with a verifier, the same of the verifier's container

@@ -1,9 +1,10 @@
 """How a pooled pod gets its episode (core.pools; docs/design.md §5.17): the launcher a pool's pod
 runs (it waits, holding nothing, then sources what it is handed and runs it), the script the
-operator hands it through ``pods/exec`` (identity, input, command), and the exec's command. With a
-verifier, the pod's two containers each wait so, and each phase then runs under the Job pod's own
-launcher for it (core.launchers): the agent's when it is handed its episode, the verifier's once
-the agent's container has ended (its files, command and time handed over then).
+operator hands it on its stdin through ``pods/attach`` (identity, input, command), and the bytes
+sent (:func:`delivery`). With a verifier, the pod's two containers each wait so, and each phase
+then runs under the Job pod's own launcher for it (core.launchers): the agent's when it is handed
+its episode, the verifier's once the agent's container has ended (its files, command and time
+handed over then).
 
 Pure. Every piece is run by a real /bin/sh in the unit tests (tests/unit/core/test_pools.py,
 test_pools_hostile_episodes.py, test_pools_verifier.py): quoting, cut-off deliveries and signals
@@ -26,20 +27,28 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
-# its failure or timeout exits NOT_DELIVERED_EXIT. Then the FIFO `start` and the file `warm` (the
-# startupProbe's), and the wait: a background `read` blocks on the FIFO without a process polling,
-# and `wait` for it is what a trapped TERM interrupts, so a pod ended before its episode came (its
-# deadline, a deletion, the batch's deadline) says NOT_DELIVERED_EXIT, never an agent's code. The
-# script is parsed (`sh -n`) before it is sourced and must end with its sentinel: a cut-off
-# delivery never runs. Its last line `set --`s the command under `env` (any variable name the spec
-# allows); then {run} runs it.
+# its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm` (the startupProbe's), and
+# the wait on the container's stdin (the pod's `stdin: true, stdinOnce: true`), kept as fd 3 while
+# everything else reads /dev/null (a background list's stdin is /dev/null in sh): a background
+# reader answers PING lines, takes one length line, then exactly that many bytes into
+# `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot send), and checks the
+# count. No process polls, and `wait` for it is what a trapped TERM interrupts, so a pod ended
+# before its episode came (its deadline, a deletion, the batch's deadline) says
+# NOT_DELIVERED_EXIT, never an agent's code. Then stdin is closed, RECEIVED is printed (what the
+# operator's attach waits for, before anything the script runs), and the script is parsed
+# (`sh -n`) before it is sourced and must end with its sentinel: a cut-off delivery never runs.
+# Its last line `set --`s the command under `env` (any variable name the spec allows); then {run}
+# runs it.
 _PREPARE = ('if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
             '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
             'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; ')
-_WAIT = ('mkfifo "$$c/start" && : > "$$c/warm" || exit {nd}; '
-         "trap 'exit {nd}' TERM INT HUP; "
-         'read -r go < "$$c/start" & r=$$!; wait $$r; rm -f "$$c/start"; '
-         '[ -f "$$c/episode.sh" ] && /bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
+_WAIT = (': > "$$c/warm" || exit {nd}; '
+         "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
+         '{{ while read -r n && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
+         'case "$$n" in ""|*[!0-9]*) exit 1;; esac && head -c "$$n" > "$$c/episode.sh" && '
+         '[ "$$(( $$(wc -c < "$$c/episode.sh") ))" -eq "$$n" ]; }} <&3 & r=$$!; '
+         'wait $$r || exit {nd}; exec 3<&-; echo "{received}"; '
+         '/bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
          '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
          'trap - TERM INT HUP; ')
 # Without a verifier: the command in a subshell (this shell stays PID 1, immune to its own
@@ -53,13 +62,20 @@ TIMEOUT_VARIABLE = "ROLLOUTBATCH_TIMEOUT"
 _TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
 WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
 SENTINEL = "ROLLOUTBATCH_EPISODE"   # the episode script's last assignment: a whole script was delivered
+RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has read its whole script
+# Before the length, the sender may send PING lines; each is answered PONG. containerd starts
+# copying an attach's stdin before it adds the attach to the container's stdout (internal/cri/io,
+# ContainerIO.Attach), so a line printed at once may never reach that attach: the sender pings
+# until a PONG comes back, and only then sends what RECEIVED answers (kube.pod_attach).
+PING, PONG = "ping", "rolloutbatch: waiting for an episode"
 # What the verifier of a pod whose agent never ran (or whose agent launcher failed) is handed: it
 # ends without grading, as a pod that never got its episode (the agent's exit says which).
 ABORT_SCRIPT = f"exit {NOT_DELIVERED_EXIT}\n".encode()
 
 
 def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
-    return template.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL)
+    return template.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL,
+                           received=RECEIVED, ping=PING, pong=PONG)
 
 
 def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> str:
@@ -145,17 +161,9 @@ def agent_overran(facts: PodFacts, episode_timeout: int) -> bool:
                                                      + CLOCK_SKEW_TOLERANCE_SECONDS)
 
 
-def delivery_command(size: int, claim_dir: str | None = None) -> list[str]:
-    """The exec that hands a container its episode: ``size`` bytes of stdin into ``episode.sh``
-    (written aside, then renamed, so the launcher never reads half a script), then the FIFO's
-    signal. The noclobber write fails on a pod that already has its script (a delivery repeated
-    after a restart), which then only signals, if the launcher still waits."""
-    c = claim_dir or naming.CLAIM_MOUNT_PATH
-    # the size is checked: `head -c` ends without an error on a stdin cut short
-    script = (f'if [ ! -e {c}/episode.sh ]; then head -c "$1" > {c}/.episode '
-              f'&& [ "$(( $(wc -c < {c}/.episode) ))" -eq "$1" ] && mv {c}/.episode {c}/episode.sh '
-              f'|| {{ rm -f {c}/.episode; exit 1; }}; fi; if [ -p {c}/start ]; then printf "go\\n" > {c}/start; fi')
-    return ["/bin/sh", "-c", script, "rolloutbatch-deliver", str(size)]
+def delivery(script: bytes) -> bytes:
+    """What the launcher is sent on its stdin: the script's length on a line, then the script."""
+    return b"%d\n" % len(script) + script
 
 
 def input_json(inputs: Sequence, index: int, samples_per_input: int) -> str | None:

@@ -6,9 +6,9 @@ the rest cold. This module: the pool's spec, its children and pods, the claim an
 ``core.pool_delivery`` is how a pod gets its episode, ``core.pool_census`` the pool's status.
 
 1. **Warm.** A pool pod runs ``core.pool_delivery.WARM_LAUNCHER`` (POSIX sh, PID 1 of the
-   container): the pool's ``prepare`` command under a watchdog, a FIFO and the file ``warm`` (the
-   startupProbe's signal: the pod is warm once its container is ``started``), then it blocks on
-   the FIFO, holding no episode data.
+   container): the pool's ``prepare`` command under a watchdog and the file ``warm`` (the
+   startupProbe's signal: the pod is warm once its container is ``started``), then it blocks
+   reading its stdin, holding no episode data.
 2. **Claim.** The operator patches a warm pod into the batch (:func:`claim_patch`, with the pod's
    resourceVersion, so one pod is never claimed twice): the batch's labels, the completion-index
    annotation, the claim time, and an ``activeDeadlineSeconds`` that ends the episode's time from
@@ -19,8 +19,8 @@ the rest cold. This module: the pool's spec, its children and pods, the claim an
    If the Job controller saw the Job before the relabelled pods and made a cold pod for a claimed
    index too, it keeps one pod per index and deletes the others, the least advanced first, so the
    running warm pod stays.
-3. **Delivery.** The operator writes the episode script through ``pods/exec`` into the pod's own
-   emptyDir and signals the FIFO; the launcher checks and sources it and runs the command. The
+3. **Delivery.** The operator writes the episode script to the container's stdin through
+   ``pods/attach``; the launcher reads it whole, checks and sources it and runs the command. The
    pod is its episode's alone, and its result is read from it as a Job pod's is (core.verdict):
    one verdict path. With ``spec.verifier``, a second container waits beside the episode's and
    is handed the verifier's phase once the agent's container has ended (:func:`pod_spec`).
@@ -49,7 +49,12 @@ from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXI
 
 CLAIM_DIR_LIMIT = "16Mi"          # the emptyDir the episode script (with its input) arrives in
 VERIFIER_FILES_LIMIT = "4Mi"      # the verifier's files (a ConfigMap's worth in the Job form)
-DELIVERY_SLACK_SECONDS = 30       # a claimed pod's deadline: the episode's time plus this, from the claim
+# A claimed (or cold) pod's deadline: the episode's time plus this, until its episode is handed
+# over; then the episode's time plus HANDED_OVER_SLACK_SECONDS from the hand-over
+# (:func:`tightened_deadline`). At 200 claims at once on this 2-core machine, the last hand-overs
+# came over 30 s after their claims: with a 30 s slack they were too late, and evicted.
+DELIVERY_SLACK_SECONDS = 120
+HANDED_OVER_SLACK_SECONDS = 10
 STARTUP_PERIOD_SECONDS = 1
 
 
@@ -258,6 +263,11 @@ def episode_container(spec: PoolSpec) -> str:
     return naming.CONTAINER_NAME if spec.verifier is None else naming.AGENT_CONTAINER
 
 
+# A container's phase comes on its stdin (core.pool_delivery), through one attach: stdinOnce closes
+# it when that attach ends, so no second one can write to it.
+_HANDED_OVER_ON_STDIN = {"stdin": True, "stdinOnce": True}
+
+
 def _probe(claim_dir: str, spec: PoolSpec) -> dict:
     """Probed only until it first succeeds: a warm pod costs no probe while it waits or runs."""
     return {"exec": {"command": ["/bin/sh", "-c", f"test -e {claim_dir}/warm"]},
@@ -290,6 +300,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
         "securityContext": dict(_SECURITY_CONTEXT),
         "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
         "startupProbe": _probe(naming.CLAIM_MOUNT_PATH, spec),
+        **_HANDED_OVER_ON_STDIN,
     }
     if spec.prepare_command:
         container["args"] = list(spec.prepare_command)
@@ -320,6 +331,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
             "securityContext": dict(_SECURITY_CONTEXT),
             "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
             "startupProbe": _probe(naming.VERIFIER_CLAIM_MOUNT_PATH, spec),
+            **_HANDED_OVER_ON_STDIN,
         })
     if active_deadline_seconds is not None:
         body["activeDeadlineSeconds"] = active_deadline_seconds
@@ -495,6 +507,18 @@ def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_s
                          "annotations": {COMPLETION_INDEX_KEY: str(index),
                                          naming.ANNOTATION_CLAIMED_AT: f"{now:.3f}"}},
             "spec": {"activeDeadlineSeconds": deadline}}
+
+
+def tightened_deadline(active_deadline_seconds: int | None, own_deadline_at: float | None, now: float,
+                       episode_seconds: int) -> int | None:
+    """The lower ``activeDeadlineSeconds`` that ends a pod just handed its episode (at ``now``)
+    ``episode_seconds`` + HANDED_OVER_SLACK_SECONDS later, or None when its deadline is no later
+    than that (the API lets a deadline be lowered, never raised): the time a hand-over waited is
+    not the agent's to spend."""
+    if active_deadline_seconds is None or own_deadline_at is None:
+        return None
+    surplus = int(own_deadline_at - now - episode_seconds - HANDED_OVER_SLACK_SECONDS)
+    return active_deadline_seconds - surplus if surplus > 0 and active_deadline_seconds - surplus >= 1 else None
 
 
 def is_warm(pod: Mapping) -> bool:

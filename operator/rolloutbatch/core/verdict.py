@@ -163,6 +163,8 @@ def pod_facts(pod: Mapping) -> PodFacts:
         owner_uid=controller_uid(meta), unschedulable=_unschedulable(conditions.get("PodScheduled") or {}),
         scheduling_gates=_gates(spec), containers_reported=bool(statuses or inits),
         delete_requested_at=_delete_requested_at(meta), own_deadline_at=_own_deadline_at(spec, status),
+        active_deadline_seconds=spec.get("activeDeadlineSeconds") if type(spec.get("activeDeadlineSeconds")) is int
+        else None,
         pooled=_annotation(meta, POOLED_ANNOTATION) == "true",
         container_started=episode.get("started") is True,
         delivered_at=_float(_annotation(meta, ANNOTATION_DELIVERED_AT)),

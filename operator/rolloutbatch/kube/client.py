@@ -133,6 +133,15 @@ class Api:
                                     limit_bytes=pod_exec.LIMIT_BYTES if limit_bytes is None else limit_bytes,
                                     on_output=on_output)
 
+    async def attach_to_pod(self, namespace: str, pod: str, container: str, data: bytes, *, ack: bytes,
+                            timeout: float, hello: tuple[bytes, bytes] | None = None) -> None:
+        """Write ``data`` to a container's stdin and wait for ``ack`` on its stdout (pods/attach,
+        ``kube.pod_attach``); a coroutine, as exec_in_pod."""
+        from rolloutbatch.kube import pod_attach, pod_exec   # deferred: only the operator attaches
+        if self._exec is None:
+            self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
+        await pod_attach.deliver(self._exec, namespace, pod, container, data, ack=ack, timeout=timeout, hello=hello)
+
     def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> requests.Response:
         """A streamed GET (logs, watches); ``timeout`` overrides the client's default."""
         return self.request("GET", path, what, params=params, stream=True, timeout=timeout or self._http.timeout)

@@ -56,10 +56,11 @@ Credentials that cannot be carried by an aiohttp session (exec plugins, auth pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -80,6 +81,7 @@ MAX_STATUS = 64 * 1024     # a status bigger than this is not the API server's
 USER_AGENT = "rolloutbatch-operator"
 STREAMS = {1: "stdout", 2: "stderr"}
 OnOutput = Callable[[str, bytes], None]
+Connect = Callable[[str, list], Awaitable[tuple[aiohttp.ClientWebSocketResponse, str]]]
 # Client middlewares came with aiohttp 3.12 (the operator's kopf needs 3.14); an older aiohttp
 # only loses the API's message from a refused upgrade, not the mapping of its status.
 _MIDDLEWARES = "middlewares" in inspect.signature(aiohttp.ClientSession).parameters
@@ -232,6 +234,20 @@ class PodExec:
         what = f"exec in pod {namespace}/{pod}" + (f" container {container}" if container else "")
         if not command:
             raise ValueError("exec needs a command")
+        async with self.connection(what) as connect:
+            try:
+                return await asyncio.wait_for(
+                    self._exchange(connect, namespace, pod, container, command, stdin,
+                                   _Output(limit_bytes, on_output), what), timeout)
+            except asyncio.TimeoutError:
+                raise TimedOut(f"{what}: no exit status within {timeout:g}s (the command may still be running "
+                               "in the container)") from None
+
+    @contextlib.asynccontextmanager
+    async def connection(self, what: str) -> AsyncIterator[Connect]:
+        """One call's session: yields ``connect(path, params)`` -> (the upgraded WebSocket, its
+        protocol), refusals mapped to ``KubeError``s. Closing it aborts what is still open (a
+        timed-out call's connection) without a close handshake."""
         refused: dict[str, Any] = {}
         try:
             self._check(what)
@@ -244,32 +260,29 @@ class PodExec:
         except (pykube.exceptions.PyKubeError, OSError, ssl.SSLError, KeyError, ValueError) as exc:
             # pykube reads the files a kubeconfig names when its user is first read: one gone since
             raise ConfigError(f"{what}: the kubeconfig's credentials are unusable: {exc}") from None
+
+        async def connect(path: str, params: list[tuple[str, str]]) -> tuple[aiohttp.ClientWebSocketResponse, str]:
+            try:
+                ws = await session.ws_connect(self.base + path, protocols=PROTOCOLS, params=params, headers=headers)
+            except aiohttp.WSServerHandshakeError as exc:
+                raise _refusal(exc, refused.get("body", b""), what) from None
+            except (aiohttp.ClientError, OSError) as exc:
+                raise Unavailable(f"{what}: {exc!r}") from exc
+            protocol = ws.protocol or ""
+            if protocol not in PROTOCOLS:
+                raise KubeError(f"{what}: the API server offers none of the channel protocols "
+                                f"{', '.join(PROTOCOLS)} (answered {protocol or 'none'})")
+            return ws, protocol
+
         try:
-            return await asyncio.wait_for(
-                self._exchange(session, namespace, pod, container, command, stdin, headers,
-                               _Output(limit_bytes, on_output), what, refused), timeout)
-        except asyncio.TimeoutError:
-            raise TimedOut(f"{what}: no exit status within {timeout:g}s (the command may still be running in "
-                           "the container)") from None
+            yield connect
         finally:
-            # Aborts what is still open (a timed-out call's connection) without a close handshake.
             await session.close()
 
-    async def _exchange(self, session: aiohttp.ClientSession, namespace: str, pod: str, container: str | None,
-                        command: Sequence[str], stdin: bytes, headers: dict, output: _Output, what: str,
-                        refused: dict[str, Any]) -> ExecResult:
-        try:
-            ws = await session.ws_connect(self.base + exec_path(namespace, pod), protocols=PROTOCOLS,
-                                          params=exec_query(command, container, bool(stdin)), headers=headers)
-        except aiohttp.WSServerHandshakeError as exc:
-            raise _refusal(exc, refused.get("body", b""), what) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise Unavailable(f"{what}: {exc!r}") from exc
-        protocol = ws.protocol or ""
-        if protocol not in PROTOCOLS:
-            raise KubeError(f"{what}: the API server offers none of the exec protocols {', '.join(PROTOCOLS)} "
-                            f"(answered {protocol or 'none'})")
-        sender = asyncio.ensure_future(_send(ws, stdin_frames(stdin, protocol))) if stdin else None
+    async def _exchange(self, connect: Connect, namespace: str, pod: str, container: str | None,
+                        command: Sequence[str], stdin: bytes, output: _Output, what: str) -> ExecResult:
+        ws, protocol = await connect(exec_path(namespace, pod), exec_query(command, container, bool(stdin)))
+        sender = asyncio.ensure_future(send_frames(ws, stdin_frames(stdin, protocol))) if stdin else None
         try:
             while True:
                 message = await ws.receive()
@@ -294,7 +307,7 @@ class PodExec:
         return output.result(protocol)
 
 
-async def _send(ws: aiohttp.ClientWebSocketResponse, frames: list[bytes]) -> None:
+async def send_frames(ws: aiohttp.ClientWebSocketResponse, frames: list[bytes]) -> None:
     for message in frames:
         await ws.send_bytes(message)
 

@@ -122,10 +122,16 @@ class PoolStorage:
     async def claim_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
         return await self._run(_claim, namespace, name, patch)
 
-    async def annotate_pod(self, namespace: str, name: str, annotations: dict) -> None:
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict,
+                           active_deadline_seconds: int | None = None) -> None:
+        """Annotations on a pod, and a lower ``activeDeadlineSeconds`` in the same patch when given."""
+        patch: dict = {"metadata": {"annotations": annotations}}
+        if active_deadline_seconds is not None:
+            patch["spec"] = {"activeDeadlineSeconds": active_deadline_seconds}
+
         def annotate(api: Any) -> None:
             try:
-                api.merge_patch(resources.object_path("Pod", name, namespace), {"metadata": {"annotations": annotations}},
+                api.merge_patch(resources.object_path("Pod", name, namespace), patch,
                                 f"annotate pod {namespace}/{name}")
             except NotFound:
                 pass

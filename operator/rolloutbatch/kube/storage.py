@@ -121,6 +121,13 @@ class Storage:
         return await self.api.exec_in_pod(namespace, pod, container, command, stdin=stdin, timeout=timeout,
                                           limit_bytes=limit_bytes)
 
+    async def attach_to_pod(self, namespace: str, pod: str, container: str, data: bytes, *, ack: bytes,
+                            timeout: float, hello: tuple[bytes, bytes] | None = None) -> None:
+        """Hand a container ``data`` on its stdin (``kube.pod_attach``), on the event loop as exec."""
+        if self._closed:
+            raise OwnerGone("the batch is being deleted: no more API calls for it")
+        await self.api.attach_to_pod(namespace, pod, container, data, ack=ack, timeout=timeout, hello=hello)
+
     async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
         return await self._run(resources.read_log, namespace, pod, container, limit_bytes)
 

@@ -7,7 +7,9 @@ indexes, and only the indexes without one are claimed.
 
 :class:`EpisodeDelivery` runs every round of the batch: each pod of the batch whose container
 has started (its startupProbe passed: prepared and waiting) and that was not yet handed its
-episode gets it through ``pods/exec``; then the pod is annotated with the time. A pod whose
+episode gets it on its stdin through ``pods/attach`` (core.pool_delivery: no process is started
+in the container for it, which an exec's was: the most of a claim's time); then the pod is
+annotated with the time. A pod whose
 delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
 With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
@@ -19,7 +21,7 @@ An eviction re-rolls an attempt, so it is kept for what the operator caused:
   may be the agent's doing (it controls its claim directory), so the pod's deadline ends it
   instead, which for a pod that never got its episode is not counted either (the cost: such a
   pod waits out its deadline before its retry);
-- the time left is checked once the exec has its slot, so an episode queued behind others is
+- the time left is checked once the hand-over has its slot, so an episode queued behind others is
   never handed less than its time;
 - an agent that ran past its own time (it can kill its watchdog) is handed its verifier all the
   same when that is late: what the pod's deadline then cuts short is the agent's failure.
@@ -51,8 +53,8 @@ from rolloutbatch.service import policy
 from rolloutbatch.service.context import owner_of_batch
 
 Emit = Callable[[str, str, str], None]
-DELIVERY_TIMEOUT = 20.0      # one exec; past it the pod is evicted
-MAX_DELIVERIES = 32          # execs in flight at once per batch
+DELIVERY_TIMEOUT = 20.0      # one hand-over; past it the pod is evicted
+MAX_DELIVERIES = 32          # hand-overs in flight at once per batch
 ANNOTATE_TRIES = 3
 
 
@@ -92,10 +94,13 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
 
 
 async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pools.PoolRef,
-                episode_seconds: int, template: str | None = None) -> tuple[int, int, list[dict]]:
+                episode_seconds: int, template: str | None = None,
+                on_claimed: Callable[[list[dict]], None] | None = None) -> tuple[int, int, list[dict]]:
     """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted,
     claimed): pods of the batch (claimed now or before), the indexes that wanted one, and the pods
-    claimed by this call as the API returned them."""
+    claimed by this call as the API returned them. ``on_claimed`` hears of each pod as soon as its
+    own claim is made: its hand-over need not wait for the others' (the claims go through a few
+    API threads, so the last of twenty came ~0.4 s after the first on this machine)."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
     taken = {int(i) for p in mine
@@ -106,13 +111,18 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     # hits: the batch's claimed pods (an earlier run's too), not the cold pods its Job made since
     hits = sum(1 for p in mine if naming.ANNOTATION_CLAIMED_AT in ((p.get("metadata") or {}).get("annotations") or {}))
     fresh: list[dict] = []
+
+    async def claim_one(index: int, pod: dict) -> dict | None:
+        live = await pool_storage.claim_pod(namespace, pod["metadata"]["name"],
+                                            pools.claim_patch(pod, ref, index, now, episode_seconds))
+        if live is not None and on_claimed is not None:
+            on_claimed([live])
+        return live
+
     while wanted and warm:
         pairs = list(zip(wanted, warm))
         warm = warm[len(pairs):]
-        claimed = await asyncio.gather(*(
-            pool_storage.claim_pod(namespace, pod["metadata"]["name"],
-                                   pools.claim_patch(pod, ref, index, now, episode_seconds))
-            for index, pod in pairs))
+        claimed = await asyncio.gather(*(claim_one(index, pod) for index, pod in pairs))
         done = {index for (index, _), live in zip(pairs, claimed) if live is not None}
         fresh += [live for live in claimed if live is not None]
         hits += len(done)
@@ -123,16 +133,16 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
-    the pods claimed at once (their deliveries need not wait for the Job's adoption)."""
+    each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
+    adoption)."""
     scope.refuse(spec)
     pool, pool_spec = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
     episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
                                             spec.verifier.timeout_seconds if spec.verifier else None)
-    hits, wanted, fresh = await claim(pool_storage, ref, spec, pool, episode_seconds,
-                                      pools.template_digest(pool, pool_spec))
+    hits, wanted, _ = await claim(pool_storage, ref, spec, pool, episode_seconds,
+                                  pools.template_digest(pool, pool_spec), on_claimed=claimed)
     crash_point("pool:claimed")
-    claimed(fresh)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                            spec.active_deadline_seconds, episode_seconds, pool, pool_spec)
     try:
@@ -288,7 +298,7 @@ class EpisodeDelivery:
         key = (facts.uid, phase)
         try:
             try:
-                await self._exec(facts, phase)
+                await self._hand_over(facts, phase)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
@@ -303,9 +313,18 @@ class EpisodeDelivery:
             if phase == _AGENT_PHASE and self.observe is not None and self.spec.pool_name:
                 # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
                 self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
-            await self._annotate(facts, _ANNOTATIONS[phase], now)
+            deadline = None
+            if phase == _AGENT_PHASE:   # the time the hand-over waited is not the agent's
+                deadline = pools.tightened_deadline(facts.active_deadline_seconds, facts.own_deadline_at, now,
+                                                    self._episode_seconds())
+            await self._annotate(facts, _ANNOTATIONS[phase], now, deadline)
         finally:
             self._in_flight.discard(key)
+
+    def _episode_seconds(self) -> int:
+        spec = self.spec
+        return pools.episode_seconds(spec.episode_timeout_seconds,
+                                     spec.verifier.timeout_seconds if spec.verifier else None)
 
     def maybe_handed_over(self, facts: PodFacts) -> bool:
         return pool_delivery.maybe_handed_over(facts, self._since)
@@ -315,7 +334,7 @@ class EpisodeDelivery:
 
     def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
         """Why the phase can no longer have its whole time before the pod's deadline (set at the
-        claim), or None. Handed over late (its exec queued behind others), the phase would be cut
+        claim), or None. Handed over late (queued behind others), the phase would be cut
         short by the kubelet and read as the episode's own failure; the pod is evicted instead: an
         infrastructure retry of the index (a pod an earlier operator may have served is left to
         its deadline instead: :meth:`maybe_handed_over`). Not when the agent made it late
@@ -326,8 +345,7 @@ class EpisodeDelivery:
         if phase == _VERIFIER_PHASE and self.agent_overran(facts):
             return None
         if phase == _AGENT_PHASE:
-            need = pools.episode_seconds(spec.episode_timeout_seconds,
-                                         spec.verifier.timeout_seconds if spec.verifier else None)
+            need = self._episode_seconds()
         else:
             assert spec.verifier is not None
             need = spec.verifier.timeout_seconds + launchers.VERIFIER_SLACK_SECONDS
@@ -347,27 +365,27 @@ class EpisodeDelivery:
         return pool_delivery.episode_script(self.verification(facts.index, await self._input(facts.index)),
                                             naming.VERIFIER_CLAIM_MOUNT_PATH)
 
-    async def _exec(self, facts: PodFacts, phase: str) -> None:
+    async def _hand_over(self, facts: PodFacts, phase: str) -> None:
+        """The phase's script on the container's stdin (pods/attach); returns once its launcher
+        said it read the whole of it (core.pool_delivery.RECEIVED)."""
         script = await self._script(facts, phase)
-        container, claim_dir = _TARGETS[phase] if self.spec.verifier is not None else (
-            naming.CONTAINER_NAME, naming.CLAIM_MOUNT_PATH)
+        container = _CONTAINERS[phase] if self.spec.verifier is not None else naming.CONTAINER_NAME
         async with self._slots:
             late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
             if late:
                 raise RuntimeError(late)
-            result = await self.storage.exec_in_pod(facts.namespace, facts.name, container,
-                                                    pool_delivery.delivery_command(len(script), claim_dir),
-                                                    stdin=script, timeout=DELIVERY_TIMEOUT)
-        if result.exit_code != 0:
-            raise RuntimeError(f"the delivery exited {result.exit_code}: "
-                               f"{result.stderr[-300:].decode(errors='replace')}")
+            await self.storage.attach_to_pod(facts.namespace, facts.name, container, pool_delivery.delivery(script),
+                                             ack=pool_delivery.RECEIVED.encode(), timeout=DELIVERY_TIMEOUT,
+                                             hello=_HELLO)
 
-    async def _annotate(self, facts: PodFacts, annotation: str, now: float) -> None:
-        """The delivery's time on the pod (its record across a restart). The phase runs already:
-        a failure here is retried, never a reason to evict it (a repeated delivery is a no-op)."""
+    async def _annotate(self, facts: PodFacts, annotation: str, now: float, deadline: int | None = None) -> None:
+        """The delivery's time on the pod (its record across a restart), with its deadline lowered to
+        the phase's time from now when given. The phase runs already: a failure here is retried,
+        never a reason to evict it (a repeated delivery is a no-op)."""
         for attempt in range(ANNOTATE_TRIES):
             try:
-                await self.pool_storage.annotate_pod(facts.namespace, facts.name, {annotation: f"{now:.3f}"})
+                await self.pool_storage.annotate_pod(facts.namespace, facts.name, {annotation: f"{now:.3f}"},
+                                                     active_deadline_seconds=deadline)
                 return
             except KubeError as exc:
                 self.log.warning("Annotating pod %s as delivered failed (%s)", facts.name, exc)
@@ -401,8 +419,8 @@ class EpisodeDelivery:
 
 # The two phases a pool's pod is handed, where each goes, and the annotation that records it.
 _AGENT_PHASE, _VERIFIER_PHASE = "agent", "verifier"
-_TARGETS = {_AGENT_PHASE: (naming.AGENT_CONTAINER, naming.CLAIM_MOUNT_PATH),
-            _VERIFIER_PHASE: (naming.VERIFIER_CONTAINER, naming.VERIFIER_CLAIM_MOUNT_PATH)}
+_HELLO = (pool_delivery.PING.encode() + b"\n", pool_delivery.PONG.encode())
+_CONTAINERS = {_AGENT_PHASE: naming.AGENT_CONTAINER, _VERIFIER_PHASE: naming.VERIFIER_CONTAINER}
 _ANNOTATIONS = {_AGENT_PHASE: naming.ANNOTATION_DELIVERED_AT,
                 _VERIFIER_PHASE: naming.ANNOTATION_VERIFIER_DELIVERED_AT}
 

@@ -1,6 +1,7 @@
 """The pool's launcher run by a real /bin/sh, for the unit tests of core.pool_delivery: each in a
 process group of its own, every group killed when its test ends (a launcher left waiting on its
-FIFO, and the `read` child it waits for, would outlive the test run)."""
+stdin, and the reader it waits for, would outlive the test run). Its stdin is a pipe, which
+:func:`hand_over` writes and closes, as the operator's attach and the pod's ``stdinOnce`` do."""
 from __future__ import annotations
 
 import os
@@ -13,17 +14,36 @@ import pytest
 from rolloutbatch.core import naming, pool_delivery
 
 _STARTED: list[subprocess.Popen] = []
+_BY_CLAIM: dict[str, subprocess.Popen] = {}   # claim directory -> the launcher waiting in it
 
 
 def start_launcher(tmp_path, prepare: list[str] | None = None, **popen) -> subprocess.Popen:
     script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
-    return _start(["/bin/sh", "-c", script, "warm", *(prepare or [])], tmp_path, **popen)
+    return _start(["/bin/sh", "-c", script, "warm", *(prepare or [])], tmp_path, tmp_path, **popen)
 
 
-def _start(argv: list[str], cwd, **popen) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True, **popen)
+def _start(argv: list[str], cwd, claim, **popen) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdin=subprocess.PIPE, **popen)
     _STARTED.append(proc)
+    _BY_CLAIM[str(claim)] = proc
     return proc
+
+
+def hand_over(claim, script: bytes, cut: int | None = None) -> bool:
+    """What the operator's attach does to the launcher waiting in ``claim``: the delivery
+    (core.pool_delivery.delivery) on its stdin, which then ends (stdinOnce: the attach is over).
+    ``cut``: only that many bytes arrive (a dropped connection). False when its stdin was closed
+    already (a second attach writes to nothing)."""
+    stdin = _BY_CLAIM[str(claim)].stdin
+    if stdin.closed:
+        return False
+    data = pool_delivery.delivery(script)
+    try:
+        stdin.write(data if cut is None else data[:cut])
+        stdin.close()
+    except BrokenPipeError:   # it ended already
+        return False
+    return True
 
 
 def has_pid_namespaces() -> bool:
@@ -33,16 +53,17 @@ def has_pid_namespaces() -> bool:
         ["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode == 0
 
 
-def start_phase_launcher(script: str, tmp_path, message_file, **popen) -> subprocess.Popen:
-    """A launcher with a verifier phase (core.pool_delivery), as PID 1 of a PID namespace of its
-    own, as a container's; its termination message written to ``message_file``."""
+def start_phase_launcher(script: str, tmp_path, message_file, claim, **popen) -> subprocess.Popen:
+    """A launcher with a verifier phase (core.pool_delivery), waiting in ``claim``, as PID 1 of a
+    PID namespace of its own, as a container's; its termination message written to ``message_file``."""
     text = script.replace("$$", "$").replace(naming.TERMINATION_MESSAGE_PATH, str(message_file))
-    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", text, "phase"], tmp_path, **popen)
+    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", text, "phase"], tmp_path, claim, **popen)
 
 
 @pytest.fixture(autouse=True)
 def reap_launchers():
     yield
+    _BY_CLAIM.clear()
     while _STARTED:
         proc = _STARTED.pop()
         try:
@@ -50,3 +71,5 @@ def reap_launchers():
         except ProcessLookupError:
             pass
         proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()

@@ -18,7 +18,7 @@ from rolloutbatch.core import naming, pool_census, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
-from tests.unit.core.pool_shell import reap_launchers, start_launcher  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher  # noqa: F401 (the fixture)
 
 POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 BATCH = BatchRef(namespace="team", name="b1", uid="fedcba98-7654-3210", generation=1)
@@ -204,12 +204,6 @@ def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
     return start_launcher(tmp_path, prepare)
 
 
-def _deliver(tmp_path, script: bytes) -> int:
-    command = pool_delivery.delivery_command(len(script))
-    command[2] = command[2].replace(naming.CLAIM_MOUNT_PATH, str(tmp_path))
-    return subprocess.run(command, input=script, timeout=10).returncode
-
-
 def _wait_for(path, seconds: float = 5.0) -> None:
     import time
     end = time.monotonic() + seconds
@@ -223,17 +217,18 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
     _wait_for(tmp_path / "warm")
     assert proc.poll() is None   # warm: waiting, holding no episode
     script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 7")))
-    assert _deliver(tmp_path, script) == 0
+    assert hand_over(tmp_path, script)
     assert proc.wait(timeout=10) == 7
-    # a second delivery (after a restart) writes nothing and does not block
-    assert _deliver(tmp_path, b"exit 99\n") == 0
+    # a second delivery (after a restart) writes nothing: stdinOnce closed the launcher's stdin
+    assert not hand_over(tmp_path, b"exit 99\n")
     assert (tmp_path / "episode.sh").read_bytes() == script
 
 
 def test_an_agents_own_not_delivered_code_reads_as_one(tmp_path) -> None:
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    _deliver(tmp_path, pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
+    hand_over(tmp_path, pool_delivery.episode_script(
+        pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
     assert proc.wait(timeout=10) == 1
 
 
@@ -259,3 +254,21 @@ def test_only_a_pool_pods_claim_moves_its_episodes_clock() -> None:
     assert pod_facts({"metadata": pooled}).created == 1796256100.5
     bad = dict(pooled, annotations={**pooled["annotations"], naming.ANNOTATION_CLAIMED_AT: "inf"})
     assert pod_facts({"metadata": bad}).created == 1796256000.0           # non-finite: the creation
+
+
+# -- the deadline once the episode is handed over ------------------------------------------------------
+def test_a_handed_over_pods_deadline_is_lowered_to_its_episodes_time_from_then() -> None:
+    start, ads = 1000.0, 250
+    # handed over 40 s after its start: it ends 100 s + the slack after that
+    assert pools.tightened_deadline(ads, start + ads, start + 40, 100) == 40 + 100 + pools.HANDED_OVER_SLACK_SECONDS
+    assert pools.tightened_deadline(ads, start + ads, start + 140, 100) is None    # no later than that already
+    assert pools.tightened_deadline(None, None, start, 100) is None                 # no deadline known
+
+
+@given(ads=st.integers(1, 100_000), started=st.floats(0, 1e6), waited=st.floats(0, 1e5), seconds=st.integers(1, 90_000))
+def test_a_lowered_deadline_is_lower_and_never_short_of_the_episodes_time(ads, started, waited, seconds) -> None:
+    now = started + waited
+    lowered = pools.tightened_deadline(ads, started + ads, now, seconds)
+    if lowered is not None:
+        assert 1 <= lowered < ads
+        assert started + lowered >= now + seconds + pools.HANDED_OVER_SLACK_SECONDS - 1

@@ -11,24 +11,20 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from rolloutbatch.core import naming, pool_delivery
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 from rolloutbatch.service import pool_claims
-from tests.unit.core.pool_shell import reap_launchers, start_launcher  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher  # noqa: F401 (the fixture)
 
 BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
 
 
 def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
     return start_launcher(tmp_path, prepare, env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL)
-
-
-def _delivery(tmp_path, size: int) -> list[str]:
-    command = pool_delivery.delivery_command(size)
-    command[2] = command[2].replace(naming.CLAIM_MOUNT_PATH, str(tmp_path))
-    return command
 
 
 def _wait_for(path, seconds: float = 5.0) -> None:
@@ -66,11 +62,11 @@ def _cut_script(tmp_path, where: str) -> tuple[bytes, int]:
 
 
 def test_a_delivery_cut_short_never_runs_as_an_episode(tmp_path) -> None:
-    """delivery_command promises "written aside, then renamed, so the launcher never reads half a
-    script"; but `head -c N` exits 0 on a short stdin, so a cut-off script is renamed into place and
-    the FIFO signalled. The launcher then exits 2 (a syntax error in a sourced file is fatal to sh)
-    or re-runs the *prepare* command as the episode ("$@" was never reset) and exits 0: either way a
-    pod that never got its episode ends as a graded one (NonZeroExit / NoReadyEvent, the agent's)."""
+    """A stdin that ends early (the operator died mid-attach, the connection dropped): `head -c N`
+    exits 0 on a short stdin, so the launcher must count what it read. Were a cut-off script sourced,
+    it would exit 2 (a syntax error in a sourced file is fatal to sh) or re-run the *prepare*
+    command as the episode ("$@" never reset) and exit 0: a pod that never got its episode ending
+    as a graded one (NonZeroExit / NoReadyEvent, the agent's)."""
     results = {}
     for where in ("inside a quoted value", "at a line boundary"):
         claim = tmp_path / where.replace(" ", "-")
@@ -78,7 +74,7 @@ def test_a_delivery_cut_short_never_runs_as_an_episode(tmp_path) -> None:
         proc = _launcher(claim, ["/bin/sh", "-c", "exit 0"])
         _wait_for(claim / "warm")
         script, cut = _cut_script(claim, where)
-        subprocess.run(_delivery(claim, len(script)), input=script[:cut], timeout=10)
+        hand_over(claim, script, cut=len(pool_delivery.delivery(script)) - len(script) + cut)
         results[where] = _exit_or_none(proc)
     # still waiting (a later delivery can complete it), or says "never delivered": never 0 or 2
     assert all(code in (None, NOT_DELIVERED_EXIT) for code in results.values()), results
@@ -117,7 +113,7 @@ def test_an_env_name_the_spec_accepts_reaches_a_pooled_episode(tmp_path) -> None
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
     script = pool_delivery.episode_script(episode)
-    subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
+    hand_over(tmp_path, script)
     assert _exit_or_none(proc) == 0
 
 
@@ -133,7 +129,7 @@ def test_an_env_value_with_a_nul_is_refused_or_arrives_intact(tmp_path) -> None:
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
     script = pool_delivery.episode_script(episode)
-    subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
+    hand_over(tmp_path, script)
     code = _exit_or_none(proc)
     assert code == 0 and (tmp_path / "seen").read_bytes() == b"a\0b"
 
@@ -145,5 +141,47 @@ def test_a_command_that_is_a_shell_builtin_cannot_pass_for_not_delivered(tmp_pat
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
     script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("exec", "/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}")))
-    subprocess.run(_delivery(tmp_path, len(script)), input=script, timeout=10)
+    hand_over(tmp_path, script)
     assert _exit_or_none(proc) not in (None, NOT_DELIVERED_EXIT)   # env finds no program `exec`: 127
+
+
+@pytest.mark.parametrize("stdin", [b"", b"x\nexit 0\n", b"-1\n", b"99999\nexit 0\n", b"7e0\nexit 0\n"],
+                         ids=["nothing", "no number", "negative", "longer than what came", "not only digits"])
+def test_a_delivery_without_a_whole_script_of_its_stated_length_never_runs(tmp_path, stdin) -> None:
+    proc = _launcher(tmp_path, ["/bin/sh", "-c", "exit 0"])
+    _wait_for(tmp_path / "warm")
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    assert _exit_or_none(proc) == NOT_DELIVERED_EXIT
+
+
+def test_the_launcher_says_it_received_before_the_agent_runs_and_the_agent_reads_no_more_stdin(tmp_path) -> None:
+    """The operator's attach waits for RECEIVED: it must come before any byte the agent writes (or an
+    agent could print it early: it cannot, it has not run yet), and what follows the script on the
+    stdin (a second attach's bytes) never reaches the agent: its stdin is /dev/null."""
+    proc = start_launcher(tmp_path, env={"PATH": os.environ["PATH"]}, stdout=subprocess.PIPE)
+    _wait_for(tmp_path / "warm")
+    script = pool_delivery.episode_script(pool_delivery.Episode(
+        "b", 0, 1, ("/bin/sh", "-c", "echo agent; wc -c; echo done")))
+    proc.stdin.write(pool_delivery.delivery(script) + b"more bytes for the agent?\n" * 100)
+    proc.stdin.close()
+    out = proc.stdout.read()
+    assert proc.wait(timeout=10) == 0
+    assert out.decode().split() == [*pool_delivery.RECEIVED.split(), "agent", "0", "done"]
+
+
+def test_pings_are_answered_until_the_script_comes_and_are_no_part_of_it(tmp_path) -> None:
+    """The operator pings until a PONG proves the container's stdout reaches its attach; the
+    pings never reach the script, and a ping after the length is script, not a ping."""
+    proc = start_launcher(tmp_path, env={"PATH": os.environ["PATH"]}, stdout=subprocess.PIPE)
+    _wait_for(tmp_path / "warm")
+    ping = pool_delivery.PING.encode() + b"\n"
+    proc.stdin.write(ping * 3)
+    proc.stdin.flush()
+    assert [proc.stdout.readline() for _ in range(3)] == [pool_delivery.PONG.encode() + b"\n"] * 3
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 4")))
+    proc.stdin.write(pool_delivery.delivery(script) + ping)
+    proc.stdin.close()
+    assert proc.stdout.readline().decode().strip() == pool_delivery.RECEIVED
+    assert proc.wait(timeout=10) == 4
+    assert (tmp_path / "episode.sh").read_bytes() == script

@@ -19,7 +19,7 @@ from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import is_infrastructure_failure, never_delivered, pod_facts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
-from tests.unit.core.pool_shell import has_pid_namespaces, reap_launchers, start_phase_launcher  # noqa: F401
+from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401
 
 POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 SPEC = {"size": 2, "task": {"files": {"episode.py": "print(1)"}}}
@@ -144,16 +144,11 @@ def _wait_for(path, seconds: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _deliver(claim, script: bytes) -> int:
-    command = pool_delivery.delivery_command(len(script), str(claim))
-    return subprocess.run(command, input=script, timeout=10).returncode
-
-
 def _agent(tmp_path):
     claim, message = tmp_path / "claim", tmp_path / "agent-message"
     claim.mkdir()
     message.write_text("")
-    proc = start_phase_launcher(pool_delivery.launcher(str(claim), 5, verified=True), tmp_path, message)
+    proc = start_phase_launcher(pool_delivery.launcher(str(claim), 5, verified=True), tmp_path, message, claim)
     _wait_for(claim / "warm")
     return proc, claim, message
 
@@ -167,7 +162,7 @@ def test_the_agent_phase_records_its_exit_and_ends_well(tmp_path) -> None:
     proc, claim, message = _agent(tmp_path)
     assert proc.poll() is None       # warm: waiting for its episode
     command = ("/bin/sh", "-c", 'printf \'{"event":"ready"}\\n\' > "$0"; sleep 300 & exit 3', str(message))
-    assert _deliver(claim, _episode(command)) == 0
+    assert hand_over(claim, _episode(command))
     assert proc.wait(timeout=20) == 0
     own, record = split_agent_record(message.read_text())
     assert record is not None and (record["exit_code"], record["timed_out"]) == (3, False)
@@ -178,7 +173,7 @@ def test_the_agent_phase_records_its_exit_and_ends_well(tmp_path) -> None:
 def test_the_agent_phase_is_stopped_at_the_time_it_was_handed(tmp_path) -> None:
     proc, claim, message = _agent(tmp_path)
     started = time.monotonic()
-    assert _deliver(claim, _episode(("sleep", "300"), timeout=1)) == 0
+    assert hand_over(claim, _episode(("sleep", "300"), timeout=1))
     assert proc.wait(timeout=20) == 0 and time.monotonic() - started < 10
     assert split_agent_record(message.read_text())[1]["timed_out"] is True
 
@@ -187,7 +182,7 @@ def _verifier(tmp_path):
     claim, files, message = tmp_path / "vclaim", tmp_path / "files", tmp_path / "verifier-message"
     claim.mkdir()
     files.mkdir()
-    proc = start_phase_launcher(pool_delivery.verifier_launcher(str(claim)), tmp_path, message)
+    proc = start_phase_launcher(pool_delivery.verifier_launcher(str(claim)), tmp_path, message, claim)
     _wait_for(claim / "warm")
     return proc, claim, files, message
 
@@ -205,7 +200,7 @@ def test_the_verifier_phase_runs_with_its_files_env_and_input(tmp_path) -> None:
     assert not any(files.iterdir())            # nothing of the verifier is in the pod before its phase
     verify = ('printf \'{"event":"reward","reward":1,"index":%s,"grade":"%s","input":%s}\\n\' '
               f'"$EPISODE_INDEX" "$GRADE" "$(cat "$EPISODE_INPUT")" > {message}')
-    assert _deliver(claim, _verification(files, ("/bin/sh", str(files / "verify.sh")), verify=verify)) == 0
+    assert hand_over(claim, _verification(files, ("/bin/sh", str(files / "verify.sh")), verify=verify))
     assert proc.wait(timeout=20) == 0
     assert json.loads(message.read_text()) == {"event": "reward", "reward": 1, "index": 2, "grade": "strict",
                                                "input": {"q": 1}}
@@ -216,7 +211,7 @@ def test_the_verifier_phase_runs_with_its_files_env_and_input(tmp_path) -> None:
 @pytest.mark.parametrize("exit_code, reported", [(0, 0), (3, 3), (NOT_DELIVERED_EXIT, 1)])
 def test_the_verifiers_exit_code_is_its_own_but_never_not_delivered(tmp_path, exit_code, reported) -> None:
     proc, claim, files, _ = _verifier(tmp_path)
-    _deliver(claim, _verification(files, ("/bin/sh", "-c", f"exit {exit_code}")))
+    hand_over(claim, _verification(files, ("/bin/sh", "-c", f"exit {exit_code}")))
     assert proc.wait(timeout=20) == reported
 
 
@@ -224,14 +219,14 @@ def test_the_verifiers_exit_code_is_its_own_but_never_not_delivered(tmp_path, ex
 def test_a_hanging_verifier_is_stopped_at_its_timeout(tmp_path) -> None:
     proc, claim, files, _ = _verifier(tmp_path)
     started = time.monotonic()
-    _deliver(claim, _verification(files, ("/bin/sh", "-c", "setsid sleep 300 & sleep 300"), timeout=1))
+    hand_over(claim, _verification(files, ("/bin/sh", "-c", "setsid sleep 300 & sleep 300"), timeout=1))
     assert proc.wait(timeout=20) == v.VERIFIER_TIMEOUT_EXIT and time.monotonic() - started < 10
 
 
 @needs_pid_namespace
 def test_a_verifier_told_its_agent_never_ran_grades_nothing(tmp_path) -> None:
     proc, claim, _, message = _verifier(tmp_path)
-    _deliver(claim, pool_delivery.ABORT_SCRIPT)
+    hand_over(claim, pool_delivery.ABORT_SCRIPT)
     assert proc.wait(timeout=20) == NOT_DELIVERED_EXIT
     assert not message.exists()
 
@@ -298,7 +293,7 @@ def test_hostile_files_and_env_reach_the_verifier_verbatim(tmp_path) -> None:
     script = pool_delivery.episode_script(pool_delivery.Episode(
         "b", 0, 1, dump, env=env, timeout_seconds=10, files=file_items, files_dir=str(files),
         input_json=json.dumps({"q": HOSTILE})), str(claim))
-    assert _deliver(claim, script) == 0
+    assert hand_over(claim, script)
     assert proc.wait(timeout=20) == 0
     got = json.loads(message.read_text())
     assert all(got[name] == value for name, value in env)
@@ -314,7 +309,7 @@ def test_an_agent_that_kills_its_watchdog_is_still_recorded_as_timed_out(tmp_pat
     kill_watchdog = ('sleep 0.5; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
                      'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
                      'sleep 5; exit 0')
-    assert _deliver(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2)) == 0
+    assert hand_over(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2))
     assert proc.wait(timeout=30) == 0       # 3 s past its time: within the slack, graded
     record = split_agent_record(message.read_text())[1]
     assert record is not None and record["timed_out"] is True, record
@@ -329,7 +324,7 @@ def test_an_agent_that_outlives_its_watchdog_past_the_slack_fails_its_container(
     kill_watchdog = ('sleep 0.5; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
                      'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
                      'sleep 8; exit 0')   # 2 s of time, 6.5 s past it (the slack is 5)
-    assert _deliver(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2)) == 0
+    assert hand_over(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2))
     assert proc.wait(timeout=30) == AGENT_OVERRAN_EXIT
     record = split_agent_record(message.read_text())[1]
     assert record is not None and record["timed_out"] is True, record
@@ -344,7 +339,7 @@ def test_a_verifier_phase_whose_files_cannot_be_written_is_the_verifiers_failure
     script = pool_delivery.episode_script(pool_delivery.Episode(
         "b", 0, 1, ("true",), timeout_seconds=5, files=(("verify.py", "x"),), files_dir=str(files / "gone"),
         write_failed_exit=1), str(claim))
-    assert _deliver(claim, script) == 0
+    assert hand_over(claim, script)
     assert proc.wait(timeout=20) == 1
 
 

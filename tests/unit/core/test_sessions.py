@@ -19,7 +19,7 @@ from rolloutbatch.core.model import AgentFacts
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import judge_verified
 from tests.unit.core import test_verifier_core as vc
-from tests.unit.core.pool_shell import has_pid_namespaces, reap_launchers, start_phase_launcher  # noqa: F401
+from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401
 
 needs_pid_namespace = pytest.mark.skipif(not has_pid_namespaces(), reason="needs unshare -p (a PID namespace)")
 POD = "graded-x7k2p"
@@ -40,14 +40,13 @@ def _hold(tmp_path, timeout: int = 30):
     claim.mkdir(exist_ok=True)
     message.write_text("")
     with out.open("wb") as stdout:
-        proc = start_phase_launcher(pool_delivery.launcher(str(claim), 5, verified=True), tmp_path, message,
+        proc = start_phase_launcher(pool_delivery.launcher(str(claim), 5, verified=True), tmp_path, message, claim,
                                     env={**os.environ, "EPISODE_ID": POD}, stdout=stdout)
     _wait_for((claim / "warm").exists)
     claimed = time.time()
     script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, tuple(sessions.hold_command(str(claim))),
                                                                 timeout_seconds=timeout))
-    delivered = subprocess.run(pool_delivery.delivery_command(len(script), str(claim)), input=script, timeout=10)
-    assert delivered.returncode == 0
+    assert hand_over(claim, script)
     return proc, claim, message, out, claimed
 
 
@@ -69,9 +68,11 @@ def _verdict(out, message, claimed: float):
 def test_the_hold_prints_its_ready_event_and_ends_on_a_line(tmp_path) -> None:
     proc, claim, message, out, claimed = _hold(tmp_path)
     _wait_for((claim / sessions.END_FIFO).is_fifo)
-    _wait_for(lambda: out.read_bytes().endswith(b"\n"))
+    _wait_for(lambda: len(out.read_bytes().splitlines()) == 2 and out.read_bytes().endswith(b"\n"))
     assert proc.poll() is None                       # held: the trainer's turn
-    ready = parse_line(out.read_bytes().strip())
+    received, line = out.read_bytes().splitlines()   # the launcher's line, before anything the script runs
+    assert received.decode() == pool_delivery.RECEIVED
+    ready = parse_line(line)
     assert ready is not None and ready.kind == "ready" and ready.episode_id == POD
     assert claimed - 0.01 <= ready.at <= time.time()
 

@@ -84,11 +84,12 @@ class FakeServer:
         return ws
 
 
-async def serving(pki, scenario):
+async def serving(pki, scenario, fake=None, subresource: str = "exec"):
+    """``scenario(client, fake)`` against ``fake`` (a FakeServer) serving pods/<subresource> over TLS."""
     import ssl
-    fake = FakeServer()
+    fake = fake or FakeServer()
     app = web.Application()
-    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/exec", fake.exec)
+    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/" + subresource, getattr(fake, subresource))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(pki.apiserver_crt, pki.apiserver_key)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
@@ -167,7 +168,7 @@ def test_an_end_without_status_or_protocol_is_an_error(pki):
     async def scenario(ex, fake):
         with pytest.raises(Unavailable, match="before the command's exit status"):
             await ex.run("ns", "nostatus", None, ["true"], timeout=5)
-        with pytest.raises(KubeError, match="none of the exec protocols"):
+        with pytest.raises(KubeError, match="none of the channel protocols"):
             await ex.run("ns", "noprotocol", None, ["true"], timeout=5)
     asyncio.run(serving(pki, scenario))
 

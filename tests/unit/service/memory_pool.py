@@ -13,6 +13,7 @@ from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
@@ -99,6 +100,12 @@ async def delivery_round(api: MemoryApi, d: pool_claims.EpisodeDelivery, episode
         tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)
     d.round(tracker)
     await drain(d)
+
+
+def refuse(why: str) -> None:
+    """An attach handler's failure: the container ended (or its stdin was closed) before it said
+    it had read its phase, as kube.pod_attach reports it."""
+    raise Unavailable(f"the stream ended before the container confirmed its input ({why})")
 
 
 async def drain(d: pool_claims.EpisodeDelivery) -> None:

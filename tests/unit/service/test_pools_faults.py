@@ -14,7 +14,6 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
 from rolloutbatch.kube.errors import Invalid, Unavailable
-from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
@@ -139,14 +138,14 @@ def test_a_pool_whose_namespace_was_deleted_recovers(api, monkeypatch):
 
 # -- a pooled batch's side --------------------------------------------------------------------------------
 def test_a_failed_annotation_does_not_evict_a_pod_running_its_episode(api):
-    """_deliver evicts on any exception, including the delivered-at PATCH after a successful exec: a
+    """_deliver evicts on any exception, including the delivered-at PATCH after a successful hand-over: a
     transient 503 there throws away an episode that is already running (an infrastructure retry of
     the index: the first attempt's outcome is discarded, a re-sample the agent did not earn or lose)."""
     filled(api, 1)
     spec = batch_spec(episodes=1, parallelism=1)
     _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
     name = fresh[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
     api.fail("PATCH", "Pod", Unavailable("the server is currently unable to handle the request", status=503))
     events: list = []
     d = delivery(api, spec, events, [])

@@ -13,14 +13,13 @@ from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import pod_facts
-from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, claimed_indexes, delivery, delivery_round,
                                             drain, filled, live, make_pool, pod_names, reconciler, run, set_status,
-                                            warm)
+                                            refuse, warm)
 
 
 @pytest.fixture
@@ -241,8 +240,7 @@ def test_each_claimed_pod_is_handed_its_own_episode_once(api):
     scripts: dict[str, bytes] = {}
     for pod in fresh:
         name = pod["metadata"]["name"]
-        api.set_exec(POOL_NS, name, lambda command, stdin, name=name: (scripts.__setitem__(name, stdin),
-                                                                       ExecResult(0, b"", b"", {}))[1])
+        api.set_attach(POOL_NS, name, lambda container, stdin, name=name: scripts.__setitem__(name, stdin))
     events, observed = [], []
     d = delivery(api, spec, events, observed)
 
@@ -259,15 +257,35 @@ def test_each_claimed_pod_is_handed_its_own_episode_once(api):
         assert ('{"q":1}' if indexes[name] == "0" else '{"q":2}') in text
         delivered = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_DELIVERED_AT]
         assert float(delivered) > 0
-    assert len(api.execs) == 2                  # the round after found both delivered: no second exec
+    assert len(api.attaches) == 2                  # the round after found both delivered: no second hand-over
+    for pod in fresh:   # the claim's slack for the hand-over is gone once it is made
+        lowered = api.get_object("Pod", pod["metadata"]["name"], POOL_NS)["spec"]["activeDeadlineSeconds"]
+        claimed = pod["spec"]["activeDeadlineSeconds"]
+        assert claimed - pools.DELIVERY_SLACK_SECONDS + pools.HANDED_OVER_SLACK_SECONDS - 1 <= lowered < claimed
     assert [o[2] for o in observed] == [True, True]   # hits
+
+
+def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
+    """The hand-over of a pod claimed first does not wait for the last claim: each is reported once,
+    as the API returned it, when its patch is made (before claim() returns)."""
+    filled(api, 3)
+    spec = batch_spec(episodes=3, parallelism=3)
+    heard: list[str] = []
+
+    def on_claimed(pods: list[dict]) -> None:
+        assert len(pods) == 1 and pods[0]["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+        heard.append(pods[0]["metadata"]["name"])
+
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60,
+                                        on_claimed=on_claimed))
+    assert sorted(heard) == sorted(p["metadata"]["name"] for p in fresh) and len(heard) == 3
 
 
 def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     filled(api, 1)
     spec = batch_spec(episodes=1, parallelism=1)
     _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
-    api.set_exec(POOL_NS, fresh[0]["metadata"]["name"], lambda command, stdin: ExecResult(1, b"", b"no", {}))
+    api.set_attach(POOL_NS, fresh[0]["metadata"]["name"], lambda container, stdin: refuse("no"))
     events: list = []
     d = delivery(api, spec, events, [])
 
@@ -289,7 +307,7 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
     assert spec.command == ()
     _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
     seen: list[bytes] = []
-    api.set_exec(POOL_NS, None, lambda command, stdin: (seen.append(stdin), ExecResult(0, b"", b"", {}))[1])
+    api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
     d = delivery(api, spec, [], [])
 
     async def go() -> None:
@@ -314,7 +332,7 @@ def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_
     api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
                     {"spec": {"task": {"mountPath": "/moved"}}}, "edit")
     seen: list[bytes] = []
-    api.set_exec(POOL_NS, None, lambda command, stdin: (seen.append(stdin), ExecResult(0, b"", b"", {}))[1])
+    api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
     run(delivery_round(api, delivery(api, spec, [], []), 2))   # a new operator's delivery
     assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
 
@@ -337,7 +355,7 @@ def test_inputs_by_reference_are_copied_then_each_episode_is_handed_its_groups(a
     # the original may change mid-batch: the episodes read the copy
     api.merge_patch(f"/api/v1/namespaces/{NS}/configmaps/tasks", {"data": {"input-1.json": '{"q":"changed"}'}}, "user")
     scripts: list[bytes] = []
-    api.set_exec(POOL_NS, None, lambda command, stdin: (scripts.append(stdin), ExecResult(0, b"", b"", {}))[1])
+    api.set_attach(POOL_NS, None, lambda container, stdin: scripts.append(stdin))
     d = delivery(api, spec, [], [])
     assert run(_delivered_script(api, d, index=3)).find(b'{"q":"one"}') > 0
 

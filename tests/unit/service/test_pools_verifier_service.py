@@ -9,17 +9,16 @@ import time
 import pytest
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
-from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, delivery, delivery_round, filled, live,
-                                            run, set_status)
+                                            refuse, run, set_status)
 
 VERIFIER = {"files": {"verify.py": "print('grade')"}, "timeoutSeconds": 30, "env": [{"name": "GRADE", "value": "1"}]}
 
@@ -74,22 +73,21 @@ def test_the_agent_then_the_verifier_are_handed_their_phases_once_each(api):
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
     handed: list[tuple[str | None, bytes]] = []
-    api.set_exec(POOL_NS, name, lambda command, stdin: (handed.append((command[2], stdin)),
-                                                        ExecResult(0, b"", b"", {}))[1])
+    api.set_attach(POOL_NS, name, lambda container, stdin: handed.append((container, stdin)))
     d = delivery(api, spec, [], [])
     _round(api, d)
-    assert [e[2] for e in api.execs] == [naming.AGENT_CONTAINER]
+    assert [e[2] for e in api.attaches] == [naming.AGENT_CONTAINER]
     agent_script = handed[0][1].decode()
     assert "ROLLOUTBATCH_TIMEOUT=60" in agent_script and "verify.py" not in agent_script   # nothing of the verifier
-    assert naming.CLAIM_MOUNT_PATH in handed[0][0]
+    assert handed[0][0] == naming.AGENT_CONTAINER
     _round(api, d)                    # the agent still runs: nothing more
-    assert len(api.execs) == 1
+    assert len(api.attaches) == 1
     _agent_ended(api, name, 0)
     _round(api, d)
     _round(api, d)                    # handed once
-    assert [e[2] for e in api.execs] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
+    assert [e[2] for e in api.attaches] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
     verifier_script = handed[1][1].decode()
-    assert naming.VERIFIER_CLAIM_MOUNT_PATH in handed[1][0]
+    assert handed[1][0] == naming.VERIFIER_CONTAINER
     assert "ROLLOUTBATCH_TIMEOUT=30" in verifier_script and "/verifier/verify.py" in verifier_script
     assert " GRADE=1 " in verifier_script and verifier_script.rstrip().endswith("ROLLOUTBATCH_EPISODE=ready")
     annotations = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"]
@@ -101,19 +99,19 @@ def test_the_agent_then_the_verifier_are_handed_their_phases_once_each(api):
 def test_a_verifier_whose_agent_did_not_end_well_is_told_to_grade_nothing(api, agent_exit):
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
     d = delivery(api, spec, [], [])
     _agent_ended(api, name, agent_exit)
     _round(api, d)
-    to_verifier = [e for e in api.execs if e[2] == naming.VERIFIER_CONTAINER]
-    assert [e[4] for e in to_verifier] == [f"exit {v.NOT_DELIVERED_EXIT}\n".encode()]
+    to_verifier = [e for e in api.attaches if e[2] == naming.VERIFIER_CONTAINER]
+    assert [e[3] for e in to_verifier] == [pool_delivery.delivery(f"exit {v.NOT_DELIVERED_EXIT}\n".encode())]
 
 
 def test_a_verifier_phase_that_cannot_be_handed_over_evicts_the_pod(api):
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(1 if "verifier-claim" in command[2] else 0,
-                                                                  b"", b"full", {}))
+    api.set_attach(POOL_NS, name,
+                   lambda container, stdin: refuse("full") if container == naming.VERIFIER_CONTAINER else None)
     events: list = []
     d = delivery(api, spec, events, [])
     _agent_ended(api, name, 0)
@@ -135,7 +133,7 @@ def test_a_phase_handed_over_too_late_for_its_time_evicts_the_pod(api):
     and read as the episode's failure: the pod is evicted instead (an infrastructure retry)."""
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
     # the pod's deadline leaves the verifier 10 s of its 30
     deadline = pods[0]["spec"]["activeDeadlineSeconds"]
     start = time.time() - deadline + 10
@@ -146,7 +144,7 @@ def test_a_phase_handed_over_too_late_for_its_time_evicts_the_pod(api):
     events: list = []
     d = delivery(api, spec, events, [])
     _round(api, d)
-    assert not api.execs and [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
+    assert not api.attaches and [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
     assert "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
 
 
@@ -192,15 +190,15 @@ def test_a_late_verifier_hand_over_evicts_only_when_the_operator_made_it_late(ap
     infrastructure retry, as before."""
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
     _verifier_waits(api, name, agent_seconds=agent_seconds, left=10, delivered_ago=delivered_ago)
     events: list = []
     _round(api, delivery(api, spec, events, []))
     if handed_over:
-        assert [e[2] for e in api.execs] == [naming.VERIFIER_CONTAINER] and events == []
+        assert [e[2] for e in api.attaches] == [naming.VERIFIER_CONTAINER] and events == []
         assert api.get_object("Pod", name, POOL_NS) is not None
     else:
-        assert not api.execs and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
+        assert not api.attaches and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
 
 
 def test_a_failed_hand_over_of_a_pod_an_earlier_operator_may_have_served_is_left_to_its_deadline(api):
@@ -209,15 +207,15 @@ def test_a_failed_hand_over_of_a_pod_an_earlier_operator_may_have_served_is_left
     directory) must not re-roll the attempt. The pod is not evicted; its deadline ends it."""
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(1, b"", b"mkdir'd over", {}))
+    api.set_attach(POOL_NS, name, lambda container, stdin: refuse("closed"))
     events: list = []
     d = delivery(api, spec, events, [], since=None)   # made now: after the claim
     _round(api, d)
-    assert [e[2] for e in api.execs] == [naming.AGENT_CONTAINER]
+    assert [e[2] for e in api.attaches] == [naming.AGENT_CONTAINER]
     assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED] and "runs to its deadline" in events[0][2]
     assert api.get_object("Pod", name, POOL_NS) is not None
     _round(api, d)
-    assert len(api.execs) == 1   # not tried again
+    assert len(api.attaches) == 1   # not tried again
 
 
 def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
@@ -226,7 +224,7 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
     import asyncio
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
-    api.set_exec(POOL_NS, name, lambda command, stdin: ExecResult(0, b"", b"", {}))
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
     need = pools.episode_seconds(spec.episode_timeout_seconds, spec.verifier.timeout_seconds)
     pod = api.get_object("Pod", name, POOL_NS)
     start = time.time() - pod["spec"]["activeDeadlineSeconds"] + need + 1.5   # fits now, not in 2 s
@@ -250,4 +248,4 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
             d._slots.release()
         await drain(d)
     run(queued())
-    assert not api.execs and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
+    assert not api.attaches and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None

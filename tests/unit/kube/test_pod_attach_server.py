@@ -1,0 +1,103 @@
+"""kube.pod_attach against a fake API server in this process (as test_pod_exec_server.py does for
+exec): the bytes reach the container's stdin, the call returns once the container's line comes
+(even split across frames, after other output), and a container that ends first, a server that
+hangs or refuses are errors. tests/e2e/test_pools.py hands real pods their episodes this way."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import WSMsgType, web
+
+from rolloutbatch.kube import pod_attach
+from rolloutbatch.kube import pod_exec as pe
+from rolloutbatch.kube.errors import Forbidden, TimedOut, Unavailable
+from tests.unit.kube.test_pod_exec_server import pki  # noqa: F401 (the fixture)
+from tests.unit.kube.test_pod_exec_server import serving as exec_serving
+
+ACK = b"rolloutbatch: episode received"
+HELLO = (b"ping\n", b"pong")
+
+
+class FakeAttach:
+    """pods/attach of the pod named after a behaviour: ack (reads a length line and that many
+    bytes, then says ACK in two frames after other output), deaf (as ack, but loses the first two
+    pings' answers, as containerd can before the attach reaches the container's stdout), ended
+    (closes without a word), hang, forbidden."""
+
+    def __init__(self) -> None:
+        self.requests: list[web.Request] = []
+        self.stdin = b""
+        self.pings = 0
+
+    async def attach(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(request)
+        pod = request.match_info["pod"]
+        if pod == "forbidden":
+            return web.json_response({"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
+                                      "message": 'pods "forbidden" is forbidden: cannot create resource '
+                                                 '"pods/attach"'}, status=403)
+        ws = web.WebSocketResponse(protocols=pe.PROTOCOLS)
+        await ws.prepare(request)
+        if pod == "hang":
+            await asyncio.sleep(3600)
+        if pod in ("ack", "deaf"):
+            lost = 2 if pod == "deaf" else 0
+            async for message in ws:
+                if message.type != WSMsgType.BINARY or message.data[:1] != b"\x00":
+                    break
+                self.stdin += message.data[1:]
+                while self.stdin.startswith(HELLO[0]):
+                    self.stdin = self.stdin[len(HELLO[0]):]
+                    self.pings += 1
+                    if self.pings > lost:
+                        await ws.send_bytes(b"\x01" + HELLO[1] + b"\n")
+                size, _, rest = self.stdin.partition(b"\n")
+                if _ and len(rest) >= int(size):
+                    break
+            await ws.send_bytes(b"\x01" + b"prepare said something\n" + ACK[:10])
+            await ws.send_bytes(b"\x01" + ACK[10:] + b"\n")
+            await asyncio.sleep(3600)   # an attach streams on while the container runs
+        await ws.close()
+        return ws
+
+
+async def serving(pki, scenario):  # noqa: F811
+    return await exec_serving(pki, scenario, FakeAttach(), "attach")
+
+
+def test_the_bytes_reach_stdin_and_the_call_returns_on_the_containers_line(pki):  # noqa: F811
+    script = b"x" * 70_000   # several stdin frames
+    data = b"%d\n" % len(script) + script
+
+    async def scenario(client, fake):
+        started = asyncio.get_running_loop().time()
+        await pod_attach.deliver(client, "ns", "ack", "agent", data, ack=ACK, timeout=10)
+        request = fake.requests[0]
+        assert dict(request.query) == {"container": "agent", "stdin": "true", "stdout": "true"}
+        assert request.headers["Authorization"] == "Bearer tok-123"
+        assert fake.stdin == data
+        return asyncio.get_running_loop().time() - started
+    assert asyncio.run(serving(pki, scenario)) < 5   # not the server's endless stream
+
+
+def test_with_a_hello_it_pings_until_answered_then_sends(pki):  # noqa: F811
+    data = b"5\nhello"
+
+    async def scenario(client, fake):
+        await pod_attach.deliver(client, "ns", "deaf", "agent", data, ack=ACK, timeout=10, hello=HELLO)
+        return fake.pings, fake.stdin
+    pings, stdin = asyncio.run(serving(pki, scenario))
+    assert pings >= 3 and stdin == data   # two answers lost, one came: then the script, once
+
+
+@pytest.mark.parametrize("pod,error,message", [
+    ("ended", Unavailable, "before the container confirmed"),
+    ("hang", TimedOut, "did not confirm its input within"),
+    ("forbidden", Forbidden, "pods/attach"),
+])
+def test_a_container_that_never_confirms_is_an_error(pki, pod, error, message):  # noqa: F811
+    async def scenario(client, fake):
+        with pytest.raises(error, match=message):
+            await pod_attach.deliver(client, "ns", pod, "agent", b"1\nx", ack=ACK, timeout=1)
+    asyncio.run(serving(pki, scenario))
