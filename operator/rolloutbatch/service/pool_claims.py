@@ -56,6 +56,7 @@ Emit = Callable[[str, str, str], None]
 DELIVERY_TIMEOUT = 20.0      # one hand-over; past it the pod is evicted
 MAX_DELIVERIES = 32          # hand-overs in flight at once per batch
 ANNOTATE_TRIES = 3
+CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
 
 
 async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[pools.PoolRef, pools.PoolSpec]:
@@ -119,6 +120,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
             on_claimed([live])
         return live
 
+    relists = 0
     while wanted and warm:
         pairs = list(zip(wanted, warm))
         warm = warm[len(pairs):]
@@ -127,6 +129,12 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
         fresh += [live for live in claimed if live is not None]
         hits += len(done)
         wanted = [i for i in wanted if i not in done]   # a pod lost to a race: the next warm one
+        if wanted and not warm and relists < CLAIM_RELISTS:
+            # A claim carries the resourceVersion listed: a pod whose own status changed since (a
+            # kubelet update) refuses it and is still warm. Listed again, it is claimed; a pod
+            # another batch took is no longer warm.
+            relists += 1
+            warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
     return hits, min(spec.parallelism, spec.episodes), fresh
 
 

@@ -151,6 +151,30 @@ def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     assert hits == 2 and first not in {p["metadata"]["name"] for p in fresh}
 
 
+def test_a_pod_whose_status_changed_since_it_was_listed_is_listed_again_and_claimed(api):
+    """A full pool of exactly the batch's size: a claim refused because the pod's own status moved
+    (its resourceVersion) must not leave the index cold."""
+    rec = filled(api, 2)
+    first = sorted(pod_names(api))[0]
+    api.meanwhile("PATCH", "Pod", lambda: api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
+                                                          {"metadata": {"annotations": {"kubelet": "x"}}}, "status"))
+    hits, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    assert hits == 2 and first in {p["metadata"]["name"] for p in fresh}
+    assert sorted(claimed_indexes(api).values()) == ["0", "1"]
+
+
+def test_a_pod_claimed_by_another_batch_meanwhile_is_not_listed_again_as_warm(api):
+    rec = filled(api, 2)
+    first = sorted(pod_names(api))[0]
+
+    def steal() -> None:
+        api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
+                        {"metadata": {"labels": {naming.LABEL_EPISODE_ROLE: "episode"}}}, "another claim")
+    api.meanwhile("PATCH", "Pod", steal)
+    hits, wanted, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    assert (hits, wanted) == (1, 2) and first not in {p["metadata"]["name"] for p in fresh}
+
+
 @pytest.mark.parametrize("field, said", [
     ({"resources": {"limits": {"memory": "8Gi"}}}, "spec.resources"),
     ({"workspace": {"sizeLimit": "20Gi"}}, "spec.workspace.sizeLimit"),
