@@ -189,10 +189,18 @@ def main() -> None:
                         "real nodes)")
     p.add_argument("--pool-sizes", type=int, nargs="*", default=[20], metavar="N",
                    help="the pool sizes `pools` runs (default 20)")
+    p.add_argument("--modes-variants", nargs="*", default=None, metavar="VARIANT",
+                   help="the `modes` variants to run beside the bare Job (dedicated, dedicated+quota, shared; "
+                        "default all)")
     p.add_argument("--modes-result", default="modes", help="the results file of `modes` (results/<name>.json)")
     p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
                                                         "numbers; stored as <label>-profiled)")
     args = p.parse_args()
+    if args.modes_variants:
+        import modes
+        unknown = set(args.modes_variants) - set(modes.VARIANTS)
+        if unknown:
+            p.error(f"--modes-variants: no such variant {', '.join(sorted(unknown))} (of {', '.join(modes.VARIANTS)})")
     kube = Kube()
     from tests.support.operator import install_crd
     install_crd()
@@ -202,7 +210,7 @@ def main() -> None:
     if "modes" in args.parts:
         import modes
         sizes = tuple(tuple(int(n) for n in size.split("x")) for size in args.modes_sizes)
-        modes.part_modes(kube, args.repeats, sizes, args.modes_result)
+        modes.part_modes(kube, args.repeats, sizes, args.modes_result, tuple(args.modes_variants or modes.VARIANTS))
     if "images" in args.parts:
         import images
         images.part_images(kube, args.repeats)
