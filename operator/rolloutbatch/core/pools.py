@@ -54,7 +54,12 @@ VERIFIER_FILES_LIMIT = "4Mi"      # the verifier's files (a ConfigMap's worth in
 # (:func:`tightened_deadline`). At 200 claims at once on this 2-core machine, the last hand-overs
 # came over 30 s after their claims: with a 30 s slack they were too late, and evicted.
 DELIVERY_SLACK_SECONDS = 120
+# Without a verifier the pod's deadline is the agent's only limit: little beyond its time. With one,
+# the agent's launcher enforces its time, and the slack is the verifier's hand-over's: the agent's
+# end must be seen and its phase handed over before the verifier's own time no longer fits (a hand-
+# over too late evicts the pod, an infrastructure retry).
 HANDED_OVER_SLACK_SECONDS = 10
+VERIFIED_HANDED_OVER_SLACK_SECONDS = 60
 STARTUP_PERIOD_SECONDS = 1
 
 
@@ -510,14 +515,16 @@ def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_s
 
 
 def tightened_deadline(active_deadline_seconds: int | None, own_deadline_at: float | None, now: float,
-                       episode_seconds: int) -> int | None:
+                       episode_seconds: int, verified: bool = False) -> int | None:
     """The lower ``activeDeadlineSeconds`` that ends a pod just handed its episode (at ``now``)
-    ``episode_seconds`` + HANDED_OVER_SLACK_SECONDS later, or None when its deadline is no later
-    than that (the API lets a deadline be lowered, never raised): the time a hand-over waited is
-    not the agent's to spend."""
+    ``episode_seconds`` + the slack after a hand-over later (HANDED_OVER_SLACK_SECONDS, or with a
+    verifier VERIFIED_HANDED_OVER_SLACK_SECONDS), or None when its deadline is no later than that
+    (the API lets a deadline be lowered, never raised): the time a hand-over waited is not the
+    agent's to spend."""
     if active_deadline_seconds is None or own_deadline_at is None:
         return None
-    surplus = int(own_deadline_at - now - episode_seconds - HANDED_OVER_SLACK_SECONDS)
+    slack = VERIFIED_HANDED_OVER_SLACK_SECONDS if verified else HANDED_OVER_SLACK_SECONDS
+    surplus = int(own_deadline_at - now - episode_seconds - slack)
     return active_deadline_seconds - surplus if surplus > 0 and active_deadline_seconds - surplus >= 1 else None
 
 

@@ -15,6 +15,7 @@
         TooManyRequests  429: not now (the API's rate limits, or an eviction that a
                          PodDisruptionBudget does not allow at the moment)
       TimedOut           a call bounded by its caller's timeout did not finish in it (pods/exec)
+        Unconfirmed      an attach sent every byte, and the container never said it read them
       NotOurs            a name we need is taken by an object that is not ours
 
 Only ``Unavailable`` (and ``Conflict``, by re-reading) is worth retrying as is.
@@ -95,6 +96,12 @@ class TimedOut(KubeError):
     """A call bounded by a timeout of its caller's (a command run through pods/exec) did not
     finish in it. Not ``Unavailable``: most often the work itself took too long, and asking again
     would take as long; the caller decides (a command may even still be running)."""
+
+
+class Unconfirmed(TimedOut):
+    """An attach sent every byte but the container never said it read them (pods/attach): it may be
+    running what it was handed (its line lost), or it never got it. Not a reason to act as if it
+    never did."""
 
 
 class NotOurs(KubeError):

@@ -26,10 +26,9 @@ from urllib.parse import quote
 
 import aiohttp
 
-from rolloutbatch.kube.errors import KubeError, TimedOut, Unavailable
+from rolloutbatch.kube.errors import KubeError, TimedOut, Unavailable, Unconfirmed
 from rolloutbatch.kube.pod_exec import STDIN, STDOUT, Connect, PodExec, frame, send_frames, split_frame, stdin_frames
 
-KEEP = 64 * 1024      # the stdout kept while looking for a line (a container's output is hostile input)
 PING_INTERVAL = 0.2   # seconds between two pings while no answer came
 
 
@@ -48,24 +47,41 @@ async def deliver(client: PodExec, namespace: str, pod: str, container: str, dat
     comes back, so the container's stdout is known to reach this attach before ``data`` goes
     (containerd copies an attach's stdin before it adds the attach to the container's stdout: a
     line printed at once can be lost). Raises the mapped ``KubeError`` (NotFound, Forbidden,
-    BadRequest: a container without stdin), ``TimedOut`` (the bytes may have arrived: the container
-    did not say so), ``Unavailable`` when the connection fails or ends first (the container ended)."""
+    BadRequest: a container without stdin), ``Unconfirmed`` (a ``TimedOut``: every byte was sent,
+    the container did not say it read them), ``TimedOut`` before that, ``Unavailable`` when the
+    connection fails or ends first (the container ended)."""
     what = f"attach to pod {namespace}/{pod} container {container}"
+    sent = [False]
     async with client.connection(what) as connect:
         try:
-            await asyncio.wait_for(_exchange(connect, namespace, pod, container, data, hello, ack, what), timeout)
+            await asyncio.wait_for(_exchange(connect, namespace, pod, container, data, hello, ack, what, sent),
+                                   timeout)
         except asyncio.TimeoutError:
+            if sent[0]:
+                raise Unconfirmed(f"{what}: the container did not confirm its input within {timeout:g}s "
+                                  "(all of it was sent)") from None
             raise TimedOut(f"{what}: the container did not confirm its input within {timeout:g}s") from None
 
 
 class _Stdout:
-    """The container's stdout as it comes (its last KEEP bytes), read by one task; waited on."""
+    """The container's stdout as it comes, read by one task, looking for ``lines`` in each frame
+    as it arrives (with the end of the one before): nothing is kept beyond that, so however much
+    the container prints after a line (an agent flooding its stdout once it runs), the line was
+    seen when it came."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, lines: tuple[bytes, ...]) -> None:
         self.what = what
-        self.seen = b""
+        self.lines = lines
+        self.found: set[bytes] = set()
+        self._tail = b""
+        self._keep = max(len(line) for line in lines) - 1
         self.ended: KubeError | None = None
         self.changed = asyncio.Event()
+
+    def feed(self, data: bytes) -> None:
+        window = self._tail + data
+        self.found.update(line for line in self.lines if line in window)
+        self._tail = window[-self._keep:] if self._keep else b""
 
     async def read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         try:
@@ -74,7 +90,7 @@ class _Stdout:
                 if message.type == aiohttp.WSMsgType.BINARY:
                     parts = split_frame(message.data)
                     if parts is not None and parts[0] == STDOUT:
-                        self.seen = (self.seen + parts[1])[-KEEP:]
+                        self.feed(parts[1])
                 elif message.type == aiohttp.WSMsgType.ERROR:
                     self.ended = Unavailable(f"{self.what}: the connection failed: {ws.exception()!r}")
                 elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING,
@@ -82,15 +98,15 @@ class _Stdout:
                     self.ended = Unavailable(f"{self.what}: the stream ended before the container confirmed its "
                                              "input (it ended, or its stdin was closed by an earlier attach)")
                 self.changed.set()
-                if self.ended is not None:
-                    return
+                if self.ended is not None or self.found >= set(self.lines[-1:]):
+                    return   # ended, or the last line came: what follows is not ours to read
         except (aiohttp.ClientError, OSError) as exc:
             self.ended = Unavailable(f"{self.what}: {exc!r}")
             self.changed.set()
 
     async def wait_for(self, line: bytes, within: float | None) -> bool:
         """Whether ``line`` came (False: not within ``within`` seconds); raises once the stream ended."""
-        while line not in self.seen:
+        while line not in self.found:
             if self.ended is not None:
                 raise self.ended
             self.changed.clear()
@@ -102,9 +118,9 @@ class _Stdout:
 
 
 async def _exchange(connect: Connect, namespace: str, pod: str, container: str, data: bytes,
-                    hello: tuple[bytes, bytes] | None, ack: bytes, what: str) -> None:
+                    hello: tuple[bytes, bytes] | None, ack: bytes, what: str, sent: list[bool]) -> None:
     ws, protocol = await connect(attach_path(namespace, pod), attach_query(container))
-    stdout = _Stdout(what)
+    stdout = _Stdout(what, (hello[1], ack) if hello is not None else (ack,))
     reader = asyncio.ensure_future(stdout.read(ws))
     try:
         if hello is not None:
@@ -113,6 +129,7 @@ async def _exchange(connect: Connect, namespace: str, pod: str, container: str, 
             while not await stdout.wait_for(pong, PING_INTERVAL):
                 await ws.send_bytes(frame(STDIN, ping))
         await send_frames(ws, stdin_frames(data, protocol))
+        sent[0] = True
         await stdout.wait_for(ack, None)
     except (aiohttp.ClientError, OSError) as exc:
         raise Unavailable(f"{what}: {exc!r}") from exc

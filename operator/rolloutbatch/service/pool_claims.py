@@ -46,7 +46,7 @@ from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.faults import crash_point
-from rolloutbatch.kube.errors import KubeError
+from rolloutbatch.kube.errors import KubeError, Unconfirmed
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
@@ -309,6 +309,14 @@ class EpisodeDelivery:
                 await self._hand_over(facts, phase)
             except asyncio.CancelledError:
                 raise
+            except _SentUnconfirmed as sent:
+                # Every byte went and no word came back: the pod may run its phase (its line lost).
+                # Evicting it would re-roll an attempt that may be running, so its deadline ends
+                # it, lowered as if it had its episode when the bytes began to go.
+                if phase == _AGENT_PHASE:
+                    await self._annotate(facts, None, sent.began, self._tightened(facts, sent.began))
+                self._leave_to_deadline(facts, phase, sent.error)
+                return
             except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
                 if self.maybe_handed_over(facts):
                     self._leave_to_deadline(facts, phase, exc)
@@ -321,13 +329,15 @@ class EpisodeDelivery:
             if phase == _AGENT_PHASE and self.observe is not None and self.spec.pool_name:
                 # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
                 self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
-            deadline = None
-            if phase == _AGENT_PHASE:   # the time the hand-over waited is not the agent's
-                deadline = pools.tightened_deadline(facts.active_deadline_seconds, facts.own_deadline_at, now,
-                                                    self._episode_seconds())
-            await self._annotate(facts, _ANNOTATIONS[phase], now, deadline)
+            # the time the hand-over waited is not the agent's
+            await self._annotate(facts, _ANNOTATIONS[phase], now,
+                                 self._tightened(facts, now) if phase == _AGENT_PHASE else None)
         finally:
             self._in_flight.discard(key)
+
+    def _tightened(self, facts: PodFacts, handed_at: float) -> int | None:
+        return pools.tightened_deadline(facts.active_deadline_seconds, facts.own_deadline_at, handed_at,
+                                        self._episode_seconds(), verified=self.spec.verifier is not None)
 
     def _episode_seconds(self) -> int:
         spec = self.spec
@@ -350,8 +360,9 @@ class EpisodeDelivery:
         if facts.own_deadline_at is None:
             return None
         spec = self.spec
-        if phase == _VERIFIER_PHASE and self.agent_overran(facts):
-            return None
+        if phase == _VERIFIER_PHASE and (self.agent_overran(facts) or (
+                facts.agent is not None and facts.agent.exit_code == v.AGENT_OVERRAN_EXIT)):
+            return None   # the agent made it late (its launcher said so, or the API's times do)
         if phase == _AGENT_PHASE:
             need = self._episode_seconds()
         else:
@@ -382,17 +393,24 @@ class EpisodeDelivery:
             late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
             if late:
                 raise RuntimeError(late)
-            await self.storage.attach_to_pod(facts.namespace, facts.name, container, pool_delivery.delivery(script),
-                                             ack=pool_delivery.RECEIVED.encode(), timeout=DELIVERY_TIMEOUT,
-                                             hello=_HELLO)
+            began = time.time()
+            try:
+                await self.storage.attach_to_pod(facts.namespace, facts.name, container,
+                                                 pool_delivery.delivery(script), ack=pool_delivery.RECEIVED.encode(),
+                                                 timeout=DELIVERY_TIMEOUT, hello=_HELLO)
+            except Unconfirmed as exc:
+                raise _SentUnconfirmed(exc, began) from None
 
-    async def _annotate(self, facts: PodFacts, annotation: str, now: float, deadline: int | None = None) -> None:
-        """The delivery's time on the pod (its record across a restart), with its deadline lowered to
-        the phase's time from now when given. The phase runs already: a failure here is retried,
-        never a reason to evict it (a repeated delivery is a no-op)."""
+    async def _annotate(self, facts: PodFacts, annotation: str | None, now: float, deadline: int | None = None) -> None:
+        """The delivery's time on the pod (its record across a restart; None: no record), with its
+        deadline lowered to ``deadline`` when given. The phase runs already: a failure here is
+        retried, never a reason to evict it (a repeated delivery is a no-op)."""
+        if annotation is None and deadline is None:
+            return
         for attempt in range(ANNOTATE_TRIES):
             try:
-                await self.pool_storage.annotate_pod(facts.namespace, facts.name, {annotation: f"{now:.3f}"},
+                await self.pool_storage.annotate_pod(facts.namespace, facts.name,
+                                                     {annotation: f"{now:.3f}"} if annotation else {},
                                                      active_deadline_seconds=deadline)
                 return
             except KubeError as exc:
@@ -400,15 +418,16 @@ class EpisodeDelivery:
                 await asyncio.sleep(0.5 * (attempt + 1))
 
     def _leave_to_deadline(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
-        """A pod an earlier operator may have handed its phase (:meth:`maybe_handed_over`) is not
-        evicted: its deadline ends it, and a pod that never got its episode is not counted."""
+        """A pod that may have its phase (an earlier operator may have handed it over:
+        :meth:`maybe_handed_over`; or every byte went and the answer did not come) is not evicted:
+        its deadline ends it, and a pod that never got its episode is not counted."""
         what = "episode" if phase == _AGENT_PHASE else "verifier phase"
-        self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); it may have been handed over "
-                         "before this operator started: left to its deadline", what, facts.index, facts.name, exc)
+        self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); it may have been handed over: "
+                         "left to its deadline", what, facts.index, facts.name, exc)
         self.emit("Warning", v.EVENT_DELIVERY_FAILED,
-                  f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); an earlier "
-                  "operator may have handed it over, so it runs to its deadline (if it never got its episode, "
-                  "it is not counted and the index runs again)")
+                  f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); it may have it "
+                  "(an earlier operator's hand-over, or this one's answer lost), so it runs to its deadline (if it "
+                  "never got its episode, it is not counted and the index runs again)")
         self._done.add((facts.uid, phase))
 
     async def _evict(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
@@ -431,6 +450,15 @@ _HELLO = (pool_delivery.PING.encode() + b"\n", pool_delivery.PONG.encode())
 _CONTAINERS = {_AGENT_PHASE: naming.AGENT_CONTAINER, _VERIFIER_PHASE: naming.VERIFIER_CONTAINER}
 _ANNOTATIONS = {_AGENT_PHASE: naming.ANNOTATION_DELIVERED_AT,
                 _VERIFIER_PHASE: naming.ANNOTATION_VERIFIER_DELIVERED_AT}
+
+
+class _SentUnconfirmed(Exception):
+    """A hand-over that sent every byte and heard nothing back (kube.errors.Unconfirmed), and when
+    it began."""
+
+    def __init__(self, error: Unconfirmed, began: float) -> None:
+        super().__init__(str(error))
+        self.error, self.began = error, began
 
 
 def _plain(env: tuple[dict, ...] | list) -> tuple[tuple[str, str], ...]:

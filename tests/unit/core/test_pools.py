@@ -263,6 +263,9 @@ def test_a_handed_over_pods_deadline_is_lowered_to_its_episodes_time_from_then()
     assert pools.tightened_deadline(ads, start + ads, start + 40, 100) == 40 + 100 + pools.HANDED_OVER_SLACK_SECONDS
     assert pools.tightened_deadline(ads, start + ads, start + 140, 100) is None    # no later than that already
     assert pools.tightened_deadline(None, None, start, 100) is None                 # no deadline known
+    # with a verifier the agent's launcher keeps its time; the slack is the verifier's hand-over's
+    assert pools.tightened_deadline(ads, start + ads, start + 40, 100, verified=True) == \
+        40 + 100 + pools.VERIFIED_HANDED_OVER_SLACK_SECONDS
 
 
 @given(ads=st.integers(1, 100_000), started=st.floats(0, 1e6), waited=st.floats(0, 1e5), seconds=st.integers(1, 90_000))

@@ -11,7 +11,7 @@ from aiohttp import WSMsgType, web
 
 from rolloutbatch.kube import pod_attach
 from rolloutbatch.kube import pod_exec as pe
-from rolloutbatch.kube.errors import Forbidden, TimedOut, Unavailable
+from rolloutbatch.kube.errors import Forbidden, TimedOut, Unavailable, Unconfirmed
 from tests.unit.kube.test_pod_exec_server import pki  # noqa: F401 (the fixture)
 from tests.unit.kube.test_pod_exec_server import serving as exec_serving
 
@@ -22,8 +22,9 @@ HELLO = (b"ping\n", b"pong")
 class FakeAttach:
     """pods/attach of the pod named after a behaviour: ack (reads a length line and that many
     bytes, then says ACK in two frames after other output), deaf (as ack, but loses the first two
-    pings' answers, as containerd can before the attach reaches the container's stdout), ended
-    (closes without a word), hang, forbidden."""
+    pings' answers, as containerd can before the attach reaches the container's stdout), flood
+    (ACK, then 200 KiB at once in the same burst: an agent printing as soon as it runs), silent
+    (reads everything, never says ACK), ended (closes without a word), hang, forbidden."""
 
     def __init__(self) -> None:
         self.requests: list[web.Request] = []
@@ -41,7 +42,7 @@ class FakeAttach:
         await ws.prepare(request)
         if pod == "hang":
             await asyncio.sleep(3600)
-        if pod in ("ack", "deaf"):
+        if pod in ("ack", "deaf", "flood", "silent"):
             lost = 2 if pod == "deaf" else 0
             async for message in ws:
                 if message.type != WSMsgType.BINARY or message.data[:1] != b"\x00":
@@ -55,8 +56,13 @@ class FakeAttach:
                 size, _, rest = self.stdin.partition(b"\n")
                 if _ and len(rest) >= int(size):
                     break
-            await ws.send_bytes(b"\x01" + b"prepare said something\n" + ACK[:10])
-            await ws.send_bytes(b"\x01" + ACK[10:] + b"\n")
+            if pod == "flood":
+                await ws.send_bytes(b"\x01" + ACK + b"\n" + b"x" * 32768)
+                for _ in range(6):
+                    await ws.send_bytes(b"\x01" + b"y" * 32768)
+            elif pod != "silent":
+                await ws.send_bytes(b"\x01" + b"prepare said something\n" + ACK[:10])
+                await ws.send_bytes(b"\x01" + ACK[10:] + b"\n")
             await asyncio.sleep(3600)   # an attach streams on while the container runs
         await ws.close()
         return ws
@@ -91,13 +97,22 @@ def test_with_a_hello_it_pings_until_answered_then_sends(pki):  # noqa: F811
     assert pings >= 3 and stdin == data   # two answers lost, one came: then the script, once
 
 
+def test_a_line_followed_at_once_by_a_flood_is_seen(pki):  # noqa: F811
+    """What the agent prints as soon as it runs comes in the same burst as the launcher's line: the
+    line must not be pushed out of what is looked at before it is looked for."""
+    async def scenario(client, fake):
+        await pod_attach.deliver(client, "ns", "flood", "agent", b"1\nx", ack=ACK, timeout=5, hello=HELLO)
+    asyncio.run(serving(pki, scenario))
+
+
 @pytest.mark.parametrize("pod,error,message", [
     ("ended", Unavailable, "before the container confirmed"),
     ("hang", TimedOut, "did not confirm its input within"),
+    ("silent", Unconfirmed, "all of it was sent"),
     ("forbidden", Forbidden, "pods/attach"),
 ])
 def test_a_container_that_never_confirms_is_an_error(pki, pod, error, message):  # noqa: F811
     async def scenario(client, fake):
         with pytest.raises(error, match=message):
-            await pod_attach.deliver(client, "ns", pod, "agent", b"1\nx", ack=ACK, timeout=1)
+            await pod_attach.deliver(client, "ns", pod, "agent", b"1\nx", ack=ACK, timeout=1, hello=HELLO)
     asyncio.run(serving(pki, scenario))

@@ -13,6 +13,7 @@ from rolloutbatch.core import naming, pool_delivery, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
+from rolloutbatch.kube.errors import Unconfirmed
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
@@ -159,7 +160,8 @@ def test_a_verified_batch_never_claims_a_pod_made_before_its_pool_had_a_verifier
 
 
 # -- what a re-roll would reward: evictions only for what the operator caused ----------------------
-def _verifier_waits(api: MemoryApi, name: str, agent_seconds: float, left: float, delivered_ago: float) -> None:
+def _verifier_waits(api: MemoryApi, name: str, agent_seconds: float, left: float, delivered_ago: float,
+                    agent_exit: int = 0) -> None:
     """The agent phase ran ``agent_seconds`` from its hand-over (``delivered_ago`` s ago) and ended;
     the pod's deadline is ``left`` s away; the verifier waits."""
     pod = api.get_object("Pod", name, POOL_NS)
@@ -173,17 +175,19 @@ def _verifier_waits(api: MemoryApi, name: str, agent_seconds: float, left: float
                     {"metadata": {"annotations": {naming.ANNOTATION_DELIVERED_AT: f"{delivered:.3f}"}}}, "test")
     set_status(api, name, {"phase": "Running", "startTime": stamp(start), "containerStatuses": [
         {"name": "agent", "started": False, "state": {"terminated": {
-            "exitCode": 0, "finishedAt": stamp(delivered + agent_seconds),
+            "exitCode": agent_exit, "finishedAt": stamp(delivered + agent_seconds),
             "message": '{"event":"agent_exit","exit_code":0,"timed_out":true}'}}},
         {"name": "verifier", "started": True, "state": {"running": {}}}]})
 
 
-@pytest.mark.parametrize("agent_seconds, delivered_ago, handed_over", [
-    (100, 101, True),    # it killed its watchdog and ran 40 s past its 60: the lateness is the agent's
-    (60, 90, False),     # within its time: the lateness was the operator's (queued execs)
+@pytest.mark.parametrize("agent_seconds, delivered_ago, handed_over, agent_exit", [
+    (100, 101, True, 0),     # it killed its watchdog and ran 40 s past its 60: the lateness is the agent's
+    (60, 90, False, 0),      # within its time: the lateness was the operator's (queued hand-overs)
+    # 6.5 s past its time: the API's rounded times cannot prove it, but its launcher said so (122)
+    (66, 90, True, v.AGENT_OVERRAN_EXIT),
 ])
 def test_a_late_verifier_hand_over_evicts_only_when_the_operator_made_it_late(api, agent_seconds, delivered_ago,
-                                                                             handed_over):
+                                                                             handed_over, agent_exit):
     """The verifier's phase no longer fits before the pod's deadline. When the agent made it late,
     an eviction would re-roll its attempt: the phase is handed over instead (what the deadline
     cuts short is the agent's failure). When the operator did, the pod is evicted, an
@@ -191,7 +195,7 @@ def test_a_late_verifier_hand_over_evicts_only_when_the_operator_made_it_late(ap
     spec, pods = _claimed(api)
     name = pods[0]["metadata"]["name"]
     api.set_attach(POOL_NS, name, lambda container, stdin: None)
-    _verifier_waits(api, name, agent_seconds=agent_seconds, left=10, delivered_ago=delivered_ago)
+    _verifier_waits(api, name, agent_seconds=agent_seconds, left=10, delivered_ago=delivered_ago, agent_exit=agent_exit)
     events: list = []
     _round(api, delivery(api, spec, events, []))
     if handed_over:
@@ -249,3 +253,23 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
         await drain(d)
     run(queued())
     assert not api.attaches and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
+
+
+def test_a_hand_over_that_sent_everything_and_heard_nothing_is_left_to_its_lowered_deadline(api):
+    """Every byte went and the launcher's line never came back (an agent flooding its stdout can
+    bury it): the pod may run its episode, so it is not evicted (a re-roll), and its deadline is
+    lowered as if it had its episode when the bytes began to go (no more time than its own)."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    claimed_deadline = api.get_object("Pod", name, POOL_NS)["spec"]["activeDeadlineSeconds"]
+
+    def silent(container, stdin):
+        raise Unconfirmed("the container did not confirm its input within 20s (all of it was sent)")
+    api.set_attach(POOL_NS, name, silent)
+    events: list = []
+    _round(api, delivery(api, spec, events, []))
+    live = api.get_object("Pod", name, POOL_NS)
+    assert live is not None and [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED], events
+    assert "runs to its deadline" in events[0][2]
+    assert live["spec"]["activeDeadlineSeconds"] < claimed_deadline
+    assert naming.ANNOTATION_DELIVERED_AT not in live["metadata"]["annotations"]   # not proven delivered
