@@ -17,10 +17,13 @@ ended, the verifier's phase to the ``verifier`` container the same way (annotate
 
 An eviction re-rolls an attempt, so it is kept for what the operator caused:
 - a pod that existed before this delivery began (an earlier operator may have handed it its
-  phase and died before annotating it) is never evicted: a repeat that fails, or comes too late,
-  may be the agent's doing (it controls its claim directory), so the pod's deadline ends it
-  instead, which for a pod that never got its episode is not counted either (the cost: such a
-  pod waits out its deadline before its retry);
+  phase and died before annotating it) is never evicted: a repeat meets a closed stdin (or one
+  the agent's output answers), so the pod's deadline ends it instead, which for a pod that never
+  got its episode is not counted either (the cost: such a pod waits out its deadline before its
+  retry);
+- a hand-over that sent every byte and heard nothing back is not evicted either (the pod may run
+  its phase, its line lost or buried by the agent's output): its deadline is lowered as if the
+  phase began when the bytes began to go, and ends it;
 - the time left is checked once the hand-over has its slot, so an episode queued behind others is
   never handed less than its time;
 - an agent that ran past its own time (it can kill its watchdog) is handed its verifier all the
