@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, PoolRef, PoolSpec, is_warm
+from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
+from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 

@@ -27,7 +27,7 @@ from rolloutbatch.core.crd_pool import POOL_OWNED_BATCH_FIELDS
 from rolloutbatch.core.k8s_rules import is_dns_subdomain
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
-from rolloutbatch.core.pools import parse_pool_spec
+from rolloutbatch.core.pool_spec import parse_pool_spec
 from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS,
                                     check_batch_name, parse_spec)
 

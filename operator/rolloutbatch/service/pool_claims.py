@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 
 from rolloutbatch.core import defaults as d
-from rolloutbatch.core import launchers, naming, pool_delivery, pools
+from rolloutbatch.core import launchers, naming, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, input_shards
 from rolloutbatch.core.groups import group_and_sample
@@ -62,7 +62,8 @@ ANNOTATE_TRIES = 3
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
 
 
-async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[pools.PoolRef, pools.PoolSpec]:
+async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
+                    spec: BatchSpec) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
     """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
     anything is claimed."""
     assert spec.pool_name is not None
@@ -71,33 +72,33 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
         state = "does not exist" if body is None else "is being deleted"
         raise Stalled(v.STALL_POOL_NOT_FOUND, f"RolloutPool {ref.namespace}/{spec.pool_name} {state} (spec.poolRef)")
     try:
-        pool_spec = pools.parse_pool_spec(body.get("spec") or {})
+        definition = pool_spec.parse_pool_spec(body.get("spec") or {})
     except SpecError as exc:
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run episodes: {exc}") from None
-    problem = pools.sandbox_conflict(spec, pool_spec) or \
-        pools.verifier_conflict(pool_spec, spec.verifier.mount_path if spec.verifier else None)
+    problem = pool_spec.sandbox_conflict(spec, definition) or \
+        pool_spec.verifier_conflict(definition, spec.verifier.mount_path if spec.verifier else None)
     if problem:
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name}: {problem}")
-    return pools.pool_ref(body), pool_spec
+    return pool_spec.pool_ref(body), definition
 
 
 async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[bool, str]:
     """spec.poolRef.whenEmpty Wait: whether the pool holds the batch's first wave now (its warm pods
     and those the batch claimed already), and the message that says where it stands."""
-    pool, pool_spec = await read_pool(pool_storage, ref, spec)
+    pool, definition = await read_pool(pool_storage, ref, spec)
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)),
-                                 pools.template_digest(pool, pool_spec)))
+                                 pools.template_digest(pool, definition)))
     mine = len(await pool_storage.list_pods(namespace, naming.label_selector(ref)))
     wanted = min(spec.parallelism, spec.episodes)
     message = (f"waiting for RolloutPool {pool.name}: {warm + mine} of the {wanted} warm pods this batch starts "
                f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
-    if pool_spec.size < wanted - mine:
-        message += f"; the pool keeps only {pool_spec.size}: scale it (kubectl scale rp/{pool.name} --replicas=N)"
+    if definition.size < wanted - mine:
+        message += f"; the pool keeps only {definition.size}: scale it (kubectl scale rp/{pool.name} --replicas=N)"
     return warm + mine >= wanted, message
 
 
-async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pools.PoolRef,
+async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pool_spec.PoolRef,
                 episode_seconds: int, template: str | None = None,
                 on_claimed: Callable[[list[dict]], None] | None = None) -> tuple[int, int, list[dict]]:
     """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted,
@@ -147,15 +148,15 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption)."""
     scope.refuse(spec)
-    pool, pool_spec = await read_pool(pool_storage, ref, spec)
+    pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
     episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
                                             spec.verifier.timeout_seconds if spec.verifier else None)
     hits, wanted, _ = await claim(pool_storage, ref, spec, pool, episode_seconds,
-                                  pools.template_digest(pool, pool_spec), on_claimed=claimed)
+                                  pools.template_digest(pool, definition), on_claimed=claimed)
     crash_point("pool:claimed")
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
-                           spec.active_deadline_seconds, episode_seconds, pool, pool_spec)
+                           spec.active_deadline_seconds, episode_seconds, pool, definition)
     try:
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:
@@ -298,7 +299,7 @@ class EpisodeDelivery:
             if found is None:
                 body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
                 try:
-                    found = pools.parse_pool_spec((body or {}).get("spec") or {}).task_mount_path
+                    found = pool_spec.parse_pool_spec((body or {}).get("spec") or {}).task_mount_path
                 except SpecError:
                     found = d.TASK_MOUNT_PATH
             self._task_path = found

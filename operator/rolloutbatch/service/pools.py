@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from rolloutbatch.core import naming, pool_census, pools
+from rolloutbatch.core import naming, pool_census, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
@@ -49,7 +49,7 @@ class PoolReconciler:
         self.clusterwide = clusterwide
         self.storage = storage
         self.body = body
-        self.ref = pools.pool_ref(body)
+        self.ref = pool_spec.pool_ref(body)
         self.emit = emit
         self.log = logger
         self._last_status: dict | None = None
@@ -90,9 +90,9 @@ class PoolReconciler:
     async def _say_stalled(self, reason: str, message: str) -> None:
         """Ready=False, Stalled=True with ``reason``, the counts as last written."""
         try:
-            spec = pools.parse_pool_spec(self.body.get("spec") or {})
+            spec = pool_spec.parse_pool_spec(self.body.get("spec") or {})
         except SpecError:
-            spec = pools.PoolSpec(size=0, max_size=1, image="", runtime_class_name=None, resources={}, env=(),
+            spec = pool_spec.PoolSpec(size=0, max_size=1, image="", runtime_class_name=None, resources={}, env=(),
                                   task_mount_path="", task_files={}, workspace_mount_path="",
                                   workspace_size_limit="", prepare_command=(), prepare_timeout_seconds=1,
                                   network=v.NETWORK_DENY_ALL, pod_template={})
@@ -103,7 +103,7 @@ class PoolReconciler:
         await self._write(status)
 
     async def round(self) -> float:
-        spec = pools.parse_pool_spec(self.body.get("spec") or {})
+        spec = pool_spec.parse_pool_spec(self.body.get("spec") or {})
         generation = self._generation()
         if not self.clusterwide:   # nothing is created: the status says why (core.scope)
             await self._say_stalled(v.PoolReason.CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE)
@@ -150,7 +150,7 @@ class PoolReconciler:
         filling = len(found.warm) < spec.size and self._stuck is None
         return FILLING_PERIOD if filling or created else FULL_PERIOD
 
-    async def _ensure_children(self, spec: pools.PoolSpec) -> None:
+    async def _ensure_children(self, spec: pool_spec.PoolSpec) -> None:
         """The namespace, its ServiceAccount and NetworkPolicy, today's task ConfigMap: made or
         brought to the spec when it changed, and again after a refusal (made anew if deleted)."""
         wanted = (pools.task_configmap_name(self.ref, spec), spec.network)
@@ -163,7 +163,7 @@ class PoolReconciler:
                 raise NotOurs(f"the pool's namespace {self.namespace} is being deleted; waiting to make it again")
         self._children_for = wanted
 
-    async def _collect_task_configmaps(self, spec: pools.PoolSpec, pods: list[dict]) -> None:
+    async def _collect_task_configmaps(self, spec: pool_spec.PoolSpec, pods: list[dict]) -> None:
         """Task ConfigMaps of earlier templates, once no pod and no running Job mounts them."""
         current = pools.task_configmap_name(self.ref, spec)
         old = [cm for cm in await self.storage.list_configmaps(self.namespace, f"{naming.LABEL_POOL_UID}={self.ref.uid}")

@@ -14,19 +14,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core import naming, pool_census, pool_delivery, pools
+from rolloutbatch.core import naming, pool_census, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher  # noqa: F401 (the fixture)
 
-POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
+POOL = pool_spec.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 BATCH = BatchRef(namespace="team", name="b1", uid="fedcba98-7654-3210", generation=1)
 SPEC = {"size": 3, "task": {"files": {"episode.py": "print(1)"}}}
 
 
-def _spec(**extra) -> pools.PoolSpec:
-    return pools.parse_pool_spec({**SPEC, **extra})
+def _spec(**extra) -> pool_spec.PoolSpec:
+    return pool_spec.parse_pool_spec({**SPEC, **extra})
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def test_parse_defaults() -> None:
 ])
 def test_parse_refuses(raw: dict, field: str) -> None:
     with pytest.raises(SpecError) as err:
-        pools.parse_pool_spec({**SPEC, **raw})
+        pool_spec.parse_pool_spec({**SPEC, **raw})
     assert err.value.field == field
 
 

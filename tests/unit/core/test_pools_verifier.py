@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from rolloutbatch.core import naming, pool_delivery, pools
+from rolloutbatch.core import naming, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import split_agent_record
 from rolloutbatch.core.model import SpecError
@@ -21,12 +21,12 @@ from rolloutbatch.core.verdict import is_infrastructure_failure, never_delivered
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401
 
-POOL = pools.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
+POOL = pool_spec.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 SPEC = {"size": 2, "task": {"files": {"episode.py": "print(1)"}}}
 
 
-def _spec(**extra) -> pools.PoolSpec:
-    return pools.parse_pool_spec({**SPEC, **extra})
+def _spec(**extra) -> pool_spec.PoolSpec:
+    return pool_spec.parse_pool_spec({**SPEC, **extra})
 
 
 def _mounts(container: dict) -> dict[str, str]:
@@ -107,7 +107,7 @@ def test_a_pod_is_warm_only_when_both_containers_wait() -> None:
 ])
 def test_which_batches_may_claim_a_pools_pods(pool_verifier, batch_mount, said) -> None:
     spec = _spec(verifier=pool_verifier) if pool_verifier is not None else _spec()
-    problem = pools.verifier_conflict(spec, batch_mount)
+    problem = pool_spec.verifier_conflict(spec, batch_mount)
     assert (problem is None) if said is None else (said in problem)
 
 
@@ -399,7 +399,7 @@ def test_a_pools_verifier_is_judged_by_its_exit_code_as_the_jobs_policy_judges_i
         assert (result.reason, result.outcome) == (v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED), (annotated, result)
         assert not is_infrastructure_failure(pod_facts(failed_fast))
     rule_actions = [(r["action"], r.get("onExitCodes", {}).get("containerName"))
-                    for r in pools.failure_rules(pools.parse_pool_spec({**SPEC, "verifier": {}}))]
+                    for r in pools.failure_rules(pool_spec.parse_pool_spec({**SPEC, "verifier": {}}))]
     assert ("FailIndex", naming.VERIFIER_CONTAINER) in rule_actions   # the Job counts that failure too
 
 
@@ -417,7 +417,7 @@ def test_an_agent_that_overran_is_its_timeout_whatever_its_waiting_verifier_did(
             pod["status"].pop("reason")
         result = judge_verified(pod_facts(pod), None, None)
         assert (result.reason, result.outcome) == (v.EP_TIMEOUT, v.OUTCOME_FAILED), result.message
-    rules = pools.failure_rules(pools.parse_pool_spec({**SPEC, "verifier": {}}))
+    rules = pools.failure_rules(pool_spec.parse_pool_spec({**SPEC, "verifier": {}}))
     agent_rule = next(i for i, r in enumerate(rules) if r.get("onExitCodes", {}).get("containerName")
                       == naming.AGENT_CONTAINER and r["onExitCodes"]["operator"] == "NotIn")
     verifier_rules = [i for i, r in enumerate(rules)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
@@ -143,7 +143,7 @@ def test_a_failed_annotation_does_not_evict_a_pod_running_its_episode(api):
     the index: the first attempt's outcome is discarded, a re-sample the agent did not earn or lose)."""
     filled(api, 1)
     spec = batch_spec(episodes=1, parallelism=1)
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
     name = fresh[0]["metadata"]["name"]
     api.set_attach(POOL_NS, name, lambda container, stdin: None)
     api.fail("PATCH", "Pod", Unavailable("the server is currently unable to handle the request", status=503))

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
@@ -35,7 +35,7 @@ def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     run(rec.round())
     assert len(pod_names(api)) == 3
     assert api.get_object("Namespace", POOL_NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    task = pools.task_configmap_name(rec.ref, pools.parse_pool_spec(live(api)["spec"]))
+    task = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
     assert api.get_object("ConfigMap", task, POOL_NS)["data"] == {"e.py": "x"}
     assert api.get_object("NetworkPolicy", naming.DEDICATED_POLICY, POOL_NS)["spec"]["policyTypes"] == ["Ingress", "Egress"]
     status = live(api)["status"]
@@ -103,7 +103,7 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
     make_pool(api, 2)
     rec = reconciler(api)
     run(rec.round())
-    job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pools.parse_pool_spec(live(api)["spec"]))
+    job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
     api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
     waiting = run(rec.delete())
     assert waiting and "b" in waiting and pod_names(api) == []
@@ -260,7 +260,7 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
 def test_each_claimed_pod_is_handed_its_own_episode_once(api):
     filled(api, 2)
     spec = batch_spec(episodes=2, parallelism=2, inputs=[{"q": 1}, {"q": 2}], env=[{"name": "K", "value": "v"}])
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
     scripts: dict[str, bytes] = {}
     for pod in fresh:
         name = pod["metadata"]["name"]
@@ -300,7 +300,7 @@ def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
         assert len(pods) == 1 and pods[0]["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
         heard.append(pods[0]["metadata"]["name"])
 
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60,
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
                                         on_claimed=on_claimed))
     assert sorted(heard) == sorted(p["metadata"]["name"] for p in fresh) and len(heard) == 3
 
@@ -308,7 +308,7 @@ def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
 def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     filled(api, 1)
     spec = batch_spec(episodes=1, parallelism=1)
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pools.pool_ref(live(api)), 60))
+    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
     api.set_attach(POOL_NS, fresh[0]["metadata"]["name"], lambda container, stdin: refuse("no"))
     events: list = []
     d = delivery(api, spec, events, [])

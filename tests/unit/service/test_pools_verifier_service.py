@@ -9,7 +9,7 @@ import time
 import pytest
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pool_delivery, pools
+from rolloutbatch.core import naming, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
@@ -123,7 +123,7 @@ def test_a_verifier_phase_that_cannot_be_handed_over_evicts_the_pod(api):
 
 def test_the_pool_refills_with_pods_that_have_both_containers(api):
     rec = filled(api, 1, verifier={"image": "grader:1"})
-    assert pools.parse_pool_spec(live(api)["spec"]).verifier is not None
+    assert pool_spec.parse_pool_spec(live(api)["spec"]).verifier is not None
     pod = api.list_objects("Pod", POOL_NS)[0]
     assert [c["name"] for c in pod["spec"]["containers"]] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
     assert rec is not None

@@ -1,0 +1,201 @@
+"""A warm pool's spec (``RolloutPool.spec``) as the operator reads it, and what a batch may ask of it.
+
+:func:`parse_pool_spec` reads what the CRD checked (with the same defaults, for an object stored
+without them) and refuses what the schema cannot say; :func:`sandbox_conflict` and
+:func:`verifier_conflict` say why a batch cannot run in a pool's pods, before anything is
+claimed. The pool's children and pods are ``core.pools``'; how a pod gets its episode is
+``core.pool_delivery``'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+
+from rolloutbatch.core import defaults as d
+from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
+from rolloutbatch.core.model import BatchSpec, SpecError
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolRef:
+    name: str
+    namespace: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolVerifier:
+    """spec.verifier of a pool: its pods get a second container, waiting for a batch's verifier
+    phase (its files, command and time arrive with it, core.pool_delivery)."""
+    image: str
+    resources: dict
+    mount_path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSpec:
+    size: int
+    max_size: int
+    image: str
+    runtime_class_name: str | None
+    resources: dict
+    env: tuple[tuple[str, str], ...]
+    task_mount_path: str
+    task_files: dict[str, str]
+    workspace_mount_path: str
+    workspace_size_limit: str
+    prepare_command: tuple[str, ...]
+    prepare_timeout_seconds: int
+    network: str
+    pod_template: dict
+    verifier: PoolVerifier | None = None
+
+
+def pool_ref(body: Mapping) -> PoolRef:
+    meta = body.get("metadata") or {}
+    return PoolRef(name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""))
+
+
+def _int(spec: Mapping, key: str, default: int, low: int, high: int) -> int:
+    value = spec.get(key, default)
+    if type(value) is not int or not low <= value <= high:
+        raise SpecError(f"spec.{key}", f"must be an integer in {low}..{high}, not {value!r}")
+    return value
+
+
+def _strings(value: object, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise SpecError(field, "must be a list of strings")
+    return tuple(value)
+
+
+def parse_pool_spec(spec: Mapping) -> PoolSpec:
+    """The pool's spec as the operator reads it: the CRD checked it; this reads it (with the same
+    defaults, for an object stored without them) and refuses what the schema cannot say."""
+    if not isinstance(spec, Mapping):
+        raise SpecError("spec", "must be an object")
+    max_size = _int(spec, "maxSize", d.POOL_MAX_SIZE, 1, d.MAX_POOL_SIZE)
+    size = _int(spec, "size", 0, 0, max_size)
+    task = spec.get("task")
+    if not isinstance(task, Mapping) or not isinstance(task.get("files"), Mapping) or not task["files"]:
+        raise SpecError("spec.task.files", "a pool needs its task files (at least one)")
+    files = {str(k): str(val) for k, val in task["files"].items()}
+    for key in files:
+        problem = check_configmap_key(key)
+        if problem:
+            raise SpecError("spec.task.files", f"{key!r}"[:100] + f" is not a valid file name: {problem}")
+    task_bytes = sum(len(k.encode()) + len(val.encode()) for k, val in files.items())
+    if task_bytes > d.MAX_CONFIG_BYTES:
+        raise SpecError("spec.task.files", f"the task files take {task_bytes} bytes; at most {d.MAX_CONFIG_BYTES} fit")
+    env: list[tuple[str, str]] = []
+    for item in spec.get("env") or []:
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or "valueFrom" in item:
+            raise SpecError("spec.env", "a pool's env holds plain name/value pairs only")
+        if item["name"] in d.RESERVED_ENV:
+            raise SpecError("spec.env", f"{item['name']} is set by the operator")
+        env.append((item["name"], str(item.get("value", ""))))
+    prepare = spec.get("prepare") or {}
+    command = _strings(prepare.get("command"), "spec.prepare.command")
+    if prepare and not command:
+        raise SpecError("spec.prepare.command", "must name a command")
+    workspace = spec.get("workspace") or {}
+    network = spec.get("network", v.NETWORK_MODES[0])
+    if network not in v.NETWORK_MODES:
+        raise SpecError("spec.network", f"must be one of {', '.join(v.NETWORK_MODES)}")
+    runtime = spec.get("runtimeClassName")
+    image = str(spec.get("image") or d.IMAGE)
+    resources = {k: dict(val) for k, val in (spec.get("resources") or d.RESOURCES).items()}
+    return PoolSpec(
+        size=size, max_size=max_size, image=image,
+        runtime_class_name=runtime if isinstance(runtime, str) and runtime else None,
+        resources=resources,
+        env=tuple(env), task_mount_path=str(task.get("mountPath") or d.TASK_MOUNT_PATH), task_files=files,
+        workspace_mount_path=str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH),
+        workspace_size_limit=str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT),
+        prepare_command=command,
+        prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
+                                     d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
+        network=network, pod_template=dict(spec.get("podTemplate") or {}),
+        verifier=_verifier(spec, image, resources, (str(task.get("mountPath") or d.TASK_MOUNT_PATH),
+                                                    str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH))),
+    )
+
+
+def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]) -> PoolVerifier | None:
+    raw = spec.get("verifier")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise SpecError("spec.verifier", "must be an object")
+    mount = str(raw.get("mountPath") or d.VERIFIER_MOUNT_PATH)
+    if not mount.startswith("/") or any(_overlap(mount, path) for path in (*_RESERVED_PATHS, *taken)):
+        raise SpecError("spec.verifier.mountPath", f"must be an absolute path of its own, not {mount!r}"[:200])
+    return PoolVerifier(image=str(raw.get("image") or image), mount_path=mount,
+                        resources={k: dict(val) for k, val in (raw.get("resources") or resources).items()})
+
+
+# Paths a pool's pod mounts already or that hold the system: the verifier's files cannot go there.
+_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, "/dev", "/proc", "/sys")
+
+
+def _overlap(a: str, b: str) -> bool:
+    """One path is the other or lies under it ('/' overlaps everything; '/task' not '/tasks')."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def verifier_conflict(spec: PoolSpec, batch_mount_path: str | None) -> str | None:
+    """Why a batch with (``batch_mount_path`` set) or without a verifier cannot run in the pool's
+    pods, or None: the pods have a verifier container exactly when the pool has spec.verifier."""
+    if batch_mount_path is None and spec.verifier is not None:
+        return ("its pods hold a verifier container, for batches with spec.verifier; give the batch one, or use a "
+                "pool without spec.verifier")
+    if batch_mount_path is not None and spec.verifier is None:
+        return "its pods have no verifier container: a batch with spec.verifier needs a pool with spec.verifier"
+    if spec.verifier is not None and batch_mount_path != spec.verifier.mount_path:
+        return (f"spec.verifier.mountPath {batch_mount_path!r} (its default is {d.VERIFIER_MOUNT_PATH}) is not the "
+                f"pool's ({spec.verifier.mount_path!r}): set the batch's to the pool's")
+    return None
+
+
+def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
+    """Why a batch's own word on what its pods are made of contradicts its pool's, or None. The
+    pool's pods run the episodes, so such a field would be ignored: a memory limit the batch asked
+    for and never got would fail its agents as their own. The CRD defaults these fields, so only
+    a value other than the default (and other than the pool's) can be told from an unset one."""
+    asked = [("spec.image", batch.image, d.IMAGE, spec.image),
+             ("spec.resources", _amounts(batch.resources), _amounts(d.RESOURCES), _amounts(spec.resources)),
+             ("spec.workspace.mountPath", batch.workspace_mount_path, d.WORKSPACE_MOUNT_PATH,
+              spec.workspace_mount_path),
+             ("spec.workspace.sizeLimit", batch.workspace_size_limit, d.WORKSPACE_SIZE_LIMIT, spec.workspace_size_limit),
+             ("spec.isolation.network", batch.isolation_network, v.NETWORK_MODES[0], spec.network)]
+    shown = {"spec.resources": (batch.resources, spec.resources)}
+    for field, value, default, pools_own in asked:
+        if value not in (default, pools_own):
+            value, pools_own = shown.get(field, (value, pools_own))
+            return (f"{field} {json.dumps(value, sort_keys=True)} is not the pool's "
+                    f"({json.dumps(pools_own, sort_keys=True)}): a pooled batch runs in its pool's pods; leave it out")
+    if batch.isolation_namespace != v.ISOLATION_MODES[0]:
+        return (f"spec.isolation.namespace {batch.isolation_namespace} does not apply: a pooled batch runs in its "
+                "pool's namespace; leave it out")
+    if batch.sandbox_quota != d.SANDBOX_QUOTA:
+        return "spec.isolation.resourceQuota does not apply: a pooled batch runs in its pool's namespace; leave it out"
+    return None
+
+
+def _amounts(resources: Mapping) -> dict:
+    """Resources by amount, not spelling (`cpu: 1`, "1" and "1000m" are one amount)."""
+    out: dict = {}
+    for kind, entries in (resources or {}).items():
+        for name, text in (entries or {}).items() if isinstance(entries, Mapping) else ():
+            try:
+                out[(kind, name)] = parse_quantity(text)
+            except ValueError:
+                out[(kind, name)] = str(text)
+    return out
