@@ -45,6 +45,9 @@ LABEL_POOL_NAME = "rl.agentruntime.io/pool-name"
 ROLE_WARM = "warm"                                               # LABEL_EPISODE_ROLE of an unclaimed pool pod
 ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim
 ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
+# unix seconds, on a pooled batch's Job: when its first claim was made. The claims come before the
+# Job, so the batch's clock (its timings' origin) starts there, not at the Job's creation.
+ANNOTATION_CLAIMS_BEGAN_AT = "rl.agentruntime.io/claims-began-at"
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
 # + the episode index, on a pooled batch: that session's stats as the trainer's SDK measured them
 # (core.sessions.stats_annotation), copied into the episode's row. Under kopf's storage prefix on

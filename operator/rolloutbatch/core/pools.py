@@ -252,7 +252,8 @@ TEMPLATE_ANNOTATION = "rl.agentruntime.io/pool-template"
 
 
 def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,
-               active_deadline_seconds: int, episode_seconds: int, pool: PoolRef, spec: PoolSpec) -> dict:
+               active_deadline_seconds: int, episode_seconds: int, pool: PoolRef, spec: PoolSpec,
+               claims_began: float | None = None) -> dict:
     """A pooled batch's Indexed Job, in the pool's namespace. ``manualSelector``: its selector is
     the batch's labels, which the claimed warm pods carry, so the Job controller adopts them; its
     template is the pool's pod (cold pods wait for their episode too). No ownerReference (it
@@ -260,14 +261,17 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
     ``episode_seconds``: the episode's time, its verifier's included.
 
     ``podFailurePolicy`` (:func:`failure_rules`); a cold pod's deadline covers its prepare and its
-    episode."""
+    episode. ``claims_began``: when the batch's first claim was made (the batch's clock starts
+    there: ``naming.ANNOTATION_CLAIMS_BEGAN_AT``)."""
     labels = batch_pod_labels(ref)
+    began = {naming.ANNOTATION_CLAIMS_BEGAN_AT: f"{claims_began:.3f}"} if claims_began is not None else {}
     body = pod_spec(pool, spec, active_deadline_seconds=spec.prepare_timeout_seconds + episode_seconds
                     + DELIVERY_SLACK_SECONDS)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": naming.job_name(ref), "namespace": naming.pool_namespace(pool.namespace, pool.name),
-                     "labels": {**naming.owner_labels(ref), naming.LABEL_POOL_UID: pool.uid}},
+                     "labels": {**naming.owner_labels(ref), naming.LABEL_POOL_UID: pool.uid},
+                     **({"annotations": began} if began else {})},
         "spec": {
             "completions": batch_episodes, "parallelism": parallelism, "completionMode": "Indexed",
             "backoffLimitPerIndex": infrastructure_retries, "activeDeadlineSeconds": active_deadline_seconds,

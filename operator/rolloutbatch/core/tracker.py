@@ -32,12 +32,13 @@ from collections.abc import Callable, Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
+from rolloutbatch.core.naming import ANNOTATION_CLAIMS_BEGAN_AT
 from rolloutbatch.core.queueing import QUEUE_LABEL
 from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
 from rolloutbatch.core.strictjson import finite
-from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal,
-                                       judge_episode, missing_reason, never_ran, parse_time)
+from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, annotation_seconds, is_infrastructure_failure,
+                                       is_terminal, judge_episode, missing_reason, never_ran, parse_time)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,14 @@ class JobFacts:
     suspend: bool = False                # spec.suspend: asked for, before the Job controller says Suspended
     suspended_at: float | None = None    # the Suspended condition's last change to True ...
     resumed_at: float | None = None      # ... or to False (resumed: admitted by Kueue, after its first start)
+    claims_began_at: float | None = None  # a pooled batch's first claim (naming.ANNOTATION_CLAIMS_BEGAN_AT)
+
+    @property
+    def began_at(self) -> float | None:
+        """Where the batch's clock starts: the Job's creation, or a pooled batch's first claim, which
+        comes before its Job (and is kept to the millisecond, the creation to the second)."""
+        known = [t for t in (self.created, self.claims_began_at) if t is not None]
+        return min(known) if known else None
 
 
 def job_facts(job: Mapping) -> JobFacts:
@@ -94,7 +103,8 @@ def job_facts(job: Mapping) -> JobFacts:
                     pods_left=sum(n for n in (status.get("active"), status.get("terminating"))
                                   if type(n) is int and n > 0),
                     queue=_queue_label(meta), suspend=spec.get("suspend") is True,
-                    suspended_at=suspended_at, resumed_at=resumed_at)
+                    suspended_at=suspended_at, resumed_at=resumed_at,
+                    claims_began_at=annotation_seconds(meta, ANNOTATION_CLAIMS_BEGAN_AT))
 
 
 def _queue_label(meta: Mapping) -> str | None:

@@ -167,10 +167,10 @@ def pod_facts(pod: Mapping) -> PodFacts:
         else None,
         pooled=_annotation(meta, POOLED_ANNOTATION) == "true",
         container_started=episode.get("started") is True,
-        delivered_at=_float(_annotation(meta, ANNOTATION_DELIVERED_AT)),
-        claimed_at=_float(_annotation(meta, ANNOTATION_CLAIMED_AT)),
+        delivered_at=annotation_seconds(meta, ANNOTATION_DELIVERED_AT),
+        claimed_at=annotation_seconds(meta, ANNOTATION_CLAIMED_AT),
         verifier_started=verifier.get("started") is True,
-        verifier_delivered_at=_float(_annotation(meta, ANNOTATION_VERIFIER_DELIVERED_AT)),
+        verifier_delivered_at=annotation_seconds(meta, ANNOTATION_VERIFIER_DELIVERED_AT),
     )
 
 
@@ -179,19 +179,22 @@ def _annotation(meta: Mapping, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _float(text: str | None) -> float | None:
+def annotation_seconds(meta: Mapping, key: str) -> float | None:
+    """A time the operator wrote as an annotation (unix seconds); None when absent or not a
+    positive finite number (an annotation edited by hand)."""
+    text = _annotation(meta, key)
     try:
         value = float(text) if text is not None else None
     except ValueError:
         return None
-    return value if value is not None and math.isfinite(value) else None
+    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def _created(meta: Mapping) -> float:
     """When the episode began: a warm pod's claim (core.pools), else the pod's creation. A warm pod
     waited in its pool before; its episode's clock checks and startup times count from the claim.
     Only a pool's pod is read so: on any other, an annotation someone wrote moves no clock."""
-    claimed = _float(_annotation(meta, ANNOTATION_CLAIMED_AT)) if _annotation(meta, POOLED_ANNOTATION) == "true" else None
+    claimed = annotation_seconds(meta, ANNOTATION_CLAIMED_AT) if _annotation(meta, POOLED_ANNOTATION) == "true" else None
     return claimed or parse_time(meta.get("creationTimestamp")) or 0.0
 
 

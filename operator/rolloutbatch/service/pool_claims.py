@@ -47,7 +47,7 @@ from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.verdict import annotation_seconds, pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError, Unconfirmed
 from rolloutbatch.kube.pool_storage import PoolStorage
@@ -98,14 +98,25 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
     return warm + mine >= wanted, message
 
 
+@dataclasses.dataclass(frozen=True)
+class Claims:
+    """What :func:`claim` did: ``hits`` pods of the batch (claimed now or before) of the ``wanted``
+    first indexes, the pods ``claimed`` by this call as the API returned them, and when the
+    batch's first claim was made (``began``: an earlier run's, when there was one)."""
+
+    hits: int
+    wanted: int
+    claimed: list[dict]
+    began: float
+
+
 async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pool_spec.PoolRef,
                 episode_seconds: int, template: str | None = None,
-                on_claimed: Callable[[list[dict]], None] | None = None) -> tuple[int, int, list[dict]]:
-    """Claim warm pods for the first ``parallelism`` indexes that have none. Returns (hits, wanted,
-    claimed): pods of the batch (claimed now or before), the indexes that wanted one, and the pods
-    claimed by this call as the API returned them. ``on_claimed`` hears of each pod as soon as its
-    own claim is made: its hand-over need not wait for the others' (the claims go through a few
-    API threads, so the last of twenty came ~0.4 s after the first on this machine)."""
+                on_claimed: Callable[[list[dict]], None] | None = None) -> Claims:
+    """Claim warm pods for the first ``parallelism`` indexes that have none. ``on_claimed`` hears of
+    each pod as soon as its own claim is made: its hand-over need not wait for the others' (the
+    claims go through a few API threads, so the last of twenty came ~0.4 s after the first on this
+    machine)."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
     taken = {int(i) for p in mine
@@ -114,7 +125,9 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
     now = time.time()
     # hits: the batch's claimed pods (an earlier run's too), not the cold pods its Job made since
-    hits = sum(1 for p in mine if naming.ANNOTATION_CLAIMED_AT in ((p.get("metadata") or {}).get("annotations") or {}))
+    earlier = [t for p in mine
+               if (t := annotation_seconds(p.get("metadata") or {}, naming.ANNOTATION_CLAIMED_AT)) is not None]
+    hits = len(earlier)
     fresh: list[dict] = []
 
     async def claim_one(index: int, pod: dict) -> dict | None:
@@ -139,7 +152,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
             # another batch took is no longer warm.
             relists += 1
             warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
-    return hits, min(spec.parallelism, spec.episodes), fresh
+    return Claims(hits=hits, wanted=min(spec.parallelism, spec.episodes), claimed=fresh, began=min([now, *earlier]))
 
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
@@ -152,11 +165,12 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     await copy_inputs(storage, ref, spec)
     episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
                                             spec.verifier.timeout_seconds if spec.verifier else None)
-    hits, wanted, _ = await claim(pool_storage, ref, spec, pool, episode_seconds,
-                                  pools.template_digest(pool, definition), on_claimed=claimed)
+    claims = await claim(pool_storage, ref, spec, pool, episode_seconds, pools.template_digest(pool, definition),
+                         on_claimed=claimed)
+    hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
-                           spec.active_deadline_seconds, episode_seconds, pool, definition)
+                           spec.active_deadline_seconds, episode_seconds, pool, definition, claims.began)
     try:
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:

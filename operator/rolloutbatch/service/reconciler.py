@@ -431,9 +431,10 @@ class BatchReconciler:
 
     # -- status and results ----------------------------------------------------------------
     def _origin(self) -> float | None:
-        """The batch's clock starts when its Job is created, or (spec.queueName) admitted."""
+        """The batch's clock starts when its Job is created, or (spec.queueName) admitted, or (a
+        pooled batch, which has no queue) when its first claim was made."""
         job = self.tracker.job if self.tracker else None
-        return job.created + self.queue.origin_offset() if job and job.created is not None else None
+        return job.began_at + self.queue.origin_offset() if job and job.began_at is not None else None
 
     def _job_complete_seconds(self) -> float | None:
         t = self.tracker

@@ -92,6 +92,9 @@ def test_pooled_job_adopts_by_the_batchs_labels() -> None:
     assert rules[1]["action"] == "Count" and rules[1]["onExitCodes"]["values"] == [NOT_DELIVERED_EXIT]
     assert rules[2]["action"] == "FailIndex"
     assert "ownerReferences" not in job["metadata"]
+    assert "annotations" not in job["metadata"]
+    began = pools.pooled_job(BATCH, 10, 4, 2, 3600, 600, POOL, _spec(), claims_began=1796256000.25)
+    assert began["metadata"]["annotations"] == {naming.ANNOTATION_CLAIMS_BEGAN_AT: "1796256000.250"}
 
 
 def test_claim_patch_moves_the_pod_and_bounds_its_time() -> None:

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rolloutbatch.core import naming
 from rolloutbatch.core.model import EpisodeResult, PodFacts
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
 
@@ -133,6 +134,20 @@ def test_job_facts_and_finish_time():
     assert t.job_finished_seen_at == 9.0
     t.observe_job(facts, now=20.0)
     assert t.job_finished_seen_at == 9.0
+
+
+@pytest.mark.parametrize("annotation, began", [
+    (None, 1796256000.0),                       # a Job's batch: its creation, to the second
+    ("1796255999.25", 1796255999.25),           # a pooled batch: its first claim, before the Job
+    ("1796256000.75", 1796256000.0),            # never later than the creation
+    ("nan", 1796256000.0), ("-3", 1796256000.0), ("soon", 1796256000.0), ("", 1796256000.0),
+])
+def test_the_batchs_clock_starts_at_the_jobs_creation_or_its_first_claim(annotation, began):
+    meta = {"uid": JOB_UID, "creationTimestamp": "2026-12-03T00:00:00Z"}
+    if annotation is not None:
+        meta["annotations"] = {naming.ANNOTATION_CLAIMS_BEGAN_AT: annotation}
+    assert job_facts({"metadata": meta}).began_at == began
+    assert job_facts({"metadata": {"uid": JOB_UID}}).began_at is None
 
 
 # -- one place of finality: retries, evictions, deadlines, ready counts ---------------------------

@@ -111,3 +111,8 @@ def refuse(why: str) -> None:
 async def drain(d: pool_claims.EpisodeDelivery) -> None:
     while d._tasks:
         await asyncio.gather(*list(d._tasks), return_exceptions=True)
+
+
+def triple(claims: pool_claims.Claims) -> tuple[int, int, list[dict]]:
+    """(hits, wanted, claimed) of a claim."""
+    return claims.hits, claims.wanted, claims.claimed

@@ -19,7 +19,7 @@ from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.service import pools as pool_service
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, drain, batch_spec, delivery, filled, live, make_pool,
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, drain, batch_spec, delivery, filled, live, make_pool,
                                             pod_names, reconciler, run)
 
 
@@ -79,7 +79,7 @@ def test_a_task_change_does_not_rewrite_the_files_of_claimed_pods(api):
     replaced in place, and the kubelet syncs configMap volumes into running pods: an episode
     (and a running batch's later cold pods) see the new task mid-batch, unrecorded."""
     rec = filled(api, 1)
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(episodes=1, parallelism=1), rec.ref, 60))
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(episodes=1, parallelism=1), rec.ref, 60)))
     (pod,) = fresh
     volume = next(vol for vol in pod["spec"]["volumes"] if vol["name"] == "task")
     api.merge_patch(POOL_PATH, {"spec": {"task": {"files": {"e.py": "y"}}}}, "new task")
@@ -143,7 +143,7 @@ def test_a_failed_annotation_does_not_evict_a_pod_running_its_episode(api):
     the index: the first attempt's outcome is discarded, a re-sample the agent did not earn or lose)."""
     filled(api, 1)
     spec = batch_spec(episodes=1, parallelism=1)
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
     name = fresh[0]["metadata"]["name"]
     api.set_attach(POOL_NS, name, lambda container, stdin: None)
     api.fail("PATCH", "Pod", Unavailable("the server is currently unable to handle the request", status=503))

@@ -17,7 +17,7 @@ from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, claimed_indexes, delivery, delivery_round,
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
                                             drain, filled, live, make_pool, pod_names, reconciler, run, set_status,
                                             refuse, warm)
 
@@ -123,7 +123,7 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
 def test_claims_take_warm_pods_for_the_first_indexes_once(api):
     rec = filled(api, 2)
     spec = batch_spec()
-    hits, wanted, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    hits, wanted, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
     assert (hits, wanted, len(fresh)) == (2, 3, 2)
     assert sorted(claimed_indexes(api).values()) == ["0", "1"]
     for pod in fresh:
@@ -134,9 +134,13 @@ def test_claims_take_warm_pods_for_the_first_indexes_once(api):
     for name in pod_names(api):
         if name not in claimed_indexes(api):
             warm(api, name)
-    hits, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
-    assert hits == 3 and len(fresh) == 1
+    again = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    assert again.hits == 3 and len(again.claimed) == 1
     assert sorted(claimed_indexes(api).values()) == ["0", "1", "2"]
+    # the batch's clock starts at its first claim: the earlier run's, not this one's
+    first = {float(p["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT]) for p in fresh}
+    assert len(first) == 1 and again.began == first.pop() < float(
+        again.claimed[0]["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT])
 
 
 def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
@@ -147,7 +151,7 @@ def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
         api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
                         {"metadata": {"labels": {naming.LABEL_EPISODE_ROLE: "episode"}}}, "another claim")
     api.meanwhile("PATCH", "Pod", steal)
-    hits, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    hits, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60)))
     assert hits == 2 and first not in {p["metadata"]["name"] for p in fresh}
 
 
@@ -158,7 +162,7 @@ def test_a_pod_whose_status_changed_since_it_was_listed_is_listed_again_and_clai
     first = sorted(pod_names(api))[0]
     api.meanwhile("PATCH", "Pod", lambda: api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
                                                           {"metadata": {"annotations": {"kubelet": "x"}}}, "status"))
-    hits, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    hits, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60)))
     assert hits == 2 and first in {p["metadata"]["name"] for p in fresh}
     assert sorted(claimed_indexes(api).values()) == ["0", "1"]
 
@@ -171,7 +175,7 @@ def test_a_pod_claimed_by_another_batch_meanwhile_is_not_listed_again_as_warm(ap
         api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
                         {"metadata": {"labels": {naming.LABEL_EPISODE_ROLE: "episode"}}}, "another claim")
     api.meanwhile("PATCH", "Pod", steal)
-    hits, wanted, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    hits, wanted, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60)))
     assert (hits, wanted) == (1, 2) and first not in {p["metadata"]["name"] for p in fresh}
 
 
@@ -248,6 +252,9 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
                                     None, got.extend, CLUSTERWIDE))
     assert job["metadata"]["namespace"] == POOL_NS and job["spec"]["manualSelector"] is True
     assert len(got) == 2
+    # the Job says when the claims began: the batch's clock starts there (core.tracker.JobFacts.began_at)
+    claimed_at = {p["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT] for p in got}
+    assert job["metadata"]["annotations"][naming.ANNOTATION_CLAIMS_BEGAN_AT] == claimed_at.pop()
     assert events == [("Normal", v.EVENT_CLAIMED, "2 of the first 3 episodes got a warm pod of RolloutPool warm; "
                                                   "2 of 4 start cold")]
 
@@ -260,7 +267,7 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
 def test_each_claimed_pod_is_handed_its_own_episode_once(api):
     filled(api, 2)
     spec = batch_spec(episodes=2, parallelism=2, inputs=[{"q": 1}, {"q": 2}], env=[{"name": "K", "value": "v"}])
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
     scripts: dict[str, bytes] = {}
     for pod in fresh:
         name = pod["metadata"]["name"]
@@ -300,15 +307,15 @@ def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
         assert len(pods) == 1 and pods[0]["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
         heard.append(pods[0]["metadata"]["name"])
 
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
-                                        on_claimed=on_claimed))
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
+                                               on_claimed=on_claimed)))
     assert sorted(heard) == sorted(p["metadata"]["name"] for p in fresh) and len(heard) == 3
 
 
 def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     filled(api, 1)
     spec = batch_spec(episodes=1, parallelism=1)
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
     api.set_attach(POOL_NS, fresh[0]["metadata"]["name"], lambda container, stdin: refuse("no"))
     events: list = []
     d = delivery(api, spec, events, [])
@@ -329,7 +336,7 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
         warm(api, name)
     spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
     assert spec.command == ()
-    _, _, fresh = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
     seen: list[bytes] = []
     api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
     d = delivery(api, spec, [], [])
