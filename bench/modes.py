@@ -31,7 +31,10 @@ def part_modes(kube, repeats: int, sizes=((60, 30), (1000, 100)), result: str = 
             spec = trivial_spec(episodes, parallelism)
             rows: dict[str, list[float]] = {"bare": [], **{v: [] for v in variants}}
             for i in range(repeats if episodes <= 100 else 1):
-                rows["bare"].append(run_bare(kube, ns, lib.unique("bare"), spec)["wall_to_complete_seconds"])
+                bare_run = run_bare(kube, ns, lib.unique("bare"), spec)
+                if bare_run["succeeded"] != episodes:   # a Job that failed some is not the same work
+                    raise RuntimeError(f"bare Job {key}: {bare_run['succeeded']} of {episodes} succeeded")
+                rows["bare"].append(bare_run["wall_to_complete_seconds"])
                 for variant in variants:
                     override = VARIANTS[variant]
                     rb = run_batch(kube, ns, lib.unique(variant.replace("+", "-")), {**spec, **override}, detail=False)

@@ -78,9 +78,21 @@ def pods_detail(kube: Kube, tracker: lib.PodTracker, read_logs: bool = True) -> 
 
 # --- one run of each kind ---------------------------------------------------------------------------
 
-def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 600) -> dict:
+def wait_timeout(spec_raw: dict) -> float:
+    """How long a workload may take before the bench gives up on it: 600 s, or 3 s an episode
+    (1,000 x p100 took 1,143 s on real nodes here). Past it the bench fails: a time cut short by
+    its own wait is not a measurement."""
+    return max(600.0, 3.0 * int(spec_raw.get("episodes", 1)))
+
+
+class WorkloadTimedOut(RuntimeError):
+    """A workload the bench waited for did not finish within :func:`wait_timeout`."""
+
+
+def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float | None = None) -> dict:
     """ConfigMap + Indexed Job built by the operator's own manifest builders (Shared isolation,
-    no owner), watched directly: created -> Job Complete observed -> pods listed and logs read."""
+    no owner), watched directly: created -> Job Complete observed -> pods listed and logs read.
+    Raises WorkloadTimedOut when the Job did not finish within ``timeout`` (:func:`wait_timeout`)."""
     spec = parse_spec({**spec_raw, "isolation": {"namespace": vocabulary.ISOLATION_SHARED,
                                                 "network": vocabulary.NETWORK_DENY_ALL}})
     import uuid
@@ -107,7 +119,10 @@ def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 60
     kube.create(f"/api/v1/namespaces/{ns}/configmaps", cm)
     kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
     t_created = time.time()
-    done.wait(timeout)
+    timeout = wait_timeout(spec_raw) if timeout is None else timeout
+    if not done.wait(timeout):
+        w_job.stop(), w_pod.stop()
+        raise WorkloadTimedOut(f"bare Job {ns}/{name}: not finished within {timeout:g}s")
     t_complete = time.time()
     pods = kube.get(f"/api/v1/namespaces/{ns}/pods", labelSelector=sel)["items"]
     time.sleep(0.3)  # let the pod watch catch up
@@ -124,8 +139,10 @@ def run_bare(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 60
             "succeeded": succeeded, "pods": detail}
 
 
-def run_batch(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 900, detail: bool = True) -> dict:
-    """A RolloutBatch (sandbox kept until the bench read the pods), watched until Ready=True."""
+def run_batch(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float | None = None,
+              detail: bool = True) -> dict:
+    """A RolloutBatch (sandbox kept until the bench read the pods), watched until Ready=True.
+    Raises WorkloadTimedOut when it was not ready within ``timeout`` (:func:`wait_timeout`)."""
     obj = batch_obj(name, spec_raw, cleanup={"sandbox": vocabulary.CLEANUP_NEVER})
     seen: dict = {"phases": {}}
     done = threading.Event()
@@ -153,7 +170,12 @@ def run_batch(kube: Kube, ns: str, name: str, spec_raw: dict, timeout: float = 9
                             labelSelector=sel)
     t0 = time.time()
     created = kube.create(f"{GROUP}/namespaces/{ns}/rolloutbatches", obj)
-    done.wait(timeout)
+    timeout = wait_timeout(spec_raw) if timeout is None else timeout
+    if not done.wait(timeout):
+        for w in (w_rb, w_pod, w_job):
+            if w:
+                w.stop()
+        raise WorkloadTimedOut(f"RolloutBatch {ns}/{name}: not ready within {timeout:g}s")
     t_end = time.time()
     time.sleep(0.3)
     for w in (w_rb, w_pod, w_job):
