@@ -118,6 +118,8 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     claims go through a few API threads, so the last of twenty came ~0.4 s after the first on this
     machine)."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
+    # the batch's pods listed first: a pod claimed between the two lists is then seen as the
+    # batch's, or not as warm (its claim changed its labels), never as both
     mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
     taken = {int(i) for p in mine
              if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()}
