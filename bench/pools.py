@@ -108,8 +108,8 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None) -> dict:
     return out
 
 
-def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None) -> dict:
-    """Every size in turn with one fresh operator; writes results/pools.json."""
+def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, result: str = "pools") -> dict:
+    """Every size in turn with one fresh operator; writes results/<result>.json."""
     ns = "bench-pools"
     ensure_namespace(kube, ns)
     op = lib.start_operator("bench-pools")
@@ -119,7 +119,7 @@ def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None) -
         op.stop()
     out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc",
            "sizes": {str(run_["episodes"]): run_ for run_ in runs}}
-    lib.write_result("pools", out)
+    lib.write_result(result, out)
     return out
 
 

@@ -189,6 +189,9 @@ def main() -> None:
                         "real nodes)")
     p.add_argument("--pool-sizes", type=int, nargs="*", default=[20], metavar="N",
                    help="the pool sizes `pools` runs (default 20)")
+    p.add_argument("--pool-runtime-class", default=None, metavar="NAME",
+                   help="the RuntimeClass of `pools`' pods (default none: runc)")
+    p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
     p.add_argument("--modes-variants", nargs="*", default=None, metavar="VARIANT",
                    help="the `modes` variants to run beside the bare Job (dedicated, dedicated+quota, shared; "
                         "default all)")
@@ -222,7 +225,7 @@ def main() -> None:
                          huge_parallelism=args.huge_parallelism, huge_channel=args.huge_channel)
     if "pools" in args.parts:
         import pools
-        pools.part_pools(kube, args.pool_sizes)
+        pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result)
     if "plots" in args.parts:
         import plots
         plots.main()
