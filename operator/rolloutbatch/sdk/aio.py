@@ -31,7 +31,7 @@ import aiohttp
 
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
-from rolloutbatch.sdk import ops, retained, sessions
+from rolloutbatch.sdk import ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool, with_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
@@ -381,12 +381,12 @@ class AsyncBatchHandle:
         await self.client.delete(self.obj, wait=wait, timeout=timeout)
 
 
-class AsyncSessions(sessions.AsyncEndsOnExit):
+class AsyncSessions(session_commands.AsyncEndsOnExit):
     """``Sessions`` for asyncio: ``await session(i)``, ``await wait()``, ``async with``."""
 
     def __init__(self, handle: AsyncBatchHandle) -> None:
         self.handle = handle
-        self._core = sessions.SessionsCore(handle.obj)
+        self._core = session_commands.SessionsCore(handle.obj)
 
     name = property(lambda self: self.handle.name)
 
@@ -405,10 +405,10 @@ class AsyncSessions(sessions.AsyncEndsOnExit):
         return self._core.with_stats(await self.handle.results())
 
 
-class AsyncSession(sessions.SessionView, sessions.AsyncEndsOnExit):
+class AsyncSession(session_commands.SessionView, session_commands.AsyncEndsOnExit):
     """``Session`` for asyncio: ``await run(...)``, ``write_file``, ``read_file``, ``end``."""
 
-    def __init__(self, client: AsyncClient, core: sessions.SessionCore) -> None:
+    def __init__(self, client: AsyncClient, core: session_commands.SessionCore) -> None:
         self._client, self._core = client, core
 
     async def _end_left_open(self) -> None:

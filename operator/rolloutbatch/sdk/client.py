@@ -23,7 +23,7 @@ import requests
 
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
-from rolloutbatch.sdk import ops, retained, sessions
+from rolloutbatch.sdk import ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool, with_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
@@ -370,14 +370,14 @@ class BatchHandle:
         self.client.delete(self.obj, wait=wait, timeout=timeout)
 
 
-class Sessions(sessions.EndsOnExit):
+class Sessions(session_commands.EndsOnExit):
     """A session batch (:meth:`Client.open_sessions`): ``session(i)`` opens episode ``i``'s
     sandbox, ``wait()`` returns the rows once the verifier graded them. A context manager: on
     exit, every session still holding is ended (episodes not started yet are not stopped)."""
 
     def __init__(self, handle: BatchHandle) -> None:
         self.handle = handle
-        self._core = sessions.SessionsCore(handle.obj)
+        self._core = session_commands.SessionsCore(handle.obj)
 
     @property
     def name(self) -> str:
@@ -402,11 +402,11 @@ class Sessions(sessions.EndsOnExit):
         return self._core.with_stats(self.handle.results())
 
 
-class Session(sessions.SessionView, sessions.EndsOnExit):
+class Session(session_commands.SessionView, session_commands.EndsOnExit):
     """One episode's sandbox, held for the trainer: ``run``, ``write_file``, ``read_file``,
     ``end``; ``index``, ``pod``, ``stats``, ``ended``. A context manager that ends it on exit."""
 
-    def __init__(self, client: Client, core: sessions.SessionCore) -> None:
+    def __init__(self, client: Client, core: session_commands.SessionCore) -> None:
         self._client, self._core = client, core
 
     def _end_left_open(self) -> None:

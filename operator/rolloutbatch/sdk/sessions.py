@@ -10,8 +10,9 @@ row says ``AgentTimedOut``, and the verifier grades all the same.
 
 Every verb is a sans-IO generator, as in ``sdk.ops``: ``Client`` runs them blocking (the exec, a
 coroutine on every API object, on an event loop of its own), ``AsyncClient`` on the caller's
-loop. :class:`SessionCore` and :class:`SessionsCore` hold what both clients' session objects
-share (where a session's commands go, whether it ended, its stats); the classes in
+loop. This module: what a session is (its target, stats, errors), how a session batch is built
+and where a session's pod stands; ``sdk.session_commands`` opens one and runs its commands
+(``SessionCore``, ``SessionsCore``: what both clients' session objects share). The classes in
 ``sdk.client`` and ``sdk.aio`` only run their ops.
 
 A trainer needs, beside the rights on RolloutBatches, ``get``/``list`` on pods and ``get`` and
@@ -23,21 +24,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rolloutbatch.core import defaults as d
 from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import BatchRef, PodFacts
 from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, Unavailable
+from rolloutbatch.kube.errors import Forbidden, KubeError
 from rolloutbatch.sdk.build import _env_entries, build_batch
-from rolloutbatch.sdk.ops import Call, Op, Sleep, get, is_finished
+from rolloutbatch.sdk.ops import Call, Op
 
 SESSION_TIMEOUT = 600        # session(index): the pod's claim (or cold start) and its delivery
 POLL_SECONDS = 0.5
@@ -187,7 +185,7 @@ def _of_index(pods: Sequence[Mapping], index: int) -> list[PodFacts]:
     return sorted((f for f in facts if f.index == index), key=lambda f: f.created, reverse=True)
 
 
-def _ended(facts: PodFacts) -> str | None:
+def over_reason(facts: PodFacts) -> str | None:
     """Why the session in this pod is over, or None while it may hold."""
     if facts.deleting:
         return f"its pod {facts.name} is being deleted"
@@ -208,7 +206,7 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
     for facts in _of_index(pods, index):
         if facts.disrupted or is_infrastructure_failure(facts):
             continue     # evicted (still ending, too), lost its node: the Job runs the index again on a new pod
-        why = _ended(facts)
+        why = over_reason(facts)
         if why is None:
             if facts.delivered_at is not None and facts.phase == v.PodPhase.RUNNING:
                 return "ready", facts, ""
@@ -221,7 +219,7 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
     return "wait", None, seen
 
 
-def _pods(batch: Mapping, namespace: str) -> Op:
+def batch_pods(batch: Mapping, namespace: str) -> Op:
     meta = batch["metadata"]
     selector = naming.label_selector(BatchRef(meta["namespace"], meta["name"], meta.get("uid", "")))
     try:
@@ -233,323 +231,5 @@ def _pods(batch: Mapping, namespace: str) -> Op:
     return found.get("items") or []
 
 
-def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float,
-                 interval: float | None = None) -> Op:
-    """Wait (at most ``timeout`` s) until episode ``index``'s pod runs and holds its episode; its
-    SessionCore. SessionOver when its session already ended or the batch did."""
-    meta, spec = batch["metadata"], batch.get("spec") or {}
-    episodes = int(spec.get("episodes") or 0)
-    if not (isinstance(index, int) and 0 <= index < episodes):
-        raise ValueError(f"episode index {index!r} is not in 0..{episodes - 1}")
-    namespace = pool_namespace(batch)
-    where = f"episode {index} of RolloutBatch {meta['namespace']}/{meta['name']}"
-    deadline = time.monotonic() + timeout
-    while True:
-        state, facts, seen = yield from session_state_of(batch, namespace, index)
-        if state == "ready":
-            assert facts is not None and facts.delivered_at is not None
-            target = SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=namespace, pod=facts.name,
-                                   index=index, env=episode_env(batch, index),
-                                   default_timeout=float(spec.get("episodeTimeoutSeconds")
-                                                         or d.EPISODE_TIMEOUT_SECONDS) + EXEC_SLACK,
-                                   batch_uid=meta.get("uid") or "")
-            stats = SessionStats(claim_seconds=round(facts.delivered_at - facts.created, 3),
-                                 ready_seconds=round(time.monotonic() - opened_at, 3))
-            return SessionCore(target, stats)
-        if state == "over":
-            raise SessionOver(f"the session of {where} is over: {seen}", why=seen)
-        try:
-            live = yield from get(meta["name"], meta["namespace"])
-        except NotFound:
-            live = {"metadata": {}}
-        if live["metadata"].get("uid") != meta.get("uid"):
-            raise SessionOver(f"the session of {where} is over: the batch was deleted", why="the batch was deleted")
-        if is_finished(live.get("status")):
-            status = live.get("status") or {}
-            said = f": {status['message']}" if status.get("message") else ""
-            why = f"the batch ended ({status.get('phase')}{said})"
-            raise SessionOver(f"the session of {where} never opened: {why}", why=why)
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{where} held no session after {timeout:g}s ({seen}; the batch is "
-                               f"{(live.get('status') or {}).get('phase') or v.PENDING}): is its pool warm "
-                               f"(kubectl get rp {spec['poolRef']['name']} -n {meta['namespace']})?")
-        yield Sleep(interval or POLL_SECONDS)
-
-
 def session_state_of(batch: Mapping, namespace: str, index: int) -> Op:
-    return session_state((yield from _pods(batch, namespace)), index)
-
-
-# -- commands in a session -----------------------------------------------------------------------------
-def _over(target: SessionTarget) -> Op:
-    """Why the target's session is over (its pod read now), or None while it holds. SessionLost
-    when its pod was lost: that is no end of the episode, which runs again on another pod."""
-    try:
-        pod = yield Call("get", (resources.object_path("Pod", target.pod, target.namespace),
-                                 f"get Pod {target.namespace}/{target.pod}"))
-    except NotFound:
-        return f"its pod {target.pod} is gone"
-    facts = pod_facts(pod)
-    if facts.disrupted or is_infrastructure_failure(facts):
-        why = (f"its pod {facts.name} was lost (evicted, or its node lost): nothing of it is graded, and the Job "
-               f"runs episode {target.index} again on a new pod; open that with session({target.index})")
-        raise SessionLost(f"the session of episode {target.index} of RolloutBatch {target.batch} is lost: {why}",
-                          why=why)
-    return _ended(facts)
-
-
-def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
-          limit_bytes: int, on_output: OnOutput | None = None) -> Op:
-    """One exec in the session's agent container, its refusals made plain: Forbidden names the
-    Role a trainer needs; a pod that ended is SessionOver."""
-    where = f"{what} in episode {target.index} of RolloutBatch {target.batch}"
-    try:
-        result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, argv),
-                            {"stdin": stdin, "timeout": timeout, "limit_bytes": limit_bytes,
-                             "on_output": on_output})
-    except Forbidden as exc:
-        raise ExecForbidden(f"{where}: {exc}: a trainer needs get and create on pods/exec (and get, list on "
-                            f"pods) in the pool's namespace {target.namespace}", status=exc.status,
-                            reason=exc.reason) from None
-    except (NotFound, BadRequest, Unavailable) as exc:
-        why = yield from _over(target)
-        if why is not None:
-            raise SessionOver(f"{where}: the session is over: {why}", why=why) from None
-        raise type(exc)(f"{where}: {exc}", status=exc.status, reason=exc.reason) from None
-    if result.exit_code is None:
-        why = yield from _over(target)
-        if why is not None:
-            raise SessionOver(f"{where}: the session is over: {why}", why=why)
-        raise SessionError(f"{where}: the command did not run to an exit code: {result.message}")
-    return result
-
-
-class SessionCore:
-    """One open session, for both clients: where its commands go, whether it ended, its stats.
-    Each method returns the op its client runs."""
-
-    def __init__(self, target: SessionTarget, stats: SessionStats) -> None:
-        self.target = target
-        self.stats = stats
-        self.ended: str | None = None      # why no command may run any more
-
-    def _check(self) -> None:
-        if self.ended is not None:
-            raise SessionOver(f"the session of episode {self.target.index} of RolloutBatch {self.target.batch} "
-                              f"is over: {self.ended}", why=self.ended)
-
-    def _guarded(self, op: Op) -> Op:
-        """``op``, remembering a session found over (later calls say so without an exec)."""
-        self._check()
-        try:
-            return (yield from op)
-        except SessionOver as exc:
-            self.ended = exc.why
-            raise
-
-    def run(self, command: str | Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
-            on_output: OnOutput | None = None, limit_bytes: int = RUN_LIMIT_BYTES) -> Op:
-        argv = exec_argv(self.target, command)
-        return self._guarded(self._run(argv, stdin, timeout or self.target.default_timeout, on_output, limit_bytes))
-
-    def _run(self, argv: list[str], stdin: bytes, timeout: float, on_output: OnOutput | None,
-             limit_bytes: int) -> Op:
-        started = time.monotonic()
-        result = yield from _exec(self.target, argv, "a command", stdin=stdin, timeout=timeout,
-                                  limit_bytes=limit_bytes, on_output=on_output)
-        seconds = time.monotonic() - started
-        self.stats.commands += 1
-        self.stats.command_seconds = round(self.stats.command_seconds + seconds, 6)
-        return CommandResult(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
-                             seconds=seconds, stdout_truncated=result.stdout_truncated,
-                             stderr_truncated=result.stderr_truncated)
-
-    def write_file(self, path: str, data: bytes, *, timeout: float = 60) -> Op:
-        if not isinstance(data, (bytes, bytearray)):
-            raise TypeError(f"write_file takes bytes, not {type(data).__name__}")
-        if len(data) > MAX_FILE_BYTES:
-            raise ValueError(f"{path}: {len(data)} bytes, more than one exec carries ({MAX_FILE_BYTES})")
-        return self._guarded(self._write(path, bytes(data), timeout))
-
-    def _write(self, path: str, data: bytes, timeout: float) -> Op:
-        result = yield from _exec(self.target, sessions.write_file_command(path, len(data)), f"writing {path}",
-                                  stdin=data, timeout=timeout, limit_bytes=4096)
-        if result.exit_code == sessions.IS_A_DIRECTORY:
-            raise IsADirectoryError(f"a directory, not a file: {path} in episode {self.target.index}'s sandbox")
-        if result.exit_code != 0:
-            raise SessionError(f"writing {path} in episode {self.target.index} failed (exit code "
-                               f"{result.exit_code}): {result.stderr.decode(errors='replace').strip()}")
-
-    def read_file(self, path: str, *, max_bytes: int = MAX_FILE_BYTES, timeout: float = 60) -> Op:
-        return self._guarded(self._read(path, max_bytes, timeout))
-
-    def _read(self, path: str, max_bytes: int, timeout: float) -> Op:
-        result = yield from _exec(self.target, sessions.read_file_command(path, max_bytes), f"reading {path}",
-                                  timeout=timeout, limit_bytes=max_bytes)
-        where = f"{path} in episode {self.target.index}'s sandbox"
-        if result.exit_code == sessions.NO_SUCH_FILE:
-            raise FileNotFoundError(f"no such file: {where}")
-        if result.exit_code == sessions.IS_A_DIRECTORY:
-            raise IsADirectoryError(f"a directory, not a file: {where}")
-        if result.exit_code != 0:
-            raise SessionError(f"reading {where} failed (exit code {result.exit_code}): "
-                               f"{result.stderr.decode(errors='replace').strip()}")
-        if result.stdout_truncated:
-            raise SessionError(f"{where} is larger than max_bytes ({max_bytes})")
-        return result.stdout
-
-    def end(self) -> Op:
-        """End the session (its verifier then grades the workspace); a session that has ended,
-        by end() or otherwise, is left as it is. Its stats go into its row first."""
-        if self.ended is None:
-            yield from self._record_stats()
-            try:
-                yield from end_target(self.target)
-            except SessionLost as exc:   # reported once, here; a later end() is quiet
-                self.ended = exc.why
-                raise
-            self.ended = "end() was called"
-
-    def _record_stats(self) -> Op:
-        """The stats as an annotation of the batch (core.sessions), which the operator copies into
-        the episode's row. A refusal (no ``patch`` on RolloutBatches, the 256 KiB bound of
-        annotations) leaves the row without them and says so in a warning; the session still ends."""
-        namespace, name = self.target.batch.split("/", 1)
-        try:
-            metadata: dict = {"annotations": sessions.stats_annotation(self.target.index, self.target.pod,
-                                                                       self.stats.commands,
-                                                                       self.stats.command_seconds)}
-            if self.target.batch_uid:
-                metadata["uid"] = self.target.batch_uid     # a precondition: 409 for a namesake
-            yield Call("merge_patch", (resources.object_path("RolloutBatch", name, namespace), {"metadata": metadata},
-                                       f"record the session stats of episode {self.target.index} on RolloutBatch "
-                                       f"{self.target.batch}"))
-        except NotFound:
-            return                                     # the batch is gone: no row to record them in
-        except (KubeError, ValueError) as exc:         # ValueError: stats past their bounds
-            warnings.warn(f"the session stats of episode {self.target.index} were not recorded on RolloutBatch "
-                          f"{self.target.batch}, so its row has none: {exc}", RuntimeWarning, stacklevel=2)
-
-
-def end_target(target: SessionTarget) -> Op:
-    """Write the hold's line. The launcher kills every process left once the hold exited, the end's
-    own exec among them at times (exit 137, or no exit code), before the kubelet reports the agent
-    container ended: such an end is taken as done once the pod says so, within END_SETTLE_SECONDS."""
-    said = ""
-    try:
-        result = yield from _exec(target, sessions.end_command(), "ending the session", timeout=END_TIMEOUT,
-                                  limit_bytes=4096)
-        code, said = result.exit_code, result.stderr.decode(errors="replace").strip()
-    except SessionLost:
-        raise            # not an end: the episode runs again elsewhere
-    except SessionOver:
-        return
-    except (SessionError, Unavailable) as exc:
-        code, said = None, str(exc)
-    if code == sessions.NOT_HOLDING and (yield from _over(target)) is None:
-        raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} cannot be ended: its session's "
-                           "end FIFO is gone (its own commands removed it, or it runs something other than the "
-                           "hold); it holds until episodeTimeoutSeconds")
-    # Confirmed by the pod, whatever the end said: the session's own commands can take the FIFO's
-    # line or forge the hold's marker.
-    settle = time.monotonic() + END_SETTLE_SECONDS
-    while (yield from _over(target)) is None:
-        if time.monotonic() >= settle:
-            if code in (sessions.ENDED, sessions.ALREADY_ENDED):
-                raise SessionError(f"the session of episode {target.index} of RolloutBatch {target.batch} did not "
-                                   "end: its own commands took the end's line or forged its marker; it holds "
-                                   "until episodeTimeoutSeconds")
-            raise SessionError(f"ending the session of episode {target.index} of RolloutBatch {target.batch} "
-                               f"failed (exit code {code}): {said}")
-        yield Sleep(POLL_SECONDS)
-
-
-class SessionView:
-    """What both clients' session objects show of their SessionCore (``_core``)."""
-
-    _core: SessionCore
-    index = property(lambda self: self._core.target.index)
-    pod = property(lambda self: self._core.target.pod)
-    stats = property(lambda self: self._core.stats)
-    ended = property(lambda self: self._core.ended is not None)
-
-
-class EndsOnExit:
-    """A context manager that ends what is left open (``_end_left_open``) on exit. A failure to
-    end it is raised only when the body raised nothing: the body's own error is the one to see."""
-
-    def _end_left_open(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        try:
-            self._end_left_open()
-        except KubeError:
-            if exc_type is None:
-                raise
-
-
-class AsyncEndsOnExit:
-    """EndsOnExit for ``async with``."""
-
-    async def _end_left_open(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Any:
-        return self
-
-    async def __aexit__(self, exc_type: object, *_: object) -> None:
-        try:
-            await self._end_left_open()
-        except KubeError:
-            if exc_type is None:
-                raise
-
-
-class SessionsCore:
-    """The session batch, for both clients: the sessions opened, and the ops on all of them."""
-
-    def __init__(self, batch: dict) -> None:
-        self.namespace = pool_namespace(batch)
-        self.opened_at = time.monotonic()
-        self.opened: dict[int, SessionCore] = {}
-
-    def session(self, batch: Mapping, index: int, timeout: float) -> Op:
-        core = yield from open_session(batch, index, timeout=timeout, opened_at=self.opened_at)
-        self.opened[index] = core
-        return core
-
-    def end_all(self, batch: Mapping) -> Op:
-        """End every session of the batch that still holds: those opened here, and those no one
-        opened (so none waits for its deadline). Episodes not started yet are not stopped."""
-        meta = batch["metadata"]
-        ops = [core.end() for core in self.opened.values()]
-        ended = {core.target.pod for core in self.opened.values()}
-        for pod in (yield from _pods(batch, self.namespace)):
-            facts = pod_facts(pod)
-            if facts.name in ended or facts.index is None or facts.delivered_at is None or _ended(facts):
-                continue
-            ops.append(end_target(SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=self.namespace,
-                                                pod=facts.name, index=facts.index, env=(),
-                                                default_timeout=END_TIMEOUT)))
-        failed: list[KubeError] = []
-        for n, op in enumerate(ops):     # each tried: one that cannot be ended leaves the others to their end
-            try:
-                yield from op
-            except SessionLost as exc:       # said for the sessions opened here; the others no one drove
-                if n < len(self.opened):
-                    failed.append(exc)
-            except KubeError as exc:
-                failed.append(exc)
-        if failed:
-            raise failed[0]
-
-    def with_stats(self, rows: list) -> list:
-        """The rows, each of a session opened here (by its pod) with ``session``: its stats as
-        measured here (the claim's and the wait's seconds too) over what its row recorded."""
-        by_pod = {core.target.pod: core.stats for core in self.opened.values()}
-        return [dict(row, session={**(row.get("session") or {}), **by_pod[row["pod"]].as_dict()})
-                if row.get("pod") in by_pod else row for row in rows]
+    return session_state((yield from batch_pods(batch, namespace)), index)
