@@ -29,7 +29,10 @@ import aiohttp
 from rolloutbatch.kube.errors import KubeError, TimedOut, Unavailable, Unconfirmed
 from rolloutbatch.kube.pod_exec import STDIN, STDOUT, Connect, PodExec, frame, send_frames, split_frame, stdin_frames
 
-PING_INTERVAL = 0.2   # seconds between two pings while no answer came
+# Seconds before each ping is sent again while no answer came, the last repeated. The first
+# answer is lost when the runtime's race (below) hits: a short first wait keeps that from costing
+# the claim a whole interval; a ping is a line the launcher answers at once.
+PING_WAITS = (0.02, 0.05, 0.1, 0.2)
 
 
 def attach_path(namespace: str, pod: str) -> str:
@@ -126,8 +129,10 @@ async def _exchange(connect: Connect, namespace: str, pod: str, container: str, 
         if hello is not None:
             ping, pong = hello
             await ws.send_bytes(frame(STDIN, ping))
-            while not await stdout.wait_for(pong, PING_INTERVAL):
+            sent_pings = 1
+            while not await stdout.wait_for(pong, PING_WAITS[min(sent_pings, len(PING_WAITS)) - 1]):
                 await ws.send_bytes(frame(STDIN, ping))
+                sent_pings += 1
         await send_frames(ws, stdin_frames(data, protocol))
         sent[0] = True
         await stdout.wait_for(ack, None)
