@@ -118,13 +118,15 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     claims go through a few API threads, so the last of twenty came ~0.4 s after the first on this
     machine)."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
-    # the batch's pods listed first: a pod claimed between the two lists is then seen as the
-    # batch's, or not as warm (its claim changed its labels), never as both
+    # The warm pods listed before the batch's: a pod claimed for the batch between the two lists
+    # (a predecessor's claim, at a failover) is then among the batch's, its index taken, and its
+    # stale warm entry refuses a second claim (409); the other order could miss it in both and
+    # claim a second pod for its index.
+    warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
     mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
     taken = {int(i) for p in mine
              if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()}
     wanted = [i for i in range(min(spec.parallelism, spec.episodes)) if i not in taken]
-    warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
     now = time.time()
     # hits: the batch's claimed pods (an earlier run's too), not the cold pods its Job made since
     earlier = [t for p in mine

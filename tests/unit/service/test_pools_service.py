@@ -155,6 +155,24 @@ def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     assert hits == 2 and first not in {p["metadata"]["name"] for p in fresh}
 
 
+def test_a_predecessors_claim_between_the_two_lists_is_never_claimed_twice_nor_its_index(api):
+    """At a failover the operator before may still claim for the batch while this one lists: its
+    pod must count as the batch's (its index taken), not be missed by both lists."""
+    rec = filled(api, 4)
+    first = sorted(pod_names(api))[0]
+    pod = api.get(f"/api/v1/namespaces/{POOL_NS}/pods/{first}", "get")
+
+    def predecessor_claims() -> None:
+        api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
+                        pools.claim_patch(pod, BATCH, 0, 1796256000.0, 60), "the predecessor's claim")
+    # just before the second of the claim's two lists
+    api.meanwhile("GET", "Pod", lambda: api.meanwhile("GET", "Pod", predecessor_claims))
+    claims = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=3), rec.ref, 60))
+    indexes = claimed_indexes(api)
+    assert sorted(indexes.values()) == ["0", "1", "2"] and indexes[first] == "0"
+    assert claims.hits == 3 and first not in {p["metadata"]["name"] for p in claims.claimed}
+
+
 def test_a_pod_whose_status_changed_since_it_was_listed_is_listed_again_and_claimed(api):
     """A full pool of exactly the batch's size: a claim refused because the pod's own status moved
     (its resourceVersion) must not leave the index cold."""
