@@ -54,8 +54,8 @@ CLIENT = textwrap.dedent("""
                     with opener.open(f"http://{rest}/", timeout=3) as r:
                         out[target] = "ok:" + r.read().decode()
                 break
-            except Exception as e:
-                out[target] = "error:" + type(e).__name__
+            except Exception as e:   # the reason too (refused, unreachable, timed out): a failure says which
+                out[target] = "error:" + type(e).__name__ + ":" + str(getattr(e, "reason", e))[:80]
                 time.sleep(1)
     print(json.dumps(out), flush=True)
 """)
