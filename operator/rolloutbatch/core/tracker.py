@@ -41,6 +41,11 @@ from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, annotation_seco
                                        is_terminal, judge_episode, missing_reason, never_ran, parse_time)
 
 
+# The longest a pooled batch's first claim can come before its Job: the claims and the Job's
+# creation follow each other, with an operator's restart at most between them.
+CLAIMS_BEFORE_JOB_SECONDS = 3600
+
+
 @dataclasses.dataclass(frozen=True)
 class JobFacts:
     """What the operator needs to know of its Job."""
@@ -65,9 +70,13 @@ class JobFacts:
     @property
     def began_at(self) -> float | None:
         """Where the batch's clock starts: the Job's creation, or a pooled batch's first claim, which
-        comes before its Job (and is kept to the millisecond, the creation to the second)."""
-        known = [t for t in (self.created, self.claims_began_at) if t is not None]
-        return min(known) if known else None
+        comes before its Job (and is kept to the millisecond, the creation to the second). A claim
+        time more than CLAIMS_BEFORE_JOB_SECONDS before the Job is not the batch's (an annotation
+        edited by hand): it would make every timing of the batch a wrong, huge number."""
+        claims = self.claims_began_at
+        if self.created is None or claims is None:
+            return self.created if claims is None else claims
+        return claims if self.created - CLAIMS_BEFORE_JOB_SECONDS <= claims < self.created else self.created
 
 
 def job_facts(job: Mapping) -> JobFacts:

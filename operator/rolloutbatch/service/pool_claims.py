@@ -115,8 +115,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
                 on_claimed: Callable[[list[dict]], None] | None = None) -> Claims:
     """Claim warm pods for the first ``parallelism`` indexes that have none. ``on_claimed`` hears of
     each pod as soon as its own claim is made: its hand-over need not wait for the others' (the
-    claims go through a few API threads, so the last of twenty came ~0.4 s after the first on this
-    machine)."""
+    claims go out together through the API threads, and their answers come back one by one)."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     # The warm pods listed before the batch's: a pod claimed for the batch between the two lists
     # (a predecessor's claim, at a failover) is then among the batch's, its index taken, and its

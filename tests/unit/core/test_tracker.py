@@ -141,6 +141,8 @@ def test_job_facts_and_finish_time():
     ("1796255999.25", 1796255999.25),           # a pooled batch: its first claim, before the Job
     ("1796256000.75", 1796256000.0),            # never later than the creation
     ("nan", 1796256000.0), ("-3", 1796256000.0), ("soon", 1796256000.0), ("", 1796256000.0),
+    ("1", 1796256000.0), ("1796252399.0", 1796256000.0),   # edited by hand: more than an hour before the Job
+    ("1796252400.0", 1796252400.0),                          # an hour before (a restart between claims and Job)
 ])
 def test_the_batchs_clock_starts_at_the_jobs_creation_or_its_first_claim(annotation, began):
     meta = {"uid": JOB_UID, "creationTimestamp": "2026-12-03T00:00:00Z"}
@@ -148,6 +150,8 @@ def test_the_batchs_clock_starts_at_the_jobs_creation_or_its_first_claim(annotat
         meta["annotations"] = {naming.ANNOTATION_CLAIMS_BEGAN_AT: annotation}
     assert job_facts({"metadata": meta}).began_at == began
     assert job_facts({"metadata": {"uid": JOB_UID}}).began_at is None
+    claims_only = {"uid": JOB_UID, "annotations": {naming.ANNOTATION_CLAIMS_BEGAN_AT: "1796255999.25"}}
+    assert job_facts({"metadata": claims_only}).began_at == 1796255999.25
 
 
 # -- one place of finality: retries, evictions, deadlines, ready counts ---------------------------
