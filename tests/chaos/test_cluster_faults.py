@@ -52,6 +52,18 @@ def sandbox_of(name, namespace, timeout=60):
     raise AssertionError("no sandbox namespace")
 
 
+def wait_logged(pod, namespace, text, timeout=60):
+    """Until the pod's log holds ``text``: Running means its container started, not that the
+    episode has printed anything yet."""
+    name = pod["metadata"]["name"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in kubectl("logs", "-n", namespace, name, check=False).stdout:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{namespace}/{name} never logged {text!r}")
+
+
 def evict(pod, namespace):
     """Through the Eviction API, as a node drain does."""
     name = pod["metadata"]["name"]
@@ -109,6 +121,7 @@ def test_an_evicted_episode_that_exits_zero_is_judged_like_the_job_does(operator
                         env=[{"name": "SLEEP", "value": "10"}], cleanup={"sandbox": "Never"}), namespace)
     sandbox = sandbox_of(name, namespace)
     victim = wait_pods_running(sandbox, 2)[0]
+    wait_logged(victim, sandbox, '"event": "ready"')   # else it is judged NoReadyEvent
     evict(victim, sandbox)
     obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
     st = obj["status"]
