@@ -152,7 +152,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     """The pod of a pool: warm in the pool, or cold from a pooled batch's Job template. With a
     verifier, a second container waits beside the episode's for the verifier phase; it alone
     mounts its claim directory and its files, and is handed its phase once the agent's container
-    has ended (service.pool_claims)."""
+    has ended (service.episode_delivery)."""
     mounts = [
         {"name": "task", "mountPath": spec.task_mount_path, "readOnly": True},
         {"name": "workspace", "mountPath": spec.workspace_mount_path},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rolloutbatch import GROUP, KIND, VERSION
@@ -17,6 +17,9 @@ from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES, LOG_TAIL_BYTES
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.storage import Storage
+
+#: (type Normal|Warning, reason, message) -> posts an Event on the object a service works for
+Emit = Callable[[str, str, str], None]
 
 
 @dataclasses.dataclass

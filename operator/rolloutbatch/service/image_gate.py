@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.episode_images import image_patch, needs_image
@@ -28,8 +27,8 @@ from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.service import policy
+from rolloutbatch.service.context import Emit
 
-Emit = Callable[[str, str, str], None]
 # A pod's first snapshots race with the scheduler's own status writes: one failed precondition is
 # normal, a pod that keeps refusing its patch is said in an Event.
 REFUSALS_BEFORE_WARNING = 3

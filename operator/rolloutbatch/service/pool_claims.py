@@ -1,64 +1,33 @@
-"""A pooled batch's side of the warm pools (core.pools): the claims, its Job, the deliveries.
+"""A pooled batch's side of the warm pools (core.pools): the claims and its Job.
 
 :func:`provision` replaces the sandbox's creation for a batch with ``spec.poolRef``: the pool is
 read and checked, up to ``parallelism`` warm pods are claimed (the first indexes), and the Job
 is created or adopted. It is safe to repeat: pods already claimed for the batch keep their
 indexes, and only the indexes without one are claimed.
 
-:class:`EpisodeDelivery` runs every round of the batch: each pod of the batch whose container
-has started (its startupProbe passed: prepared and waiting) and that was not yet handed its
-episode gets it on its stdin through ``pods/attach`` (core.pool_delivery: no process is started
-in the container for it, which an exec's was: the most of a claim's time); then the pod is
-annotated with the time. A pod whose
-delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
-of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
-With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
-ended, the verifier's phase to the ``verifier`` container the same way (annotated apart).
-
-An eviction re-rolls an attempt, so it is kept for what the operator caused:
-- a pod that existed before this delivery began (an earlier operator may have handed it its
-  phase and died before annotating it) is never evicted: a repeat meets a closed stdin (or one
-  the agent's output answers), so the pod's deadline ends it instead, which for a pod that never
-  got its episode is not counted either (the cost: such a pod waits out its deadline before its
-  retry);
-- a hand-over that sent every byte and heard nothing back is not evicted either (the pod may run
-  its phase, its line lost or buried by the agent's output): its deadline is lowered as if the
-  phase began when the bytes began to go, and ends it;
-- the time left is checked once the hand-over has its slot, so an episode queued behind others is
-  never handed less than its time;
-- an agent that ran past its own time (it can kill its watchdog) is handed its verifier all the
-  same when that is late: what the pod's deadline then cuts short is the agent's failure.
+The hand-overs that follow are service.episode_delivery's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import time
 from collections.abc import Callable
 
-from rolloutbatch.core import defaults as d
-from rolloutbatch.core import launchers, naming, pool_delivery, pool_spec, pools
+from rolloutbatch.core import naming, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, input_shards
-from rolloutbatch.core.groups import group_and_sample
-from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
+from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
 from rolloutbatch.core.scope import Scope
-from rolloutbatch.core.spec import INPUT_KEY
-from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import annotation_seconds, pod_facts
+from rolloutbatch.core.verdict import annotation_seconds
 from rolloutbatch.faults import crash_point
-from rolloutbatch.kube.errors import KubeError, Unconfirmed
+from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
-from rolloutbatch.service.context import owner_of_batch
+from rolloutbatch.service.context import Emit, owner_of_batch
 
-Emit = Callable[[str, str, str], None]
-DELIVERY_TIMEOUT = 20.0      # one hand-over; past it the pod is evicted
-MAX_DELIVERIES = 32          # hand-overs in flight at once per batch
-ANNOTATE_TRIES = 3
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
 
 
@@ -205,283 +174,3 @@ async def copy_inputs(storage: Storage, ref: BatchRef, spec: BatchSpec) -> None:
             if policy.is_transient(exc):
                 raise
             raise Stalled(v.STALL_REFUSED, f"copying spec.inputsFrom: {exc}") from None
-
-
-class EpisodeDelivery:
-    """Hands every started, undelivered pod of a pooled batch its episode, and with a verifier,
-    once the agent's container has ended, the verifier its phase (see the module docstring)."""
-
-    def __init__(self, storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, emit: Emit,
-                 log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None,
-                 since: float | None = None) -> None:
-        self.storage, self.pool_storage, self.ref, self.spec = storage, pool_storage, ref, spec
-        self.emit, self.log, self.observe = emit, log, observe   # observe: Metrics.claim_observed
-        # (pod uid, phase): _done is kept whole (one per episode): a pod delivered at its claim may
-        # be seen by the watch only later, with a snapshot from before its annotation
-        self._in_flight: set[tuple[str, str]] = set()
-        self._done: set[tuple[str, str]] = set()
-        self._tasks: set[asyncio.Task] = set()
-        self._slots = asyncio.Semaphore(MAX_DELIVERIES)
-        self._task_path: str | None = None
-        self._input_copies: dict[str, str] | None = None   # spec.inputsFrom: key -> the group's input
-        # pods claimed or created before this (default: now, the batch's first round in this
-        # process) may have been handed over by an earlier operator (maybe_handed_over)
-        self._since = time.time() if since is None else since
-
-    def claimed(self, pods: list[dict]) -> None:
-        """Warm pods just claimed: handed their episodes at once, while the Job is being created
-        (a claimed pod is started, so it waits for nothing else)."""
-        for pod in pods:
-            if self._task_path is None:
-                self._task_path = pools.task_mount_path_in(pod.get("spec") or {})
-            self._start(pod_facts(pod))
-
-    def round(self, tracker: BatchTracker) -> None:
-        if not self.spec.pool_name or tracker.stopping:
-            return
-        for facts in tracker.live_pods():
-            self._start(facts)
-            if self.spec.verifier is not None:
-                self._start_verifier(facts)
-
-    def _start(self, facts: PodFacts) -> None:
-        if facts.delivered_at is None and facts.container_started:
-            self._launch(facts, _AGENT_PHASE)
-
-    def _start_verifier(self, facts: PodFacts) -> None:
-        """The agent's container ended (its launcher wrote the record, or it never ran): the verifier's
-        turn. It never starts before: the agent's processes are all gone by then."""
-        if facts.verifier_delivered_at is None and facts.verifier_started and facts.agent is not None \
-                and facts.agent.state == "terminated":
-            self._launch(facts, _VERIFIER_PHASE)
-
-    def _launch(self, facts: PodFacts, phase: str) -> None:
-        key = (facts.uid, phase)
-        if key in self._done or key in self._in_flight or facts.phase != v.PodPhase.RUNNING or facts.deleting \
-                or facts.index is None:
-            return
-        self._in_flight.add(key)
-        task = asyncio.create_task(self._deliver(facts, phase))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def episode(self, index: int, task_mount_path: str = d.TASK_MOUNT_PATH,
-                input_json: str | None = None) -> pool_delivery.Episode:
-        """Episode ``index``; without spec.command, the default one under the pool's task path.
-        ``input_json``: its group's input when it comes from spec.inputsFrom (:meth:`_input`)."""
-        spec = self.spec
-        command = spec.command or d.default_command(task_mount_path, d.EPISODE_SCRIPT)
-        return pool_delivery.Episode(batch_name=self.ref.name, index=index, samples_per_input=spec.samples_per_input,
-                                     command=(*command, *spec.args), env=_plain(spec.env),
-                                     input_json=input_json if input_json is not None else
-                                     pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
-                                     timeout_seconds=spec.episode_timeout_seconds if spec.verifier else None)
-
-    def verification(self, index: int, input_json: str | None = None) -> pool_delivery.Episode:
-        """The verifier phase of episode ``index``: its command, env, files and time."""
-        spec, ver = self.spec, self.spec.verifier
-        assert ver is not None
-        return dataclasses.replace(
-            self.episode(index, input_json=input_json), command=(*ver.command, *ver.args), env=_plain(ver.env),
-            timeout_seconds=ver.timeout_seconds, files=tuple(sorted(ver.files.items())), files_dir=ver.mount_path,
-            write_failed_exit=1)
-
-    async def _input(self, index: int) -> str | None:
-        """The group's input from the batch's copies of spec.inputsFrom (read once), or None
-        without spec.inputsFrom. A copy gone (deleted by hand) is the delivery's failure."""
-        if not self.spec.inputs_from:
-            return None
-        if self._input_copies is None:
-            data: dict[str, str] = {}
-            for j in range(len(self.spec.inputs_from)):
-                name = naming.inputs_shard_name(self.ref, j)
-                copy = await self.storage.get("ConfigMap", name, self.ref.namespace)
-                if copy is None:
-                    raise RuntimeError(f"the batch's copy of spec.inputsFrom, ConfigMap {name}, is gone")
-                data.update((copy.get("data") or {}))
-            self._input_copies = data
-        group, _ = group_and_sample(index, self.spec.samples_per_input)
-        key = INPUT_KEY.format(group)
-        if key not in self._input_copies:
-            raise RuntimeError(f"no {key} in the batch's copies of spec.inputsFrom")
-        return self._input_copies[key]
-
-    async def _task_mount_path(self, namespace: str) -> str:
-        """Where the batch's pods mount the task (read once): from the pods claimed (:meth:`claimed`),
-        else the batch's Job's template (after a restart), else the pool (its Job not made yet).
-        Not the pool first: a pool changed since the batch began has new pods, not these."""
-        if self._task_path is None:
-            job = await self.storage.get("Job", naming.job_name(self.ref), namespace)
-            found = pools.task_mount_path_in((((job or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
-            if found is None:
-                body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
-                try:
-                    found = pool_spec.parse_pool_spec((body or {}).get("spec") or {}).task_mount_path
-                except SpecError:
-                    found = d.TASK_MOUNT_PATH
-            self._task_path = found
-        return self._task_path
-
-    async def _deliver(self, facts: PodFacts, phase: str) -> None:
-        assert facts.index is not None
-        key = (facts.uid, phase)
-        try:
-            try:
-                await self._hand_over(facts, phase)
-            except asyncio.CancelledError:
-                raise
-            except _SentUnconfirmed as sent:
-                # Every byte went and no word came back: the pod may run its phase (its line lost).
-                # Evicting it would re-roll an attempt that may be running, so its deadline ends
-                # it, lowered as if it had its episode when the bytes began to go.
-                if phase == _AGENT_PHASE:
-                    await self._annotate(facts, None, sent.began, self._tightened(facts, sent.began))
-                self._leave_to_deadline(facts, phase, sent.error)
-                return
-            except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
-                if self.maybe_handed_over(facts):
-                    self._leave_to_deadline(facts, phase, exc)
-                else:
-                    await self._evict(facts, phase, exc)
-                return
-            crash_point("pool:delivered")
-            now = time.time()
-            self._done.add(key)
-            if phase == _AGENT_PHASE and self.observe is not None and self.spec.pool_name:
-                # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
-                self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
-            # the time the hand-over waited is not the agent's
-            await self._annotate(facts, _ANNOTATIONS[phase], now,
-                                 self._tightened(facts, now) if phase == _AGENT_PHASE else None)
-        finally:
-            self._in_flight.discard(key)
-
-    def _tightened(self, facts: PodFacts, handed_at: float) -> int | None:
-        return pools.tightened_deadline(facts.active_deadline_seconds, facts.own_deadline_at, handed_at,
-                                        self._episode_seconds(), verified=self.spec.verifier is not None)
-
-    def _episode_seconds(self) -> int:
-        spec = self.spec
-        return pools.episode_seconds(spec.episode_timeout_seconds,
-                                     spec.verifier.timeout_seconds if spec.verifier else None)
-
-    def maybe_handed_over(self, facts: PodFacts) -> bool:
-        return pool_delivery.maybe_handed_over(facts, self._since)
-
-    def agent_overran(self, facts: PodFacts) -> bool:
-        return pool_delivery.agent_overran(facts, self.spec.episode_timeout_seconds)
-
-    def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
-        """Why the phase can no longer have its whole time before the pod's deadline (set at the
-        claim), or None. Handed over late (queued behind others), the phase would be cut
-        short by the kubelet and read as the episode's own failure; the pod is evicted instead: an
-        infrastructure retry of the index (a pod an earlier operator may have served is left to
-        its deadline instead: :meth:`maybe_handed_over`). Not when the agent made it late
-        (:meth:`agent_overran`): a re-roll would reward that."""
-        if facts.own_deadline_at is None:
-            return None
-        spec = self.spec
-        if phase == _VERIFIER_PHASE and (self.agent_overran(facts) or (
-                facts.agent is not None and facts.agent.exit_code == v.AGENT_OVERRAN_EXIT)):
-            return None   # the agent made it late (its launcher said so, or the API's times do)
-        if phase == _AGENT_PHASE:
-            need = self._episode_seconds()
-        else:
-            assert spec.verifier is not None
-            need = spec.verifier.timeout_seconds + launchers.VERIFIER_SLACK_SECONDS
-        left = facts.own_deadline_at - now
-        if left >= need:
-            return None
-        return f"too late to hand over its {phase} phase: {max(0, int(left))} s left before the pod's deadline, {need} s needed"
-
-    async def _script(self, facts: PodFacts, phase: str) -> bytes:
-        assert facts.index is not None
-        if phase == _AGENT_PHASE:
-            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path(facts.namespace),
-                                                             await self._input(facts.index)))
-        agent = facts.agent
-        if agent is None or agent.exit_code != 0:
-            return pool_delivery.ABORT_SCRIPT   # the agent never ran, or its launcher failed: nothing to grade
-        return pool_delivery.episode_script(self.verification(facts.index, await self._input(facts.index)),
-                                            naming.VERIFIER_CLAIM_MOUNT_PATH)
-
-    async def _hand_over(self, facts: PodFacts, phase: str) -> None:
-        """The phase's script on the container's stdin (pods/attach); returns once its launcher
-        said it read the whole of it (core.pool_delivery.RECEIVED)."""
-        script = await self._script(facts, phase)
-        container = _CONTAINERS[phase] if self.spec.verifier is not None else naming.CONTAINER_NAME
-        async with self._slots:
-            late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
-            if late:
-                raise RuntimeError(late)
-            began = time.time()
-            try:
-                await self.storage.attach_to_pod(facts.namespace, facts.name, container,
-                                                 pool_delivery.delivery(script), ack=pool_delivery.RECEIVED.encode(),
-                                                 timeout=DELIVERY_TIMEOUT, hello=_HELLO)
-            except Unconfirmed as exc:
-                raise _SentUnconfirmed(exc, began) from None
-
-    async def _annotate(self, facts: PodFacts, annotation: str | None, now: float, deadline: int | None = None) -> None:
-        """The delivery's time on the pod (its record across a restart; None: no record), with its
-        deadline lowered to ``deadline`` when given. The phase runs already: a failure here is
-        retried, never a reason to evict it (a repeated delivery is a no-op)."""
-        if annotation is None and deadline is None:
-            return
-        for attempt in range(ANNOTATE_TRIES):
-            try:
-                await self.pool_storage.annotate_pod(facts.namespace, facts.name,
-                                                     {annotation: f"{now:.3f}"} if annotation else {},
-                                                     active_deadline_seconds=deadline)
-                return
-            except KubeError as exc:
-                self.log.warning("Annotating pod %s as delivered failed (%s)", facts.name, exc)
-                await asyncio.sleep(0.5 * (attempt + 1))
-
-    def _leave_to_deadline(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
-        """A pod that may have its phase (an earlier operator may have handed it over:
-        :meth:`maybe_handed_over`; or every byte went and the answer did not come) is not evicted:
-        its deadline ends it, and a pod that never got its episode is not counted."""
-        what = "episode" if phase == _AGENT_PHASE else "verifier phase"
-        self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); it may have been handed over: "
-                         "left to its deadline", what, facts.index, facts.name, exc)
-        self.emit("Warning", v.EVENT_DELIVERY_FAILED,
-                  f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); it may have it "
-                  "(an earlier operator's hand-over, or this one's answer lost), so it runs to its deadline (if it "
-                  "never got its episode, it is not counted and the index runs again)")
-        self._done.add((facts.uid, phase))
-
-    async def _evict(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
-        what = "episode" if phase == _AGENT_PHASE else "verifier phase"
-        self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); evicting it",
-                         what, facts.index, facts.name, exc)
-        self.emit("Warning", v.EVENT_DELIVERY_FAILED,
-                  f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); it is "
-                  "evicted and the index runs again")
-        try:
-            await self.storage.evict_pod(facts.namespace, facts.name)
-        except Exception as evict_error:  # noqa: BLE001 - its deadline ends it (NOT_DELIVERED_EXIT: lost)
-            self.log.warning("Evicting pod %s failed: %s", facts.name, evict_error)
-        self._done.add((facts.uid, phase))
-
-
-# The two phases a pool's pod is handed, where each goes, and the annotation that records it.
-_AGENT_PHASE, _VERIFIER_PHASE = "agent", "verifier"
-_HELLO = (pool_delivery.PING.encode() + b"\n", pool_delivery.PONG.encode())
-_CONTAINERS = {_AGENT_PHASE: naming.AGENT_CONTAINER, _VERIFIER_PHASE: naming.VERIFIER_CONTAINER}
-_ANNOTATIONS = {_AGENT_PHASE: naming.ANNOTATION_DELIVERED_AT,
-                _VERIFIER_PHASE: naming.ANNOTATION_VERIFIER_DELIVERED_AT}
-
-
-class _SentUnconfirmed(Exception):
-    """A hand-over that sent every byte and heard nothing back (kube.errors.Unconfirmed), and when
-    it began."""
-
-    def __init__(self, error: Unconfirmed, began: float) -> None:
-        super().__init__(str(error))
-        self.error, self.began = error, began
-
-
-def _plain(env: tuple[dict, ...] | list) -> tuple[tuple[str, str], ...]:
-    """Plain name/value pairs (a pooled batch has no Secret keys: core.spec refuses them)."""
-    return tuple((e["name"], str(e.get("value", ""))) for e in env if "valueFrom" not in e)

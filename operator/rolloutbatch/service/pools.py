@@ -23,7 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from rolloutbatch.core import naming, pool_census, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
@@ -32,9 +32,8 @@ from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
 from rolloutbatch.kube.errors import KubeError, NotOurs
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy
-from rolloutbatch.service.context import iso_time
+from rolloutbatch.service.context import Emit, iso_time
 
-Emit = Callable[[str, str, str], None]
 FILLING_PERIOD = 0.5       # a round while pods start (seconds)
 FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once on a spec change

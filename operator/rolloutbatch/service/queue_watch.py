@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from rolloutbatch.core import queueing
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, PodFacts
 from rolloutbatch.core.tracker import BatchTracker, JobFacts
 from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service.context import Emit
 
 READ_INTERVAL = 5.0   # seconds between reads of a held Job's Workload (its message changes rarely)
-Emit = Callable[[str, str, str], None]
 
 
 def held(job: JobFacts | None, stopping: bool) -> bool:

@@ -26,7 +26,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rolloutbatch.core import lifecycle, naming, sessions
@@ -44,7 +44,8 @@ from rolloutbatch.kube.errors import KubeError, OwnerGone
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy, pool_claims, sandbox
-from rolloutbatch.service.context import Context, batch_ref, iso_time, owner_of_batch
+from rolloutbatch.service.context import Context, Emit, batch_ref, iso_time, owner_of_batch
+from rolloutbatch.service.episode_delivery import EpisodeDelivery
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
 from rolloutbatch.service.queue_watch import QueueWatch
@@ -54,7 +55,6 @@ from rolloutbatch.service.status_writer import StatusWriter
 from rolloutbatch.service.stop import StopControl
 from rolloutbatch.service.transitions import TransitionReport
 
-Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 RUNNING_MESSAGE = "Episodes are running"
 JOB_END_WAIT = 30.0   # after the last episode, how long the Job controller may take to mark its Job finished
 SETTLE_WAIT = 30.0    # how long the finalizer waits for the batch's calls still running (the client's timeout)
@@ -74,7 +74,7 @@ class BatchReconciler:
         self.spec: BatchSpec | None = None
         self.tracker: BatchTracker | None = None
         self.images: ImageGate | None = None            # spec.inputImages (once the spec is read)
-        self.delivery: pool_claims.EpisodeDelivery | None = None   # spec.poolRef (once the spec is read)
+        self.delivery: EpisodeDelivery | None = None   # spec.poolRef (once the spec is read)
         self.pool_storage = PoolStorage(ctx.api)
         self._early: list[tuple[str, PodFacts]] = []   # pod events before the spec was parsed
         self._early_job: JobFacts | None = None
@@ -184,7 +184,7 @@ class BatchReconciler:
             self.tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries,
                                         namespace=naming.child_namespace(self.ref, self.spec),
                                         job_name=naming.job_name(self.ref), pooled=bool(self.spec.pool_name))
-            self.delivery = pool_claims.EpisodeDelivery(self.storage, self.pool_storage, self.ref, self.spec,
+            self.delivery = EpisodeDelivery(self.storage, self.pool_storage, self.ref, self.spec,
                                                         lambda *event: self.emit(*event), self.log,
                                                         self.ctx.metrics.claim_observed)
             self.results.configure(self.spec)

@@ -21,7 +21,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from rolloutbatch.core import manifests, naming, strictjson
 from rolloutbatch.core import vocabulary as v
@@ -38,8 +38,8 @@ from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import NotOurs, OwnerGone
+from rolloutbatch.service.context import Emit
 
-Emit = Callable[[str, str, str], None]
 
 
 def conflict_message(ref: BatchRef, name: str | None = None, found: Mapping | None = None) -> str:

@@ -26,9 +26,8 @@ from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import egress_checks, policy, provisioning, sandbox
-from rolloutbatch.service.context import Settings, owner_of_batch
+from rolloutbatch.service.context import Emit, Settings, owner_of_batch
 
-Emit = Callable[[str, str, str], None]
 MAX_DELETED_JOBS = 100   # uids of deleted namesakes kept: anyone may create and delete Jobs of its name
 
 

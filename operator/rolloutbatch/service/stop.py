@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rolloutbatch.core import naming
@@ -24,8 +24,8 @@ from rolloutbatch.core.status import acknowledged
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import KubeError
+from rolloutbatch.service.context import Emit
 
-Emit = Callable[[str, str, str], None]
 
 
 class StopControl:

@@ -8,14 +8,13 @@ transitions (the listener is attached after the restore), so nothing is counted 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, EpisodeResult
 from rolloutbatch.core.tracker import Transition
+from rolloutbatch.service.context import Emit
 
-Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message) -> posts an Event
 
 EXTRAS_DROPPED_METRIC = "rolloutbatch_reward_extras_dropped_total"
 

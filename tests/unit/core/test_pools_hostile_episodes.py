@@ -17,7 +17,7 @@ from rolloutbatch.core import naming, pool_delivery
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
-from rolloutbatch.service import pool_claims
+from rolloutbatch.service import episode_delivery
 from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher  # noqa: F401 (the fixture)
 
 BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
@@ -45,7 +45,7 @@ def _exit_or_none(proc: subprocess.Popen, seconds: float = 5.0) -> int | None:
 
 def _episode_of(spec_raw: dict, index: int = 0) -> pool_delivery.Episode:
     spec = parse_spec(spec_raw)
-    return pool_claims.EpisodeDelivery(None, None, BATCH, spec, lambda *e: None, logging.getLogger("t")).episode(index)
+    return episode_delivery.EpisodeDelivery(None, None, BATCH, spec, lambda *e: None, logging.getLogger("t")).episode(index)
 
 
 # -- a delivery whose stdin ends early (operator crash, dropped connection, exec timeout) ---------------

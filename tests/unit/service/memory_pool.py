@@ -16,7 +16,7 @@ from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.service import pool_claims
+from rolloutbatch.service import episode_delivery, pool_claims
 from rolloutbatch.service.pools import PoolReconciler
 from tests.support.memory_api import MemoryApi
 
@@ -86,14 +86,14 @@ def claimed_indexes(api: MemoryApi) -> dict[str, str]:
             if p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
 
 
-def delivery(api: MemoryApi, spec, events: list, observed: list, since: float | None = 0.0) -> pool_claims.EpisodeDelivery:
+def delivery(api: MemoryApi, spec, events: list, observed: list, since: float | None = 0.0) -> episode_delivery.EpisodeDelivery:
     """The batch's delivery; ``since`` 0: as if made before every claim here (the reconciler makes it
     before it claims), None: made now, after them (an operator that restarted)."""
-    return pool_claims.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
+    return episode_delivery.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: events.append(e), LOG,
                                        lambda *args: observed.append(args), since=since)
 
 
-async def delivery_round(api: MemoryApi, d: pool_claims.EpisodeDelivery, episodes: int) -> None:
+async def delivery_round(api: MemoryApi, d: episode_delivery.EpisodeDelivery, episodes: int) -> None:
     """One round of ``d`` over the pool namespace's pods as the watch would have shown them, drained."""
     tracker = BatchTracker(episodes, 0, pooled=True)
     for pod in api.list_objects("Pod", POOL_NS):
@@ -108,7 +108,7 @@ def refuse(why: str) -> None:
     raise Unavailable(f"the stream ended before the container confirmed its input ({why})")
 
 
-async def drain(d: pool_claims.EpisodeDelivery) -> None:
+async def drain(d: episode_delivery.EpisodeDelivery) -> None:
     while d._tasks:
         await asyncio.gather(*list(d._tasks), return_exceptions=True)
 

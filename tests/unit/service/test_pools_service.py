@@ -15,7 +15,7 @@ from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.service import pool_claims
+from rolloutbatch.service import episode_delivery, pool_claims
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
                                             drain, filled, live, make_pool, pod_names, reconciler, run, set_status,
@@ -409,7 +409,7 @@ def test_inputs_by_reference_are_copied_then_each_episode_is_handed_its_groups(a
     assert run(_delivered_script(api, d, index=3)).find(b'{"q":"one"}') > 0
 
 
-async def _delivered_script(api: MemoryApi, d: pool_claims.EpisodeDelivery, index: int) -> bytes:
+async def _delivered_script(api: MemoryApi, d: episode_delivery.EpisodeDelivery, index: int) -> bytes:
     pod = next(p for p in api.list_objects("Pod", POOL_NS)
                if (p["metadata"].get("annotations") or {}).get(v.COMPLETION_INDEX_KEY))
     return await d._script(dataclasses.replace(pod_facts(pod), index=index), "agent")

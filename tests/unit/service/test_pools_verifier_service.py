@@ -16,7 +16,7 @@ from rolloutbatch.core.scope import CLUSTERWIDE
 from rolloutbatch.kube.errors import Unconfirmed
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.service import pool_claims
+from rolloutbatch.service import episode_delivery, pool_claims
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, delivery, delivery_round, filled, live,
                                             refuse, run, set_status)
@@ -66,7 +66,7 @@ def _agent_ended(api: MemoryApi, name: str, code: int) -> None:
         {"name": "verifier", "started": True, "state": {"running": {}}}]})
 
 
-def _round(api: MemoryApi, d: pool_claims.EpisodeDelivery) -> None:
+def _round(api: MemoryApi, d: episode_delivery.EpisodeDelivery) -> None:
     run(delivery_round(api, d, 1))
 
 
@@ -239,7 +239,7 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
     d = delivery(api, spec, events, [])
 
     async def queued() -> None:
-        for _ in range(pool_claims.MAX_DELIVERIES):
+        for _ in range(episode_delivery.MAX_DELIVERIES):
             await d._slots.acquire()
         from tests.unit.service.memory_pool import drain
         from rolloutbatch.core.tracker import BatchTracker
@@ -248,7 +248,7 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
         tracker._live[pod["metadata"]["uid"]] = pod_facts(api.get_object("Pod", name, POOL_NS))
         d.round(tracker)
         await asyncio.sleep(2.5)
-        for _ in range(pool_claims.MAX_DELIVERIES):
+        for _ in range(episode_delivery.MAX_DELIVERIES):
             d._slots.release()
         await drain(d)
     run(queued())
