@@ -49,9 +49,9 @@ def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, 
         sandbox = get_pool(pool_name, namespace)["status"]["sandboxNamespace"]
         pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-l",
                                   f"{naming.LABEL_BATCH_UID}={obj['metadata']['uid']}", "-o", "json").stdout)["items"]
-        # Each index ran on one pod, and no pod ran two episodes. A hand-over the crash cut (its attach
-        # ended, which closes the pod's stdin: stdinOnce) leaves a claimed pod that never got its
-        # episode: it exits NOT_DELIVERED_EXIT, is not counted, and its index runs again, cold.
+        # Each index ran on one pod, and no pod ran two episodes. A claimed pod the crash left without
+        # its episode is not handed it by the survivor (it may have it): its deadline ends it with
+        # NOT_DELIVERED_EXIT, it is not counted, and its index runs again, cold.
         never = [p for p in pods if _exit_code(p) == NOT_DELIVERED_EXIT]
         ran = [p for p in pods if _exit_code(p) != NOT_DELIVERED_EXIT]
         assert sorted(_index(p) for p in ran) == ["0", "1", "2", "3"], [(_index(p), _exit_code(p)) for p in pods]

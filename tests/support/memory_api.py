@@ -58,7 +58,7 @@ from typing import Any
 
 import jsonpatch
 
-from rolloutbatch.kube.errors import TimedOut, classify
+from rolloutbatch.kube.errors import TimedOut, Unavailable, classify
 from rolloutbatch.kube.pod_exec import LIMIT_BYTES, ExecResult
 
 # plural -> (kind, namespaced, has a status subresource)
@@ -186,6 +186,7 @@ class MemoryApi:
         self.execs: list[tuple[str, str, str | None, list[str], bytes]] = []   # (ns, pod, container, command, stdin)
         self.attach_handlers: dict[tuple[str, str | None], AttachHandler] = {}
         self.attaches: list[tuple[str, str, str, bytes]] = []   # (ns, pod, container, stdin)
+        self.opened_channels: list[MemoryChannel] = []            # open_attach's, in order
         self.calls: list[tuple[str, str]] = []
         self.gc_delay = gc_delay
         self._versions = itertools.count(1)
@@ -396,6 +397,16 @@ class MemoryApi:
                 await asyncio.wait_for(result, timeout)
             except asyncio.TimeoutError:
                 raise TimedOut(f"{what}: the container did not confirm its input within {timeout:g}s") from None
+
+    async def open_attach(self, namespace: str, pod: str, container: str, *, ack: bytes, timeout: float,
+                          hello: tuple[bytes, bytes] | None = None) -> "MemoryChannel":
+        """An attach kept open (kube.pod_attach.AttachChannel): the pod's attach handler is
+        called when it delivers; refused at once as the real server refuses."""
+        what = f"attach to pod {namespace}/{pod} container {container}"
+        self._stream_handler("attach", self.attach_handlers, namespace, pod, container, what)
+        channel = MemoryChannel(self, namespace, pod, container)
+        self.opened_channels.append(channel)
+        return channel
 
     def _stream_handler(self, sub: str, handlers: dict, namespace: str, pod: str, container: str | None,
                         what: str) -> Any:
@@ -661,3 +672,27 @@ class AsyncMemoryApi:
             answer = method(*args, **kwargs)
             return await answer if inspect.isawaitable(answer) else answer
         return call
+
+
+class MemoryChannel:
+    """MemoryApi.open_attach's channel: one delivery through the pod's attach handler (recorded in
+    ``attaches`` as a channel's, with ``via_channel``), then closed."""
+
+    def __init__(self, api: MemoryApi, namespace: str, pod: str, container: str) -> None:
+        self.api, self.namespace, self.pod, self.container = api, namespace, pod, container
+        self.closed = False
+        self.via_channel: list[bytes] = []
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed
+
+    async def deliver(self, data: bytes, *, timeout: float) -> None:
+        if self.closed:
+            raise Unavailable(f"attach to pod {self.namespace}/{self.pod}: the channel is closed or used")
+        self.closed = True
+        self.via_channel.append(data)
+        await self.api.attach_to_pod(self.namespace, self.pod, self.container, data, ack=b"", timeout=timeout)
+
+    async def close(self) -> None:
+        self.closed = True

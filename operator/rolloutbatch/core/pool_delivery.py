@@ -28,7 +28,7 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
 # its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm` (the startupProbe's), and
-# the wait on the container's stdin (the pod's `stdin: true, stdinOnce: true`), kept as fd 3 while
+# the wait on the container's stdin (the pod's `stdin: true`), kept as fd 3 while
 # everything else reads /dev/null (a background list's stdin is /dev/null in sh): a background
 # reader answers PING lines, takes one length line, then exactly that many bytes into
 # `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot send), and checks the
@@ -68,6 +68,7 @@ RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has 
 # ContainerIO.Attach), so a line printed at once may never reach that attach: the sender pings
 # until a PONG comes back, and only then sends what RECEIVED answers (kube.pod_attach).
 PING, PONG = "ping", "rolloutbatch: waiting for an episode"
+HELLO = (PING.encode() + b"\n", PONG.encode())   # (what the sender writes, what it waits for)
 # What the verifier of a pod whose agent never ran (or whose agent launcher failed) is handed: it
 # ends without grading, as a pod that never got its episode (the agent's exit says which).
 ABORT_SCRIPT = f"exit {NOT_DELIVERED_EXIT}\n".encode()

@@ -137,9 +137,11 @@ def episode_container(spec: PoolSpec) -> str:
     return naming.CONTAINER_NAME if spec.verifier is None else naming.AGENT_CONTAINER
 
 
-# A container's phase comes on its stdin (core.pool_delivery), through one attach: stdinOnce closes
-# it when that attach ends, so no second one can write to it.
-_HANDED_OVER_ON_STDIN = {"stdin": True, "stdinOnce": True}
+# A container's phase comes on its stdin (core.pool_delivery), through an attach. No stdinOnce: an
+# attach that ends without delivering (the pool's channel to a warm pod closed, service.warm_channels)
+# must leave the stdin open for the next; the launcher stops reading it once it has its script, so
+# nothing written after reaches anything.
+_HANDED_OVER_ON_STDIN = {"stdin": True, "stdinOnce": False}
 
 
 def _probe(claim_dir: str, spec: PoolSpec) -> dict:

@@ -16,7 +16,7 @@ DELETE_RETRY_SECONDS = 5
 
 def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
     return PoolReconciler(PoolStorage(memo.ctx.api), body, _emitter(body, logger), logger,
-                          clusterwide=memo.ctx.settings.scope.clusterwide)
+                          clusterwide=memo.ctx.settings.scope.clusterwide, channels=memo.ctx.channels)
 
 
 @kopf.daemon(GROUP, VERSION, POOL_PLURAL, cancellation_timeout=10.0)

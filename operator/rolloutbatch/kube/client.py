@@ -142,6 +142,15 @@ class Api:
             self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
         await pod_attach.deliver(self._exec, namespace, pod, container, data, ack=ack, timeout=timeout, hello=hello)
 
+    async def open_attach(self, namespace: str, pod: str, container: str, *, ack: bytes, timeout: float,
+                          hello: tuple[bytes, bytes] | None = None) -> Any:
+        """An attach kept open to deliver one input later (``kube.pod_attach.AttachChannel``)."""
+        from rolloutbatch.kube import pod_attach, pod_exec   # deferred: only the operator attaches
+        if self._exec is None:
+            self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
+        return await pod_attach.open_channel(self._exec, namespace, pod, container, ack=ack, timeout=timeout,
+                                             hello=hello)
+
     def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> requests.Response:
         """A streamed GET (logs, watches); ``timeout`` overrides the client's default."""
         return self.request("GET", path, what, params=params, stream=True, timeout=timeout or self._http.timeout)

@@ -112,10 +112,10 @@ def frame(channel: int, data: bytes = b"") -> bytes:
     return bytes((channel,)) + data
 
 
-def stdin_frames(data: bytes, protocol: str, chunk: int = STDIN_CHUNK) -> list[bytes]:
-    """The messages that deliver ``data`` on stdin and (v5) then close it."""
+def stdin_frames(data: bytes, protocol: str, chunk: int = STDIN_CHUNK, close: bool = True) -> list[bytes]:
+    """The messages that deliver ``data`` on stdin and (v5, ``close``) then close it."""
     frames = [frame(STDIN, data[at:at + chunk]) for at in range(0, len(data), chunk)]
-    if protocol == V5:
+    if protocol == V5 and close:
         frames.append(frame(CLOSE, bytes((STDIN,))))
     return frames
 

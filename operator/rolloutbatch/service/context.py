@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,7 +17,10 @@ from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES, LOG_TAIL_BYTES
 from rolloutbatch.kube.client import Api
+from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service import warm_channels
+from rolloutbatch.service.warm_channels import WarmChannels
 
 #: (type Normal|Warning, reason, message) -> posts an Event on the object a service works for
 Emit = Callable[[str, str, str], None]
@@ -71,9 +75,12 @@ class Context:
     read_slots: asyncio.Semaphore
     log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
     storage: Storage = dataclasses.field(init=False)   # every API call the services make, by name
+    channels: WarmChannels = dataclasses.field(init=False)   # attaches to warm pods, ahead of their claims
 
     def __post_init__(self) -> None:
         self.storage = Storage(self.api)
+        self.channels = WarmChannels(warm_channels.opener(PoolStorage(self.api)),
+                                     logging.getLogger("rolloutbatch.pools"))
 
 
 def iso_time(ts: float | None) -> str | None:

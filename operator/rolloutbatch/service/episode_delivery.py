@@ -45,6 +45,7 @@ from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError, Unconfirmed
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
+from rolloutbatch.service.warm_channels import WarmChannels
 from rolloutbatch.service.context import Emit
 
 DELIVERY_TIMEOUT = 20.0      # one hand-over; past it the pod is evicted
@@ -58,8 +59,9 @@ class EpisodeDelivery:
 
     def __init__(self, storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, emit: Emit,
                  log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None,
-                 since: float | None = None) -> None:
+                 since: float | None = None, channels: WarmChannels | None = None) -> None:
         self.storage, self.pool_storage, self.ref, self.spec = storage, pool_storage, ref, spec
+        self.channels = channels   # attaches the pool opened to its warm pods (service.warm_channels)
         self.emit, self.log, self.observe = emit, log, observe   # observe: Metrics.claim_observed
         # (pod uid, phase): _done is kept whole (one per episode): a pod delivered at its claim may
         # be seen by the watch only later, with a snapshot from before its annotation
@@ -259,11 +261,20 @@ class EpisodeDelivery:
             late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
             if late:
                 raise RuntimeError(late)
+            # The pool's channel to the pod when it has one (taken even for the verifier's phase: no
+            # channel is opened to a pod once taken), else an attach opened now.
+            channel = await self.channels.take(facts.uid, container) if self.channels is not None else None
             began = time.time()
             try:
-                await self.storage.attach_to_pod(facts.namespace, facts.name, container,
-                                                 pool_delivery.delivery(script), ack=pool_delivery.RECEIVED.encode(),
-                                                 timeout=DELIVERY_TIMEOUT, hello=_HELLO)
+                if channel is not None and phase == _AGENT_PHASE:
+                    await channel.deliver(pool_delivery.delivery(script), timeout=DELIVERY_TIMEOUT)
+                else:
+                    if channel is not None:
+                        await channel.close()
+                    await self.storage.attach_to_pod(facts.namespace, facts.name, container,
+                                                     pool_delivery.delivery(script),
+                                                     ack=pool_delivery.RECEIVED.encode(), timeout=DELIVERY_TIMEOUT,
+                                                     hello=pool_delivery.HELLO)
             except Unconfirmed as exc:
                 raise _SentUnconfirmed(exc, began) from None
 
@@ -312,7 +323,6 @@ class EpisodeDelivery:
 
 # The two phases a pool's pod is handed, where each goes, and the annotation that records it.
 _AGENT_PHASE, _VERIFIER_PHASE = "agent", "verifier"
-_HELLO = (pool_delivery.PING.encode() + b"\n", pool_delivery.PONG.encode())
 _CONTAINERS = {_AGENT_PHASE: naming.AGENT_CONTAINER, _VERIFIER_PHASE: naming.VERIFIER_CONTAINER}
 _ANNOTATIONS = {_AGENT_PHASE: naming.ANNOTATION_DELIVERED_AT,
                 _VERIFIER_PHASE: naming.ANNOTATION_VERIFIER_DELIVERED_AT}

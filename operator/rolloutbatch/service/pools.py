@@ -33,6 +33,7 @@ from rolloutbatch.kube.errors import KubeError, NotOurs
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import Emit, iso_time
+from rolloutbatch.service.warm_channels import WarmChannels
 
 FILLING_PERIOD = 0.5       # a round while pods start (seconds)
 FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this
@@ -44,8 +45,9 @@ class PoolReconciler:
     """Drives one RolloutPool; ``body`` is kopf's live view of it."""
 
     def __init__(self, storage: PoolStorage, body: Mapping, emit: Emit, logger: logging.Logger,
-                 clusterwide: bool = True) -> None:
+                 clusterwide: bool = True, channels: WarmChannels | None = None) -> None:
         self.clusterwide = clusterwide
+        self.channels = channels   # attaches opened to the warm pods ahead of their claims
         self.storage = storage
         self.body = body
         self.ref = pool_spec.pool_ref(body)
@@ -67,6 +69,13 @@ class PoolReconciler:
         """Rounds until cancelled (the pool's deletion). A transient API error is logged and
         retried; anything else (an invalid spec, a refused object, a name taken) is said in the
         status (Stalled, with the reason) and tried again each round: the spec may be fixed."""
+        try:
+            await self._rounds()
+        finally:
+            if self.channels is not None:
+                await self.channels.close_namespace(self.namespace)
+
+    async def _rounds(self) -> None:
         while True:
             period = FULL_PERIOD
             try:
@@ -122,8 +131,13 @@ class PoolReconciler:
         elif self._stuck is not None and (self._stuck[0] != template or now - self._stuck[1] > STUCK_BACKOFF):
             self._stuck = None
         listed = {(p.get("metadata") or {}).get("name"): p for p in pods}
-        for name in pool_census.pods_to_delete(spec, found):
+        doomed = pool_census.pods_to_delete(spec, found)
+        for name in doomed:
             await self.storage.delete_pod(listed[name])   # not if claimed since the list
+        if self.channels is not None:
+            container = pools.episode_container(spec)
+            self.channels.keep(self.namespace, [(uid, name, container) for name in found.warm if name not in doomed
+                                                if (uid := (listed[name].get("metadata") or {}).get("uid"))])
         wanted = 0 if self._stuck is not None else pool_census.pods_to_create(spec, found)
         created = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):

@@ -185,8 +185,8 @@ class BatchReconciler:
                                         namespace=naming.child_namespace(self.ref, self.spec),
                                         job_name=naming.job_name(self.ref), pooled=bool(self.spec.pool_name))
             self.delivery = EpisodeDelivery(self.storage, self.pool_storage, self.ref, self.spec,
-                                                        lambda *event: self.emit(*event), self.log,
-                                                        self.ctx.metrics.claim_observed)
+                                            lambda *event: self.emit(*event), self.log,
+                                            self.ctx.metrics.claim_observed, channels=self.ctx.channels)
             self.results.configure(self.spec)
             self.images = ImageGate(self.storage, self.spec, lambda *event: self.emit(*event), self.log,
                                     self.ctx.settings.transient_give_up)

@@ -1,7 +1,7 @@
 """The pool's launcher run by a real /bin/sh, for the unit tests of core.pool_delivery: each in a
 process group of its own, every group killed when its test ends (a launcher left waiting on its
 stdin, and the reader it waits for, would outlive the test run). Its stdin is a pipe, which
-:func:`hand_over` writes and closes, as the operator's attach and the pod's ``stdinOnce`` do."""
+:func:`hand_over` writes and closes (the launcher must not need its stdin to end: a pod has no ``stdinOnce``)."""
 from __future__ import annotations
 
 import os
@@ -31,7 +31,7 @@ def _start(argv: list[str], cwd, claim, **popen) -> subprocess.Popen:
 
 def hand_over(claim, script: bytes, cut: int | None = None) -> bool:
     """What the operator's attach does to the launcher waiting in ``claim``: the delivery
-    (core.pool_delivery.delivery) on its stdin, which then ends (stdinOnce: the attach is over).
+    (core.pool_delivery.delivery) on its stdin, which then ends.
     ``cut``: only that many bytes arrive (a dropped connection). False when its stdin was closed
     already (a second attach writes to nothing)."""
     stdin = _BY_CLAIM[str(claim)].stdin

@@ -222,7 +222,7 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
     script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 7")))
     assert hand_over(tmp_path, script)
     assert proc.wait(timeout=10) == 7
-    # a second delivery (after a restart) writes nothing: stdinOnce closed the launcher's stdin
+    # a second delivery (after a restart) writes nothing: the launcher no longer reads its stdin
     assert not hand_over(tmp_path, b"exit 99\n")
     assert (tmp_path / "episode.sh").read_bytes() == script
 

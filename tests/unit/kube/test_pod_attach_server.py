@@ -107,7 +107,7 @@ def test_a_line_followed_at_once_by_a_flood_is_seen(pki):  # noqa: F811
 
 @pytest.mark.parametrize("pod,error,message", [
     ("ended", Unavailable, "before the container confirmed"),
-    ("hang", TimedOut, "did not confirm its input within"),
+    ("hang", TimedOut, "did not answer within"),   # its pings: nothing was sent
     ("silent", Unconfirmed, "all of it was sent"),
     ("forbidden", Forbidden, "pods/attach"),
 ])
