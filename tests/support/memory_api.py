@@ -399,7 +399,7 @@ class MemoryApi:
                 raise TimedOut(f"{what}: the container did not confirm its input within {timeout:g}s") from None
 
     async def open_attach(self, namespace: str, pod: str, container: str, *, ack: bytes, timeout: float,
-                          hello: tuple[bytes, bytes] | None = None) -> "MemoryChannel":
+                          hello: tuple[bytes, bytes] | None = None, keepalive: float | None = None) -> "MemoryChannel":
         """An attach kept open (kube.pod_attach.AttachChannel): the pod's attach handler is
         called when it delivers; refused at once as the real server refuses."""
         what = f"attach to pod {namespace}/{pod} container {container}"

@@ -32,7 +32,9 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # everything else reads /dev/null (a background list's stdin is /dev/null in sh): a background
 # reader answers PING lines, takes one length line, then exactly that many bytes into
 # `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot send), and checks the
-# count. No process polls, and `wait` for it is what a trapped TERM interrupts, so a pod ended
+# count, and that the script's last line is its sentinel's (a delivery cut short and completed by
+# another attach's bytes is refused before anything of it runs). No process polls, and `wait` for
+# it is what a trapped TERM interrupts, so a pod ended
 # before its episode came (its deadline, a deletion, the batch's deadline) says
 # NOT_DELIVERED_EXIT, never an agent's code. Then stdin is closed, RECEIVED is printed (what the
 # operator's attach waits for, before anything the script runs), and the script is parsed
@@ -47,7 +49,8 @@ _WAIT = (': > "$$c/warm" || exit {nd}; '
          '{{ while read -r n && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
          'case "$$n" in ""|*[!0-9]*) exit 1;; esac && head -c "$$n" > "$$c/episode.sh" && '
          '[ "$$(( $$(wc -c < "$$c/episode.sh") ))" -eq "$$n" ]; }} <&3 & r=$$!; '
-         'wait $$r || exit {nd}; exec 3<&-; echo "{received}"; '
+         'wait $$r || exit {nd}; [ "$$(tail -n 1 "$$c/episode.sh")" = {sentinel}=ready ] || exit {nd}; '
+         'exec 3<&-; echo "{received}"; '
          '/bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
          '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
          'trap - TERM INT HUP; ')

@@ -143,13 +143,13 @@ class Api:
         await pod_attach.deliver(self._exec, namespace, pod, container, data, ack=ack, timeout=timeout, hello=hello)
 
     async def open_attach(self, namespace: str, pod: str, container: str, *, ack: bytes, timeout: float,
-                          hello: tuple[bytes, bytes] | None = None) -> Any:
+                          hello: tuple[bytes, bytes] | None = None, keepalive: float | None = None) -> Any:
         """An attach kept open to deliver one input later (``kube.pod_attach.AttachChannel``)."""
         from rolloutbatch.kube import pod_attach, pod_exec   # deferred: only the operator attaches
         if self._exec is None:
             self._exec = pod_exec.PodExec(self.config, user_agent=USER_AGENT)
         return await pod_attach.open_channel(self._exec, namespace, pod, container, ack=ack, timeout=timeout,
-                                             hello=hello)
+                                             hello=hello, keepalive=keepalive)
 
     def raw(self, path: str, what: str, *, timeout: Any = None, **params: Any) -> requests.Response:
         """A streamed GET (logs, watches); ``timeout`` overrides the client's default."""

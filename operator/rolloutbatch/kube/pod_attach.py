@@ -60,18 +60,19 @@ async def deliver(client: PodExec, namespace: str, pod: str, container: str, dat
 
 
 async def open_channel(client: PodExec, namespace: str, pod: str, container: str, *, ack: bytes, timeout: float,
-                       hello: tuple[bytes, bytes] | None = None) -> AttachChannel:
+                       hello: tuple[bytes, bytes] | None = None, keepalive: float | None = None) -> AttachChannel:
     """An attach to the container, its stdout read from now on, that :meth:`AttachChannel.deliver`
     writes to once. ``hello`` = (ping, pong): first send ``ping`` until ``pong`` comes back, so the
     container's stdout is known to reach this attach before anything is delivered (containerd
     copies an attach's stdin before it adds the attach to the container's stdout: a line printed at
     once can be lost). Raises the mapped ``KubeError`` (NotFound, Forbidden, BadRequest: a container
     without stdin), ``TimedOut`` past ``timeout``, ``Unavailable`` when the connection fails or
-    ends first (the container ended)."""
+    ends first (the container ended). ``keepalive``: seconds between the client's WebSocket pings
+    while the channel waits (a connection gone silent then ends it, as a closed one does)."""
     what = f"attach to pod {namespace}/{pod} container {container}"
     stack = contextlib.AsyncExitStack()
     try:
-        connect = await stack.enter_async_context(client.connection(what))
+        connect = await stack.enter_async_context(client.connection(what, heartbeat=keepalive))
         try:
             return await asyncio.wait_for(_open(connect, stack, namespace, pod, container, hello, ack, what), timeout)
         except asyncio.TimeoutError:

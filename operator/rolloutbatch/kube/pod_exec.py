@@ -244,10 +244,11 @@ class PodExec:
                                "in the container)") from None
 
     @contextlib.asynccontextmanager
-    async def connection(self, what: str) -> AsyncIterator[Connect]:
+    async def connection(self, what: str, heartbeat: float | None = None) -> AsyncIterator[Connect]:
         """One call's session: yields ``connect(path, params)`` -> (the upgraded WebSocket, its
         protocol), refusals mapped to ``KubeError``s. Closing it aborts what is still open (a
-        timed-out call's connection) without a close handshake."""
+        timed-out call's connection) without a close handshake. ``heartbeat``: aiohttp's pings on
+        the connection, every that many seconds (an unanswered one closes it)."""
         refused: dict[str, Any] = {}
         try:
             self._check(what)
@@ -263,7 +264,8 @@ class PodExec:
 
         async def connect(path: str, params: list[tuple[str, str]]) -> tuple[aiohttp.ClientWebSocketResponse, str]:
             try:
-                ws = await session.ws_connect(self.base + path, protocols=PROTOCOLS, params=params, headers=headers)
+                ws = await session.ws_connect(self.base + path, protocols=PROTOCOLS, params=params, headers=headers,
+                                              heartbeat=heartbeat)
             except aiohttp.WSServerHandshakeError as exc:
                 raise _refusal(exc, refused.get("body", b""), what) from None
             except (aiohttp.ClientError, OSError) as exc:

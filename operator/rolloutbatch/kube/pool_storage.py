@@ -138,10 +138,11 @@ class PoolStorage:
         await self._run(annotate)
 
     async def open_channel(self, namespace: str, pod: str, container: str, *, ack: bytes, timeout: float,
-                           hello: tuple[bytes, bytes]) -> Any:
+                           hello: tuple[bytes, bytes], keepalive: float | None = None) -> Any:
         """An attach to a warm pod's container, kept open for its hand-over (``kube.pod_attach``);
         on the event loop, as every attach."""
-        return await self.api.open_attach(namespace, pod, container, ack=ack, timeout=timeout, hello=hello)
+        return await self.api.open_attach(namespace, pod, container, ack=ack, timeout=timeout, hello=hello,
+                                          keepalive=keepalive)
 
     async def list_configmaps(self, namespace: str, selector: str) -> list[dict]:
         return await self._run(resources.list_configmaps, namespace, selector)

@@ -264,6 +264,9 @@ class EpisodeDelivery:
             # The pool's channel to the pod when it has one (taken even for the verifier's phase: no
             # channel is opened to a pod once taken), else an attach opened now.
             channel = await self.channels.take(facts.uid, container) if self.channels is not None else None
+            if channel is not None and not channel.alive:   # ended since the pool's last round
+                await channel.close()
+                channel = None
             began = time.time()
             try:
                 if channel is not None and phase == _AGENT_PHASE:

@@ -12,10 +12,15 @@ launcher then refuses it, and the pod is lost to its deadline). So:
 - a pod taken is taken for good: its uid is remembered and no channel is opened to it again (a
   pool's round that listed it warm before its claim may come after);
 - taking a pod whose channel is still opening waits for that opening (its pings) to end, and past
-  TAKE_WAIT cancels it;
+  TAKE_WAIT cancels it; one still queued for a slot (nothing sent yet) is cancelled at once;
 - a channel is closed when its pod is no longer among the pool's warm pods and was not taken.
   Closing one leaves the container's stdin open (the pods have no ``stdinOnce``): the pod can still
   be handed its episode through another attach.
+A pod whose open failed is not tried again for FAILED_BACKOFF; a kept channel is pinged by the
+client (KEEPALIVE) so that a connection gone silent reads as ended, not as a channel that takes a
+script and never answers. This assumes one operator process opens channels to a pool's pods (the
+leader: every pool daemon runs there); a second one, outside leader election, could ping into this
+one's hand-over and spoil it (refused by the launcher, the pod lost to its deadline).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ MAX_OPEN = 256            # channels kept (each a connection through API server,
 TAKE_WAIT = 2.0           # how long a claim waits for a channel still opening, before its own attach
 TAKEN_MEMORY = 10_000     # uids of taken pods remembered (a stale round's list is at most seconds old)
 OPEN_TIMEOUT = 10.0       # an open (connection and the container's answer to a ping)
+FAILED_BACKOFF = 30.0     # a pod whose open failed is not tried again before this
+KEEPALIVE = 30.0          # seconds between the client's pings on a kept channel
 
 
 class Channel(Protocol):
@@ -52,7 +59,8 @@ def opener(pool_storage: Any) -> Opener:
     """Channels opened through ``kube.pool_storage.PoolStorage``, as a hand-over's attach is."""
     async def open_channel(namespace: str, pod: str, container: str) -> Channel:
         return await pool_storage.open_channel(namespace, pod, container, ack=pool_delivery.RECEIVED.encode(),
-                                               timeout=OPEN_TIMEOUT, hello=pool_delivery.HELLO)
+                                               timeout=OPEN_TIMEOUT, hello=pool_delivery.HELLO,
+                                               keepalive=KEEPALIVE)
     return open_channel
 
 
@@ -63,6 +71,7 @@ class _Entry:
     container: str
     task: asyncio.Task | None = None
     channel: Channel | None = None
+    opening: bool = False    # it holds a slot: its connection and pings are under way
     taking: bool = False     # a take waits for this opening: its channel is the taker's
 
 
@@ -74,6 +83,7 @@ class WarmChannels:
         self._open, self.log, self._max = opener, log, max_open
         self._entries: dict[str, _Entry] = {}
         self._taken: dict[str, None] = {}      # an ordered set
+        self._failed: dict[str, float] = {}    # uid -> when (loop time) its open may be tried again
         self._slots = asyncio.Semaphore(opening_at_once)
         self._closing: set[asyncio.Task] = set()
 
@@ -89,12 +99,14 @@ class WarmChannels:
         """``namespace``'s warm pods now, as (uid, name, container): a channel is opened to each
         that has none, and closed for the namespace's others."""
         wanted = {uid: (name, container) for uid, name, container in pods}
+        now = asyncio.get_running_loop().time()
+        self._failed = {uid: until for uid, until in self._failed.items() if until > now}
         for uid, entry in list(self._entries.items()):
             dead = entry.channel is not None and not entry.channel.alive
             if entry.namespace == namespace and (uid not in wanted or dead):
                 self._drop(uid)
         for uid, (name, container) in wanted.items():
-            if uid in self._entries or uid in self._taken or len(self._entries) >= self._max:
+            if uid in self._entries or uid in self._taken or uid in self._failed or len(self._entries) >= self._max:
                 continue
             entry = _Entry(namespace, name, container)
             self._entries[uid] = entry
@@ -110,6 +122,10 @@ class WarmChannels:
         if entry is None:
             return None
         channel = entry.channel
+        if channel is None and entry.task is not None and not entry.opening:
+            entry.task.cancel()   # still queued for a slot: nothing was sent, and waiting could take long
+            await asyncio.gather(entry.task, return_exceptions=True)
+            return None
         if channel is None and entry.task is not None:
             entry.taking = True
             try:
@@ -145,6 +161,7 @@ class WarmChannels:
             async with self._slots:
                 if self._entries.get(uid) is not entry and not entry.taking:
                     return None   # dropped while it waited for a slot
+                entry.opening = True
                 channel = await self._open(entry.namespace, entry.pod, entry.container)
                 if self._entries.get(uid) is entry:
                     entry.channel = channel
@@ -156,6 +173,7 @@ class WarmChannels:
             raise
         except Exception as exc:  # noqa: BLE001 - the pod is handed over without one; the next round tries again
             self.log.debug("No channel to warm pod %s/%s: %s", entry.namespace, entry.pod, exc)
+            self._failed[uid] = asyncio.get_running_loop().time() + FAILED_BACKOFF
             if self._entries.get(uid) is entry:
                 del self._entries[uid]
             return None

@@ -29,9 +29,10 @@ def _start(argv: list[str], cwd, claim, **popen) -> subprocess.Popen:
     return proc
 
 
-def hand_over(claim, script: bytes, cut: int | None = None) -> bool:
-    """What the operator's attach does to the launcher waiting in ``claim``: the delivery
-    (core.pool_delivery.delivery) on its stdin, which then ends.
+def hand_over(claim, script: bytes, cut: int | None = None, keep_open: bool = False, before: bytes = b"") -> bool:
+    """What the operator's attach does to the launcher waiting in ``claim``: ``before`` (pings),
+    then the delivery (core.pool_delivery.delivery) on its stdin, which then ends, unless
+    ``keep_open`` (a pod without stdinOnce: the stdin stays open for the next attach).
     ``cut``: only that many bytes arrive (a dropped connection). False when its stdin was closed
     already (a second attach writes to nothing)."""
     stdin = _BY_CLAIM[str(claim)].stdin
@@ -39,8 +40,10 @@ def hand_over(claim, script: bytes, cut: int | None = None) -> bool:
         return False
     data = pool_delivery.delivery(script)
     try:
-        stdin.write(data if cut is None else data[:cut])
-        stdin.close()
+        stdin.write(before + (data if cut is None else data[:cut]))
+        stdin.flush()
+        if not keep_open:
+            stdin.close()
     except BrokenPipeError:   # it ended already
         return False
     return True

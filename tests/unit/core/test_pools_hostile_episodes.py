@@ -80,6 +80,26 @@ def test_a_delivery_cut_short_never_runs_as_an_episode(tmp_path) -> None:
     assert all(code in (None, NOT_DELIVERED_EXIT) for code in results.values()), results
 
 
+def test_a_cut_delivery_completed_by_a_second_attach_never_runs(tmp_path) -> None:
+    """A pod has no stdinOnce: a hand-over cut mid-script (the operator died) leaves the stdin open,
+    and the next operator's attach (its pings, then the script again) completes the count. The
+    spliced script must be refused before any line of it runs and before RECEIVED is said."""
+    for where in ("inside a quoted value", "at a line boundary"):
+        claim = tmp_path / where.replace(" ", "-")
+        claim.mkdir()
+        proc = start_launcher(claim, None, env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE)
+        _wait_for(claim / "warm")
+        script, cut = _cut_script(claim, where)
+        head = len(pool_delivery.delivery(script)) - len(script)
+        hand_over(claim, script, cut=head + cut, keep_open=True)
+        time.sleep(0.1)
+        hand_over(claim, script, before=pool_delivery.HELLO[0] * 3)
+        assert _exit_or_none(proc) == NOT_DELIVERED_EXIT, where
+        assert pool_delivery.RECEIVED.encode() not in proc.stdout.read(), where
+        assert not (claim / "input.json").exists() and not list(claim.glob("*.json")), where   # nothing ran
+
+
 # -- a pod ended before its episode arrives (activeDeadlineSeconds, pool deletion race, batch deadline) ---
 def test_a_launcher_terminated_while_it_waits_says_not_delivered(tmp_path) -> None:
     """A claimed pod whose delivery is late (operator failover after the claim, a cold pod's slow

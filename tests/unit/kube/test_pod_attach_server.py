@@ -30,6 +30,7 @@ class FakeAttach:
         self.requests: list[web.Request] = []
         self.stdin = b""
         self.pings = 0
+        self.closed_stdin = False
 
     async def attach(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(request)
@@ -56,6 +57,14 @@ class FakeAttach:
                 size, _, rest = self.stdin.partition(b"\n")
                 if _ and len(rest) >= int(size):
                     break
+            try:   # containerd ends an attach whose client closed its stdin (a pod without stdinOnce)
+                after = await asyncio.wait_for(ws.receive(), 0.1)
+            except asyncio.TimeoutError:
+                after = None
+            if after is not None and after.type == WSMsgType.BINARY and after.data[:1] == b"\xff":
+                self.closed_stdin = True
+                await ws.close()
+                return ws
             if pod == "flood":
                 await ws.send_bytes(b"\x01" + ACK + b"\n" + b"x" * 32768)
                 for _ in range(6):
@@ -95,6 +104,22 @@ def test_with_a_hello_it_pings_until_answered_then_sends(pki):  # noqa: F811
         return fake.pings, fake.stdin
     pings, stdin = asyncio.run(serving(pki, scenario))
     assert pings >= 3 and stdin == data   # two answers lost, one came: then the script, once
+
+
+def test_a_channel_kept_open_then_delivers_once_and_never_closes_the_stdin(pki):  # noqa: F811
+    """The pool's channel (service.warm_channels): opened and answered, idle, then the script."""
+    async def scenario(client, fake):
+        channel = await pod_attach.open_channel(client, "ns", "deaf", "agent", ack=ACK, timeout=10, hello=HELLO,
+                                                keepalive=5)
+        await asyncio.sleep(0.2)
+        assert channel.alive and fake.stdin == b""
+        await channel.deliver(b"5\nhello", timeout=10)
+        assert not channel.alive
+        with pytest.raises(Unavailable, match="closed or used"):
+            await channel.deliver(b"5\nagain", timeout=10)
+        return fake.stdin, fake.closed_stdin
+    stdin, closed = asyncio.run(serving(pki, scenario))
+    assert stdin == b"5\nhello" and not closed
 
 
 def test_a_line_followed_at_once_by_a_flood_is_seen(pki):  # noqa: F811

@@ -135,7 +135,7 @@ def test_a_take_that_waits_too_long_cancels_the_opening(monkeypatch):
     run(go())
 
 
-def test_a_failed_open_is_tried_again_at_the_next_round_and_a_dead_channel_replaced():
+def test_a_failed_open_waits_its_backoff_and_a_dead_channel_is_replaced(monkeypatch):
     async def go():
         opener = Opener()
         opener.fail = {"p1"}
@@ -144,13 +144,21 @@ def test_a_failed_open_is_tried_again_at_the_next_round_and_a_dead_channel_repla
         await settle()
         assert not channels.open_for("u1") and len(channels) == 0
         opener.fail = set()
-        channels.keep("ns", [("u1", "p1", C)])
+        channels.keep("ns", [("u1", "p1", C)])   # the next round, within its backoff: not tried
         await settle()
-        assert channels.open_for("u1")
-        opener.opened[0].closed = True   # its connection ended (an idle timeout, a restart)
-        channels.keep("ns", [("u1", "p1", C)])
+        assert opener.calls == 1 and not channels.open_for("u1")
+        monkeypatch.setattr(warm_channels, "FAILED_BACKOFF", 0.0)
+        opener.fail = {"p2"}
+        channels.keep("ns", [("u2", "p2", C)])
         await settle()
-        assert channels.open_for("u1") and len(opener.opened) == 2
+        opener.fail = set()
+        channels.keep("ns", [("u2", "p2", C)])   # past its (zero) backoff: tried again
+        await settle()
+        assert channels.open_for("u2")
+        opener.opened[-1].closed = True   # its connection ended (an idle timeout, a restart)
+        channels.keep("ns", [("u2", "p2", C)])
+        await settle()
+        assert channels.open_for("u2") and [c.pod for c in opener.opened] == ["p2", "p2"]
     run(go())
 
 
@@ -165,6 +173,25 @@ def test_channels_are_bounded_and_opened_a_few_at_a_time():
         opener.gate.set()
         await settle()
         assert opener.calls == 5 and sum(channels.open_for(f"u{i}") for i in range(8)) == 5
+    run(go())
+
+
+def test_a_take_of_a_pod_still_queued_for_a_slot_does_not_wait(monkeypatch):
+    """Nothing was sent to it yet: the claim opens its own attach at once instead of waiting for the
+    opens ahead of it (a refill's, or some that hang)."""
+    monkeypatch.setattr(warm_channels, "TAKE_WAIT", 30.0)
+
+    async def go():
+        opener = Opener()
+        opener.gate = asyncio.Event()
+        channels = WarmChannels(opener, logging.getLogger("t"), opening_at_once=1)
+        channels.keep("ns", [("u1", "p1", C), ("u2", "p2", C)])
+        await settle()
+        assert opener.calls == 1   # p1 opens, p2 waits for the slot
+        assert await asyncio.wait_for(channels.take("u2", C), 1.0) is None
+        opener.gate.set()
+        await settle()
+        assert [c.pod for c in opener.opened] == ["p1"] and opener.calls == 1   # p2's open never began
     run(go())
 
 
