@@ -85,7 +85,7 @@ class WarmChannels:
         self._taken: dict[str, None] = {}      # an ordered set
         self._failed: dict[str, float] = {}    # uid -> when (loop time) its open may be tried again
         self._slots = asyncio.Semaphore(opening_at_once)
-        self._closing: set[asyncio.Task] = set()
+        self._closing: dict[asyncio.Task, str] = {}   # closes under way -> their namespace
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -143,7 +143,7 @@ class WarmChannels:
                     await asyncio.gather(entry.task, return_exceptions=True)
                 elif channel is None and not entry.task.cancelled() and entry.task.exception() is None \
                         and entry.task.result() is not None:
-                    self._close_later(entry.task.result())   # opened as the wait ran out
+                    self._close_later(entry.task.result(), entry.namespace)   # opened as the wait ran out
         if channel is not None and (entry.container != container or not channel.alive):
             await channel.close()
             return None
@@ -154,7 +154,7 @@ class WarmChannels:
         for uid, entry in list(self._entries.items()):
             if entry.namespace == namespace:
                 self._drop(uid)
-        await asyncio.gather(*self._closing, return_exceptions=True)
+        await asyncio.gather(*(t for t, ns in list(self._closing.items()) if ns == namespace), return_exceptions=True)
 
     async def _opening(self, uid: str, entry: _Entry) -> Channel | None:
         try:
@@ -166,12 +166,12 @@ class WarmChannels:
                 if self._entries.get(uid) is entry:
                     entry.channel = channel
                 elif not entry.taking:
-                    self._close_later(channel)   # dropped while it opened
+                    self._close_later(channel, entry.namespace)   # dropped while it opened
                     return None
                 return channel
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - the pod is handed over without one; the next round tries again
+        except Exception as exc:  # noqa: BLE001 - the pod is handed over without one; tried again after a while
             self.log.debug("No channel to warm pod %s/%s: %s", entry.namespace, entry.pod, exc)
             self._failed[uid] = asyncio.get_running_loop().time() + FAILED_BACKOFF
             if self._entries.get(uid) is entry:
@@ -181,13 +181,14 @@ class WarmChannels:
     def _drop(self, uid: str) -> None:
         entry = self._entries.pop(uid)
         if entry.channel is not None:
-            self._close_later(entry.channel)
+            self._close_later(entry.channel, entry.namespace)
         elif entry.task is not None and not entry.task.done():
             entry.task.cancel()
-            self._closing.add(entry.task)
-            entry.task.add_done_callback(self._closing.discard)
+            self._track(entry.task, entry.namespace)
 
-    def _close_later(self, channel: Channel) -> None:
-        task = asyncio.create_task(channel.close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+    def _close_later(self, channel: Channel, namespace: str) -> None:
+        self._track(asyncio.create_task(channel.close()), namespace)
+
+    def _track(self, task: asyncio.Task, namespace: str) -> None:
+        self._closing[task] = namespace
+        task.add_done_callback(lambda done: self._closing.pop(done, None))

@@ -219,12 +219,13 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
     assert proc.poll() is None   # warm: waiting, holding no episode
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 7")))
-    assert hand_over(tmp_path, script)
+    # the episode reads its stdin: it must get nothing of what a later attach writes there
+    command = ("/bin/sh", "-c", 'sleep 0.3; if read -r x; then printf "%s" "$x" > got; fi; exit 7')
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, command))
+    assert hand_over(tmp_path, script, keep_open=True)   # a pod without stdinOnce: its stdin stays open
+    hand_over(tmp_path, b"exit 99\n", keep_open=True)     # a second delivery (a repeat after a restart)
     assert proc.wait(timeout=10) == 7
-    # a second delivery (after a restart) writes nothing: the launcher no longer reads its stdin
-    assert not hand_over(tmp_path, b"exit 99\n")
-    assert (tmp_path / "episode.sh").read_bytes() == script
+    assert (tmp_path / "episode.sh").read_bytes() == script and not (tmp_path / "got").exists()
 
 
 def test_an_agents_own_not_delivered_code_reads_as_one(tmp_path) -> None:

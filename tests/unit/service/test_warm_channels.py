@@ -119,6 +119,28 @@ def test_a_take_waits_for_a_channel_still_opening():
     run(go())
 
 
+def test_closing_one_pools_channels_does_not_wait_for_anothers():
+    """A pool's daemon ends (its deletion): it waits for its own closes, not for a close of another
+    pool's channel that hangs (a server that no longer answers)."""
+    async def go():
+        opener = Opener()
+        channels = WarmChannels(opener, logging.getLogger("t"))
+        channels.keep("ns", [("u1", "p1", C)])
+        channels.keep("other", [("u2", "p2", C)])
+        await settle()
+        stuck = asyncio.Event()
+
+        async def hang() -> None:
+            await stuck.wait()
+        opener.opened[1].close = hang
+        channels.keep("other", [])   # p2 leaves the warm set: its close hangs
+        await asyncio.wait_for(channels.close_namespace("ns"), 1.0)
+        assert opener.opened[0].closed
+        stuck.set()
+        await settle()
+    run(go())
+
+
 def test_a_take_that_waits_too_long_cancels_the_opening(monkeypatch):
     monkeypatch.setattr(warm_channels, "TAKE_WAIT", 0.05)
 
