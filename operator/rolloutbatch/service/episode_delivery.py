@@ -3,8 +3,9 @@
 :class:`EpisodeDelivery` runs every round of the batch: each pod of the batch whose container
 has started (its startupProbe passed: prepared and waiting) and that was not yet handed its
 episode gets it on its stdin through ``pods/attach`` (core.pool_delivery: no process is started
-in the container for it, which an exec's was: the most of a claim's time); then the pod is
-annotated with the time. A pod whose
+in the container for it, which an exec's was): through the channel the pool opened to the pod
+while it waited (service.warm_channels), else an attach opened then; then the pod is annotated
+with the time. A pod whose
 delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
 With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
@@ -12,8 +13,9 @@ ended, the verifier's phase to the ``verifier`` container the same way (annotate
 
 An eviction re-rolls an attempt, so it is kept for what the operator caused:
 - a pod that existed before this delivery began (an earlier operator may have handed it its
-  phase and died before annotating it) is never evicted: a repeat meets a closed stdin (or one
-  the agent's output answers), so the pod's deadline ends it instead, which for a pod that never
+  phase and died before annotating it) is never evicted: a repeat writes to a stdin its launcher
+  no longer reads (or completes a cut script, which the launcher refuses), or meets the agent's
+  output, so the pod's deadline ends it instead, which for a pod that never
   got its episode is not counted either (the cost: such a pod waits out its deadline before its
   retry);
 - a hand-over that sent every byte and heard nothing back is not evicted either (the pod may run
