@@ -19,7 +19,9 @@ the rest cold. This module: the pool's children and pods, the claim and the pool
    template, which is the same pool pod: every pod of a pooled batch gets its episode one way.
    If the Job controller saw the Job before the relabelled pods and made a cold pod for a claimed
    index too, it keeps one pod per index and deletes the others, the least advanced first, so the
-   running warm pod stays.
+   running warm pod stays, and until then the cold one is handed nothing (:func:`shadowed_by_claim`).
+   The Job is created only once a list of the batch's pods shows every claim: such a list waits for
+   the API server's watch cache, which feeds the Job controller's informer, so that is rare.
 3. **Delivery.** The operator writes the episode script to the container's stdin through
    ``pods/attach``; the launcher reads it whole, checks and sources it and runs the command. The
    pod is its episode's alone, and its result is read from it as a Job pod's is (core.verdict):
@@ -41,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
-from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.model import BatchRef, PodFacts
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
@@ -374,3 +376,14 @@ def claim_order(pods: Sequence[Mapping], template: str | None = None) -> list[Ma
         (p.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_ANNOTATION) == template)]
     return sorted(warm, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
                                        (p.get("metadata") or {}).get("name") or ""))
+
+
+def shadowed_by_claim(pod: PodFacts, live: Sequence[PodFacts]) -> bool:
+    """Whether ``pod`` is a cold pod of an index that another live pod of the batch holds (claimed
+    from the pool, or handed its episode): it must not run a second episode of that index. The
+    Job controller makes a pod for every index it sees none for, read from its informer, which
+    may not have the claims yet; it deletes one of the two once it sees both (step 2 above)."""
+    if pod.claimed_at is not None or pod.index is None:
+        return False
+    return any(other.uid != pod.uid and other.index == pod.index and not other.deleting
+               and (other.claimed_at is not None or other.delivered_at is not None) for other in live)

@@ -88,8 +88,10 @@ class EpisodeDelivery:
     def round(self, tracker: BatchTracker) -> None:
         if not self.spec.pool_name or tracker.stopping:
             return
-        for facts in tracker.live_pods():
-            self._start(facts)
+        live = tracker.live_pods()
+        for facts in live:
+            if not pools.shadowed_by_claim(facts, live):
+                self._start(facts)
             if self.spec.verifier is not None:
                 self._start_verifier(facts)
 

@@ -29,6 +29,7 @@ from rolloutbatch.service import policy
 from rolloutbatch.service.context import Emit, owner_of_batch
 
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
+LISTED_TRIES, LISTED_PAUSE = 5, 0.1   # lists of the batch's pods until its claims show (seconds apart)
 
 
 async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
@@ -127,6 +128,20 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     return Claims(hits=hits, wanted=min(spec.parallelism, spec.episodes), claimed=fresh, began=min([now, *earlier]))
 
 
+async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claimed: list[dict]) -> None:
+    """Wait (briefly) until a list of the batch's pods shows every pod just claimed. The Job
+    controller reads pods from its informer: a Job created before that has seen a claim gets a
+    cold pod for the claimed index too (core.pools, step 2), which costs a pod start and its
+    deletion while the claimed episodes start. A list is served from the API server's watch cache
+    once it is as new as etcd (ConsistentListFromCache), and that cache feeds the informers."""
+    wanted = {(p.get("metadata") or {}).get("uid") for p in claimed}
+    for _ in range(LISTED_TRIES):
+        if not wanted or wanted <= {(p.get("metadata") or {}).get("uid")
+                                    for p in await pool_storage.list_pods(namespace, naming.label_selector(ref))}:
+            return
+        await asyncio.sleep(LISTED_PAUSE)
+
+
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
@@ -141,6 +156,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
                          on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
+    await _until_listed(pool_storage, naming.pool_namespace(pool.namespace, pool.name), ref, claims.claimed)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                            spec.active_deadline_seconds, episode_seconds, pool, definition, claims.began)
     try:

@@ -279,3 +279,42 @@ def test_a_lowered_deadline_is_lower_and_never_short_of_the_episodes_time(ads, s
     if lowered is not None:
         assert 1 <= lowered < ads
         assert started + lowered >= now + seconds + pools.HANDED_OVER_SLACK_SECONDS - 1
+
+
+# -- a cold pod the Job controller made for a claimed index ---------------------------------------------
+def _facts(uid: str, index: int | None, *, claimed: bool = False, delivered: bool = False,
+           deleting: bool = False):
+    from rolloutbatch.core.model import PodFacts
+    return PodFacts(name=f"p-{uid}", namespace="rp-x", uid=uid, index=index, created=100.0, phase="Running",
+                    node="devnode-1", image_id="img", exit_code=None, restart_count=0, terminated_reason=None,
+                    pod_reason=None, pod_message=None, disrupted=False, deleting=deleting, ready=True,
+                    started_at=None, finished_at=None, waiting_reason=None, waiting_message=None, pooled=True,
+                    container_started=True, claimed_at=101.0 if claimed else None,
+                    delivered_at=102.0 if delivered else None)
+
+
+def test_a_cold_pod_of_a_claimed_index_is_handed_nothing() -> None:
+    warm, cold = _facts("w", 3, claimed=True), _facts("c", 3)
+    assert pools.shadowed_by_claim(cold, [warm, cold])
+    assert not pools.shadowed_by_claim(warm, [warm, cold])                  # the claim holds the index
+    assert not pools.shadowed_by_claim(_facts("c", 4), [warm, _facts("c", 4)])   # another index
+    # a cold pod already handed its episode holds its index against a second cold one
+    assert pools.shadowed_by_claim(_facts("c2", 5), [_facts("c1", 5, delivered=True), _facts("c2", 5)])
+    # the index's claimed pod is being deleted (evicted, its delivery failed): the retry is handed over
+    assert not pools.shadowed_by_claim(cold, [_facts("w", 3, claimed=True, deleting=True), cold])
+    assert not pools.shadowed_by_claim(_facts("c", None), [warm])
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans(), st.booleans()), max_size=8))
+def test_of_the_live_pods_of_an_index_at_most_one_holder_is_handed_an_episode(rows) -> None:
+    live = [_facts(f"u{i}", index, claimed=claimed, delivered=delivered, deleting=deleting)
+            for i, (index, claimed, delivered, deleting) in enumerate(rows)]
+    for index in range(4):
+        # what a round hands over: the undelivered, unshadowed pods of the index that are not being deleted
+        handed = [f for f in live if f.index == index and not f.deleting and f.delivered_at is None
+                  and not pools.shadowed_by_claim(f, live)]
+        holders = [f for f in live if f.index == index and not f.deleting
+                   and (f.claimed_at is not None or f.delivered_at is not None)]
+        if holders:
+            assert all(f.claimed_at is not None for f in handed)   # only a claim's pod, never a cold one
+        assert all(f.index == index for f in handed)

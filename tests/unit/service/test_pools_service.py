@@ -277,6 +277,36 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
                                                   "2 of 4 start cold")]
 
 
+@pytest.mark.parametrize("hidden", [0, 2, 99])
+def test_the_job_waits_until_a_list_of_the_batchs_pods_shows_its_claims(api, hidden):
+    """A Job made before the Job controller's informer has the claims gets cold pods for claimed
+    indexes: provision lists the batch's pods (the API server's watch cache, as the informer's)
+    until every claim shows, a few times at most (``hidden``: lists that do not show them yet),
+    then makes the Job."""
+    filled(api, 2)
+    said: list[str] = []
+    lists = min(hidden + 1, pool_claims.LISTED_TRIES)
+
+    class Lagging(PoolStorage):
+        async def list_pods(self, namespace: str, selector: str) -> list[dict]:
+            nonlocal hidden
+            pods = await super().list_pods(namespace, selector)
+            if selector == naming.label_selector(BATCH) and pods:
+                said.append("listed")
+                if hidden:
+                    hidden -= 1
+                    return pods[:1]
+            return pods
+
+    class Recording(Storage):
+        async def create_or_adopt(self, obj: dict, owner_uid: str) -> dict:
+            said.append(obj["kind"])
+            return await super().create_or_adopt(obj, owner_uid)
+
+    run(pool_claims.provision(Recording(api), Lagging(api), BATCH, batch_spec(), lambda *e: None, None,
+                              lambda pods: None, CLUSTERWIDE))
+    assert said == ["listed"] * lists + ["Job"]
+
 # -- deliveries ---------------------------------------------------------------------------------
 
 
@@ -425,3 +455,33 @@ def test_inputs_by_reference_that_are_not_opted_in_stall_before_any_claim(api):
     assert err.value.reason == v.STALL_INPUTS_MISSING
     assert not any(p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) for p in api.list_objects("Pod", POOL_NS))
     assert api.get_object("ConfigMap", naming.inputs_shard_name(BATCH, 0), NS) is None
+
+
+def test_a_cold_pod_the_job_made_for_a_claimed_index_is_handed_nothing(api):
+    """The Job controller, its informer behind the claims, may make a cold pod for a claimed index
+    (it deletes one of the two once it sees both): that pod gets no episode; a cold pod of an
+    index nobody holds gets its own."""
+    filled(api, 3)
+    spec = batch_spec(episodes=2, parallelism=1)
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
+    assert [p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] for p in fresh] == ["0"]
+    shadow, cold = [n for n in pod_names(api) if n != fresh[0]["metadata"]["name"]]
+    for name, index in ((shadow, "0"), (cold, "1")):   # as the Job makes them: the batch's labels, no claim
+        api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"metadata": {
+            "labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **pools.batch_pod_labels(BATCH),
+                       v.COMPLETION_INDEX_KEY: index},
+            "annotations": {v.COMPLETION_INDEX_KEY: index, naming.POOLED_ANNOTATION: "true"}}}, "as the Job's")
+    handed: list[str] = []
+    for name in pod_names(api):
+        api.set_attach(POOL_NS, name, lambda container, stdin, name=name: handed.append(name))
+    d = delivery(api, spec, [], [])
+
+    async def go() -> None:
+        await delivery_round(api, d, 2)   # the claimed pod not yet handed over: it holds index 0 all the same
+        d.claimed(fresh)
+        await drain(d)
+        await delivery_round(api, d, 2)
+    run(go())
+    assert sorted(handed) == sorted([fresh[0]["metadata"]["name"], cold])
+    annotations = api.get_object("Pod", shadow, POOL_NS)["metadata"].get("annotations") or {}
+    assert naming.ANNOTATION_DELIVERED_AT not in annotations
