@@ -14,13 +14,31 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
+from rolloutbatch.core.verdict import annotation_seconds
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
+
+# After a claim the pool waits this long before it starts pods again: the claimed episodes start
+# in those seconds, and a refill's pod starts (sandboxes, networks, the kubelets' and the API
+# server's work) took the machine's CPU from them (bench/README.md, "What a claimed episode
+# waits for").
+REFILL_HOLD_SECONDS = 3.0
 
 
 def held_pods(pods: Sequence[Mapping]) -> int:
     """Pods of the pool's namespace that batches hold now (claimed or cold, not ended)."""
     return sum(1 for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
                and (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED))
+
+
+def refill_hold(pods: Sequence[Mapping], now: float) -> float:
+    """Seconds the pool still waits before it creates pods: REFILL_HOLD_SECONDS after the newest
+    claim of a pod of its namespace (0 when there is none that recent; a claim time in the future,
+    an edited annotation, holds no longer than one hold)."""
+    newest = max((t for p in pods if (t := annotation_seconds(p.get("metadata") or {}, naming.ANNOTATION_CLAIMED_AT))
+                  is not None), default=None)
+    if newest is None:
+        return 0.0
+    return max(0.0, min(REFILL_HOLD_SECONDS, newest + REFILL_HOLD_SECONDS - now))
 
 
 @dataclasses.dataclass(frozen=True)

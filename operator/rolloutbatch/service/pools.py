@@ -4,10 +4,12 @@ One :class:`PoolReconciler` runs as the body of the pool's kopf daemon. Each rou
 pool's unclaimed pods, sorts them (``core.pool_census.census``), deletes the dead, stale and surplus
 ones, creates what is missing up to ``spec.size`` and writes the status when it changed. The
 rounds are paced: a short one while the pool fills, a long one (``FULL_PERIOD``) when it is full.
-A claim does not wake it: on this 2-core machine a refill started at once took the CPU from the
-episodes just handed over (20 episodes from a full pool: batch -> all ready 5.3 s with an
-immediate refill, 2.3 s when it waits for the next round; bench/pools.py). The spec is read from the daemon's live body each round, so a
-``kubectl scale`` takes effect without a restart.
+A claim does not wake it, and a round creates no pod until ``REFILL_HOLD_SECONDS`` after the
+newest claim (core.pool_census.refill_hold): on this 2-core machine a refill started at once took
+the CPU from the episodes just handed over (20 episodes from a full pool: batch -> all ready
+5.3 s with an immediate refill, 2.3 s when it waited for the next round; bench/pools.py). The spec
+is read from the daemon's live body each round, so a ``kubectl scale`` takes effect without a
+restart.
 
 A template that cannot run (an image that cannot be pulled, a missing RuntimeClass, a prepare that
 fails) is not churned: the pool says ``Stalled`` with the reason, deletes the broken pods, and
@@ -36,7 +38,7 @@ from rolloutbatch.service.context import Emit, iso_time
 from rolloutbatch.service.warm_channels import WarmChannels
 
 FILLING_PERIOD = 0.5       # a round while pods start (seconds)
-FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this
+FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this (and the hold)
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once on a spec change
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
 
@@ -138,7 +140,9 @@ class PoolReconciler:
             container = pools.episode_container(spec)
             self.channels.keep(self.namespace, [(uid, name, container) for name in found.warm if name not in doomed
                                                 if (uid := (listed[name].get("metadata") or {}).get("uid"))])
-        wanted = 0 if self._stuck is not None else pool_census.pods_to_create(spec, found)
+        missing = 0 if self._stuck is not None else pool_census.pods_to_create(spec, found)
+        hold = pool_census.refill_hold(every, now) if missing else 0.0   # the claimed episodes start first
+        wanted = 0 if hold else missing
         created = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
             batch = [pools.warm_pod(self.ref, spec) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
@@ -160,6 +164,8 @@ class PoolReconciler:
         status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every), iso_time(now) or "",
                                    self.body.get("status"))
         await self._write(status)
+        if hold:
+            return max(hold, FILLING_PERIOD)   # the refill's round: when the hold ends
         filling = len(found.warm) < spec.size and self._stuck is None
         return FILLING_PERIOD if filling or created else FULL_PERIOD
 

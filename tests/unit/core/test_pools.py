@@ -318,3 +318,16 @@ def test_of_the_live_pods_of_an_index_at_most_one_holder_is_handed_an_episode(ro
         if holders:
             assert all(f.claimed_at is not None for f in handed)   # only a claim's pod, never a cold one
         assert all(f.index == index for f in handed)
+
+
+# -- the refill after a claim -------------------------------------------------------------------------
+@pytest.mark.parametrize("claimed_at, left", [(None, 0.0), (1000.0, 0.0), ("abc", 0.0), ("inf", 0.0),
+                                              (1999.0, -1.0), (2000.0, 0.0), (9e9, 0.0)])
+def test_the_refill_hold_runs_from_the_newest_claim_and_never_past_one_hold(claimed_at, left) -> None:
+    """``left``: the hold's seconds left, as an offset from a whole hold (0.0 for a claim long ago
+    or unreadable means none)."""
+    notes = {naming.ANNOTATION_CLAIMED_AT: str(claimed_at)} if claimed_at is not None else {}
+    hold = pool_census.refill_hold([{"metadata": {"annotations": notes}}, {"metadata": {}}], 2000.0)
+    whole = pool_census.REFILL_HOLD_SECONDS
+    expected = 0.0 if claimed_at in (None, 1000.0, "abc", "inf") else whole + left
+    assert hold == pytest.approx(expected)

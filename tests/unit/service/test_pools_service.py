@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
@@ -120,7 +120,8 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
 
 
 
-def test_claims_take_warm_pods_for_the_first_indexes_once(api):
+def test_claims_take_warm_pods_for_the_first_indexes_once(api, monkeypatch):
+    monkeypatch.setattr(pool_census, "REFILL_HOLD_SECONDS", 0.0)   # refilled at once (the hold: below)
     rec = filled(api, 2)
     spec = batch_spec()
     hits, wanted, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
@@ -142,6 +143,21 @@ def test_claims_take_warm_pods_for_the_first_indexes_once(api):
     assert len(first) == 1 and again.began == first.pop() < float(
         again.claimed[0]["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT])
 
+
+def test_the_pool_refills_only_once_its_claimed_episodes_had_their_seconds(api):
+    """A claim's refill waits REFILL_HOLD_SECONDS from the claim: the claimed episodes start first."""
+    rec = filled(api, 2)
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(episodes=1, parallelism=1), rec.ref, 60))
+    before = set(pod_names(api))
+    period = run(rec.round())
+    assert set(pod_names(api)) == before and 0 < period <= pool_census.REFILL_HOLD_SECONDS
+    assert live(api)["status"]["readyPods"] == 1   # the status is written all the same
+    claimed = next(iter(claimed_indexes(api)))     # the claim made REFILL_HOLD_SECONDS ago
+    old = float(api.get_object("Pod", claimed, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT])
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}", {"metadata": {"annotations": {
+        naming.ANNOTATION_CLAIMED_AT: f"{old - pool_census.REFILL_HOLD_SECONDS:.3f}"}}}, "earlier")
+    run(rec.round())
+    assert len(set(pod_names(api)) - before) == 1
 
 def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     rec = filled(api, 3)
