@@ -265,12 +265,9 @@ class EpisodeDelivery:
             late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
             if late:
                 raise RuntimeError(late)
-            # The pool's channel to the pod when it has one (taken even for the verifier's phase: no
-            # channel is opened to a pod once taken), else an attach opened now.
+            # The pool's channel to the pod when it has a live one (taken even for the verifier's
+            # phase: no channel is opened to a pod once taken), else an attach opened now.
             channel = await self.channels.take(facts.uid, container) if self.channels is not None else None
-            if channel is not None and not channel.alive:   # ended since the pool's last round
-                await channel.close()
-                channel = None
             began = time.time()
             try:
                 if channel is not None and phase == _AGENT_PHASE:

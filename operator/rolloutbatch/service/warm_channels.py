@@ -114,7 +114,9 @@ class WarmChannels:
 
     async def take(self, uid: str, container: str) -> Channel | None:
         """The pod's open channel to ``container``, now the caller's (to deliver or close), or
-        None: the caller opens its own attach. Never opened to again after this."""
+        None: the caller opens its own attach. A channel that ended since the pool's round (its
+        connection closed, its keepalive unanswered) is closed here, never handed out. Never opened
+        to again after this."""
         self._taken[uid] = None
         while len(self._taken) > TAKEN_MEMORY:
             del self._taken[next(iter(self._taken))]

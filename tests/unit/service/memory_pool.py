@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from rolloutbatch import GROUP, POOL_KIND, VERSION
-from rolloutbatch.core import naming
+from rolloutbatch.core import naming, pool_spec
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
@@ -17,7 +17,9 @@ from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_delivery, pool_claims
+from rolloutbatch.service import warm_channels
 from rolloutbatch.service.pools import PoolReconciler
+from rolloutbatch.service.warm_channels import WarmChannels
 from tests.support.memory_api import MemoryApi
 
 NS = "team"
@@ -116,3 +118,34 @@ async def drain(d: episode_delivery.EpisodeDelivery) -> None:
 def triple(claims: pool_claims.Claims) -> tuple[int, int, list[dict]]:
     """(hits, wanted, claimed) of a claim."""
     return claims.hits, claims.wanted, claims.claimed
+
+
+# -- channels opened ahead of the claims (service.warm_channels) ------------------------------------
+
+
+async def warm_pool_with_channels(api: MemoryApi, size: int, *, open_channels: bool = True) -> WarmChannels:
+    """A pool of ``size`` made and warmed by its daemon's rounds, which open a channel to each warm
+    pod (none with ``open_channels`` False: a daemon without the registry); the registry a batch's
+    hand-overs take them from."""
+    channels = WarmChannels(warm_channels.opener(PoolStorage(api)), LOG)
+    make_pool(api, size)
+    rec = PoolReconciler(PoolStorage(api), live(api), lambda *e: None, LOG,
+                         channels=channels if open_channels else None)
+    await rec.round()
+    for name in pod_names(api):
+        warm(api, name)
+    await rec.round()
+    for _ in range(20):   # the openings run as tasks
+        await asyncio.sleep(0)
+    return channels
+
+
+async def claim_and_hand_over(api: MemoryApi, spec, channels: WarmChannels) -> pool_claims.Claims:
+    """The batch's claims, each pod handed its episode as its claim is made (through ``channels``
+    when one is open to it), drained."""
+    d = episode_delivery.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, LOG,
+                                         since=0.0, channels=channels)
+    claims = await pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
+                                     on_claimed=d.claimed)
+    await drain(d)
+    return claims

@@ -18,16 +18,10 @@ from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.service import pools as pool_service
-from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, drain, batch_spec, delivery, filled, live, make_pool,
                                             pod_names, reconciler, run)
 
 
-@pytest.fixture
-def api() -> MemoryApi:
-    api = MemoryApi()
-    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return api
 
 POOL_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
 

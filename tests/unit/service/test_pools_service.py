@@ -22,11 +22,6 @@ from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_sp
                                             refuse, warm)
 
 
-@pytest.fixture
-def api() -> MemoryApi:
-    api = MemoryApi()
-    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return api
 
 
 def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):

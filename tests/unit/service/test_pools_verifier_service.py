@@ -24,11 +24,6 @@ from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, deli
 VERIFIER = {"files": {"verify.py": "print('grade')"}, "timeoutSeconds": 30, "env": [{"name": "GRADE", "value": "1"}]}
 
 
-@pytest.fixture
-def api() -> MemoryApi:
-    api = MemoryApi()
-    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return api
 
 
 @pytest.mark.parametrize("pool_verifier, batch_verifier, said", [

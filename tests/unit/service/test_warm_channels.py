@@ -5,18 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import pytest
-
-from rolloutbatch.core import naming, pool_spec
+from rolloutbatch.core import naming
 from rolloutbatch.kube.errors import Unavailable
-from rolloutbatch.kube.pool_storage import PoolStorage
-from rolloutbatch.kube.storage import Storage
-from rolloutbatch.service import episode_delivery, pool_claims, warm_channels
-from rolloutbatch.service.pools import PoolReconciler
+from rolloutbatch.service import warm_channels
 from rolloutbatch.service.warm_channels import WarmChannels
-from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, LOG, NS, POOL_NS, batch_spec, drain, live, make_pool, pod_names,
-                                            triple, warm)
+from tests.unit.service.memory_pool import (POOL_NS, batch_spec, claim_and_hand_over, pod_names, triple,
+                                            warm_pool_with_channels)
 
 C = naming.CONTAINER_NAME
 
@@ -231,34 +225,16 @@ def test_a_channel_to_another_container_is_not_used():
 # -- on the API in memory: the pool opens them, the batch's hand-over uses them ----------------
 
 
-@pytest.fixture
-def api() -> MemoryApi:
-    api = MemoryApi()
-    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return api
 
 
 def test_the_pools_round_opens_channels_and_the_hand_over_goes_through_them(api):
-    make_pool(api, 2)
     scripts: list[bytes] = []
     api.set_attach(POOL_NS, None, lambda container, stdin: scripts.append(stdin))
-    spec = batch_spec(episodes=2, parallelism=2)
 
     async def go():
-        channels = WarmChannels(warm_channels.opener(PoolStorage(api)), LOG)
-        rec = PoolReconciler(PoolStorage(api), live(api), lambda *e: None, LOG, channels=channels)
-        await rec.round()
-        for name in pod_names(api):
-            warm(api, name)
-        await rec.round()
-        await settle()
+        channels = await warm_pool_with_channels(api, 2)
         assert sorted(c.pod for c in api.opened_channels) == sorted(pod_names(api))
-        d = episode_delivery.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, LOG,
-                                             since=0.0, channels=channels)
-        claims = await pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
-                                         on_claimed=d.claimed)
-        await drain(d)
-        return claims
+        return await claim_and_hand_over(api, batch_spec(episodes=2, parallelism=2), channels)
     hits, _, fresh = triple(run(go()))
     assert hits == 2 and len(scripts) == 2 and len(api.opened_channels) == 2
     assert sorted(c.via_channel[0] for c in api.opened_channels) == sorted(scripts)   # no attach opened at the claim
@@ -267,22 +243,29 @@ def test_the_pools_round_opens_channels_and_the_hand_over_goes_through_them(api)
         assert naming.ANNOTATION_DELIVERED_AT in notes
 
 
-def test_a_pool_without_a_channel_for_a_pod_hands_it_over_as_before(api):
-    make_pool(api, 1)
+def test_a_pod_without_a_channel_is_handed_over_by_an_attach_of_its_own(api):
     scripts: list[bytes] = []
     api.set_attach(POOL_NS, None, lambda container, stdin: scripts.append(stdin))
-    spec = batch_spec(episodes=1, parallelism=1)
 
     async def go():
-        channels = WarmChannels(warm_channels.opener(PoolStorage(api)), LOG)
-        rec = PoolReconciler(PoolStorage(api), live(api), lambda *e: None, LOG)   # no channels opened
-        await rec.round()
-        for name in pod_names(api):
-            warm(api, name)
-        d = episode_delivery.EpisodeDelivery(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, LOG,
-                                             since=0.0, channels=channels)
-        await pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
-                                on_claimed=d.claimed)
-        await drain(d)
+        await claim_and_hand_over(api, batch_spec(episodes=1, parallelism=1),
+                                  await warm_pool_with_channels(api, 1, open_channels=False))
     run(go())
-    assert len(scripts) == 1 and api.opened_channels == []
+    assert len(scripts) == 1 and api.opened_channels == [] and len(api.attaches) == 1
+
+
+def test_a_channel_that_died_after_the_round_is_closed_and_the_pod_handed_over_by_a_fresh_attach(api):
+    """A channel whose connection ended (the keepalive found it silent, the API server restarted)
+    between the pool's round and the claim is not written to: it is closed, and the hand-over
+    opens an attach of its own, as for a pod without a channel."""
+    scripts: list[bytes] = []
+    api.set_attach(POOL_NS, None, lambda container, stdin: scripts.append(stdin))
+
+    async def go():
+        channels = await warm_pool_with_channels(api, 1)
+        [channel] = api.opened_channels
+        channel.closed = True   # as a connection that ended reads: not alive
+        await claim_and_hand_over(api, batch_spec(episodes=1, parallelism=1), channels)
+        return channel
+    channel = run(go())
+    assert channel.via_channel == [] and len(scripts) == 1   # not written to: a fresh attach carried it
