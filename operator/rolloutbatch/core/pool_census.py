@@ -14,7 +14,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
-from rolloutbatch.core.verdict import annotation_seconds
+from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, annotation_seconds
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 # After a claim the pool waits this long before it starts pods again: the claimed episodes start
@@ -30,15 +30,19 @@ def held_pods(pods: Sequence[Mapping]) -> int:
                and (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED))
 
 
-def refill_hold(pods: Sequence[Mapping], now: float) -> float:
+def refill_hold(pods: Sequence[Mapping], now: float, short_since: float | None = None) -> float:
     """Seconds the pool still waits before it creates pods: REFILL_HOLD_SECONDS after the newest
-    claim of a pod of its namespace (0 when there is none that recent; a claim time in the future,
-    an edited annotation, holds no longer than one hold)."""
+    claim of a pod of its namespace (0 when there is none that recent), and no longer than that
+    after ``short_since``, when the pool first saw itself short of pods: batches that claim every
+    second or two would otherwise hold it off for good. A claim time further ahead than clocks
+    disagree (an edited annotation, kept on a finished pod) is not a claim: it would hold every
+    round, and the pool would never refill."""
     newest = max((t for p in pods if (t := annotation_seconds(p.get("metadata") or {}, naming.ANNOTATION_CLAIMED_AT))
-                  is not None), default=None)
+                  is not None and t <= now + CLOCK_SKEW_TOLERANCE_SECONDS), default=None)
     if newest is None:
         return 0.0
-    return max(0.0, min(REFILL_HOLD_SECONDS, newest + REFILL_HOLD_SECONDS - now))
+    ends = newest + REFILL_HOLD_SECONDS if short_since is None else min(newest, short_since) + REFILL_HOLD_SECONDS
+    return max(0.0, min(REFILL_HOLD_SECONDS, ends - now))
 
 
 @dataclasses.dataclass(frozen=True)

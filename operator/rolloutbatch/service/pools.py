@@ -59,6 +59,7 @@ class PoolReconciler:
         # A stuck template: (its digest, since, (pod, reason, message)); kept while it is waited out
         self._stuck: tuple[str, float, tuple[str, str, str]] | None = None
         self._children_for: tuple[str, str] | None = None    # (task ConfigMap, network) the children match
+        self._short_since: float | None = None   # when a round first found the pool short of pods
 
     @property
     def namespace(self) -> str:
@@ -141,7 +142,8 @@ class PoolReconciler:
             self.channels.keep(self.namespace, [(uid, name, container) for name in found.warm if name not in doomed
                                                 if (uid := (listed[name].get("metadata") or {}).get("uid"))])
         missing = 0 if self._stuck is not None else pool_census.pods_to_create(spec, found)
-        hold = pool_census.refill_hold(every, now) if missing else 0.0   # the claimed episodes start first
+        self._short_since = (self._short_since or now) if missing else None
+        hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):

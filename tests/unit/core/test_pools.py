@@ -321,13 +321,22 @@ def test_of_the_live_pods_of_an_index_at_most_one_holder_is_handed_an_episode(ro
 
 
 # -- the refill after a claim -------------------------------------------------------------------------
-@pytest.mark.parametrize("claimed_at, left", [(None, 0.0), (1000.0, 0.0), ("abc", 0.0), ("inf", 0.0),
-                                              (1999.0, -1.0), (2000.0, 0.0), (9e9, 0.0)])
+@pytest.mark.parametrize("claimed_at, left", [(None, None), (1000.0, None), ("abc", None), ("inf", None),
+                                              (1999.0, -1.0), (2000.0, 0.0), (2001.0, 0.0), (9e9, None)])
 def test_the_refill_hold_runs_from_the_newest_claim_and_never_past_one_hold(claimed_at, left) -> None:
-    """``left``: the hold's seconds left, as an offset from a whole hold (0.0 for a claim long ago
-    or unreadable means none)."""
+    """``left``: the hold's seconds left as an offset from a whole hold; None: no hold (no claim,
+    one long ago, an unreadable one, or one further ahead than clocks disagree: it would hold
+    every round and the pool would never refill)."""
     notes = {naming.ANNOTATION_CLAIMED_AT: str(claimed_at)} if claimed_at is not None else {}
     hold = pool_census.refill_hold([{"metadata": {"annotations": notes}}, {"metadata": {}}], 2000.0)
-    whole = pool_census.REFILL_HOLD_SECONDS
-    expected = 0.0 if claimed_at in (None, 1000.0, "abc", "inf") else whole + left
-    assert hold == pytest.approx(expected)
+    assert hold == pytest.approx(0.0 if left is None else pool_census.REFILL_HOLD_SECONDS + left)
+
+
+def test_claims_that_keep_coming_hold_the_refill_once_not_for_good() -> None:
+    """A batch every second: each claim is newer than the hold, but the pool, short since the first,
+    refills REFILL_HOLD_SECONDS after it found itself short."""
+    hold = pool_census.REFILL_HOLD_SECONDS
+    pods = [{"metadata": {"annotations": {naming.ANNOTATION_CLAIMED_AT: f"{t:.3f}"}}} for t in (1000.0, 1001.0, 1002.5)]
+    assert pool_census.refill_hold(pods, 1003.0, short_since=1000.2) == pytest.approx(0.2)
+    assert pool_census.refill_hold(pods, 1003.5, short_since=1000.2) == 0.0
+    assert pool_census.refill_hold(pods, 1003.0, short_since=1002.8) == pytest.approx(hold - 0.5)   # short since the claim

@@ -16,6 +16,7 @@ from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_delivery, pool_claims
+from rolloutbatch.service import pools as service_pools
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
                                             drain, filled, live, make_pool, pod_names, reconciler, run, set_status,
@@ -287,6 +288,19 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
     assert events == [("Normal", v.EVENT_CLAIMED, "2 of the first 3 episodes got a warm pod of RolloutPool warm; "
                                                   "2 of 4 start cold")]
 
+
+def test_batches_that_claim_every_round_do_not_hold_the_refill_off_for_good(api, monkeypatch):
+    clock = [2_000_000_000.0]
+    monkeypatch.setattr(pool_claims.time, "time", lambda: clock[0])
+    monkeypatch.setattr(service_pools.time, "time", lambda: clock[0])
+    rec = filled(api, 6)
+    made = set(pod_names(api))
+    for round_ in range(4):   # a one-episode batch claims each second, then the pool's round
+        ref = dataclasses.replace(BATCH, uid=f"b{round_}", name=f"b{round_}")
+        run(pool_claims.claim(PoolStorage(api), ref, batch_spec(episodes=1, parallelism=1), rec.ref, 60))
+        run(rec.round())
+        clock[0] += 1.0
+    assert set(pod_names(api)) - made   # refilled once the pool had been short REFILL_HOLD_SECONDS
 
 @pytest.mark.parametrize("hidden", [0, 2, 99])
 def test_the_job_waits_until_a_list_of_the_batchs_pods_shows_its_claims(api, hidden):
