@@ -17,11 +17,13 @@ from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
 from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, annotation_seconds
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
-# After a claim the pool waits this long before it starts pods again: the claimed episodes start
-# in those seconds, and a refill's pod starts (sandboxes, networks, the kubelets' and the API
-# server's work) took the machine's CPU from them (bench/README.md, "What a claimed episode
-# waits for").
+# While the episodes a pool gave out start, it starts no pods: a refill's pod starts (sandboxes,
+# networks, the kubelets' and the API server's work) took the machine's CPU from them
+# (bench/README.md, "What a claimed episode waits for"). It waits REFILL_HOLD_SECONDS after the
+# newest claim or hand-over, and while a claimed pod still waits for its hand-over (a batch of
+# hundreds is handed over for tens of seconds), never more than REFILL_HOLD_MAX_SECONDS in all.
 REFILL_HOLD_SECONDS = 3.0
+REFILL_HOLD_MAX_SECONDS = 20.0
 
 
 def held_pods(pods: Sequence[Mapping]) -> int:
@@ -31,18 +33,29 @@ def held_pods(pods: Sequence[Mapping]) -> int:
 
 
 def refill_hold(pods: Sequence[Mapping], now: float, short_since: float | None = None) -> float:
-    """Seconds the pool still waits before it creates pods: REFILL_HOLD_SECONDS after the newest
-    claim of a pod of its namespace (0 when there is none that recent), and no longer than that
-    after ``short_since``, when the pool first saw itself short of pods: batches that claim every
-    second or two would otherwise hold it off for good. A claim time further ahead than clocks
-    disagree (an edited annotation, kept on a finished pod) is not a claim: it would hold every
-    round, and the pool would never refill."""
-    newest = max((t for p in pods if (t := annotation_seconds(p.get("metadata") or {}, naming.ANNOTATION_CLAIMED_AT))
-                  is not None and t <= now + CLOCK_SKEW_TOLERANCE_SECONDS), default=None)
-    if newest is None:
-        return 0.0
-    ends = newest + REFILL_HOLD_SECONDS if short_since is None else min(newest, short_since) + REFILL_HOLD_SECONDS
-    return max(0.0, min(REFILL_HOLD_SECONDS, ends - now))
+    """Seconds the pool still waits before it creates pods (see REFILL_HOLD_SECONDS): after the
+    newest claim or hand-over of a pod of its namespace, and while a claimed pod waits for its
+    hand-over; never longer than REFILL_HOLD_MAX_SECONDS after ``short_since``, when the pool first
+    found itself short, so batches that claim every second or two cannot hold it off for good.
+    A time further ahead than clocks disagree (an edited annotation, kept on a finished pod) is
+    not read: it would hold every round."""
+    def seconds(meta: Mapping, key: str) -> float | None:
+        t = annotation_seconds(meta, key)
+        return t if t is not None and t <= now + CLOCK_SKEW_TOLERANCE_SECONDS else None
+
+    ends = 0.0
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        claimed, delivered = seconds(meta, naming.ANNOTATION_CLAIMED_AT), seconds(meta, naming.ANNOTATION_DELIVERED_AT)
+        for t in (claimed, delivered):
+            if t is not None:
+                ends = max(ends, t + REFILL_HOLD_SECONDS)
+        if claimed is not None and delivered is None and not meta.get("deletionTimestamp") \
+                and (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
+            ends = max(ends, now + 1.0)   # its hand-over is still to come: looked at again in a second
+    if short_since is not None:
+        ends = min(ends, short_since + REFILL_HOLD_MAX_SECONDS)
+    return max(0.0, ends - now)
 
 
 @dataclasses.dataclass(frozen=True)

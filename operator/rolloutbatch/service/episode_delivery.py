@@ -90,7 +90,8 @@ class EpisodeDelivery:
             return
         live = tracker.live_pods()
         for facts in live:
-            if not pools.shadowed_by_claim(facts, live):
+            # an index already final (its verdict recorded) or held by another pod gets no second episode
+            if facts.index not in tracker.results and not pools.shadowed_by_claim(facts, live):
                 self._start(facts)
             if self.spec.verifier is not None:
                 self._start_verifier(facts)

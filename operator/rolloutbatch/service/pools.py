@@ -4,8 +4,9 @@ One :class:`PoolReconciler` runs as the body of the pool's kopf daemon. Each rou
 pool's unclaimed pods, sorts them (``core.pool_census.census``), deletes the dead, stale and surplus
 ones, creates what is missing up to ``spec.size`` and writes the status when it changed. The
 rounds are paced: a short one while the pool fills, a long one (``FULL_PERIOD``) when it is full.
-A claim does not wake it, and a round creates no pod until ``REFILL_HOLD_SECONDS`` after the
-newest claim (core.pool_census.refill_hold): on this 2-core machine a refill started at once took
+A claim does not wake it, and a round creates no pod while the episodes the pool gave out start
+(core.pool_census.refill_hold: until 3 s after the newest claim or hand-over, and while a claimed
+pod waits for its hand-over; 20 s at most): on this 2-core machine a refill started at once took
 the CPU from the episodes just handed over (20 episodes from a full pool: batch -> all ready
 5.3 s with an immediate refill, 2.3 s when it waited for the next round; bench/pools.py). The spec
 is read from the daemon's live body each round, so a ``kubectl scale`` takes effect without a
@@ -38,7 +39,7 @@ from rolloutbatch.service.context import Emit, iso_time
 from rolloutbatch.service.warm_channels import WarmChannels
 
 FILLING_PERIOD = 0.5       # a round while pods start (seconds)
-FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this (and the hold)
+FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this, after the hold
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once on a spec change
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
 

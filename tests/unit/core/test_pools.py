@@ -321,22 +321,38 @@ def test_of_the_live_pods_of_an_index_at_most_one_holder_is_handed_an_episode(ro
 
 
 # -- the refill after a claim -------------------------------------------------------------------------
-@pytest.mark.parametrize("claimed_at, left", [(None, None), (1000.0, None), ("abc", None), ("inf", None),
-                                              (1999.0, -1.0), (2000.0, 0.0), (2001.0, 0.0), (9e9, None)])
-def test_the_refill_hold_runs_from_the_newest_claim_and_never_past_one_hold(claimed_at, left) -> None:
-    """``left``: the hold's seconds left as an offset from a whole hold; None: no hold (no claim,
-    one long ago, an unreadable one, or one further ahead than clocks disagree: it would hold
-    every round and the pool would never refill)."""
-    notes = {naming.ANNOTATION_CLAIMED_AT: str(claimed_at)} if claimed_at is not None else {}
-    hold = pool_census.refill_hold([{"metadata": {"annotations": notes}}, {"metadata": {}}], 2000.0)
-    assert hold == pytest.approx(0.0 if left is None else pool_census.REFILL_HOLD_SECONDS + left)
+def _claimed(claimed_at, delivered_at=None, phase: str = "Running", deleting: bool = False) -> dict:
+    notes = {naming.ANNOTATION_CLAIMED_AT: str(claimed_at)}
+    if delivered_at is not None:
+        notes[naming.ANNOTATION_DELIVERED_AT] = str(delivered_at)
+    meta = {"annotations": notes, **({"deletionTimestamp": "2026-12-04T00:00:00Z"} if deleting else {})}
+    return {"metadata": meta, "status": {"phase": phase}}
 
 
-def test_claims_that_keep_coming_hold_the_refill_once_not_for_good() -> None:
-    """A batch every second: each claim is newer than the hold, but the pool, short since the first,
-    refills REFILL_HOLD_SECONDS after it found itself short."""
-    hold = pool_census.REFILL_HOLD_SECONDS
-    pods = [{"metadata": {"annotations": {naming.ANNOTATION_CLAIMED_AT: f"{t:.3f}"}}} for t in (1000.0, 1001.0, 1002.5)]
-    assert pool_census.refill_hold(pods, 1003.0, short_since=1000.2) == pytest.approx(0.2)
-    assert pool_census.refill_hold(pods, 1003.5, short_since=1000.2) == 0.0
-    assert pool_census.refill_hold(pods, 1003.0, short_since=1002.8) == pytest.approx(hold - 0.5)   # short since the claim
+@pytest.mark.parametrize("claimed_at, hold", [(1000.0, 0.0), ("abc", 0.0), ("inf", 0.0), (1999.0, 2.0),
+                                              (2000.0, 3.0), (2001.5, 4.5), (9e9, 0.0)])
+def test_the_refill_hold_runs_from_the_newest_claim_or_hand_over(claimed_at, hold) -> None:
+    """Handed over at once (as a claim's pod is): the hold runs REFILL_HOLD_SECONDS (3 s in these
+    figures) from the claim; a claim long ago or unreadable holds nothing, nor one further ahead
+    than clocks disagree (it would hold every round and the pool would never refill)."""
+    assert pool_census.REFILL_HOLD_SECONDS == 3.0
+    pods = [_claimed(claimed_at, delivered_at=1000.0, phase="Succeeded"), {"metadata": {}}]
+    assert pool_census.refill_hold(pods, 2000.0) == pytest.approx(hold)
+    later = [_claimed(1000.0, delivered_at=claimed_at, phase="Succeeded")]   # a hand-over counts as a claim
+    assert pool_census.refill_hold(later, 2000.0) == pytest.approx(hold)
+
+
+def test_a_claimed_pod_still_waiting_for_its_hand_over_holds_the_refill() -> None:
+    assert pool_census.refill_hold([_claimed(1000.0)], 2000.0) == pytest.approx(1.0)   # looked at again in 1 s
+    assert pool_census.refill_hold([_claimed(1000.0, phase="Failed")], 2000.0) == 0.0
+    assert pool_census.refill_hold([_claimed(1000.0, deleting=True)], 2000.0) == 0.0
+
+
+def test_claims_and_hand_overs_that_keep_coming_hold_the_refill_only_so_long() -> None:
+    """A batch every second, or a batch of hundreds handed over for a minute: the pool, short since
+    ``short_since``, refills REFILL_HOLD_MAX_SECONDS after it."""
+    most = pool_census.REFILL_HOLD_MAX_SECONDS
+    pods = [_claimed(1000.0 + most, delivered_at=1000.0 + most), _claimed(1000.0)]
+    assert pool_census.refill_hold(pods, 1000.0 + most - 1, short_since=1000.0) == pytest.approx(1.0)
+    assert pool_census.refill_hold(pods, 1000.0 + most, short_since=1000.0) == 0.0
+    assert pool_census.refill_hold(pods, 1000.0 + most, short_since=1000.0 + most) == pytest.approx(3.0)

@@ -11,7 +11,9 @@ from rolloutbatch.core import naming, pool_census, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
+from rolloutbatch.core.model import EpisodeResult
 from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
@@ -117,7 +119,7 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
 
 
 def test_claims_take_warm_pods_for_the_first_indexes_once(api, monkeypatch):
-    monkeypatch.setattr(pool_census, "REFILL_HOLD_SECONDS", 0.0)   # refilled at once (the hold: below)
+    monkeypatch.setattr(pool_census, "refill_hold", lambda *a, **k: 0.0)   # refilled at once (the hold: below)
     rec = filled(api, 2)
     spec = batch_spec()
     hits, wanted, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
@@ -148,10 +150,11 @@ def test_the_pool_refills_only_once_its_claimed_episodes_had_their_seconds(api):
     period = run(rec.round())
     assert set(pod_names(api)) == before and 0 < period <= pool_census.REFILL_HOLD_SECONDS
     assert live(api)["status"]["readyPods"] == 1   # the status is written all the same
-    claimed = next(iter(claimed_indexes(api)))     # the claim made REFILL_HOLD_SECONDS ago
+    claimed = next(iter(claimed_indexes(api)))     # claimed and handed over REFILL_HOLD_SECONDS ago
     old = float(api.get_object("Pod", claimed, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT])
+    earlier = f"{old - pool_census.REFILL_HOLD_SECONDS:.3f}"
     api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}", {"metadata": {"annotations": {
-        naming.ANNOTATION_CLAIMED_AT: f"{old - pool_census.REFILL_HOLD_SECONDS:.3f}"}}}, "earlier")
+        naming.ANNOTATION_CLAIMED_AT: earlier, naming.ANNOTATION_DELIVERED_AT: earlier}}}, "earlier")
     run(rec.round())
     assert len(set(pod_names(api)) - before) == 1
 
@@ -295,12 +298,13 @@ def test_batches_that_claim_every_round_do_not_hold_the_refill_off_for_good(api,
     monkeypatch.setattr(service_pools.time, "time", lambda: clock[0])
     rec = filled(api, 6)
     made = set(pod_names(api))
-    for round_ in range(4):   # a one-episode batch claims each second, then the pool's round
+    for round_ in range(6):   # a one-episode batch claims every few seconds (none handed over), then a round
         ref = dataclasses.replace(BATCH, uid=f"b{round_}", name=f"b{round_}")
         run(pool_claims.claim(PoolStorage(api), ref, batch_spec(episodes=1, parallelism=1), rec.ref, 60))
         run(rec.round())
-        clock[0] += 1.0
-    assert set(pod_names(api)) - made   # refilled once the pool had been short REFILL_HOLD_SECONDS
+        refilled = set(pod_names(api)) - made
+        assert bool(refilled) == (clock[0] - 2_000_000_000.0 >= pool_census.REFILL_HOLD_MAX_SECONDS)
+        clock[0] += pool_census.REFILL_HOLD_MAX_SECONDS / 4
 
 @pytest.mark.parametrize("hidden", [0, 2, 99])
 def test_the_job_waits_until_a_list_of_the_batchs_pods_shows_its_claims(api, hidden):
@@ -384,6 +388,31 @@ def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
                                                on_claimed=on_claimed)))
     assert sorted(heard) == sorted(p["metadata"]["name"] for p in fresh) and len(heard) == 3
 
+
+def test_a_pod_of_an_index_already_final_is_handed_nothing(api):
+    """The index's verdict is in (its claimed pod ended, and the Job controller has not yet deleted
+    a cold pod it made for the index meanwhile): no second episode of it runs."""
+    filled(api, 2)
+    spec = batch_spec(episodes=2, parallelism=2)
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
+    handed: list[str] = []
+    for pod in fresh:
+        api.set_attach(POOL_NS, pod["metadata"]["name"], lambda container, stdin, name=pod["metadata"]["name"]:
+                       handed.append(name))
+    d = delivery(api, spec, [], [])
+    tracker = BatchTracker(2, 0, pooled=True)
+    for pod in api.list_objects("Pod", POOL_NS):
+        tracker._live[pod["metadata"]["uid"]] = pod_facts(pod)
+    final = next(f for f in tracker.live_pods() if f.index == 0)
+    tracker.results[0] = EpisodeResult(index=0, pod=final.name, node="n", image_id="i", outcome="succeeded", reason=None,
+                                       message="", reward=1.0, pod_created=100.0, ready_at=101.0, reward_at=102.0,
+                                       pod_to_ready_seconds=1.0)
+
+    async def go() -> None:
+        d.round(tracker)
+        await drain(d)
+    run(go())
+    assert [api.get_object("Pod", n, POOL_NS)["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] for n in handed] == ["1"]
 
 def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     filled(api, 1)
