@@ -138,9 +138,11 @@ def pods_to_delete(spec: PoolSpec, found: PoolCensus) -> list[str]:
 
 
 def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int, claimed: int,
-                now_iso: str, previous: Mapping | None = None) -> dict:
-    """The status the pool's reconciler writes (``claimed``: held_pods); conditions keep their
-    transition time while unchanged."""
+                now_iso: str, previous: Mapping | None = None, refill_held: bool = False) -> dict:
+    """The status the pool's reconciler writes (``claimed``: held_pods; ``refill_held``: the round
+    started no pods because of :func:`refill_hold`, which the message says so that a short pool
+    with nothing starting is not a mystery); conditions keep their transition time while
+    unchanged."""
     ready = len(found.warm) >= spec.size
     if found.stuck:
         _, reason, message = found.stuck[0]
@@ -149,6 +151,9 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
         reason, summary = v.PoolReason.WARM, f"{len(found.warm)}/{spec.size} warm"
     else:
         reason, summary = v.PoolReason.FILLING, f"{len(found.warm)}/{spec.size} warm, {len(found.starting)} starting"
+        if refill_held:
+            summary += (f"; the refill waits for the episodes just claimed to start "
+                        f"(at most {REFILL_HOLD_MAX_SECONDS:g}s)")
     old = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)}
 
     def condition(kind: str, status: str, why: str, message: str) -> dict:

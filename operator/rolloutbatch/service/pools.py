@@ -165,7 +165,7 @@ class PoolReconciler:
         # While a stuck template is waited out its broken pods are gone: the status keeps the reason.
         shown = found if self._stuck is None or found.stuck else dataclasses.replace(found, stuck=(self._stuck[2],))
         status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every), iso_time(now) or "",
-                                   self.body.get("status"))
+                                         self.body.get("status"), refill_held=bool(hold))
         await self._write(status)
         if hold:
             return max(hold, FILLING_PERIOD)   # the refill's round: when the hold ends

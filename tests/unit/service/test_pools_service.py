@@ -149,14 +149,15 @@ def test_the_pool_refills_only_once_its_claimed_episodes_had_their_seconds(api):
     before = set(pod_names(api))
     period = run(rec.round())
     assert set(pod_names(api)) == before and 0 < period <= pool_census.REFILL_HOLD_SECONDS
-    assert live(api)["status"]["readyPods"] == 1   # the status is written all the same
+    status = live(api)["status"]   # the status is written all the same, and says why nothing starts
+    assert status["readyPods"] == 1 and "the refill waits for the episodes just claimed to start" in status["message"]
     claimed = next(iter(claimed_indexes(api)))     # claimed and handed over REFILL_HOLD_SECONDS ago
     old = float(api.get_object("Pod", claimed, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT])
     earlier = f"{old - pool_census.REFILL_HOLD_SECONDS:.3f}"
     api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}", {"metadata": {"annotations": {
         naming.ANNOTATION_CLAIMED_AT: earlier, naming.ANNOTATION_DELIVERED_AT: earlier}}}, "earlier")
     run(rec.round())
-    assert len(set(pod_names(api)) - before) == 1
+    assert len(set(pod_names(api)) - before) == 1 and "refill waits" not in live(api)["status"]["message"]
 
 def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     rec = filled(api, 3)
