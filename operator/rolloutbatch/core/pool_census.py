@@ -50,9 +50,12 @@ def refill_hold(pods: Sequence[Mapping], now: float, short_since: float | None =
         for t in (claimed, delivered):
             if t is not None:
                 ends = max(ends, t + REFILL_HOLD_SECONDS)
-        if claimed is not None and delivered is None and not meta.get("deletionTimestamp") \
+        # its hand-over is still to come: looked at again in a second (not one claimed so long ago
+        # that it is not coming: a pod left to its deadline would slow every later refill)
+        if claimed is not None and delivered is None and claimed > now - REFILL_HOLD_MAX_SECONDS \
+                and not meta.get("deletionTimestamp") \
                 and (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
-            ends = max(ends, now + 1.0)   # its hand-over is still to come: looked at again in a second
+            ends = max(ends, now + 1.0)
     if short_since is not None:
         ends = min(ends, short_since + REFILL_HOLD_MAX_SECONDS)
     return max(0.0, ends - now)

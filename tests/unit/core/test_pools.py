@@ -343,9 +343,13 @@ def test_the_refill_hold_runs_from_the_newest_claim_or_hand_over(claimed_at, hol
 
 
 def test_a_claimed_pod_still_waiting_for_its_hand_over_holds_the_refill() -> None:
-    assert pool_census.refill_hold([_claimed(1000.0)], 2000.0) == pytest.approx(1.0)   # looked at again in 1 s
-    assert pool_census.refill_hold([_claimed(1000.0, phase="Failed")], 2000.0) == 0.0
-    assert pool_census.refill_hold([_claimed(1000.0, deleting=True)], 2000.0) == 0.0
+    recent = 2000.0 - pool_census.REFILL_HOLD_MAX_SECONDS / 2
+    assert pool_census.refill_hold([_claimed(recent)], 2000.0) == pytest.approx(1.0)   # looked at again in 1 s
+    assert pool_census.refill_hold([_claimed(recent, phase="Failed")], 2000.0) == 0.0
+    assert pool_census.refill_hold([_claimed(recent, deleting=True)], 2000.0) == 0.0
+    # one claimed longer ago than a hold can last is not being handed over (left to its deadline,
+    # its hand-over unconfirmed): it holds no refill, now or later
+    assert pool_census.refill_hold([_claimed(1000.0)], 2000.0) == 0.0
 
 
 def test_claims_and_hand_overs_that_keep_coming_hold_the_refill_only_so_long() -> None:
