@@ -22,7 +22,6 @@ from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, drain, b
                                             pod_names, reconciler, run)
 
 
-
 POOL_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
 
 

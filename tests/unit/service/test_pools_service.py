@@ -25,8 +25,6 @@ from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_sp
                                             refuse, warm)
 
 
-
-
 def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     make_pool(api, 3)
     rec = reconciler(api)
@@ -114,10 +112,6 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
 # -- a pooled batch's claims ----------------------------------------------------------------------
 
 
-
-
-
-
 def test_claims_take_warm_pods_for_the_first_indexes_once(api, monkeypatch):
     monkeypatch.setattr(pool_census, "refill_hold", lambda *a, **k: 0.0)   # refilled at once (the hold: below)
     rec = filled(api, 2)
@@ -143,7 +137,8 @@ def test_claims_take_warm_pods_for_the_first_indexes_once(api, monkeypatch):
 
 
 def test_the_pool_refills_only_once_its_claimed_episodes_had_their_seconds(api):
-    """A claim's refill waits REFILL_HOLD_SECONDS from the claim: the claimed episodes start first."""
+    """A claim's refill waits REFILL_HOLD_SECONDS from the claim and its hand-over: the claimed
+    episodes start first."""
     rec = filled(api, 2)
     run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(episodes=1, parallelism=1), rec.ref, 60))
     before = set(pod_names(api))
@@ -158,6 +153,7 @@ def test_the_pool_refills_only_once_its_claimed_episodes_had_their_seconds(api):
         naming.ANNOTATION_CLAIMED_AT: earlier, naming.ANNOTATION_DELIVERED_AT: earlier}}}, "earlier")
     run(rec.round())
     assert len(set(pod_names(api)) - before) == 1 and "refill waits" not in live(api)["status"]["message"]
+
 
 def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     rec = filled(api, 3)
@@ -307,6 +303,7 @@ def test_batches_that_claim_every_round_do_not_hold_the_refill_off_for_good(api,
         assert bool(refilled) == (clock[0] - 2_000_000_000.0 >= pool_census.REFILL_HOLD_MAX_SECONDS)
         clock[0] += pool_census.REFILL_HOLD_MAX_SECONDS / 4
 
+
 @pytest.mark.parametrize("hidden", [0, 2, 99])
 def test_the_job_waits_until_a_list_of_the_batchs_pods_shows_its_claims(api, hidden):
     """A Job made before the Job controller's informer has the claims gets cold pods for claimed
@@ -337,9 +334,8 @@ def test_the_job_waits_until_a_list_of_the_batchs_pods_shows_its_claims(api, hid
                               lambda pods: None, CLUSTERWIDE))
     assert said == ["listed"] * lists + ["Job"]
 
+
 # -- deliveries ---------------------------------------------------------------------------------
-
-
 
 
 def test_each_claimed_pod_is_handed_its_own_episode_once(api):
@@ -414,6 +410,7 @@ def test_a_pod_of_an_index_already_final_is_handed_nothing(api):
         await drain(d)
     run(go())
     assert [api.get_object("Pod", n, POOL_NS)["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] for n in handed] == ["1"]
+
 
 def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     filled(api, 1)

@@ -24,8 +24,6 @@ from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, batch_spec, deli
 VERIFIER = {"files": {"verify.py": "print('grade')"}, "timeoutSeconds": 30, "env": [{"name": "GRADE", "value": "1"}]}
 
 
-
-
 @pytest.mark.parametrize("pool_verifier, batch_verifier, said", [
     ({}, None, "give the batch one"),
     (None, VERIFIER, "needs a pool with spec.verifier"),

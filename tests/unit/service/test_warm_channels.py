@@ -225,8 +225,6 @@ def test_a_channel_to_another_container_is_not_used():
 # -- on the API in memory: the pool opens them, the batch's hand-over uses them ----------------
 
 
-
-
 def test_the_pools_round_opens_channels_and_the_hand_over_goes_through_them(api):
     scripts: list[bytes] = []
     api.set_attach(POOL_NS, None, lambda container, stdin: scripts.append(stdin))
