@@ -2,7 +2,7 @@
 batch cold (the same pool's template through a RolloutBatch of its own), on the running
 devcluster with a fresh operator. A benchmark: nothing asserts a time.
 
-    python bench/pools.py [--sizes 20 200] [--runtime-class cube]
+    python bench/pools.py [--sizes 20 200] [--runtime-class cube] [--settle 10]
 
 Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), and per
 episode the claim latency: claim (the operator's annotation) -> the pod was handed its episode
@@ -51,7 +51,15 @@ def _finished(status: dict) -> bool:
     return status.get("phase") in ("Succeeded", "Failed", "Stopped")
 
 
-def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None) -> dict:
+def _full(kube: Kube, ns: str, pool: str, size: int, settle: float) -> None:
+    """Until the pool is full, then ``settle`` seconds more: the fill's own tail (the last pods'
+    status updates, the operator attaching to each new pod) is not the batch's cost, and a
+    trainer's pool is full well before its batch."""
+    _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", lambda st: st.get("readyPods") == size, 900)
+    time.sleep(settle)
+
+
+def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: float = 10.0) -> dict:
     pool = lib.unique(f"pool{size}")
     spec: dict = {"size": size, "maxSize": max(size, 1), "task": {"files": {"episode.py": EPISODE}},
                   "resources": RESOURCES}
@@ -61,9 +69,10 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None) -> dict:
                 {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
                  "spec": spec})
     t0 = time.monotonic()
-    _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", lambda st: st.get("readyPods") == size, 900)
+    _full(kube, ns, pool, size, 0)
     fill = time.monotonic() - t0
-    out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2)}
+    time.sleep(settle)
+    out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2), "settle_seconds": settle}
     for mode in ("warm", "cold"):
         name = lib.unique(f"{mode}{size}")
         body: dict = {"episodes": size, "cleanup": {"sandbox": "Never"}, "episodeTimeoutSeconds": 300}
@@ -102,19 +111,20 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None) -> dict:
         kube.delete(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}")
         kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}", 300)
         if mode == "warm":   # the cold batch runs while the pool is full again: the same node load
-            _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", lambda st: st.get("readyPods") == size, 900)
+            _full(kube, ns, pool, size, settle)
     kube.delete(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}")
     kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", 300)
     return out
 
 
-def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, result: str = "pools") -> dict:
+def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, result: str = "pools",
+               settle: float = 10.0) -> dict:
     """Every size in turn with one fresh operator; writes results/<result>.json."""
     ns = "bench-pools"
     ensure_namespace(kube, ns)
     op = lib.start_operator("bench-pools")
     try:
-        runs = [run(kube, op, ns, size, runtime_class) for size in sizes]
+        runs = [run(kube, op, ns, size, runtime_class, settle) for size in sizes]
     finally:
         op.stop()
     out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc",
@@ -127,8 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--runtime-class", default=None)
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds a full pool is left before each batch")
     args = parser.parse_args(argv)
-    part_pools(Kube(), args.sizes, args.runtime_class)
+    part_pools(Kube(), args.sizes, args.runtime_class, settle=args.settle)
 
 
 if __name__ == "__main__":

@@ -192,6 +192,8 @@ def main() -> None:
     p.add_argument("--pool-runtime-class", default=None, metavar="NAME",
                    help="the RuntimeClass of `pools`' pods (default none: runc)")
     p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
+    p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds a full pool is left before each batch (default 10: the fill's tail is not the batch's)")
     p.add_argument("--modes-variants", nargs="*", default=None, metavar="VARIANT",
                    help="the `modes` variants to run beside the bare Job (dedicated, dedicated+quota, shared; "
                         "default all)")
@@ -225,7 +227,7 @@ def main() -> None:
                          huge_parallelism=args.huge_parallelism, huge_channel=args.huge_channel)
     if "pools" in args.parts:
         import pools
-        pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result)
+        pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result, args.pool_settle)
     if "plots" in args.parts:
         import plots
         plots.main()
