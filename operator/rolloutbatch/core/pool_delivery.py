@@ -41,7 +41,11 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # (`sh -n`) before it is sourced and must end with its sentinel: a cut-off delivery never runs.
 # Its last line `set --`s the command under `env` (any variable name the spec allows); then {run}
 # runs it.
-_PREPARE = ('if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
+# The trap comes first: a pod deleted while it prepares (the Job controller's cold pod for an
+# index a claimed pod holds) then says NOT_DELIVERED_EXIT too, not the 137 of a PID 1 shell that
+# ignored TERM and was killed, which would read as an episode's failure.
+_PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
+            'if [ "$$#" -gt 0 ]; then "$$@" & p=$$!; '
             '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
             'wait $$p || exit {nd}; kill $$w 2>/dev/null; fi; ')
 _WAIT = (': > "$$c/warm" || exit {nd}; '

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
 from rolloutbatch.core.naming import ANNOTATION_CLAIMS_BEGAN_AT
+from rolloutbatch.core.pools import shadowed_by_claim
 from rolloutbatch.core.queueing import QUEUE_LABEL
 from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
@@ -258,6 +259,16 @@ class BatchTracker:
             self._done_uids.add(uid)  # a stale attempt of an index that is already final
             return
         attempts = self._attempts.setdefault(index, set())
+        if self._duplicate(facts):
+            # never handed an episode, its index held by a claimed pod: no attempt, and once it
+            # ends (the Job controller deletes it) neither judged nor retried
+            attempts.discard(uid)
+            if is_infrastructure_failure(facts) or is_terminal(facts):
+                self._forget(uid)
+                self._done_uids.add(uid)
+            else:
+                self._live[uid] = facts   # the delivery rounds still see it (and hand it nothing)
+            return
         attempts.add(uid)
         if uid in self._reading:
             self._reading[uid] = facts
@@ -359,6 +370,17 @@ class BatchTracker:
                                     + (f": {job.message}" if job.message else ""),
                    }.get(reason, "the Job ended before this episode reported a result")
         return self.give_up_missing(reason, message)
+
+    def _duplicate(self, facts: PodFacts) -> bool:
+        """A pooled batch's cold pod that was never handed an episode, of an index a claimed or
+        handed-over pod holds (core.pools.shadowed_by_claim): the Job controller made it before
+        its informer saw the claim. Its end (a deletion during its prepare, or NOT_DELIVERED_EXIT)
+        is no attempt of the index: the claimed pod's verdict is the index's."""
+        if not self.pooled or facts.delivered_at is not None or facts.claimed_at is not None:
+            return False
+        holders = [*self._live.values(), *self._to_read.values(), *self._reading.values(),
+                   *(held for held, _ in self._unverified.values() if held.claimed_at is not None)]
+        return shadowed_by_claim(facts, holders)
 
     def _forget(self, uid: str) -> None:
         self._live.pop(uid, None)

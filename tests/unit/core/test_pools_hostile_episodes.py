@@ -116,6 +116,20 @@ def test_a_launcher_terminated_while_it_waits_says_not_delivered(tmp_path) -> No
     assert code == NOT_DELIVERED_EXIT
 
 
+def test_a_launcher_terminated_while_it_prepares_says_not_delivered(tmp_path) -> None:
+    """The Job controller deletes its cold pod for an index a claimed pod holds, often while it
+    still prepares: that pod never got an episode either, and must not end as 137 (an episode's
+    failure, and the Job's FailIndex)."""
+    proc = _launcher(tmp_path, ["sh", "-c", f"touch {tmp_path}/preparing; sleep 30"])
+    _wait_for(tmp_path / "preparing")
+    proc.send_signal(signal.SIGTERM)
+    code = _exit_or_none(proc, 3.0)
+    if code is None:   # as PID 1 would: SIGTERM ignored, SIGKILL after the grace period
+        code = 137
+    assert code == NOT_DELIVERED_EXIT
+    assert not (tmp_path / "warm").exists()
+
+
 # -- what parse_spec accepts must reach the episode -------------------------------------------------------
 def test_an_env_name_the_spec_accepts_reaches_a_pooled_episode(tmp_path) -> None:
     """ENV_NAME_PATTERN accepts '-' and '.' (as Kubernetes does); the episode script writes

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import EpisodeResult, PodFacts
 from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 
 def pod(index: int, uid: str | None = None, phase: str = "Running", **kw) -> PodFacts:
@@ -299,6 +300,59 @@ def test_no_mix_of_forged_pods_finalizes_or_retries_anything(events):
                     disrupted=bool(n % 2), **FORGERIES[forgery])
         t.pod_deleted(facts) if deleted else t.observe_pod(facts)
     assert not t.results and not t.retried and not t.take_reads() and t.running == 0
+
+
+# -- a pooled batch: the Job controller's cold pod for a claimed index ---------------------------
+def pooled_pod(index: int, uid: str, phase: str = "Running", *, claimed: bool = False, delivered: bool = False,
+               **kw) -> PodFacts:
+    return pod(index, uid=uid, phase=phase, pooled=True, container_started=phase == "Running",
+               claimed_at=101.0 if claimed else None, delivered_at=102.0 if delivered else None, **kw)
+
+
+DUPLICATE_ENDS = {   # how the Job controller's deletion of a cold pod for a claimed index ends it
+    "during its prepare (a shell as PID 1 killed)": dict(phase="Failed", exit_code=137, deleting=True),
+    "while it waited (the launcher's trap)": dict(phase="Failed", exit_code=NOT_DELIVERED_EXIT, deleting=True),
+    "before it started": dict(phase="Pending", deleting=True),
+}
+
+
+@pytest.mark.parametrize("end", sorted(DUPLICATE_ENDS))
+@pytest.mark.parametrize("cold_seen_first", [False, True])
+def test_a_cold_pod_of_a_claimed_index_is_no_attempt_of_it(end, cold_seen_first):
+    """Its end is neither judged (a 137 read as the episode's failure would take the index's
+    verdict from the claimed pod) nor a retry (with retries 0, the index would be lost)."""
+    t = tracker(2, 0, pooled=True)
+    warm = pooled_pod(0, "warm", claimed=True, delivered=True)
+    cold = pooled_pod(0, "cold")
+    for facts in ([cold, warm] if cold_seen_first else [warm, cold]):
+        t.observe_pod(facts)
+    ended = dataclasses.replace(cold, **DUPLICATE_ENDS[end])
+    t.observe_pod(ended)
+    t.pod_deleted(ended)
+    assert t.take_reads() == [] and t.retried == 0 and not t.results
+    assert [f.uid for f in t.live_pods()] == ["warm"]
+    t.observe_pod(dataclasses.replace(warm, phase="Succeeded", exit_code=0))
+    assert [f.uid for f in t.take_reads()] == ["warm"]
+    t.record(result(0), "warm")
+    assert t.results[0].outcome == "succeeded" and t.results[0].attempts == 1
+
+
+def test_a_cold_pod_is_the_retry_once_the_claimed_pod_is_gone_and_counts_when_handed_over():
+    t = tracker(2, 1, pooled=True)
+    warm = pooled_pod(0, "warm", claimed=True)
+    t.observe_pod(warm)
+    # its hand-over failed: evicted, an infrastructure retry of the index
+    t.observe_pod(dataclasses.replace(warm, phase="Failed", exit_code=NOT_DELIVERED_EXIT, deleting=True))
+    assert t.retried == 1
+    cold = pooled_pod(0, "cold")
+    t.observe_pod(cold)   # no holder now: the retry, handed over and judged as any attempt
+    t.observe_pod(dataclasses.replace(cold, phase="Failed", exit_code=1, delivered_at=102.0))
+    assert [f.uid for f in t.take_reads()] == ["cold"]
+    # a cold pod that was handed its episode is an attempt even beside a claimed pod of its index
+    t2 = tracker(1, 0, pooled=True)
+    t2.observe_pod(pooled_pod(0, "warm", claimed=True))
+    t2.observe_pod(pooled_pod(0, "cold", phase="Failed", exit_code=1, delivered=True))
+    assert [f.uid for f in t2.take_reads()] == ["cold"]
 
 
 # -- pods the scheduler cannot place ------------------------------------------------------------
