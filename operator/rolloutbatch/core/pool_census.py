@@ -145,8 +145,9 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
     """The status the pool's reconciler writes (``claimed``: held_pods; ``refill_held``: the round
     started no pods because of :func:`refill_hold`, which the message says so that a short pool
     with nothing starting is not a mystery); conditions keep their transition time while
-    unchanged."""
-    ready = len(found.warm) >= spec.size
+    unchanged. Never Ready while Stalled: a `kubectl wait --for=condition=Ready` must not pass on
+    a pool whose pods cannot run."""
+    ready = len(found.warm) >= spec.size and not found.stuck
     if found.stuck:
         _, reason, message = found.stuck[0]
         summary = f"{len(found.warm)}/{spec.size} warm; pod {found.stuck[0][0]}: {message}"
@@ -157,24 +158,43 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
         if refill_held:
             summary += (f"; the refill waits for the episodes just claimed to start "
                         f"(at most {REFILL_HOLD_MAX_SECONDS:g}s)")
-    old = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)}
-
-    def condition(kind: str, status: str, why: str, message: str) -> dict:
-        before = old.get(kind) or {}
-        since = before.get("lastTransitionTime") if before.get("status") == status else None
-        return {"type": kind, "status": status, "reason": str(why), "message": message,
-                "lastTransitionTime": since or now_iso, "observedGeneration": generation}
-
     stalled = bool(found.stuck)
     return {
         "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
         "readyPods": len(found.warm), "startingPods": len(found.starting), "claimedPods": claimed,
         "message": summary,
         "conditions": [
-            condition(v.CONDITION_READY, v.CONDITION_TRUE if ready else v.CONDITION_FALSE, reason, summary),
-            condition(v.CONDITION_STALLED, v.CONDITION_TRUE if stalled else v.CONDITION_FALSE,
-                      reason if stalled else v.PoolReason.WARM if ready else v.PoolReason.FILLING,
-                      summary if stalled else "the pool's pods can run"),
+            _condition(previous, v.CONDITION_READY, v.CONDITION_TRUE if ready else v.CONDITION_FALSE, reason, summary,
+                       now_iso, generation),
+            _condition(previous, v.CONDITION_STALLED, v.CONDITION_TRUE if stalled else v.CONDITION_FALSE,
+                       reason if stalled else v.PoolReason.WARM if ready else v.PoolReason.FILLING,
+                       summary if stalled else "the pool's pods can run", now_iso, generation),
         ],
     }
 
+
+def stalled_status(ref: PoolRef, reason: str, message: str, generation: int, now_iso: str,
+                   previous: Mapping | None = None) -> dict:
+    """The status of a pool whose round could not run (an invalid spec, a refused object, no
+    cluster rights): Ready=False, Stalled=True with ``reason``; the pod counts as last written
+    (its pods are not listed then, and are not gone)."""
+    last = previous or {}
+    counts = {key: count if isinstance(count := last.get(key), int) and count >= 0 else 0
+              for key in ("readyPods", "startingPods", "claimedPods")}
+    return {
+        "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
+        **counts, "message": message,
+        "conditions": [_condition(previous, v.CONDITION_READY, v.CONDITION_FALSE, reason, message, now_iso, generation),
+                       _condition(previous, v.CONDITION_STALLED, v.CONDITION_TRUE, reason, message, now_iso,
+                                  generation)],
+    }
+
+
+def _condition(previous: Mapping | None, kind: str, status: str, why: str, message: str, now_iso: str,
+               generation: int) -> dict:
+    """One condition; its lastTransitionTime kept from ``previous`` while its status is unchanged."""
+    before = next((c for c in (previous or {}).get("conditions") or []
+                   if isinstance(c, Mapping) and c.get("type") == kind), {})
+    since = before.get("lastTransitionTime") if before.get("status") == status else None
+    return {"type": kind, "status": status, "reason": str(why), "message": message,
+            "lastTransitionTime": since or now_iso, "observedGeneration": generation}

@@ -101,17 +101,8 @@ class PoolReconciler:
 
     async def _say_stalled(self, reason: str, message: str) -> None:
         """Ready=False, Stalled=True with ``reason``, the counts as last written."""
-        try:
-            spec = pool_spec.parse_pool_spec(self.body.get("spec") or {})
-        except SpecError:
-            spec = pool_spec.PoolSpec(size=0, max_size=1, image="", runtime_class_name=None, resources={}, env=(),
-                                      task_mount_path="", task_files={}, workspace_mount_path="",
-                                      workspace_size_limit="", prepare_command=(), prepare_timeout_seconds=1,
-                                      network=v.NETWORK_DENY_ALL, pod_template={})
-        last = self.body.get("status") or {}
-        found = pool_census.PoolCensus((), (), (), (("-", str(reason), message[:1000]),), ())
-        status = pool_census.pool_status(self.ref, spec, found, self._generation(), int(last.get("claimedPods") or 0),
-                                   iso_time(time.time()) or "", last)
+        status = pool_census.stalled_status(self.ref, str(reason), message[:1000], self._generation(),
+                                            iso_time(time.time()) or "", self.body.get("status") or {})
         await self._write(status)
 
     async def round(self) -> float:

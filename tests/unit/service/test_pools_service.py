@@ -2,6 +2,7 @@
 batch's claims and deliveries (service.pool_claims)."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -83,6 +84,43 @@ def test_a_template_that_cannot_run_is_said_once_and_not_churned(api):
     rec.body = live(api)
     run(rec.round())
     assert len(pod_names(api)) == 2
+
+
+def _one_round_of_the_daemon(rec) -> None:
+    """The daemon's loop (its error handling included) for its first round, then cancelled."""
+    async def first_round():
+        try:
+            await asyncio.wait_for(rec.run(), timeout=0.3)
+        except asyncio.TimeoutError:
+            pass
+    run(first_round())
+
+
+def test_a_pool_whose_spec_the_operator_refuses_is_never_ready(api):
+    """The CRD leaves a task file's name to the operator: a full pool changed to a name it refuses
+    is Stalled (InvalidSpec) and not Ready, its warm pods still counted (`kubectl wait
+    --for=condition=Ready` must not pass on it)."""
+    rec = filled(api, 3)
+    run(rec.round())
+    assert {c["type"]: c["status"] for c in live(api)["status"]["conditions"]}["Ready"] == "True"
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
+                    {"spec": {"task": {"files": {"my file.py": "x"}}}}, "break")
+    rec.body = live(api)
+    _one_round_of_the_daemon(rec)
+    status = live(api)["status"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == "False" and conditions["Stalled"]["status"] == "True"
+    assert conditions["Stalled"]["reason"] == v.PoolReason.INVALID_SPEC
+    assert "invalid spec" in status["message"] and "0/0" not in status["message"]
+    assert status["readyPods"] == 3 and len(pod_names(api)) == 3
+
+
+def test_a_stuck_pool_is_not_ready_even_when_full():
+    ref = pool_spec.PoolRef(namespace=NS, name="warm", uid="u")
+    spec = pool_spec.parse_pool_spec({"size": 1, "task": {"files": {"e.py": "x"}}})
+    found = pool_census.PoolCensus(("w",), (), (), (("p", v.PoolReason.IMAGE, "not found"),), ())
+    conditions = {c["type"]: c["status"] for c in pool_census.pool_status(ref, spec, found, 1, 0, "t")["conditions"]}
+    assert conditions == {"Ready": "False", "Stalled": "True"}
 
 
 def test_a_namespaced_install_creates_nothing_and_says_why(api):
