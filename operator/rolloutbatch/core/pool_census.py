@@ -14,7 +14,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
-from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, annotation_seconds
+from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 # While the episodes a pool gave out start, it starts no pods: a refill's pod starts (sandboxes,
@@ -86,6 +86,16 @@ def _waiting(pod: Mapping) -> tuple[str, str] | None:
     return None
 
 
+def _disrupted(pod: Mapping) -> bool:
+    """Ended by the node or the control plane (an eviction, a node's graceful shutdown: the
+    kubelet's TERM, which a waiting launcher answers with NOT_DELIVERED_EXIT too): capacity lost,
+    not a prepare that failed. Such a pod is replaced at once, not after the stuck back-off."""
+    status = pod.get("status") or {}
+    return status.get("reason") in INFRASTRUCTURE_REASONS or any(
+        isinstance(c, Mapping) and c.get("type") == "DisruptionTarget" and c.get("status") == v.CONDITION_TRUE
+        for c in status.get("conditions") or [])
+
+
 def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
     """The pool's unclaimed pods sorted; ``template``: the digest of today's (template_digest)."""
     warm, starting, dead, stuck, stale = [], [], [], [], []
@@ -98,7 +108,7 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
         # with a verifier: its pod stays Running with restartPolicy Never).
         if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED) or _exit_code(pod) is not None:
             dead.append(name)
-            if _exit_code(pod) == NOT_DELIVERED_EXIT:
+            if _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
             continue
         old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template

@@ -134,6 +134,19 @@ def test_census_sorts_the_pods() -> None:
     assert {s[1] for s in found.stuck} == {v.PoolReason.IMAGE, v.PoolReason.PREPARE_FAILED}
 
 
+@pytest.mark.parametrize("ended_by", [{"reason": "Terminated"}, {"reason": "Evicted"},
+                                      {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                                       "reason": "TerminationByKubelet"}]}])
+def test_a_warm_pod_the_node_ended_is_replaced_not_taken_for_a_failed_prepare(ended_by) -> None:
+    """A node's graceful shutdown or an eviction TERMs a waiting launcher, which then exits
+    NOT_DELIVERED_EXIT as a failed prepare does: the pool lost a pod, and refills at once rather
+    than wait out the stuck back-off with a false PrepareFailed warning."""
+    pod = _pod("gone", phase="Failed", exit_code=NOT_DELIVERED_EXIT)
+    pod["status"].update(ended_by)
+    found = pool_census.census([pod], "t1")
+    assert found.dead == ("gone",) and found.stuck == ()
+
+
 @given(warm=st.integers(0, 8), starting=st.integers(0, 8), size=st.integers(0, 8))
 def test_create_and_delete_reach_size(warm: int, starting: int, size: int) -> None:
     spec = _spec(size=size, maxSize=8)
