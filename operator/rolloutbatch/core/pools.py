@@ -245,7 +245,7 @@ def warm_pod(ref: PoolRef, spec: PoolSpec) -> dict:
     that claims it must find it an orphan to adopt it); the pool's finalizer removes them."""
     labels = {**pool_labels(ref), naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"generateName": f"{naming.label_value(ref.name)[:40] or 'pool'}-",
+            "metadata": {"generateName": warm_pod_prefix(ref.name),
                          "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": labels,
                          "annotations": {TEMPLATE_ANNOTATION: template_digest(ref, spec),
                                          naming.POOLED_ANNOTATION: "true"}},
@@ -253,6 +253,13 @@ def warm_pod(ref: PoolRef, spec: PoolSpec) -> dict:
 
 
 TEMPLATE_ANNOTATION = "rl.agentruntime.io/pool-template"
+WARM_POD_PREFIX_CHARS = 40   # of the pool's name, in its pods' names (a label value too: at most 63)
+
+
+def warm_pod_prefix(pool_name: str) -> str:
+    """The pool's pods' generateName: its name cut short, never ending in '.' or '-' (a pod name
+    is a DNS subdomain: `a.-x` is refused, and every pod with it, so the pool never filled)."""
+    return f"{naming.label_value(pool_name)[:WARM_POD_PREFIX_CHARS].rstrip('.-_') or 'pool'}-"
 
 
 def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,

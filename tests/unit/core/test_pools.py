@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -373,3 +374,17 @@ def test_claims_and_hand_overs_that_keep_coming_hold_the_refill_only_so_long() -
     assert pool_census.refill_hold(pods, 1000.0 + most - 1, short_since=1000.0) == pytest.approx(1.0)
     assert pool_census.refill_hold(pods, 1000.0 + most, short_since=1000.0) == 0.0
     assert pool_census.refill_hold(pods, 1000.0 + most, short_since=1000.0 + most) == pytest.approx(3.0)
+
+
+# DNS subdomain: dot-separated labels of lowercase alphanumerics and '-', each starting and ending alphanumeric
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@given(st.from_regex(_DNS_SUBDOMAIN, fullmatch=True).filter(lambda n: len(n) <= 253))
+def test_every_pool_name_gives_its_pods_valid_names(name: str) -> None:
+    prefix = pools.warm_pod_prefix(name)
+    assert _DNS_SUBDOMAIN.fullmatch(prefix + "abcde") and len(prefix) + 5 <= 63
+
+
+def test_a_pool_name_cut_at_a_dot_gives_valid_pod_names() -> None:
+    assert pools.warm_pod_prefix("a" * 39 + ".b") == "a" * 39 + "-"
