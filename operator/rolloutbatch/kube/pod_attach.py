@@ -99,8 +99,8 @@ class AttachChannel:
     async def deliver(self, data: bytes, *, timeout: float) -> None:
         """Write ``data`` and wait for the ack, at most ``timeout`` seconds; the channel is closed
         after. Raises ``Unavailable`` (the connection ended, or a used channel: nothing was sent,
-        or not all of it), ``Unconfirmed`` (a ``TimedOut``: every byte was sent, the container did
-        not say it read them), ``TimedOut`` before that."""
+        or not all of it), ``Unconfirmed`` (a ``TimedOut``: every byte was sent, and the container
+        did not say it read them in time, or its stream ended first), ``TimedOut`` before that."""
         sent = [False]
         try:
             if not self.alive:
@@ -120,10 +120,17 @@ class AttachChannel:
             # Not closed: the runtime ends an attach whose stdin ended (a container without
             # stdinOnce), before the container's answer could come back on it.
             await send_frames(self._ws, stdin_frames(data, self._protocol, close=False))
-            sent[0] = True
-            await self._stdout.wait_for(self._ack, None)
         except (aiohttp.ClientError, OSError) as exc:
             raise Unavailable(f"{self.what}: {exc!r}") from exc
+        sent[0] = True
+        try:
+            await self._stdout.wait_for(self._ack, None)
+        except (KubeError, aiohttp.ClientError, OSError) as exc:
+            # Every byte went: the container may run what it was handed (it ends, and its stream
+            # with it, as soon as a short episode does; its line may be lost), so not Unavailable,
+            # which says it never got it.
+            raise Unconfirmed(f"{self.what}: the stream ended before the container confirmed its input "
+                              f"(all of it was sent): {exc}") from exc
 
     async def close(self) -> None:
         """Stop reading and drop the connection (no close handshake: the launcher has read

@@ -24,7 +24,8 @@ class FakeAttach:
     bytes, then says ACK in two frames after other output), deaf (as ack, but loses the first two
     pings' answers, as containerd can before the attach reaches the container's stdout), flood
     (ACK, then 200 KiB at once in the same burst: an agent printing as soon as it runs), silent
-    (reads everything, never says ACK), ended (closes without a word), hang, forbidden."""
+    (reads everything, never says ACK), gone (reads everything, then its stream ends), ended (closes
+    without a word), hang, forbidden."""
 
     def __init__(self) -> None:
         self.requests: list[web.Request] = []
@@ -43,7 +44,7 @@ class FakeAttach:
         await ws.prepare(request)
         if pod == "hang":
             await asyncio.sleep(3600)
-        if pod in ("ack", "deaf", "flood", "silent"):
+        if pod in ("ack", "deaf", "flood", "silent", "gone"):
             lost = 2 if pod == "deaf" else 0
             async for message in ws:
                 if message.type != WSMsgType.BINARY or message.data[:1] != b"\x00":
@@ -57,6 +58,9 @@ class FakeAttach:
                 size, _, rest = self.stdin.partition(b"\n")
                 if _ and len(rest) >= int(size):
                     break
+            if pod == "gone":   # read it all, then ended (a short episode) before its line reached us
+                await ws.close()
+                return ws
             try:   # containerd ends an attach whose client closed its stdin (a pod without stdinOnce)
                 after = await asyncio.wait_for(ws.receive(), 0.1)
             except asyncio.TimeoutError:
@@ -134,6 +138,7 @@ def test_a_line_followed_at_once_by_a_flood_is_seen(pki):  # noqa: F811
     ("ended", Unavailable, "before the container confirmed"),
     ("hang", TimedOut, "did not answer within"),   # its pings: nothing was sent
     ("silent", Unconfirmed, "all of it was sent"),
+    ("gone", Unconfirmed, "all of it was sent"),   # it may run what it got: never evicted for it
     ("forbidden", Forbidden, "pods/attach"),
 ])
 def test_a_container_that_never_confirms_is_an_error(pki, pod, error, message):  # noqa: F811
