@@ -314,6 +314,13 @@ def job_finished(job: Mapping) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [] if isinstance(c, Mapping))
 
 
+def job_stopped(job: Mapping) -> bool:
+    """Suspended with no pod left (a stopped batch's: service.stop suspends it, and a Job never
+    finishes while suspended): it runs nothing on the pool's pods, so it holds no pool's deletion."""
+    status = job.get("status") or {}
+    return (job.get("spec") or {}).get("suspend") is True and not status.get("active") and not status.get("terminating")
+
+
 def episode_seconds(episode_timeout: int, verifier_timeout: int | None) -> int:
     """How long a claimed pod may run its episode: the agent's time, and the verifier's with the
     launchers' own work between them (core.manifests' slack)."""

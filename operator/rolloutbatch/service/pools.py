@@ -216,7 +216,8 @@ class PoolReconciler:
                 if (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)}
         held |= {(j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
                  for j in await self.storage.list_jobs(self.namespace)
-                 if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)}
+                 if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)
+                 and not pools.job_stopped(j)}
         if held:
             return f"waiting for {len(held)} batch(es) that run on its pods: {', '.join(sorted(held)[:5])}"
         await self.storage.delete_namespace(self.namespace, self.ref.uid)

@@ -147,6 +147,22 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
     assert api.get_object("Namespace", POOL_NS) is None
 
 
+def test_a_stopped_batch_holds_no_pool_deletion(api):
+    """A stop suspends the batch's Job, which then never finishes; with its pods gone it runs nothing
+    on the pool, whose deletion must not wait for the batch to be deleted too."""
+    make_pool(api, 2)
+    rec = reconciler(api)
+    run(rec.round())
+    job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    job["spec"]["suspend"] = True
+    api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
+    path = f"/apis/batch/v1/namespaces/{POOL_NS}/jobs/{naming.job_name(BATCH)}"
+    api.merge_patch(f"{path}/status", {"status": {"terminating": 1}}, "a pod still stopping")
+    assert "b" in (run(rec.delete()) or "")
+    api.merge_patch(f"{path}/status", {"status": {"terminating": 0}}, "stopped")
+    assert run(rec.delete()) is None and api.get_object("Namespace", POOL_NS) is None
+
+
 # -- a pooled batch's claims ----------------------------------------------------------------------
 
 
