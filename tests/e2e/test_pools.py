@@ -132,6 +132,22 @@ def test_a_pool_whose_image_cannot_run_says_so(operator_process, namespace):
     kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
 
 
+def test_a_pool_whose_runtime_class_is_missing_says_so(operator_process, namespace):
+    """`kubectl wait --for=condition=Stalled` names the cause the CRD documents, and no pod is made
+    for the RuntimeClass admission plugin to refuse."""
+    pool_name = unique("norc")
+    body = pool(pool_name, 1)
+    body["spec"]["runtimeClassName"] = "no-such-class"
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    kubectl("wait", f"rolloutpool/{pool_name}", "-n", namespace, "--for=condition=Stalled", "--timeout=60s")
+    stalled = get_pool(pool_name, namespace)
+    assert condition(stalled, "Stalled")["reason"] == "RuntimeClassNotFound", stalled["status"]
+    assert condition(stalled, "Ready")["status"] == "False"
+    pods = json.loads(kubectl("get", "pods", "-n", stalled["status"]["sandboxNamespace"], "-o", "json").stdout)
+    assert pods["items"] == []
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
+
+
 def test_a_missing_pool_stalls_the_batch_before_anything_is_claimed(operator_process, namespace):
     name = unique("nopool")
     apply(pooled_batch(name, "no-such-pool", 2), namespace)

@@ -109,6 +109,9 @@ class PoolStorage:
     async def list_pods(self, namespace: str, selector: str) -> list[dict]:
         return await self._run(resources.list_pods, namespace, selector)
 
+    async def runtime_class(self, name: str) -> dict | None:
+        return await self._run(resources.runtime_class, name)
+
     async def create_pod(self, pod: dict) -> dict:
         ns = pod["metadata"]["namespace"]
         return await self._run(lambda api: api.create(resources.collection_path("Pod", ns), pod, f"create pod in {ns}"))

@@ -138,6 +138,12 @@ class PoolReconciler:
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
+        if wanted and spec.runtime_class_name and await self.storage.runtime_class(spec.runtime_class_name) is None:
+            # Said as such, not as the admission plugin's refusal of every pod (PodsNotCreated)
+            self._stuck_on(template, now, (
+                "-", str(v.PoolReason.RUNTIME_CLASS), f"RuntimeClass {spec.runtime_class_name!r} does not exist in "
+                "the cluster: create it, or change spec.runtimeClassName"))
+            wanted = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
             batch = [pools.warm_pod(self.ref, spec) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
             results = await asyncio.gather(*(self.storage.create_pod(p) for p in batch), return_exceptions=True)
@@ -147,10 +153,8 @@ class PoolReconciler:
             refused = next((r for r in results if isinstance(r, KubeError)), None)
             if refused is not None:
                 self._children_for = None   # a namespace deleted meanwhile is made again next round
-                problem = ("-", str(v.PoolReason.PODS_NOT_CREATED), f"creating a warm pod was refused: {refused}")
-                if self._stuck is None:
-                    self.emit("Warning", problem[1], problem[2])
-                self._stuck = (template, now, problem)
+                self._stuck_on(template, now, ("-", str(v.PoolReason.PODS_NOT_CREATED),
+                                               f"creating a warm pod was refused: {refused}"))
                 break
         await self._collect_task_configmaps(spec, every)
         # While a stuck template is waited out its broken pods are gone: the status keeps the reason.
@@ -202,6 +206,12 @@ class PoolReconciler:
             return
         await self.storage.patch_pool_status(self.ref.namespace, self.ref.name, status)
         self._last_status = key
+
+    def _stuck_on(self, template: str, now: float, problem: tuple[str, str, str]) -> None:
+        """The template cannot run (no pod made for STUCK_BACKOFF): said once, as a Warning."""
+        if self._stuck is None:
+            self.emit("Warning", problem[1], problem[2])
+        self._stuck = (template, now, problem)
 
     async def delete(self) -> str | None:
         """Remove the pool's warm pods and, once no batch runs in it, its namespace (with the

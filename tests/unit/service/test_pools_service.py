@@ -123,6 +123,24 @@ def test_a_stuck_pool_is_not_ready_even_when_full():
     assert conditions == {"Ready": "False", "Stalled": "True"}
 
 
+def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(api, monkeypatch):
+    make_pool(api, 2, runtimeClassName="cube")
+    events: list = []
+    rec = reconciler(api, events)
+    run(rec.round())
+    assert pod_names(api) == []
+    conditions = {c["type"]: c for c in live(api)["status"]["conditions"]}
+    assert conditions["Stalled"]["status"] == "True" and conditions["Stalled"]["reason"] == v.PoolReason.RUNTIME_CLASS
+    assert conditions["Ready"]["status"] == "False" and "cube" in conditions["Stalled"]["message"]
+    assert [e[1] for e in events] == [v.PoolReason.RUNTIME_CLASS]
+    run(rec.round())
+    assert len(events) == 1   # said once while it is waited out
+    api.put({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "cube"}, "handler": "runsc"})
+    monkeypatch.setattr(service_pools, "STUCK_BACKOFF", -1.0)   # the back-off passed
+    run(rec.round())
+    assert len(pod_names(api)) == 2
+
+
 def test_a_namespaced_install_creates_nothing_and_says_why(api):
     make_pool(api, 2)
     rec = reconciler(api, clusterwide=False)
