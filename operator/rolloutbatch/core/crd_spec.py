@@ -257,15 +257,17 @@ def _properties() -> dict[str, Schema]:
              "resources, task, workspace, network and podTemplate. Exclusive with task, runtimeClassName, "
              "podTemplate, inputImages, queueName, isolation.egress, verifier.image, verifier.resources and Secret "
              "env values; a verifier needs a pool with spec.verifier. "
-             f"A missing pool stalls the batch with reason {v.STALL_POOL_NOT_FOUND}, an image other than the "
-             f"pool's with {v.STALL_POOL_CONFLICT}, before anything is claimed."),
+             f"A missing pool stalls the batch with reason {v.STALL_POOL_NOT_FOUND} (with whenEmpty "
+             f"{v.POOL_WAIT} it is waited for), an image other than the pool's with {v.STALL_POOL_CONFLICT}, "
+             "before anything is claimed."),
             {"name": string("The RolloutPool's name.", min_length=1, max_length=253),
              "whenEmpty": string(
                  (f"When the pool has fewer warm pods than the batch's first wave (min(parallelism, episodes)): "
                   f"{v.POOL_COLD} (default) starts the missing ones cold at once; {v.POOL_WAIT} waits, in phase "
                   f"{v.PROVISIONING} with reason {v.REASON_WAITING_FOR_POOL} and the count in its message, until "
-                  "the pool has them all, then claims them. Episodes past the first wave start from the pool's "
-                  "template as earlier ones end, in either case."),
+                  "the pool has them all, then claims them (a pool not created yet is waited for too; one whose "
+                  f"maxSize is below the first wave stalls the batch with {v.STALL_POOL_CONFLICT}). Episodes past "
+                  "the first wave start from the pool's template as earlier ones end, in either case."),
                  enum=list(v.POOL_WHEN_EMPTY), default=v.POOL_COLD)},
             required=["name"]),
         STOP_FIELD: boolean(

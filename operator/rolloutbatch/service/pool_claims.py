@@ -54,13 +54,25 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
 
 async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[bool, str]:
     """spec.poolRef.whenEmpty Wait: whether the pool holds the batch's first wave now (its warm pods
-    and those the batch claimed already), and the message that says where it stands."""
+    and those the batch claimed already), and the message that says where it stands. A pool not
+    made yet is waited for too (a directory applied in file order may make the batch first); one
+    being deleted, or one that can never hold the first wave (its maxSize), stalls the batch."""
+    assert spec.pool_name is not None
+    if await pool_storage.get_pool(ref.namespace, spec.pool_name) is None:
+        return False, (f"waiting for RolloutPool {ref.namespace}/{spec.pool_name} to be created "
+                       f"(spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     pool, definition = await read_pool(pool_storage, ref, spec)
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)),
                                  pools.template_digest(pool, definition)))
     mine = len(await pool_storage.list_pods(namespace, naming.label_selector(ref)))
     wanted = min(spec.parallelism, spec.episodes)
+    if definition.max_size < wanted - mine:
+        raise Stalled(v.STALL_POOL_CONFLICT,
+                      f"RolloutPool {pool.name} keeps at most {definition.max_size} warm pods (its spec.maxSize), and "
+                      f"this batch waits for {wanted - mine} (spec.poolRef.whenEmpty: {v.POOL_WAIT}): lower "
+                      f"spec.parallelism, raise the pool's maxSize, or start the rest cold "
+                      f"(whenEmpty: {v.POOL_COLD})")
     message = (f"waiting for RolloutPool {pool.name}: {warm + mine} of the {wanted} warm pods this batch starts "
                f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     if definition.size < wanted - mine:

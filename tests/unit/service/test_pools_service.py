@@ -346,6 +346,23 @@ def test_waiting_for_the_pool_counts_its_warm_pods_and_says_when_it_is_too_small
     assert ready and "3 of the 3" in message
 
 
+def test_a_batch_that_waits_for_its_pool_waits_for_one_not_made_yet_and_stalls_on_one_too_small(api):
+    spec = parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm", "whenEmpty": "Wait"}})
+    # applied before its pool (a directory in file order): waited for, not a PoolNotFound
+    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    assert not ready and "to be created" in message
+    # a pool whose maxSize is below the first wave can never hold it: said, not waited for forever
+    make_pool(api, 1, maxSize=2)
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    assert err.value.reason == v.STALL_POOL_CONFLICT and "at most 2" in str(err.value)
+    # without Wait a missing pool stalls the batch before anything is claimed (a typo is not waited for)
+    api.delete(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", "delete pool")
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.read_pool(PoolStorage(api), BATCH, parse_spec({"episodes": 1, "poolRef": {"name": "warm"}})))
+    assert err.value.reason == v.STALL_POOL_NOT_FOUND
+
+
 def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
     filled(api, 2)
     events: list = []
