@@ -6,8 +6,9 @@ devcluster with a fresh operator. A benchmark: nothing asserts a time.
 
 Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), and per
 episode the claim latency: claim (the operator's annotation) -> the pod was handed its episode
-(delivered-at), read from the pods (the batch keeps its sandbox: cleanup Never). Operator CPU per
-episode from /proc/<pid>/stat over each batch. Writes bench/results/pools.json.
+(delivered-at), read from the pods (the batch keeps its sandbox: cleanup Never), and the pods its
+Job counted failed (cold pods the Job controller made for claimed indexes, then deleted). Operator
+CPU per episode from /proc/<pid>/stat over each batch. Writes bench/results/pools.json.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from lib import Kube  # noqa: E402
 from workloads import ensure_namespace  # noqa: E402
 
 from rolloutbatch.core import naming  # noqa: E402
+from rolloutbatch.core.model import BatchRef  # noqa: E402
 
 GROUP = "/apis/rl.agentruntime.io/v1alpha1"
 EPISODE = ('import json, os, time\n'
@@ -105,7 +107,13 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
                 if start and end:
                     hits += 1
                     claims.append(float(end) - float(start))
-            row.update(hits=hits, claim_seconds=lib.summary(claims))
+            # The Job controller counts as failed each cold pod it made for a claimed index (its
+            # informer behind the claims) and then deleted: with every episode a success, that is
+            # the number of such pods (core.pools.shadowed_by_claim)
+            job = kube.get(f"/apis/batch/v1/namespaces/{naming.pool_namespace(ns, pool)}/jobs/"
+                           f"{naming.job_name(BatchRef(ns, name, done['metadata']['uid']))}") or {}
+            row.update(hits=hits, claim_seconds=lib.summary(claims),
+                       job_counted_failed_pods=(job.get("status") or {}).get("failed", 0))
         out[mode] = row
         print(f"[bench] pools {size} {mode}: {json.dumps(row)}", flush=True)
         kube.delete(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}")
