@@ -39,7 +39,8 @@ from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
 from rolloutbatch.core.strictjson import finite
 from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, annotation_seconds, is_infrastructure_failure,
-                                       is_terminal, judge_episode, missing_reason, never_ran, parse_time)
+                                       is_terminal, judge_episode, missing_reason, never_delivered, never_ran,
+                                       parse_time)
 
 
 # The longest a pooled batch's first claim can come before its Job: the claims and the Job's
@@ -135,6 +136,11 @@ Listener = Callable[[Transition], None]
 MAX_FOREIGN_REPORTED = 20      # refused pods reported (as Events) per batch: a flood says so once
 
 
+def _holds(facts: PodFacts) -> bool:
+    """Claimed from the pool, or handed its episode: the pod holds its index."""
+    return facts.claimed_at is not None or facts.delivered_at is not None
+
+
 class BatchTracker:
     """Counts episodes of one batch exactly once, across pod retries and operator restarts."""
 
@@ -149,6 +155,7 @@ class BatchTracker:
         self.job_uid: str | None = None     # the batch's Job, once known (expect_job)
         # pods seen before the Job's uid was known: uid -> (facts, deleted); bounded
         self._unverified: dict[str, tuple[PodFacts, bool]] = {}
+        self._duplicates: set[str] = set()   # cold pods of claimed indexes (_duplicate): never attempts
         self._foreign: dict[str, PodFacts] = {}      # refused pods not yet reported (take_foreign)
         self._foreign_seen: set[str] = set()
         self._stuck_since: float | None = None     # unschedulable pods, nothing running, no progress
@@ -232,7 +239,9 @@ class BatchTracker:
             return
         self.job_uid = uid
         held, self._unverified = self._unverified, {}
-        for facts, deleted in held.values():
+        # claimed and handed-over pods first: they hold their indexes against the cold pods the Job
+        # controller made for them (_duplicate), whatever order the watch brought them in
+        for facts, deleted in sorted(held.values(), key=lambda item: not _holds(item[0])):
             self.pod_deleted(facts) if deleted else self.observe_pod(facts)
 
     def owns_job(self, job: JobFacts) -> bool:
@@ -251,6 +260,7 @@ class BatchTracker:
         """Take the newest snapshot of one of the batch's pods (others are refused)."""
         if self._held(facts, False):
             return
+        self._unverified.pop(facts.uid, None)   # verified now: a stale snapshot of it holds nothing
         index, uid = facts.index, facts.uid
         if index is None or not 0 <= index < self.episodes or uid in self._done_uids:
             return
@@ -263,6 +273,7 @@ class BatchTracker:
             # never handed an episode, its index held by a claimed pod: no attempt, and once it
             # ends (the Job controller deletes it) neither judged nor retried
             attempts.discard(uid)
+            self._duplicates.add(uid)
             if is_infrastructure_failure(facts) or is_terminal(facts):
                 self._forget(uid)
                 self._done_uids.add(uid)
@@ -278,6 +289,8 @@ class BatchTracker:
             self._done_uids.add(uid)
             if self.stopping:
                 pass   # the suspended Job makes no replacement: the index is the stop's (stopped_rest)
+            elif self._ended_by_job(facts):
+                pass   # nor does a Job that ended: the index is its end's (give_up_missing)
             elif len(attempts) <= self.retries:
                 self._retry(index)
             else:
@@ -318,6 +331,9 @@ class BatchTracker:
         pod the stop deleted ends as the stop's (``core.stopping.cut_off``)."""
         facts = self._reading.pop(uid, None)
         self._done_uids.add(uid)
+        if uid in self._duplicates or (facts is not None and self._duplicate(facts)):
+            self._duplicates.add(uid)
+            return   # ruled a duplicate while its log was read: the index is its claimed pod's
         attempts = len(self._attempts.get(result.index, ())) or 1
         if self.stopping:
             result = cut_off(result, facts)
@@ -376,11 +392,25 @@ class BatchTracker:
         handed-over pod holds (core.pools.shadowed_by_claim): the Job controller made it before
         its informer saw the claim. Its end (a deletion during its prepare, or NOT_DELIVERED_EXIT)
         is no attempt of the index: the claimed pod's verdict is the index's."""
-        if not self.pooled or facts.delivered_at is not None or facts.claimed_at is not None:
+        if not self.pooled or _holds(facts):
             return False
-        holders = [*self._live.values(), *self._to_read.values(), *self._reading.values(),
-                   *(held for held, _ in self._unverified.values() if held.claimed_at is not None)]
-        return shadowed_by_claim(facts, holders)
+        return shadowed_by_claim(facts, [*self._live.values(), *self._to_read.values(), *self._reading.values(),
+                                         *self.claimed_orphans()])
+
+    def _ended_by_job(self, facts: PodFacts) -> bool:
+        """A pooled pod that never got its episode and ended with its Job (the Job failed, or its
+        deadline passed: the Job controller deletes its pods, and a launcher answers that TERM with
+        NOT_DELIVERED_EXIT): no retry follows, and the index ends as the Job did."""
+        job = self.job
+        if not self.pooled or job is None or not never_delivered(facts):
+            return False
+        return job.finished or (job.deadline_at is not None and facts.finished_at is not None
+                                and facts.finished_at >= job.deadline_at)
+
+    def claimed_orphans(self) -> list[PodFacts]:
+        """Pods claimed for the batch that its Job has not adopted yet (held until it has): each
+        holds its index already (core.pools.shadowed_by_claim)."""
+        return [facts for facts, deleted in self._unverified.values() if facts.claimed_at is not None and not deleted]
 
     def _forget(self, uid: str) -> None:
         self._live.pop(uid, None)

@@ -89,9 +89,10 @@ class EpisodeDelivery:
         if not self.spec.pool_name or tracker.stopping:
             return
         live = tracker.live_pods()
+        holders = [*live, *tracker.claimed_orphans()]   # a claim holds its index before the Job adopts it
         for facts in live:
             # an index already final (its verdict recorded) or held by another pod gets no second episode
-            if facts.index not in tracker.results and not pools.shadowed_by_claim(facts, live):
+            if facts.index not in tracker.results and not pools.shadowed_by_claim(facts, holders):
                 self._start(facts)
             if self.spec.verifier is not None:
                 self._start_verifier(facts)

@@ -337,6 +337,63 @@ def test_a_cold_pod_of_a_claimed_index_is_no_attempt_of_it(end, cold_seen_first)
     assert t.results[0].outcome == "succeeded" and t.results[0].attempts == 1
 
 
+def test_a_claimed_pod_held_before_its_adoption_stops_holding_its_index_once_it_is_gone():
+    """Claimed before the Job exists, a pod is held (no owner yet) until the Job adopts it; once
+    adopted and evicted, no stale held snapshot of it may shadow the replacement."""
+    t = BatchTracker(1, 1, namespace="rb-x", job_name="rb-x", pooled=True)
+    orphan = pooled_pod(0, "warm", claimed=True, owner_uid=None)
+    t.observe_pod(orphan)
+    t.expect_job(JOB_UID)
+    assert [f.uid for f in t.claimed_orphans()] == ["warm"]
+    adopted = dataclasses.replace(orphan, owner_uid=JOB_UID)
+    t.observe_pod(adopted)
+    assert t.claimed_orphans() == []
+    t.observe_pod(dataclasses.replace(adopted, phase="Failed", exit_code=NOT_DELIVERED_EXIT, deleting=True))
+    assert t.retried == 1
+    cold = pooled_pod(0, "cold")
+    t.observe_pod(cold)
+    t.observe_pod(dataclasses.replace(cold, phase="Failed", exit_code=NOT_DELIVERED_EXIT, deleting=True))
+    assert 0 in t.results and t.results[0].outcome == "lost"   # the retry, and it was the last one
+
+
+def test_after_a_restart_the_claimed_pod_holds_its_index_whatever_order_the_pods_came_in():
+    t = BatchTracker(1, 0, namespace="rb-x", job_name="rb-x", pooled=True)
+    t.observe_pod(pooled_pod(0, "cold", phase="Failed", exit_code=NOT_DELIVERED_EXIT))   # before the Job is known
+    t.observe_pod(pooled_pod(0, "warm", claimed=True, delivered=True))
+    t.expect_job(JOB_UID)
+    assert t.retried == 0 and not t.results and [f.uid for f in t.live_pods()] == ["warm"]
+
+
+def test_a_cold_pod_whose_log_is_read_when_its_index_turns_out_claimed_gives_no_verdict():
+    t = tracker(1, 0, pooled=True)
+    t.observe_pod(pooled_pod(0, "cold", phase="Failed", exit_code=137))
+    assert [f.uid for f in t.take_reads()] == ["cold"]
+    t.observe_pod(pooled_pod(0, "warm", claimed=True, delivered=True))
+    t.record(dataclasses.replace(result(0, "failed"), pod="cold"), "cold")
+    assert not t.results and not t.busy
+    t.observe_pod(pooled_pod(0, "warm", phase="Succeeded", exit_code=0, claimed=True, delivered=True))
+    t.take_reads()
+    t.record(result(0), "warm")
+    assert t.results[0].outcome == "succeeded"
+
+
+def test_a_pooled_pod_never_handed_its_episode_that_ends_with_its_job_is_no_retry():
+    """The Job's deadline passed (or it failed): its controller deletes the pods, a waiting or
+    preparing launcher exits NOT_DELIVERED_EXIT, and no replacement follows: the index ends as the
+    Job did (give_up_missing), not as an infrastructure failure."""
+    for job in (JobFacts(uid=JOB_UID, created=100.0, name="rb-x", namespace="rb-x", deadline_at=200.0),
+                JobFacts(uid=JOB_UID, created=100.0, name="rb-x", namespace="rb-x", finished=True, failed=True)):
+        t = tracker(1, 0, pooled=True)
+        t.observe_job(job, now=201.0)
+        t.observe_pod(pooled_pod(0, "cold", phase="Failed", exit_code=NOT_DELIVERED_EXIT, finished_at=201.0))
+        assert t.retried == 0 and not t.results
+    # before the deadline it is an infrastructure retry as ever
+    t = tracker(1, 1, pooled=True)
+    t.observe_job(JobFacts(uid=JOB_UID, created=100.0, name="rb-x", namespace="rb-x", deadline_at=200.0), now=150.0)
+    t.observe_pod(pooled_pod(0, "cold", phase="Failed", exit_code=NOT_DELIVERED_EXIT, finished_at=150.0))
+    assert t.retried == 1
+
+
 def test_a_cold_pod_is_the_retry_once_the_claimed_pod_is_gone_and_counts_when_handed_over():
     t = tracker(2, 1, pooled=True)
     warm = pooled_pod(0, "warm", claimed=True)

@@ -598,6 +598,35 @@ def test_inputs_by_reference_that_are_not_opted_in_stall_before_any_claim(api):
     assert api.get_object("ConfigMap", naming.inputs_shard_name(BATCH, 0), NS) is None
 
 
+def test_a_claim_the_job_has_not_adopted_yet_holds_its_index_against_a_cold_pod(api):
+    """The tracker holds a claimed pod until the Job adopts it (it has no owner before): the
+    delivery round must count it as its index's holder all the same."""
+    filled(api, 2)
+    spec = batch_spec(episodes=1, parallelism=1)
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
+    shadow = next(n for n in pod_names(api) if n != fresh[0]["metadata"]["name"])
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{shadow}", {"metadata": {
+        "labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **pools.batch_pod_labels(BATCH),
+                   v.COMPLETION_INDEX_KEY: "0"},
+        "annotations": {v.COMPLETION_INDEX_KEY: "0", naming.POOLED_ANNOTATION: "true"}}}, "as the Job's")
+    handed: list[str] = []
+    for name in pod_names(api):
+        api.set_attach(POOL_NS, name, lambda container, stdin, name=name: handed.append(name))
+    tracker = BatchTracker(1, 0, namespace=POOL_NS, pooled=True)
+    tracker.expect_job("job-uid")
+    for pod in api.list_objects("Pod", POOL_NS):
+        facts = pod_facts(pod)
+        tracker.observe_pod(dataclasses.replace(facts, owner_uid=None if facts.claimed_at else "job-uid"))
+    assert [f.name for f in tracker.claimed_orphans()] == [fresh[0]["metadata"]["name"]]
+    d = delivery(api, spec, [], [])
+
+    async def go() -> None:
+        d.round(tracker)
+        await drain(d)
+    run(go())
+    assert handed == []
+
+
 def test_a_cold_pod_the_job_made_for_a_claimed_index_is_handed_nothing(api):
     """The Job controller, its informer behind the claims, may make a cold pod for a claimed index
     (it deletes one of the two once it sees both): that pod gets no episode; a cold pod of an
