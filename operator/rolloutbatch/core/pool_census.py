@@ -14,7 +14,8 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
-from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds
+from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
+                                       over_own_limits, pod_facts)
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 # While the episodes a pool gave out start, it starts no pods: a refill's pod starts (sandboxes,
@@ -89,11 +90,11 @@ def _waiting(pod: Mapping) -> tuple[str, str] | None:
 def _disrupted(pod: Mapping) -> bool:
     """Ended by the node or the control plane (an eviction, a node's graceful shutdown: the
     kubelet's TERM, which a waiting launcher answers with NOT_DELIVERED_EXIT too): capacity lost,
-    not a prepare that failed. Such a pod is replaced at once, not after the stuck back-off."""
-    status = pod.get("status") or {}
-    return status.get("reason") in INFRASTRUCTURE_REASONS or any(
-        isinstance(c, Mapping) and c.get("type") == "DisruptionTarget" and c.get("status") == v.CONDITION_TRUE
-        for c in status.get("conditions") or [])
+    not a prepare that failed. Such a pod is replaced at once, not after the stuck back-off. Not an
+    eviction for the pod's own storage limits: a prepare that fills its workspace fails that way,
+    and replaced at once it would churn pods for ever."""
+    facts = pod_facts(pod)
+    return (facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS) and not over_own_limits(facts)
 
 
 def census(pods: Sequence[Mapping], template: str) -> PoolCensus:

@@ -148,6 +148,15 @@ def test_a_warm_pod_the_node_ended_is_replaced_not_taken_for_a_failed_prepare(en
     assert found.dead == ("gone",) and found.stuck == ()
 
 
+def test_a_prepare_evicted_for_filling_its_own_workspace_is_a_failed_prepare() -> None:
+    """Its eviction is its own doing (core.verdict.over_own_limits): replaced at once, it would churn
+    pods for ever; the pool waits it out as stuck, and says why."""
+    pod = _pod("full", phase="Failed", exit_code=NOT_DELIVERED_EXIT)
+    pod["status"].update(reason="Evicted", message="Usage of EmptyDir volume \"workspace\" exceeds the limit \"1Gi\".",
+                         conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}])
+    assert [s[1] for s in pool_census.census([pod], "t1").stuck] == [v.PoolReason.PREPARE_FAILED]
+
+
 @given(warm=st.integers(0, 8), starting=st.integers(0, 8), size=st.integers(0, 8))
 def test_create_and_delete_reach_size(warm: int, starting: int, size: int) -> None:
     spec = _spec(size=size, maxSize=8)
