@@ -49,6 +49,8 @@ ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds,
 # Job, so the batch's clock (its timings' origin) starts there, not at the Job's creation.
 ANNOTATION_CLAIMS_BEGAN_AT = "rl.agentruntime.io/claims-began-at"
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
+# "true" on a Job the operator suspended for spec.stop (Kueue suspends Jobs too): it runs nothing again
+ANNOTATION_STOPPED = "rl.agentruntime.io/stopped"
 # + the episode index, on a pooled batch: that session's stats as the trainer's SDK measured them
 # (core.sessions.stats_annotation), copied into the episode's row. Under kopf's storage prefix on
 # purpose: kopf leaves the annotations of a prefix marked `<prefix>/kopf-managed` out of its

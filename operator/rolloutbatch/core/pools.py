@@ -315,10 +315,13 @@ def job_finished(job: Mapping) -> bool:
 
 
 def job_stopped(job: Mapping) -> bool:
-    """Suspended with no pod left (a stopped batch's: service.stop suspends it, and a Job never
-    finishes while suspended): it runs nothing on the pool's pods, so it holds no pool's deletion."""
-    status = job.get("status") or {}
-    return (job.get("spec") or {}).get("suspend") is True and not status.get("active") and not status.get("terminating")
+    """A stopped batch's Job with no pod left (service.stop suspends it and says so on it; a Job
+    never finishes while suspended): it runs nothing on the pool's pods again, so it holds no pool's
+    deletion. A Job suspended by anything else (Kueue) may run again, and holds it."""
+    status, meta = job.get("status") or {}, job.get("metadata") or {}
+    return ((job.get("spec") or {}).get("suspend") is True
+            and (meta.get("annotations") or {}).get(naming.ANNOTATION_STOPPED) == "true"
+            and not status.get("active") and not status.get("terminating"))
 
 
 def episode_seconds(episode_timeout: int, verifier_timeout: int | None) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, VERSION
 from rolloutbatch.core import queueing
-from rolloutbatch.core.naming import LABEL_BATCH_UID
+from rolloutbatch.core.naming import ANNOTATION_STOPPED, LABEL_BATCH_UID
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs, OwnerGone
 
@@ -317,11 +317,12 @@ def suspend_job(api: Api, name: str, namespace: str, batch_uid: str, job_uid: st
     uid = live["metadata"]["uid"]
     if job_uid is not None and uid != job_uid:
         return False
-    if (live.get("spec") or {}).get("suspend") is True:
+    if (live.get("spec") or {}).get("suspend") is True and \
+            ((live.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STOPPED) == "true":
         return True
+    patch = {"metadata": {"uid": uid, "annotations": {ANNOTATION_STOPPED: "true"}}, "spec": {"suspend": True}}
     try:
-        api.merge_patch(object_path("Job", name, namespace), {"metadata": {"uid": uid}, "spec": {"suspend": True}},
-                        f"suspend Job {namespace}/{name}")
+        api.merge_patch(object_path("Job", name, namespace), patch, f"suspend Job {namespace}/{name}")
     except (NotFound, Conflict):
         return False   # gone meanwhile, or replaced by a namesake we must not touch
     return True

@@ -172,9 +172,11 @@ def test_a_stopped_batch_holds_no_pool_deletion(api):
     rec = reconciler(api)
     run(rec.round())
     job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
-    job["spec"]["suspend"] = True
-    api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
+    live_job = api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
     path = f"/apis/batch/v1/namespaces/{POOL_NS}/jobs/{naming.job_name(BATCH)}"
+    api.merge_patch(path, {"spec": {"suspend": True}}, "suspended by another (Kueue): it may run again")
+    assert "b" in (run(rec.delete()) or "")
+    assert run(Storage(api).suspend_job(naming.job_name(BATCH), POOL_NS, BATCH.uid, live_job["metadata"]["uid"]))
     api.merge_patch(f"{path}/status", {"status": {"terminating": 1}}, "a pod still stopping")
     assert "b" in (run(rec.delete()) or "")
     api.merge_patch(f"{path}/status", {"status": {"terminating": 0}}, "stopped")
