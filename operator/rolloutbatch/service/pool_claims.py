@@ -37,7 +37,11 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
     """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
     anything is claimed."""
     assert spec.pool_name is not None
-    body = await pool_storage.get_pool(ref.namespace, spec.pool_name)
+    return _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+
+
+def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
+    assert spec.pool_name is not None
     if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
         state = "does not exist" if body is None else "is being deleted"
         raise Stalled(v.STALL_POOL_NOT_FOUND, f"RolloutPool {ref.namespace}/{spec.pool_name} {state} (spec.poolRef)")
@@ -58,10 +62,11 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
     made yet is waited for too (a directory applied in file order may make the batch first); one
     being deleted, or one that can never hold the first wave (its maxSize), stalls the batch."""
     assert spec.pool_name is not None
-    if await pool_storage.get_pool(ref.namespace, spec.pool_name) is None:
+    body = await pool_storage.get_pool(ref.namespace, spec.pool_name)
+    if body is None:
         return False, (f"waiting for RolloutPool {ref.namespace}/{spec.pool_name} to be created "
                        f"(spec.poolRef.whenEmpty: {v.POOL_WAIT})")
-    pool, definition = await read_pool(pool_storage, ref, spec)
+    pool, definition = _checked(body, ref, spec)
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)),
                                  pools.template_digest(pool, definition)))
@@ -77,7 +82,12 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
                f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     if definition.size < wanted - mine:
         message += f"; the pool keeps only {definition.size}: scale it (kubectl scale rp/{pool.name} --replicas=N)"
-    return warm + mine >= wanted, message
+    stalled = next((c for c in (body.get("status") or {}).get("conditions") or []
+                    if isinstance(c, dict) and c.get("type") == v.CONDITION_STALLED
+                    and c.get("status") == v.CONDITION_TRUE), None)
+    if stalled is not None:   # its pods cannot run: the wait lasts until the pool is mended
+        message += f"; the pool is stalled ({stalled.get('reason')}): {stalled.get('message')}"
+    return warm + mine >= wanted, message[:1000]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -353,6 +353,12 @@ def test_a_batch_that_waits_for_its_pool_waits_for_one_not_made_yet_and_stalls_o
     # applied before its pool (a directory in file order): waited for, not a PoolNotFound
     ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
     assert not ready and "to be created" in message
+    # a pool whose pods cannot run: the wait says why, in the pool's own words
+    make_pool(api, 1, maxSize=3, runtimeClassName="cube")
+    run(reconciler(api).round())
+    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    assert not ready and f"stalled ({v.PoolReason.RUNTIME_CLASS})" in message
+    api.delete(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", "delete pool")
     # a pool whose maxSize is below the first wave can never hold it: said, not waited for forever
     make_pool(api, 1, maxSize=2)
     with pytest.raises(Stalled) as err:
