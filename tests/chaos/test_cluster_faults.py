@@ -15,6 +15,7 @@ import time
 import pytest
 
 from devcluster.cluster import KUBELET_PREFIX
+from rolloutbatch.core.leadership import Timing
 from tests.support.batches import apply, condition, episode_batch, get, results, unique, wait_finished
 from tests.support.operator import ROOT, kubectl
 
@@ -80,10 +81,15 @@ def devcluster(command, component="kube-apiserver"):
 LEASE_LOST = "not renewed within"   # the leader's last log line when it stops at once (service.leadership)
 
 
-def as_its_deployment_would(operator):
+def as_its_deployment_would(operator, outage_began: float | None = None):
     """A leader that could not renew its lease within the renew deadline stops at once, by design
     (controller-runtime's managers exit too); its Deployment starts it again. An apiserver restart
-    takes ~8 s here (5 s of watch drain, then a start), longer on a busy machine: either way."""
+    takes ~8 s here (5 s of watch drain, then a start), longer on a busy machine: either way. Whether
+    it stops is known once the deadline has passed since its last renewal before the outage."""
+    timing = Timing()
+    while outage_began is not None and operator.running() and \
+            time.monotonic() - outage_began < timing.renew_deadline + timing.retry_period + 1:
+        time.sleep(0.2)
     if operator.running():
         return False
     assert LEASE_LOST in operator.log_tail(), operator.log_tail()
@@ -104,8 +110,9 @@ def test_apiserver_restart_mid_batch(operator_process, namespace):
     name = unique("apirestart")
     apply(episode_batch(name, SLOW_EPISODE, episodes=6, env=[{"name": "SLEEP", "value": "8"}]), namespace)
     wait_pods_running(sandbox_of(name, namespace), 6)
+    outage_began = time.monotonic()
     devcluster("restart")
-    as_its_deployment_would(operator_process)
+    as_its_deployment_would(operator_process, outage_began)
     assert_every_episode_counted_once(name, namespace, operator_process, 6)
 
 
