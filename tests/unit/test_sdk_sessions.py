@@ -24,7 +24,7 @@ from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 from rolloutbatch.kube.errors import Forbidden, TimedOut
 from rolloutbatch.kube.pod_exec import ExecResult
-from rolloutbatch.sdk import sessions
+from rolloutbatch.sdk import session_commands, sessions
 from rolloutbatch.sdk.aio import AsyncClient
 from tests.support import crd_schema
 from tests.support.memory_api import AsyncMemoryApi, MemoryApi
@@ -484,3 +484,97 @@ def test_a_session_of_inputs_by_reference_gets_its_input_file_too():
     assert env["EPISODE_INPUT"] == f"{naming.CLAIM_MOUNT_PATH}/input.json"
     assert (env["EPISODE_GROUP"], env["EPISODE_SAMPLE"]) == ("1", "1")
     assert "EPISODE_INPUT" not in dict(sessions.episode_env({"metadata": {"name": "b"}, "spec": {}}, 0))
+
+
+# --- what a hostile sandbox or a careless trainer does to a session --------------------------------------
+def test_a_session_opened_twice_is_one_session_with_one_count(api, tmp_path):
+    """Two tasks (or a retry loop) opening one episode get the session already open on its pod:
+    its commands are counted once, and the end writes them all into the row."""
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 1, workspace=tmp_path)
+    first, second = batch.session(1), batch.session(1)
+    first.run("true")
+    second.run("true")
+    second.end()
+    first.end()
+    annotations = api.get_object("RolloutBatch", batch.name, NS)["metadata"]["annotations"]
+    assert core_sessions.stats_of(annotations, 1, pod)["commands"] == 2 and first.stats.commands == 2
+
+
+def test_a_command_the_sessions_end_killed_is_no_result_of_the_command(api, tmp_path):
+    """The deadline's (or the end's) `kill -KILL -1` kills the running command: its 137 says the
+    session is over, not what the tool did."""
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+
+    def killed_by_the_deadline(command, stdin):
+        set_agent(api, pod, terminated=True)
+        return ExecResult(exit_code=137, stdout=b"", stderr=b"")
+    api.set_exec(POOL_NS, pod, killed_by_the_deadline)
+    with pytest.raises(sdk.SessionOver, match="cut off \\(exit code 137\\).*the session is over"):
+        session.run("sleep 100")
+    assert session.ended and session.stats.commands == 1   # it ran, until it was cut off
+
+
+def test_a_command_that_exits_137_while_the_session_holds_is_its_own_result(api, tmp_path):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    assert batch.session(0).run("exit 137").exit_code == 137   # as a command OOM-killed does
+
+
+def test_a_command_that_timed_out_counts_with_its_time(api):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+
+    async def hangs(command, stdin):
+        await asyncio.sleep(10)
+    api.set_exec(POOL_NS, pod, hangs)
+    session = batch.session(0)
+    with pytest.raises(TimedOut):
+        session.run("sleep 100", timeout=0.2)
+    assert session.stats.commands == 1 and session.stats.command_seconds >= 0.2
+
+
+def test_an_end_whose_exec_hangs_is_confirmed_by_the_pod_or_said_plainly(api, monkeypatch):
+    """The sandbox's commands can hold the end's FIFO so the end's exec hangs: it is then judged by
+    the pod, as any end whose answer was lost."""
+    monkeypatch.setattr(session_commands, "END_TIMEOUT", 0.2)
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 0.2)
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+
+    async def hangs(command, stdin):
+        await asyncio.sleep(10)
+    api.set_exec(POOL_NS, pod, hangs)
+    with pytest.raises(sdk.SessionError, match="ending the session of episode 0.*failed"):
+        batch.session(0).end()
+
+
+@pytest.mark.parametrize("command,error", [
+    ([b"echo", b"hi"], TypeError), (["echo", 1], TypeError), (["echo", "a\x00b"], ValueError),
+    ("echo a\x00b", ValueError),
+])
+def test_a_command_no_exec_can_carry_is_refused_before_any_call(api, tmp_path, command, error):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    execs = len(api.execs)
+    with pytest.raises(error):
+        session.run(command)
+    assert len(api.execs) == execs
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.read_file("f", max_bytes=-5), lambda s: s.read_file("f", max_bytes=sessions.MAX_FILE_BYTES + 1),
+    lambda s: s.read_file("f", max_bytes=True), lambda s: s.read_file("a\x00b"), lambda s: s.read_file(""),
+    lambda s: s.write_file("a\x00b", b"x"), lambda s: s.write_file(b"f", b"x"),
+])
+def test_a_file_call_out_of_bounds_is_refused_before_any_call(api, tmp_path, call):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    execs = len(api.execs)
+    with pytest.raises(ValueError):
+        call(session)
+    assert len(api.execs) == execs

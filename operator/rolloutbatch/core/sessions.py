@@ -86,6 +86,17 @@ def write_file_command(path: str, size: int) -> list[str]:
     return ["/bin/sh", "-c", _WRITE, "rolloutbatch-write", str(size), path]
 
 
+def checked_path(path: object) -> str:
+    """A file path a trainer's session may name: a non-empty string without NUL (no exec argument
+    can carry one; refused here, not by the runtime with an unclear status). Relative paths are in
+    the workspace (the exec's directory); an absolute one is taken as it is."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"a file path must be a non-empty string, got {path!r}")
+    if "\x00" in path:
+        raise ValueError(f"a file path cannot hold a NUL byte: {path!r}")
+    return path
+
+
 def read_file_command(path: str, max_bytes: int) -> list[str]:
     """At most ``max_bytes`` + 1 bytes of the file: more than ``max_bytes`` says it is too large."""
     return ["/bin/sh", "-c", _READ, "rolloutbatch-read", path, str(int(max_bytes) + 1)]

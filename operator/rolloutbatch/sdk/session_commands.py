@@ -19,7 +19,7 @@ from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, Unavailable
+from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, TimedOut, Unavailable
 from rolloutbatch.sdk.ops import Call, Op, Sleep, get, is_finished
 from rolloutbatch.sdk.sessions import (END_SETTLE_SECONDS, END_TIMEOUT, EXEC_SLACK, MAX_FILE_BYTES, POLL_SECONDS,
                                        RUN_LIMIT_BYTES, CommandResult, ExecForbidden, OnOutput, SessionError,
@@ -72,6 +72,10 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
 
 
 # -- commands in a session -----------------------------------------------------------------------------
+# A command's exit code from this up: a signal ended it (128 + its number: 137 KILL, 143 TERM).
+SIGNALLED_EXIT = 128
+
+
 def _over(target: SessionTarget) -> Op:
     """Why the target's session is over (its pod read now), or None while it holds. SessionLost
     when its pod was lost: that is no end of the episode, which runs again on another pod."""
@@ -145,12 +149,31 @@ class SessionCore:
 
     def _run(self, argv: list[str], stdin: bytes, timeout: float, on_output: OnOutput | None,
              limit_bytes: int) -> Op:
+        """A command that ran counts, with its time, whatever its end (a timeout, the session's
+        end): "commands run, their total time". One that ends after end() recorded the stats does
+        not (the row has them already). Killed by a signal, it is checked against the session: the
+        end or the deadline kills every process, and its 137 is not what the command did."""
         started = time.monotonic()
-        result = yield from _exec(self.target, argv, "a command", stdin=stdin, timeout=timeout,
-                                  limit_bytes=limit_bytes, on_output=on_output)
-        seconds = time.monotonic() - started
-        self.stats.commands += 1
-        self.stats.command_seconds = round(self.stats.command_seconds + seconds, 6)
+        ran = False   # to an exit code, or for its whole timeout
+        try:
+            try:
+                result = yield from _exec(self.target, argv, "a command", stdin=stdin, timeout=timeout,
+                                          limit_bytes=limit_bytes, on_output=on_output)
+            except TimedOut:
+                ran = True
+                raise
+            ran = True
+            if result.exit_code is not None and result.exit_code >= SIGNALLED_EXIT:
+                why = yield from _over(self.target)
+                if why is not None:
+                    raise SessionOver(f"a command in episode {self.target.index} of RolloutBatch {self.target.batch} "
+                                      f"was cut off (exit code {result.exit_code}): the session is over: {why}",
+                                      why=why)
+        finally:
+            seconds = time.monotonic() - started
+            if ran and self.ended is None:
+                self.stats.commands += 1
+                self.stats.command_seconds = round(self.stats.command_seconds + seconds, 6)
         return CommandResult(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
                              seconds=seconds, stdout_truncated=result.stdout_truncated,
                              stderr_truncated=result.stderr_truncated)
@@ -160,7 +183,7 @@ class SessionCore:
             raise TypeError(f"write_file takes bytes, not {type(data).__name__}")
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"{path}: {len(data)} bytes, more than one exec carries ({MAX_FILE_BYTES})")
-        return self._guarded(self._write(path, bytes(data), timeout))
+        return self._guarded(self._write(sessions.checked_path(path), bytes(data), timeout))
 
     def _write(self, path: str, data: bytes, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.write_file_command(path, len(data)), f"writing {path}",
@@ -172,7 +195,9 @@ class SessionCore:
                                f"{result.exit_code}): {result.stderr.decode(errors='replace').strip()}")
 
     def read_file(self, path: str, *, max_bytes: int = MAX_FILE_BYTES, timeout: float = 60) -> Op:
-        return self._guarded(self._read(path, max_bytes, timeout))
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 <= max_bytes <= MAX_FILE_BYTES:
+            raise ValueError(f"max_bytes must be a whole number of bytes from 0 to {MAX_FILE_BYTES}, got {max_bytes!r}")
+        return self._guarded(self._read(sessions.checked_path(path), max_bytes, timeout))
 
     def _read(self, path: str, max_bytes: int, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.read_file_command(path, max_bytes), f"reading {path}",
@@ -235,7 +260,7 @@ def end_target(target: SessionTarget) -> Op:
         raise            # not an end: the episode runs again elsewhere
     except SessionOver:
         return
-    except (SessionError, Unavailable) as exc:
+    except (SessionError, Unavailable, TimedOut) as exc:   # TimedOut: its own commands can hold the FIFO's line
         code, said = None, str(exc)
     if code == sessions.NOT_HOLDING and (yield from _over(target)) is None:
         raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} cannot be ended: its session's "
@@ -309,7 +334,13 @@ class SessionsCore:
         self.opened: dict[int, SessionCore] = {}
 
     def session(self, batch: Mapping, index: int, timeout: float) -> Op:
+        """The episode's session; the one already open on its pod when there is one (opened twice,
+        from two tasks or a retry loop, it would count its commands twice over, and the last end()
+        would write only its own share into the row)."""
         core = yield from open_session(batch, index, timeout=timeout, opened_at=self.opened_at)
+        known = self.opened.get(index)
+        if known is not None and known.ended is None and known.target.pod == core.target.pod:
+            return known
         self.opened[index] = core
         return core
 

@@ -170,12 +170,16 @@ def exec_argv(target: SessionTarget, command: str | Sequence[str]) -> list[str]:
     if isinstance(command, str):
         argv = ["/bin/sh", "-c", command]
     else:
-        argv = [str(word) for word in command]
+        argv = list(command)
         if not argv:
             raise ValueError("an empty command")
+        if not all(isinstance(word, str) for word in argv):
+            raise TypeError(f"a command's words must be strings, got {argv!r}"[:300])
         if "=" in argv[0]:
             raise ValueError(f"the command's first word {argv[0]!r} holds '=': env(1) would read it as a "
                              "variable; run it through a shell (a string) instead")
+    if any("\x00" in word for word in argv):
+        raise ValueError("a command cannot hold a NUL byte (no exec argument can carry one)")
     return ["env", *(f"{name}={value}" for name, value in target.env), *argv]
 
 
