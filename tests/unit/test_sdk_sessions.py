@@ -401,15 +401,20 @@ def test_a_forbidden_exec_names_the_rights_a_trainer_needs(api, tmp_path):
         batch.session(1)
 
 
-def test_an_exec_that_times_out_says_so(api):
-    batch = open_sessions(api)
-    pod = put_pod(api, batch.handle, 0)
-
-    async def hangs(command, stdin):
+def hangs(api: MemoryApi, pod: str) -> None:
+    """The pod's execs never answer (a command that hangs, or a FIFO the sandbox holds)."""
+    async def never(command, stdin):
         await asyncio.sleep(10)
-    api.set_exec(POOL_NS, pod, hangs)
+    api.set_exec(POOL_NS, pod, never)
+
+
+def test_an_exec_that_times_out_says_so_and_counts_with_its_time(api):
+    batch = open_sessions(api)
+    hangs(api, put_pod(api, batch.handle, 0))
+    session = batch.session(0)
     with pytest.raises(TimedOut, match="no exit status within 0.2s"):
-        batch.session(0).run("sleep 100", timeout=0.2)
+        session.run("sleep 100", timeout=0.2)
+    assert session.stats.commands == 1 and session.stats.command_seconds >= 0.2   # it ran, for its timeout
 
 
 def test_the_blocking_client_runs_inside_a_running_event_loop(api, tmp_path):
@@ -523,30 +528,13 @@ def test_a_command_that_exits_137_while_the_session_holds_is_its_own_result(api,
     assert batch.session(0).run("exit 137").exit_code == 137   # as a command OOM-killed does
 
 
-def test_a_command_that_timed_out_counts_with_its_time(api):
-    batch = open_sessions(api)
-    pod = put_pod(api, batch.handle, 0)
-
-    async def hangs(command, stdin):
-        await asyncio.sleep(10)
-    api.set_exec(POOL_NS, pod, hangs)
-    session = batch.session(0)
-    with pytest.raises(TimedOut):
-        session.run("sleep 100", timeout=0.2)
-    assert session.stats.commands == 1 and session.stats.command_seconds >= 0.2
-
-
 def test_an_end_whose_exec_hangs_is_confirmed_by_the_pod_or_said_plainly(api, monkeypatch):
     """The sandbox's commands can hold the end's FIFO so the end's exec hangs: it is then judged by
     the pod, as any end whose answer was lost."""
     monkeypatch.setattr(session_commands, "END_TIMEOUT", 0.2)
     monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)
-    pod = put_pod(api, batch.handle, 0)
-
-    async def hangs(command, stdin):
-        await asyncio.sleep(10)
-    api.set_exec(POOL_NS, pod, hangs)
+    hangs(api, put_pod(api, batch.handle, 0))
     with pytest.raises(sdk.SessionError, match="ending the session of episode 0.*failed"):
         batch.session(0).end()
 

@@ -34,6 +34,14 @@ def _wait_for(path, seconds: float = 5.0) -> None:
         time.sleep(0.02)
 
 
+def _exit_on_term(proc: subprocess.Popen) -> int:
+    """What the kubelet's SIGTERM ends the launcher with; 137 when it ignores it (as a PID 1 shell
+    without a trap does: SIGKILL after the grace period)."""
+    proc.send_signal(signal.SIGTERM)
+    code = _exit_or_none(proc, 3.0)
+    return 137 if code is None else code
+
+
 def _exit_or_none(proc: subprocess.Popen, seconds: float = 5.0) -> int | None:
     try:
         return proc.wait(timeout=seconds)
@@ -109,11 +117,7 @@ def test_a_launcher_terminated_while_it_waits_says_not_delivered(tmp_path) -> No
     as one. The launcher must answer a termination while it waits with NOT_DELIVERED_EXIT."""
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    proc.send_signal(signal.SIGTERM)
-    code = _exit_or_none(proc, 3.0)
-    if code is None:   # as PID 1 would: SIGTERM ignored, SIGKILL after the grace period
-        code = 137
-    assert code == NOT_DELIVERED_EXIT
+    assert _exit_on_term(proc) == NOT_DELIVERED_EXIT
 
 
 def test_a_launcher_terminated_while_it_prepares_says_not_delivered(tmp_path) -> None:
@@ -122,11 +126,7 @@ def test_a_launcher_terminated_while_it_prepares_says_not_delivered(tmp_path) ->
     failure, and the Job's FailIndex)."""
     proc = _launcher(tmp_path, ["sh", "-c", f"touch {tmp_path}/preparing; sleep 30"])
     _wait_for(tmp_path / "preparing")
-    proc.send_signal(signal.SIGTERM)
-    code = _exit_or_none(proc, 3.0)
-    if code is None:   # as PID 1 would: SIGTERM ignored, SIGKILL after the grace period
-        code = 137
-    assert code == NOT_DELIVERED_EXIT
+    assert _exit_on_term(proc) == NOT_DELIVERED_EXIT
     assert not (tmp_path / "warm").exists()
 
 
