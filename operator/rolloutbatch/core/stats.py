@@ -2,7 +2,7 @@
 
 Percentiles interpolate linearly between the two nearest ranks of the sorted sample, as the
 guide's script does; timings are relative to the batch origin (the Job's creation time, or a pooled
-batch's first claim: core.tracker.JobFacts.began_at).
+batch's first claim: core.job_facts.JobFacts.began_at).
 Whatever results come in (hand-edited, hostile), every number out is finite or None: the status
 patch and the results document are JSON, which has no Infinity (the API server refuses such a
 patch).

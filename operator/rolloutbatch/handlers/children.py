@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 
 from rolloutbatch.core.naming import LABEL_BATCH_UID
-from rolloutbatch.core.tracker import job_facts
+from rolloutbatch.core.job_facts import job_facts
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.watch import LoopInbox, Watcher
 

@@ -16,7 +16,8 @@ import time
 from rolloutbatch.core import queueing
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, PodFacts
-from rolloutbatch.core.tracker import BatchTracker, JobFacts
+from rolloutbatch.core.job_facts import JobFacts
+from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service.context import Emit
 

@@ -38,7 +38,8 @@ from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import build_status, final_phase, stopped_phase
 from rolloutbatch.core.stopping import stopping_message
-from rolloutbatch.core.tracker import BatchTracker, JobFacts
+from rolloutbatch.core.job_facts import JobFacts
+from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.kube.errors import KubeError, OwnerGone
 from rolloutbatch.kube.storage import Storage

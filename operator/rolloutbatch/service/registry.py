@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from rolloutbatch.core.model import PodFacts
-from rolloutbatch.core.tracker import JobFacts
+from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.service.context import Context
 from rolloutbatch.service.reconciler import BatchReconciler, Emit
 

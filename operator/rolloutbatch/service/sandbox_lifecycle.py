@@ -19,7 +19,8 @@ from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_
 from rolloutbatch.core.children import adoptable, removes_sandbox
 from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.model import BatchRef, BatchSpec
-from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+from rolloutbatch.core.job_facts import JobFacts, job_facts
+from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources

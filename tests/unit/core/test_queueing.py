@@ -11,7 +11,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.children import adoptable, provisioning_plan
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.tracker import job_facts
+from rolloutbatch.core.job_facts import job_facts
 from rolloutbatch.core.verdict import judge_episode, parse_time, pod_facts
 
 REF = BatchRef(namespace="team-a", name="b", uid="0123456789abcdef", generation=1)

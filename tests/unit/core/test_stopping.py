@@ -12,7 +12,7 @@ from rolloutbatch.core.spec import parse_spec, stop_requested
 from rolloutbatch.core.status import acknowledged, build_status, stopped_phase
 from rolloutbatch.core.stats import summarize
 from rolloutbatch.core.stopping import cut_off, finished_before
-from rolloutbatch.core.tracker import JobFacts, job_facts
+from rolloutbatch.core.job_facts import JobFacts, job_facts
 from rolloutbatch.core.verdict import judge_episode
 from rolloutbatch.service.context import iso_time
 from tests.unit.core.factories import MINIMAL, REF

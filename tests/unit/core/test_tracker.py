@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import EpisodeResult, PodFacts
-from rolloutbatch.core.tracker import BatchTracker, JobFacts, job_facts
+from rolloutbatch.core.job_facts import JobFacts, job_facts
+from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 

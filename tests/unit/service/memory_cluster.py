@@ -23,7 +23,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import decode_results
-from rolloutbatch.core.tracker import job_facts
+from rolloutbatch.core.job_facts import job_facts
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.watch import LoopInbox
 from rolloutbatch.metrics import Metrics

@@ -379,7 +379,7 @@ def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
                                     None, got.extend, CLUSTERWIDE))
     assert job["metadata"]["namespace"] == POOL_NS and job["spec"]["manualSelector"] is True
     assert len(got) == 2
-    # the Job says when the claims began: the batch's clock starts there (core.tracker.JobFacts.began_at)
+    # the Job says when the claims began: the batch's clock starts there (core.job_facts.JobFacts.began_at)
     claimed_at = {p["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT] for p in got}
     assert job["metadata"]["annotations"][naming.ANNOTATION_CLAIMS_BEGAN_AT] == claimed_at.pop()
     assert events == [("Normal", v.EVENT_CLAIMED, "2 of the first 3 episodes got a warm pod of RolloutPool warm; "
