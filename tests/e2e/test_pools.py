@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from devcluster.nodeconfig import PAUSE_IMAGE   # an image with no /bin/sh, on every node
 from rolloutbatch.core import naming, pool_delivery
 from tests.support.batches import apply, condition, results, unique, wait_finished, wait_status
 from tests.support.operator import kubectl
@@ -129,6 +130,24 @@ def test_a_pool_whose_image_cannot_run_says_so(operator_process, namespace):
                                        for c in st.get("conditions") or []), timeout=120)
     assert condition(stalled, "Stalled")["reason"] == "ImagePullFailed"
     assert condition(stalled, "Ready")["status"] == "False"
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
+
+
+def test_a_pool_whose_container_cannot_start_stalls_not_churns(operator_process, namespace):
+    """An image without /bin/sh (the launcher's shell): the runtime's StartError, in the pool's
+    status, its Event and `kubectl get rp`; no pod made and deleted every round."""
+    pool_name = unique("nosh")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 2, image=PAUSE_IMAGE)))
+    kubectl("wait", f"rolloutpool/{pool_name}", "-n", namespace, "--for=condition=Stalled", "--timeout=90s")
+    stalled = get_pool(pool_name, namespace)
+    assert condition(stalled, "Stalled")["reason"] == "ContainerCannotStart", stalled["status"]
+    assert "/bin/sh" in condition(stalled, "Stalled")["message"]
+    assert condition(stalled, "Ready")["status"] == "False" and condition(stalled, "Reconciling")["status"] == "False"
+    assert "ContainerCannotStart" in kubectl("get", "rp", pool_name, "-n", namespace).stdout
+    since = condition(stalled, "Stalled")["lastTransitionTime"]
+    time.sleep(5)   # rounds go on (0.5 s apart while short): none makes a pod
+    pods = json.loads(kubectl("get", "pods", "-n", stalled["status"]["sandboxNamespace"], "-o", "json").stdout)
+    assert all(p["metadata"]["creationTimestamp"] <= since for p in pods["items"]), pods["items"]
     kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
 
 

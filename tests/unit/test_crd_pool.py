@@ -233,6 +233,8 @@ def test_names_subresources_and_columns():
     columns = {c["name"]: (c["jsonPath"], c.get("priority", 0)) for c in VERSION_["additionalPrinterColumns"]}
     assert columns == {"Size": (".spec.size", 0), "Ready": (".status.readyPods", 0),
                        "Starting": (".status.startingPods", 0), "Claimed": (".status.claimedPods", 0),
+                       # a stalled pool says so in `kubectl get rp`, not only with -o wide
+                       "Status": ('.status.conditions[?(@.type=="Ready")].reason', 0),
                        "Age": (".metadata.creationTimestamp", 0), "Sandbox": (".status.sandboxNamespace", 1),
                        "Message": (".status.message", 1)}
     assert CRD == build_pool_crd()

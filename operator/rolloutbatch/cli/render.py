@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ POOL_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("READY", "status.readyPods", False),
     ("STARTING", "status.startingPods", False),
     ("CLAIMED", "status.claimedPods", False),
+    ("STATUS", 'status.conditions[?(@.type=="Ready")].reason', False),
     ("AGE", "metadata.creationTimestamp", False),
     ("SANDBOX", "status.sandboxNamespace", True),
     ("MESSAGE", "status.message", True),
@@ -56,11 +58,19 @@ SUMMARY_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# A path's parts: a key, or a key and the JSONPath filter of a printer column that picks the item
+# of a list by one field (`conditions[?(@.type=="Ready")]`).
+_PART = re.compile(r'([^.\[]+)(?:\[\?\(@\.(\w+)=="([^"]*)"\)\])?')
+
+
 def dig(obj: Any, path: str) -> Any:
-    for part in path.split("."):
+    for key, field, wanted in _PART.findall(path):
         if not isinstance(obj, Mapping):
             return None
-        obj = obj.get(part)
+        obj = obj.get(key)
+        if field:
+            obj = next((item for item in obj if isinstance(item, Mapping) and item.get(field) == wanted), None) \
+                if isinstance(obj, list) else None
     return obj
 
 

@@ -59,6 +59,10 @@ POOL_PRINTER_COLUMNS = [
     _column("Ready", "integer", ".status.readyPods"),
     _column("Starting", "integer", ".status.startingPods"),
     _column("Claimed", "integer", ".status.claimedPods"),
+    # Ready's reason: PoolWarm, PoolFilling, or why the pool is stalled (a stalled pool's counts
+    # alone look like a quiet one: its broken pods are deleted)
+    _column("Status", "string", '.status.conditions[?(@.type=="Ready")].reason',
+            description="PoolWarm, PoolFilling, or the reason the pool is stalled."),
     _column("Age", "date", ".metadata.creationTimestamp"),
     # Not "Namespace": `kubectl get -A` adds its own NAMESPACE column (the pool's).
     _column("Sandbox", "string", ".status.sandboxNamespace", priority=1,
@@ -222,8 +226,9 @@ def _pool_condition() -> Schema:
     node = _condition()
     node["properties"]["type"] = _reworded(
         node["properties"]["type"],
-        (f"{v.CONDITION_READY} (readyPods >= spec.size) or {v.CONDITION_STALLED} (the template cannot run: "
-         "no pod will become warm until the spec or the cluster changes)."))
+        (f"{v.CONDITION_READY} (readyPods >= spec.size), {v.CONDITION_RECONCILING} (filling: pods are starting "
+         f"or preparing) or {v.CONDITION_STALLED} (the template cannot run: no pod will become warm until the "
+         "spec or the cluster changes)."))
     node["properties"]["reason"] = _reworded(
         node["properties"]["reason"], f"CamelCase reason: {listing(v.POOL_REASONS, 'or')}.")
     return node
@@ -242,8 +247,8 @@ def pool_status_schema() -> Schema:
                               "cold ones of their Jobs, until they end."),
         "message": string("Human summary of the pool's state, or what to fix when it is stalled."),
         "conditions": array(
-            ("kstatus-style conditions: Ready=True once readyPods >= spec.size; Stalled=True when the template "
-             "cannot run (its reason says why)."),
+            ("kstatus-style conditions: Ready=True once readyPods >= spec.size; Reconciling=True while it fills; "
+             "Stalled=True when the template cannot run (its reason says why)."),
             _pool_condition(), list_type="map", map_keys=["type"]),
     })
 

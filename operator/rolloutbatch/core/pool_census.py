@@ -109,7 +109,9 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
         # with a verifier: its pod stays Running with restartPolicy Never).
         if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED) or _exit_code(pod) is not None:
             dead.append(name)
-            if _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):
+            if (start_error := _start_error(pod)) is not None:
+                stuck.append((name, v.PoolReason.CANNOT_START, start_error))
+            elif _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
             continue
         old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
@@ -125,6 +127,18 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
         else:
             starting.append(name)
     return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
+
+
+def _start_error(pod: Mapping) -> str | None:
+    """The runtime's message when it could not start one of the pod's containers (an image without
+    /bin/sh, which runs the launcher; a mount it cannot make): every pod of the template would
+    end the same way, so it is the template's fault, not a pod's to replace at once."""
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (c.get("state") or {}).get("terminated") if isinstance(c, Mapping) else None
+        if isinstance(terminated, Mapping) and terminated.get("reason") in v.START_ERROR_REASONS:
+            return (f"container {c.get('name')} could not start ({terminated.get('reason')}): "
+                    f"{terminated.get('message') or 'no message'}")[:500]
+    return None
 
 
 def _exit_code(pod: Mapping) -> int | None:
@@ -157,7 +171,8 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
     started no pods because of :func:`refill_hold`, which the message says so that a short pool
     with nothing starting is not a mystery); conditions keep their transition time while
     unchanged. Never Ready while Stalled: a `kubectl wait --for=condition=Ready` must not pass on
-    a pool whose pods cannot run."""
+    a pool whose pods cannot run. Reconciling=True while it fills: kstatus (Flux's health checks)
+    reads a resource with neither Reconciling nor Stalled true as done, which a pool at 0/10 is not."""
     ready = len(found.warm) >= spec.size and not found.stuck
     if found.stuck:
         _, reason, message = found.stuck[0]
@@ -180,6 +195,9 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
             _condition(previous, v.CONDITION_STALLED, v.CONDITION_TRUE if stalled else v.CONDITION_FALSE,
                        reason if stalled else v.PoolReason.WARM if ready else v.PoolReason.FILLING,
                        summary if stalled else "the pool's pods can run", now_iso, generation),
+            _condition(previous, v.CONDITION_RECONCILING,
+                       v.CONDITION_FALSE if ready or stalled else v.CONDITION_TRUE, reason, summary, now_iso,
+                       generation),
         ],
     }
 
@@ -197,6 +215,8 @@ def stalled_status(ref: PoolRef, reason: str, message: str, generation: int, now
         **counts, "message": message,
         "conditions": [_condition(previous, v.CONDITION_READY, v.CONDITION_FALSE, reason, message, now_iso, generation),
                        _condition(previous, v.CONDITION_STALLED, v.CONDITION_TRUE, reason, message, now_iso,
+                                  generation),
+                       _condition(previous, v.CONDITION_RECONCILING, v.CONDITION_FALSE, reason, message, now_iso,
                                   generation)],
     }
 

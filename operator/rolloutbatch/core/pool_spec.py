@@ -18,6 +18,8 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
+from rolloutbatch.core.spec import (checked_image, checked_path, checked_pod_template, checked_quantity,
+                                    checked_resources)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,26 +107,48 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if prepare and not command:
         raise SpecError("spec.prepare.command", "must name a command")
     workspace = spec.get("workspace") or {}
+    if not isinstance(workspace, Mapping):
+        raise SpecError("spec.workspace", "must be an object")
     network = spec.get("network", v.NETWORK_MODES[0])
     if network not in v.NETWORK_MODES:
         raise SpecError("spec.network", f"must be one of {', '.join(v.NETWORK_MODES)}")
     runtime = spec.get("runtimeClassName")
-    image = str(spec.get("image") or d.IMAGE)
-    resources = {k: dict(val) for k, val in (spec.get("resources") or d.RESOURCES).items()}
+    # The sandbox's fields by the batch's own rules (core.spec): a value a batch would be refused
+    # is refused here, before the pool's namespace and objects are made, not by the API at the
+    # first pod.
+    image = checked_image(spec.get("image") or d.IMAGE, "spec.image")
+    resources = checked_resources(spec, "spec.resources")
+    task_mount = checked_path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
+    workspace_mount = checked_path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
+    size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
+    checked_quantity(size_limit, "spec.workspace.sizeLimit")
+    _own_paths({"spec.task.mountPath": task_mount, "spec.workspace.mountPath": workspace_mount})
     return PoolSpec(
         size=size, max_size=max_size, image=image,
         runtime_class_name=runtime if isinstance(runtime, str) and runtime else None,
         resources=resources,
-        env=tuple(env), task_mount_path=str(task.get("mountPath") or d.TASK_MOUNT_PATH), task_files=files,
-        workspace_mount_path=str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH),
-        workspace_size_limit=str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT),
+        env=tuple(env), task_mount_path=task_mount, task_files=files,
+        workspace_mount_path=workspace_mount, workspace_size_limit=size_limit,
         prepare_command=command,
         prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
                                      d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
-        network=network, pod_template=dict(spec.get("podTemplate") or {}),
-        verifier=_verifier(spec, image, resources, (str(task.get("mountPath") or d.TASK_MOUNT_PATH),
-                                                    str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH))),
+        network=network, pod_template=checked_pod_template(spec.get("podTemplate") or {}),
+        verifier=_verifier(spec, image, resources, (task_mount, workspace_mount)),
     )
+
+
+def _own_paths(mounts: Mapping[str, str]) -> None:
+    """Each mount of the pod apart from the others and from the launcher's own directories
+    (naming.CLAIM_MOUNT_PATH): two mounts at one path make every pod refused, and a writable
+    directory inside the read-only task files one the runtime cannot make."""
+    names = list(mounts)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if _overlap(mounts[a], mounts[b]):
+                raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
+        for reserved in _RESERVED_PATHS:
+            if _overlap(mounts[a], reserved):
+                raise SpecError(a, f"{mounts[a]} overlaps {reserved}, which the pool's pods keep for themselves")
 
 
 def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]) -> PoolVerifier | None:
@@ -136,8 +160,8 @@ def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]
     mount = str(raw.get("mountPath") or d.VERIFIER_MOUNT_PATH)
     if not mount.startswith("/") or any(_overlap(mount, path) for path in (*_RESERVED_PATHS, *taken)):
         raise SpecError("spec.verifier.mountPath", f"must be an absolute path of its own, not {mount!r}"[:200])
-    return PoolVerifier(image=str(raw.get("image") or image), mount_path=mount,
-                        resources={k: dict(val) for k, val in (raw.get("resources") or resources).items()})
+    return PoolVerifier(image=checked_image(raw.get("image") or image, "spec.verifier.image"), mount_path=mount,
+                        resources=checked_resources(raw, "spec.verifier.resources", default=resources))
 
 
 # Paths a pool's pod mounts already or that hold the system: the verifier's files cannot go there.

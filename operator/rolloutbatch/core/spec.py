@@ -115,7 +115,7 @@ def _choice(raw: Mapping, key: str, choices: tuple[str, ...], field_name: str) -
     return value
 
 
-def _path(value: object, field_name: str) -> str:
+def checked_path(value: object, field_name: str) -> str:
     if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
         raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
     return value.rstrip("/") or "/"
@@ -125,7 +125,7 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/")
 
 
-def _quantity(value: object, field_name: str) -> Decimal:
+def checked_quantity(value: object, field_name: str) -> Decimal:
     """A non-negative quantity (string or plain number, never a bool), or SpecError."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise SpecError(field_name, f"must be a quantity such as '500m' or '1Gi', got {value!r}"[:200])
@@ -177,7 +177,7 @@ def _toleration(item: object, i: int) -> dict:
     return dict(item)
 
 
-def _pod_template(template: Mapping) -> dict:
+def checked_pod_template(template: Mapping) -> dict:
     """The podTemplate fields the Job's pods get (see core.manifests.job), in the shapes the API
     server accepts; absent or null fields are left out."""
     unknown = set(template) - {"nodeSelector", "tolerations", "affinity", "priorityClassName"}
@@ -316,7 +316,7 @@ def _env(raw: Mapping, field: str) -> list[dict]:
     return env
 
 
-def _resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict:
+def checked_resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict:
     """requests/limits of known or domain-prefixed resources, requests within limits."""
     resources = _map(raw, "resources", field) or default
     for kind in resources:
@@ -331,7 +331,7 @@ def _resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict
                                                and not name.startswith("hugepages-")):
                 raise SpecError(field_name, f"{', '.join(NATIVE_RESOURCES)}, hugepages-<size> or a "
                                             "domain-prefixed name (e.g. example.com/gpu)")
-            amounts[kind][name] = _quantity(value, field_name)
+            amounts[kind][name] = checked_quantity(value, field_name)
     for name, request in amounts["requests"].items():
         limit = amounts["limits"].get(name)
         if limit is not None and request > limit:
@@ -339,7 +339,7 @@ def _resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict
     return {k: dict(v) for k, v in resources.items()}
 
 
-def _image(value: object, field: str) -> str:
+def checked_image(value: object, field: str) -> str:
     if not isinstance(value, str) or len(value) > d.MAX_IMAGE_LENGTH or any(c.isspace() for c in value):
         raise SpecError(field, f"is not an image reference: {value!r}"[:200])
     return value
@@ -428,7 +428,7 @@ def _input_images(raw: Mapping, groups: int, image: str) -> tuple[str, ...]:
     if size > MAX_INPUT_IMAGES_BYTES:
         raise SpecError("spec.inputImages", f"takes {size} bytes; at most {MAX_INPUT_IMAGES_BYTES} fit in the "
                                             "object: run the inputs of each image as their own batch")
-    images = tuple(_image(item, f"spec.inputImages[{g}]") if item != "" else image for g, item in enumerate(value))
+    images = tuple(checked_image(item, f"spec.inputImages[{g}]") if item != "" else image for g, item in enumerate(value))
     return images if any(item != image for item in images) else ()
 
 
@@ -448,12 +448,12 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
     if size > MAX_CONFIG_BYTES:
         raise SpecError("spec.verifier.files", f"take {size} bytes; at most {MAX_CONFIG_BYTES} fit in a ConfigMap")
-    mount = _path(ver.get("mountPath") or d.VERIFIER_MOUNT_PATH, "spec.verifier.mountPath")
+    mount = checked_path(ver.get("mountPath") or d.VERIFIER_MOUNT_PATH, "spec.verifier.mountPath")
     return VerifierSpec(
-        image=_image(ver.get("image") or image, "spec.verifier.image"),
+        image=checked_image(ver.get("image") or image, "spec.verifier.image"),
         command=_strings(ver, "command", "spec.verifier.command") or d.default_command(mount, d.VERIFIER_SCRIPT),
         args=_strings(ver, "args", "spec.verifier.args"), env=tuple(_env(ver, "spec.verifier.env")), files=files,
-        mount_path=mount, resources=_resources(ver, "spec.verifier.resources", resources),
+        mount_path=mount, resources=checked_resources(ver, "spec.verifier.resources", resources),
         timeout_seconds=_int(ver, "timeoutSeconds", d.VERIFIER_TIMEOUT_SECONDS, minimum=1,
                              maximum=d.MAX_EPISODE_TIMEOUT_SECONDS, prefix="spec.verifier."),
     )
@@ -489,7 +489,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     pool, when_empty = _pool(raw)
     task = _map(raw, "task", "spec.task")
     files = _files(task, "spec.task.files", required=pool is None)
-    mount = _path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
+    mount = checked_path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
 
     samples = _int(raw, "samplesPerInput", d.SAMPLES_PER_INPUT, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
     if episodes % samples:
@@ -526,8 +526,8 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     if timeout > deadline:
         raise SpecError("spec.episodeTimeoutSeconds", f"({timeout}) must not exceed activeDeadlineSeconds ({deadline})")
 
-    resources = _resources(raw, "spec.resources")
-    image = _image(raw.get("image") or d.IMAGE, "spec.image")
+    resources = checked_resources(raw, "spec.resources")
+    image = checked_image(raw.get("image") or d.IMAGE, "spec.image")
     input_images = _input_images(raw, group_count(episodes, samples), image)
     verifier = _verifier(raw, image, resources)
     if verifier is not None and input_images and not _map(raw, "verifier", "spec.verifier").get("image"):
@@ -538,9 +538,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
                                                         f"activeDeadlineSeconds ({deadline})")
 
     workspace = _map(raw, "workspace", "spec.workspace")
-    workspace_mount = _path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
+    workspace_mount = checked_path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
     size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
-    _quantity(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT, "spec.workspace.sizeLimit")
+    checked_quantity(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT, "spec.workspace.sizeLimit")
     mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
     if inputs_count:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
@@ -561,7 +561,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
     cleanup = _map(raw, "cleanup", "spec.cleanup")
     ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=d.MAX_INT32, prefix="spec.cleanup.")
-    template = _pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
+    template = checked_pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
     runtime = raw.get("runtimeClassName") or None
     if runtime is not None and not is_dns_subdomain(runtime):
         raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "

@@ -228,6 +228,7 @@ class PoolReason(Word):
     IMAGE = "ImagePullFailed"              # the template's image cannot be pulled
     RUNTIME_CLASS = "RuntimeClassNotFound"
     PREPARE_FAILED = "PrepareFailed"       # spec.prepare exited non-zero or timed out
+    CANNOT_START = "ContainerCannotStart"  # the runtime could not start the container (no /bin/sh, a bad mount)
     UNSCHEDULABLE = "Unschedulable"
     PODS_NOT_CREATED = "PodsNotCreated"    # the API refused the pool's pods (quota, admission)
     CLUSTER_RIGHTS = "ClusterRightsRequired"   # a namespaced install cannot keep a pool (core.scope)

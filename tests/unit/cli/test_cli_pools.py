@@ -76,7 +76,7 @@ def test_create_list_get_scale_delete(capsys, api, task_files):
                     "prepare": {"command": ["sh", "/task/setup.sh"]}, "network": "AllowEgress"}
 
     code, out, _ = run(capsys, "pools")
-    assert code == 0 and out.splitlines()[0].split() == ["NAME", "SIZE", "READY", "STARTING", "CLAIMED", "AGE"]
+    assert code == 0 and out.splitlines()[0].split() == ["NAME", "SIZE", "READY", "STARTING", "CLAIMED", "STATUS", "AGE"]
     assert out.splitlines()[1].split()[:2] == ["warm", "2"]
     code, out, _ = run(capsys, "pool", "get", "warm", "-o", "json")
     assert code == 0 and json.loads(out)["spec"]["maxSize"] == 4
@@ -140,11 +140,14 @@ def test_the_pool_table_like_kubectl():
     pool = {"metadata": {"name": "warm", "namespace": NS, "creationTimestamp": "2026-01-01T11:58:00Z"},
             "spec": {"size": 4},
             "status": {"readyPods": 3, "startingPods": 1, "claimedPods": 12, "sandboxNamespace": "rp-0123456789",
-                       "message": "3/4 warm"}}
+                       "message": "3/4 warm",
+                       "conditions": [{"type": "Stalled", "status": "False", "reason": "PoolFilling"},
+                                      {"type": "Ready", "status": "False", "reason": "PoolFilling"}]}}
     header, line = render.table([pool], now=NOW, columns=render.POOL_COLUMNS).splitlines()
-    assert line.split() == ["warm", "4", "3", "1", "12", "2m"]
+    assert line.split() == ["warm", "4", "3", "1", "12", "PoolFilling", "2m"]
     wide = render.table([pool], wide=True, all_namespaces=True, now=NOW, columns=render.POOL_COLUMNS).splitlines()
-    assert wide[0].split() == ["NAMESPACE", "NAME", "SIZE", "READY", "STARTING", "CLAIMED", "AGE", "SANDBOX", "MESSAGE"]
+    assert wide[0].split() == ["NAMESPACE", "NAME", "SIZE", "READY", "STARTING", "CLAIMED", "STATUS", "AGE", "SANDBOX",
+                               "MESSAGE"]
     assert wide[1].split()[-3:] == ["rp-0123456789", "3/4", "warm"]
 
 

@@ -47,6 +47,26 @@ def test_parse_defaults() -> None:
     ({"prepare": {"command": []}}, "spec.prepare.command"),
     ({"prepare": {"command": ["true"], "timeoutSeconds": 0}}, "spec.timeoutSeconds"),
     ({"network": "Open"}, "spec.network"),
+    # the sandbox's fields by a batch's rules (core.spec): refused before the pool's objects exist,
+    # not by the API at its first pod
+    ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}, "spec.resources.requests.cpu"),
+    ({"resources": {"limits": {"cpu": "-1"}}}, "spec.resources.limits.cpu"),
+    ({"resources": {"limits": {"memroy": "1Gi"}}}, "spec.resources.limits.memroy"),
+    ({"workspace": {"sizeLimit": "-1Gi"}}, "spec.workspace.sizeLimit"),
+    ({"image": "python 3"}, "spec.image"),
+    ({"podTemplate": {"tolerations": [{"key": "k", "operator": "Sometimes"}]}}, "spec.podTemplate.tolerations[0].operator"),
+    ({"podTemplate": {"nodeSelector": {"zone": "a b"}}}, "spec.podTemplate.nodeSelector[zone]"),
+    ({"podTemplate": {"affinity": {"nodeAfinity": {}}}}, "spec.podTemplate.affinity"),
+    ({"podTemplate": {"priorityClassName": "system-cluster-critical"}}, "spec.podTemplate.priorityClassName"),
+    ({"verifier": {"image": "a b"}}, "spec.verifier.image"),
+    ({"verifier": {"resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}},
+     "spec.verifier.resources.requests.memory"),
+    # the launcher's own directories, and the pod's other mounts
+    ({"task": {"files": {"e.py": "x"}, "mountPath": "/rollout/claim"}}, "spec.task.mountPath"),
+    ({"task": {"files": {"e.py": "x"}, "mountPath": "/rollout"}}, "spec.task.mountPath"),
+    ({"workspace": {"mountPath": "/rollout/verifier-claim/x"}}, "spec.workspace.mountPath"),
+    ({"workspace": {"mountPath": "/task/work"}}, "spec.task.mountPath"),
+    ({"workspace": {"mountPath": "relative"}}, "spec.workspace.mountPath"),
 ])
 def test_parse_refuses(raw: dict, field: str) -> None:
     with pytest.raises(SpecError) as err:
@@ -148,6 +168,25 @@ def test_a_warm_pod_the_node_ended_is_replaced_not_taken_for_a_failed_prepare(en
     assert found.dead == ("gone",) and found.stuck == ()
 
 
+@pytest.mark.parametrize("reason", ["StartError", "ContainerCannotRun"])
+def test_a_container_the_runtime_cannot_start_stalls_the_pool_not_churns_it(reason) -> None:
+    """An image without /bin/sh (the launcher's shell), a mount the runtime cannot make: every pod
+    of the template ends that way (exit 128, no 121), so the pool stalls with the runtime's words
+    instead of deleting and making pods every round."""
+    pod = _pod("nosh", phase="Failed", exit_code=128)
+    pod["status"]["containerStatuses"][0]["state"]["terminated"].update(
+        reason=reason, message='exec: "/bin/sh": stat /bin/sh: no such file or directory')
+    found = pool_census.census([pod], "t1")
+    assert found.dead == ("nosh",) and [s[1] for s in found.stuck] == [v.PoolReason.CANNOT_START]
+    assert "/bin/sh" in found.stuck[0][2] and reason in found.stuck[0][2]
+    assert pool_census.pods_to_create(_spec(size=3), found) == 0
+    conditions = {c["type"]: c for c in pool_census.pool_status(POOL, _spec(size=3), found, 1, 0, "t")["conditions"]}
+    assert conditions["Stalled"]["status"] == "True" and conditions["Stalled"]["reason"] == "ContainerCannotStart"
+    # an ordinary failure of a pod (its own exit) is only a dead pod, replaced
+    plain = _pod("dead", phase="Failed", exit_code=128)
+    assert pool_census.census([plain], "t1").stuck == ()
+
+
 def test_a_prepare_evicted_for_filling_its_own_workspace_is_a_failed_prepare() -> None:
     """Its eviction is its own doing (core.verdict.over_own_limits): replaced at once, it would churn
     pods for ever; the pool waits it out as stuck, and says why."""
@@ -181,6 +220,26 @@ def test_status_keeps_transition_times() -> None:
     stuck = pool_census.PoolCensus((), (), ("p",), (("p", v.PoolReason.IMAGE, "cannot pull"),), ())
     bad = {c["type"]: c for c in pool_census.pool_status(POOL, _spec(), stuck, 1, 5, "t", first)["conditions"]}
     assert bad["Stalled"]["status"] == "True" and bad["Stalled"]["reason"] == "ImagePullFailed"
+    assert bad["Reconciling"]["status"] == "False"
+
+
+@pytest.mark.parametrize("warm, starting, stuck, ready, reconciling, stalled", [
+    (3, 0, False, "True", "False", "False"),      # full: done
+    (1, 2, False, "False", "True", "False"),      # filling: in progress, so kstatus and Flux wait
+    (0, 0, True, "False", "False", "True"),       # its pods cannot run: failed, not in progress
+])
+def test_a_filling_pool_is_reconciling_for_kstatus(warm, starting, stuck, ready, reconciling, stalled) -> None:
+    """kstatus (Flux's `wait: true`) calls Current a resource with neither Reconciling nor Stalled
+    true: a pool at 0 of 10 warm must say Reconciling=True while it fills."""
+    found = pool_census.PoolCensus(tuple(f"w{i}" for i in range(warm)), tuple(f"s{i}" for i in range(starting)),
+                                   ("p",) if stuck else (), (("p", v.PoolReason.IMAGE, "no"),) if stuck else (), ())
+    status = pool_census.pool_status(POOL, _spec(size=3), found, 2, 0, "t")
+    seen = {c["type"]: c["status"] for c in status["conditions"]}
+    assert seen == {"Ready": ready, "Reconciling": reconciling, "Stalled": stalled}
+    assert all(c["observedGeneration"] == 2 for c in status["conditions"])
+    refused = pool_census.stalled_status(POOL, v.PoolReason.INVALID_SPEC, "bad", 2, "t", status)
+    assert {c["type"]: c["status"] for c in refused["conditions"]} == {"Ready": "False", "Reconciling": "False",
+                                                                        "Stalled": "True"}
 
 
 # -- the scripts, run by /bin/sh --------------------------------------------------------------------

@@ -187,7 +187,7 @@ GUARDED = {member.value for enum in ENUMS if enum is not v.Outcome for member in
 # Kubernetes' own words that a word of ours spells alike: (file, word). Not our vocabulary.
 KUBERNETES_WORDS = {
     ("core/manifests.py", "Never"),          # a pod's restartPolicy
-    ("core/tracker.py", "Failed"),           # a Job's condition type
+    ("core/job_facts.py", "Failed"),         # a Job's condition type
     ("core/verdict.py", "Ready"),            # a pod's condition type
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
     ("core/pools.py", "Never"),              # a pool pod's restartPolicy

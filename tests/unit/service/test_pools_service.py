@@ -42,7 +42,8 @@ def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     run(rec.round())
     status = live(api)["status"]
     assert status["readyPods"] == 3 and status["sandboxNamespace"] == POOL_NS
-    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Ready": "True", "Stalled": "False"}
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Ready": "True", "Stalled": "False",
+                                                                         "Reconciling": "False"}
     run(rec.round())
     assert len(pod_names(api)) == 3     # full: nothing more
 
@@ -120,7 +121,7 @@ def test_a_stuck_pool_is_not_ready_even_when_full():
     spec = pool_spec.parse_pool_spec({"size": 1, "task": {"files": {"e.py": "x"}}})
     found = pool_census.PoolCensus(("w",), (), (), (("p", v.PoolReason.IMAGE, "not found"),), ())
     conditions = {c["type"]: c["status"] for c in pool_census.pool_status(ref, spec, found, 1, 0, "t")["conditions"]}
-    assert conditions == {"Ready": "False", "Stalled": "True"}
+    assert conditions == {"Ready": "False", "Stalled": "True", "Reconciling": "False"}
 
 
 def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(api, monkeypatch):
