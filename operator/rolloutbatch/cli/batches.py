@@ -9,7 +9,8 @@ from rolloutbatch import GROUP
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, load_documents, make_client, one_line, positive
 from rolloutbatch.cli.follow import watch_handles
-from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, with_pool
+from rolloutbatch.core import pool_spec
+from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, Client, with_pool
 
 RESOURCE = f"rolloutbatch.{GROUP}"
 
@@ -28,7 +29,8 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", metavar="NAME",
                    help="run the batches in the warm pods of this RolloutPool (their namespace's): spec.poolRef is "
                         "set and the fields that are the pool's (image, task, resources, workspace, isolation, "
-                        "runtimeClassName, podTemplate) are left out of each batch")
+                        "runtimeClassName, podTemplate) are left out of each batch; a batch whose image, task files, "
+                        "resources, workspace or runtimeClassName are not the pool's is refused")
     p.set_defaults(func=submit)
 
     p = sub.add_parser("get", parents=[common], help="show one RolloutBatch")
@@ -74,16 +76,37 @@ def _with_namespace(obj: dict, namespace: str | None, default: str, where: str) 
     return obj
 
 
+def _on_pool(client: Client, objects: list, args: argparse.Namespace) -> list:
+    """The batches as they run on the pool ``--pool``: its own fields left out (sdk.with_pool), once
+    what each names (image, task files, resources, ...) is found to be the pool's: otherwise its
+    episodes would silently run the pool's task on the pool's image."""
+    from rolloutbatch.kube.errors import Forbidden, NotFound
+    try:
+        pooled = [(path, n, with_pool(o, args.pool)) for path, n, o in objects]
+    except ValueError as exc:
+        raise CLIError(f"--pool: {one_line(exc)}") from None
+    pools: dict[str, dict | None] = {}
+    for path, n, obj in objects:
+        namespace = args.namespace or (obj.get("metadata") or {}).get("namespace") or client.namespace
+        if namespace not in pools:
+            try:
+                pools[namespace] = client.get_pool(args.pool, namespace)
+            except (NotFound, Forbidden):   # not there (yet), or not ours to read: the operator speaks then
+                pools[namespace] = None
+        pool = pools[namespace]
+        problem = pool and pool_spec.manifest_conflict(obj.get("spec") or {}, pool.get("spec") or {})
+        if problem:
+            raise CLIError(f"{path}: object {n}: --pool {args.pool}: {problem}")
+    return pooled
+
+
 def submit(args: argparse.Namespace) -> int:
     objects = []
     for path in args.filename:
         objects += [(path, n, o) for n, o in enumerate(load_documents(path), 1)]
-    if args.pool:
-        try:
-            objects = [(path, n, with_pool(o, args.pool)) for path, n, o in objects]
-        except ValueError as exc:
-            raise CLIError(f"--pool: {one_line(exc)}") from None
     client = make_client(args)
+    if args.pool:
+        objects = _on_pool(client, objects, args)
     for path, n, obj in objects:
         _with_namespace(obj, args.namespace, client.namespace, f"{path}: object {n}")
     if len(objects) > 1:

@@ -19,7 +19,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
 from rolloutbatch.core.spec import (checked_image, checked_path, checked_pod_template, checked_quantity,
-                                    checked_resources)
+                                    checked_resources, parse_spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +211,29 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     if batch.sandbox_quota != d.SANDBOX_QUOTA:
         return "spec.isolation.resourceQuota does not apply: a pooled batch runs in its pool's namespace; leave it out"
     return None
+
+
+def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
+    """Why a batch written to run cold (its own image, task files, ...) would not run as written on
+    ``pool`` (both raw specs; `rolloutbatch submit --pool`, which leaves those fields out): its
+    episodes would run the pool's task on the pool's image, and the user would never know. None
+    when what it names is the pool's, or when either cannot be read (the API says why then)."""
+    cold = {k: val for k, val in batch.items() if k not in ("poolRef", "isolation")}
+    network = (batch.get("isolation") or {}).get("network") if isinstance(batch.get("isolation"), Mapping) else None
+    if network is not None:
+        cold["isolation"] = {"network": network}
+    try:
+        asked, own = parse_spec(cold), parse_pool_spec(pool)
+    except SpecError:
+        return None
+    if asked.task_files and asked.task_files != own.task_files:
+        differ = sorted(set(asked.task_files) ^ set(own.task_files)) or \
+            sorted(k for k in asked.task_files if asked.task_files[k] != own.task_files.get(k))
+        return f"spec.task.files are not the pool's ({', '.join(differ)[:200]} differ): a pooled batch runs its pool's task"
+    if asked.runtime_class_name and asked.runtime_class_name != own.runtime_class_name:
+        return (f"spec.runtimeClassName {asked.runtime_class_name!r} is not the pool's "
+                f"({own.runtime_class_name or 'none'}): a pooled batch runs in its pool's pods")
+    return sandbox_conflict(asked, own)
 
 
 def _amounts(resources: Mapping) -> dict:

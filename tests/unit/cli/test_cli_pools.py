@@ -129,6 +129,33 @@ def test_submit_on_a_pool_sends_none_of_the_pools_fields(capsys, api, tmp_path):
     assert code == 1 and err.startswith("rolloutbatch: error: --pool:") and len(err.splitlines()) == 1
 
 
+def test_submit_on_a_pool_refuses_a_manifest_that_names_another_sandbox(capsys, api, tmp_path, task_files):
+    """`--pool` leaves the manifest's image and task out: where they are not the pool's, the
+    episodes would run the pool's task on its image without a word. Refused, nothing created."""
+    code, _, err = run(capsys, "pool", "create", "warm", "--size", "1", *task_files)
+    assert code == 0, err
+    files = {"requirements.txt": "requests\n", "setup.sh": "pip install -r /task/requirements.txt\n"}
+
+    def submit(name: str, **spec) -> tuple[int, str]:
+        batch = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutBatch", "metadata": {"name": name},
+                 "spec": {"episodes": 2, "command": ["sh", "/task/setup.sh"], "isolation": {"namespace": "Shared"},
+                          **spec}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(batch))
+        code, _, err = run(capsys, "submit", "-f", str(tmp_path / f"{name}.yaml"), "--pool", "warm")
+        return code, err
+
+    code, err = submit("v2", task={"files": {**files, "setup.sh": "pip install v2\n"}})
+    assert code == 1 and "spec.task.files are not the pool's (setup.sh differ)" in err and len(err.splitlines()) == 1
+    code, err = submit("slim", task={"files": files}, image="python:3.12-slim")
+    assert code == 1 and 'spec.image "python:3.12-slim" is not the pool\'s' in err
+    code, err = submit("big", task={"files": files}, resources={"limits": {"memory": "8Gi"}})
+    assert code == 1 and "spec.resources" in err
+    assert api.get_object("RolloutBatch", "v2", NS) is None and api.get_object("RolloutBatch", "slim", NS) is None
+    code, err = submit("same", task={"files": files})   # the pool's own task: runs, its fields left out
+    assert code == 0, err
+    assert api.get_object("RolloutBatch", "same", NS)["spec"]["poolRef"] == {"name": "warm"}
+
+
 def test_pool_columns_match_the_crd():
     crd = yaml.safe_load((ROOT / "crds" / crdgen.POOL_FILE).read_text())
     cols = crd["spec"]["versions"][0]["additionalPrinterColumns"]
