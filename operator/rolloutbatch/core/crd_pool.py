@@ -76,6 +76,19 @@ def _reworded(node: Schema, description: str) -> Schema:
     return {**copy.deepcopy(node), "description": description}
 
 
+def _pool_pod_template() -> Schema:
+    """A batch's spec.podTemplate schema, said of the pool: its PriorityClass stalls the pool, not a batch."""
+    node = _reworded(crd_sandbox.pod_template(),
+                     "Scheduling fields copied to every warm pod (only these four), as a RolloutBatch's spec.podTemplate.")
+    node["properties"]["priorityClassName"] = _reworded(
+        node["properties"]["priorityClassName"],
+        (f"PriorityClass of the pool's pods (so of the episodes that claim them). Default none. It must exist (else "
+         f"the pool stalls with {v.PoolReason.PRIORITY_CLASS}) and be of the user range: "
+         f"{d.SYSTEM_PRIORITY_PREFIX}* names are refused, and a class whose value is above {d.MAX_USER_PRIORITY} "
+         f"stalls the pool with {v.PoolReason.PRIORITY_CLASS_DENIED}; either way no pod is made."))
+    return node
+
+
 def _plain_env(batch_env: Schema) -> Schema:
     """The batch's env schema (its name and value fields, bound and reserved-name rule) without
     valueFrom, and so without the rule that value and valueFrom exclude each other: nothing is
@@ -160,9 +173,7 @@ def _properties_of_pool() -> dict[str, Schema]:
              f"{deny_all} (default): all traffic denied, cluster DNS too. {allow_egress}: outgoing connections "
              "allowed (e.g. prepare downloads, a model), incoming denied. A change applies to every pod at once."),
             enum=v.NETWORK_MODES, default=v.NETWORK_MODES[0]),
-        "podTemplate": _reworded(
-            crd_sandbox.pod_template(),
-            "Scheduling fields copied to every warm pod (only these four), as a RolloutBatch's spec.podTemplate."),
+        "podTemplate": _pool_pod_template(),
         "verifier": _pool_verifier(batch["verifier"]),
     }
 

@@ -227,6 +227,8 @@ class PoolReason(Word):
     FILLING = "PoolFilling"                # pods are starting or preparing
     IMAGE = "ImagePullFailed"              # the template's image cannot be pulled
     RUNTIME_CLASS = "RuntimeClassNotFound"
+    PRIORITY_CLASS = "PriorityClassNotFound"
+    PRIORITY_CLASS_DENIED = "PriorityClassNotAllowed"   # above the user range (core.admission)
     PREPARE_FAILED = "PrepareFailed"       # spec.prepare exited non-zero or timed out
     CANNOT_START = "ContainerCannotStart"  # the runtime could not start the container (no /bin/sh, a bad mount)
     UNSCHEDULABLE = "Unschedulable"

@@ -112,6 +112,14 @@ class PoolStorage:
     async def runtime_class(self, name: str) -> dict | None:
         return await self._run(resources.runtime_class, name)
 
+    async def priority_class(self, name: str) -> dict | None:
+        def get(api: Any) -> dict | None:
+            try:
+                return api.get(resources.object_path("PriorityClass", name), f"get PriorityClass {name}")
+            except NotFound:
+                return None
+        return await self._run(get)
+
     async def create_pod(self, pod: dict) -> dict:
         ns = pod["metadata"]["namespace"]
         return await self._run(lambda api: api.create(resources.collection_path("Pod", ns), pod, f"create pod in {ns}"))

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 
 from rolloutbatch.core import naming, pool_census, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import check_priority_class
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
 from rolloutbatch.kube.errors import KubeError, NotOurs
@@ -138,11 +139,9 @@ class PoolReconciler:
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
-        if wanted and spec.runtime_class_name and await self.storage.runtime_class(spec.runtime_class_name) is None:
-            # Said as such, not as the admission plugin's refusal of every pod (PodsNotCreated)
-            self._stuck_on(template, now, (
-                "-", str(v.PoolReason.RUNTIME_CLASS), f"RuntimeClass {spec.runtime_class_name!r} does not exist in "
-                "the cluster: create it, or change spec.runtimeClassName"))
+        problem = await self._cannot_run(spec) if wanted else None
+        if problem is not None:
+            self._stuck_on(template, now, ("-", *problem))
             wanted = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
             batch = [pools.warm_pod(self.ref, spec) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
@@ -206,6 +205,26 @@ class PoolReconciler:
             return
         await self.storage.patch_pool_status(self.ref.namespace, self.ref.name, status)
         self._last_status = key
+
+    async def _cannot_run(self, spec: pool_spec.PoolSpec) -> tuple[str, str] | None:
+        """(reason, message) when the classes the pods name say they cannot run, or may not: a
+        missing RuntimeClass (said as such, not as the admission plugin's refusal of every pod), a
+        missing PriorityClass, or one above the user range, which a batch may not use either
+        (core.admission.check_priority_class): a pool must not lend its batches a priority they
+        could not ask for."""
+        if spec.runtime_class_name and await self.storage.runtime_class(spec.runtime_class_name) is None:
+            return (str(v.PoolReason.RUNTIME_CLASS), f"RuntimeClass {spec.runtime_class_name!r} does not exist in "
+                                                     "the cluster: create it, or change spec.runtimeClassName")
+        priority = spec.pod_template.get("priorityClassName")
+        if priority:
+            live = await self.storage.priority_class(priority)
+            if live is None:
+                return (str(v.PoolReason.PRIORITY_CLASS), f"PriorityClass {priority!r} does not exist in the cluster: "
+                                                          "create it, or change spec.podTemplate.priorityClassName")
+            denied = check_priority_class(live)
+            if denied:
+                return str(v.PoolReason.PRIORITY_CLASS_DENIED), denied
+        return None
 
     def _stuck_on(self, template: str, now: float, problem: tuple[str, str, str]) -> None:
         """The template cannot run (no pod made for STUCK_BACKOFF): said once, as a Warning."""

@@ -142,6 +142,30 @@ def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(
     assert len(pod_names(api)) == 2
 
 
+@pytest.mark.parametrize("value, reason", [(None, v.PoolReason.PRIORITY_CLASS),
+                                           (2_000_000_000, v.PoolReason.PRIORITY_CLASS_DENIED)])
+def test_a_pool_may_not_lend_its_batches_a_priority_they_could_not_ask_for(api, monkeypatch, value, reason):
+    """A batch's PriorityClass must exist and be of the user range (core.admission); a pool's pods
+    are its batches' episodes, so its class is held to the same rule: no pod is made."""
+    if value is not None:
+        api.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"},
+                 "value": value})
+    make_pool(api, 2, podTemplate={"priorityClassName": "urgent"})
+    events: list = []
+    rec = reconciler(api, events)
+    run(rec.round())
+    assert pod_names(api) == []
+    stalled = {c["type"]: c for c in live(api)["status"]["conditions"]}["Stalled"]
+    assert stalled["status"] == "True" and stalled["reason"] == reason and "urgent" in stalled["message"]
+    assert [e[1] for e in events] == [reason]
+    if value is None:   # created in the user range: the pool fills once the back-off passed
+        api.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"},
+                 "value": 1000})
+        monkeypatch.setattr(service_pools, "STUCK_BACKOFF", -1.0)
+        run(rec.round())
+        assert len(pod_names(api)) == 2
+
+
 def test_a_namespaced_install_creates_nothing_and_says_why(api):
     make_pool(api, 2)
     rec = reconciler(api, clusterwide=False)
