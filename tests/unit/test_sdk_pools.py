@@ -62,6 +62,10 @@ def test_build_pool_makes_what_the_crd_accepts():
     (dict(size=1, prepare_timeout_seconds=5), "spec.prepare.timeoutSeconds"),
     (dict(size=1, network="Open"), "spec.network"),
     (dict(size=1, name="Warm_Pool"), "metadata.name"),
+    (dict(size=1, env={"A": None}), "env[A]"),                       # not the text "None"
+    (dict(size=1, env={"A": True}), "env[A]"),
+    (dict(size=1, resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}), "spec.resources.requests.cpu"),
+    (dict(size=1, task_mount_path="/rollout"), "spec.task.mountPath"),  # the launcher's own directory
 ])
 def test_build_pool_refuses_what_the_operator_refuses_before_any_call(kwargs, field):
     kwargs = {"name": "warm", "task_files": FILES, **kwargs}
@@ -256,3 +260,9 @@ def test_build_pool_with_a_verifier():
     assert pool["spec"]["verifier"] == {"image": "grader:1"}
     with pytest.raises(ValueError, match="spec.verifier.mountPath"):
         sdk.build_pool("graded", 2, task_files=FILES, verifier={"mountPath": "/workspace"})
+
+
+def test_a_size_above_the_default_max_size_says_to_raise_it():
+    with pytest.raises(ValueError, match=r"101 is above spec.maxSize \(100, its default\): raise maxSize"):
+        sdk.build_pool("warm", 101, task_files=FILES)
+    assert sdk.build_pool("warm", 101, task_files=FILES, max_size=200)["spec"]["size"] == 101

@@ -107,7 +107,7 @@ def _task_files(paths: list[str]) -> dict[str, str]:
         if name in files:
             raise CLIError(f"--task-file {path}: a second file named {name} (each is named as on disk)")
         try:
-            files[name] = pathlib.Path(path).read_text()
+            files[name] = pathlib.Path(path).read_bytes().decode()   # as on disk: read_text would turn CRLF into LF
         except FileNotFoundError:
             raise CLIError(f"--task-file {path}: no such file") from None
         except (OSError, UnicodeDecodeError) as exc:
@@ -116,6 +116,12 @@ def _task_files(paths: list[str]) -> dict[str, str]:
 
 
 def create(args: argparse.Namespace) -> int:
+    names = [name for name, _ in args.env]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise CLIError(f"--env {', '.join(twice)} given twice: which value is meant?")
+    if args.verifier_image == "":
+        raise CLIError("--verifier-image: an empty image (leave it out for the pool's --image)")
     options: dict = {"env": dict(args.env)}
     for option, value in (("image", args.image), ("max_size", args.max_size),
                           ("prepare_timeout_seconds", args.prepare_timeout), ("task_mount_path", args.task_mount_path),
@@ -127,7 +133,7 @@ def create(args: argparse.Namespace) -> int:
             options["prepare"] = shlex.split(args.prepare)
         except ValueError as exc:
             raise CLIError(f"--prepare: {exc}") from None
-    if args.verifier or args.verifier_image:
+    if args.verifier or args.verifier_image is not None:
         options["verifier"] = {"image": args.verifier_image} if args.verifier_image else {}
     files = _task_files(args.task_files)
     client = make_client(args)

@@ -83,7 +83,10 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if not isinstance(spec, Mapping):
         raise SpecError("spec", "must be an object")
     max_size = _int(spec, "maxSize", d.POOL_MAX_SIZE, 1, d.MAX_POOL_SIZE)
-    size = _int(spec, "size", 0, 0, max_size)
+    size = _int(spec, "size", 0, 0, d.MAX_POOL_SIZE)
+    if size > max_size:
+        default = "" if "maxSize" in spec else ", its default"
+        raise SpecError("spec.size", f"{size} is above spec.maxSize ({max_size}{default}): raise maxSize as well")
     task = spec.get("task")
     if not isinstance(task, Mapping) or not isinstance(task.get("files"), Mapping) or not task["files"]:
         raise SpecError("spec.task.files", "a pool needs its task files (at least one)")
@@ -229,7 +232,8 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
     if asked.task_files and asked.task_files != own.task_files:
         differ = sorted(set(asked.task_files) ^ set(own.task_files)) or \
             sorted(k for k in asked.task_files if asked.task_files[k] != own.task_files.get(k))
-        return f"spec.task.files are not the pool's ({', '.join(differ)[:200]} differ): a pooled batch runs its pool's task"
+        return (f"spec.task.files are not the pool's ({', '.join(differ)[:200]} differ): a pooled batch runs its "
+                "pool's task")
     if asked.runtime_class_name and asked.runtime_class_name != own.runtime_class_name:
         return (f"spec.runtimeClassName {asked.runtime_class_name!r} is not the pool's "
                 f"({own.runtime_class_name or 'none'}): a pooled batch runs in its pool's pods")

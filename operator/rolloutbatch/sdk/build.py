@@ -70,11 +70,7 @@ class Task:
     secret_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def env_list(self) -> list[dict]:
-        if isinstance(self.env, Mapping):
-            plain = [{"name": str(k), "value": str(v)} for k, v in self.env.items()]
-        else:
-            plain = [dict(e) for e in self.env]
-        return plain + secret_env(self.secret_env)
+        return _env_entries(self.env) + secret_env(self.secret_env)
 
 
 def _camel(key: str) -> str:
@@ -237,6 +233,10 @@ def _env_entries(env: Mapping[str, str] | Sequence[Mapping[str, str]] | None) ->
     if env is None:
         return []
     if isinstance(env, Mapping):
+        for key, val in env.items():
+            # a value is text: None or a bool would arrive as "None" or "True", which no caller meant
+            if val is None or isinstance(val, bool) or not isinstance(val, (str, int, float)):
+                raise SpecError(f"env[{key}]", f"must be a string (or a number), not {val!r}"[:200])
         return [{"name": str(k), "value": str(val)} for k, val in env.items()]
     return [dict(e) for e in env]
 

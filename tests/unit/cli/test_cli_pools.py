@@ -156,6 +156,26 @@ def test_submit_on_a_pool_refuses_a_manifest_that_names_another_sandbox(capsys, 
     assert api.get_object("RolloutBatch", "same", NS)["spec"]["poolRef"] == {"name": "warm"}
 
 
+def test_task_files_go_as_on_disk(capsys, api, tmp_path):
+    (tmp_path / "table.csv").write_bytes(b"id,answer\r\n1,42\r\n")
+    (tmp_path / "old.txt").write_bytes(b"a\rb")
+    code, _, err = run(capsys, "pool", "create", "warm", "--size", "1", "--task-file", str(tmp_path / "table.csv"),
+                       "--task-file", str(tmp_path / "old.txt"))
+    assert code == 0, err
+    assert api.get_object(POOL_KIND, "warm", NS)["spec"]["task"]["files"] == {"table.csv": "id,answer\r\n1,42\r\n",
+                                                                               "old.txt": "a\rb"}
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--env", "A=1", "--env", "A=2"], "--env A given twice"),
+    (["--verifier-image", ""], "--verifier-image: an empty image"),
+])
+def test_an_ambiguous_option_is_refused(capsys, api, task_files, extra, said):
+    code, out, err = run(capsys, "pool", "create", "warm", "--size", "1", *task_files, *extra)
+    assert code == 1 and said in err and len(err.splitlines()) == 1
+    assert api.get_object(POOL_KIND, "warm", NS) is None
+
+
 def test_pool_columns_match_the_crd():
     crd = yaml.safe_load((ROOT / "crds" / crdgen.POOL_FILE).read_text())
     cols = crd["spec"]["versions"][0]["additionalPrinterColumns"]
