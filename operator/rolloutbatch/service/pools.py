@@ -14,7 +14,8 @@ restart.
 
 A template that cannot run (an image that cannot be pulled, a missing RuntimeClass, a prepare that
 fails) is not churned: the pool says ``Stalled`` with the reason, deletes the broken pods, and
-tries again only after ``STUCK_BACKOFF`` or when the spec changes.
+tries again only after ``STUCK_BACKOFF`` or when the spec changes (or, stalled on a missing or
+refused class, as soon as the class is there).
 
 Deletion (:meth:`delete`): the warm pods go at once; the namespace waits while a batch's Job
 still runs in it (the claimed pods are that batch's), and the pool's message says so.
@@ -43,6 +44,8 @@ FILLING_PERIOD = 0.5       # a round while pods start (seconds)
 FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this, after the hold
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once on a spec change
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
+# Stalls on a class the pods name, not on a pod that failed (PoolReconciler._cannot_run)
+CLASS_REASONS = (v.PoolReason.RUNTIME_CLASS, v.PoolReason.PRIORITY_CLASS, v.PoolReason.PRIORITY_CLASS_DENIED)
 
 
 class PoolReconciler:
@@ -124,7 +127,8 @@ class PoolReconciler:
             if self._stuck is None or self._stuck[0] != template:
                 self.emit("Warning", str(reason), f"pod {name}: {message}")
             self._stuck = (template, now, found.stuck[0])
-        elif self._stuck is not None and (self._stuck[0] != template or now - self._stuck[1] > STUCK_BACKOFF):
+        elif self._stuck is not None and (self._stuck[0] != template or now - self._stuck[1] > STUCK_BACKOFF
+                                          or await self._class_made(spec)):
             self._stuck = None
         listed = {(p.get("metadata") or {}).get("name"): p for p in pods}
         doomed = pool_census.pods_to_delete(spec, found)
@@ -225,6 +229,13 @@ class PoolReconciler:
             if denied:
                 return str(v.PoolReason.PRIORITY_CLASS_DENIED), denied
         return None
+
+    async def _class_made(self, spec: pool_spec.PoolSpec) -> bool:
+        """A stall on a missing or refused class (no pod was made: nothing fails the same way
+        again) ends as soon as the class is there and allowed, not after STUCK_BACKOFF: a user who
+        creates the RuntimeClass expects the pool to fill (one GET a round while it waits)."""
+        assert self._stuck is not None
+        return self._stuck[2][1] in CLASS_REASONS and await self._cannot_run(spec) is None
 
     def _stuck_on(self, template: str, now: float, problem: tuple[str, str, str]) -> None:
         """The template cannot run (no pod made for STUCK_BACKOFF): said once, as a Warning."""

@@ -124,7 +124,7 @@ def test_a_stuck_pool_is_not_ready_even_when_full():
     assert conditions == {"Ready": "False", "Stalled": "True", "Reconciling": "False"}
 
 
-def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(api, monkeypatch):
+def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(api):
     make_pool(api, 2, runtimeClassName="cube")
     events: list = []
     rec = reconciler(api, events)
@@ -137,14 +137,13 @@ def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(
     run(rec.round())
     assert len(events) == 1   # said once while it is waited out
     api.put({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "cube"}, "handler": "runsc"})
-    monkeypatch.setattr(service_pools, "STUCK_BACKOFF", -1.0)   # the back-off passed
-    run(rec.round())
+    run(rec.round())   # at once: no pod failed, so no back-off is waited out
     assert len(pod_names(api)) == 2
 
 
 @pytest.mark.parametrize("value, reason", [(None, v.PoolReason.PRIORITY_CLASS),
                                            (2_000_000_000, v.PoolReason.PRIORITY_CLASS_DENIED)])
-def test_a_pool_may_not_lend_its_batches_a_priority_they_could_not_ask_for(api, monkeypatch, value, reason):
+def test_a_pool_may_not_lend_its_batches_a_priority_they_could_not_ask_for(api, value, reason):
     """A batch's PriorityClass must exist and be of the user range (core.admission); a pool's pods
     are its batches' episodes, so its class is held to the same rule: no pod is made."""
     if value is not None:
@@ -161,7 +160,6 @@ def test_a_pool_may_not_lend_its_batches_a_priority_they_could_not_ask_for(api, 
     if value is None:   # created in the user range: the pool fills once the back-off passed
         api.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"},
                  "value": 1000})
-        monkeypatch.setattr(service_pools, "STUCK_BACKOFF", -1.0)
         run(rec.round())
         assert len(pod_names(api)) == 2
 
