@@ -1,4 +1,4 @@
-"""How kstatus (cli-utils' status.Compute, used by Flux and kpt) reads RolloutBatch objects.
+"""How kstatus (cli-utils' status.Compute, used by Flux and kpt) reads RolloutBatch and RolloutPool objects.
 
 Same fixture objects as the Argo CD health tests (manifests/gitops/argocd/testdata), so the two
 GitOps readings of one object are checked side by side."""
@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rolloutbatch.core import pool_census, pool_spec
+from rolloutbatch.core import vocabulary as v
 from tests.support import kstatus
 
 ARGOCD = Path(__file__).resolve().parents[2] / "manifests" / "gitops" / "argocd"
@@ -84,3 +86,19 @@ def test_flux_without_conditions_is_in_progress_and_without_status_never_healthy
     assert kstatus.flux_health(obj, **flux_exprs())["status"] == "InProgress"
     # No status at all: the expressions cannot be evaluated; Flux reports the error and waits.
     assert kstatus.flux_health(load("no-status.yaml"), **flux_exprs())["status"] == "Error"
+
+
+@pytest.mark.parametrize("warm, starting, stuck, expected", [
+    (0, 3, False, "InProgress"),   # filling: Reconciling=True (without it kstatus said Current at 0 of 3)
+    (3, 0, False, "Current"),
+    (0, 0, True, "Failed"),        # its pods cannot run: Stalled=True
+])
+def test_kstatus_of_a_pool_as_the_operator_writes_it(warm, starting, stuck, expected):
+    ref = pool_spec.PoolRef(name="warm", namespace="team", uid="u")
+    spec = pool_spec.parse_pool_spec({"size": 3, "task": {"files": {"e.py": "x"}}})
+    found = pool_census.PoolCensus(tuple(f"w{i}" for i in range(warm)), tuple(f"s{i}" for i in range(starting)),
+                                   ("p",) if stuck else (), (("p", v.PoolReason.IMAGE, "no"),) if stuck else (), ())
+    pool = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool",
+            "metadata": {"name": "warm", "namespace": "team", "generation": 2},
+            "spec": {"size": 3}, "status": pool_census.pool_status(ref, spec, found, 2, 0, "2026-12-04T00:00:00Z")}
+    assert kstatus.compute(pool)["status"] == expected
