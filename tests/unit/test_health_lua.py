@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rolloutbatch.core import pool_census, pool_spec
+from rolloutbatch.core import vocabulary as v
 from tests.support.argocd_health import lua_available, lua_literal, lua_string, run_health
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +43,26 @@ def test_argocd_cm_snippet_carries_health_lua_verbatim():
     cm = yaml.safe_load((ARGOCD / "argocd-cm.yaml").read_text())
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "argocd-cm"
     assert cm["data"][CM_KEY] == HEALTH.read_text()
+    assert cm["data"][CM_KEY.replace("RolloutBatch", "RolloutPool")] == HEALTH.read_text()
+
+
+@needs_lua
+@pytest.mark.parametrize("warm, starting, stuck, health", [
+    (1, 2, False, "Progressing"),   # filling
+    (3, 0, False, "Healthy"),
+    (0, 0, True, "Degraded"),       # its pods cannot run
+])
+def test_a_pool_as_the_operator_writes_it(warm, starting, stuck, health):
+    ref = pool_spec.PoolRef(name="warm", namespace="team", uid="u")
+    spec = pool_spec.parse_pool_spec({"size": 3, "task": {"files": {"e.py": "x"}}})
+    found = pool_census.PoolCensus(tuple(f"w{i}" for i in range(warm)), tuple(f"s{i}" for i in range(starting)),
+                                   ("p",) if stuck else (),
+                                   (("p", v.PoolReason.IMAGE, "cannot pull x:1"),) if stuck else (), ())
+    status = pool_census.pool_status(ref, spec, found, 1, 0, "2026-12-04T00:00:00Z")
+    got = run_health(HEALTH, {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool",
+                              "metadata": {"name": "warm", "generation": 1}, "spec": {"size": 3}, "status": status})
+    assert got["status"] == health
+    assert got["message"] == status["message"] and (not stuck or "cannot pull x:1" in got["message"])
 
 
 @needs_lua

@@ -1,4 +1,6 @@
--- Argo CD health check for rl.agentruntime.io/RolloutBatch (Lua 5.1, as Argo CD runs it).
+-- Argo CD health check for rl.agentruntime.io/RolloutBatch and RolloutPool (Lua 5.1, as Argo CD
+-- runs it). A pool: Reconciling=True while it fills (Progressing), Ready=True when full (Healthy),
+-- Stalled=True when its pods cannot run (Degraded, with the reason's message).
 --
 -- A RolloutBatch is one bounded experiment. The operator publishes kstatus-style conditions:
 -- while running Reconciling=True/Ready=False; on success Ready=True; on failure or an invalid
