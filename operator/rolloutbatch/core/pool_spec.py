@@ -237,6 +237,10 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
     if asked.runtime_class_name and asked.runtime_class_name != own.runtime_class_name:
         return (f"spec.runtimeClassName {asked.runtime_class_name!r} is not the pool's "
                 f"({own.runtime_class_name or 'none'}): a pooled batch runs in its pool's pods")
+    named = (batch.get("verifier") or {}).get("image") if isinstance(batch.get("verifier"), Mapping) else None
+    if named and own.verifier is not None and named != own.verifier.image:
+        return (f"spec.verifier.image {named!r} is not the pool's ({own.verifier.image!r}): a pooled batch's verifier "
+                "runs in its pool's verifier container")
     return sandbox_conflict(asked, own)
 
 

@@ -150,6 +150,9 @@ def test_submit_on_a_pool_refuses_a_manifest_that_names_another_sandbox(capsys, 
     assert code == 1 and 'spec.image "python:3.12-slim" is not the pool\'s' in err
     code, err = submit("big", task={"files": files}, resources={"limits": {"memory": "8Gi"}})
     assert code == 1 and "spec.resources" in err
+    code, err = submit("spelt", task={"files": files}, resources={"requests": {"cpu": "0.1", "memory": "64Mi"},
+                                                                 "limits": {"cpu": 0.5, "memory": "128Mi"}})
+    assert code == 0, err   # the pool's amounts, spelt otherwise: not a conflict
     assert api.get_object("RolloutBatch", "v2", NS) is None and api.get_object("RolloutBatch", "slim", NS) is None
     code, err = submit("same", task={"files": files})   # the pool's own task: runs, its fields left out
     assert code == 0, err

@@ -456,3 +456,14 @@ def test_every_pool_name_gives_its_pods_valid_names(name: str) -> None:
 
 def test_a_pool_name_cut_at_a_dot_gives_valid_pod_names() -> None:
     assert pools.warm_pod_prefix("a" * 39 + ".b") == "a" * 39 + "-"
+
+
+def test_a_cold_manifest_naming_another_verifier_image_is_not_the_pools() -> None:
+    """`submit --pool` leaves the verifier's image out: one other than the pool's is said, not dropped."""
+    pool = {**SPEC, "verifier": {"image": "grader:1"}}
+    batch = {"episodes": 1, "task": SPEC["task"], "verifier": {"image": "grader:2", "command": ["true"]}}
+    assert "spec.verifier.image 'grader:2' is not the pool's ('grader:1')" in pool_spec.manifest_conflict(batch, pool)
+    assert pool_spec.manifest_conflict({**batch, "verifier": {"image": "grader:1", "command": ["true"]}}, pool) is None
+    assert pool_spec.manifest_conflict({**batch, "task": {"files": {"other.py": "x"}}}, pool).startswith(
+        "spec.task.files are not the pool's (episode.py, other.py differ)")
+    assert pool_spec.manifest_conflict({"episodes": "many"}, pool) is None   # unreadable: the API says why
