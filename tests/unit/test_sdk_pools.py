@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pathlib import PurePosixPath
+
 import pytest
 
 from rolloutbatch import GROUP, POOL_KIND, POOL_PLURAL, VERSION, crdgen, sdk
@@ -266,3 +268,8 @@ def test_a_size_above_the_default_max_size_says_to_raise_it():
     with pytest.raises(ValueError, match=r"101 is above spec.maxSize \(100, its default\): raise maxSize"):
         sdk.build_pool("warm", 101, task_files=FILES)
     assert sdk.build_pool("warm", 101, task_files=FILES, max_size=200)["spec"]["size"] == 101
+
+
+def test_env_values_are_their_text():
+    env = sdk.build_pool("warm", 1, task_files=FILES, env={"DATA": PurePosixPath("/data"), "N": 3})["spec"]["env"]
+    assert env == [{"name": "DATA", "value": "/data"}, {"name": "N", "value": "3"}]

@@ -9,7 +9,7 @@ from rolloutbatch import GROUP
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, load_documents, make_client, one_line, positive
 from rolloutbatch.cli.follow import watch_handles
-from rolloutbatch.core import pool_spec
+from rolloutbatch.core.pool_conversion import manifest_conflict
 from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, Client, with_pool
 
 RESOURCE = f"rolloutbatch.{GROUP}"
@@ -94,7 +94,7 @@ def _on_pool(client: Client, objects: list, args: argparse.Namespace) -> list:
             except (NotFound, Forbidden):   # not there (yet), or not ours to read: the operator speaks then
                 pools[namespace] = None
         pool = pools[namespace]
-        problem = pool and pool_spec.manifest_conflict(obj.get("spec") or {}, pool.get("spec") or {})
+        problem = pool and manifest_conflict(obj.get("spec") or {}, pool.get("spec") or {})
         if problem:
             raise CLIError(f"{path}: object {n}: --pool {args.pool}: {problem}")
     return pooled

@@ -19,7 +19,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
 from rolloutbatch.core.spec import (checked_image, checked_path, checked_pod_template, checked_quantity,
-                                    checked_resources, parse_spec)
+                                    checked_resources)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,16 +116,21 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if network not in v.NETWORK_MODES:
         raise SpecError("spec.network", f"must be one of {', '.join(v.NETWORK_MODES)}")
     runtime = spec.get("runtimeClassName")
-    # The sandbox's fields by the batch's own rules (core.spec): a value a batch would be refused
-    # is refused here, before the pool's namespace and objects are made, not by the API at the
-    # first pod.
+    # The sandbox's fields checked by a batch's own rules (core.spec): a value a batch would be
+    # refused is refused here, before the pool's namespace and objects are made, not by the API at
+    # its first pod. What is kept is the spec as written (the pods' digest, template_digest, must
+    # not change under the pool's running pods when the operator is upgraded).
     image = checked_image(spec.get("image") or d.IMAGE, "spec.image")
     resources = checked_resources(spec, "spec.resources")
-    task_mount = checked_path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
-    workspace_mount = checked_path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
+    task_mount = str(task.get("mountPath") or d.TASK_MOUNT_PATH)
+    workspace_mount = str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH)
+    _own_paths({"spec.task.mountPath": checked_path(task_mount, "spec.task.mountPath"),
+                "spec.workspace.mountPath": checked_path(workspace_mount, "spec.workspace.mountPath")})
     size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
     checked_quantity(size_limit, "spec.workspace.sizeLimit")
-    _own_paths({"spec.task.mountPath": task_mount, "spec.workspace.mountPath": workspace_mount})
+    template = dict(spec.get("podTemplate") or {})
+    # an empty class is none (the CRD lets it through, and pods were made without it)
+    checked_pod_template({k: val for k, val in template.items() if not (k == "priorityClassName" and val == "")})
     return PoolSpec(
         size=size, max_size=max_size, image=image,
         runtime_class_name=runtime if isinstance(runtime, str) and runtime else None,
@@ -135,7 +140,7 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
         prepare_command=command,
         prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
                                      d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
-        network=network, pod_template=checked_pod_template(spec.get("podTemplate") or {}),
+        network=network, pod_template=template,
         verifier=_verifier(spec, image, resources, (task_mount, workspace_mount)),
     )
 
@@ -149,7 +154,7 @@ def _own_paths(mounts: Mapping[str, str]) -> None:
         for b in names[i + 1:]:
             if _overlap(mounts[a], mounts[b]):
                 raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
-        for reserved in _RESERVED_PATHS:
+        for reserved in (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH):
             if _overlap(mounts[a], reserved):
                 raise SpecError(a, f"{mounts[a]} overlaps {reserved}, which the pool's pods keep for themselves")
 
@@ -197,7 +202,7 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     for and never got would fail its agents as their own. The CRD defaults these fields, so only
     a value other than the default (and other than the pool's) can be told from an unset one."""
     asked = [("spec.image", batch.image, d.IMAGE, spec.image),
-             ("spec.resources", _amounts(batch.resources), _amounts(d.RESOURCES), _amounts(spec.resources)),
+             ("spec.resources", amounts(batch.resources), amounts(d.RESOURCES), amounts(spec.resources)),
              ("spec.workspace.mountPath", batch.workspace_mount_path, d.WORKSPACE_MOUNT_PATH,
               spec.workspace_mount_path),
              ("spec.workspace.sizeLimit", batch.workspace_size_limit, d.WORKSPACE_SIZE_LIMIT, spec.workspace_size_limit),
@@ -216,35 +221,7 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     return None
 
 
-def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
-    """Why a batch written to run cold (its own image, task files, ...) would not run as written on
-    ``pool`` (both raw specs; `rolloutbatch submit --pool`, which leaves those fields out): its
-    episodes would run the pool's task on the pool's image, and the user would never know. None
-    when what it names is the pool's, or when either cannot be read (the API says why then)."""
-    cold = {k: val for k, val in batch.items() if k not in ("poolRef", "isolation")}
-    network = (batch.get("isolation") or {}).get("network") if isinstance(batch.get("isolation"), Mapping) else None
-    if network is not None:
-        cold["isolation"] = {"network": network}
-    try:
-        asked, own = parse_spec(cold), parse_pool_spec(pool)
-    except SpecError:
-        return None
-    if asked.task_files and asked.task_files != own.task_files:
-        differ = sorted(set(asked.task_files) ^ set(own.task_files)) or \
-            sorted(k for k in asked.task_files if asked.task_files[k] != own.task_files.get(k))
-        return (f"spec.task.files are not the pool's ({', '.join(differ)[:200]} differ): a pooled batch runs its "
-                "pool's task")
-    if asked.runtime_class_name and asked.runtime_class_name != own.runtime_class_name:
-        return (f"spec.runtimeClassName {asked.runtime_class_name!r} is not the pool's "
-                f"({own.runtime_class_name or 'none'}): a pooled batch runs in its pool's pods")
-    named = (batch.get("verifier") or {}).get("image") if isinstance(batch.get("verifier"), Mapping) else None
-    if named and own.verifier is not None and named != own.verifier.image:
-        return (f"spec.verifier.image {named!r} is not the pool's ({own.verifier.image!r}): a pooled batch's verifier "
-                "runs in its pool's verifier container")
-    return sandbox_conflict(asked, own)
-
-
-def _amounts(resources: Mapping) -> dict:
+def amounts(resources: Mapping) -> dict:
     """Resources by amount, not spelling (`cpu: 1`, "1" and "1000m" are one amount)."""
     out: dict = {}
     for kind, entries in (resources or {}).items():

@@ -256,6 +256,8 @@ EVENT_EXTRAS_DROPPED = EventReason.EXTRAS_DROPPED
 EVENT_ADMITTED, EVENT_EVICTED = EventReason.ADMITTED, EventReason.EVICTED
 EVENT_CLAIMED, EVENT_DELIVERY_FAILED = EventReason.CLAIMED, EventReason.DELIVERY_FAILED
 POOL_REASONS = tuple(PoolReason)
+# A pool stalled on a class its pods name (not on a pod that failed): no pod of its template can be made
+POOL_CLASS_REASONS = (PoolReason.RUNTIME_CLASS, PoolReason.PRIORITY_CLASS, PoolReason.PRIORITY_CLASS_DENIED)
 EVENT_REASONS = tuple(EventReason)
 STALL_INVALID_SPEC = StallReason.INVALID_SPEC
 STALL_RUNTIME_CLASS = StallReason.RUNTIME_CLASS

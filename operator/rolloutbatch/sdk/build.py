@@ -234,9 +234,9 @@ def _env_entries(env: Mapping[str, str] | Sequence[Mapping[str, str]] | None) ->
         return []
     if isinstance(env, Mapping):
         for key, val in env.items():
-            # a value is text: None or a bool would arrive as "None" or "True", which no caller meant
-            if val is None or isinstance(val, bool) or not isinstance(val, (str, int, float)):
-                raise SpecError(f"env[{key}]", f"must be a string (or a number), not {val!r}"[:200])
+            # a value is its text: None or a bool would arrive as "None" or "True", which no caller meant
+            if val is None or isinstance(val, bool):
+                raise SpecError(f"env[{key}]", f"must be text (a string, a number, a path), not {val!r}")
         return [{"name": str(k), "value": str(val)} for k, val in env.items()]
     return [dict(e) for e in env]
 

@@ -37,7 +37,21 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
     """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
     anything is claimed."""
     assert spec.pool_name is not None
-    return _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+    body = await pool_storage.get_pool(ref.namespace, spec.pool_name)
+    checked = _checked(body, ref, spec)
+    stalled = _stalled(body or {})
+    if stalled is not None and stalled.get("reason") in v.POOL_CLASS_REASONS:
+        # its pods cannot be made: neither can the cold ones of the batch's Job (the same template)
+        raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run pods "
+                                             f"({stalled.get('reason')}): {stalled.get('message')}"[:1000])
+    return checked
+
+
+def _stalled(body: dict) -> dict | None:
+    """The pool's Stalled condition when it is true."""
+    return next((c for c in (body.get("status") or {}).get("conditions") or []
+                 if isinstance(c, dict) and c.get("type") == v.CONDITION_STALLED
+                 and c.get("status") == v.CONDITION_TRUE), None)
 
 
 def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
@@ -82,9 +96,7 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
                f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     if definition.size < wanted - mine:
         message += f"; the pool keeps only {definition.size}: scale it (kubectl scale rp/{pool.name} --replicas=N)"
-    stalled = next((c for c in (body.get("status") or {}).get("conditions") or []
-                    if isinstance(c, dict) and c.get("type") == v.CONDITION_STALLED
-                    and c.get("status") == v.CONDITION_TRUE), None)
+    stalled = _stalled(body)
     if stalled is not None:   # its pods cannot run: the wait lasts until the pool is mended
         message += f"; the pool is stalled ({stalled.get('reason')}): {stalled.get('message')}"
     return warm + mine >= wanted, message[:1000]

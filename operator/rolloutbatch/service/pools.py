@@ -44,8 +44,6 @@ FILLING_PERIOD = 0.5       # a round while pods start (seconds)
 FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this, after the hold
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once on a spec change
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
-# Stalls on a class the pods name, not on a pod that failed (PoolReconciler._cannot_run)
-CLASS_REASONS = (v.PoolReason.RUNTIME_CLASS, v.PoolReason.PRIORITY_CLASS, v.PoolReason.PRIORITY_CLASS_DENIED)
 
 
 class PoolReconciler:
@@ -235,7 +233,7 @@ class PoolReconciler:
         again) ends as soon as the class is there and allowed, not after STUCK_BACKOFF: a user who
         creates the RuntimeClass expects the pool to fill (one GET a round while it waits)."""
         assert self._stuck is not None
-        return self._stuck[2][1] in CLASS_REASONS and await self._cannot_run(spec) is None
+        return self._stuck[2][1] in v.POOL_CLASS_REASONS and await self._cannot_run(spec) is None
 
     def _stuck_on(self, template: str, now: float, problem: tuple[str, str, str]) -> None:
         """The template cannot run (no pod made for STUCK_BACKOFF): said once, as a Warning."""

@@ -187,6 +187,26 @@ def test_a_container_the_runtime_cannot_start_stalls_the_pool_not_churns_it(reas
     assert pool_census.census([plain], "t1").stuck == ()
 
 
+def test_a_start_cut_short_by_the_node_is_a_lost_pod_not_a_broken_template() -> None:
+    """Preempted or shut down while its container started (StartError, "context canceled"): the
+    pool lost a pod, replaced at once; one such pod must not stall a pool of warm ones."""
+    pod = _pod("cut", phase="Failed", exit_code=128)
+    pod["status"]["containerStatuses"][0]["state"]["terminated"].update(reason="StartError", message="context canceled")
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]
+    found = pool_census.census([pod, _pod("w1"), _pod("w2")], "t1")
+    assert found.dead == ("cut",) and found.stuck == () and pool_census.pods_to_create(_spec(size=3), found) == 1
+
+
+def test_a_pool_spec_is_kept_as_written() -> None:
+    """Checked by a batch's rules, kept as written: what the pods are made of (their digest) must
+    not change under a running pool when the operator is upgraded."""
+    spec = _spec(task={"files": {"e.py": "x"}, "mountPath": "/opt/task/"}, workspace={"mountPath": "/work/"},
+                 podTemplate={"priorityClassName": "", "tolerations": [{"key": "k", "operator": "Exists"}]})
+    assert (spec.task_mount_path, spec.workspace_mount_path) == ("/opt/task/", "/work/")
+    assert spec.pod_template == {"priorityClassName": "", "tolerations": [{"key": "k", "operator": "Exists"}]}
+    assert "priorityClassName" not in pools.warm_pod(POOL, spec)["spec"]   # an empty class is none
+
+
 def test_a_prepare_evicted_for_filling_its_own_workspace_is_a_failed_prepare() -> None:
     """Its eviction is its own doing (core.verdict.over_own_limits): replaced at once, it would churn
     pods for ever; the pool waits it out as stuck, and says why."""
@@ -457,13 +477,3 @@ def test_every_pool_name_gives_its_pods_valid_names(name: str) -> None:
 def test_a_pool_name_cut_at_a_dot_gives_valid_pod_names() -> None:
     assert pools.warm_pod_prefix("a" * 39 + ".b") == "a" * 39 + "-"
 
-
-def test_a_cold_manifest_naming_another_verifier_image_is_not_the_pools() -> None:
-    """`submit --pool` leaves the verifier's image out: one other than the pool's is said, not dropped."""
-    pool = {**SPEC, "verifier": {"image": "grader:1"}}
-    batch = {"episodes": 1, "task": SPEC["task"], "verifier": {"image": "grader:2", "command": ["true"]}}
-    assert "spec.verifier.image 'grader:2' is not the pool's ('grader:1')" in pool_spec.manifest_conflict(batch, pool)
-    assert pool_spec.manifest_conflict({**batch, "verifier": {"image": "grader:1", "command": ["true"]}}, pool) is None
-    assert pool_spec.manifest_conflict({**batch, "task": {"files": {"other.py": "x"}}}, pool).startswith(
-        "spec.task.files are not the pool's (episode.py, other.py differ)")
-    assert pool_spec.manifest_conflict({"episodes": "many"}, pool) is None   # unreadable: the API says why

@@ -394,6 +394,19 @@ def test_a_batch_that_waits_for_its_pool_waits_for_one_not_made_yet_and_stalls_o
     assert err.value.reason == v.STALL_POOL_NOT_FOUND
 
 
+def test_a_cold_start_on_a_pool_stalled_on_its_runtime_class_stalls_before_anything_is_claimed(api):
+    """whenEmpty Cold: the Job's cold pods are the pool's template, which names the missing class:
+    the batch says so now, not as PodsNotCreated a minute later."""
+    make_pool(api, 2, runtimeClassName="cube")
+    run(reconciler(api).round())
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_POOL_CONFLICT and "RuntimeClassNotFound" in str(err.value)
+    assert "cube" in str(err.value) and claimed_indexes(api) == {}
+    assert api.get_object("Job", naming.job_name(BATCH), POOL_NS) is None
+
+
 def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
     filled(api, 2)
     events: list = []

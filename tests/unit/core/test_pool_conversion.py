@@ -1,0 +1,53 @@
+"""core.pool_conversion: a batch written to run cold, submitted on a pool (`submit --pool`): what it
+names must be the pool's, else its episodes would silently run another sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from rolloutbatch.core.pool_conversion import manifest_conflict
+
+FILES = {"episode.py": "print(1)"}
+POOL = {"size": 3, "task": {"files": FILES}, "image": "python:3.11", "network": "AllowEgress",
+        "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "8Gi"}},
+        "workspace": {"sizeLimit": "1Gi"}, "verifier": {"image": "grader:1"}}
+BATCH = {"episodes": 2, "task": {"files": FILES}}
+
+
+@pytest.mark.parametrize("written, field", [
+    ({"task": {"files": {**FILES, "extra.py": "x"}}}, "spec.task.files are not the pool's (extra.py differ)"),
+    ({"task": {"files": {"episode.py": "print(2)"}}}, "spec.task.files are not the pool's (episode.py differ)"),
+    ({"image": "python:3.12-alpine"}, "spec.image"),                 # the CRD's default, written: counts
+    ({"resources": {"limits": {"memory": "128Mi"}}}, "spec.resources"),
+    ({"task": {"files": FILES, "mountPath": "/opt/task"}}, "spec.task.mountPath"),
+    ({"workspace": {"sizeLimit": "2Gi"}}, "spec.workspace.sizeLimit"),
+    ({"isolation": {"network": "DenyAll"}}, "spec.isolation.network"),
+    ({"isolation": {"egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}]}}, "spec.isolation.egress"),
+    ({"runtimeClassName": "cube"}, "spec.runtimeClassName"),
+    ({"podTemplate": {"nodeSelector": {"gpu": "a100"}}}, "spec.podTemplate"),
+    ({"verifier": {"image": "grader:2", "command": ["true"]}}, "spec.verifier.image"),
+    ({"verifier": {"command": ["true"], "resources": {"limits": {"memory": "4Gi"}}}}, "spec.verifier.resources"),
+])
+def test_what_a_manifest_names_that_the_pool_is_not_is_said(written, field) -> None:
+    said = manifest_conflict({**BATCH, **written}, POOL)
+    assert said is not None and said.startswith(field), said
+
+
+@pytest.mark.parametrize("written", [
+    {},
+    {"image": "docker.io/library/python:3.11"},                              # one image, two spellings
+    {"resources": {"requests": {"cpu": "0.1", "memory": "1024Mi"}, "limits": {"cpu": 1, "memory": "8Gi"}}},
+    {"workspace": {"sizeLimit": "1024Mi", "mountPath": "/workspace/"}},
+    {"task": {"files": FILES, "mountPath": "/task"}},
+    {"isolation": {"namespace": "Shared", "network": "AllowEgress"}},      # where a cold batch ran: moot
+    {"podTemplate": {"priorityClassName": ""}},
+    {"verifier": {"image": "grader:1", "command": ["true"]}},
+    {"poolRef": {"name": "other"}},
+])
+def test_a_manifest_naming_the_pools_own_sandbox_runs(written) -> None:
+    assert manifest_conflict({**BATCH, **written}, POOL) is None
+
+
+def test_an_unreadable_batch_or_pool_is_left_to_the_api() -> None:
+    assert manifest_conflict({"episodes": "many"}, POOL) is None
+    assert manifest_conflict(BATCH, {"size": -1}) is None
