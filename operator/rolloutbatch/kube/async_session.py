@@ -28,13 +28,18 @@ def supported(config: pykube.KubeConfig) -> bool:
     return not ({"exec", "auth-provider"} & set(user)) and config.cluster["server"].startswith("https://")
 
 
-def ssl_context(config: pykube.KubeConfig) -> ssl.SSLContext | bool:
-    """The TLS settings: the cluster's CA and the client certificate; False to skip verification."""
+def ssl_context(config: pykube.KubeConfig) -> ssl.SSLContext:
+    """The TLS settings: the cluster's CA and the client certificate. ``insecure-skip-tls-verify``
+    skips checking the server, never sending the certificate (pykube sends it either way: without
+    it the API server takes the caller for system:anonymous)."""
     cluster, user = config.cluster, config.user or {}
     if cluster.get("insecure-skip-tls-verify"):
-        return False
-    context = ssl.create_default_context(
-        cafile=cluster["certificate-authority"].filename() if "certificate-authority" in cluster else None)
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context = ssl.create_default_context(
+            cafile=cluster["certificate-authority"].filename() if "certificate-authority" in cluster else None)
     if "client-certificate" in user:
         context.load_cert_chain(user["client-certificate"].filename(), user["client-key"].filename())
     return context

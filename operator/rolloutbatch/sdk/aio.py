@@ -29,6 +29,7 @@ from typing import Any
 
 import aiohttp
 
+from rolloutbatch.kube.async_session import ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
@@ -55,15 +56,8 @@ class AsyncApi:
             self._headers["Authorization"] = f"Bearer {user['token']}"
         elif user.get("username") and user.get("password"):
             self._auth = aiohttp.BasicAuth(user["username"], user["password"])
-        self._ssl: ssl.SSLContext | bool
         try:
-            if cluster.get("insecure-skip-tls-verify"):
-                self._ssl = False
-            else:
-                ca = cluster.get("certificate-authority")
-                self._ssl = ssl.create_default_context(cafile=ca.filename() if ca else None)
-                if "client-certificate" in user:
-                    self._ssl.load_cert_chain(user["client-certificate"].filename(), user["client-key"].filename())
+            self._ssl = ssl_context(config)
         except (OSError, ssl.SSLError, KeyError, ValueError) as exc:
             raise ConfigError(f"cannot load the kubeconfig's certificates: {exc}") from None
         self._session: aiohttp.ClientSession | None = None
