@@ -22,7 +22,7 @@ from rolloutbatch.core.pools import batch_pod_labels
 from rolloutbatch.core.results import configmap_digest, encode_results
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
-from rolloutbatch.kube.errors import Forbidden, TimedOut
+from rolloutbatch.kube.errors import Forbidden
 from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.sdk import session_commands, sessions
 from rolloutbatch.sdk.aio import AsyncClient
@@ -47,7 +47,7 @@ def api() -> MemoryApi:
 
 @pytest.fixture(autouse=True)
 def quick_polls(monkeypatch):
-    monkeypatch.setattr(sessions, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(session_commands, "POLL_SECONDS", 0.01)   # where it is read
 
 
 class Sandbox:
@@ -322,7 +322,7 @@ def test_a_session_whose_pod_was_lost_says_so_and_is_no_end(api, tmp_path):
 
 
 def test_an_end_that_the_launcher_killed_still_ended_the_session(api, monkeypatch):
-    monkeypatch.setattr(sessions, "END_SETTLE_SECONDS", 0.2)
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0)
     # the hold exited, the launcher's kill -KILL -1 took the end's exec too; the kubelet reports
@@ -412,7 +412,7 @@ def test_an_exec_that_times_out_says_so_and_counts_with_its_time(api):
     batch = open_sessions(api)
     hangs(api, put_pod(api, batch.handle, 0))
     session = batch.session(0)
-    with pytest.raises(TimedOut, match="no exit status within 0.2s"):
+    with pytest.raises(sdk.TimedOut, match="no exit status within 0.2s"):
         session.run("sleep 100", timeout=0.2)
     assert session.stats.commands == 1 and session.stats.command_seconds >= 0.2   # it ran, for its timeout
 
@@ -458,7 +458,7 @@ def test_the_async_client_opens_runs_and_ends_sessions_alike(api, tmp_path):
 def test_an_end_is_confirmed_by_the_pod_not_by_what_the_sandbox_said(api, monkeypatch, said):
     """The session's commands can take the end's line from the FIFO or forge the hold's marker:
     an end the pod does not confirm (its agent container still runs) is an error, bounded."""
-    monkeypatch.setattr(sessions, "END_SETTLE_SECONDS", 0.2)
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0)
     api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(said, b"", b""))
@@ -551,6 +551,59 @@ def test_a_command_no_exec_can_carry_is_refused_before_any_call(api, tmp_path, c
     with pytest.raises(error):
         session.run(command)
     assert len(api.execs) == execs
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"stdin": "text"}, TypeError), ({"timeout": -1}, ValueError), ({"timeout": 0}, ValueError),
+    ({"timeout": float("nan")}, ValueError), ({"limit_bytes": -1}, ValueError), ({"limit_bytes": 1.5}, ValueError),
+])
+def test_run_options_no_exec_can_carry_are_refused_before_any_call(api, tmp_path, options, error):
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    execs = len(api.execs)
+    with pytest.raises(error):
+        session.run("true", **options)
+    assert len(api.execs) == execs and session.stats.commands == 0
+
+
+def test_a_command_an_end_from_another_task_kills_is_session_over_not_its_result(api):
+    """The documented pattern (AsyncClient, one task per episode, and a task that ends it): the
+    end's kill reaches the running command before the kubelet reports the container ended. Its 137
+    is the end's, and it is not counted past what end() wrote into the row."""
+    async def scenario():
+        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+        batch = await client.open_sessions(POOL, 4, verifier=VERIFIER, inputs=INPUTS, samples_per_input=2)
+        pod = put_pod(api, batch.handle, 0)
+        killed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        async def sandbox(command, stdin):
+            if "rolloutbatch-end" in command:   # the hold ends; its launcher kills every process
+                killed.set()
+                loop.call_later(0.3, lambda: set_agent(api, pod, terminated=True))   # the kubelet, later
+                return ExecResult(exit_code=0, stdout=b"", stderr=b"")
+            await killed.wait()
+            return ExecResult(exit_code=137, stdout=b"", stderr=b"")
+        api.set_exec(POOL_NS, pod, sandbox)
+        session = await batch.session(0)
+        running = asyncio.create_task(session.run("python long_test.py"))
+        await asyncio.sleep(0.05)
+        await session.end()
+        with pytest.raises(sdk.SessionOver, match="end\\(\\) was called"):
+            await running
+        annotations = api.get_object("RolloutBatch", batch.name, NS)["metadata"]["annotations"]
+        assert core_sessions.stats_of(annotations, 0, pod) is None or \
+            core_sessions.stats_of(annotations, 0, pod)["commands"] == session.stats.commands == 0
+        with pytest.raises(sdk.SessionOver):   # and nothing more runs once end() began
+            await session.run("true")
+    asyncio.run(scenario())
+
+
+def test_sessions_open_in_another_namespace(api):
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    batch = sdk.Client(api=api, namespace=NS).open_sessions(POOL, 2, verifier=VERIFIER, namespace="other")
+    assert batch.handle.namespace == "other"
 
 
 @pytest.mark.parametrize("call", [

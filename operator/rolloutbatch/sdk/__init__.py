@@ -66,6 +66,8 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
     ExecForbidden     a Forbidden: the trainer lacks pods (get, list) or pods/exec (get, create) in the
                       pool's namespace; the message says so
     FileNotFoundError read_file of a path that is no file
+    TimedOut          a session's run/write_file/read_file past its timeout (the command may still run;
+                      it counts as run); not a TimeoutError nor a SessionError
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ from typing import Any
 from rolloutbatch.core.spec import SPEC_FIELDS
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidden, Invalid, KubeError, NotFound,
-                                      TooLarge, Unavailable)
+                                      TimedOut, TooLarge, Unavailable)
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_pool, with_pool
 from rolloutbatch.sdk.client import BatchHandle, Client, Session, Sessions
 from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidPool, ResultsIncomplete,
@@ -90,7 +92,7 @@ __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
            "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
            "KubeError", "ConfigError",
-           "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable"]
+           "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable", "TimedOut"]
 
 
 def __getattr__(name: str) -> Any:

@@ -276,7 +276,8 @@ class AsyncClient:
     async def open_sessions(self, pool: str, episodes: int, *, verifier: Mapping, name: str = "session-",
                             **options: Any) -> AsyncSessions:
         """``Client.open_sessions``, awaited: ``async with await client.open_sessions(...) as s:``."""
-        batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name, namespace=self.namespace,
+        batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name,
+                                        namespace=options.pop("namespace", None) or self.namespace,
                                         **options)
         return AsyncSessions(await self.submit(batch))
 

@@ -224,7 +224,8 @@ class Client:
         graded by ``verifier``. ``options``: :func:`~rolloutbatch.sdk.sessions.build_sessions`'s
         (inputs, samples_per_input, episode_timeout_seconds: each session's deadline, env, and
         other spec fields). ``with client.open_sessions(...) as s:`` ends what is left open."""
-        batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name, namespace=self.namespace,
+        batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name,
+                                        namespace=options.pop("namespace", None) or self.namespace,
                                         **options)
         return Sessions(self.submit(batch))
 

@@ -127,11 +127,13 @@ class SessionCore:
         self.target = target
         self.stats = stats
         self.ended: str | None = None      # why no command may run any more
+        self.ending = False                # end() began: its stats are written, its kill may come
 
     def _check(self) -> None:
-        if self.ended is not None:
+        why = self.ended or ("end() was called" if self.ending else None)
+        if why is not None:
             raise SessionOver(f"the session of episode {self.target.index} of RolloutBatch {self.target.batch} "
-                              f"is over: {self.ended}", why=self.ended)
+                              f"is over: {why}", why=why)
 
     def _guarded(self, op: Op) -> Op:
         """``op``, remembering a session found over (later calls say so without an exec)."""
@@ -145,7 +147,16 @@ class SessionCore:
     def run(self, command: str | Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
             on_output: OnOutput | None = None, limit_bytes: int = RUN_LIMIT_BYTES) -> Op:
         argv = exec_argv(self.target, command)
-        return self._guarded(self._run(argv, stdin, timeout or self.target.default_timeout, on_output, limit_bytes))
+        # refused before any exec, as exec_argv refuses what no exec can carry
+        if not isinstance(stdin, (bytes, bytearray)):
+            raise TypeError(f"stdin takes bytes, not {type(stdin).__name__}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < float("inf")):
+            raise ValueError(f"timeout must be a positive number of seconds (or None: the default), got {timeout!r}")
+        if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 0:
+            raise ValueError(f"limit_bytes must be a whole number of bytes, 0 or more, got {limit_bytes!r}")
+        return self._guarded(self._run(argv, bytes(stdin), self.target.default_timeout if timeout is None else timeout,
+                                       on_output, limit_bytes))
 
     def _run(self, argv: list[str], stdin: bytes, timeout: float, on_output: OnOutput | None,
              limit_bytes: int) -> Op:
@@ -164,14 +175,15 @@ class SessionCore:
                 raise
             ran = True
             if result.exit_code is not None and result.exit_code >= SIGNALLED_EXIT:
-                why = yield from _over(self.target)
+                # an end() begun meanwhile (another task's) kills it before the pod shows the end
+                why = "end() was called" if self.ending else (yield from _over(self.target))
                 if why is not None:
                     raise SessionOver(f"a command in episode {self.target.index} of RolloutBatch {self.target.batch} "
                                       f"was cut off (exit code {result.exit_code}): the session is over: {why}",
                                       why=why)
         finally:
             seconds = time.monotonic() - started
-            if ran and self.ended is None:
+            if ran and self.ended is None and not self.ending:
                 self.stats.commands += 1
                 self.stats.command_seconds = round(self.stats.command_seconds + seconds, 6)
         return CommandResult(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
@@ -217,12 +229,16 @@ class SessionCore:
     def end(self) -> Op:
         """End the session (its verifier then grades the workspace); a session that has ended,
         by end() or otherwise, is left as it is. Its stats go into its row first."""
-        if self.ended is None:
+        if self.ended is None and not self.ending:
+            self.ending = True
             yield from self._record_stats()
             try:
                 yield from end_target(self.target)
             except SessionLost as exc:   # reported once, here; a later end() is quiet
                 self.ended = exc.why
+                raise
+            except BaseException:
+                self.ending = False      # not ended: end() may be tried again
                 raise
             self.ended = "end() was called"
 
