@@ -273,3 +273,11 @@ def test_a_size_above_the_default_max_size_says_to_raise_it():
 def test_env_values_are_their_text():
     env = sdk.build_pool("warm", 1, task_files=FILES, env={"DATA": PurePosixPath("/data"), "N": 3})["spec"]["env"]
     assert env == [{"name": "DATA", "value": "/data"}, {"name": "N", "value": "3"}]
+
+
+def test_every_public_verb_of_the_sync_client_is_the_async_clients_too():
+    """README: AsyncClient has Client's methods (awaited); a verb added to one only is caught here."""
+    def public(cls) -> set[str]:
+        return {name for name in dir(cls) if not name.startswith("_")}
+    assert public(sdk.Client) - public(AsyncClient) == set()
+    assert public(sdk.BatchHandle) - public(sdk.AsyncBatchHandle) <= {"settle"}   # a status getter, sync only

@@ -247,6 +247,19 @@ class AsyncClient:
     async def _run(self, op: ops.Op) -> Any:
         return await run(self.api, op)
 
+    @property
+    def context(self) -> str:
+        return getattr(self.config, "current_context", None) or "in-cluster"
+
+    async def crd_installed(self) -> bool:
+        return await self._run(ops.crd_installed())
+
+    def sandbox_namespace(self, batch: Mapping) -> str | None:
+        return ops.sandbox_namespace(batch)
+
+    async def namespace_exists(self, name: str, uid: str | None = None) -> bool:
+        return await self._run(ops.namespace_exists(name, uid))
+
     async def create(self, batch: Mapping, *, dry_run: bool = False) -> dict:
         return await self._run(ops.create(batch, self.namespace, dry_run=dry_run))
 
