@@ -29,8 +29,8 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", metavar="NAME",
                    help="run the batches in the warm pods of this RolloutPool (their namespace's): spec.poolRef is "
                         "set and the fields that are the pool's (image, task, resources, workspace, isolation, "
-                        "runtimeClassName, podTemplate) are left out of each batch; a batch whose image, task files, "
-                        "resources, workspace or runtimeClassName are not the pool's is refused")
+                        "runtimeClassName, podTemplate) are left out of each batch; a batch that writes one of them "
+                        "other than the pool's (or any isolation.egress) is refused")
     p.set_defaults(func=submit)
 
     p = sub.add_parser("get", parents=[common], help="show one RolloutBatch")

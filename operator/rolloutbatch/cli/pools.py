@@ -107,7 +107,7 @@ def _task_files(paths: list[str]) -> dict[str, str]:
         if name in files:
             raise CLIError(f"--task-file {path}: a second file named {name} (each is named as on disk)")
         try:
-            files[name] = pathlib.Path(path).read_bytes().decode()   # as on disk: read_text would turn CRLF into LF
+            files[name] = pathlib.Path(path).read_bytes().decode()   # as on disk (read_text makes CRLF LF)
         except FileNotFoundError:
             raise CLIError(f"--task-file {path}: no such file") from None
         except (OSError, UnicodeDecodeError) as exc:

@@ -78,8 +78,8 @@ def _reworded(node: Schema, description: str) -> Schema:
 
 def _pool_pod_template() -> Schema:
     """A batch's spec.podTemplate schema, said of the pool: its PriorityClass stalls the pool, not a batch."""
-    node = _reworded(crd_sandbox.pod_template(),
-                     "Scheduling fields copied to every warm pod (only these four), as a RolloutBatch's spec.podTemplate.")
+    node = _reworded(crd_sandbox.pod_template(), "Scheduling fields copied to every warm pod (only these four), "
+                                                 "as a RolloutBatch's spec.podTemplate.")
     node["properties"]["priorityClassName"] = _reworded(
         node["properties"]["priorityClassName"],
         (f"PriorityClass of the pool's pods (so of the episodes that claim them). Default none. It must exist (else "
