@@ -39,6 +39,11 @@ class EpisodeJudge:
                                                              settings.log_limit_bytes, self.ctx.metrics,
                                                              self.ctx.log_reader, container)
         tail = log_tails.tail_of(data, settings.log_tail_bytes)   # the row keeps its outcome's share
+        if not error and not data and facts.deleting:
+            # the kubelet removes a deleted pod's containers and their logs: an empty read then says
+            # nothing of what the episode printed (an evicted episode that logged ready was judged
+            # NoReadyEvent), so it is a log that could not be read
+            error = v.LOG_POD_GONE
         if error:
             return None, tail, error
         # up to --log-limit-bytes of hostile text: parsed off the event loop when large

@@ -75,6 +75,17 @@ def test_a_pod_gone_before_its_log_is_read_is_judged_without_it_in_one_read():
     assert v.LOG_POD_GONE in (result.message or "") + (result.reason or "")
 
 
+def test_an_empty_log_of_a_pod_being_deleted_is_a_log_gone_not_an_episode_that_said_nothing():
+    """An eviction deletes the pod as it ends; the kubelet removes its containers and their logs,
+    and a read then can come back empty. That says nothing of what the episode printed (it had
+    logged ready): lost, not the agent's NoReadyEvent."""
+    result = judge(facts(deleting=True, disrupted=True), cluster(b""))
+    assert (result.outcome, result.reason) == (v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE)
+    assert v.LOG_POD_GONE in result.message
+    # a pod not being deleted that printed nothing did say nothing
+    assert judge(facts(), cluster(b"")).reason == v.EP_NO_READY
+
+
 def test_a_log_read_failing_once_is_read_again():
     api = cluster(EVENTS.encode())
     api.fail("GET", "Pod", Unavailable("apiserver restarting", status=503), when=lambda path: path.endswith("/log"))
