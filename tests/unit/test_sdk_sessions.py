@@ -539,31 +539,20 @@ def test_an_end_whose_exec_hangs_is_confirmed_by_the_pod_or_said_plainly(api, mo
         batch.session(0).end()
 
 
-@pytest.mark.parametrize("command,error", [
-    ([b"echo", b"hi"], TypeError), (["echo", 1], TypeError), (["echo", "a\x00b"], ValueError),
-    ("echo a\x00b", ValueError),
+@pytest.mark.parametrize("command, options, error", [
+    ([b"echo", b"hi"], {}, TypeError), (["echo", 1], {}, TypeError), (["echo", "a\x00b"], {}, ValueError),
+    ("echo a\x00b", {}, ValueError),
+    ("true", {"stdin": "text"}, TypeError), ("true", {"timeout": -1}, ValueError), ("true", {"timeout": 0}, ValueError),
+    ("true", {"timeout": float("nan")}, ValueError), ("true", {"limit_bytes": -1}, ValueError),
+    ("true", {"limit_bytes": 1.5}, ValueError),
 ])
-def test_a_command_no_exec_can_carry_is_refused_before_any_call(api, tmp_path, command, error):
+def test_a_command_or_option_no_exec_can_carry_is_refused_before_any_call(api, tmp_path, command, options, error):
     batch = open_sessions(api)
     put_pod(api, batch.handle, 0, workspace=tmp_path)
     session = batch.session(0)
     execs = len(api.execs)
     with pytest.raises(error):
-        session.run(command)
-    assert len(api.execs) == execs
-
-
-@pytest.mark.parametrize("options, error", [
-    ({"stdin": "text"}, TypeError), ({"timeout": -1}, ValueError), ({"timeout": 0}, ValueError),
-    ({"timeout": float("nan")}, ValueError), ({"limit_bytes": -1}, ValueError), ({"limit_bytes": 1.5}, ValueError),
-])
-def test_run_options_no_exec_can_carry_are_refused_before_any_call(api, tmp_path, options, error):
-    batch = open_sessions(api)
-    put_pod(api, batch.handle, 0, workspace=tmp_path)
-    session = batch.session(0)
-    execs = len(api.execs)
-    with pytest.raises(error):
-        session.run("true", **options)
+        session.run(command, **options)
     assert len(api.execs) == execs and session.stats.commands == 0
 
 

@@ -26,6 +26,7 @@ from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
+from rolloutbatch.service.pools import cannot_run
 from rolloutbatch.service.context import Emit, owner_of_batch
 
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
@@ -37,14 +38,13 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
     """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
     anything is claimed."""
     assert spec.pool_name is not None
-    body = await pool_storage.get_pool(ref.namespace, spec.pool_name)
-    checked = _checked(body, ref, spec)
-    stalled = _stalled(body or {})
-    if stalled is not None and stalled.get("reason") in v.POOL_CLASS_REASONS:
-        # its pods cannot be made: neither can the cold ones of the batch's Job (the same template)
-        raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run pods "
-                                             f"({stalled.get('reason')}): {stalled.get('message')}"[:1000])
-    return checked
+    pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+    problem = await cannot_run(pool_storage, definition)
+    if problem is not None:
+        # the pool's pods cannot be made: nor can the cold ones of the batch's Job (the same template)
+        raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run pods ({problem[0]}): "
+                                             f"{problem[1]}"[:1000])
+    return pool, definition
 
 
 def _stalled(body: dict) -> dict | None:

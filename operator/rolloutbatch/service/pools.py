@@ -141,7 +141,7 @@ class PoolReconciler:
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
-        problem = await self._cannot_run(spec) if wanted else None
+        problem = await cannot_run(self.storage, spec) if wanted else None
         if problem is not None:
             self._stuck_on(template, now, ("-", *problem))
             wanted = 0
@@ -208,32 +208,12 @@ class PoolReconciler:
         await self.storage.patch_pool_status(self.ref.namespace, self.ref.name, status)
         self._last_status = key
 
-    async def _cannot_run(self, spec: pool_spec.PoolSpec) -> tuple[str, str] | None:
-        """(reason, message) when the classes the pods name say they cannot run, or may not: a
-        missing RuntimeClass (said as such, not as the admission plugin's refusal of every pod), a
-        missing PriorityClass, or one above the user range, which a batch may not use either
-        (core.admission.check_priority_class): a pool must not lend its batches a priority they
-        could not ask for."""
-        if spec.runtime_class_name and await self.storage.runtime_class(spec.runtime_class_name) is None:
-            return (str(v.PoolReason.RUNTIME_CLASS), f"RuntimeClass {spec.runtime_class_name!r} does not exist in "
-                                                     "the cluster: create it, or change spec.runtimeClassName")
-        priority = spec.pod_template.get("priorityClassName")
-        if priority:
-            live = await self.storage.priority_class(priority)
-            if live is None:
-                return (str(v.PoolReason.PRIORITY_CLASS), f"PriorityClass {priority!r} does not exist in the cluster: "
-                                                          "create it, or change spec.podTemplate.priorityClassName")
-            denied = check_priority_class(live)
-            if denied:
-                return str(v.PoolReason.PRIORITY_CLASS_DENIED), denied
-        return None
-
     async def _class_made(self, spec: pool_spec.PoolSpec) -> bool:
         """A stall on a missing or refused class (no pod was made: nothing fails the same way
         again) ends as soon as the class is there and allowed, not after STUCK_BACKOFF: a user who
         creates the RuntimeClass expects the pool to fill (one GET a round while it waits)."""
         assert self._stuck is not None
-        return self._stuck[2][1] in v.POOL_CLASS_REASONS and await self._cannot_run(spec) is None
+        return self._stuck[2][1] in v.POOL_CLASS_REASONS and await cannot_run(self.storage, spec) is None
 
     def _stuck_on(self, template: str, now: float, problem: tuple[str, str, str]) -> None:
         """The template cannot run (no pod made for STUCK_BACKOFF): said once, as a Warning."""
@@ -261,3 +241,24 @@ class PoolReconciler:
         await self.storage.delete_namespace(self.namespace, self.ref.uid)
         return None
 
+
+async def cannot_run(storage: PoolStorage, spec: pool_spec.PoolSpec) -> tuple[str, str] | None:
+    """(reason, message) when the classes the pods name say they cannot run, or may not: a
+    missing RuntimeClass (said as such, not as the admission plugin's refusal of every pod), a
+    missing PriorityClass, or one above the user range, which a batch may not use either
+    (core.admission.check_priority_class): a pool must not lend its batches a priority they
+    could not ask for. The live classes, read now (a pool's status may be a round behind a class
+    just created)."""
+    if spec.runtime_class_name and await storage.runtime_class(spec.runtime_class_name) is None:
+        return (str(v.PoolReason.RUNTIME_CLASS), f"RuntimeClass {spec.runtime_class_name!r} does not exist in "
+                                                 "the cluster: create it, or change spec.runtimeClassName")
+    priority = spec.pod_template.get("priorityClassName")
+    if priority:
+        live = await storage.priority_class(priority)
+        if live is None:
+            return (str(v.PoolReason.PRIORITY_CLASS), f"PriorityClass {priority!r} does not exist in the cluster: "
+                                                      "create it, or change spec.podTemplate.priorityClassName")
+        denied = check_priority_class(live)
+        if denied:
+            return str(v.PoolReason.PRIORITY_CLASS_DENIED), denied
+    return None

@@ -4,13 +4,12 @@ operator's exec and attach): what the kubeconfig says, as pykube reads it for th
 from __future__ import annotations
 
 import asyncio
-import ssl
 
 import pykube
 from aiohttp import web
 
 from rolloutbatch.sdk.aio import AsyncApi
-from tests.unit.kube.test_pod_exec_server import pki  # noqa: F401 (the fixture)
+from tests.unit.kube.test_pod_exec_server import pki, tls_server  # noqa: F401 (pki: the fixture)
 
 
 def _config(server: str, pki, cluster: dict) -> pykube.KubeConfig:  # noqa: F811
@@ -30,20 +29,12 @@ async def _whoami(pki, cluster: dict) -> dict:  # noqa: F811
         return web.json_response({"user": subject.get("commonName", "system:anonymous")})
     app = web.Application()
     app.router.add_get("/whoami", who)
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki.ca_crt))
-    tls.verify_mode = ssl.CERT_OPTIONAL
-    tls.load_cert_chain(pki.apiserver_crt, pki.apiserver_key)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    api = AsyncApi(_config(f"https://127.0.0.1:{port}", pki, cluster))
-    try:
-        return await api.get("/whoami", "who am I")
-    finally:
-        await api.close()
-        await runner.cleanup()
+    async with tls_server(app, pki, client_ca=True) as url:
+        api = AsyncApi(_config(url, pki, cluster))
+        try:
+            return await api.get("/whoami", "who am I")
+        finally:
+            await api.close()
 
 
 def test_the_client_certificate_goes_with_a_verified_server(pki):  # noqa: F811

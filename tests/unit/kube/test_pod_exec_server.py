@@ -5,7 +5,9 @@ PKI code): the WebSocket exchange end to end, with servers that misbehave as a r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import ssl
 import time
 
 import pykube
@@ -84,23 +86,31 @@ class FakeServer:
         return ws
 
 
-async def serving(pki, scenario, fake=None, subresource: str = "exec"):
-    """``scenario(client, fake)`` against ``fake`` (a FakeServer) serving pods/<subresource> over TLS."""
-    import ssl
-    fake = fake or FakeServer()
-    app = web.Application()
-    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/" + subresource, getattr(fake, subresource))
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+@contextlib.asynccontextmanager
+async def tls_server(app: web.Application, pki, client_ca: bool = False):
+    """``app`` served over TLS with the devcluster PKI's apiserver certificate on 127.0.0.1; yields
+    its URL. ``client_ca``: ask for a client certificate (as the API server does), not require it."""
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki.ca_crt) if client_ca else None)
+    if client_ca:
+        tls.verify_mode = ssl.CERT_OPTIONAL
     tls.load_cert_chain(pki.apiserver_crt, pki.apiserver_key)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]
     try:
-        return await scenario(pe.PodExec(kubeconfig(f"https://127.0.0.1:{port}", pki)), fake)
+        yield f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
     finally:
         await runner.cleanup()
+
+
+async def serving(pki, scenario, fake=None, subresource: str = "exec"):
+    """``scenario(client, fake)`` against ``fake`` (a FakeServer) serving pods/<subresource> over TLS."""
+    fake = fake or FakeServer()
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/" + subresource, getattr(fake, subresource))
+    async with tls_server(app, pki) as url:
+        return await scenario(pe.PodExec(kubeconfig(url, pki)), fake)
 
 
 def test_stdin_goes_in_and_output_and_status_come_back(pki):

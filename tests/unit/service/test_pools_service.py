@@ -405,6 +405,11 @@ def test_a_cold_start_on_a_pool_stalled_on_its_runtime_class_stalls_before_anyth
     assert err.value.reason == v.STALL_POOL_CONFLICT and "RuntimeClassNotFound" in str(err.value)
     assert "cube" in str(err.value) and claimed_indexes(api) == {}
     assert api.get_object("Job", naming.job_name(BATCH), POOL_NS) is None
+    # the class created: the batch goes on at once, though the pool's status still says stalled
+    api.put({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "cube"}, "handler": "runsc"})
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
+                              lambda pods: None, CLUSTERWIDE))
+    assert api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
 
 
 def test_provision_claims_then_creates_the_job_and_says_the_hits(api):
