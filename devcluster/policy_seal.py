@@ -12,8 +12,11 @@ reached the apiserver 0.02 s after start). Calico's CNI waits for policy the sam
   pod passes on its way to FORWARD or INPUT, bridged ones too) and marks the node pending; on
   DEL it removes them;
 * `unseal_loop`, in the node launcher: while seals are pending it reads the node's filter table
-  and deletes the seal of every address kube-router has a pod chain jump for (written in one
-  iptables-restore with all of that pod's rules).
+  and deletes the seal of every pod kube-router has a pod chain jump for (written in one
+  iptables-restore with all of that pod's rules). The jump must name the sealed pod, not only
+  its address: kube-router keys a node's pods by address (netpol's getLocalPods), so while a
+  deleted pod's object still shows an address the node has given to a new pod, its jump (and
+  its policies) are for the old pod, and the new one would be unsealed under them.
 
 Why `raw` and not `filter`: kube-router's policy sync saves the whole filter table, rebuilds it
 and restores it without --noflush (netpol's fullPolicySync), so a seal appended to the filter
@@ -23,6 +26,7 @@ kube-proxy replaces the raw table.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -38,12 +42,31 @@ TABLE = "raw"
 #: traffic from POD name:NAME namespace: NS to chain KUBE-POD-FW-..."
 POD_JUMP = re.compile(r"^-A KUBE-ROUTER-FORWARD -s (\S+)/32 .*from POD name:(\S+) namespace: (\S+) to chain")
 _SEAL = re.compile(rf"^-A {CHAIN} (?:-s|-d) (\S+)/32 ")
+_SEAL_POD = re.compile(r"rolloutbatch devcluster: \S+ of pod ([0-9a-f]{16}) until")
 PENDING_FILE = "policy-seal-pending"
 
 
-def programmed_addresses(rules: str) -> set[str]:
-    """Pod addresses kube-router has programmed, from `iptables-save -t filter`."""
-    return {m.group(1) for m in map(POD_JUMP.match, rules.splitlines()) if m}
+def pod_key(namespace: str, name: str) -> str:
+    """A pod's name in a seal's comment: fixed length, as a comment holds 256 bytes and a pod's
+    name alone may be 253."""
+    return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:16]
+
+
+def programmed_pods(rules: str) -> set[tuple[str, str]]:
+    """(address, pod_key) of the pods kube-router has programmed, from `iptables-save -t filter`."""
+    return {(m.group(1), pod_key(m.group(3), m.group(2))) for m in map(POD_JUMP.match, rules.splitlines()) if m}
+
+
+def unsealable(sealed: dict[str, list[str]], programmed: set[tuple[str, str]]) -> set[str]:
+    """The sealed addresses whose own pod kube-router has programmed (a seal that names no pod:
+    any pod at its address)."""
+    addresses = {address for address, _ in programmed}
+    ready = set()
+    for address, lines in sealed.items():
+        named = _SEAL_POD.search(lines[0])
+        if (address, named.group(1)) in programmed if named else address in addresses:
+            ready.add(address)
+    return ready
 
 
 def seal_rules(rules: str) -> dict[str, list[str]]:
@@ -56,9 +79,10 @@ def seal_rules(rules: str) -> dict[str, list[str]]:
     return found
 
 
-def seal_args(address: str) -> list[list[str]]:
-    """The iptables argvs (after `iptables -w`) that seal one address."""
-    comment = ["-m", "comment", "--comment", f"rolloutbatch devcluster: {address} until its policy is programmed"]
+def seal_args(address: str, namespace: str, name: str) -> list[list[str]]:
+    """The iptables argvs (after `iptables -w`) that seal one pod's address."""
+    comment = ["-m", "comment", "--comment",
+               f"rolloutbatch devcluster: {address} of pod {pod_key(namespace, name)} until its policy is programmed"]
     return [["-A", CHAIN, "-s", f"{address}/32", *comment, "-j", "DROP"],
             ["-A", CHAIN, "-d", f"{address}/32", *comment, "-j", "DROP"]]
 
@@ -96,7 +120,7 @@ def setup_chain() -> None:
 def unseal_once() -> int:
     """Remove the seals of programmed addresses; returns how many addresses stay sealed."""
     sealed = seal_rules(_save(TABLE))
-    for address in sealed.keys() & programmed_addresses(_save("filter")):
+    for address in unsealable(sealed, programmed_pods(_save("filter"))):
         for line in sealed.pop(address):
             _iptables(delete_args(line))
     return len(sealed)
@@ -112,14 +136,21 @@ def unseal_loop(node_dir: Path, stop: threading.Event, interval: float = 0.1) ->
         stop.wait(interval)
 
 
-def _plugin(command: str, conf: dict, node_dir: Path) -> dict | None:
+def cni_pod(cni_args: str) -> tuple[str, str]:
+    """(namespace, name) of the pod from CNI_ARGS, as the kubelet's runtime passes them
+    ("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=name;...")."""
+    pairs = dict(part.split("=", 1) for part in cni_args.split(";") if "=" in part)
+    return pairs.get("K8S_POD_NAMESPACE", "?"), pairs.get("K8S_POD_NAME", "?")
+
+
+def _plugin(command: str, conf: dict, node_dir: Path, cni_args: str = "") -> dict | None:
     """One CNI call (CNI spec: a chained plugin passes its prevResult on at ADD)."""
     result = conf.get("prevResult") or {}
     addresses = [ip["address"].split("/")[0] for ip in result.get("ips") or [] if "." in ip.get("address", "")]
     if command == "ADD":
         node_dir.joinpath(PENDING_FILE).touch()
         for address in addresses:
-            for args in seal_args(address):
+            for args in seal_args(address, *cni_pod(cni_args)):
                 out = _iptables(args)
                 if out.returncode:
                     raise RuntimeError(f"iptables {' '.join(args)}: {out.stderr.strip()}")
@@ -138,7 +169,7 @@ def main() -> int:
     command = os.environ.get("CNI_COMMAND", "")
     conf = json.loads(sys.stdin.read() or "{}")
     try:
-        out = _plugin(command, conf, Path(conf.get("nodeDir") or "."))
+        out = _plugin(command, conf, Path(conf.get("nodeDir") or "."), os.environ.get("CNI_ARGS", ""))
     except Exception as exc:  # noqa: BLE001 - every failure is a CNI error result, never a traceback
         print(json.dumps({"cniVersion": conf.get("cniVersion", "1.0.0"), "code": 999,
                           "msg": "policy seal failed", "details": str(exc)}))
