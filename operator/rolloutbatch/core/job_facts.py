@@ -45,13 +45,15 @@ class JobFacts:
     @property
     def began_at(self) -> float | None:
         """Where the batch's clock starts: the Job's creation, or a pooled batch's first claim, which
-        comes before its Job (and is kept to the millisecond, the creation to the second). A claim
-        time more than CLAIMS_BEFORE_JOB_SECONDS before the Job is not the batch's (an annotation
-        edited by hand): it would make every timing of the batch a wrong, huge number."""
+        comes before its Job (and is kept to the millisecond, the creation to the second, rounded
+        down: a claim in the Job's own second is before it, and taking the whole second for it
+        would add up to a second to every timing). A claim time more than CLAIMS_BEFORE_JOB_SECONDS
+        before the Job, or after its second, is not the batch's (an annotation edited by hand): it
+        would make every timing of the batch a wrong number."""
         claims = self.claims_began_at
         if self.created is None or claims is None:
             return self.created if claims is None else claims
-        return claims if self.created - CLAIMS_BEFORE_JOB_SECONDS <= claims < self.created else self.created
+        return claims if self.created - CLAIMS_BEFORE_JOB_SECONDS <= claims < self.created + 1 else self.created
 
 
 def job_facts(job: Mapping) -> JobFacts:

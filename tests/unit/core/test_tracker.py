@@ -141,7 +141,8 @@ def test_job_facts_and_finish_time():
 @pytest.mark.parametrize("annotation, began", [
     (None, 1796256000.0),                       # a Job's batch: its creation, to the second
     ("1796255999.25", 1796255999.25),           # a pooled batch: its first claim, before the Job
-    ("1796256000.75", 1796256000.0),            # never later than the creation
+    ("1796256000.75", 1796256000.75),           # in the Job's own second (its creation is rounded down)
+    ("1796256001.0", 1796256000.0),             # never after the creation's second
     ("nan", 1796256000.0), ("-3", 1796256000.0), ("soon", 1796256000.0), ("", 1796256000.0),
     ("1", 1796256000.0), ("1796252399.0", 1796256000.0),   # edited by hand: more than an hour before the Job
     ("1796252400.0", 1796252400.0),                          # an hour before (a restart between claims and Job)
