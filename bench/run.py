@@ -192,6 +192,8 @@ def main() -> None:
     p.add_argument("--pool-runtime-class", default=None, metavar="NAME",
                    help="the RuntimeClass of `pools`' pods (default none: runc)")
     p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
+    p.add_argument("--pool-agents", nargs="*", default=["python", "sh"], choices=["python", "sh"],
+                   help="the agents `pools` runs each batch with (default both: a Python interpreter's start, and none)")
     p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
                    help="seconds a full pool is left before each batch (default 10: the fill's tail is not the batch's)")
     p.add_argument("--modes-variants", nargs="*", default=None, metavar="VARIANT",
@@ -227,7 +229,8 @@ def main() -> None:
                          huge_parallelism=args.huge_parallelism, huge_channel=args.huge_channel)
     if "pools" in args.parts:
         import pools
-        pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result, args.pool_settle)
+        pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result, args.pool_settle,
+                         tuple(args.pool_agents))
     if "plots" in args.parts:
         import plots
         plots.main()
