@@ -223,21 +223,58 @@ def test_a_bad_pool_name_is_refused():
         sdk.build_batch("step-", TASK, episodes=2, pool="Warm Pool")
 
 
-def test_submit_to_a_pool_drops_the_pools_fields_of_a_cold_batch(api):
+def _put_pool(api: MemoryApi, **spec) -> None:
     api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm", "namespace": NS},
-             "spec": {"size": 2, "task": {"files": FILES}}})
-    cold = sdk.build_batch("step", TASK, episodes=2, namespace=NS, isolation={"network": "AllowEgress"})
+             "spec": {"size": 2, "task": {"files": FILES}, **spec}})
+
+
+# A batch written to run cold on the pool's own task and sandbox.
+POOLS_TASK = sdk.Task(files=FILES, command=TASK.command, env=TASK.env)
+
+
+def test_submit_to_a_pool_drops_the_pools_fields_of_a_cold_batch(api):
+    _put_pool(api, network="AllowEgress")
+    cold = sdk.build_batch("step", POOLS_TASK, episodes=2, namespace=NS, isolation={"network": "AllowEgress"})
     handle = sdk.Client(api=api, namespace=NS).submit(cold, pool="warm")
     stored = api.get_object("RolloutBatch", handle.name, NS)["spec"]
     assert stored["poolRef"] == {"name": "warm"} and not set(POOL_OWNED_BATCH_FIELDS) & set(stored)
     assert stored["command"] == TASK.command and stored["episodes"] == 2
     assert crd_schema.errors(stored, BATCH_SPEC) == []
     # the caller's batch is unchanged
-    assert cold["spec"]["task"] == {"mountPath": d.TASK_MOUNT_PATH, "files": TASK.files}
+    assert cold["spec"]["task"] == {"mountPath": d.TASK_MOUNT_PATH, "files": FILES}
     # and without pool=, the same batch runs cold
     cold["metadata"]["name"] = "step-cold"
     assert "poolRef" not in api.get_object("RolloutBatch", sdk.Client(api=api, namespace=NS).submit(cold).name,
                                            NS)["spec"]
+
+
+@pytest.mark.parametrize("task, overrides, field", [
+    (TASK, {}, "spec.task.files"),                                     # another task
+    (POOLS_TASK, {"image": "python:3.11-slim"}, "spec.image"),         # another image
+    (POOLS_TASK, {"resources": {"limits": {"cpu": "4"}}}, "spec.resources"),
+    (POOLS_TASK, {"isolation": {"network": "AllowEgress"}}, "spec.isolation.network"),   # the pool's is the default
+])
+def test_submit_to_a_pool_refuses_a_batch_that_names_what_the_pool_does_not_run(api, task, overrides, field):
+    """As `rolloutbatch submit --pool`: dropped silently, the episodes would run the pool's task
+    on the pool's image."""
+    _put_pool(api)
+    cold = sdk.build_batch("step", task, episodes=2, namespace=NS, **overrides)
+    with pytest.raises(ValueError, match=f"on RolloutPool warm: {field}"):
+        sdk.Client(api=api, namespace=NS).submit(cold, pool="warm")
+
+    async def main():
+        await AsyncClient(api=AsyncMemoryApi(api), namespace=NS).submit(cold, pool="warm")
+    with pytest.raises(ValueError, match=f"on RolloutPool warm: {field}"):
+        asyncio.run(main())
+    assert not api.list_objects("RolloutBatch", NS)
+
+
+def test_submit_to_a_pool_not_made_yet_leaves_the_word_to_the_operator(api):
+    """Applied before its pool (a directory in file order): the batch is made, and waits or
+    stalls PoolNotFound with the operator's reason."""
+    handle = sdk.Client(api=api, namespace=NS).submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS),
+                                                      pool="later")
+    assert api.get_object("RolloutBatch", handle.name, NS)["spec"]["poolRef"] == {"name": "later"}
 
 
 def test_the_async_submit_takes_a_pool_too(api):

@@ -33,7 +33,7 @@ from rolloutbatch.kube.async_session import ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
-from rolloutbatch.sdk.build import build_pool, with_pool
+from rolloutbatch.sdk.build import build_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
 
@@ -264,8 +264,8 @@ class AsyncClient:
         return await self._run(ops.create(batch, self.namespace, dry_run=dry_run))
 
     async def submit(self, batch: Mapping, *, pool: str | None = None) -> AsyncBatchHandle:
-        return AsyncBatchHandle(self, await self._run(ops.submit(with_pool(batch, pool) if pool else batch,
-                                                                 self.namespace)))
+        return AsyncBatchHandle(self, await self._run(ops.submit_on_pool(batch, pool, self.namespace) if pool else
+                                                      ops.submit(batch, self.namespace)))
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
         return await self._run(ops.get(name, namespace or self.namespace))

@@ -9,7 +9,8 @@ ConfigMaps of at most ``core.spec.MAX_CONFIG_BYTES``.
 A batch run on a warm pool (``pool=``, ``spec.poolRef``) leaves out the fields that say what its
 sandbox pods are made of (``core.crd_pool.POOL_OWNED_BATCH_FIELDS``: image, task, resources, ...):
 the pool's pods are already made. :func:`with_pool` drops them from any batch, so a trainer can
-build one batch and submit it cold or warm.
+build one batch and submit it cold or warm (``Client.submit(batch, pool=)`` first checks that what
+the batch names is the pool's: ``ops.submit_on_pool``).
 """
 
 from __future__ import annotations

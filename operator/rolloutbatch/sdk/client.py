@@ -24,7 +24,7 @@ import requests
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
-from rolloutbatch.sdk.build import build_pool, with_pool
+from rolloutbatch.sdk.build import build_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
 
@@ -188,8 +188,10 @@ class Client:
         """Create the batch; inputs too large for the object go first into ConfigMaps that the
         batch owns (``spec.inputsFrom``), deleted again if the batch is refused. ``pool``: run it
         in the warm pods of that RolloutPool (``spec.poolRef``; the batch's own image, task,
-        resources, workspace, isolation and pod template are left out: ``sdk.build.with_pool``)."""
-        return BatchHandle(self, self._run(ops.submit(with_pool(batch, pool) if pool else batch, self.namespace)))
+        resources, workspace, isolation and pod template are left out: ``sdk.build.with_pool``),
+        refused (ValueError) when what it names is not the pool's (``ops.submit_on_pool``)."""
+        return BatchHandle(self, self._run(ops.submit_on_pool(batch, pool, self.namespace) if pool else
+                                           ops.submit(batch, self.namespace)))
 
     def get(self, name: str, namespace: str | None = None) -> dict:
         return self._run(ops.get(name, namespace or self.namespace))

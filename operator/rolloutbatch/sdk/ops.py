@@ -25,8 +25,9 @@ from rolloutbatch.core.spec import STOP_FIELD, stop_requested
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import BadRequest, Conflict, Invalid, KubeError, NotFound
-from rolloutbatch.sdk.build import owner_reference, plan_inputs
+from rolloutbatch.core.pool_conversion import manifest_conflict
+from rolloutbatch.kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
+from rolloutbatch.sdk.build import owner_reference, plan_inputs, with_pool
 
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
 POOL_INSTALL_HINT = "the RolloutPool CRD is not installed: kubectl apply -k manifests/default"
@@ -165,6 +166,26 @@ def submit(batch: Mapping, namespace: str) -> Op:
                                    {"metadata": {"ownerReferences": [owner]}},
                                    f"make ConfigMap {namespace}/{meta['name']} owned by the batch"))
     return obj
+
+
+def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
+    """:func:`submit` of ``batch`` as it runs on the RolloutPool ``pool`` (``sdk.build.with_pool``:
+    the pool's own fields left out), once what it names (image, task files, resources, ...) is
+    found to be the pool's, as ``rolloutbatch submit --pool`` does: otherwise its episodes would
+    silently run the pool's task on the pool's image (ValueError, before anything is created). A
+    pool not there (yet), or not ours to read, leaves the word to the operator (the batch stalls
+    PoolNotFound)."""
+    pooled = with_pool(batch, pool)
+    namespace = (batch.get("metadata") or {}).get("namespace") or namespace
+    try:
+        live = yield Call("get", (f"{pools_path(namespace)}/{pool}", f"get {POOL_KIND} {namespace}/{pool}"))
+    except (NotFound, Forbidden):
+        live = None
+    problem = live and manifest_conflict(batch.get("spec") or {}, live.get("spec") or {})
+    if problem:
+        name = (batch.get("metadata") or {}).get("name") or (batch.get("metadata") or {}).get("generateName", "")
+        raise ValueError(f"RolloutBatch {namespace}/{name} on RolloutPool {pool}: {problem}")
+    return (yield from submit(pooled, namespace))
 
 
 def get(name: str, namespace: str) -> Op:
