@@ -34,6 +34,7 @@ from rolloutbatch.core.scope import DEGRADED, Scope, parse_namespaces
 from rolloutbatch.health import HealthServer, readiness
 from rolloutbatch.kube import async_logs, leases, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
+from rolloutbatch.kube.async_patch import AsyncPatcher
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import ConfigError, Forbidden, KubeError
 from rolloutbatch.metrics import Metrics
@@ -229,10 +230,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"rolloutbatch operator: error: --metrics-port {args.metrics_port}: {exc.strerror or exc}",
               file=sys.stderr)
         return 1
-    # Log reads on the event loop where the credentials allow (kube.async_logs), else in threads.
-    reader = AsyncLogReader(config, pool=args.read_concurrency) if async_logs.supported(config) else None
+    # Log reads and the pools' claims on the event loop where the credentials allow (kube.async_logs,
+    # kube.async_patch), else in threads.
+    on_loop = async_logs.supported(config)
+    reader = AsyncLogReader(config, pool=args.read_concurrency) if on_loop else None
     ctx = Context(api=api, metrics=metrics, settings=settings,
-                  read_slots=asyncio.Semaphore(args.read_concurrency), log_reader=reader)
+                  read_slots=asyncio.Semaphore(args.read_concurrency), log_reader=reader,
+                  patcher=AsyncPatcher(config) if on_loop else None)
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
     import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
     if elector is not None:

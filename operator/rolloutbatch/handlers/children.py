@@ -59,5 +59,6 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
 async def stop_child_watches(memo: kopf.Memo, **_: Any) -> None:
     for watcher in getattr(memo, "watchers", ()):
         watcher.stop()
-    if memo.ctx.log_reader is not None:
-        await memo.ctx.log_reader.close()
+    for session in (memo.ctx.log_reader, memo.ctx.patcher):
+        if session is not None:
+            await session.close()

@@ -20,28 +20,19 @@ import aiohttp
 import pykube
 
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.async_session import api_message, auth_headers, open_session
+from rolloutbatch.kube.async_session import LoopSession, api_message, auth_headers
 from rolloutbatch.kube.async_session import supported as supported  # the runner asks here
 from rolloutbatch.kube.errors import Unavailable, classify
 
 CHUNK = 64 * 1024
 
 
-class AsyncLogReader:
+class AsyncLogReader(LoopSession):
     """Bounded log reads over one session; create and use it on the operator's event loop."""
 
     def __init__(self, config: pykube.KubeConfig, *, pool: int = 16, timeout: float = 30.0,
                  user_agent: str = "rolloutbatch-operator") -> None:
-        self.config = config
-        self.base = config.cluster["server"].rstrip("/")
-        self.pool, self.timeout, self.user_agent = pool, timeout, user_agent
-        self._session: aiohttp.ClientSession | None = None
-
-    def _open(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = open_session(self.config, pool=self.pool, timeout=self.timeout,
-                                         user_agent=self.user_agent)
-        return self._session
+        super().__init__(config, pool=pool, timeout=timeout, user_agent=user_agent)
 
     async def read(self, namespace: str, pod: str, container: str, limit_bytes: int) -> tuple[bytes, bool]:
         """At most ``limit_bytes`` of the log; (data, truncated). Raises the mapped KubeError."""
@@ -64,8 +55,3 @@ class AsyncLogReader:
             raise Unavailable(f"{what}: {exc!r}") from exc
         data = b"".join(chunks)
         return data[:limit_bytes], size > limit_bytes
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-

@@ -13,13 +13,16 @@ exec plugins and auth providers (they need pykube's machinery, which is synchron
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
 import pykube
+
+from rolloutbatch.kube.errors import BadRequest, Unavailable, from_text
 
 
 def supported(config: pykube.KubeConfig) -> bool:
@@ -71,6 +74,55 @@ def open_session(config: pykube.KubeConfig, *, pool: int, timeout: float | None,
     extra = {"middlewares": tuple(middlewares)} if middlewares else {}
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout),
                                  headers={"User-Agent": user_agent}, **extra)
+
+
+class LoopSession:
+    """One session to the API server, opened at its first use on the event loop it is used on
+    (and again once closed); :meth:`close` at shutdown. The base of the operator's calls on the
+    loop (``async_logs``, ``async_patch``)."""
+
+    def __init__(self, config: pykube.KubeConfig, *, pool: int, timeout: float, user_agent: str) -> None:
+        self.config = config
+        self.base = config.cluster["server"].rstrip("/")
+        self.pool, self.timeout, self.user_agent = pool, timeout, user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = open_session(self.config, pool=self.pool, timeout=self.timeout,
+                                         user_agent=self.user_agent)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+async def send_json(session: aiohttp.ClientSession, method: str, url: str, what: str, *,
+                    params: Mapping[str, Any] | None = None, body: Any = None,
+                    headers: Mapping[str, str] | None = None, timeout: float | None = None) -> Any:
+    """One API call with a JSON body (``body``, when not None) and a JSON answer ({} when empty),
+    as ``kube.client.Api.request`` makes it in a thread: a body JSON cannot carry (NaN) is
+    ``BadRequest`` before anything is sent, a refusal the mapped ``KubeError`` (``errors.from_text``),
+    a failed connection, a timeout or an answer that is not JSON ``Unavailable``."""
+    try:
+        data = json.dumps(body, allow_nan=False) if body is not None else None
+    except ValueError as exc:
+        raise BadRequest(f"{what}: the request body is not valid JSON: {exc}") from None
+    sent = {"Content-Type": "application/json", **(headers or {})} if data is not None else dict(headers or {})
+    extra = {"timeout": aiohttp.ClientTimeout(total=timeout)} if timeout is not None else {}
+    try:
+        async with session.request(method, url, params={k: str(v) for k, v in (params or {}).items()}, data=data,
+                                   headers=sent, **extra) as response:
+            text = await response.text(errors="replace")
+            if response.status >= 400:
+                raise from_text(response.status, text, what)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        raise Unavailable(f"{what}: the API server's answer is not JSON: {text[:200]!r}") from None
 
 
 def api_message(text: str) -> str:

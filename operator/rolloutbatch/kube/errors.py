@@ -163,13 +163,19 @@ def classify(status: int | None, message: str, reason: str = "", what: str = "")
 
 def from_response(response: requests.Response, what: str) -> KubeError:
     """Build the right ``KubeError`` for a failed response, keeping the API's own message."""
-    message, reason = response.text[:500], ""
+    return from_text(response.status_code, response.text, what)
+
+
+def from_text(status: int, text: str, what: str) -> KubeError:
+    """The ``KubeError`` for a failed answer's status and body (the API's Status: its message and
+    reason; any other body as its first 500 characters)."""
+    message, reason = text[:500], ""
     try:
-        body = response.json()
+        body = json.loads(text)
         message, reason = str(body.get("message", message)), str(body.get("reason") or "")
-    except (ValueError, json.JSONDecodeError, AttributeError):
+    except (ValueError, AttributeError):
         pass
-    return classify(response.status_code, message, reason, what)
+    return classify(status, message, reason, what)
 
 
 def raise_for(response: requests.Response, what: str) -> requests.Response:

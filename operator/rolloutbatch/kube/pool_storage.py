@@ -83,10 +83,11 @@ def _list_jobs(api: Any, namespace: str) -> list[dict]:
 
 
 class PoolStorage:
-    """The pools' API calls, each awaited."""
+    """The pools' API calls, each awaited. ``patcher`` (``kube.async_patch.AsyncPatcher``): the
+    claims go out on the event loop through it, not through the API threads."""
 
-    def __init__(self, api: Any) -> None:
-        self.api = api
+    def __init__(self, api: Any, patcher: Any = None) -> None:
+        self.api, self.patcher = api, patcher
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, self.api, *args)
@@ -131,7 +132,14 @@ class PoolStorage:
                                meta.get("resourceVersion"))
 
     async def claim_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
-        return await self._run(_claim, namespace, name, patch)
+        """The claimed pod, or None when it was claimed, changed or deleted meanwhile (409/404)."""
+        if self.patcher is None:
+            return await self._run(_claim, namespace, name, patch)
+        try:
+            return await self.patcher.merge_patch(resources.object_path("Pod", name, namespace), patch,
+                                                  f"claim pod {namespace}/{name}")
+        except (Conflict, NotFound):
+            return None
 
     async def annotate_pod(self, namespace: str, name: str, annotations: dict,
                            active_deadline_seconds: int | None = None) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -29,9 +28,9 @@ from typing import Any
 
 import aiohttp
 
-from rolloutbatch.kube.async_session import ssl_context
+from rolloutbatch.kube.async_session import send_json, ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
-from rolloutbatch.kube.errors import BadRequest, ConfigError, KubeError, Unavailable, classify
+from rolloutbatch.kube.errors import ConfigError, KubeError, Unavailable, from_text
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
@@ -74,21 +73,8 @@ class AsyncApi:
 
     async def _request(self, method: str, path: str, what: str, *, params: Mapping | None = None,
                        body: Any = None, headers: Mapping | None = None, timeout: float | None = None) -> Any:
-        try:
-            data = json.dumps(body, allow_nan=False) if body is not None else None
-        except ValueError as exc:
-            raise BadRequest(f"{what}: the request body is not valid JSON: {exc}") from None
-        hdrs = {"Content-Type": "application/json", **(headers or {})} if data is not None else None
-        try:
-            async with self._client().request(
-                    method, self.url + path, params={k: str(v) for k, v in (params or {}).items()}, data=data,
-                    headers=hdrs, timeout=aiohttp.ClientTimeout(total=timeout or self.timeout)) as response:
-                text = await response.text()
-                if response.status >= 400:
-                    raise _error(response.status, text, what)
-                return json.loads(text) if text else {}
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
+        return await send_json(self._client(), method, self.url + path, what, params=params, body=body,
+                               headers=headers, timeout=timeout or self.timeout)
 
     async def get(self, path: str, what: str, **params: Any) -> dict:
         return await self._request("GET", path, what, params=params)
@@ -125,7 +111,7 @@ class AsyncApi:
                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
                                                                         sock_read=read_timeout)) as response:
                 if response.status >= 400:
-                    raise _error(response.status, await response.text(), what)
+                    raise from_text(response.status, await response.text(), what)
                 while True:
                     line = await response.content.readline()
                     if not line:
@@ -133,16 +119,6 @@ class AsyncApi:
                     yield line.rstrip(b"\n")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
-
-
-def _error(status: int, text: str, what: str) -> KubeError:
-    message, reason = text[:500], ""
-    try:
-        body = json.loads(text)
-        message, reason = str(body.get("message", message)), str(body.get("reason") or "")
-    except (ValueError, AttributeError):
-        pass
-    return classify(status, message, reason, what)
 
 
 async def run(api: Any, op: ops.Op) -> Any:

@@ -1,0 +1,119 @@
+"""A warm pool's claims on the event loop (kube.async_patch, kube.pool_storage): what goes over
+the wire, and every answer mapped as the API threads' calls map it, against a TLS server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import socket
+
+import pytest
+from aiohttp import web
+
+from rolloutbatch.kube.async_patch import AsyncPatcher
+from rolloutbatch.kube.errors import BadRequest, Conflict, Invalid, NotFound, Unavailable
+from rolloutbatch.kube.pool_storage import PoolStorage
+from tests.unit.kube.test_pod_exec_server import kubeconfig, pki, tls_server  # noqa: F401 (pki: the fixture)
+
+POD = "/api/v1/namespaces/rp-1/pods/warm-0"
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+                              "message": message, "code": code}, status=code)
+
+
+# what the fake API server answers a PATCH of pod <name>
+ANSWERS = {
+    "warm-0": lambda body: web.json_response({"kind": "Pod", "metadata": {"name": "warm-0", **body["metadata"]}}),
+    "taken": lambda body: _status(409, "Conflict", 'Operation cannot be fulfilled on pods "taken": the object '
+                                                   'has been modified; please apply your changes to the latest version'),
+    "gone": lambda body: _status(404, "NotFound", 'pods "gone" not found'),
+    "invalid": lambda body: _status(422, "Invalid", 'Pod "invalid" is invalid: spec: Forbidden: pod updates'),
+    "broken": lambda body: _status(500, "InternalError", "etcdserver: request timed out"),
+    "notjson": lambda body: web.Response(text="<html>proxy error</html>"),
+}
+
+
+async def _serving(pki, scenario):  # noqa: F811
+    seen: list[dict] = []
+
+    async def patch(request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        seen.append({"headers": dict(request.headers), "query": dict(request.query), "body": body})
+        return ANSWERS[request.match_info["pod"]](body)
+    app = web.Application()
+    app.router.add_patch("/api/v1/namespaces/{ns}/pods/{pod}", patch)
+    async with tls_server(app, pki) as url:
+        patcher = AsyncPatcher(kubeconfig(url, pki))
+        try:
+            return await scenario(patcher), seen
+        finally:
+            await patcher.close()
+
+
+CLAIM = {"metadata": {"labels": {"batch": "b"}, "resourceVersion": "41"}, "spec": {"activeDeadlineSeconds": 90}}
+
+
+def test_a_claim_is_one_strict_merge_patch_with_the_kubeconfigs_token(pki):  # noqa: F811
+    got, seen = asyncio.run(_serving(pki, lambda p: p.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0")))
+    assert got == {"kind": "Pod", "metadata": {"name": "warm-0", **CLAIM["metadata"]}}
+    (request,) = seen
+    assert request["body"] == CLAIM
+    assert request["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert request["headers"]["Authorization"] == "Bearer tok-123"
+    assert request["query"] == {"fieldValidation": "Strict"}
+
+
+@pytest.mark.parametrize("pod, error, text", [
+    ("taken", Conflict, "the object has been modified"),
+    ("gone", NotFound, 'pods "gone" not found'),
+    ("invalid", Invalid, "pod updates"),
+    ("broken", Unavailable, "etcdserver"),
+    ("notjson", Unavailable, "not JSON"),
+])
+def test_every_answer_is_mapped_as_the_threads_map_it(pki, pod, error, text):  # noqa: F811
+    path = POD.replace("warm-0", pod)
+    with pytest.raises(error, match=text) as caught:
+        asyncio.run(_serving(pki, lambda p: p.merge_patch(path, CLAIM, f"claim pod rp-1/{pod}")))
+    assert str(caught.value).startswith(f"claim pod rp-1/{pod}: ")
+
+
+def test_a_server_that_is_not_there_is_unavailable(pki):  # noqa: F811
+    with socket.socket() as probe:   # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    patcher = AsyncPatcher(kubeconfig(f"https://127.0.0.1:{port}", pki))
+
+    async def main():
+        try:
+            await patcher.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0")
+        finally:
+            await patcher.close()
+    with pytest.raises(Unavailable, match="claim pod rp-1/warm-0"):
+        asyncio.run(main())
+
+
+def test_a_body_json_cannot_carry_is_refused_before_anything_is_sent(pki):  # noqa: F811
+    with pytest.raises(BadRequest, match="not valid JSON"):
+        asyncio.run(_serving(pki, lambda p: p.merge_patch(POD, {"spec": {"x": math.nan}}, "claim pod rp-1/warm-0")))
+
+
+@pytest.mark.parametrize("pod, claimed", [("warm-0", True), ("taken", False), ("gone", False)])
+def test_pool_storage_claims_through_the_patcher_and_a_lost_claim_is_none(pki, pod, claimed):  # noqa: F811
+    class NoThreads:
+        def __getattr__(self, name):
+            raise AssertionError(f"the claim went through the API threads ({name})")
+
+    got, seen = asyncio.run(_serving(pki, lambda p: PoolStorage(NoThreads(), p).claim_pod("rp-1", pod, CLAIM)))
+    assert (got is not None) == claimed and len(seen) == 1
+    if claimed:
+        assert got["metadata"]["resourceVersion"] == "41"
+
+
+def test_other_refusals_of_a_claim_are_raised_not_read_as_lost(pki):  # noqa: F811
+    """A 500 is the API server's trouble (the claim is retried by the error policy), not a pod
+    another batch took."""
+    with pytest.raises(Unavailable):
+        asyncio.run(_serving(pki, lambda p: PoolStorage(None, p).claim_pod("rp-1", "broken", CLAIM)))
