@@ -42,6 +42,13 @@ class QueueWatch:
     def queued(self, tracker: BatchTracker) -> bool:
         return held(tracker.job, tracker.stopping)
 
+    @property
+    def held_at_round(self) -> bool:
+        """Whether the Job was held when :meth:`round` last looked. The status's phase follows it,
+        not the Job as it is later in the round: Queued turns Running in the round that says
+        Admitted (a Job resumed between the two read Running with no Admitted event yet)."""
+        return bool(self._was_held)
+
     def message(self, tracker: BatchTracker) -> str:
         job = tracker.job
         admission = self.admission or queueing.admission_of(None)

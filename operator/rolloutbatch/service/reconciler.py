@@ -333,7 +333,7 @@ class BatchReconciler:
             if time.monotonic() - last_job_poll > settings.job_poll_interval:
                 last_job_poll = time.monotonic()
                 await self.sandbox.poll_job(self.spec, tracker)
-            phase = lifecycle.running_phase(bool(tracker.job and tracker.job.finished), self.queue.queued(tracker))
+            phase = lifecycle.running_phase(bool(tracker.job and tracker.job.finished), self.queue.held_at_round)
             self.ctx.metrics.set_running(self.ref.namespace, self.ref.name, tracker.running)
             await self._write_results()
             state = self._running_state(phase)
