@@ -2,9 +2,13 @@
 conditions, the Job suspended and resumed) and the Job controller's; the rest is the operator's."""
 import asyncio
 import time
+from types import SimpleNamespace
 
 from rolloutbatch.core import queueing
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.job_facts import JobFacts
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.service.queue_watch import QueueWatch
 from tests.unit.service.memory_cluster import NAMESPACE, _iso, run, sandboxes, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "queueName": "team", "task": {"files": {"episode.py": "print('hi')"}}}
@@ -181,3 +185,27 @@ def test_a_stop_of_a_queued_batch_deactivates_its_workload():
         assert {row["outcome"] for row in cluster.rows()} == {v.OUTCOME_STOPPED}
     run(scenario)
 
+
+
+def test_the_phase_follows_the_job_as_the_round_saw_it():
+    """A Job Kueue resumes between QueueWatch.round and the status's phase is still Queued for
+    that round: Running comes with the round that says Admitted, never before it."""
+    class Storage:
+        async def job_workload(self, namespace, uid):
+            return None
+
+    events: list = []
+    metrics = SimpleNamespace(batch_admitted=lambda *a: None, batch_evicted=lambda *a: None)
+    watch = QueueWatch(Storage(), BatchRef(NAMESPACE, "b", "u"), lambda *e: events.append(e[1]), metrics, None, None)
+    held_job = JobFacts(uid="j", created=time.time(), queue="team", suspend=True, suspended=True)
+    tracker = SimpleNamespace(job=held_job, stopping=False)
+
+    async def rounds():
+        assert await watch.round(tracker) is False and watch.held_at_round
+        tracker.job = JobFacts(uid="j", created=held_job.created, queue="team", resumed_at=time.time())
+        assert not watch.queued(tracker)      # the Job now ...
+        assert watch.held_at_round            # ... but the phase of this round stays Queued
+        assert events == []
+        assert await watch.round(tracker) is True and not watch.held_at_round
+        assert events == [v.EVENT_ADMITTED]
+    asyncio.run(rounds())
