@@ -192,7 +192,7 @@ def main() -> None:
     p.add_argument("--pool-runtime-class", default=None, metavar="NAME",
                    help="the RuntimeClass of `pools`' pods (default none: runc)")
     p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
-    p.add_argument("--pool-agents", nargs="*", default=["python", "sh"], choices=["python", "sh"],
+    p.add_argument("--pool-agents", nargs="+", default=["python", "sh"], choices=["python", "sh"],
                    help="the agents `pools` runs each batch with (default both: a Python interpreter's start, and none)")
     p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
                    help="seconds a full pool is left before each batch (default 10: the fill's tail is not the batch's)")

@@ -79,10 +79,12 @@ def seal_rules(rules: str) -> dict[str, list[str]]:
     return found
 
 
-def seal_args(address: str, namespace: str, name: str) -> list[list[str]]:
-    """The iptables argvs (after `iptables -w`) that seal one pod's address."""
-    comment = ["-m", "comment", "--comment",
-               f"rolloutbatch devcluster: {address} of pod {pod_key(namespace, name)} until its policy is programmed"]
+def seal_args(address: str, pod: tuple[str, str] | None) -> list[list[str]]:
+    """The iptables argvs (after `iptables -w`) that seal one pod's address; ``pod`` (namespace,
+    name) None: a seal naming no pod, which any jump for its address lifts (never one that no
+    jump could ever lift)."""
+    named = f" of pod {pod_key(*pod)}" if pod else ""
+    comment = ["-m", "comment", "--comment", f"rolloutbatch devcluster: {address}{named} until its policy is programmed"]
     return [["-A", CHAIN, "-s", f"{address}/32", *comment, "-j", "DROP"],
             ["-A", CHAIN, "-d", f"{address}/32", *comment, "-j", "DROP"]]
 
@@ -136,11 +138,12 @@ def unseal_loop(node_dir: Path, stop: threading.Event, interval: float = 0.1) ->
         stop.wait(interval)
 
 
-def cni_pod(cni_args: str) -> tuple[str, str]:
+def cni_pod(cni_args: str) -> tuple[str, str] | None:
     """(namespace, name) of the pod from CNI_ARGS, as the kubelet's runtime passes them
-    ("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=name;...")."""
+    ("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=name;..."), or None without them."""
     pairs = dict(part.split("=", 1) for part in cni_args.split(";") if "=" in part)
-    return pairs.get("K8S_POD_NAMESPACE", "?"), pairs.get("K8S_POD_NAME", "?")
+    namespace, name = pairs.get("K8S_POD_NAMESPACE"), pairs.get("K8S_POD_NAME")
+    return (namespace, name) if namespace and name else None
 
 
 def _plugin(command: str, conf: dict, node_dir: Path, cni_args: str = "") -> dict | None:
@@ -150,7 +153,7 @@ def _plugin(command: str, conf: dict, node_dir: Path, cni_args: str = "") -> dic
     if command == "ADD":
         node_dir.joinpath(PENDING_FILE).touch()
         for address in addresses:
-            for args in seal_args(address, *cni_pod(cni_args)):
+            for args in seal_args(address, cni_pod(cni_args)):
                 out = _iptables(args)
                 if out.returncode:
                     raise RuntimeError(f"iptables {' '.join(args)}: {out.stderr.strip()}")

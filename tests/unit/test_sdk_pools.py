@@ -176,6 +176,10 @@ def test_without_the_pool_crd_the_error_says_so():
         client.list_pools()
     with pytest.raises(sdk.CRDNotInstalled):
         client.get_pool("warm")
+    # a batch on a pool that cannot exist is refused with the fix, not left to stall
+    with pytest.raises(sdk.CRDNotInstalled, match="RolloutPool CRD is not installed"):
+        client.submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS), pool="warm")
+    assert not api.list_objects("RolloutBatch", NS)
 
 
 # --- the pool verbs, asyncio -------------------------------------------------------------------------------

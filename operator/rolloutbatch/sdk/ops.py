@@ -174,11 +174,11 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
     found to be the pool's, as ``rolloutbatch submit --pool`` does: otherwise its episodes would
     silently run the pool's task on the pool's image (ValueError, before anything is created). A
     pool not there (yet), or not ours to read, leaves the word to the operator (the batch stalls
-    PoolNotFound)."""
+    PoolNotFound); a cluster without the RolloutPool CRD is CRDNotInstalled (:func:`get_pool`)."""
     pooled = with_pool(batch, pool)
     namespace = (batch.get("metadata") or {}).get("namespace") or namespace
     try:
-        live = yield Call("get", (f"{pools_path(namespace)}/{pool}", f"get {POOL_KIND} {namespace}/{pool}"))
+        live = yield from get_pool(pool, namespace)
     except (NotFound, Forbidden):
         live = None
     problem = live and manifest_conflict(batch.get("spec") or {}, live.get("spec") or {})

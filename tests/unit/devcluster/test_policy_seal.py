@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from devcluster import nodeconfig, policy_seal
 from tests.unit.devcluster.test_nodeconfig import NODE
 
@@ -48,8 +50,19 @@ def test_the_pod_comes_from_the_runtimes_cni_args():
     args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=ep-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u"
     assert policy_seal.cni_pod(args) == ("team-a", "ep-0")
     key = policy_seal.pod_key("team-a", "x" * 253)
-    assert all(len(a[-3]) < 256 for a in policy_seal.seal_args("10.9.128.7", "team-a", "x" * 253))
-    assert key in policy_seal.seal_args("10.9.128.7", "team-a", "x" * 253)[0][-3]
+    assert all(len(a[-3]) < 256 for a in policy_seal.seal_args("10.9.128.7", ("team-a", "x" * 253)))
+    assert key in policy_seal.seal_args("10.9.128.7", ("team-a", "x" * 253))[0][-3]
+
+
+@pytest.mark.parametrize("args", ["", "IgnoreUnknown=1", "K8S_POD_NAMESPACE=ns", "K8S_POD_NAME=p;K8S_POD_NAMESPACE="])
+def test_a_seal_without_its_pod_in_cni_args_is_lifted_by_any_jump_for_its_address(args):
+    """Never a seal no jump could lift: the pod would be cut off for its whole life."""
+    assert policy_seal.cni_pod(args) is None
+    rules = "*raw\n" + "\n".join(" ".join(json.dumps(a) if " " in a else a for a in argv)
+                                  for argv in policy_seal.seal_args("10.9.128.5", None)) + "\n"
+    sealed = policy_seal.seal_rules(rules)
+    other = FILTER.replace("name:p1 namespace: ns", "name:any namespace: other")
+    assert policy_seal.unsealable(sealed, policy_seal.programmed_pods(other)) == {"10.9.128.5"}
 
 
 def test_seal_rules_group_both_directions_by_address():
@@ -66,7 +79,7 @@ def test_a_saved_seal_line_deletes_exactly_that_rule():
 
 
 def test_seal_args_round_trip_through_the_save_format():
-    for args in policy_seal.seal_args("10.9.128.7", "ns", "p7"):
+    for args in policy_seal.seal_args("10.9.128.7", ("ns", "p7")):
         saved = " ".join(a if " " not in a else json.dumps(a) for a in args)
         assert policy_seal.seal_rules(saved) == {"10.9.128.7": [saved]}
         assert policy_seal.delete_args(saved) == ["-D", *args[1:]]
@@ -89,7 +102,7 @@ def test_the_seal_lives_where_kube_routers_restore_of_the_filter_table_cannot_wi
     calls = []
     monkeypatch.setattr(policy_seal.subprocess, "run", lambda argv, **kw: calls.append(argv) or
                         policy_seal.subprocess.CompletedProcess(argv, 1, "", ""))
-    policy_seal._iptables(policy_seal.seal_args("10.9.128.7", "ns", "p7")[0])
+    policy_seal._iptables(policy_seal.seal_args("10.9.128.7", ("ns", "p7"))[0])
     assert calls[-1][:4] == ["iptables", "-w", "-t", "raw"]
     assert policy_seal.TABLE == "raw"
     assert ["-I", "PREROUTING", "1", "-j", policy_seal.CHAIN] in policy_seal.chain_setup_args()
