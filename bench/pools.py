@@ -4,11 +4,18 @@ devcluster with a fresh operator. A benchmark: nothing asserts a time.
 
     python bench/pools.py [--sizes 20 200] [--runtime-class cube] [--settle 10]
 
-Each batch runs twice over, once per agent: `python` (episode.py, the default command: a Python
-interpreter's start, some 80 ms of CPU, is the agent's first cost) and `sh` (episode.sh printing the
-same two events: what the sandbox itself costs, with an agent that starts at once). Twenty
+Each batch runs once per agent: `python` (episode.py, the default command: a Python
+interpreter's start, some 80 ms of CPU, is the agent's first cost), `sh` (episode.sh printing the
+same two events: what the sandbox itself costs, with an agent that starts at once) and `shwork`
+(work.sh: the shell agent working 3 s between its two events, as an agent does). Twenty
 interpreters starting together are over a second of CPU on a 2-core machine, which the warm
-pool's targets (all ready <= 1 s) would otherwise measure along with the hand-over.
+pool's targets (all ready <= 1 s) would otherwise measure along with the hand-over. An agent that
+ends at once has its sandbox torn down (its container, its pod's network, a kube-router resync on
+each node) while the batch's later episodes are still being handed over: `shwork` keeps that out
+of the hand-overs' time, as a real episode (minutes long) does.
+
+`--repeats N` runs each agent's warm and cold batches N times, one after another on the same
+pool; a mode's figures are then its runs (`runs`) and their medians (`median`).
 
 Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), and per
 episode the claim latency: claim (the operator's annotation) -> the pod was handed its episode
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import statistics
 import sys
 import time
 
@@ -43,9 +51,11 @@ EPISODE = ('import json, os, time\n'
            'e("ready"); e("reward", reward=1.0)\n')
 SH_EPISODE = ('printf \'{"event":"ready","at":%s,"episode_id":"%s"}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n'
               'printf \'{"event":"reward","at":%s,"episode_id":"%s","reward":1.0}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n')
-TASK_FILES = {"episode.py": EPISODE, "episode.sh": SH_EPISODE}
+SH_WORK_EPISODE = SH_EPISODE.replace("\n", "\nsleep 3\n", 1)   # ready, 3 s of work, reward
+TASK_FILES = {"episode.py": EPISODE, "episode.sh": SH_EPISODE, "work.sh": SH_WORK_EPISODE}
 # agent -> (the modes' keys in a size's results, the batch's command: None is the default, episode.py)
-AGENTS = {"python": (("warm", "cold"), None), "sh": (("warm_sh", "cold_sh"), ["sh", "/task/episode.sh"])}
+AGENTS = {"python": (("warm", "cold"), None), "sh": (("warm_sh", "cold_sh"), ["sh", "/task/episode.sh"]),
+          "shwork": (("warm_shwork", "cold_shwork"), ["sh", "/task/work.sh"])}
 RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
 
 
@@ -73,7 +83,7 @@ def _full(kube: Kube, ns: str, pool: str, size: int, settle: float) -> None:
 
 
 def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: float = 10.0,
-        agents: tuple[str, ...] = tuple(AGENTS)) -> dict:
+        agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1) -> dict:
     pool = lib.unique(f"pool{size}")
     spec: dict = {"size": size, "maxSize": max(size, 1), "task": {"files": TASK_FILES},
                   "resources": RESOURCES}
@@ -87,7 +97,8 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
     fill = time.monotonic() - t0
     time.sleep(settle)
     out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2), "settle_seconds": settle}
-    runs = [(mode, AGENTS[agent][1]) for agent in agents for mode in AGENTS[agent][0]]
+    runs = [(mode, AGENTS[agent][1]) for _ in range(repeats) for agent in agents for mode in AGENTS[agent][0]]
+    rows: dict[str, list[dict]] = {}
     for mode, command in runs:
         warm = mode.startswith("warm")
         name = lib.unique(f"{mode.replace('_', '')}{size}")
@@ -130,7 +141,7 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
                            f"{naming.job_name(BatchRef(ns, name, done['metadata']['uid']))}") or {}
             row.update(hits=hits, claim_seconds=lib.summary(claims),
                        job_counted_failed_pods=(job.get("status") or {}).get("failed", 0))
-        out[mode] = row
+        rows.setdefault(mode, []).append(row)
         print(f"[bench] pools {size} {mode}: {json.dumps(row)}", flush=True)
         kube.delete(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}")
         kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}", 300)
@@ -138,17 +149,39 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
             _full(kube, ns, pool, size, settle)
     kube.delete(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}")
     kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", 300)
+    out.update((mode, got[0] if repeats == 1 else {"runs": got, "median": medians(got)}) for mode, got in rows.items())
+    return out
+
+
+MEDIAN_KEYS = {"batch_to_all_ready_s": ("batch_to_all_ready_s",), "batch_to_all_rewards_s": ("batch_to_all_rewards_s",),
+               "claim_p50_s": ("claim_seconds", "p50"), "claim_p95_s": ("claim_seconds", "p95"),
+               "operator_cpu_ms_per_episode": ("operator_cpu_ms_per_episode",)}
+
+
+def medians(rows: list[dict]) -> dict:
+    """The median over a mode's runs of each of its figures (those a row has)."""
+    out = {}
+    for name, path in MEDIAN_KEYS.items():
+        values = []
+        for row in rows:
+            value = row
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, (int, float)):
+                values.append(value)
+        if values:
+            out[name] = round(statistics.median(values), 4)
     return out
 
 
 def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, result: str = "pools",
-               settle: float = 10.0, agents: tuple[str, ...] = tuple(AGENTS)) -> dict:
+               settle: float = 10.0, agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1) -> dict:
     """Every size in turn with one fresh operator; writes results/<result>.json."""
     ns = "bench-pools"
     ensure_namespace(kube, ns)
     op = lib.start_operator("bench-pools")
     try:
-        runs = [run(kube, op, ns, size, runtime_class, settle, agents) for size in sizes]
+        runs = [run(kube, op, ns, size, runtime_class, settle, agents, repeats) for size in sizes]
     finally:
         op.stop()
     out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc",
@@ -163,8 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runtime-class", default=None)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds a full pool is left before each batch")
     parser.add_argument("--agents", nargs="+", choices=list(AGENTS), default=list(AGENTS))
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each batch (medians when more than one)")
     args = parser.parse_args(argv)
-    part_pools(Kube(), args.sizes, args.runtime_class, settle=args.settle, agents=tuple(args.agents))
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    part_pools(Kube(), args.sizes, args.runtime_class, settle=args.settle, agents=tuple(args.agents),
+               repeats=args.repeats)
 
 
 if __name__ == "__main__":

@@ -192,8 +192,11 @@ def main() -> None:
     p.add_argument("--pool-runtime-class", default=None, metavar="NAME",
                    help="the RuntimeClass of `pools`' pods (default none: runc)")
     p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
-    p.add_argument("--pool-agents", nargs="+", default=["python", "sh"], choices=["python", "sh"],
-                   help="the agents `pools` runs each batch with (default both: a Python interpreter's start, and none)")
+    p.add_argument("--pool-agents", nargs="+", default=["python", "sh"], choices=["python", "sh", "shwork"],
+                   help="the agents `pools` runs each batch with (default python and sh: a Python interpreter's "
+                        "start, and none; shwork: the shell agent working 3 s between its events)")
+    p.add_argument("--pool-repeats", type=int, default=1, metavar="N",
+                   help="runs of each of `pools`' batches (medians when more than one)")
     p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
                    help="seconds a full pool is left before each batch (default 10: the fill's tail is not the batch's)")
     p.add_argument("--modes-variants", nargs="*", default=None, metavar="VARIANT",
@@ -203,6 +206,8 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
                                                         "numbers; stored as <label>-profiled)")
     args = p.parse_args()
+    if args.pool_repeats < 1:
+        p.error("--pool-repeats must be at least 1")
     if args.modes_variants:
         import modes
         unknown = set(args.modes_variants) - set(modes.VARIANTS)
@@ -230,7 +235,7 @@ def main() -> None:
     if "pools" in args.parts:
         import pools
         pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result, args.pool_settle,
-                         tuple(args.pool_agents))
+                         tuple(args.pool_agents), args.pool_repeats)
     if "plots" in args.parts:
         import plots
         plots.main()

@@ -65,12 +65,14 @@ def auth_headers(config: pykube.KubeConfig) -> dict[str, Any]:
 
 
 def open_session(config: pykube.KubeConfig, *, pool: int, timeout: float | None, user_agent: str,
-                 tls: ssl.SSLContext | bool | None = None,
-                 middlewares: Sequence[Any] = ()) -> aiohttp.ClientSession:
+                 tls: ssl.SSLContext | bool | None = None, middlewares: Sequence[Any] = (),
+                 keepalive: float | None = None) -> aiohttp.ClientSession:
     """A session whose connections carry the kubeconfig's TLS settings (``tls``: one already
-    built, to skip reading the files again). Credentials in headers are per request
-    (:func:`auth_headers`): a token file may change between two requests."""
-    connector = aiohttp.TCPConnector(limit=pool, ssl=ssl_context(config) if tls is None else tls)
+    built, to skip reading the files again), idle ones kept ``keepalive`` seconds (aiohttp's
+    default when None). Credentials in headers are per request (:func:`auth_headers`): a token
+    file may change between two requests."""
+    kept = {"keepalive_timeout": keepalive} if keepalive is not None else {}
+    connector = aiohttp.TCPConnector(limit=pool, ssl=ssl_context(config) if tls is None else tls, **kept)
     extra = {"middlewares": tuple(middlewares)} if middlewares else {}
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout),
                                  headers={"User-Agent": user_agent}, **extra)
@@ -81,16 +83,17 @@ class LoopSession:
     (and again once closed); :meth:`close` at shutdown. The base of the operator's calls on the
     loop (``async_logs``, ``async_patch``)."""
 
-    def __init__(self, config: pykube.KubeConfig, *, pool: int, timeout: float, user_agent: str) -> None:
+    def __init__(self, config: pykube.KubeConfig, *, pool: int, timeout: float, user_agent: str,
+                 keepalive: float | None = None) -> None:
         self.config = config
         self.base = config.cluster["server"].rstrip("/")
-        self.pool, self.timeout, self.user_agent = pool, timeout, user_agent
+        self.pool, self.timeout, self.user_agent, self.keepalive = pool, timeout, user_agent, keepalive
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = open_session(self.config, pool=self.pool, timeout=self.timeout,
-                                         user_agent=self.user_agent)
+                                         user_agent=self.user_agent, keepalive=self.keepalive)
         return self._session
 
     async def close(self) -> None:

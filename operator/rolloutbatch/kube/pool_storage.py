@@ -141,6 +141,12 @@ class PoolStorage:
         except (Conflict, NotFound):
             return None
 
+    async def keep_claims_open(self, connections: int) -> None:
+        """Connections for the next ``connections`` claims, opened ahead when they go out on the
+        loop (``kube.async_patch.AsyncPatcher.warm``); the API threads keep their own."""
+        if self.patcher is not None:
+            await self.patcher.warm(connections)
+
     async def annotate_pod(self, namespace: str, name: str, annotations: dict,
                            active_deadline_seconds: int | None = None) -> None:
         """Annotations on a pod, and a lower ``activeDeadlineSeconds`` in the same patch when given."""

@@ -11,7 +11,7 @@ import socket
 import pytest
 from aiohttp import web
 
-from rolloutbatch.kube.async_patch import AsyncPatcher
+from rolloutbatch.kube.async_patch import KEEPALIVE_SECONDS, AsyncPatcher
 from rolloutbatch.kube.errors import BadRequest, Conflict, Invalid, NotFound, Unavailable
 from rolloutbatch.kube.pool_storage import PoolStorage
 from tests.unit.kube.test_pod_exec_server import kubeconfig, pki, tls_server  # noqa: F401 (pki: the fixture)
@@ -117,3 +117,119 @@ def test_other_refusals_of_a_claim_are_raised_not_read_as_lost(pki):  # noqa: F8
     another batch took."""
     with pytest.raises(Unavailable):
         asyncio.run(_serving(pki, lambda p: PoolStorage(None, p).claim_pod("rp-1", "broken", CLAIM)))
+
+
+
+# -- connections kept open for the next claims (AsyncPatcher.warm) -------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _warming(pki, scenario, version_status: int = 200, pool: int = 32) -> list[tuple[str, int]]:  # noqa: F811
+    """Runs ``scenario(patcher, clock, seen)`` against a server that records in ``seen``, per
+    request, its path and the client's port (one port per connection). It answers slowly enough
+    that the requests sent together are all in flight together."""
+    seen: list[tuple[str, int]] = []
+
+    def recorded(answer):
+        async def handler(request: web.Request) -> web.Response:
+            seen.append((request.path, request.transport.get_extra_info("peername")[1]))
+            body = await request.read()
+            await asyncio.sleep(0.05)
+            return answer(request, body)
+        return handler
+
+    def version(request, _):
+        assert request.headers["Authorization"] == "Bearer tok-123"
+        return web.json_response({"gitVersion": "v1.37.2"}, status=version_status)
+    app = web.Application()
+    app.router.add_get("/version", recorded(version))
+    app.router.add_patch("/api/v1/namespaces/{ns}/pods/{pod}",
+                         recorded(lambda _, body: ANSWERS["warm-0"](json.loads(body))))
+
+    async def main():
+        async with tls_server(app, pki) as url:
+            patcher = AsyncPatcher(kubeconfig(url, pki), pool=pool, clock=Clock())
+            try:
+                await scenario(patcher, patcher._clock, seen)
+            finally:
+                await patcher.close()
+    asyncio.run(main())
+    return seen
+
+
+def _pings(seen) -> list[int]:
+    return [port for path, port in seen if path == "/version"]
+
+
+def test_the_claims_after_a_warm_up_open_no_connection(pki):  # noqa: F811
+    async def scenario(patcher, clock, seen):
+        await patcher.warm(3)
+        await asyncio.gather(*(patcher.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0") for _ in range(3)))
+    seen = _warming(pki, scenario)
+    pinged = _pings(seen)
+    assert len(pinged) == 3 and len(set(pinged)) == 3
+    assert {port for path, port in seen if path == POD} == set(pinged)   # the claims went over them
+
+
+def test_a_warm_up_is_repeated_only_for_more_connections_or_once_half_the_keepalive_is_gone(pki):  # noqa: F811
+    counts = []
+
+    async def scenario(patcher, clock, seen):
+        await patcher.warm(2)
+        await patcher.warm(2)
+        await patcher.warm(1)
+        await patcher.warm(0)
+        counts.append(len(_pings(seen)))     # within the period, no more wanted: nothing sent
+        await patcher.warm(4)                # four pings: two on the open connections, two new
+        counts.append(len(_pings(seen)))
+        clock.now += KEEPALIVE_SECONDS / 2
+        await patcher.warm(4)                # the period over: the four kept open again
+    pings = _pings(_warming(pki, scenario))
+    assert counts == [2, 6] and len(pings) == 10
+    assert set(pings[:2]) < set(pings[2:6]) == set(pings[6:]) and len(set(pings)) == 4
+
+
+def test_a_warm_up_is_capped_at_the_sessions_pool(pki):  # noqa: F811
+    async def scenario(patcher, clock, seen):
+        await patcher.warm(50)
+    pings = _pings(_warming(pki, scenario, pool=4))
+    assert len(pings) == 4 and len(set(pings)) == 4
+
+
+def test_a_refused_ping_still_leaves_its_connection_open_and_raises_nothing(pki):  # noqa: F811
+    async def scenario(patcher, clock, seen):
+        await patcher.warm(2)
+        await asyncio.gather(*(patcher.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0") for _ in range(2)))
+    seen = _warming(pki, scenario, version_status=403)
+    assert len(set(_pings(seen))) == 2 and {port for path, port in seen if path == POD} == set(_pings(seen))
+
+
+def test_a_warm_up_against_a_server_that_is_not_there_raises_nothing(pki):  # noqa: F811
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    patcher = AsyncPatcher(kubeconfig(f"https://127.0.0.1:{port}", pki))
+
+    async def main():
+        try:
+            await patcher.warm(3)
+        finally:
+            await patcher.close()
+    asyncio.run(main())
+
+
+def test_pool_storage_keeps_claims_open_only_through_a_patcher(pki):  # noqa: F811
+    class NoThreads:
+        def __getattr__(self, name):
+            raise AssertionError(f"went through the API threads ({name})")
+
+    asyncio.run(PoolStorage(NoThreads()).keep_claims_open(5))   # no patcher: nothing to do
+
+    async def scenario(patcher, clock, seen):
+        await PoolStorage(NoThreads(), patcher).keep_claims_open(2)
+    assert len(set(_pings(_warming(pki, scenario)))) == 2

@@ -38,10 +38,11 @@ def live(api: MemoryApi) -> dict:
     return api.get_object(POOL_KIND, "warm", NS)
 
 
-def reconciler(api: MemoryApi, events: list | None = None, clusterwide: bool = True) -> PoolReconciler:
+def reconciler(api: MemoryApi, events: list | None = None, clusterwide: bool = True,
+               patcher: object = None) -> PoolReconciler:
     body = live(api)
     emit = (lambda *e: events.append(e)) if events is not None else (lambda *e: None)
-    return PoolReconciler(PoolStorage(api), body, emit, LOG, clusterwide=clusterwide)
+    return PoolReconciler(PoolStorage(api, patcher), body, emit, LOG, clusterwide=clusterwide)
 
 
 def pod_names(api: MemoryApi) -> list[str]:
