@@ -5,7 +5,9 @@ and each hand-over waits for its own claim. Through the API threads (``kube.clie
 ``requests`` call per thread) a burst of them queued behind the GIL: on a 2-core node the threads
 of 17 of 20 claims began their PATCH 0.10-0.12 s after the claims began, while the event loop
 and the other threads held it (bench/README.md, "Warm pools with a Python and a shell agent").
-On the loop a claim costs no thread, and its answer is read where its hand-over starts.
+On the loop a claim costs no thread, and its answer is read where its hand-over starts. The
+hand-overs' annotations (``PoolStorage.annotate_pod``: delivered-at and the lowered deadline),
+twenty in the same burst, go the same way.
 
 Its connections are kept open for the next burst (:meth:`AsyncPatcher.warm`): opened at the
 claims, twenty of them cost twenty TCP connects and TLS handshakes on the event loop, the API

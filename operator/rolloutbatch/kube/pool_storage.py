@@ -84,7 +84,8 @@ def _list_jobs(api: Any, namespace: str) -> list[dict]:
 
 class PoolStorage:
     """The pools' API calls, each awaited. ``patcher`` (``kube.async_patch.AsyncPatcher``): the
-    claims go out on the event loop through it, not through the API threads."""
+    claims and the hand-overs' annotations go out on the event loop through it, not through the
+    API threads."""
 
     def __init__(self, api: Any, patcher: Any = None) -> None:
         self.api, self.patcher = api, patcher
@@ -154,10 +155,17 @@ class PoolStorage:
         if active_deadline_seconds is not None:
             patch["spec"] = {"activeDeadlineSeconds": active_deadline_seconds}
 
+        path, what = resources.object_path("Pod", name, namespace), f"annotate pod {namespace}/{name}"
+        if self.patcher is not None:   # on the loop as the claim was: twenty come in its burst
+            try:
+                await self.patcher.merge_patch(path, patch, what)
+            except NotFound:
+                pass
+            return
+
         def annotate(api: Any) -> None:
             try:
-                api.merge_patch(resources.object_path("Pod", name, namespace), patch,
-                                f"annotate pod {namespace}/{name}")
+                api.merge_patch(path, patch, what)
             except NotFound:
                 pass
         await self._run(annotate)

@@ -85,6 +85,11 @@ class EpisodeDelivery:
                 self._task_path = pools.task_mount_path_in(pod.get("spec") or {})
             self._start(pod_facts(pod))
 
+    async def settled(self, within: float) -> None:
+        """Until the hand-overs in flight now are done, or ``within`` seconds."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=within)
+
     def round(self, tracker: BatchTracker) -> None:
         if not self.spec.pool_name or tracker.stopping:
             return

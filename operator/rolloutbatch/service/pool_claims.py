@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rolloutbatch.core import naming, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
@@ -31,6 +31,7 @@ from rolloutbatch.service.context import Emit, owner_of_batch
 
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
 LISTED_TRIES, LISTED_PAUSE = 5, 0.1   # lists of the batch's pods until its claims show (seconds apart)
+HAND_OVER_FIRST = 2.0        # seconds the Job's creation waits for the claimed pods' hand-overs
 
 
 async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
@@ -177,10 +178,14 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
-                    emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope) -> dict:
+                    emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
+                    handed_over: Callable[[float], Awaitable[None]] | None = None) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
-    adoption)."""
+    adoption). When every index of the first wave got a warm pod, the Job is created once their
+    hand-overs are done (``handed_over``, at most HAND_OVER_FIRST seconds): its creation and its
+    adoption of the claimed pods (a write to each, seen by every pod watcher) would share the
+    machine with them, and the Job makes no pod before its first wave ends."""
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
@@ -190,6 +195,8 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
                          on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
+    if handed_over is not None and claims.claimed and hits >= wanted:
+        await handed_over(HAND_OVER_FIRST)
     await _until_listed(pool_storage, naming.pool_namespace(pool.namespace, pool.name), ref, claims.claimed)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                            spec.active_deadline_seconds, episode_seconds, pool, definition, claims.began)

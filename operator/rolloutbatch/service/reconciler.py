@@ -234,9 +234,10 @@ class BatchReconciler:
             return
         if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
             empty: list[str] = []
+            delivery = self.delivery
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, self.delivery.claimed, self.ctx.settings.scope), self.tracker)
+                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled), self.tracker)
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
         if self._said_provisioned:

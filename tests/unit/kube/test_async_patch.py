@@ -233,3 +233,23 @@ def test_pool_storage_keeps_claims_open_only_through_a_patcher(pki):  # noqa: F8
     async def scenario(patcher, clock, seen):
         await PoolStorage(NoThreads(), patcher).keep_claims_open(2)
     assert len(set(_pings(_warming(pki, scenario)))) == 2
+
+
+@pytest.mark.parametrize("pod", ["warm-0", "gone"])
+def test_pool_storage_annotates_through_the_patcher_and_a_pod_gone_is_no_error(pki, pod):  # noqa: F811
+    class NoThreads:
+        def __getattr__(self, name):
+            raise AssertionError(f"the annotation went through the API threads ({name})")
+
+    got, seen = asyncio.run(_serving(pki, lambda p: PoolStorage(NoThreads(), p).annotate_pod(
+        "rp-1", pod, {"rolloutbatch.io/delivered-at": "12.5"}, active_deadline_seconds=70)))
+    assert got is None
+    (request,) = seen
+    assert request["body"] == {"metadata": {"annotations": {"rolloutbatch.io/delivered-at": "12.5"}},
+                               "spec": {"activeDeadlineSeconds": 70}}
+    assert request["headers"]["Content-Type"] == "application/merge-patch+json"
+
+
+def test_pool_storage_annotation_refusals_other_than_gone_are_raised(pki):  # noqa: F811
+    with pytest.raises(Invalid, match="annotate pod rp-1/invalid"):
+        asyncio.run(_serving(pki, lambda p: PoolStorage(None, p).annotate_pod("rp-1", "invalid", {"a": "b"})))

@@ -494,6 +494,62 @@ def test_the_job_waits_until_a_list_of_the_batchs_pods_shows_its_claims(api, hid
     assert said == ["listed"] * lists + ["Job"]
 
 
+@pytest.mark.parametrize("warm_pods, waits", [(3, True), (2, False)])
+def test_the_job_waits_for_the_first_waves_hand_overs_only_when_it_all_got_warm_pods(api, warm_pods, waits):
+    """Every index of the first wave claimed: the Job (its creation, its adoption of each pod)
+    comes once their hand-overs are done. Some start cold: the Job is made at once, their pods
+    being the longer wait."""
+    filled(api, warm_pods)
+    said: list = []
+
+    async def handed_over(within: float) -> None:
+        said.append(("handed over", within))
+
+    class Recording(Storage):
+        async def create_or_adopt(self, obj: dict, owner_uid: str) -> dict:
+            said.append(obj["kind"])
+            return await super().create_or_adopt(obj, owner_uid)
+
+    run(pool_claims.provision(Recording(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
+                              lambda pods: said.append(len(pods)), CLUSTERWIDE, handed_over))
+    claims = [1] * min(warm_pods, 3)
+    assert said == claims + ([("handed over", pool_claims.HAND_OVER_FIRST)] if waits else []) + ["Job"]
+
+
+def test_a_batch_that_claimed_nothing_new_does_not_wait_for_hand_overs(api):
+    """provision repeated after a restart: the claims stand, and no hand-over of this run is waited
+    for."""
+    filled(api, 3)
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(), reconciler(api).ref, 60))
+    waited: list = []
+
+    async def handed_over(within: float) -> None:
+        waited.append(within)
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
+                              lambda pods: None, CLUSTERWIDE, handed_over))
+    assert waited == [] and api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
+
+
+def test_settled_waits_for_the_hand_overs_in_flight_and_no_longer_than_asked():
+    d = episode_delivery.EpisodeDelivery.__new__(episode_delivery.EpisodeDelivery)
+
+    async def main():
+        d._tasks = set()
+        assert await d.settled(5.0) is None                 # none in flight: at once
+        quick = asyncio.create_task(asyncio.sleep(0.01))
+        slow = asyncio.create_task(asyncio.sleep(30))
+        d._tasks = {quick}
+        await d.settled(5.0)
+        assert quick.done()
+        d._tasks = {slow}
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await d.settled(0.05)
+        assert not slow.done() and loop.time() - began < 1
+        slow.cancel()
+    run(main())
+
+
 # -- deliveries ---------------------------------------------------------------------------------
 
 
