@@ -34,7 +34,7 @@ from rolloutbatch.core.scope import DEGRADED, Scope, parse_namespaces
 from rolloutbatch.health import HealthServer, readiness
 from rolloutbatch.kube import async_logs, leases, resources
 from rolloutbatch.kube.async_logs import AsyncLogReader
-from rolloutbatch.kube.async_patch import AsyncPatcher
+from rolloutbatch.kube.async_writes import AsyncWriter
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import ConfigError, Forbidden, KubeError
 from rolloutbatch.metrics import Metrics
@@ -231,12 +231,12 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     # Log reads and the pools' claims on the event loop where the credentials allow (kube.async_logs,
-    # kube.async_patch), else in threads.
+    # kube.async_writes), else in threads.
     on_loop = async_logs.supported(config)
     reader = AsyncLogReader(config, pool=args.read_concurrency) if on_loop else None
     ctx = Context(api=api, metrics=metrics, settings=settings,
                   read_slots=asyncio.Semaphore(args.read_concurrency), log_reader=reader,
-                  patcher=AsyncPatcher(config) if on_loop else None)
+                  writer=AsyncWriter(config) if on_loop else None)
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
     import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
     if elector is not None:

@@ -240,14 +240,15 @@ def template_digest(ref: PoolRef, spec: PoolSpec) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def warm_pod(ref: PoolRef, spec: PoolSpec) -> dict:
+def warm_pod(ref: PoolRef, spec: PoolSpec, template: str | None = None) -> dict:
     """One warm pod of the pool: no owner (ownerReferences cannot cross namespaces, and the Job
-    that claims it must find it an orphan to adopt it); the pool's finalizer removes them."""
+    that claims it must find it an orphan to adopt it); the pool's finalizer removes them.
+    ``template``: the pool's :func:`template_digest`, when the caller has it (a refill makes many)."""
     labels = {**pool_labels(ref), naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": warm_pod_prefix(ref.name),
                          "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": labels,
-                         "annotations": {TEMPLATE_ANNOTATION: template_digest(ref, spec),
+                         "annotations": {TEMPLATE_ANNOTATION: template or template_digest(ref, spec),
                                          naming.POOLED_ANNOTATION: "true"}},
             "spec": pod_spec(ref, spec)}
 

@@ -59,6 +59,6 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
 async def stop_child_watches(memo: kopf.Memo, **_: Any) -> None:
     for watcher in getattr(memo, "watchers", ()):
         watcher.stop()
-    for session in (memo.ctx.log_reader, memo.ctx.patcher):
+    for session in (memo.ctx.log_reader, memo.ctx.writer):
         if session is not None:
             await session.close()

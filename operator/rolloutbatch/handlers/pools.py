@@ -15,7 +15,7 @@ DELETE_RETRY_SECONDS = 5
 
 
 def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
-    return PoolReconciler(PoolStorage(memo.ctx.api, memo.ctx.patcher), body, _emitter(body, logger), logger,
+    return PoolReconciler(PoolStorage(memo.ctx.api, memo.ctx.writer), body, _emitter(body, logger), logger,
                           clusterwide=memo.ctx.settings.scope.clusterwide, channels=memo.ctx.channels)
 
 

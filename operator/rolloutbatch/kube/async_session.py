@@ -81,7 +81,7 @@ def open_session(config: pykube.KubeConfig, *, pool: int, timeout: float | None,
 class LoopSession:
     """One session to the API server, opened at its first use on the event loop it is used on
     (and again once closed); :meth:`close` at shutdown. The base of the operator's calls on the
-    loop (``async_logs``, ``async_patch``)."""
+    loop (``async_logs``, ``async_writes``)."""
 
     def __init__(self, config: pykube.KubeConfig, *, pool: int, timeout: float, user_agent: str,
                  keepalive: float | None = None) -> None:

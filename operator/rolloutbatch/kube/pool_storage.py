@@ -83,12 +83,12 @@ def _list_jobs(api: Any, namespace: str) -> list[dict]:
 
 
 class PoolStorage:
-    """The pools' API calls, each awaited. ``patcher`` (``kube.async_patch.AsyncPatcher``): the
-    claims and the hand-overs' annotations go out on the event loop through it, not through the
-    API threads."""
+    """The pools' API calls, each awaited. ``writer`` (``kube.async_writes.AsyncWriter``): the
+    claims, the hand-overs' annotations and the refill's pods go out on the event loop through
+    it, not through the API threads."""
 
-    def __init__(self, api: Any, patcher: Any = None) -> None:
-        self.api, self.patcher = api, patcher
+    def __init__(self, api: Any, writer: Any = None) -> None:
+        self.api, self.writer = api, writer
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, self.api, *args)
@@ -124,7 +124,10 @@ class PoolStorage:
 
     async def create_pod(self, pod: dict) -> dict:
         ns = pod["metadata"]["namespace"]
-        return await self._run(lambda api: api.create(resources.collection_path("Pod", ns), pod, f"create pod in {ns}"))
+        path, what = resources.collection_path("Pod", ns), f"create pod in {ns}"
+        if self.writer is not None:   # a refill is twenty or more at once
+            return await self.writer.create(path, pod, what)
+        return await self._run(lambda api: api.create(path, pod, what))
 
     async def delete_pod(self, pod: dict) -> bool:
         """Delete a pod as listed (its uid and resourceVersion as preconditions)."""
@@ -134,19 +137,19 @@ class PoolStorage:
 
     async def claim_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
         """The claimed pod, or None when it was claimed, changed or deleted meanwhile (409/404)."""
-        if self.patcher is None:
+        if self.writer is None:
             return await self._run(_claim, namespace, name, patch)
         try:
-            return await self.patcher.merge_patch(resources.object_path("Pod", name, namespace), patch,
+            return await self.writer.merge_patch(resources.object_path("Pod", name, namespace), patch,
                                                   f"claim pod {namespace}/{name}")
         except (Conflict, NotFound):
             return None
 
     async def keep_claims_open(self, connections: int) -> None:
         """Connections for the next ``connections`` claims, opened ahead when they go out on the
-        loop (``kube.async_patch.AsyncPatcher.warm``); the API threads keep their own."""
-        if self.patcher is not None:
-            await self.patcher.warm(connections)
+        loop (``kube.async_writes.AsyncWriter.warm``); the API threads keep their own."""
+        if self.writer is not None:
+            await self.writer.warm(connections)
 
     async def annotate_pod(self, namespace: str, name: str, annotations: dict,
                            active_deadline_seconds: int | None = None) -> None:
@@ -156,9 +159,9 @@ class PoolStorage:
             patch["spec"] = {"activeDeadlineSeconds": active_deadline_seconds}
 
         path, what = resources.object_path("Pod", name, namespace), f"annotate pod {namespace}/{name}"
-        if self.patcher is not None:   # on the loop as the claim was: twenty come in its burst
+        if self.writer is not None:   # on the loop as the claim was: twenty come in its burst
             try:
-                await self.patcher.merge_patch(path, patch, what)
+                await self.writer.merge_patch(path, patch, what)
             except NotFound:
                 pass
             return

@@ -148,7 +148,8 @@ class PoolReconciler:
             self._stuck_on(template, now, ("-", *problem))
             wanted = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
-            batch = [pools.warm_pod(self.ref, spec) for _ in range(min(MAX_CREATES_PER_ROUND, wanted - start))]
+            count = min(MAX_CREATES_PER_ROUND, wanted - start)
+            batch = [pools.warm_pod(self.ref, spec, template) for _ in range(count)]
             results = await asyncio.gather(*(self.storage.create_pod(p) for p in batch), return_exceptions=True)
             made = tuple(r["metadata"]["name"] for r in results if isinstance(r, dict))
             created += len(made)

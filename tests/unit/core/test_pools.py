@@ -89,6 +89,11 @@ def test_warm_pod_is_an_orphan_of_the_pools_namespace() -> None:
     assert {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH} in container["volumeMounts"]
 
 
+def test_a_warm_pod_made_with_the_pools_digest_at_hand_is_the_same_pod() -> None:
+    spec = _spec()
+    assert pools.warm_pod(POOL, spec, pools.template_digest(POOL, spec)) == pools.warm_pod(POOL, spec)
+
+
 def test_only_a_change_of_what_the_pod_is_made_of_makes_pods_stale() -> None:
     digest = pools.template_digest(POOL, _spec())
     assert pools.template_digest(POOL, _spec(size=7, maxSize=9)) == digest          # kubectl scale

@@ -39,10 +39,10 @@ def live(api: MemoryApi) -> dict:
 
 
 def reconciler(api: MemoryApi, events: list | None = None, clusterwide: bool = True,
-               patcher: object = None) -> PoolReconciler:
+               writer: object = None) -> PoolReconciler:
     body = live(api)
     emit = (lambda *e: events.append(e)) if events is not None else (lambda *e: None)
-    return PoolReconciler(PoolStorage(api, patcher), body, emit, LOG, clusterwide=clusterwide)
+    return PoolReconciler(PoolStorage(api, writer), body, emit, LOG, clusterwide=clusterwide)
 
 
 def pod_names(api: MemoryApi) -> list[str]:

@@ -1,4 +1,4 @@
-"""A warm pool's claims on the event loop (kube.async_patch, kube.pool_storage): what goes over
+"""A warm pool's claims on the event loop (kube.async_writes, kube.pool_storage): what goes over
 the wire, and every answer mapped as the API threads' calls map it, against a TLS server."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import socket
 import pytest
 from aiohttp import web
 
-from rolloutbatch.kube.async_patch import KEEPALIVE_SECONDS, AsyncPatcher
-from rolloutbatch.kube.errors import BadRequest, Conflict, Invalid, NotFound, Unavailable
+from rolloutbatch.kube.async_writes import KEEPALIVE_SECONDS, AsyncWriter
+from rolloutbatch.kube.errors import BadRequest, Conflict, Forbidden, Invalid, NotFound, Unavailable
 from rolloutbatch.kube.pool_storage import PoolStorage
 from tests.unit.kube.test_pod_exec_server import kubeconfig, pki, tls_server  # noqa: F401 (pki: the fixture)
 
@@ -46,11 +46,11 @@ async def _serving(pki, scenario):  # noqa: F811
     app = web.Application()
     app.router.add_patch("/api/v1/namespaces/{ns}/pods/{pod}", patch)
     async with tls_server(app, pki) as url:
-        patcher = AsyncPatcher(kubeconfig(url, pki))
+        writer = AsyncWriter(kubeconfig(url, pki))
         try:
-            return await scenario(patcher), seen
+            return await scenario(writer), seen
         finally:
-            await patcher.close()
+            await writer.close()
 
 
 CLAIM = {"metadata": {"labels": {"batch": "b"}, "resourceVersion": "41"}, "spec": {"activeDeadlineSeconds": 90}}
@@ -84,13 +84,13 @@ def test_a_server_that_is_not_there_is_unavailable(pki):  # noqa: F811
     with socket.socket() as probe:   # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    patcher = AsyncPatcher(kubeconfig(f"https://127.0.0.1:{port}", pki))
+    writer = AsyncWriter(kubeconfig(f"https://127.0.0.1:{port}", pki))
 
     async def main():
         try:
-            await patcher.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0")
+            await writer.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0")
         finally:
-            await patcher.close()
+            await writer.close()
     with pytest.raises(Unavailable, match="claim pod rp-1/warm-0"):
         asyncio.run(main())
 
@@ -101,7 +101,7 @@ def test_a_body_json_cannot_carry_is_refused_before_anything_is_sent(pki):  # no
 
 
 @pytest.mark.parametrize("pod, claimed", [("warm-0", True), ("taken", False), ("gone", False)])
-def test_pool_storage_claims_through_the_patcher_and_a_lost_claim_is_none(pki, pod, claimed):  # noqa: F811
+def test_pool_storage_claims_through_the_writer_and_a_lost_claim_is_none(pki, pod, claimed):  # noqa: F811
     class NoThreads:
         def __getattr__(self, name):
             raise AssertionError(f"the claim went through the API threads ({name})")
@@ -120,7 +120,7 @@ def test_other_refusals_of_a_claim_are_raised_not_read_as_lost(pki):  # noqa: F8
 
 
 
-# -- connections kept open for the next claims (AsyncPatcher.warm) -------------------------------
+# -- connections kept open for the next claims (AsyncWriter.warm) -------------------------------
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -130,7 +130,7 @@ class Clock:
 
 
 def _warming(pki, scenario, version_status: int = 200, pool: int = 32) -> list[tuple[str, int]]:  # noqa: F811
-    """Runs ``scenario(patcher, clock, seen)`` against a server that records in ``seen``, per
+    """Runs ``scenario(writer, clock, seen)`` against a server that records in ``seen``, per
     request, its path and the client's port (one port per connection). It answers slowly enough
     that the requests sent together are all in flight together."""
     seen: list[tuple[str, int]] = []
@@ -153,11 +153,11 @@ def _warming(pki, scenario, version_status: int = 200, pool: int = 32) -> list[t
 
     async def main():
         async with tls_server(app, pki) as url:
-            patcher = AsyncPatcher(kubeconfig(url, pki), pool=pool, clock=Clock())
+            writer = AsyncWriter(kubeconfig(url, pki), pool=pool, clock=Clock())
             try:
-                await scenario(patcher, patcher._clock, seen)
+                await scenario(writer, writer._clock, seen)
             finally:
-                await patcher.close()
+                await writer.close()
     asyncio.run(main())
     return seen
 
@@ -167,9 +167,9 @@ def _pings(seen) -> list[int]:
 
 
 def test_the_claims_after_a_warm_up_open_no_connection(pki):  # noqa: F811
-    async def scenario(patcher, clock, seen):
-        await patcher.warm(3)
-        await asyncio.gather(*(patcher.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0") for _ in range(3)))
+    async def scenario(writer, clock, seen):
+        await writer.warm(3)
+        await asyncio.gather(*(writer.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0") for _ in range(3)))
     seen = _warming(pki, scenario)
     pinged = _pings(seen)
     assert len(pinged) == 3 and len(set(pinged)) == 3
@@ -179,32 +179,32 @@ def test_the_claims_after_a_warm_up_open_no_connection(pki):  # noqa: F811
 def test_a_warm_up_is_repeated_only_for_more_connections_or_once_half_the_keepalive_is_gone(pki):  # noqa: F811
     counts = []
 
-    async def scenario(patcher, clock, seen):
-        await patcher.warm(2)
-        await patcher.warm(2)
-        await patcher.warm(1)
-        await patcher.warm(0)
+    async def scenario(writer, clock, seen):
+        await writer.warm(2)
+        await writer.warm(2)
+        await writer.warm(1)
+        await writer.warm(0)
         counts.append(len(_pings(seen)))     # within the period, no more wanted: nothing sent
-        await patcher.warm(4)                # four pings: two on the open connections, two new
+        await writer.warm(4)                # four pings: two on the open connections, two new
         counts.append(len(_pings(seen)))
         clock.now += KEEPALIVE_SECONDS / 2
-        await patcher.warm(4)                # the period over: the four kept open again
+        await writer.warm(4)                # the period over: the four kept open again
     pings = _pings(_warming(pki, scenario))
     assert counts == [2, 6] and len(pings) == 10
     assert set(pings[:2]) < set(pings[2:6]) == set(pings[6:]) and len(set(pings)) == 4
 
 
 def test_a_warm_up_is_capped_at_the_sessions_pool(pki):  # noqa: F811
-    async def scenario(patcher, clock, seen):
-        await patcher.warm(50)
+    async def scenario(writer, clock, seen):
+        await writer.warm(50)
     pings = _pings(_warming(pki, scenario, pool=4))
     assert len(pings) == 4 and len(set(pings)) == 4
 
 
 def test_a_refused_ping_still_leaves_its_connection_open_and_raises_nothing(pki):  # noqa: F811
-    async def scenario(patcher, clock, seen):
-        await patcher.warm(2)
-        await asyncio.gather(*(patcher.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0") for _ in range(2)))
+    async def scenario(writer, clock, seen):
+        await writer.warm(2)
+        await asyncio.gather(*(writer.merge_patch(POD, CLAIM, "claim pod rp-1/warm-0") for _ in range(2)))
     seen = _warming(pki, scenario, version_status=403)
     assert len(set(_pings(seen))) == 2 and {port for path, port in seen if path == POD} == set(_pings(seen))
 
@@ -213,30 +213,30 @@ def test_a_warm_up_against_a_server_that_is_not_there_raises_nothing(pki):  # no
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    patcher = AsyncPatcher(kubeconfig(f"https://127.0.0.1:{port}", pki))
+    writer = AsyncWriter(kubeconfig(f"https://127.0.0.1:{port}", pki))
 
     async def main():
         try:
-            await patcher.warm(3)
+            await writer.warm(3)
         finally:
-            await patcher.close()
+            await writer.close()
     asyncio.run(main())
 
 
-def test_pool_storage_keeps_claims_open_only_through_a_patcher(pki):  # noqa: F811
+def test_pool_storage_keeps_claims_open_only_through_a_writer(pki):  # noqa: F811
     class NoThreads:
         def __getattr__(self, name):
             raise AssertionError(f"went through the API threads ({name})")
 
-    asyncio.run(PoolStorage(NoThreads()).keep_claims_open(5))   # no patcher: nothing to do
+    asyncio.run(PoolStorage(NoThreads()).keep_claims_open(5))   # no writer: nothing to do
 
-    async def scenario(patcher, clock, seen):
-        await PoolStorage(NoThreads(), patcher).keep_claims_open(2)
+    async def scenario(writer, clock, seen):
+        await PoolStorage(NoThreads(), writer).keep_claims_open(2)
     assert len(set(_pings(_warming(pki, scenario)))) == 2
 
 
 @pytest.mark.parametrize("pod", ["warm-0", "gone"])
-def test_pool_storage_annotates_through_the_patcher_and_a_pod_gone_is_no_error(pki, pod):  # noqa: F811
+def test_pool_storage_annotates_through_the_writer_and_a_pod_gone_is_no_error(pki, pod):  # noqa: F811
     class NoThreads:
         def __getattr__(self, name):
             raise AssertionError(f"the annotation went through the API threads ({name})")
@@ -253,3 +253,49 @@ def test_pool_storage_annotates_through_the_patcher_and_a_pod_gone_is_no_error(p
 def test_pool_storage_annotation_refusals_other_than_gone_are_raised(pki):  # noqa: F811
     with pytest.raises(Invalid, match="annotate pod rp-1/invalid"):
         asyncio.run(_serving(pki, lambda p: PoolStorage(None, p).annotate_pod("rp-1", "invalid", {"a": "b"})))
+
+
+# -- the refill's pods (AsyncWriter.create) ------------------------------------------------------
+def _creating(pki, scenario, status: int = 201):  # noqa: F811
+    seen: list[dict] = []
+
+    async def create(request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        seen.append({"headers": dict(request.headers), "query": dict(request.query), "body": body})
+        if status >= 400:
+            return _status(status, "Forbidden", 'pods is forbidden: exceeded quota: q')
+        made = {**body, "metadata": {**body["metadata"], "name": body["metadata"]["generateName"] + "x1"}}
+        return web.json_response(made, status=status)
+    app = web.Application()
+    app.router.add_post("/api/v1/namespaces/{ns}/pods", create)
+
+    async def main():
+        async with tls_server(app, pki) as url:
+            writer = AsyncWriter(kubeconfig(url, pki))
+            try:
+                return await scenario(writer)
+            finally:
+                await writer.close()
+    return asyncio.run(main()), seen
+
+
+WARM = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "swe-", "namespace": "rp-1"},
+        "spec": {"containers": [{"name": "episode", "image": "python:3.12"}]}}
+
+
+def test_pool_storage_creates_the_refills_pods_through_the_writer(pki):  # noqa: F811
+    class NoThreads:
+        def __getattr__(self, name):
+            raise AssertionError(f"the pod was created through the API threads ({name})")
+
+    made, seen = _creating(pki, lambda w: PoolStorage(NoThreads(), w).create_pod(WARM))
+    assert made["metadata"]["name"] == "swe-x1"
+    (request,) = seen
+    assert request["body"] == WARM and request["query"] == {"fieldValidation": "Strict"}
+    assert request["headers"]["Content-Type"] == "application/json"
+    assert request["headers"]["Authorization"] == "Bearer tok-123"
+
+
+def test_a_refused_creation_is_raised_as_the_threads_raise_it(pki):  # noqa: F811
+    with pytest.raises(Forbidden, match="create pod in rp-1: .*exceeded quota"):
+        _creating(pki, lambda w: PoolStorage(None, w).create_pod(WARM), status=403)

@@ -1,15 +1,15 @@
-"""Merge patches sent on the event loop over one aiohttp session (``kube.async_session``).
+"""A warm pool's writes, sent on the event loop over one aiohttp session (``kube.async_session``).
 
-A warm pool's claims (``kube.pool_storage.PoolStorage.claim_pod``) go out twenty or more at once,
-and each hand-over waits for its own claim. Through the API threads (``kube.client.Api``, one
+A pool's claims (``kube.pool_storage.PoolStorage.claim_pod``) go out twenty or more at once, and
+each hand-over waits for its own claim. Through the API threads (``kube.client.Api``, one
 ``requests`` call per thread) a burst of them queued behind the GIL: on a 2-core node the threads
 of 17 of 20 claims began their PATCH 0.10-0.12 s after the claims began, while the event loop
 and the other threads held it (bench/README.md, "Warm pools with a Python and a shell agent").
 On the loop a claim costs no thread, and its answer is read where its hand-over starts. The
-hand-overs' annotations (``PoolStorage.annotate_pod``: delivered-at and the lowered deadline),
-twenty in the same burst, go the same way.
+other writes of the same bursts go the same way: the hand-overs' annotations (delivered-at and
+the lowered deadline) and the refill's pod creations.
 
-Its connections are kept open for the next burst (:meth:`AsyncPatcher.warm`): opened at the
+Its connections are kept open for the next burst (:meth:`AsyncWriter.warm`): opened at the
 claims, twenty of them cost twenty TCP connects and TLS handshakes on the event loop, the API
 server's side of each too, while the claims wait (bench/README.md, "Claims over connections kept
 open").
@@ -18,7 +18,7 @@ The same credentials and refusals as the threads' calls: the kubeconfig's TLS an
 (``async_session``, the token file read again each call), ``fieldValidation=Strict``, a refusal
 mapped as ``kube.client`` maps it (a lost claim's 409 is ``Conflict``), a failed connection
 ``Unavailable`` (``async_session.send_json``). One session per operator, on its loop;
-:meth:`AsyncPatcher.close` at shutdown.
+:meth:`AsyncWriter.close` at shutdown.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ KEEPALIVE_SECONDS = 60.0
 PING_PATH, PING_TIMEOUT = "/version", 5.0   # readable by any client (system:public-info-viewer)
 
 
-class AsyncPatcher(LoopSession):
-    """JSON merge patches by API path; create and use it on the operator's event loop."""
+class AsyncWriter(LoopSession):
+    """Creations and JSON merge patches by API path; made and used on the operator's event loop."""
 
     def __init__(self, config: pykube.KubeConfig, *, pool: int = 32, timeout: float = 30.0,
                  user_agent: str = USER_AGENT, clock: Callable[[], float] = time.monotonic) -> None:
@@ -74,8 +74,16 @@ class AsyncPatcher(LoopSession):
 
     async def merge_patch(self, path: str, patch: dict, what: str) -> dict:
         """The object as patched; raises the mapped KubeError (``async_session.send_json``)."""
-        headers = {"Content-Type": "application/merge-patch+json", **auth_headers(self.config)}
-        answer = await send_json(self._open(), "PATCH", self.base + path, what, params=STRICT, body=patch,
+        return await self._write("PATCH", path, patch, what, "application/merge-patch+json")
+
+    async def create(self, path: str, obj: dict, what: str) -> dict:
+        """``obj`` created in the collection at ``path``: the object as made; raises as
+        :meth:`merge_patch` does."""
+        return await self._write("POST", path, obj, what, "application/json")
+
+    async def _write(self, method: str, path: str, body: dict, what: str, content_type: str) -> dict:
+        headers = {"Content-Type": content_type, **auth_headers(self.config)}
+        answer = await send_json(self._open(), method, self.base + path, what, params=STRICT, body=body,
                                  headers=headers)
         if not isinstance(answer, dict) or not answer:
             raise Unavailable(f"{what}: the API server's answer is not the object: {str(answer)[:200]!r}")
