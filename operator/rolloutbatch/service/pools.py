@@ -136,8 +136,10 @@ class PoolReconciler:
             container = pools.episode_container(spec)
             self.channels.keep(self.namespace, [(uid, name, container) for name in found.warm if name not in doomed
                                                 if (uid := (listed[name].get("metadata") or {}).get("uid"))])
-        # the warm pods' claims will go out at once: their connections are opened now, not then
-        await self.storage.keep_claims_open(len(found.warm))
+        # A batch claims up to the pool's size at once: a connection for each claim is opened
+        # now, not then. As many as the pool keeps, not as are warm now: a fill would open them
+        # a few at a time, each time through GETs on all of them (AsyncWriter.warm).
+        await self.storage.keep_claims_open(spec.size)
         missing = 0 if self._stuck is not None else pool_census.pods_to_create(spec, found)
         self._short_since = (self._short_since or now) if missing else None
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first

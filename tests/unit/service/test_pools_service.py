@@ -48,9 +48,10 @@ def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     assert len(pod_names(api)) == 3     # full: nothing more
 
 
-def test_each_round_keeps_a_connection_open_for_each_warm_pods_claim(api):
+def test_each_round_keeps_a_connection_open_for_each_claim_the_pool_can_take(api):
     """The claims of a full pool go out at once: their connections are opened by the pool's
-    rounds (kube.async_writes), not in the claims' hand-over time."""
+    rounds (kube.async_writes), not in the claims' hand-over time; as many as the pool keeps,
+    from its first round (the writer itself opens them once per period)."""
     class Writer:
         def __init__(self):
             self.warmed = []
@@ -69,7 +70,11 @@ def test_each_round_keeps_a_connection_open_for_each_warm_pods_claim(api):
     run(rec.round())
     warm(api, pod_names(api)[2])
     run(rec.round())
-    assert writer.warmed == [0, 2, 3]
+    assert writer.warmed == [3, 3, 3]
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 5}}, "scale")
+    rec.body = live(api)   # scaled: as many more
+    run(rec.round())
+    assert writer.warmed[-1] == 5
 
 
 def test_a_dead_warm_pod_is_replaced_and_a_surplus_removed(api):
