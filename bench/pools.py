@@ -21,7 +21,9 @@ Per size and mode: batch -> all ready and batch -> all rewards (the status' own 
 episode the claim latency: claim (the operator's annotation) -> the pod was handed its episode
 (delivered-at), read from the pods (the batch keeps its sandbox: cleanup Never), and the pods its
 Job counted failed (cold pods the Job controller made for claimed indexes, then deleted). Operator
-CPU per episode from /proc/<pid>/stat over each batch. Writes bench/results/pools.json.
+CPU per episode from /proc/<pid>/stat over each batch (a pooled batch's includes whatever of its
+pool's refill falls in its time: all of it for `shwork`, little for the others), and per pod over
+the pool's first fill (`fill_operator_cpu_ms_per_pod`). Writes bench/results/pools.json.
 """
 from __future__ import annotations
 
@@ -89,14 +91,20 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
                   "resources": RESOURCES}
     if runtime_class:
         spec["runtimeClassName"] = runtime_class
+    cpu0 = lib.proc_cpu_seconds(op.proc.pid)
     kube.create(f"{GROUP}/namespaces/{ns}/rolloutpools",
                 {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
                  "spec": spec})
     t0 = time.monotonic()
     _full(kube, ns, pool, size, 0)
     fill = time.monotonic() - t0
+    fill_cpu = lib.proc_cpu_seconds(op.proc.pid) - cpu0
     time.sleep(settle)
-    out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2), "settle_seconds": settle}
+    # the operator's CPU from the pool's creation until it is full: what each pod's start costs
+    # it (its creation, the pool's rounds, the channel opened to it), which a pooled episode's
+    # figure carries when the refill falls in its batch's time
+    out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2), "settle_seconds": settle,
+                 "fill_operator_cpu_ms_per_pod": round(1000 * fill_cpu / size, 2)}
     runs = [(mode, AGENTS[agent][1]) for _ in range(repeats) for agent in agents for mode in AGENTS[agent][0]]
     rows: dict[str, list[dict]] = {}
     for mode, command in runs:
