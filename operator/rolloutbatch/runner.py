@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"rolloutbatch operator: error: --metrics-port {args.metrics_port}: {exc.strerror or exc}",
               file=sys.stderr)
         return 1
-    # Log reads and the pools' claims on the event loop where the credentials allow (kube.async_logs,
+    # Log reads and the pools' writes on the event loop where the credentials allow (kube.async_logs,
     # kube.async_writes), else in threads.
     on_loop = async_logs.supported(config)
     reader = AsyncLogReader(config, pool=args.read_concurrency) if on_loop else None

@@ -141,7 +141,7 @@ class PoolStorage:
             return await self._run(_claim, namespace, name, patch)
         try:
             return await self.writer.merge_patch(resources.object_path("Pod", name, namespace), patch,
-                                                  f"claim pod {namespace}/{name}")
+                                                 f"claim pod {namespace}/{name}")
         except (Conflict, NotFound):
             return None
 

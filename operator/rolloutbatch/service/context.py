@@ -74,7 +74,7 @@ class Context:
     settings: Settings
     read_slots: asyncio.Semaphore
     log_reader: Any = None  # kube.async_logs.AsyncLogReader when the credentials allow it
-    writer: Any = None      # kube.async_writes.AsyncWriter (the pools' claims) when they allow it
+    writer: Any = None      # kube.async_writes.AsyncWriter (the pools' writes) when they allow it
     storage: Storage = dataclasses.field(init=False)   # every API call the services make, by name
     channels: WarmChannels = dataclasses.field(init=False)   # attaches to warm pods, ahead of their claims
 

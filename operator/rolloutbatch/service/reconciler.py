@@ -76,7 +76,7 @@ class BatchReconciler:
         self.tracker: BatchTracker | None = None
         self.images: ImageGate | None = None            # spec.inputImages (once the spec is read)
         self.delivery: EpisodeDelivery | None = None   # spec.poolRef (once the spec is read)
-        self.pool_storage = PoolStorage(ctx.api, ctx.writer)   # claims on the loop (kube.async_writes)
+        self.pool_storage = PoolStorage(ctx.api, ctx.writer)   # its writes on the loop (kube.async_writes)
         self._early: list[tuple[str, PodFacts]] = []   # pod events before the spec was parsed
         self._early_job: JobFacts | None = None
         self.wake = asyncio.Event()
