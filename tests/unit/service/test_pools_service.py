@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rolloutbatch import GROUP, VERSION
 from rolloutbatch.core import naming, pool_census, pool_spec, pools
@@ -75,6 +77,22 @@ def test_each_round_keeps_a_connection_open_for_each_claim_the_pool_can_take(api
     rec.body = live(api)   # scaled: as many more
     run(rec.round())
     assert writer.warmed[-1] == 5
+
+
+@given(st.integers(min_value=0, max_value=100_000), st.integers(min_value=0, max_value=100_000))
+def test_a_filling_pools_rounds_space_out_as_its_list_grows_within_bounds(a, b):
+    small, large = sorted((a, b))
+    period = service_pools.filling_period
+    assert service_pools.FILLING_PERIOD <= period(small) <= period(large) <= service_pools.FULL_PERIOD
+
+
+@pytest.mark.parametrize("size, period", [(20, service_pools.FILLING_PERIOD),
+                                          (200, 200 / service_pools.PODS_PER_FILLING_SECOND)])
+def test_a_large_pool_filling_lists_its_pods_less_often_than_a_small_one(api, size, period):
+    make_pool(api, size, maxSize=size)
+    rec = reconciler(api)
+    run(rec.round())                           # the pods made, none started yet
+    assert run(rec.round()) == period          # the next round lists them all
 
 
 def test_a_dead_warm_pod_is_replaced_and_a_surplus_removed(api):
