@@ -53,6 +53,19 @@ async def _serving(pki, scenario):  # noqa: F811
             await writer.close()
 
 
+class NoThreads:
+    """An API that fails any call: what must go through the writer never reaches the threads."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the call went through the API threads ({name})")
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:   # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 CLAIM = {"metadata": {"labels": {"batch": "b"}, "resourceVersion": "41"}, "spec": {"activeDeadlineSeconds": 90}}
 
 
@@ -81,10 +94,7 @@ def test_every_answer_is_mapped_as_the_threads_map_it(pki, pod, error, text):  #
 
 
 def test_a_server_that_is_not_there_is_unavailable(pki):  # noqa: F811
-    with socket.socket() as probe:   # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    writer = AsyncWriter(kubeconfig(f"https://127.0.0.1:{port}", pki))
+    writer = AsyncWriter(kubeconfig(f"https://127.0.0.1:{_unused_port()}", pki))
 
     async def main():
         try:
@@ -102,9 +112,6 @@ def test_a_body_json_cannot_carry_is_refused_before_anything_is_sent(pki):  # no
 
 @pytest.mark.parametrize("pod, claimed", [("warm-0", True), ("taken", False), ("gone", False)])
 def test_pool_storage_claims_through_the_writer_and_a_lost_claim_is_none(pki, pod, claimed):  # noqa: F811
-    class NoThreads:
-        def __getattr__(self, name):
-            raise AssertionError(f"the claim went through the API threads ({name})")
 
     got, seen = asyncio.run(_serving(pki, lambda p: PoolStorage(NoThreads(), p).claim_pod("rp-1", pod, CLAIM)))
     assert (got is not None) == claimed and len(seen) == 1
@@ -210,10 +217,7 @@ def test_a_refused_ping_still_leaves_its_connection_open_and_raises_nothing(pki)
 
 
 def test_a_warm_up_against_a_server_that_is_not_there_raises_nothing(pki):  # noqa: F811
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    writer = AsyncWriter(kubeconfig(f"https://127.0.0.1:{port}", pki))
+    writer = AsyncWriter(kubeconfig(f"https://127.0.0.1:{_unused_port()}", pki))
 
     async def main():
         try:
@@ -224,9 +228,6 @@ def test_a_warm_up_against_a_server_that_is_not_there_raises_nothing(pki):  # no
 
 
 def test_pool_storage_keeps_claims_open_only_through_a_writer(pki):  # noqa: F811
-    class NoThreads:
-        def __getattr__(self, name):
-            raise AssertionError(f"went through the API threads ({name})")
 
     asyncio.run(PoolStorage(NoThreads()).keep_claims_open(5))   # no writer: nothing to do
 
@@ -237,9 +238,6 @@ def test_pool_storage_keeps_claims_open_only_through_a_writer(pki):  # noqa: F81
 
 @pytest.mark.parametrize("pod", ["warm-0", "gone"])
 def test_pool_storage_annotates_through_the_writer_and_a_pod_gone_is_no_error(pki, pod):  # noqa: F811
-    class NoThreads:
-        def __getattr__(self, name):
-            raise AssertionError(f"the annotation went through the API threads ({name})")
 
     got, seen = asyncio.run(_serving(pki, lambda p: PoolStorage(NoThreads(), p).annotate_pod(
         "rp-1", pod, {"rolloutbatch.io/delivered-at": "12.5"}, active_deadline_seconds=70)))
@@ -284,9 +282,6 @@ WARM = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "swe-", 
 
 
 def test_pool_storage_creates_the_refills_pods_through_the_writer(pki):  # noqa: F811
-    class NoThreads:
-        def __getattr__(self, name):
-            raise AssertionError(f"the pod was created through the API threads ({name})")
 
     made, seen = _creating(pki, lambda w: PoolStorage(NoThreads(), w).create_pod(WARM))
     assert made["metadata"]["name"] == "swe-x1"
