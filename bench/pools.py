@@ -84,8 +84,29 @@ def _full(kube: Kube, ns: str, pool: str, size: int, settle: float) -> None:
     time.sleep(settle)
 
 
+QUIET_TIMEOUT = 300.0   # seconds an earlier run's pods get to go before a run starts
+
+
+def _quiet(kube: Kube, timeout: float = QUIET_TIMEOUT) -> None:
+    """Until no pod of ours is left on the cluster (a pool's or a batch's): an earlier run's pods
+    still terminating take CPU from this one's figures (a scratch run that began beside 178 of
+    them was discarded). Raises past ``timeout``, naming how many are left."""
+    end = time.monotonic() + timeout
+    selector = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
+    while True:
+        left = (kube.get("/api/v1/pods", labelSelector=selector) or {}).get("items") or []
+        if not left:
+            return
+        if time.monotonic() > end:
+            raise RuntimeError(f"{len(left)} pods of an earlier run are still on the cluster after {timeout:.0f} s "
+                               f"(e.g. {left[0]['metadata']['namespace']}/{left[0]['metadata']['name']}): "
+                               "the figures would carry their CPU")
+        time.sleep(1.0)
+
+
 def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: float = 10.0,
         agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1) -> dict:
+    _quiet(kube)
     pool = lib.unique(f"pool{size}")
     spec: dict = {"size": size, "maxSize": max(size, 1), "task": {"files": TASK_FILES},
                   "resources": RESOURCES}

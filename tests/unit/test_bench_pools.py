@@ -1,9 +1,12 @@
-"""bench/pools.py's own arithmetic: a mode's medians over its repeated runs."""
+"""bench/pools.py's own logic: a mode's medians over its repeated runs, the working agent, and the wait
+for an earlier run's pods to go."""
 
 from __future__ import annotations
 
 import importlib.util
 import pathlib
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -33,3 +36,32 @@ def test_the_working_agent_waits_between_its_two_events():
     pools = _pools()
     lines = pools.SH_WORK_EPISODE.splitlines()
     assert '"event":"ready"' in lines[0] and lines[1] == "sleep 3" and '"event":"reward"' in lines[2]
+
+
+class _Kube:
+    """Answers the pod list with each of ``answers`` in turn (the last one from then on)."""
+
+    def __init__(self, *answers: int) -> None:
+        self.answers, self.asked = list(answers), []
+
+    def get(self, path, **params):
+        self.asked.append((path, tuple(sorted(params.items()))))
+        count = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return {"items": [{"metadata": {"namespace": "rp-1", "name": f"p{i}"}} for i in range(count)]}
+
+
+def test_a_run_waits_until_an_earlier_runs_pods_are_gone(monkeypatch):
+    pools = _pools()
+    monkeypatch.setattr(pools.time, "sleep", lambda s: None)
+    kube = _Kube(178, 3, 0)
+    pools._quiet(kube)
+    assert len(kube.asked) == 3
+    naming = pools.naming
+    assert set(kube.asked) == {("/api/v1/pods", (("labelSelector", f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"),))}
+
+
+def test_a_run_refuses_to_start_beside_pods_that_do_not_go(monkeypatch):
+    pools = _pools()
+    monkeypatch.setattr(pools.time, "sleep", lambda s: None)
+    with pytest.raises(RuntimeError, match="2 pods of an earlier run are still on the cluster .*rp-1/p0"):
+        pools._quiet(_Kube(2), timeout=0.0)
