@@ -51,6 +51,13 @@ def announces_provisioning(phase: str | None) -> bool:
     return phase in (None, v.PENDING)
 
 
+def resumes_provisioning(phase: str | None) -> bool:
+    """A run that finds Provisioning recorded follows one that died while making the children:
+    its Job may exist and may even have run to its end while no operator watched, so the
+    batch's pods are listed once (a watch replays what exists only up to the registry's bound)."""
+    return phase == v.PROVISIONING
+
+
 def announces_provisioned(phase: str | None) -> bool:
     """The ``Provisioned`` Event is posted once: not by a run that resumes a running batch."""
     return phase in (None, v.PENDING, v.PROVISIONING)

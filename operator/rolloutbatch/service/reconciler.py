@@ -240,6 +240,8 @@ class BatchReconciler:
                 self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled), self.tracker)
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
+        if lifecycle.resumes_provisioning(phase):
+            await self.sandbox.resync_pods(self.spec, self.tracker)
         if self._said_provisioned:
             pass   # a retried run (the Running status failed transiently) says it once
         elif lifecycle.announces_provisioned(phase):

@@ -36,6 +36,10 @@ def test_provisioning_and_provisioned_are_announced_once():
     assert [p for p in (None, *v.PHASES) if lifecycle.announces_provisioned(p)] == [None, v.PENDING, v.PROVISIONING]
 
 
+def test_only_a_provisioning_left_by_an_earlier_run_lists_the_pods_again():
+    assert [p for p in (None, *v.PHASES) if lifecycle.resumes_provisioning(p)] == [v.PROVISIONING]
+
+
 def test_a_quiet_round_waits_and_the_phase_follows_the_job():
     assert lifecycle.next_step(QUIET, GRACES) is Step.WAIT
     assert (lifecycle.running_phase(False), lifecycle.running_phase(True)) == (v.RUNNING, v.COLLECTING)

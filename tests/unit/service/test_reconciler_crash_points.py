@@ -110,7 +110,9 @@ CLEANUP_SITES = {
 SITES = sites()
 
 
-async def crash_and_resume(cluster, crash: Crash, spec=SPEC):
+async def crash_and_resume(cluster, crash: Crash, spec=SPEC, down: float = 0.0):
+    """The lifecycle up to the crash; then, ``down`` seconds later (the Job controller and the
+    kubelet going on meanwhile), a new operator that carries the batch to its end."""
     cluster.submit(spec)
     crash.rec = cluster.reconciler()
     stop = asyncio.Event()
@@ -122,6 +124,7 @@ async def crash_and_resume(cluster, crash: Crash, spec=SPEC):
         pass
     first_events = list(cluster.events)
     if crash.fired:
+        await asyncio.sleep(down)
         cluster.restart_operator()
         await asyncio.wait_for(cluster.reconciler().run(), 10)
     stop.set()
@@ -129,16 +132,17 @@ async def crash_and_resume(cluster, crash: Crash, spec=SPEC):
     return first_events
 
 
+@pytest.mark.parametrize("down", [0.0, 0.3], ids=["restarted", "down-while-the-job-ran"])
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
 @pytest.mark.parametrize("site", sorted(SITES))
-def test_a_crash_at_any_call_is_resumed_with_every_episode_once(monkeypatch, site, after):
+def test_a_crash_at_any_call_is_resumed_with_every_episode_once(monkeypatch, site, after, down):
     async def main():
         async with MemoryCluster() as cluster:
             added = []
             for kind in ("Job", "Namespace"):
                 cluster.api.subscribe(kind, lambda event, obj, kind=kind: added.append(kind) if event == "ADDED" else None)
             crash = Crash(monkeypatch, SITES[site], after=after)
-            first_events = await crash_and_resume(cluster, crash)
+            first_events = await crash_and_resume(cluster, crash, down=down)
             assert crash.fired, f"the lifecycle never reached {site}"
             status = cluster.status()
             rows = cluster.rows()
