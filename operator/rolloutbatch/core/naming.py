@@ -38,12 +38,14 @@ LABEL_INPUTS, INPUTS_OPT_IN = "rl.agentruntime.io/inputs", "true"
 # A Secret of the batch's namespace is read for an env secretKeyRef only with this label, for the
 # same reason (core.secret_env): its writer hands it to the batches of the namespace.
 LABEL_EPISODE_ENV, EPISODE_ENV_OPT_IN = "rl.agentruntime.io/episode-env", "true"
-# Warm pools (core.pools): a pool's pods carry its uid until a batch claims one; the claim moves the
-# pod to the batch (its labels, the completion index) and the batch's Job adopts it.
+# Warm pools (core.pools): a pool's pods carry its uid until a batch claims one; the claim marks the
+# pod the batch's (annotations), a second write moves it to the batch (its labels) before the
+# batch's Job adopts it.
 LABEL_POOL_UID = "rl.agentruntime.io/pool-uid"
 LABEL_POOL_NAME = "rl.agentruntime.io/pool-name"
 ROLE_WARM = "warm"                                               # LABEL_EPISODE_ROLE of an unclaimed pool pod
 ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim
+ANNOTATION_CLAIMED_BY = "rl.agentruntime.io/claimed-by"          # the batch's uid, written by the claim
 ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
 # unix seconds, on a pooled batch's Job: when its first claim was made. The claims come before the
 # Job, so the batch's clock (its timings' origin) starts there, not at the Job's creation.
@@ -138,6 +140,9 @@ def label_value(text: str) -> str:
 
 def owner_labels(ref: BatchRef) -> dict[str, str]:
     return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_BATCH_UID: ref.uid, LABEL_BATCH_NAME: label_value(ref.name)}
+
+
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"   # everything the operator made in a namespace
 
 
 def label_selector(ref: BatchRef) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
-from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, is_warm
+from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm
 from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
                                        over_own_limits, pod_facts)
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
@@ -27,10 +27,17 @@ REFILL_HOLD_SECONDS = 3.0
 REFILL_HOLD_MAX_SECONDS = 20.0
 
 
+def is_held(pod: Mapping) -> bool:
+    """A pod of the pool's namespace that a batch holds now: claimed (enrolled in the batch or not
+    yet) or cold, not ended."""
+    return bool(((pod.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
+                or claimed_by(pod) is not None) \
+        and (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)
+
+
 def held_pods(pods: Sequence[Mapping]) -> int:
-    """Pods of the pool's namespace that batches hold now (claimed or cold, not ended)."""
-    return sum(1 for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
-               and (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED))
+    """How many pods of the pool's namespace batches hold now (:func:`is_held`)."""
+    return sum(1 for p in pods if is_held(p))
 
 
 def refill_hold(pods: Sequence[Mapping], now: float, short_since: float | None = None) -> float:
@@ -102,7 +109,8 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
     warm, starting, dead, stuck, stale = [], [], [], [], []
     for pod in pods:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp"):
+        if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp") \
+                or claimed_by(pod) is not None:   # a batch's, its labels not written yet
             continue
         name = meta.get("name", "")
         # A container that ended makes a warm pod dead even while another still runs (a pool

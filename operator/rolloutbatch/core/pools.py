@@ -11,9 +11,15 @@ the rest cold. This module: the pool's children and pods, the claim and the pool
    startupProbe's signal: the pod is warm once its container is ``started``), then it blocks
    reading its stdin, holding no episode data.
 2. **Claim.** The operator patches a warm pod into the batch (:func:`claim_patch`, with the pod's
-   resourceVersion, so one pod is never claimed twice): the batch's labels, the completion-index
+   resourceVersion, so one pod is never claimed twice): the batch's uid, the completion-index
    annotation, the claim time, and an ``activeDeadlineSeconds`` that ends the episode's time from
-   now. Then it creates the batch's Indexed Job with ``manualSelector``: the Job controller adopts
+   now. The claim changes no label: every label change of a pod makes the network-policy agents
+   of every node recompute (kube-router resyncs its whole filter table on each node, Cilium
+   allocates a new identity), and twenty of them at once took the CPU from the hand-overs they
+   came with (bench/README.md). The batch's labels come in a second write (:func:`enrol_patch`),
+   once the first wave was handed its episodes; until then a claimed pod still carries the warm
+   labels, and :func:`claimed_by` is what says it is no longer the pool's.
+   Then it creates the batch's Indexed Job with ``manualSelector``: the Job controller adopts
    matching orphan pods, as upstream documents for a Job that takes over another's pods, and reads
    their index from the annotation. Indexes without a claimed pod get cold pods from the Job's
    template, which is the same pool pod: every pod of a pooled batch gets its episode one way.
@@ -36,6 +42,7 @@ exit with that code is reported as 1, so no agent can pass for a pod that never 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -79,8 +86,19 @@ def pool_labels(ref: PoolRef) -> dict[str, str]:
 
 
 def warm_selector(ref: PoolRef) -> str:
-    """The pool's unclaimed pods (a claim rewrites both labels)."""
+    """The pool's pods not enrolled in a batch: warm, starting, dead, and claimed but not yet
+    relabelled (:func:`claimed_by`)."""
     return f"{naming.LABEL_POOL_UID}={ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_WARM}"
+
+
+WARM_ROLE_SELECTOR = f"{naming.LABEL_EPISODE_ROLE}={naming.ROLE_WARM}"   # any pool's, in one namespace
+
+
+def claimed_by(pod: Mapping) -> str | None:
+    """The uid of the batch that claimed the pod (:func:`claim_patch`), or None: the one mark of a
+    claim until the batch's labels are written (:func:`enrol_patch`)."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_CLAIMED_BY)
+    return value if isinstance(value, str) and value else None
 
 
 def batch_pod_labels(ref: BatchRef) -> dict[str, str]:
@@ -345,17 +363,47 @@ def input_copies(ref: BatchRef, shards: Sequence[Mapping[str, str]], owner: Mapp
 
 # -- claims --------------------------------------------------------------------------------------
 def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_seconds: int) -> dict:
-    """A merge patch that moves a warm pod into ``batch`` as episode ``index``. Carries the pod's
-    resourceVersion: a pod claimed by someone else meanwhile refuses it (409)."""
+    """A merge patch that claims a warm pod for ``batch`` as episode ``index``, changing no label
+    (step 2 above). Carries the pod's resourceVersion: a pod claimed by someone else meanwhile
+    refuses it (409)."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     start = parse_time(status.get("startTime")) or now
     deadline = max(1, int(now - start) + 1 + episode_seconds + DELIVERY_SLACK_SECONDS)
-    labels: dict = {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **batch_pod_labels(batch),
-                    COMPLETION_INDEX_KEY: str(index)}
-    return {"metadata": {"resourceVersion": meta.get("resourceVersion"), "labels": labels,
-                         "annotations": {COMPLETION_INDEX_KEY: str(index),
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                         "annotations": {COMPLETION_INDEX_KEY: str(index), naming.ANNOTATION_CLAIMED_BY: batch.uid,
                                          naming.ANNOTATION_CLAIMED_AT: f"{now:.3f}"}},
             "spec": {"activeDeadlineSeconds": deadline}}
+
+
+def enrol_patch(batch: BatchRef, index: int) -> dict:
+    """A merge patch that moves a pod claimed for ``batch`` (:func:`claim_patch`) into it: the
+    batch's labels, which its Job selects and the operator's watch routes by."""
+    return {"metadata": {"labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None,
+                                    **batch_pod_labels(batch), COMPLETION_INDEX_KEY: str(index)}}}
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolPods:
+    """One list of a pool's namespace (naming.MANAGED_SELECTOR) seen by a batch: the pool's pods
+    it may claim, oldest first (:func:`claim_order`), and the batch's own, claimed (enrolled or not)
+    or cold. One list, not two: a claim made between two lists (a predecessor's, at a failover)
+    would be in neither, and its index claimed twice."""
+    warm: list[Mapping]
+    mine: list[Mapping]
+
+
+def pool_pods(pods: Sequence[Mapping], pool: PoolRef, batch_uid: str, template: str | None = None) -> PoolPods:
+    def label(p: Mapping, key: str) -> str | None:
+        return ((p.get("metadata") or {}).get("labels") or {}).get(key)
+    warm = [p for p in pods if label(p, naming.LABEL_POOL_UID) == pool.uid]
+    mine = [p for p in pods if label(p, naming.LABEL_BATCH_UID) == batch_uid]
+    return PoolPods(warm=claim_order(warm, template), mine=mine + unenrolled_claims(warm, batch_uid))
+
+
+def unenrolled_claims(pods: Sequence[Mapping], batch_uid: str) -> list[Mapping]:
+    """The pods claimed for the batch that still carry the warm labels (not being deleted)."""
+    return [p for p in pods if claimed_by(p) == batch_uid and not (p.get("metadata") or {}).get("deletionTimestamp")
+            and ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) == naming.ROLE_WARM]
 
 
 def tightened_deadline(active_deadline_seconds: int | None, own_deadline_at: float | None, now: float,
@@ -376,7 +424,8 @@ def is_warm(pod: Mapping) -> bool:
     """Every container started (its startupProbe saw ``warm``) and running, unclaimed and not
     being deleted."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM:
+    if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM \
+            or claimed_by(pod) is not None:
         return False
     if status.get("phase") != v.PodPhase.RUNNING:
         return False

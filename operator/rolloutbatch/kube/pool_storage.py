@@ -137,11 +137,18 @@ class PoolStorage:
 
     async def claim_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
         """The claimed pod, or None when it was claimed, changed or deleted meanwhile (409/404)."""
+        return await self._patch_pod(namespace, name, patch, "claim")
+
+    async def enrol_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
+        """A claimed pod given its batch's labels (core.pools.enrol_patch), or None when it is gone."""
+        return await self._patch_pod(namespace, name, patch, "enrol")
+
+    async def _patch_pod(self, namespace: str, name: str, patch: dict, what: str) -> dict | None:
         if self.writer is None:
             return await self._run(_claim, namespace, name, patch)
         try:
             return await self.writer.merge_patch(resources.object_path("Pod", name, namespace), patch,
-                                                 f"claim pod {namespace}/{name}")
+                                                 f"{what} pod {namespace}/{name}")
         except (Conflict, NotFound):
             return None
 

@@ -82,10 +82,10 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
         return False, (f"waiting for RolloutPool {ref.namespace}/{spec.pool_name} to be created "
                        f"(spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     pool, definition = _checked(body, ref, spec)
-    namespace = naming.pool_namespace(pool.namespace, pool.name)
-    warm = len(pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)),
-                                 pools.template_digest(pool, definition)))
-    mine = len(await pool_storage.list_pods(namespace, naming.label_selector(ref)))
+    listed = pools.pool_pods(await pool_storage.list_pods(naming.pool_namespace(pool.namespace, pool.name),
+                                                          naming.MANAGED_SELECTOR),
+                             pool, ref.uid, pools.template_digest(pool, definition))
+    warm, mine = len(listed.warm), len(listed.mine)
     wanted = min(spec.parallelism, spec.episodes)
     if definition.max_size < wanted - mine:
         raise Stalled(v.STALL_POOL_CONFLICT,
@@ -106,13 +106,15 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
 @dataclasses.dataclass(frozen=True)
 class Claims:
     """What :func:`claim` did: ``hits`` pods of the batch (claimed now or before) of the ``wanted``
-    first indexes, the pods ``claimed`` by this call as the API returned them, and when the
-    batch's first claim was made (``began``: an earlier run's, when there was one)."""
+    first indexes, the pods ``claimed`` by this call as the API returned them, when the batch's
+    first claim was made (``began``: an earlier run's, when there was one), and the claims (this
+    call's and an earlier run's) whose labels are still to be written (:func:`enrol`)."""
 
     hits: int
     wanted: int
     claimed: list[dict]
     began: float
+    unenrolled: list = dataclasses.field(default_factory=list)   # the batch's claims still to enrol
 
 
 async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool: pool_spec.PoolRef,
@@ -122,12 +124,8 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     each pod as soon as its own claim is made: its hand-over need not wait for the others' (the
     claims go out together through the API threads, and their answers come back one by one)."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
-    # The warm pods listed before the batch's: a pod claimed for the batch between the two lists
-    # (a predecessor's claim, at a failover) is then among the batch's, its index taken, and its
-    # stale warm entry refuses a second claim (409); the other order could miss it in both and
-    # claim a second pod for its index.
-    warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
-    mine = await pool_storage.list_pods(namespace, naming.label_selector(ref))
+    listed = pools.pool_pods(await pool_storage.list_pods(namespace, naming.MANAGED_SELECTOR), pool, ref.uid, template)
+    warm, mine = listed.warm, listed.mine
     taken = {int(i) for p in mine
              if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()}
     wanted = [i for i in range(min(spec.parallelism, spec.episodes)) if i not in taken]
@@ -160,7 +158,20 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
             # another batch took is no longer warm.
             relists += 1
             warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
-    return Claims(hits=hits, wanted=min(spec.parallelism, spec.episodes), claimed=fresh, began=min([now, *earlier]))
+    return Claims(hits=hits, wanted=min(spec.parallelism, spec.episodes), claimed=fresh, began=min([now, *earlier]),
+                  unenrolled=[*pools.unenrolled_claims(mine, ref.uid), *fresh])
+
+
+async def enrol(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claimed: list[dict]) -> list[dict]:
+    """The batch's labels on its claimed pods (core.pools.enrol_patch), all at once; returns them
+    as the API did (a pod gone meanwhile is not: the Job runs its index cold). A claim whose index
+    annotation was edited by hand is left out: it runs to the deadline its claim set, and its index
+    gets a cold pod."""
+    indexed = [(p, i) for p in claimed
+               if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()]
+    enrolled = await asyncio.gather(*(pool_storage.enrol_pod(namespace, p["metadata"]["name"],
+                                                             pools.enrol_patch(ref, int(i))) for p, i in indexed))
+    return [p for p in enrolled if p is not None]
 
 
 async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claimed: list[dict]) -> None:
@@ -197,7 +208,10 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     crash_point("pool:claimed")
     if handed_over is not None and claims.claimed and hits >= wanted:
         await handed_over(HAND_OVER_FIRST)
-    await _until_listed(pool_storage, naming.pool_namespace(pool.namespace, pool.name), ref, claims.claimed)
+    namespace = naming.pool_namespace(pool.namespace, pool.name)
+    enrolled = await enrol(pool_storage, namespace, ref, claims.unenrolled)
+    crash_point("pool:enrolled")
+    await _until_listed(pool_storage, namespace, ref, enrolled)
     job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                            spec.active_deadline_seconds, episode_seconds, pool, definition, claims.began)
     try:

@@ -124,7 +124,7 @@ class PoolReconciler:
             await self._say_stalled(v.PoolReason.CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE)
             return FULL_PERIOD
         await self._ensure_children(spec)
-        every = await self.storage.list_pods(self.namespace, f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}")
+        every = await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
         pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
                 == self.ref.uid]
         template = pools.template_digest(self.ref, spec)
@@ -243,10 +243,13 @@ class PoolReconciler:
         if not self.clusterwide:
             return None   # a namespaced install created nothing for it
         for pod in await self.storage.list_pods(self.namespace, pools.warm_selector(self.ref)):
-            await self.storage.delete_pod(pod)   # not if claimed since the list
-        held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
-                for p in await self.storage.list_pods(self.namespace, naming.LABEL_BATCH_UID)
-                if (p.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)}
+            if pools.claimed_by(pod) is None:
+                await self.storage.delete_pod(pod)   # not if claimed since the list
+        # listed after the deletions: a pod claimed meanwhile is held (enrolled in its batch or not yet)
+        held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME)
+                or f"uid {pools.claimed_by(p)}"
+                for p in await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
+                if pool_census.is_held(p)}
         held |= {(j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
                  for j in await self.storage.list_jobs(self.namespace)
                  if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import naming, pools
 from rolloutbatch.core.children import deletion_plan
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
@@ -62,7 +62,10 @@ async def evict_unowned_claims(storage: Storage, ref: BatchRef, pool_namespace: 
     deleted between the claims and the Job): handed their episodes at the claim, they would run
     on, and the pool counts them no more. The Job's own pods went with it (foreground). Evicted:
     the operator may not delete pods; eviction is its one way to end one."""
-    for pod in await storage.list_pods(pool_namespace, naming.label_selector(ref)):
+    claims = await storage.list_pods(pool_namespace, naming.label_selector(ref))
+    # and those claimed whose labels were not written yet (core.pools.enrol_patch)
+    claims += pools.unenrolled_claims(await storage.list_pods(pool_namespace, pools.WARM_ROLE_SELECTOR), ref.uid)
+    for pod in claims:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") or any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or ()):
             continue

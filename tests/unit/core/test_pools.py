@@ -123,17 +123,42 @@ def test_pooled_job_adopts_by_the_batchs_labels() -> None:
     assert began["metadata"]["annotations"] == {naming.ANNOTATION_CLAIMS_BEGAN_AT: "1796256000.250"}
 
 
-def test_claim_patch_moves_the_pod_and_bounds_its_time() -> None:
+def test_claim_patch_marks_the_pod_changes_no_label_and_bounds_its_time() -> None:
     pod = {"metadata": {"name": "swe-x", "resourceVersion": "42"},
            "status": {"startTime": "2026-12-03T00:00:00Z"}}
     now = 1796256000.0 + 100   # 100 s after the pod's start
     patch = pools.claim_patch(pod, BATCH, 7, now, episode_seconds=60)
     meta = patch["metadata"]
     assert meta["resourceVersion"] == "42"
-    assert meta["labels"][naming.LABEL_POOL_UID] is None and meta["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+    assert "labels" not in meta   # a label change makes every node's policy agent recompute
     assert meta["annotations"][COMPLETION_INDEX_KEY] == "7"
+    assert meta["annotations"][naming.ANNOTATION_CLAIMED_BY] == BATCH.uid
     assert float(meta["annotations"][naming.ANNOTATION_CLAIMED_AT]) == pytest.approx(now)
     assert patch["spec"]["activeDeadlineSeconds"] == 101 + 60 + pools.DELIVERY_SLACK_SECONDS
+
+
+def test_enrol_patch_moves_the_claimed_pod_into_the_batch() -> None:
+    labels = pools.enrol_patch(BATCH, 7)["metadata"]["labels"]
+    assert labels[naming.LABEL_POOL_UID] is None and labels[naming.LABEL_POOL_NAME] is None
+    assert labels[naming.LABEL_BATCH_UID] == BATCH.uid and labels[COMPLETION_INDEX_KEY] == "7"
+    assert labels[naming.LABEL_EPISODE_ROLE] != naming.ROLE_WARM
+
+
+def test_a_claimed_pod_is_no_longer_warm_and_its_batch_finds_it_in_one_list() -> None:
+    claimed = _pod("a", created="2026-12-03T00:00:01Z")
+    claimed["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_BY] = BATCH.uid
+    other = _pod("b", created="2026-12-03T00:00:02Z")
+    other["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_BY] = "another-batch"
+    free = _pod("c", created="2026-12-03T00:00:03Z")
+    enrolled = _pod("d", role="episode")
+    enrolled["metadata"]["labels"][naming.LABEL_BATCH_UID] = BATCH.uid
+    for pod in (claimed, other, free):
+        pod["metadata"]["labels"][naming.LABEL_POOL_UID] = POOL.uid
+    assert not pools.is_warm(claimed) and not pools.is_warm(other) and pools.is_warm(free)
+    listed = pools.pool_pods([claimed, other, free, enrolled], POOL, BATCH.uid)
+    assert [p["metadata"]["name"] for p in listed.warm] == ["c"]
+    assert sorted(p["metadata"]["name"] for p in listed.mine) == ["a", "d"]
+    assert pools.unenrolled_claims([claimed, other, free, enrolled], BATCH.uid) == [claimed]
 
 
 def _pod(name: str, *, phase: str = "Running", started: bool = True, template: str = "t1", role: str = "warm",

@@ -47,7 +47,7 @@ def test_the_pool_never_deletes_a_pod_claimed_since_its_list(api, how):
     api.meanwhile("DELETE", "Pod", lambda: _claim_now(api, name))
     run(rec.round() if how == "scale to 0" else rec.delete())
     pod = api.get_object("Pod", name, POOL_NS)
-    assert pod is not None and pod["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+    assert pod is not None and pools.claimed_by(pod) == BATCH.uid
 
 
 # -- a pool's network tightened later ---------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 
 import pytest
 from hypothesis import given
@@ -20,7 +21,7 @@ from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.service import episode_delivery, pool_claims
+from rolloutbatch.service import episode_delivery, pool_claims, sandbox
 from rolloutbatch.service import pools as service_pools
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
@@ -263,8 +264,8 @@ def test_claims_take_warm_pods_for_the_first_indexes_once(api, monkeypatch):
     hits, wanted, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
     assert (hits, wanted, len(fresh)) == (2, 3, 2)
     assert sorted(claimed_indexes(api).values()) == ["0", "1"]
-    for pod in fresh:
-        assert pod["metadata"]["labels"].get(naming.LABEL_POOL_UID) is None
+    for pod in fresh:   # claimed, its labels not changed yet (pool_claims.enrol)
+        assert pools.claimed_by(pod) == BATCH.uid and pod["metadata"]["labels"][naming.LABEL_POOL_UID] == rec.ref.uid
         assert pod["spec"]["activeDeadlineSeconds"] > 60
     # repeated (a restart mid-provisioning): the claims stand, nothing is claimed twice
     run(rec.round())
@@ -311,9 +312,10 @@ def test_a_pod_claimed_by_someone_else_meanwhile_is_skipped(api):
     assert hits == 2 and first not in {p["metadata"]["name"] for p in fresh}
 
 
-def test_a_predecessors_claim_between_the_two_lists_is_never_claimed_twice_nor_its_index(api):
+def test_a_predecessors_claim_before_the_list_is_never_claimed_twice_nor_its_index(api):
     """At a failover the operator before may still claim for the batch while this one lists: its
-    pod must count as the batch's (its index taken), not be missed by both lists."""
+    pod, claimed but not enrolled (its labels still the pool's), must count as the batch's (its
+    index taken). One list of the namespace sees it either warm or claimed, never neither."""
     rec = filled(api, 4)
     first = sorted(pod_names(api))[0]
     pod = api.get(f"/api/v1/namespaces/{POOL_NS}/pods/{first}", "get")
@@ -321,8 +323,7 @@ def test_a_predecessors_claim_between_the_two_lists_is_never_claimed_twice_nor_i
     def predecessor_claims() -> None:
         api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{first}",
                         pools.claim_patch(pod, BATCH, 0, 1796256000.0, 60), "the predecessor's claim")
-    # just before the second of the claim's two lists
-    api.meanwhile("GET", "Pod", lambda: api.meanwhile("GET", "Pod", predecessor_claims))
+    api.meanwhile("GET", "Pod", predecessor_claims)   # just before the claim's list
     claims = run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=3), rec.ref, 60))
     indexes = claimed_indexes(api)
     assert sorted(indexes.values()) == ["0", "1", "2"] and indexes[first] == "0"
@@ -536,10 +537,24 @@ def test_the_job_waits_for_the_first_waves_hand_overs_only_when_it_all_got_warm_
             said.append(obj["kind"])
             return await super().create_or_adopt(obj, owner_uid)
 
-    run(pool_claims.provision(Recording(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
+    class Enrolling(PoolStorage):
+        async def enrol_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
+            said.append("enrol")
+            return await super().enrol_pod(namespace, name, patch)
+
+    run(pool_claims.provision(Recording(api), Enrolling(api), BATCH, batch_spec(), lambda *e: None, None,
                               lambda pods: said.append(len(pods)), CLUSTERWIDE, handed_over))
     claims = [1] * min(warm_pods, 3)
-    assert said == claims + ([("handed over", pool_claims.HAND_OVER_FIRST)] if waits else []) + ["Job"]
+    # the batch's labels (a recompute of every node's network policies) only after the hand-overs
+    assert said == claims + ([("handed over", pool_claims.HAND_OVER_FIRST)] if waits else []) \
+        + ["enrol"] * len(claims) + ["Job"]
+    for pod in api.list_objects("Pod", POOL_NS):
+        labels = pod["metadata"]["labels"]
+        if pools.claimed_by(pod) is not None:   # enrolled: the Job's selector and the watch find it
+            assert labels[naming.LABEL_BATCH_UID] == BATCH.uid and naming.LABEL_POOL_UID not in labels
+            assert labels[v.COMPLETION_INDEX_KEY] == pod["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
+        else:
+            assert labels[naming.LABEL_POOL_UID] and naming.LABEL_BATCH_UID not in labels
 
 
 def test_a_batch_that_claimed_nothing_new_does_not_wait_for_hand_overs(api):
@@ -551,9 +566,39 @@ def test_a_batch_that_claimed_nothing_new_does_not_wait_for_hand_overs(api):
 
     async def handed_over(within: float) -> None:
         waited.append(within)
+    claimed = claimed_indexes(api)
     run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
                               lambda pods: None, CLUSTERWIDE, handed_over))
     assert waited == [] and api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
+    # the earlier run's claims (it died before their labels) are enrolled now, nothing claimed anew
+    assert claimed_indexes(api) == claimed and len(claimed) == 3
+    for name in claimed:
+        assert api.get_object("Pod", name, POOL_NS)["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+
+
+def test_a_batch_deleted_before_its_claims_were_enrolled_has_them_evicted(api):
+    """The finalizer ends what the batch claimed and no Job adopted, its labels written or not."""
+    filled(api, 3)
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(), reconciler(api).ref, 60))
+    assert len(claimed_indexes(api)) == 3
+    run(sandbox.evict_unowned_claims(Storage(api), BATCH, POOL_NS, logging.getLogger("test")))
+    assert claimed_indexes(api) == {} and len(pod_names(api)) == 0
+
+
+def test_a_claimed_pod_not_enrolled_yet_is_neither_warm_nor_the_pools_to_delete(api):
+    """Between its claim and its batch's labels a pod still carries the pool's: the pool counts it
+    as held, never as warm (a refill makes up for it), never deletes it as surplus or at its deletion."""
+    rec = filled(api, 2)
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(episodes=1, parallelism=1), rec.ref, 60))
+    (claimed,) = claimed_indexes(api)
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 0}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert pod_names(api) == [claimed]
+    run(rec.round())
+    assert live(api)["status"]["readyPods"] == 0
+    assert "uid " + BATCH.uid in (run(rec.delete()) or "")
+    assert api.get_object("Pod", claimed, POOL_NS) is not None
 
 
 def test_settled_waits_for_the_hand_overs_in_flight_and_no_longer_than_asked():
@@ -619,7 +664,7 @@ def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
     heard: list[str] = []
 
     def on_claimed(pods: list[dict]) -> None:
-        assert len(pods) == 1 and pods[0]["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+        assert len(pods) == 1 and pools.claimed_by(pods[0]) == BATCH.uid
         heard.append(pods[0]["metadata"]["name"])
 
     _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
