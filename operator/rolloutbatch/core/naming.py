@@ -117,12 +117,20 @@ def shared_network_policy_name(ref: BatchRef) -> str:
 DEDICATED_POLICY = "default-deny"
 
 
+# Room left in the results head's name for a shard's "-<number>" (core.result_shards: about
+# MAX_SHARDS = 1000 of them, a few more when bytes fill some first): five digits.
+SHARD_SUFFIX_ROOM = len("-99999")
+
+
 def results_configmap_name(ref: BatchRef) -> str:
+    """The results head's name; its shards' (``<head>-<n>``) stay within 253 characters too."""
+    limit = 253 - SHARD_SUFFIX_ROOM
     name = f"{ref.name}-results"
-    if len(name) <= 253:
+    if len(name) <= limit:
         return name
     digest = hashlib.sha256(ref.name.encode()).hexdigest()[:8]
-    return f"{ref.name[:236]}-{digest}-results"
+    tail = f"-{digest}-results"
+    return f"{ref.name[:limit - len(tail)]}{tail}"
 
 
 def child_namespace(ref: BatchRef, spec: BatchSpec) -> str:

@@ -217,6 +217,8 @@ class BatchReconciler:
         await self.sandbox.poll_job(self.spec, self.tracker)
         if self.tracker.job_uid is not None:
             await self.sandbox.resync_pods(self.spec, self.tracker)
+        else:   # a pooled batch's claims made before an operator died, no Job to adopt them
+            await self.sandbox.end_unadopted_claims(self.spec)
         await self._begin_stop()
 
     async def _adopt(self) -> None:
@@ -536,6 +538,7 @@ class BatchReconciler:
         await self._judge_finished_pods()
         if self.spec is not None:
             await self.sandbox.stop_job(self.spec)
+            await self.sandbox.end_unadopted_claims(self.spec)
         if self.tracker is not None:
             episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED
             self.tracker.give_up_missing(episode_reason, f"the batch stalled ({reason}): {message}"[:1000])

@@ -187,6 +187,19 @@ class SandboxLifecycle:
             self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"removing the sandbox was refused: {exc}")
         return False
 
+    async def end_unadopted_claims(self, spec: BatchSpec) -> None:
+        """A pooled batch that ends (stalled, or stopped) with warm pods it claimed that no Job
+        adopted (its Job refused, or never made: the operator died between the claims and the
+        Job): they were handed their episodes with their claims, and nothing would judge or end
+        them before their deadlines. Evicted, best effort (the finalizer tries again)."""
+        namespace = pooled_namespace(self.ref, spec)
+        if namespace is None or not self.settings.scope.reaches(namespace):
+            return
+        try:
+            await sandbox.evict_unowned_claims(self.storage, self.ref, namespace, self.log)
+        except KubeError as exc:
+            self.log.warning("Could not end the claimed pods no Job adopted: %s", exc)
+
     async def stop_job(self, spec: BatchSpec) -> None:
         """A stalled batch's Job, deleted with its pods (foreground), best effort. Not looked for
         where a namespaced operator never makes one (core.scope: a refused Dedicated batch)."""

@@ -1,7 +1,11 @@
 """Deterministic child names and owner labels."""
 import re
 
-from rolloutbatch.core import naming
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rolloutbatch.core import naming, result_shards
+from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
 from tests.unit.core.factories import MINIMAL, REF
@@ -25,6 +29,15 @@ def test_results_configmap_name():
     name = naming.results_configmap_name(long_a)
     assert len(name) <= 253 and name.endswith("-results")
     assert name != naming.results_configmap_name(long_b)
+
+
+@given(st.integers(min_value=1, max_value=253))
+def test_every_results_configmap_name_fits_with_its_shards_numbers(length):
+    """A sharded batch's shards are <head>-<n>, up to about result_shards.MAX_SHARDS of them: a
+    batch named with up to 253 characters must not get names the API server refuses."""
+    head = naming.results_configmap_name(BatchRef("n", "a" * length, "u"))
+    assert head.endswith("-results")
+    assert len(shard_configmap_name(head, result_shards.MAX_SHARDS * 10)) <= 253
 
 
 def test_child_namespace_follows_isolation():
