@@ -77,6 +77,13 @@ def job_will_complete(phase: str | None, reason: str | None) -> bool:
     return reason not in v.STALL_REASONS and phase != v.STOPPED
 
 
+def stall_leaves_job_to_stop(phase: str | None, reason: str | None, *, resumed: bool) -> bool:
+    """A stall is recorded before its Job is deleted: a run that resumes a stalled batch
+    (``resumed``: it found the stall recorded) deletes the Job again, in case the run that stalled
+    died in between (a Job already gone: nothing to do)."""
+    return resumed and phase == v.FAILED and reason in v.STALL_REASONS
+
+
 def stop_begins(*, stop_requested: bool, stopping: bool, complete: bool, job_finished: bool) -> bool:
     """spec.stop acts while there is something to stop: once the Job has ended (Collecting) the
     batch ends as it would."""

@@ -536,9 +536,6 @@ class BatchReconciler:
             self.emit("Warning", reason, message)
             return
         await self._judge_finished_pods()
-        if self.spec is not None:
-            await self.sandbox.stop_job(self.spec)
-            await self.sandbox.end_unadopted_claims(self.spec)
         if self.tracker is not None:
             episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED
             self.tracker.give_up_missing(episode_reason, f"the batch stalled ({reason}): {message}"[:1000])
@@ -547,6 +544,10 @@ class BatchReconciler:
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not write the final results: %s", exc)
         await self._record_stall(reason, message)
+        # The Job goes only once the stall is recorded: an operator dying before that finds the
+        # Job, and its pods to judge again, not a Job gone that it would blame on someone else
+        # (SandboxDeleted). One dying after it stops the Job at its restart (_after_finish).
+        await self._stop_stalled_job()
         self.emit("Warning", reason, message)
         self._batch_finished(v.FAILED, self.tracker.summary(self._origin()) if self.tracker else None)
         if self.spec is not None:
@@ -554,6 +555,13 @@ class BatchReconciler:
                 await self._after_finish()
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Cleanup after the stall failed: %s", exc)
+
+    async def _stop_stalled_job(self) -> None:
+        """A stalled batch's Job deleted with its pods, and a pooled one's claims no Job adopted
+        evicted; best effort, each (the stall is recorded)."""
+        if self.spec is not None:
+            await self.sandbox.stop_job(self.spec)
+            await self.sandbox.end_unadopted_claims(self.spec)
 
     async def _record_stall(self, reason: str, message: str) -> None:
         """The Failed status with the stall's reason, until recorded or refused even bare
@@ -620,6 +628,9 @@ class BatchReconciler:
         except SpecError:
             return
         self.spec = spec
+        if lifecycle.stall_leaves_job_to_stop(self.status.phase, self.last_status.get("reason"),
+                                              resumed=self.tracker is None):
+            await self._stop_stalled_job()   # recorded by an operator that died before it stopped it
         await self._await_job_end()
         phase = self.status.phase
         if self.results.digests and self.results.digests != (self.last_status.get("resultsDigests") or {}):

@@ -100,3 +100,11 @@ def test_a_stop_begins_once_and_only_while_there_is_something_to_stop(requested,
     begins = lifecycle.stop_begins(stop_requested=requested, stopping=stopping, complete=complete,
                                    job_finished=finished)
     assert begins == (requested and not (stopping or complete or finished))
+
+
+def test_a_stalled_batch_resumed_by_a_new_operator_stops_its_job_again():
+    stall = next(iter(v.STALL_REASONS))
+    assert lifecycle.stall_leaves_job_to_stop(v.FAILED, stall, resumed=True)
+    assert not lifecycle.stall_leaves_job_to_stop(v.FAILED, stall, resumed=False)   # the run that stalled did
+    assert not lifecycle.stall_leaves_job_to_stop(v.FAILED, v.REASON_TOO_FEW, resumed=True)   # its Job ran out
+    assert not lifecycle.stall_leaves_job_to_stop(v.SUCCEEDED, None, resumed=True)

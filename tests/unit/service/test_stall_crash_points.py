@@ -1,5 +1,6 @@
-"""The operator dies while it records a stall (after it stopped the batch's Job,
-before the Failed status is written), and a new operator takes the batch over."""
+"""The operator dies while it ends a stalled batch (its final rows, its Failed status, its Job's
+deletion, in that order), and a new operator takes the batch over: the stall keeps its reason,
+no earned result is lost, and the Job is stopped all the same."""
 import asyncio
 
 import pytest
@@ -13,18 +14,11 @@ def _failed_status(op, args):
     return op == "patch_batch_status" and (args[2] or {}).get("phase") == v.FAILED
 
 
-KNOWN = pytest.mark.xfail(strict=True, reason="known: _end_stalled deletes the Job before it records the stall; an "
-                                              "operator dying in between leaves the batch to end as SandboxDeleted")
-
-
-@KNOWN
 @pytest.mark.parametrize("site", ["status-Failed", "results-final"])
 def test_a_crash_while_recording_a_stall_keeps_the_stalls_reason(monkeypatch, site):
-    """A batch whose Job makes no pod stalls (PodsNotCreated): _end_stalled deletes the Job
-    (sandbox.stop_job), writes the final rows, then the Failed status. An operator that dies before
-    that status is written leaves phase Running; the next one adopts, finds no Job and ends the batch
-    SandboxDeleted, "the Job ... was deleted before every episode ended": the operator's own
-    deletion reported as someone else's, and the real reason (no pod could be created, and why) gone."""
+    """A batch whose Job makes no pod stalls (PodsNotCreated). An operator that dies before the
+    Failed status is written leaves phase Running; the next one adopts, finds the Job (deleted only
+    after the status) and stalls with the same reason, not SandboxDeleted."""
     sites = {"status-Failed": _failed_status,
              "results-final": lambda op, args: op == "put_configmap"
              and '"final":true' in "".join(args[0].get("data", {}).values())}
@@ -49,15 +43,12 @@ def test_a_crash_while_recording_a_stall_keeps_the_stalls_reason(monkeypatch, si
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
-@KNOWN
 @pytest.mark.parametrize("site", ["status-Failed"])
 def test_a_crash_while_recording_a_stall_loses_no_result(monkeypatch, site):
-    """Episode 0 succeeded and its row was checkpointed (the status records that document's
-    digest); then episode 1's image cannot be pulled and the batch stalls (ImagePullFailed):
-    _end_stalled deletes the Job (foreground: its pods go with it), writes the final document over
-    the checkpoint, and dies before the Failed status records the new digest. The next operator
-    adopts no results document (its digest is not the recorded one) and cannot judge episode 0
-    again: its pod is gone. A result an episode earned is lost to a crash."""
+    """Episode 0 succeeded and its row was checkpointed; then episode 1's image cannot be pulled and
+    the batch stalls (ImagePullFailed). The operator writes the final document over the checkpoint
+    and dies before the Failed status records its digest: the next one adopts no document, so
+    episode 0 must still be there to judge again (the Job, and its pods, go only after the status)."""
     async def main():
         async with MemoryCluster() as cluster:
             crash = Crash(monkeypatch, _failed_status)
@@ -97,4 +88,27 @@ def test_a_crash_while_recording_a_stall_loses_no_result(monkeypatch, site):
             assert status["phase"] == v.FAILED
             assert rows[0]["outcome"] == v.OUTCOME_SUCCEEDED, (status["reason"], rows[0])
             assert status["succeededEpisodes"] == 1
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_crash_after_the_stall_was_recorded_stops_the_job_at_the_restart(monkeypatch):
+    """The Failed status written, the operator dies before it deletes the Job: the next one, which
+    resumes a finished batch, deletes it (its pods would run on for a batch that ended)."""
+    async def main():
+        async with MemoryCluster(pod_create_grace=0.3) as cluster:
+            crash = Crash(monkeypatch, _failed_status, after=True)
+            cluster.submit(SPEC)
+            crash.rec = cluster.reconciler()
+            crash.task = asyncio.create_task(crash.rec.run())
+            try:
+                await asyncio.wait_for(asyncio.shield(crash.task), 10)
+            except asyncio.CancelledError:
+                pass
+            assert crash.fired and cluster.status()["reason"] == v.STALL_PODS_NOT_CREATED
+            assert cluster.job() is not None and not cluster.job()["metadata"].get("deletionTimestamp")
+            cluster.restart_operator()
+            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            job = cluster.job()
+            assert job is None or job["metadata"].get("deletionTimestamp")
+            assert (cluster.status()["phase"], cluster.status()["reason"]) == (v.FAILED, v.STALL_PODS_NOT_CREATED)
     asyncio.run(asyncio.wait_for(main(), 30))
