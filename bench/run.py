@@ -192,9 +192,9 @@ def main() -> None:
     p.add_argument("--pool-runtime-class", default=None, metavar="NAME",
                    help="the RuntimeClass of `pools`' pods (default none: runc)")
     p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
-    p.add_argument("--pool-agents", nargs="+", default=["python", "sh"], choices=["python", "sh", "shwork"],
-                   help="the agents `pools` runs each batch with (default python and sh: a Python interpreter's "
-                        "start, and none; shwork: the shell agent working 3 s between its events)")
+    p.add_argument("--pool-agents", nargs="+", default=["python", "sh"], metavar="AGENT",
+                   help="the agents `pools` runs each batch with, of pools.AGENTS (default python and sh: a Python "
+                        "interpreter's start, and none; shwork: the shell agent working 3 s between its events)")
     p.add_argument("--pool-repeats", type=int, default=1, metavar="N",
                    help="runs of each of `pools`' batches (medians when more than one)")
     p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
@@ -206,6 +206,11 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="py-spy the operator in every scenario run (perturbs its CPU "
                                                         "numbers; stored as <label>-profiled)")
     args = p.parse_args()
+    if "pools" in args.parts:   # checked before any setup; the agents are pools.AGENTS' (imported only for pools)
+        import pools
+        unknown = sorted(set(args.pool_agents) - set(pools.AGENTS))
+        if unknown:
+            p.error(f"--pool-agents: unknown {', '.join(unknown)} (choose from {', '.join(sorted(pools.AGENTS))})")
     if args.pool_repeats < 1:
         p.error("--pool-repeats must be at least 1")
     if args.modes_variants:

@@ -3,18 +3,30 @@ for an earlier run's pods to go."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pathlib
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@functools.cache
 def _pools():
+    """bench/pools.py loaded once; what loading it put on sys.path and in sys.modules (bench's own
+    top-level names: lib, workloads) is taken back, so no later test imports them by accident."""
+    path, modules = list(sys.path), set(sys.modules)
     spec = importlib.util.spec_from_file_location("bench_pools", ROOT / "bench" / "pools.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            if str(ROOT / "bench") in str(getattr(sys.modules[name], "__file__", "") or ""):
+                del sys.modules[name]
     return module
 
 
@@ -65,3 +77,10 @@ def test_a_run_refuses_to_start_beside_pods_that_do_not_go(monkeypatch):
     monkeypatch.setattr(pools.time, "sleep", lambda s: None)
     with pytest.raises(RuntimeError, match="2 pods of an earlier run are still on the cluster .*rp-1/p0"):
         pools._quiet(_Kube(2), timeout=0.0)
+
+
+def test_loading_the_bench_leaves_no_bench_module_importable():
+    _pools()
+    assert str(ROOT / "bench") not in sys.path
+    assert not [m for m in ("lib", "workloads", "pools") if m in sys.modules
+                and str(ROOT / "bench") in str(getattr(sys.modules[m], "__file__", "") or "")]
