@@ -52,6 +52,11 @@ def _claim(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
         return None
 
 
+def _enrol(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
+    """The claimed pod with its batch's labels, or None when it is gone (404)."""
+    return _claim(api, namespace, name, patch)
+
+
 def _delete_pod(api: Any, namespace: str, name: str, uid: str, resource_version: str | None) -> bool:
     """Delete the pod as it was listed: a pod changed since (claimed by a batch meanwhile) is left
     alone (409). False when it was not deleted."""
@@ -145,7 +150,7 @@ class PoolStorage:
 
     async def _patch_pod(self, namespace: str, name: str, patch: dict, what: str) -> dict | None:
         if self.writer is None:
-            return await self._run(_claim, namespace, name, patch)
+            return await self._run(_claim if what == "claim" else _enrol, namespace, name, patch)
         try:
             return await self.writer.merge_patch(resources.object_path("Pod", name, namespace), patch,
                                                  f"{what} pod {namespace}/{name}")

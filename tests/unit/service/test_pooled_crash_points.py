@@ -189,6 +189,7 @@ def _op(name, kind=None):
 
 POOLED_SITES = {
     "claim-1": _op("_claim"),
+    "enrol-1": _op("_enrol"),   # the batch's labels, after the hand-overs (core.pools.enrol_patch)
     "annotate-delivered": _op("annotate"),
     "create-Job": _op("create_or_adopt", "Job"),
     "status-Running": lambda op, args: op == "patch_batch_status" and (args[2] or {}).get("phase") == v.RUNNING,
