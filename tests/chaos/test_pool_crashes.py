@@ -14,7 +14,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 from tests.chaos.test_operator_crashes import EXPECTED, PROGRAM, rows_of, standby, wait_crashed
 from tests.e2e.test_pools import get_pool, pooled_batch, wait_pool
-from tests.support.batches import apply, results, unique, wait_finished
+from tests.support.batches import apply, results, unique, wait_finished, wait_status
 from tests.support.operator import QUICK_LEASE, OperatorProcess, kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -59,6 +59,53 @@ def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, 
         retried = {_index(p) for p in never}
         assert all(naming.ANNOTATION_CLAIMED_AT in p["metadata"]["annotations"]   # the others: warm hits
                    for p in ran if _index(p) not in retried)
+        kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
+        kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--timeout=180s", timeout=190)
+    finally:
+        crashing.kill()
+        survivor.stop()
+
+
+# Episode 0 ends at once; the others work a minute: still running when the batch is stopped.
+LONG_PROGRAM = '''
+import json, os, time
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
+i = int(os.environ["EPISODE_INDEX"])
+emit("ready")
+time.sleep(0 if i == 0 else 60)
+emit("reward", reward=1.0)
+'''
+
+
+def test_a_stop_after_a_crash_between_the_claims_and_the_job_judges_what_ended_and_stops_the_rest(
+        solo_operator, namespace):
+    """The operator dies after its claims (and their hand-overs) but before the Job; the owner stops
+    the batch meanwhile. The next operator makes the Job suspended: the Job controller adopts the
+    claimed pods, the episode that ended is judged, the running ones are deleted (stopped)."""
+    pool_name = unique("pool")
+    body = pool(pool_name, 3)
+    body["spec"]["task"]["files"] = {"episode.py": LONG_PROGRAM}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    point = "pool:enrolled"
+    crashing = OperatorProcess("operator-crash-stop", env={"ROLLOUTBATCH_CRASH_AT": point}, extra_args=QUICK_LEASE)
+    crashing.start()
+    survivor = standby("operator-after-stop")
+    try:
+        wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 3, timeout=180)
+        name = unique("stopped")
+        apply(pooled_batch(name, pool_name, 3, cleanup={"sandbox": "Never"}), namespace)
+        wait_crashed(crashing, point)
+        kubectl("patch", "rb", name, "-n", namespace, "--type=merge", "-p", '{"spec":{"stop":true}}')
+        survivor.wait_role("leader", 60)
+        obj = wait_status(name, namespace, lambda st: st.get("phase") == "Stopped", timeout=240, operator=survivor)
+        st = obj["status"]
+        assert (st["succeededEpisodes"], st.get("stoppedEpisodes")) == (1, 2), st
+        rows = {r["index"]: r["outcome"] for r in results(name, namespace)["pods"]}
+        assert rows == {0: "succeeded", 1: "stopped", 2: "stopped"}, rows
+        sandbox = get_pool(pool_name, namespace)["status"]["sandboxNamespace"]
+        job = json.loads(kubectl("get", "job", "-n", sandbox, "-l", f"{naming.LABEL_BATCH_UID}={obj['metadata']['uid']}",
+                                 "-o", "json").stdout)["items"]
+        assert [j["spec"].get("suspend") for j in job] == [True]
         kubectl("delete", "rb", name, "-n", namespace, "--timeout=120s", timeout=130)
         kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--timeout=180s", timeout=190)
     finally:

@@ -283,7 +283,7 @@ def warm_pod_prefix(pool_name: str) -> str:
 
 def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,
                active_deadline_seconds: int, episode_seconds: int, pool: PoolRef, spec: PoolSpec,
-               claims_began: float | None = None) -> dict:
+               claims_began: float | None = None, suspend: bool = False) -> dict:
     """A pooled batch's Indexed Job, in the pool's namespace. ``manualSelector``: its selector is
     the batch's labels, which the claimed warm pods carry, so the Job controller adopts them; its
     template is the pool's pod (cold pods wait for their episode too). No ownerReference (it
@@ -292,7 +292,8 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
 
     ``podFailurePolicy`` (:func:`failure_rules`); a cold pod's deadline covers its prepare and its
     episode. ``claims_began``: when the batch's first claim was made (the batch's clock starts
-    there: ``naming.ANNOTATION_CLAIMS_BEGAN_AT``)."""
+    there: ``naming.ANNOTATION_CLAIMS_BEGAN_AT``). ``suspend``: made suspended, for a batch
+    stopped before its Job was made (service.pool_claims.job_for_claims)."""
     labels = batch_pod_labels(ref)
     began = {naming.ANNOTATION_CLAIMS_BEGAN_AT: f"{claims_began:.3f}"} if claims_began is not None else {}
     body = pod_spec(pool, spec, active_deadline_seconds=spec.prepare_timeout_seconds + episode_seconds
@@ -303,6 +304,7 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
                      "labels": {**naming.owner_labels(ref), naming.LABEL_POOL_UID: pool.uid},
                      **({"annotations": began} if began else {})},
         "spec": {
+            **({"suspend": True} if suspend else {}),
             "completions": batch_episodes, "parallelism": parallelism, "completionMode": "Indexed",
             "backoffLimitPerIndex": infrastructure_retries, "activeDeadlineSeconds": active_deadline_seconds,
             "manualSelector": True, "selector": {"matchLabels": labels},

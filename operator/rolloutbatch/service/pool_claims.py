@@ -200,9 +200,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
-    episode_seconds = pools.episode_seconds(spec.episode_timeout_seconds,
-                                            spec.verifier.timeout_seconds if spec.verifier else None)
-    claims = await claim(pool_storage, ref, spec, pool, episode_seconds, pools.template_digest(pool, definition),
+    claims = await claim(pool_storage, ref, spec, pool, _episode_seconds(spec), pools.template_digest(pool, definition),
                          on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
@@ -212,8 +210,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     enrolled = await enrol(pool_storage, namespace, ref, claims.unenrolled)
     crash_point("pool:enrolled")
     await _until_listed(pool_storage, namespace, ref, enrolled)
-    job = pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
-                           spec.active_deadline_seconds, episode_seconds, pool, definition, claims.began)
+    job = _job(ref, spec, pool, definition, claims.began)
     try:
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:
@@ -227,6 +224,37 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     emit("Normal", v.EVENT_CLAIMED, f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool "
                                     f"{pool.name}; {misses} of {spec.episodes} start cold")
     return live
+
+
+def _job(ref: BatchRef, spec: BatchSpec, pool: pool_spec.PoolRef, definition: pool_spec.PoolSpec, began: float,
+         suspend: bool = False) -> dict:
+    return pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
+                            spec.active_deadline_seconds, _episode_seconds(spec), pool, definition, began, suspend)
+
+
+def _episode_seconds(spec: BatchSpec) -> int:
+    return pools.episode_seconds(spec.episode_timeout_seconds, spec.verifier.timeout_seconds if spec.verifier else None)
+
+
+async def job_for_claims(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> dict | None:
+    """A pooled batch stopped before its Job was made (an operator died between its claims and its
+    Job): the Job, made suspended, so that the Job controller adopts the claimed pods (a suspended
+    Job adopts its orphans and deletes its active pods): the episodes that ended are judged and the
+    running ones stopped, as any stopped batch's. None when the batch claimed nothing, or its pool
+    is gone or changed so that its Job cannot be made (the caller evicts the claims then)."""
+    assert spec.pool_name is not None
+    try:
+        pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+    except Stalled:
+        return None
+    namespace = naming.pool_namespace(pool.namespace, pool.name)
+    mine = pools.pool_pods(await pool_storage.list_pods(namespace, naming.MANAGED_SELECTOR), pool, ref.uid).mine
+    began = [t for p in mine if (t := annotation_seconds(p.get("metadata") or {}, naming.ANNOTATION_CLAIMED_AT))]
+    if not began:
+        return None
+    await _until_listed(pool_storage, namespace, ref,
+                        await enrol(pool_storage, namespace, ref, pools.unenrolled_claims(mine, ref.uid)))
+    return await storage.create_or_adopt(_job(ref, spec, pool, definition, min(began), suspend=True), ref.uid)
 
 
 async def copy_inputs(storage: Storage, ref: BatchRef, spec: BatchSpec) -> None:

@@ -215,9 +215,14 @@ class BatchReconciler:
         made is adopted first, with its pods, so episodes that already ended are judged and the
         stop waits for the running ones, then suspended all the same."""
         await self.sandbox.poll_job(self.spec, self.tracker)
+        if self.tracker.job_uid is None and self.spec.pool_name:
+            # claims made by an operator that died before their Job: a Job made suspended adopts them
+            job = await pool_claims.job_for_claims(self.storage, self.pool_storage, self.ref, self.spec)
+            if job is not None:
+                self.sandbox.took_pooled_job(job, self.tracker)
         if self.tracker.job_uid is not None:
             await self.sandbox.resync_pods(self.spec, self.tracker)
-        else:   # a pooled batch's claims made before an operator died, no Job to adopt them
+        else:   # nothing claimed, or no Job could be made for the claims: they are ended
             await self.sandbox.end_unadopted_claims(self.spec)
         await self._begin_stop()
 

@@ -98,8 +98,14 @@ class SandboxLifecycle:
 
     async def provision_pooled(self, make_job: Callable[[], Awaitable[dict]], tracker: BatchTracker) -> None:
         """spec.poolRef: the pool's claims and the Job (service.pool_claims) instead of a sandbox."""
+        self.took_pooled_job(await make_job(), tracker)
+
+    def took_pooled_job(self, job: dict, tracker: BatchTracker) -> None:
+        """A pooled batch's Job, made now (or adopted): the tracker learns it, and a poll that
+        found none before no longer counts as its deletion."""
         self.created = True
-        self._took_job(job_facts(await make_job()), tracker)
+        self.job_deleted = False
+        self._took_job(job_facts(job), tracker)
 
     def _took_job(self, facts: JobFacts, tracker: BatchTracker) -> None:
         if self.recorded_job_uid and facts.uid != self.recorded_job_uid:

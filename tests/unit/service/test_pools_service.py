@@ -852,3 +852,22 @@ def test_a_cold_pod_the_job_made_for_a_claimed_index_is_handed_nothing(api):
     assert sorted(handed) == sorted([fresh[0]["metadata"]["name"], cold])
     annotations = api.get_object("Pod", shadow, POOL_NS)["metadata"].get("annotations") or {}
     assert naming.ANNOTATION_DELIVERED_AT not in annotations
+
+
+def test_a_job_for_claims_an_earlier_operator_made_is_made_suspended_and_only_for_them(api):
+    """A batch stopped before its Job: the Job comes suspended (it adopts the claimed pods, runs
+    nothing), with the earliest claim as the batch's clock; none without claims, nor without the pool."""
+    filled(api, 3)
+    spec = batch_spec()
+    assert run(pool_claims.job_for_claims(Storage(api), PoolStorage(api), BATCH, spec)) is None   # nothing claimed
+    run(pool_claims.claim(PoolStorage(api), BATCH, spec, reconciler(api).ref, 60))
+    job = run(pool_claims.job_for_claims(Storage(api), PoolStorage(api), BATCH, spec))
+    assert job["spec"]["suspend"] is True and job["spec"]["manualSelector"] is True
+    began = min(float(api.get_object("Pod", n, POOL_NS)["metadata"]["annotations"][naming.ANNOTATION_CLAIMED_AT])
+                for n in claimed_indexes(api))
+    assert job["metadata"]["annotations"][naming.ANNOTATION_CLAIMS_BEGAN_AT] == f"{began:.3f}"
+    for name in claimed_indexes(api):   # enrolled: the Job's selector finds them
+        assert api.get_object("Pod", name, POOL_NS)["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
+    other = dataclasses.replace(BATCH, uid="other", name="other")
+    api.delete(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", "the pool deleted")
+    assert run(pool_claims.job_for_claims(Storage(api), PoolStorage(api), other, spec)) is None
