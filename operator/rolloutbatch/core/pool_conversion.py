@@ -16,9 +16,7 @@ import json
 from collections.abc import Mapping
 
 from rolloutbatch.core import pool_spec
-from rolloutbatch.core.k8s_rules import parse_quantity
 from rolloutbatch.core.model import SpecError
-from rolloutbatch.core.spec import parse_spec
 
 _DOCKER_HUB = ("docker.io/library/", "index.docker.io/library/", "docker.io/")
 
@@ -32,19 +30,12 @@ def _image(ref: object) -> str:
     return text
 
 
-def _amount(text: object) -> object:
-    try:
-        return parse_quantity(str(text))
-    except ValueError:
-        return str(text)
-
-
 def _as_is(value: object) -> object:
     return value
 
 
-def _path(value: object) -> str:
-    return str(value).rstrip("/") or "/"
+def _path(value: object) -> object:
+    return pool_spec.same_path(str(value))
 
 
 def _map(raw: Mapping, key: str) -> Mapping:
@@ -59,10 +50,11 @@ def _differs(field: str, written: object, pools_own: object, why: str) -> str:
 
 def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
     """Why ``batch`` (a RolloutBatch spec as written, for a cold run) would not run as written on
-    the pool whose spec is ``pool``, or None. None too when either cannot be read: the API then
-    refuses the batch with its own reason."""
+    the pool whose spec is ``pool``, or None; None too when the pool's spec cannot be read (its
+    batches stall with its reason). The batch is compared as written, valid or not: the pool's
+    fields are what sdk.with_pool drops, so an invalid one (requests above limits) would go
+    unrefused, and its episodes run the pool's task without a word."""
     try:
-        parse_spec({k: val for k, val in batch.items() if k != "poolRef"})
         own = pool_spec.parse_pool_spec(pool)
     except SpecError:
         return None
@@ -79,7 +71,7 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
         ("spec.runtimeClassName", batch.get("runtimeClassName"), own.runtime_class_name, _as_is),
         ("spec.task.mountPath", task.get("mountPath"), own.task_mount_path, _path),
         ("spec.workspace.mountPath", workspace.get("mountPath"), own.workspace_mount_path, _path),
-        ("spec.workspace.sizeLimit", workspace.get("sizeLimit"), own.workspace_size_limit, _amount),
+        ("spec.workspace.sizeLimit", workspace.get("sizeLimit"), own.workspace_size_limit, pool_spec.amount),
         ("spec.isolation.network", isolation.get("network"), own.network, _as_is),
     ]
     for field, value, pools_own, same in written:   # same: the two spellings of one value made equal

@@ -19,6 +19,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
 from rolloutbatch.core.spec import (checked_image, checked_path, checked_pod_template, checked_quantity,
+                                    checked_runtime_class,
                                     checked_resources)
 
 
@@ -115,7 +116,7 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     network = spec.get("network", v.NETWORK_MODES[0])
     if network not in v.NETWORK_MODES:
         raise SpecError("spec.network", f"must be one of {', '.join(v.NETWORK_MODES)}")
-    runtime = spec.get("runtimeClassName")
+    runtime = checked_runtime_class(spec.get("runtimeClassName"))
     # The sandbox's fields checked by a batch's own rules (core.spec): a value a batch would be
     # refused is refused here, before the pool's namespace and objects are made, not by the API at
     # its first pod. What is kept is the spec as written (the pods' digest, template_digest, must
@@ -133,7 +134,7 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     checked_pod_template({k: val for k, val in template.items() if not (k == "priorityClassName" and val == "")})
     return PoolSpec(
         size=size, max_size=max_size, image=image,
-        runtime_class_name=runtime if isinstance(runtime, str) and runtime else None,
+        runtime_class_name=runtime,
         resources=resources,
         env=tuple(env), task_mount_path=task_mount, task_files=files,
         workspace_mount_path=workspace_mount, workspace_size_limit=size_limit,
@@ -190,7 +191,7 @@ def verifier_conflict(spec: PoolSpec, batch_mount_path: str | None) -> str | Non
                 "pool without spec.verifier")
     if batch_mount_path is not None and spec.verifier is None:
         return "its pods have no verifier container: a batch with spec.verifier needs a pool with spec.verifier"
-    if spec.verifier is not None and batch_mount_path != spec.verifier.mount_path:
+    if spec.verifier is not None and same_path(batch_mount_path) != same_path(spec.verifier.mount_path):
         return (f"spec.verifier.mountPath {batch_mount_path!r} (its default is {d.VERIFIER_MOUNT_PATH}) is not the "
                 f"pool's ({spec.verifier.mount_path!r}): set the batch's to the pool's")
     return None
@@ -203,11 +204,13 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     a value other than the default (and other than the pool's) can be told from an unset one."""
     asked = [("spec.image", batch.image, d.IMAGE, spec.image),
              ("spec.resources", amounts(batch.resources), amounts(d.RESOURCES), amounts(spec.resources)),
-             ("spec.workspace.mountPath", batch.workspace_mount_path, d.WORKSPACE_MOUNT_PATH,
-              spec.workspace_mount_path),
-             ("spec.workspace.sizeLimit", batch.workspace_size_limit, d.WORKSPACE_SIZE_LIMIT, spec.workspace_size_limit),
+             ("spec.workspace.mountPath", same_path(batch.workspace_mount_path), d.WORKSPACE_MOUNT_PATH,
+              same_path(spec.workspace_mount_path)),
+             ("spec.workspace.sizeLimit", amount(batch.workspace_size_limit), amount(d.WORKSPACE_SIZE_LIMIT),
+              amount(spec.workspace_size_limit)),
              ("spec.isolation.network", batch.isolation_network, v.NETWORK_MODES[0], spec.network)]
-    shown = {"spec.resources": (batch.resources, spec.resources)}
+    shown = {"spec.resources": (batch.resources, spec.resources),
+             "spec.workspace.sizeLimit": (batch.workspace_size_limit, spec.workspace_size_limit)}
     for field, value, default, pools_own in asked:
         if value not in (default, pools_own):
             value, pools_own = shown.get(field, (value, pools_own))
@@ -221,13 +224,24 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     return None
 
 
+def same_path(path: str | None) -> str | None:
+    """A mount path as compared: the pool's is kept as written (its pods' digest), a batch's without
+    a trailing '/' (core.spec.checked_path); '/grade/' and '/grade' are one directory."""
+    return None if path is None else path.rstrip("/") or "/"
+
+
+def amount(text: object) -> object:
+    """A quantity by amount ('2Gi' is '2048Mi'); as written when it does not parse."""
+    try:
+        return parse_quantity(str(text))
+    except ValueError:
+        return str(text)
+
+
 def amounts(resources: Mapping) -> dict:
     """Resources by amount, not spelling (`cpu: 1`, "1" and "1000m" are one amount)."""
     out: dict = {}
     for kind, entries in (resources or {}).items():
         for name, text in (entries or {}).items() if isinstance(entries, Mapping) else ():
-            try:
-                out[(kind, name)] = parse_quantity(text)
-            except ValueError:
-                out[(kind, name)] = str(text)
+            out[(kind, name)] = amount(text)
     return out

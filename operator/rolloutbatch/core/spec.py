@@ -125,6 +125,16 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/")
 
 
+def checked_runtime_class(value: object, field_name: str = "spec.runtimeClassName") -> str | None:
+    """A RuntimeClass's name, or None when unset (empty: none). The CRD's pattern admits names the
+    API never would (``a..b``): refused here, not by a pod made with it."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not is_dns_subdomain(value):
+        raise SpecError(field_name, f"must be a RuntimeClass name (lowercase DNS subdomain), got {value!r}"[:200])
+    return value
+
+
 def checked_quantity(value: object, field_name: str) -> Decimal:
     """A non-negative quantity (string or plain number, never a bool), or SpecError."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -562,10 +572,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     cleanup = _map(raw, "cleanup", "spec.cleanup")
     ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=d.MAX_INT32, prefix="spec.cleanup.")
     template = checked_pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
-    runtime = raw.get("runtimeClassName") or None
-    if runtime is not None and not is_dns_subdomain(runtime):
-        raise SpecError("spec.runtimeClassName", f"must be a RuntimeClass name (lowercase DNS subdomain), "
-                                                 f"got {runtime!r}"[:200])
+    runtime = checked_runtime_class(raw.get("runtimeClassName"))
     queue = raw.get("queueName") or None
     if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.match(queue)):
         raise SpecError("spec.queueName", f"must be a LocalQueue name (a lowercase DNS label of at most 63 "

@@ -140,12 +140,18 @@ def _check_pool_name(pool: str) -> None:
 
 
 def _pooled(spec: Mapping, pool: str) -> dict:
-    """``spec`` run on the warm pool ``pool``: spec.poolRef set, the pool's own fields left out."""
+    """``spec`` run on the warm pool ``pool``: spec.poolRef set, the pool's own fields left out. A
+    poolRef the spec has already keeps what else it says (``whenEmpty``); one naming another pool
+    is refused, not overwritten."""
     _check_pool_name(pool)
     out = {k: copy.deepcopy(val) for k, val in spec.items() if k not in POOL_OWNED_BATCH_FIELDS}
     if isinstance(out.get("verifier"), dict):   # its container is the pool's too
         out["verifier"] = {k: val for k, val in out["verifier"].items() if k not in POOL_VERIFIER_EXCLUSIVE}
-    out["poolRef"] = {"name": pool}
+    written = out.get("poolRef")
+    written = dict(written) if isinstance(written, Mapping) else {}
+    if written.get("name") not in (None, pool):
+        raise ValueError(f"spec.poolRef names RolloutPool {written['name']!r}, not {pool!r}: name one pool")
+    out["poolRef"] = {**written, "name": pool}
     return out
 
 
