@@ -160,6 +160,11 @@ def test_a_session_is_its_indexs_pod_once_it_holds(api, tmp_path):
         batch.session(1, timeout=0.1)
     with pytest.raises(ValueError, match="not in 0..3"):
         batch.session(4)
+    with pytest.raises(ValueError, match="not in 0..3"):
+        batch.session(True)          # a bool is no episode index
+    for timeout in (float("nan"), float("inf"), -1, "5"):
+        with pytest.raises(ValueError, match="finite number of seconds"):
+            batch.session(2, timeout=timeout)
 
 
 def test_a_pod_evicted_before_its_episode_is_waited_past_to_its_retry(api, tmp_path):

@@ -9,6 +9,7 @@ says why the session is over, ``SessionLost`` that its pod was lost (the episode
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -33,8 +34,10 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
     SessionCore. SessionOver when its session already ended or the batch did."""
     meta, spec = batch["metadata"], batch.get("spec") or {}
     episodes = int(spec.get("episodes") or 0)
-    if not (isinstance(index, int) and 0 <= index < episodes):
+    if not (type(index) is int and 0 <= index < episodes):   # not a bool: session(True) is no episode 1
         raise ValueError(f"episode index {index!r} is not in 0..{episodes - 1}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a finite number of seconds, not {timeout!r}")
     namespace = pool_namespace(batch)
     where = f"episode {index} of RolloutBatch {meta['namespace']}/{meta['name']}"
     deadline = time.monotonic() + timeout
