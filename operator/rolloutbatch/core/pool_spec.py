@@ -18,9 +18,8 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
-from rolloutbatch.core.spec import (checked_image, checked_path, checked_pod_template, checked_quantity,
-                                    checked_runtime_class,
-                                    checked_resources)
+from rolloutbatch.core.spec import (checked_env, checked_image, checked_path, checked_pod_template, checked_quantity,
+                                    checked_resources, checked_runtime_class)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,16 +99,19 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if task_bytes > d.MAX_CONFIG_BYTES:
         raise SpecError("spec.task.files", f"the task files take {task_bytes} bytes; at most {d.MAX_CONFIG_BYTES} fit")
     env: list[tuple[str, str]] = []
-    for item in spec.get("env") or []:
-        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or "valueFrom" in item:
+    for item in checked_env(spec, "spec.env"):   # the batch's rules: valid names, none reserved
+        if "valueFrom" in item:
             raise SpecError("spec.env", "a pool's env holds plain name/value pairs only")
-        if item["name"] in d.RESERVED_ENV:
-            raise SpecError("spec.env", f"{item['name']} is set by the operator")
-        env.append((item["name"], str(item.get("value", ""))))
+        env.append((item["name"], item["value"]))
     prepare = spec.get("prepare") or {}
     command = _strings(prepare.get("command"), "spec.prepare.command")
     if prepare and not command:
         raise SpecError("spec.prepare.command", "must name a command")
+    # no process can be given a NUL in an argument or its environment: the runtime refuses the
+    # container, and every pod of the pool would fail to start
+    for field, texts in (("spec.env", [val for _, val in env]), ("spec.prepare.command", command)):
+        if any("\0" in text for text in texts):
+            raise SpecError(field, "may not hold a NUL byte")
     workspace = spec.get("workspace") or {}
     if not isinstance(workspace, Mapping):
         raise SpecError("spec.workspace", "must be an object")

@@ -296,7 +296,7 @@ def _secret_ref(value: object, where: str) -> dict:
     return {"secretKeyRef": {"name": name, "key": key}}
 
 
-def _env(raw: Mapping, field: str) -> list[dict]:
+def checked_env(raw: Mapping, field: str) -> list[dict]:
     """Name/value pairs or Secret keys (``ENV_SHAPES``), valid names, none reserved (``field``:
     spec.env or spec.verifier.env)."""
     raw_env = raw.get("env") or ()
@@ -462,7 +462,7 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     return VerifierSpec(
         image=checked_image(ver.get("image") or image, "spec.verifier.image"),
         command=_strings(ver, "command", "spec.verifier.command") or d.default_command(mount, d.VERIFIER_SCRIPT),
-        args=_strings(ver, "args", "spec.verifier.args"), env=tuple(_env(ver, "spec.verifier.env")), files=files,
+        args=_strings(ver, "args", "spec.verifier.args"), env=tuple(checked_env(ver, "spec.verifier.env")), files=files,
         mount_path=mount, resources=checked_resources(ver, "spec.verifier.resources", resources),
         timeout_seconds=_int(ver, "timeoutSeconds", d.VERIFIER_TIMEOUT_SECONDS, minimum=1,
                              maximum=d.MAX_EPISODE_TIMEOUT_SECONDS, prefix="spec.verifier."),
@@ -527,7 +527,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         raise SpecError("spec.task", f"task files and inputs take {size} bytes; at most {MAX_CONFIG_BYTES} fit "
                                      "(ConfigMaps hold 1 MiB): pass large inputs by reference (spec.inputsFrom)")
 
-    env = _env(raw, "spec.env")
+    env = checked_env(raw, "spec.env")
 
     timeout = _int(raw, "episodeTimeoutSeconds", d.EPISODE_TIMEOUT_SECONDS, minimum=1,
                    maximum=d.MAX_EPISODE_TIMEOUT_SECONDS)

@@ -44,6 +44,11 @@ def test_parse_defaults() -> None:
     ({"task": {"files": {}}}, "spec.task.files"),
     ({"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}, "spec.env"),
     ({"env": [{"name": "EPISODE_ID", "value": "x"}]}, "spec.env"),
+    ({"env": [{"name": "A=B", "value": "x"}]}, "spec.env"),          # no environment variable name
+    ({"env": [{"name": "X", "value": 3}]}, "spec.env[X]"),             # a value is a string
+    ({"env": [{"name": "X", "value": "a\0b"}]}, "spec.env"),          # no process gets a NUL
+    ({"prepare": {"command": ["sh", "-c", "true\0"]}}, "spec.prepare.command"),
+    ({"runtimeClassName": "a..b"}, "spec.runtimeClassName"),
     ({"prepare": {"command": []}}, "spec.prepare.command"),
     ({"prepare": {"command": ["true"], "timeoutSeconds": 0}}, "spec.timeoutSeconds"),
     ({"network": "Open"}, "spec.network"),
