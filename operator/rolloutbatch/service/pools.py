@@ -73,6 +73,9 @@ class PoolReconciler:
         self._stuck: tuple[str, float, tuple[str, str, str]] | None = None
         self._children_for: tuple[str, str] | None = None    # (task ConfigMap, network) the children match
         self._short_since: float | None = None   # when a round first found the pool short of pods
+        # the task ConfigMap the last collection found alone (no older one to wait out): no list
+        # of them again until the task changes (a fill's rounds listed them twice a second)
+        self._collected_for: str | None = None
 
     @property
     def namespace(self) -> str:
@@ -199,9 +202,12 @@ class PoolReconciler:
     async def _collect_task_configmaps(self, spec: pool_spec.PoolSpec, pods: list[dict]) -> None:
         """Task ConfigMaps of earlier templates, once no pod and no running Job mounts them."""
         current = pools.task_configmap_name(self.ref, spec)
+        if self._collected_for == current:
+            return
         old = [cm for cm in await self.storage.list_configmaps(self.namespace, f"{naming.LABEL_POOL_UID}={self.ref.uid}")
                if cm["metadata"]["name"] != current]
         if not old:
+            self._collected_for = current
             return
         used: set[str] = set()
         for pod in pods:

@@ -871,3 +871,32 @@ def test_a_job_for_claims_an_earlier_operator_made_is_made_suspended_and_only_fo
     other = dataclasses.replace(BATCH, uid="other", name="other")
     api.delete(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", "the pool deleted")
     assert run(pool_claims.job_for_claims(Storage(api), PoolStorage(api), other, spec)) is None
+
+
+def test_old_task_configmaps_go_once_unmounted_and_a_steady_pool_lists_them_no_more(api):
+    """A task change makes a new task ConfigMap; the old one goes once no pod mounts it. Once a
+    round found the current one alone, rounds list them no more until the task changes again."""
+    rec = filled(api, 1)
+    first = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+
+    def listed() -> int:
+        return sum(1 for method, path in api.calls if method == "GET" and path.endswith(f"/{POOL_NS}/configmaps"))
+    before = listed()
+    run(rec.round())
+    run(rec.round())
+    assert listed() == before   # the first fill's rounds found it alone
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
+                    {"spec": {"task": {"files": {"e.py": "y"}}}}, "new task")
+    rec.body = live(api)
+    run(rec.round())   # the old pod is stale: replaced; its ConfigMap waits until it is gone
+    second = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    assert second != first and api.get_object("ConfigMap", second, POOL_NS) is not None
+    for _ in range(3):
+        api.collect_garbage()
+        for name in pod_names(api):
+            warm(api, name)
+        run(rec.round())
+    assert api.get_object("ConfigMap", first, POOL_NS) is None
+    settled = listed()
+    run(rec.round())
+    assert listed() == settled
