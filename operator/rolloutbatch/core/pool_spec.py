@@ -241,7 +241,10 @@ def amount(text: object) -> object:
 
 
 def amounts(resources: Mapping) -> dict:
-    """Resources by amount, not spelling (`cpu: 1`, "1" and "1000m" are one amount)."""
+    """Resources by amount, not spelling (`cpu: 1`, "1" and "1000m" are one amount); anything but
+    an object as written (a manifest's, unchecked: it compares unequal, it does not raise)."""
+    if resources is not None and not isinstance(resources, Mapping):
+        return {"": str(resources)}
     out: dict = {}
     for kind, entries in (resources or {}).items():
         for name, text in (entries or {}).items() if isinstance(entries, Mapping) else ():

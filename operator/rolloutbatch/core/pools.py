@@ -91,9 +91,6 @@ def warm_selector(ref: PoolRef) -> str:
     return f"{naming.LABEL_POOL_UID}={ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_WARM}"
 
 
-WARM_ROLE_SELECTOR = f"{naming.LABEL_EPISODE_ROLE}={naming.ROLE_WARM}"   # any pool's, in one namespace
-
-
 def claimed_by(pod: Mapping) -> str | None:
     """The uid of the batch that claimed the pod (:func:`claim_patch`), or None: the one mark of a
     claim until the batch's labels are written (:func:`enrol_patch`)."""

@@ -85,6 +85,13 @@ class EpisodeDelivery:
                 self._task_path = pools.task_mount_path_in(pod.get("spec") or {})
             self._start(pod_facts(pod))
 
+    def cancel(self) -> None:
+        """The hand-overs in flight stopped (the batch stalled: no episode starts from now). A pod
+        cut off mid-script refuses it (core.pool_delivery), and its deadline or the Job's deletion
+        ends it."""
+        for task in list(self._tasks):
+            task.cancel()
+
     async def settled(self, within: float) -> None:
         """Until the hand-overs in flight now are done, or ``within`` seconds."""
         if self._tasks:

@@ -1,7 +1,7 @@
 """A RolloutPool from creation to deletion: its namespace, its warm pods, its status.
 
 One :class:`PoolReconciler` runs as the body of the pool's kopf daemon. Each round lists the
-pool's unclaimed pods, sorts them (``core.pool_census.census``), deletes the dead, stale and surplus
+pool's namespace, sorts its unclaimed pods (``core.pool_census.census``), deletes the dead, stale and surplus
 ones, creates what is missing up to ``spec.size`` and writes the status when it changed. The
 rounds are paced: a short one while the pool fills, a long one (``FULL_PERIOD``) when it is full.
 A claim does not wake it, and a round creates no pod while the episodes the pool gave out start
@@ -18,7 +18,8 @@ tries again only after ``STUCK_BACKOFF`` or when the spec changes (or, stalled o
 refused class, as soon as the class is there).
 
 Deletion (:meth:`delete`): the warm pods go at once; the namespace waits while a batch's Job
-still runs in it (the claimed pods are that batch's), and the pool's message says so.
+or a pod it claimed (its labels written or not yet: core.pools.claimed_by) still runs in it, and
+the pool's message says so.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from rolloutbatch.core.stopping import stopping_message
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import parse_time
-from rolloutbatch.kube.errors import KubeError, OwnerGone
+from rolloutbatch.kube.errors import KubeError, NotOurs, OwnerGone
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy, pool_claims, sandbox
@@ -215,9 +215,13 @@ class BatchReconciler:
         made is adopted first, with its pods, so episodes that already ended are judged and the
         stop waits for the running ones, then suspended all the same."""
         await self.sandbox.poll_job(self.spec, self.tracker)
-        if self.tracker.job_uid is None and self.spec.pool_name:
+        if self.tracker.job_uid is None and self.spec.pool_name and not self.sandbox.recorded_job_uid:
             # claims made by an operator that died before their Job: a Job made suspended adopts them
-            job = await pool_claims.job_for_claims(self.storage, self.pool_storage, self.ref, self.spec)
+            try:
+                job = await pool_claims.job_for_claims(self.storage, self.pool_storage, self.ref, self.spec)
+            except NotOurs as exc:   # a namesake Job: the claims are ended instead
+                self.log.warning("No Job for the batch's claims: %s", exc)
+                job = None
             if job is not None:
                 self.sandbox.took_pooled_job(job, self.tracker)
         if self.tracker.job_uid is not None:
@@ -518,6 +522,9 @@ class BatchReconciler:
         await self._patch_status(phase, reason=reason, message=message, force=True, completion=time.time())
         self.emit("Warning" if phase == v.FAILED else "Normal", reason, message)
         self._batch_finished(phase, summary)
+        # a claim its Job never adopted (an earlier leader's, made after this one's list, or one
+        # whose index annotation was edited): it would run on, and stay, uncounted
+        await self.sandbox.end_unadopted_claims(spec)
 
     def _batch_finished(self, phase: str, summary: Any) -> None:
         if self._finished_metrics:
@@ -540,6 +547,8 @@ class BatchReconciler:
             # Already finished (e.g. its cleanup or TTL deletion failed): keep the verdict.
             self.emit("Warning", reason, message)
             return
+        if self.delivery is not None:
+            self.delivery.cancel()   # no episode handed over from now: its index is given up below
         await self._judge_finished_pods()
         if self.tracker is not None:
             episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED

@@ -62,9 +62,11 @@ async def evict_unowned_claims(storage: Storage, ref: BatchRef, pool_namespace: 
     deleted between the claims and the Job): handed their episodes at the claim, they would run
     on, and the pool counts them no more. The Job's own pods went with it (foreground). Evicted:
     the operator may not delete pods; eviction is its one way to end one."""
-    claims = await storage.list_pods(pool_namespace, naming.label_selector(ref))
-    # and those claimed whose labels were not written yet (core.pools.enrol_patch)
-    claims += pools.unenrolled_claims(await storage.list_pods(pool_namespace, pools.WARM_ROLE_SELECTOR), ref.uid)
+    # One list: a claim enrolled between two lists (the batch's labels, then the warm ones) would
+    # be in neither. The batch's pods, and those claimed whose labels were not written yet.
+    claims = [p for p in await storage.list_pods(pool_namespace, naming.MANAGED_SELECTOR)
+              if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID) == ref.uid
+              or pools.claimed_by(p) == ref.uid]
     for pod in claims:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") or any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or ()):

@@ -27,6 +27,11 @@ BATCH = {"episodes": 2, "task": {"files": FILES}}
     ({"podTemplate": {"nodeSelector": {"gpu": "a100"}}}, "spec.podTemplate"),
     ({"verifier": {"image": "grader:2", "command": ["true"]}}, "spec.verifier.image"),
     ({"verifier": {"command": ["true"], "resources": {"limits": {"memory": "4Gi"}}}}, "spec.verifier.resources"),
+    # invalid as written: the fields sdk.with_pool drops, so nothing else would refuse them
+    ({"resources": "lots"}, "spec.resources"),
+    ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}, "spec.resources"),
+    ({"verifier": {"command": ["true"], "resources": ["4Gi"]}}, "spec.verifier.resources"),
+    ({"workspace": {"sizeLimit": "-1Gi"}}, "spec.workspace.sizeLimit"),
 ])
 def test_what_a_manifest_names_that_the_pool_is_not_is_said(written, field) -> None:
     said = manifest_conflict({**BATCH, **written}, POOL)
@@ -48,6 +53,6 @@ def test_a_manifest_naming_the_pools_own_sandbox_runs(written) -> None:
     assert manifest_conflict({**BATCH, **written}, POOL) is None
 
 
-def test_an_unreadable_batch_or_pool_is_left_to_the_api() -> None:
+def test_an_invalid_batch_naming_nothing_of_the_pool_or_an_unreadable_pool_is_left_to_the_api() -> None:
     assert manifest_conflict({"episodes": "many"}, POOL) is None
     assert manifest_conflict(BATCH, {"size": -1}) is None

@@ -59,8 +59,9 @@ def _job_name(cluster: MemoryCluster) -> str:
 def adopt(cluster: MemoryCluster) -> None:
     """The Job controller adopts the batch's orphan pods (manualSelector)."""
     job = job_of(cluster)
-    for pod in batch_pods(cluster):
-        if not pod["metadata"].get("ownerReferences"):
+    uid = cluster.batch()["metadata"]["uid"]
+    for pod in batch_pods(cluster):   # those its selector matches: the batch's labels (enrolled)
+        if not pod["metadata"].get("ownerReferences") and pod["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == uid:
             cluster.api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{pod['metadata']['name']}", {"metadata": {
                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
                                      "uid": job["metadata"]["uid"], "controller": True}]}}, "job controller")
@@ -521,4 +522,35 @@ def test_a_stop_after_a_crash_once_the_job_exists_judges_the_episodes_that_ran(m
             assert crash.fired
             rows = cluster.rows()
             assert [(r["outcome"], r["reason"]) for r in rows] == [(v.OUTCOME_SUCCEEDED, None)] * EPISODES, rows
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_claim_no_job_adopted_is_evicted_when_the_batch_ends():
+    """An earlier leader's claim that landed after this one's list (or one whose index annotation
+    was edited) is never enrolled nor adopted: the batch's end evicts it, so it neither runs on nor
+    stays in the pool's namespace uncounted."""
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            await fill_pool(cluster, size=EPISODES + 1)
+            cluster.submit({**SPEC, "cleanup": {"sandbox": v.CLEANUP_NEVER}})   # kept: no removal evicts it
+            rec = cluster.reconciler()
+            stop = asyncio.Event()
+            driver = asyncio.create_task(controllers(cluster, stop))
+            orphan: list[str] = []
+
+            def late_claim(event, obj):
+                if event != "ADDED" or orphan:
+                    return
+                spare = next(p for p in cluster.api.list_objects("Pod", POOL_NS) if pools.claimed_by(p) is None)
+                orphan.append(spare["metadata"]["name"])
+                uid = cluster.batch()["metadata"]["uid"]
+                from rolloutbatch.core.model import BatchRef
+                cluster.api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{orphan[0]}", pools.claim_patch(
+                    spare, BatchRef(NAMESPACE, "batch", uid), 0, time.time(), 60), "an earlier leader's late claim")
+            cluster.api.subscribe("Job", late_claim)
+            await asyncio.wait_for(rec.run(), 10)
+            stop.set()
+            await driver
+            assert cluster.status()["phase"] == v.SUCCEEDED and orphan
+            assert cluster.api.get_object("Pod", orphan[0], POOL_NS) is None   # evicted (and gone here)
     asyncio.run(asyncio.wait_for(main(), 30))

@@ -617,7 +617,9 @@ def test_settled_waits_for_the_hand_overs_in_flight_and_no_longer_than_asked():
         began = loop.time()
         await d.settled(0.05)
         assert not slow.done() and loop.time() - began < 1
-        slow.cancel()
+        d.cancel()   # a stalled batch hands nothing over from then on
+        await asyncio.gather(slow, return_exceptions=True)
+        assert slow.cancelled()
     run(main())
 
 

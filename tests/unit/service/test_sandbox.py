@@ -138,9 +138,11 @@ def test_a_pooled_batchs_claims_no_job_adopted_are_evicted_with_its_sandbox():
     pool_ns = "rp-0123456789"
     api = MemoryApi()
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool_ns}})
-    orphan = api.put(_child("Pod", "warm-abcde", pool_ns, None, status={"phase": "Running"}))
+    claimed = _child("Pod", "warm-abcde", pool_ns, None, status={"phase": "Running"})
+    claimed["metadata"]["labels"][naming.LABEL_MANAGED_BY] = naming.MANAGED_BY   # as every pod of a pool
+    orphan = api.put(claimed)
     other = _child("Pod", "warm-fghij", pool_ns, None, status={"phase": "Running"})
-    other["metadata"]["labels"] = {naming.LABEL_BATCH_UID: "someone-else"}
+    other["metadata"]["labels"] = {naming.LABEL_BATCH_UID: "someone-else", naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
     api.put(other)
     assert asyncio.run(sandbox.remove_once(Storage(api), REF, LOG, pool_namespace=pool_ns))
     assert api.get_object("Pod", "warm-abcde", pool_ns) is None and orphan["metadata"]["name"] == "warm-abcde"
