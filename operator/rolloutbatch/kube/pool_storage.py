@@ -44,7 +44,7 @@ def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
         return existing   # a task ConfigMap is named by its content: one of that name is the same
 
 
-def _patch_pod(api: Any, namespace: str, name: str, patch: dict, what: str) -> dict | None:
+def _merge_patch_pod(api: Any, namespace: str, name: str, patch: dict, what: str) -> dict | None:
     try:
         return api.merge_patch(resources.object_path("Pod", name, namespace), patch, f"{what} pod {namespace}/{name}")
     except (Conflict, NotFound):
@@ -53,12 +53,12 @@ def _patch_pod(api: Any, namespace: str, name: str, patch: dict, what: str) -> d
 
 def _claim(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
     """The claimed pod, or None when it was claimed, changed or deleted meanwhile (409/404)."""
-    return _patch_pod(api, namespace, name, patch, "claim")
+    return _merge_patch_pod(api, namespace, name, patch, "claim")
 
 
 def _enrol(api: Any, namespace: str, name: str, patch: dict) -> dict | None:
     """The claimed pod with its batch's labels, or None when it is gone (404)."""
-    return _patch_pod(api, namespace, name, patch, "enrol")
+    return _merge_patch_pod(api, namespace, name, patch, "enrol")
 
 
 def _delete_pod(api: Any, namespace: str, name: str, uid: str, resource_version: str | None) -> bool:
