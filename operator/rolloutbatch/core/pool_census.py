@@ -28,10 +28,13 @@ REFILL_HOLD_MAX_SECONDS = 20.0
 
 
 def is_held(pod: Mapping) -> bool:
-    """A pod of the pool's namespace that a batch holds now: claimed (enrolled in the batch or not
-    yet) or cold, not ended."""
-    return bool(((pod.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID)
-                or claimed_by(pod) is not None) \
+    """A pod of the pool's namespace that a batch holds now: claimed or cold, not ended; or claimed
+    and not enrolled yet, ended or not (its batch has not seen it: its end is still to be judged,
+    and the pool's deletion must not take it first)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if claimed_by(pod) is not None and labels.get(naming.LABEL_EPISODE_ROLE) == naming.ROLE_WARM:
+        return not (pod.get("metadata") or {}).get("deletionTimestamp")
+    return bool(labels.get(naming.LABEL_BATCH_UID) or claimed_by(pod) is not None) \
         and (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)
 
 

@@ -599,6 +599,11 @@ def test_a_claimed_pod_not_enrolled_yet_is_neither_warm_nor_the_pools_to_delete(
     assert live(api)["status"]["readyPods"] == 0
     assert "uid " + BATCH.uid in (run(rec.delete()) or "")
     assert api.get_object("Pod", claimed, POOL_NS) is not None
+    # its episode ended before its batch enrolled it: still held (its end is the batch's to judge)
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}/status", {"status": {"phase": "Succeeded"}},
+                    "kubelet")
+    assert "uid " + BATCH.uid in (run(rec.delete()) or "")
+    assert api.get_object("Namespace", POOL_NS) is not None
 
 
 def test_settled_waits_for_the_hand_overs_in_flight_and_no_longer_than_asked():
