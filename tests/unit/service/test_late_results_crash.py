@@ -6,8 +6,8 @@ import pytest
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.results import recorded_by_operator
-from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster
-from tests.unit.service.test_reconciler_crash_points import EPISODES, SPEC, Crash
+from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
+from tests.unit.service.test_reconciler_crash_points import EPISODES, SPEC, Crash, resumed
 
 
 @pytest.mark.xfail(strict=True, reason="known: the results rewritten after a terminal status (the Job's late "
@@ -28,28 +28,16 @@ def test_a_crash_after_the_late_results_write_leaves_results_the_status_vouches_
                         and '"final":true' in "".join(args[0].get("data", {}).values()))
             crash = Crash(monkeypatch, late_final, after=True)
             cluster.submit(SPEC)
-            crash.rec = cluster.reconciler()
-            crash.task = asyncio.create_task(crash.rec.run())
-            for _ in range(200):
-                await asyncio.sleep(0.02)
-                if cluster.job() is not None:
-                    break
+            crash.start(cluster.reconciler())
+            await until(lambda: cluster.job() is not None)
             cluster.start_pods(range(EPISODES))
             for i in range(EPISODES):
                 cluster.end_pod(i)
-            for _ in range(200):
-                await asyncio.sleep(0.02)
-                if cluster.status().get("phase") == v.SUCCEEDED:
-                    break
-            assert cluster.status().get("phase") == v.SUCCEEDED
+            await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
             cluster.complete_job()
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
+            await crash.ran()
             assert crash.fired, "the late results write never came"
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            await resumed(cluster)
             status = cluster.status()
             name = "batch-results"
             cm = cluster.api.get_object("ConfigMap", name, NAMESPACE)

@@ -3,7 +3,7 @@ RolloutBatch name is a DNS subdomain of up to 253 characters)."""
 import asyncio
 
 from rolloutbatch.core import vocabulary as v
-from tests.unit.service.memory_cluster import MemoryCluster, NAMESPACE
+from tests.unit.service.memory_cluster import MemoryCluster, until
 
 EPISODES = 3
 
@@ -25,10 +25,7 @@ def test_every_results_configmap_name_of_a_sharded_batch_with_a_long_name_is_val
                             "cleanup": {"sandbox": v.CLEANUP_NEVER}}, name=name)
             rec = cluster.reconciler(name)
             run = asyncio.create_task(rec.run())
-            for _ in range(200):
-                await asyncio.sleep(0.02)
-                if cluster.job(name) is not None:
-                    break
+            await until(lambda: cluster.job(name) is not None)
             cluster.start_pods(range(EPISODES), name=name)
             for i in range(EPISODES):
                 cluster.end_pod(i, name=name)

@@ -15,7 +15,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
 from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, _iso, events_text
-from tests.unit.service.test_reconciler_crash_points import Crash
+from tests.unit.service.test_reconciler_crash_points import Crash, resumed
 
 LOG = logging.getLogger("test")
 POOL_NS = naming.pool_namespace(NAMESPACE, "warm")
@@ -132,10 +132,30 @@ async def run_pooled(cluster: MemoryCluster, crash: Crash | None, spec=SPEC, dow
         await asyncio.sleep(down)
         if before_restart is not None:
             before_restart()
-        cluster.restart_operator()
-        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        await resumed(cluster)
     stop.set()
     await driver
+
+
+async def crashed_then_resumed(cluster: MemoryCluster, crash: Crash, spec: dict, drive, down: float = 0.0) -> None:
+    """``spec`` submitted and run until ``crash`` kills its operator; ``down`` s later a new one
+    carries it to its end, while ``drive(cluster, stop)`` plays the Job controller and the kubelet."""
+    cluster.submit(spec)
+    stop = asyncio.Event()
+    driver = asyncio.create_task(drive(cluster, stop))
+    crash.start(cluster.reconciler())
+    await crash.ran()
+    assert crash.fired, "the lifecycle never reached the crash's site"
+    await asyncio.sleep(down)
+    await resumed(cluster)
+    stop.set()
+    await driver
+
+
+def assert_every_episode_succeeded(cluster: MemoryCluster, episodes: int) -> None:
+    status, rows = cluster.status(), cluster.rows()
+    assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), (status, rows)
+    assert [row["outcome"] for row in rows] == [v.OUTCOME_SUCCEEDED] * episodes
 
 
 def test_baseline_a_pooled_batch_runs_to_its_end():
@@ -226,19 +246,25 @@ def test_a_pooled_crash_at_any_call_is_resumed_with_every_episode_once(monkeypat
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+async def stopped_while_down(monkeypatch, cluster: MemoryCluster, *, down: float, need_job: bool) -> None:
+    """The operator dies before the pooled Job's creation (its claims made and handed over); the
+    owner stops the batch before the next operator takes it over."""
+    crash = PoolCrash(monkeypatch, POOLED_SITES["create-Job"], after=False)
+
+    def stop():
+        cluster.api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch",
+                                {"spec": {"stop": True}}, "kubectl")
+    await run_pooled(cluster, crash, down=down, need_job=need_job, before_restart=stop)
+    assert crash.fired
+
+
 def test_a_stop_after_a_crash_between_the_claims_and_the_job_judges_the_episodes_that_ran(monkeypatch):
     """The pooled analogue of test_a_stop_after_a_crash_mid_provisioning_suspends_the_job_the_first_operator_made:
     the claimed pods were handed their episodes with their claims, the operator died before the
     Job, the episodes ended while it was down, and the owner stopped the batch meanwhile."""
     async def main():
         async with MemoryCluster(pod_create_grace=5.0) as cluster:
-            crash = PoolCrash(monkeypatch, POOLED_SITES["create-Job"], after=False)
-
-            def stop():
-                cluster.api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch",
-                                        {"spec": {"stop": True}}, "kubectl")
-            await run_pooled(cluster, crash, down=0.4, need_job=False, before_restart=stop)
-            assert crash.fired
+            await stopped_while_down(monkeypatch, cluster, down=0.4, need_job=False)
             status = cluster.status()
             rows = cluster.rows()
             assert status["phase"] in v.TERMINAL_PHASES, status
@@ -256,13 +282,7 @@ def test_a_stop_after_a_crash_between_the_claims_and_the_job_leaves_no_claimed_p
         async with MemoryCluster(pod_create_grace=5.0) as cluster:
             jobs: list[dict] = []
             cluster.api.subscribe("Job", lambda event, obj: jobs.append(obj) if event == "ADDED" else None)
-            crash = PoolCrash(monkeypatch, POOLED_SITES["create-Job"], after=False)
-
-            def stop():
-                cluster.api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch",
-                                        {"spec": {"stop": True}}, "kubectl")
-            await run_pooled(cluster, crash, down=0.0, need_job=True, before_restart=stop)
-            assert crash.fired
+            await stopped_while_down(monkeypatch, cluster, down=0.0, need_job=True)
             status = cluster.status()
             assert status["phase"] in (v.STOPPED, v.SUCCEEDED), status
             assert len(cluster.rows()) == EPISODES
@@ -341,25 +361,9 @@ def test_a_pooled_crash_with_cold_pods_is_resumed_with_every_episode_once(monkey
             else:
                 crash = PoolCrash(monkeypatch, POOLED_SITES[site], after=after)
             await fill_pool(cluster)
-            cluster.submit(COLD_SPEC)
-            rec = cluster.reconciler()
-            stop = asyncio.Event()
-            driver = asyncio.create_task(cold_controllers(cluster, stop, COLD_EPISODES))
-            crash.rec, crash.task = rec, asyncio.create_task(rec.run())
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
-            assert crash.fired, f"the lifecycle never reached {site}"
-            await asyncio.sleep(down)
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
-            stop.set()
-            await driver
-            status = cluster.status()
-            rows = cluster.rows()
-            assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), (status, rows)
-            assert [row["outcome"] for row in rows] == [v.OUTCOME_SUCCEEDED] * COLD_EPISODES
+            await crashed_then_resumed(cluster, crash, COLD_SPEC,
+                                       lambda c, stop: cold_controllers(c, stop, COLD_EPISODES), down)
+            assert_every_episode_succeeded(cluster, COLD_EPISODES)
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
@@ -385,24 +389,8 @@ def test_a_crash_between_a_hand_over_and_its_annotation_keeps_the_episode(monkey
             for pod in cluster.api.list_objects("Pod", POOL_NS):
                 once(pod["metadata"]["name"])
             crash = PoolCrash(monkeypatch, _op("annotate"), after=after)
-            cluster.submit(SPEC)
-            rec = cluster.reconciler()
-            stop = asyncio.Event()
-            driver = asyncio.create_task(controllers(cluster, stop))
-            crash.rec, crash.task = rec, asyncio.create_task(rec.run())
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
-            assert crash.fired
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
-            stop.set()
-            await driver
-            status = cluster.status()
-            rows = cluster.rows()
-            assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), (status, rows)
-            assert [row["outcome"] for row in rows] == [v.OUTCOME_SUCCEEDED] * EPISODES
+            await crashed_then_resumed(cluster, crash, SPEC, controllers)
+            assert_every_episode_succeeded(cluster, EPISODES)
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
@@ -498,8 +486,7 @@ def test_a_pooled_batch_stopped_after_its_first_episode(monkeypatch, crash_site)
                 pass
             if crash:
                 assert crash.fired
-                cluster.restart_operator()
-                await asyncio.wait_for(cluster.reconciler().run(), 10)
+                await resumed(cluster)
             stop.set()
             await d
             status = cluster.status()

@@ -45,6 +45,18 @@ class Crash:
             raise asyncio.CancelledError()
         monkeypatch.setattr(Storage, "_run", run)
 
+    def start(self, rec) -> asyncio.Task:
+        """The operator's run of ``rec``, the one this crash kills."""
+        self.rec, self.task = rec, asyncio.create_task(rec.run())
+        return self.task
+
+    async def ran(self, timeout: float = 10) -> None:
+        """Until the run ended, or died at the crash (its cancellation is the crash's, not the test's)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        except asyncio.CancelledError:
+            pass
+
     def die(self) -> None:
         for read in list(self.rec._reads):
             read.cancel()
@@ -110,6 +122,12 @@ CLEANUP_SITES = {
 SITES = sites()
 
 
+async def resumed(cluster, timeout: float = 10) -> None:
+    """A new operator process, run until it carried the batch to its end."""
+    cluster.restart_operator()
+    await asyncio.wait_for(cluster.reconciler().run(), timeout)
+
+
 async def crash_and_resume(cluster, crash: Crash, spec=SPEC, down: float = 0.0):
     """The lifecycle up to the crash; then, ``down`` seconds later (the Job controller and the
     kubelet going on meanwhile), a new operator that carries the batch to its end."""
@@ -118,15 +136,11 @@ async def crash_and_resume(cluster, crash: Crash, spec=SPEC, down: float = 0.0):
     stop = asyncio.Event()
     driver = asyncio.create_task(controllers(cluster, stop))
     crash.task = asyncio.create_task(crash.rec.run())
-    try:
-        await asyncio.wait_for(asyncio.shield(crash.task), 10)
-    except asyncio.CancelledError:
-        pass
+    await crash.ran()
     first_events = list(cluster.events)
     if crash.fired:
         await asyncio.sleep(down)
-        cluster.restart_operator()
-        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        await resumed(cluster)
     stop.set()
     await driver
     return first_events
@@ -224,13 +238,9 @@ def test_a_crash_mid_stop_is_resumed_with_every_episode_once(monkeypatch, site, 
             stop = asyncio.Event()
             driver = asyncio.create_task(stopping_controllers(cluster, stop))
             crash.task = asyncio.create_task(crash.rec.run())
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
+            await crash.ran()
             assert crash.fired, f"the lifecycle never reached {site}"
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            await resumed(cluster)
             stop.set()
             await driver
             status = cluster.status()
@@ -249,8 +259,7 @@ def test_a_stop_after_a_crash_mid_provisioning_suspends_the_job_the_first_operat
         async with MemoryCluster() as cluster:
             crash = Crash(monkeypatch, SITES["create-Job"], after=True)
             cluster.submit(SPEC)
-            crash.rec = cluster.reconciler()
-            crash.task = asyncio.create_task(crash.rec.run())
+            crash.start(cluster.reconciler())
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(crash.task, 10)
             assert cluster.status()["phase"] == v.PROVISIONING and cluster.job() is not None
@@ -259,8 +268,7 @@ def test_a_stop_after_a_crash_mid_provisioning_suspends_the_job_the_first_operat
             ns = cluster.batch()["metadata"]["namespace"]
             cluster.api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/{ns}/rolloutbatches/batch",
                                     {"spec": {"stop": True}}, "kubectl")
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            await resumed(cluster)
             status = cluster.status()
             assert status["phase"] == v.STOPPED
             assert cluster.job()["spec"]["suspend"] is True and len(cluster.api.list_objects("Job")) == 1

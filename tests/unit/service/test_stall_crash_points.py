@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 from rolloutbatch.core import vocabulary as v
-from tests.unit.service.memory_cluster import MemoryCluster
-from tests.unit.service.test_reconciler_crash_points import SPEC, Crash
+from tests.unit.service.memory_cluster import MemoryCluster, until
+from tests.unit.service.test_reconciler_crash_points import SPEC, Crash, resumed
 
 
 def _failed_status(op, args):
@@ -27,16 +27,11 @@ def test_a_crash_while_recording_a_stall_keeps_the_stalls_reason(monkeypatch, si
         async with MemoryCluster(pod_create_grace=0.3) as cluster:
             crash = Crash(monkeypatch, sites[site])
             cluster.submit(SPEC)
-            crash.rec = cluster.reconciler()
-            crash.task = asyncio.create_task(crash.rec.run())
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
+            crash.start(cluster.reconciler())
+            await crash.ran()
             assert crash.fired
             assert cluster.status()["phase"] == v.RUNNING
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            await resumed(cluster)
             status = cluster.status()
             assert status["phase"] == v.FAILED
             assert status["reason"] == v.STALL_PODS_NOT_CREATED, (status["reason"], status["message"])
@@ -53,36 +48,24 @@ def test_a_crash_while_recording_a_stall_loses_no_result(monkeypatch, site):
         async with MemoryCluster() as cluster:
             crash = Crash(monkeypatch, _failed_status)
             cluster.submit(SPEC)
-            crash.rec = cluster.reconciler()
-            crash.task = asyncio.create_task(crash.rec.run())
-            for _ in range(200):
-                await asyncio.sleep(0.02)
-                if cluster.job() is not None:
-                    break
+            crash.start(cluster.reconciler())
+            await until(lambda: cluster.job() is not None)
             pods = cluster.start_pods(range(3))
             cluster.end_pod(0)
-            for _ in range(200):
-                await asyncio.sleep(0.02)
-                if cluster.status().get("succeededEpisodes") == 1:
-                    break
-            assert cluster.status().get("succeededEpisodes") == 1
+            await until(lambda: cluster.status().get("succeededEpisodes") == 1)
             name = pods[1]["metadata"]["name"]
             cluster.api.merge_patch(f"/api/v1/namespaces/{pods[1]['metadata']['namespace']}/pods/{name}/status",
                                     {"status": {"phase": "Pending", "containerStatuses": [{
                                         "name": "episode", "restartCount": 0,
                                         "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}},
                                     "kubelet")
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
+            await crash.ran()
             assert crash.fired
             written = cluster.rows()   # the first operator's final document: the stall was ImagePullFailed
             assert [r["outcome"] for r in written] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_LOST, v.OUTCOME_LOST]
             assert written[1]["reason"] == v.EP_IMAGE_PULL
             cluster.api.collect_garbage()   # the Job's foreground deletion ends with its pods gone
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            await resumed(cluster)
             status = cluster.status()
             rows = cluster.rows()
             assert status["phase"] == v.FAILED
@@ -98,16 +81,11 @@ def test_a_crash_after_the_stall_was_recorded_stops_the_job_at_the_restart(monke
         async with MemoryCluster(pod_create_grace=0.3) as cluster:
             crash = Crash(monkeypatch, _failed_status, after=True)
             cluster.submit(SPEC)
-            crash.rec = cluster.reconciler()
-            crash.task = asyncio.create_task(crash.rec.run())
-            try:
-                await asyncio.wait_for(asyncio.shield(crash.task), 10)
-            except asyncio.CancelledError:
-                pass
+            crash.start(cluster.reconciler())
+            await crash.ran()
             assert crash.fired and cluster.status()["reason"] == v.STALL_PODS_NOT_CREATED
             assert cluster.job() is not None and not cluster.job()["metadata"].get("deletionTimestamp")
-            cluster.restart_operator()
-            await asyncio.wait_for(cluster.reconciler().run(), 10)
+            await resumed(cluster)
             job = cluster.job()
             assert job is None or job["metadata"].get("deletionTimestamp")
             assert (cluster.status()["phase"], cluster.status()["reason"]) == (v.FAILED, v.STALL_PODS_NOT_CREATED)
