@@ -27,20 +27,28 @@ REFILL_HOLD_SECONDS = 3.0
 REFILL_HOLD_MAX_SECONDS = 20.0
 
 
-def is_held(pod: Mapping) -> bool:
+# A claim is enrolled seconds after it was made (its batch's first wave handed over), or by the
+# next operator after a crash: an ended claim still unenrolled this long after is an orphan (its
+# batch gone) and no longer holds the pool's deletion.
+UNENROLLED_HOLD_SECONDS = 300.0
+
+
+def is_held(pod: Mapping, now: float) -> bool:
     """A pod of the pool's namespace that a batch holds now: claimed or cold, not ended; or claimed
     and not enrolled yet, ended or not (its batch has not seen it: its end is still to be judged,
-    and the pool's deletion must not take it first)."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    and the pool's deletion must not take it first), for UNENROLLED_HOLD_SECONDS after its claim."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    ended = (pod.get("status") or {}).get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)
     if claimed_by(pod) is not None and labels.get(naming.LABEL_EPISODE_ROLE) == naming.ROLE_WARM:
-        return not (pod.get("metadata") or {}).get("deletionTimestamp")
-    return bool(labels.get(naming.LABEL_BATCH_UID) or claimed_by(pod) is not None) \
-        and (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)
+        claimed = annotation_seconds(meta, naming.ANNOTATION_CLAIMED_AT) or 0.0
+        return not meta.get("deletionTimestamp") and (not ended or now - claimed < UNENROLLED_HOLD_SECONDS)
+    return bool(labels.get(naming.LABEL_BATCH_UID) or claimed_by(pod) is not None) and not ended
 
 
-def held_pods(pods: Sequence[Mapping]) -> int:
+def held_pods(pods: Sequence[Mapping], now: float) -> int:
     """How many pods of the pool's namespace batches hold now (:func:`is_held`)."""
-    return sum(1 for p in pods if is_held(p))
+    return sum(1 for p in pods if is_held(p, now))
 
 
 def refill_hold(pods: Sequence[Mapping], now: float, short_since: float | None = None) -> float:

@@ -179,7 +179,8 @@ class PoolReconciler:
         await self._collect_task_configmaps(spec, every)
         # While a stuck template is waited out its broken pods are gone: the status keeps the reason.
         shown = found if self._stuck is None or found.stuck else dataclasses.replace(found, stuck=(self._stuck[2],))
-        status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every), iso_time(now) or "",
+        status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every, now),
+                                         iso_time(now) or "",
                                          self.body.get("status"), refill_held=bool(hold))
         await self._write(status)
         if hold:
@@ -256,7 +257,7 @@ class PoolReconciler:
         held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME)
                 or f"uid {pools.claimed_by(p)}"
                 for p in await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
-                if pool_census.is_held(p)}
+                if pool_census.is_held(p, time.time())}
         held |= {(j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
                  for j in await self.storage.list_jobs(self.namespace)
                  if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)

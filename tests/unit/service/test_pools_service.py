@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 
 import pytest
 from hypothesis import given
@@ -604,6 +605,11 @@ def test_a_claimed_pod_not_enrolled_yet_is_neither_warm_nor_the_pools_to_delete(
                     "kubelet")
     assert "uid " + BATCH.uid in (run(rec.delete()) or "")
     assert api.get_object("Namespace", POOL_NS) is not None
+    # ... but not for ever: an ended claim still unenrolled long after its claim is an orphan
+    late = f"{time.time() - pool_census.UNENROLLED_HOLD_SECONDS - 1:.3f}"
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}",
+                    {"metadata": {"annotations": {naming.ANNOTATION_CLAIMED_AT: late}}}, "long ago")
+    assert run(rec.delete()) is None and api.get_object("Namespace", POOL_NS) is None
 
 
 def test_settled_waits_for_the_hand_overs_in_flight_and_no_longer_than_asked():
