@@ -288,7 +288,10 @@ class BatchTracker:
         never will end."""
         job = self.job
         job_done = job_gone or job is None or job.finished or (job.suspended and job.pods_left == 0)
-        return self.stopping and job_done and not self._live and not self.busy
+        # claims the Job has not adopted yet (a Job made suspended for them just now counts none
+        # of them): each is its episode's, ended or to be ended, not an index the stop cut off
+        adopting = not job_gone and job is not None and bool(self.claimed_orphans())
+        return self.stopping and job_done and not adopting and not self._live and not self.busy
 
     def stopped_rest(self) -> list[int]:
         """Every index without a result is the stop's: it never ran, or its pod left nothing."""

@@ -3,6 +3,8 @@
 the stop's generation."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rolloutbatch.core import vocabulary as v
@@ -12,12 +14,13 @@ from rolloutbatch.core.spec import parse_spec, stop_requested
 from rolloutbatch.core.status import acknowledged, build_status, stopped_phase
 from rolloutbatch.core.stats import summarize
 from rolloutbatch.core.stopping import cut_off, finished_before
+from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.job_facts import JobFacts, job_facts
 from rolloutbatch.core.verdict import judge_episode
 from rolloutbatch.service.context import iso_time
 from tests.unit.core.factories import MINIMAL, REF
 from tests.unit.core.factories import result as made
-from tests.unit.core.test_tracker import JOB_UID, pod, result, tracker
+from tests.unit.core.test_tracker import JOB_UID, pod, pooled_pod, result, tracker
 
 
 # --- the spec ---------------------------------------------------------------------------------
@@ -113,6 +116,26 @@ def test_a_stopping_tracker_waits_for_the_jobs_own_counts():
     assert t.stop_settled(job_gone=True)     # ... unless the Job itself is gone
     t.observe_job(JobFacts(uid=JOB_UID, created=90.0, name="rb-x", namespace="rb-x", suspended=True), 101.0)
     assert t.stop_settled()
+
+
+def test_a_stop_waits_for_the_job_to_adopt_the_claims_it_was_made_for():
+    """A pooled batch stopped after its operator died between its claims and its Job: the Job
+    made then, suspended, counts nothing until its controller adopted the claimed pods; the
+    episodes they ran are theirs, not the stop's."""
+    t = BatchTracker(2, 0, namespace="rb-x", job_name="rb-x", pooled=True)
+    ended = pooled_pod(0, "warm", phase="Succeeded", claimed=True, delivered=True, owner_uid=None)
+    t.observe_pod(dataclasses.replace(ended, exit_code=0))
+    t.stop()
+    t.expect_job(JOB_UID)
+    t.observe_job(JobFacts(uid=JOB_UID, created=90.0, name="rb-x", namespace="rb-x", suspended=True), 100.0)
+    assert not t.stop_settled()                # the controller has not adopted the claim yet
+    assert t.stop_settled(job_gone=True)       # ... and never will once the Job is gone
+    t.observe_pod(dataclasses.replace(ended, exit_code=0, owner_uid=JOB_UID))
+    (facts,) = t.take_reads()
+    t.record(result(0), facts.uid)
+    assert t.stop_settled()
+    assert t.stopped_rest() == [1]
+    assert t.results[0].outcome == v.OUTCOME_SUCCEEDED
 
 
 def test_no_retry_is_counted_while_the_batch_stops():

@@ -14,7 +14,7 @@ from rolloutbatch.core import naming, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
-from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, _iso, events_text
+from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, _iso, events_text, until
 from tests.unit.service.test_reconciler_crash_points import Crash, resumed
 
 LOG = logging.getLogger("test")
@@ -115,7 +115,7 @@ async def controllers(cluster: MemoryCluster, stop: asyncio.Event, *, need_job: 
 
 
 async def run_pooled(cluster: MemoryCluster, crash: Crash | None, spec=SPEC, down: float = 0.0, need_job: bool = True,
-                     before_restart=None):
+                     before_restart=None, restart_when=None):
     await fill_pool(cluster)
     cluster.submit(spec)
     rec = cluster.reconciler()
@@ -130,6 +130,8 @@ async def run_pooled(cluster: MemoryCluster, crash: Crash | None, spec=SPEC, dow
         pass
     if crash is not None and crash.fired:
         await asyncio.sleep(down)
+        if restart_when is not None:
+            await until(restart_when)
         if before_restart is not None:
             before_restart()
         await resumed(cluster)
@@ -246,7 +248,8 @@ def test_a_pooled_crash_at_any_call_is_resumed_with_every_episode_once(monkeypat
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
-async def stopped_while_down(monkeypatch, cluster: MemoryCluster, *, down: float, need_job: bool) -> None:
+async def stopped_while_down(monkeypatch, cluster: MemoryCluster, *, down: float, need_job: bool,
+                             restart_when=None) -> None:
     """The operator dies before the pooled Job's creation (its claims made and handed over); the
     owner stops the batch before the next operator takes it over."""
     crash = PoolCrash(monkeypatch, POOLED_SITES["create-Job"], after=False)
@@ -254,7 +257,7 @@ async def stopped_while_down(monkeypatch, cluster: MemoryCluster, *, down: float
     def stop():
         cluster.api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch",
                                 {"spec": {"stop": True}}, "kubectl")
-    await run_pooled(cluster, crash, down=down, need_job=need_job, before_restart=stop)
+    await run_pooled(cluster, crash, down=down, need_job=need_job, before_restart=stop, restart_when=restart_when)
     assert crash.fired
 
 
@@ -264,7 +267,10 @@ def test_a_stop_after_a_crash_between_the_claims_and_the_job_judges_the_episodes
     Job, the episodes ended while it was down, and the owner stopped the batch meanwhile."""
     async def main():
         async with MemoryCluster(pod_create_grace=5.0) as cluster:
-            await stopped_while_down(monkeypatch, cluster, down=0.4, need_job=False)
+            def every_episode_ended():   # on a busy machine 0.4 s down is not always long enough
+                pods = batch_pods(cluster)
+                return len(pods) == EPISODES and all(p["status"].get("phase") == "Succeeded" for p in pods)
+            await stopped_while_down(monkeypatch, cluster, down=0.4, need_job=False, restart_when=every_episode_ended)
             status = cluster.status()
             rows = cluster.rows()
             assert status["phase"] in v.TERMINAL_PHASES, status
