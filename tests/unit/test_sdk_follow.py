@@ -172,6 +172,31 @@ def test_a_configmap_is_streamed_once_the_status_records_it():
     assert follower.feed(watch, "MODIFIED", written) == []            # redelivered: each index once
 
 
+def test_a_configmap_the_status_holds_as_pending_is_streamed_at_once():
+    """The operator records a write's digest as pending before it writes: the write is then
+    streamed as it comes, and once only when the status records it for good."""
+    written = cm([row(0), row(1)], rv="6")
+    status = dict(recorded({"phase": "Running"}, cm([row(0)])), pendingResultsDigests=recorded({}, written)["resultsDigests"])
+    follower = Follower(batch(status))
+    assert [v["index"] for _, v in follower.feed(follower.results_watch, "MODIFIED", written)] == [0, 1]
+    out = follower.feed(follower.batch_watch, "MODIFIED", batch(recorded({"phase": "Running"}, written)))
+    assert [k for k, _ in out] == ["status"]
+
+
+def test_results_vouched_for_only_as_pending_are_read():
+    """An operator that died between a results write and the status that records it: the SDK
+    reads the results (their digest is the pending one) and refuses a forgery all the same."""
+    written = cm([row(0), row(1), row(2), row(3)], final=True)
+    status = dict(recorded({"phase": "Succeeded"}, cm([row(0)])),
+                  pendingResultsDigests={f"{NAME}-results": configmap_digest(written)})
+    api = FakeApi(objects={HEAD: written, f"{BATCHES}/{NAME}": batch(status)})
+    assert [r["index"] for r in handle(api).results()] == [0, 1, 2, 3]
+    forged = cm([row(0, reward=1e6)], final=True)
+    api = FakeApi(objects={HEAD: forged, f"{BATCHES}/{NAME}": batch(status)})
+    with pytest.raises(sdk.ResultsNotReady, match="do not trust it"):
+        handle(api).results()
+
+
 def test_an_operator_restart_that_rewrites_loses_nothing():
     """A write whose status patch a crash prevented is superseded by the restarted operator's."""
     follower = Follower(batch(recorded({"phase": "Running"}, cm([row(0)]))))

@@ -48,6 +48,11 @@ def status_schema() -> Schema:
                  "operator (after a restart) and the SDK take a results ConfigMap as the batch's only when its "
                  "digest is the one recorded here."),
                 values=string()),
+            "pendingResultsDigests": obj(
+                ("ConfigMap name -> sha256 of a results document the operator is about to write there: recorded "
+                 "before the write, moved to resultsDigests by the status write after it, so a document an "
+                 "operator crash kept from resultsDigests is still trusted. Readers accept either."),
+                values=string()),
             "resultsConfigMap": string(
                 "ConfigMap <name>-results in the batch's namespace: results.json (or results.json.gz), one row "
                 "per episode. Owned by the batch, deleted with it (unless spec.cleanup.results is "

@@ -49,11 +49,44 @@ def configmap_digest(cm: Mapping) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def recorded_by_operator(cm: Mapping, digests: object) -> bool:
-    """Whether ``cm`` is exactly what the operator wrote last under its name (``digests``: the
-    status's ``resultsDigests``)."""
+# The batch status' fields that vouch for results ConfigMaps (name -> digest): the write recorded
+# last, and the one about to be written. The operator records a write's digest before making it
+# and moves it to DIGESTS after, so a crash between the write and its status loses no trust.
+DIGESTS, PENDING_DIGESTS = "resultsDigests", "pendingResultsDigests"
+
+
+# A stall's final document names it: an operator that died before the Failed status finds it there.
+STALL_REASON, STALL_MESSAGE = "stall_reason", "stall_message"
+
+
+def stall_of(document: Mapping | None) -> tuple[str, str] | None:
+    """(reason, message) of the stall a final head document was written for, if any."""
+    if not isinstance(document, Mapping) or document.get("final") is not True:
+        return None
+    reason, message = document.get(STALL_REASON), document.get(STALL_MESSAGE)
+    if reason not in v.STALL_REASONS or not isinstance(message, str):
+        return None
+    return str(reason), message[:1000]
+
+
+def vouched_digests(status: object) -> dict[str, frozenset[str]]:
+    """ConfigMap name -> the digests a batch's status vouches for (``DIGESTS`` and
+    ``PENDING_DIGESTS``); anything malformed vouches for nothing."""
+    out: dict[str, set[str]] = {}
+    for key in (DIGESTS, PENDING_DIGESTS):
+        digests = status.get(key) if isinstance(status, Mapping) else None
+        if isinstance(digests, Mapping):
+            for name, digest in digests.items():
+                if isinstance(name, str) and isinstance(digest, str):
+                    out.setdefault(name, set()).add(digest)
+    return {name: frozenset(found) for name, found in out.items()}
+
+
+def recorded_by_operator(cm: Mapping, vouched: Mapping[str, frozenset[str]]) -> bool:
+    """Whether ``cm`` is exactly what the operator wrote (or was about to write) under its name
+    (``vouched``: ``vouched_digests`` of the batch's status)."""
     name = (cm.get("metadata") or {}).get("name")
-    return isinstance(digests, Mapping) and isinstance(name, str) and digests.get(name) == configmap_digest(cm)
+    return isinstance(name, str) and configmap_digest(cm) in vouched.get(name, ())
 
 
 def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,

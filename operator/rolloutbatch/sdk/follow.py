@@ -34,7 +34,7 @@ from typing import Any
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample, group_count, group_entry, group_members
-from rolloutbatch.core.results import configmap_digest, decode_results
+from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
 from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, is_finished, read_results
@@ -172,14 +172,13 @@ class Follower:
         out: list[tuple[str, Any]] = [("status", dict(status))]
         digests = self._digests()
         for name, (digest, cm) in list(self.pending.items()):
-            if digests.get(name) == digest:
+            if digest in digests.get(name, ()):
                 del self.pending[name]
                 out += self._rows_of(cm)
         return out
 
-    def _digests(self) -> Mapping:
-        digests = self.status.get("resultsDigests")
-        return digests if isinstance(digests, Mapping) else {}
+    def _digests(self) -> Mapping[str, frozenset[str]]:
+        return vouched_digests(self.status)
 
     def _configmap(self, kind: str, obj: dict, by_name: bool = False) -> list[tuple[str, Any]]:
         meta = obj.get("metadata") or {}
@@ -193,7 +192,7 @@ class Follower:
         digest = configmap_digest(obj)
         # Only the newest object of a name is kept: an older one is no longer what the status will record.
         self.pending.pop(name, None)
-        if self._digests().get(name) != digest:
+        if digest not in self._digests().get(name, ()):
             self.pending[name] = (digest, obj)
             while len(self.pending) > MAX_PENDING:
                 del self.pending[next(iter(self.pending))]

@@ -20,7 +20,7 @@ from rolloutbatch import GROUP, PLURAL, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import naming
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
-from rolloutbatch.core.results import configmap_digest, decode_results
+from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
 from rolloutbatch.core.spec import STOP_FIELD, stop_requested
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
@@ -258,12 +258,12 @@ class ResultsRead:
     sums: dict[str, str] = field(default_factory=dict)           # name -> its digest (hashed once per read)
 
     def recorded(self, name: str) -> bool:
-        cm, digests = self.got.get(name), self.status.get("resultsDigests")
-        if cm is None or not isinstance(digests, Mapping):
+        cm = self.got.get(name)
+        if cm is None:
             return False
         if name not in self.sums:
             self.sums[name] = configmap_digest(cm)
-        return digests.get(name) == self.sums[name]
+        return self.sums[name] in vouched_digests(self.status).get(name, ())
 
     def listed(self) -> list[str]:
         """The shards the head indexes (skipped names aside), once the head is the operator's:

@@ -37,6 +37,7 @@ from rolloutbatch.core.lifecycle import Entry, Step
 from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.status import build_status, final_phase, stopped_phase
+from rolloutbatch.core.results import PENDING_DIGESTS, STALL_MESSAGE, STALL_REASON
 from rolloutbatch.core.stopping import stopping_message
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.tracker import BatchTracker
@@ -85,7 +86,8 @@ class BatchReconciler:
         self.sandbox = SandboxLifecycle(self.storage, self.ref, ctx.settings, recorded,
                                         lambda *event: self.emit(*event), logger)
         self.results = ResultsStore(self.storage, self.ref, owner_of_batch(self.ref), logger,
-                                    ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event))
+                                    ctx.settings.results_shard_rows, emit=lambda *event: self.emit(*event),
+                                    vouch=self.status.vouch)
         self.judge = EpisodeJudge(ctx, self.storage)
         self.stop = StopControl(self.storage, self.ref, lambda *event: self.emit(*event), logger, ctx.settings.stop_grace)
         self.queue = QueueWatch(self.storage, self.ref, lambda *event: self.emit(*event), ctx.metrics, logger,
@@ -195,10 +197,13 @@ class BatchReconciler:
             # The tracker exists before restoring: a restore that fails (a foreign ConfigMap,
             # the API) still ends the batch with every episode accounted for (_end_stalled).
             retried = self.last_status.get("retriedEpisodes")
-            await self.results.restore(self.tracker, self.last_status.get("resultsDigests"),
+            await self.results.restore(self.tracker, self.last_status,
                                        retried=retried if type(retried) is int and retried >= 0 else 0)
             self.tracker.listener = TransitionReport(self.ctx.metrics, self.ref, self.emit)
             self._restored = True
+            if self.results.restored_stall is not None:
+                # an operator died between a stall's final rows and its Failed status: they name it
+                raise Stalled(*self.results.restored_stall)
         for kind, facts in self._early:
             self.tracker.pod_deleted(facts) if kind == "deleted" else self.tracker.observe_pod(facts)
         self._early.clear()
@@ -496,15 +501,20 @@ class BatchReconciler:
             self.ref = dataclasses.replace(self.ref, generation=generation)
             self.status.ref = self.ref
 
-    async def _write_results(self, final: bool = False) -> None:
+    async def _write_results(self, final: bool = False, job_completed: bool = False,
+                             stall: Stalled | None = None) -> None:
+        """``job_completed``: the Job's end was seen after the batch's; its figure is written even
+        when no row changed. ``stall``: the one the final document is written for (it names it)."""
         tracker = self.tracker
-        if tracker is None or not self.results.unwritten(tracker, final):
+        if tracker is None or not (job_completed or self.results.unwritten(tracker, final)):
             return
         if not final and not self.results.checkpoint_due(tracker, self.ctx.settings.results_cadence):
             return
         await self.results.write(tracker, self.spec, self._origin(),
                                  {"client_job_complete_seconds": self._job_complete_seconds(),
-                                  "retried_episodes": tracker.retried, "final": final}, final=final)
+                                  "retried_episodes": tracker.retried, "final": final,
+                                  **({STALL_REASON: stall.reason, STALL_MESSAGE: stall.message} if stall else {})},
+                                 final=final)
 
     # -- endings ---------------------------------------------------------------------------
     async def _finish(self) -> None:
@@ -554,7 +564,7 @@ class BatchReconciler:
             episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED
             self.tracker.give_up_missing(episode_reason, f"the batch stalled ({reason}): {message}"[:1000])
             try:
-                await self._write_results(final=True)
+                await self._write_results(final=True, stall=Stalled(reason, message))
             except Exception as exc:  # noqa: BLE001
                 self.log.warning("Could not write the final results: %s", exc)
         await self._record_stall(reason, message)
@@ -614,7 +624,8 @@ class BatchReconciler:
         finished a moment later. Wait for that (bounded) to record jobCompleteSeconds, before
         any cleanup deletes the Job."""
         tracker = self.tracker
-        if (tracker is None or self._job_complete_seconds() is not None
+        # the recorded figure, not the tracker's: a retry after a failed write must write it again
+        if (tracker is None or self.last_status.get("jobCompleteSeconds") is not None
                 or not lifecycle.job_will_complete(self.status.phase, self.last_status.get("reason"))):
             return
         deadline = time.monotonic() + timeout
@@ -630,7 +641,7 @@ class BatchReconciler:
                 polled = time.monotonic()
                 await self.sandbox.poll_job(self.spec, tracker)
         if tracker.job and tracker.job.finished:
-            await self._write_results(final=True)
+            await self._write_results(final=True, job_completed=True)
             await self._patch_status(self.status.phase or v.SUCCEEDED, force=True)
             # the batch's end was counted before its Job's; its duration is observed now
             self.ctx.metrics.job_completed(self.ref.namespace, self.ref.name, self._job_complete_seconds())
@@ -647,8 +658,12 @@ class BatchReconciler:
             await self._stop_stalled_job()   # recorded by an operator that died before it stopped it
         await self._await_job_end()
         phase = self.status.phase
-        if self.results.digests and self.results.digests != (self.last_status.get("resultsDigests") or {}):
-            # a late results write whose status patch failed: the status vouches for it now
+        pending = PENDING_DIGESTS in self.last_status
+        if pending and self.tracker is None:
+            # ended before this process: an earlier one died between a results write and its status
+            await self.results.confirm_pending(self.last_status)
+        if pending or (self.results.digests and self.results.digests != (self.last_status.get("resultsDigests") or {})):
+            # a results write whose status patch failed or never came: the status records it now
             await self._patch_status(phase, force=True)
         if await self.sandbox.remove_after_finish(spec, phase):
             try:

@@ -8,7 +8,9 @@ once) plus the small head document, so its cost is bounded per row.
 Trust: label, ownerReference and content can all be written by anyone with ConfigMap rights in
 the namespace. What the operator wrote is told apart by its digest, recorded in the batch's
 status (``resultsDigests``, which only the operator can write): on restore only documents whose
-digest the status records are adopted; any other rows are judged again from their pods. A
+digest the status vouches for are adopted (``core.results.vouched_digests``: each write's digest
+is recorded as pending before the write, so a crash right after it keeps it trusted); any other
+rows are judged again from their pods. A
 ConfigMap not ours holding the head's name stalls the batch with ``ResultsConfigMapConflict``
 (before any episode runs when it is there from the start); one holding a shard's name costs only
 that name (``core.result_shards``).
@@ -21,7 +23,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from rolloutbatch.core import manifests, naming, strictjson
 from rolloutbatch.core import vocabulary as v
@@ -31,13 +33,14 @@ from rolloutbatch.core.groups import group_entry, group_members, groups_complete
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import (ShardBook, assemble, rows_per_shard_for, shard_configmap_name,
                                              shard_document)
-from rolloutbatch.core.results import (SHARD_DIGESTS, configmap_digest, decode_results, recorded_by_operator,
-                                       results_document, results_from_document, retried_from_document)
+from rolloutbatch.core.results import (DIGESTS, PENDING_DIGESTS, SHARD_DIGESTS, configmap_digest, decode_results,
+                                       recorded_by_operator, results_document, results_from_document,
+                                       retried_from_document, stall_of, vouched_digests)
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.storage import Storage
-from rolloutbatch.kube.errors import NotOurs, OwnerGone
+from rolloutbatch.kube.errors import KubeError, NotOurs, OwnerGone
 from rolloutbatch.service.context import Emit
 
 
@@ -59,9 +62,11 @@ def conflict_message(ref: BatchRef, name: str | None = None, found: Mapping | No
 
 class ResultsStore:
     def __init__(self, storage: Storage, ref: BatchRef, owner: dict, log: logging.Logger, rows_per_shard: int,
-                 emit: Emit | None = None) -> None:
+                 emit: Emit | None = None, vouch: Callable[[str, str], Awaitable[None]] | None = None) -> None:
         self.storage, self.ref, self.owner, self.log = storage, ref, owner, log
         self.emit = emit or (lambda *_: None)
+        # records (name, digest) in the batch's status as pending before each write (the reconciler's)
+        self.vouch = vouch
         self.digests: dict[str, str] = {}            # ConfigMap name -> digest of our last write (the status's)
         self.book = ShardBook(rows_per_shard)
         self.sharded = False
@@ -73,6 +78,7 @@ class ResultsStore:
         self.written_at = -math.inf                  # time.monotonic() of the last write
         self.written_finals = 0                      # results the last write held
         self.written_final = False                   # the last write was the final one
+        self.restored_stall: tuple[str, str] | None = None   # the stall a restored final head was written for
         # index -> (result, origin, strict-JSON row, its compact text): a final result never
         # changes, so its row is made and encoded once, not at every checkpoint (each rewrote up
         # to a shard of rows)
@@ -90,19 +96,18 @@ class ResultsStore:
     def _selector(self) -> str:
         return f"{naming.LABEL_BATCH_UID}={self.ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_RESULTS_SHARD}"
 
-    async def restore(self, tracker: BatchTracker, recorded: Mapping[str, str] | None = None,
-                      retried: int = 0) -> None:
+    async def restore(self, tracker: BatchTracker, status: Mapping | None = None, retried: int = 0) -> None:
         """Adopt the rows an earlier operator process wrote; malformed rows are judged again.
 
-        ``recorded``: the status's ``resultsDigests``. Only a ConfigMap whose digest is recorded
-        there is adopted: anything else under our names (a neighbour's forgery, or our own write
-        that a crash kept from reaching the status) has its rows judged again from the pods, and
-        is written over. What was adopted decides the layout, not this process's settings:
+        ``status``: the batch's. Only a ConfigMap whose digest it vouches for (recorded, or
+        pending: a write a crash kept from reaching the status) is adopted: anything else under
+        our names (a neighbour's forgery) has its rows judged again from the pods, and is written
+        over. What was adopted decides the layout, not this process's settings:
         shards adopted or named by the head make the batch sharded, a head with rows makes it
         whole, so a changed --results-shard-rows loses nothing. Shard names held by ConfigMaps
         not ours are skipped.
         """
-        recorded = recorded if isinstance(recorded, Mapping) else {}
+        recorded = vouched_digests(status)
         name = naming.results_configmap_name(self.ref)
         cm = await self.storage.get("ConfigMap", name, self.ref.namespace)
         # ours by its labels, or by its content (someone stripped labels and ownerReference)
@@ -136,17 +141,32 @@ class ResultsStore:
             self.book.restore(shard_docs, set(tracker.results), self.k)
         self.written_version, self.written_finals = tracker.version, len(tracker.results)
         self.written_final = (head or {}).get("final") is True
+        self.restored_stall = stall_of(head)
         self.log.info("Restored %d episode results from the results ConfigMaps", len(restored))
 
-    def _adopt(self, cm: dict, recorded: Mapping[str, str]) -> dict | None:
+    def _adopt(self, cm: dict, recorded: Mapping[str, frozenset[str]]) -> dict | None:
         """The document of a ConfigMap of ours, if it is what the operator last wrote there."""
         name = (cm.get("metadata") or {}).get("name")
         if not recorded_by_operator(cm, recorded):
-            self.log.warning("ConfigMap %s/%s is not what the operator last wrote (its digest is not the one the "
-                             "status records): its rows are judged again", self.ref.namespace, name)
+            self.log.warning("ConfigMap %s/%s is not what the operator last wrote (its digest is not one the "
+                             "status vouches for): its rows are judged again", self.ref.namespace, name)
             return None
-        self.digests[name] = recorded[name]
+        self.digests[name] = configmap_digest(cm)
         return decode_results(cm)
+
+    async def confirm_pending(self, status: Mapping) -> None:
+        """A batch that ended before this process: the digests its status records, and each
+        pending one whose ConfigMap holds it (an operator died between that write and the status
+        that records it); the next status write records them and drops the pending ones."""
+        recorded, pending = status.get(DIGESTS), status.get(PENDING_DIGESTS)
+        self.digests = {name: digest for name, digest in (recorded.items() if isinstance(recorded, Mapping) else ())
+                        if isinstance(name, str) and isinstance(digest, str)}
+        for name, digest in (pending.items() if isinstance(pending, Mapping) else ()):
+            if not isinstance(name, str) or not isinstance(digest, str):
+                continue
+            cm = await self.storage.get("ConfigMap", name, self.ref.namespace)
+            if cm is not None and configmap_digest(cm) == digest:
+                self.digests[name] = digest
 
     async def _skip_taken_names(self, ours: set[int]) -> None:
         """Shard names the batch will write that ConfigMaps not ours hold are never used."""
@@ -300,6 +320,17 @@ class ResultsStore:
         cm = await asyncio.to_thread(manifests.results_configmap, self.ref, document, self.owner, shard=shard,
                                      sanitized=True, row_texts=row_texts, retained=self.retained)
         name = cm["metadata"]["name"]
+        digest = configmap_digest(cm)
+        if self.vouch is not None and digest != self.digests.get(name):
+            # vouched for before it exists: a crash between the write and the status that
+            # records it leaves a document the next operator and every reader still trust
+            try:
+                await self.vouch(name, digest)
+            except OwnerGone:
+                raise
+            except KubeError as exc:   # the write is still worth more than its crash insurance
+                self.log.warning("Could not record the digest of %s before writing it (%s): a crash right after "
+                                 "the write would leave it untrusted", name, exc)
         # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content
         # is still what we wrote last (the write puts the labels back).
         live = await self.storage.put_configmap(cm, self.ref.uid, self.versions.get(shard),

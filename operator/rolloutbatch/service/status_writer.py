@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.results import PENDING_DIGESTS
 from rolloutbatch.core.status import bare_failure, status_patch
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
@@ -54,6 +55,14 @@ class StatusWriter:
             self.last = new
         self._at = started
         self._version, self._finals = version, finals
+
+    async def vouch(self, name: str, digest: str) -> None:
+        """Record a results write's digest as pending, before the write (``core.results``); the
+        next write (a built status holds no pending digests) drops them, the digest recorded then."""
+        await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, {PENDING_DIGESTS: {name: digest}})
+        crash_point("status:pending")
+        pending = self.last.get(PENDING_DIGESTS)
+        self.last = {**self.last, PENDING_DIGESTS: {**(pending if isinstance(pending, Mapping) else {}), name: digest}}
 
     async def write_bare_failure(self, reason: str, message: str, now_iso: str,
                                  results_digests: Mapping[str, str] | None = None) -> None:

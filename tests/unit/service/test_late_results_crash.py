@@ -5,28 +5,37 @@ import asyncio
 import pytest
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.results import recorded_by_operator
+from rolloutbatch.core.results import recorded_by_operator, vouched_digests
 from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
 from tests.unit.service.test_reconciler_crash_points import EPISODES, SPEC, Crash, resumed
 
 
-@pytest.mark.xfail(strict=True, reason="known: the results rewritten after a terminal status (the Job's late "
-                   "completion) are vouched for only by the status patch that follows; a crash between the two "
-                   "leaves results every reader refuses")
-def test_a_crash_after_the_late_results_write_leaves_results_the_status_vouches_for(monkeypatch):
+def late_final_write(cluster):
+    def site(op, args):
+        return (op == "put_configmap" and cluster.status().get("phase") == v.SUCCEEDED
+                and '"final":true' in "".join(args[0].get("data", {}).values()))
+    return site
+
+
+def late_pending_digest(cluster):
+    def site(op, args):
+        return op == "patch_batch_status" and "pendingResultsDigests" in args[2] \
+            and cluster.status().get("phase") == v.SUCCEEDED
+    return site
+
+
+@pytest.mark.parametrize("site", [late_final_write, late_pending_digest])
+def test_a_crash_after_the_late_results_write_leaves_results_the_status_vouches_for(monkeypatch, site):
     """Every episode ended, the batch is Succeeded (results and status agree); its Job is marked
     Complete a moment later, and _await_job_end writes the results document again (it now holds
     client_job_complete_seconds) before patching the status with its digest. An operator that dies
-    between the two leaves a terminal batch whose status records the old digest; the next operator
-    resumes at Entry.FINISHED, where no tracker and no restore exist, so _after_finish sees no
-    digest to record and never repairs it. Every reader (sdk.ops.results_document, the CLI) then
-    refuses the results for good: "changed since the operator wrote it ... do not trust it"."""
+    between the two leaves a terminal batch whose status records the old digest and the new one as
+    pending (recorded before the write): readers trust it, and the next operator (resuming at
+    Entry.FINISHED: no tracker, no restore) records it. Dying after the pending digest and before
+    the write leaves the document as it was, still recorded; the pending digest is dropped."""
     async def main():
         async with MemoryCluster() as cluster:
-            def late_final(op, args):
-                return (op == "put_configmap" and cluster.status().get("phase") == v.SUCCEEDED
-                        and '"final":true' in "".join(args[0].get("data", {}).values()))
-            crash = Crash(monkeypatch, late_final, after=True)
+            crash = Crash(monkeypatch, site(cluster), after=True)
             cluster.submit(SPEC)
             crash.start(cluster.reconciler())
             await until(lambda: cluster.job() is not None)
@@ -48,5 +57,7 @@ def test_a_crash_after_the_late_results_write_leaves_results_the_status_vouches_
             except sdk.ResultsNotReady as exc:
                 raise AssertionError(f"the SDK refuses the results of a Succeeded batch: {exc}") from None
             assert len(document["pods"]) == EPISODES
-            assert recorded_by_operator(cm, status.get("resultsDigests"))
+            # recorded by the resumed operator, no longer only pending
+            assert recorded_by_operator(cm, vouched_digests({"resultsDigests": status.get("resultsDigests")}))
+            assert "pendingResultsDigests" not in status
     asyncio.run(asyncio.wait_for(main(), 30))

@@ -1,9 +1,9 @@
 """The reconciler under faults and races (refused or failing status patches, a stop during the
 restore, no grace, crashes between a results write and its status), over the API server in memory.
 
-Each test says what an undisturbed batch would do. The strict xfails are known limits, each
-named in docs/design.md §11: a results write is recorded by the status patch after it, so a crash
-between the two leaves a head no digest vouches for.
+Each test says what an undisturbed batch would do. A results write's digest is recorded in the
+status as pending before the write (core.results.PENDING_DIGESTS), so a crash between the write
+and the status that records it leaves a document the next operator and every reader trust.
 """
 import asyncio
 import copy
@@ -140,11 +140,6 @@ def test_a_transient_failure_of_the_late_job_complete_patch_is_written_again(mon
     run(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._await_job_end / _run: an operator that dies between the late results write "
-    "(client_job_complete_seconds) and its status patch leaves a head whose digest the status never "
-    "records: the next operator enters FINISHED (no tracker, no restore) and never writes it; the "
-    "SDK then refuses the batch's results for good"))
 def test_a_crash_between_the_late_results_write_and_its_status_leaves_trusted_results(monkeypatch):
     async def scenario(cluster):
         task = await running(cluster)
@@ -185,11 +180,6 @@ def _crash_after_results_write(monkeypatch, task, when):
     monkeypatch.setattr(Storage, "_run", run)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "results_store.restore adopts a head only if its digest is the status's; a crash between a "
-    "checkpoint and the status patch that records it leaves a head no digest vouches for, so every row "
-    "in it, also those an earlier status did record, is judged again from its pod: pods gone (PodGC, a "
-    "stall's foreground Job deletion) turn episodes that succeeded into Lost"))
 def test_a_crash_after_a_checkpoint_keeps_the_rows_an_earlier_status_recorded(monkeypatch):
     async def scenario(cluster):
         task = await running(cluster)
@@ -213,11 +203,6 @@ def test_a_crash_after_a_checkpoint_keeps_the_rows_an_earlier_status_recorded(mo
     run(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reconciler._end_stalled deletes the Job (its pods with it, foreground) before the final results and "
-    "the stall status are written; an operator that dies between the two writes leaves a head no digest "
-    "vouches for, and the next one (restore: not adopted; pods gone) finalizes every episode as Lost, "
-    "the ones that had succeeded and were recorded included"))
 def test_a_crash_between_the_stall_results_and_the_stall_status_keeps_what_succeeded(monkeypatch):
     async def scenario(cluster):
         task = await running(cluster)

@@ -47,9 +47,8 @@ class ConfigMaps:
         return resources.object_path("ConfigMap", name, REF.namespace)
 
     @property
-    def status_digests(self) -> dict[str, str]:
-        status = self.api.get_object(KIND, REF.name, REF.namespace).get("status") or {}
-        return dict(status.get("resultsDigests") or {})
+    def status(self) -> dict:
+        return dict(self.api.get_object(KIND, REF.name, REF.namespace).get("status") or {})
 
     def record(self, digests: dict[str, str]) -> None:
         resources.patch_batch_status(self.api, REF.namespace, REF.name, {"resultsDigests": dict(digests)})
@@ -98,7 +97,7 @@ def test_a_sharded_batchs_final_write_remembers_what_it_held():
 
     # a restarted operator adopts every row from the shards
     again, restored, _ = _store(cms, episodes=6, rows_per_shard=2)
-    asyncio.run(again.restore(restored, cms.status_digests))
+    asyncio.run(again.restore(restored, cms.status))
     assert sorted(restored.results) == list(range(6))
 
 
@@ -122,7 +121,7 @@ def test_checkpoints_follow_the_monotonic_clock_not_the_wall_clock(monkeypatch):
 
 def _restart(cms: ConfigMaps, episodes: int, rows_per_shard: int, k: int = 1):
     store, tracker, spec = _store(cms, episodes, rows_per_shard, k)
-    asyncio.run(store.restore(tracker, cms.status_digests))
+    asyncio.run(store.restore(tracker, cms.status))
     return store, tracker, spec
 
 
@@ -195,7 +194,7 @@ def test_a_broken_member_of_a_complete_group_is_judged_again_without_error():
     again, restored, _ = _restart(cms, 6, 3, k=2)
     assert sorted(restored.results) == list(range(6))
     shards = [decode_results(cm) for name, cm in sorted(cms.objects.items())
-              if name[-1].isdigit() and cms.status_digests.get(name)]
+              if name[-1].isdigit() and (cms.status.get("resultsDigests") or {}).get(name)]
     assert {g["group"] for d in shards for g in d["groups"]} >= {0, 1, 2}
 
 
