@@ -168,8 +168,8 @@ def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]
         return None
     if not isinstance(raw, Mapping):
         raise SpecError("spec.verifier", "must be an object")
-    mount = str(raw.get("mountPath") or d.VERIFIER_MOUNT_PATH)
-    if not mount.startswith("/") or any(_overlap(mount, path) for path in (*_RESERVED_PATHS, *taken)):
+    mount = checked_path(raw.get("mountPath") or d.VERIFIER_MOUNT_PATH, "spec.verifier.mountPath")
+    if any(_overlap(mount, path) for path in (*_RESERVED_PATHS, *taken)):
         raise SpecError("spec.verifier.mountPath", f"must be an absolute path of its own, not {mount!r}"[:200])
     return PoolVerifier(image=checked_image(raw.get("image") or image, "spec.verifier.image"), mount_path=mount,
                         resources=checked_resources(raw, "spec.verifier.resources", default=resources))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -116,9 +117,16 @@ def _choice(raw: Mapping, key: str, choices: tuple[str, ...], field_name: str) -
 
 
 def checked_path(value: object, field_name: str) -> str:
+    """An absolute mount path, spelled as the container runtime reads it: the runtime cleans a
+    path (``//a``, ``/a/./b``, ``/x/../a`` are ``/a``, ``/a/b``, ``/a``) while the checks that
+    mounts do not overlap compare strings, so another spelling of a path is refused here."""
     if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
         raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
-    return value.rstrip("/") or "/"
+    path = value.rstrip("/") or "/"
+    if path.startswith("//") or posixpath.normpath(path) != path:
+        raise SpecError(field_name, f"must be a plain absolute path (no empty, '.' or '..' parts), got {value!r}; "
+                                    f"the runtime would mount it at {posixpath.normpath('/' + path.lstrip('/'))!r}")
+    return path
 
 
 def _inside(path: str, other: str) -> bool:
