@@ -315,8 +315,13 @@ class BatchTracker:
         is no attempt of the index: the claimed pod's verdict is the index's."""
         if not self.pooled or _holds(facts):
             return False
-        return shadowed_by_claim(facts, [*self._live.values(), *self._to_read.values(), *self._reading.values(),
-                                         *self.claimed_orphans()])
+        return shadowed_by_claim(facts, self.index_holders())
+
+    def index_holders(self) -> list[PodFacts]:
+        """Every pod of the batch that may hold its index against a cold pod of the same index:
+        live, ended and waiting for (or in) its log read, and claims not adopted yet. The
+        delivery asks the same question: a claimed pod that ended is still its index's."""
+        return [*self._live.values(), *self._to_read.values(), *self._reading.values(), *self.claimed_orphans()]
 
     def _ended_by_job(self, facts: PodFacts) -> bool:
         """A pooled pod that never got its episode and ended with its Job (the Job failed, or its

@@ -101,7 +101,7 @@ class EpisodeDelivery:
         if not self.spec.pool_name or tracker.stopping:
             return
         live = tracker.live_pods()
-        holders = [*live, *tracker.claimed_orphans()]   # a claim holds its index before the Job adopts it
+        holders = tracker.index_holders()   # as the tracker's own rule (a claim before its adoption, one ended)
         for facts in live:
             # an index already final (its verdict recorded) or held by another pod gets no second episode
             if facts.index not in tracker.results and not pools.shadowed_by_claim(facts, holders):
