@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
-from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm
+from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm, oldest_first
 from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
                                        over_own_limits, pod_facts)
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
@@ -116,9 +116,10 @@ def _disrupted(pod: Mapping) -> bool:
 
 
 def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
-    """The pool's unclaimed pods sorted; ``template``: the digest of today's (template_digest)."""
+    """The pool's unclaimed pods sorted, each kind oldest first; ``template``: the digest of
+    today's (template_digest)."""
     warm, starting, dead, stuck, stale = [], [], [], [], []
-    for pod in pods:
+    for pod in sorted(pods, key=oldest_first):
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
         if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp") \
                 or claimed_by(pod) is not None:   # a batch's, its labels not written yet

@@ -440,8 +440,13 @@ def claim_order(pods: Sequence[Mapping], template: str | None = None) -> list[Ma
     without the verifier container the batch was checked against)."""
     warm = [p for p in pods if is_warm(p) and (template is None or (
         (p.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_ANNOTATION) == template)]
-    return sorted(warm, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
-                                       (p.get("metadata") or {}).get("name") or ""))
+    return sorted(warm, key=oldest_first)
+
+
+def oldest_first(pod: Mapping) -> tuple[str, str]:
+    """A sort key: by creation, then name (the API lists pods by name, which says nothing of age)."""
+    meta = pod.get("metadata") or {}
+    return meta.get("creationTimestamp") or "", meta.get("name") or ""
 
 
 def shadowed_by_claim(pod: PodFacts, live: Sequence[PodFacts]) -> bool:
