@@ -443,6 +443,11 @@ def claim_order(pods: Sequence[Mapping], template: str | None = None) -> list[Ma
     return sorted(warm, key=oldest_first)
 
 
+# The start of a pool's status.message while its deletion waits for batches on its pods (the
+# handler writes it; the SDK's delete_pool quotes it when it gives up waiting).
+DELETING_MESSAGE = "Deleting: "
+
+
 def oldest_first(pod: Mapping) -> tuple[str, str]:
     """A sort key: by creation, then name (the API lists pods by name, which says nothing of age)."""
     meta = pod.get("metadata") or {}

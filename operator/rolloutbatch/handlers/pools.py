@@ -7,6 +7,7 @@ from typing import Any
 import kopf
 
 from rolloutbatch import GROUP, POOL_PLURAL, VERSION
+from rolloutbatch.core.pools import DELETING_MESSAGE
 from rolloutbatch.handlers.batches import _emitter
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
@@ -34,5 +35,5 @@ async def delete_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, patch: kopf
     with memo.metrics.handler("delete_pool"):
         waiting = await _reconciler(body, memo, logger).delete()
     if waiting is not None:
-        patch.status["message"] = f"Deleting: {waiting}"
+        patch.status["message"] = f"{DELETING_MESSAGE}{waiting}"
         raise kopf.TemporaryError(waiting, delay=DELETE_RETRY_SECONDS)

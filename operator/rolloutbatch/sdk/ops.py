@@ -26,6 +26,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
 from rolloutbatch.core.pool_conversion import manifest_conflict
+from rolloutbatch.core.pools import DELETING_MESSAGE
 from rolloutbatch.kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
 from rolloutbatch.sdk.build import owner_reference, plan_inputs, with_pool
 
@@ -548,6 +549,9 @@ def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float 
         if live["metadata"].get("uid") != uid:
             return
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"{POOL_KIND} {namespace}/{name} still exists after {timeout:g}s "
-                               "(its finalizer needs the operator: is it running?)")
+            # what the operator says it waits for (batches on its pods), when it said anything
+            said = str((live.get("status") or {}).get("message") or "")
+            why = f"the pool says: {said[:500]}" if said.startswith(DELETING_MESSAGE) else \
+                "its finalizer needs the operator: is it running?"
+            raise TimeoutError(f"{POOL_KIND} {namespace}/{name} still exists after {timeout:g}s ({why})")
         yield Sleep(interval)
