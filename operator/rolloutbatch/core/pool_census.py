@@ -15,7 +15,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm, oldest_first
 from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
-                                       over_own_limits, pod_facts)
+                                       over_own_limits, parse_time, pod_facts)
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 # While the episodes a pool gave out start, it starts no pods: a refill's pod starts (sandboxes,
@@ -115,9 +115,16 @@ def _disrupted(pod: Mapping) -> bool:
     return (facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS) and not over_own_limits(facts)
 
 
-def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
+# A pod whose containers have not started this long after its creation (a sandbox the node cannot
+# make: a RuntimeClass handler the nodes lack, a CNI or a volume that fails) is stuck, and says so:
+# nothing else bounds ContainerCreating. Generous, since the kubelet shows an image pull in
+# progress the same way, and multi-GB task images take minutes.
+NOT_STARTED_SECONDS = 900
+
+
+def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> PoolCensus:
     """The pool's unclaimed pods sorted, each kind oldest first; ``template``: the digest of
-    today's (template_digest)."""
+    today's (template_digest); ``now`` (Unix seconds) bounds how long a pod may not start."""
     warm, starting, dead, stuck, stale = [], [], [], [], []
     for pod in sorted(pods, key=oldest_first):
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
@@ -138,7 +145,7 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
         if is_warm(pod):
             (stale if old else warm).append(name)
             continue
-        problem = _waiting(pod)
+        problem = _waiting(pod) or _not_started(pod, now)
         if problem is not None:
             stuck.append((name, *problem))
             dead.append(name)
@@ -147,6 +154,22 @@ def census(pods: Sequence[Mapping], template: str) -> PoolCensus:
         else:
             starting.append(name)
     return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
+
+
+def _not_started(pod: Mapping, now: float | None) -> tuple[str, str] | None:
+    """A pod whose containers have not started NOT_STARTED_SECONDS after its creation (a running
+    container is preparing, which its startupProbe bounds)."""
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if now is None or created is None or now - created < NOT_STARTED_SECONDS:
+        return None
+    statuses = [c for c in (pod.get("status") or {}).get("containerStatuses") or [] if isinstance(c, Mapping)]
+    if any(c.get("started") or "running" in (c.get("state") or {}) for c in statuses):
+        return None
+    waiting = next(((c.get("state") or {}).get("waiting") or {} for c in statuses), {})
+    why = str(waiting.get("reason") or (pod.get("status") or {}).get("phase") or v.PodPhase.PENDING)
+    detail = f": {waiting['message']}" if waiting.get("message") else ""
+    return v.PoolReason.CANNOT_START, (f"its containers have not started {int(now - created)}s after its creation "
+                                       f"({why}{detail}); kubectl describe pod tells what the node says")[:500]
 
 
 def _start_error(pod: Mapping) -> str | None:

@@ -132,8 +132,8 @@ class PoolReconciler:
         pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
                 == self.ref.uid]
         template = pools.template_digest(self.ref, spec)
-        found = pool_census.census(pods, template)
         now = time.time()
+        found = pool_census.census(pods, template, now)
         if found.stuck:
             name, reason, message = found.stuck[0]
             if self._stuck is None or self._stuck[0] != template:

@@ -1,0 +1,38 @@
+"""core.pool_census: how long a pool's pod may go without starting its containers."""
+from __future__ import annotations
+
+import pytest
+
+from rolloutbatch.core import naming, pool_census, pools
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.verdict import parse_time
+
+CREATED = "2026-12-03T00:00:00Z"
+T0 = parse_time(CREATED)
+
+
+def pod(state: dict | None, started: bool = False) -> dict:
+    statuses = [{"name": naming.CONTAINER_NAME, "started": started, "state": state}] if state is not None else []
+    return {"metadata": {"name": "p", "creationTimestamp": CREATED, "labels": {naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM},
+                         "annotations": {pools.TEMPLATE_ANNOTATION: "t"}},
+            "status": {"phase": v.PodPhase.PENDING if not started else v.PodPhase.RUNNING, "containerStatuses": statuses}}
+
+
+@pytest.mark.parametrize("state", [None, {"waiting": {"reason": "ContainerCreating"}},
+                                   {"waiting": {"reason": "ContainerCreating", "message": "sandbox: no handler"}}])
+def test_a_pod_not_started_past_the_bound_is_stuck_and_says_what_waits(state):
+    young = pool_census.census([pod(state)], "t", T0 + pool_census.NOT_STARTED_SECONDS - 1)
+    assert young.starting == ("p",) and not young.stuck
+    old = pool_census.census([pod(state)], "t", T0 + pool_census.NOT_STARTED_SECONDS)
+    ((name, reason, message),) = old.stuck
+    assert (name, reason, old.dead) == ("p", v.PoolReason.CANNOT_START, ("p",))
+    assert "have not started 900s" in message and (not state or "ContainerCreating" in message)
+
+
+def test_a_pod_preparing_is_bounded_by_its_startup_probe_not_here():
+    found = pool_census.census([pod({"running": {}}, started=False)], "t", T0 + 10 * pool_census.NOT_STARTED_SECONDS)
+    assert found.starting == ("p",) and not found.stuck
+
+
+def test_without_a_clock_no_pod_is_stuck_for_its_age():
+    assert pool_census.census([pod(None)], "t").starting == ("p",)
