@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -15,6 +16,14 @@ from rolloutbatch.core import naming, pool_delivery
 
 _STARTED: list[subprocess.Popen] = []
 _BY_CLAIM: dict[str, subprocess.Popen] = {}   # claim directory -> the launcher waiting in it
+
+
+def wait_for_file(path, seconds: float = 5.0) -> None:
+    """Until the launcher made ``path`` (its ``warm`` file: prepared, waiting)."""
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
 
 
 def start_launcher(tmp_path, prepare: list[str] | None = None, **popen) -> subprocess.Popen:

@@ -20,7 +20,7 @@ from rolloutbatch.core import naming, pool_delivery
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.verdict import judge_episode, pod_facts
-from tests.unit.core.pool_shell import _start, hand_over, reap_launchers  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import _start, hand_over, reap_launchers, wait_for_file  # noqa: F401 (the fixture)
 
 POD = "warm-abcde"
 # a verbose but successful prepare: 1.2 MB of progress output (pip/npm/cargo print that much)
@@ -30,20 +30,13 @@ EPISODE = ("/bin/sh", "-c",
            'printf \'{"event":"reward","at":%s,"episode_id":"%s","reward":1}\\n\' "$now" "$EPISODE_ID"')
 
 
-def _wait_for(path, seconds: float = 20.0) -> None:
-    end = time.monotonic() + seconds
-    while not path.exists():
-        assert time.monotonic() < end, f"{path} never appeared"
-        time.sleep(0.02)
-
-
 def test_a_verbose_prepare_does_not_fail_every_episode_of_the_pool(tmp_path) -> None:
     script = pool_delivery.launcher(str(tmp_path), 60).replace("$$", "$")
     env = {**os.environ, "EPISODE_ID": POD}
     container_log = tmp_path.parent / f"{tmp_path.name}.log"   # what the runtime writes the stdout to
     with open(container_log, "wb") as out:
         proc = _start(["/bin/sh", "-c", script, "warm", *PREPARE], tmp_path, tmp_path, stdout=out, env=env)
-    _wait_for(tmp_path / "warm")
+    wait_for_file(tmp_path / "warm", 20)
     assert hand_over(tmp_path, pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, EPISODE)))
     assert proc.wait(timeout=30) == 0
     log = container_log.read_bytes()

@@ -19,7 +19,7 @@ from rolloutbatch.core import naming, pool_census, pool_delivery, pool_spec, poo
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
-from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher, wait_for_file  # noqa: F401 (the fixture)
 
 POOL = pool_spec.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 BATCH = BatchRef(namespace="team", name="b1", uid="fedcba98-7654-3210", generation=1)
@@ -344,17 +344,9 @@ def _launcher(tmp_path, prepare: list[str] | None = None) -> subprocess.Popen:
     return start_launcher(tmp_path, prepare)
 
 
-def _wait_for(path, seconds: float = 5.0) -> None:
-    import time
-    end = time.monotonic() + seconds
-    while not path.exists():
-        assert time.monotonic() < end, f"{path} never appeared"
-        time.sleep(0.02)
-
-
 def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
     proc = _launcher(tmp_path)
-    _wait_for(tmp_path / "warm")
+    wait_for_file(tmp_path / "warm")
     assert proc.poll() is None   # warm: waiting, holding no episode
     # the episode reads its stdin: it must get nothing of what a later attach writes there
     command = ("/bin/sh", "-c", 'sleep 0.3; if read -r x; then printf "%s" "$x" > got; fi; exit 7')
@@ -367,7 +359,7 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
 
 def test_an_agents_own_not_delivered_code_reads_as_one(tmp_path) -> None:
     proc = _launcher(tmp_path)
-    _wait_for(tmp_path / "warm")
+    wait_for_file(tmp_path / "warm")
     hand_over(tmp_path, pool_delivery.episode_script(
         pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
     assert proc.wait(timeout=10) == 1
@@ -381,7 +373,7 @@ def test_a_failed_prepare_is_not_an_episode(tmp_path) -> None:
 
 def test_the_prepare_runs_before_warm(tmp_path) -> None:
     proc = _launcher(tmp_path, ["/bin/sh", "-c", "echo ready > prepared"])
-    _wait_for(tmp_path / "warm")
+    wait_for_file(tmp_path / "warm")
     assert (tmp_path / "prepared").read_text() == "ready\n"
     proc.kill()
 
