@@ -47,6 +47,9 @@ ROLE_WARM = "warm"                                               # LABEL_EPISODE
 ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim
 ANNOTATION_CLAIMED_BY = "rl.agentruntime.io/claimed-by"          # the batch's uid, written by the claim
 ANNOTATION_DELIVERED_AT = "rl.agentruntime.io/delivered-at"      # unix seconds, once the episode was handed over
+# unix seconds: a hand-over that sent every byte and heard nothing back (it may have arrived); the
+# pod is left to its deadline, and a trainer's session on it is told so, not left waiting unsaid
+ANNOTATION_UNCONFIRMED_AT = "rl.agentruntime.io/unconfirmed-at"
 # unix seconds, on a pooled batch's Job: when its first claim was made. The claims come before the
 # Job, so the batch's clock (its timings' origin) starts there, not at the Job's creation.
 ANNOTATION_CLAIMS_BEGAN_AT = "rl.agentruntime.io/claims-began-at"

@@ -207,6 +207,8 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
     by the Job: its index waits for the next pod."""
     seen = "no pod yet"
     over = None
+    unconfirmed = {(p.get("metadata") or {}).get("name") for p in pods
+                   if naming.ANNOTATION_UNCONFIRMED_AT in ((p.get("metadata") or {}).get("annotations") or {})}
     for facts in _of_index(pods, index):
         if facts.disrupted or is_infrastructure_failure(facts):
             continue     # evicted (still ending, too), lost its node: the Job runs the index again on a new pod
@@ -215,6 +217,9 @@ def session_state(pods: Sequence[Mapping], index: int) -> tuple[str, PodFacts | 
             if facts.delivered_at is not None and facts.phase == v.PodPhase.RUNNING:
                 return "ready", facts, ""
             seen = f"pod {facts.name} is {facts.phase}, not yet handed its episode"
+            if facts.name in unconfirmed:
+                seen = (f"pod {facts.name}: its hand-over was sent but never confirmed, so the operator left it to "
+                        "its deadline; if it never got its episode, the index runs again on another pod")
             return "wait", facts, seen
         if facts.delivered_at is not None and over is None:
             over = (facts, why)

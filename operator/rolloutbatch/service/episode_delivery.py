@@ -200,7 +200,8 @@ class EpisodeDelivery:
                 # Evicting it would re-roll an attempt that may be running, so its deadline ends
                 # it, lowered as if it had its episode when the bytes began to go.
                 if phase == _AGENT_PHASE:
-                    await self._annotate(facts, None, sent.began, self._tightened(facts, sent.began))
+                    await self._annotate(facts, naming.ANNOTATION_UNCONFIRMED_AT, sent.began,
+                                         self._tightened(facts, sent.began))
                 self._leave_to_deadline(facts, phase, sent.error)
                 return
             except Exception as exc:  # noqa: BLE001 - any failure: the pod never ran this episode
