@@ -44,16 +44,20 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # The trap comes first: a pod deleted while it prepares (the Job controller's cold pod for an
 # index a claimed pod holds) then says NOT_DELIVERED_EXIT too, not the 137 of a PID 1 shell that
 # ignored TERM and was killed, which would read as an episode's failure.
-# The prepare's output goes to a file, not to the container's log: the operator reads an episode's
-# log from its first byte, up to its byte budget, and a verbose prepare (an install, a build) would
-# spend every episode's budget before the episode printed a line. Its last 4 KiB are printed only
-# when it fails (the pod then never runs an episode), and the file is removed either way.
+# The prepare's output stays out of the container's log: the operator reads an episode's log from
+# its first byte, up to its byte budget, and a verbose prepare (an install, a build) would spend
+# every episode's budget before the episode printed a line. It goes through a FIFO to `tail`, which
+# keeps its last 4 KiB (bounded: a file in the claim emptyDir would count against its sizeLimit,
+# whatever the prepare printed), printed only when the prepare fails (the pod then runs no
+# episode). A process the prepare leaves running keeps the FIFO's reader, which drains it.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
-            'if [ "$$#" -gt 0 ]; then "$$@" > "$$c/prepare.log" 2>&1 & p=$$!; '
+            'if [ "$$#" -gt 0 ]; then mkfifo "$$c/prepare.out" || exit {nd}; '
+            'tail -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
+            '"$$@" > "$$c/prepare.out" 2>&1 & p=$$!; '
             '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
-            'wait $$p; s=$$?; kill $$w 2>/dev/null; '
-            '[ "$$s" -eq 0 ] || tail -c 4096 "$$c/prepare.log"; rm -f "$$c/prepare.log"; '
-            '[ "$$s" -eq 0 ] || exit {nd}; fi; ')
+            'wait $$p; s=$$?; kill $$w 2>/dev/null; rm -f "$$c/prepare.out"; '
+            'if [ "$$s" -ne 0 ]; then (sleep 2; kill $$t) 2>/dev/null & wait $$t; cat "$$c/prepare.tail"; '
+            'exit {nd}; fi; rm -f "$$c/prepare.tail"; fi; ')
 _WAIT = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n && [ "$$n" = {ping} ]; do echo "{pong}"; done; '

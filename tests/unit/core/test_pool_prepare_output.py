@@ -70,3 +70,14 @@ def test_a_failed_prepare_prints_only_the_end_of_its_output(tmp_path) -> None:
     assert proc.returncode == v.NOT_DELIVERED_EXIT
     assert out.rstrip().endswith(b"the-last-words") and len(out) <= 4096
     assert not (tmp_path / "prepare.log").exists() and not (tmp_path / "warm").exists()
+
+
+def test_a_prepare_that_leaves_a_process_printing_still_makes_the_pod_warm(tmp_path) -> None:
+    """A prepare may start a service and leave it running (its stdout the prepare's): the pod is
+    warm once the prepare itself ended, and the service's output goes where the prepare's went."""
+    from tests.unit.core.pool_shell import start_launcher
+    import subprocess
+    daemon = ["/bin/sh", "-c", "(while :; do echo service-line; sleep 0.05; done) & echo started"]
+    proc = start_launcher(tmp_path, daemon, stdout=subprocess.PIPE)
+    wait_for_file(tmp_path / "warm", 10)
+    assert proc.poll() is None and not (tmp_path / "prepare.out").exists()
