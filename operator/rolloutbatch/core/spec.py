@@ -117,16 +117,14 @@ def _choice(raw: Mapping, key: str, choices: tuple[str, ...], field_name: str) -
 
 
 def checked_path(value: object, field_name: str) -> str:
-    """An absolute mount path, spelled as the container runtime reads it: the runtime cleans a
-    path (``//a``, ``/a/./b``, ``/x/../a`` are ``/a``, ``/a/b``, ``/a``) while the checks that
-    mounts do not overlap compare strings, so another spelling of a path is refused here."""
+    """An absolute mount path, as the container runtime reads it: the runtime cleans a path
+    (``//a``, ``/a/./b/``, ``/x/../a`` are ``/a``, ``/a/b``, ``/a``) and the checks that mounts do
+    not overlap compare strings, so they compare the cleaned path (a path spelled otherwise must
+    not slip past them onto the launcher's own directories). Cleaned, not refused: the CRD admits
+    such spellings, and a batch an earlier operator ran with one must still run after an upgrade."""
     if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
         raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
-    path = value.rstrip("/") or "/"
-    if path.startswith("//") or posixpath.normpath(path) != path:
-        raise SpecError(field_name, f"must be a plain absolute path (no empty, '.' or '..' parts), got {value!r}; "
-                                    f"the runtime would mount it at {posixpath.normpath('/' + path.lstrip('/'))!r}")
-    return path
+    return posixpath.normpath("/" + value.lstrip("/"))
 
 
 def _inside(path: str, other: str) -> bool:
