@@ -133,6 +133,7 @@ class Follower:
         k = spec.get("samplesPerInput")
         self.k = k if type(k) is int and k >= 1 else 1
         self.status: dict = dict(batch.get("status") or {})
+        self._vouched: tuple[dict, Mapping[str, frozenset[str]]] | None = None   # (status, what it vouches for)
         self.want_rows, self.want_groups = rows or groups, groups
         self.rows: dict[int, Row] = {}
         self.delivered: set[int] = set()          # groups handed out
@@ -178,7 +179,10 @@ class Follower:
         return out
 
     def _digests(self) -> Mapping[str, frozenset[str]]:
-        return vouched_digests(self.status)
+        """What the status vouches for, worked out once per status (not per ConfigMap event)."""
+        if self._vouched is None or self._vouched[0] is not self.status:
+            self._vouched = (self.status, vouched_digests(self.status))
+        return self._vouched[1]
 
     def _configmap(self, kind: str, obj: dict, by_name: bool = False) -> list[tuple[str, Any]]:
         meta = obj.get("metadata") or {}

@@ -257,6 +257,8 @@ class ResultsRead:
     got: dict[str, dict | None] = field(default_factory=dict)    # name -> last read (None: NotFound)
     docs: dict[str, dict | None] = field(default_factory=dict)   # name -> its decoded document
     sums: dict[str, str] = field(default_factory=dict)           # name -> its digest (hashed once per read)
+    # the digests ``status`` vouches for, and that status: worked out once per status, not per shard
+    _vouched: tuple[dict, dict[str, frozenset[str]]] | None = None
 
     def recorded(self, name: str) -> bool:
         cm = self.got.get(name)
@@ -264,7 +266,9 @@ class ResultsRead:
             return False
         if name not in self.sums:
             self.sums[name] = configmap_digest(cm)
-        return self.sums[name] in vouched_digests(self.status).get(name, ())
+        if self._vouched is None or self._vouched[0] is not self.status:
+            self._vouched = (self.status, vouched_digests(self.status))
+        return self.sums[name] in self._vouched[1].get(name, ())
 
     def listed(self) -> list[str]:
         """The shards the head indexes (skipped names aside), once the head is the operator's:
