@@ -164,6 +164,8 @@ class BatchReconciler:
             await self._after_finish()
             return
         await self._prepare()
+        if self.results.restored_stall is not None:
+            await self._resume_stall(*self.results.restored_stall)
         # spec.stop read after the restore's API calls: a stop that came meanwhile creates nothing
         step = lifecycle.entry(self.status.phase, self.stop.requested(self.body))
         if step is Entry.STOP_BEFORE_RUN:
@@ -201,9 +203,6 @@ class BatchReconciler:
                                        retried=retried if type(retried) is int and retried >= 0 else 0)
             self.tracker.listener = TransitionReport(self.ctx.metrics, self.ref, self.emit)
             self._restored = True
-            if self.results.restored_stall is not None:
-                # an operator died between a stall's final rows and its Failed status: they name it
-                raise Stalled(*self.results.restored_stall)
         for kind, facts in self._early:
             self.tracker.pod_deleted(facts) if kind == "deleted" else self.tracker.observe_pod(facts)
         self._early.clear()
@@ -213,6 +212,15 @@ class BatchReconciler:
         if not self._started_metrics:
             self.ctx.metrics.batch_started(self.ref.namespace, self.ref.name)
             self._started_metrics = True
+
+    async def _resume_stall(self, reason: str, message: str) -> None:
+        """An operator died between a stall's final rows and its Failed status: the rows name the
+        stall, which ends the batch again, nothing created. Its pods are listed first: rows the
+        status did not vouch for (a shard edited since) are judged again from them, not lost."""
+        await self.sandbox.poll_job(self.spec, self.tracker)
+        if self.tracker.job_uid is not None:
+            await self.sandbox.resync_pods(self.spec, self.tracker)
+        raise Stalled(reason, message)
 
     # -- entering the tracking: three ways -------------------------------------------------
     async def _stop_before_run(self) -> None:

@@ -41,6 +41,7 @@ from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import KubeError, NotOurs, OwnerGone
+from rolloutbatch.service import policy
 from rolloutbatch.service.context import Emit
 
 
@@ -62,10 +63,11 @@ def conflict_message(ref: BatchRef, name: str | None = None, found: Mapping | No
 
 class ResultsStore:
     def __init__(self, storage: Storage, ref: BatchRef, owner: dict, log: logging.Logger, rows_per_shard: int,
-                 emit: Emit | None = None, vouch: Callable[[str, str], Awaitable[None]] | None = None) -> None:
+                 emit: Emit | None = None, vouch: Callable[[str, str, str | None], Awaitable[None]] | None = None,
+                 ) -> None:
         self.storage, self.ref, self.owner, self.log = storage, ref, owner, log
         self.emit = emit or (lambda *_: None)
-        # records (name, digest) in the batch's status as pending before each write (the reconciler's)
+        # records (name, digest, current digest) in the batch's status before each write (StatusWriter.vouch)
         self.vouch = vouch
         self.digests: dict[str, str] = {}            # ConfigMap name -> digest of our last write (the status's)
         self.book = ShardBook(rows_per_shard)
@@ -110,11 +112,13 @@ class ResultsStore:
         recorded = vouched_digests(status)
         name = naming.results_configmap_name(self.ref)
         cm = await self.storage.get("ConfigMap", name, self.ref.namespace)
-        # ours by its labels, or by its content (someone stripped labels and ownerReference)
-        if cm and not resources.owned_by(cm, self.ref.uid) and not recorded_by_operator(cm, recorded):
-            raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, found=cm))
+        # ours by its labels, or by its content (someone stripped labels and ownerReference); a
+        # foreign head stalls the batch, but only once the shards the status vouches for are
+        # restored: the stall's final rows must not be written over the rows they hold
+        foreign = cm if cm and not resources.owned_by(cm, self.ref.uid) and not recorded_by_operator(cm, recorded) \
+            else None
         head = None
-        if cm:
+        if cm and foreign is None:
             self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
             head = self._adopt(cm, recorded)
         shard_docs = []
@@ -133,6 +137,8 @@ class ResultsStore:
             await self._skip_taken_names({d["shard"] for d in shard_docs})
         if head is None and not shard_docs:
             tracker.restore({}, retried=retried)
+            if foreign is not None:
+                raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, found=foreign))
             return
         whole = assemble(head or {"uid": self.ref.uid, "shards": []}, shard_docs)
         restored = results_from_document(whole)
@@ -143,6 +149,8 @@ class ResultsStore:
         self.written_final = (head or {}).get("final") is True
         self.restored_stall = stall_of(head)
         self.log.info("Restored %d episode results from the results ConfigMaps", len(restored))
+        if foreign is not None:
+            raise Stalled(v.STALL_RESULTS_CONFLICT, conflict_message(self.ref, found=foreign))
 
     def _adopt(self, cm: dict, recorded: Mapping[str, frozenset[str]]) -> dict | None:
         """The document of a ConfigMap of ours, if it is what the operator last wrote there."""
@@ -325,10 +333,13 @@ class ResultsStore:
             # vouched for before it exists: a crash between the write and the status that
             # records it leaves a document the next operator and every reader still trust
             try:
-                await self.vouch(name, digest)
+                await self.vouch(name, digest, self.digests.get(name))
             except OwnerGone:
                 raise
-            except KubeError as exc:   # the write is still worth more than its crash insurance
+            except KubeError as exc:
+                if policy.is_transient(exc):
+                    raise   # retried from the top (service.policy), the write with it
+                # refused: the write is still worth more than its crash insurance
                 self.log.warning("Could not record the digest of %s before writing it (%s): a crash right after "
                                  "the write would leave it untrusted", name, exc)
         # Stripping our labels and ownerReference does not make a ConfigMap foreign: its content

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.model import BatchRef
-from rolloutbatch.core.results import PENDING_DIGESTS
+from rolloutbatch.core.results import DIGESTS, PENDING_DIGESTS
 from rolloutbatch.core.status import bare_failure, status_patch
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
@@ -56,13 +56,22 @@ class StatusWriter:
         self._at = started
         self._version, self._finals = version, finals
 
-    async def vouch(self, name: str, digest: str) -> None:
+    async def vouch(self, name: str, digest: str, current: str | None) -> None:
         """Record a results write's digest as pending, before the write (``core.results``); the
-        next write (a built status holds no pending digests) drops them, the digest recorded then."""
-        await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, {PENDING_DIGESTS: {name: digest}})
+        next write (a built status holds no pending digests) drops them, the digest recorded then.
+        ``current``: the digest of what the ConfigMap holds now, if the operator wrote or adopted it.
+        Not recorded yet (adopted by its pending digest after a crash), it is recorded in the same
+        patch: the new pending digest replaces the only one that vouched for it."""
+        patch: dict = {PENDING_DIGESTS: {name: digest}}
+        recorded = self.last.get(DIGESTS)
+        recorded = recorded if isinstance(recorded, Mapping) else {}
+        if current is not None and recorded.get(name) != current:
+            patch[DIGESTS] = {name: current}
+        await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, patch)
         crash_point("status:pending")
         pending = self.last.get(PENDING_DIGESTS)
-        self.last = {**self.last, PENDING_DIGESTS: {**(pending if isinstance(pending, Mapping) else {}), name: digest}}
+        self.last = {**self.last, PENDING_DIGESTS: {**(pending if isinstance(pending, Mapping) else {}), name: digest},
+                     **({DIGESTS: {**recorded, name: current}} if DIGESTS in patch else {})}
 
     async def write_bare_failure(self, reason: str, message: str, now_iso: str,
                                  results_digests: Mapping[str, str] | None = None) -> None:
@@ -71,6 +80,8 @@ class StatusWriter:
         results written last, or readers would not trust the rows it ended with."""
         bare = bare_failure(reason, message, self.ref.generation, now_iso)
         if results_digests:
-            bare["resultsDigests"] = dict(results_digests)
+            bare[DIGESTS] = dict(results_digests)
+        if PENDING_DIGESTS in self.last:
+            bare[PENDING_DIGESTS] = None   # recorded or not written: a pending map must not outlive the end
         await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, bare)
-        self.last = {**self.last, **bare}
+        self.last = {k: val for k, val in {**self.last, **bare}.items() if val is not None}
