@@ -115,10 +115,11 @@ def _disrupted(pod: Mapping) -> bool:
     return (facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS) and not over_own_limits(facts)
 
 
-# A pod whose containers have not started this long after its creation (a sandbox the node cannot
-# make: a RuntimeClass handler the nodes lack, a CNI or a volume that fails) is stuck, and says so:
-# nothing else bounds ContainerCreating. Generous, since the kubelet shows an image pull in
-# progress the same way, and multi-GB task images take minutes.
+# A pod whose containers have not started this long after it was scheduled (a sandbox the node
+# cannot make: a RuntimeClass handler the nodes lack, a CNI or a volume that fails) holds the pool
+# Stalled, saying so: nothing else bounds ContainerCreating. It is kept, not replaced (the kubelet
+# shows an image pull in progress the same way, and multi-GB task images take minutes), and the
+# pool makes no more pods until it starts or the spec changes.
 NOT_STARTED_SECONDS = 900
 
 
@@ -145,7 +146,7 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
         if is_warm(pod):
             (stale if old else warm).append(name)
             continue
-        problem = _waiting(pod) or _not_started(pod, now)
+        problem = _waiting(pod)
         if problem is not None:
             stuck.append((name, *problem))
             dead.append(name)
@@ -153,13 +154,19 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
             stale.append(name)
         else:
             starting.append(name)
+            # said, not deleted: an image still pulling looks the same, and may yet start
+            if (slow := _not_started(pod, now)) is not None:
+                stuck.append((name, *slow))
     return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
 
 
 def _not_started(pod: Mapping, now: float | None) -> tuple[str, str] | None:
-    """A pod whose containers have not started NOT_STARTED_SECONDS after its creation (a running
-    container is preparing, which its startupProbe bounds)."""
-    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    """A pod whose containers have not started NOT_STARTED_SECONDS after it was scheduled (else
+    created; a running container is preparing, which its startupProbe bounds)."""
+    scheduled = [parse_time(c.get("lastTransitionTime")) for c in (pod.get("status") or {}).get("conditions") or []
+                 if isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == v.CONDITION_TRUE]
+    created = next((t for t in scheduled if t is not None), None) \
+        or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
     if now is None or created is None or now - created < NOT_STARTED_SECONDS:
         return None
     statuses = [c for c in (pod.get("status") or {}).get("containerStatuses") or [] if isinstance(c, Mapping)]
@@ -168,8 +175,8 @@ def _not_started(pod: Mapping, now: float | None) -> tuple[str, str] | None:
     waiting = next(((c.get("state") or {}).get("waiting") or {} for c in statuses), {})
     why = str(waiting.get("reason") or (pod.get("status") or {}).get("phase") or v.PodPhase.PENDING)
     detail = f": {waiting['message']}" if waiting.get("message") else ""
-    return v.PoolReason.CANNOT_START, (f"its containers have not started {int(now - created)}s after its creation "
-                                       f"({why}{detail}); kubectl describe pod tells what the node says")[:500]
+    return v.PoolReason.CANNOT_START, (f"its containers have not started {int(now - created)}s after it was "
+                                       f"scheduled ({why}{detail}); kubectl describe pod tells what the node says")[:500]
 
 
 def _start_error(pod: Mapping) -> str | None:

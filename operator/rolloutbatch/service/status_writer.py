@@ -67,11 +67,14 @@ class StatusWriter:
         recorded = recorded if isinstance(recorded, Mapping) else {}
         if current is not None and recorded.get(name) != current:
             patch[DIGESTS] = {name: current}
+        # remembered before it is sent: a patch the API applied though the answer was lost (a
+        # timeout) must still be dropped by the next write
+        pending = self.last.get(PENDING_DIGESTS)
+        self.last = {**self.last, PENDING_DIGESTS: {**(pending if isinstance(pending, Mapping) else {}), name: digest}}
         await self.storage.patch_batch_status(self.ref.namespace, self.ref.name, patch)
         crash_point("status:pending")
-        pending = self.last.get(PENDING_DIGESTS)
-        self.last = {**self.last, PENDING_DIGESTS: {**(pending if isinstance(pending, Mapping) else {}), name: digest},
-                     **({DIGESTS: {**recorded, name: current}} if DIGESTS in patch else {})}
+        if DIGESTS in patch:
+            self.last = {**self.last, DIGESTS: {**recorded, name: current}}
 
     async def write_bare_failure(self, reason: str, message: str, now_iso: str,
                                  results_digests: Mapping[str, str] | None = None) -> None:

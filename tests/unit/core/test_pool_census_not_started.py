@@ -25,8 +25,23 @@ def test_a_pod_not_started_past_the_bound_is_stuck_and_says_what_waits(state):
     assert young.starting == ("p",) and not young.stuck
     old = pool_census.census([pod(state)], "t", T0 + pool_census.NOT_STARTED_SECONDS)
     ((name, reason, message),) = old.stuck
-    assert (name, reason, old.dead) == ("p", v.PoolReason.CANNOT_START, ("p",))
+    # said, and kept (an image may still be pulling): no pod is made meanwhile, none deleted
+    assert (name, reason, old.dead, old.starting) == ("p", v.PoolReason.CANNOT_START, (), ("p",))
+    assert pool_census.pods_to_create(pool_census_spec(), old) == 0
     assert "have not started 900s" in message and (not state or "ContainerCreating" in message)
+
+
+def pool_census_spec():
+    from rolloutbatch.core import pool_spec
+    return pool_spec.parse_pool_spec({"size": 3, "task": {"files": {"e.py": "x"}}})
+
+
+def test_the_bound_counts_from_the_pods_scheduling():
+    late = pod({"waiting": {"reason": "ContainerCreating"}})
+    late["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                     "lastTransitionTime": "2026-12-03T00:10:00Z"}]   # 10 minutes in the queue
+    assert not pool_census.census([late], "t", T0 + pool_census.NOT_STARTED_SECONDS + 300).stuck
+    assert pool_census.census([late], "t", T0 + pool_census.NOT_STARTED_SECONDS + 600).stuck
 
 
 def test_a_pod_preparing_is_bounded_by_its_startup_probe_not_here():
