@@ -122,6 +122,36 @@ def test_under_the_sandbox_runtime_each_pod_gets_its_episode_on_its_stdin(operat
     kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=180s")
 
 
+# 2 MiB of build output: past the 1 MiB an episode's log read takes, and below nothing else
+VERBOSE = "i=0; while [ $i -lt 16384 ]; do printf '%0127d\\n' $i; i=$((i+1)); done"
+
+
+def test_a_verbose_prepare_costs_the_episodes_nothing_and_a_failing_one_says_why(operator_process, namespace):
+    """On the real node: the prepare's output stays out of the container's log that each
+    episode's verdict reads (it would spend the episode's byte budget); one that fails stalls the
+    pool with PrepareFailed, its last words in the pod's log."""
+    pool_name = unique("verbose")
+    body = pool(pool_name, 2)
+    body["spec"]["prepare"]["command"] = ["/bin/sh", "-c", VERBOSE + "; echo warm-$EPISODE_ID > prepared"]
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=180)
+    name = unique("verbose")
+    apply(pooled_batch(name, pool_name, 2), namespace)
+    done = wait_finished(name, namespace, timeout=180, operator=operator_process)
+    assert (done["status"]["phase"], done["status"]["succeededEpisodes"]) == ("Succeeded", 2), done["status"]
+    kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=180s")
+
+    failing = unique("failprep")
+    body = pool(failing, 1)
+    body["spec"]["prepare"]["command"] = ["/bin/sh", "-c", VERBOSE + "; echo the-last-words; exit 3"]
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    stalled = wait_pool(failing, namespace, lambda st: any(c.get("type") == "Stalled" and c.get("status") == "True"
+                                                           for c in st.get("conditions") or []), timeout=120)
+    assert condition(stalled, "Stalled")["reason"] == "PrepareFailed", stalled["status"]
+    kubectl("delete", "rolloutpool", failing, "-n", namespace, "--wait=true", "--timeout=120s")
+
+
 def test_a_pool_whose_image_cannot_run_says_so(operator_process, namespace):
     pool_name = unique("badpool")
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 1, image="no-such-image:0")))
