@@ -6,32 +6,15 @@ import asyncio
 import json
 
 from rolloutbatch.core import vocabulary as v
-from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster, until
-from tests.unit.service.test_reconciler_crash_points import SPEC, Crash, resumed
-
-
-def _failed_status(op, args):
-    return op == "patch_batch_status" and (args[2] or {}).get("phase") == v.FAILED
+from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster
+from tests.unit.service.test_reconciler_crash_points import resumed
+from tests.unit.service.test_stall_crash_points import stalled_on_an_image_then_crashed
 
 
 def test_a_restored_stall_judges_again_the_rows_it_could_not_adopt(monkeypatch):
     async def main():
         async with MemoryCluster(results_shard_rows=1) as cluster:
-            crash = Crash(monkeypatch, _failed_status)
-            cluster.submit(SPEC)
-            crash.start(cluster.reconciler())
-            await until(lambda: cluster.job() is not None)
-            pods = cluster.start_pods(range(3))
-            cluster.end_pod(0)
-            await until(lambda: cluster.status().get("succeededEpisodes") == 1)
-            name = pods[1]["metadata"]["name"]
-            cluster.api.merge_patch(f"/api/v1/namespaces/{pods[1]['metadata']['namespace']}/pods/{name}/status",
-                                    {"status": {"phase": "Pending", "containerStatuses": [{
-                                        "name": "episode", "restartCount": 0,
-                                        "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}},
-                                    "kubelet")
-            await crash.ran()
-            assert crash.fired   # the stall's final rows written, its Failed status not
+            await stalled_on_an_image_then_crashed(monkeypatch, cluster)   # final rows written, Failed status not
             assert cluster.job() is not None and len(cluster.api.list_objects("Pod")) == 3
             # a neighbour touches shard 0 (episode 0's row): its digest is no longer the vouched one
             shard = cluster.api.get_object("ConfigMap", "batch-results-0", NAMESPACE)

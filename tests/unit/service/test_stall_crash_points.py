@@ -38,6 +38,26 @@ def test_a_crash_while_recording_a_stall_keeps_the_stalls_reason(monkeypatch, si
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+async def stalled_on_an_image_then_crashed(monkeypatch, cluster, spec=SPEC) -> None:
+    """Episode 0 succeeds, episode 1's image cannot be pulled: the batch stalls (ImagePullFailed),
+    writes its final rows, and its operator dies before the Failed status."""
+    crash = Crash(monkeypatch, _failed_status)
+    cluster.submit(spec)
+    crash.start(cluster.reconciler())
+    await until(lambda: cluster.job() is not None)
+    pods = cluster.start_pods(range(3))
+    cluster.end_pod(0)
+    await until(lambda: cluster.status().get("succeededEpisodes") == 1)
+    name = pods[1]["metadata"]["name"]
+    cluster.api.merge_patch(f"/api/v1/namespaces/{pods[1]['metadata']['namespace']}/pods/{name}/status",
+                            {"status": {"phase": "Pending", "containerStatuses": [{
+                                "name": "episode", "restartCount": 0,
+                                "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}},
+                            "kubelet")
+    await crash.ran()
+    assert crash.fired, "the stall's Failed status was never attempted"
+
+
 @pytest.mark.parametrize("site", ["status-Failed"])
 def test_a_crash_while_recording_a_stall_loses_no_result(monkeypatch, site):
     """Episode 0 succeeded and its row was checkpointed; then episode 1's image cannot be pulled and
@@ -46,21 +66,7 @@ def test_a_crash_while_recording_a_stall_loses_no_result(monkeypatch, site):
     episode 0 must still be there to judge again (the Job, and its pods, go only after the status)."""
     async def main():
         async with MemoryCluster() as cluster:
-            crash = Crash(monkeypatch, _failed_status)
-            cluster.submit(SPEC)
-            crash.start(cluster.reconciler())
-            await until(lambda: cluster.job() is not None)
-            pods = cluster.start_pods(range(3))
-            cluster.end_pod(0)
-            await until(lambda: cluster.status().get("succeededEpisodes") == 1)
-            name = pods[1]["metadata"]["name"]
-            cluster.api.merge_patch(f"/api/v1/namespaces/{pods[1]['metadata']['namespace']}/pods/{name}/status",
-                                    {"status": {"phase": "Pending", "containerStatuses": [{
-                                        "name": "episode", "restartCount": 0,
-                                        "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}},
-                                    "kubelet")
-            await crash.ran()
-            assert crash.fired
+            await stalled_on_an_image_then_crashed(monkeypatch, cluster)
             written = cluster.rows()   # the first operator's final document: the stall was ImagePullFailed
             assert [r["outcome"] for r in written] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_LOST, v.OUTCOME_LOST]
             assert written[1]["reason"] == v.EP_IMAGE_PULL
