@@ -24,14 +24,25 @@ pytestmark = [pytest.mark.cluster]
 
 NS = "rolloutbatch-system"
 SELECTOR = "app.kubernetes.io/name=rolloutbatch,app.kubernetes.io/component=operator"
+# Each URL tried for up to a minute: a pod just started may not be in the network policy's sets
+# on every node yet (a connection refused or timed out then is the network's, not the operator's)
 SCRAPE = '''
-import sys, urllib.error, urllib.request
+import sys, time, urllib.error, urllib.request
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 for url in sys.argv[1:]:
-    try:
-        body = opener.open(url, timeout=10).read().decode()
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode()
+    end = time.monotonic() + 60
+    while True:
+        try:
+            body = opener.open(url, timeout=10).read().decode()
+            break
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode()
+            break
+        except OSError as exc:
+            print("retrying " + url + ": " + str(exc), flush=True)
+            if time.monotonic() > end:
+                raise
+            time.sleep(1)
     print("=== " + url)
     print(body)
 '''
