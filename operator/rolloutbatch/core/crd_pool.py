@@ -109,7 +109,8 @@ def _prepare() -> Schema:
     return obj(
         ("Optional: a command run once in each new pod, in its workspace and with its task files, before the "
          "pod counts as warm (install dependencies, clone a repository, warm a cache). One that exits non-zero "
-         f"or outlives timeoutSeconds is reported as {v.PoolReason.PREPARE_FAILED} (the Stalled condition). "
+         f"or outlives timeoutSeconds is reported as {v.PoolReason.PREPARE_FAILED} (the Stalled condition, "
+         "quoting how it ended and the end of its output). "
          "Default: none (a pod is warm once it runs)."), {
             "command": {**_strings(
                 f"The command and its arguments, 1..{d.MAX_COMMAND_ITEMS} strings (required), run without a "

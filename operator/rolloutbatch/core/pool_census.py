@@ -140,7 +140,7 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
             if (start_error := _start_error(pod)) is not None and not _disrupted(pod):
                 stuck.append((name, v.PoolReason.CANNOT_START, start_error))
             elif _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):
-                stuck.append((name, v.PoolReason.PREPARE_FAILED, "the pool's prepare command failed or timed out"))
+                stuck.append((name, v.PoolReason.PREPARE_FAILED, _prepare_failure(pod)))
             continue
         old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
         if is_warm(pod):
@@ -196,6 +196,28 @@ def _exit_code(pod: Mapping) -> int | None:
     codes = [terminated["exitCode"] for c in (pod.get("status") or {}).get("containerStatuses") or []
              if isinstance(c, Mapping) and "exitCode" in (terminated := (c.get("state") or {}).get("terminated") or {})]
     return NOT_DELIVERED_EXIT if NOT_DELIVERED_EXIT in codes else (codes[0] if codes else None)
+
+
+def _prepare_failure(pod: Mapping) -> str:
+    """The stall's message for a pod whose prepare failed: what its launcher left as the termination
+    message (a line saying how the prepare ended, then the end of its output; core.pool_delivery),
+    printable, the output's last PREPARE_SAID_CHARS."""
+    said = next((str(terminated.get("message") or "") for c in (pod.get("status") or {}).get("containerStatuses") or []
+                 if isinstance(c, Mapping)
+                 and (terminated := (c.get("state") or {}).get("terminated") or {}).get("exitCode") == NOT_DELIVERED_EXIT),
+                "")
+    how, _, output = (_printable(part) for part in said.partition("\n"))
+    if len(output) > PREPARE_SAID_CHARS:
+        output = "..." + output[-PREPARE_SAID_CHARS:]
+    said = " ".join(part for part in (how[:200], output) if part)
+    return "the pool's prepare command failed or timed out" + (f" ({said})" if said else "")
+
+
+def _printable(text: str) -> str:
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+PREPARE_SAID_CHARS = 300   # of the prepare's output quoted in the pool's condition and Event
 
 
 def pods_to_create(spec: PoolSpec, found: PoolCensus) -> int:

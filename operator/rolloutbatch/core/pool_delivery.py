@@ -49,15 +49,21 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # every episode's budget before the episode printed a line. It goes through a FIFO to `tail`, which
 # keeps its last 4 KiB (bounded: a file in the claim emptyDir would count against its sizeLimit,
 # whatever the prepare printed), printed only when the prepare fails (the pod then runs no
-# episode). A process the prepare leaves running keeps the FIFO's reader, which drains it.
+# episode), and with a line saying how it ended (its code, or its timeout) as the container's
+# termination message, which the pool's Stalled condition quotes (core.pool_census). A process the
+# prepare leaves running keeps the FIFO's reader, which drains it. An image without `mkfifo` says
+# so in the same place.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
-            'if [ "$$#" -gt 0 ]; then mkfifo "$$c/prepare.out" || exit {nd}; '
+            'if [ "$$#" -gt 0 ]; then if ! mkfifo "$$c/prepare.out"; then '
+            'm="{mkfifo}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; fi; '
             'tail -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
             '"$$@" > "$$c/prepare.out" 2>&1 & p=$$!; '
             '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
             'wait $$p; s=$$?; kill $$w 2>/dev/null; rm -f "$$c/prepare.out"; '
-            'if [ "$$s" -ne 0 ]; then (sleep 2; kill $$t) 2>/dev/null & wait $$t; cat "$$c/prepare.tail"; '
-            'exit {nd}; fi; rm -f "$$c/prepare.tail"; fi; ')
+            'if [ "$$s" -ne 0 ]; then (sleep 2; kill $$t) 2>/dev/null & wait $$t; '
+            'if wait $$w; then m="ran past its {timeout}s"; else m="exited $$s"; fi; '
+            '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; tail -c 1024 "$$c/prepare.tail"; }} '
+            '> {term} 2>/dev/null; cat "$$c/prepare.tail"; exit {nd}; fi; rm -f "$$c/prepare.tail"; fi; ')
 _WAIT = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
@@ -80,6 +86,7 @@ _TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
 WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
 SENTINEL = "ROLLOUTBATCH_EPISODE"   # the episode script's last assignment: a whole script was delivered
 RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has read its whole script
+MKFIFO_MISSING = "rolloutbatch: mkfifo failed: the pool launcher needs it in the image to run prepare"
 # Before the length, the sender may send PING lines; each is answered PONG. containerd starts
 # copying an attach's stdin before it adds the attach to the container's stdout (internal/cri/io,
 # ContainerIO.Attach), so a line printed at once may never reach that attach: the sender pings
@@ -93,7 +100,8 @@ ABORT_SCRIPT = f"exit {NOT_DELIVERED_EXIT}\n".encode()
 
 def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
     return template.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL,
-                           received=RECEIVED, ping=PING, pong=PONG)
+                           received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
+                           mkfifo=MKFIFO_MISSING)
 
 
 def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> str:

@@ -26,9 +26,17 @@ def wait_for_file(path, seconds: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def start_launcher(tmp_path, prepare: list[str] | None = None, **popen) -> subprocess.Popen:
-    script = pool_delivery.launcher(str(tmp_path), 5).replace("$$", "$")
+def start_launcher(tmp_path, prepare: list[str] | None = None, prepare_timeout: int = 5,
+                   **popen) -> subprocess.Popen:
+    """The launcher without a verifier, waiting in ``tmp_path``; its termination message written
+    to :func:`termination_message_file` (never the host's /dev/termination-log)."""
+    script = pool_delivery.launcher(str(tmp_path), prepare_timeout).replace("$$", "$")
+    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(tmp_path)))
     return _start(["/bin/sh", "-c", script, "warm", *(prepare or [])], tmp_path, tmp_path, **popen)
+
+
+def termination_message_file(claim) -> os.PathLike:
+    return claim.parent / f"{claim.name}.termination-log"
 
 
 def _start(argv: list[str], cwd, claim, **popen) -> subprocess.Popen:

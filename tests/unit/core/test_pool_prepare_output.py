@@ -13,14 +13,16 @@ With the real launcher under /bin/sh (as tests/unit/core/test_pools.py does).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 
-from rolloutbatch.core import naming, pool_delivery
+from rolloutbatch.core import naming, pool_census, pool_delivery
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.verdict import judge_episode, pod_facts
-from tests.unit.core.pool_shell import _start, hand_over, reap_launchers, wait_for_file  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import (_start, hand_over, reap_launchers, start_launcher,  # noqa: F401 (the fixture)
+                                       termination_message_file, wait_for_file)
 
 POD = "warm-abcde"
 # a verbose but successful prepare: 1.2 MB of progress output (pip/npm/cargo print that much)
@@ -81,3 +83,64 @@ def test_a_prepare_that_leaves_a_process_printing_still_makes_the_pod_warm(tmp_p
     proc = start_launcher(tmp_path, daemon, stdout=subprocess.PIPE)
     wait_for_file(tmp_path / "warm", 10)
     assert proc.poll() is None and not (tmp_path / "prepare.out").exists()
+
+
+def _failed_pod(message: str) -> dict:
+    """A warm pod whose launcher exited NOT_DELIVERED_EXIT, ``message`` its termination message."""
+    return {"metadata": {"name": POD, "labels": {naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM},
+                         "annotations": {pool_census.TEMPLATE_ANNOTATION: "t1"}},
+            "status": {"phase": "Failed", "containerStatuses": [{"name": naming.CONTAINER_NAME, "state": {
+                "terminated": {"exitCode": v.NOT_DELIVERED_EXIT, "message": message}}}]}}
+
+
+def _stall_message(tmp_path) -> str:
+    said = termination_message_file(tmp_path).read_text()
+    [(_, reason, message)] = pool_census.census([_failed_pod(said)], "t1").stuck
+    assert reason == v.PoolReason.PREPARE_FAILED
+    return message
+
+
+def test_a_failed_prepare_is_quoted_by_the_pools_stall(tmp_path) -> None:
+    """The pool's Stalled condition says how the prepare ended and how its output ended, not only
+    that it failed: the one who wrote the prepare need not find the dead pod's log."""
+    noisy = ["/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done; "
+                              "echo 'pip: no matching distribution for torch==9.9'; exit 3"]
+    proc = start_launcher(tmp_path, noisy, stdout=subprocess.DEVNULL)
+    assert proc.wait(timeout=20) == v.NOT_DELIVERED_EXIT
+    message = _stall_message(tmp_path)
+    assert "exited 3" in message and message.endswith("no matching distribution for torch==9.9)")
+    assert len(message) < 1000 and "line-10 " not in message
+
+
+def test_a_prepare_past_its_time_is_said_to_be_so(tmp_path) -> None:
+    """Killed at its timeout: said so, with its output (a process it started and left holding its
+    output keeps that output from being quoted; the launcher still ends in 2 s)."""
+    proc = start_launcher(tmp_path, ["/bin/sh", "-c", "echo cloning; exec sleep 30"], prepare_timeout=1,
+                          stdout=subprocess.DEVNULL)
+    assert proc.wait(timeout=20) == v.NOT_DELIVERED_EXIT
+    message = _stall_message(tmp_path)
+    assert "ran past its 1s" in message and "cloning" in message, message
+
+
+def test_an_image_without_mkfifo_says_so(tmp_path) -> None:
+    """The launcher keeps the prepare's output in a FIFO: an image without `mkfifo` (or one where it
+    fails) says that in the pod's log and in the pool's condition, not only PrepareFailed."""
+    bin_dir = tmp_path.parent / f"{tmp_path.name}.bin"
+    bin_dir.mkdir()
+    (bin_dir / "mkfifo").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "mkfifo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = start_launcher(tmp_path, ["true"], stdout=subprocess.PIPE, env=env)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == v.NOT_DELIVERED_EXIT
+    assert pool_delivery.MKFIFO_MISSING.encode() in out
+    assert "mkfifo" in _stall_message(tmp_path)
+
+
+def test_what_a_prepare_printed_is_quoted_printable_and_bounded() -> None:
+    said = "rolloutbatch: the pool prepare exited 1; its output ends:\n" + "\x1b[31mred\x00" * 500 + "\nthe end"
+    [(_, _, message)] = pool_census.census([_failed_pod(said)], "t1").stuck
+    assert message.isprintable() and len(message) < 1000
+    assert "exited 1" in message and message.endswith("the end)")
+    [(_, _, bare)] = pool_census.census([_failed_pod("")], "t1").stuck
+    assert bare == "the pool's prepare command failed or timed out"
