@@ -317,7 +317,7 @@ EMPTY_OBJECT_DEFAULTS = {"spec.workspace", "spec.retries", "spec.isolation", "sp
 # What parse_spec makes of a spec without the field, per CRD default path.
 PARSED = {
     "spec.image": lambda s: s.image, "spec.resources": lambda s: s.resources,
-    "spec.isolation.namespace": lambda s: s.isolation_namespace, "spec.isolation.network": lambda s: s.isolation_network,
+    "spec.isolation.namespace": lambda s: s.isolation_namespace,
     "spec.cleanup.sandbox": lambda s: s.cleanup_sandbox, "spec.task.mountPath": lambda s: s.task_mount_path,
     "spec.cleanup.results": lambda s: s.cleanup_results,
     "spec.samplesPerInput": lambda s: s.samples_per_input,

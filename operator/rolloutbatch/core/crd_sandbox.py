@@ -66,10 +66,14 @@ def isolation() -> Schema:
              "once, and the quota makes every pod admission a compare-and-swap on one object (slower "
              "batches, no extra protection)."),
             default=d.SANDBOX_QUOTA),
+        # No schema default: a batch on a pool must be told from one that asked for DenyAll, which an
+        # AllowEgress pool cannot give (core.pool_spec.sandbox_conflict); the operator reads an
+        # absent one as DenyAll (core.spec).
         "network": string(
-            (f"{deny_all} (default): a default-deny NetworkPolicy for the episode pods. {allow_egress}: "
-             "outgoing connections allowed, incoming denied."),
-            enum=v.NETWORK_MODES, default=v.NETWORK_MODES[0]),
+            (f"{deny_all} (the default when unset): a default-deny NetworkPolicy for the episode pods. "
+             f"{allow_egress}: outgoing connections allowed, incoming denied. With poolRef: unset runs on the "
+             "pool's network, a value other than the pool's is refused."),
+            enum=v.NETWORK_MODES),
         "egress": array(
             (f"With {deny_all}: the only destinations the episodes may reach, as NetworkPolicy egress rules "
              "(networking.k8s.io/v1: `to` peers and `ports`), e.g. the model endpoint an agent calls. "

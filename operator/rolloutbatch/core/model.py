@@ -75,7 +75,7 @@ class BatchSpec:
     min_successful_episodes: int
     infrastructure_retries: int
     isolation_namespace: str
-    isolation_network: str
+    isolation_network: str              # spec.isolation.network, DenyAll when unset
     cleanup_sandbox: str
     ttl_seconds_after_finished: int | None
     pod_template: dict
@@ -91,6 +91,7 @@ class BatchSpec:
     queue_name: str | None = None       # spec.queueName: a Kueue LocalQueue of the batch's namespace (core.queueing)
     pool_name: str | None = None        # spec.poolRef.name: a RolloutPool of the batch's namespace (core.pools)
     pool_when_empty: str = vocabulary.POOL_COLD   # spec.poolRef.whenEmpty
+    isolation_network_written: bool = False       # the spec names isolation.network (a pool's must match)
 
     @property
     def retains_results(self) -> bool:

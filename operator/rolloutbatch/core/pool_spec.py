@@ -203,14 +203,16 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     """Why a batch's own word on what its pods are made of contradicts its pool's, or None. The
     pool's pods run the episodes, so such a field would be ignored: a memory limit the batch asked
     for and never got would fail its agents as their own. The CRD defaults these fields, so only
-    a value other than the default (and other than the pool's) can be told from an unset one."""
+    a value other than the default (and other than the pool's) can be told from an unset one; not
+    isolation.network, which it leaves unset: a DenyAll asked for is never run with a pool's egress."""
     asked = [("spec.image", batch.image, d.IMAGE, spec.image),
              ("spec.resources", amounts(batch.resources), amounts(d.RESOURCES), amounts(spec.resources)),
              ("spec.workspace.mountPath", same_path(batch.workspace_mount_path), d.WORKSPACE_MOUNT_PATH,
               same_path(spec.workspace_mount_path)),
              ("spec.workspace.sizeLimit", amount(batch.workspace_size_limit), amount(d.WORKSPACE_SIZE_LIMIT),
               amount(spec.workspace_size_limit)),
-             ("spec.isolation.network", batch.isolation_network, v.NETWORK_MODES[0], spec.network)]
+             ("spec.isolation.network", batch.isolation_network,
+              None if batch.isolation_network_written else v.NETWORK_MODES[0], spec.network)]
     shown = {"spec.resources": (batch.resources, spec.resources),
              "spec.workspace.sizeLimit": (batch.workspace_size_limit, spec.workspace_size_limit)}
     for field, value, default, pools_own in asked:

@@ -608,7 +608,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         episode_timeout_seconds=timeout, active_deadline_seconds=deadline, min_successful_episodes=min_ok,
         infrastructure_retries=retries,
         isolation_namespace=_choice(isolation, "namespace", ISOLATION_NAMESPACE, "spec.isolation.namespace"),
-        isolation_network=network,
+        isolation_network=network, isolation_network_written=isolation.get("network") is not None,
         egress=egress,
         sandbox_quota=_bool(isolation, "resourceQuota", "spec.isolation.resourceQuota", d.SANDBOX_QUOTA),
         cleanup_sandbox=_choice(cleanup, "sandbox", CLEANUP_SANDBOX, "spec.cleanup.sandbox"),

@@ -374,6 +374,26 @@ def test_a_batchs_own_word_on_its_pods_that_the_pool_contradicts_stalls_before_a
     assert claimed_indexes(api) == {}
 
 
+@pytest.mark.parametrize("isolation, runs", [({}, True), ({"network": "AllowEgress"}, True),
+                                             ({"network": "DenyAll"}, False)])
+def test_a_batch_that_asks_for_deny_all_never_runs_with_its_pools_egress(api, isolation, runs):
+    """The CRD leaves isolation.network unset: a batch that wrote DenyAll (its episodes must reach
+    nothing) on an AllowEgress pool stalls PoolConflict, naming the field; one that said nothing
+    runs on the pool's network."""
+    filled(api, 1, network="AllowEgress")
+    provision = pool_claims.provision(Storage(api), PoolStorage(api), BATCH,
+                                      batch_spec(episodes=1, parallelism=1, isolation=isolation), lambda *e: None,
+                                      None, lambda pods: None, CLUSTERWIDE)
+    if runs:
+        run(provision)
+        assert list(claimed_indexes(api).values()) == ["0"]
+        return
+    with pytest.raises(Stalled) as err:
+        run(provision)
+    assert err.value.reason == v.STALL_POOL_CONFLICT and "spec.isolation.network \"DenyAll\"" in err.value.message
+    assert "AllowEgress" in err.value.message and claimed_indexes(api) == {}
+
+
 def test_a_batch_that_repeats_its_pools_own_values_runs(api):
     """The same amounts however spelled (`cpu: 1`, "1000m"; "256Mi", 268435456)."""
     filled(api, 1, resources={"limits": {"memory": "256Mi", "cpu": "1000m"}}, network="AllowEgress")
