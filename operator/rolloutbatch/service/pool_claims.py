@@ -190,13 +190,15 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
-                    handed_over: Callable[[float], Awaitable[None]] | None = None) -> dict:
+                    handed_over: Callable[[float], Awaitable[None]] | None = None, count: bool = True) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption). When every index of the first wave got a warm pod, the Job is created once their
     hand-overs are done (``handed_over``, at most HAND_OVER_FIRST seconds): its creation and its
     adoption of the claimed pods (a write to each, seen by every pod watcher) would share the
-    machine with them, and the Job makes no pod before its first wave ends."""
+    machine with them, and the Job makes no pod before its first wave ends. With ``count`` the
+    claims are counted (the pool_claims metric, the ClaimedFromPool Event): a provisioning retried
+    after it made its Job (its Running status failed) counts nothing again."""
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
@@ -217,6 +219,8 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
         if policy.is_transient(exc):
             raise   # the error policy retries (service.policy); the claims stand and are kept
         raise Stalled(v.STALL_REFUSED, f"creating the Job in the pool's namespace: {exc}") from None
+    if not count:
+        return live
     misses = spec.episodes - hits
     record = getattr(metrics, "pool_claims", None)
     if record is not None:

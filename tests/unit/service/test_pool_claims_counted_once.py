@@ -1,0 +1,31 @@
+"""A pooled batch's claims are counted once (the pool_claims metric, the ClaimedFromPool Event),
+however often its provisioning runs: a Running status that fails transiently after the Job was
+made runs the provisioning again, which adopts the Job and the claims it already made."""
+from __future__ import annotations
+
+import asyncio
+
+from rolloutbatch.core import vocabulary as v
+from rolloutbatch.kube.errors import Unavailable
+from rolloutbatch.service import policy
+from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster
+from tests.unit.service.test_pooled_crash_points import EPISODES, job_of, run_pooled
+
+
+def _claims(cluster: MemoryCluster, result: str) -> float:
+    return cluster.prometheus.get_sample_value("rolloutbatch_pool_claims_total",
+                                               {"namespace": NAMESPACE, "pool": "warm", "result": result}) or 0.0
+
+
+def test_a_retried_provisioning_counts_the_claims_once(monkeypatch):
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            cluster.api.fail("PATCH", "RolloutBatch", Unavailable("etcd leader changed", status=503), times=2,
+                             when=lambda path: path.endswith("/status") and job_of(cluster) is not None)
+            await run_pooled(cluster, None)
+            assert cluster.status()["phase"] == v.SUCCEEDED, cluster.status()
+            assert cluster.reasons().count(v.EVENT_CLAIMED) == 1, cluster.reasons()
+            assert (_claims(cluster, "hit"), _claims(cluster, "miss")) == (EPISODES, 0)
+    asyncio.run(asyncio.wait_for(main(), 30))
