@@ -144,6 +144,10 @@ def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     except KubeError as exc:
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
+    except ValueError as exc:
+        # the SDK's refusal of an argument before any call (a name that names no object)
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
     except TimeoutError as exc:
         # Timed out is not failed: the batch may still succeed (see cli.follow's exit codes).
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)

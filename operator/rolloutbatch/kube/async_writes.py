@@ -32,7 +32,7 @@ import pykube
 
 from rolloutbatch.kube.async_session import LoopSession, auth_headers, send_json
 from rolloutbatch.kube.client import STRICT, USER_AGENT
-from rolloutbatch.kube.errors import Unavailable
+from rolloutbatch.kube.errors import Unavailable, check_path
 
 
 # An idle connection is closed by the client after this, before the API server's own 90 s
@@ -83,7 +83,7 @@ class AsyncWriter(LoopSession):
 
     async def _write(self, method: str, path: str, body: dict, what: str, content_type: str) -> dict:
         headers = {"Content-Type": content_type, **auth_headers(self.config)}
-        answer = await send_json(self._open(), method, self.base + path, what, params=STRICT, body=body,
+        answer = await send_json(self._open(), method, self.base + check_path(path, what), what, params=STRICT, body=body,
                                  headers=headers)
         if not isinstance(answer, dict) or not answer:
             raise Unavailable(f"{what}: the API server's answer is not the object: {str(answer)[:200]!r}")

@@ -17,7 +17,7 @@ import pykube.http
 import requests
 import yaml
 
-from rolloutbatch.kube.errors import BadRequest, ConfigError, Unavailable, raise_for
+from rolloutbatch.kube.errors import BadRequest, ConfigError, Unavailable, check_path, raise_for
 
 USER_AGENT = "rolloutbatch-operator"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -82,6 +82,7 @@ class Api:
         self._exec: Any = None   # kube.pod_exec.PodExec, made at the first exec
 
     def request(self, method: str, path: str, what: str, **kwargs: Any) -> requests.Response:
+        check_path(path, what)
         try:
             response = self._http.session.request(method, self.url + path, timeout=kwargs.pop("timeout", self._http.timeout), **kwargs)
         except requests.exceptions.InvalidJSONError as exc:

@@ -178,6 +178,16 @@ def from_text(status: int, text: str, what: str) -> KubeError:
     return classify(status, message, reason, what)
 
 
+def check_path(path: str, what: str) -> str:
+    """``path`` when each of its segments names something, else BadRequest before anything is sent:
+    an empty name makes an object's path its collection's (``rolloutpools/``, where a DELETE is a
+    deletecollection), and ``..`` may be resolved by the client to the namespace above."""
+    segments = path.partition("?")[0].split("/")
+    if not path.startswith("/") or any(s in ("", ".", "..") for s in segments[1:]):
+        raise BadRequest(f"{what}: {path!r} has an empty or dot segment (an object's name missing?)")
+    return path
+
+
 def raise_for(response: requests.Response, what: str) -> requests.Response:
     """Return the response when it succeeded, else raise the mapped error."""
     if response.ok:

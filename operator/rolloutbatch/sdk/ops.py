@@ -18,6 +18,7 @@ from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import naming
+from rolloutbatch.core.k8s_rules import is_dns_subdomain
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
@@ -189,7 +190,19 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
     return (yield from submit(pooled, namespace))
 
 
+def object_name(name: object, kind: str) -> str:
+    """``name`` when it names one object, else ValueError before any call: the API server reads
+    ``rolloutpools/`` (an empty name: a script's unset variable) as the collection, where a DELETE
+    deletes every pool of the namespace, and a client may resolve ``..`` to the namespace itself."""
+    if not is_dns_subdomain(name):
+        raise ValueError(f"{name!r} is not a {kind} name (a DNS subdomain: lowercase letters, digits, '-' and '.', "
+                         "at most 253 characters)")
+    assert isinstance(name, str)
+    return name
+
+
 def get(name: str, namespace: str) -> Op:
+    object_name(name, "RolloutBatch")
     try:
         return (yield Call("get", (resources.object_path("RolloutBatch", name, namespace),
                                    f"get RolloutBatch {namespace}/{name}")))
@@ -504,6 +517,7 @@ def create_pool(pool: Mapping, namespace: str, *, dry_run: bool = False) -> Op:
 
 
 def get_pool(name: str, namespace: str) -> Op:
+    object_name(name, POOL_KIND)
     try:
         return (yield Call("get", (f"{pools_path(namespace)}/{name}", f"get {POOL_KIND} {namespace}/{name}")))
     except NotFound:
@@ -521,6 +535,7 @@ def list_pools(namespace: str, all_namespaces: bool = False) -> Op:
 def scale_pool(name: str, namespace: str, size: int) -> Op:
     """Set ``spec.size`` (what ``kubectl scale rp/NAME --replicas=N`` sets); the object. The API
     refuses a size above ``spec.maxSize`` (InvalidPool)."""
+    object_name(name, POOL_KIND)
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ValueError(f"size must be a non-negative integer, got {size!r}")
     try:
