@@ -19,6 +19,7 @@ import shlex
 from collections.abc import Sequence
 
 from rolloutbatch.core import launchers, naming
+from rolloutbatch.core.env_expansion import expand, expand_env
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import PodFacts
 from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS
@@ -137,6 +138,7 @@ class Episode:
     # episode; in the verifier's phase the attempt was made, and a verifier that cannot start is
     # the episode's failure, as in a Job's pod (exit 1: VerifierFailed)
     write_failed_exit: int = NOT_DELIVERED_EXIT
+    episode_id: str | None = None                   # the pod's name (EPISODE_ID), for $(EPISODE_ID) references
 
 
 def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
@@ -144,7 +146,9 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     so no value is ever read as shell. The input, when there is one, is written to a file of the
     container's own claim directory and named by EPISODE_INPUT; files go to ``files_dir``. The
     variables are ``env``'s arguments, not shell assignments: a name the spec allows need not be
-    a shell identifier (``MY-VAR``). The sentinel is last: only a whole script sets it."""
+    a shell identifier (``MY-VAR``). ``$(NAME)`` references in the env and the command are expanded
+    first, as the kubelet expands a Job pod's (core.env_expansion). The sentinel is last: only a
+    whole script sets it."""
     claim_dir = claim_dir or naming.CLAIM_MOUNT_PATH
     group, sample = group_and_sample(episode.index, episode.samples_per_input)
     values: list[tuple[str, str]] = [("EPISODE_INDEX", str(episode.index)), ("EPISODE_GROUP", str(group)),
@@ -159,8 +163,12 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
         lines.append(f"printf '%s' {shlex.quote(content)} > {target} || exit {episode.write_failed_exit}")
     if episode.timeout_seconds is not None:
         lines.append(f"{TIMEOUT_VARIABLE}={int(episode.timeout_seconds)}")
-    values += list(episode.env)
-    words = ["env", *(f"{name}={value}" for name, value in values), *episode.command]
+    known = {"EPISODE_ID": episode.episode_id} if episode.episode_id is not None else {}
+    known.update(values)
+    env = expand_env(episode.env, known)
+    known.update(env)
+    command = [expand(word, known) for word in episode.command]
+    words = ["env", *(f"{name}={value}" for name, value in [*values, *env]), *command]
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
     lines.append(f"{SENTINEL}=ready")
     return ("\n".join(lines) + "\n").encode()

@@ -262,14 +262,16 @@ class EpisodeDelivery:
 
     async def _script(self, facts: PodFacts, phase: str) -> bytes:
         assert facts.index is not None
+        claim_dir = naming.CLAIM_MOUNT_PATH
         if phase == _AGENT_PHASE:
-            return pool_delivery.episode_script(self.episode(facts.index, await self._task_mount_path(facts.namespace),
-                                                             await self._input(facts.index)))
-        agent = facts.agent
-        if agent is None or agent.exit_code != 0:
+            episode = self.episode(facts.index, await self._task_mount_path(facts.namespace),
+                                   await self._input(facts.index))
+        elif facts.agent is None or facts.agent.exit_code != 0:
             return pool_delivery.ABORT_SCRIPT   # the agent never ran, or its launcher failed: nothing to grade
-        return pool_delivery.episode_script(self.verification(facts.index, await self._input(facts.index)),
-                                            naming.VERIFIER_CLAIM_MOUNT_PATH)
+        else:
+            episode, claim_dir = self.verification(facts.index, await self._input(facts.index)), \
+                naming.VERIFIER_CLAIM_MOUNT_PATH
+        return pool_delivery.episode_script(dataclasses.replace(episode, episode_id=facts.name), claim_dir)
 
     async def _hand_over(self, facts: PodFacts, phase: str) -> None:
         """The phase's script on the container's stdin (pods/attach); returns once its launcher

@@ -1,0 +1,57 @@
+"""Kubernetes' ``$(NAME)`` references, expanded as the kubelet expands them in a container's
+command, args and env values (the API reference of ``Container.command``/``args``/``EnvVar.value``):
+``$(NAME)`` becomes the value of a variable defined earlier (in env values) or anywhere in the
+container's env (in command and args); a reference to an unknown name is kept as written; ``$$``
+is one ``$`` (so ``$$(NAME)`` is the text ``$(NAME)``); any other ``$`` is kept.
+
+A Job's pod gets this from the kubelet. A pooled episode is handed its command and env in a
+script (core.pool_delivery), where nothing would expand them: the operator expands them the same
+way first, so a batch means the same warm or cold (``submit --pool`` converts cold manifests).
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+
+def expand(text: str, known: Mapping[str, str]) -> str:
+    """``text`` with its references to ``known`` names replaced, as the kubelet does."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch != "$" or i + 1 == n:
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "$":             # an escaped operator
+            out.append("$")
+            i += 2
+        elif nxt == "(":
+            close = text.find(")", i + 2)
+            if close < 0:          # an unclosed reference is kept, and so is the rest
+                out.append("$(")
+                i += 2
+                continue
+            name = text[i + 2:close]
+            out.append(known.get(name, f"$({name})"))
+            i = close + 1
+        else:                      # a '$' that opens nothing is kept with what follows it
+            out.append("$" + nxt)
+            i += 2
+    return "".join(out)
+
+
+def expand_env(env: Iterable[tuple[str, str]], known: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each value expanded with ``known`` and the variables before it (a later definition of a
+    name replaces an earlier one for the values after it)."""
+    seen = dict(known)
+    done = []
+    for name, value in env:
+        value = expand(value, seen)
+        seen[name] = value
+        done.append((name, value))
+    return done
