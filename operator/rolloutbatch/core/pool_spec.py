@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.k8s_rules import check_configmap_key, parse_quantity
+from rolloutbatch.core.k8s_rules import parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
-from rolloutbatch.core.spec import (checked_env, checked_image, checked_path, checked_pod_template, checked_quantity,
+from rolloutbatch.core.spec import (checked_env, checked_files, checked_image, checked_path, checked_pod_template, checked_quantity,
                                     checked_resources, checked_runtime_class)
 
 
@@ -90,11 +90,7 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     task = spec.get("task")
     if not isinstance(task, Mapping) or not isinstance(task.get("files"), Mapping) or not task["files"]:
         raise SpecError("spec.task.files", "a pool needs its task files (at least one)")
-    files = {str(k): str(val) for k, val in task["files"].items()}
-    for key in files:
-        problem = check_configmap_key(key)
-        if problem:
-            raise SpecError("spec.task.files", f"{key!r}"[:100] + f" is not a valid file name: {problem}")
+    files = checked_files(task, "spec.task.files", required=True)   # names and text, as a batch's
     task_bytes = sum(len(k.encode()) + len(val.encode()) for k, val in files.items())
     if task_bytes > d.MAX_CONFIG_BYTES:
         raise SpecError("spec.task.files", f"the task files take {task_bytes} bytes; at most {d.MAX_CONFIG_BYTES} fit")

@@ -416,7 +416,7 @@ def _pool_phase_words(where: str, part: Mapping) -> None:
         raise SpecError(f"{where}.command", "with spec.poolRef the command's first word cannot hold '='")
 
 
-def _files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
+def checked_files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
     files = _map(raw, "files", field)
     if required and not files:
         raise SpecError(field, "must name at least one file")
@@ -460,7 +460,7 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     unknown = set(ver) - set(VERIFIER_FIELDS)
     if unknown:
         raise SpecError("spec.verifier", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:200])
-    files = _files(ver, "spec.verifier.files", required=False)
+    files = checked_files(ver, "spec.verifier.files", required=False)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
     if size > MAX_CONFIG_BYTES:
         raise SpecError("spec.verifier.files", f"take {size} bytes; at most {MAX_CONFIG_BYTES} fit in a ConfigMap")
@@ -504,7 +504,7 @@ def parse_spec(raw: Mapping) -> BatchSpec:
 
     pool, when_empty = _pool(raw)
     task = _map(raw, "task", "spec.task")
-    files = _files(task, "spec.task.files", required=pool is None)
+    files = checked_files(task, "spec.task.files", required=pool is None)
     mount = checked_path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
 
     samples = _int(raw, "samplesPerInput", d.SAMPLES_PER_INPUT, minimum=1, maximum=MAX_SAMPLES_PER_INPUT)
