@@ -202,10 +202,9 @@ def _prepare_failure(pod: Mapping) -> str:
     """The stall's message for a pod whose prepare failed: what its launcher left as the termination
     message (a line saying how the prepare ended, then the end of its output; core.pool_delivery),
     printable, the output's last PREPARE_SAID_CHARS."""
-    said = next((str(terminated.get("message") or "") for c in (pod.get("status") or {}).get("containerStatuses") or []
-                 if isinstance(c, Mapping)
-                 and (terminated := (c.get("state") or {}).get("terminated") or {}).get("exitCode") == NOT_DELIVERED_EXIT),
-                "")
+    statuses = [c for c in (pod.get("status") or {}).get("containerStatuses") or [] if isinstance(c, Mapping)]
+    said = next((str(ended.get("message") or "") for c in statuses
+                 if (ended := (c.get("state") or {}).get("terminated") or {}).get("exitCode") == NOT_DELIVERED_EXIT), "")
     how, _, output = (_printable(part) for part in said.partition("\n"))
     if len(output) > PREPARE_SAID_CHARS:
         output = "..." + output[-PREPARE_SAID_CHARS:]
@@ -289,6 +288,25 @@ def stalled_status(ref: PoolRef, reason: str, message: str, generation: int, now
                        _condition(previous, v.CONDITION_STALLED, v.CONDITION_TRUE, reason, message, now_iso,
                                   generation),
                        _condition(previous, v.CONDITION_RECONCILING, v.CONDITION_FALSE, reason, message, now_iso,
+                                  generation)],
+    }
+
+
+def deleting_status(ref: PoolRef, message: str, generation: int, now_iso: str,
+                    previous: Mapping | None = None) -> dict:
+    """The status of a pool whose deletion waits for the batches on its pods: its warm pods are
+    gone and none will be made (readyPods 0: `kubectl wait --for=condition=Ready` must not pass),
+    Ready=False and Reconciling=True (the deletion goes on), Stalled=False, reason Deleting."""
+    claimed = (previous or {}).get("claimedPods")
+    reason = v.PoolReason.DELETING
+    return {
+        "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
+        "readyPods": 0, "startingPods": 0,
+        "claimedPods": claimed if isinstance(claimed, int) and claimed >= 0 else 0, "message": message,
+        "conditions": [_condition(previous, v.CONDITION_READY, v.CONDITION_FALSE, reason, message, now_iso, generation),
+                       _condition(previous, v.CONDITION_STALLED, v.CONDITION_FALSE, reason, message, now_iso,
+                                  generation),
+                       _condition(previous, v.CONDITION_RECONCILING, v.CONDITION_TRUE, reason, message, now_iso,
                                   generation)],
     }
 

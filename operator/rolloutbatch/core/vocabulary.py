@@ -236,6 +236,7 @@ class PoolReason(Word):
     CLUSTER_RIGHTS = "ClusterRightsRequired"   # a namespaced install cannot keep a pool (core.scope)
     INVALID_SPEC = "InvalidSpec"           # the operator cannot read the pool's spec (the message says why)
     REFUSED = "ProvisioningRefused"        # the API refused the pool's namespace or its objects
+    DELETING = "Deleting"                  # deleted: no pod is made; the deletion waits for batches on its pods
 
 
 REASON_PENDING, REASON_PROVISIONING = BatchReason.PENDING, BatchReason.PROVISIONING

@@ -7,7 +7,6 @@ from typing import Any
 import kopf
 
 from rolloutbatch import GROUP, POOL_PLURAL, VERSION
-from rolloutbatch.core.pools import DELETING_MESSAGE
 from rolloutbatch.handlers.batches import _emitter
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
@@ -33,7 +32,10 @@ async def delete_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, patch: kopf
     """Warm pods go at once; the namespace once no batch that claimed from the pool still runs
     there. Until then the deletion waits, saying for whom in the pool's message."""
     with memo.metrics.handler("delete_pool"):
-        waiting = await _reconciler(body, memo, logger).delete()
+        reconciler = _reconciler(body, memo, logger)
+        waiting = await reconciler.delete()
     if waiting is not None:
-        patch.status["message"] = f"{DELETING_MESSAGE}{waiting}"
+        # no warm pod is left and none will be made: not Ready, whatever the last round wrote
+        for key, value in reconciler.deleting_status(waiting).items():
+            patch.status[key] = value
         raise kopf.TemporaryError(waiting, delay=DELETE_RETRY_SECONDS)

@@ -244,6 +244,11 @@ class PoolReconciler:
             self.emit("Warning", problem[1], problem[2])
         self._stuck = (template, now, problem)
 
+    def deleting_status(self, waiting: str) -> dict:
+        """What the pool says while its deletion waits (``waiting``: for whom)."""
+        return pool_census.deleting_status(self.ref, f"{pools.DELETING_MESSAGE}{waiting}"[:1000], self._generation(),
+                                           iso_time(time.time()) or "", self.body.get("status") or {})
+
     async def delete(self) -> str | None:
         """Remove the pool's warm pods and, once no batch runs in it, its namespace (with the
         finished Jobs a batch kept: ``cleanup.sandbox: Never`` keeps a pooled batch's pods only
