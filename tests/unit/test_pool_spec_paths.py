@@ -32,3 +32,28 @@ def test_a_workspace_size_the_pool_has_spelled_another_way_is_the_pools() -> Non
     pool = pool_spec.parse_pool_spec({"size": 1, "task": TASK, "workspace": {"sizeLimit": "2048Mi"}})
     batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"}, "workspace": {"sizeLimit": "2Gi"}})
     assert pool_spec.sandbox_conflict(batch, pool) is None
+
+
+SYSTEM_MOUNTS = ["/dev", "/proc", "/sys/fs", "/", "/x/../dev/shm"]
+
+
+def test_no_mount_of_a_pool_or_batch_lands_on_the_systems_directories() -> None:
+    """Task files, workspace or verifier files on /dev, /proc or /sys (or over them: '/') make no
+    pod that can start, or one whose launcher cannot write its termination message: refused by
+    the spec, naming the field, before anything is made."""
+    import pytest
+
+    from rolloutbatch.core.model import SpecError
+    for path in SYSTEM_MOUNTS:
+        for field, spec in [("spec.task.mountPath", {"task": {**TASK, "mountPath": path}}),
+                            ("spec.workspace.mountPath", {"task": TASK, "workspace": {"mountPath": path}})]:
+            with pytest.raises(SpecError, match="container runtime keeps") as err:
+                pool_spec.parse_pool_spec({"size": 1, **spec})
+            assert err.value.field == field
+            with pytest.raises(SpecError, match="container runtime keeps") as err:
+                parse_spec({"episodes": 1, **spec})
+            assert err.value.field == field
+        with pytest.raises(SpecError) as err:
+            parse_spec({"episodes": 1, "task": TASK, "verifier": {"files": {"v.py": "x"}, "mountPath": path}})
+        assert err.value.field == "spec.verifier.mountPath"
+    assert parse_spec({"episodes": 1, "task": {**TASK, "mountPath": "/devices"}}).task_mount_path == "/devices"

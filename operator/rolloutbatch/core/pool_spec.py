@@ -18,8 +18,8 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
-from rolloutbatch.core.spec import (checked_env, checked_files, checked_image, checked_path, checked_pod_template, checked_quantity,
-                                    checked_resources, checked_runtime_class)
+from rolloutbatch.core.spec import (SYSTEM_PATHS, checked_env, checked_files, checked_image, checked_path,
+                                    checked_pod_template, checked_quantity, checked_resources, checked_runtime_class)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]
 
 
 # Paths a pool's pod mounts already or that hold the system: the verifier's files cannot go there.
-_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, "/dev", "/proc", "/sys")
+_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, *SYSTEM_PATHS)
 
 
 def _overlap(a: str, b: str) -> bool:

@@ -121,10 +121,19 @@ def checked_path(value: object, field_name: str) -> str:
     (``//a``, ``/a/./b/``, ``/x/../a`` are ``/a``, ``/a/b``, ``/a``) and the checks that mounts do
     not overlap compare strings, so they compare the cleaned path (a path spelled otherwise must
     not slip past them onto the launcher's own directories). Cleaned, not refused: the CRD admits
-    such spellings, and a batch an earlier operator ran with one must still run after an upgrade."""
+    such spellings, and a batch an earlier operator ran with one must still run after an upgrade.
+    Not on or over the kernel's and runtime's own directories (SYSTEM_PATHS): no pod could start,
+    or its launcher could not write its termination message."""
     if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
         raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
-    return posixpath.normpath("/" + value.lstrip("/"))
+    path = posixpath.normpath("/" + value.lstrip("/"))
+    system = next((s for s in SYSTEM_PATHS if _inside(path, s)), None)
+    if system is not None:
+        raise SpecError(field_name, f"{path} overlaps {system}, which the container runtime keeps for the system")
+    return path
+
+
+SYSTEM_PATHS = ("/dev", "/proc", "/sys")
 
 
 def _inside(path: str, other: str) -> bool:

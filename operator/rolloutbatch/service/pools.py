@@ -47,7 +47,7 @@ FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill sta
 # this many pods listed, so a large pool's fill does not cost the operator a list of every pod
 # twice a second (a pool of 200 filling: 28 ms of CPU per pod, bench/README.md).
 PODS_PER_FILLING_SECOND = 80
-STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once on a spec change
+STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once when it changes
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
 
 
