@@ -37,3 +37,10 @@ def test_a_task_file_that_is_not_text_is_refused_before_any_call(content) -> Non
     pytest.fail(f"build_pool accepted {content!r} as a file's content: files sent as "
                 f"{sent['spec']['task']['files']!r} (the API server drops a null value: the pool has no setup.sh); "
                 f"built {files!r}")
+
+
+@pytest.mark.parametrize("batch", [{"spec": ["episodes", 2]}, {"spec": "x"}, ["spec"]])
+def test_a_batch_that_is_not_an_object_is_refused_by_with_pool(batch) -> None:
+    from rolloutbatch.sdk.build import with_pool
+    with pytest.raises(ValueError, match="RolloutBatch object"):
+        with_pool(batch, "warm")

@@ -162,6 +162,8 @@ def with_pool(batch: Mapping, pool: str) -> dict:
     left out, whatever the batch said: the pool's pods are already made of its own. What a pooled
     batch may not have at all (inputImages, Secret env values, ...) is kept, for the API to refuse
     with its reason."""
+    if not isinstance(batch, Mapping) or not isinstance(batch.get("spec") or {}, Mapping):
+        raise ValueError("a RolloutBatch object (a mapping whose spec is a mapping) is needed to run it on a pool")
     body = copy.deepcopy(dict(batch))
     body["spec"] = _pooled(body.get("spec") or {}, pool)
     return body
