@@ -129,7 +129,7 @@ VERBOSE = "i=0; while [ $i -lt 16384 ]; do printf '%0127d\\n' $i; i=$((i+1)); do
 def test_a_verbose_prepare_costs_the_episodes_nothing_and_a_failing_one_says_why(operator_process, namespace):
     """On the real node: the prepare's output stays out of the container's log that each
     episode's verdict reads (it would spend the episode's byte budget); one that fails stalls the
-    pool with PrepareFailed, its last words in the pod's log."""
+    pool with PrepareFailed, its last words in the pod's log and in the condition."""
     pool_name = unique("verbose")
     body = pool(pool_name, 2)
     body["spec"]["prepare"]["command"] = ["/bin/sh", "-c", VERBOSE + "; echo warm-$EPISODE_ID > prepared"]
@@ -148,7 +148,10 @@ def test_a_verbose_prepare_costs_the_episodes_nothing_and_a_failing_one_says_why
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
     stalled = wait_pool(failing, namespace, lambda st: any(c.get("type") == "Stalled" and c.get("status") == "True"
                                                            for c in st.get("conditions") or []), timeout=120)
-    assert condition(stalled, "Stalled")["reason"] == "PrepareFailed", stalled["status"]
+    said = condition(stalled, "Stalled")
+    assert said["reason"] == "PrepareFailed", stalled["status"]
+    # the condition quotes how the prepare ended and its last words (the pod's termination message)
+    assert "exited 3" in said["message"] and "the-last-words" in said["message"], said
     kubectl("delete", "rolloutpool", failing, "-n", namespace, "--wait=true", "--timeout=120s")
 
 
