@@ -459,7 +459,22 @@ def shadowed_by_claim(pod: PodFacts, live: Sequence[PodFacts]) -> bool:
     from the pool, or handed its episode): it must not run a second episode of that index. The
     Job controller makes a pod for every index it sees none for, read from its informer, which
     may not have the claims yet; it deletes one of the two once it sees both (step 2 above)."""
+    return shadowed(pod, held_indexes(live))
+
+
+def held_indexes(live: Sequence[PodFacts]) -> dict[int, set[str]]:
+    """Index -> the uids of the pods that hold it (claimed, or handed their episode; not being
+    deleted): built once, each pod's question is then :func:`shadowed`'s lookup."""
+    held: dict[int, set[str]] = {}
+    for other in live:
+        if other.index is not None and not other.deleting \
+                and (other.claimed_at is not None or other.delivered_at is not None):
+            held.setdefault(other.index, set()).add(other.uid)
+    return held
+
+
+def shadowed(pod: PodFacts, held: Mapping[int, set[str]]) -> bool:
+    """:func:`shadowed_by_claim` with the holders of :func:`held_indexes`."""
     if pod.claimed_at is not None or pod.index is None:
         return False
-    return any(other.uid != pod.uid and other.index == pod.index and not other.deleting
-               and (other.claimed_at is not None or other.delivered_at is not None) for other in live)
+    return bool(held.get(pod.index, set()) - {pod.uid})

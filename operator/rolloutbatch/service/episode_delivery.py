@@ -101,10 +101,11 @@ class EpisodeDelivery:
         if not self.spec.pool_name or tracker.stopping:
             return
         live = tracker.live_pods()
-        holders = tracker.index_holders()   # as the tracker's own rule (a claim before its adoption, one ended)
+        # as the tracker's own rule (a claim before its adoption, one ended); once per round
+        held = pools.held_indexes(tracker.index_holders())
         for facts in live:
             # an index already final (its verdict recorded) or held by another pod gets no second episode
-            if facts.index not in tracker.results and not pools.shadowed_by_claim(facts, holders):
+            if facts.index not in tracker.results and not pools.shadowed(facts, held):
                 self._start(facts)
             if self.spec.verifier is not None:
                 self._start_verifier(facts)

@@ -504,3 +504,17 @@ def test_every_pool_name_gives_its_pods_valid_names(name: str) -> None:
 def test_a_pool_name_cut_at_a_dot_gives_valid_pod_names() -> None:
     assert pools.warm_pod_prefix("a" * 39 + ".b") == "a" * 39 + "-"
 
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans(), st.booleans()), max_size=10))
+def test_the_holders_built_once_answer_as_each_pods_own_scan(rows) -> None:
+    """The delivery builds an index's holders once per round (pools.held_indexes): the same answer
+    as scanning every live pod for each one, which made a round quadratic in its pods."""
+    live = [_facts(f"u{i % 4}", index, claimed=claimed, delivered=delivered, deleting=deleting)   # uids repeat
+            for i, (index, claimed, delivered, deleting) in enumerate(rows)]
+    held = pools.held_indexes(live)
+    for pod in [*live, _facts("new", 2)]:
+        scanned = pod.claimed_at is None and pod.index is not None and any(
+            other.uid != pod.uid and other.index == pod.index and not other.deleting
+            and (other.claimed_at is not None or other.delivered_at is not None) for other in live)
+        assert pools.shadowed(pod, held) == scanned
