@@ -190,8 +190,7 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
-                    handed_over: Callable[[float], Awaitable[None]] | None = None,
-                    count: bool = True) -> dict | None:
+                    handed_over: Callable[[float], Awaitable[None]] | None = None, count: bool = True) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption). When every index of the first wave got a warm pod, the Job is created once their
@@ -199,10 +198,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     adoption of the claimed pods (a write to each, seen by every pod watcher) would share the
     machine with them, and the Job makes no pod before its first wave ends. With ``count`` the
     claims are counted (the pool_claims metric, the ClaimedFromPool Event): a provisioning retried
-    after it made its Job (its Running status failed) counts nothing again. With whenEmpty Wait, a
-    batch that got fewer warm pods than its first wave (another batch claimed since the pool said
-    it was full) makes no Job, which would start the rest cold: None, its claims kept (their
-    episodes run; the Job adopts them), and the caller waits for the pool again."""
+    after it made its Job (its Running status failed) counts nothing again."""
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
@@ -210,8 +206,6 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
                          on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
-    if spec.pool_when_empty == v.POOL_WAIT and hits < wanted:
-        return None
     if handed_over is not None and claims.claimed and hits >= wanted:
         await handed_over(HAND_OVER_FIRST)
     namespace = naming.pool_namespace(pool.namespace, pool.name)

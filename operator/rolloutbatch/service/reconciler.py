@@ -254,19 +254,17 @@ class BatchReconciler:
         if lifecycle.announces_provisioning(phase):
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
+        if self.spec.pool_name and self.spec.pool_when_empty == v.POOL_WAIT and not await self._wait_for_pool():
+            await self._stop_before_run()   # stopped while it waited: nothing was claimed
+            return
         if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
             empty: list[str] = []
-            job = None
-            while job is None:   # with whenEmpty Wait, until the batch holds its whole first wave
-                if self.spec.pool_when_empty == v.POOL_WAIT and not await self._wait_for_pool():
-                    await self._stop_before_run()   # stopped while it waited: its claims, if any, end
-                    return
-                job = await pool_claims.provision(
-                    self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                    self.ctx.metrics, self.delivery.claimed, self.ctx.settings.scope, self.delivery.settled,
-                    count=not self._claims_counted)
+            delivery = self.delivery
+            await self.sandbox.provision_pooled(lambda: pool_claims.provision(
+                self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
+                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled,
+                count=not self._claims_counted), self.tracker)
             self._claims_counted = True
-            self.sandbox.took_pooled_job(job, self.tracker)
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
         if lifecycle.resumes_provisioning(phase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
@@ -95,6 +95,10 @@ class SandboxLifecycle:
         self._took_job(job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead,
                                                            dns, cluster_queue)), tracker)
         return empty
+
+    async def provision_pooled(self, make_job: Callable[[], Awaitable[dict]], tracker: BatchTracker) -> None:
+        """spec.poolRef: the pool's claims and the Job (service.pool_claims) instead of a sandbox."""
+        self.took_pooled_job(await make_job(), tracker)
 
     def took_pooled_job(self, job: dict, tracker: BatchTracker) -> None:
         """A pooled batch's Job, made now (or adopted): the tracker learns it, and a poll that
