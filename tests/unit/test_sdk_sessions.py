@@ -613,3 +613,21 @@ def test_a_file_call_out_of_bounds_is_refused_before_any_call(api, tmp_path, cal
     with pytest.raises(ValueError):
         call(session)
     assert len(api.execs) == execs
+
+
+def test_a_sessions_commands_see_the_env_its_episode_sees():
+    """A session's commands run under env(1) with sdk.sessions.episode_env: the same variables, with
+    the same ``$(NAME)`` expansion, as the script its pod's hold and verifier get (a value left as
+    written would have its commands write where the verifier does not read)."""
+    import shlex
+
+    from rolloutbatch.core import pool_delivery
+    env = [{"name": "OUT", "value": "/work/$(EPISODE_INDEX)-$(EPISODE_ID)"}, {"name": "LOG", "value": "$(OUT)/log"}]
+    script = pool_delivery.episode_script(pool_delivery.Episode(
+        batch_name="b", index=3, samples_per_input=1, command=("true",),
+        env=tuple((e["name"], e["value"]) for e in env), episode_id="b-pod"))
+    line = next(ln for ln in script.decode().splitlines() if ln.startswith("set -- "))
+    handed = [w for w in shlex.split(line[len("set -- "):])[1:] if "=" in w]
+    batch = {"metadata": {"name": "b", "namespace": "team"}, "spec": {"env": env}}
+    assert [f"{k}={val}" for k, val in sessions.episode_env(batch, 3, "b-pod")] == handed
+    assert dict(sessions.episode_env(batch, 3, "b-pod"))["LOG"] == "/work/3-b-pod/log"

@@ -150,28 +150,42 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     first, as the kubelet expands a Job pod's (core.env_expansion). The sentinel is last: only a
     whole script sets it."""
     claim_dir = claim_dir or naming.CLAIM_MOUNT_PATH
-    group, sample = group_and_sample(episode.index, episode.samples_per_input)
-    values: list[tuple[str, str]] = [("EPISODE_INDEX", str(episode.index)), ("EPISODE_GROUP", str(group)),
-                                     ("EPISODE_SAMPLE", str(sample)), ("BATCH_NAME", episode.batch_name)]
     lines = []
+    input_path = None
     if episode.input_json is not None:
-        path = f"{claim_dir}/input.json"
-        lines.append(f"printf '%s' {shlex.quote(episode.input_json)} > {path} || exit {episode.write_failed_exit}")
-        values.append(("EPISODE_INPUT", path))
+        input_path = f"{claim_dir}/input.json"
+        written = shlex.quote(episode.input_json)
+        lines.append(f"printf '%s' {written} > {input_path} || exit {episode.write_failed_exit}")
     for name, content in episode.files:
         target = shlex.quote(f"{episode.files_dir}/{name}")
         lines.append(f"printf '%s' {shlex.quote(content)} > {target} || exit {episode.write_failed_exit}")
     if episode.timeout_seconds is not None:
         lines.append(f"{TIMEOUT_VARIABLE}={int(episode.timeout_seconds)}")
+    values = episode_variables(episode.batch_name, episode.index, episode.samples_per_input, episode.env,
+                               input_path, episode.episode_id)
     known = {"EPISODE_ID": episode.episode_id} if episode.episode_id is not None else {}
     known.update(values)
-    env = expand_env(episode.env, known)
-    known.update(env)
     command = [expand(word, known) for word in episode.command]
-    words = ["env", *(f"{name}={value}" for name, value in [*values, *env]), *command]
+    words = ["env", *(f"{name}={value}" for name, value in values), *command]
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
     lines.append(f"{SENTINEL}=ready")
     return ("\n".join(lines) + "\n").encode()
+
+
+def episode_variables(batch_name: str, index: int, samples_per_input: int, env: Sequence[tuple[str, str]],
+                      input_path: str | None = None, episode_id: str | None = None) -> list[tuple[str, str]]:
+    """What episode ``index``'s command sees beside its container's own env (EPISODE_ID, the pool's
+    env): its identity, its input's file, and the batch's plain env with its ``$(NAME)`` references
+    expanded as the kubelet would (``episode_id``: the pod's name, for ``$(EPISODE_ID)``). The
+    delivery hands these over; a session's commands get the same (sdk.sessions)."""
+    group, sample = group_and_sample(index, samples_per_input)
+    values = [("EPISODE_INDEX", str(index)), ("EPISODE_GROUP", str(group)), ("EPISODE_SAMPLE", str(sample)),
+              ("BATCH_NAME", batch_name)]
+    if input_path is not None:
+        values.append(("EPISODE_INPUT", input_path))
+    known = {"EPISODE_ID": episode_id} if episode_id is not None else {}
+    known.update(values)
+    return [*values, *expand_env(env, known)]
 
 
 def maybe_handed_over(facts: PodFacts, since: float) -> bool:

@@ -46,7 +46,7 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
         if state == "ready":
             assert facts is not None and facts.delivered_at is not None
             target = SessionTarget(batch=f"{meta['namespace']}/{meta['name']}", namespace=namespace, pod=facts.name,
-                                   index=index, env=episode_env(batch, index),
+                                   index=index, env=episode_env(batch, index, facts.name),
                                    default_timeout=float(spec.get("episodeTimeoutSeconds")
                                                          or d.EPISODE_TIMEOUT_SECONDS) + EXEC_SLACK,
                                    batch_uid=meta.get("uid") or "")

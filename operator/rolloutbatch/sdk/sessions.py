@@ -29,7 +29,7 @@ from typing import Any
 
 from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.groups import group_and_sample
+from rolloutbatch.core.pool_delivery import episode_variables
 from rolloutbatch.core.model import BatchRef, PodFacts
 from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
@@ -151,17 +151,16 @@ def pool_namespace(batch: Mapping) -> str:
     return naming.pool_namespace(meta["namespace"], pool)
 
 
-def episode_env(batch: Mapping, index: int) -> tuple[tuple[str, str], ...]:
-    """The variables episode ``index``'s command would see beside the container's: its identity,
-    its input's file (the operator wrote it into the claim directory), the batch's plain env."""
+def episode_env(batch: Mapping, index: int, pod: str | None = None) -> tuple[tuple[str, str], ...]:
+    """The variables episode ``index``'s command would see beside the container's, as its
+    delivery hands them over (core.pool_delivery.episode_variables): its identity, its input's
+    file (the operator wrote it into the claim directory), the batch's plain env, expanded
+    (``pod``: its pod's name, for ``$(EPISODE_ID)``)."""
     spec = batch.get("spec") or {}
-    group, sample = group_and_sample(index, int(spec.get("samplesPerInput") or 1))
-    env = [("EPISODE_INDEX", str(index)), ("EPISODE_GROUP", str(group)), ("EPISODE_SAMPLE", str(sample)),
-           ("BATCH_NAME", batch["metadata"]["name"])]
-    if spec.get("inputs") or spec.get("inputsFrom"):   # submit() moves large inputs to inputsFrom
-        env.append(("EPISODE_INPUT", f"{naming.CLAIM_MOUNT_PATH}/input.json"))
-    env += [(e["name"], str(e.get("value", ""))) for e in spec.get("env") or [] if "valueFrom" not in e]
-    return tuple(env)
+    has_input = bool(spec.get("inputs") or spec.get("inputsFrom"))   # submit() moves large inputs to inputsFrom
+    env = [(e["name"], str(e.get("value", ""))) for e in spec.get("env") or [] if "valueFrom" not in e]
+    return tuple(episode_variables(batch["metadata"]["name"], index, int(spec.get("samplesPerInput") or 1), env,
+                                   f"{naming.CLAIM_MOUNT_PATH}/input.json" if has_input else None, pod))
 
 
 def exec_argv(target: SessionTarget, command: str | Sequence[str]) -> list[str]:

@@ -190,15 +190,16 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
-                    handed_over: Callable[[float], Awaitable[None]] | None = None, count: bool = True) -> dict:
+                    handed_over: Callable[[float], Awaitable[None]] | None = None) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption). When every index of the first wave got a warm pod, the Job is created once their
     hand-overs are done (``handed_over``, at most HAND_OVER_FIRST seconds): its creation and its
     adoption of the claimed pods (a write to each, seen by every pod watcher) would share the
-    machine with them, and the Job makes no pod before its first wave ends. With ``count`` the
-    claims are counted (the pool_claims metric, the ClaimedFromPool Event): a provisioning retried
-    after it made its Job (its Running status failed) counts nothing again."""
+    machine with them, and the Job makes no pod before its first wave ends. The claims are counted
+    (the pool_claims metric, the ClaimedFromPool Event) by the provisioning that made the Job: one
+    that found it made (retried after its Running status failed, or resumed by a new operator)
+    counts nothing again."""
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
@@ -213,20 +214,28 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     crash_point("pool:enrolled")
     await _until_listed(pool_storage, namespace, ref, enrolled)
     job = _job(ref, spec, pool, definition, claims.began)
+    made_before = await storage.get("Job", job["metadata"]["name"], namespace) is not None
     try:
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:
         if policy.is_transient(exc):
             raise   # the error policy retries (service.policy); the claims stand and are kept
         raise Stalled(v.STALL_REFUSED, f"creating the Job in the pool's namespace: {exc}") from None
-    if not count:
+    if made_before:
         return live
     misses = spec.episodes - hits
     record = getattr(metrics, "pool_claims", None)
     if record is not None:
         record(ref.namespace, pool.name, hits, misses)
-    emit("Normal", v.EVENT_CLAIMED, f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool "
-                                    f"{pool.name}; {misses} of {spec.episodes} start cold")
+    said = (f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool {pool.name}; {misses} of "
+            f"{spec.episodes} start cold")
+    if spec.pool_when_empty == v.POOL_WAIT and hits < wanted:
+        # Another batch claimed since the pool held this one's first wave. A claim cannot be given
+        # back (its pod's deadline is set, its episode handed over): the rest start cold, said so.
+        emit("Warning", v.EVENT_CLAIMED, f"{said}: another batch claimed warm pods after the pool held this "
+                                         f"batch's first wave (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
+    else:
+        emit("Normal", v.EVENT_CLAIMED, said)
     return live
 
 

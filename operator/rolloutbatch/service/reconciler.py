@@ -97,7 +97,6 @@ class BatchReconciler:
         self._restored = False
         self._said_unschedulable = False               # the Event of the current spell was posted
         self._said_provisioned = False                 # the Provisioned Event was posted by this operator
-        self._claims_counted = False                   # a pooled provisioning counted its claims
         # What a running batch says when nothing is wrong; a warning found at its start (declared
         # egress peers that select no pod) stays in it while it runs.
         self._running_message = RUNNING_MESSAGE
@@ -262,9 +261,7 @@ class BatchReconciler:
             delivery = self.delivery
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled,
-                count=not self._claims_counted), self.tracker)
-            self._claims_counted = True
+                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled), self.tracker)
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
         if lifecycle.resumes_provisioning(phase):

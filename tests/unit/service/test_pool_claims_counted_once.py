@@ -1,6 +1,8 @@
 """A pooled batch's claims are counted once (the pool_claims metric, the ClaimedFromPool Event),
 however often its provisioning runs: a Running status that fails transiently after the Job was
-made runs the provisioning again, which adopts the Job and the claims it already made."""
+made runs the provisioning again, which adopts the Job and the claims it already made, and so does
+an operator that takes the batch over after its predecessor made the Job and died (a failover, a
+rolling upgrade). The provisioning that made the Job counts (service.pool_claims.provision)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +11,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.service import policy
 from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster
-from tests.unit.service.test_pooled_crash_points import EPISODES, job_of, run_pooled
+from tests.unit.service.test_pooled_crash_points import EPISODES, POOLED_SITES, PoolCrash, job_of, run_pooled
 
 
 def _claims(cluster: MemoryCluster, result: str) -> float:
@@ -28,4 +30,17 @@ def test_a_retried_provisioning_counts_the_claims_once(monkeypatch):
             assert cluster.status()["phase"] == v.SUCCEEDED, cluster.status()
             assert cluster.reasons().count(v.EVENT_CLAIMED) == 1, cluster.reasons()
             assert (_claims(cluster, "hit"), _claims(cluster, "miss")) == (EPISODES, 0)
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_pooled_batch_taken_over_after_its_job_was_made_counts_its_claims_once(monkeypatch):
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            crash = PoolCrash(monkeypatch, POOLED_SITES["status-Running"], after=False)
+            await run_pooled(cluster, crash)
+            assert crash.fired
+            status = cluster.status()
+            assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), status
+            claimed = [m for _, reason, m in cluster.events if reason == v.EVENT_CLAIMED]
+            assert len(claimed) == 1, f"{len(claimed)} ClaimedFromPool Events for {EPISODES} claims: {claimed}"
     asyncio.run(asyncio.wait_for(main(), 30))
