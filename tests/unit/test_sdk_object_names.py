@@ -107,7 +107,7 @@ def test_every_pool_and_batch_call_refuses_what_names_no_object_before_any_call(
     calls = [lambda: client.get_pool(name), lambda: client.scale_pool(name, 1),
              lambda: client.delete_pool(name, wait=False), lambda: client.get(name)]
     for call in calls:
-        with pytest.raises(ValueError, match="is not a"):
+        with pytest.raises(sdk.InvalidName, match="is not a"):
             call()
     assert api.calls == [] and sorted(api.pools) == ["keep-a"]
 

@@ -120,7 +120,7 @@ def check_object(obj: Any, where: str) -> None:
 def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a subcommand; every expected failure becomes one line on stderr and an exit code."""
     from rolloutbatch.kube.errors import KubeError, NotFound, Unavailable
-    from rolloutbatch.sdk import CRDNotInstalled
+    from rolloutbatch.sdk import CRDNotInstalled, InvalidName
 
     prog = "rolloutbatch"
     try:
@@ -144,8 +144,7 @@ def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     except KubeError as exc:
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
-    except ValueError as exc:
-        # the SDK's refusal of an argument before any call (a name that names no object)
+    except InvalidName as exc:   # refused before any call (other ValueErrors are bugs: their traceback shows)
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except TimeoutError as exc:

@@ -293,16 +293,15 @@ def stalled_status(ref: PoolRef, reason: str, message: str, generation: int, now
 
 
 def deleting_status(ref: PoolRef, message: str, generation: int, now_iso: str,
-                    previous: Mapping | None = None) -> dict:
-    """The status of a pool whose deletion waits for the batches on its pods: its warm pods are
-    gone and none will be made (readyPods 0: `kubectl wait --for=condition=Ready` must not pass),
-    Ready=False and Reconciling=True (the deletion goes on), Stalled=False, reason Deleting."""
-    claimed = (previous or {}).get("claimedPods")
+                    previous: Mapping | None = None, claimed: int = 0) -> dict:
+    """The status of a pool whose deletion waits for the batches on its pods (``claimed``: the pods
+    they hold, held_pods): its warm pods are gone and none will be made (readyPods 0: `kubectl
+    wait --for=condition=Ready` must not pass), Ready=False and Reconciling=True (the deletion goes
+    on), Stalled=False, reason Deleting."""
     reason = v.PoolReason.DELETING
     return {
         "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),
-        "readyPods": 0, "startingPods": 0,
-        "claimedPods": claimed if isinstance(claimed, int) and claimed >= 0 else 0, "message": message,
+        "readyPods": 0, "startingPods": 0, "claimedPods": claimed, "message": message,
         "conditions": [_condition(previous, v.CONDITION_READY, v.CONDITION_FALSE, reason, message, now_iso, generation),
                        _condition(previous, v.CONDITION_STALLED, v.CONDITION_FALSE, reason, message, now_iso,
                                   generation),

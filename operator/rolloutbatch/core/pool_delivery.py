@@ -51,7 +51,8 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # keeps its last 4 KiB (bounded: a file in the claim emptyDir would count against its sizeLimit,
 # whatever the prepare printed), printed only when the prepare fails (the pod then runs no
 # episode), and with a line saying how it ended (its code, or its timeout) as the container's
-# termination message, which the pool's Stalled condition quotes (core.pool_census). A process the
+# termination message, which the pool's Stalled condition quotes (core.pool_census; a watchdog that
+# fired ignores TERM, so its exit says it fired, as core.launchers' do). A process the
 # prepare leaves running keeps the FIFO's reader, which drains it. An image without `mkfifo` says
 # so in the same place.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
@@ -59,7 +60,7 @@ _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             'm="{mkfifo}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; fi; '
             'tail -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
             '"$$@" > "$$c/prepare.out" 2>&1 & p=$$!; '
-            '(sleep {timeout}; kill -KILL $$p) 2>/dev/null & w=$$!; '
+            '(sleep {timeout}; trap "" TERM; kill -KILL $$p) 2>/dev/null & w=$$!; '
             'wait $$p; s=$$?; kill $$w 2>/dev/null; rm -f "$$c/prepare.out"; '
             'if [ "$$s" -ne 0 ]; then (sleep 2; kill $$t) 2>/dev/null & wait $$t; '
             'if wait $$w; then m="ran past its {timeout}s"; else m="exited $$s"; fi; '

@@ -43,6 +43,8 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
 
     ValueError        build_batch: a spec the operator would refuse (``core.spec.SpecError``),
                       an unknown spec field, a bad name; before any network call
+    InvalidName       a ValueError: get, get_pool, scale_pool, delete_pool of a name that names no
+                      object ('', '..', 'A/b'); before any call (an empty name is the collection)
     ConfigError       Client(): the kubeconfig is missing or unusable (also at the first call,
                       when a certificate file it names is gone)
     InvalidBatch      submit/create: the API refused the RolloutBatch: an unknown or duplicate
@@ -80,8 +82,8 @@ from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidd
                                       TimedOut, TooLarge, Unavailable)
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_pool, with_pool
 from rolloutbatch.sdk.client import BatchHandle, Client, Session, Sessions
-from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidPool, ResultsIncomplete,
-                                  ResultsNotReady, condition, is_finished, is_succeeded)
+from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidName, InvalidPool,
+                                  ResultsIncomplete, ResultsNotReady, condition, is_finished, is_succeeded)
 from rolloutbatch.sdk.sessions import (CommandResult, ExecForbidden, SessionError, SessionLost, SessionOver,
                                        SessionStats, build_sessions)
 from rolloutbatch.sdk.types import Group, Row
@@ -91,7 +93,7 @@ __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "
            "CommandResult", "SessionStats", "SessionError", "SessionOver", "SessionLost", "ExecForbidden",
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
            "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
-           "KubeError", "ConfigError",
+           "InvalidName", "KubeError", "ConfigError",
            "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable", "TimedOut"]
 
 

@@ -65,6 +65,10 @@ class InvalidPool(Invalid):
     such as size <= maxSize). The message is the API's."""
 
 
+class InvalidName(ValueError):
+    """A name given to a call that names no object (:func:`object_name`): refused before any call."""
+
+
 @dataclass
 class Call:
     method: str                       # a method of kube.client.Api (or sdk.aio.AsyncApi)
@@ -195,7 +199,7 @@ def object_name(name: object, kind: str) -> str:
     ``rolloutpools/`` (an empty name: a script's unset variable) as the collection, where a DELETE
     deletes every pool of the namespace, and a client may resolve ``..`` to the namespace itself."""
     if not is_dns_subdomain(name):
-        raise ValueError(f"{name!r} is not a {kind} name (a DNS subdomain: lowercase letters, digits, '-' and '.', "
+        raise InvalidName(f"{name!r} is not a {kind} name (a DNS subdomain: lowercase letters, digits, '-' and '.', "
                          "at most 253 characters)")
     assert isinstance(name, str)
     return name

@@ -55,7 +55,8 @@ def _stalled(body: dict) -> dict | None:
                  and c.get("status") == v.CONDITION_TRUE), None)
 
 
-def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
+def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec,
+             conflicts: bool = True) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
     assert spec.pool_name is not None
     if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
         state = "does not exist" if body is None else "is being deleted"
@@ -64,8 +65,8 @@ def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec) -> tuple[pool_sp
         definition = pool_spec.parse_pool_spec(body.get("spec") or {})
     except SpecError as exc:
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run episodes: {exc}") from None
-    problem = pool_spec.sandbox_conflict(spec, definition) or \
-        pool_spec.verifier_conflict(definition, spec.verifier.mount_path if spec.verifier else None)
+    problem = conflicts and (pool_spec.sandbox_conflict(spec, definition) or
+                             pool_spec.verifier_conflict(definition, spec.verifier.mount_path if spec.verifier else None))
     if problem:
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name}: {problem}")
     return pool_spec.pool_ref(body), definition
@@ -256,8 +257,9 @@ async def job_for_claims(storage: Storage, pool_storage: PoolStorage, ref: Batch
     running ones stopped, as any stopped batch's. None when the batch claimed nothing, or its pool
     is gone or changed so that its Job cannot be made (the caller evicts the claims then)."""
     assert spec.pool_name is not None
-    try:
-        pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+    try:   # the claims were made: what the batch says of its sandbox is moot for a Job that runs nothing
+        pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec,
+                                    conflicts=False)
     except Stalled:
         return None
     namespace = naming.pool_namespace(pool.namespace, pool.name)

@@ -72,6 +72,7 @@ class PoolReconciler:
         self._last_status: dict | None = None
         # A stuck template: (its digest, since, (pod, reason, message)); kept while it is waited out
         self._stuck: tuple[str, float, tuple[str, str, str]] | None = None
+        self._held_at_deletion = 0   # the pods batches hold, as the deletion last listed them
         self._children_for: tuple[str, str] | None = None    # (task ConfigMap, network) the children match
         self._short_since: float | None = None   # when a round first found the pool short of pods
         # the task ConfigMap the last collection found alone (no older one to wait out): no list
@@ -247,7 +248,8 @@ class PoolReconciler:
     def deleting_status(self, waiting: str) -> dict:
         """What the pool says while its deletion waits (``waiting``: for whom)."""
         return pool_census.deleting_status(self.ref, f"{pools.DELETING_MESSAGE}{waiting}"[:1000], self._generation(),
-                                           iso_time(time.time()) or "", self.body.get("status") or {})
+                                           iso_time(time.time()) or "", self.body.get("status") or {},
+                                           claimed=self._held_at_deletion)
 
     async def delete(self) -> str | None:
         """Remove the pool's warm pods and, once no batch runs in it, its namespace (with the
@@ -259,10 +261,12 @@ class PoolReconciler:
             if pools.claimed_by(pod) is None:
                 await self.storage.delete_pod(pod)   # not if claimed since the list
         # listed after the deletions: a pod claimed meanwhile is held (enrolled in its batch or not yet)
+        now = time.time()
+        held_pods = [p for p in await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
+                     if pool_census.is_held(p, now)]
+        self._held_at_deletion = len(held_pods)
         held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME)
-                or f"uid {pools.claimed_by(p)}"
-                for p in await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
-                if pool_census.is_held(p, time.time())}
+                or f"uid {pools.claimed_by(p)}" for p in held_pods}
         held |= {(j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
                  for j in await self.storage.list_jobs(self.namespace)
                  if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)

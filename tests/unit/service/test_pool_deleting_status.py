@@ -63,4 +63,4 @@ def test_a_pool_whose_deletion_waits_does_not_say_it_is_warm(api) -> None:
     assert status["readyPods"] == len(warm_left) and ready["status"] != v.CONDITION_TRUE, (
         f"a pool being deleted, with {len(warm_left)} warm pods, says readyPods={status['readyPods']}, "
         f"Ready={ready['status']} ({ready['reason']})")
-    assert ready["reason"] == v.PoolReason.DELETING
+    assert ready["reason"] == v.PoolReason.DELETING and status["claimedPods"] == 1   # the batch's pod

@@ -907,6 +907,17 @@ def test_a_job_for_claims_an_earlier_operator_made_is_made_suspended_and_only_fo
     assert run(pool_claims.job_for_claims(Storage(api), PoolStorage(api), other, spec)) is None
 
 
+def test_a_job_for_claims_is_made_even_when_the_batch_now_contradicts_its_pool(api):
+    """The claims were made: a field the batch says of its sandbox that its pool now refuses (a
+    batch stored before the CRD stopped defaulting isolation.network, on an AllowEgress pool) does
+    not turn the stop's adoption of the claimed pods into their eviction."""
+    filled(api, 2, network="AllowEgress")
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(), reconciler(api).ref, 60))
+    stored = batch_spec(isolation={"network": "DenyAll"})
+    job = run(pool_claims.job_for_claims(Storage(api), PoolStorage(api), BATCH, stored))
+    assert job is not None and job["spec"]["suspend"] is True
+
+
 def test_old_task_configmaps_go_once_unmounted_and_a_steady_pool_lists_them_no_more(api):
     """A task change makes a new task ConfigMap; the old one goes once no pod mounts it. Once a
     round found the current one alone, rounds list them no more until the task changes again."""
