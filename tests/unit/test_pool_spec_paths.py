@@ -34,13 +34,14 @@ def test_a_workspace_size_the_pool_has_spelled_another_way_is_the_pools() -> Non
     assert pool_spec.sandbox_conflict(batch, pool) is None
 
 
-SYSTEM_MOUNTS = ["/dev", "/proc", "/sys/fs", "/", "/x/../dev/shm"]
+SYSTEM_MOUNTS = ["/dev", "/proc", "/sys/fs", "/", "/x/../proc/self", "/dev/termination-log"]
 
 
 def test_no_mount_of_a_pool_or_batch_lands_on_the_systems_directories() -> None:
-    """Task files, workspace or verifier files on /dev, /proc or /sys (or over them: '/') make no
-    pod that can start, or one whose launcher cannot write its termination message: refused by
-    the spec, naming the field, before anything is made."""
+    """Task files, workspace or verifier files on /dev, /proc, /sys or the termination message's
+    file (or over them: '/') make no pod that can start, or one whose launcher cannot write its
+    termination message: refused by the spec, naming the field, before anything is made. A mount
+    under /dev (a workspace at /dev/shm) is the user's to make."""
     import pytest
 
     from rolloutbatch.core.model import SpecError
@@ -57,3 +58,5 @@ def test_no_mount_of_a_pool_or_batch_lands_on_the_systems_directories() -> None:
             parse_spec({"episodes": 1, "task": TASK, "verifier": {"files": {"v.py": "x"}, "mountPath": path}})
         assert err.value.field == "spec.verifier.mountPath"
     assert parse_spec({"episodes": 1, "task": {**TASK, "mountPath": "/devices"}}).task_mount_path == "/devices"
+    assert parse_spec({"episodes": 1, "task": TASK, "workspace": {"mountPath": "/dev/shm"}}).workspace_mount_path \
+        == "/dev/shm"

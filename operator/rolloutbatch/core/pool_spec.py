@@ -172,7 +172,7 @@ def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]
 
 
 # Paths a pool's pod mounts already or that hold the system: the verifier's files cannot go there.
-_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, *SYSTEM_PATHS)
+_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, "/dev", *SYSTEM_PATHS)
 
 
 def _overlap(a: str, b: str) -> bool:

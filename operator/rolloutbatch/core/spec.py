@@ -33,7 +33,7 @@ from rolloutbatch.core.groups import group_count
 from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
                                          parse_quantity)
 from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
-from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, LABEL_EPISODE_ENV
+from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, LABEL_EPISODE_ENV, TERMINATION_MESSAGE_PATH
 
 NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
@@ -122,18 +122,27 @@ def checked_path(value: object, field_name: str) -> str:
     not overlap compare strings, so they compare the cleaned path (a path spelled otherwise must
     not slip past them onto the launcher's own directories). Cleaned, not refused: the CRD admits
     such spellings, and a batch an earlier operator ran with one must still run after an upgrade.
-    Not on or over the kernel's and runtime's own directories (SYSTEM_PATHS): no pod could start,
+    Not on or over the kernel's and the runtime's own (:func:`system_path`): no pod could start,
     or its launcher could not write its termination message."""
     if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
         raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
     path = posixpath.normpath("/" + value.lstrip("/"))
-    system = next((s for s in SYSTEM_PATHS if _inside(path, s)), None)
+    system = system_path(path)
     if system is not None:
         raise SpecError(field_name, f"{path} overlaps {system}, which the container runtime keeps for the system")
     return path
 
 
-SYSTEM_PATHS = ("/dev", "/proc", "/sys")
+# The kernel's filesystems, and the file the kubelet mounts for the termination message (the
+# launchers' records); /dev itself is the runtime's, though a mount under it (/dev/shm) is fine.
+SYSTEM_PATHS = ("/proc", "/sys", TERMINATION_MESSAGE_PATH)
+
+
+def system_path(path: str) -> str | None:
+    """The system directory a cleaned mount path lands on or over, or None."""
+    if path == "/dev" or "/dev".startswith(path.rstrip("/") + "/"):
+        return "/dev"
+    return next((s for s in SYSTEM_PATHS if _inside(path, s)), None)
 
 
 def _inside(path: str, other: str) -> bool:

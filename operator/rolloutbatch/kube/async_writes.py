@@ -83,8 +83,8 @@ class AsyncWriter(LoopSession):
 
     async def _write(self, method: str, path: str, body: dict, what: str, content_type: str) -> dict:
         headers = {"Content-Type": content_type, **auth_headers(self.config)}
-        answer = await send_json(self._open(), method, self.base + check_path(path, what), what, params=STRICT, body=body,
-                                 headers=headers)
+        answer = await send_json(self._open(), method, self.base + check_path(path, what), what, params=STRICT,
+                                 body=body, headers=headers)
         if not isinstance(answer, dict) or not answer:
             raise Unavailable(f"{what}: the API server's answer is not the object: {str(answer)[:200]!r}")
         return answer
