@@ -4,8 +4,9 @@ moment its k samples are in, keep the rest in flight.
     KUBECONFIG=.devcluster/kubeconfig python examples/grpo_trainer.py --namespace default
 
 The shape a verl / slime / prime-rl integration takes: ``handle.groups()`` replaces the
-trainer's own as-completed loop; invalid samples (failed or lost episodes) carry no reward and
-are left out of the group, so infrastructure failures never become fake zeros.
+trainer's own as-completed loop; an episode the agent failed is a valid sample at reward 0, and
+only invalid ones (lost to the infrastructure) are left out of the group, so infrastructure
+failures never become fake zeros.
 """
 
 from __future__ import annotations

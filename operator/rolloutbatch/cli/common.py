@@ -57,6 +57,17 @@ def positive(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be at least 1 (--limit-bytes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
 def network_reason(exc: BaseException) -> str:
     """A short reason for a failed connection, instead of urllib3's nested retry message."""
     import requests

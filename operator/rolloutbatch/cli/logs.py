@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 
-from rolloutbatch.cli.common import CLIError, make_client
+from rolloutbatch.cli.common import CLIError, make_client, positive_int
 from rolloutbatch.core import vocabulary as v
 
 
@@ -20,10 +20,11 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("logs", parents=[common], help="show an episode's log",
                        description="Print the log of episode --index (default: every episode's, each headed by "
                                    "its pod). Once its pod is gone, the end of the log its results row keeps. "
+                                   "Control characters are shown escaped (kubectl logs gives the raw bytes). "
                                    "Exit 0 when every log asked for was shown, 1 when one could not be.")
     p.add_argument("name")
     p.add_argument("--index", "-i", type=int, metavar="I", help="the episode index (0..episodes-1)")
-    p.add_argument("--limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
+    p.add_argument("--limit-bytes", type=positive_int, default=v.LOG_LIMIT_BYTES, metavar="N",
                    help=f"bytes per log at most (default {v.LOG_LIMIT_BYTES / 2**20:g} MiB)")
     p.set_defaults(func=logs)
 
@@ -98,7 +99,7 @@ def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limi
     from rolloutbatch.kube import resources
     from rolloutbatch.kube.errors import KubeError
 
-    shown = True
+    ok = True
     for pod in pods:
         name = pod["metadata"]["name"]
         if headed:
@@ -111,12 +112,14 @@ def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limi
                 data, truncated = resources.read_log(client.api, namespace, name, container, limit)
             except KubeError as exc:
                 print(f"rolloutbatch: the log of {name} ({container}) is unavailable: {exc}", file=sys.stderr)
-                shown = False
+                ok = False
                 continue
-            sys.stdout.write(data.decode(errors="replace"))
+            # escaped as a kept tail is: an episode's log must not rewrite the lines (and the
+            # other episodes' headers) above it (`kubectl logs` gives the raw bytes)
+            sys.stdout.write(shown(data.decode(errors="replace")))
             if truncated:
                 print(f"\n(log truncated at {limit} bytes)")
-    return shown
+    return ok
 
 
 def logs(args: argparse.Namespace) -> int:

@@ -19,7 +19,8 @@ def print_summaries(console, handles: list[BatchHandle]) -> None:
         if s.get("resultsConfigMap"):
             text += f" (per-episode rows: ConfigMap {h.namespace}/{s['resultsConfigMap']}; " \
                     f"rolloutbatch results {h.name} -n {h.namespace} --output DIR)"
-        console.print(text, soft_wrap=True)
+        # literal: the message quotes what the user wrote ('[/fast]' would be read as rich markup)
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
         for line in failure_summary(h):
             console.print(line, soft_wrap=True, highlight=False, markup=False)
 

@@ -38,7 +38,7 @@ def _follow_plain(handles: Sequence[BatchHandle], console, deadline: float, inte
             h.refresh()
             line = progress_line(h.name, h.status)
             if last.get(h.name) != line:
-                console.print(line, highlight=False, soft_wrap=True)
+                console.print(line, highlight=False, soft_wrap=True, markup=False)
                 last[h.name] = line
         if not _pending(handles):
             return
