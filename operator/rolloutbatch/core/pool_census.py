@@ -88,6 +88,7 @@ class PoolCensus:
     dead: tuple[str, ...]            # ended or broken while unclaimed: delete and replace
     stuck: tuple[tuple[str, str, str], ...]   # (name, reason, message): the template cannot run
     stale: tuple[str, ...]           # warm or starting from an older template (template_digest)
+    unplaced: tuple[tuple[str, str], ...] = ()   # (name, the scheduler's message): starting, not placed yet
 
 
 def _waiting(pod: Mapping) -> tuple[str, str] | None:
@@ -127,6 +128,7 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
     """The pool's unclaimed pods sorted, each kind oldest first; ``template``: the digest of
     today's (template_digest); ``now`` (Unix seconds) bounds how long a pod may not start."""
     warm, starting, dead, stuck, stale = [], [], [], [], []
+    unplaced: list[tuple[str, str]] = []
     for pod in sorted(pods, key=oldest_first):
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
         if (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM or meta.get("deletionTimestamp") \
@@ -147,8 +149,18 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
             (stale if old else warm).append(name)
             continue
         problem = _waiting(pod)
-        if problem is not None:
-            stuck.append((name, *problem))
+        if problem is not None and problem[0] == v.PoolReason.UNSCHEDULABLE and not old:
+            # Kept pending, not replaced: a cluster autoscaler adds a node for a pending pod, and one
+            # deleted and made again would start its wait over. Stuck once it waited this long.
+            starting.append(name)
+            unplaced.append((name, problem[1]))
+            if now is not None and now - _unschedulable_since(pod, now) >= UNSCHEDULABLE_SECONDS:
+                stuck.append((name, *problem))
+        elif problem is not None:
+            # an older template's broken pod is replaced, and says nothing of today's template
+            # (a pool whose image was just fixed would wait out the stuck back-off)
+            if not old:
+                stuck.append((name, *problem))
             dead.append(name)
         elif old:
             stale.append(name)
@@ -157,7 +169,25 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
             # said, not deleted: an image still pulling looks the same, and may yet start
             if (slow := _not_started(pod, now)) is not None:
                 stuck.append((name, *slow))
-    return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale))
+    return PoolCensus(tuple(warm), tuple(starting), tuple(dead), tuple(stuck), tuple(stale), tuple(unplaced))
+
+
+# A pool pod the scheduler cannot place stalls the pool after this long (a batch's pods: the
+# operator's --unschedulable-grace); until then the pool is filling, its message quoting the
+# scheduler (a node may be on its way).
+UNSCHEDULABLE_SECONDS = 120
+
+
+def _unschedulable_since(pod: Mapping, now: float) -> float:
+    """When the scheduler first said it cannot place the pod (its PodScheduled=False condition's
+    transition; else the pod's creation; else now)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" \
+                and cond.get("status") == v.CONDITION_FALSE:
+            since = parse_time(cond.get("lastTransitionTime"))
+            if since is not None:
+                return since
+    return parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or now
 
 
 def _not_started(pod: Mapping, now: float | None) -> tuple[str, str] | None:
@@ -252,6 +282,9 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
         reason, summary = v.PoolReason.WARM, f"{len(found.warm)}/{spec.size} warm"
     else:
         reason, summary = v.PoolReason.FILLING, f"{len(found.warm)}/{spec.size} warm, {len(found.starting)} starting"
+        if found.unplaced:
+            name, said = found.unplaced[0]
+            summary += f"; {len(found.unplaced)} not placed yet (pod {name}: {said})"
         if refill_held:
             summary += (f"; the refill waits for the episodes just claimed to start "
                         f"(at most {REFILL_HOLD_MAX_SECONDS:g}s)")
