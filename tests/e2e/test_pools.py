@@ -172,7 +172,7 @@ def test_a_pool_whose_container_cannot_start_stalls_not_churns(operator_process,
     pool_name = unique("nosh")
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 2, image=PAUSE_IMAGE)))
     # Stalled with the runtime's reason: on a cluster the other tests fill, a pod may first find no
-    # room (Unschedulable, tried again after the pool's back-off) before a node takes it
+    # room (kept pending) before a node takes it
     stalled = wait_pool(pool_name, namespace, lambda st: any(
         c.get("type") == "Stalled" and c.get("reason") == "ContainerCannotStart" for c in st.get("conditions") or []),
         timeout=180)
@@ -185,6 +185,25 @@ def test_a_pool_whose_container_cannot_start_stalls_not_churns(operator_process,
     before = pod_names()
     time.sleep(5)   # rounds go on (0.5 s apart while short): none makes a pod
     assert pod_names() <= before
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
+
+
+def test_a_pool_whose_pods_no_node_can_place_keeps_them_pending_and_says_why(operator_process, namespace):
+    """Requests no node can meet: the real scheduler's words in the pool's message while it fills,
+    and its pods kept pending (a cluster autoscaler adds a node for a pending pod), not replaced."""
+    pool_name = unique("huge")
+    body = pool(pool_name, 1)
+    body["spec"]["resources"] = {"requests": {"cpu": "10m", "memory": "4000Gi"}, "limits": {"memory": "4000Gi"}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    filling = wait_pool(pool_name, namespace, lambda st: "not placed yet" in (st.get("message") or ""), timeout=60)
+    assert "Insufficient memory" in filling["status"]["message"], filling["status"]
+    assert condition(filling, "Ready")["reason"] == "PoolFilling"
+    assert condition(filling, "Reconciling")["status"] == "True"
+    listed = lambda: {p["metadata"]["uid"] for p in json.loads(kubectl(   # noqa: E731
+        "get", "pods", "-n", filling["status"]["sandboxNamespace"], "-o", "json").stdout)["items"]}
+    before = listed()
+    time.sleep(5)
+    assert listed() == before and len(before) == 1   # the same pod, still pending
     kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=120s")
 
 
