@@ -57,15 +57,17 @@ def positive(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """argparse type of a count that must be at least 1 (--limit-bytes)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+def at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type of a whole number of at least ``minimum`` (a pool's size, --limit-bytes)."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {text!r}")
+        return value
+    return whole
 
 
 def network_reason(exc: BaseException) -> str:

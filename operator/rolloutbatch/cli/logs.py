@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 
-from rolloutbatch.cli.common import CLIError, make_client, positive_int
+from rolloutbatch.cli.common import CLIError, at_least, make_client
 from rolloutbatch.core import vocabulary as v
 
 
@@ -24,7 +24,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
                                    "Exit 0 when every log asked for was shown, 1 when one could not be.")
     p.add_argument("name")
     p.add_argument("--index", "-i", type=int, metavar="I", help="the episode index (0..episodes-1)")
-    p.add_argument("--limit-bytes", type=positive_int, default=v.LOG_LIMIT_BYTES, metavar="N",
+    p.add_argument("--limit-bytes", type=at_least(1), default=v.LOG_LIMIT_BYTES, metavar="N",
                    help=f"bytes per log at most (default {v.LOG_LIMIT_BYTES / 2**20:g} MiB)")
     p.set_defaults(func=logs)
 

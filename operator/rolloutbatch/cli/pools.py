@@ -16,21 +16,13 @@ import shlex
 
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
-from rolloutbatch.cli.common import CLIError, make_client, one_line, positive
+from rolloutbatch.cli.common import CLIError, at_least, make_client, one_line, positive
 from rolloutbatch.core import vocabulary as v
 
 RESOURCE = f"rolloutpool.{GROUP}"
 
 
-def _count(text: str) -> int:
-    """argparse type of a pool size: a whole number, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return value
+_count = at_least(0)   # argparse type of a pool size or a time: a whole number, 0 or more
 
 
 def _env(text: str) -> tuple[str, str]:

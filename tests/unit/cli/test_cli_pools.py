@@ -55,7 +55,7 @@ def test_the_arguments():
     (["pool"], "ACTION"),
     (["pool", "create", "warm", "--task-file", "a"], "--size"),
     (["pool", "create", "warm", "--size", "2"], "--task-file"),
-    (["pool", "create", "warm", "--size", "-2", "--task-file", "a"], "must not be negative"),
+    (["pool", "create", "warm", "--size", "-2", "--task-file", "a"], "must be at least 0"),
     (["pool", "create", "warm", "--size", "2", "--task-file", "a", "--env", "NOVALUE"], "NAME=VALUE"),
     (["pool", "create", "warm", "--size", "2", "--task-file", "a", "--network", "Open"], "invalid choice"),
     (["pool", "scale", "warm", "many"], "not a whole number"),
