@@ -139,6 +139,8 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
         # with a verifier: its pod stays Running with restartPolicy Never).
         if status.get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED) or _exit_code(pod) is not None:
             dead.append(name)
+            if (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template:
+                continue   # an older template's: replaced, and says nothing of today's
             if (start_error := _start_error(pod)) is not None and not _disrupted(pod):
                 stuck.append((name, v.PoolReason.CANNOT_START, start_error))
             elif _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):

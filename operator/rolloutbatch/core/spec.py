@@ -133,9 +133,10 @@ def checked_path(value: object, field_name: str) -> str:
     return path
 
 
-# The kernel's filesystems, and the file the kubelet mounts for the termination message (the
-# launchers' records); /dev itself is the runtime's, though a mount under it (/dev/shm) is fine.
-SYSTEM_PATHS = ("/proc", "/sys", TERMINATION_MESSAGE_PATH)
+# The kernel's filesystems, the file the kubelet mounts for the termination message (the
+# launchers' records), and /dev/null, which runc opens in the container before it starts it;
+# /dev itself is the runtime's, though a mount under it (/dev/shm) is fine.
+SYSTEM_PATHS = ("/proc", "/sys", TERMINATION_MESSAGE_PATH, "/dev/null")
 
 
 def system_path(path: str) -> str | None:

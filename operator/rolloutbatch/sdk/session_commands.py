@@ -234,16 +234,17 @@ class SessionCore:
         by end() or otherwise, is left as it is. Its stats go into its row first."""
         if self.ended is None and not self.ending:
             self.ending = True
-            yield from self._record_stats()
             try:
+                yield from self._record_stats()
                 yield from end_target(self.target)
+                self.ended = "end() was called"
             except SessionLost as exc:   # reported once, here; a later end() is quiet
                 self.ended = exc.why
                 raise
-            except BaseException:
-                self.ending = False      # not ended: end() may be tried again
-                raise
-            self.ended = "end() was called"
+            finally:
+                # not ended (a failure, a cancellation, an interrupt, even while the stats were
+                # written): end() may be tried again, and the session is still the trainer's
+                self.ending = self.ended is not None
 
     def _record_stats(self) -> Op:
         """The stats as an annotation of the batch (core.sessions), which the operator copies into

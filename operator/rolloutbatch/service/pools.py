@@ -72,6 +72,9 @@ class PoolReconciler:
         self._last_status: dict | None = None
         # A stuck template: (its digest, since, (pod, reason, message)); kept while it is waited out
         self._stuck: tuple[str, float, tuple[str, str, str]] | None = None
+        # its pod is kept (unplaced, not started yet), not replaced: the stall ends once a round
+        # no longer finds it (placed, started, or gone), without the back-off
+        self._stuck_kept = False
         self._held_at_deletion = 0   # the pods batches hold, as the deletion last listed them
         self._children_for: tuple[str, str] | None = None    # (task ConfigMap, network) the children match
         self._short_since: float | None = None   # when a round first found the pool short of pods
@@ -140,8 +143,9 @@ class PoolReconciler:
             if self._stuck is None or self._stuck[0] != template:
                 self.emit("Warning", str(reason), f"pod {name}: {message}")
             self._stuck = (template, now, found.stuck[0])
-        elif self._stuck is not None and (self._stuck[0] != template or now - self._stuck[1] > STUCK_BACKOFF
-                                          or await self._class_made(spec)):
+            self._stuck_kept = name not in found.dead
+        elif self._stuck is not None and (self._stuck_kept or self._stuck[0] != template
+                                          or now - self._stuck[1] > STUCK_BACKOFF or await self._class_made(spec)):
             self._stuck = None
         listed = {(p.get("metadata") or {}).get("name"): p for p in pods}
         doomed = pool_census.pods_to_delete(spec, found)
@@ -243,7 +247,7 @@ class PoolReconciler:
         """The template cannot run (no pod made for STUCK_BACKOFF): said once, as a Warning."""
         if self._stuck is None:
             self.emit("Warning", problem[1], problem[2])
-        self._stuck = (template, now, problem)
+        self._stuck, self._stuck_kept = (template, now, problem), False
 
     def deleting_status(self, waiting: str) -> dict:
         """What the pool says while its deletion waits (``waiting``: for whom)."""
