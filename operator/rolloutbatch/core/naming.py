@@ -53,6 +53,10 @@ ANNOTATION_UNCONFIRMED_AT = "rl.agentruntime.io/unconfirmed-at"
 # unix seconds, on a pooled batch's Job: when its first claim was made. The claims come before the
 # Job, so the batch's clock (its timings' origin) starts there, not at the Job's creation.
 ANNOTATION_CLAIMS_BEGAN_AT = "rl.agentruntime.io/claims-began-at"
+# On a pooled batch's Job: the operator run (a reconciler's random id) that made it, which alone
+# counts the batch's claims (the pool_claims metric, the ClaimedFromPool Event), even when the
+# answer to its create was lost and its retry adopted the Job; a later run adopts it silently.
+ANNOTATION_MADE_BY = "rl.agentruntime.io/made-by"
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
 # "true" on a Job the operator suspended for spec.stop (Kueue suspends Jobs too): it runs nothing again
 ANNOTATION_STOPPED = "rl.agentruntime.io/stopped"

@@ -191,16 +191,17 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
-                    handed_over: Callable[[float], Awaitable[None]] | None = None) -> dict:
+                    handed_over: Callable[[float], Awaitable[None]] | None = None, made_by: str | None = None,
+                    count: bool = True) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption). When every index of the first wave got a warm pod, the Job is created once their
     hand-overs are done (``handed_over``, at most HAND_OVER_FIRST seconds): its creation and its
     adoption of the claimed pods (a write to each, seen by every pod watcher) would share the
     machine with them, and the Job makes no pod before its first wave ends. The claims are counted
-    (the pool_claims metric, the ClaimedFromPool Event) by the provisioning that made the Job: one
-    that found it made (retried after its Running status failed, or resumed by a new operator)
-    counts nothing again."""
+    (the pool_claims metric, the ClaimedFromPool Event) with ``count`` by the operator run
+    ``made_by`` that made the Job (naming.ANNOTATION_MADE_BY: its retry after a lost answer adopts
+    it and counts; a new operator's resumed provisioning does not); without ``made_by``, always."""
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec)
     await copy_inputs(storage, ref, spec)
@@ -215,14 +216,17 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     crash_point("pool:enrolled")
     await _until_listed(pool_storage, namespace, ref, enrolled)
     job = _job(ref, spec, pool, definition, claims.began)
-    made_before = await storage.get("Job", job["metadata"]["name"], namespace) is not None
+    if made_by is not None:
+        job["metadata"].setdefault("annotations", {})[naming.ANNOTATION_MADE_BY] = made_by
     try:
         live = await storage.create_or_adopt(job, ref.uid)
     except KubeError as exc:
         if policy.is_transient(exc):
             raise   # the error policy retries (service.policy); the claims stand and are kept
         raise Stalled(v.STALL_REFUSED, f"creating the Job in the pool's namespace: {exc}") from None
-    if made_before:
+    made_here = made_by is None or ((live.get("metadata") or {}).get("annotations") or {}).get(
+        naming.ANNOTATION_MADE_BY) == made_by
+    if not count or not made_here:
         return live
     misses = spec.episodes - hits
     record = getattr(metrics, "pool_claims", None)

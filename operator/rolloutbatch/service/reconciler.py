@@ -26,6 +26,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +98,8 @@ class BatchReconciler:
         self._restored = False
         self._said_unschedulable = False               # the Event of the current spell was posted
         self._said_provisioned = False                 # the Provisioned Event was posted by this operator
+        self._run_id = uuid.uuid4().hex[:16]            # names the pooled Job this run makes (its claims' count)
+        self._claims_counted = False                   # this run counted the batch's claims
         # What a running batch says when nothing is wrong; a warning found at its start (declared
         # egress peers that select no pod) stays in it while it runs.
         self._running_message = RUNNING_MESSAGE
@@ -261,7 +264,9 @@ class BatchReconciler:
             delivery = self.delivery
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled), self.tracker)
+                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled,
+                made_by=self._run_id, count=not self._claims_counted), self.tracker)
+            self._claims_counted = True
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
         if lifecycle.resumes_provisioning(phase):

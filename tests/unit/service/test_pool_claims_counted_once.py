@@ -2,12 +2,14 @@
 however often its provisioning runs: a Running status that fails transiently after the Job was
 made runs the provisioning again, which adopts the Job and the claims it already made, and so does
 an operator that takes the batch over after its predecessor made the Job and died (a failover, a
-rolling upgrade). The provisioning that made the Job counts (service.pool_claims.provision)."""
+rolling upgrade). The operator run that made the Job counts (naming.ANNOTATION_MADE_BY), even when
+the answer to its create was lost and its retry adopted the Job."""
 from __future__ import annotations
 
 import asyncio
 
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.kube import storage as kube_storage
 from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.service import policy
 from tests.unit.service.memory_cluster import NAMESPACE, MemoryCluster
@@ -43,4 +45,28 @@ def test_a_pooled_batch_taken_over_after_its_job_was_made_counts_its_claims_once
             assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), status
             claimed = [m for _, reason, m in cluster.events if reason == v.EVENT_CLAIMED]
             assert len(claimed) == 1, f"{len(claimed)} ClaimedFromPool Events for {EPISODES} claims: {claimed}"
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_job_whose_creation_answer_was_lost_still_counts_its_claims_once(monkeypatch):
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+    real = kube_storage.Storage.create_or_adopt
+    lost: list[str] = []
+
+    async def answer_lost_once(self, obj, batch_uid, same=None):
+        live = await real(self, obj, batch_uid, same)
+        if obj.get("kind") == "Job" and not lost:
+            lost.append(obj["metadata"]["name"])     # stored; its answer never reached the operator
+            raise Unavailable("the connection was reset before the answer", status=503)
+        return live
+    monkeypatch.setattr(kube_storage.Storage, "create_or_adopt", answer_lost_once)
+
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            await run_pooled(cluster, None)
+            assert lost, "the Job's creation never ran"
+            assert cluster.status()["phase"] == v.SUCCEEDED, cluster.status()
+            claimed = [m for _, reason, m in cluster.events if reason == v.EVENT_CLAIMED]
+            assert len(claimed) == 1, f"{len(claimed)} ClaimedFromPool Events for {EPISODES} claims: {claimed}"
+            assert (_claims(cluster, "hit"), _claims(cluster, "miss")) == (EPISODES, 0)
     asyncio.run(asyncio.wait_for(main(), 30))
