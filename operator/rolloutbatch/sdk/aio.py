@@ -125,19 +125,22 @@ async def run(api: Any, op: ops.Op) -> Any:
     """Drive a sans-IO operation with an async API object (``sdk.client.run``'s twin)."""
     answer: Any = None
     error: BaseException | None = None
-    while True:
-        try:
-            step = op.throw(error) if error is not None else op.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        answer, error = None, None
-        if isinstance(step, ops.Sleep):
-            await asyncio.sleep(step.seconds)
-            continue
-        try:
-            answer = await getattr(api, step.method)(*step.args, **step.kwargs)
-        except KubeError as exc:
-            error = exc
+    try:
+        while True:
+            try:
+                step = op.throw(error) if error is not None else op.send(answer)
+            except StopIteration as stop:
+                return stop.value
+            answer, error = None, None
+            if isinstance(step, ops.Sleep):
+                await asyncio.sleep(step.seconds)
+                continue
+            try:
+                answer = await getattr(api, step.method)(*step.args, **step.kwargs)
+            except KubeError as exc:
+                error = exc
+    finally:
+        ops.close(op)
 
 
 async def _watch_task(api: AsyncApi, watch: ListWatch, events: asyncio.Queue) -> None:

@@ -33,19 +33,22 @@ def run(api: Any, op: ops.Op) -> Any:
     """Drive a sans-IO operation with a blocking API object."""
     answer: Any = None
     error: BaseException | None = None
-    while True:
-        try:
-            step = op.throw(error) if error is not None else op.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        answer, error = None, None
-        if isinstance(step, ops.Sleep):
-            time.sleep(step.seconds)
-            continue
-        try:
-            answer = _settled(getattr(api, step.method)(*step.args, **step.kwargs))
-        except KubeError as exc:
-            error = exc
+    try:
+        while True:
+            try:
+                step = op.throw(error) if error is not None else op.send(answer)
+            except StopIteration as stop:
+                return stop.value
+            answer, error = None, None
+            if isinstance(step, ops.Sleep):
+                time.sleep(step.seconds)
+                continue
+            try:
+                answer = _settled(getattr(api, step.method)(*step.args, **step.kwargs))
+            except KubeError as exc:
+                error = exc
+    finally:
+        ops.close(op)
 
 
 async def _awaited(awaitable: Any) -> Any:

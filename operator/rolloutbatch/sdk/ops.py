@@ -65,6 +65,17 @@ class InvalidPool(Invalid):
     such as size <= maxSize). The message is the API's."""
 
 
+def close(op: Op) -> None:
+    """An op its driver leaves (a cancellation, an interrupt, any error not its own) runs its
+    ``finally`` blocks now, not whenever the garbage collector closes it: a session's end()
+    cancelled mid-way must leave it endable at once (sdk.session_commands). One that would go on
+    (a cleanup that needs more calls) cannot, as before."""
+    try:
+        op.close()
+    except RuntimeError:   # it yielded a call on GeneratorExit
+        pass
+
+
 class InvalidName(ValueError):
     """A name given to a call that names no object (:func:`object_name`): refused before any call."""
 

@@ -131,6 +131,7 @@ class SessionCore:
         self.stats = stats
         self.ended: str | None = None      # why no command may run any more
         self.ending = False                # end() began: its stats are written, its kill may come
+        self.telling_hold = False          # end() is writing the hold's line: its kill may come now
 
     def _check(self) -> None:
         why = self.ended or ("end() was called" if self.ending else None)
@@ -178,8 +179,9 @@ class SessionCore:
                 raise
             ran = True
             if result.exit_code is not None and result.exit_code >= SIGNALLED_EXIT:
-                # an end() begun meanwhile (another task's) kills it before the pod shows the end
-                why = "end() was called" if self.ending else (yield from _over(self.target))
+                # an end() telling the hold meanwhile (another task's) kills it before the pod shows
+                # the end; while the end only writes its stats, nothing of it kills a command
+                why = "end() was called" if self.telling_hold else (yield from _over(self.target))
                 if why is not None:
                     raise SessionOver(f"a command in episode {self.target.index} of RolloutBatch {self.target.batch} "
                                       f"was cut off (exit code {result.exit_code}): the session is over: {why}",
@@ -236,6 +238,7 @@ class SessionCore:
             self.ending = True
             try:
                 yield from self._record_stats()
+                self.telling_hold = True
                 yield from end_target(self.target)
                 self.ended = "end() was called"
             except SessionLost as exc:   # reported once, here; a later end() is quiet
@@ -244,7 +247,7 @@ class SessionCore:
             finally:
                 # not ended (a failure, a cancellation, an interrupt, even while the stats were
                 # written): end() may be tried again, and the session is still the trainer's
-                self.ending = self.ended is not None
+                self.ending, self.telling_hold = self.ended is not None, False
 
     def _record_stats(self) -> Op:
         """The stats as an annotation of the batch (core.sessions), which the operator copies into

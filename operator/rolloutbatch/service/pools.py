@@ -139,11 +139,15 @@ class PoolReconciler:
         now = time.time()
         found = pool_census.census(pods, template, now)
         if found.stuck:
-            name, reason, message = found.stuck[0]
+            # a pod replaced (its failure would come again) is said first, and keeps the back-off
+            replaced = [s for s in found.stuck if s[0] in found.dead]
+            name, reason, message = (replaced or found.stuck)[0]
             if self._stuck is None or self._stuck[0] != template:
                 self.emit("Warning", str(reason), f"pod {name}: {message}")
-            self._stuck = (template, now, found.stuck[0])
-            self._stuck_kept = name not in found.dead
+            waiting_out = self._stuck is not None and not self._stuck_kept and self._stuck[0] == template \
+                and now - self._stuck[1] <= STUCK_BACKOFF
+            self._stuck = (template, now, (name, reason, message))
+            self._stuck_kept = not replaced and not waiting_out
         elif self._stuck is not None and (self._stuck_kept or self._stuck[0] != template
                                           or now - self._stuck[1] > STUCK_BACKOFF or await self._class_made(spec)):
             self._stuck = None
