@@ -406,6 +406,17 @@ def test_a_forbidden_exec_names_the_rights_a_trainer_needs(api, tmp_path):
         batch.session(1)
 
 
+def test_a_forbidden_read_of_the_sessions_pod_names_the_rights_too(api, tmp_path):
+    """A command killed by a signal is checked against the pod (was it the session's end?): a
+    trainer without get on pods is told which rights it needs, not handed the raw refusal."""
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    api.fail("GET", "Pod", Forbidden("pods is forbidden", status=403, reason="Forbidden"))
+    with pytest.raises(sdk.ExecForbidden, match=f"get and list on pods.* {POOL_NS}"):
+        session.run("exit 137")   # as a killed process exits
+
+
 def hangs(api: MemoryApi, pod: str) -> None:
     """The pod's execs never answer (a command that hangs, or a FIFO the sandbox holds)."""
     async def never(command, stdin):

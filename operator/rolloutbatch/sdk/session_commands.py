@@ -25,7 +25,8 @@ from rolloutbatch.sdk.ops import Call, Op, Sleep, get, is_finished
 from rolloutbatch.sdk.sessions import (END_SETTLE_SECONDS, END_TIMEOUT, EXEC_SLACK, MAX_FILE_BYTES, POLL_SECONDS,
                                        RUN_LIMIT_BYTES, CommandResult, ExecForbidden, OnOutput, SessionError,
                                        SessionLost, SessionOver, SessionStats, SessionTarget, batch_pods,
-                                       episode_env, exec_argv, over_reason, pool_namespace, session_state_of)
+                                       episode_env, exec_argv, over_reason, pods_forbidden, pool_namespace,
+                                       session_state_of)
 
 # -- opening a session ------------------------------------------------------------------------------
 def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float,
@@ -87,6 +88,8 @@ def _over(target: SessionTarget) -> Op:
                                  f"get Pod {target.namespace}/{target.pod}"))
     except NotFound:
         return f"its pod {target.pod} is gone"
+    except Forbidden as exc:
+        raise pods_forbidden(exc, target.namespace) from None
     facts = pod_facts(pod)
     if facts.disrupted or is_infrastructure_failure(facts):
         why = (f"its pod {facts.name} was lost (evicted, or its node lost): nothing of it is graded, and the Job "

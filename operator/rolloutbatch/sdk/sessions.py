@@ -234,9 +234,14 @@ def batch_pods(batch: Mapping, namespace: str) -> Op:
         found = yield Call("get", (resources.collection_path("Pod", namespace), f"list Pods in {namespace}"),
                            {"labelSelector": selector})
     except Forbidden as exc:
-        raise ExecForbidden(f"{exc}: a trainer needs get and list on pods, and get and create on pods/exec, in "
-                            f"the pool's namespace {namespace}", status=exc.status, reason=exc.reason) from None
+        raise pods_forbidden(exc, namespace) from None
     return found.get("items") or []
+
+
+def pods_forbidden(exc: Forbidden, namespace: str) -> ExecForbidden:
+    """A refused read of the pool's pods, naming the rights a trainer needs."""
+    return ExecForbidden(f"{exc}: a trainer needs get and list on pods, and get and create on pods/exec, in the "
+                         f"pool's namespace {namespace}", status=exc.status, reason=exc.reason)
 
 
 def session_state_of(batch: Mapping, namespace: str, index: int) -> Op:
