@@ -41,14 +41,18 @@ class SlowBatchPatches(AsyncMemoryApi):
         return self.api.merge_patch(path, patch, what)
 
 
+async def opened_slowly(api, tmp_path):
+    """Episode 0's session through an API server slow on RolloutBatch patches: (the slow API, its
+    sandbox, the session)."""
+    slow = SlowBatchPatches(api)
+    batch = await AsyncClient(api=slow, namespace=NS).open_sessions(POOL, 2, verifier=VERIFIER)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    return slow, api.exec_handlers[(POOL_NS, pod)], await batch.session(0)
+
+
 def test_an_end_cancelled_while_it_records_the_stats_can_be_ended_again(api, tmp_path):
     async def scenario():
-        slow = SlowBatchPatches(api)
-        client = AsyncClient(api=slow, namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER)
-        pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
-        sandbox = api.exec_handlers[(POOL_NS, pod)]
-        session = await batch.session(0)
+        slow, sandbox, session = await opened_slowly(api, tmp_path)
         assert (await session.run("true")).ok
 
         # the trainer bounds its end; the API server is slow on the stats' patch

@@ -24,35 +24,14 @@ from __future__ import annotations
 
 import asyncio
 
-from rolloutbatch.sdk.aio import AsyncClient
 from rolloutbatch.sdk.sessions import SessionOver
-from tests.support.memory_api import AsyncMemoryApi
-from tests.unit.test_sdk_sessions import NS, POOL, POOL_NS, VERIFIER, api, put_pod, quick_polls  # noqa: F401
-
-
-class SlowBatchPatches(AsyncMemoryApi):
-    """The API server is slow to answer a PATCH of a RolloutBatch until ``gate`` is set."""
-
-    def __init__(self, api) -> None:
-        super().__init__(api)
-        self.gate = asyncio.Event()
-        self.patching = asyncio.Event()
-
-    async def merge_patch(self, path, patch, what):
-        if "/rolloutbatches/" in path:
-            self.patching.set()
-            await self.gate.wait()
-        return self.api.merge_patch(path, patch, what)
+from tests.unit.test_sdk_session_end_cancelled import opened_slowly
+from tests.unit.test_sdk_sessions import api, quick_polls  # noqa: F401 (the fixtures)
 
 
 def test_a_command_exiting_255_during_a_cancelled_end_leaves_the_session_endable(api, tmp_path):
     async def scenario():
-        slow = SlowBatchPatches(api)
-        client = AsyncClient(api=slow, namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER)
-        pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
-        sandbox = api.exec_handlers[(POOL_NS, pod)]
-        session = await batch.session(0)
+        slow, sandbox, session = await opened_slowly(api, tmp_path)
 
         ending = asyncio.ensure_future(asyncio.wait_for(session.end(), 0.3))
         await slow.patching.wait()                 # end() is writing the stats; the hold holds
