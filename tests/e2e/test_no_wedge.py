@@ -118,19 +118,23 @@ def test_removing_the_results_label_mid_batch_does_not_wedge(operator_process, n
 def test_batch_deadline_outcomes_and_counts_agree(operator_process, namespace):
     """The batch deadline ends a running episode and an unstarted one; both read
     BatchTimeout, and status, rows and metrics agree."""
+    # Episode 0 works 8 s before its reward, so episode 2 (which waits for its slot) starts 8 s
+    # or more after the Job: its own 30 s timeout falls that long after the batch's deadline,
+    # room for a Job controller slowed by other tests to act on the deadline first (when it does
+    # not, Timeout is the true reason). 30 s: room for a loaded node to run episode 0 before it.
     program = GOOD.replace('emit("ready"); emit("reward", reward=1)',
-                           'emit("ready")\nif os.environ["EPISODE_INDEX"] != "0": time.sleep(600)\n'
+                           'emit("ready")\ntime.sleep(600 if os.environ["EPISODE_INDEX"] != "0" else 8)\n'
                            'emit("reward", reward=1)')
     name = unique("deadline")
-    # 20 s: room for a node loaded by other tests to start episode 0 before the deadline
     apply(episode_batch(name, program, episodes=3, parallelism=2, minSuccessfulEpisodes=1,
-                        episodeTimeoutSeconds=20, activeDeadlineSeconds=20), namespace)
+                        episodeTimeoutSeconds=30, activeDeadlineSeconds=30), namespace)
     obj = wait_finished(name, namespace, timeout=120, operator=operator_process)
     document = results(name, namespace)
     rows = {r["index"]: r for r in document["pods"]}
-    assert rows[0]["outcome"] == "succeeded"
-    assert {rows[i]["reason"] for i in (1, 2)} <= {"BatchTimeout", "Timeout"}, rows
-    assert "BatchTimeout" in {rows[i]["reason"] for i in (1, 2)}, rows
+    said = {i: (r["reason"], r["message"], r["pod"]) for i, r in rows.items()}
+    assert rows[0]["outcome"] == "succeeded", said
+    assert {rows[i]["reason"] for i in (1, 2)} <= {"BatchTimeout", "Timeout"}, said
+    assert "BatchTimeout" in {rows[i]["reason"] for i in (1, 2)}, said
     never_ran = [r for r in rows.values() if r["reason"] == "BatchTimeout" and not r["pod"]]
     assert all(r["outcome"] == "lost" for r in never_ran)
     assert_counts_agree(obj, document, operator_process, namespace)
