@@ -10,6 +10,7 @@ real: tests/unit/core/test_sessions.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 
@@ -236,6 +237,9 @@ def test_files_are_written_and_read_in_the_workspace(api, tmp_path):
         session.read_file("nope.txt")
     with pytest.raises(IsADirectoryError):
         session.read_file("src")
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(sdk.SessionError, match="not a regular file .*: pipe in episode 0"):
+        session.read_file("pipe")
     with pytest.raises(sdk.SessionError, match="larger than max_bytes"):
         session.read_file("src/fix.py", max_bytes=100)
     with pytest.raises(ValueError, match="more than one exec carries"):

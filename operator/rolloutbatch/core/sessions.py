@@ -70,16 +70,20 @@ def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_
 
 # What the trainer's own execs run: a file written aside then renamed (a cut-off stdin never
 # leaves half a file; `head -c` because a v4 exec cannot close stdin), and a file read whole.
-# Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them.
-NO_SUCH_FILE, IS_A_DIRECTORY = 3, 4
-# A directory at the path would take the file inside it (`mv`): refused. Read through `<` (cat
-# reads a file named `-` as stdin) and at most one byte past the caller's limit, so a file too
-# large is said at once and no read runs on in the sandbox.
-_WRITE = ('[ -d "$2" ] && exit {isdir}; d=$(dirname -- "$2") && mkdir -p -- "$d" && head -c "$1" > "$2.rb-part" '
-          '&& [ "$(( $(wc -c < "$2.rb-part") ))" -eq "$1" ] && mv -f -- "$2.rb-part" "$2" '
-          '|| {{ rm -f -- "$2.rb-part"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
-_READ = ('[ -d "$1" ] && exit {isdir}; [ -f "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
-         'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE)
+# Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them,
+# and a SessionError for a path that is there but no regular file (reading a FIFO would block).
+NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE = 3, 4, 5
+# A directory at the path would take the file inside it (`mv`): refused. The part written aside
+# has a short name of its own in the same directory (the path's name plus a suffix could pass
+# NAME_MAX), unique to this exec's shell. Read through `<` (cat reads a file named `-` as stdin)
+# and at most one byte past the caller's limit, so a file too large is said at once and no read
+# runs on in the sandbox.
+_WRITE = ('[ -d "$2" ] && exit {isdir}; d=$(dirname -- "$2"); t="$d/.rb-part-$$"; mkdir -p -- "$d" '
+          '&& head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] && mv -f -- "$t" "$2" '
+          '|| {{ rm -f -- "$t"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
+_READ = ('[ -d "$1" ] && exit {isdir}; [ -e "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
+         '[ -f "$1" ] || {{ echo "not a regular file: $1" >&2; exit {special}; }}; '
+         'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE, special=NOT_A_FILE)
 
 
 def write_file_command(path: str, size: int) -> list[str]:

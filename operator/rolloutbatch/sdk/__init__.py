@@ -67,7 +67,7 @@ Errors (all but ``ValueError`` and ``TimeoutError`` are ``rolloutbatch.kube.erro
     SessionError      another session failure (its message is the sandbox's); SessionOver is one
     ExecForbidden     a Forbidden: the trainer lacks pods (get, list) or pods/exec (get, create) in the
                       pool's namespace; the message says so
-    FileNotFoundError read_file of a path that is no file
+    FileNotFoundError read_file of a path where nothing is (a FIFO, a socket or a device there: SessionError)
     TimedOut          a session's run/write_file/read_file past its timeout (the command may still run;
                       it counts as run); not a TimeoutError nor a SessionError
 """

@@ -155,6 +155,20 @@ def test_reading_what_is_not_a_file_says_what_it_is(tmp_path) -> None:
     assert missing.returncode == sessions.NO_SUCH_FILE and b"no such file: nope.txt" in missing.stderr
     (tmp_path / "d").mkdir()
     assert _sh(sessions.read_file_command("d", 1 << 20), tmp_path).returncode == sessions.IS_A_DIRECTORY
+    # a FIFO (or a device, a socket) is there but is no file: said so, never read (a FIFO blocks)
+    os.mkfifo(tmp_path / "pipe")
+    fifo = _sh(sessions.read_file_command("pipe", 1 << 20), tmp_path)
+    assert fifo.returncode == sessions.NOT_A_FILE and b"not a regular file: pipe" in fifo.stderr
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert _sh(sessions.read_file_command("dangling", 1 << 20), tmp_path).returncode == sessions.NO_SUCH_FILE
+
+
+def test_a_file_of_the_longest_name_a_file_system_takes_is_written(tmp_path) -> None:
+    """The part written aside has a short name of its own: a name of 255 bytes (NAME_MAX) plus a
+    suffix would be refused as too long."""
+    name = "n" * 255
+    assert _sh(sessions.write_file_command(f"sub/{name}", 3), tmp_path, b"abc").returncode == 0
+    assert (tmp_path / "sub" / name).read_bytes() == b"abc" and os.listdir(tmp_path / "sub") == [name]
 
 
 # -- from an attack review: the session's own commands are untrusted (each failed before) ---------
