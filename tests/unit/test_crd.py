@@ -60,7 +60,7 @@ def test_groups_and_inputs_from_rules():
 # The CRD and parse_spec read their bounds from core.defaults; these cases show both apply them
 # to the same fields, at the same edge. Each is (spec, whether both accept it); CEL relations
 # (timeout <= deadline, count x k = episodes, ...) are kept, jsonschema does not evaluate them.
-F = {"files": {"e.py": "x"}}
+F = {"files": {"episode.py": "x"}}
 BIG = {"episodeTimeoutSeconds": 1, "activeDeadlineSeconds": 2592000}
 EDGES = {
     "episodes max": ({"episodes": 100000, "task": F}, True),
@@ -92,8 +92,8 @@ EDGES = {
     "image past max": ({"episodes": 1, "image": "i" * 513, "task": F}, False),
     "env name max": ({"episodes": 1, "env": [{"name": "N" * 256}], "task": F}, True),
     "env name past max": ({"episodes": 1, "env": [{"name": "N" * 257}], "task": F}, False),
-    "mountPath max": ({"episodes": 1, "task": {**F, "mountPath": "/" + "t" * 1023}}, True),
-    "mountPath past max": ({"episodes": 1, "task": {**F, "mountPath": "/" + "t" * 1024}}, False),
+    "mountPath max": ({"episodes": 1, "task": {**F, "mountPath": "/t" * 512}}, True),
+    "mountPath past max": ({"episodes": 1, "task": {**F, "mountPath": "/t" * 512 + "t"}}, False),
     "ttl negative": ({"episodes": 1, "cleanup": {"ttlSecondsAfterFinished": -1}, "task": F}, False),
 }
 

@@ -38,7 +38,7 @@ FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_
 
 
 def status(phase=v.RUNNING, summary=None, **changes) -> dict:
-    kwargs = dict(ref=REF, spec=parse_spec({"episodes": 3, "task": {"files": {"e.py": "x"}}}), phase=phase,
+    kwargs = dict(ref=REF, spec=parse_spec({"episodes": 3, "task": {"files": {"episode.py": "x"}}}), phase=phase,
                   summary=summary, running=1, ready=1, sandbox_namespace="rb-0123456789",
                   job_name="rb-0123456789", results_configmap="b-results", start_time=iso_time(T0),
                   completion_time=None, job_complete_seconds=None, message="m", reason=None, previous={},
@@ -110,7 +110,7 @@ OPTIONAL_SECONDS = st.one_of(st.none(), st.floats())
 def statuses(draw):
     rows = draw(RESULTS)
     episodes = draw(st.integers(max(1, len(rows)), 50))
-    spec = draw(st.one_of(st.none(), st.just(parse_spec({"episodes": episodes, "task": {"files": {"e": "x"}}}))))
+    spec = draw(st.one_of(st.none(), st.just(parse_spec({"episodes": episodes, "task": {"files": {"episode.py": "x"}}}))))
     results = [result(i, outcome=r["outcome"], reward=r["reward"], ready=r["ready"], done=r["done"], node=r["node"],
                       attempts=r["attempts"]) for i, r in enumerate(rows)]
     summary = draw(st.one_of(st.none(), st.just(summarize(results, episodes=episodes, origin=draw(
@@ -301,7 +301,7 @@ def test_every_spec_level_cel_rule_has_a_case():
 
 @pytest.mark.parametrize("rule", sorted(CEL_VIOLATIONS))
 def test_what_only_cel_refuses_passes_the_schema_and_parse_spec_refuses_it(rule):
-    raw = {"task": {"files": {"e.py": "x"}}, **CEL_VIOLATIONS[rule]}
+    raw = {"task": {"files": {"episode.py": "x"}}, **CEL_VIOLATIONS[rule]}
     assert crd_schema.errors(raw, SPEC) == []    # jsonschema does not evaluate CEL
     with pytest.raises(SpecError):
         parse_spec(raw)

@@ -14,7 +14,7 @@ def test_a_pool_verifier_path_with_a_trailing_slash_serves_a_batch_naming_the_sa
     pool = pool_spec.parse_pool_spec({"size": 1, "task": TASK, "verifier": {"mountPath": "/grade/"}})
     for written in ("/grade/", "/grade"):
         batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"},
-                            "verifier": {"files": {"v.py": "x"}, "mountPath": written}})
+                            "verifier": {"files": {"verify.py": "x"}, "mountPath": written}})
         assert batch.verifier is not None
         problem = pool_spec.verifier_conflict(pool, batch.verifier.mount_path)
         assert problem is None, f"batch verifier.mountPath {written!r}: {problem}"

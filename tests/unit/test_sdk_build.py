@@ -121,7 +121,10 @@ def test_one_definition_of_the_rules():
     assert not hasattr(sdk, "RESERVED_ENV") and not hasattr(sdk, "_CONFIGMAP_KEY")
     with pytest.raises(ValueError, match=f"at most {spec.MAX_BATCH_NAME_LENGTH} characters"):
         build_batch("x" * (spec.MAX_BATCH_NAME_LENGTH + 1), TASK, 1)
-    build_batch("x" * (spec.MAX_BATCH_NAME_LENGTH - 1) + "-", TASK, 1)
+    # a generateName prefix leaves room for the 5 characters the API server adds (the CRD bounds the name)
+    build_batch("x" * (spec.MAX_BATCH_NAME_LENGTH - 6) + "-", TASK, 1)
+    with pytest.raises(ValueError, match="at most 50 characters"):
+        build_batch("x" * (spec.MAX_BATCH_NAME_LENGTH - 5) + "-", TASK, 1)
     build_batch("a", TASK, spec.MAX_EPISODES)
 
 

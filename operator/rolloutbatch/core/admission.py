@@ -8,6 +8,7 @@ are missing, not opted in or malformed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
@@ -156,7 +157,7 @@ def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], cou
             if g in seen:
                 raise Stalled(v.STALL_INPUTS_INVALID, f"input {g} is in both {seen[g]} and {name}")
             try:
-                parsed = json.loads(value, parse_constant=_refuse_constant)
+                parsed = json.loads(value, parse_constant=_refuse_constant, parse_float=_finite_float)
             except (ValueError, RecursionError) as exc:
                 raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} is not JSON: {exc}"[:300]) from None
             if not isinstance(parsed, dict):
@@ -172,3 +173,12 @@ def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], cou
 
 def _refuse_constant(token: str) -> float:
     raise ValueError(f"{token} is not JSON")
+
+
+def _finite_float(token: str) -> float:
+    """1e999 is JSON, but past a double's range: Python reads it as infinity (the API server's
+    decoder refuses it), and no episode may be handed a number that is not finite."""
+    number = float(token)
+    if not math.isfinite(number):
+        raise ValueError(f"{token} is out of a double's range")
+    return number

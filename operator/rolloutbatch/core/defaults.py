@@ -46,6 +46,7 @@ MAX_INFRASTRUCTURE_RETRIES = 10
 MAX_INT32 = 2**31 - 1                              # spec.cleanup.ttlSecondsAfterFinished
 MAX_IMAGE_LENGTH = 512
 MAX_PATH_LENGTH = 1024                             # every mountPath
+MAX_NAME_BYTES = 255                               # a path's component (NAME_MAX of Linux file systems)
 MAX_COMMAND_ITEMS, MAX_ARGS_ITEMS, MAX_ARG_LENGTH = 64, 256, 4096
 MAX_ENV_ITEMS, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 32768
 MAX_FILES = 64                                     # task.files, verifier.files
@@ -56,9 +57,11 @@ MAX_INPUT_CONFIGMAPS = 64                          # inputsFrom: at most 64 shar
 MAX_INPUT_IMAGES_BYTES = 512 * 1024
 MAX_TOLERATIONS = 64                               # bounds the CRD's per-toleration rules (CEL cost)
 MAX_EGRESS_RULES, MAX_EGRESS_PEERS = 32, 16
-# generateName appends 5 random characters; 55 + 5 = 60 keeps the name a valid label value (63)
-# with room to spare, so label_value(name) never truncates and two batches never share one.
+# A name of 55 is a valid label value (63) with room to spare, so label_value(name) never
+# truncates and two batches never share one. The CRD bounds the name as made, so a generateName
+# prefix is at most 55 - 5: the API server appends 5 random characters.
 MAX_BATCH_NAME_LENGTH = 55
+GENERATED_NAME_SUFFIX = 5
 MAX_POOL_SIZE = 1000                               # a RolloutPool's maxSize
 MAX_PREPARE_TIMEOUT_SECONDS = 3600
 

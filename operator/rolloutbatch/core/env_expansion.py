@@ -45,6 +45,12 @@ def expand(text: str, known: Mapping[str, str]) -> str:
     return "".join(out)
 
 
+def references(text: str, names: Iterable[str]) -> list[str]:
+    """The names of ``names`` that ``text`` refers to (``$$(NAME)`` is the text, no reference)."""
+    plain = expand(text, {})
+    return [name for name in names if expand(text, {name: "\0"}) != plain]
+
+
 def expand_env(env: Iterable[tuple[str, str]], known: Mapping[str, str]) -> list[tuple[str, str]]:
     """Each value expanded with ``known`` and the variables before it (a later definition of a
     name replaces an earlier one for the values after it)."""

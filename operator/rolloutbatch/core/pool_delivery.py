@@ -167,6 +167,10 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     known = {"EPISODE_ID": episode.episode_id} if episode.episode_id is not None else {}
     known.update(values)
     command = [expand(word, known) for word in episode.command]
+    if command and "=" in command[0]:
+        # env(1) would read it as a variable and run the next word; the kubelet would run a
+        # program of that name (none): a shell runs it as a name, and fails as a Job pod would
+        command = ["/bin/sh", "-c", 'exec "$0" "$@"', *command]
     words = ["env", *(f"{name}={value}" for name, value in values), *command]
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
     lines.append(f"{SENTINEL}=ready")

@@ -75,11 +75,14 @@ def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_
 NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE = 3, 4, 5
 # A directory at the path would take the file inside it (`mv`): refused. The part written aside
 # has a short name of its own in the same directory (the path's name plus a suffix could pass
-# NAME_MAX), unique to this exec's shell. Read through `<` (cat reads a file named `-` as stdin)
-# and at most one byte past the caller's limit, so a file too large is said at once and no read
-# runs on in the sandbox.
-_WRITE = ('[ -d "$2" ] && exit {isdir}; d=$(dirname -- "$2"); t="$d/.rb-part-$$"; mkdir -p -- "$d" '
-          '&& head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] && mv -f -- "$t" "$2" '
+# NAME_MAX), unique to this exec's shell (two writes of one path never share it), and takes the
+# mode of the file it replaces (a script edited stays executable; -L: a link's target's, not
+# the link's 777). `printf .` keeps a directory name's trailing newline from `$( )`. Read
+# through `<` (cat reads a file named `-` as stdin) and at most one byte past the caller's
+# limit, so a file too large is said at once and no read runs on in the sandbox.
+_WRITE = ('[ -d "$2" ] && exit {isdir}; d=$(dirname -- "$2"; printf .); d=${{d%??}}; t="$d/.rb-part-$$"; '
+          'mkdir -p -- "$d" && head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] '
+          '&& {{ m=$(stat -L -c %a -- "$2" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$2"; }} '
           '|| {{ rm -f -- "$t"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
 _READ = ('[ -d "$1" ] && exit {isdir}; [ -e "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
          '[ -f "$1" ] || {{ echo "not a regular file: $1" >&2; exit {special}; }}; '

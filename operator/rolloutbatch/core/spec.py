@@ -29,6 +29,7 @@ from rolloutbatch.core.defaults import (MAX_BATCH_NAME_LENGTH, MAX_CONFIG_BYTES,
                                         MAX_INPUT_CONFIGMAPS, MAX_INPUT_IMAGES_BYTES, MAX_SAMPLES_PER_INPUT,
                                         MAX_TOLERATIONS, MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX)
 from rolloutbatch.core.egress import parse_egress
+from rolloutbatch.core.env_expansion import references
 from rolloutbatch.core.groups import group_count
 from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
                                          parse_quantity)
@@ -47,6 +48,13 @@ PROTECTED_TAINT_KEYS = frozenset(d.PROTECTED_TAINTS)
 _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 RESERVED_ENV = frozenset(d.RESERVED_ENV)
 LAUNCHER_ENV = ("EPISODE_GROUP", "EPISODE_SAMPLE", "EPISODE_INPUT")   # set by the k > 1 launcher
+# No process can be given a NUL in an argument, its environment or a path: the runtime refuses
+# the container, and the API server (which checks no such thing) would have taken the Job.
+NUL = "\0"
+NUL_REFUSED = "may not hold a NUL byte: no process can be given one"
+# A name /bin/sh passes on to the program it execs: dash (Debian's and Ubuntu's /bin/sh) drops
+# a variable whose name is no shell identifier (MY-VAR), which the env pattern allows.
+_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INPUT_KEY = "input-{}.json"        # the key (and file name) of input g, inline or by reference
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ISOLATION_NAMESPACE = v.ISOLATION_MODES       # first = default
@@ -63,16 +71,22 @@ def stop_requested(raw: object) -> bool:
 
 def check_batch_name(name_or_prefix: str) -> None:
     """A RolloutBatch name, or a generateName prefix ending in '-'; raise SpecError when unusable."""
-    stem = name_or_prefix[:-1] if isinstance(name_or_prefix, str) and name_or_prefix.endswith("-") else name_or_prefix
-    if not isinstance(stem, str) or not stem or not _DNS_LABEL.match(stem) \
-            or len(name_or_prefix) > MAX_BATCH_NAME_LENGTH:
+    prefix = isinstance(name_or_prefix, str) and name_or_prefix.endswith("-")
+    stem = name_or_prefix[:-1] if prefix else name_or_prefix
+    # the CRD bounds the name the API server makes, a prefix and its generated suffix
+    limit = MAX_BATCH_NAME_LENGTH - d.GENERATED_NAME_SUFFIX if prefix else MAX_BATCH_NAME_LENGTH
+    if not isinstance(stem, str) or not stem or not _DNS_LABEL.match(stem) or len(name_or_prefix) > limit:
         raise SpecError("metadata.name", f"{name_or_prefix!r} must be lowercase letters, digits and '-', "
-                                         f"at most {MAX_BATCH_NAME_LENGTH} characters")
+                                         f"at most {limit} characters"
+                                         + (f" (a generateName prefix: the API server adds "
+                                            f"{d.GENERATED_NAME_SUFFIX})" if prefix else ""))
 
 
 def _int(raw: Mapping, key: str, default: int | None, *, minimum: int = 0, maximum: int | None = None,
          prefix: str = "spec.") -> int | None:
-    value = raw.get(key, default)
+    value = raw.get(key)
+    if value is None:   # a null is absent, as the API server reads it (it prunes the field)
+        value = default
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -98,6 +112,8 @@ def _strings(raw: Mapping, key: str, field_name: str | None = None) -> tuple[str
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) \
             or not all(isinstance(item, str) for item in value):
         raise SpecError(field_name or f"spec.{key}", "must be a list of strings")
+    if any(NUL in item for item in value):
+        raise SpecError(field_name or f"spec.{key}", NUL_REFUSED)
     return tuple(value)
 
 
@@ -125,8 +141,13 @@ def checked_path(value: object, field_name: str) -> str:
     Not on or over the kernel's and the runtime's own (:func:`system_path`): no pod could start,
     or its launcher could not write its termination message."""
     if not isinstance(value, str) or not value.startswith("/") or ":" in value or len(value) > d.MAX_PATH_LENGTH:
-        raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}")
+        raise SpecError(field_name, f"must be an absolute path without ':', got {value!r}"[:300])
+    if NUL in value:
+        raise SpecError(field_name, NUL_REFUSED)
     path = posixpath.normpath("/" + value.lstrip("/"))
+    if any(len(part.encode()) > d.MAX_NAME_BYTES for part in path.split("/")):
+        raise SpecError(field_name, f"has a name longer than {d.MAX_NAME_BYTES} bytes, which no file system "
+                                    "takes (the runtime could not make the mount point)")
     system = system_path(path)
     if system is not None:
         raise SpecError(field_name, f"{path} overlaps {system}, which the container runtime keeps for the system")
@@ -251,7 +272,7 @@ def checked_pod_template(template: Mapping) -> dict:
                 raise SpecError(f"spec.podTemplate.affinity.{key}", "must be an object")
         checked["affinity"] = dict(affinity)
     priority = template.get("priorityClassName")
-    if priority is not None:
+    if priority:   # "" is no class, to a Pod as to a pool (core.pool_spec)
         if not is_dns_subdomain(priority):
             raise SpecError("spec.podTemplate.priorityClassName",
                             f"must be a PriorityClass name (lowercase DNS subdomain), got {priority!r}"[:200])
@@ -347,6 +368,8 @@ def checked_env(raw: Mapping, field: str) -> list[dict]:
         value = item.get("value", "")
         if not isinstance(value, str):
             raise SpecError(f"{field}[{name}]", f"value must be a string, got {type(value).__name__}")
+        if NUL in value:
+            raise SpecError(f"{field}[{name}]", NUL_REFUSED)
         env.append({"name": name, "value": value})
     return env
 
@@ -422,6 +445,8 @@ def _pool_phase_words(where: str, part: Mapping) -> None:
     """What a pool's pod is handed as a shell script (core.pool_delivery): plain env values only,
     no NUL byte (a script cannot hold one), and no '=' in the command's first word (it runs under
     env(1), which would read it as a variable)."""
+    _strings(part, "command", f"{where}.command")   # their types first: they are read below
+    _strings(part, "args", f"{where}.args")
     for item in part.get("env") or ():
         if isinstance(item, Mapping) and "valueFrom" in item:
             raise SpecError(f"{where}.env", "with spec.poolRef only plain values reach a pool's pod (no Secret keys)")
@@ -465,6 +490,16 @@ def _input_images(raw: Mapping, groups: int, image: str) -> tuple[str, ...]:
                                             "object: run the inputs of each image as their own batch")
     images = tuple(checked_image(item, f"spec.inputImages[{g}]") if item != "" else image for g, item in enumerate(value))
     return images if any(item != image for item in images) else ()
+
+
+def _shell_names(env: list[dict] | tuple[dict, ...], field: str, under_shell: bool) -> None:
+    """A Job's container that runs under the operator's /bin/sh launcher (samplesPerInput > 1, a
+    verifier's phases) gets only the variables the image's shell passes on (``_SHELL_NAME``)."""
+    for item in env if under_shell else ():
+        if not _SHELL_NAME.match(item["name"]):
+            raise SpecError(f"{field}[{item['name']}]", "runs under /bin/sh here (samplesPerInput > 1, or a "
+                                                        "verifier), and a shell such as dash drops a variable "
+                                                        "whose name is not letters, digits and '_': rename it")
 
 
 VERIFIER_FIELDS = ("image", "command", "args", "env", "files", "mountPath", "resources", "timeoutSeconds")
@@ -607,17 +642,20 @@ def parse_spec(raw: Mapping) -> BatchSpec:
     command = _strings(raw, "command") or (() if pool else d.default_command(mount, d.EPISODE_SCRIPT))
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
-        # references: such a reference would reach the episode unexpanded.
+        # references: such a reference would reach the episode unexpanded ($$(NAME) is none).
         texts = [*command, *_strings(raw, "args"), *(e.get("value", "") for e in env)]
         if verifier is not None:   # the verifier runs under the same launcher
             texts += [*verifier.command, *verifier.args, *(str(e.get("value", "")) for e in verifier.env)]
         for text in texts:
-            for name in LAUNCHER_ENV:
-                if f"$({name})" in text:
-                    raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({name}) is set at run "
-                                    f"time: read the environment variable in the program instead of "
-                                    f"referencing it in command, args or env")
-    return BatchSpec(
+            for name in references(text, LAUNCHER_ENV):
+                raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({name}) is set at run "
+                                f"time: read the environment variable in the program instead of "
+                                f"referencing it in command, args or env")
+    if pool is None:
+        _shell_names(env, "spec.env", samples > 1 or verifier is not None)
+    if verifier is not None:
+        _shell_names(verifier.env, "spec.verifier.env", pool is None)
+    spec = BatchSpec(
         episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
         image=image, command=command, args=_strings(raw, "args"), env=tuple(env),
         task_mount_path=mount, task_files=dict(files), inputs=inputs,
@@ -640,3 +678,21 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         pool_name=pool,
         pool_when_empty=when_empty,
     )
+    _default_scripts(raw, spec)
+    return spec
+
+
+def _default_scripts(raw: Mapping, spec: BatchSpec) -> None:
+    """A default command runs a script of the files mounted over its directory (the image's own
+    there is hidden): without the script every episode would fail, each counted with the worst
+    reward. Checked last, so that any other error in the spec is said first."""
+    if spec.pool_name is None and not raw.get("command") and d.EPISODE_SCRIPT not in spec.task_files:
+        raise SpecError("spec.command", f"is not given, and the default ({' '.join(spec.command)}) runs a file "
+                                        f"that is not among spec.task.files: add {d.EPISODE_SCRIPT} or give "
+                                        "spec.command")
+    verifier = spec.verifier   # without files nothing is mounted: the image's own script runs
+    if verifier is not None and verifier.files and not _map(raw, "verifier", "spec.verifier").get("command") \
+            and d.VERIFIER_SCRIPT not in verifier.files:
+        raise SpecError("spec.verifier.command", f"is not given, and the default runs {verifier.mount_path}/"
+                                                 f"{d.VERIFIER_SCRIPT}, which is not among spec.verifier.files: "
+                                                 "add it or give spec.verifier.command")

@@ -27,6 +27,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from rolloutbatch.core.admission import Stalled, check_priority_class, input_shards, opted_in  # noqa: E402
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS  # noqa: E402
+from rolloutbatch.core.vocabulary import STALL_INPUTS_INVALID  # noqa: E402
 from tests.unit.core.factories import inputs_configmap  # noqa: E402
 
 
@@ -120,3 +121,13 @@ def test_an_impossible_pod_is_told_from_one_waiting_for_room():
     assert fits_an_empty_node(scheduling_requests(busy, {"memory": "1Gi"}), nodes)
     assert not fits_an_empty_node(scheduling_requests(busy, None), [])       # no node at all
     assert fits_an_empty_node(scheduling_requests(busy, None), [{"cpu": "??", "memory": "64Gi"}])   # unreadable
+
+
+@pytest.mark.parametrize("text", ['{"x": 1e999}', '{"x": -1e400}', '{"x": [1, {"y": 2e308}]}'])
+def test_an_input_with_a_number_past_a_doubles_range_is_refused(text):
+    """Python reads 1e999 as infinity (the API server's decoder refuses it): no episode is handed
+    a number that is not finite."""
+    with pytest.raises(Stalled) as refused:
+        input_shards([inputs_configmap({"input-0.json": text})], ["inputs"], 1)
+    assert refused.value.reason == STALL_INPUTS_INVALID and "range" in str(refused.value)
+    assert input_shards([inputs_configmap({"input-0.json": '{"x": 1.5e300}'})], ["inputs"], 1)

@@ -46,7 +46,7 @@ def test_parse_defaults() -> None:
     ({"env": [{"name": "EPISODE_ID", "value": "x"}]}, "spec.env"),
     ({"env": [{"name": "A=B", "value": "x"}]}, "spec.env"),          # no environment variable name
     ({"env": [{"name": "X", "value": 3}]}, "spec.env[X]"),             # a value is a string
-    ({"env": [{"name": "X", "value": "a\0b"}]}, "spec.env"),          # no process gets a NUL
+    ({"env": [{"name": "X", "value": "a\0b"}]}, "spec.env[X]"),          # no process gets a NUL
     ({"prepare": {"command": ["sh", "-c", "true\0"]}}, "spec.prepare.command"),
     ({"runtimeClassName": "a..b"}, "spec.runtimeClassName"),
     ({"prepare": {"command": []}}, "spec.prepare.command"),

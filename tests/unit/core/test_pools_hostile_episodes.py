@@ -219,3 +219,24 @@ def test_pings_are_answered_until_the_script_comes_and_are_no_part_of_it(tmp_pat
     assert proc.stdout.readline().decode().strip() == pool_delivery.RECEIVED
     assert proc.wait(timeout=10) == 4
     assert (tmp_path / "episode.sh").read_bytes() == script
+
+
+def _sourced(tmp_path, script: bytes) -> subprocess.CompletedProcess:
+    """What the launcher does with a whole script: source it, then run "$@" (its `set --`)."""
+    path = tmp_path / "episode.sh"
+    path.write_bytes(script)
+    return subprocess.run(["/bin/sh", "-c", '. "$0"; ( "$@" )', str(path)], cwd=tmp_path,
+                          env={"PATH": os.environ["PATH"]}, capture_output=True, timeout=10)
+
+
+def test_a_first_word_that_expands_to_an_assignment_is_run_as_a_program_name(tmp_path) -> None:
+    """env(1) would read `MODE=fast` as a variable and run the next word: warm and cold would run
+    different programs. Run as a name, it fails as a Job pod's would (no such program)."""
+    episode = _episode_of({"episodes": 1, "poolRef": {"name": "p"},
+                           "command": ["$(TOOL)", "/bin/sh", "-c", "echo ran > ran.txt"],
+                           "env": [{"name": "TOOL", "value": "MODE=fast"}]})
+    done = _sourced(tmp_path, pool_delivery.episode_script(episode, str(tmp_path)))
+    assert done.returncode == 127 and not (tmp_path / "ran.txt").exists(), done
+    plain = _episode_of({"episodes": 1, "poolRef": {"name": "p"}, "command": ["/bin/sh", "-c", "echo ran > ran.txt"]})
+    assert _sourced(tmp_path, pool_delivery.episode_script(plain, str(tmp_path))).returncode == 0
+    assert (tmp_path / "ran.txt").exists()

@@ -122,7 +122,7 @@ def test_the_hold_is_a_command_a_pooled_batch_accepts() -> None:
     command = sessions.hold_command()
     assert sessions.is_hold_command(command) and not sessions.is_hold_command(["python", "run.py"])
     spec = parse_spec({"episodes": 4, "samplesPerInput": 2, "inputs": [{"q": 1}, {"q": 2}], "command": command,
-                       "poolRef": {"name": "warm"}, "verifier": {"files": {"verify.sh": "exit 0"}}})
+                       "poolRef": {"name": "warm"}, "verifier": {"files": {"verify.py": "exit 0"}}})
     assert list(spec.command) == command
 
 
@@ -244,3 +244,48 @@ def test_stats_out_of_range_are_never_written() -> None:
         sessions.stats_annotation(0, "p", -1, 0.0)
     with pytest.raises(ValueError):
         sessions.stats_annotation(0, "p", 1, float("nan"))
+
+
+def test_a_path_whose_directory_ends_in_a_newline_is_written_there(tmp_path) -> None:
+    assert _sh(sessions.write_file_command("out\n/result.txt", 2), tmp_path, b"ok").returncode == 0
+    assert (tmp_path / "out\n" / "result.txt").read_bytes() == b"ok" and os.listdir(tmp_path) == ["out\n"]
+
+
+def test_a_rewritten_file_keeps_its_mode(tmp_path) -> None:
+    """An edited run_tests.sh stays executable (the new file replaces the old by a rename)."""
+    script = tmp_path / "run_tests.sh"
+    script.write_bytes(b"#!/bin/sh\nexit 1\n")
+    script.chmod(0o750)
+    (tmp_path / "link").symlink_to(script)
+    new = b"#!/bin/sh\nexit 0\n"
+    assert _sh(sessions.write_file_command("run_tests.sh", len(new)), tmp_path, new).returncode == 0
+    assert script.read_bytes() == new and script.stat().st_mode & 0o777 == 0o750
+    # through a link, the target's mode (a link's own is 777)
+    assert _sh(sessions.write_file_command("link", 2), tmp_path, b"hi").returncode == 0
+    assert (tmp_path / "link").stat().st_mode & 0o777 == 0o750
+
+
+def test_two_writes_of_one_path_that_overlap_each_land_whole(tmp_path) -> None:
+    """Each write has its own part aside: the later one lands whole, and the earlier one, when it
+    ends, replaces it whole (never a mix of the two)."""
+    n = 64 * 1024
+    first, second = b"A" * n, b"B" * n
+    earlier = subprocess.Popen(sessions.write_file_command("model.py", n), cwd=tmp_path, stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        earlier.stdin.write(first[: n // 2])
+        earlier.stdin.flush()
+        deadline = time.monotonic() + 5
+        while not any(p.name.startswith(".rb-part-") and p.stat().st_size >= n // 2 for p in tmp_path.iterdir()):
+            assert time.monotonic() < deadline, "the earlier write never wrote its first half"
+            time.sleep(0.01)
+        assert _sh(sessions.write_file_command("model.py", n), tmp_path, second).returncode == 0
+        assert (tmp_path / "model.py").read_bytes() == second
+        earlier.stdin.write(first[n // 2:])
+        earlier.stdin.close()
+        assert earlier.wait(timeout=10) == 0
+    finally:
+        if earlier.poll() is None:
+            earlier.kill()
+            earlier.wait()
+    assert (tmp_path / "model.py").read_bytes() == first and os.listdir(tmp_path) == ["model.py"]
