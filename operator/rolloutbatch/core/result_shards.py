@@ -129,13 +129,17 @@ class ShardBook:
         A row is placed where it restores: one not in ``valid_indexes`` (the tracker refused it)
         or not well-typed is left out and placed anew when judged again, so a later good copy
         of a row a user broke is the one kept (placing the broken one let the next checkpoint
-        drop the good one). A group's entry is kept only when every row of the group is placed."""
+        drop the good one). A group's entry is kept only when every row of the group is placed.
+        A number given up before (``give_up_name``) stays skipped: the name is still not ours."""
         by_number: dict[int, Mapping] = {}
         for doc in shard_documents:
             number = doc.get("shard")
             if type(number) is int and 0 <= number < 100_000 and number not in by_number:
                 by_number[number] = doc
         for number in range(max(by_number, default=-1) + 1):
+            if number in self.taken:
+                self.shards.append(Shard(number, full=True, skipped=True))
+                continue
             doc = by_number.get(number) or {}
             shard = Shard(number, full=doc.get("full") is True)
             for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:

@@ -107,7 +107,8 @@ class ResultsStore:
         over. What was adopted decides the layout, not this process's settings:
         shards adopted or named by the head make the batch sharded, a head with rows makes it
         whole, so a changed --results-shard-rows loses nothing. Shard names held by ConfigMaps
-        not ours are skipped.
+        not ours, or listed skipped by the adopted head, are skipped (before the shard book is
+        rebuilt, which keeps them so).
         """
         recorded = vouched_digests(status)
         name = naming.results_configmap_name(self.ref)
@@ -134,7 +135,15 @@ class ResultsStore:
         elif head is not None and "pods" in head:
             self.sharded = False
         if self.sharded:
-            await self._skip_taken_names({d["shard"] for d in shard_docs})
+            ours = {d["shard"] for d in shard_docs}
+            # A name the adopted head lists skipped stays skipped though its holder left since: as
+            # an ordinary shard it would be listed, never read, until the final write.
+            listed = (head or {}).get("shards")
+            for number, entry in enumerate(listed if isinstance(listed, list) else ()):
+                if (isinstance(entry, Mapping) and entry.get("skipped") is True and number not in ours
+                        and entry.get("name") == shard_configmap_name(name, number)):
+                    self.book.give_up_name(number)
+            await self._skip_taken_names(ours)
         if head is None and not shard_docs:
             tracker.restore({}, retried=retried)
             if foreign is not None:

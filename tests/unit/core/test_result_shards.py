@@ -91,3 +91,24 @@ def test_a_results_name_is_the_head_or_one_of_its_shards(head, number):
     assert not is_results_configmap_name(head, f"{head}-backup")
     assert not is_results_configmap_name(head, f"{head}-0{number}")   # not a name the operator writes
     assert not is_results_configmap_name(head, f"my-{head}")
+
+
+def test_a_name_given_up_before_the_restore_stays_skipped():
+    """The store gives up taken names, then rebuilds the book: the gap the neighbour's name
+    leaves among the shards found is rebuilt skipped, not as an empty shard nobody writes (the
+    head would list it unread, and every reader's assemble() name it missing)."""
+    book = ShardBook(rows_per_shard=1)
+    book.add_row(0, 10)
+    book.give_up_name(1)
+    book.add_row(1, 10)
+    assert [s.skipped for s in book.shards] == [False, True, False]
+    docs = [shard_document(REF, book.shards[n], [result(i).to_row(None, 1)], []) for n, i in ((0, 0), (2, 1))]
+    again = ShardBook(rows_per_shard=1)
+    again.give_up_name(1)
+    again.restore(docs, {0, 1}, 1)
+    assert [s.skipped for s in again.shards] == [False, True, False]
+    assert [s.indexes for s in again.shards] == [[0], [], [1]]
+    head = {"uid": REF.uid, "episodes": 2, "samples_per_input": 1, "shards": again.index("b-results")}
+    assert assemble(head, docs)["missing_shards"] == []
+    again.add_row(2, 10)
+    assert [s.number for s in again.dirty()] == [3]

@@ -13,6 +13,7 @@ from rolloutbatch.core import manifests, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.cadence import Cadence
+from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import KEY, decode_results
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
@@ -280,6 +281,56 @@ def test_a_foreign_configmap_on_a_future_shard_name_costs_only_that_name():
     assert [bool(s.get("skipped")) for s in head["shards"]] == [False, True, False, True, False]
     assert decode_results(cms.get(taken))["pods"][0]["reward"] == 1e6   # never touched
     assert sorted(_restart(cms, 6, 2)[1].results) == list(range(6))
+
+
+def _skipped(cms: ConfigMaps) -> list[bool]:
+    return [bool(s.get("skipped")) for s in decode_results(cms.get(naming.results_configmap_name(REF)))["shards"]]
+
+
+def test_a_taken_shard_name_stays_skipped_in_the_checkpoints_after_a_restart():
+    """Not only in the final write: a checkpoint's head listing the neighbour's name as a shard
+    of ours has every streaming reader name it missing until the end."""
+    cms = ConfigMaps()
+    store, tracker, spec = _store(cms, episodes=8, rows_per_shard=2)
+    tracker.record(result(0), uid="u0")
+    _write(store, tracker, spec, cms=cms)
+    taken = _forged_shard(cms, 1, [2], labelled=False)
+    for i in range(1, 4):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, cms=cms)
+    assert _skipped(cms) == [False, True, False]
+    store, tracker, spec = _restart(cms, 8, 2)
+    tracker.record(result(4), uid="u4")
+    _write(store, tracker, spec, cms=cms)                 # a checkpoint, not the final write
+    assert _skipped(cms) == [False, True, False, False]
+    name = naming.results_configmap_name(REF)
+    shards = [decode_results(cm) for n, cm in cms.objects.items() if n not in (name, taken)]
+    assert assemble(decode_results(cms.get(name)), shards)["missing_shards"] == []
+
+
+def test_a_skipped_name_whose_holder_left_stays_skipped_after_a_restart():
+    """The head says the name was skipped: rebuilt as an ordinary shard it would be listed,
+    never written, until the final write."""
+    cms = ConfigMaps()
+    head = naming.results_configmap_name(REF)
+    store, tracker, spec = _store(cms, episodes=8, rows_per_shard=2)
+    tracker.record(result(0), uid="u0")
+    _write(store, tracker, spec, cms=cms)
+    taken = _forged_shard(cms, 1, [2], labelled=False)
+    for i in range(1, 4):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, cms=cms)
+    cms.api.delete(cms.path(taken), "kubectl delete")     # the neighbour leaves
+    store, tracker, spec = _restart(cms, 8, 2)
+    assert sorted(tracker.results) == [0, 1, 2, 3]
+    tracker.record(result(4), uid="u4")
+    _write(store, tracker, spec, cms=cms)
+    assert _skipped(cms) == [False, True, False, False] and taken not in cms.objects
+    for i in range(5, 8):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, final=True, cms=cms)
+    assert taken not in cms.objects
+    assert sorted(_restart(cms, 8, 2)[1].results) == list(range(8))
 
 
 def test_the_number_of_shards_is_bounded_whatever_the_flag_says():
