@@ -260,14 +260,15 @@ class EpisodeResult:
     @property
     def timings_trusted(self) -> bool:
         """Durations from its events mean something: not when its clock was found wrong."""
-        return self.reason != vocabulary.EP_CLOCK_SKEW
+        return self.reason != vocabulary.EP_CLOCK_SKEW and vocabulary.FLAG_SKEW_BEYOND not in self.flags
 
     def to_row(self, origin: float | None, samples_per_input: int = 1) -> dict:
         """The guide's per-pod row, plus what a failure needs to be understood.
 
         ``reward`` is :attr:`graded_reward`: a failed episode's is FAILURE_REWARD, a lost one's
         null; what a failed episode printed stays visible as ``claimed_reward``, so a trainer
-        reading ``row["reward"]`` never trains on it. A ClockSkew row reports no durations.
+        reading ``row["reward"]`` never trains on it. A row whose clock was found wrong
+        (:attr:`timings_trusted`) reports no durations.
         """
         def since(ts: float | None) -> float | None:
             return _r(ts - origin) if ts is not None and origin is not None and self.timings_trusted else None

@@ -36,12 +36,15 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
 12. InvalidReward          not a finite int/float (bools, strings, NaN, Infinity, 1e400), or out
                            of range (magnitude above MAX_ABS_REWARD)
 13. MissingTimestamp       an event's ``at`` is absent or not a finite number
-14. RewardBeforeReady      the reward line comes before the ready line, or reward.at < ready.at
-15. ClockSkew              an event's ``at`` before the pod's creation or after its finish (or
+14. ClockSkew              an event's ``at`` before the pod's creation or after its finish (or
                            after ``now``, when its finish is unknown) by more than the tolerance
                            (the finish counts to the end of its second: finishedAt is whole seconds);
-                           its row reports no durations (they would come from the wrong clock)
-Within the tolerance the episode succeeds with the flag ``ClockSkewWithinTolerance``.
+                           before RewardBeforeReady: times from a wrong clock say nothing, their
+                           order included
+15. RewardBeforeReady      the reward line comes before the ready line, or reward.at < ready.at
+Within the tolerance the episode succeeds with the flag ``ClockSkewWithinTolerance``. A row whose
+event times lie beyond it reports no durations (they would come from the wrong clock), whichever
+reason won; when another reason than ClockSkew won, it is flagged ``ClockSkewBeyondTolerance``.
 """
 
 from __future__ import annotations
@@ -363,6 +366,16 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     finished = finite(facts.finished_at)
     now = finite(now)
     deadline = finite(batch_deadline_at)
+    # finishedAt has whole-second precision (metav1.Time): an event in the pod's last partial
+    # second is after the recorded finish, and must not spend the tolerance.
+    upper = finished + 1.0 if finished is not None else now
+
+    def outside(at: float | None) -> float:
+        """Seconds an event time lies outside the pod's life: negative before it, 0.0 within
+        (of both, the farther: a node's clock can put finishedAt before the creation)."""
+        before = at - created if at is not None and created is not None and at < created else 0.0
+        after = at - upper if at is not None and upper is not None and at > upper else 0.0
+        return before if -before >= after else after
 
     def verdict(outcome: str, reason: str | None, message: str, flags: tuple[str, ...] = ()) -> EpisodeResult:
         if reward is not None and reward.dropped:
@@ -372,8 +385,13 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
             message = f"{message}; {note}" if message else note
         ready_at = finite(ready.at) if ready else None
         reward_at = finite(reward.at) if reward else None
+        # A wrong clock gives no durations, whichever reason won (a forged `at` must not reach
+        # a row, a percentile or a metric); the flag keeps that across a restart.
+        wrong_clock = any(abs(outside(at)) > skew_tolerance for at in (ready_at, reward_at))
+        if wrong_clock and reason != v.EP_CLOCK_SKEW:
+            flags = (*flags, v.FLAG_SKEW_BEYOND)
         startup = finite(ready_at - created) if ready_at is not None and created is not None \
-            and reason != v.EP_CLOCK_SKEW else None      # a wrong clock gives no durations
+            and not wrong_clock and reason != v.EP_CLOCK_SKEW else None
         return EpisodeResult(
             index=facts.index if facts.index is not None else -1, pod=facts.name, node=facts.node,
             image_id=facts.image_id, outcome=outcome, reason=reason, message=message,
@@ -445,29 +463,24 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     ready_at, reward_at = finite(ready.at), finite(reward.at)
     if ready_at is None or reward_at is None:
         return fail(v.EP_MISSING_TIMESTAMP, "events need a numeric `at` (Unix seconds)")
-    # One clock (the episode's) before the API's: the order of the two events is definitive.
+    # The API's clock before the episode's: times from a clock that is wrong say nothing, their
+    # order included.
+    flags: tuple[str, ...] = ()
+    for event, at in ((ready, ready_at), (reward, reward_at)):
+        off = outside(at)
+        if abs(off) > skew_tolerance:
+            when = (f"{-off:.1f}s before the pod was created" if off < 0 else
+                    f"{off:.1f}s after the pod {'finished' if finished is not None else 'was judged'}")
+            return fail(v.EP_CLOCK_SKEW, f"{event.kind} at {at:.3f} is {when}: check clock synchronisation")
+        if off:
+            flags = (v.FLAG_SKEW_TOLERATED,)
+    # Both events come from one clock: their order has no tolerance.
     if reward.line < ready.line:
         return fail(v.EP_REWARD_BEFORE_READY, f"the reward event (line {reward.line}) comes before the ready event "
                                               f"(line {ready.line})")
     if reward_at < ready_at:
         return fail(v.EP_REWARD_BEFORE_READY, f"reward at {reward_at:.3f} is {ready_at - reward_at:.3f}s before "
                                               f"ready at {ready_at:.3f}")
-    flags: tuple[str, ...] = ()
-    # finishedAt has whole-second precision (metav1.Time): an event in the pod's last partial
-    # second is after the recorded finish, and must not spend the tolerance.
-    upper = finished + 1.0 if finished is not None else now
-    for event, at in ((ready, ready_at), (reward, reward_at)):
-        if created is not None and at < created:
-            if created - at > skew_tolerance:
-                return fail(v.EP_CLOCK_SKEW, f"{event.kind} at {at:.3f} is {created - at:.1f}s before the pod "
-                                             "was created: check clock synchronisation")
-            flags = (v.FLAG_SKEW_TOLERATED,)
-        if upper is not None and at > upper:
-            if at - upper > skew_tolerance:
-                return fail(v.EP_CLOCK_SKEW, f"{event.kind} at {at:.3f} is {at - upper:.1f}s after the pod "
-                                             f"{'finished' if finished is not None else 'was judged'}: "
-                                             "check clock synchronisation")
-            flags = (v.FLAG_SKEW_TOLERATED,)
     return verdict(v.OUTCOME_SUCCEEDED, None, "", flags)
 
 

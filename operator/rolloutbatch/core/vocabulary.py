@@ -324,6 +324,8 @@ class EpisodeReason(Word):
 
 class EpisodeFlag(Word):
     SKEW_TOLERATED = "ClockSkewWithinTolerance"
+    # an event time beyond the tolerance on a row failed for another reason: no durations
+    SKEW_BEYOND = "ClockSkewBeyondTolerance"
     # spec.verifier: the agent printed a reward-shaped event; only the verifier's reward counts.
     AGENT_REWARD_IGNORED = "AgentRewardIgnored"
     # spec.verifier: the agent ran past episodeTimeoutSeconds and was stopped; the verifier graded it.
@@ -359,6 +361,7 @@ EP_BATCH_STOPPED = EpisodeReason.BATCH_STOPPED
 EP_EVICTED = EpisodeReason.EVICTED
 EPISODE_REASONS = tuple(EpisodeReason)
 FLAG_SKEW_TOLERATED = EpisodeFlag.SKEW_TOLERATED
+FLAG_SKEW_BEYOND = EpisodeFlag.SKEW_BEYOND
 FLAG_AGENT_REWARD_IGNORED = EpisodeFlag.AGENT_REWARD_IGNORED
 FLAG_AGENT_TIMED_OUT = EpisodeFlag.AGENT_TIMED_OUT
 FLAG_EXTRAS_DROPPED = EpisodeFlag.EXTRAS_DROPPED

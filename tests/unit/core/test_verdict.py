@@ -135,9 +135,10 @@ ORDER = [  # when several problems apply, the first in the documented order wins
     ("DuplicateReady", pod_json(), (READY, READY, with_(REWARD, episode_id="x"))),
     ("IdentityMismatch", pod_json(), (READY, with_(REWARD, episode_id="x", reward="bad"))),
     ("InvalidReward", pod_json(), (with_(READY, at=None), with_(REWARD, reward=float("inf")))),
-    # One clock before the API's: a reward before its ready is that, whatever the skew.
-    ("RewardBeforeReady", pod_json(), (with_(READY, at=T0 - 60), with_(REWARD, at=T0 - 120))),
-    ("ClockSkew", pod_json(), (with_(READY, at=T0 - 120), with_(REWARD, at=T0 - 60))),
+    # The API's clock before the episode's: times from a wrong clock say nothing, their order included.
+    ("ClockSkew", pod_json(), (with_(READY, at=T0 - 60), with_(REWARD, at=T0 - 120))),
+    ("ClockSkew", pod_json(), (REWARD, with_(READY, at=T0 + 60))),
+    ("RewardBeforeReady", pod_json(), (with_(READY, at=T0 + 1.5), with_(REWARD, at=T0 - 0.5))),
 ]
 
 
@@ -391,6 +392,38 @@ def test_a_clock_skew_row_reports_no_durations():
     assert (row["pod_to_ready_seconds"], row["batch_to_ready_seconds"], row["batch_to_reward_seconds"]) == \
         (None, None, None)
     assert (row["valid"], row["reward"]) == (True, 0.0)
+
+
+def test_a_forged_clock_with_reward_before_ready_is_clock_skew_and_reports_no_durations():
+    """Events stamped in 1970, in the wrong order: the wrong clock is the reason, and none of
+    its times reach the row's durations (pod_to_ready_seconds was about -1.8e9)."""
+    r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=2.0), with_(REWARD, at=1.0)), now=T0 + 10)
+    row = r.to_row(T0)
+    assert (r.reason, row["pod_to_ready_seconds"], row["batch_to_ready_seconds"], row["batch_to_reward_seconds"]) \
+        == ("ClockSkew", None, None, None)
+
+
+@pytest.mark.parametrize("reason,pod,events", [
+    ("NonZeroExit", pod_json("Failed", 1), (with_(READY, at=1e12), with_(REWARD, at=1e12 + 1))),
+    ("Restarted", pod_json(restarts=1), (with_(READY, at=2.0), REWARD)),
+    ("InvalidReward", pod_json(), (READY, with_(REWARD, reward="lots", at=1e12))),
+    ("MissingTimestamp", pod_json(), (with_(READY, at=2.0), with_(REWARD, at=None))),
+], ids=["non-zero-exit", "restarted", "invalid-reward", "missing-timestamp"])
+def test_no_row_has_durations_from_a_clock_beyond_the_tolerance_whichever_reason_wins(reason, pod, events):
+    from rolloutbatch.core.model import EpisodeResult
+    r = judge_episode(pod_facts(pod), log_of(*events))
+    assert (r.reason, r.pod_to_ready_seconds, r.timings_trusted) == (reason, None, False)
+    assert v.FLAG_SKEW_BEYOND in r.flags
+    row = r.to_row(T0)
+    assert (row["pod_to_ready_seconds"], row["batch_to_ready_seconds"], row["batch_to_reward_seconds"]) == \
+        (None, None, None)
+    assert EpisodeResult.from_row(row).to_row(T0) == row      # so after a restart too
+
+
+def test_a_failure_whose_clock_is_within_the_tolerance_keeps_its_durations():
+    r = judge_episode(pod_facts(pod_json("Failed", 1)), log_of(with_(READY, at=T0 - 0.5), REWARD))
+    assert (r.reason, r.pod_to_ready_seconds, r.flags) == ("NonZeroExit", -0.5, ())
+    assert r.to_row(T0)["batch_to_reward_seconds"] == 2.0
 
 
 @pytest.mark.parametrize("events", [(REWARD,), (READY, READY, REWARD), (READY, with_(REWARD, reward=1e308)),
