@@ -244,6 +244,11 @@ class EpisodeResult:
     agent: dict | None = None        # with spec.verifier: exit_code, timed_out, output_tail, channel
     session: dict | None = None      # a trainer-driven session's stats (valid_session_stats)
 
+    def __post_init__(self) -> None:
+        # Held as its row holds it, the one rounding: the live summary's percentiles must be
+        # those rebuilt from the rows after a restart.
+        object.__setattr__(self, "pod_to_ready_seconds", _r(finite(self.pod_to_ready_seconds)))
+
     @property
     def graded_reward(self) -> float | None:
         """The reward this episode counts with (core.outcomes): its own when it succeeded,
@@ -276,7 +281,7 @@ class EpisodeResult:
         row = {
             "pod": self.pod, "index": self.index, "group": group, "sample": sample, "valid": self.valid,
             "node": self.node, "image_id": self.image_id, "reward": self.graded_reward,
-            "pod_to_ready_seconds": _r(self.pod_to_ready_seconds) if self.timings_trusted else None,
+            "pod_to_ready_seconds": self.pod_to_ready_seconds if self.timings_trusted else None,
             "batch_to_ready_seconds": since(self.ready_at), "batch_to_reward_seconds": since(self.reward_at),
             "outcome": self.outcome, "reason": self.reason, "message": self.message,
             "attempts": self.attempts, "pod_created": self.pod_created, "ready_at": self.ready_at,

@@ -92,7 +92,7 @@ class RunningSummary:
             self._rewards.append(reward)
         if result.outcome != v.OUTCOME_SUCCEEDED:
             return
-        startup_seconds = finite(result.pod_to_ready_seconds)
+        startup_seconds = finite(result.pod_to_ready_seconds)    # as its row holds it (core.model)
         if startup_seconds is not None:
             bisect.insort(self._startup, startup_seconds)
         self._all_ready = _later(self._all_ready, _offset(result.ready_at, self.origin))

@@ -158,3 +158,23 @@ def test_the_trackers_summary_follows_restores_finals_and_a_late_origin(specs, r
         tracker.record(row, uid=f"u{row.index}")
     assert _seen(tracker.summary(None), tracker.ready) == _oracle(rows, None)
     assert _seen(tracker.summary(100.0), tracker.ready) == _oracle(rows, 100.0)   # the Job's creation seen
+
+
+def test_the_live_summary_is_the_one_rebuilt_from_the_rows_after_a_restart():
+    """Rows hold start-up times in ms; the live summary interpolated the unrounded ones, so a
+    restart moved podToReadySeconds.p95 (0.003 live, 0.004 from the rows) and the results
+    document's p95 was not that of its own rows."""
+    from rolloutbatch.core.model import EpisodeResult
+    from rolloutbatch.core.results import results_from_document
+
+    def res(i: int, startup: float) -> EpisodeResult:
+        return EpisodeResult(index=i, pod=f"p{i}", node="n", image_id="i", outcome="succeeded", reason=None,
+                             message="", reward=1.0, pod_created=100.0, ready_at=100.0 + startup,
+                             reward_at=101.0 + startup, pod_to_ready_seconds=startup)
+
+    live = [res(0, 0.0036), res(1, 0.0004), res(2, 0.0016)]
+    rows = [r.to_row(100.0) for r in live]
+    restored = list(results_from_document({"pods": rows}).values())
+    before, after = (summarize(rs, episodes=3, origin=100.0) for rs in (live, restored))
+    assert before == after
+    assert before.pod_to_ready_p95 == percentile([row["pod_to_ready_seconds"] for row in rows], 0.95)
