@@ -85,6 +85,9 @@ class BatchTracker:
         self.job_finished_seen_at: float | None = None
         self.listener = listener
         self._attempts: dict[int, set[str]] = {}
+        # index -> its pods that failed for infrastructure reasons: what the Job's backoffLimitPerIndex
+        # counts (failures, not pods: a cold duplicate or a concurrent pod of the index is no failure)
+        self._failures: dict[int, set[str]] = {}
         self._live: dict[str, PodFacts] = {}        # uid -> newest facts of pods still running
         self._to_read: dict[str, PodFacts] = {}     # uid -> terminal pods whose log is wanted
         self._reading: dict[str, PodFacts] = {}     # uid -> log read in flight
@@ -205,15 +208,17 @@ class BatchTracker:
         if is_infrastructure_failure(facts):
             self._forget(uid)
             self._done_uids.add(uid)
+            failures = self._failures.setdefault(index, set())
+            failures.add(uid)
             if self.stopping:
                 pass   # the suspended Job makes no replacement: the index is the stop's (stopped_rest)
             elif self._ended_by_job(facts):
                 pass   # nor does a Job that ended: the index is its end's (give_up_missing)
-            elif len(attempts) <= self.retries:
+            elif len(failures) <= self.retries:
                 self._retry(index)
-            else:
-                self._finalize(judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED,
-                                             attempts=len(attempts)))
+            else:   # its message counts the failures; the row's attempts stay the pods seen
+                lost = judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED, attempts=len(failures))
+                self._finalize(dataclasses.replace(lost, attempts=len(attempts)))
             return
         if is_terminal(facts):
             self._live.pop(uid, None)

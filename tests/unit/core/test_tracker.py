@@ -68,6 +68,30 @@ def test_infrastructure_failure_is_a_retry_until_retries_run_out():
     assert t.complete
 
 
+def test_retries_count_infrastructure_failures_not_pods_seen():
+    """backoffLimitPerIndex counts an index's failures: a second, healthy pod of the index (the
+    Job may run more than one) does not use up its retry, and its verdict is the index's."""
+    t = tracker(1, 1)
+    t.observe_pod(pod(0, uid="a"))
+    t.observe_pod(pod(0, uid="b"))
+    t.observe_pod(pod(0, uid="a", phase="Failed", disrupted=True))
+    assert t.retried == 1 and 0 not in t.results
+    t.observe_pod(pod(0, uid="b", phase="Succeeded", exit_code=0))
+    (facts,) = t.take_reads()
+    t.record(result(0), facts.uid)
+    assert t.results[0].outcome == "succeeded" and t.results[0].attempts == 2
+
+
+def test_used_up_retries_say_the_failures_and_the_row_the_pods_seen():
+    t = tracker(1, 1)
+    t.observe_pod(pod(0, uid="a"))
+    for uid in ("b", "c"):
+        t.observe_pod(pod(0, uid=uid, phase="Failed", disrupted=True))
+    lost = t.results[0]
+    assert (lost.reason, lost.attempts) == ("InfrastructureFailure", 3)
+    assert "every one of 2 attempts" in lost.message
+
+
 def test_a_pod_its_node_refused_is_retried_not_read():
     """A kubelet's admission refusal (OutOfcpu while it still counts a finished pod's
     resources) has no container and no log: retried as the Job retries it, never a log read
@@ -337,6 +361,18 @@ def test_a_cold_pod_of_a_claimed_index_is_no_attempt_of_it(end, cold_seen_first)
     assert [f.uid for f in t.take_reads()] == ["warm"]
     t.record(result(0), "warm")
     assert t.results[0].outcome == "succeeded" and t.results[0].attempts == 1
+
+
+def test_a_cold_pod_seen_before_the_claimed_pod_leaves_the_claimed_pods_retry():
+    """The watch brought the Job controller's cold pod of a claimed index first: it is no failure
+    of the index, so the claimed pod's eviction is its one retry, not its end."""
+    t = tracker(1, 1, pooled=True)
+    cold = pooled_pod(0, "cold")
+    warm = pooled_pod(0, "warm", claimed=True, delivered=True)
+    t.observe_pod(cold)
+    t.observe_pod(warm)
+    t.observe_pod(dataclasses.replace(warm, phase="Failed", disrupted=True, ready=False))
+    assert (t.retried, t.results.get(0)) == (1, None)
 
 
 def test_a_claimed_pod_held_before_its_adoption_stops_holding_its_index_once_it_is_gone():
