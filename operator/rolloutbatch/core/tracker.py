@@ -17,7 +17,8 @@ complete). It performs no I/O, so every counting rule is unit-tested here:
   program exits 0 the Job counts the index succeeded and makes no replacement.
 - Results restored from the results ConfigMap after an operator restart are final: pods of those
   indexes are ignored, so no log is read twice and no episode counted twice. Restoring reports
-  no transitions (the previous operator process reported them).
+  no transitions (the previous operator process reported them), and a failed pod whose retry the
+  restored count holds is not counted again when the watch brings it back.
 - Only the batch's own children count. The batch-UID label routes watch events here, but anyone
   who can create a pod or a Job can write that label. A pod is the batch's only when it lives in
   the batch's child namespace, bears its Job's name prefix and has that Job (by uid, learnt from
@@ -81,6 +82,14 @@ class BatchTracker:
         self.retries = infrastructure_retries
         self.results: dict[int, EpisodeResult] = {}
         self.retried = 0
+        # Retries across a restart. Only their total is persisted (retriedEpisodes), not which pods
+        # they were, and the Job keeps its failed pods, so the watch brings the ones already counted
+        # back. The total is rebuilt instead: the retries of restored final indexes (estimated from
+        # their rows: every pod seen but the last), plus every failed pod of an open index retried
+        # in this process, never below what was persisted.
+        self._retried_persisted = 0
+        self._retried_of_restored = 0
+        self._retried_uids: set[str] = set()
         self.job: JobFacts | None = None
         self.job_finished_seen_at: float | None = None
         self.listener = listener
@@ -109,12 +118,17 @@ class BatchTracker:
             self.listener(Transition("final", result.index, result))
         return True
 
-    def _retry(self, index: int) -> None:
-        """The only place a retry is counted."""
-        self.retried += 1
-        self.version += 1
-        if self.listener is not None:
-            self.listener(Transition("retried", index))
+    def _retry(self, index: int, uid: str) -> None:
+        """The only place a retry is counted: a pod's, once, also across restarts (see __init__).
+        A retry the previous process already counted changes nothing and reports nothing."""
+        self._retried_uids.add(uid)
+        total = max(self._retried_persisted,
+                    min(self._retried_of_restored, self._retried_persisted) + len(self._retried_uids))
+        while self.retried < total:
+            self.retried += 1
+            self.version += 1
+            if self.listener is not None:
+                self.listener(Transition("retried", index))
 
     # -- restoring -------------------------------------------------------------------------
     def restore(self, results: Mapping[int, EpisodeResult], retried: int = 0) -> None:
@@ -123,6 +137,8 @@ class BatchTracker:
             if 0 <= index < self.episodes and result.index == index and index not in self.results:
                 self.results[index] = result
                 self._running.add(result)
+                self._retried_of_restored += max(0, result.attempts - 1)
+        self._retried_persisted = max(self._retried_persisted, retried)
         self.retried = max(self.retried, retried)
         self.version += 1
 
@@ -215,7 +231,7 @@ class BatchTracker:
             elif self._ended_by_job(facts):
                 pass   # nor does a Job that ended: the index is its end's (give_up_missing)
             elif len(failures) <= self.retries:
-                self._retry(index)
+                self._retry(index, uid)
             else:   # its message counts the failures; the row's attempts stay the pods seen
                 lost = judge_episode(facts, None, log_error=INFRASTRUCTURE_EXHAUSTED, attempts=len(failures))
                 self._finalize(dataclasses.replace(lost, attempts=len(attempts)))

@@ -126,6 +126,33 @@ def test_restored_results_are_final():
     assert [f.index for f in t.take_reads()] == [2]
 
 
+def test_a_retry_is_counted_once_across_a_restart():
+    """The Job keeps its evicted pods: after a restart the watch brings back one whose retry the
+    restored count holds already. It is not counted (nor reported) again; a new one is."""
+    evicted = pod(0, uid="a", phase="Failed", disrupted=True)
+    before = tracker(2, 2)
+    before.observe_pod(evicted)
+    seen = []
+    after = tracker(2, 2, listener=seen.append)
+    after.restore({}, retried=before.retried)
+    after.observe_pod(evicted)
+    assert (after.retried, seen) == (1, [])
+    after.observe_pod(pod(0, uid="b", phase="Failed", disrupted=True))
+    assert after.retried == 2 and [(t.kind, t.index) for t in seen] == [("retried", 0)]
+
+
+def test_after_a_restart_a_new_retry_counts_beside_those_of_restored_episodes():
+    """Index 0 was retried, then succeeded (its row restored: 2 attempts); index 1 was retried
+    and is still open: retriedEpisodes 2. Index 1's old pod adds nothing, its next eviction one."""
+    seen = []
+    t = tracker(2, 3, listener=seen.append)
+    t.restore({0: dataclasses.replace(result(0), attempts=2)}, retried=2)
+    t.observe_pod(pod(1, uid="c", phase="Failed", disrupted=True))
+    assert (t.retried, seen) == (2, [])
+    t.observe_pod(pod(1, uid="d", phase="Failed", disrupted=True))
+    assert t.retried == 3 and [(c.kind, c.index) for c in seen] == [("retried", 1)]
+
+
 def test_out_of_range_and_unindexed_pods_are_ignored():
     t = tracker(2, 0)
     t.observe_pod(pod(5, phase="Succeeded"))

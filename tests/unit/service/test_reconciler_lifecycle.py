@@ -137,6 +137,36 @@ def test_a_restart_mid_batch_adopts_the_job_and_restores_rows_without_counting_t
     run(scenario)
 
 
+def test_a_retry_counted_before_a_restart_is_not_counted_again():
+    """The Job keeps its evicted pod, so the next operator's watch and resync bring it back: its
+    retry is in the restored retriedEpisodes already, and neither the status nor the metric
+    counts it twice."""
+    async def scenario(cluster):
+        task = await running(cluster, {**SPEC, "episodes": 2, "parallelism": 2})
+        (evicted, _) = cluster.start_pods(range(2))
+        meta = evicted["metadata"]
+        cluster.api.merge_patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status", {"status": {
+            "phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                               "reason": "EvictionByEvictionAPI", "message": "evicting"}]}}, "kubelet")
+        await until(lambda: cluster.status().get("retriedEpisodes") == 1)
+        task.cancel()   # the operator dies
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        cluster.restart_operator()
+        task = asyncio.create_task(cluster.reconciler().run())
+        await asyncio.sleep(0.2)
+        cluster.api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", "podgc")
+        cluster.start_pods([0])   # the Job's replacement (the same name: the evicted pod is gone now)
+        cluster.end_pod(0, reward=1.0)
+        cluster.end_pod(1, reward=1.0)
+        cluster.complete_job()
+        await asyncio.wait_for(task, 10)
+        status = cluster.status()
+        assert (status["phase"], status["retriedEpisodes"]) == (v.SUCCEEDED, 1), status
+        assert cluster.counted("rolloutbatch_episodes_retried_total") == 1
+    run(scenario)
+
+
 # --- stalls while running -----------------------------------------------------------------------
 def test_a_job_deleted_mid_batch_stalls_never_recreates_it_and_keeps_what_ended():
     async def scenario(cluster):
