@@ -101,6 +101,12 @@ class BatchTracker:
         self._to_read: dict[str, PodFacts] = {}     # uid -> terminal pods whose log is wanted
         self._reading: dict[str, PodFacts] = {}     # uid -> log read in flight
         self._done_uids: set[str] = set()           # pods fully accounted for
+        # Snapshots can come out of order (a resync list read while the watch is applied): a pod
+        # deleted, or taken as the Job's, never comes back, nor is an ended pod live again.
+        self._gone: set[str] = set()                # pods whose deletion was seen
+        self._verified: set[str] = set()            # pods taken as the Job's
+        self._serial = 0                            # counts snapshots taken (listing_mark)
+        self._seen_at: dict[str, int] = {}          # uid -> serial of its newest snapshot taken
         self._waiting_since: dict[str, float] = {}  # uid -> when its container was first seen unstartable
         self.stopping = False                       # spec.stop: the pods that end now are the stop's (core.stopping)
         self.version = 0                            # bumped on every change: "status is dirty"
@@ -154,18 +160,31 @@ class BatchTracker:
         return facts.owner_uid == self.job_uid
 
     def _held(self, facts: PodFacts, deleted: bool) -> bool:
-        """True when the pod is not to be taken (now): foreign, or waiting for the Job's uid."""
+        """True when the pod is not to be taken (now): foreign, or waiting for the Job's uid, or a
+        stale snapshot of a pod accounted for, deleted, or adopted already."""
+        uid = facts.uid
+        if uid in self._done_uids or uid in self._gone:
+            return True
         ours = self._ours(facts)
         if ours is None:
-            if facts.uid in self._unverified or len(self._unverified) < self._unverified_limit():
-                self._unverified[facts.uid] = (facts, deleted)
+            held = self._unverified.get(uid)
+            if uid in self._verified or (held is not None and held[1]):
+                return True   # from before its adoption, or after its deletion
+            if held is not None or len(self._unverified) < self._unverified_limit():
+                self._unverified[uid] = (facts, deleted)
+                self._taken(uid)
             return True
         if not ours:
             if facts.uid not in self._foreign_seen and len(self._foreign_seen) < MAX_FOREIGN_REPORTED:
                 self._foreign_seen.add(facts.uid)
                 self._foreign[facts.uid] = facts
             return True
+        self._taken(uid)
         return False
+
+    def _taken(self, uid: str) -> None:
+        self._seen_at[uid] = self._serial
+        self._serial += 1
 
     def _unverified_limit(self) -> int:
         return max(1000, 4 * self.episodes * (self.retries + 1))
@@ -199,8 +218,11 @@ class BatchTracker:
             return
         self._unverified.pop(facts.uid, None)   # verified now: a stale snapshot of it holds nothing
         index, uid = facts.index, facts.uid
-        if index is None or not 0 <= index < self.episodes or uid in self._done_uids:
+        self._verified.add(uid)
+        if index is None or not 0 <= index < self.episodes:
             return
+        if not is_terminal(facts) and (uid in self._to_read or uid in self._reading):
+            return   # an ended pod never runs again: an older snapshot, applied late
         if index in self.results:
             self._forget(uid)
             self._done_uids.add(uid)  # a stale attempt of an index that is already final
@@ -250,11 +272,24 @@ class BatchTracker:
             return
         self.observe_pod(facts)
         uid = facts.uid
+        self._gone.add(uid)   # any snapshot of it still to come is older
         if uid in self._done_uids or uid in self._reading or facts.index is None:
             return
         self._live.pop(uid, None)
         self._waiting_since.pop(uid, None)
         # A terminal pod waiting for its read keeps its place: the read will fail and say so.
+
+    def listing_mark(self) -> int:
+        """Taken before a list of the batch's pods is read: :meth:`observe_listed` is given it."""
+        return self._serial
+
+    def observe_listed(self, facts: PodFacts, mark: int) -> None:
+        """A pod as a list that began at ``mark`` found it. Ignored when the watch brought a
+        snapshot of it since: the list's may be older (PodFacts carries no resourceVersion to
+        compare), and the watch delivers every later change of the pod in order, so it adds
+        nothing. One the watch brought before the mark is older than the list (a quorum read)."""
+        if self._seen_at.get(facts.uid, -1) < mark:
+            self.observe_pod(facts)
 
     def take_reads(self, limit: int | None = None) -> list[PodFacts]:
         """Hand out terminal pods whose log should be read now (each pod once)."""

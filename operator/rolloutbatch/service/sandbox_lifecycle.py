@@ -146,9 +146,11 @@ class SandboxLifecycle:
     async def resync_pods(self, spec: BatchSpec, tracker: BatchTracker) -> None:
         """After a restart: the batch's pods listed once from its own namespace. Events that came
         before the reconciler existed were kept by the registry only up to a bound (anyone can
-        label pods with a batch's uid, and a flood of them must not push the batch's out)."""
+        label pods with a batch's uid, and a flood of them must not push the batch's out). The
+        watch goes on meanwhile: a pod it brought during the list is its, not the list's."""
+        mark = tracker.listing_mark()
         for pod in await self.storage.list_pods(naming.child_namespace(self.ref, spec), naming.label_selector(self.ref)):
-            tracker.observe_pod(pod_facts(pod))
+            tracker.observe_listed(pod_facts(pod), mark)
 
     # -- why it is stuck ---------------------------------------------------------------------
     async def pods_not_created_message(self, spec: BatchSpec, job: JobFacts) -> str:

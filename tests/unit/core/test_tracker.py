@@ -477,6 +477,76 @@ def test_a_cold_pod_is_the_retry_once_the_claimed_pod_is_gone_and_counts_when_ha
     assert [f.uid for f in t2.take_reads()] == ["cold"]
 
 
+# -- snapshots out of order (a resync list read while the watch is applied) --------------------------
+def test_a_snapshot_older_than_the_pods_deletion_does_not_bring_it_back():
+    """Kept live, it would count as running, keep its Unschedulable, and hold a stop for ever."""
+    t = tracker(2, 0)
+    pending = pod(0, uid="p", phase="Pending", ready=False, unschedulable="0/2 nodes are available")
+    t.observe_pod(pending)
+    t.pod_deleted(pending)
+    t.observe_pod(pending)
+    t.stop()
+    t.observe_job(JobFacts(uid=JOB_UID, created=1.0, name="rb-x", namespace="rb-x", suspended=True, pods_left=0),
+                  now=5.0)
+    assert (t.live_pods(), t.unschedulable(), t.stop_settled()) == ([], [], True)
+
+
+def test_a_pod_deleted_before_its_job_is_known_stays_deleted():
+    t = BatchTracker(1, 0, namespace="rb-x", job_name="rb-x")
+    running = pod(0, uid="p")
+    t.pod_deleted(running)
+    t.observe_pod(running)
+    t.expect_job(JOB_UID)
+    assert t.live_pods() == []
+
+
+def test_an_ended_pod_is_not_live_again_by_an_older_snapshot():
+    t = tracker(2, 0)
+    done = pod(0, uid="p", phase="Succeeded", exit_code=0)
+    t.observe_pod(done)
+    t.observe_pod(pod(0, uid="p"))
+    (facts,) = t.take_reads()
+    t.observe_pod(pod(0, uid="p"))   # while its log is read
+    assert t.live_pods() == []
+    t.record(result(0), facts.uid)
+    assert (t.running, t.live_pods(), t.results[0].outcome) == (0, [], "succeeded")
+
+
+def test_a_snapshot_from_before_the_adoption_does_not_hold_the_index_against_the_retry():
+    """A claimed pod, adopted then evicted (a retry): its owner-less snapshot from before the
+    adoption, applied late, is not a claim again, so the Job's cold replacement is the retry."""
+    from rolloutbatch.core.pools import held_indexes, shadowed
+    t = BatchTracker(1, 2, namespace="rb-x", job_name="rb-x", pooled=True)
+    orphan = pooled_pod(0, "warm", claimed=True, owner_uid=None)
+    t.observe_pod(orphan)
+    t.expect_job(JOB_UID)
+    adopted = dataclasses.replace(orphan, owner_uid=JOB_UID, delivered_at=102.0)
+    t.observe_pod(adopted)
+    t.observe_pod(dataclasses.replace(adopted, phase="Failed", disrupted=True, ready=False))
+    assert t.retried == 1 and 0 not in t.results
+    t.observe_pod(orphan)
+    assert t.claimed_orphans() == []
+    cold = pooled_pod(0, "cold")
+    t.observe_pod(cold)
+    assert not shadowed(cold, held_indexes(t.index_holders()))
+    t.observe_pod(dataclasses.replace(cold, phase="Failed", exit_code=NOT_DELIVERED_EXIT, ready=False))
+    assert t.retried == 2
+
+
+def test_a_listed_snapshot_gives_way_to_what_the_watch_brought_during_the_list():
+    t = tracker(2, 0)
+    listed = pod(0, uid="p", phase="Pending", ready=False, unschedulable="0/2 nodes are available")
+    t.observe_pod(listed)            # the watch, before the list: the list is newer
+    mark = t.listing_mark()
+    t.observe_pod(pod(0, uid="p"))   # the watch, while the list is read
+    t.observe_listed(listed, mark)
+    assert (t.running, t.unschedulable()) == (1, [])
+    later = t.listing_mark()
+    t.observe_listed(pod(1, uid="q"), later)   # a pod only the list found
+    t.observe_listed(pod(0, uid="p", phase="Succeeded", exit_code=0), later)
+    assert [f.uid for f in t.live_pods()] == ["q"] and [f.uid for f in t.take_reads()] == ["p"]
+
+
 # -- pods the scheduler cannot place ------------------------------------------------------------
 def test_a_batch_whose_pods_no_node_can_hold_is_stuck_after_the_grace():
     t = tracker(2, 0)

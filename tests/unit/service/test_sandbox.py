@@ -7,6 +7,7 @@ import pytest
 
 from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import naming
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.errors import Forbidden
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import sandbox
@@ -147,3 +148,43 @@ def test_a_pooled_batchs_claims_no_job_adopted_are_evicted_with_its_sandbox():
     assert asyncio.run(sandbox.remove_once(Storage(api), REF, LOG, pool_namespace=pool_ns))
     assert api.get_object("Pod", "warm-abcde", pool_ns) is None and orphan["metadata"]["name"] == "warm-abcde"
     assert api.get_object("Pod", "warm-fghij", pool_ns) is not None
+
+
+def test_a_resync_list_does_not_undo_what_the_watch_brought_while_it_was_read():
+    """resync_pods awaits its list while watch events are applied: the list's snapshot of a pod the
+    watch brought meanwhile (deleted, ended, or running now) is older and must not win."""
+    from rolloutbatch.core.spec import parse_spec
+    from rolloutbatch.core.tracker import BatchTracker
+    from rolloutbatch.core.verdict import pod_facts
+    from rolloutbatch.service.context import Settings
+    from rolloutbatch.service.sandbox_lifecycle import SandboxLifecycle
+
+    spec = parse_spec({"episodes": 3, "task": {"files": {"episode.py": "x"}}})
+    where = naming.child_namespace(REF, spec)
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": "job-uid", "controller": True}
+    pending = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                   "reason": "Unschedulable", "message": "0/2 nodes are available"}]}
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": where}})
+    pods = []
+    for i in range(3):
+        obj = _child("Pod", f"{JOB}-{i}-abcde", where, owner, status=dict(pending))
+        obj["metadata"]["annotations"] = {v.COMPLETION_INDEX_KEY: str(i)}
+        pods.append(api.put(obj))
+    tracker = BatchTracker(3, 0, namespace=where, job_name=JOB)
+    tracker.expect_job("job-uid")
+
+    class SlowList(Storage):
+        async def list_pods(self, namespace, selector):
+            listed = await super().list_pods(namespace, selector)
+            # the watch, meanwhile: pod 0 deleted, pod 1 ended, pod 2 running
+            tracker.pod_deleted(pod_facts(pods[0]))
+            tracker.observe_pod(pod_facts({**pods[1], "status": {"phase": "Succeeded"}}))
+            tracker.observe_pod(pod_facts({**pods[2], "status": {"phase": "Running"}}))
+            return listed
+
+    life = SandboxLifecycle(SlowList(api), REF, Settings(), {}, lambda *event: None, LOG)
+    asyncio.run(life.resync_pods(spec, tracker))
+    assert [f.name for f in tracker.live_pods()] == [f"{JOB}-2-abcde"]
+    assert (tracker.running, tracker.unschedulable()) == (1, [])
+    assert [f.name for f in tracker.take_reads()] == [f"{JOB}-1-abcde"]
