@@ -1,6 +1,6 @@
-"""A pool's mount paths are kept as written (a trailing '/' the CRD admits: its pods' digest must
-not change), a batch's without it (core.spec.checked_path); the two are compared as directories,
-so a batch naming its pool's path, either way, runs on it."""
+"""A pool's pods mount its paths as written (a trailing '/' the CRD admits: their digest must not
+change), and the pool's paths are read cleaned, as a batch's (core.spec.checked_path), so a batch
+naming its pool's path, either way, runs on it."""
 
 from __future__ import annotations
 

@@ -46,10 +46,14 @@ class PoolSpec:
     runtime_class_name: str | None
     resources: dict
     env: tuple[tuple[str, str], ...]
-    task_mount_path: str
+    task_mount_path: str              # cleaned as the runtime reads it (core.spec.checked_path)
     task_files: dict[str, str]
-    workspace_mount_path: str
+    workspace_mount_path: str         # cleaned, as task_mount_path
     workspace_size_limit: str
+    # The two paths as written, which the pods mount (the runtime cleans them): cleaned, a pod's
+    # digest (core.pools.template_digest) would change under a running pool at an upgrade.
+    task_mount_written: str
+    workspace_mount_written: str
     prepare_command: tuple[str, ...]
     prepare_timeout_seconds: int
     network: str
@@ -118,13 +122,15 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     # The sandbox's fields checked by a batch's own rules (core.spec): a value a batch would be
     # refused is refused here, before the pool's namespace and objects are made, not by the API at
     # its first pod. What is kept is the spec as written (the pods' digest, template_digest, must
-    # not change under the pool's running pods when the operator is upgraded).
+    # not change under the pool's running pods when the operator is upgraded); the mount paths are
+    # also read cleaned, as a batch's, for every check and command.
     image = checked_image(spec.get("image") or d.IMAGE, "spec.image")
     resources = checked_resources(spec, "spec.resources")
-    task_mount = str(task.get("mountPath") or d.TASK_MOUNT_PATH)
-    workspace_mount = str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH)
-    _own_paths({"spec.task.mountPath": checked_path(task_mount, "spec.task.mountPath"),
-                "spec.workspace.mountPath": checked_path(workspace_mount, "spec.workspace.mountPath")})
+    task_written = str(task.get("mountPath") or d.TASK_MOUNT_PATH)
+    workspace_written = str(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH)
+    task_mount = checked_path(task_written, "spec.task.mountPath")
+    workspace_mount = checked_path(workspace_written, "spec.workspace.mountPath")
+    _own_paths({"spec.task.mountPath": task_mount, "spec.workspace.mountPath": workspace_mount})
     size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
     checked_quantity(size_limit, "spec.workspace.sizeLimit")
     template = dict(spec.get("podTemplate") or {})
@@ -136,6 +142,7 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
         resources=resources,
         env=tuple(env), task_mount_path=task_mount, task_files=files,
         workspace_mount_path=workspace_mount, workspace_size_limit=size_limit,
+        task_mount_written=task_written, workspace_mount_written=workspace_written,
         prepare_command=command,
         prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
                                      d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
@@ -225,9 +232,15 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
 
 
 def same_path(path: str | None) -> str | None:
-    """A mount path as compared: the pool's is kept as written (its pods' digest), a batch's without
-    a trailing '/' (core.spec.checked_path); '/grade/' and '/grade' are one directory."""
-    return None if path is None else path.rstrip("/") or "/"
+    """A mount path as the runtime reads it (core.spec.checked_path: '/grade/', '//grade' and
+    '/x/../grade' are one directory); one that is no mount path as written (a manifest's,
+    unchecked: it compares unequal, it does not raise)."""
+    if path is None:
+        return None
+    try:
+        return checked_path(path, "mountPath")
+    except SpecError:
+        return path
 
 
 def amount(text: object) -> object:

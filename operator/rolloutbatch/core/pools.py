@@ -51,7 +51,7 @@ from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
 from rolloutbatch.core.model import BatchRef, PodFacts
-from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
+from rolloutbatch.core.pool_spec import PoolRef, PoolSpec, same_path
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
@@ -172,9 +172,10 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     verifier, a second container waits beside the episode's for the verifier phase; it alone
     mounts its claim directory and its files, and is handed its phase once the agent's container
     has ended (service.episode_delivery)."""
+    # as written: the runtime cleans them, and the pods' digest stays what it was
     mounts = [
-        {"name": "task", "mountPath": spec.task_mount_path, "readOnly": True},
-        {"name": "workspace", "mountPath": spec.workspace_mount_path},
+        {"name": "task", "mountPath": spec.task_mount_written, "readOnly": True},
+        {"name": "workspace", "mountPath": spec.workspace_mount_written},
     ]
     volumes = [
         {"name": "task", "configMap": {"name": task_configmap_name(ref, spec)}},
@@ -187,7 +188,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     container = {
         "name": episode_container(spec), "image": spec.image, "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", script, "rolloutbatch-warm"], "env": env,
-        "workingDir": spec.workspace_mount_path,
+        "workingDir": spec.workspace_mount_written,
         "resources": {k: dict(val) for k, val in spec.resources.items()},
         "volumeMounts": [*mounts, {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH}],
         "securityContext": dict(_SECURITY_CONTEXT),
@@ -217,7 +218,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
         body["containers"].append({
             "name": naming.VERIFIER_CONTAINER, "image": ver.image, "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", verifier_launcher(naming.VERIFIER_CLAIM_MOUNT_PATH), "rolloutbatch-verifier"],
-            "env": env, "workingDir": spec.workspace_mount_path,
+            "env": env, "workingDir": spec.workspace_mount_written,
             "resources": {k: dict(val) for k, val in ver.resources.items()},
             "volumeMounts": [*mounts, {"name": "verifier-claim", "mountPath": naming.VERIFIER_CLAIM_MOUNT_PATH},
                              {"name": "verifier", "mountPath": ver.mount_path}],
@@ -238,12 +239,14 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
 
 def task_mount_path_in(pod_spec: Mapping) -> str | None:
     """Where a pool's pod (or its Job's template) mounts the task files: the pod is what the
-    episode runs in, whatever its pool says now (a changed pool makes new pods; these keep theirs)."""
+    episode runs in, whatever its pool says now (a changed pool makes new pods; these keep theirs).
+    Cleaned, as the runtime mounts it: the pod carries the pool's spelling ('/absent/../task'),
+    which a command's path resolves only if /absent exists."""
     for container in pod_spec.get("containers") or ():
         if isinstance(container, Mapping) and container.get("name") in (naming.CONTAINER_NAME, naming.AGENT_CONTAINER):
             for mount in container.get("volumeMounts") or ():
                 if isinstance(mount, Mapping) and mount.get("name") == "task" and isinstance(mount.get("mountPath"), str):
-                    return mount["mountPath"]
+                    return same_path(mount["mountPath"])
     return None
 
 

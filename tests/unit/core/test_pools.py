@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from rolloutbatch.core import naming, pool_census, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
+from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher, wait_for_file  # noqa: F401 (the fixture)
 
@@ -28,6 +29,10 @@ SPEC = {"size": 3, "task": {"files": {"episode.py": "print(1)"}}}
 
 def _spec(**extra) -> pool_spec.PoolSpec:
     return pool_spec.parse_pool_spec({**SPEC, **extra})
+
+
+def _mounts(container: dict) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -237,9 +242,35 @@ def test_a_pool_spec_is_kept_as_written() -> None:
     not change under a running pool when the operator is upgraded."""
     spec = _spec(task={"files": {"e.py": "x"}, "mountPath": "/opt/task/"}, workspace={"mountPath": "/work/"},
                  podTemplate={"priorityClassName": "", "tolerations": [{"key": "k", "operator": "Exists"}]})
-    assert (spec.task_mount_path, spec.workspace_mount_path) == ("/opt/task/", "/work/")
+    container = pools.pod_spec(POOL, spec)["containers"][0]
+    assert _mounts(container) == {
+        "task": "/opt/task/", "workspace": "/work/", "claim": naming.CLAIM_MOUNT_PATH}
+    assert container["workingDir"] == "/work/"
     assert spec.pod_template == {"priorityClassName": "", "tolerations": [{"key": "k", "operator": "Exists"}]}
     assert "priorityClassName" not in pools.warm_pod(POOL, spec)["spec"]   # an empty class is none
+
+
+@pytest.mark.parametrize("written", ["/absent/../task", "//task", "/task/.", "/task/"])
+def test_a_pools_mount_paths_are_read_as_the_runtime_reads_them(written: str) -> None:
+    """As a batch's (core.spec.checked_path): a pooled batch's default command names the task where
+    the runtime mounts it, not 'python -B /absent/../task/episode.py', which the kernel resolves
+    only if /absent exists. The pods still mount the spelling written (their digest)."""
+    spec = _spec(task={"files": {"e.py": "x"}, "mountPath": written}, workspace={"mountPath": f"/w{written}"})
+    assert (spec.task_mount_path, spec.workspace_mount_path) == ("/task", "/w/task")
+    assert spec.task_mount_path == parse_spec({"episodes": 1, "task": {"files": {"e.py": "x"}, "mountPath": written}}
+                                              ).task_mount_path
+    assert pools.task_mount_path_in(pools.pod_spec(POOL, spec)) == "/task"
+    assert _mounts(pools.pod_spec(POOL, spec)["containers"][0])["task"] == written
+
+
+@pytest.mark.parametrize("pools_own", ["/w/./ws", "/w/ws/", "//w/ws", "/x/../w/ws"])
+def test_a_pooled_batch_naming_its_pools_workspace_in_another_spelling_runs(pools_own: str) -> None:
+    pool = _spec(workspace={"mountPath": pools_own})
+    for written in ("/w/ws", pools_own):
+        batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"}, "workspace": {"mountPath": written}})
+        assert pool_spec.sandbox_conflict(batch, pool) is None, written
+    other = parse_spec({"episodes": 1, "poolRef": {"name": "swe"}, "workspace": {"mountPath": "/w/other"}})
+    assert "spec.workspace.mountPath" in pool_spec.sandbox_conflict(other, pool)
 
 
 def test_a_prepare_evicted_for_filling_its_own_workspace_is_a_failed_prepare() -> None:

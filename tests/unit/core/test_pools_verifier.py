@@ -65,6 +65,21 @@ def test_the_verifiers_files_need_a_path_of_their_own(mount: str) -> None:
     assert err.value.field == "spec.verifier.mountPath"
 
 
+@pytest.mark.parametrize("pool", [
+    {"task": {**SPEC["task"], "mountPath": "//task"}, "verifier": {"mountPath": "/task/grader"}},
+    {"task": {**SPEC["task"], "mountPath": "/task/."}, "verifier": {"mountPath": "/task/grader"}},
+    {"task": {**SPEC["task"], "mountPath": "/x/../task"}, "verifier": {"mountPath": "/task/grader"}},
+    {"workspace": {"mountPath": "/w/./ws"}, "verifier": {"mountPath": "/w/ws"}},
+    {"workspace": {"mountPath": "/w//ws/"}, "verifier": {"mountPath": "/w/ws/grader"}},
+])
+def test_the_verifiers_files_are_kept_apart_from_the_task_and_workspace_however_spelled(pool: dict) -> None:
+    """The runtime cleans every mount path: '//task' is /task, and a verifier mount at
+    /task/grader a mount point inside the read-only task files, which it cannot make."""
+    with pytest.raises(SpecError) as err:
+        pool_spec.parse_pool_spec({**SPEC, **pool})
+    assert err.value.field == "spec.verifier.mountPath"
+
+
 def test_the_job_judges_the_agent_first_then_the_verifier() -> None:
     rules = pools.failure_rules(_spec(verifier={}))
     said = [(r["action"], r.get("onExitCodes", {}).get("containerName"), r.get("onExitCodes", {}).get("operator"))
@@ -120,6 +135,17 @@ def test_a_pooled_batch_may_have_a_verifier_but_not_its_container() -> None:
             parse_spec({"episodes": 2, "poolRef": {"name": "swe"},
                         "verifier": {field: "x" if field == "image" else {"limits": {"cpu": "1"}}}})
         assert err.value.field == f"spec.verifier.{field}"
+
+
+@pytest.mark.xfail(strict=True, reason="core.spec.parse_spec checks a pooled batch's verifier mount against the "
+                                        "batch's default task path; the fix belongs in core/spec.py")
+def test_a_pooled_batch_may_use_the_verifier_path_its_pool_has() -> None:
+    """A pooled batch cannot set its task (the pool's task is mounted where the pool says): its
+    verifier's path is checked against the pool's mounts (core.pool_spec), not the default /task."""
+    pool = _spec(task={**SPEC["task"], "mountPath": "/t"}, verifier={"mountPath": "/task/grader"})
+    batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"},
+                        "verifier": {"files": {"v.py": "x"}, "mountPath": "/task/grader"}})
+    assert batch.verifier is not None and pool_spec.verifier_conflict(pool, batch.verifier.mount_path) is None
 
 
 @pytest.mark.parametrize("verifier, field", [

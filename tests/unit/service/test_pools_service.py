@@ -768,6 +768,35 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
     assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
 
 
+@pytest.mark.parametrize("after_restart", [False, True])
+def test_the_default_command_names_the_task_as_the_runtime_mounts_it(api, after_restart):
+    """A pool's task path written '/absent/../t': its pods mount it as written and the runtime
+    cleans it to /t; the command must name /t, which the kernel finds (it resolves '/absent/..'
+    only if /absent exists). Read from the claimed pods, or after a restart from the Job."""
+    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/absent/../t"})
+    rec = reconciler(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
+    seen: list[bytes] = []
+    api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
+    if after_restart:
+        run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+        seen.clear()
+        run(delivery_round(api, delivery(api, spec, [], []), 1))
+    else:
+        _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
+        d = delivery(api, spec, [], [])
+
+        async def go() -> None:
+            d.claimed(fresh)
+            await drain(d)
+        run(go())
+    assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
+
+
 def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_task(api):
     """The pool's task.mountPath changed mid-batch (its new pods mount the task elsewhere): an
     operator that restarts reads the path from the batch's Job, whose pods these are, not from
