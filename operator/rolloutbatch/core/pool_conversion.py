@@ -18,18 +18,6 @@ from collections.abc import Mapping
 from rolloutbatch.core import pool_spec
 from rolloutbatch.core.model import SpecError
 
-_DOCKER_HUB = ("docker.io/library/", "index.docker.io/library/", "docker.io/")
-
-
-def _image(ref: object) -> str:
-    """An image reference as the runtime resolves it (Docker Hub's spellings of one name are one)."""
-    text = str(ref)
-    for prefix in _DOCKER_HUB:
-        if text.startswith(prefix):
-            return text[len(prefix):]
-    return text
-
-
 def _as_is(value: object) -> object:
     return value
 
@@ -67,7 +55,7 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
         return (f"spec.task.files are not the pool's ({', '.join(differ)[:200]} differ): a pooled batch runs its "
                 "pool's task")
     written = [
-        ("spec.image", batch.get("image"), own.image, _image),
+        ("spec.image", batch.get("image"), own.image, pool_spec.same_image),
         ("spec.runtimeClassName", batch.get("runtimeClassName"), own.runtime_class_name, _as_is),
         ("spec.task.mountPath", task.get("mountPath"), own.task_mount_path, _path),
         ("spec.workspace.mountPath", workspace.get("mountPath"), own.workspace_mount_path, _path),
@@ -88,7 +76,8 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
         return _differs("spec.podTemplate", template, pools_template, pods)
     verifier = _map(batch, "verifier")
     if verifier and own.verifier is not None:
-        if verifier.get("image") is not None and _image(verifier["image"]) != _image(own.verifier.image):
+        if verifier.get("image") is not None and \
+                pool_spec.same_image(verifier["image"]) != pool_spec.same_image(own.verifier.image):
             return _differs("spec.verifier.image", verifier["image"], own.verifier.image,
                             "a pooled batch's verifier runs in its pool's verifier container")
         if "resources" in verifier and \

@@ -208,19 +208,22 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     for and never got would fail its agents as their own. The CRD defaults these fields, so only
     a value other than the default (and other than the pool's) can be told from an unset one; not
     isolation.network, which it leaves unset: a DenyAll asked for is never run with a pool's egress."""
-    asked = [("spec.image", batch.image, d.IMAGE, spec.image),
-             ("spec.resources", amounts(batch.resources), amounts(d.RESOURCES), amounts(spec.resources)),
-             ("spec.workspace.mountPath", same_path(batch.workspace_mount_path), d.WORKSPACE_MOUNT_PATH,
-              same_path(spec.workspace_mount_path)),
-             ("spec.workspace.sizeLimit", amount(batch.workspace_size_limit), amount(d.WORKSPACE_SIZE_LIMIT),
-              amount(spec.workspace_size_limit)),
-             ("spec.isolation.network", batch.isolation_network,
-              None if batch.isolation_network_written else v.NETWORK_MODES[0], spec.network)]
-    shown = {"spec.resources": (batch.resources, spec.resources),
-             "spec.workspace.sizeLimit": (batch.workspace_size_limit, spec.workspace_size_limit)}
-    for field, value, default, pools_own in asked:
-        if value not in (default, pools_own):
-            value, pools_own = shown.get(field, (value, pools_own))
+    ws = same_path(batch.workspace_mount_path)
+    # (field, the batch's value, the pool's, whether it is the default, whether it is the pool's)
+    asked = [("spec.image", batch.image, spec.image, batch.image == d.IMAGE,
+              same_image(batch.image) == same_image(spec.image)),
+             ("spec.resources", batch.resources, spec.resources, amounts(batch.resources) == amounts(d.RESOURCES),
+              amounts(batch.resources) == amounts(spec.resources)),
+             ("spec.workspace.mountPath", ws, same_path(spec.workspace_mount_path), ws == d.WORKSPACE_MOUNT_PATH,
+              ws == same_path(spec.workspace_mount_path)),
+             ("spec.workspace.sizeLimit", batch.workspace_size_limit, spec.workspace_size_limit,
+              amount(batch.workspace_size_limit) == amount(d.WORKSPACE_SIZE_LIMIT),
+              amount(batch.workspace_size_limit) == amount(spec.workspace_size_limit)),
+             ("spec.isolation.network", batch.isolation_network, spec.network,
+              batch.isolation_network == (None if batch.isolation_network_written else v.NETWORK_MODES[0]),
+              batch.isolation_network == spec.network)]
+    for field, value, pools_own, is_default, is_pools in asked:
+        if not (is_default or is_pools):
             return (f"{field} {json.dumps(value, sort_keys=True)} is not the pool's "
                     f"({json.dumps(pools_own, sort_keys=True)}): a pooled batch runs in its pool's pods; leave it out")
     if batch.isolation_namespace != v.ISOLATION_MODES[0]:
@@ -229,6 +232,18 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     if batch.sandbox_quota != d.SANDBOX_QUOTA:
         return "spec.isolation.resourceQuota does not apply: a pooled batch runs in its pool's namespace; leave it out"
     return None
+
+
+_DOCKER_HUB = ("docker.io/library/", "index.docker.io/library/", "docker.io/")
+
+
+def same_image(ref: object) -> str:
+    """An image reference as the runtime resolves it (Docker Hub's spellings of one name are one)."""
+    text = str(ref)
+    for prefix in _DOCKER_HUB:
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 def same_path(path: str | None) -> str | None:

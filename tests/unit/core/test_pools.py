@@ -84,6 +84,17 @@ def test_parse_refuses(raw: dict, field: str) -> None:
     assert err.value.field == field
 
 
+@pytest.mark.parametrize("written", ["docker.io/library/python:3.11", "index.docker.io/library/python:3.11",
+                                     "docker.io/python:3.11"])
+def test_a_pooled_batch_naming_its_pools_image_in_another_spelling_runs(written: str) -> None:
+    """Docker Hub's spellings of one image are one, as `submit --pool` reads them
+    (core.pool_conversion): a batch that runs there must not stall PoolConflict here."""
+    pool = _spec(image="python:3.11")
+    batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"}, "image": written})
+    assert pool_spec.sandbox_conflict(batch, pool) is None
+    assert pool_spec.sandbox_conflict(batch, _spec(image="python:3.12")).startswith("spec.image")
+
+
 # -- the pods -------------------------------------------------------------------------------------
 def test_warm_pod_is_an_orphan_of_the_pools_namespace() -> None:
     pod = pools.warm_pod(POOL, _spec())
