@@ -75,13 +75,19 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
     if template and template != pools_template:
         return _differs("spec.podTemplate", template, pools_template, pods)
     verifier = _map(batch, "verifier")
-    if verifier and own.verifier is not None:
-        if verifier.get("image") is not None and \
-                pool_spec.same_image(verifier["image"]) != pool_spec.same_image(own.verifier.image):
-            return _differs("spec.verifier.image", verifier["image"], own.verifier.image,
-                            "a pooled batch's verifier runs in its pool's verifier container")
-        if "resources" in verifier and \
-                pool_spec.amounts(verifier["resources"]) != pool_spec.amounts(own.verifier.resources):
-            return _differs("spec.verifier.resources", verifier["resources"], own.verifier.resources,
-                            "a pooled batch's verifier runs in its pool's verifier container")
+    if isinstance(batch.get("verifier"), Mapping) and own.verifier is not None:   # {}: a verifier of defaults
+        # Cold, a verifier without its own image or resources runs the batch's (core.spec): those
+        # the manifest wrote for the agent are the verifier's too.
+        grading = "a pooled batch's verifier runs in its pool's verifier container"
+        image, field = (verifier["image"], "spec.verifier.image") if verifier.get("image") is not None else \
+            (batch.get("image"), "spec.image (the verifier's: it names none of its own)")
+        if image is not None and pool_spec.same_image(image) != pool_spec.same_image(own.verifier.image):
+            return _differs(field, image, own.verifier.image, grading)
+        if "resources" in verifier:
+            resources, field = verifier["resources"], "spec.verifier.resources"
+        else:
+            resources, field = batch.get("resources"), "spec.resources (the verifier's: it names none of its own)"
+        if ("resources" in verifier or resources is not None) and \
+                pool_spec.amounts(resources) != pool_spec.amounts(own.verifier.resources):
+            return _differs(field, resources, own.verifier.resources, grading)
     return None

@@ -53,6 +53,36 @@ def test_a_manifest_naming_the_pools_own_sandbox_runs(written) -> None:
     assert manifest_conflict({**BATCH, **written}, POOL) is None
 
 
+SMALL = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+LARGE = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+GRADING_POOL = {"size": 1, "task": {"files": FILES}, "image": "agent:1", "resources": LARGE,
+                "verifier": {"image": "grader:2", "resources": SMALL}}
+
+
+@pytest.mark.parametrize("written, field", [
+    ({"image": "agent:1"}, "spec.image (the verifier's"),
+    ({"image": "agent:1", "verifier": {}}, "spec.image (the verifier's"),     # a verifier of defaults
+    ({"resources": LARGE}, "spec.resources (the verifier's"),
+    ({"image": "agent:1", "verifier": {"command": ["true"], "image": "docker.io/grader:2"}, "resources": LARGE},
+     "spec.resources (the verifier's"),
+])
+def test_a_verifier_without_an_image_or_resources_of_its_own_is_compared_as_it_runs_cold(written, field) -> None:
+    """Cold, a verifier without its own image or resources runs the batch's (parse_spec): on a pool
+    whose verifier has others, the grading would move to another image or other limits."""
+    said = manifest_conflict({**BATCH, "verifier": {"command": ["true"]}, **written}, GRADING_POOL)
+    assert said is not None and said.startswith(field), said
+
+
+@pytest.mark.parametrize("pool, written", [
+    (GRADING_POOL, {"image": "agent:1", "resources": LARGE,
+                    "verifier": {"command": ["true"], "image": "grader:2", "resources": SMALL}}),
+    (GRADING_POOL, {"verifier": {"command": ["true"]}}),          # neither phase's image or resources written
+    ({**GRADING_POOL, "verifier": {}}, {"image": "agent:1", "resources": LARGE, "verifier": {"command": ["true"]}}),
+])
+def test_a_verifier_running_the_pools_verifier_image_and_resources_runs(pool, written) -> None:
+    assert manifest_conflict({**BATCH, **written}, pool) is None
+
+
 def test_an_invalid_batch_naming_nothing_of_the_pool_or_an_unreadable_pool_is_left_to_the_api() -> None:
     assert manifest_conflict({"episodes": "many"}, POOL) is None
     assert manifest_conflict(BATCH, {"size": -1}) is None
