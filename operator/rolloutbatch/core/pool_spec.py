@@ -231,6 +231,9 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
                 "pool's namespace; leave it out")
     if batch.sandbox_quota != d.SANDBOX_QUOTA:
         return "spec.isolation.resourceQuota does not apply: a pooled batch runs in its pool's namespace; leave it out"
+    if not batch.command and d.EPISODE_SCRIPT not in spec.task_files:   # as a cold batch's (core.spec)
+        return (f"spec.command is not given, and the default runs {spec.task_mount_path}/{d.EPISODE_SCRIPT}, which "
+                "is not among the pool's task files: give spec.command")
     return None
 
 

@@ -616,7 +616,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
     if verifier is not None and verifier.files:
         mounts["spec.verifier.mountPath"] = verifier.mount_path
-    names = list(mounts)
+    # A pooled batch's pods are its pool's: their mounts are checked with the pool (core.pool_spec)
+    # and its verifier's path must be the pool's (verifier_conflict); the default /task is not there.
+    names = list(mounts) if pool is None else []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             if _inside(mounts[a], mounts[b]):

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolloutbatch.core import naming, pool_census, pool_delivery, pool_spec, pools
+from rolloutbatch.core.env_expansion import expand
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
@@ -268,7 +269,7 @@ def test_a_pools_mount_paths_are_read_as_the_runtime_reads_them(written: str) ->
     only if /absent exists. The pods still mount the spelling written (their digest)."""
     spec = _spec(task={"files": {"e.py": "x"}, "mountPath": written}, workspace={"mountPath": f"/w{written}"})
     assert (spec.task_mount_path, spec.workspace_mount_path) == ("/task", "/w/task")
-    assert spec.task_mount_path == parse_spec({"episodes": 1, "task": {"files": {"e.py": "x"}, "mountPath": written}}
+    assert spec.task_mount_path == parse_spec({"episodes": 1, "task": {"files": {"episode.py": "x"}, "mountPath": written}}
                                               ).task_mount_path
     assert pools.task_mount_path_in(pools.pod_spec(POOL, spec)) == "/task"
     assert _mounts(pools.pod_spec(POOL, spec)["containers"][0])["task"] == written
@@ -370,7 +371,10 @@ def test_episode_script_quotes_every_value(tmp_path_factory, command: list[str],
     episode = _episode(command, batch_name=name, index=5, samples_per_input=2, env=(("FOO", foo),))
     seen = _source(pool_delivery.episode_script(episode), tmp)
     assert (seen["index"], seen["group"], seen["sample"]) == ("5", "2", "1")
-    assert seen["batch"] == name and seen["foo"] == foo and seen["argv"] == command
+    # the values arrive as written, but for the kubelet's own expansion of $(NAME) and $$
+    known = dict(pool_delivery.episode_variables(name, 5, 2, (("FOO", foo),)))
+    assert seen["batch"] == name and seen["foo"] == known["FOO"]
+    assert seen["argv"] == [expand(word, known) for word in command]
 
 
 def test_episode_script_writes_the_input(tmp_path, monkeypatch) -> None:
@@ -560,3 +564,13 @@ def test_the_holders_built_once_answer_as_each_pods_own_scan(rows) -> None:
             other.uid != pod.uid and other.index == pod.index and not other.deleting
             and (other.claimed_at is not None or other.delivered_at is not None) for other in live)
         assert pools.shadowed(pod, held) == scanned
+
+
+def test_a_pooled_batch_without_a_command_needs_the_script_among_its_pools_files() -> None:
+    """As a cold batch's default command: the pool's task files are mounted over the directory."""
+    batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"}})
+    problem = pool_spec.sandbox_conflict(batch, _spec(task={"files": {"main.py": "x"}}))
+    assert problem is not None and "spec.command" in problem and "episode.py" in problem
+    assert pool_spec.sandbox_conflict(batch, _spec(task={"files": {"episode.py": "x"}})) is None
+    given = parse_spec({"episodes": 1, "poolRef": {"name": "swe"}, "command": ["python", "/task/main.py"]})
+    assert pool_spec.sandbox_conflict(given, _spec(task={"files": {"main.py": "x"}})) is None

@@ -137,14 +137,12 @@ def test_a_pooled_batch_may_have_a_verifier_but_not_its_container() -> None:
         assert err.value.field == f"spec.verifier.{field}"
 
 
-@pytest.mark.xfail(strict=True, reason="core.spec.parse_spec checks a pooled batch's verifier mount against the "
-                                        "batch's default task path; the fix belongs in core/spec.py")
 def test_a_pooled_batch_may_use_the_verifier_path_its_pool_has() -> None:
     """A pooled batch cannot set its task (the pool's task is mounted where the pool says): its
     verifier's path is checked against the pool's mounts (core.pool_spec), not the default /task."""
     pool = _spec(task={**SPEC["task"], "mountPath": "/t"}, verifier={"mountPath": "/task/grader"})
     batch = parse_spec({"episodes": 1, "poolRef": {"name": "swe"},
-                        "verifier": {"files": {"v.py": "x"}, "mountPath": "/task/grader"}})
+                        "verifier": {"files": {"verify.py": "x"}, "mountPath": "/task/grader"}})
     assert batch.verifier is not None and pool_spec.verifier_conflict(pool, batch.verifier.mount_path) is None
 
 

@@ -31,7 +31,7 @@ BATCH = BatchRef(namespace=NS, name="b", uid="b0000000-0000-0000-0000-0000000000
 def make_pool(api: MemoryApi, size: int = 3, **spec) -> dict:
     return api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools",
                       {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
-                       "spec": {"size": size, "task": {"files": {"e.py": "x"}}, **spec}}, "create pool")
+                       "spec": {"size": size, "task": {"files": {"episode.py": "x"}}, **spec}}, "create pool")
 
 
 def live(api: MemoryApi) -> dict:

@@ -27,7 +27,7 @@ async def fill_pool(cluster: MemoryCluster, size: int = EPISODES) -> None:
     api = cluster.api
     api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutpools",
                {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
-                "spec": {"size": size, "task": {"files": {"e.py": "x"}}}}, "create pool")
+                "spec": {"size": size, "task": {"files": {"episode.py": "x"}}}}, "create pool")
     rec = PoolReconciler(PoolStorage(api), api.get_object(POOL_KIND, "warm", NAMESPACE), lambda *e: None, LOG)
     await rec.round()
     for pod in api.list_objects("Pod", POOL_NS):

@@ -78,7 +78,7 @@ def test_a_task_change_does_not_rewrite_the_files_of_claimed_pods(api):
     api.merge_patch(POOL_PATH, {"spec": {"task": {"files": {"e.py": "y"}}}}, "new task")
     rec.body = live(api)
     run(rec.round())
-    assert api.get_object("ConfigMap", volume["configMap"]["name"], POOL_NS)["data"] == {"e.py": "x"}
+    assert api.get_object("ConfigMap", volume["configMap"]["name"], POOL_NS)["data"] == {"episode.py": "x"}
 
 
 # -- status -------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     assert len(pod_names(api)) == 3
     assert api.get_object("Namespace", POOL_NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     task = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
-    assert api.get_object("ConfigMap", task, POOL_NS)["data"] == {"e.py": "x"}
+    assert api.get_object("ConfigMap", task, POOL_NS)["data"] == {"episode.py": "x"}
     assert api.get_object("NetworkPolicy", naming.DEDICATED_POLICY, POOL_NS)["spec"]["policyTypes"] == ["Ingress", "Egress"]
     status = live(api)["status"]
     assert (status["readyPods"], status["startingPods"]) == (0, 3)
