@@ -529,8 +529,13 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     )
 
 
-def parse_spec(raw: Mapping) -> BatchSpec:
+def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     """Read a RolloutBatch spec with defaults (docs/design.md); raise SpecError when unusable.
+
+    ``provisioned``: an earlier operator made the batch's children. The checks of what its pods
+    would run (a default command's script, env names under the shell launcher) came after some
+    such batches were accepted, and one that runs (an image whose shell keeps such names) must
+    not stall mid-run after an upgrade: they are left to new batches.
 
     Checks, in order: episodes, parallelism, minSuccessfulEpisodes, task files (valid ConfigMap
     keys, string contents), inputs (a list of exactly ``episodes`` entries, or none), the combined
@@ -653,9 +658,9 @@ def parse_spec(raw: Mapping) -> BatchSpec:
                 raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({name}) is set at run "
                                 f"time: read the environment variable in the program instead of "
                                 f"referencing it in command, args or env")
-    if pool is None:
+    if pool is None and not provisioned:
         _shell_names(env, "spec.env", samples > 1 or verifier is not None)
-    if verifier is not None:
+    if verifier is not None and not provisioned:
         _shell_names(verifier.env, "spec.verifier.env", pool is None)
     spec = BatchSpec(
         episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
@@ -680,7 +685,8 @@ def parse_spec(raw: Mapping) -> BatchSpec:
         pool_name=pool,
         pool_when_empty=when_empty,
     )
-    _default_scripts(raw, spec)
+    if not provisioned:
+        _default_scripts(raw, spec)
     return spec
 
 

@@ -186,7 +186,8 @@ class BatchReconciler:
         that came before it replayed. Each part once, however often a retried run comes here."""
         if self.tracker is None:
             try:
-                self.spec = parse_spec(self.body.get("spec") or {})
+                self.spec = parse_spec(self.body.get("spec") or {},
+                                       provisioned=not lifecycle.announces_provisioning(self.status.phase))
             except SpecError as exc:
                 raise Stalled(v.STALL_INVALID_SPEC, str(exc)) from None
             self.tracker = BatchTracker(self.spec.episodes, self.spec.infrastructure_retries,
@@ -662,7 +663,7 @@ class BatchReconciler:
     async def _after_finish(self) -> None:
         """A late jobCompleteSeconds, the cleanup policy, and ttlSecondsAfterFinished."""
         try:
-            spec = self.spec or parse_spec(self.body.get("spec") or {})
+            spec = self.spec or parse_spec(self.body.get("spec") or {}, provisioned=True)   # it ended
         except SpecError:
             return
         self.spec = spec

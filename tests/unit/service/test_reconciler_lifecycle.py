@@ -13,7 +13,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.errors import Invalid, Unavailable
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import batch_ref
-from tests.unit.service.memory_cluster import NAMESPACE, run, until
+from tests.unit.service.memory_cluster import BATCH_PATH, NAMESPACE, run, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "task": {"files": {"episode.py": "print('hi')"}}}
 async def start(cluster, spec=SPEC, name="batch"):
@@ -134,6 +134,33 @@ def test_a_restart_mid_batch_adopts_the_job_and_restores_rows_without_counting_t
         assert status["progress"] == "3/3" and status["succeededEpisodes"] == 3
         assert cluster.reasons().count(v.EVENT_PROVISIONED) == 1   # adopted, never provisioned again
         assert cluster.counted("rolloutbatch_episodes_total") == 3   # restored rows are not counted again
+    run(scenario)
+
+
+def test_a_batch_an_earlier_operator_made_runs_on_though_a_later_check_refuses_its_spec():
+    """Checks of what the pods would run came after some batches were accepted: one that runs (its
+    image's shell keeps MY-VAR; its command is given by a script the image has) must not stall
+    mid-run after an operator upgrade. A new batch of the same spec is refused."""
+    old = {"episodes": 2, "parallelism": 2, "samplesPerInput": 2, "task": {"files": {"main.py": "x"}},
+           "env": [{"name": "MY-VAR", "value": "1"}]}
+
+    async def scenario(cluster):
+        task = await running(cluster, {**old, "command": ["python", "/task/main.py"],
+                                       "env": [{"name": "MY_VAR", "value": "1"}]})
+        task.cancel()   # the operator dies; the stored spec is one the old operator took
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        body = cluster.api.get_object("RolloutBatch", "batch", NAMESPACE)
+        cluster.api.replace(BATCH_PATH, {**body, "spec": old}, "as an earlier operator stored it")
+        cluster.restart_operator()
+        task = asyncio.create_task(cluster.reconciler().run())
+        await asyncio.sleep(0.1)
+        every_episode_ends(cluster, rewards=(1.0, 1.0))
+        await asyncio.wait_for(task, 10)
+        assert cluster.status()["phase"] == v.SUCCEEDED, cluster.status()
+        cluster.submit(old, "new")
+        await asyncio.wait_for(cluster.reconciler("new").run(), 10)
+        assert cluster.status("new")["reason"] == v.STALL_INVALID_SPEC
     run(scenario)
 
 
