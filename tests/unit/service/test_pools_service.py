@@ -748,37 +748,16 @@ def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     assert api.get_object("Pod", fresh[0]["metadata"]["name"], POOL_NS) is None   # evicted (and gone here)
 
 
-def test_without_a_command_the_episode_runs_the_pools_task_script(api):
-    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
+def _default_command_handed_over(api, mount_path: str, after_restart: bool = False) -> str:
+    """The command line a pooled batch without spec.command hands its claimed pod, its pool's task
+    mounted at ``mount_path``: handed over as claimed, or after a restart by a round over the Job's."""
+    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": mount_path})
     rec = reconciler(api)
     run(rec.round())
     for name in pod_names(api):
         warm(api, name)
     spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
     assert spec.command == ()
-    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
-    seen: list[bytes] = []
-    api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
-    d = delivery(api, spec, [], [])
-
-    async def go() -> None:
-        d.claimed(fresh)
-        await drain(d)
-    run(go())
-    assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
-
-
-@pytest.mark.parametrize("after_restart", [False, True])
-def test_the_default_command_names_the_task_as_the_runtime_mounts_it(api, after_restart):
-    """A pool's task path written '/absent/../t': its pods mount it as written and the runtime
-    cleans it to /t; the command must name /t, which the kernel finds (it resolves '/absent/..'
-    only if /absent exists). Read from the claimed pods, or after a restart from the Job."""
-    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/absent/../t"})
-    rec = reconciler(api)
-    run(rec.round())
-    for name in pod_names(api):
-        warm(api, name)
-    spec = parse_spec({"episodes": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
     seen: list[bytes] = []
     api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
     if after_restart:
@@ -794,7 +773,21 @@ def test_the_default_command_names_the_task_as_the_runtime_mounts_it(api, after_
             d.claimed(fresh)
             await drain(d)
         run(go())
-    assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
+    assert seen
+    return seen[0].decode().rstrip().splitlines()[-2]
+
+
+def test_without_a_command_the_episode_runs_the_pools_task_script(api):
+    assert _default_command_handed_over(api, "/t").endswith(" python -B /t/episode.py")
+
+
+@pytest.mark.parametrize("after_restart", [False, True])
+def test_the_default_command_names_the_task_as_the_runtime_mounts_it(api, after_restart):
+    """A pool's task path written '/absent/../t': its pods mount it as written and the runtime
+    cleans it to /t; the command must name /t, which the kernel finds (it resolves '/absent/..'
+    only if /absent exists). Read from the claimed pods, or after a restart from the Job."""
+    handed = _default_command_handed_over(api, "/absent/../t", after_restart)
+    assert handed.endswith(" python -B /t/episode.py")
 
 
 def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_task(api):

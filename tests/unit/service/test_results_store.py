@@ -287,9 +287,9 @@ def _skipped(cms: ConfigMaps) -> list[bool]:
     return [bool(s.get("skipped")) for s in decode_results(cms.get(naming.results_configmap_name(REF)))["shards"]]
 
 
-def test_a_taken_shard_name_stays_skipped_in_the_checkpoints_after_a_restart():
-    """Not only in the final write: a checkpoint's head listing the neighbour's name as a shard
-    of ours has every streaming reader name it missing until the end."""
+def _shard_name_taken() -> tuple[ConfigMaps, str]:
+    """Eight episodes in shards of two; the name of shard 1 taken by a neighbour after the first
+    write, and skipped by the second (rows 0-3 written)."""
     cms = ConfigMaps()
     store, tracker, spec = _store(cms, episodes=8, rows_per_shard=2)
     tracker.record(result(0), uid="u0")
@@ -298,6 +298,13 @@ def test_a_taken_shard_name_stays_skipped_in_the_checkpoints_after_a_restart():
     for i in range(1, 4):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, cms=cms)
+    return cms, taken
+
+
+def test_a_taken_shard_name_stays_skipped_in_the_checkpoints_after_a_restart():
+    """Not only in the final write: a checkpoint's head listing the neighbour's name as a shard
+    of ours has every streaming reader name it missing until the end."""
+    cms, taken = _shard_name_taken()
     assert _skipped(cms) == [False, True, False]
     store, tracker, spec = _restart(cms, 8, 2)
     tracker.record(result(4), uid="u4")
@@ -311,15 +318,7 @@ def test_a_taken_shard_name_stays_skipped_in_the_checkpoints_after_a_restart():
 def test_a_skipped_name_whose_holder_left_stays_skipped_after_a_restart():
     """The head says the name was skipped: rebuilt as an ordinary shard it would be listed,
     never written, until the final write."""
-    cms = ConfigMaps()
-    head = naming.results_configmap_name(REF)
-    store, tracker, spec = _store(cms, episodes=8, rows_per_shard=2)
-    tracker.record(result(0), uid="u0")
-    _write(store, tracker, spec, cms=cms)
-    taken = _forged_shard(cms, 1, [2], labelled=False)
-    for i in range(1, 4):
-        tracker.record(result(i), uid=f"u{i}")
-    _write(store, tracker, spec, cms=cms)
+    cms, taken = _shard_name_taken()
     cms.api.delete(cms.path(taken), "kubectl delete")     # the neighbour leaves
     store, tracker, spec = _restart(cms, 8, 2)
     assert sorted(tracker.results) == [0, 1, 2, 3]
