@@ -65,7 +65,7 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
     for field, value, pools_own, same in written:   # same: the two spellings of one value made equal
         if value is not None and same(value) != same(pools_own):
             return _differs(field, value, pools_own, pods)
-    if "resources" in batch and pool_spec.amounts(batch["resources"]) != pool_spec.amounts(own.resources):
+    if batch.get("resources") is not None and pool_spec.amounts(batch["resources"]) != pool_spec.amounts(own.resources):
         return _differs("spec.resources", batch["resources"], own.resources, pods)
     if isolation.get("egress") is not None:
         return (f"spec.isolation.egress cannot apply: a pooled batch's network is its pool's (spec.network "
@@ -83,11 +83,10 @@ def manifest_conflict(batch: Mapping, pool: Mapping) -> str | None:
             (batch.get("image"), "spec.image (the verifier's: it names none of its own)")
         if image is not None and pool_spec.same_image(image) != pool_spec.same_image(own.verifier.image):
             return _differs(field, image, own.verifier.image, grading)
-        if "resources" in verifier:
+        if verifier.get("resources") is not None:   # a null is absent, as core.spec reads it
             resources, field = verifier["resources"], "spec.verifier.resources"
         else:
             resources, field = batch.get("resources"), "spec.resources (the verifier's: it names none of its own)"
-        if ("resources" in verifier or resources is not None) and \
-                pool_spec.amounts(resources) != pool_spec.amounts(own.verifier.resources):
+        if resources is not None and pool_spec.amounts(resources) != pool_spec.amounts(own.verifier.resources):
             return _differs(field, resources, own.verifier.resources, grading)
     return None

@@ -237,16 +237,21 @@ def sandbox_conflict(batch: BatchSpec, spec: PoolSpec) -> str | None:
     return None
 
 
-_DOCKER_HUB = ("docker.io/library/", "index.docker.io/library/", "docker.io/")
+_DOCKER_HUB = ("docker.io/", "index.docker.io/")
 
 
 def same_image(ref: object) -> str:
-    """An image reference as the runtime resolves it (Docker Hub's spellings of one name are one)."""
+    """An image reference as the runtime resolves it: Docker Hub's spellings of one name are one
+    (``docker.io/library/python:3.11``, ``library/python:3.11``, ``python:3.11``), and a name
+    without a tag or digest is its ``:latest``."""
     text = str(ref)
     for prefix in _DOCKER_HUB:
         if text.startswith(prefix):
-            return text[len(prefix):]
-    return text
+            text = text[len(prefix):]
+            break
+    text = text.removeprefix("library/")
+    last = text.rsplit("/", 1)[-1]    # a registry's port is no tag (localhost:5000/img)
+    return text if ":" in last or "@" in last else f"{text}:latest"
 
 
 def same_path(path: str | None) -> str | None:

@@ -394,11 +394,12 @@ def checked_resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) 
         limit = amounts["limits"].get(name)
         if limit is not None and request > limit:
             raise SpecError(f"{field}.requests.{name}", f"must not exceed the limit ({limit})")
-    return {k: dict(v) for k, v in resources.items()}
+    return {k: dict(v) for k, v in resources.items() if v is not None}   # a null is absent
 
 
 def checked_image(value: object, field: str) -> str:
-    if not isinstance(value, str) or len(value) > d.MAX_IMAGE_LENGTH or any(c.isspace() for c in value):
+    if not isinstance(value, str) or len(value) > d.MAX_IMAGE_LENGTH or any(c.isspace() for c in value) \
+            or NUL in value:
         raise SpecError(field, f"is not an image reference: {value!r}"[:200])
     return value
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from rolloutbatch.core import pool_conversion, pool_spec
 from rolloutbatch.core.pool_conversion import manifest_conflict
+from rolloutbatch.core.spec import parse_spec
 
 FILES = {"episode.py": "print(1)"}
 POOL = {"size": 3, "task": {"files": FILES}, "image": "python:3.11", "network": "AllowEgress",
@@ -86,3 +88,30 @@ def test_a_verifier_running_the_pools_verifier_image_and_resources_runs(pool, wr
 def test_an_invalid_batch_naming_nothing_of_the_pool_or_an_unreadable_pool_is_left_to_the_api() -> None:
     assert manifest_conflict({"episodes": "many"}, POOL) is None
     assert manifest_conflict(BATCH, {"size": -1}) is None
+
+
+_R = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+@pytest.mark.parametrize("batch", [
+    {"episodes": 1, "image": "agent:1", "resources": _R, "verifier": {"resources": None}},
+    {"episodes": 1, "image": "agent:1", "resources": None, "verifier": {}},
+], ids=["verifier.resources null", "resources null"])
+def test_a_null_is_absent_to_the_conversion_as_to_the_spec(batch):
+    """A YAML `resources:` with nothing under it: core.spec reads it as absent, and so does this."""
+    pool = {"size": 1, "image": "agent:1", "resources": _R, "task": {"files": {"episode.py": "x"}}, "verifier": {}}
+    batch = {**batch, "task": {"files": {"episode.py": "x"}}}
+    assert parse_spec(batch).verifier is not None
+    assert pool_conversion.manifest_conflict(batch, pool) is None
+
+
+@pytest.mark.parametrize("written", ["library/python:3.11", "index.docker.io/python:3.11",
+                                     "docker.io/library/python:3.11", "index.docker.io/library/python:3.11"])
+def test_every_docker_hub_spelling_of_the_pools_image_is_its_image(written):
+    pool = {"size": 1, "image": "python:3.11", "task": {"files": {"episode.py": "x"}}}
+    assert pool_conversion.manifest_conflict({"episodes": 1, "image": written,
+                                              "task": {"files": {"episode.py": "x"}}}, pool) is None
+    assert pool_spec.same_image(written) == pool_spec.same_image("python:3.11")
+    assert pool_spec.same_image("python") == pool_spec.same_image("python:latest") == "python:latest"
+    assert pool_spec.same_image("localhost:5000/img") == "localhost:5000/img:latest"   # a port is no tag
+    assert pool_spec.same_image("ghcr.io/library/x:1") != pool_spec.same_image("x:1")

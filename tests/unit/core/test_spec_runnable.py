@@ -157,3 +157,20 @@ def test_a_generate_name_prefix_leaves_room_for_what_the_api_server_appends():
     with pytest.raises(SpecError, match="at most 50"):
         check_batch_name("a" * 50 + "-")
     check_batch_name("a" * 55)
+
+
+@pytest.mark.parametrize("raw", [
+    {**COLD, "image": "python:3.12\0evil"},
+    {**COLD, "verifier": {"image": "grader\0:1", "command": ["true"]}},
+    {**COLD, "episodes": 2, "inputs": [{}, {}], "inputImages": ["a:1", "b\0:1"]},
+], ids=["image", "verifier.image", "inputImages"])
+def test_a_nul_in_an_image_is_refused(raw):
+    with pytest.raises(SpecError, match="not an image reference"):
+        parse_spec(raw)
+
+
+@pytest.mark.parametrize("key", ["limits", "requests"])
+def test_a_null_amounts_entry_reads_as_absent(key):
+    other = "requests" if key == "limits" else "limits"
+    spec = parse_spec({**COLD, "resources": {key: None, other: {"cpu": "1"}}})
+    assert spec.resources == {other: {"cpu": "1"}}
