@@ -118,7 +118,8 @@ def _strings(raw: Mapping, key: str, field_name: str | None = None) -> tuple[str
 
 
 def _bool(raw: Mapping, key: str, field_name: str, default: bool = False) -> bool:
-    value = raw.get(key, default)
+    value = raw.get(key)
+    value = default if value is None else value   # a null is absent (the API server prunes it)
     if not isinstance(value, bool):
         raise SpecError(field_name, f"must be true or false, got {value!r}"[:200])
     return value
