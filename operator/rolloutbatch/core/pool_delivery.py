@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import shlex
 from collections.abc import Sequence
 
@@ -31,10 +32,13 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm` (the startupProbe's), and
 # the wait on the container's stdin (the pod's `stdin: true`), kept as fd 3 while
 # everything else reads /dev/null (a background list's stdin is /dev/null in sh): a background
-# reader answers PING lines, takes one length line, then exactly that many bytes into
-# `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot send), and checks the
-# count, and that the script's last line is its sentinel's (a delivery cut short and completed by
-# another attach's bytes is refused before anything of it runs). No process polls, and `wait` for
+# reader answers PING lines, takes one line of the length and the send's key, then exactly that
+# many bytes into `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot send),
+# and checks the count, and that the script's last line is its sentinel set to that key: a
+# delivery cut short (inside a quoted value, say) and completed by another attach's bytes ends with
+# the other send's key, so it is refused before anything of it runs, whatever the values (a value
+# cannot hold a key drawn at random for each send). The key is kept in `episode.key` for the check
+# after sourcing (the reader is a subshell). No process polls, and `wait` for
 # it is what a trapped TERM interrupts, so a pod ended
 # before its episode came (its deadline, a deletion, the batch's deadline) says
 # NOT_DELIVERED_EXIT, never an agent's code. Then stdin is closed, RECEIVED is printed (what the
@@ -68,13 +72,14 @@ _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             '> {term} 2>/dev/null; cat "$$c/prepare.tail"; exit {nd}; fi; rm -f "$$c/prepare.tail"; fi; ')
 _WAIT = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
-         '{{ while read -r n && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
-         'case "$$n" in ""|*[!0-9]*) exit 1;; esac && head -c "$$n" > "$$c/episode.sh" && '
-         '[ "$$(( $$(wc -c < "$$c/episode.sh") ))" -eq "$$n" ]; }} <&3 & r=$$!; '
-         'wait $$r || exit {nd}; [ "$$(tail -n 1 "$$c/episode.sh")" = {sentinel}=ready ] || exit {nd}; '
+         '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
+         'case "$$n" in ""|*[!0-9]*) exit 1;; esac; case "$$k" in ""|*[!0-9a-f]*) exit 1;; esac; '
+         'head -c "$$n" > "$$c/episode.sh" && [ "$$(( $$(wc -c < "$$c/episode.sh") ))" -eq "$$n" ] && '
+         '[ "$$(tail -n 1 "$$c/episode.sh")" = "{sentinel}=$$k" ] && echo "$$k" > "$$c/episode.key"; }} <&3 & r=$$!; '
+         'wait $$r || exit {nd}; read -r k < "$$c/episode.key" || exit {nd}; '
          'exec 3<&-; echo "{received}"; '
          '/bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
-         '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = ready ] || exit {nd}; '
+         '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = "$$k" ] || exit {nd}; '
          'trap - TERM INT HUP; ')
 # Without a verifier: the command in a subshell (this shell stays PID 1, immune to its own
 # processes' signals; the trap was reset, so a running episode's TERM is ignored as before; a
@@ -86,7 +91,8 @@ _RUN = '( "$$@" ); code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
 TIMEOUT_VARIABLE = "ROLLOUTBATCH_TIMEOUT"
 _TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
 WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
-SENTINEL = "ROLLOUTBATCH_EPISODE"   # the episode script's last assignment: a whole script was delivered
+SENTINEL = "ROLLOUTBATCH_EPISODE"   # the delivery's last assignment, to its key: a whole script was delivered
+KEY_BYTES = 16                      # of each send's key (hex): no value handed over can guess it
 RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has read its whole script
 MKFIFO_MISSING = "rolloutbatch: mkfifo failed: the pool launcher needs it in the image to run prepare"
 # Before the length, the sender may send PING lines; each is answered PONG. containerd starts
@@ -148,8 +154,8 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
     container's own claim directory and named by EPISODE_INPUT; files go to ``files_dir``. The
     variables are ``env``'s arguments, not shell assignments: a name the spec allows need not be
     a shell identifier (``MY-VAR``). ``$(NAME)`` references in the env and the command are expanded
-    first, as the kubelet expands a Job pod's (core.env_expansion). The sentinel is last: only a
-    whole script sets it."""
+    first, as the kubelet expands a Job pod's (core.env_expansion). Its sentinel is added by
+    :func:`delivery`, with the send's key."""
     claim_dir = claim_dir or naming.CLAIM_MOUNT_PATH
     lines = []
     input_path = None
@@ -173,7 +179,6 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
         command = ["/bin/sh", "-c", 'exec "$0" "$@"', *command]
     words = ["env", *(f"{name}={value}" for name, value in values), *command]
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
-    lines.append(f"{SENTINEL}=ready")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -214,9 +219,12 @@ def agent_overran(facts: PodFacts, episode_timeout: int) -> bool:
                                                      + CLOCK_SKEW_TOLERANCE_SECONDS)
 
 
-def delivery(script: bytes) -> bytes:
-    """What the launcher is sent on its stdin: the script's length on a line, then the script."""
-    return b"%d\n" % len(script) + script
+def delivery(script: bytes, key: str | None = None) -> bytes:
+    """What the launcher is sent on its stdin: a line of the length and a key drawn for this send
+    (``key``: a test's own), then the script, its last line the sentinel set to that key."""
+    key = key or secrets.token_hex(KEY_BYTES)
+    whole = script + f"{SENTINEL}={key}\n".encode()
+    return b"%d %s\n" % (len(whole), key.encode()) + whole
 
 
 def input_json(inputs: Sequence, index: int, samples_per_input: int) -> str | None:

@@ -52,18 +52,28 @@ def hand_over(claim, script: bytes, cut: int | None = None, keep_open: bool = Fa
     ``keep_open`` (a pod without stdinOnce: the stdin stays open for the next attach).
     ``cut``: only that many bytes arrive (a dropped connection). False when its stdin was closed
     already (a second attach writes to nothing)."""
+    data = pool_delivery.delivery(script)
+    return send(claim, before + (data if cut is None else data[:cut]), keep_open)
+
+
+def send(claim, data: bytes, keep_open: bool = False) -> bool:
+    """``data`` as it is on the stdin of the launcher waiting in ``claim`` (see :func:`hand_over`)."""
     stdin = _BY_CLAIM[str(claim)].stdin
     if stdin.closed:
         return False
-    data = pool_delivery.delivery(script)
     try:
-        stdin.write(before + (data if cut is None else data[:cut]))
+        stdin.write(data)
         stdin.flush()
         if not keep_open:
             stdin.close()
     except BrokenPipeError:   # it ended already
         return False
     return True
+
+
+def delivery_head(script: bytes) -> int:
+    """How many bytes of a delivery of ``script`` come before the script (its length and key line)."""
+    return pool_delivery.delivery(script).index(b"\n") + 1
 
 
 def has_pid_namespaces() -> bool:

@@ -18,7 +18,8 @@ from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 from rolloutbatch.service import episode_delivery
-from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import (delivery_head, hand_over, reap_launchers,  # noqa: F401 (the fixture)
+                                       send, start_launcher)
 
 BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
 
@@ -82,7 +83,7 @@ def test_a_delivery_cut_short_never_runs_as_an_episode(tmp_path) -> None:
         proc = _launcher(claim, ["/bin/sh", "-c", "exit 0"])
         _wait_for(claim / "warm")
         script, cut = _cut_script(claim, where)
-        hand_over(claim, script, cut=len(pool_delivery.delivery(script)) - len(script) + cut)
+        hand_over(claim, script, cut=delivery_head(script) + cut)
         results[where] = _exit_or_none(proc)
     # still waiting (a later delivery can complete it), or says "never delivered": never 0 or 2
     assert all(code in (None, NOT_DELIVERED_EXIT) for code in results.values()), results
@@ -99,13 +100,45 @@ def test_a_cut_delivery_completed_by_a_second_attach_never_runs(tmp_path) -> Non
                               stdout=subprocess.PIPE)
         _wait_for(claim / "warm")
         script, cut = _cut_script(claim, where)
-        head = len(pool_delivery.delivery(script)) - len(script)
-        hand_over(claim, script, cut=head + cut, keep_open=True)
+        hand_over(claim, script, cut=delivery_head(script) + cut, keep_open=True)
         time.sleep(0.1)
         hand_over(claim, script, before=pool_delivery.HELLO[0] * 3)
         assert _exit_or_none(proc) == NOT_DELIVERED_EXIT, where
         assert pool_delivery.RECEIVED.encode() not in proc.stdout.read(), where
         assert not (claim / "input.json").exists() and not list(claim.glob("*.json")), where   # nothing ran
+
+
+def test_a_splice_crafted_by_the_submitters_values_never_runs_them(tmp_path) -> None:
+    """The same splice with the cut placed for a crafted env value: the second send's quoting is
+    inverted after the cut, so the value's text is read as shell, and the value ends with what was
+    the sentinel line, at the spliced file's last byte. Each send's key closes it: the file's last
+    line is not the sentinel set to the first send's key, which no value can hold."""
+    payload = "touch spliced-ran"
+    value = "#" * 600 + f"\n{payload}\n{pool_delivery.SENTINEL}=ready\n" + "#" * 600
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"),
+                                                                env=(("X", value),)))
+    # the second attach pings first, and the launcher, reading the script, takes its pings as script
+    first, second = pool_delivery.delivery(script), pool_delivery.HELLO[0] + pool_delivery.delivery(script)
+    head = first.index(b"\n") + 1
+    length = len(first) - head
+    # the file is the first send's script up to the cut, then the second send's first bytes: its end
+    # falls on the end of the crafted sentinel line in the second send
+    end = second.index(f"{payload}\n{pool_delivery.SENTINEL}=ready\n".encode()) + len(payload) + 2 + \
+        len(f"{pool_delivery.SENTINEL}=ready")
+    cut = length - end
+    start = script.index(b"X=")
+    assert start < cut < start + len(value), "the cut must fall inside the crafted value's quotes"
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    proc = start_launcher(claim, None, env={"PATH": os.environ["PATH"]}, stderr=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE)
+    _wait_for(claim / "warm")
+    send(claim, first[:head + cut], keep_open=True)
+    time.sleep(0.1)
+    send(claim, second)
+    assert _exit_or_none(proc) == NOT_DELIVERED_EXIT
+    assert pool_delivery.RECEIVED.encode() not in proc.stdout.read()
+    assert not (claim / "spliced-ran").exists()
 
 
 # -- a pod ended before its episode arrives (activeDeadlineSeconds, pool deletion race, batch deadline) ---
@@ -214,11 +247,12 @@ def test_pings_are_answered_until_the_script_comes_and_are_no_part_of_it(tmp_pat
     proc.stdin.flush()
     assert [proc.stdout.readline() for _ in range(3)] == [pool_delivery.PONG.encode() + b"\n"] * 3
     script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 4")))
-    proc.stdin.write(pool_delivery.delivery(script) + ping)
+    data = pool_delivery.delivery(script)
+    proc.stdin.write(data + ping)
     proc.stdin.close()
     assert proc.stdout.readline().decode().strip() == pool_delivery.RECEIVED
     assert proc.wait(timeout=10) == 4
-    assert (tmp_path / "episode.sh").read_bytes() == script
+    assert (tmp_path / "episode.sh").read_bytes() == data[data.index(b"\n") + 1:]
 
 
 def _sourced(tmp_path, script: bytes) -> subprocess.CompletedProcess:

@@ -59,6 +59,13 @@ def _agent_ended(api: MemoryApi, name: str, code: int) -> None:
         {"name": "verifier", "started": True, "state": {"running": {}}}]})
 
 
+def _keyed(data: bytes) -> bool:
+    """A whole delivery: its first line the length and key, its last the sentinel set to that key."""
+    first, _, rest = data.partition(b"\n")
+    length, _, key = first.partition(b" ")
+    return int(length) == len(rest) and rest.endswith(b"\n%s=%s\n" % (pool_delivery.SENTINEL.encode(), key))
+
+
 def _round(api: MemoryApi, d: episode_delivery.EpisodeDelivery) -> None:
     run(delivery_round(api, d, 1))
 
@@ -83,7 +90,7 @@ def test_the_agent_then_the_verifier_are_handed_their_phases_once_each(api):
     verifier_script = handed[1][1].decode()
     assert handed[1][0] == naming.VERIFIER_CONTAINER
     assert "ROLLOUTBATCH_TIMEOUT=30" in verifier_script and "/verifier/verify.py" in verifier_script
-    assert " GRADE=1 " in verifier_script and verifier_script.rstrip().endswith("ROLLOUTBATCH_EPISODE=ready")
+    assert " GRADE=1 " in verifier_script and _keyed(verifier_script.encode())
     annotations = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"]
     assert float(annotations[naming.ANNOTATION_DELIVERED_AT]) > 0
     assert float(annotations[naming.ANNOTATION_VERIFIER_DELIVERED_AT]) > 0
@@ -98,7 +105,8 @@ def test_a_verifier_whose_agent_did_not_end_well_is_told_to_grade_nothing(api, a
     _agent_ended(api, name, agent_exit)
     _round(api, d)
     to_verifier = [e for e in api.attaches if e[2] == naming.VERIFIER_CONTAINER]
-    assert [e[3] for e in to_verifier] == [pool_delivery.delivery(f"exit {v.NOT_DELIVERED_EXIT}\n".encode())]
+    assert len(to_verifier) == 1 and _keyed(to_verifier[0][3])
+    assert to_verifier[0][3].split(b"\n")[1] == f"exit {v.NOT_DELIVERED_EXIT}".encode()
 
 
 def test_a_verifier_phase_that_cannot_be_handed_over_evicts_the_pod(api):
