@@ -447,18 +447,17 @@ def _pool_phase_words(where: str, part: Mapping) -> None:
     """What a pool's pod is handed as a shell script (core.pool_delivery): plain env values only,
     no NUL byte (a script cannot hold one), and no '=' in the command's first word (it runs under
     env(1), which would read it as a variable)."""
-    _strings(part, "command", f"{where}.command")   # their types first: they are read below
-    _strings(part, "args", f"{where}.args")
+    command = _strings(part, "command", f"{where}.command")
+    args = _strings(part, "args", f"{where}.args")
     for item in part.get("env") or ():
         if isinstance(item, Mapping) and "valueFrom" in item:
             raise SpecError(f"{where}.env", "with spec.poolRef only plain values reach a pool's pod (no Secret keys)")
     files = part.get("files") if isinstance(part.get("files"), Mapping) else {}
-    words = [*(part.get("command") or ()), *(part.get("args") or ()), *files.values(),
+    words = [*command, *args, *files.values(),
              *(str(item.get("value", "")) for item in part.get("env") or () if isinstance(item, Mapping))]
     if any("\0" in str(word) for word in words):
         raise SpecError(f"{where}.env", "with spec.poolRef no command, argument, file or env value may hold a NUL byte")
-    command = part.get("command") or ()
-    if command and "=" in str(command[0]):
+    if command and "=" in command[0]:
         raise SpecError(f"{where}.command", "with spec.poolRef the command's first word cannot hold '='")
 
 
@@ -656,8 +655,8 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
         if verifier is not None:   # the verifier runs under the same launcher
             texts += [*verifier.command, *verifier.args, *(str(e.get("value", "")) for e in verifier.env)]
         for text in texts:
-            for name in references(text, LAUNCHER_ENV):
-                raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({name}) is set at run "
+            if names := references(text, LAUNCHER_ENV):
+                raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({names[0]}) is set at run "
                                 f"time: read the environment variable in the program instead of "
                                 f"referencing it in command, args or env")
     if pool is None and not provisioned:
