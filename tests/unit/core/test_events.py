@@ -1,10 +1,12 @@
 """Log parsing survives hostile output and keeps only our events."""
+import itertools
 import json
 import math
+import string
 
 import pytest
 
-from rolloutbatch.core.events import MAX_EXTRA_BYTES, parse_log, parse_line
+from rolloutbatch.core.events import MAX_EXTRA_BYTES, MAX_EXTRA_FIELD_BYTES, parse_log, parse_line
 
 
 def line(**record):
@@ -55,6 +57,23 @@ def test_extras_are_bounded():
     parsed = parse_log(line(event="reward", at=1, episode_id="p", reward=1, huge="x" * 5000, **big))
     extra = parsed.reward[0].extra
     assert "huge" not in extra and len(json.dumps(extra)) <= MAX_EXTRA_BYTES + 200
+
+
+def test_many_small_extras_stay_within_the_budget_as_written():
+    """Each field is counted with its ':' and ',': four thousand one- and two-letter fields in one
+    ordinary line (31 KB) were kept whole and written 19,234 bytes against a 16 KiB budget."""
+    keys = ["".join(p) for n in (1, 2) for p in itertools.product(string.ascii_letters, repeat=n)][:4000]
+    parsed = parse_log(json.dumps({"event": "reward", "at": 1, "episode_id": "p", "reward": 1,
+                                   **{k: 0 for k in keys}}, separators=(",", ":")).encode())
+    extra = parsed.reward[0].extra
+    assert len(json.dumps(extra, separators=(",", ":"))) <= MAX_EXTRA_BYTES
+    assert len(extra) > 2000 and parsed.reward[0].dropped   # filled to the budget, the rest named
+
+
+def test_a_field_at_the_field_limit_as_written_is_kept():
+    value = "v" * (MAX_EXTRA_FIELD_BYTES - len('"k":""'))
+    assert parse_log(line(event="reward", at=1, episode_id="p", reward=1, k=value)).reward[0].extra == {"k": value}
+    assert parse_log(line(event="reward", at=1, episode_id="p", reward=1, k=value + "v")).reward[0].extra == {}
 
 
 def test_ids_that_are_not_strings_are_dropped():
