@@ -40,7 +40,7 @@ from rolloutbatch.kube.errors import KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, ops
 from rolloutbatch.sdk.retained import retained_batch, retained_head_name
 
-_SAFE_FILE = re.compile(r"^[a-z0-9][-a-z0-9.]{0,252}$")
+_SAFE_FILE = re.compile(r"[a-z0-9][-a-z0-9.]{0,252}")   # fullmatch: `$` would take a trailing newline
 
 
 def add_parsers(sub, common: argparse.ArgumentParser) -> None:
@@ -234,7 +234,7 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
 
     def save_log(pod: dict) -> bool:
         name = pod["metadata"]["name"]
-        if not _SAFE_FILE.match(name):
+        if not _SAFE_FILE.fullmatch(name):
             return False
         containers = episode_containers(pod)
         parts = []

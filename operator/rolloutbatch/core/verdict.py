@@ -88,7 +88,7 @@ _OWN_LIMIT_EVICTION = re.compile(r"^(Usage of EmptyDir volume .* exceeds the lim
                                  r"|Pod ephemeral local storage usage exceeds the total limit"
                                  r"|Container .* exceeded its local ephemeral storage limit)")
 _TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})?$")
-_INDEX = re.compile(r"^[0-9]{1,9}$")
+_INDEX = re.compile(r"[0-9]{1,9}")   # fullmatch: `$` would take "3\n"
 
 
 def parse_time(value: object) -> float | None:
@@ -114,7 +114,7 @@ def _index(meta: Mapping) -> int | None:
     for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
         value = source.get(v.COMPLETION_INDEX_KEY)
         if value is not None:
-            return int(value) if isinstance(value, str) and _INDEX.match(value) else None
+            return int(value) if isinstance(value, str) and _INDEX.fullmatch(value) else None
     return None
 
 

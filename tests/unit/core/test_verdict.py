@@ -313,7 +313,7 @@ def test_an_eviction_in_progress_is_not_yet_an_infrastructure_failure():
 
 
 def test_odd_completion_indexes_are_none():
-    for value in ("-1", " 3", "1_0", "3.0", "9" * 5000, 3):
+    for value in ("-1", " 3", "1_0", "3.0", "9" * 5000, 3, "3\n"):
         pod = pod_json()
         pod["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] = value
         assert pod_facts(pod).index is None, value
