@@ -9,18 +9,23 @@ from rolloutbatch import sdk
 from rolloutbatch.sdk.aio import AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
 from tests.unit.test_sdk_follow import BATCHES, CMS, NAME, NS, batch, cm, listing, recorded, row
+from rolloutbatch.kube.errors import Gone
 from rolloutbatch.sdk import ops
 
 
 class FakeAsyncApi:
     def __init__(self, lists, watches):
-        self.lists, self.watches, self.deleted = lists, watches, []
+        self.lists, self.watches, self.deleted, self.calls = lists, watches, [], []
 
     async def get(self, path, what, **params):
+        self.calls.append((path, params))
         if path not in self.lists:
             raise sdk.NotFound(what, status=404)
         answers = self.lists[path]
-        return answers.pop(0) if len(answers) > 1 else answers[0]
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
     async def delete(self, path, what, body=None):
         self.deleted.append(path)
@@ -112,6 +117,29 @@ def test_async_results_and_stream_raise_when_a_listed_shard_is_gone():
 
     document = asyncio.run(main())
     assert [r["index"] for r in document["pods"]] == [2, 3] and document["missing_shards"] == [f"{NAME}-results-0"]
+
+
+def test_async_stream_relists_from_scratch_when_a_list_page_expires():
+    """sdk.follow's ListWatch under the async watch task: page 2 answers 410 (the continue token
+    expired), the list starts again from page 1, and no row comes twice."""
+    head, shard = cm([row(0), row(1)]), cm([row(2), row(3)], name=f"{NAME}-results-0")
+    status = recorded({"phase": "Running"}, head, shard)
+
+    def page(items, token=None):
+        return {"metadata": {"resourceVersion": "10", **({"continue": token} if token else {})}, "items": items}
+
+    async def main():
+        api = FakeAsyncApi(lists={BATCHES: [listing([batch(status)])],
+                                  CMS: [page([head], "t1"), Gone("continue parameter too old", status=410),
+                                        page([head], "t2"), page([shard])],
+                                  f"{CMS}/{NAME}-results": [head], f"{CMS}/{NAME}-results-0": [shard]},
+                           watches={BATCHES: [[0.5, event("MODIFIED", batch(dict(status, phase="Succeeded")))]]})
+        handle = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch(status))
+        return [r["index"] async for r in handle.stream(timeout=5)], api.calls
+
+    rows, calls = asyncio.run(main())
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert [params.get("continue") for path, params in calls if path == CMS][:4] == [None, "t1", None, "t2"]
 
 
 def test_async_timeout_and_verbs_share_the_rules():

@@ -6,8 +6,8 @@ import pytest
 from rolloutbatch import sdk
 from rolloutbatch.core.results import configmap_digest, decode_results, encode_results
 from rolloutbatch.sdk import ops
-from rolloutbatch.sdk.follow import Follower
-from rolloutbatch.kube.errors import Forbidden, Unavailable
+from rolloutbatch.sdk.follow import Follower, ListWatch
+from rolloutbatch.kube.errors import Forbidden, Gone, Unavailable
 from tests.unit.fake_watch import FakeApi, event, gone
 
 NS, NAME, UID = "team", "b", "u-1"
@@ -87,13 +87,59 @@ def test_stream_survives_dropped_watches_and_relists_without_duplicates():
                        [event("MODIFIED", cm([row(1), row(0)], rv="12")),
                         b'{"type":"ERROR","object":{"code":410,"message":"too old"}}'],
                        gone(), [0.3]],
-                 BATCHES: [[0.6, event("MODIFIED", final)]]})
+                 # the drop waits 0.5 s, and so does the second 410 in a row (no watch event between)
+                 BATCHES: [[1.5, event("MODIFIED", final)]]})
     rows = list(handle(api).stream(timeout=5))
     assert [r["index"] for r in rows] == [0, 1, 2, 3]
     watches = [c for c in api.calls if c[0] == "watch" and c[1] == CMS]
     assert watches[1][2]["resourceVersion"] == "11"      # resumed where the drop happened
     lists = [c for c in api.calls if c[0] == "get" and c[1] == CMS]
     assert len(lists) >= 3                                # 410 twice: relisted
+
+
+def test_list_continuation_expired_relists_from_scratch():
+    """A paginated list whose continue token expires (410 Gone) must start a fresh list:
+    re-sending the expired token gets 410 again, forever, with no delay (on_error returns 0)."""
+    lw = ListWatch("/api/v1/namespaces/ns/configmaps", label_selector="a=b")
+    lw.on_list({"metadata": {"continue": "expired-token"}, "items": [{"metadata": {"name": "x"}}]})
+    assert lw.listing
+    assert lw.on_error(Gone("list: the provided continue parameter is too old", status=410)) == 0.0
+    assert lw.listing
+    assert "continue" not in lw.list_params(), lw.list_params()
+
+
+def test_a_gone_again_before_any_watch_event_waits_before_the_next_request():
+    """Relisting at once after a 410 is right; a second 410 with no watch event between (a list
+    page that expires again, a watch that answers 410 at once) waits as other errors do."""
+    lw = ListWatch(CMS, label_selector="a=b")
+    assert lw.on_error(Gone("too old", status=410)) == 0.0
+    lw.on_list(listing([]))
+    with pytest.raises(Gone) as expired:    # a watch's ERROR 410 line goes the way of a 410 answer
+        lw.on_line(b'{"type":"ERROR","object":{"code":410,"message":"too old"}}')
+    assert lw.on_error(expired.value) > 0 and lw.listing
+    lw.on_list(listing([]))
+    lw.on_line(event("BOOKMARK", {"metadata": {"resourceVersion": "11"}}))
+    assert lw.on_error(Gone("too old", status=410)) == 0.0
+
+
+def test_stream_relists_from_scratch_when_a_list_page_expires():
+    """Page 2 of the ConfigMap list answers 410 (its continue token expired): the list starts
+    again from page 1, and the rows of page 1 seen twice are handed out once."""
+    head, shard = cm([row(0), row(1)]), cm([row(2), row(3)], name=f"{NAME}-results-0")
+    status = recorded({"phase": "Running"}, head, shard)
+    final = batch(dict(status, phase="Succeeded"))
+
+    def page(items, token=None):
+        return {"metadata": {"resourceVersion": "10", **({"continue": token} if token else {})}, "items": items}
+    api = FakeApi(lists={BATCHES: [listing([batch(status)])],
+                         CMS: [page([head], "t1"), Gone("the provided continue parameter is too old", status=410),
+                               page([head], "t2"), page([shard])]},
+                  objects={HEAD: head, f"{HEAD}-0": shard},
+                  watches={BATCHES: [[0.5, event("MODIFIED", final)]]})
+    rows = [r["index"] for r in handle(api).stream(timeout=5)]
+    assert sorted(rows) == [0, 1, 2, 3]
+    lists = [c[2].get("continue") for c in api.calls if c[0] == "get" and c[1] == CMS]
+    assert lists[:4] == [None, "t1", None, "t2"]
 
 
 def test_stream_sweeps_once_after_the_batch_is_final():

@@ -1,8 +1,10 @@
 """Following a batch as it runs: sans-IO state machines fed by either client's watches.
 
 :class:`ListWatch` is one resumable list+watch of a collection: it says which request comes
-next (a list, or a watch from the last resourceVersion), reads the answers, and after a dropped
-connection resumes from where it was (a 410 Gone means relist). :class:`Follower` turns the
+next (a list, page by page, or a watch from the last resourceVersion), reads the answers, and
+after a dropped connection resumes from where it was. A 410 Gone (the watch's version or the
+list's continue token expired) means a list from the first page; the follower's dedup makes the
+rows seen again harmless. :class:`Follower` turns the
 events of two of them, the batch (by name) and its results ConfigMaps (by the batch-UID
 label: the head and every shard), into outputs: the new status, each episode's row exactly
 once, and each group once all its samples have rows. A relist, a resumed watch or an operator
@@ -58,6 +60,7 @@ class ListWatch:
         self.version: str | None = None     # None: a list comes next
         self._continue: str | None = None
         self.failures = 0
+        self.gones = 0                      # 410s since the last watch event
         self.resumes = 0                    # watches started from a kept version (for tests)
 
     @property
@@ -92,23 +95,29 @@ class ListWatch:
         event = json.loads(line)
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
-            if obj.get("code") == 410:
-                self.version = None          # too old: the next request relists
-                return None
+            if obj.get("code") == 410:       # too old: on_error relists
+                raise Gone(f"watch of {self.path}: {obj.get('message')}", status=410)
             raise KubeError(f"watch of {self.path}: {obj.get('message')}", status=obj.get("code"))
         self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
-        self.failures = 0
+        self.failures = self.gones = 0
         return (kind, obj) if kind in ("ADDED", "MODIFIED", "DELETED") else None
 
     def on_error(self, exc: BaseException) -> float | None:
         """Seconds to wait before the next request, or None when the error is final."""
         if isinstance(exc, Gone):
-            self.version = None
-            return 0.0
+            # The version or the continue token is too old: resending either gets 410 again.
+            self.version = self._continue = None
+            self.gones += 1
+            # At once the first time; a 410 again before any watch event waits like other errors.
+            return 0.0 if self.gones == 1 else self._backoff(self.gones - 1)
         if isinstance(exc, FATAL):
             return None
         self.failures += 1
-        return min(0.25 * 2 ** self.failures, 5.0)
+        return self._backoff(self.failures)
+
+    @staticmethod
+    def _backoff(failures: int) -> float:
+        return min(0.25 * 2 ** failures, 5.0)
 
 
 def _row(raw: Any, episodes: int) -> Row | None:
