@@ -19,11 +19,13 @@ import asyncio
 import errno
 import ipaddress
 import logging
+import math
 import os
 import socket
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 
 import kopf
 
@@ -163,6 +165,61 @@ def check_port(address: str, port: int, option: str) -> None:
             raise StartupError(f"{option} {port}: cannot listen on {address}:{port}: {exc.strerror}") from None
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric flag may take. nan is in none (every comparison with it is false)."""
+
+    low: float
+    high: float = math.inf
+    unit: str = "a whole number"
+    open_low: bool = False
+    open_high: bool = False
+
+    def admits(self, value: float) -> bool:
+        above = value > self.low if self.open_low else value >= self.low
+        below = value < self.high if self.open_high else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        low, high = (int(x) if float(x).is_integer() else x for x in (self.low, self.high))
+        if self.high == math.inf:
+            return f"{'above' if self.open_low else 'at least'} {low}"
+        return f"{self.unit} in {'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
+
+
+SECONDS = Range(0, 86400, "seconds", open_high=True)
+# Each numeric flag's usable values. argparse takes nan, inf and negatives, and a value out of
+# range fails nothing at startup: it hangs or stalls batches later, so it is refused here.
+NUMERIC_FLAGS: dict[str, Range] = {
+    "metrics_port": Range(0, 65535, "a port"),     # getaddrinfo wraps 70000 to 4464
+    "liveness_port": Range(0, 65535, "a port"),
+    # Read in memory whole, --read-concurrency at once; 0 cuts every log: LogLimitExceeded for all.
+    "log_limit_bytes": Range(1, 2**30, "bytes"),
+    # 0 reads no log at all (asyncio.Semaphore(0)); the HTTP pool is twice as many connections,
+    # and urllib3 fills a pool's queue when it makes the pool.
+    "read_concurrency": Range(1, 1000),
+    "results_shard_rows": Range(1),
+    "status_interval": SECONDS,
+    "status_max_interval": SECONDS,
+    "results_interval": SECONDS,
+    "results_max_interval": SECONDS,
+    # 0 or less stalls every batch before the Job controller made its first pod.
+    "pod_create_grace": Range(0, 86400, "seconds", open_low=True, open_high=True),
+    "unschedulable_grace": SECONDS,
+}
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Raise StartupError for a numeric flag out of its range (NUMERIC_FLAGS). The leader-election
+    timings are core.leadership.Timing's to check."""
+    for flag, usable in NUMERIC_FLAGS.items():
+        if not usable.admits(getattr(args, flag)):
+            raise StartupError(f"--{flag.replace('_', '-')} must be {usable}")
+    for kind in ("status", "results"):   # the shortest wait may not exceed the longest
+        if getattr(args, f"{kind}_interval") > getattr(args, f"{kind}_max_interval"):
+            raise StartupError(f"--{kind}-interval must not exceed --{kind}-max-interval")
+
+
 def check_ports(args: argparse.Namespace) -> None:
     if args.metrics_port and args.metrics_port == args.liveness_port:
         raise StartupError(f"--metrics-port and --liveness-port are both {args.metrics_port}: they must differ")
@@ -171,8 +228,10 @@ def check_ports(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run until stopped; a startup problem (busy port, bad kubeconfig) is one line and exit 1."""
+    """Run until stopped; a startup problem (a flag out of range, busy port, bad kubeconfig) is one line
+    and exit 1."""
     try:
+        check_numbers(args)
         check_ports(args)
         config = load_config(args.kubeconfig)
     except (StartupError, ConfigError) as exc:
@@ -181,20 +240,6 @@ def run(args: argparse.Namespace) -> int:
     # log_prefix: every line about a batch starts with its namespace/name (kubectl logs readers).
     kopf.configure(verbose=args.verbose, log_prefix=True)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
-    if args.results_shard_rows < 1:
-        print("rolloutbatch operator: error: --results-shard-rows must be at least 1", file=sys.stderr)
-        return 1
-    for flag in ("status_interval", "status_max_interval", "results_interval", "results_max_interval",
-                 "unschedulable_grace"):
-        if not 0 <= getattr(args, flag) < 86400:   # also refuses nan and inf, which argparse's float takes
-            print(f"rolloutbatch operator: error: --{flag.replace('_', '-')} must be seconds in [0, 86400)",
-                  file=sys.stderr)
-            return 1
-    for kind in ("status", "results"):   # the shortest wait may not exceed the longest
-        if getattr(args, f"{kind}_interval") > getattr(args, f"{kind}_max_interval"):
-            print(f"rolloutbatch operator: error: --{kind}-interval must not exceed --{kind}-max-interval",
-                  file=sys.stderr)
-            return 1
     for cidr in args.service_cidr:
         try:
             ipaddress.ip_network(cidr, strict=False)

@@ -201,3 +201,34 @@ def test_a_watch_namespace_that_is_not_a_namespace_name_is_refused(capsys, tmp_p
                               "--metrics-port", "0", "--liveness-port", str(_free_port())])
     assert runner.run(args) == 1
     assert "--watch-namespace 'Team_A' is not a namespace name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--pod-create-grace", "nan"),       # never stalls PodsNotCreated (every comparison with nan is False)
+    ("--pod-create-grace", "-5"),        # stalls every batch at once
+    ("--pod-create-grace", "0"),         # as good as -5: no pod exists the moment the Job does
+    ("--unschedulable-grace", "inf"),
+    ("--read-concurrency", "0"),         # asyncio.Semaphore(0): no log is ever read, batches hang
+    ("--read-concurrency", "-1"),        # asyncio.Semaphore(-1): a ValueError traceback
+    ("--read-concurrency", "100000000"),  # urllib3 fills its connection pool's queue up front
+    ("--log-limit-bytes", "0"),          # every log read is 'truncated' at 0 bytes: LogLimitExceeded for all
+    ("--results-shard-rows", "-3"),
+    ("--metrics-port", "-1"),            # getaddrinfo's 'Servname not supported', not a port
+    ("--liveness-port", "70000"),        # getaddrinfo wraps it to 4464
+])
+def test_operator_refuses_unusable_numeric_flags_in_one_line(flag, value, capsys, tmp_path, monkeypatch):
+    reached = []
+
+    async def fake_operator(**kwargs):
+        reached.append(kwargs)
+    monkeypatch.setattr(runner.kopf, "operator", fake_operator)
+    monkeypatch.setattr(runner, "cluster_dns_cidrs", lambda api, log: ())
+    ports = {"--metrics-port": "0", "--liveness-port": str(_free_port()), flag: value}
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args([f"{flag}={value}", "--no-leader-elect", "--metrics-address", "127.0.0.1",
+                              "--kubeconfig", str(_unreachable_kubeconfig(tmp_path)),
+                              *(f"{name}={port}" for name, port in ports.items() if name != flag)])
+    assert runner.run(args) == 1 and not reached, f"{flag}={value} accepted"
+    err = capsys.readouterr().err
+    assert err.startswith(f"rolloutbatch operator: error: {flag} must be ") and err.count("\n") == 1, err
