@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import pathlib
 import sys
 from collections.abc import Callable
@@ -89,6 +90,37 @@ def network_reason(exc: BaseException) -> str:
     return one_line(text, 200)
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading a timestamp as the text written, as kubectl does
+    (sigs.k8s.io/yaml converts YAML to JSON, which has no date type): safe_load made
+    ``value: 2024-01-01`` a datetime.date, which no request can carry."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json(obj: Any, where: str) -> None:
+    """Refuse a value a JSON request cannot carry, naming where it is: NaN and infinities
+    (``.nan``, ``.inf``: kubectl refuses them too), and what other YAML tags make (``!!binary``
+    bytes, ``!!set``)."""
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CLIError(f"{where}: {path}: {value} is not a number JSON can carry")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, _SCALARS) or isinstance(key, float) and not math.isfinite(key):
+                    raise CLIError(f"{where}: {path or 'the object'}: the key {key!r} is not a JSON object key")
+                stack.append((f"{path}.{key}" if path else str(key), item))
+        elif isinstance(value, (list, tuple)):   # tuples: !!omap and !!pairs entries
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+        elif not isinstance(value, _SCALARS):
+            tag = {bytes: "!!binary", set: "!!set"}.get(type(value), type(value).__name__)
+            raise CLIError(f"{where}: {path}: {tag} is not a JSON value")
+
+
 def load_documents(path: str) -> list[dict]:
     """RolloutBatch objects from a YAML/JSON file (``-`` = stdin), multi-document or a List."""
     try:
@@ -98,7 +130,7 @@ def load_documents(path: str) -> list[dict]:
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"{path}: cannot read: {one_line(exc)}") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -114,6 +146,7 @@ def load_documents(path: str) -> list[dict]:
         raise CLIError(f"{path}: no objects in the file")
     for number, obj in enumerate(objects, 1):
         check_object(obj, f"{path}: object {number}")
+        _check_json(obj, f"{path}: object {number}")
     return objects
 
 
@@ -132,6 +165,7 @@ def check_object(obj: Any, where: str) -> None:
 
 def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a subcommand; every expected failure becomes one line on stderr and an exit code."""
+    from rolloutbatch.core.model import SpecError
     from rolloutbatch.kube.errors import KubeError, NotFound, Unavailable
     from rolloutbatch.sdk import CRDNotInstalled, InvalidName
 
@@ -157,7 +191,9 @@ def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     except KubeError as exc:
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
-    except InvalidName as exc:   # refused before any call (other ValueErrors are bugs: their traceback shows)
+    # Refused before any call (a name; one input larger than a ConfigMap). Other ValueErrors are
+    # bugs: their traceback shows.
+    except (InvalidName, SpecError) as exc:
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except TimeoutError as exc:

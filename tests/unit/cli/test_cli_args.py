@@ -141,6 +141,56 @@ def test_bad_file_through_main_is_one_line(capsys, tmp_path):
     assert code == 1 and "no such file" in err
 
 
+_DATED = """\
+apiVersion: rl.agentruntime.io/v1alpha1
+kind: RolloutBatch
+metadata: {name: dated}
+spec:
+  episodes: 1
+  task: {files: {episode.py: "print(1)"}}
+"""
+
+
+def test_yaml_dates_stay_the_strings_written(tmp_path):
+    """kubectl reads an unquoted 2024-01-01 as the string "2024-01-01" (no JSON type is a date);
+    PyYAML's safe loader made it a datetime.date, which no request can carry."""
+    f = tmp_path / "b.yaml"
+    f.write_text(_DATED + "  env: [{name: SINCE, value: 2024-01-01}]\n"
+                 "  inputs: [{at: 2001-12-14 21:59:43.10 -5}, {day: !!timestamp 2024-1-1}]\n")
+    (obj,) = common.load_documents(str(f))
+    assert obj["spec"]["env"] == [{"name": "SINCE", "value": "2024-01-01"}]
+    assert obj["spec"]["inputs"] == [{"at": "2001-12-14 21:59:43.10 -5"}, {"day": "2024-1-1"}]
+
+
+@pytest.mark.parametrize("extra, where", [
+    ("  inputs: [{temperature: .nan}]\n", "spec.inputs[0].temperature"),
+    ("  inputs: [{t: [1, -.inf]}]\n", "spec.inputs[0].t[1]"),
+    ("  env: [{name: X, value: !!binary aGk=}]\n", "spec.env[0].value"),
+    ("  inputs: [!!set {a, b}]\n", "spec.inputs[0]"),
+])
+def test_a_value_json_cannot_carry_is_refused_naming_where(extra, where, tmp_path):
+    f = tmp_path / "b.yaml"
+    f.write_text(_DATED + extra)
+    with pytest.raises(common.CLIError) as info:
+        common.load_documents(str(f))
+    assert str(info.value).startswith(f"{f}: object 1: {where}: "), info.value
+
+
+@pytest.mark.parametrize("extra", [
+    "  env: [{name: SINCE, value: 2024-01-01}]\n",      # was json.dumps' TypeError in the transport
+    "  inputs: [{released: 2024-01-01}]\n",             # was plan_inputs' SpecError, uncaught
+    "  inputs: [{temperature: .nan}]\n",                # the same SpecError traceback
+    "  inputs: [\"%s\"]\n" % ("x" * 1_100_000),          # one input larger than a ConfigMap: SpecError
+])
+def test_submit_a_yaml_date_is_one_line_not_a_traceback(extra, tmp_path, capsys, dead_kubeconfig):
+    """README: errors are one line on stderr, exit 1 (here: the cluster is unreachable, or the
+    file is refused before any call)."""
+    (tmp_path / "b.yaml").write_text(_DATED + extra)
+    code = main(["--kubeconfig", str(dead_kubeconfig), "submit", "-f", str(tmp_path / "b.yaml")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("rolloutbatch: error:") and err.count("\n") == 1, err
+
+
 def test_results_refuses_an_existing_directory(capsys, tmp_path):
     code, _, err = run(capsys, "results", "x", "--output", str(tmp_path))
     assert code == 1 and "already exists" in err and err.count("\n") == 1
