@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from rolloutbatch import sdk
-from rolloutbatch.sdk.aio import AsyncBatchHandle, AsyncClient
+from rolloutbatch.sdk import aio
+from rolloutbatch.sdk.aio import AsyncApi, AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
 from tests.unit.test_sdk_follow import BATCHES, CMS, NAME, NS, batch, cm, listing, recorded, row
-from rolloutbatch.kube.errors import Gone
+from rolloutbatch.kube.errors import Gone, KubeError
 from rolloutbatch.sdk import ops
 
 
@@ -149,6 +151,60 @@ def test_async_timeout_and_verbs_share_the_rules():
             await AsyncBatchHandle(client, batch()).wait(timeout=0.2)
 
     asyncio.run(main())
+
+
+async def _watch_lines_from_a_local_server(*chunks: bytes) -> list[bytes]:
+    """AsyncApi.lines over a watch a local aiohttp server answers with ``chunks`` (127.0.0.1 only)."""
+    from types import SimpleNamespace
+
+    from aiohttp import web
+
+    async def watch(request):
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get(CMS, watch)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    api = AsyncApi(SimpleNamespace(cluster={"server": f"http://127.0.0.1:{port}"}, user={"token": "t"}))
+    try:
+        return [line async for line in api.lines(CMS, "watch", read_timeout=10, watch="true")]
+    finally:
+        await api.close()
+        await runner.cleanup()
+
+
+def test_async_watch_reads_a_results_configmap_event_of_several_hundred_kib():
+    """A results ConfigMap holds up to 900 KiB (core.results.GZIP_ABOVE), so its watch event is one
+    JSON line that long. aiohttp's readline stops at twice read_bufsize (512 KiB on aiohttp 3.14,
+    128 KiB on 3.9) with an error that is neither a KubeError nor a ValueError: the watch task
+    died and stream()/groups() got no row until the batch was final (the sweep)."""
+    big = {"type": "MODIFIED", "object": {"kind": "ConfigMap", "metadata": {"name": "b-results",
+                                                                             "resourceVersion": "7"},
+                                          "data": {"results.json": "x" * 880_000}}}
+    small = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}}
+    line, short = json.dumps(big).encode(), json.dumps(small).encode()
+    # Lines cut across writes (a newline alone, too), and an end and a start in one write.
+    got = asyncio.run(_watch_lines_from_a_local_server(line[:1000], line[1000:], b"\n", short + b"\n" + short[:5],
+                                                       short[5:] + b"\n"))
+    assert [json.loads(x)["object"]["metadata"]["resourceVersion"] for x in got] == ["7", "8", "8"]
+    assert got[0] == line
+
+
+def test_async_watch_line_past_the_bound_is_a_kube_error(monkeypatch):
+    """A line longer than any object the API server can send is refused as a KubeError, which the
+    watch task retries with a pause, never an error it does not catch."""
+    monkeypatch.setattr(aio, "MAX_LINE_BYTES", 1000)
+    with pytest.raises(KubeError, match="longer than 1000 bytes"):
+        asyncio.run(_watch_lines_from_a_local_server(b"x" * 600, b"x" * 600 + b"\n"))
 
 
 def test_async_api_reads_the_kubeconfig(tmp_path):

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from rolloutbatch.kube.async_session import send_json, ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
@@ -35,6 +36,11 @@ from rolloutbatch.sdk import ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.types import Group, Row
+
+# The longest watch line read. A watch event is one object, and etcd refuses one over 1.5 MiB
+# (its default --max-request-bytes); as JSON it can be longer (base64 binaryData is 4/3, an
+# escaped control character six bytes for one): 16 MiB holds that and bounds a line that never ends.
+MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 class AsyncApi:
@@ -105,19 +111,31 @@ class AsyncApi:
                                     on_output=on_output)
 
     async def lines(self, path: str, what: str, *, read_timeout: float, **params: Any) -> AsyncIterator[bytes]:
-        """The lines of a streamed GET (a watch)."""
+        """The lines of a streamed GET (a watch), each at most ``MAX_LINE_BYTES`` (KubeError past
+        that); a failed read is Unavailable."""
         try:
             async with self._client().get(self.url + path, params={k: str(v) for k, v in params.items()},
                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
                                                                         sock_read=read_timeout)) as response:
                 if response.status >= 400:
                     raise from_text(response.status, await response.text(), what)
-                while True:
-                    line = await response.content.readline()
-                    if not line:
-                        return
-                    yield line.rstrip(b"\n")
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                # Not content.readline(): it refuses a line over twice read_bufsize (aiohttp's
+                # StreamReader), shorter than a results ConfigMap's watch event.
+                line = bytearray()
+                async for chunk in response.content.iter_any():
+                    parts = chunk.split(b"\n")
+                    for n, part in enumerate(parts, 1):
+                        line += part
+                        if len(line) > MAX_LINE_BYTES:
+                            raise KubeError(f"{what}: a line longer than {MAX_LINE_BYTES} bytes, "
+                                            "more than any object the API server sends")
+                        if n < len(parts):      # a newline ended it
+                            yield bytes(line)
+                            line.clear()
+                if line:
+                    yield bytes(line)
+        # HttpProcessingError: aiohttp's parser errors (LineTooLong, BadHttpMessage) are no ClientError.
+        except (aiohttp.ClientError, HttpProcessingError, asyncio.TimeoutError, OSError) as exc:
             raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
 
 
