@@ -200,3 +200,84 @@ def test_a_refused_patch_does_not_quote_the_whole_object():
     assert str(exc).startswith('patch status:  "" is invalid:')
     long = errors.classify(422, "y" * 10_000)
     assert len(str(long)) == errors.MAX_MESSAGE
+
+
+# --- $KUBECONFIG as a list of files, merged as kubectl merges them ------------------------------
+# (kubernetes.io, "Organizing Cluster Access Using kubeconfig Files": missing files are skipped,
+# the first file to set a value or a name wins, relative paths are the file's own.)
+_SPLIT_USER = {"apiVersion": "v1", "kind": "Config", "users": [{"name": "u", "user": {"token": "t"}}],
+               "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}}],
+               "current-context": "x"}
+_SPLIT_CLUSTER = {"apiVersion": "v1", "kind": "Config",
+                  "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}]}
+
+
+def _write(path, doc) -> str:
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_kubeconfig_list_skips_a_missing_first_file(tmp_path, monkeypatch):
+    real = _write(tmp_path / "real", GOOD)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}::{real}")
+    config = load_config(None)
+    assert config.cluster["server"] == "https://127.0.0.1:1" and config.user == {"token": "t"}
+
+
+def test_kubeconfig_list_merges_context_and_cluster_from_two_files(tmp_path, monkeypatch):
+    """The common split: contexts/users in one file, the cluster in another."""
+    monkeypatch.setenv("KUBECONFIG", f"{_write(tmp_path / 'a', _SPLIT_USER)}:{_write(tmp_path / 'b', _SPLIT_CLUSTER)}")
+    config = load_config(None)
+    assert config.cluster["server"] == "https://127.0.0.1:1" and config.user == {"token": "t"}
+    assert config.namespace == "team-a"
+
+
+def test_kubeconfig_list_the_first_file_to_set_a_value_or_a_name_wins(tmp_path, monkeypatch):
+    first = {"clusters": [{"name": "c", "cluster": {"server": "https://first:1"}}],
+             "users": [{"name": "u", "user": {"token": "first"}}]}
+    second = {**_SPLIT_USER, "current-context": "y",
+              "clusters": [{"name": "c", "cluster": {"server": "https://second:1", "insecure-skip-tls-verify": True}}],
+              "users": [{"name": "u", "user": {"token": "second", "username": "not-merged-in"}}],
+              "contexts": [{"name": "y", "context": {"cluster": "c", "user": "u"}}]}
+    third = {**_SPLIT_USER, "current-context": "x"}
+    monkeypatch.setenv("KUBECONFIG", ":".join(_write(tmp_path / n, d) for n, d in
+                                              (("1", first), ("2", second), ("3", third))))
+    config = load_config(None)
+    assert config.current_context == "y"                                   # the second file set it first
+    assert config.cluster == {"server": "https://first:1"}                  # a name's entry is taken whole
+    assert config.user == {"token": "first"}
+    assert set(config.contexts) == {"x", "y"}
+
+
+def test_kubeconfig_list_reads_relative_paths_from_each_files_own_directory(tmp_path, monkeypatch):
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "ca.crt").write_text("ca")
+    cluster = {"clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1",
+                                                      "certificate-authority": "ca.crt"}}]}
+    user = {**_SPLIT_USER, "users": [{"name": "u", "user": {"tokenFile": "token"}}]}
+    (tmp_path / "token").write_text("t")
+    files = _write(tmp_path / "user", user), _write(tmp_path / "certs" / "cluster", cluster)
+    monkeypatch.setenv("KUBECONFIG", ":".join(files))
+    monkeypatch.chdir("/")
+    config = load_config(None)
+    assert config.cluster["certificate-authority"].filename() == str(tmp_path / "certs" / "ca.crt")
+    assert config.user["tokenFile"] == str(tmp_path / "token")
+
+
+def test_kubeconfig_list_errors_name_the_file(tmp_path, monkeypatch):
+    good = _write(tmp_path / "good", GOOD)
+    (tmp_path / "broken").write_text("{unclosed: [")
+    monkeypatch.setenv("KUBECONFIG", f"{good}:{tmp_path / 'broken'}")
+    with pytest.raises(ConfigError, match=f"cannot load the kubeconfig {tmp_path / 'broken'}: "):
+        load_config(None)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'gone'}:{tmp_path / 'also-gone'}")
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(None)
+
+
+def test_an_explicit_kubeconfig_is_one_file_as_kubectls_flag(tmp_path, monkeypatch):
+    good = _write(tmp_path / "good", GOOD)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'gone'}:{good}")
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(f"{tmp_path / 'gone'}:{good}")
+    assert load_config(good).cluster["server"] == "https://127.0.0.1:1"

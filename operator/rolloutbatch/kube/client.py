@@ -1,4 +1,5 @@
-"""One pooled HTTP client for the whole operator, configured from KUBECONFIG or in-cluster.
+"""One pooled HTTP client for the whole operator, configured from KUBECONFIG (a list of files,
+merged as kubectl merges them) or in-cluster.
 
 Every create, replace and patch asks for strict field validation (``fieldValidation=Strict``):
 the API server refuses an unknown or duplicate field, as ``kubectl`` does, instead of dropping
@@ -29,7 +30,9 @@ _CONFIG_ERRORS = (pykube.exceptions.PyKubeError, OSError, KeyError, IndexError, 
 
 
 def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
-    """In-cluster service account when running in a pod, else the kubeconfig file.
+    """In-cluster service account when running in a pod, else the kubeconfig file: ``kubeconfig``
+    (one file, as kubectl's ``--kubeconfig``), else ``$KUBECONFIG``, a list of files merged as
+    kubectl merges them (:func:`_merged`), else ``~/.kube/config``.
 
     Raises ``ConfigError`` (naming the file) when there is none or it cannot be used; the file's
     current context, its cluster and its user are read here, so a broken file fails now and not
@@ -42,18 +45,71 @@ def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
         except _CONFIG_ERRORS as exc:
             raise ConfigError(f"cannot load the in-cluster service account ({SERVICE_ACCOUNT}): "
                               f"{_describe(exc)}") from None
-    filename = path.split(os.pathsep)[0] if path else os.path.expanduser("~/.kube/config")
-    if not os.path.isfile(os.path.expanduser(filename)):
+    if kubeconfig or not path:
+        files = [kubeconfig or "~/.kube/config"]
+    else:   # kubectl skips empty entries, repeated ones and files that do not exist
+        files = [f for f in dict.fromkeys(path.split(os.pathsep))
+                 if f and os.path.isfile(os.path.expanduser(f))] or [path]
+    filename = files[0] if len(files) == 1 else path
+    if len(files) == 1 and not os.path.isfile(os.path.expanduser(filename)):
         hint = "" if path else " (set $KUBECONFIG or pass --kubeconfig; not running in a pod)"
         raise ConfigError(f"cannot load the kubeconfig {filename}: no such file{hint}")
     try:
-        config = pykube.KubeConfig.from_file(filename)
+        config = pykube.KubeConfig.from_file(filename) if len(files) == 1 else _merged(files)
         if not isinstance(config.doc, dict):
             raise TypeError("not a kubeconfig document (a YAML mapping)")
         config.cluster["server"], config.user, config.namespace  # noqa: B018  (read to validate)
     except _CONFIG_ERRORS as exc:
         raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
     return config
+
+
+_NAMED = ("clusters", "users", "contexts")
+# The file paths kubectl reads relative to the kubeconfig that names them (client-go's
+# clientcmd.ResolveLocalPaths; an exec command only when it holds a path separator), with
+# pykube's idp-certificate-authority: (section, entry key, path to the field in it).
+_FILE_FIELDS = (("clusters", "cluster", ("certificate-authority",)),
+                ("users", "user", ("client-certificate",)), ("users", "user", ("client-key",)),
+                ("users", "user", ("tokenFile",)), ("users", "user", ("exec", "command")),
+                ("users", "user", ("auth-provider", "config", "idp-certificate-authority")))
+
+
+def _merged(files: list[str]) -> pykube.KubeConfig:
+    """One kubeconfig of several, by the rules of kubectl (kubernetes.io, "Organizing Cluster Access
+    Using kubeconfig Files"): the first file to set a value (``current-context``) or a name (a
+    cluster, user or context, taken whole) wins; relative paths are read from each file's own
+    directory. A file that cannot be read raises ConfigError naming it. The result has no file, so
+    pykube writes no refreshed token into one of them."""
+    merged: dict[str, Any] = {}
+    for filename in files:
+        try:
+            with open(os.path.expanduser(filename)) as handle:
+                doc = yaml.safe_load(handle) or {}
+            if not isinstance(doc, dict):
+                raise TypeError("not a kubeconfig document (a YAML mapping)")
+            _resolve_paths(doc, os.path.dirname(os.path.abspath(os.path.expanduser(filename))))
+        except _CONFIG_ERRORS as exc:
+            raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
+        for key, value in doc.items():
+            if key in _NAMED:
+                names = {entry.get("name") for entry in merged.setdefault(key, [])}
+                merged[key] += [entry for entry in value or () if entry.get("name") not in names]
+            elif key not in merged and value not in (None, "", {}, []):
+                merged[key] = value
+    return pykube.KubeConfig(merged)
+
+
+def _resolve_paths(doc: dict, base: str) -> None:
+    """Make the relative file paths of ``doc`` (_FILE_FIELDS) absolute, from ``base``."""
+    for section, key, fields in _FILE_FIELDS:
+        for entry in doc.get(section) or ():
+            holder = entry.get(key)
+            for field in fields[:-1]:
+                holder = holder.get(field) if isinstance(holder, dict) else None
+            value = holder.get(fields[-1]) if isinstance(holder, dict) else None
+            if isinstance(value, str) and value and not os.path.isabs(value) and \
+                    (fields[-1] != "command" or os.sep in value):
+                holder[fields[-1]] = os.path.join(base, value)
 
 
 def _describe(exc: BaseException) -> str:

@@ -158,7 +158,7 @@ def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, 
 
 
 class Client:
-    """A connection to one cluster (kubeconfig file, ``$KUBECONFIG``, or in-cluster).
+    """A connection to one cluster (kubeconfig file, ``$KUBECONFIG``: files merged as kubectl does, or in-cluster).
 
     Raises ``ConfigError`` when the kubeconfig is missing or unusable.
     """
