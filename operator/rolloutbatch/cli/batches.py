@@ -100,6 +100,21 @@ def _on_pool(client: Client, objects: list, args: argparse.Namespace) -> list:
     return pooled
 
 
+def _refuse_twins(objects: list) -> None:
+    """Two objects of one namespace and name: the dry run below stores nothing, so both would pass
+    it and the second be refused once the first exists. A generateName gets a name per object."""
+    first: dict[tuple[str, str], str] = {}
+    for path, n, obj in objects:
+        meta = obj["metadata"]
+        if not meta.get("name"):
+            continue
+        key = (meta["namespace"], meta["name"])
+        if key in first:
+            raise CLIError(f"{path}: object {n}: {key[0]}/{key[1]} is also {first[key]}: each name is created "
+                           "once (nothing was created)")
+        first[key] = f"{path}: object {n}"
+
+
 def submit(args: argparse.Namespace) -> int:
     objects = []
     for path in args.filename:
@@ -109,6 +124,7 @@ def submit(args: argparse.Namespace) -> int:
         objects = _on_pool(client, objects, args)
     for path, n, obj in objects:
         _with_namespace(obj, args.namespace, client.namespace, f"{path}: object {n}")
+    _refuse_twins(objects)
     if len(objects) > 1:
         # All or nothing: a refused object (a typo in the third batch) must not leave the first two.
         for _, _, obj in objects:

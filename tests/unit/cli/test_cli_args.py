@@ -204,3 +204,41 @@ def test_namespace_mismatch(tmp_path):
         _with_namespace(obj, "b", "default", "f")
     assert _with_namespace({"metadata": {"name": "x"}}, None, "ctx", "f")["metadata"]["namespace"] == "ctx"
     assert _with_namespace({"metadata": {"name": "x", "namespace": "a"}}, None, "ctx", "f")["metadata"]["namespace"] == "a"
+
+
+def _memory_client(monkeypatch):
+    from rolloutbatch.cli import batches
+    from rolloutbatch.sdk import Client
+    from tests.support.memory_api import MemoryApi
+
+    api = MemoryApi()
+    for ns in ("ns", "other"):
+        api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    monkeypatch.setattr(batches, "make_client", lambda args: Client(api=api, namespace=args.namespace or "ns"))
+    return api
+
+
+def test_submit_file_with_a_duplicate_name_creates_none(tmp_path, monkeypatch, capsys):
+    """README: a file of several batches is checked whole first (server dry run), one refused
+    object creates none. A dry run stores nothing, so two objects of one name both passed it, and
+    the second was refused (AlreadyExists) after the first was created."""
+    api = _memory_client(monkeypatch)
+    twin = yaml.safe_load(_DATED.replace("dated", "twin"))
+    other = {**twin, "metadata": {"name": "other"}}
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump_all([twin, other]))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump({**twin, "metadata": {"name": "twin", "namespace": "ns"}}))
+    code, out, err = run(capsys, "submit", "-f", str(tmp_path / "a.yaml"), "-f", str(tmp_path / "b.yaml"))
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert f"{tmp_path / 'b.yaml'}: object 1: ns/twin is also {tmp_path / 'a.yaml'}: object 1" in err
+    assert api.list_objects("RolloutBatch", "ns") == []
+
+
+def test_submit_one_name_in_two_namespaces_or_two_generate_names_creates_both(tmp_path, monkeypatch, capsys):
+    api = _memory_client(monkeypatch)
+    twin = yaml.safe_load(_DATED.replace("dated", "twin"))
+    pair = [twin, {**twin, "metadata": {"name": "twin", "namespace": "other"}},
+            {**twin, "metadata": {"generateName": "gen-"}}, {**twin, "metadata": {"generateName": "gen-"}}]
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(pair))
+    code, _, err = run(capsys, "submit", "-f", str(tmp_path / "a.yaml"))
+    assert code == 0, err
+    assert len(api.list_objects("RolloutBatch", "ns")) == 3 and len(api.list_objects("RolloutBatch", "other")) == 1
