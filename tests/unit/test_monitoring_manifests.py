@@ -61,7 +61,6 @@ def test_ksm_config_paths_exist_in_the_crd():
                                        "kind": crd["spec"]["names"]["kind"]}
     schema = _crd_schema()
     seen = set()
-    conditions = set()
     for metric in res["metrics"]:
         each = metric["each"]
         body = each[{"Gauge": "gauge", "StateSet": "stateSet", "Info": "info"}[each["type"]]]
@@ -74,17 +73,34 @@ def test_ksm_config_paths_exist_in_the_crd():
         if each["type"] == "StateSet":
             if "enum" in node:
                 assert body["list"] == node["enum"], metric["name"]
-            if metric["name"] == "status_condition":
-                conditions.add(metric["commonLabels"]["condition"])
         else:
             assert node.get("type") in ("integer", "number", "string"), (metric["name"], node)
             if node.get("type") == "string":
                 assert node.get("format") == "date-time", metric["name"]
-    assert conditions == {"Ready", "Stalled", "Succeeded", "Reconciling"}
     for needed in ("status_phase", "spec_episodes", "status_succeeded_episodes",
                    "status_failed_episodes", "status_running_episodes", "status_reward_sum",
                    "status_observed_generation", "metadata_generation"):
         assert needed in seen, needed
+
+
+def test_ksm_config_exports_every_condition_type():
+    """Every condition the operator sets (core.vocabulary, the one definition) has its series, one
+    per status, read from its own entry: Finished was missing, and README.md tells users to wait
+    for it (`kubectl wait --for=condition=Finished`)."""
+    from rolloutbatch.core import vocabulary as v
+
+    (res,) = load("kube-state-metrics-config.yaml")["spec"]["resources"]
+    exported = {}
+    for metric in res["metrics"]:
+        if metric["name"] == "status_condition":
+            condition = metric["commonLabels"]["condition"]
+            state = metric["each"]["stateSet"]
+            assert condition not in exported, f"{condition} twice"
+            assert state["path"] == ["status", "conditions", f"[type={condition}]", "status"], condition
+            assert state["list"] == list(v.CONDITION_STATUSES) and state["labelName"] == "status", condition
+            assert condition in metric["help"], condition
+            exported[condition] = metric
+    assert sorted(exported) == sorted(v.CONDITION_TYPES)
 
 
 def test_kustomization_lists_existing_files():
