@@ -341,7 +341,7 @@ class AsyncBatchHandle:
     status = property(lambda self: self.obj.get("status") or {})
 
     async def refresh(self) -> dict:
-        self.obj = await self.client.get(self.name, self.namespace)
+        self.obj = ops.not_a_namesake(self.obj, await self.client.get(self.name, self.namespace))
         return self.status
 
     async def _follow(self, follower: Follower, timeout: float) -> AsyncIterator[tuple[str, Any]]:

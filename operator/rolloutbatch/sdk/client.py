@@ -306,7 +306,9 @@ class BatchHandle:
         return self.obj.get("status") or {}
 
     def refresh(self) -> dict:
-        self.obj = self.client.get(self.name, self.namespace)
+        """Read the batch again; its status. NotFound when it is gone or was replaced by a
+        namesake (the handle keeps what it had: stop/delete/results never act on another batch)."""
+        self.obj = ops.not_a_namesake(self.obj, self.client.get(self.name, self.namespace))
         return self.status
 
     def settle(self) -> dict:

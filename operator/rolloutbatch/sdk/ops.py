@@ -225,6 +225,16 @@ def get(name: str, namespace: str) -> Op:
         raise (yield from not_found(f'rolloutbatch "{name}" not found in namespace {namespace}')) from None
 
 
+def not_a_namesake(batch: Mapping, live: dict) -> dict:
+    """``live``, the object that has ``batch``'s name now, when it is ``batch``; NotFound when it
+    is a namesake (``batch`` was deleted and another made with its name: another uid)."""
+    meta, uid = batch["metadata"], (live.get("metadata") or {}).get("uid")
+    if uid != meta.get("uid"):
+        raise NotFound(f'rolloutbatch "{meta["name"]}" in namespace {meta["namespace"]} was replaced by a namesake '
+                       f'(uid {meta.get("uid")} -> {uid})', status=404, reason="NotFound")
+    return live
+
+
 def list_(namespace: str, all_namespaces: bool = False) -> Op:
     path = f"/apis/{GROUP}/{VERSION}/{PLURAL}" if all_namespaces else resources.collection_path("RolloutBatch", namespace)
     try:
@@ -419,9 +429,7 @@ def stop(batch: Mapping) -> Op:
     """Ask a batch to stop (``spec.stop: true``, UID precondition); returns the object. A batch
     that already ended is left as it is: nothing to stop, and its verdict stands."""
     meta = batch["metadata"]
-    live = yield from get(meta["name"], meta["namespace"])
-    if live["metadata"].get("uid") != meta.get("uid"):
-        raise NotFound(f'rolloutbatch "{meta["name"]}" was replaced by a namesake', status=404, reason="NotFound")
+    live = not_a_namesake(batch, (yield from get(meta["name"], meta["namespace"])))
     if (live.get("status") or {}).get("phase") in TERMINAL_PHASES or stop_requested(live.get("spec")):
         return live
     return (yield Call("merge_patch", (resources.object_path("RolloutBatch", meta["name"], meta["namespace"]),

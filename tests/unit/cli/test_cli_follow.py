@@ -157,6 +157,24 @@ def test_watch_exit_codes_timeout_differs_from_failure(capsys, monkeypatch):
     assert code == 0 and "by reason" not in out
 
 
+def test_watch_of_a_batch_replaced_by_a_namesake_fails_in_one_line(capsys, monkeypatch):
+    """The batch was deleted and a namesake made, which succeeds: not this batch's success."""
+    import rolloutbatch.cli.watch as cli_watch
+
+    client = FakeClient({"a": _obj("a", {"phase": "Running"})})
+    real_follow = cli_watch.follow
+
+    def replaced_then_followed(handles, console, timeout=3600, interval=1.0):
+        namesake = _obj("a", {"phase": "Succeeded"})
+        client.objects["a"] = {**namesake, "metadata": {**namesake["metadata"], "uid": "uid-new"}}
+        return real_follow(handles, console, timeout=5, interval=0)
+
+    monkeypatch.setattr(cli_watch, "follow", replaced_then_followed)
+    code, out, err = _run(capsys, monkeypatch, client, "watch", "a")
+    assert code == 1 and out == ""
+    assert err == 'rolloutbatch: error: rolloutbatch "a" in namespace n was replaced by a namesake (uid uid-a -> uid-new)\n'
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["operator"], True), (["-n", "x", "operator", "--verbose"], True), (["--kubeconfig", "operator", "list"], False),
     (["list"], False), (["get", "operator"], False), ([], False)])

@@ -6,6 +6,9 @@ import io
 from rich.console import Console
 
 from rolloutbatch.cli.watch import follow
+import pytest
+
+from rolloutbatch.kube.errors import NotFound
 from rolloutbatch.sdk import BatchHandle
 
 RUNNING = {"phase": "Running", "episodes": 4, "succeededEpisodes": 1, "failedEpisodes": 0,
@@ -16,12 +19,12 @@ DONE = {"phase": "Failed", "episodes": 4, "succeededEpisodes": 1, "failedEpisode
 
 
 class FakeClient:
-    def __init__(self, statuses):
-        self.statuses = list(statuses)
+    def __init__(self, statuses, uid="u"):
+        self.statuses, self.uid = list(statuses), uid
 
     def get(self, name, namespace):
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        return {"metadata": {"name": name, "namespace": namespace, "uid": "u"}, "spec": {"episodes": 4},
+        return {"metadata": {"name": name, "namespace": namespace, "uid": self.uid}, "spec": {"episodes": 4},
                 "status": status}
 
 
@@ -45,3 +48,16 @@ def test_live_bar_counts_lost_episodes():
     follow([_handle()], console, timeout=5, interval=0)
     final = out.getvalue().rsplit("\r", 1)[-1]
     assert "4/4" in final and "lost 2" in final and "failed 1" in final
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_cli_watch_does_not_report_a_namesakes_success(terminal):
+    """`rolloutbatch watch exp` (and submit --watch) polls by name: batch A deleted and a
+    namesake succeeding made the watch print the namesake's summary and exit 0 for A."""
+    handle = BatchHandle(FakeClient([{"phase": "Succeeded"}], uid="u-2"),
+                         {"metadata": {"name": "b", "namespace": "n", "uid": "u"}, "spec": {"episodes": 4},
+                          "status": {"phase": "Running"}})
+    console = Console(file=io.StringIO(), force_terminal=terminal, width=200)
+    with pytest.raises(NotFound, match="replaced by a namesake"):
+        follow([handle], console, timeout=5, interval=0)
+    assert handle.uid == "u" and handle.status == {"phase": "Running"}
