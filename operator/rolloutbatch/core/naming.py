@@ -82,11 +82,22 @@ def sandbox_namespace(ref: BatchRef) -> str:
     return f"rb-{short_uid(ref.uid)}"
 
 
+POOL_NAMESPACE_PREFIX, POOL_NAMESPACE_DIGITS = "rp-", 10
+
+
 def pool_namespace(namespace: str, name: str) -> str:
     """A RolloutPool's own namespace, where its warm pods wait and its pooled batches' Jobs run.
     From the pool's namespace and name, not its uid: a batch's spec (poolRef) then names its
     sandbox without a read, also when the batch is deleted after its pool."""
-    return f"rp-{hashlib.sha256(f'{namespace}/{name}'.encode()).hexdigest()[:10]}"
+    digest = hashlib.sha256(f'{namespace}/{name}'.encode()).hexdigest()[:POOL_NAMESPACE_DIGITS]
+    return f"{POOL_NAMESPACE_PREFIX}{digest}"
+
+
+def looks_like_pool_namespace(namespace: object) -> bool:
+    """A name :func:`pool_namespace` could have made (a user's namespace may look so too)."""
+    return isinstance(namespace, str) and len(namespace) == len(POOL_NAMESPACE_PREFIX) + POOL_NAMESPACE_DIGITS \
+        and namespace.startswith(POOL_NAMESPACE_PREFIX) \
+        and all(c in "0123456789abcdef" for c in namespace[len(POOL_NAMESPACE_PREFIX):])
 
 
 def job_name(ref: BatchRef) -> str:

@@ -7,6 +7,10 @@ benchmark's profile. Facts are extracted in the watch threads and handed to the 
 (``kube.watch.LoopInbox``: one loop wake-up per burst of events).
 Nothing is stored on the children (no annotations, no finalizers: kopf issue #1104), and only
 list/watch rights are needed.
+
+The pod watch selects every pod the operator made (naming.MANAGED_SELECTOR): the batches' pods
+go to their reconcilers, and the pods of the pool namespaces, warm or claimed, also feed the pools'
+view of them (kube.pool_pods), which their rounds read instead of listing their namespaces.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import kopf
 
-from rolloutbatch.core.naming import LABEL_BATCH_UID
+from rolloutbatch.core.naming import LABEL_BATCH_UID, MANAGED_SELECTOR
 from rolloutbatch.core.job_facts import job_facts
 from rolloutbatch.core.verdict import pod_facts
 from rolloutbatch.kube.watch import LoopInbox, Watcher
@@ -48,7 +52,18 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
     # One watch per kind for the cluster, or per kind and watched namespace (core.scope).
     scope = memo.ctx.settings.scope
     pods, jobs = _routed(LoopInbox(loop, deliver_pod), pod_facts), _routed(LoopInbox(loop, deliver_job), job_facts)
-    memo.watchers = [Watcher(memo.ctx.api, path, LABEL_BATCH_UID, pods) for path in scope.watch_paths("/api/v1", "pods")]
+    pool_pods = memo.ctx.pool_pods
+
+    def on_pod(kind: str, obj: dict) -> None:
+        pool_pods.on_event(kind, obj)
+        pods(kind, obj)
+
+    # the pools' view is whole only with the cluster's pods (a namespaced install has no pools)
+    whole = scope.clusterwide
+    memo.watchers = [Watcher(memo.ctx.api, path, MANAGED_SELECTOR, on_pod,
+                             on_listed=pool_pods.on_listed if whole else None,
+                             on_connected=pool_pods.on_connected if whole else None)
+                     for path in scope.watch_paths("/api/v1", "pods")]
     memo.watchers += [Watcher(memo.ctx.api, path, LABEL_BATCH_UID, jobs)
                       for path in scope.watch_paths("/apis/batch/v1", "jobs")]
     for watcher in memo.watchers:

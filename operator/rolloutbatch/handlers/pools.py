@@ -16,7 +16,8 @@ DELETE_RETRY_SECONDS = 5
 
 def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
     return PoolReconciler(PoolStorage(memo.ctx.api, memo.ctx.writer), body, _emitter(body, logger), logger,
-                          clusterwide=memo.ctx.settings.scope.clusterwide, channels=memo.ctx.channels)
+                          clusterwide=memo.ctx.settings.scope.clusterwide, channels=memo.ctx.channels,
+                          pods=memo.ctx.pool_pods)
 
 
 @kopf.daemon(GROUP, VERSION, POOL_PLURAL, cancellation_timeout=10.0)

@@ -32,11 +32,15 @@ class Watcher:
     """Runs ``list`` then ``watch`` of the objects at ``path`` (e.g. ``/api/v1/pods``, all
     namespaces) matching ``selector``, in a daemon thread."""
 
-    def __init__(self, api: Api, path: str, selector: str, on_event: OnEvent) -> None:
+    def __init__(self, api: Api, path: str, selector: str, on_event: OnEvent,
+                 on_listed: Callable[[set[str]], None] | None = None,
+                 on_connected: Callable[[bool], None] | None = None) -> None:
         self.api = api
         self.path = path
         self.selector = selector
         self.on_event = on_event
+        self.on_listed = on_listed         # the uids of each whole list (at the start, after a 410 Gone)
+        self.on_connected = on_connected   # the watch opened (True), or broke or ended (False)
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
         self._thread = threading.Thread(target=self._run, name=f"watch {path}", daemon=True)
@@ -69,12 +73,17 @@ class Watcher:
 
     def _list(self) -> str:
         params: dict = {"labelSelector": self.selector, "limit": PAGE}
+        listed: set[str] = set()
         while True:
             page = self.api.get(self.path, f"list {self.path}", **params)
             for item in page.get("items") or []:
                 self.on_event("ADDED", item)
+                if self.on_listed is not None:
+                    listed.add((item.get("metadata") or {}).get("uid") or "")
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
+                if self.on_listed is not None:
+                    self.on_listed(listed)
                 return meta.get("resourceVersion") or ""
             params["continue"] = meta["continue"]
 
@@ -84,6 +93,8 @@ class Watcher:
             resourceVersion=version, allowWatchBookmarks="true", timeoutSeconds=WATCH_SECONDS,
             timeout=(10, WATCH_SECONDS + 30),
         )
+        if self.on_connected is not None:
+            self.on_connected(True)
         try:
             for line in response.iter_lines(chunk_size=65536):
                 if self.stopped.is_set():
@@ -100,6 +111,8 @@ class Watcher:
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.on_event(kind, obj)
         finally:
+            if self.on_connected is not None:
+                self.on_connected(False)
             response.close()
         return version
 

@@ -17,6 +17,7 @@ from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.vocabulary import LOG_LIMIT_BYTES, LOG_TAIL_BYTES
 from rolloutbatch.kube.client import Api
+from rolloutbatch.kube.pool_pods import PoolPods
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import warm_channels
@@ -77,11 +78,13 @@ class Context:
     writer: Any = None      # kube.async_writes.AsyncWriter (the pools' writes) when they allow it
     storage: Storage = dataclasses.field(init=False)   # every API call the services make, by name
     channels: WarmChannels = dataclasses.field(init=False)   # attaches to warm pods, ahead of their claims
+    pool_pods: PoolPods = dataclasses.field(init=False)      # the pool namespaces' pods, fed by the pod watch
 
     def __post_init__(self) -> None:
         self.storage = Storage(self.api)
         self.channels = WarmChannels(warm_channels.opener(PoolStorage(self.api)),
                                      logging.getLogger("rolloutbatch.pools"))
+        self.pool_pods = PoolPods()
 
 
 def iso_time(ts: float | None) -> str | None:

@@ -1,7 +1,8 @@
 """A RolloutPool from creation to deletion: its namespace, its warm pods, its status.
 
-One :class:`PoolReconciler` runs as the body of the pool's kopf daemon. Each round lists the
-pool's namespace, sorts its unclaimed pods (``core.pool_census.census``), deletes the dead, stale and surplus
+One :class:`PoolReconciler` runs as the body of the pool's kopf daemon. Each round reads the
+pool's namespace (the pod watch's view of it, kube.pool_pods; a list while that view is not
+whole), sorts its unclaimed pods (``core.pool_census.census``), deletes the dead, stale and surplus
 ones, creates what is missing up to ``spec.size`` and writes the status when it changed. The
 rounds are paced: a short one while the pool fills, a long one (``FULL_PERIOD``) when it is full.
 A claim does not wake it, and a round creates no pod while the episodes the pool gave out start
@@ -36,6 +37,7 @@ from rolloutbatch.core.admission import check_priority_class
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
 from rolloutbatch.kube.errors import KubeError, NotOurs
+from rolloutbatch.kube.pool_pods import PoolPods
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import Emit, iso_time
@@ -43,9 +45,10 @@ from rolloutbatch.service.warm_channels import WarmChannels
 
 FILLING_PERIOD = 0.5       # a round while pods start (seconds), at least
 FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill starts within this, after the hold
-# A round lists the pool's namespace whole: while pods start, one more second between rounds per
-# this many pods listed, so a large pool's fill does not cost the operator a list of every pod
-# twice a second (a pool of 200 filling: 28 ms of CPU per pod, bench/README.md).
+# A round reads the pool's namespace whole (and lists it while the watch's view is not whole):
+# while pods start, one more second between rounds per this many pods, so a large pool's fill does
+# not read every pod twice a second (a pool of 200 filling and listing: 28 ms of CPU per pod,
+# bench/README.md).
 PODS_PER_FILLING_SECOND = 80
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once when it changes
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
@@ -61,9 +64,10 @@ class PoolReconciler:
     """Drives one RolloutPool; ``body`` is kopf's live view of it."""
 
     def __init__(self, storage: PoolStorage, body: Mapping, emit: Emit, logger: logging.Logger,
-                 clusterwide: bool = True, channels: WarmChannels | None = None) -> None:
+                 clusterwide: bool = True, channels: WarmChannels | None = None, pods: PoolPods | None = None) -> None:
         self.clusterwide = clusterwide
         self.channels = channels   # attaches opened to the warm pods ahead of their claims
+        self.pods = pods           # the pod watch's view of the pool namespaces (None: each round lists)
         self.storage = storage
         self.body = body
         self.ref = pool_spec.pool_ref(body)
@@ -132,7 +136,7 @@ class PoolReconciler:
             await self._say_stalled(v.PoolReason.CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE)
             return FULL_PERIOD
         await self._ensure_children(spec)
-        every = await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
+        every = await self._namespace_pods()
         pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
                 == self.ref.uid]
         template = pools.template_digest(self.ref, spec)
@@ -177,6 +181,10 @@ class PoolReconciler:
             batch = [pools.warm_pod(self.ref, spec, template) for _ in range(count)]
             results = await asyncio.gather(*(self.storage.create_pod(p) for p in batch), return_exceptions=True)
             made = tuple(r["metadata"]["name"] for r in results if isinstance(r, dict))
+            if self.pods is not None:
+                for r in results:
+                    if isinstance(r, dict):
+                        self.pods.remember(r)   # the next round counts it, if the watch has not brought it
             created += len(made)
             found = dataclasses.replace(found, starting=found.starting + made)   # the status counts them now
             refused = next((r for r in results if isinstance(r, KubeError)), None)
@@ -196,6 +204,14 @@ class PoolReconciler:
             return max(hold, FILLING_PERIOD)   # the refill's round: when the hold ends
         filling = len(found.warm) < spec.size and self._stuck is None
         return filling_period(len(every)) if filling or created else FULL_PERIOD
+
+    async def _namespace_pods(self) -> list[dict]:
+        """Every pod the operator made in the namespace: the watch's view, else (not whole yet, or
+        its watch broken) a list."""
+        seen = self.pods.pods(self.namespace) if self.pods is not None else None
+        if seen is not None:
+            return seen
+        return await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
 
     async def _ensure_children(self, spec: pool_spec.PoolSpec) -> None:
         """The namespace, its ServiceAccount and NetworkPolicy, today's task ConfigMap: made or

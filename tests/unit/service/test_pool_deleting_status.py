@@ -28,7 +28,8 @@ from rolloutbatch import GROUP, VERSION
 
 
 def _memo(api) -> types.SimpleNamespace:
-    ctx = types.SimpleNamespace(api=api, writer=None, settings=types.SimpleNamespace(scope=CLUSTERWIDE), channels=None)
+    ctx = types.SimpleNamespace(api=api, writer=None, settings=types.SimpleNamespace(scope=CLUSTERWIDE), channels=None,
+                                pool_pods=None)
     metrics = types.SimpleNamespace(handler=lambda name: contextlib.nullcontext())
     return types.SimpleNamespace(ctx=ctx, metrics=metrics)
 

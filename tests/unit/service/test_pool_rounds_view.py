@@ -1,0 +1,70 @@
+"""A pool's rounds read its namespace from the pod watch's view (kube.pool_pods), not a list: the
+same decisions, and a list only while the view is not whole."""
+from __future__ import annotations
+
+from rolloutbatch import GROUP, VERSION
+from rolloutbatch.kube.pool_pods import PoolPods
+from tests.support.memory_api import MemoryApi
+from tests.unit.service.memory_pool import NS, POOL_NS, live, make_pool, pod_names, reconciler, run, set_status, warm
+
+PODS = f"/api/v1/namespaces/{POOL_NS}/pods"
+
+
+def _watched(api: MemoryApi) -> PoolPods:
+    view = PoolPods()
+    api.subscribe("Pod", view.on_event)
+    view.on_listed(set())
+    view.on_connected(True)
+    return view
+
+
+def _lists(api: MemoryApi) -> int:
+    return sum(1 for method, path in api.calls if method == "GET" and path == PODS)
+
+
+def _with_view(api: MemoryApi, view: PoolPods):
+    rec = reconciler(api)
+    rec.pods = view
+    return rec
+
+
+def test_a_pool_fills_replaces_and_shrinks_from_the_watchs_view_without_listing(api):
+    make_pool(api, 2)
+    rec = _with_view(api, _watched(api))
+    run(rec.round())
+    first, second = pod_names(api)
+    warm(api, first)
+    set_status(api, second, {"phase": "Failed", "containerStatuses": [
+        {"name": "episode", "state": {"terminated": {"exitCode": 137}}}]})
+    run(rec.round())
+    names = pod_names(api)
+    assert second not in names and first in names and len(names) == 2
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 1}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert pod_names(api) == [first]
+    assert _lists(api) == 0
+
+
+def test_pods_the_watch_has_not_brought_yet_are_not_made_twice(api):
+    """The watch is behind the round's own creations: the next round must count them."""
+    make_pool(api, 3)
+    view = PoolPods()   # fed by nothing: the watch brings no event
+    view.on_listed(set())
+    view.on_connected(True)
+    rec = _with_view(api, view)
+    run(rec.round())
+    run(rec.round())
+    assert len(pod_names(api)) == 3 and _lists(api) == 0
+
+
+def test_a_round_lists_while_the_view_is_not_whole(api):
+    make_pool(api, 2)
+    view = _watched(api)
+    view.on_connected(False)   # its watch broke: what changes now may not come
+    rec = _with_view(api, view)
+    run(rec.round())
+    assert _lists(api) == 1 and len(pod_names(api)) == 2
+    view.on_connected(True)
+    run(rec.round())
+    assert _lists(api) == 1 and len(pod_names(api)) == 2
