@@ -140,6 +140,9 @@ class PodFacts:
     claimed_at: float | None = None           # a warm pod's claim; None for a cold one
     verifier_started: bool = False
     verifier_delivered_at: float | None = None
+    # where a pool's pod mounts the task (core.pool_spec.task_mount_path_in): its default command
+    # names it, and a pod claimed before its pool's task.mountPath moved keeps the old one
+    task_mount_path: str | None = None
 
 
 @dataclass(frozen=True)

@@ -266,6 +266,20 @@ def same_path(path: str | None) -> str | None:
         return path
 
 
+def task_mount_path_in(pod_spec: Mapping) -> str | None:
+    """Where a pool's pod (or its Job's template) mounts the task files: the pod is what the
+    episode runs in, whatever its pool says now (a changed pool makes new pods; these keep theirs).
+    Here, not in core.pools: core.verdict.pod_facts reads it, and core.pools imports core.verdict.
+    Cleaned, as the runtime mounts it: the pod carries the pool's spelling ('/absent/../task'),
+    which a command's path resolves only if /absent exists."""
+    for container in pod_spec.get("containers") or ():
+        if isinstance(container, Mapping) and container.get("name") in (naming.CONTAINER_NAME, naming.AGENT_CONTAINER):
+            for mount in container.get("volumeMounts") or ():
+                if isinstance(mount, Mapping) and mount.get("name") == "task" and isinstance(mount.get("mountPath"), str):
+                    return same_path(mount["mountPath"])
+    return None
+
+
 def amount(text: object) -> object:
     """A quantity by amount ('2Gi' is '2048Mi'); as written when it does not parse."""
     try:

@@ -51,7 +51,7 @@ from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
 from rolloutbatch.core.model import BatchRef, PodFacts
-from rolloutbatch.core.pool_spec import PoolRef, PoolSpec, same_path
+from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
@@ -235,19 +235,6 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
         if spec.pod_template.get(key):
             body[key] = spec.pod_template[key]
     return body
-
-
-def task_mount_path_in(pod_spec: Mapping) -> str | None:
-    """Where a pool's pod (or its Job's template) mounts the task files: the pod is what the
-    episode runs in, whatever its pool says now (a changed pool makes new pods; these keep theirs).
-    Cleaned, as the runtime mounts it: the pod carries the pool's spelling ('/absent/../task'),
-    which a command's path resolves only if /absent exists."""
-    for container in pod_spec.get("containers") or ():
-        if isinstance(container, Mapping) and container.get("name") in (naming.CONTAINER_NAME, naming.AGENT_CONTAINER):
-            for mount in container.get("volumeMounts") or ():
-                if isinstance(mount, Mapping) and mount.get("name") == "task" and isinstance(mount.get("mountPath"), str):
-                    return same_path(mount["mountPath"])
-    return None
 
 
 def template_digest(ref: PoolRef, spec: PoolSpec) -> str:

@@ -64,6 +64,7 @@ from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, AN
                                      ANNOTATION_VERIFIER_DELIVERED_AT, CONTAINER_NAME, POOLED_ANNOTATION,
                                      VERIFIER_CONTAINER)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
+from rolloutbatch.core.pool_spec import task_mount_path_in
 from rolloutbatch.core.strictjson import finite, sanitize
 from rolloutbatch.core.launchers import VERIFIER_SLACK_SECONDS
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
@@ -174,6 +175,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
         claimed_at=annotation_seconds(meta, ANNOTATION_CLAIMED_AT),
         verifier_started=verifier.get("started") is True,
         verifier_delivered_at=annotation_seconds(meta, ANNOTATION_VERIFIER_DELIVERED_AT),
+        task_mount_path=task_mount_path_in(spec) if _annotation(meta, POOLED_ANNOTATION) == "true" else None,
     )
 
 

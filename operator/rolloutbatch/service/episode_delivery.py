@@ -81,8 +81,6 @@ class EpisodeDelivery:
         """Warm pods just claimed: handed their episodes at once, while the Job is being created
         (a claimed pod is started, so it waits for nothing else)."""
         for pod in pods:
-            if self._task_path is None:
-                self._task_path = pools.task_mount_path_in(pod.get("spec") or {})
             self._start(pod_facts(pod))
 
     def cancel(self) -> None:
@@ -172,13 +170,17 @@ class EpisodeDelivery:
             raise RuntimeError(f"no {key} in the batch's copies of spec.inputsFrom")
         return self._input_copies[key]
 
-    async def _task_mount_path(self, namespace: str) -> str:
-        """Where the batch's pods mount the task (read once): from the pods claimed (:meth:`claimed`),
-        else the batch's Job's template (after a restart), else the pool (its Job not made yet).
-        Not the pool first: a pool changed since the batch began has new pods, not these."""
+    async def _task_mount_path(self, facts: PodFacts) -> str:
+        """Where the pod mounts the task: its own spec says (PodFacts.task_mount_path). Claims an
+        earlier operator made before the pool's task.mountPath moved keep the old path, while the
+        Job, made from the pool as it is now, and the pool say the new one. Only a pod that does
+        not say: the batch's Job's template, else the pool (its Job not made yet), read once."""
+        if facts.task_mount_path is not None:
+            return facts.task_mount_path
         if self._task_path is None:
-            job = await self.storage.get("Job", naming.job_name(self.ref), namespace)
-            found = pools.task_mount_path_in((((job or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+            job = await self.storage.get("Job", naming.job_name(self.ref), facts.namespace)
+            found = pool_spec.task_mount_path_in((((job or {}).get("spec") or {}).get("template") or {}).get("spec")
+                                                 or {})
             if found is None:
                 body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
                 try:
@@ -265,7 +267,7 @@ class EpisodeDelivery:
         assert facts.index is not None
         claim_dir = naming.CLAIM_MOUNT_PATH
         if phase == _AGENT_PHASE:
-            episode = self.episode(facts.index, await self._task_mount_path(facts.namespace),
+            episode = self.episode(facts.index, await self._task_mount_path(facts),
                                    await self._input(facts.index))
         elif facts.agent is None or facts.agent.exit_code != 0:
             return pool_delivery.ABORT_SCRIPT   # the agent never ran, or its launcher failed: nothing to grade

@@ -271,7 +271,7 @@ def test_a_pools_mount_paths_are_read_as_the_runtime_reads_them(written: str) ->
     assert (spec.task_mount_path, spec.workspace_mount_path) == ("/task", "/w/task")
     assert spec.task_mount_path == parse_spec({"episodes": 1, "task": {"files": {"episode.py": "x"}, "mountPath": written}}
                                               ).task_mount_path
-    assert pools.task_mount_path_in(pools.pod_spec(POOL, spec)) == "/task"
+    assert pool_spec.task_mount_path_in(pools.pod_spec(POOL, spec)) == "/task"
     assert _mounts(pools.pod_spec(POOL, spec)["containers"][0])["task"] == written
 
 

@@ -785,15 +785,14 @@ def test_without_a_command_the_episode_runs_the_pools_task_script(api):
 def test_the_default_command_names_the_task_as_the_runtime_mounts_it(api, after_restart):
     """A pool's task path written '/absent/../t': its pods mount it as written and the runtime
     cleans it to /t; the command must name /t, which the kernel finds (it resolves '/absent/..'
-    only if /absent exists). Read from the claimed pods, or after a restart from the Job."""
+    only if /absent exists). Read from each pod's spec, as claimed or (after a restart) as watched."""
     handed = _default_command_handed_over(api, "/absent/../t", after_restart)
     assert handed.endswith(" python -B /t/episode.py")
 
 
 def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_task(api):
     """The pool's task.mountPath changed mid-batch (its new pods mount the task elsewhere): an
-    operator that restarts reads the path from the batch's Job, whose pods these are, not from
-    the pool as it is now."""
+    operator that restarts reads the path from the batch's pods, not from the pool as it is now."""
     make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
     rec = reconciler(api)
     run(rec.round())
@@ -808,6 +807,37 @@ def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_
     api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
     run(delivery_round(api, delivery(api, spec, [], []), 2))   # a new operator's delivery
     assert seen and seen[0].decode().rstrip().splitlines()[-2].endswith(" python -B /t/episode.py")
+
+
+def test_claims_a_crashed_operator_made_get_the_default_command_where_their_pods_mount_the_task(api):
+    """An operator claims warm pods (they mount the task at /t) and dies before their hand-overs
+    and its Job; the pool's task.mountPath then moves (new pods mount it at /moved). The next
+    operator keeps those claims and makes the Job from the pool as it is now, so neither that Job
+    nor the pool says where these pods mount the task: each pod's own spec does."""
+    make_pool(api, 2, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
+    rec = reconciler(api)
+    run(rec.round())
+    for name in pod_names(api):
+        warm(api, name)
+    spec = parse_spec({"episodes": 2, "parallelism": 2, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
+    # the first operator's claims; it dies before any hand-over and before the Job
+    claims = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
+    assert claims.hits == 2
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
+                    {"spec": {"task": {"mountPath": "/moved"}}}, "edit")
+    # the next operator resumes the provisioning, then hands the claimed pods their episodes
+    d = delivery(api, spec, [], [], since=None)
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None, d.claimed,
+                              CLUSTERWIDE))
+    seen: list[bytes] = []
+    api.set_attach(POOL_NS, None, lambda container, stdin: seen.append(stdin))
+    run(delivery_round(api, d, 2))
+    commands = [s.decode().rstrip().splitlines()[-2] for s in seen]
+    assert len(commands) == 2, commands
+    mounts = {m["mountPath"] for p in api.list_objects("Pod", POOL_NS)
+              for m in p["spec"]["containers"][0]["volumeMounts"] if m["name"] == "task"}
+    assert mounts == {"/t"}
+    assert all(c.endswith(" python -B /t/episode.py") for c in commands), commands
 
 
 # -- spec.inputsFrom on a pooled batch ------------------------------------------------------------
