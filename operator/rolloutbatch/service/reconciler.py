@@ -257,9 +257,14 @@ class BatchReconciler:
         if lifecycle.announces_provisioning(phase):
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
-        if self.spec.pool_name and self.spec.pool_when_empty == v.POOL_WAIT and not await self._wait_for_pool():
-            await self._stop_before_run()   # stopped while it waited: nothing was claimed
-            return
+        if self.spec.pool_name:
+            if self.spec.pool_when_empty == v.POOL_WAIT:
+                await self._wait_for_pool()
+            if self.stop.requested(self.body):
+                # Stopped while it waited (its last look included), or since the entry looked: each
+                # claim hands its pod an episode at once, so a stop seen after one claims too late.
+                await self._stop_before_run()
+                return
         if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
             empty: list[str] = []
             delivery = self.delivery
@@ -290,16 +295,15 @@ class BatchReconciler:
         else:
             await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
 
-    async def _wait_for_pool(self) -> bool:
+    async def _wait_for_pool(self) -> None:
         """spec.poolRef.whenEmpty Wait: Provisioning/WaitingForPool until the pool holds the batch's
-        first wave. False when the batch was stopped meanwhile."""
+        first wave, or the batch is stopped. The stop is looked at before the pool: a pool that
+        filled after it came must not end the wait as ready (the caller looks once more)."""
         said = None
-        while True:
+        while not self.stop.requested(self.body):
             ready, message = await pool_claims.readiness(self.pool_storage, self.ref, self.spec)
             if ready:
-                return True
-            if self.stop.requested(self.body):
-                return False
+                return
             await self._patch_status(v.PROVISIONING, reason=v.REASON_WAITING_FOR_POOL, message=message,
                                      force=message != said)
             said = message

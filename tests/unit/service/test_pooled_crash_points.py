@@ -1,5 +1,6 @@
 """The pooled lifecycle (spec.poolRef) through the reconciler, on the cluster in
-memory, with the operator dying at an API call and staying down while the cluster goes on."""
+memory: stopped, refused, and with the operator dying at an API call and staying down while the
+cluster goes on."""
 from __future__ import annotations
 
 import asyncio
@@ -24,12 +25,24 @@ SPEC = {"episodes": EPISODES, "parallelism": EPISODES, "poolRef": {"name": "warm
 
 
 async def fill_pool(cluster: MemoryCluster, size: int = EPISODES) -> None:
+    await make_pool(cluster, size)
+    warm_every_pod(cluster)
+
+
+async def make_pool(cluster: MemoryCluster, size: int = EPISODES) -> None:
+    """The pool and its pods, none started yet; every hand-over to them will be received."""
     api = cluster.api
     api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutpools",
                {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
                 "spec": {"size": size, "task": {"files": {"episode.py": "x"}}}}, "create pool")
     rec = PoolReconciler(PoolStorage(api), api.get_object(POOL_KIND, "warm", NAMESPACE), lambda *e: None, LOG)
     await rec.round()
+    api.set_attach(POOL_NS, None, lambda container, stdin: None)
+
+
+def warm_every_pod(cluster: MemoryCluster) -> None:
+    """The kubelet's part: every pod of the pool placed and started (warm)."""
+    api = cluster.api
     for pod in api.list_objects("Pod", POOL_NS):
         name = pod["metadata"]["name"]
         api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"spec": {"nodeName": "node-1"}}, "bind")
@@ -37,7 +50,6 @@ async def fill_pool(cluster: MemoryCluster, size: int = EPISODES) -> None:
             "phase": "Running", "startTime": _iso(time.time()), "containerStatuses": [
                 {"name": c["name"], "started": True, "state": {"running": {}}} for c in pod["spec"]["containers"]]}},
             "kubelet")
-    api.set_attach(POOL_NS, None, lambda container, stdin: None)   # every hand-over is received
 
 
 def batch_pods(cluster: MemoryCluster) -> list[dict]:
@@ -416,6 +428,32 @@ def test_a_crash_of_a_batch_that_waits_for_its_pool_is_resumed(monkeypatch, site
             rows = cluster.rows()
             assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), (status, rows)
             assert [row["outcome"] for row in rows] == [v.OUTCOME_SUCCEEDED] * EPISODES
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_stop_while_the_batch_waits_for_its_pool_claims_nothing_even_once_the_pool_fills():
+    """whenEmpty Wait: a stop while it waits claims nothing (docs/design.md §5.17), also when the
+    pool fills before the wait looks again: each claim would hand its pod an episode at once."""
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            await make_pool(cluster)
+            cluster.submit(WAIT_SPEC)
+            claims: set[str] = set()
+            cluster.api.subscribe("Pod", lambda event, obj: claims.add(obj["metadata"]["name"])
+                                  if pools.claimed_by(obj) is not None else None)
+            task = asyncio.create_task(cluster.reconciler().run())
+            await until(lambda: cluster.status().get("reason") == v.REASON_WAITING_FOR_POOL)
+            # the trainer stops the batch; the pool then fills, before the batch looks again
+            cluster.api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch",
+                                    {"spec": {"stop": True}}, "kubectl")
+            cluster.reconciler()   # kopf hands the daemon the newest body
+            warm_every_pod(cluster)
+            await until(lambda: cluster.status().get("phase") == v.STOPPED, timeout=10)
+            handed = [a[1] for a in cluster.api.attaches]
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            assert (sorted(claims), handed) == ([], []), \
+                f"a batch stopped while it waited claimed {sorted(claims)} and handed episodes to {handed}"
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
