@@ -258,6 +258,9 @@ class BatchReconciler:
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
         if self.spec.pool_name:
+            # A namespaced install refuses pools (core.scope) before the wait, which lists the
+            # pool's namespace: its Role does not reach it, and the 403 would say nothing of why.
+            self.ctx.settings.scope.refuse(self.spec)
             if self.spec.pool_when_empty == v.POOL_WAIT:
                 await self._wait_for_pool()
             if self.stop.requested(self.body):

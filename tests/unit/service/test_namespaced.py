@@ -3,8 +3,9 @@ request outside the watched namespace, and to every one inside it that the Role 
 `manifests/namespaced` does not grant, as that install's ServiceAccount gets.
 
 A Dedicated batch is refused before anything is created and deleted without a refused request; a
-Shared one runs to its end and is cleaned up; an unreadable RuntimeClass is not a refusal, an
-unreadable PriorityClass is (its value guards the cluster's critical range).
+Shared one runs to its end and is cleaned up; a pooled one is refused, whether it would wait for
+its pool or not; an unreadable RuntimeClass is not a refusal, an unreadable PriorityClass is (its
+value guards the cluster's critical range).
 """
 import asyncio
 import re
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import yaml
 
+from rolloutbatch import GROUP, POOL_KIND, VERSION
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.scope import CLUSTERWIDE, Scope, parse_namespaces
+from rolloutbatch.core.scope import CLUSTERWIDE, POOLS_REFUSED_MESSAGE, Scope, parse_namespaces
 from rolloutbatch.kube.errors import Forbidden
 from tests.unit.service.memory_cluster import NAMESPACE, run, until
 from tests.unit.service.test_reconciler_lifecycle import SPEC, every_episode_ends, namespaces, start
@@ -118,6 +120,32 @@ def test_an_unreadable_priority_class_refuses_the_batch_namespaced_only():
         await asyncio.wait_for(await start(cluster, spec), 10)
         assert cluster.status()["reason"] == v.STALL_API_REFUSED
     run(clusterwide)
+
+
+def test_a_pooled_batch_that_waits_for_its_pool_in_a_namespaced_install_is_refused_as_a_cold_one_is():
+    """A namespaced install cannot run pools (a pool's pods live in a namespace of their own): a
+    pooled batch is refused ClusterRightsRequired, with what to do, before anything is done. One
+    with whenEmpty Wait too: its wait would list the pool's namespace, which the Role does not
+    reach, and fail on the API's 403 instead."""
+    reasons = {}
+
+    async def scenario(cluster, spec):
+        cluster.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
+                         "metadata": {"name": "warm", "namespace": NAMESPACE},
+                         "spec": {"size": 3, "task": {"files": {"episode.py": "x"}}}})
+        confine(cluster)
+        cluster.submit(spec)
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        reasons[spec["poolRef"].get("whenEmpty", "Cold")] = (status.get("phase"), status.get("reason"),
+                                                             status.get("message"))
+
+    pooled = {"episodes": 3, "parallelism": 3, "episodeTimeoutSeconds": 60}
+    run(lambda cluster: scenario(cluster, {**pooled, "poolRef": {"name": "warm"}}), watch_namespaces=(NAMESPACE,))
+    run(lambda cluster: scenario(cluster, {**pooled, "poolRef": {"name": "warm", "whenEmpty": "Wait"}}),
+        watch_namespaces=(NAMESPACE,))
+    assert reasons["Cold"] == (v.FAILED, v.STALL_CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE), reasons
+    assert reasons["Wait"] == reasons["Cold"], reasons
 
 
 def test_the_cluster_wide_install_still_makes_dedicated_sandboxes():
