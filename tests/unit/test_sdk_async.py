@@ -144,6 +144,17 @@ def test_async_stream_relists_from_scratch_when_a_list_page_expires():
     assert [params.get("continue") for path, params in calls if path == CMS][:4] == [None, "t1", None, "t2"]
 
 
+def test_an_async_watch_that_fails_unexpectedly_ends_the_wait_with_its_error():
+    """As the sync client's: the task died without a word and the wait ran to its timeout."""
+    async def main():
+        client = AsyncClient(api=FakeAsyncApi(lists={BATCHES: [RuntimeError("a page nobody expected")]}, watches={}),
+                             namespace=NS)
+        await AsyncBatchHandle(client, batch({"phase": "Running"})).wait(timeout=10)
+
+    with pytest.raises(RuntimeError, match="a page nobody expected"):
+        asyncio.run(main())
+
+
 def test_async_timeout_and_verbs_share_the_rules():
     async def main():
         client = AsyncClient(api=FakeAsyncApi({BATCHES: [listing([batch({"phase": "Running"})])]}, {}), namespace=NS)

@@ -174,6 +174,14 @@ def test_rows_of_other_batches_and_garbage_are_ignored():
     assert [r["index"] for r in handle(api).stream(timeout=1)] == [3]
 
 
+def test_a_watch_that_fails_unexpectedly_ends_the_wait_with_its_error_not_at_the_timeout():
+    """A surprise in a watch (a malformed page, a bug) ended its thread without a word: the wait
+    went on to its timeout, saying only that it timed out."""
+    api = FakeApi(lists={BATCHES: [RuntimeError("a page nobody expected")]})
+    with pytest.raises(RuntimeError, match="a page nobody expected"):
+        handle(api).wait(timeout=10)
+
+
 def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]},
                   watches={BATCHES: [[event("DELETED", batch({"phase": "Running"}))]]})

@@ -181,6 +181,9 @@ async def _watch_task(api: AsyncApi, watch: ListWatch, events: asyncio.Queue) ->
                 events.put_nowait((watch, ("FAIL", exc)))
                 return
             await asyncio.sleep(delay)
+        except Exception as exc:  # noqa: BLE001 - a surprise ends the follow with it, not at its timeout
+            events.put_nowait((watch, ("FAIL", exc)))
+            return
 
 
 async def follow(api: AsyncApi, follower: Follower, timeout: float) -> AsyncIterator[tuple[str, Any]]:

@@ -99,6 +99,10 @@ def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threadi
                 events.put((watch, ("FAIL", exc)))
                 return
             stop.wait(delay)
+        except Exception as exc:  # noqa: BLE001 - a surprise ends the follow with it, not at its timeout
+            if not stop.is_set():
+                events.put((watch, ("FAIL", exc)))
+            return
 
 
 def _interrupt(response: requests.Response) -> None:
