@@ -93,11 +93,14 @@ def pool_namespace(namespace: str, name: str) -> str:
     return f"{POOL_NAMESPACE_PREFIX}{digest}"
 
 
+_POOL_NAMESPACE = re.compile(f"{POOL_NAMESPACE_PREFIX}[0-9a-f]{{{POOL_NAMESPACE_DIGITS}}}")
+
+
 def looks_like_pool_namespace(namespace: object) -> bool:
-    """A name :func:`pool_namespace` could have made (a user's namespace may look so too)."""
-    return isinstance(namespace, str) and len(namespace) == len(POOL_NAMESPACE_PREFIX) + POOL_NAMESPACE_DIGITS \
-        and namespace.startswith(POOL_NAMESPACE_PREFIX) \
-        and all(c in "0123456789abcdef" for c in namespace[len(POOL_NAMESPACE_PREFIX):])
+    """A name :func:`pool_namespace` could have made (a user's namespace may look so too). Asked
+    of every pod event the operator's watch sees: a prefix test first, then one match."""
+    return isinstance(namespace, str) and namespace.startswith(POOL_NAMESPACE_PREFIX) \
+        and _POOL_NAMESPACE.fullmatch(namespace) is not None
 
 
 def job_name(ref: BatchRef) -> str:
