@@ -32,13 +32,16 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm` (the startupProbe's), and
 # the wait on the container's stdin (the pod's `stdin: true`), kept as fd 3 while
 # everything else reads /dev/null (a background list's stdin is /dev/null in sh): a background
-# reader answers PING lines, takes one line of the length and the send's key, then exactly that
-# many bytes into `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot send),
-# and checks the count, and that the script's last line is its sentinel set to that key: a
-# delivery cut short (inside a quoted value, say) and completed by another attach's bytes ends with
-# the other send's key, so it is refused before anything of it runs, whatever the values (a value
-# cannot hold a key drawn at random for each send). The key is kept in `episode.key` for the check
-# after sourcing (the reader is a subshell). No process polls, and `wait` for
+# reader answers PING lines, takes one line of the length and the send's key, then the script but
+# its last line into `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot
+# send), and its last line with the shell's own `read`, which must be the sentinel set to that key:
+# a delivery cut short (inside a quoted value, say) and completed by another attach's bytes has
+# the other send's bytes there, so it is refused before anything of it runs, whatever the values
+# (a value cannot hold a key drawn at random for each send; nor can the script before its last
+# line, so a script whose last line checks is whole). One process (`head`) between the script's
+# arrival and RECEIVED: each fork and exec there was paid by twenty hand-overs at once on a
+# loaded node (a count by `wc` and the last line by `tail` were two more). The key is kept in
+# `episode.key` for the check after sourcing (the reader is a subshell). No process polls, and `wait` for
 # it is what a trapped TERM interrupts, so a pod ended
 # before its episode came (its deadline, a deletion, the batch's deadline) says
 # NOT_DELIVERED_EXIT, never an agent's code. Then stdin is closed, RECEIVED is printed (what the
@@ -74,8 +77,9 @@ _WAIT = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
          'case "$$n" in ""|*[!0-9]*) exit 1;; esac; case "$$k" in ""|*[!0-9a-f]*) exit 1;; esac; '
-         'head -c "$$n" > "$$c/episode.sh" && [ "$$(( $$(wc -c < "$$c/episode.sh") ))" -eq "$$n" ] && '
-         '[ "$$(tail -n 1 "$$c/episode.sh")" = "{sentinel}=$$k" ] && echo "$$k" > "$$c/episode.key"; }} <&3 & r=$$!; '
+         't=$$(( $${{#k}} + {sentinel_bytes} )); [ "$$n" -ge "$$t" ] && head -c "$$(( n - t ))" > "$$c/episode.sh" && '
+         'read -r l && [ "$$l" = "{sentinel}=$$k" ] && echo "$$l" >> "$$c/episode.sh" && '
+         'echo "$$k" > "$$c/episode.key"; }} <&3 & r=$$!; '
          'wait $$r || exit {nd}; read -r k < "$$c/episode.key" || exit {nd}; '
          'exec 3<&-; echo "{received}"; '
          '/bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
@@ -108,6 +112,7 @@ ABORT_SCRIPT = f"exit {NOT_DELIVERED_EXIT}\n".encode()
 
 def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
     return template.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL,
+                           sentinel_bytes=len(SENTINEL) + 2,   # the sentinel line but its key: name, '=', newline
                            received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
                            mkfifo=MKFIFO_MISSING)
 
