@@ -182,6 +182,14 @@ def test_a_watch_that_fails_unexpectedly_ends_the_wait_with_its_error_not_at_the
         handle(api).wait(timeout=10)
 
 
+@pytest.mark.parametrize("page", [None, []], ids=["null", "list"])
+def test_a_page_that_is_no_object_ends_the_wait_with_its_error(page):
+    """An AttributeError is retried only when the follower closed the response under its reader."""
+    api = FakeApi(lists={BATCHES: [page]})
+    with pytest.raises(AttributeError):
+        handle(api).wait(timeout=10)
+
+
 def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]},
                   watches={BATCHES: [[event("DELETED", batch({"phase": "Running"}))]]})

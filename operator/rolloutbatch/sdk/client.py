@@ -92,6 +92,9 @@ def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threadi
         except (KubeError, requests.RequestException, OSError, ValueError, AttributeError) as exc:
             if stop.is_set():
                 return      # the follower closed our response under us (AttributeError from http.client)
+            if isinstance(exc, AttributeError):   # not that: a page that is no object, a bug
+                events.put((watch, ("FAIL", exc)))
+                return
             if isinstance(exc, (requests.RequestException, OSError)):
                 exc = Unavailable(f"{what}: {exc}")
             delay = watch.on_error(exc)
