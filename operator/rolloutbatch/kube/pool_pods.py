@@ -67,12 +67,16 @@ class PoolPods:
                 self._pods.setdefault(namespace, {})[uid] = _kept(pod)
                 self._created.pop(uid, None)
 
-    def on_listed(self, uids: set[str]) -> None:
-        """The watch listed every pod it sees (at its start, and after a 410 Gone): what it did not
-        list is gone, whatever event was missed."""
+    def on_listed(self, uids: set[str], began: float) -> None:
+        """The watch listed every pod it sees (at its start, and after a 410 Gone), a list that
+        ``began`` then (time.monotonic): what it did not list is gone, whatever event was missed,
+        also a pod made here before the list began (one made since may be newer than the list)."""
         with self._lock:
             for namespace, pods in list(self._pods.items()):
                 for uid in [uid for uid in pods if uid not in uids]:
+                    self._forget(namespace, uid)
+            for uid, (namespace, when, _) in list(self._created.items()):
+                if when < began and uid not in uids:
                     self._forget(namespace, uid)
             self._synced = True
 

@@ -16,6 +16,7 @@ import collections
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from rolloutbatch.kube.client import Api
@@ -33,13 +34,14 @@ class Watcher:
     namespaces) matching ``selector``, in a daemon thread."""
 
     def __init__(self, api: Api, path: str, selector: str, on_event: OnEvent,
-                 on_listed: Callable[[set[str]], None] | None = None,
+                 on_listed: Callable[[set[str], float], None] | None = None,
                  on_connected: Callable[[bool], None] | None = None) -> None:
         self.api = api
         self.path = path
         self.selector = selector
         self.on_event = on_event
-        self.on_listed = on_listed         # the uids of each whole list (at the start, after a 410 Gone)
+        self.on_listed = on_listed         # the uids of each whole list (at the start, after a 410 Gone), and
+                                           # when it began (time.monotonic)
         self.on_connected = on_connected   # the watch opened (True), or broke or ended (False)
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
@@ -74,6 +76,7 @@ class Watcher:
     def _list(self) -> str:
         params: dict = {"labelSelector": self.selector, "limit": PAGE}
         listed: set[str] = set()
+        began = time.monotonic()
         while True:
             page = self.api.get(self.path, f"list {self.path}", **params)
             for item in page.get("items") or []:
@@ -83,7 +86,7 @@ class Watcher:
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 if self.on_listed is not None:
-                    self.on_listed(listed)
+                    self.on_listed(listed, began)
                 return meta.get("resourceVersion") or ""
             params["continue"] = meta["continue"]
 

@@ -22,7 +22,7 @@ def pod(uid: str, namespace: str = NS, phase: str = "Running", labels: dict | No
 
 
 def live(view: PoolPods) -> PoolPods:
-    view.on_listed(set())
+    view.on_listed(set(), 0.0)
     view.on_connected(True)
     return view
 
@@ -35,7 +35,7 @@ def test_nothing_is_read_from_it_until_the_watch_listed_everything_and_is_open()
     view = PoolPods()
     view.on_event("ADDED", pod("a"))
     assert view.pods(NS) is None
-    view.on_listed({"a"})
+    view.on_listed({"a"}, 0.0)
     assert view.pods(NS) is None            # listed, its watch not open yet
     view.on_connected(True)
     assert uids(view) == {"a"}
@@ -59,7 +59,7 @@ def test_a_relist_drops_what_it_did_not_list():
     view = live(PoolPods())
     view.on_event("ADDED", pod("a"))
     view.on_event("ADDED", pod("b"))
-    view.on_listed({"b"})
+    view.on_listed({"b"}, 0.0)
     assert uids(view) == {"b"}
 
 
@@ -67,11 +67,18 @@ def test_a_pod_created_here_is_seen_until_the_watch_brings_it_and_never_over_it(
     view = live(PoolPods())
     view.remember(pod("a", phase="Pending"))
     assert uids(view) == {"a"}
-    view.on_listed(set())                   # a list older than the creation does not drop it
+    view.on_listed(set(), 0.0)              # a list begun before the creation does not drop it
     assert uids(view) == {"a"}
     view.on_event("ADDED", pod("a", phase="Running"))
     view.remember(pod("a", phase="Pending"))   # an answer read after the watch's newer view
     assert [p["status"]["phase"] for p in view.pods(NS)] == ["Running"]
+
+
+def test_a_relist_begun_after_a_creation_drops_it_when_it_did_not_list_it():
+    view = live(PoolPods())
+    view.remember(pod("a"))
+    view.on_listed(set(), time.monotonic())
+    assert view.pods(NS) == []
 
 
 def test_a_pod_created_and_deleted_before_its_answer_is_read_is_not_kept():

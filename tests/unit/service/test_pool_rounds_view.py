@@ -2,6 +2,8 @@
 same decisions, and a list only while the view is not whole."""
 from __future__ import annotations
 
+import time
+
 from rolloutbatch import GROUP, VERSION
 from rolloutbatch.kube.pool_pods import PoolPods
 from tests.support.memory_api import MemoryApi
@@ -13,7 +15,7 @@ PODS = f"/api/v1/namespaces/{POOL_NS}/pods"
 def _watched(api: MemoryApi) -> PoolPods:
     view = PoolPods()
     api.subscribe("Pod", view.on_event)
-    view.on_listed(set())
+    view.on_listed(set(), 0.0)
     view.on_connected(True)
     return view
 
@@ -50,7 +52,7 @@ def test_pods_the_watch_has_not_brought_yet_are_not_made_twice(api):
     """The watch is behind the round's own creations: the next round must count them."""
     make_pool(api, 3)
     view = PoolPods()   # fed by nothing: the watch brings no event
-    view.on_listed(set())
+    view.on_listed(set(), 0.0)
     view.on_connected(True)
     rec = _with_view(api, view)
     run(rec.round())
@@ -68,3 +70,19 @@ def test_a_round_lists_while_the_view_is_not_whole(api):
     view.on_connected(True)
     run(rec.round())
     assert _lists(api) == 1 and len(pod_names(api)) == 2
+
+
+def test_a_pod_made_while_the_watch_was_down_and_gone_before_its_relist_is_replaced(api):
+    """A relist begun after a round made a pod, and without it: the pod is gone (evicted, deleted,
+    its node gone), not still starting; the pool replaces it at once, as a list would have."""
+    make_pool(api, 1)
+    view = _watched(api)
+    view.on_connected(False)              # the pod watch broke (it will relist: 410 Gone)
+    rec = _with_view(api, view)
+    run(rec.round())                      # lists, and makes the pool's pod
+    [made] = pod_names(api)
+    api.delete(f"{PODS}/{made}", "delete pod")
+    view.on_listed({p["metadata"]["uid"] for p in api.list_objects("Pod", POOL_NS)}, time.monotonic())
+    view.on_connected(True)
+    run(rec.round())
+    assert len(pod_names(api)) == 1
