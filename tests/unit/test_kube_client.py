@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 import urllib.parse
 
@@ -262,6 +263,27 @@ def test_kubeconfig_list_reads_relative_paths_from_each_files_own_directory(tmp_
     config = load_config(None)
     assert config.cluster["certificate-authority"].filename() == str(tmp_path / "certs" / "ca.crt")
     assert config.user["tokenFile"] == str(tmp_path / "token")
+
+
+@pytest.mark.parametrize("listed", ["{missing}:{real}", "{real}", "--kubeconfig"])
+def test_one_kubeconfig_file_reads_relative_paths_from_its_own_directory(tmp_path, monkeypatch, listed):
+    """As a merge does: the same file works whether the list's other entry exists or not."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "token").write_text("t")
+    user = {**_SPLIT_USER, "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"tokenFile": "token",
+                                            "exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                     "command": "./bin/get-token"}}}]}
+    real = _write(tmp_path / "conf" / "config", user)
+    monkeypatch.chdir("/")
+    if listed == "--kubeconfig":
+        monkeypatch.delenv("KUBECONFIG", raising=False)
+        config = load_config(real)
+    else:
+        monkeypatch.setenv("KUBECONFIG", listed.format(missing=tmp_path / "missing", real=real))
+        config = load_config(None)
+    assert config.user["tokenFile"] == str(tmp_path / "conf" / "token")
+    assert os.path.normpath(config.user["exec"]["command"]) == str(tmp_path / "conf" / "bin" / "get-token")
 
 
 def test_kubeconfig_list_errors_name_the_file(tmp_path, monkeypatch):

@@ -58,6 +58,8 @@ def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
         config = pykube.KubeConfig.from_file(filename) if len(files) == 1 else _merged(files)
         if not isinstance(config.doc, dict):
             raise TypeError("not a kubeconfig document (a YAML mapping)")
+        if len(files) == 1:   # as a merge's: a relative path is the file's own, not the working directory's
+            _resolve_paths(config.doc, os.path.dirname(os.path.abspath(os.path.expanduser(filename))))
         config.cluster["server"], config.user, config.namespace  # noqa: B018  (read to validate)
     except _CONFIG_ERRORS as exc:
         raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
