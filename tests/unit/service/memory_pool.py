@@ -77,6 +77,23 @@ def filled(api: MemoryApi, size: int, **spec) -> PoolReconciler:
     return rec
 
 
+def replaced_then_shrunk(api: MemoryApi, rec: PoolReconciler) -> None:
+    """A pool of 2 (made, no round yet): its dead pod is replaced, then scaled to 1 the starting
+    one goes and the warm one stays."""
+    run(rec.round())
+    first, second = pod_names(api)
+    warm(api, first)
+    set_status(api, second, {"phase": "Failed", "containerStatuses": [
+        {"name": "episode", "state": {"terminated": {"exitCode": 137}}}]})
+    run(rec.round())
+    names = pod_names(api)
+    assert second not in names and first in names and len(names) == 2
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 1}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert pod_names(api) == [first]
+
+
 def batch_spec(**extra):
     """A pooled batch's spec; its episode's time is the 60 s the tests claim with."""
     return parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 
-from rolloutbatch import GROUP, VERSION
 from rolloutbatch.kube.pool_pods import PoolPods
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import NS, POOL_NS, live, make_pool, pod_names, reconciler, run, set_status, warm
+from tests.unit.service.memory_pool import POOL_NS, make_pool, pod_names, reconciler, replaced_then_shrunk, run
 
 PODS = f"/api/v1/namespaces/{POOL_NS}/pods"
 
@@ -32,19 +31,7 @@ def _with_view(api: MemoryApi, view: PoolPods):
 
 def test_a_pool_fills_replaces_and_shrinks_from_the_watchs_view_without_listing(api):
     make_pool(api, 2)
-    rec = _with_view(api, _watched(api))
-    run(rec.round())
-    first, second = pod_names(api)
-    warm(api, first)
-    set_status(api, second, {"phase": "Failed", "containerStatuses": [
-        {"name": "episode", "state": {"terminated": {"exitCode": 137}}}]})
-    run(rec.round())
-    names = pod_names(api)
-    assert second not in names and first in names and len(names) == 2
-    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 1}}, "scale")
-    rec.body = live(api)
-    run(rec.round())
-    assert pod_names(api) == [first]
+    replaced_then_shrunk(api, _with_view(api, _watched(api)))
     assert _lists(api) == 0
 
 

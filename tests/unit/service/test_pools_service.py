@@ -26,8 +26,8 @@ from rolloutbatch.service import episode_delivery, pool_claims, sandbox
 from rolloutbatch.service import pools as service_pools
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
-                                            drain, filled, live, make_pool, pod_names, reconciler, run, set_status,
-                                            refuse, warm)
+                                            drain, filled, live, make_pool, pod_names, reconciler, replaced_then_shrunk,
+                                            run, set_status, refuse, warm)
 
 
 def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
@@ -99,19 +99,7 @@ def test_a_large_pool_filling_lists_its_pods_less_often_than_a_small_one(api, si
 
 def test_a_dead_warm_pod_is_replaced_and_a_surplus_removed(api):
     make_pool(api, 2)
-    rec = reconciler(api)
-    run(rec.round())
-    first, second = pod_names(api)
-    warm(api, first)
-    set_status(api, second, {"phase": "Failed", "containerStatuses": [
-        {"name": "episode", "state": {"terminated": {"exitCode": 137}}}]})
-    run(rec.round())
-    names = pod_names(api)
-    assert second not in names and first in names and len(names) == 2
-    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 1}}, "scale")
-    rec.body = live(api)
-    run(rec.round())
-    assert pod_names(api) == [first]    # the starting one went, the warm one stays
+    replaced_then_shrunk(api, reconciler(api))
 
 
 def test_a_template_that_cannot_run_is_said_once_and_not_churned(api):
@@ -793,11 +781,7 @@ def test_the_default_command_names_the_task_as_the_runtime_mounts_it(api, after_
 def test_after_a_restart_the_default_command_is_where_the_batchs_pods_mount_the_task(api):
     """The pool's task.mountPath changed mid-batch (its new pods mount the task elsewhere): an
     operator that restarts reads the path from the batch's pods, not from the pool as it is now."""
-    make_pool(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
-    rec = reconciler(api)
-    run(rec.round())
-    for name in pod_names(api):
-        warm(api, name)
+    filled(api, 1, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
     spec = parse_spec({"episodes": 2, "parallelism": 1, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
     run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, None, lambda pods: None,
                               CLUSTERWIDE))
@@ -814,11 +798,7 @@ def test_claims_a_crashed_operator_made_get_the_default_command_where_their_pods
     and its Job; the pool's task.mountPath then moves (new pods mount it at /moved). The next
     operator keeps those claims and makes the Job from the pool as it is now, so neither that Job
     nor the pool says where these pods mount the task: each pod's own spec does."""
-    make_pool(api, 2, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
-    rec = reconciler(api)
-    run(rec.round())
-    for name in pod_names(api):
-        warm(api, name)
+    filled(api, 2, task={"files": {"episode.py": "x"}, "mountPath": "/t"})
     spec = parse_spec({"episodes": 2, "parallelism": 2, "poolRef": {"name": "warm"}, "episodeTimeoutSeconds": 60})
     # the first operator's claims; it dies before any hand-over and before the Job
     claims = run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60))
