@@ -45,6 +45,7 @@ class Watcher:
         self.on_connected = on_connected   # the watch opened (True), or broke or ended (False)
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
+        self._quiet_gones = 0              # 410s since the watch last brought an event
         self._thread = threading.Thread(target=self._run, name=f"watch {path}", daemon=True)
 
     def start(self) -> None:
@@ -64,7 +65,12 @@ class Watcher:
                 version = self._watch(version)
                 backoff = 0.5
             except Gone:
-                version = None  # too old: relist
+                version = None  # too old: relist, at once the first time
+                if self._quiet_gones:   # again before the watch brought an event: a list that keeps
+                    log.warning("Watch of %s: 410 Gone again; relisting in %.1fs", self.path, backoff)
+                    self.stopped.wait(backoff)   # expiring must not loop on the API server
+                    backoff = min(backoff * 2, 10.0)
+                self._quiet_gones += 1
             except (KubeError, OSError, ValueError) as exc:
                 log.warning("Watch of %s interrupted (%s); resuming in %.1fs", self.path, exc, backoff)
                 self.stopped.wait(backoff)
@@ -111,6 +117,7 @@ class Watcher:
                         raise Gone(obj.get("message", "watch expired"), status=410)
                     raise KubeError(f"watch error: {obj.get('message')}", status=obj.get("code"))
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                self._quiet_gones = 0
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.on_event(kind, obj)
         finally:

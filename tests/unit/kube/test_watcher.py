@@ -1,0 +1,43 @@
+"""The operator's own list+watch (kube.watch.Watcher): how it resumes and relists."""
+from __future__ import annotations
+
+import time
+
+from rolloutbatch.kube.watch import Watcher
+from tests.unit.fake_watch import FakeApi, event, gone
+
+PODS = "/api/v1/pods"
+
+
+def _listing(*items: dict) -> dict:
+    return {"items": list(items), "metadata": {"resourceVersion": "5"}}
+
+
+def _run_until(api: FakeApi, lists: int, waits: list[float]) -> None:
+    """A watcher until it has made ``lists`` lists; its pauses recorded in ``waits``, not slept."""
+    watcher = Watcher(api, PODS, "a=b", lambda kind, obj: None)
+    watcher.stopped.wait = lambda seconds=None: waits.append(seconds) or watcher.stopped.is_set()
+    watcher.start()
+    end = time.monotonic() + 10
+    try:
+        while sum(1 for call in api.calls if call[0] == "get") < lists:
+            assert time.monotonic() < end, api.calls
+            time.sleep(0.01)
+    finally:
+        watcher.stop()
+
+
+def test_a_relist_after_gone_is_at_once_and_pauses_when_gone_comes_again_before_any_event():
+    """A list whose pages keep expiring (410 Gone) was listed again at once, for ever."""
+    waits: list[float] = []
+    _run_until(FakeApi(lists={PODS: [gone(), gone(), gone(), _listing()]}), 4, waits)
+    assert waits[:2] == [0.5, 1.0]
+
+
+def test_an_event_between_two_gones_makes_the_next_relist_immediate_again():
+    waits: list[float] = []
+    pod = {"metadata": {"uid": "u", "resourceVersion": "6"}}
+    api = FakeApi(lists={PODS: [_listing(), _listing()]},
+                  watches={PODS: [[gone()], [event("ADDED", pod), gone()], [1.0]]})
+    _run_until(api, 3, waits)
+    assert waits == []
