@@ -171,6 +171,10 @@ class BatchReconciler:
             await self._resume_stall(*self.results.restored_stall)
         # spec.stop read after the restore's API calls: a stop that came meanwhile creates nothing
         step = lifecycle.entry(self.status.phase, self.stop.requested(self.body))
+        if step is not Entry.ADOPT:
+            # What this install cannot run (core.scope) is refused before anything is read of its
+            # children, a stopped one too: its stop would read a Job where the Role does not reach.
+            self.ctx.settings.scope.refuse(self.spec)
         if step is Entry.STOP_BEFORE_RUN:
             await self._stop_before_run()
         elif step is Entry.ADOPT:
@@ -258,9 +262,8 @@ class BatchReconciler:
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
         if self.spec.pool_name:
-            # A namespaced install refuses pools (core.scope) before the wait, which lists the
-            # pool's namespace: its Role does not reach it, and the 403 would say nothing of why.
-            self.ctx.settings.scope.refuse(self.spec)
+            # (a namespaced install refused pools in _run, before this wait, which lists the pool's
+            # namespace: its Role does not reach it, and the 403 would say nothing of why)
             if self.spec.pool_when_empty == v.POOL_WAIT:
                 await self._wait_for_pool()
             if self.stop.requested(self.body):

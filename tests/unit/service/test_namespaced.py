@@ -148,6 +148,26 @@ def test_a_pooled_batch_that_waits_for_its_pool_in_a_namespaced_install_is_refus
     assert reasons["Wait"] == reasons["Cold"], reasons
 
 
+def test_a_batch_this_install_cannot_run_submitted_stopped_is_refused_not_failed_on_a_403():
+    """A pooled batch submitted with spec.stop: its stop path read a Job in the pool's namespace,
+    which the Role does not reach, and the batch failed on the API's 403 (ApiRequestRefused)."""
+    seen = []
+
+    async def scenario(cluster, spec):
+        cluster.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
+                         "metadata": {"name": "warm", "namespace": NAMESPACE},
+                         "spec": {"size": 3, "task": {"files": {"episode.py": "x"}}}})
+        confine(cluster)
+        cluster.submit(spec)
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        seen.append((status.get("phase"), status.get("reason")))
+
+    run(lambda cluster: scenario(cluster, {"episodes": 3, "stop": True, "episodeTimeoutSeconds": 60,
+                                           "poolRef": {"name": "warm"}}), watch_namespaces=(NAMESPACE,))
+    assert seen == [(v.FAILED, v.STALL_CLUSTER_RIGHTS)], seen
+
+
 def test_the_cluster_wide_install_still_makes_dedicated_sandboxes():
     async def scenario(cluster):
         task = await start(cluster)
