@@ -155,6 +155,16 @@ def test_an_async_watch_that_fails_unexpectedly_ends_the_wait_with_its_error():
         asyncio.run(main())
 
 
+def test_an_async_wait_ends_at_the_relist_that_lacks_its_batch():
+    async def main():
+        api = FakeAsyncApi(lists={BATCHES: [listing([batch({"phase": "Running"})]), listing([])]},
+                           watches={BATCHES: [[Gone("too old", status=410)]]})
+        await AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"})).wait(timeout=10)
+
+    with pytest.raises(sdk.NotFound, match="was deleted"):
+        asyncio.run(main())
+
+
 def test_async_timeout_and_verbs_share_the_rules():
     async def main():
         client = AsyncClient(api=FakeAsyncApi({BATCHES: [listing([batch({"phase": "Running"})])]}, {}), namespace=NS)

@@ -190,6 +190,15 @@ def test_a_page_that_is_no_object_ends_the_wait_with_its_error(page):
         handle(api).wait(timeout=10)
 
 
+def test_a_batch_deleted_while_the_watch_was_down_ends_the_wait_at_the_relist():
+    """No DELETED comes for an object deleted while a watch is down: the relist after its 410 Gone
+    lacks it, and the wait ran on to its timeout."""
+    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})]), listing([])]},
+                  watches={BATCHES: [[gone()]]})
+    with pytest.raises(sdk.NotFound, match="was deleted"):
+        handle(api).wait(timeout=10)
+
+
 def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]},
                   watches={BATCHES: [[event("DELETED", batch({"phase": "Running"}))]]})

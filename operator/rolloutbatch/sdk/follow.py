@@ -49,6 +49,9 @@ FATAL = (Forbidden, NotFound, ConfigError, BadRequest)   # retrying the same wat
 MAX_PENDING = 16
 
 
+LISTED = "LISTED"   # ListWatch.on_list's last event: the uids of the whole list
+
+
 class ListWatch:
     """One resumable list+watch of ``path`` with a label or field selector."""
 
@@ -59,6 +62,7 @@ class ListWatch:
         self.watch_seconds = watch_seconds
         self.version: str | None = None     # None: a list comes next
         self._continue: str | None = None
+        self._listed: set[str] = set()     # the uids of the list being read, page by page
         self.failures = 0
         self.gones = 0                      # 410s since the last watch event
         self.resumes = 0                    # watches started from a kept version (for tests)
@@ -74,12 +78,21 @@ class ListWatch:
         return params
 
     def on_list(self, page: Mapping) -> list[tuple[str, dict]]:
+        """A page's items as ADDED events; after the last page, a LISTED event with the uids of the
+        whole list (an object deleted while the watch was down brings no DELETED: a relist after a
+        410 Gone is how it is learnt)."""
         meta = page.get("metadata") or {}
+        if self._continue is None:
+            self._listed = set()
         self._continue = meta.get("continue") or None
+        items = page.get("items") or []
+        self._listed |= {uid for item in items if isinstance(uid := (item.get("metadata") or {}).get("uid"), str)}
+        self.failures = 0
+        events = [("ADDED", item) for item in items]
         if not self._continue:
             self.version = meta.get("resourceVersion") or "0"
-        self.failures = 0
-        return [("ADDED", item) for item in page.get("items") or []]
+            events.append((LISTED, {"uids": frozenset(self._listed)}))
+        return events
 
     def watch_params(self) -> dict[str, Any]:
         return dict(self.selectors, watch="true", resourceVersion=self.version, allowWatchBookmarks="true",
@@ -168,9 +181,14 @@ class Follower:
     def feed(self, watch: ListWatch, kind: str, obj: dict) -> list[tuple[str, Any]]:
         if watch is self.batch_watch:
             return self._batch(kind, obj)
+        if kind == LISTED:   # a results ConfigMap gone is the sweep's to find
+            return []
         return self._configmap(kind, obj)
 
     def _batch(self, kind: str, obj: dict) -> list[tuple[str, Any]]:
+        if kind == LISTED:   # a whole list of the name without our uid: deleted meanwhile
+            self.deleted = self.deleted or self.uid not in obj["uids"]
+            return []
         if (obj.get("metadata") or {}).get("uid") != self.uid or kind == "DELETED":
             # A namesake with another uid means ours was deleted and the name reused.
             self.deleted = self.deleted or kind == "DELETED" or bool((obj.get("metadata") or {}).get("uid"))
