@@ -224,10 +224,10 @@ def agent_overran(facts: PodFacts, episode_timeout: int) -> bool:
                                                      + CLOCK_SKEW_TOLERANCE_SECONDS)
 
 
-def delivery(script: bytes, key: str | None = None) -> bytes:
-    """What the launcher is sent on its stdin: a line of the length and a key drawn for this send
-    (``key``: a test's own), then the script, its last line the sentinel set to that key."""
-    key = key or secrets.token_hex(KEY_BYTES)
+def delivery(script: bytes) -> bytes:
+    """What the launcher is sent on its stdin: a line of the length and a key drawn for this send,
+    then the script, its last line the sentinel set to that key."""
+    key = secrets.token_hex(KEY_BYTES)
     whole = script + f"{SENTINEL}={key}\n".encode()
     return b"%d %s\n" % (len(whole), key.encode()) + whole
 

@@ -110,22 +110,22 @@ def test_a_cut_delivery_completed_by_a_second_attach_never_runs(tmp_path) -> Non
 
 def test_a_splice_crafted_by_the_submitters_values_never_runs_them(tmp_path) -> None:
     """The same splice with the cut placed for a crafted env value: the second send's quoting is
-    inverted after the cut, so the value's text is read as shell, and the value ends with what was
-    the sentinel line, at the spliced file's last byte. Each send's key closes it: the file's last
+    inverted after the cut, so the value's text is read as shell, and the value holds what was the
+    sentinel line where the launcher reads the script's last line. Each send's key closes it: that
     line is not the sentinel set to the first send's key, which no value can hold."""
     payload = "touch spliced-ran"
-    value = "#" * 600 + f"\n{payload}\n{pool_delivery.SENTINEL}=ready\n" + "#" * 600
+    forged = f"{pool_delivery.SENTINEL}=ready\n"
+    value = "#" * 600 + f"\n{payload}\n{forged}" + "#" * 600
     script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"),
                                                                 env=(("X", value),)))
     # the second attach pings first, and the launcher, reading the script, takes its pings as script
     first, second = pool_delivery.delivery(script), pool_delivery.HELLO[0] + pool_delivery.delivery(script)
     head = first.index(b"\n") + 1
-    length = len(first) - head
-    # the file is the first send's script up to the cut, then the second send's first bytes: its end
-    # falls on the end of the crafted sentinel line in the second send
-    end = second.index(f"{payload}\n{pool_delivery.SENTINEL}=ready\n".encode()) + len(payload) + 2 + \
-        len(f"{pool_delivery.SENTINEL}=ready")
-    cut = length - end
+    key = first[:head].split()[1].decode()
+    # the launcher reads all but the last line (the sentinel with its key) with head, then one line:
+    # the cut is placed so that this line is the forged one of the second send
+    body = len(first) - head - len(f"{pool_delivery.SENTINEL}={key}\n")
+    cut = body - second.index(f"\n{payload}\n{forged}".encode()) - len(f"\n{payload}\n")
     start = script.index(b"X=")
     assert start < cut < start + len(value), "the cut must fall inside the crafted value's quotes"
     claim = tmp_path / "claim"
