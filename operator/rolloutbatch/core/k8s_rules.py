@@ -35,7 +35,7 @@ def check_configmap_key(key: object) -> str | None:
     """Why ``key`` cannot be a ConfigMap key (the API server's rule), or None when it can:
     letters, digits, '-', '_' and '.', at most 253 characters, not '.' or '..' and not starting
     with '..' (the kubelet's own '..data' links live there)."""
-    if not isinstance(key, str) or not _CONFIGMAP_KEY.match(key):
+    if not isinstance(key, str) or not _CONFIGMAP_KEY.fullmatch(key):
         return "only letters, digits, '-', '_' and '.' are allowed"
     if len(key) > MAX_CONFIGMAP_KEY_LENGTH:
         return f"at most {MAX_CONFIGMAP_KEY_LENGTH} characters"
@@ -45,7 +45,7 @@ def check_configmap_key(key: object) -> str | None:
 
 
 def is_dns_subdomain(text: object) -> bool:
-    return isinstance(text, str) and len(text) <= 253 and bool(_DNS_SUBDOMAIN.match(text))
+    return isinstance(text, str) and len(text) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(text))
 
 
 def is_qualified_name(text: object) -> bool:
@@ -55,11 +55,11 @@ def is_qualified_name(text: object) -> bool:
     prefix, slash, name = text.rpartition("/")
     if slash and not is_dns_subdomain(prefix):
         return False
-    return len(name) <= 63 and bool(_NAME_PART.match(name))
+    return len(name) <= 63 and bool(_NAME_PART.fullmatch(name))
 
 
 def is_label_value(text: object) -> bool:
-    return isinstance(text, str) and len(text) <= 63 and bool(_LABEL_VALUE.match(text))
+    return isinstance(text, str) and len(text) <= 63 and bool(_LABEL_VALUE.fullmatch(text))
 
 
 def parse_quantity(text: object) -> Decimal:

@@ -164,7 +164,7 @@ def child_namespace(ref: BatchRef, spec: BatchSpec) -> str:
 def label_value(text: str) -> str:
     """``text`` made a valid label value (≤ 63 chars, alphanumeric at both ends)."""
     value = re.sub(r"[^-A-Za-z0-9_.]", "-", text)[:63].strip("-_.")
-    return value if _LABEL_VALUE.match(value) else ""
+    return value if _LABEL_VALUE.fullmatch(value) else ""
 
 
 def owner_labels(ref: BatchRef) -> dict[str, str]:

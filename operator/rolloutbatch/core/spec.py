@@ -75,7 +75,7 @@ def check_batch_name(name_or_prefix: str) -> None:
     stem = name_or_prefix[:-1] if prefix else name_or_prefix
     # the CRD bounds the name the API server makes, a prefix and its generated suffix
     limit = MAX_BATCH_NAME_LENGTH - d.GENERATED_NAME_SUFFIX if prefix else MAX_BATCH_NAME_LENGTH
-    if not isinstance(stem, str) or not stem or not _DNS_LABEL.match(stem) or len(name_or_prefix) > limit:
+    if not isinstance(stem, str) or not stem or not _DNS_LABEL.fullmatch(stem) or len(name_or_prefix) > limit:
         raise SpecError("metadata.name", f"{name_or_prefix!r} must be lowercase letters, digits and '-', "
                                          f"at most {limit} characters"
                                          + (f" (a generateName prefix: the API server adds "
@@ -354,7 +354,7 @@ def checked_env(raw: Mapping, field: str) -> list[dict]:
         if not isinstance(item, Mapping):
             raise SpecError(field, f"entries must be objects with name and value, got {item!r}"[:200])
         name = item.get("name")
-        if not isinstance(name, str) or not _ENV_NAME.match(name) or len(name) > d.MAX_ENV_NAME_LENGTH:
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name) or len(name) > d.MAX_ENV_NAME_LENGTH:
             raise SpecError(field, f"{name!r} is not a valid environment variable name")
         if name in RESERVED_ENV:
             raise SpecError(field, f"{name} is set by the operator")
@@ -497,7 +497,7 @@ def _shell_names(env: list[dict] | tuple[dict, ...], field: str, under_shell: bo
     """A Job's container that runs under the operator's /bin/sh launcher (samplesPerInput > 1, a
     verifier's phases) gets only the variables the image's shell passes on (``_SHELL_NAME``)."""
     for item in env if under_shell else ():
-        if not _SHELL_NAME.match(item["name"]):
+        if not _SHELL_NAME.fullmatch(item["name"]):
             raise SpecError(f"{field}[{item['name']}]", "runs under /bin/sh here (samplesPerInput > 1, or a "
                                                         "verifier), and a shell such as dash drops a variable "
                                                         "whose name is not letters, digits and '_': rename it")
@@ -642,7 +642,7 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     template = checked_pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
     runtime = checked_runtime_class(raw.get("runtimeClassName"))
     queue = raw.get("queueName") or None
-    if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.match(queue)):
+    if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.fullmatch(queue)):
         raise SpecError("spec.queueName", f"must be a LocalQueue name (a lowercase DNS label of at most 63 "
                                           f"characters), got {queue!r}"[:200])
     # A pooled batch's default command names the pool's task path, known once the pool is read
