@@ -295,6 +295,11 @@ def test_kubeconfig_list_errors_name_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'gone'}:{tmp_path / 'also-gone'}")
     with pytest.raises(ConfigError, match="no such file"):
         load_config(None)
+    for entries in ("contexts: 5\n", "contexts: [5]\n"):   # read, then refused while merged
+        (tmp_path / "odd").write_text(entries)
+        monkeypatch.setenv("KUBECONFIG", f"{good}:{tmp_path / 'odd'}")
+        with pytest.raises(ConfigError, match=f"cannot load the kubeconfig {tmp_path / 'odd'}: "):
+            load_config(None)
 
 
 def test_an_explicit_kubeconfig_is_one_file_as_kubectls_flag(tmp_path, monkeypatch):

@@ -90,14 +90,14 @@ def _merged(files: list[str]) -> pykube.KubeConfig:
             if not isinstance(doc, dict):
                 raise TypeError("not a kubeconfig document (a YAML mapping)")
             _resolve_paths(doc, os.path.dirname(os.path.abspath(os.path.expanduser(filename))))
+            for key, value in doc.items():   # in the try: a malformed entry names its file
+                if key in _NAMED:
+                    names = {entry.get("name") for entry in merged.setdefault(key, [])}
+                    merged[key] += [entry for entry in value or () if entry.get("name") not in names]
+                elif key not in merged and value not in (None, "", {}, []):
+                    merged[key] = value
         except _CONFIG_ERRORS as exc:
             raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
-        for key, value in doc.items():
-            if key in _NAMED:
-                names = {entry.get("name") for entry in merged.setdefault(key, [])}
-                merged[key] += [entry for entry in value or () if entry.get("name") not in names]
-            elif key not in merged and value not in (None, "", {}, []):
-                merged[key] = value
     return pykube.KubeConfig(merged)
 
 
