@@ -187,12 +187,14 @@ class Range:
         return f"{self.unit} in {'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
 
 
-SECONDS = Range(0, 86400, "seconds", open_high=True)
+DAY = 86400
+SECONDS = Range(0, DAY, "seconds", open_high=True)
+PORT = Range(0, 65535, "a port")
 # Each numeric flag's usable values. argparse takes nan, inf and negatives, and a value out of
 # range fails nothing at startup: it hangs or stalls batches later, so it is refused here.
 NUMERIC_FLAGS: dict[str, Range] = {
-    "metrics_port": Range(0, 65535, "a port"),     # getaddrinfo wraps 70000 to 4464
-    "liveness_port": Range(0, 65535, "a port"),
+    "metrics_port": PORT,     # getaddrinfo wraps 70000 to 4464
+    "liveness_port": PORT,
     # Read in memory whole, --read-concurrency at once; 0 cuts every log: LogLimitExceeded for all.
     "log_limit_bytes": Range(1, 2**30, "bytes"),
     # 0 reads no log at all (asyncio.Semaphore(0)); the HTTP pool is twice as many connections,
@@ -204,7 +206,7 @@ NUMERIC_FLAGS: dict[str, Range] = {
     "results_interval": SECONDS,
     "results_max_interval": SECONDS,
     # 0 or less stalls every batch before the Job controller made its first pod.
-    "pod_create_grace": Range(0, 86400, "seconds", open_low=True, open_high=True),
+    "pod_create_grace": Range(0, DAY, "seconds", open_low=True, open_high=True),
     "unschedulable_grace": SECONDS,
 }
 

@@ -1,8 +1,9 @@
 """``watch NAME``: re-attach to a running batch (``logs`` is in ``cli.logs``).
 
 Exit codes of ``watch`` (and ``submit --watch``): 0 Succeeded, 1 Failed or stalled (or deleted,
-or replaced by a namesake: ``BatchHandle.refresh`` raises NotFound), 3 the watch timed out with the batch still running (it keeps running: watch again),
-130 interrupted (Ctrl-C; the batch keeps running).
+or replaced by a namesake: ``BatchHandle.refresh`` raises NotFound), 3 the watch timed out with
+the batch still running (it keeps running: watch again), 130 interrupted (Ctrl-C; the batch keeps
+running).
 """
 
 from __future__ import annotations

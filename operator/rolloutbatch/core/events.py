@@ -32,7 +32,6 @@ MAX_EVENTS_PER_KIND = 100   # more than one is already a Duplicate* verdict; kee
 
 
 MAX_DROPPED_NAMES = 20      # names of dropped extras kept for the row's message
-_COMPACT = (",", ":")
 
 
 def _extra(record: dict) -> tuple[dict, tuple[str, ...]]:
@@ -47,7 +46,7 @@ def _extra(record: dict) -> tuple[dict, tuple[str, ...]]:
             continue
         try:
             value = strictjson.sanitize(value)
-            size = len(strictjson.dumps(value, separators=_COMPACT)) + len(strictjson.dumps(key)) + 1
+            size = len(strictjson.dumps(value, separators=strictjson.COMPACT)) + len(strictjson.dumps(key)) + 1
         except (TypeError, ValueError, RecursionError):
             size = None
         if size is None or size > MAX_EXTRA_FIELD_BYTES or size + 1 > budget:

@@ -31,6 +31,7 @@ NAMESPACE_NAME_MAX = 63   # a namespace name is a DNS-1123 label
 # What the namespaced install does without cluster-wide rights, logged once at startup.
 DEGRADED = (
     "isolation.namespace Dedicated is refused (ClusterRightsRequired): the operator creates no namespace",
+    "spec.poolRef is refused (ClusterRightsRequired): a RolloutPool's pods live in a namespace of their own",
     "spec.runtimeClassName is checked only where RuntimeClasses may be read; a missing one then stalls "
     "the batch as PodsNotCreated with the Job controller's message",
     "spec.podTemplate.priorityClassName is refused (ClusterRightsRequired) unless PriorityClasses may be read",

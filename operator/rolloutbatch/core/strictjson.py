@@ -58,6 +58,9 @@ def sanitize(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+COMPACT = (",", ":")   # json.dumps separators of what we write compactly (results; the extras budget sizes by them)
+
+
 def dumps(value: Any, **kwargs: Any) -> str:
     """``json.dumps`` that never writes NaN/Infinity (raises ValueError instead)."""
     return json.dumps(value, allow_nan=False, **kwargs)

@@ -1,4 +1,5 @@
-"""A lean list+watch of the batches' pods and jobs, feeding a callback with raw dicts.
+"""A lean list+watch of the operator's pods (the batches' and the pools') and the batches' jobs,
+feeding a callback with raw dicts.
 
 Why not kopf's ``on.event``: kopf wraps, deep-copies and diffs every event of every watched
 object and logs each handler call; episode pods produce 8-10 events each, and the benchmark's
@@ -67,9 +68,9 @@ class Watcher:
             except Gone:
                 version = None  # too old: relist, at once the first time
                 if self._quiet_gones:   # again before the watch brought an event: a list that keeps
-                    log.warning("Watch of %s: 410 Gone again; relisting in %.1fs", self.path, backoff)
-                    self.stopped.wait(backoff)   # expiring must not loop on the API server
-                    backoff = min(backoff * 2, 10.0)
+                    pause = min(0.5 * 2 ** (self._quiet_gones - 1), 10.0)   # expiring must not loop
+                    log.warning("Watch of %s: 410 Gone again; relisting in %.1fs", self.path, pause)
+                    self.stopped.wait(pause)
                 self._quiet_gones += 1
             except (KubeError, OSError, ValueError) as exc:
                 log.warning("Watch of %s interrupted (%s); resuming in %.1fs", self.path, exc, backoff)

@@ -89,12 +89,9 @@ def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threadi
             finally:
                 response.close()
                 open_.remove(response)
-        except (KubeError, requests.RequestException, OSError, ValueError, AttributeError) as exc:
+        except (KubeError, requests.RequestException, OSError, ValueError) as exc:
             if stop.is_set():
-                return      # the follower closed our response under us (AttributeError from http.client)
-            if isinstance(exc, AttributeError):   # not that: a page that is no object, a bug
-                events.put((watch, ("FAIL", exc)))
-                return
+                return      # the follower closed our response under us
             if isinstance(exc, (requests.RequestException, OSError)):
                 exc = Unavailable(f"{what}: {exc}")
             delay = watch.on_error(exc)
@@ -103,6 +100,8 @@ def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threadi
                 return
             stop.wait(delay)
         except Exception as exc:  # noqa: BLE001 - a surprise ends the follow with it, not at its timeout
+            # (an AttributeError from http.client when the follower closed our response under us:
+            # nothing to say then; else a page that is no object, a bug)
             if not stop.is_set():
                 events.put((watch, ("FAIL", exc)))
             return

@@ -54,10 +54,10 @@ STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
 
 
-def filling_period(listed: int) -> float:
-    """Seconds to the next round while the pool's pods start, ``listed`` pods in its namespace:
-    FILLING_PERIOD, longer as the list grows, never past FULL_PERIOD."""
-    return min(FULL_PERIOD, max(FILLING_PERIOD, listed / PODS_PER_FILLING_SECOND))
+def filling_period(pods: int) -> float:
+    """Seconds to the next round while the pool's pods start, ``pods`` in its namespace (as the
+    round read them): FILLING_PERIOD, longer as they grow, never past FULL_PERIOD."""
+    return min(FULL_PERIOD, max(FILLING_PERIOD, pods / PODS_PER_FILLING_SECOND))
 
 
 class PoolReconciler:

@@ -261,7 +261,7 @@ class BatchReconciler:
         if lifecycle.announces_provisioning(phase):
             await self._patch_status(v.PROVISIONING, reason=v.REASON_PROVISIONING, message="Creating the sandbox",
                                      force=True)
-        if self.spec.pool_name:
+        if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
             # (a namespaced install refused pools in _run, before this wait, which lists the pool's
             # namespace: its Role does not reach it, and the 403 would say nothing of why)
             if self.spec.pool_when_empty == v.POOL_WAIT:
@@ -271,7 +271,6 @@ class BatchReconciler:
                 # claim hands its pod an episode at once, so a stop seen after one claims too late.
                 await self._stop_before_run()
                 return
-        if self.spec.pool_name:   # the pool's claims and the Job in its namespace (service.pool_claims)
             empty: list[str] = []
             delivery = self.delivery
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
