@@ -122,50 +122,39 @@ def test_an_unreadable_priority_class_refuses_the_batch_namespaced_only():
     run(clusterwide)
 
 
+def _pooled_in_a_namespaced_install(**spec) -> tuple:
+    """(phase, reason, message) of a batch on a pool of its namespace, run by a namespaced install."""
+    seen = []
+
+    async def scenario(cluster):
+        cluster.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
+                         "metadata": {"name": "warm", "namespace": NAMESPACE},
+                         "spec": {"size": 3, "task": {"files": {"episode.py": "x"}}}})
+        confine(cluster)
+        cluster.submit({"episodes": 3, "parallelism": 3, "episodeTimeoutSeconds": 60, **spec})
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        status = cluster.status()
+        seen.append((status.get("phase"), status.get("reason"), status.get("message")))
+
+    run(scenario, watch_namespaces=(NAMESPACE,))
+    return seen[0]
+
+
 def test_a_pooled_batch_that_waits_for_its_pool_in_a_namespaced_install_is_refused_as_a_cold_one_is():
     """A namespaced install cannot run pools (a pool's pods live in a namespace of their own): a
     pooled batch is refused ClusterRightsRequired, with what to do, before anything is done. One
     with whenEmpty Wait too: its wait would list the pool's namespace, which the Role does not
     reach, and fail on the API's 403 instead."""
-    reasons = {}
-
-    async def scenario(cluster, spec):
-        cluster.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
-                         "metadata": {"name": "warm", "namespace": NAMESPACE},
-                         "spec": {"size": 3, "task": {"files": {"episode.py": "x"}}}})
-        confine(cluster)
-        cluster.submit(spec)
-        await asyncio.wait_for(cluster.reconciler().run(), 10)
-        status = cluster.status()
-        reasons[spec["poolRef"].get("whenEmpty", "Cold")] = (status.get("phase"), status.get("reason"),
-                                                             status.get("message"))
-
-    pooled = {"episodes": 3, "parallelism": 3, "episodeTimeoutSeconds": 60}
-    run(lambda cluster: scenario(cluster, {**pooled, "poolRef": {"name": "warm"}}), watch_namespaces=(NAMESPACE,))
-    run(lambda cluster: scenario(cluster, {**pooled, "poolRef": {"name": "warm", "whenEmpty": "Wait"}}),
-        watch_namespaces=(NAMESPACE,))
-    assert reasons["Cold"] == (v.FAILED, v.STALL_CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE), reasons
-    assert reasons["Wait"] == reasons["Cold"], reasons
+    cold = _pooled_in_a_namespaced_install(poolRef={"name": "warm"})
+    assert cold == (v.FAILED, v.STALL_CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE), cold
+    assert _pooled_in_a_namespaced_install(poolRef={"name": "warm", "whenEmpty": "Wait"}) == cold
 
 
 def test_a_batch_this_install_cannot_run_submitted_stopped_is_refused_not_failed_on_a_403():
     """A pooled batch submitted with spec.stop: its stop path read a Job in the pool's namespace,
     which the Role does not reach, and the batch failed on the API's 403 (ApiRequestRefused)."""
-    seen = []
-
-    async def scenario(cluster, spec):
-        cluster.api.put({"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
-                         "metadata": {"name": "warm", "namespace": NAMESPACE},
-                         "spec": {"size": 3, "task": {"files": {"episode.py": "x"}}}})
-        confine(cluster)
-        cluster.submit(spec)
-        await asyncio.wait_for(cluster.reconciler().run(), 10)
-        status = cluster.status()
-        seen.append((status.get("phase"), status.get("reason")))
-
-    run(lambda cluster: scenario(cluster, {"episodes": 3, "stop": True, "episodeTimeoutSeconds": 60,
-                                           "poolRef": {"name": "warm"}}), watch_namespaces=(NAMESPACE,))
-    assert seen == [(v.FAILED, v.STALL_CLUSTER_RIGHTS)], seen
+    seen = _pooled_in_a_namespaced_install(poolRef={"name": "warm"}, stop=True)
+    assert seen == (v.FAILED, v.STALL_CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE), seen
 
 
 def test_the_cluster_wide_install_still_makes_dedicated_sandboxes():
