@@ -8,22 +8,24 @@ benchmark's profile. Facts are extracted in the watch threads and handed to the 
 Nothing is stored on the children (no annotations, no finalizers: kopf issue #1104), and only
 list/watch rights are needed.
 
-The pod watch selects every pod the operator made (naming.MANAGED_SELECTOR): the batches' pods
-go to their reconcilers, and the pods of the pool namespaces, warm or claimed, also feed the pools'
-view of them (kube.pool_pods), which their rounds read instead of listing their namespaces.
+The batches' pods of the pool namespaces also feed the pools' view of them (kube.pool_pods), with
+a third watch, of the pools' own pods (warm, or claimed and not enrolled yet): the pools' rounds
+read that view instead of listing their namespaces.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
-from rolloutbatch.core.naming import LABEL_BATCH_UID, MANAGED_SELECTOR
+from rolloutbatch.core.naming import LABEL_BATCH_UID, LABEL_POOL_UID
 from rolloutbatch.core.job_facts import job_facts
 from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.kube import pool_pods
 from rolloutbatch.kube.watch import LoopInbox, Watcher
 
 
@@ -34,6 +36,20 @@ def _routed(inbox: LoopInbox, extract: Callable[[dict], Any]) -> Callable[[str, 
         if batch_uid:
             inbox.put(batch_uid, extract(obj), kind == "DELETED")
     return on_event
+
+
+def _feeding_pools(memo: kopf.Memo, source: str, then: Callable[[str, dict], None]) -> tuple:
+    """A pod watch's callbacks (on_event, on_listed, on_connected) that feed the pools' view as
+    ``source`` (kube.pool_pods) and hand each event on to ``then``; in a namespaced install, only
+    ``then`` (no pool, and the view is never whole)."""
+    if not memo.ctx.settings.scope.clusterwide:
+        return then, None, None
+    view = memo.ctx.pool_pods
+
+    def on_event(kind: str, obj: dict) -> None:
+        view.on_event(source, kind, obj)
+        then(kind, obj)
+    return on_event, functools.partial(view.on_listed, source), functools.partial(view.on_connected, source)
 
 
 @kopf.on.startup()
@@ -52,18 +68,11 @@ async def start_child_watches(memo: kopf.Memo, **_: Any) -> None:
     # One watch per kind for the cluster, or per kind and watched namespace (core.scope).
     scope = memo.ctx.settings.scope
     pods, jobs = _routed(LoopInbox(loop, deliver_pod), pod_facts), _routed(LoopInbox(loop, deliver_job), job_facts)
-    pool_pods = memo.ctx.pool_pods
-
-    def on_pod(kind: str, obj: dict) -> None:
-        pool_pods.on_event(kind, obj)
-        pods(kind, obj)
-
-    # the pools' view is whole only with the cluster's pods (a namespaced install has no pools)
-    whole = scope.clusterwide
-    memo.watchers = [Watcher(memo.ctx.api, path, MANAGED_SELECTOR, on_pod,
-                             on_listed=pool_pods.on_listed if whole else None,
-                             on_connected=pool_pods.on_connected if whole else None)
+    memo.watchers = [Watcher(memo.ctx.api, path, LABEL_BATCH_UID, *_feeding_pools(memo, pool_pods.BATCH, pods))
                      for path in scope.watch_paths("/api/v1", "pods")]
+    if scope.clusterwide:   # a namespaced install has no pools (core.scope)
+        memo.watchers += [Watcher(memo.ctx.api, "/api/v1/pods", LABEL_POOL_UID,
+                                  *_feeding_pools(memo, pool_pods.POOL, lambda kind, obj: None))]
     memo.watchers += [Watcher(memo.ctx.api, path, LABEL_BATCH_UID, jobs)
                       for path in scope.watch_paths("/apis/batch/v1", "jobs")]
     for watcher in memo.watchers:

@@ -1,16 +1,23 @@
-"""The pods of the pools' namespaces as the operator's pod watch last saw them (handlers.children).
+"""The pods of the pools' namespaces as the operator's pod watches last saw them (handlers.children).
 
 A pool's round (service.pools) read its namespace with a list, twice a second while it filled:
 decoding every pod of the namespace each time was most of the operator's CPU in a pooled batch's
-time (bench/README.md). The pod watch decodes each change once anyway; :class:`PoolPods` keeps
-what it saw of the namespaces a pool may own (naming.looks_like_pool_namespace) for the rounds.
+time (bench/README.md). The watches decode each change once anyway; :class:`PoolPods` keeps what
+they saw of the namespaces a pool may own (naming.looks_like_pool_namespace) for the rounds.
 
-What a round may see that a list would not: a change the watch has not brought yet (it is
-milliseconds behind the API). The writes a round makes are guarded as they were with a list (a
-deletion carries the uid and resourceVersion seen: a pod claimed since is not deleted), and the
-pods a round creates are kept here until the watch brings them (the next round would otherwise
-create them again). A relist (the watch's start, a 410 Gone) replaces the whole view: a pod
-deleted while the watch was down does not stay in it.
+Two watches feed it, each a source of its own: the pools' pods (``POOL``: the label
+``rl.agentruntime.io/pool-uid``, warm pods and claims not enrolled yet) and the batches' pods
+(``BATCH``: ``rl.agentruntime.io/batch-uid``, the watch the batches are tracked by, which keeps
+its selector so that a pod forged with a batch's label anywhere is still seen and reported). A
+claim's enrolment moves a pod from one to the other (the first watch says DELETED, the second
+ADDED, in either order): each source keeps its own, and the batches' copy is read first.
+
+What a round may see that a list would not: a change a watch has not brought yet (milliseconds
+behind the API). The writes a round makes are guarded as they were with a list (a deletion carries
+the uid and resourceVersion seen: a pod claimed since is not deleted), and the pods a round
+creates are kept here until a watch brings them (the next round would otherwise create them
+again). A relist (a watch's start, a 410 Gone) replaces its source whole: a pod deleted while the
+watch was down does not stay. Nothing is read while either watch is down or has not listed.
 
 A pod a batch ran that has ended is kept as a stub of what the rounds read of it (its name, uid,
 labels, annotations, phase: core.pool_census.is_held, refill_hold): a pooled batch of 30,000 keeps
@@ -26,8 +33,9 @@ import time
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 
+POOL, BATCH = "pool", "batch"   # the two sources (see the module docstring)
 DELETED_KEPT = 4096   # uids of deleted pods remembered, so a creation answer seen after it is not kept
-CREATED_KEPT_SECONDS = 30.0   # a pod created here and never brought by the watch (it went while the watch was down)
+CREATED_KEPT_SECONDS = 30.0   # a pod created here and never brought by a watch (it went while the watch was down)
 _STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp",
                   "creationTimestamp")
 
@@ -42,78 +50,98 @@ def _kept(pod: dict) -> dict:
     return {"metadata": {k: meta[k] for k in _STUB_METADATA if k in meta}, "status": {"phase": status["phase"]}}
 
 
+def _where(pod: dict) -> tuple[str, str] | None:
+    meta = pod.get("metadata") or {}
+    namespace, uid = meta.get("namespace"), meta.get("uid")
+    if not naming.looks_like_pool_namespace(namespace) or not isinstance(uid, str):
+        return None
+    return namespace, uid
+
+
 class PoolPods:
-    """A thread-safe view of the pool namespaces' pods: fed by the pod watch's thread
-    (:meth:`on_event`, :meth:`on_listed`), read by the pools' rounds (:meth:`pods`)."""
+    """A thread-safe view of the pool namespaces' pods: fed by the watches' threads
+    (:meth:`on_event`, :meth:`on_listed`, :meth:`on_connected`, each of a source), read by the
+    pools' rounds (:meth:`pods`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pods: dict[str, dict[str, dict]] = {}                  # namespace -> uid -> pod
+        # source -> namespace -> uid -> pod
+        self._pods: dict[str, dict[str, dict[str, dict]]] = {POOL: {}, BATCH: {}}
         self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._created: dict[str, tuple[str, float, dict]] = {}      # uid -> (namespace, when, pod)
-        self._synced = False      # listed whole once
-        self._connected = False   # its watch is open: what changes now comes (else a round lists)
+        self._synced: set[str] = set()      # sources listed whole once
+        self._connected: set[str] = set()   # sources whose watch is open: what changes now comes
 
-    def on_event(self, kind: str, pod: dict) -> None:
-        """A watch event (ADDED, MODIFIED, DELETED) of any pod the watch sees."""
-        meta = pod.get("metadata") or {}
-        namespace, uid = meta.get("namespace"), meta.get("uid")
-        if not naming.looks_like_pool_namespace(namespace) or not isinstance(uid, str):
+    def on_event(self, source: str, kind: str, pod: dict) -> None:
+        """A watch event (ADDED, MODIFIED, DELETED) of any pod the ``source``'s watch sees."""
+        where = _where(pod)
+        if where is None:
             return
+        namespace, uid = where
         with self._lock:
-            if kind == "DELETED":
-                self._forget(namespace, uid)
-            elif uid not in self._deleted:
-                self._pods.setdefault(namespace, {})[uid] = _kept(pod)
+            if kind == "DELETED":   # gone, or no longer this source's (an enrolment)
+                self._drop(source, namespace, uid)
+            else:
+                self._pods[source].setdefault(namespace, {})[uid] = _kept(pod)
                 self._created.pop(uid, None)
 
-    def on_listed(self, uids: set[str], began: float) -> None:
-        """The watch listed every pod it sees (at its start, and after a 410 Gone), a list that
-        ``began`` then (time.monotonic): what it did not list is gone, whatever event was missed,
-        also a pod made here before the list began (one made since may be newer than the list)."""
+    def on_listed(self, source: str, uids: set[str], began: float) -> None:
+        """The ``source``'s watch listed every pod it sees (at its start, and after a 410 Gone), a
+        list that ``began`` then (time.monotonic): what it did not list is no longer its, whatever
+        event was missed; so is a pod made here before the list began (the pools' own source)."""
         with self._lock:
-            for namespace, pods in list(self._pods.items()):
+            for namespace, pods in list(self._pods[source].items()):
                 for uid in [uid for uid in pods if uid not in uids]:
-                    self._forget(namespace, uid)
-            for uid, (namespace, when, _) in list(self._created.items()):
-                if when < began and uid not in uids:
-                    self._forget(namespace, uid)
-            self._synced = True
+                    self._drop(source, namespace, uid)
+            if source == POOL:
+                for uid, (_, when, _) in list(self._created.items()):
+                    if when < began and uid not in uids:
+                        self._forget_created(uid)
+            self._synced.add(source)
 
-    def on_connected(self, connected: bool) -> None:
-        """The watch opened, or broke (it resumes from its last version, then catches up)."""
+    def on_connected(self, source: str, connected: bool) -> None:
+        """The ``source``'s watch opened, or broke (it resumes from its last version, then catches up)."""
         with self._lock:
-            self._connected = connected
+            (self._connected.add if connected else self._connected.discard)(source)
 
     def remember(self, pod: dict) -> None:
-        """A pod this process just created, seen until the watch brings it (a relist does not drop
-        it: it may be newer than the list), for CREATED_KEPT_SECONDS at most."""
-        meta = pod.get("metadata") or {}
-        namespace, uid = meta.get("namespace"), meta.get("uid")
-        if not naming.looks_like_pool_namespace(namespace) or not isinstance(uid, str):
+        """A pod this process just created, seen until a watch brings it (a relist does not drop
+        it unless it began after it), for CREATED_KEPT_SECONDS at most."""
+        where = _where(pod)
+        if where is None:
             return
+        namespace, uid = where
         with self._lock:
-            if uid not in self._deleted and uid not in (self._pods.get(namespace) or {}):
+            if uid not in self._deleted and not any(uid in (by.get(namespace) or {}) for by in self._pods.values()):
                 self._created[uid] = (namespace, time.monotonic(), _kept(pod))
 
     def pods(self, namespace: str) -> list[dict] | None:
-        """The namespace's pods, or None unless the watch has listed them and is open (a round
+        """The namespace's pods, or None unless both watches have listed them and are open (a round
         lists them then: a view left behind by a broken watch would make it create pods again)."""
         now = time.monotonic()
         with self._lock:
-            if not (self._synced and self._connected):
+            if self._synced != {POOL, BATCH} or self._connected != {POOL, BATCH}:
                 return None
             for uid in [uid for uid, (_, when, _) in self._created.items() if now - when > CREATED_KEPT_SECONDS]:
                 del self._created[uid]
-            return [*(self._pods.get(namespace) or {}).values(),
-                    *(pod for where, _, pod in self._created.values() if where == namespace)]
+            seen = dict(self._pods[BATCH].get(namespace) or {})   # an enrolled claim: the batches' copy
+            for uid, pod in (self._pods[POOL].get(namespace) or {}).items():
+                seen.setdefault(uid, pod)
+            for uid, (where, _, pod) in self._created.items():
+                if where == namespace:
+                    seen.setdefault(uid, pod)
+            return list(seen.values())
 
-    def _forget(self, namespace: str, uid: str) -> None:
-        pods = self._pods.get(namespace)
+    def _drop(self, source: str, namespace: str, uid: str) -> None:
+        pods = self._pods[source].get(namespace)
         if pods is not None:
             pods.pop(uid, None)
             if not pods:
-                del self._pods[namespace]
+                del self._pods[source][namespace]
+        self._forget_created(uid)
+
+    def _forget_created(self, uid: str) -> None:
+        """Gone (or brought by a watch): never kept again as this process's own creation."""
         self._created.pop(uid, None)
         self._deleted[uid] = None
         if len(self._deleted) > DELETED_KEPT:

@@ -2,11 +2,12 @@
 rounds read instead of a list, and when they must list after all."""
 from __future__ import annotations
 
+import functools
 import time
 
 from rolloutbatch.core import naming
 from rolloutbatch.kube import pool_pods
-from rolloutbatch.kube.pool_pods import PoolPods
+from rolloutbatch.kube.pool_pods import BATCH, POOL, PoolPods
 from rolloutbatch.kube.watch import Watcher
 from tests.unit.fake_watch import FakeApi, event, gone
 
@@ -22,8 +23,9 @@ def pod(uid: str, namespace: str = NS, phase: str = "Running", labels: dict | No
 
 
 def live(view: PoolPods) -> PoolPods:
-    view.on_listed(set(), 0.0)
-    view.on_connected(True)
+    for source in (POOL, BATCH):
+        view.on_listed(source, set(), 0.0)
+        view.on_connected(source, True)
     return view
 
 
@@ -31,35 +33,50 @@ def uids(view: PoolPods, namespace: str = NS) -> set[str]:
     return {p["metadata"]["uid"] for p in view.pods(namespace) or ()}
 
 
-def test_nothing_is_read_from_it_until_the_watch_listed_everything_and_is_open():
+def test_nothing_is_read_from_it_until_both_watches_listed_everything_and_are_open():
     view = PoolPods()
-    view.on_event("ADDED", pod("a"))
+    view.on_event(POOL, "ADDED", pod("a"))
     assert view.pods(NS) is None
-    view.on_listed({"a"}, 0.0)
+    view.on_listed(POOL, {"a"}, 0.0)
+    view.on_connected(POOL, True)
+    assert view.pods(NS) is None            # the batches' watch has not listed
+    view.on_listed(BATCH, set(), 0.0)
     assert view.pods(NS) is None            # listed, its watch not open yet
-    view.on_connected(True)
+    view.on_connected(BATCH, True)
     assert uids(view) == {"a"}
-    view.on_connected(False)                # broken: a view left behind would make a round create pods again
+    view.on_connected(POOL, False)          # broken: a view left behind would make a round create pods again
     assert view.pods(NS) is None
+
+
+def test_an_enrolment_moves_a_pod_between_the_watches_in_either_order():
+    """The pools' watch says DELETED (its label went), the batches' ADDED: in either order the
+    pod stays, the batches' copy read."""
+    for order in ((POOL, "DELETED"), (BATCH, "ADDED")), ((BATCH, "ADDED"), (POOL, "DELETED")):
+        view = live(PoolPods())
+        view.on_event(POOL, "ADDED", pod("a"))
+        enrolled = pod("a", labels={naming.LABEL_BATCH_UID: "batch-uid"})
+        for source, kind in order:
+            view.on_event(source, kind, enrolled if source == BATCH else pod("a"))
+        assert [p["metadata"]["labels"] for p in view.pods(NS)] == [{naming.LABEL_BATCH_UID: "batch-uid"}], order
 
 
 def test_events_add_change_and_remove_pods_of_pool_namespaces_only():
     view = live(PoolPods())
-    view.on_event("ADDED", pod("a"))
-    view.on_event("ADDED", pod("b", namespace="team"))          # not a pool's namespace
-    view.on_event("MODIFIED", pod("a", phase="Pending"))
+    view.on_event(POOL, "ADDED", pod("a"))
+    view.on_event(POOL, "ADDED", pod("b", namespace="team"))          # not a pool's namespace
+    view.on_event(POOL, "MODIFIED", pod("a", phase="Pending"))
     assert uids(view) == {"a"} and view.pods(NS)[0]["status"]["phase"] == "Pending"
     assert view.pods("team") == []
-    view.on_event("DELETED", pod("a"))
+    view.on_event(POOL, "DELETED", pod("a"))
     assert view.pods(NS) == []
 
 
 def test_a_relist_drops_what_it_did_not_list():
     """A pod deleted while the watch was down (its 410 Gone) brings no DELETED event."""
     view = live(PoolPods())
-    view.on_event("ADDED", pod("a"))
-    view.on_event("ADDED", pod("b"))
-    view.on_listed({"b"}, 0.0)
+    view.on_event(POOL, "ADDED", pod("a"))
+    view.on_event(POOL, "ADDED", pod("b"))
+    view.on_listed(POOL, {"b"}, 0.0)
     assert uids(view) == {"b"}
 
 
@@ -67,9 +84,9 @@ def test_a_pod_created_here_is_seen_until_the_watch_brings_it_and_never_over_it(
     view = live(PoolPods())
     view.remember(pod("a", phase="Pending"))
     assert uids(view) == {"a"}
-    view.on_listed(set(), 0.0)              # a list begun before the creation does not drop it
+    view.on_listed(POOL, set(), 0.0)        # a list begun before the creation does not drop it
     assert uids(view) == {"a"}
-    view.on_event("ADDED", pod("a", phase="Running"))
+    view.on_event(POOL, "ADDED", pod("a", phase="Running"))
     view.remember(pod("a", phase="Pending"))   # an answer read after the watch's newer view
     assert [p["status"]["phase"] for p in view.pods(NS)] == ["Running"]
 
@@ -77,14 +94,14 @@ def test_a_pod_created_here_is_seen_until_the_watch_brings_it_and_never_over_it(
 def test_a_relist_begun_after_a_creation_drops_it_when_it_did_not_list_it():
     view = live(PoolPods())
     view.remember(pod("a"))
-    view.on_listed(set(), time.monotonic())
+    view.on_listed(POOL, set(), time.monotonic())
     assert view.pods(NS) == []
 
 
 def test_a_pod_created_and_deleted_before_its_answer_is_read_is_not_kept():
     view = live(PoolPods())
-    view.on_event("ADDED", pod("a"))
-    view.on_event("DELETED", pod("a"))
+    view.on_event(POOL, "ADDED", pod("a"))
+    view.on_event(POOL, "DELETED", pod("a"))
     view.remember(pod("a"))
     assert view.pods(NS) == []
 
@@ -100,8 +117,8 @@ def test_a_creation_the_watch_never_brings_is_forgotten(monkeypatch):
 def test_an_ended_batch_pod_is_kept_as_what_the_rounds_read_of_it():
     view = live(PoolPods())
     batch = {naming.LABEL_BATCH_UID: "batch-uid"}
-    view.on_event("ADDED", pod("done", phase="Succeeded", labels=batch, containerStatuses=[{"name": "agent"}]))
-    view.on_event("ADDED", pod("warm", phase="Failed", containerStatuses=[{"name": "agent"}]))
+    view.on_event(BATCH, "ADDED", pod("done", phase="Succeeded", labels=batch, containerStatuses=[{"name": "agent"}]))
+    view.on_event(POOL, "ADDED", pod("warm", phase="Failed", containerStatuses=[{"name": "agent"}]))
     kept = {p["metadata"]["uid"]: p for p in view.pods(NS)}
     assert kept["done"] == {"metadata": {"name": "p-done", "namespace": NS, "uid": "done", "resourceVersion": "1",
                                          "labels": batch, "annotations": {"a": "b"}},
@@ -116,8 +133,9 @@ def test_pool_namespace_names_are_told_apart():
 
 
 def _watched(api: FakeApi, view: PoolPods, until) -> Watcher:
-    watcher = Watcher(api, "/api/v1/pods", naming.MANAGED_SELECTOR, view.on_event, on_listed=view.on_listed,
-                      on_connected=view.on_connected)
+    watcher = Watcher(api, "/api/v1/pods", naming.LABEL_POOL_UID, functools.partial(view.on_event, POOL),
+                      on_listed=functools.partial(view.on_listed, POOL),
+                      on_connected=functools.partial(view.on_connected, POOL))
     watcher.start()
     end = time.monotonic() + 10
     try:
@@ -134,5 +152,6 @@ def test_the_watch_feeds_the_view_and_its_relist_after_gone_drops_the_pods_it_mi
     api = FakeApi(lists={"/api/v1/pods": [listing(pod("a"), pod("b")), listing(pod("b"))]},
                   watches={"/api/v1/pods": [[event("ADDED", pod("c")), gone()], [1.0]]})
     view = PoolPods()
+    view.on_listed(BATCH, set(), 0.0)
+    view.on_connected(BATCH, True)
     _watched(api, view, lambda: view.pods(NS) is not None and uids(view) == {"b"})
-    assert [c[2].get("labelSelector") for c in api.calls] == [naming.MANAGED_SELECTOR] * len(api.calls)
