@@ -17,6 +17,7 @@ from rolloutbatch.core.events import parse_log, parse_termination_message, split
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
 from rolloutbatch.core.verdict import is_terminal, judge_episode, judge_verified
 from rolloutbatch.faults import crash_point
+from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_logs
 from rolloutbatch.service.context import Context
@@ -39,7 +40,7 @@ class EpisodeJudge:
                                                              settings.log_limit_bytes, self.ctx.metrics,
                                                              self.ctx.log_reader, container)
         tail = log_tails.tail_of(data, settings.log_tail_bytes)   # the row keeps its outcome's share
-        if not error and not data and facts.deleting:
+        if not error and not data and (facts.deleting or await self._deleted_since(facts)):
             # the kubelet removes a deleted pod's containers and their logs: an empty read then says
             # nothing of what the episode printed (an evicted episode that logged ready was judged
             # NoReadyEvent), so it is a log that could not be read
@@ -50,6 +51,17 @@ class EpisodeJudge:
         parsed = (await asyncio.to_thread(parse_log, data, truncated=truncated) if len(data) > PARSE_INLINE_BYTES
                   else parse_log(data, truncated=truncated))
         return parsed, tail, error
+
+    async def _deleted_since(self, facts: PodFacts) -> bool:
+        """The pod is gone or being deleted now, though the snapshot judged did not say so (an
+        eviction deletes the pod as it ends, and its deletion can come after the snapshot). Asked
+        only of an empty log, so an episode that printed nothing costs one GET more."""
+        try:
+            live = await self.storage.get("Pod", facts.name, facts.namespace)
+        except KubeError:
+            return False   # not known: judged as the snapshot says
+        meta = (live or {}).get("metadata") or {}
+        return live is None or meta.get("uid") != facts.uid or bool(meta.get("deletionTimestamp"))
 
     async def channel(self, facts: PodFacts, container: str, message: str | None, whole_bytes: int | None = None
                       ) -> tuple[ParsedLog | None, str | None, str | None, str]:

@@ -18,13 +18,13 @@ class Metrics:
         pass
 
 
-def cluster(log: bytes | None) -> MemoryApi:
+def cluster(log: bytes | None, **meta) -> MemoryApi:
     """The pod of ``facts()`` (ns/pod-0), its episode container having written ``log``; no pod
-    when ``log`` is None."""
+    when ``log`` is None. ``meta``: more of the live pod's metadata."""
     api = MemoryApi()
     api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
     if log is not None:
-        api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-0", "namespace": "ns"}})
+        api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-0", "namespace": "ns", "uid": "u", **meta}})
         api.set_log("ns", "pod-0", naming.CONTAINER_NAME, log)
     return api
 
@@ -84,6 +84,18 @@ def test_an_empty_log_of_a_pod_being_deleted_is_a_log_gone_not_an_episode_that_s
     assert v.LOG_POD_GONE in result.message
     # a pod not being deleted that printed nothing did say nothing
     assert judge(facts(), cluster(b"")).reason == v.EP_NO_READY
+
+
+def test_an_empty_log_of_a_pod_whose_deletion_came_after_the_snapshot_is_a_log_gone():
+    """The snapshot judged shows no deletion yet (an eviction deletes the pod as it ends, and its
+    deletion event can come later): the pod is asked again before an empty log is the agent's."""
+    api = cluster(b"")
+    api.objects[("pods", "ns", "pod-0")]["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"   # as being deleted
+    deleting = judge(facts(disrupted=True), api)
+    assert (deleting.outcome, deleting.reason) == (v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE), deleting
+    assert v.LOG_POD_GONE in deleting.message
+    replaced = judge(facts(disrupted=True), cluster(b"", uid="another"))   # ours went, a namesake came
+    assert (replaced.outcome, replaced.reason) == (v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE), replaced
 
 
 def test_a_log_read_failing_once_is_read_again():
