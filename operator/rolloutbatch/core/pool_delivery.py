@@ -38,9 +38,12 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # a delivery cut short (inside a quoted value, say) and completed by another attach's bytes has
 # the other send's bytes there, so it is refused before anything of it runs, whatever the values
 # (a value cannot hold a key drawn at random for each send; nor can the script before its last
-# line, so a script whose last line checks is whole). One process (`head`) between the script's
-# arrival and RECEIVED: each fork and exec there was paid by twenty hand-overs at once on a
-# loaded node (a count by `wc` and the last line by `tail` were two more). The key is kept in
+# line, so a script whose last line checks is whole). The length must be 1 to MAX_LENGTH_DIGITS
+# plain digits without a leading 0 and the key its 2 * KEY_BYTES hex digits, refused before any
+# arithmetic: POSIX sh reads a constant with a leading 0 as octal ($((010)) is 8 in dash and bash),
+# and a number past the shell's integer range is an error or wraps. One process (`head`) between
+# the script's arrival and RECEIVED: each fork and exec there was paid by twenty hand-overs at
+# once on a loaded node (a count by `wc` and the last line by `tail` were two more). The key is kept in
 # `episode.key` for the check after sourcing (the reader is a subshell). No process polls, and `wait` for
 # it is what a trapped TERM interrupts, so a pod ended
 # before its episode came (its deadline, a deletion, the batch's deadline) says
@@ -76,8 +79,9 @@ _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
 _WAIT = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
-         'case "$$n" in ""|*[!0-9]*) exit 1;; esac; case "$$k" in ""|*[!0-9a-f]*) exit 1;; esac; '
-         't=$$(( $${{#k}} + {sentinel_bytes} )); [ "$$n" -ge "$$t" ] && head -c "$$(( n - t ))" > "$$c/episode.sh" && '
+         'case "$$n" in ""|0*|*[!0-9]*|{too_long}) exit 1;; esac; '
+         'case "$$k" in *[!0-9a-f]*) exit 1;; esac; [ "$${{#k}}" -eq {key_chars} ] || exit 1; '
+         '[ "$$n" -ge {sentinel_bytes} ] && head -c "$$(( n - {sentinel_bytes} ))" > "$$c/episode.sh" && '
          'read -r l && [ "$$l" = "{sentinel}=$$k" ] && echo "$$l" >> "$$c/episode.sh" && '
          'echo "$$k" > "$$c/episode.key"; }} <&3 & r=$$!; '
          'wait $$r || exit {nd}; read -r k < "$$c/episode.key" || exit {nd}; '
@@ -97,6 +101,8 @@ _TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
 WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
 SENTINEL = "ROLLOUTBATCH_EPISODE"   # the delivery's last assignment, to its key: a whole script was delivered
 KEY_BYTES = 16                      # of each send's key (hex): no value handed over can guess it
+MAX_LENGTH_DIGITS = 9               # of the length line: under 1 GB, in range of any sh's arithmetic (32-bit too)
+MAX_DELIVERY_BYTES = 10 ** MAX_LENGTH_DIGITS - 1
 RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has read its whole script
 MKFIFO_MISSING = "rolloutbatch: mkfifo failed: the pool launcher needs it in the image to run prepare"
 # Before the length, the sender may send PING lines; each is answered PONG. containerd starts
@@ -112,7 +118,8 @@ ABORT_SCRIPT = f"exit {NOT_DELIVERED_EXIT}\n".encode()
 
 def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
     return template.format(claim=claim_dir, timeout=prepare_timeout, nd=NOT_DELIVERED_EXIT, sentinel=SENTINEL,
-                           sentinel_bytes=len(SENTINEL) + 2,   # the sentinel line but its key: name, '=', newline
+                           sentinel_bytes=len(SENTINEL) + 2 + 2 * KEY_BYTES,   # its line: name, '=', key, newline
+                           key_chars=2 * KEY_BYTES, too_long="?" * (MAX_LENGTH_DIGITS + 1) + "*",
                            received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
                            mkfifo=MKFIFO_MISSING)
 
@@ -229,6 +236,9 @@ def delivery(script: bytes) -> bytes:
     then the script, its last line the sentinel set to that key."""
     key = secrets.token_hex(KEY_BYTES)
     whole = script + f"{SENTINEL}={key}\n".encode()
+    if len(whole) > MAX_DELIVERY_BYTES:
+        raise ValueError(f"an episode's script of {len(whole)} bytes is more than the pool launcher takes "
+                         f"({MAX_DELIVERY_BYTES})")
     return b"%d %s\n" % (len(whole), key.encode()) + whole
 
 

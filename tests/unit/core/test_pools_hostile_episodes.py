@@ -212,14 +212,53 @@ def test_a_command_that_is_a_shell_builtin_cannot_pass_for_not_delivered(tmp_pat
     assert _exit_or_none(proc) not in (None, NOT_DELIVERED_EXIT)   # env finds no program `exec`: 127
 
 
-@pytest.mark.parametrize("stdin", [b"", b"x\nexit 0\n", b"-1\n", b"99999\nexit 0\n", b"7e0\nexit 0\n"],
-                         ids=["nothing", "no number", "negative", "longer than what came", "not only digits"])
+@pytest.mark.parametrize("stdin", [b"", b"x\nexit 0\n", b"-1\n", b"99999\nexit 0\n", b"7e0\nexit 0\n",
+                                   b"+99 0123456789abcdef0123456789abcdef\nexit 0\n",
+                                   b"99999999999999999999 0123456789abcdef0123456789abcdef\nexit 0\n",
+                                   b"1000000000 0123456789abcdef0123456789abcdef\nexit 0\n",
+                                   b"0099 0123456789abcdef0123456789abcdef\nexit 0\n"],
+                         ids=["nothing", "no number", "negative", "longer than what came", "not only digits",
+                              "signed", "past sh's integer range", "ten digits",
+                              "zero-padded"])
 def test_a_delivery_without_a_whole_script_of_its_stated_length_never_runs(tmp_path, stdin) -> None:
     proc = _launcher(tmp_path, ["/bin/sh", "-c", "exit 0"])
     _wait_for(tmp_path / "warm")
     proc.stdin.write(stdin)
     proc.stdin.close()
     assert _exit_or_none(proc) == NOT_DELIVERED_EXIT
+
+
+_KEY = "0123456789abcdef" * 2
+
+
+@pytest.mark.parametrize(("length", "key"), [
+    ("0%o", _KEY),                          # to sh's arithmetic, octal: the right count
+    ("%d", _KEY + "0"),
+    ("%d", _KEY + _KEY[:16]),
+    ("%d", _KEY[:16]),
+    ("%d", "0"),
+], ids=["octal length", "33-digit key", "48-digit key", "16-digit key", "1-digit key"])
+def test_a_length_or_key_not_in_the_one_form_delivery_writes_is_refused_before_anything_runs(
+        tmp_path, length, key) -> None:
+    """The launcher checked only that the length was digits and the key hex: `0<octal of the
+    count>` passed its `[ -ge ]` (decimal) and gave `head -c` the right count through sh's
+    arithmetic (octal), and a key of any length was taken: a hand-over in neither form ran."""
+    proc = start_launcher(tmp_path, env={"PATH": os.environ["PATH"]}, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL)
+    _wait_for(tmp_path / "warm")
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "echo ran > ran.txt")))
+    whole = script + f"{pool_delivery.SENTINEL}={key}\n".encode()
+    send(tmp_path, f"{length % len(whole)} {key}\n".encode() + whole)
+    assert _exit_or_none(proc) == NOT_DELIVERED_EXIT
+    assert pool_delivery.RECEIVED.encode() not in proc.stdout.read()
+    assert not (tmp_path / "ran.txt").exists()
+
+
+def test_delivery_refuses_a_script_longer_than_the_launchers_length_line_can_say(monkeypatch) -> None:
+    monkeypatch.setattr(pool_delivery, "MAX_DELIVERY_BYTES", 100)   # not a GB of test data
+    pool_delivery.delivery(b"x" * (100 - len(pool_delivery.SENTINEL) - 2 - 2 * pool_delivery.KEY_BYTES))
+    with pytest.raises(ValueError, match="more than the pool launcher takes"):
+        pool_delivery.delivery(b"x" * (101 - len(pool_delivery.SENTINEL) - 2 - 2 * pool_delivery.KEY_BYTES))
 
 
 def test_the_launcher_says_it_received_before_the_agent_runs_and_the_agent_reads_no_more_stdin(tmp_path) -> None:
