@@ -199,6 +199,20 @@ def test_a_batch_deleted_while_the_watch_was_down_ends_the_wait_at_the_relist():
         handle(api).wait(timeout=10)
 
 
+def test_every_list_of_the_batch_is_a_consistent_read():
+    """LISTED ends the wait as deleted when the list lacks the batch: a list served from a cache
+    (resourceVersion=0, or any version with resourceVersionMatch) could predate the batch's own
+    create. First list, continue pages, the relist after a 410: none names a version."""
+    page = {"metadata": {"resourceVersion": "10", "continue": "next"}, "items": [batch({"phase": "Running"})]}
+    api = FakeApi(lists={BATCHES: [page, listing([batch({"phase": "Running"})]), listing([])]},
+                  watches={BATCHES: [[gone()]]})
+    with pytest.raises(sdk.NotFound, match="was deleted"):
+        handle(api).wait(timeout=10)
+    lists = [params for kind, path, params in api.calls if kind == "get" and path == BATCHES]
+    assert len(lists) == 3 and lists[1].get("continue") == "next", lists
+    assert not [p for p in lists if {"resourceVersion", "resourceVersionMatch"} & set(p)], lists
+
+
 def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]},
                   watches={BATCHES: [[event("DELETED", batch({"phase": "Running"}))]]})

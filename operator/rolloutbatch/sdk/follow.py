@@ -72,6 +72,11 @@ class ListWatch:
         return self.version is None
 
     def list_params(self) -> dict[str, Any]:
+        # No resourceVersion (nor resourceVersionMatch): the API server then serves a consistent
+        # read, as of etcd now (a quorum read, or its watch cache once caught up to it: KEP-2340),
+        # which LISTED's "not in the list: deleted" needs. resourceVersion=0 would be any cache's
+        # view, possibly older than the caller's own create. A continue page is read at the first
+        # page's version.
         params: dict[str, Any] = dict(self.selectors, limit=100)
         if self._continue:
             params["continue"] = self._continue
