@@ -85,10 +85,20 @@ def pool_labels(ref: PoolRef) -> dict[str, str]:
             naming.LABEL_POOL_NAME: naming.label_value(ref.name)}
 
 
+def _warm_labels(ref: PoolRef) -> dict[str, str]:
+    return {naming.LABEL_POOL_UID: ref.uid, naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
+
+
 def warm_selector(ref: PoolRef) -> str:
     """The pool's pods not enrolled in a batch: warm, starting, dead, and claimed but not yet
     relabelled (:func:`claimed_by`)."""
-    return f"{naming.LABEL_POOL_UID}={ref.uid},{naming.LABEL_EPISODE_ROLE}={naming.ROLE_WARM}"
+    return ",".join(f"{key}={value}" for key, value in _warm_labels(ref).items())
+
+
+def not_enrolled(pod: Mapping, ref: PoolRef) -> bool:
+    """The pod is one :func:`warm_selector` selects."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(key) == value for key, value in _warm_labels(ref).items())
 
 
 def claimed_by(pod: Mapping) -> str | None:

@@ -281,13 +281,19 @@ class PoolReconciler:
         as long as its pool). Returns what it still waits for (None: done)."""
         if not self.clusterwide:
             return None   # a namespaced install created nothing for it
-        for pod in await self.storage.list_pods(self.namespace, pools.warm_selector(self.ref)):
-            if pools.claimed_by(pod) is None:
-                await self.storage.delete_pod(pod)   # not if claimed since the list
-        # listed after the deletions: a pod claimed meanwhile is held (enrolled in its batch or not yet)
+        # One list for both: the unclaimed warm pods to delete, and the pods batches hold. Each
+        # delete is of the pod as listed (resourceVersion precondition), so when all went through
+        # none was claimed since; one refused (claimed, changed or gone since) may be held now,
+        # and only then is the namespace read again to count it.
+        pods = await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
+        refused = False
+        for pod in pods:
+            if pools.not_enrolled(pod, self.ref) and pools.claimed_by(pod) is None:
+                refused |= not await self.storage.delete_pod(pod)
+        if refused:
+            pods = await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
         now = time.time()
-        held_pods = [p for p in await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
-                     if pool_census.is_held(p, now)]
+        held_pods = [p for p in pods if pool_census.is_held(p, now)]
         self._held_at_deletion = len(held_pods)
         held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME)
                 or f"uid {pools.claimed_by(p)}" for p in held_pods}

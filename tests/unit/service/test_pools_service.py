@@ -225,6 +225,30 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
     assert api.get_object("Namespace", POOL_NS) is None
 
 
+def test_deleting_a_pool_lists_its_namespace_once_unless_a_pod_changed_since(api):
+    """It listed the warm pods to delete, then the whole namespace again to count the held ones,
+    on every try: each delete is of the pod as listed, so one list serves both unless a delete
+    is refused (a claim since the list), which the second read is then for."""
+    make_pool(api, 2)
+    rec = reconciler(api)
+    run(rec.round())
+    job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
+    pod_lists = ("GET", f"/api/v1/namespaces/{POOL_NS}/pods")
+    api.calls.clear()
+    assert "b" in (run(rec.delete()) or "") and pod_names(api) == []
+    assert api.calls.count(pod_lists) == 1, api.calls
+    api.delete(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs/{naming.job_name(BATCH)}", "delete job")
+    run(rec.round())
+    (name, *_) = pod_names(api)
+    api.meanwhile("DELETE", "Pod", lambda: api.merge_patch(
+        f"/api/v1/namespaces/{POOL_NS}/pods/{name}",
+        pools.claim_patch(api.get_object("Pod", name, POOL_NS), BATCH, 0, time.time(), 60), "claim"))
+    api.calls.clear()
+    assert "b" in (run(rec.delete()) or "")   # the pod claimed since the list holds the namespace
+    assert api.calls.count(pod_lists) == 2 and api.get_object("Namespace", POOL_NS) is not None
+
+
 def test_a_stopped_batch_holds_no_pool_deletion(api):
     """A stop suspends the batch's Job, which then never finishes; with its pods gone it runs nothing
     on the pool, whose deletion must not wait for the batch to be deleted too."""
