@@ -48,7 +48,8 @@ from rolloutbatch.service.registry import Registry
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = Settings()
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)")
+    parser.add_argument("--kubeconfig",
+                        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (default 8080)")
     parser.add_argument("--metrics-address", default="0.0.0.0")
     parser.add_argument("--liveness-port", type=int, default=8081,

@@ -12,7 +12,7 @@ import pytest
 import requests
 import yaml
 
-from rolloutbatch.kube import errors
+from rolloutbatch.kube import client, errors
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import (BadRequest, ConfigError, Conflict, Forbidden, Gone, Invalid, KubeError,
                                       NotFound, TooLarge, Unavailable)
@@ -182,6 +182,45 @@ def test_missing_kubeconfig_is_a_config_error(tmp_path, monkeypatch):
         load_config(str(tmp_path / "nope"))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"\.kube/config: no such file \(set \$KUBECONFIG"):
+        load_config()
+
+
+@pytest.fixture
+def in_a_pod(tmp_path, monkeypatch):
+    """A pod's service account (token, namespace, CA) and the service's env, a HOME without a
+    kubeconfig and no $KUBECONFIG."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    for name, text in (("token", "sa-token"), ("namespace", "ops"), ("ca.crt", "")):
+        (account / name).write_text(text)
+    monkeypatch.setattr(client, "SERVICE_ACCOUNT", str(account))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    return tmp_path / "home"
+
+
+def test_a_kubeconfig_found_wins_over_the_service_account_as_in_kubectl(in_a_pod):
+    """client-go's loading rules take the in-cluster account only when they found no kubeconfig;
+    the service account was taken before ~/.kube/config whenever $KUBECONFIG was unset."""
+    assert load_config().cluster["server"] == "https://10.96.0.1:443"   # nothing else: in-cluster
+    (in_a_pod / ".kube").mkdir(parents=True)
+    _write(in_a_pod / ".kube" / "config", GOOD)
+    assert load_config().cluster["server"] == "https://127.0.0.1:1"
+
+
+def test_in_cluster_only_when_no_listed_kubeconfig_exists_and_the_pod_env_says_so(in_a_pod, tmp_path, monkeypatch):
+    """As client-go: a $KUBECONFIG whose files are all missing falls back to the service account
+    (it said "no such file"); an explicit file must exist; a token without the service's env is
+    no pod (it failed on pykube's KeyError, not on the missing kubeconfig)."""
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'gone'}:{tmp_path / 'also-gone'}")
+    assert load_config().cluster["server"] == "https://10.96.0.1:443"
+    with pytest.raises(ConfigError, match="gone: no such file"):
+        load_config(str(tmp_path / "gone"))
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT")
     with pytest.raises(ConfigError, match=r"\.kube/config: no such file \(set \$KUBECONFIG"):
         load_config()
 

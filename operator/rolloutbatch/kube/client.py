@@ -1,5 +1,5 @@
 """One pooled HTTP client for the whole operator, configured from KUBECONFIG (a list of files,
-merged as kubectl merges them) or in-cluster.
+merged as kubectl merges them), ~/.kube/config, or in-cluster.
 
 Every create, replace and patch asks for strict field validation (``fieldValidation=Strict``):
 the API server refuses an unknown or duplicate field, as ``kubectl`` does, instead of dropping
@@ -30,21 +30,17 @@ _CONFIG_ERRORS = (pykube.exceptions.PyKubeError, OSError, KeyError, IndexError, 
 
 
 def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
-    """In-cluster service account when running in a pod, else the kubeconfig file: ``kubeconfig``
-    (one file, as kubectl's ``--kubeconfig``), else ``$KUBECONFIG``, a list of files merged as
-    kubectl merges them (:func:`_merged`), else ``~/.kube/config``.
+    """The kubeconfig as kubectl finds it: ``kubeconfig`` (one file, as kubectl's
+    ``--kubeconfig``), else ``$KUBECONFIG``, a list of files merged as kubectl merges them
+    (:func:`_merged`), else ``~/.kube/config``; when none of these exists, the in-cluster service
+    account if running in a pod (client-go's DeferredLoadingClientConfig: in-cluster only when
+    the loading rules found no kubeconfig, so a kubeconfig in a pod is the user's choice).
 
     Raises ``ConfigError`` (naming the file) when there is none or it cannot be used; the file's
     current context, its cluster and its user are read here, so a broken file fails now and not
     at the first request.
     """
     path = kubeconfig or os.environ.get("KUBECONFIG")
-    if not path and os.path.exists(os.path.join(SERVICE_ACCOUNT, "token")):
-        try:
-            return pykube.KubeConfig.from_service_account(SERVICE_ACCOUNT)
-        except _CONFIG_ERRORS as exc:
-            raise ConfigError(f"cannot load the in-cluster service account ({SERVICE_ACCOUNT}): "
-                              f"{_describe(exc)}") from None
     if kubeconfig or not path:
         files = [kubeconfig or "~/.kube/config"]
     else:   # kubectl skips empty entries, repeated ones and files that do not exist
@@ -52,6 +48,12 @@ def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
                  if f and os.path.isfile(os.path.expanduser(f))] or [path]
     filename = files[0] if len(files) == 1 else path
     if len(files) == 1 and not os.path.isfile(os.path.expanduser(filename)):
+        if not kubeconfig and _in_cluster():   # an explicit file must exist, as kubectl's flag
+            try:
+                return pykube.KubeConfig.from_service_account(SERVICE_ACCOUNT)
+            except _CONFIG_ERRORS as exc:
+                raise ConfigError(f"cannot load the in-cluster service account ({SERVICE_ACCOUNT}): "
+                                  f"{_describe(exc)}") from None
         hint = "" if path else " (set $KUBECONFIG or pass --kubeconfig; not running in a pod)"
         raise ConfigError(f"cannot load the kubeconfig {filename}: no such file{hint}")
     try:
@@ -64,6 +66,13 @@ def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
     except _CONFIG_ERRORS as exc:
         raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
     return config
+
+
+def _in_cluster() -> bool:
+    """Running in a pod, as client-go's inClusterClientConfig.Possible says: the service's host
+    and port in the environment (the kubelet sets them) and the service account's token a file."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT")) \
+        and os.path.isfile(os.path.join(SERVICE_ACCOUNT, "token"))
 
 
 _NAMED = ("clusters", "users", "contexts")
