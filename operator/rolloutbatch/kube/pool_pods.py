@@ -17,7 +17,8 @@ behind the API). The writes a round makes are guarded as they were with a list (
 the uid and resourceVersion seen: a pod claimed since is not deleted), and the pods a round
 creates are kept here until a watch brings them (the next round would otherwise create them
 again). A relist (a watch's start, a 410 Gone) replaces its source whole: a pod deleted while the
-watch was down does not stay. Nothing is read while either watch is down or has not listed.
+watch was down does not stay. Nothing is read while either watch is down, has not listed, or,
+resumed from its last version, has not caught up (kube.watch.RESUME_SETTLE_SECONDS).
 
 A pod a batch ran that has ended is kept as a stub of what the rounds read of it (its name, uid,
 labels, annotations, phase: core.pool_census.is_held, refill_hold): a pooled batch of 30,000 keeps
@@ -100,7 +101,7 @@ class PoolPods:
             self._synced.add(source)
 
     def on_connected(self, source: str, connected: bool) -> None:
-        """The ``source``'s watch opened, or broke (it resumes from its last version, then catches up)."""
+        """The ``source``'s watch opened and caught up, or broke (it resumes from its last version)."""
         with self._lock:
             (self._connected.add if connected else self._connected.discard)(source)
 

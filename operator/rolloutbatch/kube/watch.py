@@ -28,6 +28,11 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[str, dict], None]   # (event type ADDED|MODIFIED|DELETED, object dict)
 PAGE = 500
 WATCH_SECONDS = 240                   # the server closes the watch; we resume from the last version
+# A watch resumed from a version is answered before the events since that version: the API server
+# writes its headers, then what its watch cache kept since (staging/src/k8s.io/apiserver, the
+# cacher's initial events). It is reported open at its first line (an event, a BOOKMARK), or
+# after this long with none: a backlog would have come by then, so there was none.
+RESUME_SETTLE_SECONDS = 1.0
 
 
 class Watcher:
@@ -43,7 +48,7 @@ class Watcher:
         self.on_event = on_event
         self.on_listed = on_listed         # the uids of each whole list (at the start, after a 410 Gone), and
                                            # when it began (time.monotonic)
-        self.on_connected = on_connected   # the watch opened (True), or broke or ended (False)
+        self.on_connected = on_connected   # the watch is open and caught up (True), or broke or ended (False)
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
         self._quiet_gones = 0              # 410s since the watch last brought an event
@@ -60,10 +65,11 @@ class Watcher:
         backoff = 0.5
         while not self.stopped.is_set():
             try:
-                if version is None:
+                listed = version is None
+                if listed:
                     version = self._list()
                     self.synced.set()
-                version = self._watch(version)
+                version = self._watch(version, resumed=not listed)
                 backoff = 0.5
             except Gone:
                 version = None  # too old: relist, at once the first time
@@ -97,14 +103,15 @@ class Watcher:
                 return meta.get("resourceVersion") or ""
             params["continue"] = meta["continue"]
 
-    def _watch(self, version: str) -> str | None:
+    def _watch(self, version: str, resumed: bool = False) -> str | None:
+        """Watch from ``version``; ``resumed``: a version kept across a reconnect, not a list's
+        (the backlog since then may be seconds of changes: see RESUME_SETTLE_SECONDS)."""
         response = self.api.raw(
             self.path, f"watch {self.path}", labelSelector=self.selector, watch="true",
             resourceVersion=version, allowWatchBookmarks="true", timeoutSeconds=WATCH_SECONDS,
             timeout=(10, WATCH_SECONDS + 30),
         )
-        if self.on_connected is not None:
-            self.on_connected(True)
+        connected = _Connected(self.on_connected, RESUME_SETTLE_SECONDS if resumed else 0.0)
         try:
             for line in response.iter_lines(chunk_size=65536):
                 if self.stopped.is_set():
@@ -121,11 +128,45 @@ class Watcher:
                 self._quiet_gones = 0
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.on_event(kind, obj)
+                connected.up()
         finally:
-            if self.on_connected is not None:
-                self.on_connected(False)
+            connected.down()
             response.close()
         return version
+
+
+class _Connected:
+    """A watch's on_connected: True at once, or after ``settle`` seconds unless :meth:`up` (its
+    first line) comes first; False at its end, after which a timer's late True is dropped."""
+
+    def __init__(self, callback: Callable[[bool], None] | None, settle: float) -> None:
+        self._callback = callback or (lambda connected: None)
+        self._lock = threading.Lock()
+        self._state: bool | None = None   # None: not said yet
+        self._timer: threading.Timer | None = None
+        if callback is None:
+            self._state = False           # nobody to tell: no timer either
+        elif settle <= 0:
+            self.up()
+        else:
+            self._timer = threading.Timer(settle, self.up)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def up(self) -> None:
+        if self._state is not None:   # said already (the common case: no lock per line)
+            return
+        with self._lock:
+            if self._state is None:
+                self._state = True
+                self._callback(True)
+
+    def down(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            self._state = False
+            self._callback(False)
 
 
 class LoopInbox:
