@@ -180,18 +180,29 @@ def leading_until(attempt_started: float, timing: Timing) -> float:
 def live_holder(record: Record, wall: datetime.datetime) -> str | None:
     """Who holds the lease judged by its own renewTime against the wall clock ``wall``: a one-look
     answer for a command (``make demo``), never the election's, which does not compare clocks."""
-    renewed = parse_micro_time(record.renew_time)
-    if not record.holder or renewed is None:
+    if not record.holder:
         return None
-    return record.holder if renewed + datetime.timedelta(seconds=record.lease_seconds) > wall else None
+    until = _renewed_until(record)
+    return record.holder if until is not None and until > wall else None
 
 
 def valid_until(record: Record) -> str:
     """renewTime + leaseDurationSeconds, for a log line (the holder's clock)."""
+    until = _renewed_until(record)
+    return "an unknown time" if until is None else until.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _renewed_until(record: Record) -> datetime.datetime | None:
+    """renewTime + leaseDurationSeconds, or None when unknown: a record any client may write can
+    hold a renewTime near year 9999, where the sum overflows (a deposed leader that raised here
+    while formatting its log line never stepped down)."""
     renewed = parse_micro_time(record.renew_time)
     if renewed is None:
-        return "an unknown time"
-    return (renewed + datetime.timedelta(seconds=record.lease_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return None
+    try:
+        return renewed + datetime.timedelta(seconds=record.lease_seconds)
+    except OverflowError:
+        return datetime.datetime.max.replace(tzinfo=renewed.tzinfo)
 
 
 def identity(pod_name: str, suffix: str) -> str:

@@ -110,6 +110,24 @@ def test_a_leader_whose_lease_another_took_stops_at_once_and_never_takes_it_back
     assert api.get_object("Lease", L.LEASE_NAME, NS)["spec"]["leaseTransitions"] <= 1
 
 
+def test_a_leader_deposed_by_a_record_at_the_end_of_the_calendar_stops_all_the_same(api):
+    """Any client may write the Lease: a renewTime near year 9999 overflows its expiry's sum. The
+    deposed leader formatted that expiry for its log line after standing its watchdog down and
+    before stepping down, and the loop swallowed the error: two reconcilers at once."""
+    clock, lost = Clock(), []
+    a = elector(api, "pod-a_1", clock, on_lost=lambda: lost.append("a"))
+    assert a.try_once() and a.leading.is_set()
+    lease = api.get_object("Lease", L.LEASE_NAME, NS)
+    leases.update_lease(api, lease, {**lease["spec"], "holderIdentity": "pod-b_2",
+                                     "renewTime": "9999-12-31T23:59:59.000000Z",
+                                     "acquireTime": "9999-12-31T23:59:59.000000Z"})
+    clock.now += 2
+    assert not a.try_once()
+    assert lost == ["a"] and not a.leading.is_set()
+    b = elector(api, "pod-c_3", clock)
+    assert not b.try_once() and b.status()["holder"] == "pod-b_2"   # a standby says who holds it
+
+
 def test_of_two_candidates_taking_an_expired_lease_one_wins(api):
     clock = Clock()
     elector(api, "pod-a_1", clock).try_once()
