@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rolloutbatch.core import naming
 from rolloutbatch.core.events import AGENT_EXIT
-from rolloutbatch.core.vocabulary import VERIFIER_TIMEOUT_EXIT
+from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, VERIFIER_TIMEOUT_EXIT
 
 VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' work between the two phases
 
@@ -39,9 +39,11 @@ _AGENT = ('{group}began=$$(date +%s 2>/dev/null); "$$@" & agent=$$!; '
           'chmod u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
           '"$$code" "$$timed_out" >> {path} || exit 120; {overran}exit 0')
-# In a pool's pod, an agent that ran past its time by more than the slack (its watchdog killed)
-# fails its container: its verifier, handed over late or cut by the pod's deadline while it
-# waited, must not make the episode a retry (core.pools.failure_rules judge the agent first).
+# An agent that ran past its time by more than the slack (its watchdog killed) fails its
+# container, in a Job's pod as in a pool's: the verifier must not grade work done in its time
+# (a Job's pod then never starts it, as a kubelet runs init containers), nor, in a pool's pod,
+# make the episode a retry when handed over late or cut by the pod's deadline while it waited
+# (core.pools.failure_rules and core.manifests.job judge the agent first).
 _OVERRAN = ('[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began - {slack}))" -gt {timeout} ] '
             '&& exit {code}; ')
 
@@ -59,12 +61,11 @@ _VERIFIER = ('{group}"$$@" & verifier=$$!; '
              'kill -KILL -1 2>/dev/null; exit $$code')
 
 
-def agent_launcher(group: str, timeout: int | str, overran_exit: int | None = None) -> str:
+def agent_launcher(group: str, timeout: int | str, overran_exit: int = AGENT_OVERRAN_EXIT) -> str:
     """The agent phase: ``group`` is shell run first (core.manifests' group setup, or ''),
-    ``timeout`` its seconds (a number, or a shell expansion); with ``overran_exit``, an agent
-    that ran more than VERIFIER_SLACK_SECONDS past it exits so, after its record."""
-    overran = "" if overran_exit is None else _OVERRAN.format(slack=VERIFIER_SLACK_SECONDS, timeout=timeout,
-                                                               code=overran_exit)
+    ``timeout`` its seconds (a number, or a shell expansion); an agent that ran more than
+    VERIFIER_SLACK_SECONDS past it exits ``overran_exit``, after its record."""
+    overran = _OVERRAN.format(slack=VERIFIER_SLACK_SECONDS, timeout=timeout, code=overran_exit)
     return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT,
                          overran=overran)
 

@@ -232,7 +232,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     ``podFailurePolicy`` tells infrastructure failures from task failures: a pod with the
     DisruptionTarget condition (evicted, preempted, its node lost) counts against
     ``backoffLimitPerIndex`` = retries.infrastructure and is retried; any non-zero exit of the
-    episode fails its index at once. The Job then runs every other index to the end, so one bad
+    episode (with a verifier, of its agent's phase or of the verifier) fails its index at once. The Job then runs every other index to the end, so one bad
     episode fails only itself.
     """
     ns = naming.child_namespace(ref, spec)
@@ -317,6 +317,11 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         if spec.pod_template.get(key):
             pod_spec[key] = spec.pod_template[key]
     labels = {**naming.owner_labels(ref), naming.LABEL_EPISODE_ROLE: "episode"}
+    # With a verifier the agent's init container is judged first (a rule may name an init
+    # container): a failed one (its launcher's AGENT_OVERRAN_EXIT or 120, the deadline's kill)
+    # leaves the verifier never run, which no rule on it matches, and the Job would count that
+    # against backoffLimitPerIndex: a re-roll.
+    judged = (naming.AGENT_CONTAINER, main) if spec.verifier is not None else (main,)
     # spec.queueName: created suspended, under Kueue's label; Kueue unsuspends it once admitted
     queue = {queueing.QUEUE_LABEL: spec.queue_name} if spec.queue_name else {}
     return {
@@ -331,8 +336,8 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
             "activeDeadlineSeconds": spec.active_deadline_seconds,
             "podFailurePolicy": {"rules": [
                 {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": v.CONDITION_TRUE}]},
-                {"action": "FailIndex", "onExitCodes": {"containerName": main,
-                                                        "operator": "NotIn", "values": [0]}},
+                *({"action": "FailIndex", "onExitCodes": {"containerName": name, "operator": "NotIn", "values": [0]}}
+                  for name in judged),
             ]},
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },

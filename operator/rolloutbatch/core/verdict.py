@@ -514,7 +514,9 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
     failure of the verifier (exit code, killed, restarts, its deadline, no or an unusable reward,
     output past the limit) is ``VerifierFailed``, the agent's failure; a verifier the node never
     started (``ImagePullFailed``, ``VerifierNotStarted``) loses the episode.
-    In order: the verifier never started; its pod's deadline while it ran (``VerifierFailed``);
+    In order: the verifier never started; the agent outlived its watchdog past the slack (its
+    launcher's AGENT_OVERRAN_EXIT: ``Timeout``, not graded); its pod's deadline while it ran
+    (``VerifierFailed``);
     the pod-level reasons of :func:`judge_episode` (``Timeout`` while the agent ran, the batch's
     deadline, storage limits, unpullable images); the agent phase ended abnormally (its launcher
     was killed or could not record the agent's exit: ``NonZeroExit``); the verifier's own
@@ -573,9 +575,11 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         # once can end before it).
         return pod_result(v.EP_INFRASTRUCTURE, "the verifier container ended before it was handed its phase",
                           verifier_tail)
-    if facts.pooled and agent.state == "terminated" and agent.exit_code == AGENT_OVERRAN_EXIT:
+    if agent.state == "terminated" and agent.exit_code == AGENT_OVERRAN_EXIT:
         # It outlived its watchdog, past the slack (core.launchers): not graded, whatever its
-        # verifier did meanwhile (kept waiting, it may have been ended by the pod's deadline).
+        # verifier did meanwhile (a Job's pod never starts it; a pool's kept it waiting, and the
+        # pod's deadline may have ended it). Only the launcher exits so: the agent's own exit
+        # code is in its record.
         return pod_result(v.EP_TIMEOUT, f"the agent ran more than {VERIFIER_SLACK_SECONDS} s past "
                                         "episodeTimeoutSeconds (it outlived its watchdog): not graded", agent_tail)
     if agent_done and facts.pod_reason == POD_DEADLINE_REASON:

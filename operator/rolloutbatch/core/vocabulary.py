@@ -414,7 +414,8 @@ VERIFIER_TIMEOUT_EXIT = 124
 # A pool pod's launcher exits with this when the pod never ran an episode (core.pool_delivery): its
 # prepare failed or timed out, or its delivery was broken. An agent's own 121 is reported as 1.
 NOT_DELIVERED_EXIT = 121
-# A pool pod's agent launcher exits with this when the agent ran more than VERIFIER_SLACK_SECONDS
-# past its time (it killed its watchdog; core.launchers): the Job fails the index on it (the
-# agent's container is judged first), so a verifier it kept from its phase is never a retry.
+# The agent launcher exits with this when the agent ran more than VERIFIER_SLACK_SECONDS past its
+# time (it killed its watchdog; core.launchers), in a Job's pod as in a pool's: the Job fails the
+# index on it (the agent's container is judged first) and the verdict is the agent's Timeout, so
+# neither a verifier grading the stolen time nor one it kept from its phase counts.
 AGENT_OVERRAN_EXIT = 122

@@ -178,6 +178,62 @@ def test_the_verifier_launcher_stops_a_hanging_verifier_at_its_timeout(tmp_path)
     assert run("sh", "-c", "exit 3")[0] == 3 and run("true")[0] == 0
 
 
+def _needs_pid_namespace():
+    import shutil
+    import subprocess
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -p (a PID namespace)")
+
+
+# Kills the watchdog (the parent of the launcher's `sleep`) and that sleep, then works on well past
+# episodeTimeoutSeconds + VERIFIER_SLACK_SECONDS + the skew tolerance.
+_KILL_WATCHDOG = ('sleep 0.5; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] || continue; '
+                  'pp=$(awk "/^PPid:/{print \\$2}" $p/status); kill -KILL $pp ${p#/proc/} 2>/dev/null; done; '
+                  'sleep 8; echo solved > "$WORK/answer"; exit 0')
+
+
+def test_a_job_pods_agent_that_outlives_its_watchdog_is_its_timeout_and_never_graded(tmp_path):
+    """The agent's user is its watchdog's: killed, the agent would work on into the verifier's
+    share of the pod's deadline. The Job's launcher fails the agent's container as a pool's does
+    (AGENT_OVERRAN_EXIT), the Job fails the index on it, and the verdict is the agent's Timeout,
+    whatever the verifier did. Run in a PID namespace of its own (its `kill -1` must never reach
+    the host), its termination message redirected to a temporary file."""
+    import subprocess
+    from rolloutbatch.core import naming
+    from rolloutbatch.core.verdict import is_infrastructure_failure
+    _needs_pid_namespace()
+    spec = parse_spec({**BASE, "episodes": 1, "episodeTimeoutSeconds": 1,
+                       "verifier": {"files": {"verify.py": "pass"}, "timeoutSeconds": 60}})
+    command, _ = manifests._command(spec)
+    assert command[:2] == ["/bin/sh", "-c"]
+    term = tmp_path / "termination-log"
+    term.write_text("")
+    script = command[2].replace("$$", "$").replace(naming.TERMINATION_MESSAGE_PATH, str(term))
+    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "rolloutbatch-agent",
+                           "/bin/sh", "-c", _KILL_WATCHDOG], capture_output=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "WORK": str(tmp_path)})
+    assert (tmp_path / "answer").read_text() == "solved\n"       # it worked ~8 s on a 1 s limit
+    assert done.returncode == v.AGENT_OVERRAN_EXIT, (done.returncode, done.stderr)
+    assert split_agent_record(term.read_text())[1] == {"exit_code": 0, "timed_out": True}
+    # the Job fails the index on it: the agent's container is judged before the verifier's
+    rules = manifests.job(BatchRef("ns", "b", "0123456789abcdef"), spec, None)["spec"]["podFailurePolicy"]["rules"]
+    judged = [(r["action"], r["onExitCodes"]["containerName"]) for r in rules if "onExitCodes" in r]
+    assert judged == [("FailIndex", naming.AGENT_CONTAINER), ("FailIndex", naming.VERIFIER_CONTAINER)]
+    stolen = AgentFacts(state="terminated", exit_code=done.returncode, message=term.read_text(), finished_at=T0 + 9)
+    ready = log(ev("ready", T0 + 0.5))
+    # as a kubelet shows it (a failed init container: the verifier never started), and as if the
+    # verifier had graded the work done in the stolen time
+    never_graded = facts(agent=stolen, phase="Failed", exit_code=None, terminated_reason=None, started_at=None,
+                         finished_at=None, waiting_reason="PodInitializing")
+    graded = facts(agent=stolen, started_at=T0 + 9, finished_at=T0 + 10)
+    for f, verifier_log in ((never_graded, None), (graded, log(ev("reward", T0 + 9.5, reward=1)))):
+        result = judge_verified(f, ready, verifier_log)
+        assert (result.reason, result.outcome) == (v.EP_TIMEOUT, v.OUTCOME_FAILED), (result.message, result.flags)
+        assert not is_infrastructure_failure(f)
+        assert (result.to_row(T0)["valid"], result.to_row(T0)["reward"]) == (True, 0.0)    # counted, the worst
+
+
 _OUTCOMES = {
     # a crashed agent whose work the verifier graded 0: a succeeded row
     v.OUTCOME_SUCCEEDED: lambda tail: judge_verified(
