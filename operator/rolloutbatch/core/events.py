@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from rolloutbatch.core import strictjson
+from rolloutbatch.core.escapes import escaped
 from rolloutbatch.core.model import Event, ParsedLog
 
 READY, REWARD = "ready", "reward"
@@ -51,7 +52,8 @@ def _extra(record: dict) -> tuple[dict, tuple[str, ...]]:
             size = None
         if size is None or size > MAX_EXTRA_FIELD_BYTES or size + 1 > budget:
             if len(dropped) < MAX_DROPPED_NAMES:
-                dropped.append(strictjson.sanitize(key[:64]))
+                # quoted into the row's message and an Event: the episode's bytes, escaped
+                dropped.append(escaped(key[:64]))
             continue
         kept[key] = value
         budget -= size + 1

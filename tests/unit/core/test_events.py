@@ -168,3 +168,24 @@ def test_the_extras_budget_counts_keys_as_written():
     record |= {"\u4e00" * 4000 + str(n): 0 for n in range(2)}
     parsed = parse_log(json.dumps(record).encode())
     assert len(json.dumps(parsed.reward[0].extra)) <= MAX_EXTRA_BYTES
+
+
+# What a terminal acts on: C0 (ESC, BEL, newline), DEL, C1 (CSI, NEL), the line and paragraph
+# separators, the bidi override and isolate controls; escaped as Python's repr writes them.
+TERMINAL_CONTROLS = {"\x1b[2J": "\\x1b[2J", "\x07": "\\x07", "\n\t": "\\n\\t", "\x7f": "\\x7f", "\x9b2J": "\\x9b2J",
+                     "\x85": "\\x85", "\u2028\u2029": "\\u2028\\u2029", "\u202e\u2066": "\\u202e\\u2066"}
+
+
+def test_escaped_text_holds_nothing_a_terminal_acts_on():
+    from rolloutbatch.core.escapes import escaped
+    for raw, shown in TERMINAL_CONTROLS.items():
+        assert escaped(f"a{raw}é") == f"a{shown}é"
+    assert escaped("one\ttwo\nthree\x1b", keep="\n\t") == "one\ttwo\nthree\\x1b"
+    assert escaped("\ud800") == "\\ud800"          # a lone surrogate: strict JSON too
+
+
+def test_the_names_of_dropped_extras_are_kept_escaped():
+    """They are quoted into the row's message and an Event (kubectl describe shows it raw)."""
+    names = [f"n{i}{raw}" for i, raw in enumerate(TERMINAL_CONTROLS)]
+    event = parse_line(line(event="reward", at=1.0, reward=1, **{n: "x" * (MAX_EXTRA_FIELD_BYTES + 1) for n in names}))
+    assert event.dropped == tuple(f"n{i}{shown}" for i, shown in enumerate(TERMINAL_CONTROLS.values()))

@@ -540,6 +540,16 @@ def test_reward_extras_over_budget_are_said_not_dropped_silently():
     assert v.FLAG_EXTRAS_DROPPED not in plain.flags and plain.message == ""
 
 
+def test_a_dropped_extras_name_reaches_the_message_escaped():
+    """An episode chooses its extras' names: one that is a terminal's control sequence (clear the
+    screen, set the window title) is quoted into the row's message escaped, as a log tail is shown."""
+    hostile = "\x1b[2J\x1b[H\x1b]0;pwned\x07\x9b1A\u2028\u202e"
+    r = judge_episode(pod_facts(pod_json()), log_of(READY, with_(REWARD, **{hostile: "x" * 6000})))
+    assert (r.outcome, r.flags) == ("succeeded", (v.FLAG_EXTRAS_DROPPED,))
+    assert r.message.endswith("\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\x9b1A\\u2028\\u202e"), r.message
+    assert r.message.isprintable() and r.to_row(None)["message"] == r.message
+
+
 def rejected(reason="OutOfcpu", node="devnode-1"):
     """A pod a kubelet refused at admission (kubelet's rejectPod): Failed, its reason and
     message, no container status at all."""

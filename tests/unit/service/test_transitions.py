@@ -21,12 +21,12 @@ def report(batch_label=False):
     return reporter, registry, events
 
 
-def oversized(index: int):
-    """An episode whose reward carries an extra past its per-field budget, judged by the core."""
+def oversized(index: int, name: str = "trace"):
+    """An episode whose reward carries an extra (``name``) past its per-field budget, judged by the core."""
     huge = "x" * (MAX_EXTRA_FIELD_BYTES + 1)
     return judge_episode(facts(index=index, name=f"pod-{index}"),
                          log(ev("ready", T0 + 1, who=f"pod-{index}"),
-                             ev("reward", T0 + 2, who=f"pod-{index}", reward=1, trace=huge, ok=1)))
+                             ev("reward", T0 + 2, who=f"pod-{index}", reward=1, ok=1, **{name: huge})))
 
 
 def test_extras_left_out_are_counted_and_said_once_per_batch():
@@ -44,6 +44,15 @@ def test_extras_left_out_are_counted_and_said_once_per_batch():
     assert (kind, reason) == ("Warning", "RewardExtrasDropped") and reason == v.EVENT_EXTRAS_DROPPED
     assert "episode 0 (pod pod-0)" in message and "trace" in message and "once per batch" in message
     assert "rolloutbatch_reward_extras_dropped_total" in message and len(message) <= 1000
+
+
+def test_the_event_quotes_a_dropped_extras_name_escaped():
+    """kubectl describe prints an Event's message raw: an extra named with a terminal's control
+    sequence (clear the screen, set the window title) is said escaped."""
+    reporter, _, events = report()
+    reporter(Transition("final", 0, oversized(0, name="\x1b[2J\x1b]0;pwned\x07\x9b1A\u2028\u202e")))
+    (_, _, message), = events
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\x9b1A\\u2028\\u202e" in message and message.isprintable(), message
 
 
 def test_the_counter_starts_at_zero_and_follows_the_batch_label():
