@@ -174,7 +174,8 @@ def stop(args: argparse.Namespace) -> int:
         return 0
     for handle in handles:
         status = handle.wait(timeout=args.timeout)
-        print(f"{RESOURCE}/{handle.name}: {status.get('phase')}: {status.get('message', '')}")
+        print(f"{RESOURCE}/{handle.name}: {render.safe_line(status.get('phase'))}: "
+              f"{render.safe_line(status.get('message', ''))}")
     return 0
 
 

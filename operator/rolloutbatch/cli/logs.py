@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from rolloutbatch.cli.common import CLIError, at_least, make_client
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.escapes import escaped
 
 
 def add_parsers(sub, common: argparse.ArgumentParser) -> None:
@@ -57,7 +58,8 @@ def _row_text(row: Mapping) -> str:
         parts.append(f"reason {row['reason']}")
     if row.get("message"):
         parts.append(str(row["message"]))
-    return ", ".join(parts)
+    # one line, escaped: a message quotes episode text, and a results ConfigMap is anyone's to write
+    return escaped(", ".join(parts))
 
 
 def _no_tail_reason(row: Mapping, document: Mapping) -> str:
@@ -88,9 +90,9 @@ def print_kept(row: Mapping, document: Mapping) -> bool:
 
 
 def shown(text: str) -> str:
-    """An episode's text made safe for a terminal: control characters but newline and tab are
-    printed escaped, so a tail cannot move the cursor and rewrite the lines above it."""
-    return "".join(c if c in "\n\t" or (c.isprintable() and c != "\x7f") else repr(c)[1:-1] for c in text)
+    """An episode's log made safe for a terminal: control characters but newline and tab are
+    printed escaped (core.escapes), so a tail cannot move the cursor and rewrite the lines above it."""
+    return escaped(text, keep="\n\t")
 
 
 def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limit: int) -> bool:

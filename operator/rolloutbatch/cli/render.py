@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.escapes import escaped
 
 # The CRD's additionalPrinterColumns (tests/unit/cli checks they stay in sync with crds/).
 # (header, path in the object, wide only)
@@ -121,7 +122,7 @@ def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None,
         if wide_only and not wide:
             continue
         value = dig(obj, path)
-        cells.append(age(value, now) if header == "AGE" else number(value))
+        cells.append(age(value, now) if header == "AGE" else safe_line(number(value)))
     return cells
 
 
@@ -264,16 +265,23 @@ def progress_line(name: str, status: Mapping | None) -> str:
             f"failed {c['failed']}, lost {c['lost']}, reward {c['reward']}")
 
 
+def safe_line(text: Any) -> str:
+    """A message or an Event's text as one line safe for a terminal: whitespace runs (newlines,
+    U+2028 among them) made one space, every other control character escaped (core.escapes).
+    Such text can quote an episode's bytes, and an Event can be posted by anyone."""
+    return escaped(" ".join(str(text).split()))
+
+
 def format_events(events: Iterable[Mapping]) -> str:
     """Events as ``kubectl get events`` lines, oldest first."""
     def when(e: Mapping) -> str:
-        return e.get("lastTimestamp") or e.get("eventTime") or dig(e, "metadata.creationTimestamp") or ""
+        return str(e.get("lastTimestamp") or e.get("eventTime") or dig(e, "metadata.creationTimestamp") or "")
 
     rows = [["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]]
     for e in sorted(events, key=when):
         obj = e.get("involvedObject") or e.get("regarding") or {}
-        rows.append([when(e), e.get("type") or "", e.get("reason") or "",
-                     f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
-                     " ".join(str(e.get("message") or e.get("note") or "").split())])
+        rows.append([safe_line(when(e)), safe_line(e.get("type") or ""), safe_line(e.get("reason") or ""),
+                     safe_line(f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}"),
+                     safe_line(e.get("message") or e.get("note") or "")])
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("   ".join([*(c.ljust(w) for c, w in zip(r[:4], widths)), r[4]]).rstrip() for r in rows) + "\n"

@@ -13,9 +13,9 @@ def print_summaries(console, handles: list[BatchHandle]) -> None:
     for h in handles:
         s = h.status
         phase = s.get("phase") or v.PENDING
-        text = f"{h.namespace}/{h.name}: {phase}"
+        text = f"{h.namespace}/{h.name}: {render.safe_line(phase)}"
         if s.get("message"):
-            text += f" - {s['message']}"
+            text += f" - {render.safe_line(s['message'])}"
         if s.get("resultsConfigMap"):
             text += f" (per-episode rows: ConfigMap {h.namespace}/{s['resultsConfigMap']}; " \
                     f"rolloutbatch results {h.name} -n {h.namespace} --output DIR)"
@@ -46,8 +46,10 @@ def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
     if incomplete is not None:
         lines.append(f"  (counted without some rows: {incomplete})")
     for reason, group in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        lines.append(f"    {len(group):>5}  {reason}")
+        lines.append(f"    {len(group):>5}  {render.safe_line(reason)}")
         for row in group[:examples]:
-            message = " ".join(str(row.get("message") or "").split())[:160]
-            lines.append(f"           episode {row.get('index')} ({row.get('pod')}): {message}")
+            # the rows are anyone's with write access to the results ConfigMap: every field escaped
+            message = render.safe_line(" ".join(str(row.get("message") or "").split())[:160])
+            episode = render.safe_line(f"episode {row.get('index')} ({row.get('pod')}):")
+            lines.append(f"           {episode} {message}")
     return lines

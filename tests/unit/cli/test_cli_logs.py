@@ -119,3 +119,34 @@ def test_a_kept_tail_cannot_move_the_terminal_cursor():
 
     assert shown("ok\x1b[3A\x1b[2Kepisode 3: succeeded\tdone\n\u00e9\x7f") == \
         "ok\\x1b[3A\\x1b[2Kepisode 3: succeeded\tdone\n\u00e9\\x7f"
+
+
+# clear the screen, home the cursor, set the window title; a C1 CSI; a line separator; a bidi override
+HOSTILE_NAME = "\x1b[2J\x1b[H\x1b]0;pwned\x07\x9b1A\u2028\u202e"
+
+
+def _printed_row(row) -> str:
+    import io
+    from contextlib import redirect_stdout
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        logs.print_kept(row, {"pods": []})
+    return out.getvalue()
+
+
+def test_a_rows_message_cannot_move_the_terminal_cursor():
+    """A row's message quotes episode text (a dropped reward extra's name), and a results ConfigMap
+    is anyone's with write access to it (or an older operator's): printed escaped, on one line."""
+    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from tests.unit.core.test_verdict import READY, REWARD, T0, log_of, pod_json
+    judged = judge_episode(pod_facts(pod_json()), log_of(READY, {**REWARD, HOSTILE_NAME: "a" * 5000}))
+    assert judged.outcome == v.OUTCOME_SUCCEEDED
+    forged = {"index": 3, "pod": "p3", "outcome": "failed", "reason": "NonZeroExit\x1b[2K",
+              "message": f"exit code 3{HOSTILE_NAME}\nepisode 4: succeeded"}
+    for row in (judged.to_row(T0), forged):
+        out = _printed_row(row)
+        first, *rest = out.splitlines()
+        assert all(line.isprintable() for line in out.splitlines()), repr(out)
+        assert "\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\x9b1A\\u2028\\u202e" in first, repr(out)
+        assert all(line.startswith("  (") for line in rest), repr(out)     # no forged line of its own

@@ -149,6 +149,35 @@ def test_events():
     assert "job/j" in lines[1] and lines[2].endswith("bad thing")
 
 
+HOSTILE = "\x1b[2J\x1b[H\x1b]0;pwned\x07\x9b1A\u2028\u202e"   # clear, home, title; C1 CSI; U+2028; bidi
+SHOWN = "\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\x9b1A \\u202e"        # U+2028 is whitespace: one space
+
+
+def test_events_cannot_move_the_terminal_cursor():
+    """An Event can come from anything with create on events, and the operator's own quote episode
+    text (a dropped reward extra's name): every field is printed escaped, on one line."""
+    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from rolloutbatch.service.transitions import extras_dropped_message
+    from tests.unit.core.test_verdict import READY, REWARD, log_of, pod_json
+    judged = judge_episode(pod_facts(pod_json()), log_of(READY, {**REWARD, HOSTILE: "a" * 5000}))
+    ours = {"type": "Warning", "reason": "RewardExtrasDropped", "message": extras_dropped_message(judged),
+            "involvedObject": {"kind": "RolloutBatch", "name": "b"}, "lastTimestamp": "2026-01-01T00:00:01Z"}
+    forged = {"type": f"Normal{HOSTILE}", "reason": f"Created{HOSTILE}", "note": f"ok{HOSTILE}",
+              "regarding": {"kind": "Pod", "name": f"p{HOSTILE}"}, "eventTime": f"2026-01-01T00:00:02Z{HOSTILE}"}
+    text = render.format_events([ours, forged])
+    assert all(line.isprintable() for line in text.splitlines()) and len(text.splitlines()) == 3, repr(text)
+    assert text.count("\\x9b1A\\u2028\\u202e") == 1    # the operator's: escaped at its source, U+2028 too
+    assert text.count(SHOWN) == 5, repr(text)
+
+
+def test_a_status_message_in_the_table_cannot_move_the_terminal_cursor():
+    hostile = copy.deepcopy(BATCH)
+    hostile["status"]["message"] = f"3 of 3{HOSTILE}\nforged-batch   Succeeded"
+    text = render.table([hostile], wide=True, now=NOW)
+    assert len(text.splitlines()) == 2 and all(line.isprintable() for line in text.splitlines()), repr(text)
+    assert text.splitlines()[1].endswith(f"3 of 3{SHOWN} forged-batch Succeeded")
+
+
 def _objects(with_results: bool = True) -> dict[str, dict]:
     doc = {"batch": "ship", "episodes": 3, "successful_episodes": 3, "reward_sum": 3,
            "pods": [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "succeeded"} for i in range(3)]}

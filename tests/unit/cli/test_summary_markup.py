@@ -40,3 +40,22 @@ def test_status_message_with_brackets_is_printed_verbatim():
     out = io.StringIO()
     print_summaries(Console(file=out, width=400, force_terminal=False), [_Handle(status)])
     assert message in out.getvalue()
+
+
+def test_messages_and_failure_rows_cannot_move_the_terminal_cursor():
+    """The status message and the results rows' messages are printed escaped, one line each: a row
+    quotes episode text, and a status or a results ConfigMap is anyone's with write access."""
+    hostile = "\x1b[2J\x1b]0;pwned\x07\x9b1A\u202e"
+    status = {"phase": "Failed", "message": f"done{hostile}", "episodes": 2, "failedEpisodes": 1}
+
+    class Handle(_Handle):
+        def document(self):
+            return {"episodes": 2, "pods": [{"index": 0, "pod": f"p0{hostile}", "outcome": "failed",
+                                             "reason": f"NonZeroExit{hostile}", "message": f"exit 3{hostile}\nforged"}]}
+
+    out = io.StringIO()
+    print_summaries(Console(file=out, width=400, force_terminal=False), [Handle(status)])
+    text = out.getvalue()
+    assert all(line.isprintable() for line in text.splitlines()), repr(text)
+    shown = "\\x1b[2J\\x1b]0;pwned\\x07\\x9b1A\\u202e"
+    assert f"done{shown}" in text and f"exit 3{shown} forged" in text and f"NonZeroExit{shown}" in text
