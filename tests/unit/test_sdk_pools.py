@@ -62,6 +62,9 @@ def test_build_pool_makes_what_the_crd_accepts():
     (dict(size=1, env=[{"name": "K", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]), "spec.env"),
     (dict(size=1, prepare=[]), "spec.prepare.command"),
     (dict(size=1, prepare_timeout_seconds=5), "spec.prepare.timeoutSeconds"),
+    (dict(size=1, prepare=["true"], prepare_timeout_seconds=0), "spec.prepare.timeoutSeconds"),
+    (dict(size=1, prepare=["true"], prepare_timeout_seconds=d.MAX_PREPARE_TIMEOUT_SECONDS + 1),
+     "spec.prepare.timeoutSeconds"),
     (dict(size=1, network="Open"), "spec.network"),
     (dict(size=1, name="Warm_Pool"), "metadata.name"),
     (dict(size=1, env={"A": None}), "env[A]"),                       # not the text "None"

@@ -66,10 +66,12 @@ def pool_ref(body: Mapping) -> PoolRef:
     return PoolRef(name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""))
 
 
-def _int(spec: Mapping, key: str, default: int, low: int, high: int) -> int:
+def _int(spec: Mapping, key: str, default: int, low: int, high: int, at: str = "spec") -> int:
+    """spec[key], an integer in low..high; `at` is the path of `spec` itself (the message names
+    the field the user wrote)."""
     value = spec.get(key, default)
     if type(value) is not int or not low <= value <= high:
-        raise SpecError(f"spec.{key}", f"must be an integer in {low}..{high}, not {value!r}")
+        raise SpecError(f"{at}.{key}", f"must be an integer in {low}..{high}, not {value!r}")
     return value
 
 
@@ -104,6 +106,8 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
             raise SpecError("spec.env", "a pool's env holds plain name/value pairs only")
         env.append((item["name"], item["value"]))
     prepare = spec.get("prepare") or {}
+    if not isinstance(prepare, Mapping):
+        raise SpecError("spec.prepare", "must be an object")
     command = _strings(prepare.get("command"), "spec.prepare.command")
     if prepare and not command:
         raise SpecError("spec.prepare.command", "must name a command")
@@ -145,7 +149,8 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
         task_mount_written=task_written, workspace_mount_written=workspace_written,
         prepare_command=command,
         prepare_timeout_seconds=_int(prepare, "timeoutSeconds", d.PREPARE_TIMEOUT_SECONDS, 1,
-                                     d.MAX_PREPARE_TIMEOUT_SECONDS) if prepare else d.PREPARE_TIMEOUT_SECONDS,
+                                     d.MAX_PREPARE_TIMEOUT_SECONDS, at="spec.prepare")
+        if prepare else d.PREPARE_TIMEOUT_SECONDS,
         network=network, pod_template=template,
         verifier=_verifier(spec, image, resources, (task_mount, workspace_mount)),
     )

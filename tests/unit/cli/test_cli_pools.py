@@ -96,6 +96,8 @@ def test_create_list_get_scale_delete(capsys, api, task_files):
     (["--size", "5", "--max-size", "4"], "spec.size"),
     (["--size", "1", "--env", "EPISODE_INDEX=3"], "spec.env"),
     (["--size", "1", "--prepare", "sh -c 'unterminated"], "--prepare"),
+    (["--size", "1", "--prepare", "sh /task/setup.sh", "--prepare-timeout", str(d.MAX_PREPARE_TIMEOUT_SECONDS + 1)],
+     "spec.prepare.timeoutSeconds"),
 ])
 def test_what_the_operator_would_refuse_is_one_line_and_nothing_is_sent(capsys, api, task_files, extra, said):
     code, out, err = run(capsys, "pool", "create", "warm", *task_files, *extra)

@@ -56,7 +56,10 @@ def test_parse_defaults() -> None:
     ({"prepare": {"command": ["sh", "-c", "true\0"]}}, "spec.prepare.command"),
     ({"runtimeClassName": "a..b"}, "spec.runtimeClassName"),
     ({"prepare": {"command": []}}, "spec.prepare.command"),
-    ({"prepare": {"command": ["true"], "timeoutSeconds": 0}}, "spec.timeoutSeconds"),
+    # a key of spec.prepare is named by its whole path
+    ({"prepare": {"command": ["true"], "timeoutSeconds": 0}}, "spec.prepare.timeoutSeconds"),
+    ({"prepare": {"command": ["true"], "timeoutSeconds": "60"}}, "spec.prepare.timeoutSeconds"),
+    ({"prepare": "sh /task/setup.sh"}, "spec.prepare"),
     ({"network": "Open"}, "spec.network"),
     # the sandbox's fields by a batch's rules (core.spec): refused before the pool's objects exist,
     # not by the API at its first pod
