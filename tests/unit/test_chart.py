@@ -173,3 +173,15 @@ def test_a_single_replica_has_no_disruption_budget():
 def test_bad_values_are_refused(values, said):
     out = helm("template", "rolloutbatch", str(CHART), "--namespace", NAMESPACE, *values, check=False)
     assert out.returncode != 0 and said in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("flag", ["--no-leader", "--liveness=9000", "--metrics-p=9999", "--watch=team-c"])
+def test_an_abbreviation_of_a_charts_flag_in_extra_args_is_no_flag_of_the_operator(flag, capsys):
+    """The chart refuses its own flags in extraArgs spelled in full; a prefix of one renders, and
+    the operator must not read it as that flag (argparse would, with allow_abbrev)."""
+    from rolloutbatch.cli.main import build_parser
+
+    args = deployment("--set", f"extraArgs={{{flag}}}")["spec"]["template"]["spec"]["containers"][0]["args"]
+    with pytest.raises(SystemExit) as refused:
+        build_parser(operator=True).parse_args(["operator", *args])
+    assert refused.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err

@@ -19,7 +19,15 @@ OPERATOR_EXTRA = "pip install 'rolloutbatch[operator]'"
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``rolloutbatch submit: error: ...`` and exit code 2."""
+    """argparse with one-line errors: ``rolloutbatch submit: error: ...`` and exit code 2.
+
+    No abbreviations: a prefix of an option would be that option (``--no-leader`` the operator's
+    ``--no-leader-elect``), past the chart's check of its own flags in extraArgs, and a script
+    relying on one breaks when a new option shares the prefix."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -44,6 +44,9 @@ def test_version(capsys):
     (["list", "-o", "table"], "invalid choice"),
     (["submit", "-f", "x.yaml", "--timeout", "-3"], "must be positive"),
     (["results", "x"], "--output"),
+    # no abbreviations: a prefix is no option (a script relying on one breaks with a new option)
+    (["submit", "-f", "x.yaml", "--wat"], "unrecognized arguments: --wat"),
+    (["--namespace", "a", "list", "--all-n"], "unrecognized arguments: --all-n"),
 ])
 def test_bad_arguments_are_one_line(capsys, argv, needle):
     code, out, err = run(capsys, *argv)
