@@ -81,6 +81,45 @@ def test_invalid_tasks(task, needle):
         build_batch("a", task, 1)
 
 
+@pytest.mark.parametrize("call, field", [
+    (lambda: build_batch("a", Task(files={"a": ""}, command="python a"), 1), "task.command"),   # not "p", "y", ...
+    (lambda: build_batch("a", Task(files=["a"], command=["x"]), 1), "task.files"),
+    (lambda: build_batch("a", TASK, 1, inputs=3), "spec.inputs"),
+    (lambda: build_batch("a", Task(files={"a": ""}, command=["x"], env=["A=1"]), 1), "env[]"),
+    (lambda: sdk.build_pool("warm", 1, task_files={"a": ""}, prepare="sh setup.sh"), "spec.prepare.command"),
+    (lambda: sdk.build_pool("warm", 1, task_files=["a"]), "spec.task.files"),
+    (lambda: sdk.build.secret_env([("K", ("s", "k"))]), "secret_env"),
+])
+def test_a_mistyped_argument_is_a_spec_error_naming_it(call, field):
+    """The SDK's errors are ValueError (SpecError) or KubeError: never the TypeError of dict() or
+    list(), nor a string read as its characters."""
+    from rolloutbatch.core.model import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        call()
+    assert refused.value.field == field
+
+
+@pytest.mark.parametrize("batch, field", [
+    ({"spec": {"episodes": 3, "inputs": 3, "task": {"files": {"episode.py": "print(1)"}}}}, "spec.inputs"),
+    ({"spec": {"episodes": 1, "inputs": [{"a": 1}], "task": {"files": ["episode.py"]}}}, "spec.task.files"),
+    ({"spec": {"episodes": 1, "inputs": [{"a": 1}], "task": "episode.py"}}, "spec.task"),
+    ({"metadata": "b", "spec": {}}, "metadata"),
+    ("b", "RolloutBatch"),
+])
+def test_submit_of_a_mistyped_batch_is_a_spec_error_before_any_call(batch, field):
+    """Client.submit reads the inputs' size (whether they go by reference) before any call: a
+    spec of the wrong shape there is the operator's SpecError, naming the field."""
+    from rolloutbatch.core.model import SpecError
+
+    if isinstance(batch, dict):
+        batch = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": "b"}, **batch}
+    client = sdk.Client(api=RefusingApi(AssertionError("no call is made")), namespace="n")
+    with pytest.raises(SpecError) as refused:
+        client.submit(batch)
+    assert refused.value.field == field
+
+
 def test_unknown_spec_fields_are_refused_before_submit():
     with pytest.raises(ValueError, match=r"spec.episodeTimoutSeconds: unknown field \(keyword 'episode_timout_seconds'\)"):
         build_batch("a", TASK, 1, episode_timout_seconds=5)

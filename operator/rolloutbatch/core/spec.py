@@ -98,7 +98,8 @@ def _int(raw: Mapping, key: str, default: int | None, *, minimum: int = 0, maxim
     return value
 
 
-def _map(raw: Mapping, key: str, field_name: str) -> Mapping:
+def checked_object(raw: Mapping, key: str, field_name: str) -> Mapping:
+    """raw[key], an object ({} when absent)."""
     value = raw.get(key)
     if value is None:
         return {}
@@ -377,14 +378,14 @@ def checked_env(raw: Mapping, field: str) -> list[dict]:
 
 def checked_resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict:
     """requests/limits of known or domain-prefixed resources, requests within limits."""
-    resources = _map(raw, "resources", field) or default
+    resources = checked_object(raw, "resources", field) or default
     for kind in resources:
         if kind not in ("requests", "limits"):
             raise SpecError(f"{field}.{kind}", "only requests and limits are allowed")
     amounts: dict[str, dict] = {}
     for kind in ("requests", "limits"):
         amounts[kind] = {}
-        for name, value in _map(resources, kind, f"{field}.{kind}").items():
+        for name, value in checked_object(resources, kind, f"{field}.{kind}").items():
             field_name = f"{field}.{kind}.{name}"
             if not is_qualified_name(name) or ("/" not in name and name not in NATIVE_RESOURCES
                                                and not name.startswith("hugepages-")):
@@ -430,7 +431,7 @@ def _pool_name(raw: Mapping) -> str | None:
     for field_name in POOL_EXCLUSIVE:
         if raw.get(field_name):
             raise SpecError(f"spec.{field_name}", "is the pool's with spec.poolRef: leave it out")
-    if (_map(raw, "isolation", "spec.isolation")).get("egress"):
+    if (checked_object(raw, "isolation", "spec.isolation")).get("egress"):
         raise SpecError("spec.isolation.egress", "is the pool's with spec.poolRef (its network): leave it out")
     verifier = raw.get("verifier")
     verifier = verifier if isinstance(verifier, Mapping) else {}
@@ -461,8 +462,16 @@ def _pool_phase_words(where: str, part: Mapping) -> None:
         raise SpecError(f"{where}.command", "with spec.poolRef the command's first word cannot hold '='")
 
 
+def inline_inputs(raw: Mapping) -> tuple:
+    """spec.inputs, a list (of anything yet: each is checked where it is read)."""
+    value = raw.get("inputs") or ()
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("spec.inputs", f"must be a list, got {type(value).__name__}")
+    return tuple(value)
+
+
 def checked_files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
-    files = _map(raw, "files", field)
+    files = checked_object(raw, "files", field)
     if required and not files:
         raise SpecError(field, "must name at least one file")
     for key, content in files.items():
@@ -511,7 +520,7 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     ``python -B <mountPath>/verify.py``."""
     if raw.get("verifier") is None:
         return None
-    ver = _map(raw, "verifier", "spec.verifier")
+    ver = checked_object(raw, "verifier", "spec.verifier")
     unknown = set(ver) - set(VERIFIER_FIELDS)
     if unknown:
         raise SpecError("spec.verifier", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:200])
@@ -563,7 +572,7 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
         raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes}), got {min_ok}")
 
     pool, when_empty = _pool(raw)
-    task = _map(raw, "task", "spec.task")
+    task = checked_object(raw, "task", "spec.task")
     files = checked_files(task, "spec.task.files", required=pool is None)
     mount = checked_path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
 
@@ -571,11 +580,8 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     if episodes % samples:
         raise SpecError("spec.samplesPerInput", f"({samples}) must divide spec.episodes ({episodes}): "
                                                 "every group has the same number of samples")
-    raw_inputs = raw.get("inputs") or ()
-    if not isinstance(raw_inputs, (list, tuple)):
-        raise SpecError("spec.inputs", f"must be a list, got {type(raw_inputs).__name__}")
-    inputs = tuple(raw_inputs)
-    inputs_from, inputs_count = _inputs_from(_map(raw, "inputsFrom", "spec.inputsFrom"))
+    inputs = inline_inputs(raw)
+    inputs_from, inputs_count = _inputs_from(checked_object(raw, "inputsFrom", "spec.inputsFrom"))
     if inputs and inputs_from:
         raise SpecError("spec.inputsFrom", "give inputs inline (spec.inputs) or by reference, not both")
     inputs_count = len(inputs) or inputs_count
@@ -606,14 +612,14 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     image = checked_image(raw.get("image") or d.IMAGE, "spec.image")
     input_images = _input_images(raw, group_count(episodes, samples), image)
     verifier = _verifier(raw, image, resources)
-    if verifier is not None and input_images and not _map(raw, "verifier", "spec.verifier").get("image"):
+    if verifier is not None and input_images and not checked_object(raw, "verifier", "spec.verifier").get("image"):
         verifier = dataclasses.replace(verifier, follows_episode_image=True)
     if verifier is not None and timeout + verifier.timeout_seconds > deadline:
         raise SpecError("spec.verifier.timeoutSeconds", f"episodeTimeoutSeconds ({timeout}) + verifier.timeoutSeconds "
                                                         f"({verifier.timeout_seconds}) must not exceed "
                                                         f"activeDeadlineSeconds ({deadline})")
 
-    workspace = _map(raw, "workspace", "spec.workspace")
+    workspace = checked_object(raw, "workspace", "spec.workspace")
     workspace_mount = checked_path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
     size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
     checked_quantity(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT, "spec.workspace.sizeLimit")
@@ -630,16 +636,16 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
             if _inside(mounts[a], mounts[b]):
                 raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
 
-    retries = _int(_map(raw, "retries", "spec.retries"), "infrastructure", d.INFRASTRUCTURE_RETRIES,
+    retries = _int(checked_object(raw, "retries", "spec.retries"), "infrastructure", d.INFRASTRUCTURE_RETRIES,
                    maximum=d.MAX_INFRASTRUCTURE_RETRIES, prefix="spec.retries.")
-    isolation = _map(raw, "isolation", "spec.isolation")
+    isolation = checked_object(raw, "isolation", "spec.isolation")
     network = _choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network")
     egress = parse_egress(isolation.get("egress"))
     if egress and network != v.NETWORK_DENY_ALL:
         raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
-    cleanup = _map(raw, "cleanup", "spec.cleanup")
+    cleanup = checked_object(raw, "cleanup", "spec.cleanup")
     ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=d.MAX_INT32, prefix="spec.cleanup.")
-    template = checked_pod_template(_map(raw, "podTemplate", "spec.podTemplate"))
+    template = checked_pod_template(checked_object(raw, "podTemplate", "spec.podTemplate"))
     runtime = checked_runtime_class(raw.get("runtimeClassName"))
     queue = raw.get("queueName") or None
     if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.fullmatch(queue)):
@@ -700,7 +706,7 @@ def _default_scripts(raw: Mapping, spec: BatchSpec) -> None:
                                         f"that is not among spec.task.files: add {d.EPISODE_SCRIPT} or give "
                                         "spec.command")
     verifier = spec.verifier   # without files nothing is mounted: the image's own script runs
-    if verifier is not None and verifier.files and not _map(raw, "verifier", "spec.verifier").get("command") \
+    if verifier is not None and verifier.files and not checked_object(raw, "verifier", "spec.verifier").get("command") \
             and d.VERIFIER_SCRIPT not in verifier.files:
         raise SpecError("spec.verifier.command", f"is not given, and the default runs {verifier.mount_path}/"
                                                  f"{d.VERIFIER_SCRIPT}, which is not among spec.verifier.files: "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
 from rolloutbatch.core.pool_spec import parse_pool_spec
 from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS,
-                                    check_batch_name, parse_spec)
+                                    check_batch_name, checked_object, inline_inputs, parse_spec)
 
 API_VERSION = f"{GROUP}/{VERSION}"
 # Inline inputs above this go by reference: the RolloutBatch object (inputs, task files, the
@@ -42,13 +42,29 @@ LABEL_ROLE = "rl.agentruntime.io/role"
 ROLE_INPUTS = "inputs"
 
 
+def _mapping(value: object, field: str) -> dict:
+    """A caller's mapping argument, copied; anything else a ``SpecError`` naming it (not the
+    TypeError of dict())."""
+    if not isinstance(value, Mapping):
+        raise SpecError(field, f"must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _items(value: object, field: str) -> list:
+    """A caller's list argument, copied: a string is refused, not read as its characters (a
+    command ``"python episode.py"`` would run ``p``)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SpecError(field, f"must be a list, got {type(value).__name__}")
+    return list(value)
+
+
 def secret_env(refs: Mapping[str, tuple[str, str]]) -> list[dict]:
     """Env entries reading Secret keys: ``{"OPENAI_API_KEY": ("my-secret", "key")}`` becomes
     ``[{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "my-secret", "key": "key"}}}]``.
     The Secret lives in the batch's namespace, labelled ``rl.agentruntime.io/episode-env=true``
     (docs/design.md §8.1). Also for a verifier's env: ``verifier={"env": secret_env({...})}``."""
     entries = []
-    for name, ref in refs.items():
+    for name, ref in _mapping(refs, "secret_env").items():
         if not (isinstance(ref, tuple) and len(ref) == 2):
             raise SpecError(f"secret_env[{name}]", "must be a (Secret name, key) pair")
         entries.append({"name": str(name), "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}})
@@ -91,12 +107,13 @@ def _input_sizes(inputs: Sequence[Any]) -> list[int]:
 
 
 def by_reference(spec: Mapping) -> bool:
-    """Whether ``spec.inputs`` is too large to travel inside the object."""
-    inputs = spec.get("inputs") or []
+    """Whether ``spec.inputs`` is too large to travel inside the object. The shapes it reads are
+    the operator's to refuse (``SpecError``), as parse_spec would, before any call."""
+    inputs = inline_inputs(spec)
     if not inputs:
         return False
-    files = sum(len(k.encode()) + len(v.encode()) for k, v in ((spec.get("task") or {}).get("files") or {}).items()
-                if isinstance(k, str) and isinstance(v, str))
+    files = checked_object(checked_object(spec, "task", "spec.task"), "files", "spec.task.files")
+    files = sum(len(k.encode()) + len(v.encode()) for k, v in files.items() if isinstance(k, str) and isinstance(v, str))
     total = sum(_input_sizes(inputs))
     return total > INLINE_INPUTS_MAX or total + files > MAX_CONFIG_BYTES
 
@@ -200,21 +217,21 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
     else:
         if not task.command:
             raise SpecError("task.command", "must not be empty")
-        spec.update({"image": task.image, "command": list(task.command),
-                     "task": {"mountPath": task.mount_path, "files": dict(task.files)}})
+        spec.update({"image": task.image, "command": _items(task.command, "task.command"),
+                     "task": {"mountPath": task.mount_path, "files": _mapping(task.files, "task.files")}})
     if parallelism is not None:
         spec["parallelism"] = parallelism
     if samples_per_input is not None:
         spec["samplesPerInput"] = samples_per_input
     if task is not None and task.args:
-        spec["args"] = list(task.args)
+        spec["args"] = _items(task.args, "task.args")
     env = task.env_list() if task is not None else []
     if env:
         spec["env"] = env
     if task is not None and task.resources:
         spec["resources"] = copy.deepcopy(task.resources)
     if inputs is not None:
-        inputs = list(inputs)
+        inputs = _items(inputs, "spec.inputs")
         # The CRD's items are objects (so a CEL rule can count them); parse_spec takes any JSON.
         if not all(isinstance(i, Mapping) for i in inputs):
             raise SpecError("spec.inputs", "every input must be a JSON object (a dict)")
@@ -247,7 +264,7 @@ def _env_entries(env: Mapping[str, str] | Sequence[Mapping[str, str]] | None) ->
             if val is None or isinstance(val, bool):
                 raise SpecError(f"env[{key}]", f"must be text (a string, a number, a path), not {val!r}")
         return [{"name": str(k), "value": str(val)} for k, val in env.items()]
-    return [dict(e) for e in env]
+    return [_mapping(e, "env[]") for e in _items(env, "env")]
 
 
 def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: str = defaults.IMAGE,
@@ -276,17 +293,17 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
     if runtime_class_name is not None:
         spec["runtimeClassName"] = runtime_class_name
     if resources is not None:
-        spec["resources"] = copy.deepcopy(dict(resources))
+        spec["resources"] = copy.deepcopy(_mapping(resources, "spec.resources"))
     entries = _env_entries(env)
     if entries:
         spec["env"] = entries
-    spec["task"] = {"files": dict(task_files)}
+    spec["task"] = {"files": _mapping(task_files, "spec.task.files")}
     if task_mount_path is not None:
         spec["task"]["mountPath"] = task_mount_path
     if workspace is not None:
-        spec["workspace"] = copy.deepcopy(dict(workspace))
+        spec["workspace"] = copy.deepcopy(_mapping(workspace, "spec.workspace"))
     if prepare is not None:
-        spec["prepare"] = {"command": list(prepare)}
+        spec["prepare"] = {"command": _items(prepare, "spec.prepare.command")}
         if prepare_timeout_seconds is not None:
             spec["prepare"]["timeoutSeconds"] = prepare_timeout_seconds
     elif prepare_timeout_seconds is not None:
@@ -294,9 +311,9 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
     if network is not None:
         spec["network"] = network
     if pod_template is not None:
-        spec["podTemplate"] = copy.deepcopy(dict(pod_template))
+        spec["podTemplate"] = copy.deepcopy(_mapping(pod_template, "spec.podTemplate"))
     if verifier is not None:
-        spec["verifier"] = copy.deepcopy(dict(verifier))
+        spec["verifier"] = copy.deepcopy(_mapping(verifier, "spec.verifier"))
     parse_pool_spec(spec)
     metadata: dict[str, Any] = {"name": name}
     if namespace:
@@ -304,14 +321,25 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
     return {"apiVersion": API_VERSION, "kind": POOL_KIND, "metadata": metadata, "spec": spec}
 
 
+def checked_batch(batch: object) -> Mapping:
+    """``batch`` when it is an object whose metadata and spec are objects (a YAML file can hold
+    anything), else a ``SpecError`` naming the part."""
+    if not isinstance(batch, Mapping):
+        raise SpecError("RolloutBatch", f"must be an object, got {type(batch).__name__}")
+    for key in ("metadata", "spec"):
+        checked_object(batch, key, key)
+    return batch
+
+
 def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:
     """``(batch, configmaps)``: the batch as it will be created and the input ConfigMaps to create
     first (none when the inputs fit inline), labelled ``rl.agentruntime.io/inputs=true`` so the
     operator may read them. Names are ``<name>-in-<random>-<n>``: the batch's final name is
     unknown before it is created (generateName)."""
+    checked_batch(batch)
     body = copy.deepcopy(dict(batch))
     spec = body.get("spec") or {}
-    if not isinstance(spec, dict) or not by_reference(spec):
+    if not by_reference(spec):
         return body, []
     meta = body.setdefault("metadata", {})
     stem = (meta.get("name") or meta.get("generateName") or "batch").rstrip("-")

@@ -29,7 +29,7 @@ from rolloutbatch.kube import resources
 from rolloutbatch.core.pool_conversion import manifest_conflict
 from rolloutbatch.core.pools import DELETING_MESSAGE
 from rolloutbatch.kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
-from rolloutbatch.sdk.build import owner_reference, plan_inputs, with_pool
+from rolloutbatch.sdk.build import checked_batch, owner_reference, plan_inputs, with_pool
 
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
 POOL_INSTALL_HINT = "the RolloutPool CRD is not installed: kubectl apply -k manifests/default"
@@ -160,7 +160,7 @@ def _delete_configmaps(configmaps: list[dict]) -> Op:
 def submit(batch: Mapping, namespace: str) -> Op:
     """Create the batch; large inputs first become ConfigMaps (``spec.inputsFrom``) that the
     created batch then owns. A refused batch leaves none of them behind."""
-    namespace = (batch.get("metadata") or {}).get("namespace") or namespace
+    namespace = (checked_batch(batch).get("metadata") or {}).get("namespace") or namespace
     body, configmaps = plan_inputs(batch, namespace)
     if not configmaps:
         return (yield from create(body, namespace))
@@ -192,7 +192,7 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
     silently run the pool's task on the pool's image (ValueError, before anything is created). A
     pool not there (yet), or not ours to read, leaves the word to the operator (the batch stalls
     PoolNotFound); a cluster without the RolloutPool CRD is CRDNotInstalled (:func:`get_pool`)."""
-    pooled = with_pool(batch, pool)
+    pooled = with_pool(checked_batch(batch), pool)
     namespace = (batch.get("metadata") or {}).get("namespace") or namespace
     try:
         live = yield from get_pool(pool, namespace)

@@ -194,6 +194,19 @@ def test_submit_a_yaml_date_is_one_line_not_a_traceback(extra, tmp_path, capsys,
     assert code == 1 and err.startswith("rolloutbatch: error:") and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("extra, field", [
+    ("  inputs: 3\n", "spec.inputs"),                                     # a count, not a list
+    ("  inputs: [{a: 1}]\n  task: {files: [episode.py]}\n", "spec.task.files"),   # a list of names
+    ("  inputs: [{a: 1}]\n  task: episode.py\n", "spec.task"),
+])
+def test_submit_of_a_mistyped_spec_is_one_line_naming_the_field(extra, field, tmp_path, capsys, dead_kubeconfig):
+    (tmp_path / "b.yaml").write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\n"
+                                     "metadata: {name: b}\nspec:\n  episodes: 1\n" + extra)
+    code = main(["--kubeconfig", str(dead_kubeconfig), "submit", "-f", str(tmp_path / "b.yaml")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(f"rolloutbatch: error: {field}: ") and err.count("\n") == 1, err
+
+
 def test_results_refuses_an_existing_directory(capsys, tmp_path):
     code, _, err = run(capsys, "results", "x", "--output", str(tmp_path))
     assert code == 1 and "already exists" in err and err.count("\n") == 1
