@@ -163,6 +163,13 @@ def check_object(obj: Any, where: str) -> None:
         raise CLIError(f"{where} has no spec")
 
 
+def os_error(exc: OSError) -> str:
+    """``path: reason`` of a failed file operation (both paths of a rename), in one line."""
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    reason = exc.strerror or str(exc)
+    return one_line(f"{paths}: {reason}" if paths else reason)
+
+
 def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a subcommand; every expected failure becomes one line on stderr and an exit code."""
     from rolloutbatch.core.model import SpecError
@@ -200,6 +207,11 @@ def guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace)
         # Timed out is not failed: the batch may still succeed (see cli.follow's exit codes).
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 3
+    except OSError as exc:
+        # A file of the user's (--output under a file, a read-only directory, a full disk): the
+        # path and the reason. After TimeoutError, an OSError too.
+        print(f"{prog}: error: {os_error(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

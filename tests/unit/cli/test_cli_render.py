@@ -255,6 +255,19 @@ def test_results_exits_non_zero_when_a_listed_shard_is_gone(tmp_path, capsys, mo
     assert [r["index"] for r in written["pods"]] == [2] and written["missing_shards"] == ["ship-results-0"]
 
 
+def test_results_into_a_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    """--output under a file (a typo, a notes file): the path and the reason, exit 1, no traceback."""
+    from rolloutbatch.cli import export as export_cli
+    from rolloutbatch.cli.main import main
+
+    monkeypatch.setattr(export_cli, "make_client", lambda args: Client(api=FakeApi(_objects()), namespace="team"))
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    out = tmp_path / "notes.txt" / "run1"
+    assert main(["results", "ship", "-O", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"rolloutbatch: error: {out}: Not a directory\n", err
+
+
 def test_not_found_vs_crd_missing():
     client = Client(api=FakeApi({}), namespace="team")
     with pytest.raises(NotFound, match='rolloutbatch "x" not found in namespace team'):
