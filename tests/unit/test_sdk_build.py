@@ -246,6 +246,34 @@ def test_delete_does_not_wait_for_a_shared_or_foreign_namespace():
     assert api.polls == 2      # read once: not ours, so not waited for
 
 
+def _namespace_level_user_api():
+    """The API in memory as a user with the README's namespace-level rights (manifests/rbac/
+    user_roles.yaml) sees it: Namespaces are cluster-scoped, so reading rb-<uid10> is Forbidden."""
+    from rolloutbatch.kube.errors import Forbidden
+    from tests.support.memory_api import MemoryApi
+
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    api.put({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+             "metadata": {"name": "b", "namespace": "team"}, "spec": {"episodes": 1}})   # Dedicated: a sandbox
+    api.fail("GET", "Namespace", Forbidden('namespaces "rb-..." is forbidden: User "alice" cannot get resource '
+                                           '"namespaces" in API group "" at the cluster scope', status=403),
+             times=1000, when=lambda path: "/namespaces/rb-" in path)
+    return api
+
+
+def test_delete_by_a_user_who_may_not_read_namespaces_waits_for_the_batch_alone():
+    """The sandbox namespace cannot be read, so cannot be waited for: the batch's finalizer
+    removes it before the batch goes, so the batch gone is the answer (it raised Forbidden, after
+    the batch was deleted)."""
+    client = sdk.Client(api=_namespace_level_user_api(), namespace="team")
+    handle = client.handle("b")
+    assert client.sandbox_namespace(handle.obj)
+    handle.delete(timeout=5)                       # waits, by default
+    with pytest.raises(sdk.NotFound):
+        client.get("b")
+
+
 def test_secret_env_names_keys_never_values():
     from rolloutbatch.sdk.build import secret_env
 

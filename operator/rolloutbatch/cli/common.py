@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -161,6 +162,16 @@ def check_object(obj: Any, where: str) -> None:
         raise CLIError(f"{where} has no metadata.name or metadata.generateName")
     if not isinstance(obj.get("spec"), dict):
         raise CLIError(f"{where} has no spec")
+
+
+def sandbox_forbidden(namespace: str, exc: BaseException, works: str) -> str:
+    """Why a user with rights in the batch's namespace only (the README's editor and viewer roles,
+    manifests/rbac/user_roles.yaml) cannot read its pods, Job or events; ``works``: what does."""
+    user = re.search(r'User "([^"]*)"', str(exc))   # the API's refusal names who asked
+    who = f"{user.group(1)} has no right" if user else "no right"
+    return (f"{who} to read namespace {namespace}: an episode's pods, logs and Job need get and list on "
+            f"pods, pods/log, jobs and events there, which no edit or view role of the batch's namespace gives; "
+            f"{works}")
 
 
 def os_error(exc: OSError) -> str:

@@ -31,12 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rolloutbatch import __version__
 from rolloutbatch.cli import render
-from rolloutbatch.cli.common import CLIError, make_client
+from rolloutbatch.cli.common import CLIError, make_client, sandbox_forbidden
 from rolloutbatch.cli.logs import TAILS_KEPT, cleanup_hint
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import KubeError, NotFound
+from rolloutbatch.kube.errors import Forbidden, KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, ops
 from rolloutbatch.sdk.retained import retained_batch, retained_head_name
 
@@ -207,9 +207,21 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
         result["results_error"] = str(exc)
 
     missing: dict[str, str] = {}
-    sandbox_gone = not _namespace_alive(client, child_ns, meta)
+    # A user with rights in the batch's namespace only (the README's editor and viewer roles): what
+    # they may not read is said, the rest written.
+    forbidden: dict[str, Forbidden] = {}
+
+    def sandbox_read(what: str, read, empty):
+        try:
+            return read()
+        except Forbidden as exc:
+            forbidden[what] = exc
+            return empty
+
+    sandbox_gone = not sandbox_read("namespace", lambda: _namespace_alive(client, child_ns, meta), True)
     gone_why = f"the sandbox namespace {child_ns} is gone: {cleanup_hint(batch)}"
-    job = resources.get_or_none(client.api, "Job", status["jobName"], child_ns) if status.get("jobName") else None
+    job = sandbox_read("job.json", lambda: resources.get_or_none(client.api, "Job", status["jobName"], child_ns),
+                       None) if status.get("jobName") else None
     _write(out / "job.json", job)
     files.append("job.json")
     if job is None:
@@ -217,8 +229,9 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
                                                               else f"Job {child_ns}/{status['jobName']} was deleted")
 
     try:
-        pods = client.api.get(resources.collection_path("Pod", child_ns), "list episode pods",
-                              labelSelector=f"{LABEL_BATCH_UID}={meta['uid']}").get("items", [])
+        pods = sandbox_read("pods.json", lambda: client.api.get(
+            resources.collection_path("Pod", child_ns), "list episode pods",
+            labelSelector=f"{LABEL_BATCH_UID}={meta['uid']}"), {}).get("items", [])
     except NotFound:
         pods = []
     pods.sort(key=lambda p: p["metadata"]["name"])
@@ -229,8 +242,16 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
         missing["<pod>.log"] = gone_why if sandbox_gone else "no pod, no log"
         result["kept"] = f"{TAILS_KEPT}, in results.json: rolloutbatch logs {meta['name']} --index I shows one"
 
-    _write(out / "events.txt", render.format_events(_events(client, batch, child_ns)))
+    _write(out / "events.txt", render.format_events(_events(client, batch, child_ns, forbidden)))
     files.append("events.txt")
+    if forbidden:
+        exc = next(forbidden[what] for what in ("pods.json", "job.json", "events.txt", "namespace") if what in forbidden)
+        why = sandbox_forbidden(child_ns, exc, "results.json needs none: it keeps every episode's log tail")
+        if "job.json" in forbidden:
+            missing["job.json"] = why
+        if "pods.json" in forbidden:
+            missing.update({"pods.json": why, "<pod>.log": why})
+            result.pop("kept", None)   # its hint, `rolloutbatch logs`, lists the pods too
 
     def save_log(pod: dict) -> bool:
         name = pod["metadata"]["name"]
@@ -264,7 +285,9 @@ def _namespace_alive(client: Client, namespace: str, meta: dict) -> bool:
     return client.namespace_exists(namespace, meta["uid"])
 
 
-def _events(client: Client, batch: dict, child_ns: str) -> list[dict]:
+def _events(client: Client, batch: dict, child_ns: str, forbidden: dict[str, Forbidden]) -> list[dict]:
+    """The batch's events, then its sandbox namespace's; a Forbidden of the latter is added to
+    ``forbidden`` (the batch's own are still written)."""
     meta = batch["metadata"]
     events: list[dict] = []
     try:
@@ -274,4 +297,6 @@ def _events(client: Client, batch: dict, child_ns: str) -> list[dict]:
             events += client.api.get(f"/api/v1/namespaces/{child_ns}/events", "list events").get("items", [])
     except NotFound:
         pass
+    except Forbidden as exc:
+        forbidden["events.txt"] = exc
     return events

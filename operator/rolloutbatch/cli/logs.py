@@ -125,9 +125,10 @@ def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limi
 
 
 def logs(args: argparse.Namespace) -> int:
+    from rolloutbatch.cli.common import sandbox_forbidden
     from rolloutbatch.core.naming import LABEL_BATCH_UID
     from rolloutbatch.kube import resources
-    from rolloutbatch.kube.errors import NotFound
+    from rolloutbatch.kube.errors import Forbidden, NotFound
     from rolloutbatch.sdk import ResultsNotReady
 
     client = make_client(args)
@@ -145,6 +146,9 @@ def logs(args: argparse.Namespace) -> int:
                               labelSelector=selector).get("items", [])
     except NotFound:
         pods = []
+    except Forbidden as exc:   # rights in the batch's namespace only: which are missing, and what works
+        raise CLIError(sandbox_forbidden(where, exc, f"rolloutbatch results {meta['name']} --output DIR needs none: "
+                                                     "the results keep every episode's log tail")) from None
     if pods:
         pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
         shown = _print_pod_logs(client, where, pods if args.index is None else pods[-1:], args.index is None,

@@ -83,6 +83,18 @@ def test_cleanup_takes_several_names_and_ignore_not_found(capsys, monkeypatch):
     assert code == 0 and "rolloutbatch.rl.agentruntime.io/a deleted" in out and err == ""
 
 
+def test_cleanup_by_a_user_who_may_not_read_namespaces_exits_0(capsys, monkeypatch):
+    """cleanup waits (by default) for the batch and its sandbox namespace; a user with namespace
+    rights only cannot read the latter (Forbidden): the batch gone answers, not exit 1."""
+    from rolloutbatch.sdk import Client
+    from tests.unit.test_sdk_build import _namespace_level_user_api
+
+    api = _namespace_level_user_api()
+    code, out, err = _run(capsys, monkeypatch, Client(api=api, namespace="team"), "cleanup", "b", "--timeout", "5")
+    assert code == 0 and err == "", err
+    assert api.get_object("RolloutBatch", "b", "team") is None
+
+
 def test_cleanup_removes_retained_results_once_their_batch_is_gone(capsys, monkeypatch):
     client = FakeClient({"a": _obj("a", {})}, retained={"a": ["a-results"], "gone": ["gone-results", "gone-results-0"]})
     code, out, err = _run(capsys, monkeypatch, client, "cleanup", "a", "gone")

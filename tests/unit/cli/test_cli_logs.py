@@ -8,7 +8,7 @@ import pytest
 from rolloutbatch.cli import logs
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.children import removes_sandbox
-from rolloutbatch.kube.errors import NotFound
+from rolloutbatch.kube.errors import Forbidden, NotFound
 from tests.unit.cli.test_cli_follow import _run as run
 
 EVENTS = '{"event": "reward", "at": 2.0, "episode_id": "p1", "reward": 1.0}\n'
@@ -103,6 +103,47 @@ def test_results_says_each_file_once_and_gives_the_logs_hint(capsys, monkeypatch
     assert "Every episode's results row keeps the end of its log: 1 KiB of a succeeded one's" in out
     assert "empty: job.json, pods.json; not written: <pod>.log (the sandbox namespace rb-0123456789 is gone" in out
     assert (tmp_path / "out" / "job.json").read_text() == "null\n"
+
+
+class NamespaceLevelApi(Api):
+    """A user with the README's namespace-level rights: the sandbox namespace (the operator's,
+    with no RoleBinding for them) refuses every read; the batch's own namespace answers."""
+
+    def get(self, path, what, **params):
+        if "/namespaces/rb-" in path:
+            raise Forbidden(f'{what}: forbidden: User "alice@example.com" cannot list resource "pods" in API group "" '
+                            f'in the namespace "rb-0123456789"', status=403)
+        return super().get(path, what, **params)
+
+
+class NamespaceLevelClient(Client):
+    def __init__(self):
+        super().__init__(phase="Running")
+        self.api = NamespaceLevelApi()
+
+    def namespace_exists(self, name, uid=None):
+        raise Forbidden(f'namespaces "{name}" is forbidden: cluster scope', status=403)
+
+
+def test_logs_without_rights_in_the_sandbox_says_which_and_what_works_in_one_line(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, NamespaceLevelClient(), "logs", "okgone", "--index", "1")
+    assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("rolloutbatch: error: alice@example.com has no right to read namespace rb-0123456789: "), err
+    assert "get and list on pods, pods/log, jobs and events there" in err and "…" not in err   # whole
+    assert "rolloutbatch results okgone --output DIR needs none" in err
+
+
+def test_results_without_rights_in_the_sandbox_writes_the_rest_and_says_why(capsys, monkeypatch, tmp_path):
+    code, out, err = run(capsys, monkeypatch, NamespaceLevelClient(), "results", "okgone",
+                         "--output", str(tmp_path / "out"))
+    assert code == 0 and err == "", out + err
+    said = [line for line in out.splitlines() if "no right" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "empty: job.json, pods.json; not written: <pod>.log (alice@example.com has no right to read namespace "
+        "rb-0123456789: "), out
+    assert said[0].endswith("results.json needs none: it keeps every episode's log tail)"), out
+    assert "is gone" not in out and "rolloutbatch logs" not in out      # it cannot tell, and logs could not either
+    assert (tmp_path / "out" / "results.json").exists()
 
 
 @pytest.mark.parametrize("policy, phase, removed", [
