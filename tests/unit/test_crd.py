@@ -41,6 +41,14 @@ def test_defaults_and_bounds_are_in_the_descriptions():
             assert str(sub["maximum"]) in text, (name, text)
 
 
+def test_the_phase_description_names_every_phase_in_order():
+    """What `kubectl explain rb.status.phase` says: every member of the enum (Queued was left out)."""
+    phase = SCHEMA["properties"]["status"]["properties"]["phase"]
+    text = phase["description"]
+    assert [p for p in phase["enum"] if p in text] == phase["enum"], text
+    assert sorted(phase["enum"], key=text.index) == phase["enum"], text
+
+
 def test_printer_columns_do_not_repeat_kubectls_namespace():
     names = [c["name"].upper() for c in VERSION["additionalPrinterColumns"]]
     # kubectl get -A prints its own NAMESPACE (the object's) first.

@@ -1,9 +1,12 @@
 """README's spec table says the defaults the CRD states: every field the CRD defaults is listed,
-with that default (the CRD's come from core.defaults, so the table follows them)."""
+with that default (the CRD's come from core.defaults, so the table follows them); its status
+table and its condition reasons say the phases and reasons of core.vocabulary."""
 from __future__ import annotations
 
 import pathlib
+import re
 
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.crd import openapi_schema
 from tests.support.crd_schema import defaults
 
@@ -30,3 +33,23 @@ def test_every_crd_default_is_in_the_table():
         else:
             shown = str(value).lower() if isinstance(value, bool) else str(value)
             assert cell == f"`{shown}`", (path, cell, value)
+
+
+def _section(title: str) -> str:
+    text = README.read_text()
+    start = text.index(f"\n### {title}\n")
+    return text[start:text.index("\n### ", start + 1)]
+
+
+def test_the_status_table_lists_every_phase_in_order():
+    row = next(line for line in _section("status").splitlines() if line.startswith("| `phase`"))
+    listed = [p for p in re.findall(r"`(\w+)`", row) if p != "phase"]
+    assert listed[:len(v.PHASES)] == list(v.PHASES), row
+
+
+def test_the_condition_reasons_listed_are_a_batchs():
+    """The reasons a user matches in alerts or `kubectl get rb -o jsonpath`: a batch's own
+    (core.vocabulary BatchReason, StallReason), not an episode row's (JobFailed was listed)."""
+    listed = re.search(r"Reasons\s+include(.*?)\.\n", _section("Conditions and printer columns"), re.S).group(1)
+    reasons = re.findall(r"`(\w+)`", listed)
+    assert reasons and [r for r in reasons if r not in (*v.BATCH_REASONS, *v.STALL_REASONS)] == [], reasons

@@ -28,8 +28,9 @@ def status_schema() -> Schema:
          "conditions to tell the outcome; phase is informational."), {
             "observedGeneration": integer("The metadata.generation this status describes.", format="int64"),
             "phase": string(
-                (f"{v.PENDING}, {v.PROVISIONING} (creating the sandbox), {v.RUNNING}, {v.COLLECTING} (reading the "
-                 f"last logs), then {v.SUCCEEDED}, {v.FAILED} (a stalled batch is {v.FAILED}) or {v.STOPPED} "
+                (f"{v.PENDING}, {v.PROVISIONING} (creating the sandbox), {v.QUEUED} (spec.queueName: until Kueue "
+                 f"admits the Job, and again after an eviction), {v.RUNNING}, {v.COLLECTING} (reading the last "
+                 f"logs), then {v.SUCCEEDED}, {v.FAILED} (a stalled batch is {v.FAILED}) or {v.STOPPED} "
                  "(spec.stop ended it early). Informational: use the conditions."),
                 enum=v.PHASES),
             "progress": string("finished/episodes, where finished = succeeded + failed + lost (e.g. 7/10)."),
