@@ -2,8 +2,9 @@
 
 Exit codes of ``watch`` (and ``submit --watch``): 0 Succeeded, 1 Failed or stalled (or deleted,
 or replaced by a namesake: ``BatchHandle.refresh`` raises NotFound), 3 the watch timed out with
-the batch still running (it keeps running: watch again), 130 interrupted (Ctrl-C; the batch keeps
-running).
+the batch still running, or lost the API server (every read failed for ``cli.watch.OUTAGE_GRACE``
+seconds; a failed read is retried, and said on stderr): the batch keeps running, watch again; 130
+interrupted (Ctrl-C; the batch keeps running).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ EXIT_TIMEOUT = 3
 def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("watch", parents=[common], help="follow a running RolloutBatch to the end (re-attach)",
                        description="Show the live progress of a batch, then its summary and failure reasons. "
-                                   "Exit 0 Succeeded, 1 Failed, 3 the watch timed out, 130 interrupted.")
+                                   "Exit 0 Succeeded, 1 Failed, 3 the watch timed out or lost the API server "
+                                   "(the batch keeps running), 130 interrupted.")
     p.add_argument("name")
     p.add_argument("--timeout", type=positive, default=3600.0, metavar="SECONDS",
                    help="give up watching after this long (default 3600; exit 3)")

@@ -141,6 +141,52 @@ def test_stop_asks_running_batches_and_leaves_ended_ones(capsys, monkeypatch):
     assert "rolloutbatch.rl.agentruntime.io/done already ended (Succeeded): nothing to stop" in out
 
 
+class FlakyClient(FakeClient):
+    """After the first read, the API server fails ``failures`` reads (a 503, then a dropped
+    connection, in turn), then answers with the batch's status ``then``."""
+
+    def __init__(self, name, failures, then):
+        super().__init__({name: _obj(name, {"phase": "Running"})})
+        self.failures, self.then, self.reads = failures, then, 0
+
+    def get(self, name, namespace=None):
+        from rolloutbatch.kube.errors import Unavailable
+
+        self.reads += 1
+        if self.reads > 1 and self.failures:
+            self.failures -= 1
+            raise Unavailable("get RolloutBatch n/a: 503 Service Unavailable", status=503) if self.failures % 2 \
+                else Unavailable("get RolloutBatch n/a: connection reset by peer")
+        if self.reads > 1:
+            self.objects[name] = _obj(name, self.then)
+        return super().get(name, namespace)
+
+
+def test_watch_retries_a_transient_api_failure_and_says_so(capsys, monkeypatch):
+    """A 5xx or a dropped connection during the watch is no outcome: the batch runs on, so the watch
+    retries (a line on stderr each time) and exits by the batch's end (it exited 1, as Failed)."""
+    import rolloutbatch.cli.watch as cli_watch
+
+    monkeypatch.setattr(cli_watch, "RETRY_FIRST", 0.0, raising=False)
+    code, out, err = _run(capsys, monkeypatch, FlakyClient("a", 2, {"phase": "Succeeded"}), "watch", "a")
+    assert code == 0, err
+    lines = err.splitlines()
+    assert len(lines) == 3 and "503 Service Unavailable); retrying in 0s, for up to 120s in all" in lines[0], err
+    assert "connection reset by peer" in lines[1] and lines[2] == "rolloutbatch: the API server answers again"
+
+
+def test_watch_that_loses_the_api_server_exits_3_not_1(capsys, monkeypatch):
+    """Failing past the grace, the outcome is unknown: exit 3 (the batch keeps running, re-attach),
+    as a timed-out watch, not 1 (a failed batch)."""
+    import rolloutbatch.cli.watch as cli_watch
+
+    monkeypatch.setattr(cli_watch, "OUTAGE_GRACE", 0.0, raising=False)
+    code, out, err = _run(capsys, monkeypatch, FlakyClient("a", 10**6, {"phase": "Succeeded"}), "watch", "a")
+    assert code == follow.EXIT_TIMEOUT == 3, err
+    assert err.startswith("rolloutbatch: the API server failed every read for 0s (get RolloutBatch n/a: ") and \
+        "re-attach with: rolloutbatch watch a -n n" in err and len(err.splitlines()) == 1, err
+
+
 def test_watch_exit_codes_timeout_differs_from_failure(capsys, monkeypatch):
     import rolloutbatch.cli.watch as cli_watch
 

@@ -51,6 +51,29 @@ def test_live_bar_counts_lost_episodes():
 
 
 @pytest.mark.parametrize("terminal", [False, True])
+def test_a_failed_read_is_retried_on_the_board_and_in_plain_lines(terminal, monkeypatch, capsys):
+    from rolloutbatch.cli import watch
+    from rolloutbatch.kube.errors import Unavailable
+
+    class Flaky(FakeClient):
+        def get(self, name, namespace):
+            if self.statuses[0] is None:
+                self.statuses.pop(0)
+                raise Unavailable("get RolloutBatch n/b: 502 Bad Gateway", status=502)
+            return super().get(name, namespace)
+
+    monkeypatch.setattr(watch, "RETRY_FIRST", 0.0, raising=False)
+    handle = BatchHandle(Flaky([None, RUNNING, None, DONE]), {"metadata": {"name": "b", "namespace": "n", "uid": "u"},
+                                                             "spec": {"episodes": 4}})
+    out = io.StringIO()
+    follow([handle], Console(file=out, force_terminal=terminal, width=200), timeout=5, interval=0)
+    assert handle.status["phase"] == "Failed" and "4/4" in out.getvalue()
+    # on stderr; on the board, above it (rich's Live takes stderr while it draws)
+    said = capsys.readouterr().err + out.getvalue()
+    assert said.count("502 Bad Gateway); retrying in 0s") == 2 and said.count("the API server answers again") == 2
+
+
+@pytest.mark.parametrize("terminal", [False, True])
 def test_cli_watch_does_not_report_a_namesakes_success(terminal):
     """`rolloutbatch watch exp` (and submit --watch) polls by name: batch A deleted and a
     namesake succeeding made the watch print the namesake's summary and exit 0 for A."""
