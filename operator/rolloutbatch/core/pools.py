@@ -374,11 +374,26 @@ def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_s
             "spec": {"activeDeadlineSeconds": deadline}}
 
 
-def enrol_patch(batch: BatchRef, index: int) -> dict:
+def enrol_patch(batch: BatchRef, index: int, record: Mapping | None = None) -> dict:
     """A merge patch that moves a pod claimed for ``batch`` (:func:`claim_patch`) into it: the
-    batch's labels, which its Job selects and the operator's watch routes by."""
-    return {"metadata": {"labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None,
-                                    **batch_pod_labels(batch), COMPLETION_INDEX_KEY: str(index)}}}
+    batch's labels, which its Job selects and the operator's watch routes by; with ``record``
+    (:func:`record_patch`), its hand-over's record in the same write."""
+    patch: dict = {"metadata": {"labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None,
+                                           **batch_pod_labels(batch), COMPLETION_INDEX_KEY: str(index)}}}
+    if record:
+        patch["metadata"]["annotations"] = dict((record.get("metadata") or {}).get("annotations") or {})
+        if record.get("spec"):
+            patch["spec"] = dict(record["spec"])
+    return patch
+
+
+def record_patch(annotations: Mapping[str, str], active_deadline_seconds: int | None = None) -> dict:
+    """A merge patch that records a hand-over on its pod (``annotations``: its time) and lowers the
+    pod's deadline to ``active_deadline_seconds`` when given (the API lets it be lowered only)."""
+    patch: dict = {"metadata": {"annotations": dict(annotations)}}
+    if active_deadline_seconds is not None:
+        patch["spec"] = {"activeDeadlineSeconds": active_deadline_seconds}
+    return patch
 
 
 @dataclasses.dataclass(frozen=True)

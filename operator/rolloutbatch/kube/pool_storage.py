@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from rolloutbatch import GROUP, POOL_PLURAL, VERSION
-from rolloutbatch.core import naming
+from rolloutbatch.core import naming, pools
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
 
@@ -170,9 +170,7 @@ class PoolStorage:
     async def annotate_pod(self, namespace: str, name: str, annotations: dict,
                            active_deadline_seconds: int | None = None) -> None:
         """Annotations on a pod, and a lower ``activeDeadlineSeconds`` in the same patch when given."""
-        patch: dict = {"metadata": {"annotations": annotations}}
-        if active_deadline_seconds is not None:
-            patch["spec"] = {"activeDeadlineSeconds": active_deadline_seconds}
+        patch = pools.record_patch(annotations, active_deadline_seconds)
 
         path, what = resources.object_path("Pod", name, namespace), f"annotate pod {namespace}/{name}"
         if self.writer is not None:   # on the loop as the claim was: twenty come in its burst

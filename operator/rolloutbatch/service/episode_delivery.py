@@ -5,7 +5,9 @@ has started (its startupProbe passed: prepared and waiting) and that was not yet
 episode gets it on its stdin through ``pods/attach`` (core.pool_delivery: no process is started
 in the container for it, which an exec's was): through the channel the pool opened to the pod
 while it waited (service.warm_channels), else an attach opened then; then the pod is annotated
-with the time. A pod whose
+with the time. A claimed pod's record waits for its batch's labels while the first wave is
+handed over (:meth:`EpisodeDelivery.settled`), and goes with them: one write per pod where two
+were, in the seconds twenty hand-overs share the node with them. A pod whose
 delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
 With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
@@ -70,6 +72,11 @@ class EpisodeDelivery:
         self._in_flight: set[tuple[str, str]] = set()
         self._done: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task] = set()
+        # agent hand-overs to claimed pods held for the enrolment's write while the first wave is
+        # handed over: pod uid -> core.pools.record_patch, and where that pod is
+        self._holding = False
+        self._unrecorded: dict[str, dict] = {}
+        self._where: dict[str, tuple[str, str]] = {}
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
         self._task_path: str | None = None
         self._input_copies: dict[str, str] | None = None   # spec.inputsFrom: key -> the group's input
@@ -77,9 +84,11 @@ class EpisodeDelivery:
         # process) may have been handed over by an earlier operator (maybe_handed_over)
         self._since = time.time() if since is None else since
 
-    def claimed(self, pods: list[dict]) -> None:
+    def claimed(self, pods: list[dict], held: bool = False) -> None:
         """Warm pods just claimed: handed their episodes at once, while the Job is being created
-        (a claimed pod is started, so it waits for nothing else)."""
+        (a claimed pod is started, so it waits for nothing else). ``held``: their records wait for
+        :meth:`settled` to give them to the enrolment (which then always follows)."""
+        self._holding = self._holding or held
         for pod in pods:
             self._start(pod_facts(pod))
 
@@ -90,14 +99,21 @@ class EpisodeDelivery:
         for task in list(self._tasks):
             task.cancel()
 
-    async def settled(self, within: float) -> None:
-        """Until the hand-overs in flight now are done, or ``within`` seconds."""
-        if self._tasks:
+    async def settled(self, within: float) -> dict[str, dict]:
+        """Until the hand-overs in flight now are done, or ``within`` seconds; then the records of
+        those held (pod uid -> core.pools.record_patch), for the enrolment to write with the pods'
+        labels and take out (service.pool_claims.enrol). Hand-overs done from now on record
+        themselves, and the next :meth:`round` writes any record the enrolment left."""
+        if self._tasks and within > 0:
             await asyncio.wait(set(self._tasks), timeout=within)
+        self._holding = False
+        return self._unrecorded
 
     def round(self, tracker: BatchTracker) -> None:
         if not self.spec.pool_name or tracker.stopping:
             return
+        if not self._holding and (self._unrecorded or self._where):
+            self._record_left()
         live = tracker.live_pods()
         # as the tracker's own rule (a claim before its adoption, one ended); once per round
         held = pools.held_indexes(tracker.index_holders())
@@ -203,7 +219,8 @@ class EpisodeDelivery:
                 # Evicting it would re-roll an attempt that may be running, so its deadline ends
                 # it, lowered as if it had its episode when the bytes began to go.
                 if phase == _AGENT_PHASE:
-                    await self._annotate(facts, naming.ANNOTATION_UNCONFIRMED_AT, sent.began,
+                    await self._annotate(facts.namespace, facts.name,
+                                         {naming.ANNOTATION_UNCONFIRMED_AT: _stamp(sent.began)},
                                          self._tightened(facts, sent.began))
                 self._leave_to_deadline(facts, phase, sent.error)
                 return
@@ -220,8 +237,12 @@ class EpisodeDelivery:
                 # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
                 self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)
             # the time the hand-over waited is not the agent's
-            await self._annotate(facts, _ANNOTATIONS[phase], now,
-                                 self._tightened(facts, now) if phase == _AGENT_PHASE else None)
+            deadline = self._tightened(facts, now) if phase == _AGENT_PHASE else None
+            if phase == _AGENT_PHASE and self._holding and facts.claimed_at is not None:
+                self._unrecorded[facts.uid] = pools.record_patch({_ANNOTATIONS[phase]: _stamp(now)}, deadline)
+                self._where[facts.uid] = (facts.namespace, facts.name)
+                return
+            await self._annotate(facts.namespace, facts.name, {_ANNOTATIONS[phase]: _stamp(now)}, deadline)
         finally:
             self._in_flight.discard(key)
 
@@ -302,21 +323,30 @@ class EpisodeDelivery:
             except Unconfirmed as exc:
                 raise _SentUnconfirmed(exc, began) from None
 
-    async def _annotate(self, facts: PodFacts, annotation: str | None, now: float, deadline: int | None = None) -> None:
-        """The delivery's time on the pod (its record across a restart; None: no record), with its
-        deadline lowered to ``deadline`` when given. The phase runs already: a failure here is
-        retried, never a reason to evict it (a repeated delivery is a no-op)."""
-        if annotation is None and deadline is None:
-            return
+    async def _annotate(self, namespace: str, name: str, annotations: dict[str, str], deadline: int | None) -> None:
+        """The delivery's time on the pod (its record across a restart), with its deadline lowered
+        to ``deadline`` when given. The phase runs already: a failure here is retried, never a
+        reason to evict it (a repeated delivery is a no-op)."""
         for attempt in range(ANNOTATE_TRIES):
             try:
-                await self.pool_storage.annotate_pod(facts.namespace, facts.name,
-                                                     {annotation: f"{now:.3f}"} if annotation else {},
-                                                     active_deadline_seconds=deadline)
+                await self.pool_storage.annotate_pod(namespace, name, annotations, active_deadline_seconds=deadline)
                 return
             except KubeError as exc:
-                self.log.warning("Annotating pod %s as delivered failed (%s)", facts.name, exc)
+                self.log.warning("Annotating pod %s as delivered failed (%s)", name, exc)
                 await asyncio.sleep(0.5 * (attempt + 1))
+
+    def _record_left(self) -> None:
+        """The held records the enrolment did not write (its pod gone, its index annotation edited,
+        its write failed), each written alone."""
+        for uid, patch in list(self._unrecorded.items()):
+            del self._unrecorded[uid]
+            namespace, name = self._where.pop(uid)
+            annotations = (patch.get("metadata") or {}).get("annotations") or {}
+            task = asyncio.create_task(self._annotate(namespace, name, annotations,
+                                                      (patch.get("spec") or {}).get("activeDeadlineSeconds")))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._where.clear()
 
     def _leave_to_deadline(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
         """A pod that may have its phase (an earlier operator may have handed it over:
@@ -359,6 +389,11 @@ class _SentUnconfirmed(Exception):
     def __init__(self, error: Unconfirmed, began: float) -> None:
         super().__init__(str(error))
         self.error, self.began = error, began
+
+
+def _stamp(seconds: float) -> str:
+    """A time as the annotations hold it (unix seconds, milliseconds)."""
+    return f"{seconds:.3f}"
 
 
 def _plain(env: tuple[dict, ...] | list) -> tuple[tuple[str, str], ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 
 from rolloutbatch.core import naming, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
@@ -163,15 +163,26 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
                   unenrolled=[*pools.unenrolled_claims(mine, ref.uid), *fresh])
 
 
-async def enrol(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claimed: list[dict]) -> list[dict]:
+async def enrol(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claimed: list[dict],
+                records: MutableMapping[str, dict] | None = None) -> list[dict]:
     """The batch's labels on its claimed pods (core.pools.enrol_patch), all at once; returns them
     as the API did (a pod gone meanwhile is not: the Job runs its index cold). A claim whose index
     annotation was edited by hand is left out: it runs to the deadline its claim set, and its index
-    gets a cold pod."""
+    gets a cold pod. ``records`` (pod uid -> core.pools.record_patch) are the hand-overs held for
+    this write (EpisodeDelivery.settled): each goes with its pod's labels, and leaves ``records``
+    once written (what is left, the delivery writes alone)."""
+    held = records if records is not None else {}
+
+    async def one(pod: dict, index: int) -> dict | None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        record = held.get(uid) if isinstance(uid, str) else None
+        got = await pool_storage.enrol_pod(namespace, pod["metadata"]["name"], pools.enrol_patch(ref, index, record))
+        if got is not None and record is not None:
+            held.pop(uid, None)
+        return got
     indexed = [(p, i) for p in claimed
                if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()]
-    enrolled = await asyncio.gather(*(pool_storage.enrol_pod(namespace, p["metadata"]["name"],
-                                                             pools.enrol_patch(ref, int(i))) for p, i in indexed))
+    enrolled = await asyncio.gather(*(one(p, int(i)) for p, i in indexed))
     return [p for p in enrolled if p is not None]
 
 
@@ -191,14 +202,15 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
-                    handed_over: Callable[[float], Awaitable[None]] | None = None, made_by: str | None = None,
-                    count: bool = True) -> dict:
+                    handed_over: Callable[[float], Awaitable[MutableMapping[str, dict] | None]] | None = None,
+                    made_by: str | None = None, count: bool = True) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption). When every index of the first wave got a warm pod, the Job is created once their
     hand-overs are done (``handed_over``, at most HAND_OVER_FIRST seconds): its creation and its
     adoption of the claimed pods (a write to each, seen by every pod watcher) would share the
-    machine with them, and the Job makes no pod before its first wave ends. The claims are counted
+    machine with them, and the Job makes no pod before its first wave ends. ``handed_over`` returns
+    the records of the hand-overs done (:func:`enrol`). The claims are counted
     (the pool_claims metric, the ClaimedFromPool Event) with ``count`` by the operator run
     ``made_by`` that made the Job (naming.ANNOTATION_MADE_BY: its retry after a lost answer adopts
     it and counts; a new operator's resumed provisioning does not); without ``made_by``, always."""
@@ -209,10 +221,12 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
                          on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
-    if handed_over is not None and claims.claimed and hits >= wanted:
-        await handed_over(HAND_OVER_FIRST)
+    # The Job waits for the first wave's hand-overs only when it has no cold pod to make; the
+    # records of those done come back to go with the labels (one write per pod, not two).
+    records = await handed_over(HAND_OVER_FIRST if claims.claimed and hits >= wanted else 0.0) \
+        if handed_over is not None else None
     namespace = naming.pool_namespace(pool.namespace, pool.name)
-    enrolled = await enrol(pool_storage, namespace, ref, claims.unenrolled)
+    enrolled = await enrol(pool_storage, namespace, ref, claims.unenrolled, records)
     crash_point("pool:enrolled")
     await _until_listed(pool_storage, namespace, ref, enrolled)
     job = _job(ref, spec, pool, definition, claims.began)

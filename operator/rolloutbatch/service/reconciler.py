@@ -275,7 +275,8 @@ class BatchReconciler:
             delivery = self.delivery
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, delivery.claimed, self.ctx.settings.scope, delivery.settled,
+                self.ctx.metrics, lambda pods: delivery.claimed(pods, held=True), self.ctx.settings.scope,
+                delivery.settled,
                 made_by=self._run_id, count=not self._claims_counted), self.tracker)
             self._claims_counted = True
         else:

@@ -224,8 +224,9 @@ def _op(name, kind=None):
 
 POOLED_SITES = {
     "claim-1": _op("_claim"),
-    "enrol-1": _op("_enrol"),   # the batch's labels, after the hand-overs (core.pools.enrol_patch)
-    "annotate-delivered": _op("annotate"),
+    # the batch's labels after the hand-overs, with their records (core.pools.enrol_patch): every
+    # index here gets a warm pod, so no hand-over records itself alone
+    "enrol-1": _op("_enrol"),
     "create-Job": _op("create_or_adopt", "Job"),
     "status-Running": lambda op, args: op == "patch_batch_status" and (args[2] or {}).get("phase") == v.RUNNING,
     "status-Provisioning": lambda op, args: op == "patch_batch_status" and (args[2] or {}).get("phase") == v.PROVISIONING,
@@ -375,7 +376,8 @@ def test_a_pooled_crash_with_cold_pods_is_resumed_with_every_episode_once(monkey
     async def main():
         async with MemoryCluster(pod_create_grace=5.0) as cluster:
             if site == "annotate-cold":
-                crash = PoolCrash(monkeypatch, _op("annotate"), occurrence=EPISODES + 1, after=after)
+                # the first hand-over recorded alone: a cold pod's (the warm ones' go with their labels)
+                crash = PoolCrash(monkeypatch, _op("annotate"), after=after)
             else:
                 crash = PoolCrash(monkeypatch, POOLED_SITES[site], after=after)
             await fill_pool(cluster)
@@ -387,9 +389,10 @@ def test_a_pooled_crash_with_cold_pods_is_resumed_with_every_episode_once(monkey
 
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
 def test_a_crash_between_a_hand_over_and_its_annotation_keeps_the_episode(monkeypatch, after):
-    """The first operator handed the pods their episodes and died at the delivered-at annotation;
-    a launcher reads its stdin once, so the restarted operator's second hand-over is never
-    confirmed. The episodes run and end: each is judged from its pod, once."""
+    """The first operator handed the pods their episodes and died at the write that records them
+    (their delivered-at annotations go with the batch's labels); a launcher reads its stdin once,
+    so the restarted operator's second hand-over is never confirmed. The episodes run and end:
+    each is judged from its pod, once."""
     from rolloutbatch.kube.errors import Unavailable
 
     async def main():
@@ -406,7 +409,7 @@ def test_a_crash_between_a_hand_over_and_its_annotation_keeps_the_episode(monkey
                 cluster.api.set_attach(POOL_NS, name, handler)
             for pod in cluster.api.list_objects("Pod", POOL_NS):
                 once(pod["metadata"]["name"])
-            crash = PoolCrash(monkeypatch, _op("annotate"), after=after)
+            crash = PoolCrash(monkeypatch, _op("_enrol"), after=after)
             await crashed_then_resumed(cluster, crash, SPEC, controllers)
             assert_every_episode_succeeded(cluster, EPISODES)
     asyncio.run(asyncio.wait_for(main(), 30))

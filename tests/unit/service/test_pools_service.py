@@ -580,7 +580,7 @@ def test_the_job_waits_for_the_first_waves_hand_overs_only_when_it_all_got_warm_
                               lambda pods: said.append(len(pods)), CLUSTERWIDE, handed_over))
     claims = [1] * min(warm_pods, 3)
     # the batch's labels (a recompute of every node's network policies) only after the hand-overs
-    assert said == claims + ([("handed over", pool_claims.HAND_OVER_FIRST)] if waits else []) \
+    assert said == claims + [("handed over", pool_claims.HAND_OVER_FIRST if waits else 0.0)] \
         + ["enrol"] * len(claims) + ["Job"]
     for pod in api.list_objects("Pod", POOL_NS):
         labels = pod["metadata"]["labels"]
@@ -589,6 +589,40 @@ def test_the_job_waits_for_the_first_waves_hand_overs_only_when_it_all_got_warm_
             assert labels[v.COMPLETION_INDEX_KEY] == pod["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
         else:
             assert labels[naming.LABEL_POOL_UID] and naming.LABEL_BATCH_UID not in labels
+
+
+@pytest.mark.parametrize("enrolled", [True, False], ids=["enrolled", "enrolment-lost"])
+def test_the_first_waves_hand_overs_are_recorded_with_the_batchs_labels(api, enrolled):
+    """provision with the batch's delivery: a warm pod is written twice, its claim and then the
+    batch's labels with its hand-over's record (delivered-at, the lowered deadline), not three
+    times in the seconds the hand-overs share the node. A record the enrolment did not write (its
+    pod's write lost) is written alone at the delivery's next round."""
+    filled(api, 2)
+    spec = batch_spec(episodes=2, parallelism=2)
+    api.set_attach(POOL_NS, None, lambda container, stdin: None)
+    writes: dict[str, list[dict]] = {}
+    api.subscribe("Pod", lambda event, obj: writes.setdefault(obj["metadata"]["name"], []).append(obj)
+                  if event == "MODIFIED" else None)
+    d = delivery(api, spec, [], [])
+
+    class Losing(PoolStorage):
+        async def enrol_pod(self, namespace: str, name: str, patch: dict) -> dict | None:
+            return await super().enrol_pod(namespace, name, patch) if enrolled else None
+
+    async def go() -> None:
+        await pool_claims.provision(Storage(api), Losing(api), BATCH, spec, lambda *e: None, None,
+                                    lambda pods: d.claimed(pods, held=True), CLUSTERWIDE, d.settled)
+        await delivery_round(api, d, 2)
+    run(go())
+    claimed = claimed_indexes(api)
+    assert len(claimed) == 2
+    for name in claimed:
+        claim, *later = writes[name]
+        assert len(later) == 1, [w["metadata"].get("annotations") for w in later]
+        pod = api.get_object("Pod", name, POOL_NS)
+        assert float(pod["metadata"]["annotations"][naming.ANNOTATION_DELIVERED_AT]) > 0
+        assert pod["spec"]["activeDeadlineSeconds"] < claim["spec"]["activeDeadlineSeconds"]
+        assert (pod["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid) == enrolled
 
 
 def test_a_batch_that_claimed_nothing_new_does_not_wait_for_hand_overs(api):
@@ -603,7 +637,7 @@ def test_a_batch_that_claimed_nothing_new_does_not_wait_for_hand_overs(api):
     claimed = claimed_indexes(api)
     run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
                               lambda pods: None, CLUSTERWIDE, handed_over))
-    assert waited == [] and api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
+    assert waited == [0.0] and api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
     # the earlier run's claims (it died before their labels) are enrolled now, nothing claimed anew
     assert claimed_indexes(api) == claimed and len(claimed) == 3
     for name in claimed:
@@ -649,8 +683,8 @@ def test_settled_waits_for_the_hand_overs_in_flight_and_no_longer_than_asked():
     d = episode_delivery.EpisodeDelivery.__new__(episode_delivery.EpisodeDelivery)
 
     async def main():
-        d._tasks = set()
-        assert await d.settled(5.0) is None                 # none in flight: at once
+        d._tasks, d._holding, d._unrecorded = set(), True, {}
+        assert await d.settled(5.0) == {} and not d._holding    # none in flight: at once
         quick = asyncio.create_task(asyncio.sleep(0.01))
         slow = asyncio.create_task(asyncio.sleep(30))
         d._tasks = {quick}
