@@ -230,6 +230,19 @@ def test_a_usable_kubeconfig_loads(tmp_path):
     assert Api(config).url == "https://127.0.0.1:1"
 
 
+@pytest.mark.parametrize("no_proxy, proxied", [("", True), ("127.0.0.1", False)])
+def test_the_environments_proxy_is_read_once_for_the_server(tmp_path, monkeypatch, no_proxy, proxied):
+    """As kubectl: HTTPS_PROXY unless NO_PROXY names the server, read when the client is made and
+    not again at each request (requests re-reads the whole environment per call otherwise)."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    api = Api(load_config(_kubeconfig(tmp_path, GOOD)))
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")   # later changes are not read
+    session = api._http.session
+    assert not session.trust_env
+    assert session.proxies.get("https") == ("http://127.0.0.1:3128" if proxied else None)
+
+
 def test_a_refused_patch_does_not_quote_the_whole_object():
     # What the API server answers for a strict merge patch: the patched object, then the error.
     obj = json.dumps({"data": {"results.json": "x" * 900_000}})

@@ -12,6 +12,8 @@ are the first thing shed, succeeded rows' before the others (``core.results.SHED
 
 from __future__ import annotations
 
+import re
+
 from rolloutbatch.core import vocabulary as v
 
 
@@ -32,12 +34,22 @@ def written_size(char: str) -> int:
     return 12 if code > 0xFFFF else 6
 
 
+# Characters written as themselves: one byte each in the results document.
+_PLAIN = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
+
+
 def _end_within(text: str, limit: int) -> str:
     """The longest end of ``text`` whose written size is at most ``limit``."""
+    end = text[-limit:] if limit > 0 else ""
+    if _PLAIN.fullmatch(end):
+        return end   # (most logs) each character one byte: no longer end fits
     size, start = 0, len(text)
-    while start > 0 and size + written_size(text[start - 1]) <= limit:
+    while start > 0:
+        more = written_size(text[start - 1])
+        if size + more > limit:
+            break
         start -= 1
-        size += written_size(text[start])
+        size += more
     return text[start:]
 
 

@@ -51,6 +51,17 @@ def test_a_tail_is_the_end_within_its_limit(text, limit):
     assert written(tail) >= min(written(text), limit) - 12
 
 
+@given(st.text(alphabet=st.one_of(st.characters(min_codepoint=0x20, max_codepoint=0x7e), st.characters()),
+               max_size=300), st.integers(min_value=0, max_value=400))
+def test_a_kept_tail_is_the_longest_end_within_its_budget(text, limit):
+    """kept's fast path (printable ASCII, a byte each) and its character-by-character count agree:
+    the longest end whose written size fits."""
+    got = log_tails._end_within(text, limit)
+    assert text.endswith(got) and written(got) <= limit
+    longer = text[len(text) - len(got) - 1:] if len(got) < len(text) else None
+    assert longer is None or written(longer) > limit
+
+
 def test_a_tail_cut_inside_a_character_drops_it():
     assert log_tails.tail_of("éxxxxxx".encode(), 7) == "xxxxxx"
     assert log_tails.tail_of(b"\xff\xfeok", 14) == "\ufffd\ufffdok"          # the episode's own bad bytes stay marked
