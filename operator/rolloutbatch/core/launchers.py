@@ -26,17 +26,18 @@ VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' w
 # is stopped with TERM, so one that fired always exits 0 (stopped by KILL, one caught between its
 # kill and its exit read as not fired: a timed-out verifier was reported as exit 137 on a busy
 # node). The watchdog runs as the agent's user, so the agent can kill it: the phase's own clock
-# (PID 1's, before and after, when the image has `date`) then still says it ran past its time. An
+# (the kernel's uptime, before and after, read by the shell itself: no process, where `date` was
+# two per episode; and no wall clock to step) then still says it ran past its time. An
 # agent that blocks the record (e.g. a read-only file it chmodded) fails the launcher, and with it
 # its own episode.
-_AGENT = ('{group}began=$$(date +%s 2>/dev/null); "$$@" & agent=$$!; '
+_AGENT = ('{group}{began}"$$@" & agent=$$!; '
           '(sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
           'wait $$agent; code=$$?; timed_out=false; '
           'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
           'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
-          'ended=$$(date +%s 2>/dev/null); '
+          '{ended}'
           '[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began))" -gt {timeout} ] && timed_out=true; '
-          'chmod u+w {path} 2>/dev/null; '
+          '[ -w {path} ] || chmod u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
           '"$$code" "$$timed_out" >> {path} || exit 120; {overran}exit 0')
 # An agent that ran past its time by more than the slack (its watchdog killed) fails its
@@ -67,7 +68,12 @@ def agent_launcher(group: str, timeout: int | str, overran_exit: int = AGENT_OVE
     VERIFIER_SLACK_SECONDS past it exits ``overran_exit``, after its record."""
     overran = _OVERRAN.format(slack=VERIFIER_SLACK_SECONDS, timeout=timeout, code=overran_exit)
     return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT,
-                         overran=overran)
+                         overran=overran, began=_uptime("began"), ended=_uptime("ended"))
+
+
+def _uptime(name: str) -> str:
+    """Shell setting ``name`` to the whole seconds of /proc/uptime (empty when it cannot be read)."""
+    return f'{name}=; read {name} _ 2>/dev/null < /proc/uptime; {name}=$${{{name}%%.*}}; '
 
 
 def verifier_launcher(group: str, timeout: int | str, not_delivered: int | None = None) -> str:

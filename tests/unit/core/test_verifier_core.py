@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from hypothesis import given, settings
@@ -193,12 +194,14 @@ _KILL_WATCHDOG = ('sleep 0.5; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/
                   'sleep 8; echo solved > "$WORK/answer"; exit 0')
 
 
-def test_a_job_pods_agent_that_outlives_its_watchdog_is_its_timeout_and_never_graded(tmp_path):
+@pytest.mark.parametrize("with_date", [True, False], ids=["image-with-date", "image-without-date"])
+def test_a_job_pods_agent_that_outlives_its_watchdog_is_its_timeout_and_never_graded(tmp_path, with_date):
     """The agent's user is its watchdog's: killed, the agent would work on into the verifier's
     share of the pod's deadline. The Job's launcher fails the agent's container as a pool's does
     (AGENT_OVERRAN_EXIT), the Job fails the index on it, and the verdict is the agent's Timeout,
-    whatever the verifier did. Run in a PID namespace of its own (its `kill -1` must never reach
-    the host), its termination message redirected to a temporary file."""
+    whatever the verifier did; also in an image without `date` (the launcher's clock is the
+    kernel's uptime, read by the shell). Run in a PID namespace of its own (its `kill -1` must
+    never reach the host), its termination message redirected to a temporary file."""
     import subprocess
     from rolloutbatch.core import naming
     from rolloutbatch.core.verdict import is_infrastructure_failure
@@ -210,9 +213,16 @@ def test_a_job_pods_agent_that_outlives_its_watchdog_is_its_timeout_and_never_gr
     term = tmp_path / "termination-log"
     term.write_text("")
     script = command[2].replace("$$", "$").replace(naming.TERMINATION_MESSAGE_PATH, str(term))
-    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "rolloutbatch-agent",
+    path = "/usr/bin:/bin"
+    if not with_date:   # the image's tools, but no date
+        tools = tmp_path / "bin"
+        tools.mkdir()
+        for tool in ("sleep", "cat", "awk", "chmod"):
+            (tools / tool).symlink_to(shutil.which(tool))
+        path = str(tools)
+    done = subprocess.run([shutil.which("unshare"), "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "rolloutbatch-agent",
                            "/bin/sh", "-c", _KILL_WATCHDOG], capture_output=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "WORK": str(tmp_path)})
+                          env={"PATH": path, "WORK": str(tmp_path)})
     assert (tmp_path / "answer").read_text() == "solved\n"       # it worked ~8 s on a 1 s limit
     assert done.returncode == v.AGENT_OVERRAN_EXIT, (done.returncode, done.stderr)
     assert split_agent_record(term.read_text())[1] == {"exit_code": 0, "timed_out": True}
