@@ -174,6 +174,28 @@ def test_async_timeout_and_verbs_share_the_rules():
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1, True])
+@pytest.mark.parametrize("verb", ["wait", "stream", "stop", "delete"])
+def test_an_async_timeout_that_is_no_finite_number_is_refused_before_any_call(verb, timeout):
+    """The blocking client's rule: a NaN timeout made the asyncio follower spin (``wait_for(...,
+    nan)`` times out at once, every turn) and delete poll for ever."""
+    async def main():
+        api = FakeAsyncApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]}, watches={})
+        handle = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
+        call = {"wait": lambda: handle.wait(timeout=timeout), "stop": lambda: handle.stop(wait=True, timeout=timeout),
+                "stream": lambda: _drain(handle.stream(timeout=timeout)),
+                "delete": lambda: handle.delete(timeout=timeout)}[verb]
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds"):
+            await asyncio.wait_for(call(), 3)   # its own bound: a TimeoutError, not the ValueError
+        assert api.calls == [] and api.deleted == []
+
+    asyncio.run(main())
+
+
+async def _drain(rows):
+    return [row async for row in rows]
+
+
 async def _watch_lines_from_a_local_server(*chunks: bytes) -> list[bytes]:
     """AsyncApi.lines over a watch a local aiohttp server answers with ``chunks`` (127.0.0.1 only)."""
     from types import SimpleNamespace

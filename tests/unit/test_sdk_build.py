@@ -274,6 +274,36 @@ def test_delete_by_a_user_who_may_not_read_namespaces_waits_for_the_batch_alone(
         client.get("b")
 
 
+def test_delete_refuses_a_timeout_that_is_no_finite_number_before_any_call():
+    """A batch its finalizer holds (the operator down) was polled for ever with a NaN timeout."""
+    from tests.support.memory_api import MemoryApi
+    from tests.unit.test_sdk_follow import _returns_within
+
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    held = api.put({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                    "metadata": {"name": "held", "namespace": "team", "finalizers": ["rl.agentruntime.io/cleanup"]},
+                    "spec": {"episodes": 1}})
+    client = sdk.Client(api=api, namespace="team")
+    api.calls.clear()
+    for timeout in (float("nan"), float("inf"), -1, True, "300"):
+        done, error = _returns_within(lambda: client.delete(held, timeout=timeout, interval=0.2))
+        assert done, f"delete(wait=True, timeout={timeout!r}) never returned"
+        assert isinstance(error, ValueError) and "timeout must be a finite number of seconds, 0 or more" in str(error)
+    assert api.calls == []
+    with pytest.raises(TimeoutError, match="still exists after 0s"):
+        client.delete(held, timeout=0, interval=0)       # 0: looks once
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0, -1, True])
+def test_a_client_refuses_a_request_timeout_that_is_no_positive_number(timeout):
+    from rolloutbatch.sdk.aio import AsyncClient
+
+    for make in (sdk.Client, AsyncClient):
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds, above 0"):
+            make(api=object(), timeout=timeout)
+
+
 def test_secret_env_names_keys_never_values():
     from rolloutbatch.sdk.build import secret_env
 

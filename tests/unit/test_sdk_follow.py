@@ -1,6 +1,8 @@
 """sdk.follow and the blocking client's watches on a fake API: wait, stream, groups, resumption."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from rolloutbatch import sdk
@@ -74,6 +76,45 @@ def test_wait_stops_on_stalled_settles_and_times_out():
     api = FakeApi(lists={BATCHES: [listing([batch(done)])]},
                   watches={BATCHES: [[0.2, event("MODIFIED", batch(dict(done, jobCompleteSeconds=3.5)))]]})
     assert handle(api).wait(timeout=5, settle=3)["jobCompleteSeconds"] == 3.5
+
+
+def _returns_within(call, seconds: float = 3.0):
+    """Run ``call`` in a daemon thread: (whether it came back, its exception or None); a wait that
+    never ends fails the test rather than hangs it."""
+    outcome: dict = {}
+
+    def body():
+        try:
+            call()
+        except BaseException as exc:   # noqa: BLE001 - recorded for the assertion
+            outcome["error"] = exc
+        outcome["done"] = True
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return outcome.get("done", False), outcome.get("error")
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1, True, "5"])
+@pytest.mark.parametrize("verb", ["wait", "stream", "groups", "stop"])
+def test_a_timeout_that_is_no_finite_number_is_refused_before_any_call(verb, timeout):
+    """A NaN timeout never fires (``now >= start + nan`` is never true; ``queue.get(timeout=nan)``
+    blocks): a trainer's ``budget - elapsed`` gone NaN waited for good. Refused instead."""
+    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
+    running = handle(api, phase="Running")
+    call = {"wait": lambda: running.wait(timeout=timeout), "stream": lambda: list(running.stream(timeout=timeout)),
+            "groups": lambda: list(running.groups(timeout=timeout)),
+            "stop": lambda: running.stop(wait=True, timeout=timeout)}[verb]
+    done, error = _returns_within(call)
+    assert done, f"{verb}(timeout={timeout!r}) never returned"
+    assert isinstance(error, ValueError) and "timeout must be a finite number of seconds" in str(error)
+    assert api.calls == []
+
+
+def test_a_zero_timeout_looks_once():
+    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
+    with pytest.raises(TimeoutError, match="not finished after 0s"):
+        handle(api).wait(timeout=0)
 
 
 def test_stream_survives_dropped_watches_and_relists_without_duplicates():

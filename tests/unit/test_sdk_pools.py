@@ -17,6 +17,7 @@ from rolloutbatch.sdk import ops
 from rolloutbatch.sdk.aio import AsyncClient
 from tests.support import crd_schema
 from tests.support.memory_api import AsyncMemoryApi, MemoryApi
+from tests.unit.test_sdk_follow import _returns_within
 
 NS = "rl"
 FILES = {"requirements.txt": "requests\n", "setup.sh": "pip install -r /task/requirements.txt"}
@@ -126,6 +127,21 @@ def test_delete_waits_for_the_operators_finalizer_and_spares_a_namesake(api, mon
     api.meanwhile("DELETE", POOL_KIND, lambda: api.meanwhile("GET", POOL_KIND, operator_done_and_a_namesake))
     client.delete_pool("warm")
     assert api.get_object(POOL_KIND, "warm", NS)["metadata"]["uid"] != pool["metadata"]["uid"]
+
+
+def test_delete_pool_refuses_a_timeout_that_is_no_finite_number_before_any_call(api):
+    """A pool its finalizer holds was polled for ever with a NaN timeout."""
+    client = sdk.Client(api=api, namespace=NS)
+    client.create_pool("warm", 1, task_files=FILES)
+    api.calls.clear()
+    aclient = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+    for timeout in (float("nan"), float("inf"), -1, True):
+        for call in (lambda: client.delete_pool("warm", timeout=timeout),
+                     lambda: asyncio.run(aclient.delete_pool("warm", timeout=timeout))):
+            done, error = _returns_within(call)
+            assert done, f"delete_pool(timeout={timeout!r}) never returned"
+            assert isinstance(error, ValueError) and "timeout must be a finite number of seconds, 0 or more" in str(error)
+    assert api.calls == [] and api.get_object(POOL_KIND, "warm", NS) is not None
 
 
 def test_a_namesake_made_before_the_delete_is_never_deleted(api):

@@ -35,6 +35,7 @@ from rolloutbatch.kube.errors import ConfigError, KubeError, Unavailable, from_t
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
+from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.sdk.types import Group, Row
 
 # The longest watch line read. A watch event is one object, and etcd refuses one over 1.5 MiB
@@ -188,6 +189,7 @@ async def _watch_task(api: AsyncApi, watch: ListWatch, events: asyncio.Queue) ->
 
 async def follow(api: AsyncApi, follower: Follower, timeout: float) -> AsyncIterator[tuple[str, Any]]:
     """``sdk.client.follow``'s twin: the follower's outputs until the batch is final."""
+    checked_timeout(timeout, zero_ok=True)   # before any watch starts
     events: asyncio.Queue = asyncio.Queue()
     tasks = [asyncio.create_task(_watch_task(api, w, events)) for w in follower.watches()]
     deadline = time.monotonic() + timeout
@@ -230,6 +232,7 @@ class AsyncClient:
 
     def __init__(self, kubeconfig: str | None = None, *, namespace: str | None = None,
                  api: Any = None, timeout: float = 30) -> None:
+        checked_timeout(timeout)
         self.config = load_config(kubeconfig) if api is None else None
         self.api = api if api is not None else AsyncApi(self.config, timeout=timeout)
         self.namespace = namespace or (self.config.namespace if self.config is not None else "default")
@@ -382,6 +385,7 @@ class AsyncBatchHandle:
         return ops.rows(await self.document(), self.obj)
 
     async def stop(self, wait: bool = False, timeout: float = 3600) -> dict:
+        checked_timeout(timeout, zero_ok=True)   # before the stop, not after it
         self.obj = await self.client.stop(self.obj)
         return await self.wait(timeout=timeout) if wait else self.status
 

@@ -26,6 +26,7 @@ from rolloutbatch.kube.errors import KubeError, Unavailable
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool
 from rolloutbatch.sdk.follow import Follower, ListWatch
+from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.sdk.types import Group, Row
 
 
@@ -129,6 +130,7 @@ def _interrupt(response: requests.Response) -> None:
 
 def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, Any]]:
     """The follower's outputs until the batch is final (or deleted: NotFound); TimeoutError."""
+    checked_timeout(timeout, zero_ok=True)   # before any watch starts
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
     open_: list = []
@@ -171,6 +173,7 @@ class Client:
 
     def __init__(self, kubeconfig: str | None = None, *, namespace: str | None = None,
                  api: Api | None = None, timeout: float = 30) -> None:
+        checked_timeout(timeout)
         if api is None:
             self.config = load_config(kubeconfig)
             api = Api(self.config, pool=8, timeout=timeout)
@@ -377,6 +380,7 @@ class BatchHandle:
         """Stop the batch early (``spec.stop``): no new episode starts, running ones end within
         their grace period, every finished row is kept. Returns the status, the final one with
         ``wait`` (phase ``Stopped``, or the batch's own verdict when it ended first)."""
+        checked_timeout(timeout, zero_ok=True)   # before the stop, not after it
         self.obj = self.client.stop(self.obj)
         return self.wait(timeout=timeout) if wait else self.status
 

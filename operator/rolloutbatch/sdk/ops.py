@@ -30,6 +30,7 @@ from rolloutbatch.core.pool_conversion import manifest_conflict
 from rolloutbatch.core.pools import DELETING_MESSAGE
 from rolloutbatch.kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
 from rolloutbatch.sdk.build import checked_batch, owner_reference, plan_inputs, with_pool
+from rolloutbatch.sdk.timeouts import checked_timeout
 
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
 POOL_INSTALL_HINT = "the RolloutPool CRD is not installed: kubectl apply -k manifests/default"
@@ -491,6 +492,7 @@ def delete(batch: Mapping, *, wait: bool = True, timeout: float = 300, interval:
     """Delete a batch (UID precondition); with ``wait``, until it and its sandbox namespace are gone.
     A user who may not read Namespaces (cluster-scoped: the README's editor and viewer roles) waits
     for the batch alone: its finalizer removes the sandbox before the batch goes."""
+    checked_timeout(timeout, zero_ok=True)
     meta = batch["metadata"]
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta["uid"]}}
     try:
@@ -579,6 +581,7 @@ def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float 
     """Delete a pool (the operator removes its warm pods and namespace); with ``wait``, until the
     object is gone. The pool read first is the one deleted (UID precondition): a namesake created
     meanwhile is never touched. NotFound when there is none."""
+    checked_timeout(timeout, zero_ok=True)
     live = yield from get_pool(name, namespace)
     uid = live["metadata"].get("uid")
     path = f"{pools_path(namespace)}/{name}"

@@ -9,7 +9,6 @@ says why the session is over, ``SessionLost`` that its pod was lost (the episode
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -22,11 +21,12 @@ from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, TimedOut, Unavailable
 from rolloutbatch.sdk.ops import Call, Op, Sleep, get, is_finished
-from rolloutbatch.sdk.sessions import (END_SETTLE_SECONDS, END_TIMEOUT, EXEC_SLACK, MAX_FILE_BYTES, POLL_SECONDS,
-                                       RUN_LIMIT_BYTES, CommandResult, ExecForbidden, OnOutput, SessionError,
-                                       SessionLost, SessionOver, SessionStats, SessionTarget, batch_pods,
-                                       episode_env, exec_argv, over_reason, pods_forbidden, pool_namespace,
-                                       session_state_of)
+from rolloutbatch.sdk.sessions import (END_SETTLE_SECONDS, END_TIMEOUT, EXEC_SLACK, MAX_FILE_BYTES,
+                                       POLL_SECONDS, RUN_LIMIT_BYTES, CommandResult, ExecForbidden, OnOutput,
+                                       SessionError, SessionLost, SessionOver, SessionStats, SessionTarget,
+                                       batch_pods, episode_env, exec_argv, over_reason, pods_forbidden,
+                                       pool_namespace, session_state_of)
+from rolloutbatch.sdk.timeouts import checked_timeout
 
 # -- opening a session ------------------------------------------------------------------------------
 def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float,
@@ -37,8 +37,7 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
     episodes = int(spec.get("episodes") or 0)
     if not (type(index) is int and 0 <= index < episodes):   # not a bool: session(True) is no episode 1
         raise ValueError(f"episode index {index!r} is not in 0..{episodes - 1}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout < 0:
-        raise ValueError(f"timeout must be a finite number of seconds, not {timeout!r}")
+    checked_timeout(timeout, zero_ok=True)
     namespace = pool_namespace(batch)
     where = f"episode {index} of RolloutBatch {meta['namespace']}/{meta['name']}"
     deadline = time.monotonic() + timeout
@@ -157,9 +156,7 @@ class SessionCore:
         # refused before any exec, as exec_argv refuses what no exec can carry
         if not isinstance(stdin, (bytes, bytearray)):
             raise TypeError(f"stdin takes bytes, not {type(stdin).__name__}")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout < float("inf")):
-            raise ValueError(f"timeout must be a positive number of seconds (or None: the default), got {timeout!r}")
+        checked_timeout(timeout, none_ok=True)
         if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 0:
             raise ValueError(f"limit_bytes must be a whole number of bytes, 0 or more, got {limit_bytes!r}")
         return self._guarded(self._run(argv, bytes(stdin), self.target.default_timeout if timeout is None else timeout,
