@@ -437,6 +437,41 @@ def test_an_exec_that_times_out_says_so_and_counts_with_its_time(api):
     assert session.stats.commands == 1 and session.stats.command_seconds >= 0.2   # it ran, for its timeout
 
 
+def test_files_take_a_timeout_as_run_does(api, tmp_path):
+    """The README's TimedOut "past its timeout" for write_file and read_file: theirs was the core's
+    fixed 60 s, which a 16 MiB file on a slow link could not raise (a TypeError)."""
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    session.write_file("big.bin", b"x" * 10, timeout=600)
+    assert session.read_file("big.bin", timeout=600) == b"x" * 10
+    for timeout in (float("nan"), float("inf"), 0, -1, True):
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds, above 0"):
+            session.write_file("big.bin", b"y", timeout=timeout)
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds, above 0"):
+            session.read_file("big.bin", timeout=timeout)
+    assert (tmp_path / "big.bin").read_bytes() == b"x" * 10
+    hangs(api, put_pod(api, batch.handle, 1))
+    stuck = batch.session(1)
+    with pytest.raises(sdk.TimedOut, match="no exit status within 0.2s"):
+        stuck.write_file("a.txt", b"A", timeout=0.2)
+    with pytest.raises(sdk.TimedOut, match="no exit status within 0.2s"):
+        stuck.read_file("a.txt", timeout=0.2)
+
+
+def test_the_async_session_files_take_a_timeout_too(api, tmp_path):
+    async def main():
+        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
+        put_pod(api, batch.handle, 0, workspace=tmp_path)
+        session = await batch.session(0)
+        await session.write_file("a.txt", b"A", timeout=600)
+        with pytest.raises(ValueError, match="timeout must be a finite number of seconds"):
+            await session.read_file("a.txt", timeout=float("nan"))
+        return await session.read_file("a.txt", timeout=600)
+    assert asyncio.run(main()) == b"A"
+
+
 def test_the_blocking_client_runs_inside_a_running_event_loop(api, tmp_path):
     batch = open_sessions(api)
     put_pod(api, batch.handle, 0, workspace=tmp_path)

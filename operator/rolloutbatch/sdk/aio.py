@@ -432,11 +432,12 @@ class AsyncSession(session_commands.SessionView, session_commands.AsyncEndsOnExi
         return await self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                       limit_bytes=limit_bytes))
 
-    async def write_file(self, path: str, data: bytes) -> None:
-        await self._client._run(self._core.write_file(path, data))
+    async def write_file(self, path: str, data: bytes, *, timeout: float = sessions.FILE_TIMEOUT) -> None:
+        await self._client._run(self._core.write_file(path, data, timeout=timeout))
 
-    async def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES) -> bytes:
-        return await self._client._run(self._core.read_file(path, max_bytes=max_bytes))
+    async def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES,
+                        timeout: float = sessions.FILE_TIMEOUT) -> bytes:
+        return await self._client._run(self._core.read_file(path, max_bytes=max_bytes, timeout=timeout))
 
     async def end(self) -> None:
         await self._client._run(self._core.end())

@@ -440,13 +440,16 @@ class Session(session_commands.SessionView, session_commands.EndsOnExit):
         return self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                 limit_bytes=limit_bytes))
 
-    def write_file(self, path: str, data: bytes) -> None:
-        """Write ``data`` to ``path`` (relative: in the workspace), whole or not at all."""
-        self._client._run(self._core.write_file(path, data))
+    def write_file(self, path: str, data: bytes, *, timeout: float = sessions.FILE_TIMEOUT) -> None:
+        """Write ``data`` to ``path`` (relative: in the workspace), whole or not at all; TimedOut
+        past ``timeout``."""
+        self._client._run(self._core.write_file(path, data, timeout=timeout))
 
-    def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES) -> bytes:
-        """The file's bytes; FileNotFoundError when there is none, SessionError past ``max_bytes``."""
-        return self._client._run(self._core.read_file(path, max_bytes=max_bytes))
+    def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES,
+                  timeout: float = sessions.FILE_TIMEOUT) -> bytes:
+        """The file's bytes; FileNotFoundError when there is none, SessionError past ``max_bytes``,
+        TimedOut past ``timeout``."""
+        return self._client._run(self._core.read_file(path, max_bytes=max_bytes, timeout=timeout))
 
     def end(self) -> None:
         """End the session: the agent phase ends (exit 0) and the verifier grades the workspace.

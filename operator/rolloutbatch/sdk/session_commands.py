@@ -21,7 +21,7 @@ from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, TimedOut, Unavailable
 from rolloutbatch.sdk.ops import Call, Op, Sleep, get, is_finished
-from rolloutbatch.sdk.sessions import (END_SETTLE_SECONDS, END_TIMEOUT, EXEC_SLACK, MAX_FILE_BYTES,
+from rolloutbatch.sdk.sessions import (END_SETTLE_SECONDS, END_TIMEOUT, EXEC_SLACK, FILE_TIMEOUT, MAX_FILE_BYTES,
                                        POLL_SECONDS, RUN_LIMIT_BYTES, CommandResult, ExecForbidden, OnOutput,
                                        SessionError, SessionLost, SessionOver, SessionStats, SessionTarget,
                                        batch_pods, episode_env, exec_argv, over_reason, pods_forbidden,
@@ -195,12 +195,12 @@ class SessionCore:
                              seconds=seconds, stdout_truncated=result.stdout_truncated,
                              stderr_truncated=result.stderr_truncated)
 
-    def write_file(self, path: str, data: bytes, *, timeout: float = 60) -> Op:
+    def write_file(self, path: str, data: bytes, *, timeout: float = FILE_TIMEOUT) -> Op:
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"write_file takes bytes, not {type(data).__name__}")
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"{path}: {len(data)} bytes, more than one exec carries ({MAX_FILE_BYTES})")
-        return self._guarded(self._write(sessions.checked_path(path), bytes(data), timeout))
+        return self._guarded(self._write(sessions.checked_path(path), bytes(data), checked_timeout(timeout)))
 
     def _write(self, path: str, data: bytes, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.write_file_command(path, len(data)), f"writing {path}",
@@ -211,10 +211,10 @@ class SessionCore:
             raise SessionError(f"writing {path} in episode {self.target.index} failed (exit code "
                                f"{result.exit_code}): {result.stderr.decode(errors='replace').strip()}")
 
-    def read_file(self, path: str, *, max_bytes: int = MAX_FILE_BYTES, timeout: float = 60) -> Op:
+    def read_file(self, path: str, *, max_bytes: int = MAX_FILE_BYTES, timeout: float = FILE_TIMEOUT) -> Op:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 <= max_bytes <= MAX_FILE_BYTES:
             raise ValueError(f"max_bytes must be a whole number of bytes from 0 to {MAX_FILE_BYTES}, got {max_bytes!r}")
-        return self._guarded(self._read(sessions.checked_path(path), max_bytes, timeout))
+        return self._guarded(self._read(sessions.checked_path(path), max_bytes, checked_timeout(timeout)))
 
     def _read(self, path: str, max_bytes: int, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.read_file_command(path, max_bytes), f"reading {path}",

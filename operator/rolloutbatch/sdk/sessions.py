@@ -41,6 +41,7 @@ SESSION_TIMEOUT = 600        # session(index): the pod's claim (or cold start) a
 POLL_SECONDS = 0.5
 RUN_LIMIT_BYTES = 1 << 20    # what run() keeps of each stream (on_output hears all of it)
 MAX_FILE_BYTES = 16 << 20    # write_file / read_file: one exec's stdin or stdout
+FILE_TIMEOUT = 60            # write_file / read_file: their exec's default time
 EXEC_SLACK = 30              # a command's default time: the episode's own, and this
 END_TIMEOUT = sessions.END_WAIT_TRIES * 0.1 + 20
 END_SETTLE_SECONDS = 10      # an end killed with the hold's leftovers: the kubelet's report of it
