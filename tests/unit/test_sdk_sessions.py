@@ -248,6 +248,27 @@ def test_files_are_written_and_read_in_the_workspace(api, tmp_path):
         session.write_file("text", "not bytes")
 
 
+def test_write_file_through_a_symlink_writes_the_file_it_names(api, tmp_path):
+    """The link was replaced by a regular file while the file it names kept its old bytes: read_file
+    through the link showed the edit, the verifier graded the old content."""
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "settings.py").write_bytes(b"DEBUG = False\n")
+    os.symlink("conf/settings.py", tmp_path / "settings.py")       # a repo's link to its config
+    session.write_file("settings.py", b"DEBUG = True\n")
+    assert session.read_file("settings.py") == b"DEBUG = True\n"
+    assert (tmp_path / "settings.py").is_symlink(), "write_file replaced the symlink with a regular file"
+    assert (tmp_path / "conf" / "settings.py").read_bytes() == b"DEBUG = True\n"
+    os.symlink("missing/x.py", tmp_path / "deep")
+    with pytest.raises(sdk.SessionError, match="cannot follow the symbolic link deep"):
+        session.write_file("deep", b"x")
+    os.symlink("conf", tmp_path / "dirlink")
+    with pytest.raises(IsADirectoryError, match="a directory, not a file: dirlink"):
+        session.write_file("dirlink", b"x")
+
+
 # --- the end -----------------------------------------------------------------------------------------
 def test_end_ends_once_and_nothing_runs_after_it(api, tmp_path):
     batch = open_sessions(api)

@@ -73,16 +73,22 @@ def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_
 # Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them,
 # and a SessionError for a path that is there but no regular file (reading a FIFO would block).
 NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE = 3, 4, 5
-# A directory at the path would take the file inside it (`mv`): refused. The part written aside
-# has a short name of its own in the same directory (the path's name plus a suffix could pass
-# NAME_MAX), unique to this exec's shell (two writes of one path never share it), and takes the
-# mode of the file it replaces (a script edited stays executable; -L: a link's target's, not
-# the link's 777). `printf .` keeps a directory name's trailing newline from `$( )`. Read
-# through `<` (cat reads a file named `-` as stdin) and at most one byte past the caller's
-# limit, so a file too large is said at once and no read runs on in the sandbox.
-_WRITE = ('[ -d "$2" ] && exit {isdir}; d=$(dirname -- "$2"; printf .); d=${{d%??}}; t="$d/.rb-part-$$"; '
+# A directory at the path (or a link to one) would take the file inside it (`mv`): refused. A
+# symbolic link is followed to the file it names (a chain too; `readlink -f`, GNU's and
+# busybox's), as the agent's own `>` would, so the link stays and its target is what the
+# verifier grades; a dangling one creates its target, one whose target's directory is missing
+# (or a loop) is refused. A link out of the workspace is no new right: an absolute path is taken
+# as it is. The part written aside has a short name of its own in the target's directory (the
+# path's name plus a suffix could pass NAME_MAX; the rename stays in one file system), unique to
+# this exec's shell (two writes of one path never share it), and takes the mode of the file it
+# replaces (a script edited stays executable). `printf .` keeps a name's trailing newline from
+# `$( )`. Read through `<` (cat reads a file named `-` as stdin) and at most one byte past the
+# caller's limit, so a file too large is said at once and no read runs on in the sandbox.
+_WRITE = ('[ -d "$2" ] && exit {isdir}; p=$2; if [ -L "$p" ]; then p=$(readlink -f -- "$p" && printf .) '
+          '&& p=${{p%??}} || {{ echo "cannot follow the symbolic link $2: its target\'s directory is missing, '
+          'or the links loop" >&2; exit 1; }}; fi; d=$(dirname -- "$p"; printf .); d=${{d%??}}; t="$d/.rb-part-$$"; '
           'mkdir -p -- "$d" && head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] '
-          '&& {{ m=$(stat -L -c %a -- "$2" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$2"; }} '
+          '&& {{ m=$(stat -c %a -- "$p" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$p"; }} '
           '|| {{ rm -f -- "$t"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
 _READ = ('[ -d "$1" ] && exit {isdir}; [ -e "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
          '[ -f "$1" ] || {{ echo "not a regular file: $1" >&2; exit {special}; }}; '

@@ -441,8 +441,8 @@ class Session(session_commands.SessionView, session_commands.EndsOnExit):
                                                 limit_bytes=limit_bytes))
 
     def write_file(self, path: str, data: bytes, *, timeout: float = sessions.FILE_TIMEOUT) -> None:
-        """Write ``data`` to ``path`` (relative: in the workspace), whole or not at all; TimedOut
-        past ``timeout``."""
+        """Write ``data`` to ``path`` (relative: in the workspace), whole or not at all; through a
+        symbolic link, to the file it names. TimedOut past ``timeout``."""
         self._client._run(self._core.write_file(path, data, timeout=timeout))
 
     def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES,

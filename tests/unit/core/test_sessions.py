@@ -265,6 +265,39 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path) -> None:
     assert (tmp_path / "link").stat().st_mode & 0o777 == 0o750
 
 
+def test_a_write_through_a_symbolic_link_writes_the_file_it_names(tmp_path) -> None:
+    """A repository's link to its config stays a link, and the file it names takes the bytes (the
+    rename over the link left that file as it was: the verifier graded the old bytes)."""
+    (tmp_path / "conf").mkdir()
+    target = tmp_path / "conf" / "settings.py"
+    target.write_bytes(b"DEBUG = False\n")
+    target.chmod(0o750)
+    (tmp_path / "settings.py").symlink_to("conf/settings.py")
+    (tmp_path / "chain").symlink_to("settings.py")            # a link to a link
+    assert _sh(sessions.write_file_command("settings.py", 13), tmp_path, b"DEBUG = True\n").returncode == 0
+    assert (tmp_path / "settings.py").is_symlink() and target.read_bytes() == b"DEBUG = True\n"
+    assert target.stat().st_mode & 0o777 == 0o750
+    assert _sh(sessions.write_file_command("chain", 2), tmp_path, b"hi").returncode == 0
+    assert (tmp_path / "chain").is_symlink() and (tmp_path / "settings.py").is_symlink()
+    assert target.read_bytes() == b"hi" and sorted(os.listdir(tmp_path / "conf")) == ["settings.py"]
+    # a dangling link creates the file it names, as `>` would; one it cannot follow is refused
+    (tmp_path / "new").symlink_to("conf/new.py")
+    assert _sh(sessions.write_file_command("new", 3), tmp_path, b"abc").returncode == 0
+    assert (tmp_path / "new").is_symlink() and (tmp_path / "conf" / "new.py").read_bytes() == b"abc"
+    (tmp_path / "deep").symlink_to("missing/x.py")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    for link in ("deep", "loop1"):
+        done = _sh(sessions.write_file_command(link, 1), tmp_path, b"x")
+        assert done.returncode == 1 and f"cannot follow the symbolic link {link}".encode() in done.stderr
+        assert (tmp_path / link).is_symlink()
+    assert not (tmp_path / "missing").exists()
+    # a link to a directory is a directory: refused, nothing written into it
+    (tmp_path / "dirlink").symlink_to("conf")
+    assert _sh(sessions.write_file_command("dirlink", 1), tmp_path, b"x").returncode == sessions.IS_A_DIRECTORY
+    assert (tmp_path / "dirlink").is_symlink() and sorted(os.listdir(tmp_path / "conf")) == ["new.py", "settings.py"]
+
+
 def test_two_writes_of_one_path_that_overlap_each_land_whole(tmp_path) -> None:
     """Each write has its own part aside: the later one lands whole, and the earlier one, when it
     ends, replaces it whole (never a mix of the two)."""
