@@ -82,6 +82,13 @@ def check_batch_name(name_or_prefix: str) -> None:
                                             f"{d.GENERATED_NAME_SUFFIX})" if prefix else ""))
 
 
+def ttl_seconds_after_finished(raw: Mapping) -> int | None:
+    """spec.cleanup.ttlSecondsAfterFinished alone: a batch whose spec was refused (InvalidSpec)
+    ends by its TTL too (docs/design.md §5.11), and the rest of its spec is not read for it."""
+    cleanup = checked_object(raw, "cleanup", "spec.cleanup")
+    return _int(cleanup, "ttlSecondsAfterFinished", None, maximum=d.MAX_INT32, prefix="spec.cleanup.")
+
+
 def _int(raw: Mapping, key: str, default: int | None, *, minimum: int = 0, maximum: int | None = None,
          prefix: str = "spec.") -> int | None:
     value = raw.get(key)
@@ -644,7 +651,7 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     if egress and network != v.NETWORK_DENY_ALL:
         raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
     cleanup = checked_object(raw, "cleanup", "spec.cleanup")
-    ttl = _int(cleanup, "ttlSecondsAfterFinished", None, maximum=d.MAX_INT32, prefix="spec.cleanup.")
+    ttl = ttl_seconds_after_finished(raw)
     template = checked_pod_template(checked_object(raw, "podTemplate", "spec.podTemplate"))
     runtime = checked_runtime_class(raw.get("runtimeClassName"))
     queue = raw.get("queueName") or None

@@ -36,7 +36,7 @@ from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.egress import empty_peers_warning
 from rolloutbatch.core.lifecycle import Entry, Step
 from rolloutbatch.core.model import BatchSpec, PodFacts, SpecError
-from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.spec import parse_spec, ttl_seconds_after_finished
 from rolloutbatch.core.status import build_status, final_phase, stopped_phase
 from rolloutbatch.core.results import PENDING_DIGESTS, STALL_MESSAGE, STALL_REASON
 from rolloutbatch.core.stopping import stopping_message
@@ -598,11 +598,10 @@ class BatchReconciler:
         await self._stop_stalled_job()
         self.emit("Warning", reason, message)
         self._batch_finished(v.FAILED, self.tracker.summary(self._origin()) if self.tracker else None)
-        if self.spec is not None:
-            try:
-                await self._after_finish()
-            except Exception as exc:  # noqa: BLE001
-                self.log.warning("Cleanup after the stall failed: %s", exc)
+        try:
+            await self._after_finish()   # an InvalidSpec batch too: its TTL still runs
+        except Exception as exc:  # noqa: BLE001
+            self.log.warning("Cleanup after the stall failed: %s", exc)
 
     async def _stop_stalled_job(self) -> None:
         """A stalled batch's Job deleted with its pods, and a pooled one's claims no Job adopted
@@ -671,10 +670,16 @@ class BatchReconciler:
             self.ctx.metrics.job_completed(self.ref.namespace, self.ref.name, self._job_complete_seconds())
 
     async def _after_finish(self) -> None:
-        """A late jobCompleteSeconds, the cleanup policy, and ttlSecondsAfterFinished."""
+        """A late jobCompleteSeconds, the cleanup policy, and ttlSecondsAfterFinished. A batch whose
+        spec cannot be read (InvalidSpec: nothing was made for it) has only its TTL to run."""
         try:
             spec = self.spec or parse_spec(self.body.get("spec") or {}, provisioned=True)   # it ended
         except SpecError:
+            try:
+                ttl = ttl_seconds_after_finished(self.body.get("spec") or {})
+            except SpecError:
+                return
+            await self._expire(ttl)
             return
         self.spec = spec
         if lifecycle.stall_leaves_job_to_stop(self.status.phase, self.last_status.get("reason"),
@@ -697,14 +702,18 @@ class BatchReconciler:
                     raise   # the error policy retries it
                 # The verdict stands and the TTL below still runs.
                 self.emit("Warning", v.EVENT_CLEANUP_FAILED, f"the status after removing the sandbox was refused: {exc}")
-        ttl = spec.ttl_seconds_after_finished
-        if ttl is not None:
-            finished = parse_time(self.last_status.get("completionTime")) or time.time()
-            delay = finished + ttl - time.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self.log.info("ttlSecondsAfterFinished (%ss) passed: deleting the RolloutBatch", ttl)
-            await self.storage.delete_batch(self.ref.namespace, self.ref.name, self.ref.uid)
+        await self._expire(spec.ttl_seconds_after_finished)
+
+    async def _expire(self, ttl: int | None) -> None:
+        """ttlSecondsAfterFinished: the batch deleted that long after its completionTime."""
+        if ttl is None:
+            return
+        finished = parse_time(self.last_status.get("completionTime")) or time.time()
+        delay = finished + ttl - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self.log.info("ttlSecondsAfterFinished (%ss) passed: deleting the RolloutBatch", ttl)
+        await self.storage.delete_batch(self.ref.namespace, self.ref.name, self.ref.uid)
 
     async def delete_sandbox(self, timeout: float) -> bool:
         """The finalizer's work: remove every child of the batch, and its results unless retained;

@@ -373,6 +373,29 @@ def test_ttl_seconds_after_finished_deletes_the_batch():
     run(scenario)
 
 
+@pytest.mark.parametrize("restarted", [False, True], ids=["at-once", "after-a-restart"])
+def test_ttl_seconds_after_finished_deletes_a_batch_refused_as_invalid_too(restarted):
+    """Design §5.11: the TTL applies to stalled batches too; one whose spec the operator refused
+    (admitted by the CRD: a protected taint tolerated) ended InvalidSpec and was kept for ever,
+    also after a restart (the work after the end read the spec first and gave up)."""
+    from tests.support import crd_schema
+    spec = {**SPEC, "cleanup": {"ttlSecondsAfterFinished": 0},
+            "podTemplate": {"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                                             "effect": "NoSchedule"}]}}
+    assert crd_schema.errors(spec, crd_schema.openapi_schema()["properties"]["spec"]) == []
+
+    async def scenario(cluster):
+        cluster.submit(spec)
+        if restarted:   # an earlier operator recorded the stall and died before its TTL's wait
+            cluster.api.merge_patch(f"{BATCH_PATH}/status", {"status": {
+                "phase": v.FAILED, "reason": v.STALL_INVALID_SPEC, "message": "refused",
+                "completionTime": "2026-01-01T00:00:00Z"}}, "an earlier operator")
+            cluster.restart_operator()
+        await asyncio.wait_for(cluster.reconciler().run(), 10)
+        assert cluster.batch() is None
+    run(scenario)
+
+
 def _results_configmaps(cluster):
     return sorted(cm["metadata"]["name"] for cm in cluster.api.list_objects("ConfigMap", NAMESPACE)
                   if "results" in cm["metadata"]["name"])
