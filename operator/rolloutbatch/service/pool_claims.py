@@ -72,16 +72,24 @@ def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec,
     return pool_spec.pool_ref(body), definition
 
 
-async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> tuple[bool, str]:
+async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
+                    seen: str | None = None) -> tuple[bool, str, str | None]:
     """spec.poolRef.whenEmpty Wait: whether the pool holds the batch's first wave now (its warm pods
-    and those the batch claimed already), and the message that says where it stands. A pool not
-    made yet is waited for too (a directory applied in file order may make the batch first); one
-    being deleted, or one that can never hold the first wave (its maxSize), stalls the batch."""
+    and those the batch claimed already), the message that says where it stands, and the pool's
+    uid. A pool not made yet is waited for too (a directory applied in file order may make the
+    batch first); one being deleted, gone or replaced since the wait saw it (``seen``, its uid: a
+    deletion with no batch on its pods ends between two looks), or one that can never hold the
+    first wave (its maxSize), stalls the batch."""
     assert spec.pool_name is not None
     body = await pool_storage.get_pool(ref.namespace, spec.pool_name)
+    uid = ((body or {}).get("metadata") or {}).get("uid")
+    if seen is not None and uid != seen:
+        state = "was deleted" if body is None else "was deleted and made again"
+        raise Stalled(v.STALL_POOL_NOT_FOUND, f"RolloutPool {ref.namespace}/{spec.pool_name} {state} while this "
+                                              "batch waited for it (spec.poolRef)")
     if body is None:
         return False, (f"waiting for RolloutPool {ref.namespace}/{spec.pool_name} to be created "
-                       f"(spec.poolRef.whenEmpty: {v.POOL_WAIT})")
+                       f"(spec.poolRef.whenEmpty: {v.POOL_WAIT})"), None
     pool, definition = _checked(body, ref, spec)
     listed = pools.pool_pods(await pool_storage.list_pods(naming.pool_namespace(pool.namespace, pool.name),
                                                           naming.MANAGED_SELECTOR),
@@ -101,7 +109,7 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -
     stalled = _stalled(body)
     if stalled is not None:   # its pods cannot run: the wait lasts until the pool is mended
         message += f"; the pool is stalled ({stalled.get('reason')}): {stalled.get('message')}"
-    return warm + mine >= wanted, message[:1000]
+    return warm + mine >= wanted, message[:1000], uid
 
 
 @dataclasses.dataclass(frozen=True)

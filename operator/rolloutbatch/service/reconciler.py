@@ -305,9 +305,9 @@ class BatchReconciler:
         """spec.poolRef.whenEmpty Wait: Provisioning/WaitingForPool until the pool holds the batch's
         first wave, or the batch is stopped. The stop is looked at before the pool: a pool that
         filled after it came must not end the wait as ready (the caller looks once more)."""
-        said = None
+        said = seen = None
         while not self.stop.requested(self.body):
-            ready, message = await pool_claims.readiness(self.pool_storage, self.ref, self.spec)
+            ready, message, seen = await pool_claims.readiness(self.pool_storage, self.ref, self.spec, seen)
             if ready:
                 return
             await self._patch_status(v.PROVISIONING, reason=v.REASON_WAITING_FOR_POOL, message=message,

@@ -29,7 +29,7 @@ def _spec(when_empty: str):
 def test_a_wait_batch_robbed_of_its_warm_pods_starts_the_rest_cold_and_says_why(api):
     filled(api, 2)
     storage, pool_storage = Storage(api), PoolStorage(api)
-    ready, message = run(pool_claims.readiness(pool_storage, BATCH, _spec(v.POOL_WAIT)))
+    ready, message, _ = run(pool_claims.readiness(pool_storage, BATCH, _spec(v.POOL_WAIT)))
     assert ready, message
     run(pool_claims.provision(storage, pool_storage, OTHER, _spec(v.POOL_COLD), lambda *e: None, None,
                               lambda pods: None, CLUSTERWIDE))   # another batch claims meanwhile

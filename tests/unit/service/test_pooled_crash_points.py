@@ -434,6 +434,32 @@ def test_a_crash_of_a_batch_that_waits_for_its_pool_is_resumed(monkeypatch, site
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+@pytest.mark.parametrize("remade", [False, True], ids=["deleted", "deleted-and-made-again"])
+def test_a_pool_deleted_while_a_batch_waits_for_it_stalls_the_batch(monkeypatch, remade):
+    """whenEmpty Wait: the pool is deleted while the batch waits (its finalizer ends at once: no
+    batch holds its pods), so the batch's next look finds none, or a namesake. The batch stalls
+    PoolNotFound; it waited for ever, saying it waited for the pool to be created."""
+    from rolloutbatch.service import reconciler as reconciler_module
+    monkeypatch.setattr(reconciler_module, "POOL_WAIT_PERIOD", 0.05)
+
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            await make_pool(cluster)   # its pods made, none warm yet
+            cluster.submit(WAIT_SPEC)
+            task = asyncio.create_task(cluster.reconciler().run())
+            await until(lambda: cluster.status().get("reason") == v.REASON_WAITING_FOR_POOL)
+            path = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutpools/warm"
+            cluster.api.delete(path, "kubectl")
+            if remade:
+                cluster.api.create(path.rsplit("/", 1)[0], {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
+                                                            "metadata": {"name": "warm"}, "spec": {"size": 1}}, "kubectl")
+            await asyncio.wait_for(task, 5)
+            status = cluster.status()
+            assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_POOL_NOT_FOUND), status
+            assert "was deleted" in status["message"]
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 def test_a_stop_while_the_batch_waits_for_its_pool_claims_nothing_even_once_the_pool_fills():
     """whenEmpty Wait: a stop while it waits claims nothing (docs/design.md §5.17), also when the
     pool fills before the wait looks again: each claim would hand its pod an episode at once."""

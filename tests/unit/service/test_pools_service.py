@@ -441,26 +441,26 @@ def test_waiting_for_the_pool_counts_its_warm_pods_and_says_when_it_is_too_small
     spec = parse_spec(
         {"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm", "whenEmpty": "Wait"}})
     assert spec.pool_when_empty == v.POOL_WAIT
-    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    ready, message, _ = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
     assert not ready and "0 of the 3" in message and "keeps only 2" in message
     api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 3}}, "scale")
     rec.body = live(api)
     run(rec.round())
     for name in pod_names(api):
         warm(api, name)
-    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    ready, message, _ = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
     assert ready and "3 of the 3" in message
 
 
 def test_a_batch_that_waits_for_its_pool_waits_for_one_not_made_yet_and_stalls_on_one_too_small(api):
     spec = parse_spec({"episodes": 4, "parallelism": 3, "poolRef": {"name": "warm", "whenEmpty": "Wait"}})
     # applied before its pool (a directory in file order): waited for, not a PoolNotFound
-    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    ready, message, _ = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
     assert not ready and "to be created" in message
     # a pool whose pods cannot run: the wait says why, in the pool's own words
     make_pool(api, 1, maxSize=3, runtimeClassName="cube")
     run(reconciler(api).round())
-    ready, message = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
+    ready, message, _ = run(pool_claims.readiness(PoolStorage(api), BATCH, spec))
     assert not ready and f"stalled ({v.PoolReason.RUNTIME_CLASS})" in message
     api.delete(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", "delete pool")
     # a pool whose maxSize is below the first wave can never hold it: said, not waited for forever
