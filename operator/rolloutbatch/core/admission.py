@@ -1,7 +1,7 @@
 """Can the cluster serve this spec? Pure checks done before anything is created.
 
 Answers become ``Stalled`` conditions with a reason (docs/design.md §5.6) instead of Jobs that
-never start: a quota that cannot hold even one episode pod, the RuntimeClass overhead that must
+never start: a quota that cannot hold the pods a batch or a pool charges to it, the RuntimeClass overhead that must
 be added to every pod's resources, a PriorityClass of the system range, inputs by reference that
 are missing, not opted in or malformed.
 """
@@ -73,7 +73,8 @@ def fits_an_empty_node(requests: Mapping[str, Decimal], allocatables: Sequence[M
 
 
 def pod_footprint(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, float]:
-    """What one episode pod charges to a ResourceQuota: requests/limits plus the overhead."""
+    """What one episode pod charges to a ResourceQuota: requests/limits plus the overhead.
+    ``spec``: a batch's, or a pool's (core.pool_spec.PoolSpec: the same resources and verifier)."""
     footprint: dict[str, float] = {"pods": 1.0, "count/pods": 1.0}
     for kind, amounts in pod_resources(spec, overhead).items():
         for resource, amount in amounts.items():
@@ -83,23 +84,89 @@ def pod_footprint(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[s
     return footprint
 
 
-def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec,
-                     overhead: Mapping[str, str] | None) -> str | None:
-    """Return a message when some ResourceQuota cannot hold even one episode pod, else None."""
+# Pods a batch may hold at once against a quota: its parallelism and as many terminating ones,
+# whose usage the quota controller releases asynchronously while their replacements start.
+TERMINATING_SLACK = 2
+
+
+def batch_pods(spec: BatchSpec) -> int:
+    """The pods a batch may charge at once: what a Dedicated sandbox's ResourceQuota holds, and
+    what must fit the submitter namespace's quotas when the pods run outside it."""
+    return spec.parallelism + TERMINATING_SLACK
+
+
+def _scope_matches(scope: object, operator: object, values: object, priority_class: str, best_effort: bool) -> bool:
+    """Whether an episode pod is in one scope of a ResourceQuota, as the quota system decides it.
+    A PriorityClass scope is matched as Kubernetes does (a pod without a class has the empty
+    one: DoesNotExist never matches); BestEffort from the pod's resources; a scope that the spec
+    does not decide (Terminating, CrossNamespacePodAffinity, ...) is taken to match: a stall
+    rather than an escape."""
+    if scope == "VolumeAttributesClass":
+        return False   # persistent volume claims only
+    if scope == "PriorityClass":
+        listed = values if isinstance(values, list) else []
+        return {"Exists": priority_class != "", "DoesNotExist": False, "In": priority_class in listed,
+                "NotIn": priority_class not in listed}.get(str(operator), True)
+    if scope in ("BestEffort", "NotBestEffort"):
+        inside = best_effort == (scope == "BestEffort")
+        return not inside if operator == "DoesNotExist" else inside
+    return True
+
+
+def quota_applies(quota: Mapping, spec: BatchSpec, overhead: Mapping[str, str] | None) -> bool:
+    """Whether ``quota`` charges the spec's pods (its ``scopes`` and ``scopeSelector``, all of them)."""
+    body = quota.get("spec") or {}
+    priority_class = str((spec.pod_template or {}).get("priorityClassName") or "")
+    amounts = pod_resources(spec, overhead)
+    best_effort = not any(r in amounts.get(kind, {}) for kind in ("requests", "limits") for r in ("cpu", "memory"))
+    wanted = [(s, "Exists", None) for s in body.get("scopes") or []]
+    wanted += [(e.get("scopeName"), e.get("operator"), e.get("values"))
+               for e in ((body.get("scopeSelector") or {}).get("matchExpressions") or []) if isinstance(e, Mapping)]
+    return all(_scope_matches(s, o, vals, priority_class, best_effort) for s, o, vals in wanted)
+
+
+def _bounded(quota: Mapping, footprint: Mapping[str, float]) -> list[tuple[str, float]]:
+    """(resource, what the quota leaves of it) for each resource it bounds that the pods charge."""
+    hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
+    used = (quota.get("status") or {}).get("used") or {}
+    return [(resource, float(parse_quantity(str(limit))) - float(parse_quantity(str(used.get(resource, "0")))))
+            for resource, limit in hard.items() if resource in footprint]
+
+
+def quotas_bound(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mapping[str, str] | None) -> bool:
+    """Whether some ResourceQuota bounds what the spec's pods charge (a Dedicated sandbox then
+    carries the bound in a ResourceQuota of its own: core.children)."""
+    footprint = pod_footprint(spec, overhead)
+    return any(quota_applies(q, spec, overhead) and _bounded(q, footprint) for q in quotas)
+
+
+def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mapping[str, str] | None,
+                     pods: int = 1, what: str = "one episode pod") -> str | None:
+    """A message when some ResourceQuota (of those that charge the pods: :func:`quota_applies`)
+    cannot hold ``pods`` of the spec's pods (``what`` names them), else None."""
     footprint = pod_footprint(spec, overhead)
     for quota in quotas:
+        if not quota_applies(quota, spec, overhead):
+            continue
         name = quota.get("metadata", {}).get("name", "?")
-        hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
-        used = (quota.get("status") or {}).get("used") or {}
-        for resource, limit in hard.items():
-            need = footprint.get(resource)
-            if need is None:
-                continue
-            free = float(parse_quantity(str(limit))) - float(parse_quantity(str(used.get(resource, "0"))))
+        for resource, free in _bounded(quota, footprint):
+            need = footprint[resource] * pods
             if need > free:
                 return (f"ResourceQuota {name} leaves {format_quantity(free)} of {resource}, "
-                        f"one episode pod needs {format_quantity(need)}")
+                        f"{what} needs {format_quantity(need)}")
     return None
+
+
+def check_quota_outside(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mapping[str, str] | None,
+                        template: object = None) -> str | None:
+    """The namespace's quotas against a batch whose pods run outside it (a Dedicated sandbox, its
+    pool's namespace), where none of them reaches: everything it may hold at once
+    (:func:`batch_pods`) must fit what they leave. ``template``: what its pods are made of when
+    not its own spec (a pool's, core.pool_spec.PoolSpec)."""
+    pods = batch_pods(spec)
+    return check_quota_fits(quotas, template or spec, overhead, pods,
+                            f"this batch's {pods} pods (spec.parallelism {spec.parallelism} + {TERMINATING_SLACK} "
+                            "terminating, run outside the namespace)")
 
 
 def check_priority_class(priority_class: Mapping) -> str | None:

@@ -17,13 +17,12 @@ from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
-from rolloutbatch.core.admission import pod_resources
+from rolloutbatch.core.admission import batch_pods, pod_resources
 from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.secret_env import key_names
 from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
-TERMINATING_SLACK = 2   # pods still terminating while their replacements start count to the quota
 NODE_LOSS_TOLERATION_SECONDS = 30
 
 
@@ -92,13 +91,13 @@ def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] |
     """Room for ``parallelism`` episode pods (resources plus RuntimeClass overhead), no more.
 
     Meant for the Dedicated sandbox only (in a Shared namespace it would cap the user's other
-    pods). Every request/limit the spec names is multiplied by ``parallelism + TERMINATING_SLACK``:
+    pods). Every request/limit the spec names is multiplied by ``admission.batch_pods``, parallelism + 2:
     the quota controller releases a finished pod's usage asynchronously, so a replacement (an
     infrastructure retry, or the next index) created in that window would otherwise be refused
     and the Job would back off, slowing the batch. The slack is two pods, not a fraction, so a
     huge batch does not get a huge loophole.
     """
-    pods = spec.parallelism + TERMINATING_SLACK
+    pods = batch_pods(spec)
     hard = {"pods": str(pods)}
     for kind, amounts in pod_resources(spec, overhead).items():
         for resource, per_pod in amounts.items():

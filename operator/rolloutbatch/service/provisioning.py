@@ -3,10 +3,12 @@
 Validate everything before creating anything: the RuntimeClass and PriorityClass must exist
 (the PriorityClass in the user range), the API server must accept the episodes' Job (a
 server-side dry run in the batch's own namespace: a Dedicated sandbox does not exist yet), no
-declared ipBlock may hold only ClusterIPs (``service.egress_checks``), a Shared namespace's
-quota must hold one episode pod, and a named Kueue queue must exist (:func:`resolve_queue`). Then, first in :func:`create` (they are read for copying
-anyway), every ConfigMap of spec.inputsFrom must be opted in by its label and hold exactly the
-inputs it promises, and every Secret an env secretKeyRef names must be opted in and hold its
+declared ipBlock may hold only ClusterIPs (``service.egress_checks``), the namespace's quotas
+must hold one episode pod of a Shared batch and everything a Dedicated batch may hold at once
+(core.admission.check_quota_outside; its sandbox then gets a ResourceQuota of that size), and
+a named Kueue queue must exist (:func:`resolve_queue`). Then, first in :func:`create` (they are
+read for copying anyway), every ConfigMap of spec.inputsFrom must be opted in by its label and
+hold exactly the inputs it promises, and every Secret an env secretKeyRef names must be opted in and hold its
 key (``core.secret_env``); only then are the children created or adopted. Every refusal is a
 ``Stalled`` with its reason.
 """
@@ -19,8 +21,8 @@ from collections.abc import Awaitable, Callable
 
 from rolloutbatch.core import manifests, naming, queueing, secret_env
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import (Stalled, check_priority_class, check_quota_fits, input_shards,
-                                         runtime_overhead)
+from rolloutbatch.core.admission import (Stalled, check_priority_class, check_quota_fits, check_quota_outside,
+                                         input_shards, quotas_bound, runtime_overhead)
 from rolloutbatch.core.children import provisioning_plan
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope, priority_class_unreadable_message
@@ -44,8 +46,10 @@ async def _dry_run(storage: Storage, obj: dict, what: str) -> None:
 
 async def check(storage: Storage, ref: BatchRef, spec: BatchSpec, owner: dict, dns_cidrs: tuple[str, ...] = (),
                 *, service_cidrs: tuple[str, ...] = (), scope: Scope = CLUSTERWIDE,
-                logger: logging.Logger = log) -> dict | None:
-    """Everything that can refuse the spec, before anything exists; the RuntimeClass overhead.
+                logger: logging.Logger = log) -> tuple[BatchSpec, dict | None]:
+    """Everything that can refuse the spec, before anything exists. Returns ``spec``, with
+    sandbox_quota set when the namespace's quotas bound a Dedicated sandbox's pods, and the
+    RuntimeClass overhead.
     ``service_cidrs``: the operator's --service-cidr, where the cluster's cannot be read;
     ``scope``: a namespaced install refuses what it cannot do and reads what it may (core.scope)."""
     scope.refuse(spec)
@@ -86,11 +90,18 @@ async def check(storage: Storage, ref: BatchRef, spec: BatchSpec, owner: dict, d
         policy_["metadata"]["namespace"] = ref.namespace
         await _dry_run(storage, policy_, "the declared egress")
         await egress_checks.refuse_service_ips(storage, spec, service_cidrs, logger)
+    quotas = await storage.resource_quotas(ref.namespace)
     if spec.isolation_namespace == v.ISOLATION_SHARED:
-        problem = check_quota_fits(await storage.resource_quotas(ref.namespace), spec, overhead)
-        if problem:
-            raise Stalled(v.STALL_QUOTA, problem)
-    return overhead
+        # the namespace's quota holds the pods themselves: the batch needs room for one to start
+        problem = check_quota_fits(quotas, spec, overhead)
+    else:
+        problem = check_quota_outside(quotas, spec, overhead)
+        if problem is None and quotas_bound(quotas, spec, overhead):
+            spec = dataclasses.replace(spec, sandbox_quota=True)   # the sandbox carries the bound
+    if problem:
+        raise Stalled(v.STALL_QUOTA, problem)
+    return spec, overhead
+
 
 
 async def resolve_queue(storage: Storage, ref: BatchRef, spec: BatchSpec, *, scope: Scope = CLUSTERWIDE,

@@ -78,7 +78,7 @@ class SandboxLifecycle:
         dns = self.settings.dns_cidrs
         spec, cluster_queue = await provisioning.resolve_queue(self.storage, self.ref, spec, scope=self.settings.scope,
                                                                logger=self.log)
-        self.overhead = await provisioning.check(self.storage, self.ref, spec, owner, dns,
+        spec, self.overhead = await provisioning.check(self.storage, self.ref, spec, owner, dns,
                                                  service_cidrs=self.settings.service_cidrs, scope=self.settings.scope,
                                                  logger=self.log)
         empty = await egress_checks.empty_peers(self.storage, self.ref, spec, self.log) if spec.egress else []

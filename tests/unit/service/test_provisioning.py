@@ -95,3 +95,63 @@ def test_a_second_provisioning_adopts_what_the_first_created():
     again = _create(api, spec)
     assert again["metadata"]["uid"] == first["metadata"]["uid"]
     assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+
+# -- the namespace's ResourceQuotas (docs/design.md §8.1): the admin's bound on what it may run ----
+
+def _team_bound(hard: dict, used: dict | None = None, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-bound", "namespace": REF.namespace},
+            "spec": {"hard": hard, **spec}, "status": {"hard": hard, "used": used or {}}}
+
+
+def _cpus(isolation: str, episodes: int = 100, cpu: str = "8", **extra) -> dict:
+    return {**MINIMAL, "episodes": episodes, "isolation": {"namespace": isolation},
+            "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}, **extra}
+
+
+def test_a_shared_batch_needs_its_namespace_quota_to_hold_one_of_its_pods():
+    with pytest.raises(Stalled) as err:
+        _check(cluster(_team_bound({"requests.cpu": "1", "pods": "2"}, {"requests.cpu": "0", "pods": "0"})),
+               parse_spec(_cpus("Shared")))
+    assert err.value.reason == "QuotaExceeded"
+
+
+def test_a_dedicated_batch_is_held_to_its_namespace_quota_before_anything_exists():
+    """Its pods run in rb-<uid10>, where no quota of the namespace reaches: 100 pods of 8 CPU for a
+    namespace bounded to 1 CPU and 2 pods stall, as a Shared batch's would."""
+    api = cluster(_team_bound({"requests.cpu": "1", "pods": "2"}, {"requests.cpu": "0", "pods": "0"}))
+    with pytest.raises(Stalled) as err:
+        _check(api, parse_spec(_cpus("Dedicated")))
+    assert err.value.reason == "QuotaExceeded" and "team-bound" in err.value.message
+    assert api.list_objects("Job") == [] and api.list_objects("Namespace") == [api.get_object("Namespace", REF.namespace)]
+    # everything it may hold at once must fit, not one pod: parallelism 10 (+2 terminating) of 1 CPU in 11 free
+    with pytest.raises(Stalled) as err:
+        _check(cluster(_team_bound({"requests.cpu": "12"}, {"requests.cpu": "1"})),
+               parse_spec(_cpus("Dedicated", 10, "1")))
+    assert "12 pods" in err.value.message and "leaves 11 of requests.cpu" in err.value.message
+
+
+def test_a_dedicated_batch_that_fits_carries_the_bound_into_its_sandbox():
+    """The sandbox gets a ResourceQuota of what was checked (the batch's own parallelism + 2
+    pods), so retries or pods made later cannot run past what the namespace left."""
+    api = cluster(_team_bound({"cpu": "20"}, {"cpu": "2"}))
+    spec, overhead = _check(api, parse_spec(_cpus("Dedicated", 10, "1")))
+    assert spec.sandbox_quota
+    _create(api, spec)
+    quota = api.get_object("ResourceQuota", "episodes", naming.sandbox_namespace(REF))
+    assert quota["spec"]["hard"] == {"pods": "12", "requests.cpu": "12", "limits.cpu": "12"}
+    # no quota in the namespace: nothing to carry, and the sandbox's own stays the submitter's choice
+    spec, _ = _check(cluster(), parse_spec(_cpus("Dedicated", 10, "1")))
+    assert not spec.sandbox_quota
+
+
+def test_a_quota_scoped_to_another_priority_class_does_not_hold_the_batch():
+    """An admin keeps a class to some teams with a quota of 0 pods scoped to it (§11): it holds a
+    batch that names that class, in its sandbox too, and no other."""
+    api = cluster(_pc("rl-high", 1000), _team_bound({"pods": "0"}, scopeSelector={"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["rl-high"]}]}))
+    spec, _ = _check(api, parse_spec(_cpus("Dedicated", 4, "1")))
+    assert not spec.sandbox_quota
+    with pytest.raises(Stalled) as err:
+        _check(api, parse_spec(_cpus("Dedicated", 4, "1", podTemplate={"priorityClassName": "rl-high"})))
+    assert err.value.reason == "QuotaExceeded"
