@@ -85,6 +85,14 @@ def pool_labels(ref: PoolRef) -> dict[str, str]:
             naming.LABEL_POOL_NAME: naming.label_value(ref.name)}
 
 
+def owned_by_pool(obj: Mapping, pool_uid: str) -> bool:
+    """Whether ``obj`` is the pool's (its uid label): checked before the pool changes or deletes
+    an object found under one of its names, and before a batch uses the pool's namespace (two
+    pools' names may map to one namespace: naming.pool_namespace)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, Mapping) and labels.get(naming.LABEL_POOL_UID) == pool_uid
+
+
 def _warm_labels(ref: PoolRef) -> dict[str, str]:
     return {naming.LABEL_POOL_UID: ref.uid, naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
 

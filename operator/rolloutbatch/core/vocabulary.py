@@ -233,6 +233,7 @@ class PoolReason(Word):
     CANNOT_START = "ContainerCannotStart"  # the runtime could not start the container (no /bin/sh, a bad mount)
     UNSCHEDULABLE = "Unschedulable"
     PODS_NOT_CREATED = "PodsNotCreated"    # the API refused the pool's pods (quota, admission)
+    QUOTA = "QuotaExceeded"                # its namespace's ResourceQuota cannot hold spec.size warm pods
     CLUSTER_RIGHTS = "ClusterRightsRequired"   # a namespaced install cannot keep a pool (core.scope)
     INVALID_SPEC = "InvalidSpec"           # the operator cannot read the pool's spec (the message says why)
     REFUSED = "ProvisioningRefused"        # the API refused the pool's namespace or its objects

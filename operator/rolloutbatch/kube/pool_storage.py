@@ -21,10 +21,6 @@ def pool_path(namespace: str, name: str | None = None) -> str:
     return base if name is None else f"{base}/{name}"
 
 
-def _pool_owned(obj: dict, pool_uid: str) -> bool:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID) == pool_uid
-
-
 def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
     """Create, or bring an existing object of ours to ``obj`` (a NetworkPolicy's spec: a pool's
     network may change, and the policy must say so at once)."""
@@ -36,7 +32,7 @@ def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
         if obj["kind"] == "ServiceAccount":
             return obj
         existing = api.get(f"{path}/{meta['name']}", f"get {obj['kind']} {meta['name']}")
-        if not _pool_owned(existing, pool_uid):
+        if not pools.owned_by_pool(existing, pool_uid):
             raise NotOurs(f"{obj['kind']} {meta['name']} exists and is not this RolloutPool's") from None
         if obj["kind"] == "NetworkPolicy" and existing.get("spec") != obj.get("spec"):
             body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
@@ -77,7 +73,7 @@ def _delete_namespace(api: Any, name: str, pool_uid: str) -> bool:
     live = resources.get_or_none(api, "Namespace", name)
     if live is None:
         return False
-    if not _pool_owned(live, pool_uid):
+    if not pools.owned_by_pool(live, pool_uid):
         raise NotOurs(f"namespace {name} is not this RolloutPool's; not deleting it")
     if not (live.get("metadata") or {}).get("deletionTimestamp"):
         api.delete(resources.object_path("Namespace", name), f"delete namespace {name}")
@@ -119,6 +115,12 @@ class PoolStorage:
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict]:
         return await self._run(resources.list_pods, namespace, selector)
+
+    async def get_namespace(self, name: str) -> dict | None:
+        return await self._run(resources.get_or_none, "Namespace", name)
+
+    async def resource_quotas(self, namespace: str) -> list[dict]:
+        return await self._run(resources.resource_quotas, namespace)
 
     async def runtime_class(self, name: str) -> dict | None:
         return await self._run(resources.runtime_class, name)

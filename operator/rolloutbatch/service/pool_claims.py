@@ -1,8 +1,8 @@
 """A pooled batch's side of the warm pools (core.pools): the claims and its Job.
 
 :func:`provision` replaces the sandbox's creation for a batch with ``spec.poolRef``: the pool is
-read and checked, up to ``parallelism`` warm pods are claimed (the first indexes), and the Job
-is created or adopted. It is safe to repeat: pods already claimed for the batch keep their
+read and checked (its namespace must be its own, the batch must fit its namespace's quotas), up
+to ``parallelism`` warm pods are claimed (the first indexes), and the Job is created or adopted. It is safe to repeat: pods already claimed for the batch keep their
 indexes, and only the indexes without one are claimed.
 
 The hand-overs that follow are service.episode_delivery's.
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 
 from rolloutbatch.core import naming, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, input_shards
+from rolloutbatch.core.admission import Stalled, check_quota_outside, input_shards
 from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
 from rolloutbatch.core.scope import Scope
 from rolloutbatch.core.verdict import annotation_seconds
@@ -26,7 +26,7 @@ from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
-from rolloutbatch.service.pools import cannot_run
+from rolloutbatch.service.pools import cannot_run, template_overhead
 from rolloutbatch.service.context import Emit, owner_of_batch
 
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
@@ -40,12 +40,37 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
     anything is claimed."""
     assert spec.pool_name is not None
     pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+    await _own_namespace(pool_storage, pool)
     problem = await cannot_run(pool_storage, definition)
     if problem is not None:
         # the pool's pods cannot be made: nor can the cold ones of the batch's Job (the same template)
         raise Stalled(v.STALL_POOL_CONFLICT, f"RolloutPool {spec.pool_name} cannot run pods ({problem[0]}): "
                                              f"{problem[1]}"[:1000])
+    quota = check_quota_outside(await pool_storage.resource_quotas(ref.namespace), spec,
+                                await template_overhead(pool_storage, definition), definition)
+    if quota:
+        raise Stalled(v.STALL_QUOTA, quota)
     return pool, definition
+
+
+async def _own_namespace(pool_storage: PoolStorage, pool: pool_spec.PoolRef) -> None:
+    """Stalled unless the pool's namespace is the pool's (:func:`_namespace_problem`)."""
+    problem = await _namespace_problem(pool_storage, pool)
+    if problem is not None:
+        raise Stalled(v.STALL_POOL_CONFLICT, f"{problem}: nothing of this batch is made there")
+
+
+async def _namespace_problem(pool_storage: PoolStorage, pool: pool_spec.PoolRef) -> str | None:
+    """What is wrong with the pool's namespace, None when it exists and is the pool's
+    (core.pools.owned_by_pool): two pools' names may map to one namespace (naming.pool_namespace,
+    and a pool recreated finds its predecessor's until it is gone), and a batch must not claim
+    from, nor run its Job in, another pool's."""
+    namespace = naming.pool_namespace(pool.namespace, pool.name)
+    live = await pool_storage.get_namespace(namespace)
+    if live is not None and pools.owned_by_pool(live, pool.uid):
+        return None
+    state = "does not exist yet" if live is None else "is not this pool's (another pool's, or a former one's)"
+    return f"the namespace {namespace} of RolloutPool {pool.name} {state}"
 
 
 def _stalled(body: dict) -> dict | None:
@@ -102,6 +127,9 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                       f"this batch waits for {wanted - mine} (spec.poolRef.whenEmpty: {v.POOL_WAIT}): lower "
                       f"spec.parallelism, raise the pool's maxSize, or start the rest cold "
                       f"(whenEmpty: {v.POOL_COLD})")
+    foreign = await _namespace_problem(pool_storage, pool)
+    if foreign is not None:   # waited for as a stalled pool is (the pool says Refused meanwhile)
+        return False, f"waiting for RolloutPool {pool.name}: {foreign}"[:1000]
     message = (f"waiting for RolloutPool {pool.name}: {warm + mine} of the {wanted} warm pods this batch starts "
                f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     if definition.size < wanted - mine:
@@ -286,6 +314,7 @@ async def job_for_claims(storage: Storage, pool_storage: PoolStorage, ref: Batch
     try:   # the claims were made: what the batch says of its sandbox is moot for a Job that runs nothing
         pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec,
                                     conflicts=False)
+        await _own_namespace(pool_storage, pool)
     except Stalled:
         return None
     namespace = naming.pool_namespace(pool.namespace, pool.name)

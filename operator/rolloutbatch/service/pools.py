@@ -33,7 +33,7 @@ from collections.abc import Mapping
 
 from rolloutbatch.core import naming, pool_census, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import check_priority_class
+from rolloutbatch.core.admission import check_priority_class, check_quota_fits, runtime_overhead
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
 from rolloutbatch.kube.errors import KubeError, NotOurs
@@ -172,7 +172,7 @@ class PoolReconciler:
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
-        problem = await cannot_run(self.storage, spec) if wanted else None
+        problem = (await cannot_run(self.storage, spec) or await self._quota_exceeded(spec)) if wanted else None
         if problem is not None:
             self._stuck_on(template, now, ("-", *problem))
             wanted = 0
@@ -204,6 +204,14 @@ class PoolReconciler:
             return max(hold, FILLING_PERIOD)   # the refill's round: when the hold ends
         filling = len(found.warm) < spec.size and self._stuck is None
         return filling_period(len(every)) if filling or created else FULL_PERIOD
+
+    async def _quota_exceeded(self, spec: pool_spec.PoolSpec) -> tuple[str, str] | None:
+        """The pool's namespace's quotas against its warm pods, which run in its own namespace where
+        none of them reaches (docs/design.md §8.1): spec.size of them must fit what they leave."""
+        problem = check_quota_fits(await self.storage.resource_quotas(self.ref.namespace), spec,
+                                   await template_overhead(self.storage, spec), spec.size,
+                                   f"the pool's {spec.size} warm pods (spec.size, run outside the namespace)")
+        return (str(v.PoolReason.QUOTA), problem) if problem else None
 
     async def _namespace_pods(self) -> list[dict]:
         """Every pod the operator made in the namespace: the watch's view, else (not whole yet, or
@@ -261,6 +269,8 @@ class PoolReconciler:
         again) ends as soon as the class is there and allowed, not after STUCK_BACKOFF: a user who
         creates the RuntimeClass expects the pool to fill (one GET a round while it waits)."""
         assert self._stuck is not None
+        if self._stuck[2][1] == v.PoolReason.QUOTA:   # likewise a quota raised, or a size lowered to fit
+            return await self._quota_exceeded(spec) is None
         return self._stuck[2][1] in v.POOL_CLASS_REASONS and await cannot_run(self.storage, spec) is None
 
     def _stuck_on(self, template: str, now: float, problem: tuple[str, str, str]) -> None:
@@ -327,3 +337,10 @@ async def cannot_run(storage: PoolStorage, spec: pool_spec.PoolSpec) -> tuple[st
         if denied:
             return str(v.PoolReason.PRIORITY_CLASS_DENIED), denied
     return None
+
+
+
+async def template_overhead(storage: PoolStorage, template: pool_spec.PoolSpec) -> dict | None:
+    """The pod overhead of the pool's RuntimeClass, which the quota system adds to each pod."""
+    rc = await storage.runtime_class(template.runtime_class_name) if template.runtime_class_name else None
+    return runtime_overhead(rc) if rc else None

@@ -25,7 +25,7 @@ from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_delivery, pool_claims, sandbox
 from rolloutbatch.service import pools as service_pools
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
+from tests.unit.service.memory_pool import (BATCH, LOG, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
                                             drain, filled, live, make_pool, pod_names, reconciler, replaced_then_shrunk,
                                             run, set_status, refuse, warm)
 
@@ -176,6 +176,86 @@ def test_a_pool_whose_runtime_class_is_missing_says_so_and_fills_once_it_exists(
     api.put({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "cube"}, "handler": "runsc"})
     run(rec.round())   # at once: no pod failed, so no back-off is waited out
     assert len(pod_names(api)) == 2
+
+
+def _team_bound(api, hard: dict) -> None:
+    """The admin's bound on the pool's namespace: a ResourceQuota, none of it used."""
+    api.put({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-bound", "namespace": NS},
+             "spec": {"hard": hard}, "status": {"hard": hard, "used": {}}})
+
+
+CPUS = {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
+
+
+def test_a_pool_whose_namespace_quota_cannot_hold_its_warm_pods_stalls_before_making_one(api):
+    """Its warm pods run in its own namespace, which no quota of its namespace reaches: spec.size
+    of them must fit what the quota leaves (docs/design.md §8.1), and a scale past it stalls too."""
+    _team_bound(api, {"requests.cpu": "7"})
+    make_pool(api, 4, resources=CPUS)
+    events: list = []
+    rec = reconciler(api, events)
+    run(rec.round())
+    assert pod_names(api) == []
+    stalled = {c["type"]: c for c in live(api)["status"]["conditions"]}["Stalled"]
+    assert stalled["status"] == "True" and stalled["reason"] == v.PoolReason.QUOTA == "QuotaExceeded"
+    assert "team-bound leaves 7 of requests.cpu" in stalled["message"] and "4 warm pods" in stalled["message"]
+    assert [e[1] for e in events] == [v.PoolReason.QUOTA]
+    run(rec.round())
+    assert pod_names(api) == [] and len(events) == 1   # said once while it lasts
+    # scaled to fit: it fills at once, without the back-off of a template that failed
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 3}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert len(pod_names(api)) == 3
+
+
+def test_a_pooled_batch_is_held_to_its_namespace_quota_before_anything_is_claimed(api):
+    """Its cold pods run in the pool's namespace: everything it may hold at once (parallelism + 2
+    pods of the pool's template) must fit its own namespace's quota, as a Dedicated batch's."""
+    filled(api, 2, resources=CPUS)
+    _team_bound(api, {"requests.cpu": "9"})   # the pool's 2 warm pods fit; the batch's 3 + 2 pods do not
+    with pytest.raises(Stalled) as err:
+        run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None,
+                                  lambda pods: None, CLUSTERWIDE))
+    assert err.value.reason == v.STALL_QUOTA and "5 pods" in err.value.message
+    assert claimed_indexes(api) == {} and api.get_object("Job", naming.job_name(BATCH), POOL_NS) is None
+    run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, batch_spec(parallelism=2), lambda *e: None, None,
+                              lambda pods: None, CLUSTERWIDE))
+    assert api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
+
+
+# Two pools of two namespaces whose names map to one pool namespace (naming.pool_namespace keeps
+# 40 bits of a digest: a birthday search found this pair; docs/design.md §11).
+VICTIM, SQUATTER = ("team-b", "warm-998453"), ("team-a", "warm-1410639")
+
+
+def test_two_pools_that_share_a_namespace_keep_the_second_ones_batches_out_of_it(api):
+    """The second pool stalls Refused (the namespace is not its own); its batches stall before
+    claiming from, or running a Job in, the first pool's namespace."""
+    shared = naming.pool_namespace(*VICTIM)
+    assert naming.pool_namespace(*SQUATTER) == shared
+    for namespace, name in (SQUATTER, VICTIM):
+        api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/rolloutpools",
+                   {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutPool", "metadata": {"name": name},
+                    "spec": {"size": 1, "task": {"files": {"episode.py": "x"}}}}, "create pool")
+        body = api.get_object("RolloutPool", name, namespace)
+        _one_round_of_the_daemon(service_pools.PoolReconciler(PoolStorage(api), body, lambda *e: None, LOG))
+    victim = api.get_object("RolloutPool", VICTIM[1], VICTIM[0])
+    stalled = {c["type"]: c for c in victim["status"]["conditions"]}["Stalled"]
+    assert stalled["reason"] == v.PoolReason.REFUSED and shared in stalled["message"]
+    ref = dataclasses.replace(BATCH, namespace=VICTIM[0])
+    for when_empty in (v.POOL_COLD, v.POOL_WAIT):
+        spec = parse_spec({"episodes": 2, "poolRef": {"name": VICTIM[1], "whenEmpty": when_empty}})
+        if when_empty == v.POOL_WAIT:
+            ready, message = run(pool_claims.readiness(PoolStorage(api), ref, spec))
+            assert not ready and f"{shared} of RolloutPool {VICTIM[1]} is not this pool's" in message
+        with pytest.raises(Stalled) as err:
+            run(pool_claims.provision(Storage(api), PoolStorage(api), ref, spec, lambda *e: None, None,
+                                      lambda pods: None, CLUSTERWIDE))
+        assert err.value.reason == v.STALL_POOL_CONFLICT and "is not this pool's" in err.value.message
+    squatters = [p for p in api.list_objects("Pod", shared) if pools.claimed_by(p) == ref.uid]
+    assert squatters == [] and api.list_objects("Job", shared) == []
 
 
 @pytest.mark.parametrize("value, reason", [(None, v.PoolReason.PRIORITY_CLASS),
