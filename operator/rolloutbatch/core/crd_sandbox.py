@@ -64,7 +64,8 @@ def isolation() -> Schema:
             (f"{dedicated} only: also cap the sandbox with a ResourceQuota of parallelism (+2) episode pods. "
              "Off by default: only the Job controller creates pods there, never more than parallelism at "
              "once, and the quota makes every pod admission a compare-and-swap on one object (slower "
-             "batches, no extra protection)."),
+             "batches, no extra protection). Made anyway when a ResourceQuota of the batch's namespace "
+             "bounds its pods: the sandbox carries that bound."),
             default=d.SANDBOX_QUOTA),
         # No schema default: a batch on a pool must be told from one that asked for DenyAll, which an
         # AllowEgress pool cannot give (core.pool_spec.sandbox_conflict); the operator reads an

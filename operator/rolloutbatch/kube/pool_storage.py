@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from rolloutbatch import GROUP, POOL_PLURAL, VERSION
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import pools
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
 
