@@ -32,6 +32,8 @@ from rolloutbatch.service.context import Emit, owner_of_batch
 CLAIM_RELISTS = 2            # lists of the warm pods again when claims were lost and none is left
 LISTED_TRIES, LISTED_PAUSE = 5, 0.1   # lists of the batch's pods until its claims show (seconds apart)
 HAND_OVER_FIRST = 2.0        # seconds the Job's creation waits for the claimed pods' hand-overs
+POOL_NAMESPACE_WAIT, POOL_NAMESPACE_PAUSE = 30.0, 0.5   # a new pool's namespace, waited for so long
+_NOT_YET = "does not exist yet"
 
 
 async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
@@ -54,10 +56,15 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
 
 
 async def _own_namespace(pool_storage: PoolStorage, pool: pool_spec.PoolRef) -> None:
-    """Stalled unless the pool's namespace is the pool's (:func:`_namespace_problem`)."""
-    problem = await _namespace_problem(pool_storage, pool)
-    if problem is not None:
-        raise Stalled(v.STALL_POOL_CONFLICT, f"{problem}: nothing of this batch is made there")
+    """Stalled unless the pool's namespace is the pool's (:func:`_namespace_problem`). One not made
+    yet is waited for, up to POOL_NAMESPACE_WAIT seconds: a pool and a batch applied together
+    (`kubectl apply -f dir/`) may reach the batch before the pool's first round made it."""
+    waited = 0.0
+    while (problem := await _namespace_problem(pool_storage, pool)) is not None:
+        if waited >= POOL_NAMESPACE_WAIT or not problem.endswith(_NOT_YET):
+            raise Stalled(v.STALL_POOL_CONFLICT, f"{problem}: nothing of this batch is made there")
+        await asyncio.sleep(POOL_NAMESPACE_PAUSE)
+        waited += POOL_NAMESPACE_PAUSE
 
 
 async def _namespace_problem(pool_storage: PoolStorage, pool: pool_spec.PoolRef) -> str | None:
@@ -69,7 +76,7 @@ async def _namespace_problem(pool_storage: PoolStorage, pool: pool_spec.PoolRef)
     live = await pool_storage.get_namespace(namespace)
     if live is not None and pools.owned_by_pool(live, pool.uid):
         return None
-    state = "does not exist yet" if live is None else "is not this pool's (another pool's, or a former one's)"
+    state = _NOT_YET if live is None else "is not this pool's (another pool's, or a former one's)"
     return f"the namespace {namespace} of RolloutPool {pool.name} {state}"
 
 

@@ -705,6 +705,32 @@ def test_the_first_waves_hand_overs_are_recorded_with_the_batchs_labels(api, enr
         assert (pod["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid) == enrolled
 
 
+@pytest.mark.parametrize("made", [True, False], ids=["made-meanwhile", "never-made"])
+def test_a_batch_applied_with_its_pool_waits_for_the_pools_namespace(api, monkeypatch, made):
+    """`kubectl apply -f dir/` of a pool and a Cold batch: the batch may be read before the pool's
+    first round made its namespace. It waits for it (bounded), then runs cold there; a namespace
+    never made stalls it, saying so."""
+    monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_WAIT", 0.6)
+    monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_PAUSE", 0.05)
+    make_pool(api, 2)
+
+    async def go():
+        provision = asyncio.create_task(pool_claims.provision(
+            Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None, lambda pods: None,
+            CLUSTERWIDE))
+        await asyncio.sleep(0.2)
+        if made:
+            await reconciler(api).round()   # the pool's first round: its namespace (and pods, not warm)
+        return await provision
+    if made:
+        run(go())
+        assert api.get_object("Job", naming.job_name(BATCH), POOL_NS) is not None
+    else:
+        with pytest.raises(Stalled, match="does not exist yet"):
+            run(go())
+        assert api.list_objects("Job", POOL_NS) == []
+
+
 def test_a_batch_that_claimed_nothing_new_does_not_wait_for_hand_overs(api):
     """provision repeated after a restart: the claims stand, and no hand-over of this run is waited
     for."""
