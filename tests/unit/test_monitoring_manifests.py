@@ -111,3 +111,59 @@ def test_kustomization_lists_existing_files():
     assert "grafana-dashboard-configmap.yaml" in k["resources"]
     # One scrape config, never both monitors.
     assert ("servicemonitor.yaml" in k["resources"]) != ("podmonitor.yaml" in k["resources"])
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(title)
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def _kustomize_objects(directory: Path) -> tuple[dict, list[dict]]:
+    """The kustomization and the objects of its `resources` (files only), as written."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    objects: list[dict] = []
+    for resource in kustomization.get("resources", []):
+        path = directory / resource
+        if path.is_file():
+            objects.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return kustomization, objects
+
+
+def _readme_monitoring_line() -> str:
+    block = _section((REPO / "README.md").read_text(), "## Installing into a real cluster")
+    (line,) = [ln for ln in block.splitlines() if "apply -k manifests/monitoring" in ln]
+    return line
+
+
+def test_the_readmes_monitoring_install_puts_the_servicemonitor_beside_the_operators_service():
+    """Neither the kustomization nor the ServiceMonitor names a namespace, and a ServiceMonitor
+    without a namespaceSelector selects the Services of its own namespace only: applied without
+    `-n` it lands in the kubeconfig's namespace and scrapes nothing."""
+    import re
+
+    command = _readme_monitoring_line().split("#", 1)[0]
+    flag = re.search(r"(?:-n|--namespace)[ =](\S+)", command)
+    kustomization, objects = _kustomize_objects(MON)
+    _, manager = _kustomize_objects(REPO / "manifests" / "manager")
+    (service,) = [o for o in manager if o["kind"] == "Service"]
+    (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    namespace = (kustomization.get("namespace") or monitor["metadata"].get("namespace")
+                 or (flag.group(1) if flag else None))
+    selector = monitor["spec"].get("namespaceSelector") or {}
+    reaches = (namespace == service["metadata"]["namespace"] or selector.get("any") is True
+               or service["metadata"]["namespace"] in selector.get("matchNames", []))
+    assert reaches, (f"README's {command.strip()!r} puts the ServiceMonitor in "
+                     f"{namespace or 'the current kubeconfig namespace'}, which cannot select the Service "
+                     f"{service['metadata']['namespace']}/{service['metadata']['name']}")
+
+
+def test_the_readme_says_which_monitor_manifests_monitoring_applies():
+    """The kustomization applies the ServiceMonitor; the PodMonitor is its commented-out alternative."""
+    comment = _readme_monitoring_line().split("#", 1)[1]
+    _, objects = _kustomize_objects(MON)
+    kinds = {o["kind"] for o in objects}
+    for kind in ("ServiceMonitor", "PodMonitor"):
+        if kind in kinds:
+            assert kind in comment, f"README does not say manifests/monitoring applies a {kind}"
+        elif kind in comment:
+            assert "alternative" in comment, f"README says manifests/monitoring applies a {kind}; it applies {sorted(kinds)}"
