@@ -1,6 +1,6 @@
 """README's spec table says the defaults the CRD states: every field the CRD defaults is listed,
 with that default (the CRD's come from core.defaults, so the table follows them); its status
-table and its condition reasons say the phases and reasons of core.vocabulary."""
+table, its condition reasons and its episode reason table say the phases and reasons of core.vocabulary."""
 from __future__ import annotations
 
 import pathlib
@@ -53,3 +53,34 @@ def test_the_condition_reasons_listed_are_a_batchs():
     listed = re.search(r"Reasons\s+include(.*?)\.\n", _section("Conditions and printer columns"), re.S).group(1)
     reasons = re.findall(r"`(\w+)`", listed)
     assert reasons and [r for r in reasons if r not in (*v.BATCH_REASONS, *v.STALL_REASONS)] == [], reasons
+
+
+def episode_reason_rows() -> dict[str, str]:
+    """Reason -> meaning, from the table headed `| reason | meaning |` in "The episode contract"."""
+    text = README.read_text()
+    start = text.index("| reason | meaning |")
+    rows = {}
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for reason in cells[0].replace("`", "").split(","):
+            rows[reason.strip()] = cells[1]
+    return rows
+
+
+def test_the_episode_reason_table_lists_exactly_the_episode_reasons():
+    """A trainer filters rows on reason: every reason a row can carry has its line, and no other."""
+    assert sorted(episode_reason_rows()) == sorted(v.EPISODE_REASONS)
+
+
+def test_the_reason_the_table_gives_for_the_batch_deadline_is_the_one_rows_carry():
+    """An episode the batch's activeDeadlineSeconds ends is judged BatchTimeout, not Timeout."""
+    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from tests.unit.core.test_verdict import DEADLINE, READY, killed_pod, log_of
+
+    result = judge_episode(pod_facts(killed_pod()), log_of(READY), batch_deadline_at=DEADLINE)
+    assert result.reason == v.EP_BATCH_TIMEOUT
+    said = [reason for reason, meaning in episode_reason_rows().items() if "batch deadline" in meaning
+            or "activeDeadlineSeconds" in meaning]
+    assert said == [result.reason], f"README names {said} for the batch deadline; the row says {result.reason}"
