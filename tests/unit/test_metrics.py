@@ -319,3 +319,58 @@ def test_a_jobs_completion_seen_after_the_batch_ended_is_observed_once(reg, m):
     assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-c") == 2
     m.job_completed("team-c", "b3", None)           # never measured: nothing
     assert val(reg, "rolloutbatch_batch_complete_seconds_count", namespace="team-c") == 2
+
+
+def _table_rows(text: str, title: str, prefix: str) -> dict[str, set[str]]:
+    """Metric name -> the labels its row names in braces, from the first cell of each row of the
+    section's table (a row may name two metrics)."""
+    import re
+
+    start = text.index(title)
+    section = text[start:text.index("\n## ", start + 1)]
+    rows: dict[str, set[str]] = {}
+    for row in section.splitlines():
+        if not row.startswith("| `"):
+            continue
+        first = row.strip("|").split("|")[0]
+        for name, labels in re.findall(r"`(\w+)(?:\{([^}]*)\})?`", first):
+            rows[prefix + name] = set(re.findall(r"\w+", labels))
+    return rows
+
+
+def _exported_labels(batch_label: bool = False) -> dict[str, set[str]]:
+    """Metric family -> its label names, as a real Metrics registers them."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    labels = {}
+    for collector in vars(Metrics(CollectorRegistry(), batch_label=batch_label)).values():
+        if isinstance(collector, MetricWrapperBase):
+            name = collector._name + ("_total" if collector._type == "counter" else "")
+            labels[name] = set(collector._labelnames)
+    return labels
+
+
+DOCS = [("README.md", "\n## Metrics\n", ""), ("docs/design.md", "\n## 7. Metrics", "rolloutbatch_")]
+
+
+@pytest.mark.parametrize("path,title,prefix", DOCS)
+def test_the_documented_metrics_tables_are_the_exported_metrics_with_their_labels(path, title, prefix):
+    """README's and docs/design.md §7's tables name every metric exported, each with its labels in
+    braces (none: no braces); the log-read, handler, build_info and leader series have no namespace."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / path).read_text()
+    rows = _table_rows(text, title, prefix)
+    exported = _exported_labels()
+    assert set(exported) == set(METRIC_NAMES)
+    assert sorted(rows) == sorted(METRIC_NAMES), path
+    assert {n: labels for n, labels in rows.items() if labels != exported[n]} == {}, (path, exported)
+
+
+def test_the_batch_label_goes_on_the_per_batch_series_only():
+    """As both tables say: every series with namespace gets batch, but the two per pool."""
+    plain, labelled = _exported_labels(), _exported_labels(batch_label=True)
+    per_pool = {"rolloutbatch_claim_seconds", "rolloutbatch_pool_claims_total"}
+    assert {n for n in METRIC_NAMES if labelled[n] != plain[n]} == \
+        {n for n in METRIC_NAMES if "namespace" in plain[n]} - per_pool
+    assert all(labelled[n] - plain[n] in (set(), {"batch"}) for n in METRIC_NAMES)
