@@ -77,12 +77,23 @@ MAX_USER_PRIORITY = 1_000_000_000
 # Taints that keep pods off nodes for the cluster's own safety: cordoned nodes, the control plane
 # and system node pools (CriticalAddonsOnly), failing nodes (tolerated forever, a pod would stay
 # bound to a dead node), nodes whose network or cloud setup is not done (NetworkPolicy may not be
-# enforced yet), nodes an admin declared out of service and nodes the cluster autoscaler is
-# deleting (a pod placed there dies with the node). Never tolerated, in any form: the operator
-# already tolerates not-ready and unreachable for NODE_LOSS_TOLERATION_SECONDS (core.manifests).
+# enforced yet), nodes an admin declared out of service and nodes an autoscaler is deleting (a pod
+# placed there dies with the node). Keys are matched exactly, so each distribution's spelling of
+# the same guard is listed. Never tolerated, in any form: the operator already tolerates not-ready
+# and unreachable for NODE_LOSS_TOLERATION_SECONDS (core.manifests).
 PROTECTED_TAINTS = (
     "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
+    # Rancher RKE: its control plane's and its etcd nodes' taints (RKE2's etcd nodes too)
+    "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/etcd",
     "CriticalAddonsOnly", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+    # k8s.io/cloud-provider api/well_known_taints.go: a node its cloud reports shut down
+    "node.cloudprovider.kubernetes.io/shutdown",
     "node.kubernetes.io/network-unavailable", "node.cloudprovider.kubernetes.io/uninitialized",
+    # Cilium: its agent (and so its NetworkPolicy) is not running on the node yet
+    "node.cilium.io/agent-not-ready",
+    # Karpenter v1: a node not yet registered (its startup taints, a CNI's among them, not yet set)
+    "karpenter.sh/unregistered",
     "node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler",
+    # Karpenter draining a node to delete it: v1's taint, and v0.32-v0.37's
+    "karpenter.sh/disrupted", "karpenter.sh/disruption",
 )

@@ -297,7 +297,29 @@ def test_the_protected_taints_are_the_documented_ones():
         "node.kubernetes.io/unschedulable", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
         "CriticalAddonsOnly", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
         "node.kubernetes.io/network-unavailable", "node.cloudprovider.kubernetes.io/uninitialized",
-        "node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler"}
+        "node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler",
+        "node-role.kubernetes.io/controlplane", "node-role.kubernetes.io/etcd", "node.cloudprovider.kubernetes.io/shutdown",
+        "node.cilium.io/agent-not-ready", "karpenter.sh/unregistered", "karpenter.sh/disrupted",
+        "karpenter.sh/disruption"}
+
+
+@pytest.mark.parametrize("key,effect", [
+    ("node-role.kubernetes.io/controlplane", "NoSchedule"),   # RKE1's control plane
+    ("node-role.kubernetes.io/etcd", "NoExecute"),            # RKE / RKE2 etcd nodes
+    ("node.cilium.io/agent-not-ready", "NoSchedule"),         # NetworkPolicy not enforced yet
+    ("karpenter.sh/unregistered", "NoExecute"),               # a node's startup taints not set yet
+    ("karpenter.sh/disrupted", "NoSchedule"),                 # a node Karpenter is deleting
+    ("karpenter.sh/disruption", "NoSchedule"),                # the same, before Karpenter v1
+    ("node.cloudprovider.kubernetes.io/shutdown", "NoSchedule"),   # a node its cloud shut down
+])
+def test_another_distributions_spelling_of_a_protected_taint_is_refused(key, effect):
+    # Named here, not through the constant: keys match exactly, so each spelling must be listed.
+    template = {"tolerations": [{"key": key, "operator": "Exists", "effect": effect}]}
+    if key == "node-role.kubernetes.io/etcd":
+        template["nodeSelector"] = {key: "true"}
+    with pytest.raises(SpecError) as err:
+        parse_spec(_template(**template))
+    assert err.value.field == "spec.podTemplate.tolerations[0].key" and key in str(err.value)
 
 
 @pytest.mark.parametrize("key", ["CriticalAddonsOnly", "node.kubernetes.io/network-unavailable",
