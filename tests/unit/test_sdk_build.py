@@ -295,6 +295,34 @@ def test_delete_refuses_a_timeout_that_is_no_finite_number_before_any_call():
         client.delete(held, timeout=0, interval=0)       # 0: looks once
 
 
+def test_delete_refuses_an_interval_that_is_no_finite_number_before_any_call():
+    """Checked as the timeout is, in both clients: a NaN interval made time.sleep raise mid-wait
+    (after the delete), a negative one made the asyncio client's wait spin."""
+    import asyncio
+
+    from rolloutbatch.sdk.aio import AsyncClient
+    from tests.support.memory_api import AsyncMemoryApi, MemoryApi
+    from tests.unit.test_sdk_follow import _returns_within
+
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    held = api.put({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                    "metadata": {"name": "held", "namespace": "team", "finalizers": ["rl.agentruntime.io/cleanup"]},
+                    "spec": {"episodes": 1}})
+    client, aclient = sdk.Client(api=api, namespace="team"), AsyncClient(api=AsyncMemoryApi(api), namespace="team")
+    api.calls.clear()
+    for interval in (float("nan"), float("inf"), -1, True, "1"):
+        for call in (lambda: client.delete(held, timeout=1, interval=interval),
+                     lambda: asyncio.run(aclient.delete(held, timeout=1, interval=interval))):
+            done, error = _returns_within(call)
+            assert done, f"delete(interval={interval!r}) never returned"
+            assert isinstance(error, ValueError), error
+            assert "interval must be a finite number of seconds, 0 or more" in str(error), error
+    assert api.calls == []
+    with pytest.raises(TimeoutError, match="still exists after 0s"):
+        client.delete(held, timeout=0, interval=0)       # 0: no pause between looks
+
+
 @pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0, -1, True])
 def test_a_client_refuses_a_request_timeout_that_is_no_positive_number(timeout):
     from rolloutbatch.sdk.aio import AsyncClient

@@ -144,6 +144,15 @@ def test_delete_pool_refuses_a_timeout_that_is_no_finite_number_before_any_call(
     assert api.calls == [] and api.get_object(POOL_KIND, "warm", NS) is not None
 
 
+@pytest.mark.parametrize("interval", [float("nan"), float("inf"), -1, True, "1"])
+def test_delete_pool_refuses_an_interval_that_is_no_finite_number_before_any_call(interval):
+    """Its wait's pause, checked as the timeout is: a NaN one made time.sleep raise mid-wait, a
+    negative one made the asyncio client's wait spin."""
+    with pytest.raises(ValueError, match="interval must be a finite number of seconds, 0 or more"):
+        next(ops.delete_pool("warm", NS, interval=interval))   # before its first call
+    assert isinstance(next(ops.delete_pool("warm", NS, interval=0)), ops.Call)
+
+
 def test_a_namesake_made_before_the_delete_is_never_deleted(api):
     client = sdk.Client(api=api, namespace=NS)
     client.create_pool("warm", 1, task_files=FILES)

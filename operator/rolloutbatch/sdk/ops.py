@@ -493,6 +493,7 @@ def delete(batch: Mapping, *, wait: bool = True, timeout: float = 300, interval:
     A user who may not read Namespaces (cluster-scoped: the README's editor and viewer roles) waits
     for the batch alone: its finalizer removes the sandbox before the batch goes."""
     checked_timeout(timeout, zero_ok=True)
+    checked_timeout(interval, zero_ok=True, name="interval")
     meta = batch["metadata"]
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta["uid"]}}
     try:
@@ -582,6 +583,7 @@ def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float 
     object is gone. The pool read first is the one deleted (UID precondition): a namesake created
     meanwhile is never touched. NotFound when there is none."""
     checked_timeout(timeout, zero_ok=True)
+    checked_timeout(interval, zero_ok=True, name="interval")
     live = yield from get_pool(name, namespace)
     uid = live["metadata"].get("uid")
     path = f"{pools_path(namespace)}/{name}"
