@@ -245,7 +245,26 @@ def test_files_are_written_and_read_in_the_workspace(api, tmp_path):
     with pytest.raises(ValueError, match="more than one exec carries"):
         session.write_file("big", b"x" * (sessions.MAX_FILE_BYTES + 1))
     with pytest.raises(TypeError):
-        session.write_file("text", "not bytes")
+        session.write_file("text", ["not bytes"])
+
+
+def test_write_file_given_text_says_to_encode_it_in_both_clients(api, tmp_path):
+    """README's `s.write_file("patch.diff", diff)` with a str diff: a TypeError that says what to pass."""
+    said = r"write_file takes the file's bytes, not str: encode text first, e.g. write_file\(path, text.encode\(\)\)"
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    with pytest.raises(TypeError, match=said):
+        batch.session(0).write_file("patch.diff", "diff --git a/x b/x\n")
+
+    async def main():
+        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
+        put_pod(api, batch.handle, 0, name="async-0x", workspace=tmp_path)
+        session = await batch.session(0)
+        await session.write_file("patch.diff", "diff --git a/x b/x\n")
+    with pytest.raises(TypeError, match=said):
+        asyncio.run(main())
+    assert not (tmp_path / "patch.diff").exists()
 
 
 def test_write_file_through_a_symlink_writes_the_file_it_names(api, tmp_path):

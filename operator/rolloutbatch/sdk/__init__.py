@@ -21,7 +21,7 @@ loop and the sandbox executes its commands::
 
     with client.open_sessions("graded", 8, verifier={"files": {"verify.py": grader}}) as batch:
         with batch.session(0) as s:
-            s.write_file("fix.py", code)
+            s.write_file("fix.py", code.encode())   # bytes
             result = s.run("python -m pytest -q", on_output=lambda stream, data: print(data.decode()))
         rows = batch.wait()        # graded by the verifier; row["session"]: the session's stats
 

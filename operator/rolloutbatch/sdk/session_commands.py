@@ -197,7 +197,8 @@ class SessionCore:
 
     def write_file(self, path: str, data: bytes, *, timeout: float = FILE_TIMEOUT) -> Op:
         if not isinstance(data, (bytes, bytearray)):
-            raise TypeError(f"write_file takes bytes, not {type(data).__name__}")
+            hint = ": encode text first, e.g. write_file(path, text.encode())" if isinstance(data, str) else ""
+            raise TypeError(f"write_file takes the file's bytes, not {type(data).__name__}{hint}")
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"{path}: {len(data)} bytes, more than one exec carries ({MAX_FILE_BYTES})")
         return self._guarded(self._write(sessions.checked_path(path), bytes(data), checked_timeout(timeout)))
