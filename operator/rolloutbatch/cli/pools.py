@@ -38,7 +38,8 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=["json", "yaml", "wide"])
     p.set_defaults(func=list_pools)
 
-    pool = sub.add_parser("pool", help="create, show, scale or delete a RolloutPool",
+    # parents=[common]: the global options go before the action too (`pool -n rl scale ...`).
+    pool = sub.add_parser("pool", parents=[common], help="create, show, scale or delete a RolloutPool",
                           description="A RolloutPool keeps warm sandbox pods ready for the RolloutBatches of its "
                                       "namespace that name it (rolloutbatch submit --pool NAME).")
     # The actions' parsers are of the command's own class (cli.main.Parser: one-line errors).

@@ -51,6 +51,25 @@ def test_the_arguments():
     assert parser.parse_args(["submit", "-f", "b.yaml", "--pool", "warm"]).pool == "warm"
 
 
+@pytest.mark.parametrize("argv", [
+    ["-n", "ns", "--kubeconfig", "/k", "pool", "scale", "warm", "3"],
+    ["pool", "-n", "ns", "--kubeconfig", "/k", "scale", "warm", "3"],     # README: "before or after the subcommand"
+    ["pool", "scale", "warm", "3", "-n", "ns", "--kubeconfig", "/k"],
+    ["-n", "other", "pool", "--namespace", "ns", "--kubeconfig=/k", "scale", "warm", "3"],   # the last one given
+])
+def test_the_global_options_go_anywhere_in_a_pool_command(argv):
+    args = build_parser(operator=False).parse_args(argv)
+    assert (args.pool_command, args.name, args.size, args.namespace, args.global_kubeconfig) == \
+        ("scale", "warm", 3, "ns", "/k")
+
+
+def test_pool_scale_with_the_namespace_before_its_action(capsys, api, task_files):
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rl"}})
+    assert run(capsys, "pool", "create", "warm", "--size", "1", *task_files, "-n", "rl")[0] == 0
+    code, _, err = run(capsys, "pool", "-n", "rl", "scale", "warm", "2")
+    assert (code, err) == (0, "") and api.get_object(POOL_KIND, "warm", "rl")["spec"]["size"] == 2
+
+
 @pytest.mark.parametrize("argv, said", [
     (["pool"], "ACTION"),
     (["pool", "create", "warm", "--task-file", "a"], "--size"),
