@@ -190,11 +190,13 @@ class SummaryTable:
     def table(self, columns: Sequence[tuple[str, Mapping[str, Any]]], title: str | None = None,
               headings: Sequence[str] | None = None):
         from rich.table import Table
+        from rich.text import Text
 
-        tbl = Table(title=title, show_lines=False)
+        # Batch names as Text: a str is read for markup and emoji codes (":v:" drew a hand)
+        tbl = Table(title=Text(title) if title is not None else None, show_lines=False)
         tbl.add_column("metric", style="bold", no_wrap=True)
         for heading in headings or [h for h, _ in columns]:
-            tbl.add_column(heading, justify="right", no_wrap=True)
+            tbl.add_column(Text(heading), justify="right", no_wrap=True)
         for name in self.names:
             tbl.add_row(name, *[number(values.get(name)) for _, values in columns])
         return tbl

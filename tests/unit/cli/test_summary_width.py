@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
@@ -72,6 +72,8 @@ def test_every_metric_name_is_whole_at_any_width(render_summary, width):
 @given(st.sampled_from([demo_summary, cli_summary]), st.integers(20, 300),
        st.lists(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40),
                 min_size=1, max_size=4, unique=True))
+@example(demo_summary, 44, [":V:"]).via("a name rich read as an emoji code")
+@example(cli_summary, 44, [":v:", "[b]x"]).via("emoji code and markup in names")
 def test_every_metric_name_is_whole_at_any_width_for_any_batches(render_summary, width, names):
     handles = [Handle(name) for name in names]
     out = io.StringIO()
