@@ -136,7 +136,7 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                       f"(whenEmpty: {v.POOL_COLD})")
     foreign = await _namespace_problem(pool_storage, pool)
     if foreign is not None:   # waited for as a stalled pool is (the pool says Refused meanwhile)
-        return False, f"waiting for RolloutPool {pool.name}: {foreign}"[:1000]
+        return False, f"waiting for RolloutPool {pool.name}: {foreign}"[:1000], uid
     message = (f"waiting for RolloutPool {pool.name}: {warm + mine} of the {wanted} warm pods this batch starts "
                f"with are ready (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     if definition.size < wanted - mine:

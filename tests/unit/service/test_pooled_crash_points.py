@@ -460,6 +460,28 @@ def test_a_pool_deleted_while_a_batch_waits_for_it_stalls_the_batch(monkeypatch,
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+def test_a_wait_batch_read_before_its_pools_namespace_exists_waits_saying_so(monkeypatch):
+    """`kubectl apply -f dir/`: the batch is read before the pool's first round made its namespace.
+    It waits, saying why (it ended InternalError: the wait's answer had a value too few)."""
+    from rolloutbatch.service import reconciler as reconciler_module
+    monkeypatch.setattr(reconciler_module, "POOL_WAIT_PERIOD", 0.05)
+
+    async def main():
+        async with MemoryCluster(pod_create_grace=5.0) as cluster:
+            cluster.api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutpools",
+                               {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND, "metadata": {"name": "warm"},
+                                "spec": {"size": EPISODES, "task": {"files": {"episode.py": "x"}}}}, "kubectl")
+            cluster.submit(WAIT_SPEC)
+            task = asyncio.create_task(cluster.reconciler().run())
+            await until(lambda: cluster.status().get("reason") in (v.REASON_WAITING_FOR_POOL, v.STALL_INTERNAL))
+            await asyncio.sleep(0.2)   # a few more looks
+            status = cluster.status()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            assert status["reason"] == v.REASON_WAITING_FOR_POOL and "does not exist yet" in status["message"], status
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 def test_a_stop_while_the_batch_waits_for_its_pool_claims_nothing_even_once_the_pool_fills():
     """whenEmpty Wait: a stop while it waits claims nothing (docs/design.md §5.17), also when the
     pool fills before the wait looks again: each claim would hand its pod an episode at once."""

@@ -248,7 +248,7 @@ def test_two_pools_that_share_a_namespace_keep_the_second_ones_batches_out_of_it
     for when_empty in (v.POOL_COLD, v.POOL_WAIT):
         spec = parse_spec({"episodes": 2, "poolRef": {"name": VICTIM[1], "whenEmpty": when_empty}})
         if when_empty == v.POOL_WAIT:
-            ready, message = run(pool_claims.readiness(PoolStorage(api), ref, spec))
+            ready, message, _ = run(pool_claims.readiness(PoolStorage(api), ref, spec))
             assert not ready and f"{shared} of RolloutPool {VICTIM[1]} is not this pool's" in message
         with pytest.raises(Stalled) as err:
             run(pool_claims.provision(Storage(api), PoolStorage(api), ref, spec, lambda *e: None, None,
