@@ -192,6 +192,19 @@ def test_an_async_timeout_that_is_no_finite_number_is_refused_before_any_call(ve
     asyncio.run(main())
 
 
+def test_the_async_followers_other_times_are_checked_too():
+    async def main():
+        api = FakeAsyncApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]}, watches={})
+        handle = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
+        with pytest.raises(ValueError, match="settle must be a finite number of seconds"):
+            await asyncio.wait_for(handle.wait(timeout=5, settle=float("nan")), 3)
+        with pytest.raises(ValueError, match="watch_seconds must be a finite number of seconds"):
+            await asyncio.wait_for(_drain(handle.stream(timeout=5, watch_seconds=float("nan"))), 3)
+        assert api.calls == []
+
+    asyncio.run(main())
+
+
 async def _drain(rows):
     return [row async for row in rows]
 

@@ -111,6 +111,21 @@ def test_a_timeout_that_is_no_finite_number_is_refused_before_any_call(verb, tim
     assert api.calls == []
 
 
+@pytest.mark.parametrize("call", ["wait-settle", "stream-watch_seconds", "groups-watch_seconds"])
+def test_the_followers_other_times_are_checked_too(call):
+    """wait's settle (a NaN never settles: a finished batch waited out its whole timeout) and a
+    watch's length (sent to the API as it came)."""
+    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
+    running = handle(api, phase="Running")
+    nan = float("nan")
+    run = {"wait-settle": lambda: running.wait(timeout=5, settle=nan),
+           "stream-watch_seconds": lambda: list(running.stream(timeout=5, watch_seconds=nan)),
+           "groups-watch_seconds": lambda: list(running.groups(timeout=5, watch_seconds=nan))}[call]
+    with pytest.raises(ValueError, match=f"{call.split('-')[1]} must be a finite number of seconds"):
+        run()
+    assert api.calls == []
+
+
 def test_a_zero_timeout_looks_once():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
     with pytest.raises(TimeoutError, match="not finished after 0s"):

@@ -38,6 +38,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample, group_count, group_entry, group_members
 from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
 from rolloutbatch.kube import resources
+from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
 from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, is_finished, read_results
 from rolloutbatch.sdk.types import Group, Row
@@ -154,6 +155,8 @@ class Follower:
 
     def __init__(self, batch: Mapping, *, rows: bool = True, groups: bool = False, settle_seconds: float = 0.0,
                  watch_seconds: int = WATCH_SECONDS) -> None:
+        checked_timeout(settle_seconds, zero_ok=True, name="settle")   # a NaN never settles
+        checked_timeout(watch_seconds, name="watch_seconds")
         meta, spec = batch["metadata"], batch.get("spec") or {}
         self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
         self.episodes = spec.get("episodes") if type(spec.get("episodes")) is int else 0
