@@ -110,10 +110,13 @@ class EpisodeDelivery:
         return self._unrecorded
 
     def round(self, tracker: BatchTracker) -> None:
+        # Rounds come after the provisioning: a hold its failure left (no enrolment, no
+        # settled()) ends here, and what it held is written alone.
+        self._holding = False
+        if self._unrecorded or self._where:
+            self._record_left()
         if not self.spec.pool_name or tracker.stopping:
             return
-        if not self._holding and (self._unrecorded or self._where):
-            self._record_left()
         live = tracker.live_pods()
         # as the tracker's own rule (a claim before its adoption, one ended); once per round
         held = pools.held_indexes(tracker.index_holders())

@@ -671,6 +671,29 @@ def test_the_job_waits_for_the_first_waves_hand_overs_only_when_it_all_got_warm_
             assert labels[naming.LABEL_POOL_UID] and naming.LABEL_BATCH_UID not in labels
 
 
+def test_records_held_for_an_enrolment_that_never_came_are_written_at_the_next_round(api):
+    """The provisioning failed after its claims' hand-overs (no enrolment, no settled()): the
+    batch's next round ends the hold and records each hand-over alone, and later hand-overs are
+    recorded at once."""
+    filled(api, 2)
+    spec = batch_spec(episodes=2, parallelism=2)
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
+    api.set_attach(POOL_NS, None, lambda container, stdin: None)
+    d = delivery(api, spec, [], [])
+
+    async def go() -> None:
+        d.claimed(fresh, held=True)
+        await drain(d)
+        held = [api.get_object("Pod", p["metadata"]["name"], POOL_NS)["metadata"]["annotations"] for p in fresh]
+        assert all(naming.ANNOTATION_DELIVERED_AT not in notes for notes in held)   # held for the enrolment
+        await delivery_round(api, d, 2)
+    run(go())
+    for pod in fresh:
+        notes = api.get_object("Pod", pod["metadata"]["name"], POOL_NS)["metadata"]["annotations"]
+        assert float(notes[naming.ANNOTATION_DELIVERED_AT]) > 0
+    assert not d._holding
+
+
 @pytest.mark.parametrize("enrolled", [True, False], ids=["enrolled", "enrolment-lost"])
 def test_the_first_waves_hand_overs_are_recorded_with_the_batchs_labels(api, enrolled):
     """provision with the batch's delivery: a warm pod is written twice, its claim and then the
