@@ -243,6 +243,11 @@ def test_the_environments_proxy_is_read_once_for_the_server(tmp_path, monkeypatc
     assert session.proxies.get("https") == ("http://127.0.0.1:3128" if proxied else None)
 
 
+def test_the_environments_ca_bundle_is_still_taken_where_the_kubeconfig_names_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    assert Api(load_config(_kubeconfig(tmp_path, GOOD)))._http.session.verify == "/etc/ssl/certs/ca-certificates.crt"
+
+
 def test_a_refused_patch_does_not_quote_the_whole_object():
     # What the API server answers for a strict merge patch: the patched object, then the error.
     obj = json.dumps({"data": {"results.json": "x" * 900_000}})

@@ -145,13 +145,17 @@ class Api:
             raise ConfigError(f"cannot load the kubeconfig: {_describe(exc)}") from None
         self._http.session.headers["User-Agent"] = USER_AGENT
         self.url = self._http.url
-        # The proxy settings of the environment, read once for this server (its NO_PROXY too), as
-        # client-go reads them once (net/http.ProxyFromEnvironment): requests re-read every
-        # variable of the environment at each request (Session.merge_environment_settings), a
-        # tenth of a millisecond of the operator's CPU per call. TLS and credentials come from the
-        # kubeconfig at send time (pykube's adapter), never from the environment.
-        self._http.session.proxies.update(requests.utils.get_environ_proxies(self.url))
-        self._http.session.trust_env = False
+        # The environment's settings, read once for this server, as client-go reads them once
+        # (net/http.ProxyFromEnvironment): requests re-read every variable of the environment at
+        # each request (Session.merge_environment_settings), a tenth of a millisecond of the
+        # operator's CPU per call. Its proxies (NO_PROXY too), and the CA bundle requests would
+        # take from it where the kubeconfig names none (pykube's adapter sets the kubeconfig's).
+        session = self._http.session
+        session.proxies.update(requests.utils.get_environ_proxies(self.url))
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+        if bundle and session.verify is True:
+            session.verify = bundle
+        session.trust_env = False
         self.config = config
         self._exec: Any = None   # kube.pod_exec.PodExec, made at the first exec
 

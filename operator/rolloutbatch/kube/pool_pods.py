@@ -18,7 +18,8 @@ the uid and resourceVersion seen: a pod claimed since is not deleted), and the p
 creates are kept here until a watch brings them (the next round would otherwise create them
 again). A relist (a watch's start, a 410 Gone) replaces its source whole: a pod deleted while the
 watch was down does not stay. Nothing is read while either watch is down, has not listed, or,
-resumed from its last version, has not caught up (kube.watch.RESUME_SETTLE_SECONDS).
+resumed from its last version, has brought no line yet (its backlog's first, or
+kube.watch.RESUME_SETTLE_SECONDS with none).
 
 A pod a batch ran that has ended is kept as a stub of what the rounds read of it (its name, uid,
 labels, annotations, phase: core.pool_census.is_held, refill_hold): a pooled batch of 30,000 keeps
@@ -101,7 +102,7 @@ class PoolPods:
             self._synced.add(source)
 
     def on_connected(self, source: str, connected: bool) -> None:
-        """The ``source``'s watch opened and caught up, or broke (it resumes from its last version)."""
+        """The ``source``'s watch opened (its backlog begun), or broke (it resumes from its last version)."""
         with self._lock:
             (self._connected.add if connected else self._connected.discard)(source)
 

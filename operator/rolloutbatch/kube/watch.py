@@ -31,7 +31,9 @@ WATCH_SECONDS = 240                   # the server closes the watch; we resume f
 # A watch resumed from a version is answered before the events since that version: the API server
 # writes its headers, then what its watch cache kept since (staging/src/k8s.io/apiserver, the
 # cacher's initial events). It is reported open at its first line (an event, a BOOKMARK), or
-# after this long with none: a backlog would have come by then, so there was none.
+# after this long with none: a backlog would have come by then, so there was none. The rest of
+# a backlog follows its first line within milliseconds: a round in those may read the view that
+# much behind (its writes stay guarded: deletions carry the version seen, creations are kept).
 RESUME_SETTLE_SECONDS = 1.0
 
 
@@ -48,7 +50,7 @@ class Watcher:
         self.on_event = on_event
         self.on_listed = on_listed         # the uids of each whole list (at the start, after a 410 Gone), and
                                            # when it began (time.monotonic)
-        self.on_connected = on_connected   # the watch is open and caught up (True), or broke or ended (False)
+        self.on_connected = on_connected   # the watch is open and its backlog begun (True), or broke or ended (False)
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
         self._quiet_gones = 0              # 410s since the watch last brought an event

@@ -167,7 +167,7 @@ def test_watch_retries_a_transient_api_failure_and_says_so(capsys, monkeypatch):
     retries (a line on stderr each time) and exits by the batch's end (it exited 1, as Failed)."""
     import rolloutbatch.cli.watch as cli_watch
 
-    monkeypatch.setattr(cli_watch, "RETRY_FIRST", 0.0, raising=False)
+    monkeypatch.setattr(cli_watch, "RETRY_FIRST", 0.0)
     code, out, err = _run(capsys, monkeypatch, FlakyClient("a", 2, {"phase": "Succeeded"}), "watch", "a")
     assert code == 0, err
     lines = err.splitlines()
@@ -180,7 +180,7 @@ def test_watch_that_loses_the_api_server_exits_3_not_1(capsys, monkeypatch):
     as a timed-out watch, not 1 (a failed batch)."""
     import rolloutbatch.cli.watch as cli_watch
 
-    monkeypatch.setattr(cli_watch, "OUTAGE_GRACE", 0.0, raising=False)
+    monkeypatch.setattr(cli_watch, "OUTAGE_GRACE", 0.0)
     code, out, err = _run(capsys, monkeypatch, FlakyClient("a", 10**6, {"phase": "Succeeded"}), "watch", "a")
     assert code == follow.EXIT_TIMEOUT == 3, err
     assert err.startswith("rolloutbatch: the API server failed every read for 0s (get RolloutBatch n/a: ") and \

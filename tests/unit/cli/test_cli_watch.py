@@ -62,7 +62,7 @@ def test_a_failed_read_is_retried_on_the_board_and_in_plain_lines(terminal, monk
                 raise Unavailable("get RolloutBatch n/b: 502 Bad Gateway", status=502)
             return super().get(name, namespace)
 
-    monkeypatch.setattr(watch, "RETRY_FIRST", 0.0, raising=False)
+    monkeypatch.setattr(watch, "RETRY_FIRST", 0.0)
     handle = BatchHandle(Flaky([None, RUNNING, None, DONE]), {"metadata": {"name": "b", "namespace": "n", "uid": "u"},
                                                              "spec": {"episodes": 4}})
     out = io.StringIO()

@@ -160,7 +160,6 @@ def test_the_verifier_launcher_stops_a_hanging_verifier_at_its_timeout(tmp_path)
     """The launcher as a shell runs it, in a PID namespace of its own (its `kill -1` must never
     reach the host): a verifier that hangs, and a grandchild that left its session, are gone at
     timeoutSeconds, not at the pod's deadline; an exit code passes through."""
-    import shutil
     import subprocess
     import time
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],
@@ -180,7 +179,6 @@ def test_the_verifier_launcher_stops_a_hanging_verifier_at_its_timeout(tmp_path)
 
 
 def _needs_pid_namespace():
-    import shutil
     import subprocess
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],
                                                          capture_output=True).returncode != 0:

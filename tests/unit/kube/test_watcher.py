@@ -73,7 +73,7 @@ def test_a_watch_resumed_after_a_break_is_connected_once_its_backlog_begins_to_a
 
 
 def test_a_resumed_watch_that_brings_nothing_is_connected_after_the_settle_time_and_never_after_it_ended(monkeypatch):
-    monkeypatch.setattr(watch, "RESUME_SETTLE_SECONDS", 0.5, raising=False)
+    monkeypatch.setattr(watch, "RESUME_SETTLE_SECONDS", 0.5)
     api = FakeApi(lists={PODS: [_listing()]}, watches={PODS: [[OSError("connection reset")], [0.05], [5.0]]})
     log = _connections(api, lambda log: len(log) >= 4)
     assert [entry[:2] for entry in log[:4]] == [("connected", True), ("connected", False),
