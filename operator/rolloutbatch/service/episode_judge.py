@@ -40,22 +40,25 @@ class EpisodeJudge:
                                                              settings.log_limit_bytes, self.ctx.metrics,
                                                              self.ctx.log_reader, container)
         tail = log_tails.tail_of(data, settings.log_tail_bytes)   # the row keeps its outcome's share
-        if not error and not data and (facts.deleting or await self._deleted_since(facts)):
-            # the kubelet removes a deleted pod's containers and their logs: an empty read then says
-            # nothing of what the episode printed (an evicted episode that logged ready was judged
-            # NoReadyEvent), so it is a log that could not be read
-            error = v.LOG_POD_GONE
         if error:
             return None, tail, error
         # up to --log-limit-bytes of hostile text: parsed off the event loop when large
         parsed = (await asyncio.to_thread(parse_log, data, truncated=truncated) if len(data) > PARSE_INLINE_BYTES
                   else parse_log(data, truncated=truncated))
+        # The kubelet removes a deleted pod's containers and their logs: a read then comes back
+        # empty, or as the kubelet's own error line after a 200 it had already sent ("unable to
+        # retrieve container logs for ..."). Neither says what the episode printed (an evicted
+        # episode that logged ready was judged NoReadyEvent): a log that could not be read. (A
+        # verifier prints no ready event: only its empty log is taken so.)
+        unread = not data if container == naming.VERIFIER_CONTAINER else not parsed.ready
+        if unread and (facts.deleting or await self._deleted_since(facts)):
+            return None, tail, v.LOG_POD_GONE
         return parsed, tail, error
 
     async def _deleted_since(self, facts: PodFacts) -> bool:
         """The pod is gone or being deleted now, though the snapshot judged did not say so (an
         eviction deletes the pod as it ends, and its deletion can come after the snapshot). Asked
-        only of an empty log, so an episode that printed nothing costs one GET more."""
+        only of a log without a ready event, so only such an episode costs one GET more."""
         try:
             live = await self.storage.get("Pod", facts.name, facts.namespace)
         except KubeError:

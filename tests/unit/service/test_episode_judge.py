@@ -86,6 +86,19 @@ def test_an_empty_log_of_a_pod_being_deleted_is_a_log_gone_not_an_episode_that_s
     assert judge(facts(), cluster(b"")).reason == v.EP_NO_READY
 
 
+def test_the_kubelets_error_line_for_a_removed_container_is_a_log_gone_not_the_episodes():
+    """The kubelet answers a log read of a container it removed with 200 and its own error line
+    (it wrote the status before it found the container gone): an evicted episode that had logged
+    ready was judged NoReadyEvent from that line (a clean-clone pre-check caught it)."""
+    line = b"unable to retrieve container logs for containerd://0123abcd"
+    api = cluster(line)
+    api.objects[("pods", "ns", "pod-0")]["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    result = judge(facts(disrupted=True), api)
+    assert (result.outcome, result.reason) == (v.OUTCOME_LOST, v.EP_LOG_UNAVAILABLE), result
+    # the same words printed by a pod that is not being deleted are the agent's own
+    assert judge(facts(), cluster(line)).reason == v.EP_NO_READY
+
+
 def test_an_empty_log_of_a_pod_whose_deletion_came_after_the_snapshot_is_a_log_gone():
     """The snapshot judged shows no deletion yet (an eviction deletes the pod as it ends, and its
     deletion event can come later): the pod is asked again before an empty log is the agent's."""
