@@ -382,16 +382,16 @@ def claim_patch(pod: Mapping, batch: BatchRef, index: int, now: float, episode_s
             "spec": {"activeDeadlineSeconds": deadline}}
 
 
-def enrol_patch(batch: BatchRef, index: int, record: Mapping | None = None) -> dict:
+def enrol_patch(batch: BatchRef, index: int, record: HandOverRecord | None = None) -> dict:
     """A merge patch that moves a pod claimed for ``batch`` (:func:`claim_patch`) into it: the
-    batch's labels, which its Job selects and the operator's watch routes by; with ``record``
-    (:func:`record_patch`), its hand-over's record in the same write."""
+    batch's labels, which its Job selects and the operator's watch routes by; with ``record``,
+    its hand-over's record in the same write."""
     patch: dict = {"metadata": {"labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None,
                                            **batch_pod_labels(batch), COMPLETION_INDEX_KEY: str(index)}}}
-    if record:
-        patch["metadata"]["annotations"] = dict((record.get("metadata") or {}).get("annotations") or {})
-        if record.get("spec"):
-            patch["spec"] = dict(record["spec"])
+    if record is not None:
+        patch["metadata"]["annotations"] = dict(record.annotations)
+        if record.active_deadline_seconds is not None:
+            patch["spec"] = {"activeDeadlineSeconds": record.active_deadline_seconds}
     return patch
 
 
@@ -402,6 +402,18 @@ def record_patch(annotations: Mapping[str, str], active_deadline_seconds: int | 
     if active_deadline_seconds is not None:
         patch["spec"] = {"activeDeadlineSeconds": active_deadline_seconds}
     return patch
+
+
+@dataclasses.dataclass(frozen=True)
+class HandOverRecord:
+    """A hand-over done and not yet written on its pod: where the pod is, the annotations that
+    record it (its time), and the lowered deadline (None: unchanged). Held while the first wave is
+    handed over, to go with the pod's enrolment (:func:`enrol_patch`), or written alone
+    (:func:`record_patch`) when the enrolment did not take it."""
+    namespace: str
+    name: str
+    annotations: Mapping[str, str]
+    active_deadline_seconds: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -73,10 +73,9 @@ class EpisodeDelivery:
         self._done: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task] = set()
         # agent hand-overs to claimed pods held for the enrolment's write while the first wave is
-        # handed over: pod uid -> core.pools.record_patch, and where that pod is
+        # handed over: pod uid -> its record
         self._holding = False
-        self._unrecorded: dict[str, dict] = {}
-        self._where: dict[str, tuple[str, str]] = {}
+        self._unrecorded: dict[str, pools.HandOverRecord] = {}
         self._slots = asyncio.Semaphore(MAX_DELIVERIES)
         self._task_path: str | None = None
         self._input_copies: dict[str, str] | None = None   # spec.inputsFrom: key -> the group's input
@@ -99,9 +98,9 @@ class EpisodeDelivery:
         for task in list(self._tasks):
             task.cancel()
 
-    async def settled(self, within: float) -> dict[str, dict]:
+    async def settled(self, within: float) -> dict[str, pools.HandOverRecord]:
         """Until the hand-overs in flight now are done, or ``within`` seconds; then the records of
-        those held (pod uid -> core.pools.record_patch), for the enrolment to write with the pods'
+        those held (pod uid -> record), for the enrolment to write with the pods'
         labels and take out (service.pool_claims.enrol). Hand-overs done from now on record
         themselves, and the next :meth:`round` writes any record the enrolment left."""
         if self._tasks and within > 0:
@@ -113,7 +112,7 @@ class EpisodeDelivery:
         # Rounds come after the provisioning: a hold its failure left (no enrolment, no
         # settled()) ends here, and what it held is written alone.
         self._holding = False
-        if self._unrecorded or self._where:
+        if self._unrecorded:
             self._record_left()
         if not self.spec.pool_name or tracker.stopping:
             return
@@ -242,8 +241,8 @@ class EpisodeDelivery:
             # the time the hand-over waited is not the agent's
             deadline = self._tightened(facts, now) if phase == _AGENT_PHASE else None
             if phase == _AGENT_PHASE and self._holding and facts.claimed_at is not None:
-                self._unrecorded[facts.uid] = pools.record_patch({_ANNOTATIONS[phase]: _stamp(now)}, deadline)
-                self._where[facts.uid] = (facts.namespace, facts.name)
+                self._unrecorded[facts.uid] = pools.HandOverRecord(facts.namespace, facts.name,
+                                                                   {_ANNOTATIONS[phase]: _stamp(now)}, deadline)
                 return
             await self._annotate(facts.namespace, facts.name, {_ANNOTATIONS[phase]: _stamp(now)}, deadline)
         finally:
@@ -341,15 +340,12 @@ class EpisodeDelivery:
     def _record_left(self) -> None:
         """The held records the enrolment did not write (its pod gone, its index annotation edited,
         its write failed), each written alone."""
-        for uid, patch in list(self._unrecorded.items()):
-            del self._unrecorded[uid]
-            namespace, name = self._where.pop(uid)
-            annotations = (patch.get("metadata") or {}).get("annotations") or {}
-            task = asyncio.create_task(self._annotate(namespace, name, annotations,
-                                                      (patch.get("spec") or {}).get("activeDeadlineSeconds")))
+        records, self._unrecorded = list(self._unrecorded.values()), {}
+        for record in records:
+            task = asyncio.create_task(self._annotate(record.namespace, record.name, dict(record.annotations),
+                                                      record.active_deadline_seconds))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        self._where.clear()
 
     def _leave_to_deadline(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
         """A pod that may have its phase (an earlier operator may have handed it over:

@@ -207,11 +207,11 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
 
 
 async def enrol(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claimed: list[dict],
-                records: MutableMapping[str, dict] | None = None) -> list[dict]:
+                records: MutableMapping[str, pools.HandOverRecord] | None = None) -> list[dict]:
     """The batch's labels on its claimed pods (core.pools.enrol_patch), all at once; returns them
     as the API did (a pod gone meanwhile is not: the Job runs its index cold). A claim whose index
     annotation was edited by hand is left out: it runs to the deadline its claim set, and its index
-    gets a cold pod. ``records`` (pod uid -> core.pools.record_patch) are the hand-overs held for
+    gets a cold pod. ``records`` (pod uid -> core.pools.HandOverRecord) are the hand-overs held for
     this write (EpisodeDelivery.settled): each goes with its pod's labels, and leaves ``records``
     once written (what is left, the delivery writes alone)."""
     held = records if records is not None else {}
@@ -245,7 +245,7 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
-                    handed_over: Callable[[float], Awaitable[MutableMapping[str, dict] | None]] | None = None,
+                    handed_over: Callable[[float], Awaitable[MutableMapping[str, pools.HandOverRecord] | None]] | None = None,
                     made_by: str | None = None, count: bool = True) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's

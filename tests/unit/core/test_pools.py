@@ -6,6 +6,7 @@ pods): quoting is proved by running it, not by reading it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -167,6 +168,17 @@ def test_enrol_patch_moves_the_claimed_pod_into_the_batch() -> None:
     assert labels[naming.LABEL_POOL_UID] is None and labels[naming.LABEL_POOL_NAME] is None
     assert labels[naming.LABEL_BATCH_UID] == BATCH.uid and labels[COMPLETION_INDEX_KEY] == "7"
     assert labels[naming.LABEL_EPISODE_ROLE] != naming.ROLE_WARM
+
+
+def test_an_enrolment_carries_its_hand_overs_record_as_a_write_of_its_own_would() -> None:
+    record = pools.HandOverRecord("ns", "pod-a", {naming.ANNOTATION_DELIVERED_AT: "12.5"}, 40)
+    patch = pools.enrol_patch(BATCH, 3, record)
+    alone = pools.record_patch(record.annotations, record.active_deadline_seconds)
+    assert patch["metadata"]["annotations"] == alone["metadata"]["annotations"]
+    assert patch["spec"] == alone["spec"] == {"activeDeadlineSeconds": 40}
+    unchanged = pools.enrol_patch(BATCH, 3, dataclasses.replace(record, active_deadline_seconds=None))
+    assert "spec" not in unchanged and "spec" not in pools.enrol_patch(BATCH, 3)
+    assert "annotations" not in pools.enrol_patch(BATCH, 3)["metadata"]
 
 
 def test_a_claimed_pod_is_no_longer_warm_and_its_batch_finds_it_in_one_list() -> None:
