@@ -36,13 +36,14 @@ POOL_NAMESPACE_WAIT, POOL_NAMESPACE_PAUSE = 30.0, 0.5   # a new pool's namespace
 _NOT_YET = "does not exist yet"
 
 
-async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
-                    spec: BatchSpec) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
+async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
+                    waiting: Callable[[str], Awaitable[None]] | None = None
+                    ) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
     """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
-    anything is claimed."""
+    anything is claimed. ``waiting`` hears what the batch waits for, if it waits."""
     assert spec.pool_name is not None
     pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
-    await _own_namespace(pool_storage, pool)
+    await _own_namespace(pool_storage, pool, waiting)
     problem = await cannot_run(pool_storage, definition)
     if problem is not None:
         # the pool's pods cannot be made: nor can the cold ones of the batch's Job (the same template)
@@ -55,14 +56,19 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef,
     return pool, definition
 
 
-async def _own_namespace(pool_storage: PoolStorage, pool: pool_spec.PoolRef) -> None:
+async def _own_namespace(pool_storage: PoolStorage, pool: pool_spec.PoolRef,
+                         waiting: Callable[[str], Awaitable[None]] | None = None) -> None:
     """Stalled unless the pool's namespace is the pool's (:func:`_namespace_problem`). One not made
-    yet is waited for, up to POOL_NAMESPACE_WAIT seconds: a pool and a batch applied together
-    (`kubectl apply -f dir/`) may reach the batch before the pool's first round made it."""
+    yet is waited for, up to POOL_NAMESPACE_WAIT seconds, said once to ``waiting``: a pool and a
+    batch applied together (`kubectl apply -f dir/`) may reach the batch before the pool's first
+    round made it."""
     waited = 0.0
     while (problem := await _namespace_problem(pool_storage, pool)) is not None:
         if waited >= POOL_NAMESPACE_WAIT or not problem.endswith(_NOT_YET):
             raise Stalled(v.STALL_POOL_CONFLICT, f"{problem}: nothing of this batch is made there")
+        if not waited and waiting is not None:
+            await waiting(f"waiting up to {POOL_NAMESPACE_WAIT:.0f} s for RolloutPool {pool.name} to make its "
+                          f"namespace: {problem}"[:1000])
         await asyncio.sleep(POOL_NAMESPACE_PAUSE)
         waited += POOL_NAMESPACE_PAUSE
 
@@ -246,7 +252,8 @@ async def _until_listed(pool_storage: PoolStorage, namespace: str, ref: BatchRef
 async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                     emit: Emit, metrics: object, claimed: Callable[[list[dict]], None], scope: Scope,
                     handed_over: Callable[[float], Awaitable[MutableMapping[str, pools.HandOverRecord] | None]] | None = None,
-                    made_by: str | None = None, count: bool = True) -> dict:
+                    made_by: str | None = None, count: bool = True,
+                    waiting: Callable[[str], Awaitable[None]] | None = None) -> dict:
     """Check the pool, claim, create or adopt the Job; returns the live Job. ``claimed`` hears of
     each pod as it is claimed (its delivery need not wait for the other claims, nor the Job's
     adoption). When every index of the first wave got a warm pod, the Job is created once their
@@ -256,9 +263,10 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     the records of the hand-overs done (:func:`enrol`). The claims are counted
     (the pool_claims metric, the ClaimedFromPool Event) with ``count`` by the operator run
     ``made_by`` that made the Job (naming.ANNOTATION_MADE_BY: its retry after a lost answer adopts
-    it and counts; a new operator's resumed provisioning does not); without ``made_by``, always."""
+    it and counts; a new operator's resumed provisioning does not); without ``made_by``, always.
+    ``waiting`` hears what the provisioning waits for, if it waits (a pool's namespace not made yet)."""
     scope.refuse(spec)
-    pool, definition = await read_pool(pool_storage, ref, spec)
+    pool, definition = await read_pool(pool_storage, ref, spec, waiting)
     await copy_inputs(storage, ref, spec)
     claims = await claim(pool_storage, ref, spec, pool, _episode_seconds(spec), pools.template_digest(pool, definition),
                          on_claimed=claimed)

@@ -277,7 +277,7 @@ class BatchReconciler:
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
                 self.ctx.metrics, lambda pods: delivery.claimed(pods, held=True), self.ctx.settings.scope,
                 delivery.settled,
-                made_by=self._run_id, count=not self._claims_counted), self.tracker)
+                made_by=self._run_id, count=not self._claims_counted, waiting=self._say_waiting_for_pool), self.tracker)
             self._claims_counted = True
         else:
             empty = await self.sandbox.provision(self.spec, self.tracker)
@@ -300,6 +300,9 @@ class BatchReconciler:
                                      force=True)
         else:
             await self._patch_status(v.RUNNING, reason=v.REASON_RUNNING, message=self._running_message, force=True)
+
+    async def _say_waiting_for_pool(self, message: str) -> None:
+        await self._patch_status(v.PROVISIONING, reason=v.REASON_WAITING_FOR_POOL, message=message, force=True)
 
     async def _wait_for_pool(self) -> None:
         """spec.poolRef.whenEmpty Wait: Provisioning/WaitingForPool until the pool holds the batch's

@@ -209,6 +209,31 @@ def test_a_pool_whose_namespace_quota_cannot_hold_its_warm_pods_stalls_before_ma
     assert len(pod_names(api)) == 3
 
 
+def test_a_fill_reads_the_classes_and_quotas_once_per_template_and_size_not_each_round(api):
+    _team_bound(api, {"requests.cpu": "100"})
+    make_pool(api, 4, runtimeClassName="cube", resources=CPUS)
+    api.put({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "cube"}, "handler": "runsc"})
+    rec = reconciler(api)
+
+    def checks() -> int:
+        return sum(1 for method, path in api.calls if method == "GET" and path.endswith("/resourcequotas"))
+    run(rec.round())
+    assert len(pod_names(api)) == 4 and checks() == 1
+    for name in pod_names(api)[:2]:
+        api.delete(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", "gone")
+    run(rec.round())
+    assert len(pod_names(api)) == 4 and checks() == 1   # the refill trusts the fit just found
+    # a new size is checked again, and a fit that has aged is too
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 5}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert len(pod_names(api)) == 5 and checks() == 2
+    rec._fit = (rec._fit[0], rec._fit[1], rec._fit[2] - service_pools.FIT_KEPT_SECONDS - 1)
+    api.delete(f"/api/v1/namespaces/{POOL_NS}/pods/{pod_names(api)[0]}", "gone")
+    run(rec.round())
+    assert checks() == 3
+
+
 def test_a_pooled_batch_is_held_to_its_namespace_quota_before_anything_is_claimed(api):
     """Its cold pods run in the pool's namespace: everything it may hold at once (parallelism + 2
     pods of the pool's template) must fit its own namespace's quota, as a Dedicated batch's."""
@@ -736,12 +761,18 @@ def test_a_batch_applied_with_its_pool_waits_for_the_pools_namespace(api, monkey
     monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_WAIT", 0.6)
     monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_PAUSE", 0.05)
     make_pool(api, 2)
+    said: list[str] = []
+
+    async def waiting(message: str) -> None:
+        said.append(message)
 
     async def go():
         provision = asyncio.create_task(pool_claims.provision(
             Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None, lambda pods: None,
-            CLUSTERWIDE))
+            CLUSTERWIDE, waiting=waiting))
         await asyncio.sleep(0.2)
+        # the batch says what it waits for, once
+        assert len(said) == 1 and "waiting up to 1 s for RolloutPool warm to make its namespace" in said[0]
         if made:
             await reconciler(api).round()   # the pool's first round: its namespace (and pods, not warm)
         return await provision
