@@ -388,6 +388,10 @@ class BatchReconciler:
                                        # Kueue's word on the wait (read every few seconds at most)
                                        or (phase == v.QUEUED and state["message"] != self.last_status.get("message")))
             await self._patch_status(phase, **state, force=changed)
+            # A whole round went through: a later error starts a new count. Rounds that change
+            # nothing write no status (a batch Kueue holds for hours), and two blips hours apart
+            # are not transient errors without a break (service.policy).
+            self._retry.succeeded()
             self.wake.clear()
             try:
                 # woken by events; idle, often enough for the longest waits of either cadence
@@ -714,6 +718,7 @@ class BatchReconciler:
         finished = parse_time(self.last_status.get("completionTime")) or time.time()
         delay = finished + ttl - time.time()
         if delay > 0:
+            self._retry.succeeded()   # everything before the wait went through
             await asyncio.sleep(delay)
         self.log.info("ttlSecondsAfterFinished (%ss) passed: deleting the RolloutBatch", ttl)
         await self.storage.delete_batch(self.ref.namespace, self.ref.name, self.ref.uid)

@@ -8,6 +8,8 @@ from rolloutbatch.core import queueing
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.model import BatchRef
+from rolloutbatch.kube.errors import Unavailable
+from rolloutbatch.service import policy
 from rolloutbatch.service.queue_watch import QueueWatch
 from tests.unit.service.memory_cluster import NAMESPACE, _iso, run, sandboxes, until
 
@@ -209,3 +211,26 @@ def test_the_phase_follows_the_job_as_the_round_saw_it():
         assert await watch.round(tracker) is True and not watch.held_at_round
         assert events == [v.EVENT_ADMITTED]
     asyncio.run(rounds())
+
+
+def test_two_api_blips_far_apart_do_not_end_a_batch_kueue_holds(monkeypatch):
+    """Only transient errors without a break for transient_give_up (1 s here, 10 minutes for
+    real) end a batch ApiUnavailable (docs/design.md §5.10). A batch Kueue holds writes no status
+    while nothing changes: a blip retried at once, rounds that went through, then another blip
+    long after, is no outage. An unbroken one still ends it."""
+    monkeypatch.setattr(policy, "BACKOFF", (0.01,))
+
+    async def scenario(cluster):
+        task = await queued(cluster)
+        kueue_workload(cluster, ("QuotaReserved", "False", "Pending", WAITING))
+        await asyncio.sleep(0.5)
+        cluster.api.fail("GET", "Job", Unavailable("etcd leader changed", status=503))
+        await asyncio.sleep(1.5)   # longer than transient_give_up, every call going through
+        cluster.api.fail("GET", "Job", Unavailable("etcd leader changed", status=503))
+        await asyncio.sleep(0.5)
+        assert cluster.status()["phase"] == v.QUEUED, cluster.status()
+        cluster.api.fail("GET", None, Unavailable("the API server is down", status=503), times=10_000)
+        await until(lambda: cluster.status().get("phase") == v.FAILED, timeout=10)
+        assert cluster.status()["reason"] == v.STALL_API_UNAVAILABLE
+        task.cancel()
+    run(scenario)
