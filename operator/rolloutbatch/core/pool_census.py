@@ -36,12 +36,16 @@ UNENROLLED_HOLD_SECONDS = 300.0
 def is_held(pod: Mapping, now: float) -> bool:
     """A pod of the pool's namespace that a batch holds now: claimed or cold, not ended; or claimed
     and not enrolled yet, ended or not (its batch has not seen it: its end is still to be judged,
-    and the pool's deletion must not take it first), for UNENROLLED_HOLD_SECONDS after its claim."""
+    and the pool's deletion must not take it first), for UNENROLLED_HOLD_SECONDS after its claim. A
+    claim time further ahead than clocks disagree (an edited annotation) is read as long past: it
+    would hold the deletion for ever."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     ended = (pod.get("status") or {}).get("phase") in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED)
     if claimed_by(pod) is not None and labels.get(naming.LABEL_EPISODE_ROLE) == naming.ROLE_WARM:
         claimed = annotation_seconds(meta, naming.ANNOTATION_CLAIMED_AT) or 0.0
+        if claimed > now + CLOCK_SKEW_TOLERANCE_SECONDS:
+            claimed = 0.0
         return not meta.get("deletionTimestamp") and (not ended or now - claimed < UNENROLLED_HOLD_SECONDS)
     return bool(labels.get(naming.LABEL_BATCH_UID) or claimed_by(pod) is not None) and not ended
 

@@ -832,7 +832,12 @@ def test_a_claimed_pod_not_enrolled_yet_is_neither_warm_nor_the_pools_to_delete(
                     "kubelet")
     assert "uid " + BATCH.uid in (run(rec.delete()) or "")
     assert api.get_object("Namespace", POOL_NS) is not None
-    # ... but not for ever: an ended claim still unenrolled long after its claim is an orphan
+    # ... but not for ever: an ended claim still unenrolled long after its claim is an orphan, and
+    # one whose claim time was edited far ahead is read as long past (it would hold for ever)
+    ahead = f"{time.time() + 10 * 365 * 86400:.3f}"
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}",
+                    {"metadata": {"annotations": {naming.ANNOTATION_CLAIMED_AT: ahead}}}, "edited")
+    assert not pool_census.is_held(api.get_object("Pod", claimed, POOL_NS), time.time())
     late = f"{time.time() - pool_census.UNENROLLED_HOLD_SECONDS - 1:.3f}"
     api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{claimed}",
                     {"metadata": {"annotations": {naming.ANNOTATION_CLAIMED_AT: late}}}, "long ago")
