@@ -136,6 +136,7 @@ def print_summary(console, handles) -> None:
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
+    from rolloutbatch.cli.common import positive
     from rolloutbatch.cli.export import export
     from rolloutbatch.cli.watch import follow
     from rolloutbatch.kube.errors import KubeError
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m rolloutbatch.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="leave the demo namespace and its batches in place")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for each batch (default 600)")
+    parser.add_argument("--timeout", type=positive, default=600, help="seconds to wait for each batch (default 600)")
     parser.add_argument("--output", default=str(ROOT / "demo-output"), help="where results directories go")
     args = parser.parse_args(argv)
 

@@ -49,14 +49,15 @@ def make_console():
 
 
 def positive(text: str) -> float:
-    """argparse type of --timeout: a number above zero."""
+    """argparse type of --timeout: the SDK's timeout (sdk.timeouts), refused as a bad argument
+    before any call: ``inf``, ``1e400`` and ``nan`` passed a bare ``> 0`` and the SDK then refused
+    them after the stop or delete had been sent."""
+    from rolloutbatch.sdk.timeouts import checked_timeout
+
     try:
-        value = float(text)
+        return checked_timeout(float(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds above 0: {text!r}") from None
 
 
 def at_least(minimum: int) -> Callable[[str], int]:

@@ -1,6 +1,7 @@
 """CLI argument handling and error lines, without a cluster."""
 from __future__ import annotations
 
+import argparse
 import pathlib
 import socket
 
@@ -42,7 +43,7 @@ def test_version(capsys):
     (["frobnicate"], "invalid choice"),
     (["get"], "name"),
     (["list", "-o", "table"], "invalid choice"),
-    (["submit", "-f", "x.yaml", "--timeout", "-3"], "must be positive"),
+    (["submit", "-f", "x.yaml", "--timeout", "-3"], "not a finite number of seconds above 0: '-3'"),
     (["results", "x"], "--output"),
     # no abbreviations: a prefix is no option (a script relying on one breaks with a new option)
     (["submit", "-f", "x.yaml", "--wat"], "unrecognized arguments: --wat"),
@@ -54,6 +55,39 @@ def test_bad_arguments_are_one_line(capsys, argv, needle):
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert needle in err and "error:" in err
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "1e400", "nan", "0", "soon"])
+@pytest.mark.parametrize("argv", [["submit", "-f", "x.yaml", "--watch"], ["watch", "a"], ["stop", "a", "--wait"],
+                                  ["cleanup", "a"], ["pool", "delete", "a"]])
+def test_a_timeout_that_is_no_finite_number_above_0_is_a_bad_argument(capsys, argv, value):
+    """Refused by argparse (exit 2), before any call: an infinite one passed a bare `> 0` and the
+    SDK then refused it with a traceback, after the stop or delete had been sent."""
+    code, out, err = run(capsys, *argv, f"--timeout={value}")
+    assert code == 2 and out == "" and "--timeout: not a finite number of seconds above 0" in err, err
+
+
+def _typed_options(parser):
+    """(command, option, its argparse type) of every option of ``parser`` and its subcommands'."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for command, option, kind in _typed_options(sub):
+                    yield f"{name} {command}".strip(), option, kind
+        elif action.type is not None:
+            yield "", max(action.option_strings, key=len) if action.option_strings else action.dest, action.type
+
+
+def test_every_number_option_refuses_what_is_no_finite_number():
+    """A number argparse takes as float('inf') or nan waits for ever or fails late: every typed
+    option of the command (but the operator's, which checks its own ranges) refuses them."""
+    typed = [(c, o, t) for c, o, t in _typed_options(build_parser(operator=False))
+             if not c.startswith("operator") and o != "--env"]
+    assert len(typed) >= 10, typed
+    for command, option, kind in typed:
+        for value in ("inf", "nan", "1e400"):
+            with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+                kind(value)
 
 
 def test_namespace_and_kubeconfig_before_or_after_the_subcommand():
