@@ -61,7 +61,7 @@ def positive(text: str) -> float:
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type of a whole number of at least ``minimum`` (a pool's size, --limit-bytes)."""
+    """argparse type of a whole number of at least ``minimum`` (a pool's size, a byte limit, an episode index)."""
     def whole(text: str) -> int:
         try:
             value = int(text)

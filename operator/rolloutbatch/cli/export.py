@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rolloutbatch import __version__
 from rolloutbatch.cli import render
-from rolloutbatch.cli.common import CLIError, make_client, sandbox_forbidden
+from rolloutbatch.cli.common import CLIError, at_least, make_client, sandbox_forbidden
 from rolloutbatch.cli.logs import TAILS_KEPT, cleanup_hint
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
@@ -47,7 +47,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("results", parents=[common], help="write a batch's results, logs and state to a new directory")
     p.add_argument("name")
     p.add_argument("--output", "-O", required=True, metavar="DIR", help="directory to create (must not exist)")
-    p.add_argument("--log-limit-bytes", type=int, default=v.LOG_LIMIT_BYTES, metavar="N",
+    p.add_argument("--log-limit-bytes", type=at_least(1), default=v.LOG_LIMIT_BYTES, metavar="N",
                    help=f"bytes of each episode log to keep at most (default {v.LOG_LIMIT_BYTES / 2**20:g} MiB)")
     p.add_argument("--retained", action="store_true",
                    help="when the batch is gone, read the results it retained (spec.cleanup.results: Retain); "
@@ -64,8 +64,6 @@ def results(args: argparse.Namespace) -> int:
     out = pathlib.Path(args.output)
     if out.exists():
         raise CLIError(f"{out} already exists: choose a new directory (results are never overwritten)")
-    if args.log_limit_bytes < 1:
-        raise CLIError("--log-limit-bytes must be at least 1")
     client = make_client(args)
     if args.retained_uid:
         written = export_retained(client, args.name, _retained_of(client, args.name, args.retained_uid), out)

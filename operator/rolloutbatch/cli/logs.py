@@ -24,7 +24,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
                                    "Control characters are shown escaped (kubectl logs gives the raw bytes). "
                                    "Exit 0 when every log asked for was shown, 1 when one could not be.")
     p.add_argument("name")
-    p.add_argument("--index", "-i", type=int, metavar="I", help="the episode index (0..episodes-1)")
+    p.add_argument("--index", "-i", type=at_least(0), metavar="I", help="the episode index (0..episodes-1)")
     p.add_argument("--limit-bytes", type=at_least(1), default=v.LOG_LIMIT_BYTES, metavar="N",
                    help=f"bytes per log at most (default {v.LOG_LIMIT_BYTES / 2**20:g} MiB)")
     p.set_defaults(func=logs)

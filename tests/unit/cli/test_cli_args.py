@@ -45,6 +45,9 @@ def test_version(capsys):
     (["list", "-o", "table"], "invalid choice"),
     (["submit", "-f", "x.yaml", "--timeout", "-3"], "not a finite number of seconds above 0: '-3'"),
     (["results", "x"], "--output"),
+    # as logs --limit-bytes 0 (test_live_log_escapes): exit 2, not the command's exit 1
+    (["results", "x", "--output", "d", "--log-limit-bytes", "0"], "--log-limit-bytes: must be at least 1: '0'"),
+    (["logs", "x", "--index=-1"], "--index/-i: must be at least 0: '-1'"),
     # no abbreviations: a prefix is no option (a script relying on one breaks with a new option)
     (["submit", "-f", "x.yaml", "--wat"], "unrecognized arguments: --wat"),
     (["--namespace", "a", "list", "--all-n"], "unrecognized arguments: --all-n"),
