@@ -25,7 +25,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
                         "failed, 3 when the watch timed out (the batches keep running: rolloutbatch watch NAME)")
     p.add_argument("--timeout", type=positive, default=3600.0, metavar="SECONDS",
                    help="give up watching after this long (default 3600; exit 3)")
-    p.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the created objects")
+    p.add_argument("-o", "--output", choices=["name", "json", "yaml"],
+                   help="print the created objects: a name a line, or one JSON/YAML document (the object, or a "
+                        "v1 List of several); with --watch, the progress and the summary then go to stderr")
     p.add_argument("--pool", metavar="NAME",
                    help="run the batches in the warm pods of this RolloutPool (their namespace's): spec.poolRef is "
                         "set and the fields that are the pool's (image, task, resources, workspace, isolation, "
@@ -130,19 +132,24 @@ def submit(args: argparse.Namespace) -> int:
         for _, _, obj in objects:
             client.create(obj, dry_run=True)
     handles: list[BatchHandle] = []
-    for _, _, obj in objects:
-        handle = client.submit(obj)
-        handles.append(handle)
-        if args.output == "name":
-            print(f"{RESOURCE}/{handle.name}")
-        elif args.output:
-            print(render.serialize([handle.obj], args.output, single=True))
-        else:
-            print(f"{RESOURCE}/{handle.name} created (namespace {handle.namespace})")
+    try:
+        for _, _, obj in objects:
+            handle = client.submit(obj)
+            handles.append(handle)
+            if args.output == "name":
+                print(f"{RESOURCE}/{handle.name}")
+            elif not args.output:
+                print(f"{RESOURCE}/{handle.name} created (namespace {handle.namespace})")
+    finally:
+        # -o json|yaml: one document, as kubectl apply prints it: the object, or a List of several
+        # (of those created, when a later one failed)
+        if args.output in ("json", "yaml") and handles:
+            print(render.serialize([h.obj for h in handles], args.output, single=len(objects) == 1))
     sys.stdout.flush()
     if not args.watch:
         return 0
-    return watch_handles(handles, args.timeout)
+    # With -o, stdout is the objects' alone: the progress and the summary go to stderr.
+    return watch_handles(handles, args.timeout, to_stderr=bool(args.output))
 
 
 def get(args: argparse.Namespace) -> int:

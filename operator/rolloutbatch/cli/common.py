@@ -42,10 +42,10 @@ def make_client(args: argparse.Namespace):
     return client
 
 
-def make_console():
+def make_console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, stderr=stderr)
 
 
 def positive(text: str) -> float:

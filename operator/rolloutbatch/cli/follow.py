@@ -33,13 +33,14 @@ def reattach_hint(namespace: str, names: list[str]) -> str:
         if len(names) == 1 else f"the batches keep running; re-attach with: rolloutbatch watch NAME -n {namespace}"
 
 
-def watch_handles(handles, timeout: float) -> int:
-    """Follow, print the summary, and the exit code (0 / 1 / 3 / 130)."""
+def watch_handles(handles, timeout: float, *, to_stderr: bool = False) -> int:
+    """Follow, print the summary, and the exit code (0 / 1 / 3 / 130); ``to_stderr``: both on
+    stderr, when stdout holds what ``submit -o`` printed."""
     from rolloutbatch.cli.summary import print_summaries
     from rolloutbatch.cli.watch import follow
     from rolloutbatch.sdk import is_succeeded
 
-    console = make_console()
+    console = make_console(stderr=to_stderr)
     names = [h.name for h in handles]
     try:
         follow(handles, console, timeout=timeout)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import socket
 
@@ -295,3 +296,57 @@ def test_submit_one_name_in_two_namespaces_or_two_generate_names_creates_both(tm
     code, _, err = run(capsys, "submit", "-f", str(tmp_path / "a.yaml"))
     assert code == 0, err
     assert len(api.list_objects("RolloutBatch", "ns")) == 3 and len(api.list_objects("RolloutBatch", "other")) == 1
+
+
+def _finish_on_next_read(api, name: str) -> None:
+    """The operator ends ``name`` (Succeeded) just before the watch's first read."""
+    def finish() -> None:
+        api.merge_patch(f"/apis/rl.agentruntime.io/v1alpha1/namespaces/ns/rolloutbatches/{name}/status",
+                        {"status": {"phase": "Succeeded", "episodes": 1, "succeededEpisodes": 1, "rewardSum": 1.0,
+                                    "progress": "1/1"}}, "the operator")
+    api.meanwhile("GET", "RolloutBatch", finish)
+
+
+@pytest.mark.parametrize("fmt, load", [("json", json.loads), ("yaml", yaml.safe_load)])
+def test_submit_o_json_or_yaml_prints_one_document_a_list_of_several(tmp_path, monkeypatch, capsys, fmt, load):
+    """As kubectl apply -o json|yaml: the object itself, or one v1 List of several (they were
+    printed back to back: `jq`, json.loads and yaml.safe_load refused the output)."""
+    _memory_client(monkeypatch)
+    one = yaml.safe_load(_DATED)
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump_all([{**one, "metadata": {"name": n}} for n in ("a", "b")]))
+    (tmp_path / "one.yaml").write_text(yaml.safe_dump({**one, "metadata": {"name": "c"}}))
+    code, out, err = run(capsys, "submit", "-f", str(tmp_path / "two.yaml"), "-o", fmt)
+    assert code == 0, err
+    listed = load(out)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["a", "b"] and listed["items"][0]["metadata"]["uid"]
+    code, out, err = run(capsys, "submit", "-f", str(tmp_path / "one.yaml"), "-o", fmt)
+    assert code == 0 and load(out)["metadata"]["name"] == "c", err
+
+
+def test_submit_o_json_of_several_that_fails_midway_prints_those_created(tmp_path, monkeypatch, capsys):
+    from rolloutbatch.kube.errors import Invalid
+
+    api = _memory_client(monkeypatch)
+    one = yaml.safe_load(_DATED)
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump_all([{**one, "metadata": {"name": n}} for n in ("a", "b")]))
+    posts: list[str] = []
+    api.fail("POST", "RolloutBatch", Invalid("the API refused b", status=422),
+             when=lambda path: posts.append(path) or len(posts) == 4)   # 2 dry runs, a, then b
+    code, out, err = run(capsys, "submit", "-f", str(tmp_path / "b.yaml"), "-o", "json")
+    assert code == 1 and "the API refused b" in err
+    assert [o["metadata"]["name"] for o in json.loads(out)["items"]] == ["a"]
+
+
+@pytest.mark.parametrize("fmt, load", [("json", json.loads), ("yaml", yaml.safe_load),
+                                       ("name", lambda out: out.splitlines())])
+def test_submit_o_with_watch_keeps_stdout_the_objects_and_says_the_rest_on_stderr(tmp_path, monkeypatch, capsys,
+                                                                                   fmt, load):
+    api = _memory_client(monkeypatch)
+    (tmp_path / "b.yaml").write_text(_DATED)
+    _finish_on_next_read(api, "dated")
+    code, out, err = run(capsys, "submit", "-f", str(tmp_path / "b.yaml"), "-o", fmt, "--watch", "--timeout", "5")
+    assert code == 0, err
+    assert load(out) == ["rolloutbatch.rl.agentruntime.io/dated"] if fmt == "name" else \
+        load(out)["metadata"]["name"] == "dated"
+    assert "dated: Succeeded 1/1" in err and "successful_episodes" in err
