@@ -169,10 +169,30 @@ def test_a_single_replica_has_no_disruption_budget():
     (["--set", "resources.limits.cpu=lots"], "cpu"),                  # not a quantity
     (["--set", "serviceMonitor.interval=0s"], "interval"),             # Prometheus refuses a zero interval
     (["--set", "watchNamespaces={kube-system}"], "watchNamespaces"),   # the system's, never a batch's
+    (["--set", "serviceMonitor.interval=30s1m"], "interval"),          # Prometheus reads units largest first
+    # the Prometheus Operator skips a ServiceMonitor whose scrapeTimeout exceeds its interval
+    (["--set", "serviceMonitor.enabled=true,serviceMonitor.interval=5s"],    # the default scrapeTimeout, 10s
+     "serviceMonitor.scrapeTimeout (10s) must not exceed serviceMonitor.interval (5s)"),
+    (["--set", "serviceMonitor.enabled=true,serviceMonitor.interval=30s,serviceMonitor.scrapeTimeout=1m"],
+     "serviceMonitor.scrapeTimeout (1m) must not exceed serviceMonitor.interval (30s)"),
+    (["--set", "serviceMonitor.enabled=true,serviceMonitor.interval=1m,serviceMonitor.scrapeTimeout=60001ms"],
+     "must not exceed"),
+    # one argument: the operator would not parse it, and it passed the check of the chart's own flags
+    (["--set", "extraArgs={--metrics-port 9090}"], 'extraArgs entry "--metrics-port 9090" holds whitespace'),
 ])
 def test_bad_values_are_refused(values, said):
     out = helm("template", "rolloutbatch", str(CHART), "--namespace", NAMESPACE, *values, check=False)
     assert out.returncode != 0 and said in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("interval, timeout", [("1m30s", "1m"), ("1m", "60000ms"), ("010s", "9s"), ("1y", "52w"),
+                                               ("10s", "10s")])
+def test_a_scrape_timeout_up_to_the_interval_renders(interval, timeout):
+    """The durations are compared by their value, whatever their units (and a leading zero is no octal)."""
+    docs = template("--set", f"serviceMonitor.enabled=true,serviceMonitor.interval={interval},"
+                             f"serviceMonitor.scrapeTimeout={timeout}")
+    (endpoint,) = next(d for d in docs if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    assert (endpoint["interval"], endpoint["scrapeTimeout"]) == (interval, timeout)
 
 
 @pytest.mark.parametrize("flag", ["--no-leader", "--liveness=9000", "--metrics-p=9999", "--watch=team-c"])
