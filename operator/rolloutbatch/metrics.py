@@ -450,6 +450,13 @@ class Metrics:
             self.pool_claims_total.labels(namespace, pool, result)
             self.claim_seconds.labels(namespace, pool, result)
 
+    def pool_deleted(self, namespace: str, pool: str) -> None:
+        """A pool is gone: its series go too (the pool label is always on), as a batch's do with
+        batch_label; else every pool ever made would stay exported until a restart."""
+        for result in ("hit", "miss"):
+            _remove(self.pool_claims_total, namespace, pool, result)
+            _remove(self.claim_seconds, namespace, pool, result)
+
     def pool_claims(self, namespace: str, pool: str, hits: int, misses: int) -> None:
         """A pooled batch started: ``hits`` episodes got a warm pod, ``misses`` start cold."""
         self.pool_claims_total.labels(namespace, pool, "hit").inc(max(0, hits))

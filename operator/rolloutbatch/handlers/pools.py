@@ -40,3 +40,4 @@ async def delete_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, patch: kopf
         for key, value in reconciler.deleting_status(waiting).items():
             patch.status[key] = value
         raise kopf.TemporaryError(waiting, delay=DELETE_RETRY_SECONDS)
+    memo.metrics.pool_deleted(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -16,6 +16,7 @@ import logging
 import types
 
 import kopf
+from prometheus_client import CollectorRegistry
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.scope import CLUSTERWIDE
@@ -23,6 +24,7 @@ from rolloutbatch.handlers import pools as pool_handlers
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.core import pool_spec
+from rolloutbatch.metrics import Metrics
 from tests.unit.service.memory_pool import BATCH, NS, POOL_NS, batch_spec, filled, live, run
 from rolloutbatch import GROUP, VERSION
 
@@ -30,7 +32,7 @@ from rolloutbatch import GROUP, VERSION
 def _memo(api) -> types.SimpleNamespace:
     ctx = types.SimpleNamespace(api=api, writer=None, settings=types.SimpleNamespace(scope=CLUSTERWIDE), channels=None,
                                 pool_pods=None)
-    metrics = types.SimpleNamespace(handler=lambda name: contextlib.nullcontext())
+    metrics = types.SimpleNamespace(handler=lambda name: contextlib.nullcontext(), pool_deleted=lambda *_: None)
     return types.SimpleNamespace(ctx=ctx, metrics=metrics)
 
 
@@ -65,3 +67,26 @@ def test_a_pool_whose_deletion_waits_does_not_say_it_is_warm(api) -> None:
         f"a pool being deleted, with {len(warm_left)} warm pods, says readyPods={status['readyPods']}, "
         f"Ready={ready['status']} ({ready['reason']})")
     assert ready["reason"] == v.PoolReason.DELETING and status["claimedPods"] == 1   # the batch's pod
+
+
+def test_a_deleted_pool_leaves_no_metric_series(api) -> None:
+    """Its claims' series carry its name (the pool label is always on): they go with it, or every
+    pool ever made would stay exported until the operator restarts."""
+    filled(api, 1)
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.pool_started(NS, "warm")          # what run_pool does first
+    metrics.pool_claims(NS, "warm", 1, 0)
+    labels = {"namespace": NS, "pool": "warm", "result": "hit"}
+    assert registry.get_sample_value("rolloutbatch_pool_claims_total", labels) == 1
+
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
+    api.merge_patch(path, {"metadata": {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}}, "finalizer")
+    api.delete(path, "delete pool")
+    ctx = types.SimpleNamespace(api=api, writer=None, settings=types.SimpleNamespace(scope=CLUSTERWIDE),
+                                channels=None, pool_pods=None)
+    memo = types.SimpleNamespace(ctx=ctx, metrics=metrics)
+    run(pool_handlers.delete_pool(body=live(api), memo=memo, logger=logging.getLogger("t"), patch=kopf.Patch()))
+
+    left = sorted({s.name for fam in registry.collect() for s in fam.samples if s.labels.get("pool") == "warm"})
+    assert left == [], f"series of the deleted pool still exported: {left}"
