@@ -6,13 +6,14 @@ devcluster with a fresh operator. A benchmark: nothing asserts a time.
 
 Each batch runs once per agent: `python` (episode.py, the default command: a Python
 interpreter's start, some 80 ms of CPU, is the agent's first cost), `sh` (episode.sh printing the
-same two events: what the sandbox itself costs, with an agent that starts at once) and `shwork`
-(work.sh: the shell agent working 3 s between its two events, as an agent does). Twenty
-interpreters starting together are over a second of CPU on a 2-core machine, which the warm
-pool's targets (all ready <= 1 s) would otherwise measure along with the hand-over. An agent that
+same two events: what the sandbox itself costs, with an agent that starts at once), `shwork`
+(work.sh: the shell agent working 3 s between its two events, as an agent does) and `pywork`
+(work.py: the Python agent working so). Twenty interpreters starting together are over a second
+of CPU on a 2-core machine, which the warm pool's targets (all ready <= 1 s) would otherwise
+measure along with the hand-over. An agent that
 ends at once has its sandbox torn down (its container, its pod's network, a kube-router resync on
-each node) while the batch's later episodes are still being handed over: `shwork` keeps that out
-of the hand-overs' time, as a real episode (minutes long) does.
+each node) while the batch's later episodes are still being handed over: `shwork` and `pywork`
+keep that out of the hand-overs' time, as a real episode (minutes long) does.
 
 `--repeats N` runs each agent's warm and cold batches N times, one after another on the same
 pool; a mode's figures are then its runs (`runs`) and their medians (`median`).
@@ -54,10 +55,12 @@ EPISODE = ('import json, os, time\n'
 SH_EPISODE = ('printf \'{"event":"ready","at":%s,"episode_id":"%s"}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n'
               'printf \'{"event":"reward","at":%s,"episode_id":"%s","reward":1.0}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n')
 SH_WORK_EPISODE = SH_EPISODE.replace("\n", "\nsleep 3\n", 1)   # ready, 3 s of work, reward
-TASK_FILES = {"episode.py": EPISODE, "episode.sh": SH_EPISODE, "work.sh": SH_WORK_EPISODE}
+PY_WORK_EPISODE = EPISODE.replace('e("ready"); ', 'e("ready"); time.sleep(3); ')   # the same in Python
+TASK_FILES = {"episode.py": EPISODE, "episode.sh": SH_EPISODE, "work.sh": SH_WORK_EPISODE, "work.py": PY_WORK_EPISODE}
 # agent -> (the modes' keys in a size's results, the batch's command: None is the default, episode.py)
 AGENTS = {"python": (("warm", "cold"), None), "sh": (("warm_sh", "cold_sh"), ["sh", "/task/episode.sh"]),
-          "shwork": (("warm_shwork", "cold_shwork"), ["sh", "/task/work.sh"])}
+          "shwork": (("warm_shwork", "cold_shwork"), ["sh", "/task/work.sh"]),
+          "pywork": (("warm_pywork", "cold_pywork"), ["python", "-B", "/task/work.py"])}
 RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
 
 

@@ -194,7 +194,8 @@ def main() -> None:
     p.add_argument("--pools-result", default="pools", help="the results file of `pools` (results/<name>.json)")
     p.add_argument("--pool-agents", nargs="+", default=["python", "sh"], metavar="AGENT",
                    help="the agents `pools` runs each batch with, of pools.AGENTS (default python and sh: a Python "
-                        "interpreter's start, and none; shwork: the shell agent working 3 s between its events)")
+                        "interpreter's start, and none; shwork and pywork: the shell and the Python agent working 3 s "
+                        "between their events)")
     p.add_argument("--pool-repeats", type=int, default=1, metavar="N",
                    help="runs of each of `pools`' batches (medians when more than one)")
     p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
