@@ -13,19 +13,10 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.model import BatchSpec
+from rolloutbatch.core.model import BatchSpec, Stalled  # noqa: F401 (Stalled: re-exported)
 from rolloutbatch.core.k8s_rules import format_quantity, parse_quantity
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
 from rolloutbatch.core.defaults import MAX_USER_PRIORITY
-
-
-class Stalled(Exception):
-    """The batch cannot proceed; ``reason`` is a CamelCase condition reason."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
 
 
 def runtime_overhead(runtime_class: Mapping) -> dict[str, str] | None:

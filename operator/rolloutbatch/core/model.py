@@ -30,6 +30,15 @@ class SpecError(ValueError):
         self.field = field_name
 
 
+class Stalled(Exception):
+    """The batch cannot proceed; ``reason`` is a CamelCase condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
 @dataclass(frozen=True)
 class BatchRef:
     namespace: str

@@ -28,8 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled
-from rolloutbatch.core.model import BatchSpec
+from rolloutbatch.core.model import BatchSpec, Stalled
 from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, LABEL_EPISODE_ENV
 
 SecretKey = tuple[str, str]   # (Secret name, key)
