@@ -12,10 +12,14 @@ import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from rolloutbatch.core import manifests, pools
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.model import BatchSpec, Stalled  # noqa: F401 (Stalled: re-exported)
-from rolloutbatch.core.k8s_rules import format_quantity, parse_quantity
-from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS
+from rolloutbatch.core.k8s_rules import (admitted, best_effort, format_quantity, parse_quantity, pod_amounts,
+                                         quota_charges_pods, quota_usage, unset_by_containers)
+from rolloutbatch.core.manifests import TERMINATING_SLACK, batch_pods
+from rolloutbatch.core.model import BatchRef, BatchSpec, Stalled  # noqa: F401 (Stalled: re-exported)
+from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, INPUTS_OPT_IN, LABEL_INPUTS, VERIFIER_CONTAINER
+from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.defaults import MAX_USER_PRIORITY
 
 
@@ -25,26 +29,26 @@ def runtime_overhead(runtime_class: Mapping) -> dict[str, str] | None:
     return dict(fixed) if fixed else None
 
 
-def pod_resources(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, dict[str, Decimal]]:
-    """Requests and limits of one episode pod as the quota system counts them: the container's
-    plus the RuntimeClass overhead (added by the RuntimeClass admission plugin). With spec.verifier
-    the agent (an init container) and the verifier never run together: the pod counts the larger
-    of the two, as Kubernetes computes a pod's effective requests."""
-    out: dict[str, dict[str, Decimal]] = {}
-    phases = [spec.resources] + ([spec.verifier.resources] if spec.verifier is not None else [])
-    for kind in ("requests", "limits"):
-        names = sorted({r for phase in phases for r in (phase.get(kind) or {})})
-        for resource in names:
-            most = max(parse_quantity(str((phase.get(kind) or {}).get(resource, "0"))) for phase in phases)
-            out.setdefault(kind, {})[resource] = most + parse_quantity(str((overhead or {}).get(resource, "0")))
-    return out
+# Placeholders: what a pod is made of does not depend on whose it is.
+_BATCH = BatchRef(namespace="footprint", name="footprint", uid="0" * 36)
+_POOL = PoolRef(name="footprint", namespace="footprint", uid="0" * 36)
 
 
-def scheduling_requests(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, Decimal]:
-    """What the scheduler reserves for one episode pod: its requests, a limit standing in for a
-    request it lacks (the API server defaults one to the other), the overhead included."""
-    amounts = pod_resources(spec, overhead)
-    return {**amounts.get("limits", {}), **amounts.get("requests", {})}
+def episode_pod(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> dict:
+    """The pod spec the operator makes for the spec's episodes, as the API server admits it (the
+    RuntimeClass overhead set): a batch's Job template (with spec.verifier the agent is an init
+    container, the verifier the one container), or a pool's pod (core.pools.pod_spec: agent and
+    verifier are two containers, running at once). Built, not described, so that what quotas and
+    the scheduler are asked about is what runs."""
+    if isinstance(spec, PoolSpec):
+        return admitted(pools.pod_spec(_POOL, spec), overhead)
+    return admitted(manifests.job(_BATCH, spec, None)["spec"]["template"]["spec"], overhead)
+
+
+def pod_resources(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> dict[str, dict[str, Decimal]]:
+    """Requests and limits of one episode pod as Kubernetes counts them (k8s_rules.pod_amounts):
+    its requests are what the scheduler reserves (a limit standing in for a missing request)."""
+    return pod_amounts(episode_pod(spec, overhead))
 
 
 def fits_an_empty_node(requests: Mapping[str, Decimal], allocatables: Sequence[Mapping[str, str]]) -> bool:
@@ -63,27 +67,10 @@ def fits_an_empty_node(requests: Mapping[str, Decimal], allocatables: Sequence[M
     return any(fits(a) for a in allocatables)
 
 
-def pod_footprint(spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict[str, float]:
-    """What one episode pod charges to a ResourceQuota: requests/limits plus the overhead.
-    ``spec``: a batch's, or a pool's (core.pool_spec.PoolSpec: the same resources and verifier)."""
-    footprint: dict[str, float] = {"pods": 1.0, "count/pods": 1.0}
-    for kind, amounts in pod_resources(spec, overhead).items():
-        for resource, amount in amounts.items():
-            footprint[f"{kind}.{resource}"] = float(amount)
-            if kind == "requests":
-                footprint[resource] = float(amount)  # bare "cpu"/"memory" in a quota mean requests
-    return footprint
-
-
-# Pods a batch may hold at once against a quota: its parallelism and as many terminating ones,
-# whose usage the quota controller releases asynchronously while their replacements start.
-TERMINATING_SLACK = 2
-
-
-def batch_pods(spec: BatchSpec) -> int:
-    """The pods a batch may charge at once: what a Dedicated sandbox's ResourceQuota holds, and
-    what must fit the submitter namespace's quotas when the pods run outside it."""
-    return spec.parallelism + TERMINATING_SLACK
+def pod_footprint(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> dict[str, float]:
+    """What one episode pod charges to a ResourceQuota (k8s_rules.quota_usage).
+    ``spec``: a batch's, or a pool's (core.pool_spec.PoolSpec)."""
+    return {resource: float(amount) for resource, amount in quota_usage(episode_pod(spec, overhead)).items()}
 
 
 def _scope_matches(scope: object, operator: object, values: object, priority_class: str, best_effort: bool) -> bool:
@@ -104,42 +91,72 @@ def _scope_matches(scope: object, operator: object, values: object, priority_cla
     return True
 
 
-def quota_applies(quota: Mapping, spec: BatchSpec, overhead: Mapping[str, str] | None) -> bool:
-    """Whether ``quota`` charges the spec's pods (its ``scopes`` and ``scopeSelector``, all of them)."""
+def _applies(quota: Mapping, pod: Mapping) -> bool:
     body = quota.get("spec") or {}
-    priority_class = str((spec.pod_template or {}).get("priorityClassName") or "")
-    amounts = pod_resources(spec, overhead)
-    best_effort = not any(r in amounts.get(kind, {}) for kind in ("requests", "limits") for r in ("cpu", "memory"))
+    priority_class = str(pod.get("priorityClassName") or "")
     wanted = [(s, "Exists", None) for s in body.get("scopes") or []]
     wanted += [(e.get("scopeName"), e.get("operator"), e.get("values"))
                for e in ((body.get("scopeSelector") or {}).get("matchExpressions") or []) if isinstance(e, Mapping)]
-    return all(_scope_matches(s, o, vals, priority_class, best_effort) for s, o, vals in wanted)
+    return all(_scope_matches(s, o, vals, priority_class, best_effort(pod)) for s, o, vals in wanted)
+
+
+def quota_applies(quota: Mapping, spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> bool:
+    """Whether ``quota`` charges the spec's pods (its ``scopes`` and ``scopeSelector``, all of them)."""
+    return _applies(quota, episode_pod(spec, overhead))
+
+
+def _hard(quota: Mapping) -> Mapping:
+    return (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
 
 
 def _bounded(quota: Mapping, footprint: Mapping[str, float]) -> list[tuple[str, float]]:
     """(resource, what the quota leaves of it) for each resource it bounds that the pods charge."""
-    hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
     used = (quota.get("status") or {}).get("used") or {}
     return [(resource, float(parse_quantity(str(limit))) - float(parse_quantity(str(used.get(resource, "0")))))
-            for resource, limit in hard.items() if resource in footprint]
+            for resource, limit in _hard(quota).items() if resource in footprint]
 
 
-def quotas_bound(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mapping[str, str] | None) -> bool:
-    """Whether some ResourceQuota bounds what the spec's pods charge (a Dedicated sandbox then
-    carries the bound in a ResourceQuota of its own: core.children)."""
-    footprint = pod_footprint(spec, overhead)
-    return any(quota_applies(q, spec, overhead) and _bounded(q, footprint) for q in quotas)
+def quotas_bound(quotas: Sequence[Mapping], spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> bool:
+    """Whether some ResourceQuota that charges the spec's pods bounds anything a pod can be
+    charged (k8s_rules.quota_charges_pods), whether or not these pods name it: a Dedicated sandbox
+    then carries the bound in a ResourceQuota of its own (core.manifests.resource_quota), which
+    holds its pods' count and every resource they charge to the batch's own total."""
+    pod = episode_pod(spec, overhead)
+    return any(_applies(q, pod) and any(quota_charges_pods(str(r)) for r in _hard(q)) for q in quotas)
 
 
-def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mapping[str, str] | None,
+_FIELDS = {CONTAINER_NAME: "spec.resources", AGENT_CONTAINER: "spec.resources",
+           VERIFIER_CONTAINER: "spec.verifier.resources"}
+
+
+def _unset_message(name: str, missing: Mapping[str, Sequence[str]], spec: BatchSpec | PoolSpec) -> str:
+    """Why the API server would refuse the pods in the namespace of quota ``name``, and what to set."""
+    resource, containers = sorted(missing.items())[0]
+    kind, _, bare = resource.rpartition(".")
+    kind = kind or "requests"   # a bare cpu/memory quota means requests
+    whose = "the RolloutPool's " if isinstance(spec, PoolSpec) else ""
+    fields = sorted({f"{whose}{_FIELDS.get(c, 'spec.resources')}.{kind}.{bare}" for c in containers})
+    hint = " (or its limit, which the API server copies to a missing request)" if kind == "requests" else ""
+    return (f"ResourceQuota {name} bounds {resource}: the API server admits no pod there with a container that "
+            f"does not set it (\"must specify {resource}\"), and the episode pod's {', '.join(containers)} does not: "
+            f"set {' and '.join(fields)}{hint}")[:1000]
+
+
+def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None,
                      pods: int = 1, what: str = "one episode pod") -> str | None:
     """A message when some ResourceQuota (of those that charge the pods: :func:`quota_applies`)
-    cannot hold ``pods`` of the spec's pods (``what`` names them), else None."""
-    footprint = pod_footprint(spec, overhead)
+    cannot hold ``pods`` of the spec's pods (``what`` names them), or bounds cpu or memory that a
+    container of the pod does not set (the quota admission refuses such a pod, however roomy the
+    quota), else None."""
+    pod = episode_pod(spec, overhead)
+    footprint = {resource: float(amount) for resource, amount in quota_usage(pod).items()}
     for quota in quotas:
-        if not quota_applies(quota, spec, overhead):
+        if not _applies(quota, pod):
             continue
         name = quota.get("metadata", {}).get("name", "?")
+        missing = unset_by_containers(pod, {str(r) for r in _hard(quota)})
+        if missing:
+            return _unset_message(name, missing, spec)
         for resource, free in _bounded(quota, footprint):
             need = footprint[resource] * pods
             if need > free:
@@ -149,7 +166,7 @@ def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mappi
 
 
 def check_quota_outside(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Mapping[str, str] | None,
-                        template: object = None) -> str | None:
+                        template: PoolSpec | None = None) -> str | None:
     """The namespace's quotas against a batch whose pods run outside it (a Dedicated sandbox, its
     pool's namespace), where none of them reaches: everything it may hold at once
     (:func:`batch_pods`) must fit what they leave. ``template``: what its pods are made of when

@@ -1,5 +1,6 @@
 """Kubernetes' own rules, as the API server applies them: ConfigMap keys, DNS names, qualified
-names and label values, and resource quantities (parsed to and formatted from base units).
+names and label values, resource quantities (parsed to and formatted from base units), and what
+a pod requests and charges to a ResourceQuota.
 
 Pure: the spec checks (``core.spec``), the manifest builders and admission use them to refuse a
 spec before the API server would refuse one of its children.
@@ -13,6 +14,7 @@ do), and it accepts "NaN", "Infinity" and any exponent. This one follows apimach
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal, localcontext
 
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
@@ -100,3 +102,93 @@ def format_quantity(value: float | Decimal) -> str:
         if whole >= unit and whole % unit == 0:
             return f"{whole // unit}{suffix}"
     return str(whole)
+
+
+# -- what a pod requests, and what a ResourceQuota charges it ------------------------------------
+def admitted(pod: Mapping, overhead: Mapping[str, str] | None) -> dict:
+    """A pod spec as admitted: the RuntimeClass admission plugin sets ``overhead`` from the
+    RuntimeClass's ``overhead.podFixed``."""
+    return {**pod, "overhead": dict(overhead)} if overhead else dict(pod)
+
+
+def container_amounts(container: Mapping) -> dict[str, dict[str, Decimal]]:
+    """A container's requests and limits as the API server stores them: a request it lacks is its
+    limit (SetDefaults_Pod copies each limit without a request)."""
+    resources = container.get("resources") or {}
+    limits = {r: parse_quantity(q) for r, q in (resources.get("limits") or {}).items()}
+    requests = {**limits, **{r: parse_quantity(q) for r, q in (resources.get("requests") or {}).items()}}
+    return {"requests": requests, "limits": limits}
+
+
+def pod_amounts(pod: Mapping) -> dict[str, dict[str, Decimal]]:
+    """A pod's effective requests and limits, as the scheduler and the quota evaluator count them
+    (component-helpers resource.PodRequests/PodLimits): the regular containers summed (they run
+    together), the largest init container where it is more (they run one at a time, first), then
+    the overhead: added to every request, and to a limit the pod sets."""
+    out: dict[str, dict[str, Decimal]] = {}
+    for kind in ("requests", "limits"):
+        total: dict[str, Decimal] = {}
+        for container in pod.get("containers") or []:
+            for resource, amount in container_amounts(container)[kind].items():
+                total[resource] = total.get(resource, Decimal(0)) + amount
+        for container in pod.get("initContainers") or []:
+            for resource, amount in container_amounts(container)[kind].items():
+                total[resource] = max(total.get(resource, Decimal(0)), amount)
+        for resource, amount in (pod.get("overhead") or {}).items():
+            if kind == "requests" or resource in total:
+                total[resource] = total.get(resource, Decimal(0)) + parse_quantity(amount)
+        out[kind] = total
+    return out
+
+
+QUOTA_NATIVE = ("cpu", "memory", "ephemeral-storage")
+# A quota on one of these admits no pod with a container that does not set it (the quota
+# evaluator's Constraints, kept "for backward compatibility"): "must specify requests.memory".
+QUOTA_REQUIRED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
+
+
+def _compute_usage(amounts: Mapping[str, Mapping[str, Decimal]]) -> dict[str, Decimal]:
+    """The quota evaluator's podComputeUsageHelper: bare cpu/memory/ephemeral-storage and
+    ``requests.*`` are the requests, ``limits.*`` the native limits; hugepages and extended
+    resources are charged as requests only."""
+    usage: dict[str, Decimal] = {}
+    for resource, amount in amounts.get("requests", {}).items():
+        if resource in QUOTA_NATIVE or resource.startswith("hugepages-"):
+            usage[resource] = usage[f"requests.{resource}"] = amount
+        elif "/" in resource and not resource.startswith("kubernetes.io/"):
+            usage[f"requests.{resource}"] = amount
+    for resource, amount in amounts.get("limits", {}).items():
+        if resource in QUOTA_NATIVE:
+            usage[f"limits.{resource}"] = amount
+    return usage
+
+
+def quota_usage(pod: Mapping) -> dict[str, Decimal]:
+    """What one pod charges to a ResourceQuota that matches it (the pod evaluator's Usage)."""
+    return {"pods": Decimal(1), "count/pods": Decimal(1), **_compute_usage(pod_amounts(pod))}
+
+
+def quota_charges_pods(resource: str) -> bool:
+    """Whether a ResourceQuota's ``hard`` entry is one a pod can be charged (``requests.storage``
+    is persistent volume claims')."""
+    return (resource in ("pods", "count/pods") or resource in QUOTA_NATIVE
+            or resource.startswith(("requests.", "limits.", "hugepages-")) and resource != "requests.storage")
+
+
+def unset_by_containers(pod: Mapping, required: set[str]) -> dict[str, list[str]]:
+    """Resource -> the containers (init containers too) that do not set it, of the ``required``
+    ones among :data:`QUOTA_REQUIRED`: the quota admission refuses such a pod."""
+    wanted = sorted(required.intersection(QUOTA_REQUIRED))
+    missing: dict[str, list[str]] = {}
+    for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        has = _compute_usage(container_amounts(container))
+        for resource in wanted:
+            if resource not in has:
+                missing.setdefault(resource, []).append(str(container.get("name")))
+    return missing
+
+
+def best_effort(pod: Mapping) -> bool:
+    """The pod's QoS class is BestEffort: no container sets a cpu or memory request or limit."""
+    return not any(r in ("cpu", "memory") for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]
+                   for kind in container_amounts(c).values() for r in kind)

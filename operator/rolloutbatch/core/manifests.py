@@ -17,8 +17,7 @@ from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
-from rolloutbatch.core.admission import batch_pods, pod_resources
-from rolloutbatch.core.k8s_rules import format_quantity
+from rolloutbatch.core.k8s_rules import admitted, format_quantity, quota_usage
 from rolloutbatch.core.secret_env import key_names
 from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
@@ -87,21 +86,35 @@ def network_policy(ref: BatchRef, spec: BatchSpec, owner: Mapping | None = None,
             "metadata": _meta(ref, name, naming.child_namespace(ref, spec), owner), "spec": body}
 
 
+# Pods a batch may hold at once against a quota: its parallelism and as many terminating ones,
+# whose usage the quota controller releases asynchronously while their replacements start.
+TERMINATING_SLACK = 2
+
+
+def batch_pods(spec: BatchSpec) -> int:
+    """The pods a batch may charge at once: what a Dedicated sandbox's ResourceQuota holds, and
+    what must fit the submitter namespace's quotas when the pods run outside it (core.admission)."""
+    return spec.parallelism + TERMINATING_SLACK
+
+
 def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] | None) -> dict:
     """Room for ``parallelism`` episode pods (resources plus RuntimeClass overhead), no more.
 
     Meant for the Dedicated sandbox only (in a Shared namespace it would cap the user's other
-    pods). Every request/limit the spec names is multiplied by ``admission.batch_pods``, parallelism + 2:
+    pods). Every request and limit the Job's pod is charged (k8s_rules.quota_usage: a limit
+    standing in for a missing request, the verifier's phase, the overhead) is multiplied by
+    :func:`batch_pods`, parallelism + 2:
     the quota controller releases a finished pod's usage asynchronously, so a replacement (an
     infrastructure retry, or the next index) created in that window would otherwise be refused
     and the Job would back off, slowing the batch. The slack is two pods, not a fraction, so a
     huge batch does not get a huge loophole.
     """
     pods = batch_pods(spec)
+    usage = quota_usage(admitted(job(ref, spec, None)["spec"]["template"]["spec"], overhead))
     hard = {"pods": str(pods)}
-    for kind, amounts in pod_resources(spec, overhead).items():
-        for resource, per_pod in amounts.items():
-            hard[f"{kind}.{resource}"] = format_quantity(per_pod * pods)
+    for resource, per_pod in sorted(usage.items()):
+        if resource.startswith(("requests.", "limits.")):
+            hard[resource] = format_quantity(per_pod * pods)
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": _meta(ref, "episodes", naming.child_namespace(ref, spec)), "spec": {"hard": hard}}
 

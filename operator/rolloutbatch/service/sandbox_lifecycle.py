@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, fits_an_empty_node, scheduling_requests
+from rolloutbatch.core.admission import Stalled, fits_an_empty_node, pod_resources
 from rolloutbatch.core.children import adoptable, removes_sandbox
 from rolloutbatch.core.k8s_rules import format_quantity
 from rolloutbatch.core.model import BatchRef, BatchSpec
@@ -172,10 +172,10 @@ class SandboxLifecycle:
         except KubeError as exc:
             self.log.warning("Cannot read the nodes' allocatable resources (%s): waiting for room", exc)
             return False
-        return bool(allocatables) and not fits_an_empty_node(scheduling_requests(spec, self.overhead), allocatables)
+        return bool(allocatables) and not fits_an_empty_node(pod_resources(spec, self.overhead)["requests"], allocatables)
 
     def requests_text(self, spec: BatchSpec) -> str:
-        requests = scheduling_requests(spec, self.overhead)
+        requests = pod_resources(spec, self.overhead)["requests"]
         return ", ".join(f"{name} {format_quantity(amount)}" for name, amount in sorted(requests.items())) or "none"
 
     # -- removing it -------------------------------------------------------------------------

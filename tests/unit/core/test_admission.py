@@ -1,7 +1,12 @@
 """Can a cluster's quotas hold one episode pod (with the RuntimeClass overhead)?"""
+from decimal import Decimal
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rolloutbatch.core.admission import check_quota_fits, pod_footprint, runtime_overhead
+from rolloutbatch.core.k8s_rules import parse_quantity
 from rolloutbatch.core.spec import parse_spec
 from tests.unit.core.factories import MINIMAL, RAW
 
@@ -21,10 +26,150 @@ def test_footprint_includes_overhead():
     assert runtime_overhead({"handler": "x"}) is None
 
 
-# -- what a submitter cannot get through the operator (docs/design.md §8.1) ----------------------
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+# -- what one pod is charged: the pod the operator builds, as Kubernetes counts it ----------------
+from rolloutbatch.core import pool_spec, pools  # noqa: E402
+from rolloutbatch.core.admission import check_quota_outside, episode_pod, pod_resources, quotas_bound  # noqa: E402
+from rolloutbatch.core.manifests import resource_quota  # noqa: E402
+from rolloutbatch.core.naming import AGENT_CONTAINER, VERIFIER_CONTAINER  # noqa: E402
+from tests.unit.core.factories import REF  # noqa: E402
 
+GI = 1024 ** 3
+TASK = {"files": {"episode.py": "x"}}
+# The team's namespace: at most 1Gi of memory requests and 1 cpu, all of it in use already.
+FULL = {"metadata": {"name": "team"}, "spec": {"hard": {"requests.memory": "1Gi", "requests.cpu": "1"}},
+        "status": {"hard": {"requests.memory": "1Gi", "requests.cpu": "1"},
+                   "used": {"requests.memory": "1Gi", "requests.cpu": "1"}}}
+
+
+def _quota(hard, used=None, name="team"):
+    return {"metadata": {"name": name}, "status": {"hard": hard, "used": used or {}}}
+
+
+def _pool(resources, verifier=None, **extra):
+    raw = {"size": 10, "task": TASK, "resources": resources, **extra}
+    if verifier is not None:
+        raw["verifier"] = verifier
+    return pool_spec.parse_pool_spec(raw)
+
+
+def test_a_limit_without_a_request_is_charged_as_the_request_the_api_server_defaults():
+    spec = parse_spec({**MINIMAL, "episodes": 50, "parallelism": 50,
+                       "resources": {"limits": {"cpu": "4", "memory": "16Gi"}}})
+    footprint = pod_footprint(spec, None)
+    assert footprint["requests.memory"] == footprint["memory"] == footprint["limits.memory"] == 16 * GI
+    assert check_quota_outside([FULL], spec, None) is not None, "52 pods of 16Gi passed a full 1Gi quota"
+    roomy = {**FULL, "status": {"hard": FULL["status"]["hard"], "used": {}}}
+    assert quotas_bound([roomy], spec, None)
+    hard = resource_quota(REF, spec, None)["spec"]["hard"]
+    assert hard["requests.memory"] == hard["limits.memory"] == "832Gi" and hard["requests.cpu"] == "208"
+
+
+@pytest.mark.parametrize("hard, field", [({"requests.memory": "1Gi"}, "spec.resources.requests.memory"),
+                                         ({"memory": "100Gi"}, "spec.resources.requests.memory"),
+                                         ({"limits.cpu": "100"}, "spec.resources.limits.cpu")])
+def test_a_quota_on_cpu_or_memory_refuses_pods_that_do_not_set_it(hard, field):
+    # the quota admission's "must specify requests.memory": however roomy the quota, such a pod is refused
+    spec = parse_spec({**MINIMAL, "episodes": 50, "parallelism": 50, "resources": {"requests": {"cpu": "10m"}}})
+    for problem in (check_quota_outside([_quota(hard)], spec, None), check_quota_fits([_quota(hard)], spec, None)):
+        assert problem and field in problem and "must specify" in problem, problem
+    assert check_quota_fits([_quota({"requests.ephemeral-storage": "1Gi"})], spec, None) is None   # charged 0
+
+
+def test_a_verifier_that_does_not_set_a_quotad_resource_is_named():
+    spec = parse_spec({**MINIMAL, "resources": {"requests": {"memory": "1Gi"}},
+                       "verifier": {"command": ["true"], "resources": {"requests": {"cpu": "1"}}}})
+    problem = check_quota_fits([_quota({"requests.memory": "10Gi"})], spec, None)
+    assert "spec.verifier.resources.requests.memory" in problem and "spec.resources" not in problem.split("set ")[-1]
+    pool = _pool({"requests": {"cpu": "1"}}, verifier={})
+    assert "the RolloutPool's spec.resources.requests.memory" in check_quota_fits([_quota({"memory": "1Gi"})], pool,
+                                                                                  None)
+
+
+def test_a_sandbox_is_bounded_whenever_a_quota_of_the_namespace_bounds_what_pods_are_charged():
+    spec = parse_spec(MINIMAL)
+    assert quotas_bound([_quota({"requests.nvidia.com/gpu": "4"})], spec, None)   # the pods ask for none
+    assert quotas_bound([_quota({"count/pods": "100"})], spec, None)
+    assert not quotas_bound([_quota({"configmaps": "10", "requests.storage": "1Ti"})], spec, None)
+    best_effort_only = {**_quota({"pods": "1"}), "spec": {"scopes": ["BestEffort"]}}
+    assert not quotas_bound([best_effort_only], spec, None)                       # does not charge them
+
+
+def test_a_job_pod_is_charged_the_larger_phase_and_a_pool_pod_both_containers():
+    agent, verifier = {"requests": {"cpu": "1", "memory": "1Gi"}}, {"requests": {"cpu": "2", "memory": "256Mi"}}
+    batch = parse_spec({**MINIMAL, "resources": agent, "verifier": {"command": ["true"], "resources": verifier}})
+    pod = episode_pod(batch, None)
+    assert [c["name"] for c in pod["initContainers"]] == [AGENT_CONTAINER]      # the agent runs first, alone
+    assert pod_resources(batch, None)["requests"] == {"cpu": 2, "memory": GI}
+    pool = _pool(agent, verifier={"resources": verifier})
+    assert [c["name"] for c in episode_pod(pool, None)["containers"]][-1] == VERIFIER_CONTAINER
+    assert pod_resources(pool, None)["requests"] == {"cpu": 3, "memory": GI + 256 * 1024 ** 2}
+    assert pod_resources(_pool(agent), None)["requests"] == {"cpu": 1, "memory": GI}      # no verifier
+    assert pod_resources(parse_spec({**MINIMAL, "resources": agent}), None)["requests"] == {"cpu": 1, "memory": GI}
+
+
+def test_a_pool_with_a_verifier_is_held_to_a_quota_at_its_pods_whole_size():
+    spec = _pool({"requests": {"memory": "1Gi", "cpu": "1"}, "limits": {"memory": "1Gi", "cpu": "1"}}, verifier={})
+    assert pod_footprint(spec, None)["requests.memory"] == 2 * GI                # both containers run at once
+    quota = _quota({"requests.memory": "10Gi"})
+    assert check_quota_fits([quota], spec, None, spec.size, "the pool's warm pods") is not None, \
+        "10 warm pods charging 20Gi passed a 10Gi quota"
+    assert check_quota_fits([quota], spec, None, 5, "five") is None
+    batch = parse_spec({**MINIMAL, "parallelism": 3, "verifier": {"command": ["true"]}})   # 5 pods of the pool's
+    assert check_quota_outside([_quota({"requests.memory": "9Gi"})], batch, None, spec) is not None
+    assert check_quota_outside([_quota({"requests.memory": "10Gi"})], batch, None, spec) is None
+
+
+def test_the_overhead_is_added_to_every_request_and_to_the_limits_the_pod_sets():
+    spec = parse_spec({**MINIMAL, "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}})
+    amounts = pod_resources(spec, {"cpu": "250m", "memory": "120Mi", "example.com/slot": "1"})
+    assert amounts["requests"] == {"cpu": Decimal("1.25"), "memory": GI + 120 * 1024 ** 2, "example.com/slot": 1}
+    assert amounts["limits"] == {"memory": GI + 120 * 1024 ** 2}                 # no cpu limit: none added
+    assert pod_resources(spec, {"cpu": "250m"})["requests"] == {"cpu": Decimal("1.25"), "memory": GI}
+
+
+_AMOUNT = st.integers(0, 64).map(lambda n: f"{n * 125}m")
+_RESOURCES = st.fixed_dictionaries({}, optional={
+    "requests": st.dictionaries(st.sampled_from(["cpu", "memory"]), _AMOUNT, max_size=2),
+    "limits": st.dictionaries(st.sampled_from(["cpu", "memory"]), _AMOUNT, max_size=2)}).filter(
+    lambda r: all(Decimal(str(parse_quantity(q))) <= parse_quantity((r.get("limits") or {}).get(k, "1e9"))
+                  for k, q in (r.get("requests") or {}).items()))
+
+
+def _container(resources, resource, kind):
+    """One container's amount as the API server stores it: a missing request is its limit."""
+    amounts = {**(resources.get("limits") or {}), **(resources.get("requests") or {})} if kind == "requests" \
+        else resources.get("limits") or {}
+    return parse_quantity(amounts.get(resource, "0"))
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(agent=_RESOURCES.filter(bool), verifier=st.none() | _RESOURCES.filter(bool),
+       overhead=st.none() | st.dictionaries(st.sampled_from(["cpu", "memory"]), _AMOUNT, min_size=1))
+def test_every_pod_is_charged_as_the_quota_evaluator_counts_it(agent, verifier, overhead):
+    batch = parse_spec({**MINIMAL, "resources": agent,
+                        **({"verifier": {"command": ["true"], "resources": verifier}} if verifier else {})})
+    pool = _pool(agent, verifier={"resources": verifier} if verifier else None)
+    phases = [agent] + ([verifier] if verifier else [])
+    for spec, combine in ((batch, max), (pool, sum)):   # init container then container; side by side
+        footprint = pod_footprint(spec, overhead)
+        for kind in ("requests", "limits"):
+            for resource in ("cpu", "memory"):
+                amounts = [_container(p, resource, kind) for p in phases]
+                set_by_any = any(resource in (p.get(kind) or {}) or kind == "requests" and resource in
+                                 (p.get("limits") or {}) for p in phases)
+                extra = parse_quantity((overhead or {}).get(resource, "0"))
+                want = combine(amounts) + (extra if kind == "requests" or set_by_any else 0)
+                got = footprint.get(f"{kind}.{resource}")
+                if not set_by_any and (kind == "limits" or resource not in (overhead or {})):
+                    assert got is None
+                else:
+                    assert got == pytest.approx(float(want))
+                if kind == "requests" and got is not None:
+                    assert footprint[resource] == got
+        assert footprint["pods"] == footprint["count/pods"] == 1
+
+
+# -- what a submitter cannot get through the operator (docs/design.md §8.1) ----------------------
 from rolloutbatch.core.admission import Stalled, check_priority_class, input_shards, opted_in  # noqa: E402
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS  # noqa: E402
 from rolloutbatch.core.vocabulary import STALL_INPUTS_INVALID  # noqa: E402
@@ -105,22 +250,20 @@ def test_whatever_a_configmap_not_opted_in_holds_the_answer_is_the_same(data, la
 
 # -- pods the scheduler cannot place ------------------------------------------------------------
 def test_an_impossible_pod_is_told_from_one_waiting_for_room():
-    from decimal import Decimal
-
-    from rolloutbatch.core.admission import fits_an_empty_node, scheduling_requests
+    from rolloutbatch.core.admission import fits_an_empty_node
     nodes = [{"cpu": "2", "memory": "64Gi", "pods": "110"}, {"cpu": "4", "memory": "8Gi"}]
     huge = parse_spec({**MINIMAL, "resources": {"requests": {"memory": "1Ei"}, "limits": {"memory": "1Ei"}}})
-    assert not fits_an_empty_node(scheduling_requests(huge, None), nodes)
+    assert not fits_an_empty_node(pod_resources(huge, None)["requests"], nodes)
     busy = parse_spec({**MINIMAL, "resources": {"requests": {"memory": "8Gi", "cpu": "1"}}})
-    assert fits_an_empty_node(scheduling_requests(busy, None), nodes)          # fits, when there is room
+    assert fits_an_empty_node(pod_resources(busy, None)["requests"], nodes)          # fits, when there is room
     limits_only = parse_spec({**MINIMAL, "resources": {"limits": {"cpu": "3", "memory": "16Gi"}}})
-    assert scheduling_requests(limits_only, None)["cpu"] == Decimal(3)       # the limit stands in
-    assert not fits_an_empty_node(scheduling_requests(limits_only, None), nodes)  # no node has 3 cpu and 16Gi
+    assert pod_resources(limits_only, None)["requests"]["cpu"] == Decimal(3)       # the limit stands in
+    assert not fits_an_empty_node(pod_resources(limits_only, None)["requests"], nodes)  # no node has 3 cpu and 16Gi
     gpu = parse_spec({**MINIMAL, "resources": {"limits": {"nvidia.com/gpu": "1"}}})
-    assert not fits_an_empty_node(scheduling_requests(gpu, None), nodes)
-    assert fits_an_empty_node(scheduling_requests(busy, {"memory": "1Gi"}), nodes)
-    assert not fits_an_empty_node(scheduling_requests(busy, None), [])       # no node at all
-    assert fits_an_empty_node(scheduling_requests(busy, None), [{"cpu": "??", "memory": "64Gi"}])   # unreadable
+    assert not fits_an_empty_node(pod_resources(gpu, None)["requests"], nodes)
+    assert fits_an_empty_node(pod_resources(busy, {"memory": "1Gi"})["requests"], nodes)
+    assert not fits_an_empty_node(pod_resources(busy, None)["requests"], [])       # no node at all
+    assert fits_an_empty_node(pod_resources(busy, None)["requests"], [{"cpu": "??", "memory": "64Gi"}])   # unreadable
 
 
 @pytest.mark.parametrize("text", ['{"x": 1e999}', '{"x": -1e400}', '{"x": [1, {"y": 2e308}]}'])
