@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.admission import Stalled, fits_an_empty_node, pod_resources
+from rolloutbatch.core.admission import Stalled, fits_an_empty_node
 from rolloutbatch.core.children import adoptable, removes_sandbox
-from rolloutbatch.core.k8s_rules import format_quantity
+from rolloutbatch.core.k8s_rules import admitted, format_quantity, pod_amounts
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.job_facts import JobFacts, job_facts
 from rolloutbatch.core.tracker import BatchTracker
@@ -51,6 +51,8 @@ class SandboxLifecycle:
         self.job_deleted = False                  # by someone else, mid-batch (or its name taken since)
         self._deleted_job_uids: set[str] = set()  # Jobs named ours whose deletion was seen
         self.overhead: dict | None = None         # the RuntimeClass's pod overhead
+        # The pod of the Job it took (a pooled batch's is its pool's): what the room check asks for.
+        self.pod: Mapping | None = None
         self.provisioned_at = time.monotonic()
 
     # -- what is known of it ---------------------------------------------------------------
@@ -92,8 +94,8 @@ class SandboxLifecycle:
             crash_point(f"provision:{obj['kind']}")
             return live
 
-        self._took_job(job_facts(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead,
-                                                           dns, cluster_queue)), tracker)
+        self._took_job(await provisioning.create(self.storage, create, self.ref, spec, owner, self.overhead,
+                                                 dns, cluster_queue), tracker)
         return empty
 
     async def provision_pooled(self, make_job: Callable[[], Awaitable[dict]], tracker: BatchTracker) -> None:
@@ -105,15 +107,22 @@ class SandboxLifecycle:
         found none before no longer counts as its deletion."""
         self.created = True
         self.job_deleted = False
-        self._took_job(job_facts(job), tracker)
+        self._took_job(job, tracker)
 
-    def _took_job(self, facts: JobFacts, tracker: BatchTracker) -> None:
+    def _took_job(self, job: Mapping, tracker: BatchTracker) -> None:
+        facts = job_facts(job)
         if self.recorded_job_uid and facts.uid != self.recorded_job_uid:
             # Ours was created (the status names it) and is gone; a namesake is not it.
             raise Stalled(v.STALL_SANDBOX_DELETED, self.job_gone_message())
         tracker.expect_job(facts.uid)
         tracker.observe_job(facts, time.time())
+        self._took_pod(job)
         self.provisioned_at = time.monotonic()
+
+    def _took_pod(self, job: Mapping) -> None:
+        pod = ((job.get("spec") or {}).get("template") or {}).get("spec")
+        if isinstance(pod, Mapping):
+            self.pod = pod
 
     async def adopt(self, spec: BatchSpec, tracker: BatchTracker) -> None:
         """Provisioned by an earlier run: its Job and pods, read once; never recreated."""
@@ -142,6 +151,7 @@ class SandboxLifecycle:
             self.job_deleted = True   # ours is gone: its name was taken since
             return
         tracker.observe_job(facts, time.time())
+        self._took_pod(job)
 
     async def resync_pods(self, spec: BatchSpec, tracker: BatchTracker) -> None:
         """After a restart: the batch's pods listed once from its own namespace. Events that came
@@ -164,18 +174,26 @@ class SandboxLifecycle:
         failed = [e.get("message") or "" for e in events if e.get("reason") == "FailedCreate"]
         return f"{base}: {failed[-1]}"[:1000] if failed else base
 
+    def _requests(self) -> dict | None:
+        """What the scheduler reserves for one pod of the batch's Job: its own template, not the
+        batch's spec (a pooled batch's pods are its pool's: agent and verifier side by side)."""
+        return pod_amounts(admitted(self.pod, self.overhead))["requests"] if self.pod is not None else None
+
     async def never_fits(self, spec: BatchSpec) -> bool:
-        """No node could hold one episode pod even empty. Unknown (nodes unreadable): False, since
-        a batch must not be ended on a guess; a busy cluster only delays it."""
+        """No node could hold one episode pod even empty. Unknown (nodes unreadable, the Job not
+        read yet): False, since a batch must not be ended on a guess; a busy cluster only delays it."""
+        requests = self._requests()
+        if requests is None:
+            return False
         try:
             allocatables = await self.storage.node_allocatables()
         except KubeError as exc:
             self.log.warning("Cannot read the nodes' allocatable resources (%s): waiting for room", exc)
             return False
-        return bool(allocatables) and not fits_an_empty_node(pod_resources(spec, self.overhead)["requests"], allocatables)
+        return bool(allocatables) and not fits_an_empty_node(requests, allocatables)
 
     def requests_text(self, spec: BatchSpec) -> str:
-        requests = pod_resources(spec, self.overhead)["requests"]
+        requests = self._requests() or {}
         return ", ".join(f"{name} {format_quantity(amount)}" for name, amount in sorted(requests.items())) or "none"
 
     # -- removing it -------------------------------------------------------------------------

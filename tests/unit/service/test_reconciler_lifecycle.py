@@ -260,6 +260,37 @@ def test_pods_no_node_can_hold_stall_while_a_busy_cluster_only_waits():
     run(scenario)
 
 
+def test_the_room_check_asks_for_the_pod_the_job_makes_a_pooled_batchs_its_pools():
+    """A pooled batch's pods are its pool's: agent and verifier side by side, their requests
+    summed; the batch's own spec (here the defaults) is not what the scheduler is asked for."""
+    import logging
+
+    from rolloutbatch.core import pool_spec, pools
+    from rolloutbatch.core.spec import parse_spec
+    from rolloutbatch.core.tracker import BatchTracker
+    from rolloutbatch.service.sandbox_lifecycle import SandboxLifecycle
+    from tests.unit.core.factories import MINIMAL, REF
+
+    class Nodes:
+        async def node_allocatables(self):
+            return [{"cpu": "3", "memory": "8Gi"}]
+
+    pool = pool_spec.PoolRef("warm", REF.namespace, "u" * 36)
+    template = pool_spec.parse_pool_spec({"size": 2, "task": {"files": {"episode.py": "x"}}, "verifier": {},
+                                          "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}})
+    job = pools.pooled_job(REF, 3, 3, 1, 600, 300, pool, template)
+    job["metadata"]["uid"] = "j" * 36
+    sandbox = SandboxLifecycle(Nodes(), REF, None, {}, lambda *event: None, logging.getLogger("t"))
+    spec = parse_spec(MINIMAL)
+
+    async def scenario():
+        assert not await sandbox.never_fits(spec)          # its Job not known yet: no guess
+        sandbox.took_pooled_job(job, BatchTracker(3, 1, pooled=True))
+        assert await sandbox.never_fits(spec)              # 2 + 2 cpu: no node of 3 holds it
+        assert "cpu 4" in sandbox.requests_text(spec) and "memory 2Gi" in sandbox.requests_text(spec)
+    asyncio.run(scenario())
+
+
 def test_episodes_the_job_ended_without_are_given_up_after_the_collect_grace():
     async def scenario(cluster):
         task = await running(cluster)
