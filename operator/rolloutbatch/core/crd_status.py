@@ -60,7 +60,7 @@ def status_schema() -> Schema:
                 f"{v.RESULTS_RETAIN})."),
             "episodes": _count("spec.episodes."),
             "readyEpisodes": _count("Episodes that reported their ready event."),
-            "runningEpisodes": _count("Episode pods running now."),
+            "runningEpisodes": _count("Episode pods running now (0 once the batch has finished)."),
             "succeededEpisodes": _count("Episodes that succeeded (the guide's successful_episodes)."),
             "failedEpisodes": _count("Episodes that failed (ran and broke the episode contract, or exited "
                                      "non-zero)."),

@@ -123,7 +123,9 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
         status.update({
             "progress": f"{summary.finished}/{episodes}",
             "readyEpisodes": ready,
-            "runningEpisodes": running,
+            # a finished batch's status is its last: pods its stop or stall still ends are not
+            # episodes running, and nothing would ever count them down
+            "runningEpisodes": 0 if phase in v.TERMINAL_PHASES else running,
             "succeededEpisodes": summary.succeeded,
             "failedEpisodes": summary.failed,
             "lostEpisodes": summary.lost,

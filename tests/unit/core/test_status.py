@@ -1,4 +1,6 @@
 """The status subresource: every field of docs/design.md §3, ms rounding, minimal merge patches."""
+import pytest
+
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.stats import summarize
@@ -73,6 +75,14 @@ def test_terminal_status_is_the_truth():
     final = status(phase="Failed", summary=summarize([result(0), result(1, outcome="lost", reward=None)],
                                                      episodes=2, origin=100.0), previous=before)
     assert final["succeededEpisodes"] == 1 and final["lostEpisodes"] == 1 and final["progress"] == "2/2"
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Stopped"])
+def test_a_finished_batch_counts_no_episode_running(phase):
+    """Its status is its last: pods a stop's grace or a stall left terminating would show as
+    running in `kubectl get rb` for ever."""
+    assert status(phase=phase, running=3)["runningEpisodes"] == 0
+    assert status(phase="Running", running=3)["runningEpisodes"] == 3
 
 
 def test_status_is_strict_json_whatever_the_numbers():
