@@ -114,16 +114,8 @@ def _retained(client: Client, name: str) -> dict | None:
 
 
 def _retained_of(client: Client, name: str, uid: str) -> dict:
-    """The retained results of the gone batch ``name`` that had ``uid``, whatever has the name now."""
-    try:
-        batch = client.get(name)
-    except NotFound:
-        pass
-    else:
-        if batch["metadata"].get("uid") == uid:
-            # the batch is not gone: its status vouches for its results, the head alone would not
-            raise CLIError(f"RolloutBatch {client.namespace}/{name} (uid {uid}) still exists: "
-                           f"rolloutbatch results {name} reads its results without --retained-uid")
+    """The retained results of the gone batch ``name`` that had ``uid``, whatever has the name now
+    (the SDK refuses a batch that still exists: its status vouches for its results)."""
     try:
         return client.retained_document(name, uid=uid)
     except ResultsNotReady as exc:

@@ -272,7 +272,8 @@ class Client:
     def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         """The retained results of a batch that is gone, by its name (``sdk.retained``: checked
         only against the shard digests their head records; ``document["retained"]`` says so).
-        ``uid``: only those of the batch that had it, e.g. while a new batch of the name exists."""
+        ``uid``: only those of the batch that had it, e.g. while a new batch of the name exists.
+        ResultsNotReady when the batch that had them still exists: read them through it."""
         return self._run(retained.retained_document(name, namespace or self.namespace, uid))
 
     def retained_results(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> list[Row]:
@@ -282,12 +283,14 @@ class Client:
         return ops.rows(document, retained.retained_batch(document, name, namespace))
 
     def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
-        """The uids of the batches named ``name`` whose retained results ConfigMaps exist."""
+        """The uids of the batches named ``name`` whose retained results ConfigMaps exist (the
+        batch of that name that exists now among them, when it retains its results)."""
         return self._run(retained.retained_uids(name, namespace or self.namespace))
 
     def delete_retained(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> list[str]:
         """Delete the retained results ConfigMaps of batches named ``name`` that are gone (a batch
-        of the name that exists keeps its own); ``uid``: of that batch only. The names deleted."""
+        of the name that exists keeps its own, even by its ``uid``); ``uid``: of that batch only.
+        The names deleted."""
         return self._run(retained.delete_retained(name, namespace or self.namespace, uid))
 
 

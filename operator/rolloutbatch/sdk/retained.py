@@ -7,9 +7,9 @@ without the batch, only the head vouches for its shards, and nothing for the hea
 write ConfigMaps in the namespace could have rewritten the whole set (docs/design.md §8.3).
 
 A name is not an identity: a new batch may take the name of one whose results stay, so a set
-is the batch uid its labels carry. Reading or removing one may name that uid, and removing by
-name alone leaves the results of a batch of that name that exists now (they are its own, not
-retained ones yet). A new batch stalls while an earlier set holds ``<name>-results``; its
+is the batch uid its labels carry. Reading or removing one may name that uid; either way the set
+of a batch that exists now is its own, not a retained one yet (a Retain batch labels its results
+retained from its first write): it is neither read by its head alone nor removed. A new batch stalls while an earlier set holds ``<name>-results``; its
 message names the earlier uid, which is how that set is read while the new batch exists.
 """
 
@@ -44,7 +44,7 @@ def retained_document(name: str, namespace: str, uid: str | None = None) -> Op:
     write ConfigMaps in the namespace could have rewritten the whole set (docs/design.md §8.3),
     so the document says how it was checked (``retained``). ``uid``: only the set of the batch
     that had it (the head's uid label and content agree on it). ResultsNotReady when there is
-    none."""
+    none, or when the batch that had it still exists (its status vouches for its results)."""
     wanted = uid
     head_name = retained_head_name(name, namespace)
     cm = yield from _get_configmap(head_name, namespace)
@@ -58,6 +58,9 @@ def retained_document(name: str, namespace: str, uid: str | None = None) -> Op:
     if wanted is not None and uid != wanted:
         raise ResultsNotReady(f"no retained results of RolloutBatch {namespace}/{name} with uid {wanted} "
                               f"(ConfigMap {head_name} holds those of uid {uid})")
+    if (yield from _live_uid(name, namespace)) == uid:
+        raise ResultsNotReady(f"RolloutBatch {namespace}/{name} (uid {uid}) still exists: its results are read "
+                              "through it (its status vouches for them), not as retained results")
     document = dict(head)
     if "shards" in head:
         recorded = head.get(SHARD_DIGESTS) if isinstance(head.get(SHARD_DIGESTS), Mapping) else {}
@@ -114,11 +117,11 @@ def _live_uid(name: str, namespace: str) -> Op:
 
 def delete_retained(name: str, namespace: str, uid: str | None = None) -> Op:
     """Delete the retained results of batches named ``name`` that are gone (UID preconditions);
-    their names. ``uid``: only the set of the batch that had it. Without it, the set of a batch
-    of that name that exists now stays: it is that batch's, whose operator may still write it
-    (a batch created after its namesake was deleted, before this call)."""
+    their names. ``uid``: only the set of the batch that had it. The set of a batch of that name
+    that exists now stays, with or without ``uid``: it is that batch's, whose operator may still
+    write it (e.g. a batch created after its namesake was deleted, before this call)."""
     found = yield from retained_configmaps(name, namespace, uid)
-    if uid is None and found:
+    if found:
         # listed first: a batch whose set is in the list was created before the list was read
         live = yield from _live_uid(name, namespace)
         found = [cm for cm in found if live is None or _uid_of(cm) != live]

@@ -165,6 +165,34 @@ def test_deleting_by_name_leaves_the_results_of_the_batch_of_that_name_that_exis
     assert run(cms.api, retained.delete_retained(REF.name, REF.namespace)) == newer and not cms.objects
 
 
+def test_the_set_of_the_batch_that_exists_is_neither_removed_by_its_uid_nor_read_as_retained():
+    # A Retain batch labels its results retained from its first write, so retained_uids lists it:
+    # cleaning every listed set must leave the results of the batch that still exists.
+    from rolloutbatch.sdk import Client
+
+    cms = ConfigMaps()
+    store, tracker, spec = _store(cms, 6, 2)
+    spec = dataclasses.replace(spec, cleanup_results="Retain")
+    store.configure(spec)
+    for i in range(6):
+        tracker.record(result(i), uid=f"u{i}")
+    _write(store, tracker, spec, final=True, cms=cms)      # the batch finished; it still exists
+    client = Client(api=cms.api, namespace=REF.namespace)
+    handle = client.handle(REF.name)
+    before = sorted(cms.objects)
+    assert client.retained_uids(REF.name) == [REF.uid]
+
+    for uid in client.retained_uids(REF.name):
+        assert client.delete_retained(REF.name, uid=uid) == []
+    assert sorted(cms.objects) == before and len(handle.results()) == 6
+    for uid in (None, REF.uid):
+        with pytest.raises(ResultsNotReady, match="still exists"):
+            client.retained_results(REF.name, uid=uid)
+    cms.delete_batch()                                     # gone: now they are retained ones
+    assert len(client.retained_results(REF.name)) == 6
+    assert len(client.delete_retained(REF.name, uid=REF.uid)) == 4 and not cms.objects
+
+
 def test_a_new_batch_of_the_name_is_told_how_to_read_and_free_them():
     from rolloutbatch.service.results_store import conflict_message
 
