@@ -10,7 +10,7 @@ from rolloutbatch import sdk
 from rolloutbatch.sdk import aio
 from rolloutbatch.sdk.aio import AsyncApi, AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
-from tests.unit.test_sdk_follow import BATCHES, CMS, NAME, NS, batch, cm, listing, recorded, row
+from tests.unit.test_sdk_follow import BATCHES, CMS, FINAL_UNSETTLED, NAME, NS, batch, cm, listing, recorded, row
 from rolloutbatch.kube.errors import Gone, KubeError
 from rolloutbatch.sdk import ops
 
@@ -190,6 +190,13 @@ def test_an_async_timeout_that_is_no_finite_number_is_refused_before_any_call(ve
         assert api.calls == [] and api.deleted == []
 
     asyncio.run(main())
+
+
+def test_an_async_timeout_inside_the_settle_returns_the_final_status():
+    async def main():
+        api = FakeAsyncApi({BATCHES: [listing([batch(FINAL_UNSETTLED)])]}, {})
+        return await AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch()).wait(timeout=0.5, settle=10)
+    assert asyncio.run(main())["phase"] == "Succeeded"
 
 
 def test_the_async_followers_other_times_are_checked_too():

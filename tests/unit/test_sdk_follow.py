@@ -78,6 +78,18 @@ def test_wait_stops_on_stalled_settles_and_times_out():
     assert handle(api).wait(timeout=5, settle=3)["jobCompleteSeconds"] == 3.5
 
 
+FINAL_UNSETTLED = {"phase": "Succeeded", "jobName": "j", "progress": "4/4"}   # jobCompleteSeconds still to come
+
+
+def test_a_timeout_inside_the_settle_returns_the_final_status():
+    # settle is "up to": a batch that is final is finished, not timed out
+    api = FakeApi(lists={BATCHES: [listing([batch(FINAL_UNSETTLED)])]},
+                  objects={f"{BATCHES}/{NAME}": batch(FINAL_UNSETTLED)})
+    assert handle(api).wait(timeout=0.5, settle=10)["phase"] == "Succeeded"
+    assert handle(api, **FINAL_UNSETTLED).wait(timeout=0, settle=10)["phase"] == "Succeeded"
+    assert handle(api).stop(wait=True, timeout=0.5)["phase"] == "Succeeded"
+
+
 def _returns_within(call, seconds: float = 3.0):
     """Run ``call`` in a daemon thread: (whether it came back, its exception or None); a wait that
     never ends fails the test rather than hangs it."""

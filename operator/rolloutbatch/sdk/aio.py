@@ -198,7 +198,8 @@ async def follow(api: AsyncApi, follower: Follower, timeout: float) -> AsyncIter
             if follower.needs_sweep():
                 for out in follower.swept_with(await run(api, follower.sweep())):
                     yield out
-            if follower.done():
+            left = deadline - time.monotonic()
+            if follower.done(out_of_time=left <= 0):
                 if follower.deleted:
                     raise follower.deleted_error()
                 if (incomplete := follower.incomplete_error()) is not None:

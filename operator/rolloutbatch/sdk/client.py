@@ -142,7 +142,8 @@ def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, 
         while True:
             if follower.needs_sweep():
                 yield from follower.swept_with(run(api, follower.sweep()))
-            if follower.done():
+            left = deadline - time.monotonic()
+            if follower.done(out_of_time=left <= 0):
                 if follower.deleted:
                     raise follower.deleted_error()
                 if (incomplete := follower.incomplete_error()) is not None:
@@ -338,7 +339,8 @@ class BatchHandle:
 
         Returns the final status (check ``status["phase"]``); raises ``TimeoutError``, and
         ``NotFound`` when the batch is deleted meanwhile. After the phase is final it waits up to
-        ``settle`` seconds for ``jobCompleteSeconds``.
+        ``settle`` seconds for ``jobCompleteSeconds``, and no longer than ``timeout``: a final batch
+        returns its status then, without it, never a TimeoutError.
         """
         follower = Follower(self.obj, rows=False, settle_seconds=settle)
         if on_progress is not None:

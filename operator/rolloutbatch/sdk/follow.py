@@ -315,7 +315,9 @@ class Follower:
     def needs_sweep(self) -> bool:
         return self.want_rows and self.final and not self.swept and not self.complete
 
-    def done(self, now: float | None = None) -> bool:
+    def done(self, now: float | None = None, *, out_of_time: bool = False) -> bool:
+        """Whether following ends here; ``out_of_time``: the caller's timeout has run out, which
+        cuts the settle short (a final batch is finished, not timed out)."""
         if self.deleted:
             return True
         if not self.final or self.needs_sweep():
@@ -329,7 +331,7 @@ class Follower:
         phase = self.status.get("phase")
         unsettled = (phase in v.TERMINAL_PHASES and phase != v.STOPPED and self.status.get("jobName")
                      and self.status.get("jobCompleteSeconds") is None)
-        return not unsettled or now - self._final_at >= self.settle_seconds
+        return not unsettled or out_of_time or now - self._final_at >= self.settle_seconds
 
     def deleted_error(self) -> NotFound:
         return NotFound(f"RolloutBatch {self.namespace}/{self.name} was deleted while it was followed",
