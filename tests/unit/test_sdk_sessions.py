@@ -617,6 +617,24 @@ def test_a_command_the_sessions_end_killed_is_no_result_of_the_command(api, tmp_
     assert session.ended and session.stats.commands == 1   # it ran, until it was cut off
 
 
+@pytest.mark.parametrize("verb", ["write_file", "read_file"])
+def test_a_file_verb_the_sessions_end_killed_is_session_over_as_run_is(api, tmp_path, verb):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+
+    def killed_by_the_deadline(command, stdin):
+        set_agent(api, pod, terminated=True)
+        return ExecResult(exit_code=137, stdout=b"", stderr=b"")
+    api.set_exec(POOL_NS, pod, killed_by_the_deadline)
+    with pytest.raises(sdk.SessionOver, match="cut off \\(exit code 137\\).*the session is over"):
+        if verb == "write_file":
+            session.write_file("patch.diff", b"diff")
+        else:
+            session.read_file("out.txt")
+    assert session.ended
+
+
 def test_a_command_that_exits_137_while_the_session_holds_is_its_own_result(api, tmp_path):
     batch = open_sessions(api)
     put_pod(api, batch.handle, 0, workspace=tmp_path)

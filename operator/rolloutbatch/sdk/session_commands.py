@@ -166,8 +166,8 @@ class SessionCore:
              limit_bytes: int) -> Op:
         """A command that ran counts, with its time, whatever its end (a timeout, the session's
         end): "commands run, their total time". One that ends after end() recorded the stats does
-        not (the row has them already). Killed by a signal, it is checked against the session: the
-        end or the deadline kills every process, and its 137 is not what the command did."""
+        not (the row has them already). Killed by a signal, it is checked against the session
+        (``_cut_off``), as the file verbs are."""
         started = time.monotonic()
         ran = False   # to an exit code, or for its whole timeout
         try:
@@ -178,14 +178,7 @@ class SessionCore:
                 ran = True
                 raise
             ran = True
-            if result.exit_code is not None and result.exit_code >= SIGNALLED_EXIT:
-                # an end() telling the hold meanwhile (another task's) kills it before the pod shows
-                # the end; while the end only writes its stats, nothing of it kills a command
-                why = "end() was called" if self.telling_hold else (yield from _over(self.target))
-                if why is not None:
-                    raise SessionOver(f"a command in episode {self.target.index} of RolloutBatch {self.target.batch} "
-                                      f"was cut off (exit code {result.exit_code}): the session is over: {why}",
-                                      why=why)
+            yield from self._cut_off(result, "a command")
         finally:
             seconds = time.monotonic() - started
             if ran and self.ended is None and not self.ending:
@@ -194,6 +187,18 @@ class SessionCore:
         return CommandResult(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr,
                              seconds=seconds, stdout_truncated=result.stdout_truncated,
                              stderr_truncated=result.stderr_truncated)
+
+    def _cut_off(self, result: Any, what: str) -> Op:
+        """SessionOver when a signal ended the exec (exit code SIGNALLED_EXIT and up) and the
+        session is over: the end or the deadline kills every process, and its 137 is not what
+        ``what`` did. While the session holds, the exit code is the exec's own."""
+        if result.exit_code is not None and result.exit_code >= SIGNALLED_EXIT:
+            # an end() telling the hold meanwhile (another task's) kills it before the pod shows
+            # the end; while the end only writes its stats, nothing of it kills a command
+            why = "end() was called" if self.telling_hold else (yield from _over(self.target))
+            if why is not None:
+                raise SessionOver(f"{what} in episode {self.target.index} of RolloutBatch {self.target.batch} "
+                                  f"was cut off (exit code {result.exit_code}): the session is over: {why}", why=why)
 
     def write_file(self, path: str, data: bytes, *, timeout: float = FILE_TIMEOUT) -> Op:
         if not isinstance(data, (bytes, bytearray)):
@@ -206,6 +211,7 @@ class SessionCore:
     def _write(self, path: str, data: bytes, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.write_file_command(path, len(data)), f"writing {path}",
                                   stdin=data, timeout=timeout, limit_bytes=4096)
+        yield from self._cut_off(result, f"writing {path}")
         if result.exit_code == sessions.IS_A_DIRECTORY:
             raise IsADirectoryError(f"a directory, not a file: {path} in episode {self.target.index}'s sandbox")
         if result.exit_code != 0:
@@ -220,6 +226,7 @@ class SessionCore:
     def _read(self, path: str, max_bytes: int, timeout: float) -> Op:
         result = yield from _exec(self.target, sessions.read_file_command(path, max_bytes), f"reading {path}",
                                   timeout=timeout, limit_bytes=max_bytes)
+        yield from self._cut_off(result, f"reading {path}")
         where = f"{path} in episode {self.target.index}'s sandbox"
         if result.exit_code == sessions.NO_SUCH_FILE:
             raise FileNotFoundError(f"no such file: {where}")
