@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pathlib
 import subprocess
 import time
 
@@ -289,6 +290,22 @@ def test_write_file_through_a_symlink_writes_the_file_it_names(api, tmp_path):
 
 
 # --- the end -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("verb", ["write_file", "read_file"])
+def test_a_directory_given_to_a_file_verb_is_an_is_a_directory_error_the_readme_names(api, tmp_path, verb):
+    # Python's own, as read_file's FileNotFoundError: the README's errors sentence must name it,
+    # or a trainer's `except (KubeError, FileNotFoundError)` around its tool calls misses it
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    (tmp_path / "src").mkdir()
+    with pytest.raises(IsADirectoryError, match="a directory, not a file: src"):
+        session.write_file("src", b"x") if verb == "write_file" else session.read_file("src")
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    errors = readme.split("\nErrors: all but", 1)[1].split("KubeError", 1)[0]
+    assert "`IsADirectoryError` (`write_file`, `read_file`)" in " ".join(errors.split())
+    assert "| `IsADirectoryError` | a session's `write_file`, `read_file` |" in readme
+
+
 def test_end_ends_once_and_nothing_runs_after_it(api, tmp_path):
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 1, workspace=tmp_path)

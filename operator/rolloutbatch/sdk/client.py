@@ -447,15 +447,15 @@ class Session(session_commands.SessionView, session_commands.EndsOnExit):
 
     def write_file(self, path: str, data: bytes, *, timeout: float = sessions.FILE_TIMEOUT) -> None:
         """Write ``data`` to ``path`` (relative: in the workspace), whole or not at all; through a
-        symbolic link, to the file it names. SessionOver once the session ended (also when its end
-        cut the write off), TimedOut past ``timeout``."""
+        symbolic link, to the file it names. IsADirectoryError for a directory, SessionOver once
+        the session ended (also when its end cut the write off), TimedOut past ``timeout``."""
         self._client._run(self._core.write_file(path, data, timeout=timeout))
 
     def read_file(self, path: str, *, max_bytes: int = sessions.MAX_FILE_BYTES,
                   timeout: float = sessions.FILE_TIMEOUT) -> bytes:
-        """The file's bytes; FileNotFoundError when there is none, SessionError past ``max_bytes``,
-        SessionOver once the session ended (also when its end cut the read off), TimedOut past
-        ``timeout``."""
+        """The file's bytes; FileNotFoundError when there is none, IsADirectoryError for a
+        directory, SessionError past ``max_bytes``, SessionOver once the session ended (also when
+        its end cut the read off), TimedOut past ``timeout``."""
         return self._client._run(self._core.read_file(path, max_bytes=max_bytes, timeout=timeout))
 
     def end(self) -> None:
