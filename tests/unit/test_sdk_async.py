@@ -207,6 +207,8 @@ def test_the_async_followers_other_times_are_checked_too():
             await asyncio.wait_for(handle.wait(timeout=5, settle=float("nan")), 3)
         with pytest.raises(ValueError, match="watch_seconds must be a finite number of seconds"):
             await asyncio.wait_for(_drain(handle.stream(timeout=5, watch_seconds=float("nan"))), 3)
+        with pytest.raises(ValueError, match="watch_seconds must be a finite number of seconds, above 0"):
+            await asyncio.wait_for(_drain(handle.groups(timeout=5, watch_seconds=0)), 3)   # not the default
         assert api.calls == []
 
     asyncio.run(main())

@@ -138,6 +138,15 @@ def test_the_followers_other_times_are_checked_too(call):
     assert api.calls == []
 
 
+@pytest.mark.parametrize("verb", ["stream", "groups"])
+def test_a_zero_watch_seconds_is_refused_not_taken_for_the_default(verb):
+    api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
+    running = handle(api, phase="Running")
+    with pytest.raises(ValueError, match="watch_seconds must be a finite number of seconds, above 0"):
+        list(getattr(running, verb)(timeout=5, watch_seconds=0))
+    assert api.calls == []
+
+
 def test_a_zero_timeout_looks_once():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
     with pytest.raises(TimeoutError, match="not finished after 0s"):

@@ -368,13 +368,13 @@ class AsyncBatchHandle:
         return self.status
 
     async def stream(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> AsyncIterator[Row]:
-        follower = Follower(self.obj, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        follower = Follower(self.obj, watch_seconds=watch_seconds)
         async for kind, value in self._follow(follower, timeout):
             if kind == "row":
                 yield value
 
     async def groups(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> AsyncIterator[Group]:
-        follower = Follower(self.obj, groups=True, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        follower = Follower(self.obj, groups=True, watch_seconds=watch_seconds)
         async for kind, value in self._follow(follower, timeout):
             if kind == "group":
                 yield value

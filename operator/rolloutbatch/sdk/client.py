@@ -353,8 +353,9 @@ class BatchHandle:
     def stream(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> Iterator[Row]:
         """Each episode's row once, as soon as the operator published it and the batch's status
         records it (completion order), until the batch is final. Raises ``TimeoutError`` after
-        ``timeout`` seconds."""
-        follower = Follower(self.obj, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        ``timeout`` seconds. ``watch_seconds``: how long each watch runs before it is resumed
+        (None: ``follow.WATCH_SECONDS``; 0 is refused, as a timeout of 0 is)."""
+        follower = Follower(self.obj, watch_seconds=watch_seconds)
         for kind, value in self._follow(follower, timeout):
             if kind == "row":
                 yield value
@@ -362,7 +363,7 @@ class BatchHandle:
     def groups(self, timeout: float = 3600, *, watch_seconds: int | None = None) -> Iterator[Group]:
         """Each group (``group``, ``rows``, ``reward_mean``, ``reward_std``, ``valid``, ...) once all
         its samples have rows; a batch that ends short yields its other groups with ``final: False``."""
-        follower = Follower(self.obj, groups=True, **({"watch_seconds": watch_seconds} if watch_seconds else {}))
+        follower = Follower(self.obj, groups=True, watch_seconds=watch_seconds)
         for kind, value in self._follow(follower, timeout):
             if kind == "group":
                 yield value

@@ -154,9 +154,11 @@ class Follower:
     ``("status", dict)``, ``("row", Row)``, ``("group", Group)``."""
 
     def __init__(self, batch: Mapping, *, rows: bool = True, groups: bool = False, settle_seconds: float = 0.0,
-                 watch_seconds: int = WATCH_SECONDS) -> None:
+                 watch_seconds: int | None = None) -> None:
         checked_timeout(settle_seconds, zero_ok=True, name="settle")   # a NaN never settles
-        checked_timeout(watch_seconds, name="watch_seconds")
+        # None: WATCH_SECONDS; a 0 is refused, not taken for the default
+        checked_timeout(watch_seconds, name="watch_seconds", none_ok=True)
+        watch_seconds = WATCH_SECONDS if watch_seconds is None else watch_seconds
         meta, spec = batch["metadata"], batch.get("spec") or {}
         self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
         self.episodes = spec.get("episodes") if type(spec.get("episodes")) is int else 0
