@@ -9,8 +9,9 @@ write ConfigMaps in the namespace could have rewritten the whole set (docs/desig
 A name is not an identity: a new batch may take the name of one whose results stay, so a set
 is the batch uid its labels carry. Reading or removing one may name that uid; either way the set
 of a batch that exists now is its own, not a retained one yet (a Retain batch labels its results
-retained from its first write): it is neither read by its head alone nor removed. A new batch stalls while an earlier set holds ``<name>-results``; its
-message names the earlier uid, which is how that set is read while the new batch exists.
+retained from its first write): it is neither read by its head alone nor removed. A new batch
+stalls while an earlier set holds ``<name>-results``; its message names the earlier uid, which is
+how that set is read while the new batch exists.
 """
 
 from __future__ import annotations
