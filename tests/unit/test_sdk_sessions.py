@@ -618,9 +618,10 @@ def test_a_session_opened_twice_is_one_session_with_one_count(api, tmp_path):
     assert core_sessions.stats_of(annotations, 1, pod)["commands"] == 2 and first.stats.commands == 2
 
 
-def test_a_command_the_sessions_end_killed_is_no_result_of_the_command(api, tmp_path):
-    """The deadline's (or the end's) `kill -KILL -1` kills the running command: its 137 says the
-    session is over, not what the tool did."""
+@pytest.mark.parametrize("verb", ["run", "write_file", "read_file"])
+def test_a_verb_the_sessions_end_killed_is_no_result_of_the_verb(api, tmp_path, verb):
+    """The deadline's (or the end's) `kill -KILL -1` kills the running command, or the file verb's
+    exec: its 137 says the session is over, not what the tool did."""
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
     session = batch.session(0)
@@ -629,27 +630,13 @@ def test_a_command_the_sessions_end_killed_is_no_result_of_the_command(api, tmp_
         set_agent(api, pod, terminated=True)
         return ExecResult(exit_code=137, stdout=b"", stderr=b"")
     api.set_exec(POOL_NS, pod, killed_by_the_deadline)
+    verbs = {"run": lambda: session.run("sleep 100"), "write_file": lambda: session.write_file("patch.diff", b"diff"),
+             "read_file": lambda: session.read_file("out.txt")}
     with pytest.raises(sdk.SessionOver, match="cut off \\(exit code 137\\).*the session is over"):
-        session.run("sleep 100")
-    assert session.ended and session.stats.commands == 1   # it ran, until it was cut off
-
-
-@pytest.mark.parametrize("verb", ["write_file", "read_file"])
-def test_a_file_verb_the_sessions_end_killed_is_session_over_as_run_is(api, tmp_path, verb):
-    batch = open_sessions(api)
-    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
-    session = batch.session(0)
-
-    def killed_by_the_deadline(command, stdin):
-        set_agent(api, pod, terminated=True)
-        return ExecResult(exit_code=137, stdout=b"", stderr=b"")
-    api.set_exec(POOL_NS, pod, killed_by_the_deadline)
-    with pytest.raises(sdk.SessionOver, match="cut off \\(exit code 137\\).*the session is over"):
-        if verb == "write_file":
-            session.write_file("patch.diff", b"diff")
-        else:
-            session.read_file("out.txt")
+        verbs[verb]()
     assert session.ended
+    if verb == "run":
+        assert session.stats.commands == 1   # it ran, until it was cut off
 
 
 def test_a_command_that_exits_137_while_the_session_holds_is_its_own_result(api, tmp_path):
