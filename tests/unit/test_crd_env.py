@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rolloutbatch.core.model import SpecError
-from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.spec import RESERVED_ENV, parse_spec
 from tests.support import crd_schema
 from tests.unit.core.factories import MINIMAL
 
@@ -87,3 +87,22 @@ def test_what_both_accept(entry):
 def test_what_both_refuse(entry):
     raw = {**MINIMAL, "env": [entry]}
     assert not crd_accepts(raw) and not parse_accepts(raw)
+
+
+@pytest.mark.parametrize("field", ["env", "verifier.env"])
+def test_reserved_names_are_refused_by_a_cel_rule_in_each_env_list_as_parse_spec_refuses_them(field):
+    """kubectl must refuse what the operator would stall InvalidSpec: a reserved name in
+    spec.verifier.env too, not only in spec.env."""
+    rules = [r["rule"] for path, r in crd_schema.cel_rules(SPEC) if path == "." + field]
+    for name in sorted(RESERVED_ENV):
+        entry = {"name": name, "value": "x"}
+        raw = {**MINIMAL, "env": [entry]} if field == "env" else {**MINIMAL, "verifier": {"env": [entry]}}
+        with pytest.raises(SpecError):
+            parse_spec(raw)
+        assert any(repr(name) in rule and ".all(" in rule for rule in rules), (field, name, rules)
+
+
+@pytest.mark.parametrize("raw", [{"env": 5}, {"verifier": {"env": 5}}, {"env": [5]}, {"verifier": {"env": "x"}}])
+def test_a_pooled_spec_whose_env_is_not_a_list_is_a_spec_error(raw):
+    with pytest.raises(SpecError):
+        parse_spec({"episodes": 1, "poolRef": {"name": "p"}, **raw})   # a pool's batch names no task

@@ -79,6 +79,14 @@ def _mount_path(description: str, default: str | None = None) -> Schema:
 
 
 _RESERVED = d.RESERVED_ENV
+
+
+def _reserved_env_rules(field: str) -> list[dict]:
+    """The CEL rule refusing the reserved env names, as parse_spec refuses them in each env list."""
+    return [rule(f"self.all(e, !(e.name in [{', '.join(repr(n) for n in _RESERVED)}]))",
+                 f"{field} must not set {listing(_RESERVED, 'or')}: the operator sets them")]
+
+
 _EP_MAX = d.MAX_EPISODE_TIMEOUT_SECONDS
 
 
@@ -103,7 +111,7 @@ def _verifier() -> Schema:
                 ("Environment of the verifier only (name/value pairs or Secret keys, as spec.env; a Secret key of "
                  "spec.env never reaches the verifier, one named here only the verifier); it also gets "
                  f"{listing(_RESERVED, 'and')}."),
-                "Variable name.", rules=[]),
+                "Variable name.", rules=_reserved_env_rules("spec.verifier.env")),
             "files": obj(
                 ("File name -> content of the verifier's own files (its tests, reference solution), in a second "
                  f"ConfigMap mounted read-only into the verifier container only, at most {_CONFIG_KIB} KiB. "
@@ -162,8 +170,7 @@ def _properties() -> dict[str, Schema]:
              f"{d.MAX_ENV_ITEMS} entries, each a plain name/value pair or a Secret key (valueFrom.secretKeyRef, "
              f"the only valueFrom kind). {listing(_RESERVED, 'and')} are reserved: the operator sets them."),
             "Variable name (letters, digits, '-', '_', '.'; not starting with a digit).",
-            rules=[rule(f"self.all(e, !(e.name in [{', '.join(repr(n) for n in _RESERVED)}]))",
-                        f"spec.env must not set {listing(_RESERVED, 'or')}: the operator sets them")]),
+            rules=_reserved_env_rules("spec.env")),
         "task": obj("The episode program, shipped in a ConfigMap and mounted read-only (required).", {
             "mountPath": _mount_path(
                 ("Where the task files appear: an absolute path without ':', not overlapping workspace.mountPath "

@@ -457,12 +457,15 @@ def _pool_phase_words(where: str, part: Mapping) -> None:
     env(1), which would read it as a variable)."""
     command = _strings(part, "command", f"{where}.command")
     args = _strings(part, "args", f"{where}.args")
-    for item in part.get("env") or ():
+    env = part.get("env") or []
+    if not isinstance(env, list):
+        raise SpecError(f"{where}.env", "must be a list of name/value entries")
+    for item in env:
         if isinstance(item, Mapping) and "valueFrom" in item:
             raise SpecError(f"{where}.env", "with spec.poolRef only plain values reach a pool's pod (no Secret keys)")
     files = part.get("files") if isinstance(part.get("files"), Mapping) else {}
     words = [*command, *args, *files.values(),
-             *(str(item.get("value", "")) for item in part.get("env") or () if isinstance(item, Mapping))]
+             *(str(item.get("value", "")) for item in env if isinstance(item, Mapping))]
     if any("\0" in str(word) for word in words):
         raise SpecError(f"{where}.env", "with spec.poolRef no command, argument, file or env value may hold a NUL byte")
     if command and "=" in command[0]:

@@ -72,16 +72,20 @@ class QueueWatch:
         True when the batch was just admitted (its pods' grace starts now)."""
         job, now = tracker.job, time.monotonic()
         is_held = held(job, tracker.stopping)
-        was_held, self._was_held = self._was_held, is_held
+        was_held = self._was_held
         if is_held and (was_held is not True or now - self._read_at >= READ_INTERVAL):
-            self._read_at = now
+            # A failed read is made again by the retried round, not READ_INTERVAL later: rounds in
+            # between would go through, and a read failing every time would never end the batch
+            # (service.policy counts transient errors without a break).
             self.admission = queueing.admission_of(await self.storage.job_workload(job.namespace, job.uid))
+            self._read_at = now
             if was_held is False:
                 self.metrics.batch_evicted(self.ref.namespace, self.ref.name)
                 self.log.warning("Kueue evicted the Job: %s", self.admission.message)
                 self.emit("Warning", v.EVENT_EVICTED, f"Kueue evicted the Job ({self.admission.reason}): running "
                                                       f"episodes are cut off ({v.EP_EVICTED}); the rest run once it "
                                                       f"is admitted again; {self.admission.message}"[:1000])
+        self._was_held = is_held
         if (was_held is None and not is_held and job is not None and job.queue is not None
                 and self.wait_seconds is None and job.resumed_at is not None):
             # admitted while no operator watched: its last admission is the best the Job says

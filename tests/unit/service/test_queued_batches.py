@@ -4,12 +4,15 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from rolloutbatch.core import queueing
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.service import policy
+from rolloutbatch.service import queue_watch
 from rolloutbatch.service.queue_watch import QueueWatch
 from tests.unit.service.memory_cluster import NAMESPACE, _iso, run, sandboxes, until
 
@@ -233,4 +236,24 @@ def test_two_api_blips_far_apart_do_not_end_a_batch_kueue_holds(monkeypatch):
         await until(lambda: cluster.status().get("phase") == v.FAILED, timeout=10)
         assert cluster.status()["reason"] == v.STALL_API_UNAVAILABLE
         task.cancel()
+    run(scenario)
+
+
+@pytest.mark.parametrize("kind", ["Workload", "Job"])
+def test_a_read_failing_every_time_still_ends_the_batch_api_unavailable(monkeypatch, kind):
+    """The reads a round makes only now and then (the held Job's Workload, the Job's poll) are
+    made again at once by the retried round: rounds in between go through and restart the error
+    count, so a read failing every time would otherwise be retried for ever, the status frozen."""
+    monkeypatch.setattr(queue_watch, "READ_INTERVAL", 0.6)   # 5 s for real; transient_give_up is 1 s here
+
+    async def scenario(cluster):
+        task = await queued(cluster)
+        kueue_workload(cluster, ("QuotaReserved", "False", "Pending", WAITING))
+        await until(lambda: WAITING in cluster.status().get("message", ""), timeout=10)
+        cluster.api.fail("GET", kind, Unavailable("the API server is unavailable", status=503), times=10_000)
+        try:
+            await until(lambda: cluster.status().get("phase") == v.FAILED, timeout=8)
+        finally:
+            task.cancel()
+        assert cluster.status()["reason"] == v.STALL_API_UNAVAILABLE
     run(scenario)
