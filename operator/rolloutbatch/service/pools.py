@@ -52,10 +52,6 @@ FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill sta
 PODS_PER_FILLING_SECOND = 80
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once when it changes
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
-# A template and size found fit to run (classes there, quotas room) are not read again for this
-# long: a fill's rounds read them twice a second. A class or quota changed meanwhile refuses the
-# pods at their creation, which stalls the pool as PodsNotCreated with the API's reason.
-FIT_KEPT_SECONDS = 30.0
 
 
 def filling_period(pods: int) -> float:
@@ -89,7 +85,6 @@ class PoolReconciler:
         # the task ConfigMap the last collection found alone (no older one to wait out): no list
         # of them again until the task changes (a fill's rounds listed them twice a second)
         self._collected_for: str | None = None
-        self._fit: tuple[str, int, float] | None = None   # (template, size, when) last found fit to run
 
     @property
     def namespace(self) -> str:
@@ -177,7 +172,9 @@ class PoolReconciler:
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
-        problem = await self._cannot_fill(spec, template, now) if wanted else None
+        # read each time pods are to be made: the pool's namespace is outside every quota of the
+        # pool's own, so nothing else would see one lowered since
+        problem = (await cannot_run(self.storage, spec) or await self._quota_exceeded(spec)) if wanted else None
         if problem is not None:
             self._stuck_on(template, now, ("-", *problem))
             wanted = 0
@@ -209,16 +206,6 @@ class PoolReconciler:
             return max(hold, FILLING_PERIOD)   # the refill's round: when the hold ends
         filling = len(found.warm) < spec.size and self._stuck is None
         return filling_period(len(every)) if filling or created else FULL_PERIOD
-
-    async def _cannot_fill(self, spec: pool_spec.PoolSpec, template: str, now: float) -> tuple[str, str] | None:
-        """Why the pods to be made cannot run (their classes) or fit (the namespace's quotas), or
-        None; a fit is kept FIT_KEPT_SECONDS for the same template and size."""
-        fit = self._fit
-        if fit is not None and fit[:2] == (template, spec.size) and 0 <= now - fit[2] < FIT_KEPT_SECONDS:
-            return None
-        problem = await cannot_run(self.storage, spec) or await self._quota_exceeded(spec)
-        self._fit = (template, spec.size, now) if problem is None else None
-        return problem
 
     async def _quota_exceeded(self, spec: pool_spec.PoolSpec) -> tuple[str, str] | None:
         """The pool's namespace's quotas against its warm pods, which run in its own namespace where
