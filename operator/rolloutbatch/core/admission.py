@@ -109,10 +109,12 @@ def _hard(quota: Mapping) -> Mapping:
     return (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
 
 
-def _bounded(quota: Mapping, footprint: Mapping[str, float]) -> list[tuple[str, float]]:
-    """(resource, what the quota leaves of it) for each resource it bounds that the pods charge."""
+def _bounded(quota: Mapping, footprint: Mapping[str, Decimal]) -> list[tuple[str, Decimal]]:
+    """(resource, what the quota leaves of it) for each resource it bounds that the pods charge:
+    exact quantities, as the quota admission compares them (three pods of 100m fill 300m; as
+    floats they need 0.30000000000000004)."""
     used = (quota.get("status") or {}).get("used") or {}
-    return [(resource, float(parse_quantity(str(limit))) - float(parse_quantity(str(used.get(resource, "0")))))
+    return [(resource, parse_quantity(str(limit)) - parse_quantity(str(used.get(resource, "0"))))
             for resource, limit in _hard(quota).items() if resource in footprint]
 
 
@@ -149,7 +151,7 @@ def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec | PoolSpec, over
     container of the pod does not set (the quota admission refuses such a pod, however roomy the
     quota), else None."""
     pod = episode_pod(spec, overhead)
-    footprint = {resource: float(amount) for resource, amount in quota_usage(pod).items()}
+    footprint = quota_usage(pod)
     for quota in quotas:
         if not _applies(quota, pod):
             continue

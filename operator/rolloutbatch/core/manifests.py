@@ -17,7 +17,7 @@ from rolloutbatch.core.egress import dns_rule
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
-from rolloutbatch.core.k8s_rules import admitted, format_quantity, quota_usage
+from rolloutbatch.core.k8s_rules import QUOTA_REQUIRED, admitted, format_quantity, quota_usage, unset_by_containers
 from rolloutbatch.core.secret_env import key_names
 from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
@@ -110,10 +110,13 @@ def resource_quota(ref: BatchRef, spec: BatchSpec, overhead: Mapping[str, str] |
     huge batch does not get a huge loophole.
     """
     pods = batch_pods(spec)
-    usage = quota_usage(admitted(job(ref, spec, None)["spec"]["template"]["spec"], overhead))
+    pod = admitted(job(ref, spec, None)["spec"]["template"]["spec"], overhead)
+    # Not cpu or memory that a container leaves unset (only the overhead, or one phase, sets it):
+    # the quota admission would refuse every pod here ("must specify requests.cpu").
+    unset = unset_by_containers(pod, set(QUOTA_REQUIRED))
     hard = {"pods": str(pods)}
-    for resource, per_pod in sorted(usage.items()):
-        if resource.startswith(("requests.", "limits.")):
+    for resource, per_pod in sorted(quota_usage(pod).items()):
+        if resource.startswith(("requests.", "limits.")) and resource not in unset:
             hard[resource] = format_quantity(per_pod * pods)
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": _meta(ref, "episodes", naming.child_namespace(ref, spec)), "spec": {"hard": hard}}

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolloutbatch.core.admission import check_quota_fits, pod_footprint, runtime_overhead
-from rolloutbatch.core.k8s_rules import parse_quantity
+from rolloutbatch.core.k8s_rules import parse_quantity, unset_by_containers
 from rolloutbatch.core.spec import parse_spec
 from tests.unit.core.factories import MINIMAL, RAW
 
@@ -274,3 +274,53 @@ def test_an_input_with_a_number_past_a_doubles_range_is_refused(text):
         input_shards([inputs_configmap({"input-0.json": text})], ["inputs"], 1)
     assert refused.value.reason == STALL_INPUTS_INVALID and "range" in str(refused.value)
     assert input_shards([inputs_configmap({"input-0.json": '{"x": 1.5e300}'})], ["inputs"], 1)
+
+
+# -- the sandbox's own ResourceQuota admits the pods it is made for --------------------------------
+KATA = {"cpu": "250m", "memory": "160Mi"}   # a typical RuntimeClass overhead.podFixed
+
+
+def _refused_in_sandbox(spec, overhead):
+    """What the quota admission of the sandbox refuses ("must specify ..."), by the operator's own model."""
+    hard = resource_quota(REF, spec, overhead)["spec"]["hard"]
+    return hard, unset_by_containers(episode_pod(spec, overhead), set(hard))
+
+
+def test_the_sandbox_quota_bounds_no_cpu_the_containers_leave_to_the_overhead():
+    # memory set, cpu not: the overhead's cpu becomes requests.cpu in the sandbox's quota, and every
+    # pod (whose containers set no cpu) is then refused there: "must specify requests.cpu"
+    spec = parse_spec({**MINIMAL, "isolation": {"resourceQuota": True},
+                       "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}})
+    hard, missing = _refused_in_sandbox(spec, KATA)
+    assert not missing, f"the sandbox quota {hard} refuses every episode pod: {missing}"
+
+
+def test_the_sandbox_quota_bounds_no_memory_one_phase_leaves_unset():
+    spec = parse_spec({**MINIMAL, "isolation": {"resourceQuota": True},
+                       "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                       "verifier": {"command": ["true"], "resources": {"requests": {"memory": "256Mi"}}}})
+    hard, missing = _refused_in_sandbox(spec, None)
+    assert not missing, f"the sandbox quota {hard} refuses every episode pod: {missing}"
+
+
+# -- exact fits: quantities compared exactly, as the quota admission does ---------------------------
+
+
+def _quota(hard, used=None):
+    return {"metadata": {"name": "team"}, "status": {"hard": hard, "used": used or {}}}
+
+
+def test_a_dedicated_batch_that_exactly_fits_what_the_quota_leaves_is_admitted():
+    # parallelism 1 + 2 terminating = 3 pods of 100m: exactly the 300m the quota holds
+    spec = parse_spec({**MINIMAL, "parallelism": 1,
+                       "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                     "limits": {"cpu": "100m", "memory": "64Mi"}}})
+    problem = check_quota_outside([_quota({"requests.cpu": "300m"})], spec, None)
+    assert problem is None, problem
+
+
+def test_a_shared_pod_that_exactly_fits_what_the_quota_leaves_is_admitted():
+    spec = parse_spec({**MINIMAL, "resources": {"requests": {"cpu": "300m", "memory": "64Mi"},
+                                                "limits": {"cpu": "300m", "memory": "64Mi"}}})
+    problem = check_quota_fits([_quota({"requests.cpu": "1200m"}, {"requests.cpu": "900m"})], spec, None)
+    assert problem is None, problem
