@@ -29,6 +29,7 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_EXTRA_FIELD_BYTES = 4 * 1024
 MAX_EXTRA_BYTES = 16 * 1024
 MAX_PROBLEMS = 20
+MAX_INT_DIGITS = 4000       # below sys.get_int_max_str_digits()'s default of 4,300
 MAX_EVENTS_PER_KIND = 100   # more than one is already a Duplicate* verdict; keep memory flat
 
 
@@ -60,6 +61,43 @@ def _extra(record: dict) -> tuple[dict, tuple[str, ...]]:
     return kept, tuple(dropped)
 
 
+def _int(digits: str) -> int | float:
+    """An integer token: past Python's int conversion bound (4,300 digits) int() raises, and the
+    whole event would be lost for one field; as a float it is infinite, and read as no number."""
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else float(digits)
+
+
+def _shallow(text: str, depth: int) -> str:
+    """``text`` (JSON) with every array or object nested deeper than ``depth`` written as null;
+    strings are copied whole, whatever brackets they hold."""
+    out: list[str] = []
+    level, skipping, in_string, escaped_char = 0, False, False, False
+    for ch in text:
+        if in_string:
+            if escaped_char:
+                escaped_char = False
+            elif ch == "\\":
+                escaped_char = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            level += 1
+            if level == depth + 1 and not skipping:
+                skipping = True
+                out.append("null")
+                continue
+        elif ch in "]}":
+            level -= 1
+            if skipping and level == depth:
+                skipping = False
+                continue
+        if not skipping:
+            out.append(ch)
+    return "".join(out)
+
+
 def parse_line(line: bytes, number: int = 0) -> Event | None:
     """One log line (the ``number``-th) as an Event, or None when it is not one of ours."""
     text = line.decode("utf-8", errors="replace").strip()
@@ -68,8 +106,14 @@ def parse_line(line: bytes, number: int = 0) -> Event | None:
     if not (text.startswith("{") and text.endswith("}") and '"event"' in text):
         return None
     try:
-        record = json.loads(text, parse_constant=lambda token: float(token))
-    except (ValueError, RecursionError):
+        try:
+            record = json.loads(text, parse_constant=lambda token: float(token), parse_int=_int)
+        except RecursionError:
+            # nesting past the decoder's depth (a few KB of brackets): the event still counts,
+            # its too-deep values read as null, as strictjson keeps them
+            record = json.loads(_shallow(text, strictjson.MAX_DEPTH), parse_constant=lambda token: float(token),
+                                parse_int=_int)
+    except ValueError:
         return None
     if not isinstance(record, dict) or record.get("event") not in (READY, REWARD):
         return None

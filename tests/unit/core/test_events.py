@@ -189,3 +189,53 @@ def test_the_names_of_dropped_extras_are_kept_escaped():
     names = [f"n{i}{raw}" for i, raw in enumerate(TERMINAL_CONTROLS)]
     event = parse_line(line(event="reward", at=1.0, reward=1, **{n: "x" * (MAX_EXTRA_FIELD_BYTES + 1) for n in names}))
     assert event.dropped == tuple(f"n{i}{shown}" for i, shown in enumerate(TERMINAL_CONTROLS.values()))
+
+
+# -- valid JSON past Python's own limits: an int of 4,300 digits, nesting past the decoder's depth --
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rolloutbatch.core import vocabulary as v  # noqa: E402
+from rolloutbatch.core.verdict import judge_episode, pod_facts  # noqa: E402
+from tests.unit.core.test_verdict import READY as V_READY, REWARD as V_REWARD, pod_json  # noqa: E402
+
+
+def _line(event: dict, raw_extra: bytes = b"") -> bytes:
+    text = json.dumps(event).encode()
+    return text[:-1] + raw_extra + b"}" if raw_extra else text
+
+
+HUGE_INT = b', "n": 1' + b"0" * 4400            # 4401 digits: valid JSON (RFC 8259 sets no bound)
+DEEP = b', "n": ' + b"[" * 1500 + b"]" * 1500   # 3 KB, far under the 64 KiB line bound
+
+
+def test_a_second_reward_holding_a_huge_int_is_still_a_duplicate():
+    log = parse_log(b"\n".join([_line(V_READY), _line(V_REWARD), _line(V_REWARD, HUGE_INT)]))
+    r = judge_episode(pod_facts(pod_json()), log)
+    assert (r.outcome, r.reason) == ("failed", v.EP_DUPLICATE_REWARD), (r.outcome, r.reason)
+
+
+def test_a_second_reward_nested_past_the_decoders_depth_is_still_a_duplicate():
+    log = parse_log(b"\n".join([_line(V_READY), _line(V_REWARD), _line(V_REWARD, DEEP)]))
+    r = judge_episode(pod_facts(pod_json()), log)
+    assert (r.outcome, r.reason) == ("failed", v.EP_DUPLICATE_REWARD), (r.outcome, r.reason)
+
+
+def test_a_reward_whose_extra_is_a_huge_int_or_too_deep_still_counts():
+    # §4: extras "past that (or not JSON) are left out and said three ways" (RewardExtrasDropped);
+    # the event itself counts.
+    for raw in (HUGE_INT, DEEP):
+        log = parse_log(b"\n".join([_line(V_READY), _line(V_REWARD, raw)]))
+        r = judge_episode(pod_facts(pod_json()), log)
+        assert (r.outcome, r.reason) == ("succeeded", None), (raw[:12], r.outcome, r.reason)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(depth=st.integers(990, 5000), second=st.booleans())
+def test_nesting_never_hides_an_event(depth, second):
+    raw = b', "n": ' + b"[" * depth + b"]" * depth
+    lines = [_line(V_READY), _line(V_REWARD)] + ([_line(V_REWARD, raw)] if second else [])
+    if not second:
+        lines[1] = _line(V_REWARD, raw)
+    log = parse_log(b"\n".join(lines))
+    assert len(log.reward) == (2 if second else 1)
