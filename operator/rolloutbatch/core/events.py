@@ -13,6 +13,7 @@ Nothing in here can raise on any input.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from rolloutbatch.core import strictjson
@@ -179,6 +180,26 @@ def parse_termination_message(text: str | None, *, whole_bytes: int | None = Non
     truncated = max(len(data), whole_bytes or 0) >= MAX_TERMINATION_MESSAGE_BYTES
     parsed = parse_log(data[:MAX_TERMINATION_MESSAGE_BYTES], truncated=truncated)
     return parsed if truncated or has_events(parsed) else None
+
+
+def cross_checked(message: ParsedLog, stdout: ParsedLog | None) -> ParsedLog:
+    """A verifier's termination message's events, with each reward of its stdout whose reward no
+    event of the message has. Everything in the verifier's container, the agent's code it runs
+    included, can write the message file (the kubelet makes it world-writable): a reward written
+    there must not silence the verifier's own on stdout. Rewards that agree are one (a verifier
+    may write both channels); rewards that disagree are two, which fails the verifier."""
+    if stdout is None or not stdout.reward:
+        return message
+    known = {_reward_key(e.reward) for e in message.reward}
+    more = tuple(e for e in stdout.reward if _reward_key(e.reward) not in known)
+    return dataclasses.replace(message, reward=message.reward + more) if more else message
+
+
+def _reward_key(reward: object) -> str:
+    """Rewards compared as JSON writes them (1 and 1.0 alike; a NaN, a str kept apart)."""
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        return repr(reward)
+    return repr(float(reward))
 
 
 def split_agent_record(text: str | None) -> tuple[str, dict | None]:

@@ -75,6 +75,10 @@ class BatchTracker:
         # pods seen before the Job's uid was known: uid -> (facts, deleted); bounded
         self._unverified: dict[str, tuple[PodFacts, bool]] = {}
         self._duplicates: set[str] = set()   # cold pods of claimed indexes (_duplicate): never attempts
+        # pool pods this operator handed a phase (uid -> (agent's time, verifier's time)), before
+        # the annotation that records it shows in a snapshot (the first wave's is written up to
+        # seconds later): a pod that had its episode never passes for one that did not
+        self._handed: dict[str, tuple[float | None, float | None]] = {}
         self._foreign: dict[str, PodFacts] = {}      # refused pods not yet reported (take_foreign)
         self._foreign_seen: set[str] = set()
         self._stuck_since: float | None = None     # unschedulable pods, nothing running, no progress
@@ -212,8 +216,26 @@ class BatchTracker:
         return found
 
     # -- feeding ---------------------------------------------------------------------------
+    def handed_over(self, uid: str, at: float, *, verifier: bool = False) -> None:
+        """A pool's pod was handed its episode (or, ``verifier``, its verifier phase) at ``at``,
+        confirmed by its launcher: from now on it is a pod that had it, whatever its snapshots say
+        before their annotation comes (core.verdict.never_delivered)."""
+        agent_at, verifier_at = self._handed.get(uid, (None, None))
+        self._handed[uid] = (agent_at, at) if verifier else (at, verifier_at)
+
+    def _with_hand_overs(self, facts: PodFacts) -> PodFacts:
+        handed = self._handed.get(facts.uid)
+        if handed is None:
+            return facts
+        agent_at, verifier_at = handed
+        return dataclasses.replace(
+            facts, delivered_at=facts.delivered_at if facts.delivered_at is not None else agent_at,
+            verifier_delivered_at=(facts.verifier_delivered_at if facts.verifier_delivered_at is not None
+                                   else verifier_at))
+
     def observe_pod(self, facts: PodFacts) -> None:
         """Take the newest snapshot of one of the batch's pods (others are refused)."""
+        facts = self._with_hand_overs(facts)
         if self._held(facts, False):
             return
         self._unverified.pop(facts.uid, None)   # verified now: a stale snapshot of it holds nothing
@@ -268,6 +290,7 @@ class BatchTracker:
 
     def pod_deleted(self, facts: PodFacts) -> None:
         """The pod object is gone. Unless it was final, what it knew is lost with it."""
+        facts = self._with_hand_overs(facts)
         if self._held(facts, True):
             return
         self.observe_pod(facts)

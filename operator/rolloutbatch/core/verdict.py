@@ -271,11 +271,20 @@ def never_delivered(facts: PodFacts) -> bool:
     """A pool's pod ended without running its episode (core.pool_delivery): its episode's
     container exited NOT_DELIVERED_EXIT; with a verifier, the agent's did, or the agent's ended
     well and the verifier's exited so (it was never handed its phase). An agent launcher's own
-    failure is the episode's, whatever its verifier then did (core.pools.failure_rules)."""
+    failure is the episode's, whatever its verifier then did (core.pools.failure_rules).
+
+    Not once the operator has the launcher's word that the phase was handed over (its
+    annotation, or the tracker's own record of it: core.tracker.handed_over): a launcher exits so
+    only before that, so such an exit is the doing of what ran in the container (its own user may
+    ptrace PID 1 and make it exit so), and a retry would re-roll the attempt it failed."""
     agent = facts.agent
     if agent is not None and agent.state == "terminated" and agent.exit_code not in (0, None):
-        return agent.exit_code == NOT_DELIVERED_EXIT
-    return facts.exit_code == NOT_DELIVERED_EXIT
+        return agent.exit_code == NOT_DELIVERED_EXIT and facts.delivered_at is None
+    if facts.exit_code != NOT_DELIVERED_EXIT:
+        return False
+    if agent is not None and agent.state == "terminated" and agent.exit_code == 0:
+        return facts.verifier_delivered_at is None   # the verifier's container: its phase's word
+    return facts.delivered_at is None
 
 
 def rejected_by_node(facts: PodFacts) -> bool:
@@ -567,12 +576,12 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
         why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"
         return pod_result(reason, f"the verifier never started ({why.strip().rstrip(':')})"[:1000], verifier_tail)
-    if agent_done and facts.pooled and facts.exit_code == NOT_DELIVERED_EXIT:
+    if agent_done and facts.pooled and facts.exit_code == NOT_DELIVERED_EXIT and facts.verifier_delivered_at is None:
         # A pool's verifier waits from the pod's start; its launcher exits so only while it waits
         # (a verifier's own exit of that code is reported as 1): it never graded anything. Not the
-        # agent's failure. Told by the exit code, as the Job's podFailurePolicy tells it, never by
-        # the hand-over's annotation, which is written after the exec (a verifier that failed at
-        # once can end before it).
+        # agent's failure. Told by the exit code, as the Job's podFailurePolicy tells it, unless
+        # the operator has the launcher's word that the phase was handed over (never_delivered):
+        # then what the verifier ran made it exit so, and the verifier failed.
         return pod_result(v.EP_INFRASTRUCTURE, "the verifier container ended before it was handed its phase",
                           verifier_tail)
     if agent.state == "terminated" and agent.exit_code == AGENT_OVERRAN_EXIT:

@@ -63,10 +63,13 @@ class EpisodeDelivery:
 
     def __init__(self, storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, emit: Emit,
                  log: logging.Logger, observe: Callable[[str, str, bool, float], None] | None = None,
-                 since: float | None = None, channels: WarmChannels | None = None) -> None:
+                 since: float | None = None, channels: WarmChannels | None = None,
+                 handed: Callable[[str, float, bool], None] | None = None) -> None:
         self.storage, self.pool_storage, self.ref, self.spec = storage, pool_storage, ref, spec
         self.channels = channels   # attaches the pool opened to its warm pods (service.warm_channels)
         self.emit, self.log, self.observe = emit, log, observe   # observe: Metrics.claim_observed
+        # hears of each hand-over confirmed (pod uid, when, the verifier's phase): BatchTracker.handed_over
+        self.handed = handed
         # (pod uid, phase): _done is kept whole (one per episode): a pod delivered at its claim may
         # be seen by the watch only later, with a snapshot from before its annotation
         self._in_flight: set[tuple[str, str]] = set()
@@ -235,6 +238,8 @@ class EpisodeDelivery:
             crash_point("pool:delivered")
             now = time.time()
             self._done.add(key)
+            if self.handed is not None:
+                self.handed(facts.uid, now, phase == _VERIFIER_PHASE)
             if phase == _AGENT_PHASE and self.observe is not None and self.spec.pool_name:
                 # claim latency: from the claim (a hit) or the cold pod's creation (a miss)
                 self.observe(self.ref.namespace, self.spec.pool_name, facts.claimed_at is not None, now - facts.created)

@@ -13,7 +13,7 @@ import dataclasses
 
 from rolloutbatch.core import log_tails, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
+from rolloutbatch.core.events import cross_checked, parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
 from rolloutbatch.core.verdict import is_terminal, judge_episode, judge_verified
 from rolloutbatch.faults import crash_point
@@ -109,6 +109,11 @@ class EpisodeJudge:
         if is_terminal(facts) and facts.exit_code is not None:
             verifier_log, verifier_tail, verifier_error, verifier_channel = await self.channel(
                 facts, naming.VERIFIER_CONTAINER, facts.termination_message)
+            if verifier_channel == v.CHANNEL_TERMINATION_MESSAGE and verifier_log is not None:
+                # the message file is writable by the agent's code the verifier runs: its stdout
+                # is read too, and a reward there that the message's disagrees with makes two
+                stdout, verifier_tail, _ = await self.read_log(facts, naming.VERIFIER_CONTAINER)
+                verifier_log = cross_checked(verifier_log, stdout)
         crash_point("track:log-read")
         result = judge_verified(facts, agent_log, verifier_log, agent_error=agent_error, verifier_error=verifier_error,
                                 agent_channel=agent_channel, verifier_channel=verifier_channel,

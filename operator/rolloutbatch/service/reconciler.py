@@ -123,6 +123,10 @@ class BatchReconciler:
             tracker.observe_pod(facts)
         self.wake.set()
 
+    def _handed_over(self, uid: str, at: float, verifier: bool) -> None:
+        if self.tracker is not None:
+            self.tracker.handed_over(uid, at, verifier=verifier)
+
     def observe_job(self, job: JobFacts, deleted: bool = False) -> None:
         if deleted:
             self.sandbox.job_deleted_event(job)
@@ -199,7 +203,8 @@ class BatchReconciler:
                                         job_name=naming.job_name(self.ref), pooled=bool(self.spec.pool_name))
             self.delivery = EpisodeDelivery(self.storage, self.pool_storage, self.ref, self.spec,
                                             lambda *event: self.emit(*event), self.log,
-                                            self.ctx.metrics.claim_observed, channels=self.ctx.channels)
+                                            self.ctx.metrics.claim_observed, channels=self.ctx.channels,
+                                            handed=self._handed_over)
             self.results.configure(self.spec)
             self.images = ImageGate(self.storage, self.spec, lambda *event: self.emit(*event), self.log,
                                     self.ctx.settings.transient_give_up)

@@ -6,6 +6,7 @@ and how the verdict reads such a pod.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -14,10 +15,10 @@ import pytest
 
 from rolloutbatch.core import naming, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.events import split_agent_record
+from rolloutbatch.core.events import parse_log, split_agent_record
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.verdict import is_infrastructure_failure, never_delivered, pod_facts
+from rolloutbatch.core.verdict import is_infrastructure_failure, judge_verified, never_delivered, pod_facts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401
 
@@ -298,6 +299,22 @@ def test_a_pod_that_never_ran_its_episode_is_told_from_one_that_did(agent, verif
     facts = pod_facts(_pod(_ended(agent), _ended(verifier), phase="Failed"))
     assert never_delivered(facts) is lost
     assert is_infrastructure_failure(facts) is lost
+
+
+@pytest.mark.parametrize("agent, verifier, handed", [
+    (NOT_DELIVERED_EXIT, NOT_DELIVERED_EXIT, "delivered_at"),          # the agent's launcher, after its hand-over
+    (0, NOT_DELIVERED_EXIT, "verifier_delivered_at"),                  # the verifier's, after its phase's
+])
+def test_an_exit_not_delivered_after_the_phase_was_handed_over_is_no_pod_that_never_ran(agent, verifier,
+                                                                                      handed) -> None:
+    """A launcher exits so only while it waits: once the operator has its word that the phase
+    was handed over, such an exit is what ran in the container (the agent's code may ptrace its
+    PID 1), never an infrastructure retry that re-rolls a failed attempt."""
+    facts = dataclasses.replace(pod_facts(_pod(_ended(agent), _ended(verifier), phase="Failed")), **{handed: 102.0})
+    assert not never_delivered(facts) and not is_infrastructure_failure(facts)
+    if handed == "verifier_delivered_at":
+        result = judge_verified(facts, None, parse_log(b""), verifier_error=None, batch_deadline_at=None, now=200.0)
+        assert result.outcome == v.OUTCOME_FAILED and result.reason != v.EP_INFRASTRUCTURE   # graded: not re-rolled
 
 
 # -- from an attack review: each failed before its fix ---------------------------------------------

@@ -570,3 +570,24 @@ def test_a_busy_cluster_that_runs_some_episodes_is_not_stuck():
     assert t.stuck_unschedulable(209.0, 60) is None and t.stuck_unschedulable(210.0, 60) is not None
     t.observe_pod(pod(0, phase="Pending", ready=False))     # scheduled at last
     assert not t.unschedulable() and t.stuck_unschedulable(500.0, 60) is None
+
+
+@pytest.mark.parametrize("known_by", ["annotation", "this operator's record"])
+def test_a_pool_pod_handed_its_episode_that_exits_not_delivered_is_the_agents_failure(known_by):
+    """Its launcher exits NOT_DELIVERED_EXIT only before the hand-over; after it, an exit so is
+    what ran in the container (its user may ptrace PID 1 and make it exit so), and a retry would
+    re-roll the attempt it failed. The first wave's annotation comes seconds later: the tracker's
+    own record of the hand-over counts as much."""
+    t = tracker(1, 1, pooled=True)
+    warm = pooled_pod(0, "warm", claimed=True, delivered=known_by == "annotation")
+    if known_by != "annotation":
+        t.handed_over("warm", 102.0)
+    t.observe_pod(warm)
+    t.observe_pod(dataclasses.replace(warm, phase="Failed", exit_code=NOT_DELIVERED_EXIT))
+    assert t.retried == 0 and [f.uid for f in t.take_reads()] == ["warm"]   # judged, not retried
+    # one never handed its episode is still an infrastructure retry
+    t = tracker(1, 1, pooled=True)
+    cold = pooled_pod(0, "cold")
+    t.observe_pod(cold)
+    t.observe_pod(dataclasses.replace(cold, phase="Failed", exit_code=NOT_DELIVERED_EXIT))
+    assert t.retried == 1 and not t.take_reads()

@@ -10,7 +10,7 @@ from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.service.context import Context, Settings
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from tests.support.memory_api import MemoryApi
-from tests.unit.core.test_verifier_core import T0, ev, facts
+from tests.unit.core.test_verifier_core import T0, agent, ev, facts
 
 
 class Metrics:
@@ -116,3 +116,27 @@ def test_a_log_read_failing_once_is_read_again():
     api.fail("GET", "Pod", Unavailable("apiserver restarting", status=503), when=lambda path: path.endswith("/log"))
     result = judge(facts(), api)
     assert result.outcome == v.OUTCOME_SUCCEEDED and log_reads(api) == 2
+
+
+def judge_verified(pod, api: MemoryApi):
+    async def go():
+        ctx = Context(api=api, metrics=Metrics(), settings=Settings(), read_slots=asyncio.Semaphore(1))
+        return await EpisodeJudge(ctx, ctx.storage).judge(pod, verified=True, batch_deadline_at=None, now=T0 + 20)
+    api.calls.clear()
+    return asyncio.run(go())
+
+
+def test_a_reward_the_agents_code_wrote_to_the_verifiers_message_does_not_silence_the_verifier():
+    """The verifier's termination message is writable by all it runs, the agent's code included:
+    a reward written there is cross-checked with the verifier's stdout, and one that disagrees
+    with the verifier's own makes two rewards (VerifierFailed), not the episode's reward. A verifier that writes
+    the same reward to both channels is judged once."""
+    agent_ready = ev("ready", T0 + 1) + "\n"
+    for stdout, outcome in ((ev("reward", T0 + 6, reward=0), (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED)),
+                            (ev("reward", T0 + 7, reward=1.0), (v.OUTCOME_SUCCEEDED, None)),
+                            ("grading done", (v.OUTCOME_SUCCEEDED, None))):
+        api = cluster(b"")
+        api.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, (stdout + "\n").encode())
+        pod = facts(agent=agent(own=agent_ready), termination_message=ev("reward", T0 + 6, reward=1))
+        result = judge_verified(pod, api)
+        assert (result.outcome, result.reason) == outcome, (stdout, result.outcome, result.reason)
