@@ -47,6 +47,14 @@ def _extra(record: dict) -> tuple[dict, tuple[str, ...]]:
     for key, value in record.items():
         if key in ("event", "at", "episode_id", "reward") or not isinstance(key, str):
             continue
+        # written as strict JSON writes it (a lone surrogate as '?'): two keys that become one would
+        # lose a field without a word
+        name = strictjson.text(key)
+        if name in kept or name in ("event", "at", "episode_id", "reward"):
+            if len(dropped) < MAX_DROPPED_NAMES:
+                dropped.append(escaped(key[:64]))
+            continue
+        key = name
         try:
             value = strictjson.sanitize(value)
             size = len(strictjson.dumps(value, separators=strictjson.COMPACT)) + len(strictjson.dumps(key)) + 1

@@ -239,3 +239,13 @@ def test_nesting_never_hides_an_event(depth, second):
         lines[1] = _line(V_REWARD, raw)
     log = parse_log(b"\n".join(lines))
     assert len(log.reward) == (2 if second else 1)
+
+
+def test_extras_whose_names_become_one_as_strict_json_are_said_dropped_not_lost():
+    """Lone surrogates are written as '?': of three names that become one, one is kept and the
+    others are said dropped (RewardExtrasDropped), never lost without a word."""
+    reward = (b'{"event":"reward","at":%r,"episode_id":"rb-1-3-abc","reward":1,"\\ud800":1,"\\ud801":2,"?":3}'
+              % V_REWARD["at"])
+    r = judge_episode(pod_facts(pod_json()), parse_log(json.dumps(V_READY).encode() + b"\n" + reward))
+    assert r.outcome == v.OUTCOME_SUCCEEDED and list(r.extra) == ["?"]
+    assert v.FLAG_EXTRAS_DROPPED in r.flags
