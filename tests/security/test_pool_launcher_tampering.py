@@ -69,14 +69,10 @@ def tidy(batch: str, pool_name: str, namespace: str) -> None:
 # launcher's NOT_DELIVERED_EXIT, which the verdict (core.verdict.never_delivered) and the Job's
 # podFailurePolicy read as "this pod never got its episode": an infrastructure retry. The agent
 # does it only on its warm pod (its first attempt), and succeeds on the retry.
-PTRACE_AGENT = r'''
-import ctypes, json, os, time
-me = os.environ["EPISODE_ID"]
-def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=me, **f)), flush=True)
-emit("ready")
-if not me.startswith(os.environ["POOL_PREFIX"]):     # the retry (a cold pod of the Job): the good attempt
-    emit("reward", reward=1.0); raise SystemExit(0)
-# the first attempt went badly: instead of reporting it, make it look like a pod that never got its episode
+# Python that makes PID 1 (the launcher, of the same user) exit with `code` at its next system
+# call, by ptrace: what an episode's own code can do on a node without Yama.
+FORCE_PID1_EXIT = r'''
+import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.restype = ctypes.c_long
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -84,21 +80,34 @@ class Regs(ctypes.Structure):
     _fields_ = [(n, ctypes.c_ulonglong) for n in ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi "
                                                   "orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs").split()]
 PTRACE_GETREGS, PTRACE_SETREGS, PTRACE_SYSCALL, PTRACE_DETACH = 12, 13, 24, 17
-PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207
-if libc.ptrace(PTRACE_SEIZE, 1, None, ctypes.c_void_p(1)) != 0:   # PTRACE_O_TRACESYSGOOD
+PTRACE_SEIZE, PTRACE_INTERRUPT, WALL = 0x4206, 0x4207, 0x40000000
+def force_pid1_exit(code):
+    if libc.ptrace(PTRACE_SEIZE, 1, None, ctypes.c_void_p(1)) != 0:   # PTRACE_O_TRACESYSGOOD
+        return False
+    libc.ptrace(PTRACE_INTERRUPT, 1, None, None)
+    os.waitpid(1, WALL)
+    for _ in range(50):
+        libc.ptrace(PTRACE_SYSCALL, 1, None, None)
+        _, status = os.waitpid(1, WALL)
+        if os.WIFSTOPPED(status) and os.WSTOPSIG(status) == (5 | 0x80):   # a syscall stop
+            regs = Regs()
+            libc.ptrace(PTRACE_GETREGS, 1, None, ctypes.byref(regs))
+            regs.orig_rax, regs.rdi = 231, code                              # exit_group(code)
+            libc.ptrace(PTRACE_SETREGS, 1, None, ctypes.byref(regs))
+            libc.ptrace(PTRACE_DETACH, 1, None, None)
+            return True
+    return False
+'''
+PTRACE_AGENT = FORCE_PID1_EXIT + r'''
+import json, time
+me = os.environ["EPISODE_ID"]
+def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=me, **f)), flush=True)
+emit("ready")
+if not me.startswith(os.environ["POOL_PREFIX"]):     # the retry (a cold pod of the Job): the good attempt
+    emit("reward", reward=1.0); raise SystemExit(0)
+# the first attempt went badly: instead of reporting it, make it look like a pod that never got its episode
+if not force_pid1_exit(121):
     print("seize failed", ctypes.get_errno(), flush=True); raise SystemExit(1)
-libc.ptrace(PTRACE_INTERRUPT, 1, None, None)
-os.waitpid(1, 0x40000000)                                          # __WALL
-for _ in range(50):
-    libc.ptrace(PTRACE_SYSCALL, 1, None, None)
-    _, status = os.waitpid(1, 0x40000000)
-    if os.WIFSTOPPED(status) and os.WSTOPSIG(status) == (5 | 0x80):   # a syscall stop
-        regs = Regs()
-        libc.ptrace(PTRACE_GETREGS, 1, None, ctypes.byref(regs))
-        regs.orig_rax, regs.rdi = 231, 121                           # exit_group(121)
-        libc.ptrace(PTRACE_SETREGS, 1, None, ctypes.byref(regs))
-        libc.ptrace(PTRACE_DETACH, 1, None, None)
-        break
 time.sleep(30)   # the launcher's exit ends the container (and this process with it)
 '''
 
@@ -120,6 +129,7 @@ def test_an_episode_cannot_turn_its_failed_attempt_into_a_retry_by_tracing_its_l
         got = dict(outcome=row["outcome"], reward=row["reward"], pod=row["pod"], attempts=row.get("attempts"),
                    retried=st.get("retriedEpisodes"), rewardSum=st.get("rewardSum"), pods=exits(done, pool))
         assert (got["outcome"], got["rewardSum"]) == ("failed", 0.0), " ".join(f"{k}={v}" for k, v in got.items())
+        assert "episode=121" in got["pods"], f"the attack did not run (its launcher never exited 121): {got}"
     finally:
         tidy(name, pool_name, namespace)
 
@@ -170,6 +180,7 @@ def test_the_agents_code_run_by_the_verifier_cannot_write_the_verifiers_reward(o
         got = dict(outcome=row["outcome"], reward=row["reward"], channel=row.get("channel"),
                    rewardSum=done["status"].get("rewardSum"))
         assert (got["reward"], got["rewardSum"]) == (0.0, 0.0), " ".join(f"{k}={v}" for k, v in got.items())
+        assert got["channel"] == "terminationMessage", f"the forged message was never written: {got}"
     finally:
         tidy(name, pool_name, namespace)
 
@@ -189,6 +200,7 @@ def test_a_job_episodes_agent_code_run_by_the_verifier_cannot_write_the_verifier
     got = dict(outcome=row["outcome"], reward=row["reward"], channel=row.get("channel"),
                rewardSum=done["status"].get("rewardSum"))
     assert (got["reward"], got["rewardSum"]) == (0.0, 0.0), " ".join(f"{k}={v}" for k, v in got.items())
+    assert got["channel"] == "terminationMessage", f"the forged message was never written: {got}"
 
 
 # --- 3. ptrace of the verifier's launcher by the agent's code, against the example's careful verifier ----
@@ -210,28 +222,10 @@ if not me.startswith(os.environ["POOL_PREFIX"]):     # the retry: the good attem
 else:                                                 # the bad attempt, with the payload on import
     pathlib.Path("/workspace/shipping.py").write_text(PAYLOAD + "\ndef shipping(total):\n    return 0 if total > 99 else 10\n")
 """
-PAYLOAD = r"""
-import ctypes, os, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.restype = ctypes.c_long
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-class Regs(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_ulonglong) for n in ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi "
-                                                  "orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs").split()]
-if libc.ptrace(0x4206, 1, None, ctypes.c_void_p(1)) == 0:
-    libc.ptrace(0x4207, 1, None, None)
-    os.waitpid(1, 0x40000000)
-    for _ in range(50):
-        libc.ptrace(24, 1, None, None)
-        _, status = os.waitpid(1, 0x40000000)
-        if os.WIFSTOPPED(status) and os.WSTOPSIG(status) == (5 | 0x80):
-            regs = Regs()
-            libc.ptrace(12, 1, None, ctypes.byref(regs))
-            regs.orig_rax, regs.rdi = 231, 121
-            libc.ptrace(13, 1, None, ctypes.byref(regs))
-            libc.ptrace(17, 1, None, None)
-            break
-    time.sleep(30)
+PAYLOAD = FORCE_PID1_EXIT + r"""
+import time
+force_pid1_exit(121)
+time.sleep(30)
 """
 
 
@@ -257,5 +251,6 @@ def test_the_agents_code_cannot_make_the_examples_verifier_look_never_handed_its
                    pods=exits(done, pool))
         # the first attempt is the agent's (VerifierFailed at worst, reward 0): never re-rolled
         assert (got["outcome"], got["rewardSum"]) == ("failed", 0.0), " ".join(f"{k}={v}" for k, v in got.items())
+        assert "verifier=121" in got["pods"], f"the attack did not run (its launcher never exited 121): {got}"
     finally:
         tidy(name, pool_name, namespace)

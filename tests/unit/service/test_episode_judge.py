@@ -33,10 +33,10 @@ def log_reads(api: MemoryApi) -> int:
     return sum(1 for method, path in api.calls if method == "GET" and path.endswith("/log"))
 
 
-def judge(pod, api: MemoryApi):
+def judge(pod, api: MemoryApi, verified: bool = False):
     async def go():
         ctx = Context(api=api, metrics=Metrics(), settings=Settings(), read_slots=asyncio.Semaphore(1))
-        return await EpisodeJudge(ctx, ctx.storage).judge(pod, verified=False, batch_deadline_at=None, now=T0 + 20)
+        return await EpisodeJudge(ctx, ctx.storage).judge(pod, verified=verified, batch_deadline_at=None, now=T0 + 20)
     api.calls.clear()
     return asyncio.run(go())
 
@@ -118,14 +118,6 @@ def test_a_log_read_failing_once_is_read_again():
     assert result.outcome == v.OUTCOME_SUCCEEDED and log_reads(api) == 2
 
 
-def judge_verified(pod, api: MemoryApi):
-    async def go():
-        ctx = Context(api=api, metrics=Metrics(), settings=Settings(), read_slots=asyncio.Semaphore(1))
-        return await EpisodeJudge(ctx, ctx.storage).judge(pod, verified=True, batch_deadline_at=None, now=T0 + 20)
-    api.calls.clear()
-    return asyncio.run(go())
-
-
 def test_a_reward_the_agents_code_wrote_to_the_verifiers_message_does_not_silence_the_verifier():
     """The verifier's termination message is writable by all it runs, the agent's code included:
     a reward written there is cross-checked with the verifier's stdout, and one that disagrees
@@ -138,5 +130,5 @@ def test_a_reward_the_agents_code_wrote_to_the_verifiers_message_does_not_silenc
         api = cluster(b"")
         api.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, (stdout + "\n").encode())
         pod = facts(agent=agent(own=agent_ready), termination_message=ev("reward", T0 + 6, reward=1))
-        result = judge_verified(pod, api)
+        result = judge(pod, api, verified=True)
         assert (result.outcome, result.reason) == outcome, (stdout, result.outcome, result.reason)
