@@ -174,13 +174,7 @@ def test_the_agents_code_run_by_the_verifier_cannot_write_the_verifiers_reward(o
                   verifier={"command": ["python", "-B", "/verifier/verify.py"],
                             "files": {"verify.py": HONEST_VERIFIER}, "timeoutSeconds": 30})
     try:
-        done = wait_finished(name, namespace, timeout=120, operator=operator_process)
-        (row,) = results(name, namespace)["pods"]
-        # the answer subtracts: the verifier's own verdict is 0
-        got = dict(outcome=row["outcome"], reward=row["reward"], channel=row.get("channel"),
-                   rewardSum=done["status"].get("rewardSum"))
-        assert (got["reward"], got["rewardSum"]) == (0.0, 0.0), " ".join(f"{k}={v}" for k, v in got.items())
-        assert got["channel"] == "terminationMessage", f"the forged message was never written: {got}"
+        assert_forgery_refused(name, namespace, operator_process)
     finally:
         tidy(name, pool_name, namespace)
 
@@ -195,6 +189,12 @@ def test_a_job_episodes_agent_code_run_by_the_verifier_cannot_write_the_verifier
     apply(episode_batch(name, agent, episodes=1, minSuccessfulEpisodes=0, episodeTimeoutSeconds=60,
                         activeDeadlineSeconds=110,
                         verifier={"files": {"verify.py": HONEST_VERIFIER}, "timeoutSeconds": 30}), namespace)
+    assert_forgery_refused(name, namespace, operator_process)
+
+
+def assert_forgery_refused(name: str, namespace: str, operator_process) -> None:
+    """The batch's one episode earned nothing (its answer subtracts: the verifier's own verdict is
+    0), though its verifier's termination message held the forged reward."""
     done = wait_finished(name, namespace, timeout=120, operator=operator_process)
     (row,) = results(name, namespace)["pods"]
     got = dict(outcome=row["outcome"], reward=row["reward"], channel=row.get("channel"),
