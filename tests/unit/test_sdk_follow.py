@@ -147,6 +147,12 @@ def test_a_zero_watch_seconds_is_refused_not_taken_for_the_default(verb):
     assert api.calls == []
 
 
+def test_a_fraction_of_a_second_watch_is_sent_as_whole_seconds():
+    """The API server's timeoutSeconds is an integer: 1.5 would be refused with a 400."""
+    follower = Follower(batch({"phase": "Running"}), watch_seconds=1.5)
+    assert follower.batch_watch.watch_seconds == 2 and isinstance(follower.batch_watch.watch_seconds, int)
+
+
 def test_a_zero_timeout_looks_once():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])], CMS: [listing([])]})
     with pytest.raises(TimeoutError, match="not finished after 0s"):

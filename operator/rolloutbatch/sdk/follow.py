@@ -29,6 +29,7 @@ is still not recorded after the sweep is ignored (``Follower.unverified`` names 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -158,7 +159,8 @@ class Follower:
         checked_timeout(settle_seconds, zero_ok=True, name="settle")   # a NaN never settles
         # None: WATCH_SECONDS; a 0 is refused, not taken for the default
         checked_timeout(watch_seconds, name="watch_seconds", none_ok=True)
-        watch_seconds = WATCH_SECONDS if watch_seconds is None else watch_seconds
+        # the API's timeoutSeconds is whole seconds (a fraction is a 400): rounded up
+        watch_seconds = WATCH_SECONDS if watch_seconds is None else math.ceil(watch_seconds)
         meta, spec = batch["metadata"], batch.get("spec") or {}
         self.name, self.namespace, self.uid = meta["name"], meta["namespace"], meta["uid"]
         self.episodes = spec.get("episodes") if type(spec.get("episodes")) is int else 0
