@@ -195,12 +195,17 @@ def cross_checked(message: ParsedLog, stdout: ParsedLog | None) -> ParsedLog:
     event of the message has. Everything in the verifier's container, the agent's code it runs
     included, can write the message file (the kubelet makes it world-writable): a reward written
     there must not silence the verifier's own on stdout. Rewards that agree are one (a verifier
-    may write both channels); rewards that disagree are two, which fails the verifier."""
-    if stdout is None or not stdout.reward:
+    may write both channels); rewards that disagree are two, which fails the verifier. A stdout
+    read only up to the read limit is ``truncated`` here too: what that code printed could have
+    pushed the verifier's own reward past the limit, so the message's cannot be proven (the verdict
+    fails a truncated verifier, as it fails one reporting on stdout alone)."""
+    if stdout is None:
         return message
     known = {_reward_key(e.reward) for e in message.reward}
     more = tuple(e for e in stdout.reward if _reward_key(e.reward) not in known)
-    return dataclasses.replace(message, reward=message.reward + more) if more else message
+    if not more and not stdout.truncated:
+        return message
+    return dataclasses.replace(message, reward=message.reward + more, truncated=message.truncated or stdout.truncated)
 
 
 def _reward_key(reward: object) -> str:

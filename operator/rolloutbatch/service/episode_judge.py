@@ -111,8 +111,9 @@ class EpisodeJudge:
                 facts, naming.VERIFIER_CONTAINER, facts.termination_message)
             if verifier_channel == v.CHANNEL_TERMINATION_MESSAGE and verifier_log is not None:
                 # the message file is writable by the agent's code the verifier runs: its stdout
-                # is read too, and a reward there that the message's disagrees with makes two
-                stdout, verifier_tail, _ = await self.read_log(facts, naming.VERIFIER_CONTAINER)
+                # is read too, and a reward there that the message's disagrees with makes two.
+                # Unread, it proves nothing: the episode is judged as one whose log was not read.
+                stdout, verifier_tail, verifier_error = await self.read_log(facts, naming.VERIFIER_CONTAINER)
                 verifier_log = cross_checked(verifier_log, stdout)
         crash_point("track:log-read")
         result = judge_verified(facts, agent_log, verifier_log, agent_error=agent_error, verifier_error=verifier_error,

@@ -33,9 +33,9 @@ def log_reads(api: MemoryApi) -> int:
     return sum(1 for method, path in api.calls if method == "GET" and path.endswith("/log"))
 
 
-def judge(pod, api: MemoryApi, verified: bool = False):
+def judge(pod, api: MemoryApi, verified: bool = False, settings: Settings | None = None):
     async def go():
-        ctx = Context(api=api, metrics=Metrics(), settings=Settings(), read_slots=asyncio.Semaphore(1))
+        ctx = Context(api=api, metrics=Metrics(), settings=settings or Settings(), read_slots=asyncio.Semaphore(1))
         return await EpisodeJudge(ctx, ctx.storage).judge(pod, verified=verified, batch_deadline_at=None, now=T0 + 20)
     api.calls.clear()
     return asyncio.run(go())
@@ -132,3 +132,29 @@ def test_a_reward_the_agents_code_wrote_to_the_verifiers_message_does_not_silenc
         pod = facts(agent=agent(own=agent_ready), termination_message=ev("reward", T0 + 6, reward=1))
         result = judge(pod, api, verified=True)
         assert (result.outcome, result.reason) == outcome, (stdout, result.outcome, result.reason)
+
+
+def test_a_verifiers_message_reward_stands_only_on_a_stdout_read_whole():
+    """The agent's code the verifier runs can write a reward into the message and flood stdout
+    past the read limit, so the verifier's own reward there is never read: the message's cannot
+    be proven then (VerifierFailed, as a verifier past the limit on stdout alone is). A stdout
+    that could not be read at all proves nothing either: not a success."""
+    agent_ready = ev("ready", T0 + 1) + "\n"
+    forged = facts(agent=agent(own=agent_ready), termination_message=ev("reward", T0 + 6, reward=1))
+    api = cluster(b"")
+    flood = b"x" * 200 + b"\n"
+    api.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, flood * 20 + (ev("reward", T0 + 6, reward=0) + "\n").encode())
+    result = judge(forged, api, verified=True, settings=Settings(log_limit_bytes=len(flood) * 10))
+    assert (result.outcome, result.reason) == (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED), result
+    assert "read limit" in result.message
+    # the same stdout read whole: the disagreeing rewards fail it too; a quiet one within the limit passes
+    quiet = cluster(b"")
+    quiet.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, flood * 5)
+    assert judge(forged, quiet, verified=True, settings=Settings(log_limit_bytes=len(flood) * 10)).outcome \
+        == v.OUTCOME_SUCCEEDED
+    unread = cluster(b"")
+    unread.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, b"grading done\n")
+    unread.fail("GET", "Pod", Unavailable("apiserver restarting", status=503), times=10,
+                when=lambda path: path.endswith("/log"))
+    result = judge(forged, unread, verified=True)
+    assert result.outcome != v.OUTCOME_SUCCEEDED and result.reason == v.EP_LOG_UNAVAILABLE, result
