@@ -8,6 +8,11 @@ import pathlib
 import pytest
 import yaml
 
+from rolloutbatch.core import pools
+from rolloutbatch.core.pool_spec import PoolRef, parse_pool_spec
+from rolloutbatch.kube import pool_storage
+from rolloutbatch.kube.errors import Conflict
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GROUP = "rl.agentruntime.io"
 # Both installs watch pools and write their status (a namespaced one says it cannot keep them).
@@ -62,3 +67,38 @@ def test_users_manage_pools_as_they_manage_batches():
     assert edit[(GROUP, "rolloutpools/scale")] == {"get", "patch", "update"}     # kubectl scale rp/NAME
     for resource in ("rolloutpools", "rolloutpools/status", "rolloutpools/scale"):
         assert view[(GROUP, resource)] == view[(GROUP, "rolloutbatches")] == {"get", "list", "watch"}
+
+
+class PolicyApi:
+    """An API server where the pool's NetworkPolicy exists with the other network mode: records
+    the verbs the operator's calls need."""
+
+    VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+    def __init__(self, existing: dict) -> None:
+        self.existing, self.verbs = existing, set()
+
+    def create(self, path, body, what, **_):
+        self.verbs.add("create")
+        raise Conflict("exists")
+
+    def get(self, path, what, **_):
+        self.verbs.add("get")
+        return self.existing
+
+    def replace(self, path, body, what):
+        self.verbs.add("update")
+        return body
+
+
+def test_a_pools_network_change_is_a_verb_the_operator_has():
+    """spec.network "applies to every pod at once": the pool's policy is replaced (an update),
+    which the cluster-wide role must grant (it granted create and delete only: a 403)."""
+    ref = PoolRef(name="warm", namespace="team-a", uid="pool-uid-1")
+    wanted = pools.network_policy(ref, parse_pool_spec({"size": 1, "network": "AllowEgress", "task": {"files": {"a.sh": "true"}}}))
+    api = PolicyApi({"metadata": {**wanted["metadata"], "resourceVersion": "7"},
+                     "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}})
+    pool_storage._ensure(api, wanted, ref.uid)
+    assert "update" in api.verbs
+    granted_verbs = granted(role("manifests/rbac/role.yaml", "ClusterRole", "rolloutbatch-operator")["rules"])
+    assert api.verbs <= granted_verbs[("networking.k8s.io", "networkpolicies")]
