@@ -23,6 +23,11 @@ DEFAULT_BATCH_BUCKETS: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
     14400.0, 28800.0,
 )
+# A pooled episode's claim -> hand-over: a warm pod's in well under a second (the target is
+# 0.3 s p50), a cold pod's (a miss: counted from its creation) as long as any pod start.
+DEFAULT_CLAIM_BUCKETS: tuple[float, ...] = (
+    0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, *(b for b in DEFAULT_STARTUP_BUCKETS if b >= 1.0),
+)
 # One bounded pod-log read.
 DEFAULT_LOG_READ_BUCKETS: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,

@@ -44,6 +44,7 @@ PREFIX = "rolloutbatch"
 
 from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part of this module's API
     DEFAULT_BATCH_BUCKETS,
+    DEFAULT_CLAIM_BUCKETS,
     DEFAULT_DURATION_BUCKETS,
     DEFAULT_HANDLER_BUCKETS,
     DEFAULT_LOG_READ_BUCKETS,
@@ -208,7 +209,7 @@ class Metrics:
             name("claim_seconds"),
             "spec.poolRef: an episode's claim (a warm pod) or its cold pod's creation -> the pod was handed "
             "its episode, in seconds.",
-            ["namespace", "pool", "result"], buckets=DEFAULT_LOG_READ_BUCKETS, registry=r)
+            ["namespace", "pool", "result"], buckets=DEFAULT_CLAIM_BUCKETS, registry=r)
         self.pool_claims_total = Counter(
             name("pool_claims"),
             "Episodes of pooled batches by result: hit (a warm pod of the pool) or miss (a cold pod).",

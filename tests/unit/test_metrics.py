@@ -374,3 +374,14 @@ def test_the_batch_label_goes_on_the_per_batch_series_only():
     assert {n for n in METRIC_NAMES if labelled[n] != plain[n]} == \
         {n for n in METRIC_NAMES if "namespace" in plain[n]} - per_pool
     assert all(labelled[n] - plain[n] in (set(), {"batch"}) for n in METRIC_NAMES)
+
+
+def test_a_cold_claims_wait_is_bucketed_as_far_as_a_pod_start_is():
+    """A miss is timed from its cold pod's creation (scheduling, image pull): minutes, which
+    buckets ending at 30 s put in +Inf, so a dashboard's p95 read at most 30 s. A warm claim's
+    0.3 s target still has buckets around it."""
+    m = Metrics(CollectorRegistry())
+    m.pool_started("team-a", "warm")
+    m.claim_observed("team-a", "warm", False, 240.0)
+    bounds = [float(b) for b in m.claim_seconds._upper_bounds if b != float("inf")]
+    assert max(bounds) >= max(DEFAULT_STARTUP_BUCKETS) and 0.3 in bounds and bounds == sorted(set(bounds))
