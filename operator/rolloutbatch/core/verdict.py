@@ -110,7 +110,7 @@ def parse_time(value: object) -> float | None:
     return ts
 
 
-def _index(meta: Mapping) -> int | None:
+def completion_index(meta: Mapping) -> int | None:
     """The completion index: decimal digits only (never negative, never '1_0' or ' 3')."""
     for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
         value = source.get(v.COMPLETION_INDEX_KEY)
@@ -152,7 +152,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
     verifier = next((c for c in statuses if c.get("name") == VERIFIER_CONTAINER), {})
     return PodFacts(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""),
-        index=_index(meta), created=_created(meta),
+        index=completion_index(meta), created=_created(meta),
         phase=status.get("phase") or v.PodPhase.PENDING, node=spec.get("nodeName"), image_id=container.get("imageID") or None,
         exit_code=terminated.get("exitCode"), restart_count=int(container.get("restartCount") or 0),
         terminated_reason=terminated.get("reason"), pod_reason=status.get("reason") or disruption.get("reason"),

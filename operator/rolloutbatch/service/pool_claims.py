@@ -20,7 +20,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, check_quota_outside, input_shards
 from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
 from rolloutbatch.core.scope import Scope
-from rolloutbatch.core.verdict import annotation_seconds
+from rolloutbatch.core.verdict import annotation_seconds, completion_index
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage
@@ -176,8 +176,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     listed = pools.pool_pods(await pool_storage.list_pods(namespace, naming.MANAGED_SELECTOR), pool, ref.uid, template)
     warm, mine = listed.warm, listed.mine
-    taken = {int(i) for p in mine
-             if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()}
+    taken = {i for p in mine if (i := completion_index(p.get("metadata") or {})) is not None}
     wanted = [i for i in range(min(spec.parallelism, spec.episodes)) if i not in taken]
     now = time.time()
     # hits: the batch's claimed pods (an earlier run's too), not the cold pods its Job made since
@@ -229,9 +228,9 @@ async def enrol(pool_storage: PoolStorage, namespace: str, ref: BatchRef, claime
         if got is not None and record is not None:
             held.pop(uid, None)
         return got
-    indexed = [(p, i) for p in claimed
-               if (i := ((p.get("metadata") or {}).get("annotations") or {}).get(v.COMPLETION_INDEX_KEY, "")).isdigit()]
-    enrolled = await asyncio.gather(*(one(p, int(i)) for p, i in indexed))
+    # an index edited by hand to anything but decimal digits ("²" passes str.isdigit) is left out
+    indexed = [(p, i) for p in claimed if (i := completion_index(p.get("metadata") or {})) is not None]
+    enrolled = await asyncio.gather(*(one(p, i) for p, i in indexed))
     return [p for p in enrolled if p is not None]
 
 

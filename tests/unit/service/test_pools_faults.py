@@ -18,7 +18,7 @@ from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.service import pools as pool_service
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, triple, drain, batch_spec, delivery, filled, live, make_pool,
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, claimed_indexes, triple, drain, batch_spec, delivery, filled, live, make_pool,
                                             pod_names, reconciler, run)
 
 
@@ -165,3 +165,19 @@ def test_a_transient_error_creating_the_job_does_not_stall_the_batch(api):
         pytest.fail(f"a transient 503 stalled the batch: {exc}")
     except Unavailable:
         pass   # retried by the reconciler: fine
+
+
+@pytest.mark.parametrize("edited", ["\u00b2", "\u0663", " 1", "1\n"])   # "²" and "٣" pass str.isdigit()
+def test_a_claims_index_edited_by_hand_is_left_out_not_a_crash(api, edited):
+    """As enrol says: a claim whose index annotation was edited to anything but decimal digits
+    is left out, by the enrolment and by a claim run again (a restart mid-provisioning); int("²")
+    raised, and the provisioning stalled as a bug ("٣" was read as index 3)."""
+    rec = filled(api, 2)
+    spec = batch_spec(episodes=1, parallelism=1)
+    claims = run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+    (name,) = claimed_indexes(api)
+    api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}",
+                    {"metadata": {"annotations": {v.COMPLETION_INDEX_KEY: edited}}}, "edited by hand")
+    pods = [api.get_object("Pod", p["metadata"]["name"], POOL_NS) for p in claims.unenrolled]
+    assert run(pool_claims.enrol(PoolStorage(api), POOL_NS, BATCH, pods)) == []
+    run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
