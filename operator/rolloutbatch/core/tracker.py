@@ -301,6 +301,10 @@ class BatchTracker:
         self._live.pop(uid, None)
         self._waiting_since.pop(uid, None)
         # A terminal pod waiting for its read keeps its place: the read will fail and say so.
+        # One gone before it ended was no attempt: no retry was counted for it, and a row's
+        # attempts beyond the first are taken for retries when it is restored.
+        if not is_terminal(facts) and not is_infrastructure_failure(facts):
+            self._attempts.get(facts.index, set()).discard(uid)
 
     def listing_mark(self) -> int:
         """Taken before a list of the batch's pods is read: :meth:`observe_listed` is given it."""

@@ -153,6 +153,27 @@ def test_after_a_restart_a_new_retry_counts_beside_those_of_restored_episodes():
     assert t.retried == 3 and [(c.kind, c.index) for c in seen] == [("retried", 1)]
 
 
+def test_a_pod_gone_before_it_ended_is_no_attempt_nor_a_retry_after_a_restart():
+    """Index 0's first pod was deleted while Pending (no retry counted), its second succeeded;
+    index 1 was retried once and is still open: retriedEpisodes 1. The restored row says 1
+    attempt, so the restart takes no retry for the pod that went, and index 1's failed pod the
+    watch brings back counts nothing again (it made 2)."""
+    before = tracker(2, 2)
+    before.observe_pod(pod(0, uid="a", phase="Pending"))
+    before.pod_deleted(pod(0, uid="a", phase="Pending"))
+    before.observe_pod(pod(0, uid="b", phase="Succeeded", exit_code=0))
+    (read,) = before.take_reads()
+    before.record(result(0), read.uid)
+    evicted = pod(1, uid="c", phase="Failed", disrupted=True)
+    before.observe_pod(evicted)
+    assert before.retried == 1 and before.results[0].attempts == 1
+    seen = []
+    after = tracker(2, 2, listener=seen.append)
+    after.restore({0: before.results[0]}, retried=before.retried)
+    after.observe_pod(evicted)
+    assert (after.retried, seen) == (1, [])
+
+
 def test_out_of_range_and_unindexed_pods_are_ignored():
     t = tracker(2, 0)
     t.observe_pod(pod(5, phase="Succeeded"))
