@@ -102,22 +102,36 @@ _Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct
 _SCALARS = (str, int, float, bool, type(None))
 
 
+# YAML aliases make a graph of a document: one that contains itself never ends as JSON, and a
+# "billion laughs" one is 10**8 values from a few lines. kubectl's YAML reader refuses both
+# (go-yaml: "anchor ... value contains itself", "excessive aliasing"); so does this walk, by depth
+# and by the values it met.
+MAX_DEPTH = 256
+MAX_VALUES = 1_000_000
+
+
 def _check_json(obj: Any, where: str) -> None:
     """Refuse a value a JSON request cannot carry, naming where it is: NaN and infinities
     (``.nan``, ``.inf``: kubectl refuses them too), and what other YAML tags make (``!!binary``
-    bytes, ``!!set``)."""
-    stack: list[tuple[str, Any]] = [("", obj)]
+    bytes, ``!!set``); a document that contains itself or that its aliases make huge."""
+    stack: list[tuple[str, Any, int]] = [("", obj, 0)]
+    met = 0
     while stack:
-        path, value = stack.pop()
+        path, value, depth = stack.pop()
+        met += 1
+        if depth > MAX_DEPTH:
+            raise CLIError(f"{where}: {path[:200]}...: nested more than {MAX_DEPTH} deep (an alias to itself?)")
+        if met > MAX_VALUES:
+            raise CLIError(f"{where}: more than {MAX_VALUES:,} values: excessive aliasing")
         if isinstance(value, float) and not math.isfinite(value):
             raise CLIError(f"{where}: {path}: {value} is not a number JSON can carry")
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, _SCALARS) or isinstance(key, float) and not math.isfinite(key):
                     raise CLIError(f"{where}: {path or 'the object'}: the key {key!r} is not a JSON object key")
-                stack.append((f"{path}.{key}" if path else str(key), item))
+                stack.append((f"{path}.{key}" if path else str(key), item, depth + 1))
         elif isinstance(value, (list, tuple)):   # tuples: !!omap and !!pairs entries
-            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+            stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
         elif not isinstance(value, _SCALARS):
             tag = {bytes: "!!binary", set: "!!set"}.get(type(value), type(value).__name__)
             raise CLIError(f"{where}: {path}: {tag} is not a JSON value")

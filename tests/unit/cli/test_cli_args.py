@@ -217,6 +217,24 @@ def test_a_value_json_cannot_carry_is_refused_naming_where(extra, where, tmp_pat
     assert str(info.value).startswith(f"{f}: object 1: {where}: "), info.value
 
 
+def test_a_document_that_contains_itself_or_explodes_through_aliases_is_one_error(tmp_path):
+    """Aliases make a graph: one that contains itself walked until MemoryError, a "billion laughs"
+    one (10**8 values from 9 lines) did not answer; kubectl's YAML reader refuses both, and so does
+    this one, at once."""
+    looped = tmp_path / "loop.yaml"
+    looped.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: x}\n"
+                      "spec: &s\n  episodes: 1\n  loop: *s\n")
+    with pytest.raises(common.CLIError, match="nested more than 256 deep"):
+        common.load_documents(str(looped))
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: x}\n"
+                    "spec:\n  episodes: 1\n  bomb:\n" + "".join(f"    {line}\n" for line in lines))
+    with pytest.raises(common.CLIError, match="excessive aliasing"):
+        common.load_documents(str(bomb))
+
+
 @pytest.mark.parametrize("extra", [
     "  env: [{name: SINCE, value: 2024-01-01}]\n",      # was json.dumps' TypeError in the transport
     "  inputs: [{released: 2024-01-01}]\n",             # was plan_inputs' SpecError, uncaught
