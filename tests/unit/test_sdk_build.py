@@ -286,7 +286,7 @@ def test_delete_refuses_a_timeout_that_is_no_finite_number_before_any_call():
                     "spec": {"episodes": 1}})
     client = sdk.Client(api=api, namespace="team")
     api.calls.clear()
-    for timeout in (float("nan"), float("inf"), -1, True, "300"):
+    for timeout in (float("nan"), float("inf"), -1, True, "300", 10 ** 400):   # 10**400: no float (OverflowError)
         done, error = _returns_within(lambda: client.delete(held, timeout=timeout, interval=0.2))
         assert done, f"delete(wait=True, timeout={timeout!r}) never returned"
         assert isinstance(error, ValueError) and "timeout must be a finite number of seconds, 0 or more" in str(error)

@@ -250,6 +250,14 @@ def test_a_pool_field_asked_for_by_name_is_refused_not_dropped(override):
         sdk.build_batch("step-", TASK, episodes=2, pool="warm", **{override: value})
 
 
+@pytest.mark.parametrize("field, value", [("image", "grader:1"), ("resources", {"limits": {"cpu": "2"}})])
+def test_a_verifier_image_or_resources_asked_for_on_a_pool_is_refused_not_dropped(field, value):
+    """The pool's pods hold its verifier's container too: graded by the pool's image, a batch
+    asking for another must hear so (the CRD refuses them with poolRef)."""
+    with pytest.raises(ValueError, match=f"spec.verifier.{field}.*is the pool's"):
+        sdk.build_batch("step-", TASK, episodes=2, pool="warm", verifier={"files": {"verify.py": "print(1)"}, field: value})
+
+
 def test_a_bad_pool_name_is_refused():
     with pytest.raises(ValueError, match="not a RolloutPool name"):
         sdk.build_batch("step-", TASK, episodes=2, pool="Warm Pool")

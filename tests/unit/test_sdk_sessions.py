@@ -130,6 +130,7 @@ def test_open_sessions_creates_a_pooled_verified_batch_whose_episodes_hold(api):
     (dict(command=["python", "agent.py"]), "the hold"),
     (dict(episode_timout_seconds=5), "unknown field"),
     (dict(image="python:3.12"), "is the pool's"),
+    (dict(verifier={**VERIFIER, "image": "grader:1"}), "spec.verifier.image"),
 ])
 def test_what_a_session_batch_cannot_be_is_refused_before_any_call(api, options, said):
     options = {"verifier": VERIFIER, **options}

@@ -244,6 +244,10 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
         if pool is not None and name in POOL_OWNED_BATCH_FIELDS:
             # asked for in so many words, it would be dropped without one: refused instead
             raise SpecError(f"spec.{name}", f"is the pool's with pool={pool!r}: set it in the RolloutPool")
+        if pool is not None and name == "verifier" and isinstance(value, Mapping) \
+                and (owned := sorted(set(value) & set(POOL_VERIFIER_EXCLUSIVE))):   # its container is the pool's
+            raise SpecError(f"spec.verifier.{owned[0]}", f"is the pool's with pool={pool!r}: set it in the "
+                                                         f"RolloutPool's verifier")
         spec[name] = copy.deepcopy(value)
     if pool is not None:
         spec = _pooled(spec, pool)

@@ -18,9 +18,17 @@ def checked_timeout(timeout: Any, *, zero_ok: bool = False, none_ok: bool = Fals
     argument ``name`` (a poll's ``interval`` is checked alike); a bool is no number of seconds."""
     if timeout is None and none_ok:
         return None
-    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout)
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not _finite(timeout)
             or timeout < 0 or (timeout == 0 and not zero_ok)):
         wanted = "0 or more" if zero_ok else "above 0"
         default = ", or None: the default" if none_ok else ""
         raise ValueError(f"{name} must be a finite number of seconds, {wanted}{default}; got {timeout!r}")
     return timeout
+
+
+def _finite(number: int | float) -> bool:
+    """math.isfinite, False for an int too large for a float (10**400 raised OverflowError)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
