@@ -28,6 +28,8 @@ CHART = ROOT / "charts" / "rolloutbatch"
 HELM = ROOT / ".devcluster" / "bin" / "helm"
 LOCALKUBE = ROOT / ".devcluster" / "bin" / "localkube"
 NAMESPACE = "rolloutbatch-system"
+IMAGE = yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"]
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
 NOT_THE_CHARTS = {("Namespace", NAMESPACE)}
 
 
@@ -179,10 +181,24 @@ def test_a_single_replica_has_no_disruption_budget():
      "must not exceed"),
     # one argument: the operator would not parse it, and it passed the check of the chart's own flags
     (["--set", "extraArgs={--metrics-port 9090}"], 'extraArgs entry "--metrics-port 9090" holds whitespace'),
+    # a digest is no tag (repo:sha256:... is no image name a runtime can pull): image.digest is
+    (["--set", "image.tag=sha256:" + "a" * 64], "/image/tag"),
+    (["--set", "image.digest=" + "a" * 64], "/image/digest"),
 ])
 def test_bad_values_are_refused(values, said):
     out = helm("template", "rolloutbatch", str(CHART), "--namespace", NAMESPACE, *values, check=False)
     assert out.returncode != 0 and said in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("values, image", [
+    ([], f"{IMAGE}:{APP_VERSION}"),
+    (["--set", "image.tag=v1.2.3"], f"{IMAGE}:v1.2.3"),
+    (["--set", f"image.digest=sha256:{'b' * 64}"], f"{IMAGE}@sha256:{'b' * 64}"),
+    (["--set", f"image.tag=v1,image.digest=sha256:{'b' * 64}"], f"{IMAGE}:v1@sha256:{'b' * 64}"),
+])
+def test_the_operator_image_is_its_tag_or_pinned_by_its_digest(values, image):
+    (deployment,) = [d for d in template(*values) if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
 
 
 @pytest.mark.parametrize("interval, timeout", [("1m30s", "1m"), ("1m", "60000ms"), ("010s", "9s"), ("1y", "52w"),
