@@ -22,7 +22,8 @@ from rolloutbatch.core import vocabulary as v
 RESOURCE = f"rolloutpool.{GROUP}"
 
 
-_count = at_least(0)   # argparse type of a pool size or a time: a whole number, 0 or more
+_count = at_least(0)   # argparse type of a pool size: a whole number, 0 or more
+_one_or_more = at_least(1)   # of a bound or a time the CRD starts at 1 (maxSize, prepare's timeoutSeconds)
 
 
 def _env(text: str) -> tuple[str, str]:
@@ -53,11 +54,11 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--task-file", dest="task_files", action="append", required=True, metavar="PATH",
                    help="a file every pod gets under --task-mount-path, named as on disk (repeatable)")
     p.add_argument("--image", help="container image of the pods (default: the CRD's)")
-    p.add_argument("--max-size", type=_count, metavar="N", help="the most --size may ever be (default: the CRD's)")
+    p.add_argument("--max-size", type=_one_or_more, metavar="N", help="the most --size may ever be (default: the CRD's)")
     p.add_argument("--prepare", metavar="COMMAND",
                    help="run in each new pod before it counts as warm, split as a shell would but run without one "
                         "(e.g. \"sh /task/setup.sh\")")
-    p.add_argument("--prepare-timeout", type=_count, metavar="SECONDS", help="how long --prepare may run")
+    p.add_argument("--prepare-timeout", type=_one_or_more, metavar="SECONDS", help="how long --prepare may run")
     p.add_argument("--env", type=_env, action="append", default=[], metavar="NAME=VALUE",
                    help="a plain environment variable of the pods (repeatable)")
     p.add_argument("--task-mount-path", metavar="PATH", help="where the task files appear (default /task)")

@@ -124,6 +124,14 @@ def test_what_the_operator_would_refuse_is_one_line_and_nothing_is_sent(capsys, 
     assert len(err.splitlines()) == 1 and api.get_object(POOL_KIND, "warm", NS) is None
 
 
+@pytest.mark.parametrize("flag", ["--max-size", "--prepare-timeout"])
+def test_a_bound_or_time_below_one_is_a_bad_argument(capsys, api, task_files, flag):
+    """The CRD starts both at 1: like any bad argument, exit 2 before anything is sent."""
+    code, out, err = run(capsys, "pool", "create", "warm", "--size", "0", *task_files, flag, "0")
+    assert code == 2 and out == "" and f"{flag}: must be at least 1" in err, err
+    assert api.get_object(POOL_KIND, "warm", NS) is None
+
+
 def test_a_missing_or_twice_named_task_file_is_one_line(capsys, api, tmp_path, task_files):
     code, _, err = run(capsys, "pool", "create", "warm", "--size", "1", "--task-file", str(tmp_path / "nope"))
     assert code == 1 and "no such file" in err
