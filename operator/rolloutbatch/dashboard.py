@@ -87,7 +87,7 @@ def _rows() -> list[tuple[str, list[Panel]]]:
             Panel("Batches finished in range", "stat", [
                 Target(f"sum by (result) (increase(rolloutbatch_batches_total{{{NS}}}[$__range]))",
                        "{{result}}", instant=True)],
-                description="Batches that reached Succeeded or Failed in the selected time range.",
+                description="Batches that reached Succeeded, Failed or Stopped in the selected time range, by result.",
                 w=8, h=5),
             Panel("Operator version", "stat", [
                 Target("max by (version) (rolloutbatch_build_info)", "{{version}}", instant=True)],
