@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part 
     DEFAULT_REWARD_BUCKETS,
     DEFAULT_STARTUP_BUCKETS,
 )
+
+MAX_DELETED_REMEMBERED = 10_000   # deleted batches and pools whose late calls are ignored
 
 # The result label: a terminal phase (lowercase) or an episode outcome, as core names them.
 BATCH_RESULTS: tuple[str, ...] = tuple(phase.lower() for phase in vocabulary.TERMINAL_PHASES)
@@ -133,6 +136,11 @@ class Metrics:
         self.server_port: int | None = None  # the bound port after serve()
         self._lock = threading.Lock()
         self._batches: dict[tuple[str, str], _BatchState] = {}
+        # Batches deleted lately: a call for one after batch_deleted (its daemon's last status,
+        # cancelled after the deletion handler ran) would make its series again, for good.
+        # batch_started (a new batch of the name) takes it off; the oldest go past the bound.
+        self._deleted: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._deleted_pools: OrderedDict[tuple[str, str], None] = OrderedDict()   # the same of pools
         # Active batches per namespace, and running episodes per namespace (sum over batches).
         self._active: dict[str, int] = {}
         self._running: dict[str, int] = {}
@@ -264,9 +272,12 @@ class Metrics:
         for h in (*self._episode_histograms, *self._batch_histograms):
             h.labels(*key)
 
-    def _state(self, namespace: str, batch: str) -> _BatchState:
-        """The batch's bookkeeping, created (with its series) on first sight. Caller holds the lock."""
+    def _state(self, namespace: str, batch: str) -> _BatchState | None:
+        """The batch's bookkeeping, created (with its series) on first sight; None for a batch
+        deleted since (nothing more is recorded of it). Caller holds the lock."""
         k = (namespace, batch)
+        if k in self._deleted:
+            return None
         st = self._batches.get(k)
         if st is None:
             st = self._batches[k] = _BatchState()
@@ -300,8 +311,9 @@ class Metrics:
     def batch_started(self, namespace: str, batch: str) -> None:
         """A batch began (or a restarted operator resumed it): batches_active +1, once."""
         with self._lock:
+            self._deleted.pop((namespace, batch), None)
             st = self._state(namespace, batch)
-            if st.active or st.finished:
+            if st is None or st.active or st.finished:
                 return
             st.active = True
             self._active[namespace] = self._active.get(namespace, 0) + 1
@@ -322,7 +334,7 @@ class Metrics:
             raise ValueError(f"batch result must be one of {BATCH_RESULTS}, not {result!r}")
         with self._lock:
             st = self._state(namespace, batch)
-            if st.finished:
+            if st is None or st.finished:
                 return
             st.finished = True
             self._deactivate(namespace, batch, st)
@@ -343,7 +355,7 @@ class Metrics:
             return
         with self._lock:
             st = self._state(namespace, batch)
-            if st.job_complete_observed:
+            if st is None or st.job_complete_observed:
                 return
             st.job_complete_observed = True
             self.batch_complete_seconds.labels(*self._key(namespace, batch)).observe(v)
@@ -355,7 +367,7 @@ class Metrics:
             return
         with self._lock:
             st = self._state(namespace, batch)
-            if st.queue_wait_observed:
+            if st is None or st.queue_wait_observed:
                 return
             st.queue_wait_observed = True
             self.queue_wait_seconds.labels(*self._key(namespace, batch)).observe(v)
@@ -363,7 +375,8 @@ class Metrics:
     def batch_evicted(self, namespace: str, batch: str) -> None:
         """Kueue evicted the batch's running Job."""
         with self._lock:
-            self._state(namespace, batch)
+            if self._state(namespace, batch) is None:
+                return
             self.queue_evictions_total.labels(*self._key(namespace, batch)).inc()
 
     def batch_deleted(self, namespace: str, batch: str) -> None:
@@ -373,6 +386,9 @@ class Metrics:
             st = self._batches.pop((namespace, batch), None)
             if st is not None:
                 self._deactivate(namespace, batch, st)
+            self._deleted[(namespace, batch)] = None
+            while len(self._deleted) > MAX_DELETED_REMEMBERED:
+                self._deleted.popitem(last=False)
             if not self.batch_label:
                 return
             key = (namespace, batch)
@@ -404,7 +420,8 @@ class Metrics:
         if result not in EPISODE_RESULTS:
             raise ValueError(f"episode result must be one of {EPISODE_RESULTS}, not {result!r}")
         with self._lock:
-            self._state(namespace, batch)
+            if self._state(namespace, batch) is None:
+                return
             key = self._key(namespace, batch)
             self.episodes_total.labels(*key, result).inc()
             v = _duration(startup_seconds)
@@ -422,13 +439,15 @@ class Metrics:
 
     def episode_retried(self, namespace: str, batch: str) -> None:
         with self._lock:
-            self._state(namespace, batch)
+            if self._state(namespace, batch) is None:
+                return
             self.episodes_retried_total.labels(*self._key(namespace, batch)).inc()
 
     def reward_extras_dropped(self, namespace: str, batch: str) -> None:
         """One episode's row left some of its reward's extra fields out (core.events' budget)."""
         with self._lock:
-            self._state(namespace, batch)
+            if self._state(namespace, batch) is None:
+                return
             self.reward_extras_dropped_total.labels(*self._key(namespace, batch)).inc()
 
     def set_running(self, namespace: str, batch: str, running: int) -> None:
@@ -437,7 +456,7 @@ class Metrics:
         running = max(0, int(running))
         with self._lock:
             st = self._state(namespace, batch)
-            if st.finished:
+            if st is None or st.finished:
                 return
             self._running[namespace] = self._running.get(namespace, 0) - st.running + running
             st.running = running
@@ -447,25 +466,34 @@ class Metrics:
 
     def pool_started(self, namespace: str, pool: str) -> None:
         """A pool's series at zero from its start, so rate() and increase() see its first claims."""
+        with self._lock:
+            self._deleted_pools.pop((namespace, pool), None)
         for result in ("hit", "miss"):
             self.pool_claims_total.labels(namespace, pool, result)
             self.claim_seconds.labels(namespace, pool, result)
 
     def pool_deleted(self, namespace: str, pool: str) -> None:
         """A pool is gone: its series go too (the pool label is always on), as a batch's do with
-        batch_label; else every pool ever made would stay exported until a restart."""
+        batch_label; else every pool ever made would stay exported until a restart. A claim of
+        it observed later (a hand-over still under way) is not recorded: it would make them again."""
+        with self._lock:
+            self._deleted_pools[(namespace, pool)] = None
+            while len(self._deleted_pools) > MAX_DELETED_REMEMBERED:
+                self._deleted_pools.popitem(last=False)
         for result in ("hit", "miss"):
             _remove(self.pool_claims_total, namespace, pool, result)
             _remove(self.claim_seconds, namespace, pool, result)
 
     def pool_claims(self, namespace: str, pool: str, hits: int, misses: int) -> None:
         """A pooled batch started: ``hits`` episodes got a warm pod, ``misses`` start cold."""
+        if (namespace, pool) in self._deleted_pools:
+            return
         self.pool_claims_total.labels(namespace, pool, "hit").inc(max(0, hits))
         self.pool_claims_total.labels(namespace, pool, "miss").inc(max(0, misses))
 
     def claim_observed(self, namespace: str, pool: str, hit: bool, seconds: float) -> None:
         v = _duration(seconds)
-        if v is not None:
+        if v is not None and (namespace, pool) not in self._deleted_pools:
             self.claim_seconds.labels(namespace, pool, "hit" if hit else "miss").observe(v)
 
     def log_read(self, seconds: float, nbytes: int) -> None:

@@ -233,6 +233,36 @@ def test_batch_label_series_and_removal(reg):
     )
 
 
+def test_a_deleted_batchs_late_calls_make_no_series_again():
+    """The deletion handler may run before the batch's daemon has ended: its last calls (the
+    running count set to 0, a finish, an episode) made every series of the deleted batch again,
+    exported until a restart. A new batch of the name records as any other."""
+    reg = CollectorRegistry()
+    m = Metrics(reg, batch_label=True)
+    m.batch_started("ns", "b1")
+    m.batch_deleted("ns", "b1")
+    m.set_running("ns", "b1", 0)
+    m.batch_finished("ns", "b1", "succeeded", 1, 1, 1)
+    m.episode_finished("ns", "b1", "succeeded", 1.0, 1.0, 1.0)
+    m.episode_retried("ns", "b1")
+    m.job_completed("ns", "b1", 3.0)
+    assert not [s for fam in reg.collect() for s in fam.samples if s.labels.get("batch") == "b1"]
+    m.batch_started("ns", "b1")
+    m.episode_finished("ns", "b1", "succeeded", 1.0, 1.0, 1.0)
+    assert val(reg, "rolloutbatch_episodes_total", namespace="ns", batch="b1", result="succeeded") == 1
+
+
+def test_a_deleted_pools_late_claims_make_no_series_again(reg, m):
+    m.pool_started("ns", "warm")
+    m.pool_deleted("ns", "warm")
+    m.claim_observed("ns", "warm", True, 0.2)
+    m.pool_claims("ns", "warm", 1, 0)
+    assert not [s for fam in reg.collect() for s in fam.samples if s.labels.get("pool") == "warm"]
+    m.pool_started("ns", "warm")
+    m.claim_observed("ns", "warm", True, 0.2)
+    assert val(reg, "rolloutbatch_claim_seconds_count", namespace="ns", pool="warm", result="hit") == 1
+
+
 def test_handler_timing_and_errors(reg, m):
     with m.handler("create"):
         pass
