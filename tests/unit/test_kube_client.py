@@ -24,6 +24,7 @@ STRICT_400 = ('RolloutBatch in version "v1alpha1" cannot be handled as a Rollout
 @pytest.mark.parametrize("status, message, cls", [
     (400, STRICT_400, Invalid),
     (400, "the selector is invalid", BadRequest),
+    (401, "Unauthorized", errors.Unauthorized),
     (403, "forbidden", Forbidden),
     (404, "not found", NotFound),
     (409, "already exists", Conflict),

@@ -11,7 +11,7 @@ from rolloutbatch.sdk import aio
 from rolloutbatch.sdk.aio import AsyncApi, AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
 from tests.unit.test_sdk_follow import BATCHES, CMS, FINAL_UNSETTLED, NAME, NS, batch, cm, listing, recorded, row
-from rolloutbatch.kube.errors import Gone, KubeError
+from rolloutbatch.kube.errors import Gone, KubeError, classify
 from rolloutbatch.sdk import ops
 
 
@@ -163,6 +163,19 @@ def test_an_async_wait_ends_at_the_relist_that_lacks_its_batch():
 
     with pytest.raises(sdk.NotFound, match="was deleted"):
         asyncio.run(main())
+
+
+def test_an_expired_token_ends_the_async_follow_with_its_401_not_at_the_timeout():
+    """As the sync client's: a 401 was retried to the timeout, which then never named it."""
+    async def main():
+        api = FakeAsyncApi(lists={BATCHES: [classify(401, "Unauthorized", "Unauthorized", f"list {BATCHES}")],
+                                  CMS: [listing([])]}, watches={})
+        running = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
+        return [r async for r in running.stream(timeout=3)]
+
+    with pytest.raises(sdk.Unauthorized) as refused:
+        asyncio.run(main())
+    assert refused.value.status == 401
 
 
 def test_async_timeout_and_verbs_share_the_rules():

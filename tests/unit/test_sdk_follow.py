@@ -9,7 +9,7 @@ from rolloutbatch import sdk
 from rolloutbatch.core.results import configmap_digest, decode_results, encode_results
 from rolloutbatch.sdk import ops
 from rolloutbatch.sdk.follow import Follower, ListWatch
-from rolloutbatch.kube.errors import Forbidden, Gone, Unavailable
+from rolloutbatch.kube.errors import Forbidden, Gone, Unavailable, classify
 from tests.unit.fake_watch import FakeApi, event, gone
 
 NS, NAME, UID = "team", "b", "u-1"
@@ -304,6 +304,31 @@ def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
     api = FakeApi(lists={BATCHES: [Forbidden("no", status=403)]})
     with pytest.raises(sdk.Forbidden):
         handle(api).wait(timeout=5)
+
+
+@pytest.mark.parametrize("verb", ["wait", "stream", "groups"])
+def test_an_expired_token_ends_the_follow_with_its_401_not_at_the_timeout(verb):
+    """A token that expired (or was rotated) mid-step: every list answers 401. Asking again with it
+    cannot help, yet the watch retried it to the caller's timeout (an hour by default), and the
+    TimeoutError said nothing of the 401."""
+    api = FakeApi(lists={BATCHES: [classify(401, "Unauthorized", "Unauthorized", f"list {BATCHES}")],
+                         CMS: [listing([])]})
+    running = handle(api, phase="Running")
+    follow = {"wait": lambda: running.wait(timeout=3), "stream": lambda: list(running.stream(timeout=3)),
+              "groups": lambda: list(running.groups(timeout=3))}[verb]
+    with pytest.raises(sdk.Unauthorized) as refused:
+        follow()
+    assert refused.value.status == 401
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 413, 415, 418, 422])
+def test_a_client_error_that_asking_again_cannot_fix_ends_the_watch(status):
+    assert ListWatch(CMS).on_error(classify(status, "no", what="list")) is None
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 503, None])
+def test_a_timeout_a_conflict_a_rate_limit_and_a_server_error_are_asked_again(status):
+    assert ListWatch(CMS).on_error(classify(status, "not now", what="list")) > 0
 
 
 def test_a_growing_shard_row_count_is_streamed_in_completion_order():

@@ -7,6 +7,7 @@
                          (schema, CEL rule, immutable field, unknown or duplicate field);
                          ``unknown_fields`` names the fields strict validation did not know
       TooLarge           413, or etcd's "request is too large": not retryable, make it smaller
+      Unauthorized       401: the credentials were refused (an expired or rotated token)
       Forbidden          403: RBAC or admission (Pod Security, quota)
       NotFound           404
       Conflict           409: already exists, or a resourceVersion/UID precondition failed
@@ -56,6 +57,11 @@ class OwnerGone(NotFound):
 
 class Conflict(KubeError):
     """409: already exists, or a resourceVersion/UID precondition failed."""
+
+
+class Unauthorized(KubeError):
+    """401: the API server did not accept the credentials (an expired, rotated or revoked token, a
+    certificate it does not trust). Asking again with the same ones cannot help."""
 
 
 class Forbidden(KubeError):
@@ -108,8 +114,8 @@ class NotOurs(KubeError):
     """An object with the name we need exists but belongs to someone else: never touch it."""
 
 
-_BY_STATUS = {400: BadRequest, 404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid, 410: Gone,
-              413: TooLarge}
+_BY_STATUS = {400: BadRequest, 401: Unauthorized, 404: NotFound, 409: Conflict, 403: Forbidden, 422: Invalid,
+              410: Gone, 413: TooLarge}
 # The API server's strict decoding errors (fieldValidation=Strict), e.g.
 # 'strict decoding error: unknown field "spec.paralellism", duplicate field "image"'.
 _STRICT_FIELD = re.compile(r'(unknown|duplicate) field "([^"]*)"')

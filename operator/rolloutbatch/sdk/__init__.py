@@ -54,6 +54,8 @@ are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the m
     BadRequest        another 400
     CRDNotInstalled   the cluster does not serve RolloutBatches (or, for the pool verbs, RolloutPools)
     NotFound          no such batch or namespace; stream()/wait() of a batch deleted meanwhile
+    Unauthorized      401: the API server refused the credentials (an expired or rotated token);
+                      stream()/wait()/groups() end with it at once, not at their timeout
     Forbidden         RBAC or admission refused the call
     Conflict          the name exists (create), or the object changed under a precondition
     Unavailable       no connection, 5xx or 429: the only one worth retrying as is
@@ -80,7 +82,7 @@ from typing import Any
 from rolloutbatch.core.spec import SPEC_FIELDS
 from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidden, Invalid, KubeError, NotFound,
-                                      TimedOut, TooLarge, Unavailable)
+                                      TimedOut, TooLarge, Unauthorized, Unavailable)
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_pool, with_pool
 from rolloutbatch.sdk.client import BatchHandle, Client, Session, Sessions
 from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidName, InvalidPool,
@@ -95,7 +97,8 @@ __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
            "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
            "InvalidName", "KubeError", "ConfigError",
-           "BadRequest", "Invalid", "TooLarge", "NotFound", "Forbidden", "Conflict", "Unavailable", "TimedOut"]
+           "BadRequest", "Invalid", "TooLarge", "NotFound", "Unauthorized", "Forbidden", "Conflict", "Unavailable",
+           "TimedOut"]
 
 
 def __getattr__(name: str) -> Any:

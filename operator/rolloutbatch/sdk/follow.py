@@ -40,12 +40,15 @@ from rolloutbatch.core.groups import group_and_sample, group_count, group_entry,
 from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
 from rolloutbatch.kube import resources
 from rolloutbatch.sdk.timeouts import checked_timeout
-from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound
+from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound, Unauthorized
 from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, is_finished, read_results
 from rolloutbatch.sdk.types import Group, Row
 
 WATCH_SECONDS = 60        # the server ends each watch after this; we resume from the last version
-FATAL = (Forbidden, NotFound, ConfigError, BadRequest)   # retrying the same watch cannot help
+FATAL = (Unauthorized, Forbidden, NotFound, ConfigError, BadRequest)   # retrying the same watch cannot help
+# The 4xx worth asking again: a timeout, a conflict, an expired version (relisted), a rate limit.
+# Any other 4xx (400, 401, 403, 404, 413, 422...) is the same answer to the same request.
+RETRYABLE_4XX = frozenset({408, 409, 410, 429})
 # ConfigMaps kept until the status records them: a results write puts the head and a shard or
 # two ahead of the status; more (forgeries, say) evict the oldest, which the sweep reads again.
 MAX_PENDING = 16
@@ -130,7 +133,7 @@ class ListWatch:
             self.gones += 1
             # At once the first time; a 410 again before any watch event waits like other errors.
             return 0.0 if self.gones == 1 else self._backoff(self.gones - 1)
-        if isinstance(exc, FATAL):
+        if isinstance(exc, FATAL) or is_final_4xx(exc):
             return None
         self.failures += 1
         return self._backoff(self.failures)
@@ -138,6 +141,12 @@ class ListWatch:
     @staticmethod
     def _backoff(failures: int) -> float:
         return min(0.25 * 2 ** failures, 5.0)
+
+
+def is_final_4xx(exc: BaseException) -> bool:
+    """A client error that asking again unchanged cannot fix (not 408, 409, 410 nor 429)."""
+    status = getattr(exc, "status", None) if isinstance(exc, KubeError) else None
+    return type(status) is int and 400 <= status < 500 and status not in RETRYABLE_4XX
 
 
 def _row(raw: Any, episodes: int) -> Row | None:
