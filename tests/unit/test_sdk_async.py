@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,7 +13,7 @@ from rolloutbatch import sdk
 from rolloutbatch.sdk import aio
 from rolloutbatch.sdk.aio import AsyncApi, AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
-from tests.unit.test_sdk_follow import BATCHES, CMS, FINAL_UNSETTLED, NAME, NS, batch, cm, listing, recorded, row
+from tests.unit.test_sdk_follow import BATCHES, CMS, FINAL_UNSETTLED, NAME, NS, UID, batch, cm, listing, recorded, row
 from rolloutbatch.kube.errors import Gone, KubeError, classify
 from rolloutbatch.sdk import ops
 
@@ -283,6 +286,44 @@ def test_async_watch_line_past_the_bound_is_a_kube_error(monkeypatch):
     monkeypatch.setattr(aio, "MAX_LINE_BYTES", 1000)
     with pytest.raises(KubeError, match="longer than 1000 bytes"):
         asyncio.run(_watch_lines_from_a_local_server(b"x" * 600, b"x" * 600 + b"\n"))
+
+
+class _OneBatch(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = json.dumps(batch({"phase": "Running"})).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_one_async_client_serves_a_training_step_per_event_loop():
+    """A trainer keeps one AsyncClient and runs each step with ``asyncio.run``: the second step's
+    first call raised "Event loop is closed" (the first loop's session, reused)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OneBatch)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = SimpleNamespace(cluster={"server": f"http://127.0.0.1:{server.server_port}"}, user={})
+    client = AsyncClient(api=AsyncApi(config), namespace=NS)
+
+    async def step():
+        return (await client.get(NAME))["metadata"]["uid"]
+
+    async def last_step():
+        try:
+            return await step()
+        finally:
+            await client.close()
+    try:
+        assert [asyncio.run(step()), asyncio.run(step()), asyncio.run(last_step())] == [UID] * 3
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_async_api_reads_the_kubeconfig(tmp_path):

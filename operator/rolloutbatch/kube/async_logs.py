@@ -41,7 +41,7 @@ class AsyncLogReader(LoopSession):
         what = f"read log of pod {namespace}/{pod}"
         params = {"container": container, "limitBytes": str(limit_bytes + 1)}
         try:
-            async with self._open().get(self.base + path, params=params, headers=headers) as response:
+            async with (await self._open()).get(self.base + path, params=params, headers=headers) as response:
                 if response.status >= 400:
                     text = (await response.content.read(2000)).decode("utf-8", "replace")
                     raise classify(response.status, api_message(text), what=what)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -78,8 +78,44 @@ def open_session(config: pykube.KubeConfig, *, pool: int, timeout: float | None,
                                  headers={"User-Agent": user_agent}, **extra)
 
 
+class SessionPerLoop:
+    """An aiohttp session per event loop, opened by ``opener`` at its first use on that loop.
+
+    A session is bound to the loop it was opened on: one caller that runs each step with
+    ``asyncio.run`` (a training loop) gets a new loop each time, and the last step's session
+    then fails with "Event loop is closed". The session of a loop that has been closed is let go
+    from the loop in use: nothing is left to run on its own loop (its connections cannot be closed
+    politely there, only forgotten). A session of a loop still open (another thread's) is its own.
+    """
+
+    def __init__(self, opener: Callable[[], aiohttp.ClientSession]) -> None:
+        self._opener = opener
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+
+    async def get(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            await self._let_go_of_dead_loops()
+            session = self._sessions[loop] = self._opener()
+        return session
+
+    async def _let_go_of_dead_loops(self) -> None:
+        for loop in [loop for loop in self._sessions if loop.is_closed()]:
+            # On a closed loop, close() marks the session and its connector closed (no "Unclosed"
+            # warnings later) without scheduling anything there.
+            await self._sessions.pop(loop).close()
+
+    async def close(self) -> None:
+        """Close this loop's session, and let go of those of closed loops."""
+        await self._let_go_of_dead_loops()
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
+
+
 class LoopSession:
-    """One session to the API server, opened at its first use on the event loop it is used on
+    """One session to the API server per event loop it is used on, opened at its first use there
     (and again once closed); :meth:`close` at shutdown. The base of the operator's calls on the
     loop (``async_logs``, ``async_writes``)."""
 
@@ -88,17 +124,14 @@ class LoopSession:
         self.config = config
         self.base = config.cluster["server"].rstrip("/")
         self.pool, self.timeout, self.user_agent, self.keepalive = pool, timeout, user_agent, keepalive
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions = SessionPerLoop(lambda: open_session(self.config, pool=self.pool, timeout=self.timeout,
+                                                             user_agent=self.user_agent, keepalive=self.keepalive))
 
-    def _open(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = open_session(self.config, pool=self.pool, timeout=self.timeout,
-                                         user_agent=self.user_agent, keepalive=self.keepalive)
-        return self._session
+    async def _open(self) -> aiohttp.ClientSession:
+        return await self._sessions.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._sessions.close()
 
 
 async def send_json(session: aiohttp.ClientSession, method: str, url: str, what: str, *,

@@ -60,7 +60,7 @@ class AsyncWriter(LoopSession):
         now = self._clock()
         if wanted <= 0 or (wanted <= self._warm[0] and now < self._warm[1]):
             return
-        session = self._open()
+        session = await self._open()
         await asyncio.gather(*(self._ping(session) for _ in range(wanted)))
         self._warm = (wanted, now + KEEPALIVE_SECONDS / 2)
 
@@ -83,7 +83,7 @@ class AsyncWriter(LoopSession):
 
     async def _write(self, method: str, path: str, body: dict, what: str, content_type: str) -> dict:
         headers = {"Content-Type": content_type, **auth_headers(self.config)}
-        answer = await send_json(self._open(), method, self.base + check_path(path, what), what, params=STRICT,
+        answer = await send_json(await self._open(), method, self.base + check_path(path, what), what, params=STRICT,
                                  body=body, headers=headers)
         if not isinstance(answer, dict) or not answer:
             raise Unavailable(f"{what}: the API server's answer is not the object: {str(answer)[:200]!r}")

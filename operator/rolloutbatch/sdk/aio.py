@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
-from rolloutbatch.kube.async_session import send_json, ssl_context
+from rolloutbatch.kube.async_session import SessionPerLoop, send_json, ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import ConfigError, KubeError, Unavailable, from_text
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
@@ -66,21 +66,20 @@ class AsyncApi:
             self._ssl = ssl_context(config)
         except (OSError, ssl.SSLError, KeyError, ValueError) as exc:
             raise ConfigError(f"cannot load the kubeconfig's certificates: {exc}") from None
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions = SessionPerLoop(lambda: aiohttp.ClientSession(
+            headers=self._headers, auth=getattr(self, "_auth", None),
+            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=16)))
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self._headers, auth=getattr(self, "_auth", None),
-                                                  connector=aiohttp.TCPConnector(ssl=self._ssl, limit=16))
-        return self._session
+    async def _client(self) -> aiohttp.ClientSession:
+        # One per event loop: a trainer may asyncio.run() each step with this one client.
+        return await self._sessions.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._sessions.close()
 
     async def _request(self, method: str, path: str, what: str, *, params: Mapping | None = None,
                        body: Any = None, headers: Mapping | None = None, timeout: float | None = None) -> Any:
-        return await send_json(self._client(), method, self.url + path, what, params=params, body=body,
+        return await send_json(await self._client(), method, self.url + path, what, params=params, body=body,
                                headers=headers, timeout=timeout or self.timeout)
 
     async def get(self, path: str, what: str, **params: Any) -> dict:
@@ -115,7 +114,7 @@ class AsyncApi:
         """The lines of a streamed GET (a watch), each at most ``MAX_LINE_BYTES`` (KubeError past
         that); a failed read is Unavailable."""
         try:
-            async with self._client().get(self.url + path, params={k: str(v) for k, v in params.items()},
+            async with (await self._client()).get(self.url + path, params={k: str(v) for k, v in params.items()},
                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
                                                                         sock_read=read_timeout)) as response:
                 if response.status >= 400:

@@ -294,3 +294,22 @@ def test_pool_storage_creates_the_refills_pods_through_the_writer(pki):  # noqa:
 def test_a_refused_creation_is_raised_as_the_threads_raise_it(pki):  # noqa: F811
     with pytest.raises(Forbidden, match="create pod in rp-1: .*exceeded quota"):
         _creating(pki, lambda w: PoolStorage(None, w).create_pod(WARM), status=403)
+
+
+def test_a_loop_session_opens_one_session_per_event_loop():
+    """A session is bound to its loop: the one of a loop that has since closed is let go (closed
+    without running anything on the dead loop), never reused on the next loop."""
+    from types import SimpleNamespace
+
+    from rolloutbatch.kube.async_session import LoopSession
+
+    shared = LoopSession(SimpleNamespace(cluster={"server": "https://api.invalid", "insecure-skip-tls-verify": True},
+                                         user={}), pool=1, timeout=5, user_agent="test")
+
+    async def twice():
+        return await shared._open(), await shared._open()
+    first, again = asyncio.run(twice())
+    second, _ = asyncio.run(twice())
+    assert first is again and second is not first and first.closed and not second.closed
+    asyncio.run(shared.close())
+    assert second.closed
