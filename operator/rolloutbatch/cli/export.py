@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from rolloutbatch import __version__
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, at_least, make_client, sandbox_forbidden
 from rolloutbatch.cli.logs import TAILS_KEPT, cleanup_hint
+from rolloutbatch.core import strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
@@ -155,7 +155,8 @@ def export_retained(client: Client, name: str, document: dict, out: pathlib.Path
 
 
 def _write(path: pathlib.Path, data) -> None:
-    text = data if isinstance(data, str) else json.dumps(data, indent=2) + "\n"
+    # strict JSON: what a script then reads parses anywhere (never a NaN nor an Infinity)
+    text = data if isinstance(data, str) else strictjson.dumps(data, indent=2) + "\n"
     path.write_text(text)
 
 

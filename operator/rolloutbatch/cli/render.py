@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from rolloutbatch.core import strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.escapes import escaped
 
@@ -143,7 +144,7 @@ def serialize(objects: Sequence[Mapping], fmt: str, *, single: bool) -> str:
     data: Any = objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": list(objects),
                                            "metadata": {"resourceVersion": ""}}
     if fmt == "json":
-        return json.dumps(data, indent=4)
+        return strictjson.dumps(data, indent=4)
     return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
 
 

@@ -14,8 +14,10 @@ import binascii
 import gzip
 import hashlib
 import json
+import math
 import zlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rolloutbatch.core import strictjson
 from rolloutbatch.core import vocabulary as v
@@ -217,18 +219,36 @@ def _gunzip_bounded(blob: bytes, limit: int) -> bytes:
     return out
 
 
+def _not_json(token: str) -> float:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _finite(token: str) -> float:
+    number = float(token)     # 1e999 is JSON, but no double: Python reads it as infinity
+    if not math.isfinite(number):
+        raise ValueError(f"{token} is past a double's range")
+    return number
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses NaN, Infinity and numbers past a double (ValueError): Python
+    reads them, JSON has none, and no reader of ours may be handed a number that is not finite."""
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+
+
 def decode_results(configmap: Mapping) -> dict | None:
     """The document of a results ConfigMap (either encoding), or None for anything else.
 
     The ConfigMap lives in the user's namespace, where the user may edit it: garbage, invalid
-    base64, a gzip bomb or absurdly nested JSON all give None, never an exception.
+    base64, a gzip bomb, absurdly nested JSON or a number JSON lacks (NaN, Infinity) all give
+    None, never an exception.
     """
     try:
         data, binary = configmap.get("data") or {}, configmap.get("binaryData") or {}
         if KEY in data:
-            document = json.loads(data[KEY])
+            document = strict_loads(data[KEY])
         elif GZ_KEY in binary:
-            document = json.loads(_gunzip_bounded(base64.b64decode(binary[GZ_KEY], validate=True), MAX_INFLATED))
+            document = strict_loads(_gunzip_bounded(base64.b64decode(binary[GZ_KEY], validate=True), MAX_INFLATED))
         else:
             return None
     except (ValueError, TypeError, AttributeError, OSError, EOFError, RecursionError, binascii.Error, zlib.error):

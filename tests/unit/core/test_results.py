@@ -72,6 +72,10 @@ def gz(payload: bytes) -> str:
     {"binaryData": {"results.json.gz": base64.b64encode(b"not gzip").decode()}},
     {"binaryData": {"results.json.gz": gz(b" " * (300 * 1024 * 1024))}},      # inflates past the cap
     {"data": None, "binaryData": None},
+    # numbers JSON has not (Python's json.loads reads them): a NaN reward is no reward
+    {"data": {"results.json": '{"pods": [{"index": 0, "reward": NaN}]}'}},
+    {"data": {"results.json": '{"reward_mean": -Infinity}'}}, {"data": {"results.json": '{"reward_mean": 1e999}'}},
+    {"binaryData": {"results.json.gz": gz(b'{"reward_mean": Infinity}')}},
 ])
 def test_garbage_decodes_to_none(configmap):
     assert decode_results(configmap) is None

@@ -83,6 +83,22 @@ def test_a_shard_edited_since_is_left_out_and_named():
         ops.rows(document, retained.retained_batch(document, REF.name, REF.namespace))
 
 
+def test_a_retained_head_edited_to_hold_nan_is_no_results(tmp_path):
+    """NaN and Infinity are not JSON, but Python reads them: a head edited to hold one reached the
+    trainer as a number no JSON has, and ``results --retained`` wrote it into results.json."""
+    from rolloutbatch.cli import export
+
+    cms = ConfigMaps()
+    _retained_batch(cms)
+    head = naming.results_configmap_name(REF)
+    spoilt = dict(decode_results(cms.get(head)), reward_mean=float("inf"))
+    cms.edit(head, lambda cm: (cm.pop("binaryData", None), cm.update(data={"results.json": json.dumps(spoilt)})))
+    with pytest.raises(ResultsNotReady):
+        run(cms.api, retained.retained_document(REF.name, REF.namespace))
+    with pytest.raises(ValueError):           # what the CLI writes is strict JSON, or nothing
+        export._write(tmp_path / "results.json", spoilt)
+
+
 @pytest.mark.parametrize("spoil", ["absent", "unlabelled", "other uid"])
 def test_no_retained_results_without_the_retained_head(spoil):
     cms = ConfigMaps()
