@@ -152,6 +152,9 @@ class PodFacts:
     # where a pool's pod mounts the task (core.pool_spec.task_mount_path_in): its default command
     # names it, and a pod claimed before its pool's task.mountPath moved keeps the old one
     task_mount_path: str | None = None
+    # why the inputs init container (core.manifests, Job mode with inputs) did not copy the
+    # episode's input; None when it did, or the pod has none
+    inputs_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
                            no log to look at)
  2. EvictedByQueue         (lost) Kueue suspended the Job and its controller deleted the pod
                            (``evicted``) before it ended well
+    InfrastructureFailure  (lost) the inputs init container did not copy the episode's input
+                           (``inputs_error``; ImagePullFailed if its image never came): the
+                           agent never started
     Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
                            unless the Job had deleted it at the batch deadline, before its own
     StorageLimitExceeded   the kubelet evicted it for passing its own storage limits (never retried)
@@ -61,8 +64,8 @@ from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_E
 from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts,
                                      usable_reward)
 from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, ANNOTATION_DELIVERED_AT,
-                                     ANNOTATION_VERIFIER_DELIVERED_AT, CONTAINER_NAME, POOLED_ANNOTATION,
-                                     VERIFIER_CONTAINER)
+                                     ANNOTATION_VERIFIER_DELIVERED_AT, CONTAINER_NAME, INPUTS_CONTAINER,
+                                     POOLED_ANNOTATION, VERIFIER_CONTAINER)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.pool_spec import task_mount_path_in
 from rolloutbatch.core.strictjson import finite, sanitize
@@ -133,6 +136,31 @@ def _agent_facts(statuses: list) -> AgentFacts | None:
     return AgentFacts(state="running" if state.get("running") else "waiting")
 
 
+def _inputs_error(inits: list, phase: object) -> str | None:
+    """Why the inputs init container did not copy the episode's input: it exited non-zero (or the
+    runtime could not start it), or the pod failed before it finished. None once it exited 0,
+    or when the pod has none. Nothing of the agent had run (it starts after), so the verdict is
+    never the agent's."""
+    inputs = next((c for c in inits if isinstance(c, Mapping) and c.get("name") == INPUTS_CONTAINER), None)
+    if inputs is None:
+        return None
+    state = inputs.get("state") or {}
+    terminated = state.get("terminated")
+    if isinstance(terminated, Mapping):
+        code = terminated.get("exitCode")
+        if code == 0:
+            return None
+        message = terminated.get("message")
+        said = f": {message.strip()}" if isinstance(message, str) and message.strip() else ""
+        return (f"the inputs init container, which copies the episode's input, exited with code {code} "
+                f"({terminated.get('reason') or 'Error'}){said}")[:1000]
+    if phase != v.PodPhase.FAILED:
+        return None
+    waiting = state.get("waiting") or {}
+    how = "running" if state.get("running") else f"waiting: {waiting.get('reason') or 'not started'}"
+    return f"the pod failed before its inputs init container copied the episode's input ({how})"
+
+
 def pod_facts(pod: Mapping) -> PodFacts:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     statuses = status.get("containerStatuses") or []
@@ -175,6 +203,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
         claimed_at=annotation_seconds(meta, ANNOTATION_CLAIMED_AT),
         verifier_started=verifier.get("started") is True,
         verifier_delivered_at=annotation_seconds(meta, ANNOTATION_VERIFIER_DELIVERED_AT),
+        inputs_error=_inputs_error(inits, status.get("phase")),
         task_mount_path=task_mount_path_in(spec) if _annotation(meta, POOLED_ANNOTATION) == "true" else None,
     )
 
@@ -425,6 +454,11 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     if evicted and not ended_normally:
         return fail(v.EP_EVICTED, "Kueue evicted the batch's Job (preempted or its queue stopped) while the episode "
                                   "ran; the Job controller deleted its pod")
+    if facts.inputs_error is not None:
+        # before any reason of the agent's: its container never started (the inputs container runs first)
+        if facts.waiting_reason in v.IMAGE_WAITING_REASONS:
+            return fail(v.EP_IMAGE_PULL, f"{facts.waiting_reason}: {facts.waiting_message or ''}".strip())
+        return fail(v.EP_INFRASTRUCTURE, facts.inputs_error)
     if facts.pod_reason == POD_DEADLINE_REASON and not _deleted_by_batch_deadline(facts, deadline):
         return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
     if over_own_limits(facts):
@@ -572,6 +606,8 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
     agent_done = agent.state == "terminated" and agent.exit_code == 0
     if evicted and not (facts.phase == POD_SUCCEEDED and facts.exit_code == 0):
         return done(judge_episode(facts, None, **common), agent_tail)    # EvictedByQueue, whichever phase ran
+    if facts.inputs_error is not None:
+        return done(judge_episode(facts, None, **common))   # lost: the agent never started
     if agent_done and not verifier_started(facts) and not over_own_limits(facts):
         reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
         why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"
