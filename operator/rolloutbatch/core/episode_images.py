@@ -32,12 +32,14 @@ def episode_image(spec: BatchSpec, index: int) -> str:
 def container_images(spec: BatchSpec, index: int) -> tuple[tuple[str, str, int, str], ...]:
     """``(list, name, position, image)`` of each container of episode ``index``'s pod, as
     ``core.manifests.job`` lays them out: the agent (an init container with a verifier) runs its
-    input's image; so does the verifier unless it names its own."""
+    input's image; so does the verifier unless it names its own; with inputs, so does the inputs
+    init container before them (the agent's image: one pull)."""
     image = episode_image(spec, index)
+    inputs = (("initContainers", naming.INPUTS_CONTAINER, 0, image),) if spec.inputs_count else ()
     if spec.verifier is None:
-        return (("containers", naming.CONTAINER_NAME, 0, image),)
+        return (*inputs, ("containers", naming.CONTAINER_NAME, 0, image))
     verifier = image if spec.verifier.follows_episode_image else spec.verifier.image
-    return (("initContainers", naming.AGENT_CONTAINER, 0, image),
+    return (*inputs, ("initContainers", naming.AGENT_CONTAINER, len(inputs), image),
             ("containers", naming.VERIFIER_CONTAINER, 0, verifier))
 
 

@@ -166,13 +166,46 @@ def env_secret(ref: BatchRef, spec: BatchSpec, data: Mapping[str, str] | None, o
 
 
 def _inputs_volume(ref: BatchRef, spec: BatchSpec) -> dict | None:
+    """The inputs ConfigMap(s), mounted only into the inputs init container (_inputs_container)."""
     if spec.inputs:
-        return {"name": "inputs", "configMap": {"name": naming.inputs_configmap_name(ref)}}
+        return {"name": "inputs-source", "configMap": {"name": naming.inputs_configmap_name(ref)}}
     if spec.inputs_from:
         # One directory for every shard's keys (input-<g>.json are unique across shards).
-        return {"name": "inputs", "projected": {"sources": [
+        return {"name": "inputs-source", "projected": {"sources": [
             {"configMap": {"name": naming.inputs_shard_name(ref, j)}} for j in range(len(spec.inputs_from))]}}
     return None
+
+
+# The inputs init container's script: it copies only the episode's own input (group = index // k)
+# into the emptyDir the episode's containers mount read-only, so no episode sees another's input.
+# A missing input fails the pod loudly (stderr and the termination message), never silently.
+_INPUTS_COPY = ('case "$${{EPISODE_INDEX}}" in ""|*[!0-9]*) '
+                'm="rolloutbatch: no completion index (EPISODE_INDEX=$${{EPISODE_INDEX}})";; *) '
+                'f="{key_prefix}$$((EPISODE_INDEX / {k})){key_suffix}"; '
+                'cp "{src}/$$f" "{dst}/$$f" && exit 0; '
+                'm="rolloutbatch: episode $$EPISODE_INDEX: its input $$f could not be copied from the inputs '
+                'ConfigMaps";; esac; '
+                "printf '%s\\n' \"$$m\" >&2; printf '%s' \"$$m\" > {log} 2>/dev/null; exit 1")
+
+
+def _inputs_container(spec: BatchSpec, container: Mapping) -> dict:
+    """The first init container of a batch with inputs: the agent's image (no extra pull), its
+    resources (an init container is charged max(init, containers): the pod's totals, quotas and
+    scheduling stay as they were) and security context."""
+    prefix, suffix = INPUT_KEY.split("{}")
+    script = _INPUTS_COPY.format(k=spec.samples_per_input, key_prefix=prefix, key_suffix=suffix,
+                                 src=naming.INPUTS_SOURCE_MOUNT_PATH, dst=naming.INPUTS_MOUNT_PATH,
+                                 log=naming.TERMINATION_MESSAGE_PATH)
+    return {
+        "name": naming.INPUTS_CONTAINER, "image": container["image"], "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", script, "rolloutbatch-inputs"],
+        "env": [dict(_INDEX_ENV)],   # no user env (nor Secret) here: it needs none
+        "resources": {k: dict(v) for k, v in container["resources"].items()},
+        "volumeMounts": [{"name": "inputs-source", "mountPath": naming.INPUTS_SOURCE_MOUNT_PATH, "readOnly": True},
+                         {"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH}],
+        "securityContext": dict(_SECURITY_CONTEXT),
+        "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
+    }
 
 
 # With k > 1 samples per input, the group and sample of an episode are its index divided by k
@@ -209,13 +242,16 @@ def _verifier_command(spec: BatchSpec) -> tuple[list[str], list[str]]:
     return ["/bin/sh", "-c", script, "rolloutbatch-verifier"], [*ver.command, *ver.args]
 
 
+_INDEX_ENV = {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
+    "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_KEY}']"}}}
+
+
 def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) -> list[dict]:
     """The operator's variables, then the container's own (``extra``: the verifier's; else
     spec.env); a Secret key is read from the operator's copy (core.secret_env)."""
     env = [
         {"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
-            "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_KEY}']"}}},
+        _INDEX_ENV,
         {"name": "BATCH_NAME", "value": ref.name},
     ]
     if spec.samples_per_input == 1:
@@ -248,7 +284,8 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     DisruptionTarget condition (evicted, preempted, its node lost) counts against
     ``backoffLimitPerIndex`` = retries.infrastructure and is retried; any non-zero exit of the
     episode (with a verifier, of its agent's phase or of the verifier) fails its index at once. The Job then runs every other index to the end, so one bad
-    episode fails only itself.
+    episode fails only itself. With inputs, so does a non-zero exit of the inputs init container
+    (core.verdict judges that episode lost: nothing of the agent ran).
     """
     ns = naming.child_namespace(ref, spec)
     volumes = [
@@ -261,7 +298,9 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     ]
     inputs = _inputs_volume(ref, spec)
     if inputs is not None:
-        volumes.append(inputs)
+        # The episode's containers see only the init container's copy of their own input, read-only
+        # (the agent cannot change what the verifier later reads).
+        volumes += [inputs, {"name": "inputs", "emptyDir": {}}]
         mounts.append({"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH, "readOnly": True})
     command, args = _command(spec)
     container = {
@@ -302,6 +341,8 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         # The agent is an init container: it ends (and its launcher kills what it left) before
         # the verifier starts, as a kubelet runs init containers.
         containers, init_containers, main = [verifier], [container], naming.VERIFIER_CONTAINER
+    if inputs is not None:
+        init_containers.insert(0, _inputs_container(spec, container))
     tolerations = list(spec.pod_template.get("tolerations") or [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
@@ -337,6 +378,10 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     # leaves the verifier never run, which no rule on it matches, and the Job would count that
     # against backoffLimitPerIndex: a re-roll.
     judged = (naming.AGENT_CONTAINER, main) if spec.verifier is not None else (main,)
+    # The inputs init container first: its failure (its input missing, no /bin/sh in the image)
+    # would fail every retry alike, and no rule on a later container sees it (they never ran).
+    if inputs is not None:
+        judged = (naming.INPUTS_CONTAINER, *judged)
     # spec.queueName: created suspended, under Kueue's label; Kueue unsuspends it once admitted
     queue = {queueing.QUEUE_LABEL: spec.queue_name} if spec.queue_name else {}
     return {

@@ -32,6 +32,11 @@ TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 # its input's image (core.episode_images).
 IMAGE_GATE = "rl.agentruntime.io/input-image"
 INPUTS_MOUNT_PATH = "/rollout/inputs"
+# A batch with inputs (Job mode): this first init container alone mounts the inputs ConfigMap(s),
+# at INPUTS_SOURCE_MOUNT_PATH, and copies the episode's own input into the emptyDir the episode's
+# containers mount read-only at INPUTS_MOUNT_PATH: no episode can read another's input.
+INPUTS_CONTAINER = "inputs"
+INPUTS_SOURCE_MOUNT_PATH = "/rollout/inputs-source"
 # spec.inputsFrom reads only ConfigMaps carrying this label: set by whoever may write the
 # ConfigMap, never by a submitter who holds rights on RolloutBatches alone (docs/design.md §8.1).
 LABEL_INPUTS, INPUTS_OPT_IN = "rl.agentruntime.io/inputs", "true"

@@ -62,11 +62,16 @@ def test_input_images_are_bounded_in_size():
 
 def test_the_verifier_follows_the_input_image_unless_it_names_its_own():
     spec = parse_spec({**FOUR, "verifier": VERIFIER})
-    assert container_images(spec, 2) == (("initContainers", "agent", 0, "python:3.12-alpine"),
+    # the inputs init container runs the agent's image (no second pull), before the agent
+    assert container_images(spec, 2) == (("initContainers", "inputs", 0, "python:3.12-alpine"),
+                                         ("initContainers", "agent", 1, "python:3.12-alpine"),
                                          ("containers", "verifier", 0, "python:3.12-alpine"))
-    assert container_images(spec, 0)[1][3] == "repo-a:1"
+    assert container_images(spec, 0)[2][3] == "repo-a:1"
     own = parse_spec({**FOUR, "verifier": {**VERIFIER, "image": "grader:1"}})
-    assert [c[3] for c in container_images(own, 0)] == ["repo-a:1", "grader:1"]
+    assert [c[3] for c in container_images(own, 0)] == ["repo-a:1", "repo-a:1", "grader:1"]
+    bare = parse_spec({k: v for k, v in FOUR.items() if k != "inputs"} | {"verifier": VERIFIER})
+    assert [c[:3] for c in container_images(bare, 0)] == [("initContainers", "agent", 0),
+                                                         ("containers", "verifier", 0)]
     plain = parse_spec({k: v for k, v in FOUR.items() if k != "inputImages"} | {"verifier": VERIFIER})
     assert not plain.verifier.follows_episode_image
 
@@ -82,10 +87,12 @@ def _pod(spec, index, gates=None, uid="u-1"):
             "spec": pod_spec, "status": {"phase": "Pending"}}
 
 
+@pytest.mark.parametrize("inputs", [True, False])
 @pytest.mark.parametrize("verifier", [None, VERIFIER, {**VERIFIER, "image": "grader:1"}])
 @given(index=st.integers(0, 7), other_gates=st.lists(st.sampled_from(["a.io/x", "b.io/y"]), unique=True))
-def test_the_patch_gives_the_pod_its_images_and_lifts_only_the_batch_gate(verifier, index, other_gates):
-    raw = FOUR if verifier is None else {**FOUR, "verifier": verifier}
+def test_the_patch_gives_the_pod_its_images_and_lifts_only_the_batch_gate(inputs, verifier, index, other_gates):
+    raw = FOUR if inputs else {k: v for k, v in FOUR.items() if k != "inputs"}
+    raw = raw if verifier is None else {**raw, "verifier": verifier}
     spec = parse_spec(raw)
     pod = _pod(spec, index, gates=[naming.IMAGE_GATE, *other_gates])
     facts = pod_facts(pod)

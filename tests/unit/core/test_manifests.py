@@ -76,8 +76,10 @@ def test_job_shape_and_failure_policy():
     assert (job["completions"], job["parallelism"], job["completionMode"], job["backoffLimitPerIndex"]) == \
         (10, 4, "Indexed", 2)
     assert job["activeDeadlineSeconds"] == 3600 and "ttlSecondsAfterFinished" not in job
-    count, fail = job["podFailurePolicy"]["rules"]
+    count, inputs, fail = job["podFailurePolicy"]["rules"]
     assert count == {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert inputs == {"action": "FailIndex", "onExitCodes": {"containerName": "inputs", "operator": "NotIn",
+                                                             "values": [0]}}
     assert fail == {"action": "FailIndex", "onExitCodes": {"containerName": "episode", "operator": "NotIn",
                                                            "values": [0]}}
     assert job["template"]["metadata"]["labels"][naming.LABEL_EPISODE_ROLE] == "episode"
@@ -178,10 +180,10 @@ def test_the_launcher_script_computes_group_and_sample(tmp_path):
         assert " ".join(out[:2]) == want and out[2] == f"/rollout/inputs/input-{want.split()[0]}.json"
 
 
-def test_inputs_by_reference_mount_every_copied_shard_in_one_directory():
+def test_inputs_by_reference_mount_every_copied_shard_in_one_directory_of_the_inputs_container():
     spec = parse_spec({**MINIMAL, "episodes": 4, "inputsFrom": {"configMaps": ["a", "b"], "count": 4}})
     pod = manifests.job(REF, spec, None)["spec"]["template"]["spec"]
-    volume = next(v for v in pod["volumes"] if v["name"] == "inputs")
+    volume = next(v for v in pod["volumes"] if v["name"] == "inputs-source")
     assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == \
         [naming.inputs_shard_name(REF, 0), naming.inputs_shard_name(REF, 1)]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
