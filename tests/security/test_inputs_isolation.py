@@ -1,5 +1,6 @@
-"""Attack: an episode reads ANOTHER episode's input (README threat model: the agent "may not get
-... another episode's input")."""
+"""An episode's input is its own (README threat model: the agent "may not get ... another
+episode's input"): a Job-mode episode tries to read its neighbour's input, and to change its own
+before the verifier reads it."""
 from __future__ import annotations
 
 import pytest
