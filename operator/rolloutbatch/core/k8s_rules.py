@@ -92,10 +92,13 @@ def parse_quantity(text: object) -> Decimal:
 
 
 def format_quantity(value: float | Decimal) -> str:
-    """Shortest readable form: milli for fractions, binary suffixes for large whole numbers."""
+    """Shortest readable form: milli for fractions, binary suffixes for large whole numbers; a
+    fraction finer than a milli exactly as it is (a quota written 4m for 4.5m would refuse the
+    pod it was made to hold), so what is written never parses back smaller."""
     value = Decimal(str(value))
     if value != value.to_integral_value():
-        return f"{int(value * 1000)}m"
+        millis = value * 1000
+        return f"{int(millis)}m" if millis == millis.to_integral_value() else f"{value.normalize():f}"
     whole = int(value)
     for suffix in ("Gi", "Mi", "Ki"):
         unit = _SUFFIX[suffix]

@@ -99,3 +99,24 @@ def test_the_spec_refuses_bad_quantities_with_a_spec_error(bad):
     with pytest.raises(SpecError) as err:
         parse_spec({**MINIMAL, "resources": {"limits": {"cpu": bad}}})
     assert err.value.field == "spec.resources.limits.cpu"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10**9), st.sampled_from(["n", "u", "m", ""]))
+def test_a_quantity_written_never_parses_back_smaller(amount, suffix):
+    """What a quota is written with holds what it was made to hold: 4.5m was written 4m (and
+    1n as 0m), which refused the last pod a Dedicated quota counts room for."""
+    value = parse_quantity(f"{amount}{suffix}")
+    assert parse_quantity(format_quantity(value)) == value
+
+
+def test_a_dedicated_quota_holds_its_pods_at_sub_milli_cpu():
+    from rolloutbatch.core import k8s_rules, manifests
+    from tests.unit.core.factories import REF
+    spec = parse_spec({**MINIMAL, "parallelism": 1, "isolation": {"namespace": "Dedicated"},
+                       "resources": {"requests": {"cpu": "1500u", "memory": "64Mi"},
+                                     "limits": {"cpu": "1500u", "memory": "64Mi"}}})
+    pod = manifests.job(REF, spec, None)["spec"]["template"]["spec"]
+    hard = manifests.resource_quota(REF, spec, None)["spec"]["hard"]
+    for resource in ("requests.cpu", "limits.cpu"):
+        assert parse_quantity(hard[resource]) == k8s_rules.quota_usage(pod)[resource] * int(hard["pods"]), hard
