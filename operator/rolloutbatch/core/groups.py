@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.strictjson import finite
+from rolloutbatch.core.outcomes import usable_reward
 
 
 def group_and_sample(index: int, k: int) -> tuple[int, int]:
@@ -48,7 +49,9 @@ def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def _valid_reward(row: Mapping) -> float | None:
-    return finite(row.get("reward")) if row.get("valid") is True else None
+    """A valid row's reward; None past MAX_ABS_REWARD as well (no row of the operator's holds one,
+    and a hand-edited 1e308 would overflow the group's mean and std)."""
+    return usable_reward(row.get("reward")) if row.get("valid") is True else None
 
 
 def group_entry(group: int, samples_per_input: int, rows: Mapping[int, Mapping]) -> dict:

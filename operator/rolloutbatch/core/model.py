@@ -10,12 +10,9 @@ from typing import Any
 
 from rolloutbatch.core import vocabulary
 from rolloutbatch.core.groups import group_and_sample
-from rolloutbatch.core.outcomes import FAILURE_REWARD
+from rolloutbatch.core.outcomes import FAILURE_REWARD, MAX_ABS_REWARD, usable_reward  # noqa: F401 - model's API
 from rolloutbatch.core.strictjson import finite, sanitize
 
-# A usable reward's magnitude is at most this: sums of 100,000 of them stay exact enough and
-# finite (two rewards of 1e308 sum to inf, which no JSON patch can carry).
-MAX_ABS_REWARD = 1e12
 
 
 class SpecError(ValueError):
@@ -166,13 +163,6 @@ class AgentFacts:
     exit_code: int | None = None     # the launcher's (0 once it recorded the agent's own)
     message: str | None = None       # the agent's termination message plus the launcher's record
     finished_at: float | None = None
-
-
-def usable_reward(value: object) -> float | None:
-    """``value`` as a reward that may be counted: a finite int/float (never a bool) of magnitude
-    at most MAX_ABS_REWARD; None otherwise."""
-    number = finite(value)
-    return number if number is not None and abs(number) <= MAX_ABS_REWARD else None
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,24 @@ bounded by the owner stopping, and such a group is never final.
 from __future__ import annotations
 
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.strictjson import finite
 
 AGENT, INFRASTRUCTURE, OWNER = "agent", "infrastructure", "owner"
 
 # The reward a failed (valid) episode counts with: the lowest reward of the guide's [0, 1]
 # rewards. The spec declares no reward range, so this is the one place it is decided.
 FAILURE_REWARD = 0.0
+
+# A usable reward's magnitude is at most this: sums of 100,000 of them stay exact enough and
+# finite (two rewards of 1e308 sum to inf, which no JSON patch can carry).
+MAX_ABS_REWARD = 1e12
+
+
+def usable_reward(value: object) -> float | None:
+    """``value`` as a reward that may be counted: a finite int/float (never a bool) of magnitude
+    at most MAX_ABS_REWARD; None otherwise."""
+    number = finite(value)
+    return number if number is not None and abs(number) <= MAX_ABS_REWARD else None
 
 # Every episode reason (vocabulary.EPISODE_REASONS), for an episode whose pod ran.
 REASON_CLASS: dict[str, str] = {

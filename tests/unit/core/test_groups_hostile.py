@@ -95,3 +95,15 @@ def test_replacing_an_honest_zero_by_any_breaker_never_raises_the_mean_nor_an_ad
     assert new.keys() == old.keys(), what                # nobody left out, the breaker included
     for index, value in new.items():
         assert value <= old[index], (what, index)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=4))
+def test_a_hand_edited_rows_huge_rewards_give_finite_group_statistics(rewards):
+    """A results document edited by hand (rows valid, rewards of 1e308) is still read: its group's
+    mean and std are finite or None (its sum overflowed: OverflowError), and a reward past
+    MAX_ABS_REWARD, which no row of the operator's holds, is not counted."""
+    rows = {i: {"index": i, "valid": True, "reward": r, "outcome": "succeeded"} for i, r in enumerate(rewards)}
+    entry = group_entry(0, len(rewards), rows)
+    for key in ("reward_mean", "reward_std"):
+        assert entry[key] is None or abs(entry[key]) <= 2e12, entry
