@@ -100,6 +100,8 @@ class BatchReconciler:
         self._said_provisioned = False                 # the Provisioned Event was posted by this operator
         self._run_id = uuid.uuid4().hex[:16]            # names the pooled Job this run makes (its claims' count)
         self._claims_counted = False                   # this run counted the batch's claims
+        # spec.stop of a queued batch: its Workload is still to be deactivated (none found yet)
+        self._workload_active = False
         # What a running batch says when nothing is wrong; a warning found at its start (declared
         # egress peers that select no pod) stays in it while it runs.
         self._running_message = RUNNING_MESSAGE
@@ -324,11 +326,28 @@ class BatchReconciler:
             await asyncio.sleep(POOL_WAIT_PERIOD)
 
     async def _begin_stop(self) -> None:
-        job = self.tracker.job
-        if job is not None and job.queue is not None:
-            # else Kueue unsuspends the Job the stop suspends (core.queueing)
-            await self.storage.deactivate_workload(job.namespace, job.uid)
+        # else Kueue unsuspends the Job the stop suspends (core.queueing)
+        self._workload_active = self.spec.queue_name is not None
+        await self._deactivate_workload()
         await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.sandbox.recorded_job_uid)
+
+    async def _deactivate_workload(self) -> None:
+        """The stopped Job's Workload made inactive, so Kueue neither admits it nor unsuspends the
+        Job. Kueue makes the Workload after the Job, and may not have yet (slow, restarting): asked
+        again every round of the stop until it is done."""
+        job_uid = self.tracker.job_uid or self.sandbox.recorded_job_uid
+        if self._workload_active and job_uid is not None:
+            namespace = naming.child_namespace(self.ref, self.spec)
+            self._workload_active = not await self.storage.deactivate_workload(namespace, job_uid)
+
+    async def _end_stop(self) -> None:
+        """The stop is done. A Workload still not found would be made, admitted and unsuspend the
+        Job once Kueue comes: the Job goes instead (no pod of it is left, and a stopped batch's rows
+        are kept; its sandbox otherwise stays as cleanup says)."""
+        await self._deactivate_workload()
+        if self._workload_active:
+            self.log.warning("spec.stop: no Workload of the queued Job to deactivate; deleting the Job")
+            await self.sandbox.stop_job(self.spec)
 
     # -- tracking --------------------------------------------------------------------------
     def _round(self) -> lifecycle.Round:
@@ -356,6 +375,8 @@ class BatchReconciler:
             if lifecycle.stop_begins(stop_requested=self.stop.requested(self.body), stopping=tracker.stopping,
                                      complete=tracker.complete, job_finished=bool(job and job.finished)):
                 await self._begin_stop()
+            elif tracker.stopping:
+                await self._deactivate_workload()
             if await self.queue.round(tracker):
                 self.sandbox.provisioned_at = time.monotonic()   # the pods' creation grace starts at admission
             self._start_reads()
@@ -373,6 +394,8 @@ class BatchReconciler:
                 if step is Step.CHECK_ROOM:
                     step = Step.WAIT       # no grace at all (--unschedulable-grace 0): asked once a round
             if step is Step.END:
+                if tracker.stopping:
+                    await self._end_stop()
                 return
             if step is Step.END_AFTER_JOB:
                 missing = tracker.give_up_after_job_end()

@@ -192,6 +192,25 @@ def test_a_stop_of_a_queued_batch_deactivates_its_workload():
 
 
 
+def test_a_stop_before_kueue_made_the_workload_leaves_no_job_kueue_could_run():
+    """Kueue makes the Workload after the Job, and may not have yet (slow, restarting): the stop
+    found none to deactivate. Kueue would make an active one for the suspended Job, admit it and
+    unsuspend the Job, and every episode would run after the batch said Stopped. The Job goes
+    instead; the batch ends Stopped with its rows."""
+    async def scenario(cluster):
+        task = await queued(cluster)
+        assert "create the Workload" in cluster.status()["message"]
+        batch = cluster.batch()
+        cluster.api.merge_patch(f"/apis/{batch['apiVersion']}/namespaces/{NAMESPACE}/rolloutbatches/batch",
+                                {"spec": {"stop": True}}, "kubectl")
+        cluster.reconciler()
+        await asyncio.wait_for(task, 10)
+        assert cluster.status()["phase"] == v.STOPPED
+        assert cluster.job() is None or cluster.job()["metadata"].get("deletionTimestamp")
+        assert {row["outcome"] for row in cluster.rows()} == {v.OUTCOME_STOPPED}
+    run(scenario)
+
+
 def test_the_phase_follows_the_job_as_the_round_saw_it():
     """A Job Kueue resumes between QueueWatch.round and the status's phase is still Queued for
     that round: Running comes with the round that says Admitted, never before it."""
