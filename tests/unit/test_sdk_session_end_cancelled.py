@@ -69,3 +69,20 @@ def test_an_end_cancelled_while_it_records_the_stats_can_be_ended_again(api, tmp
     sandbox, session = asyncio.run(scenario())
     assert sandbox.ends == 1, "the second end() did nothing: the session holds until its deadline"
     assert session.ended
+
+
+def test_an_end_while_another_is_under_way_returns_once_the_session_ended(api, tmp_path):
+    """Two tasks end the session (one of them an `async with` exit): the second returned at once,
+    quietly, while the first still wrote the stats and the session held; had the first failed, no
+    one would have heard. It waits for the first now, and the hold is told once."""
+    async def scenario():
+        slow, sandbox, session = await opened_slowly(api, tmp_path)
+        first = asyncio.ensure_future(session.end())
+        await slow.patching.wait()
+        asyncio.get_running_loop().call_later(0.3, slow.gate.set)
+        await session.end()
+        seen = (session.ended, sandbox.ends)
+        await first
+        return seen
+
+    assert asyncio.run(scenario()) == (True, 1)

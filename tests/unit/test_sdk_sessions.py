@@ -744,3 +744,17 @@ def test_a_sessions_commands_see_the_env_its_episode_sees():
     batch = {"metadata": {"name": "b", "namespace": "team"}, "spec": {"env": env}}
     assert [f"{k}={val}" for k, val in sessions.episode_env(batch, 3, "b-pod")] == handed
     assert dict(sessions.episode_env(batch, 3, "b-pod"))["LOG"] == "/work/3-b-pod/log"
+
+
+def test_a_command_whose_output_reached_the_trainer_counts_though_its_callback_raised(api, tmp_path):
+    """on_output gets raw frames: a callback decoding them strictly raises on a byte that is no
+    UTF-8. The command had run (its output came): it counts in the session's stats."""
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+
+    def strict(stream, data):
+        data.decode()
+    with pytest.raises(UnicodeDecodeError):
+        session.run("printf '\\377'; touch ran", on_output=strict)
+    assert (tmp_path / "ran").exists() and session.stats.commands == 1

@@ -77,6 +77,7 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
 # -- commands in a session -----------------------------------------------------------------------------
 # A command's exit code from this up: a signal ended it (128 + its number: 137 KILL, 143 TERM).
 SIGNALLED_EXIT = 128
+END_WAIT_SECONDS = 0.05   # how often an end() looks whether another one under way is done
 
 
 def _over(target: SessionTarget) -> Op:
@@ -169,17 +170,25 @@ class SessionCore:
         not (the row has them already). Killed by a signal, it is checked against the session
         (``_cut_off``), as the file verbs are."""
         started = time.monotonic()
-        ran = False   # to an exit code, or for its whole timeout
+        ran = False   # to an exit code, or for its whole timeout, or its output reached the trainer
+        heard: list[bool] = []
+
+        def hear(stream: str, data: bytes) -> None:
+            heard.append(True)   # it ran: a callback that raises does not take that back
+            on_output(stream, data)
+
         try:
             try:
                 result = yield from _exec(self.target, argv, "a command", stdin=stdin, timeout=timeout,
-                                          limit_bytes=limit_bytes, on_output=on_output)
+                                          limit_bytes=limit_bytes, on_output=hear if on_output else None)
             except TimedOut:
                 ran = True
                 raise
             ran = True
             yield from self._cut_off(result, "a command")
         finally:
+            # the client closes this op on an error of the callback's, or on a cancellation
+            ran = ran or bool(heard)
             seconds = time.monotonic() - started
             if ran and self.ended is None and not self.ending:
                 self.stats.commands += 1
@@ -243,7 +252,11 @@ class SessionCore:
 
     def end(self) -> Op:
         """End the session (its verifier then grades the workspace); a session that has ended,
-        by end() or otherwise, is left as it is. Its stats go into its row first."""
+        by end() or otherwise, is left as it is. Its stats go into its row first. An end() under
+        way (another task's, another thread's) is waited for: this one returns once the session
+        ended, or tries again if that one failed."""
+        while self.ending and self.ended is None:
+            yield Sleep(END_WAIT_SECONDS)
         if self.ended is None and not self.ending:
             self.ending = True
             try:
