@@ -107,8 +107,11 @@ class PoolStorage:
         return await self._run(get)
 
     async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
-        await self._run(lambda api: api.merge_patch(pool_path(namespace, name) + "/status", {"status": status},
-                                                    f"patch status of RolloutPool {namespace}/{name}"))
+        path, what = pool_path(namespace, name) + "/status", f"patch status of RolloutPool {namespace}/{name}"
+        if self.writer is not None:   # a round's one write, on the loop as the claims are
+            await self.writer.merge_patch(path, {"status": status}, what)
+            return
+        await self._run(lambda api: api.merge_patch(path, {"status": status}, what))
 
     async def ensure(self, obj: dict, pool_uid: str) -> dict:
         return await self._run(_ensure, obj, pool_uid)

@@ -230,9 +230,14 @@ def read_log(api: Api, namespace: str, pod: str, container: str, limit_bytes: in
     return data[:limit_bytes], size > limit_bytes
 
 
+def batch_status_patch(namespace: str, name: str, patch: dict) -> tuple[str, dict, str]:
+    """(path, body, what) of a merge patch of a RolloutBatch's status."""
+    return (object_path("RolloutBatch", name, namespace) + "/status", {"status": patch},
+            f"patch status of RolloutBatch {namespace}/{name}")
+
+
 def patch_batch_status(api: Api, namespace: str, name: str, patch: dict) -> dict:
-    path = object_path("RolloutBatch", name, namespace) + "/status"
-    return api.merge_patch(path, {"status": patch}, f"patch status of RolloutBatch {namespace}/{name}")
+    return api.merge_patch(*batch_status_patch(namespace, name, patch))
 
 
 PUT_TRIES = 3   # a ConfigMap someone keeps deleting and creating under our name: the policy retries later

@@ -69,7 +69,7 @@ class BatchReconciler:
 
     def __init__(self, ctx: Context, body: Mapping, emit: Emit, logger: logging.Logger) -> None:
         self.ctx = ctx
-        self.storage = Storage(ctx.api)   # the batch's own: the finalizer closes it (kube.storage)
+        self.storage = Storage(ctx.api, ctx.writer)   # the batch's own: the finalizer closes it (kube.storage)
         self.ref = batch_ref(body)
         self.body = body
         self.emit = emit

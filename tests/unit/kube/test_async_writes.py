@@ -313,3 +313,38 @@ def test_a_loop_session_opens_one_session_per_event_loop():
     assert first is again and second is not first and first.closed and not second.closed
     asyncio.run(shared.close())
     assert second.closed
+
+
+def test_status_patches_go_through_the_writer_never_the_threads(pki):  # noqa: F811
+    """A batch's and a pool's status patches on the loop (a thread's cost twice the CPU), strict
+    merge patches of /status; a batch's storage closed by its finalizer sends none."""
+    from rolloutbatch.kube.errors import OwnerGone
+    from rolloutbatch.kube.storage import Storage
+    seen: list[tuple[str, dict, str]] = []
+
+    async def patch(request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        seen.append((request.path, body, request.query.get("fieldValidation")))
+        return web.json_response({"kind": "RolloutBatch", "metadata": {"name": "b"}, **body})
+    app = web.Application()
+    app.router.add_patch("/apis/rl.agentruntime.io/v1alpha1/namespaces/team/{plural}/{name}/status", patch)
+
+    async def scenario():
+        async with tls_server(app, pki) as url:
+            writer = AsyncWriter(kubeconfig(url, pki))
+            try:
+                storage = Storage(NoThreads(), writer)
+                answer = await storage.patch_batch_status("team", "b", {"phase": "Running"})
+                await PoolStorage(NoThreads(), writer).patch_pool_status("team", "warm", {"readyPods": 3})
+                storage.close()
+                with pytest.raises(OwnerGone):
+                    await storage.patch_batch_status("team", "b", {"phase": "Failed"})
+                return answer
+            finally:
+                await writer.close()
+    answer = asyncio.run(scenario())
+    assert answer["status"] == {"phase": "Running"}
+    assert seen == [("/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/b/status",
+                     {"status": {"phase": "Running"}}, "Strict"),
+                    ("/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutpools/warm/status",
+                     {"status": {"readyPods": 3}}, "Strict")]

@@ -65,6 +65,9 @@ def test_each_round_keeps_a_connection_open_for_each_claim_the_pool_can_take(api
 
         async def create(self, path, obj, what):   # the refill's pods go through the writer too
             return api.create(path, obj, what)
+
+        async def merge_patch(self, path, patch, what):   # and the pool's status
+            return api.merge_patch(path, patch, what)
     writer = Writer()
     make_pool(api, 3)
     rec = reconciler(api, writer=writer)
