@@ -326,8 +326,10 @@ class BatchReconciler:
             await asyncio.sleep(POOL_WAIT_PERIOD)
 
     async def _begin_stop(self) -> None:
-        # else Kueue unsuspends the Job the stop suspends (core.queueing)
-        self._workload_active = self.spec.queue_name is not None
+        # else Kueue unsuspends the Job the stop suspends (core.queueing); a namespace's default
+        # LocalQueue is only on the Job's label after a restart
+        job = self.tracker.job
+        self._workload_active = self.spec.queue_name is not None or (job is not None and job.queue is not None)
         await self._deactivate_workload()
         await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.sandbox.recorded_job_uid)
 

@@ -175,9 +175,14 @@ def test_an_eviction_cuts_off_running_episodes_as_lost_and_the_rest_run_after_re
     run(scenario)
 
 
-def test_a_stop_of_a_queued_batch_deactivates_its_workload():
+@pytest.mark.parametrize("default_queue", [False, True])
+def test_a_stop_of_a_queued_batch_deactivates_its_workload(default_queue):
+    """Named by spec.queueName, or the namespace's default LocalQueue (on the Job's label only)."""
     async def scenario(cluster):
-        task = await queued(cluster)
+        if default_queue:
+            local_queue(cluster, name=queueing.DEFAULT_QUEUE)
+        task = await queued(cluster, {k: val for k, val in SPEC.items() if k != "queueName"} if default_queue
+                            else SPEC)
         wl = kueue_workload(cluster, ("QuotaReserved", "False", "Pending", WAITING))
         batch = cluster.batch()
         cluster.api.merge_patch(f"/apis/{batch['apiVersion']}/namespaces/{NAMESPACE}/rolloutbatches/batch",
