@@ -99,6 +99,17 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
+# Numbers are read as kubectl's reader (go-yaml, sigs.k8s.io/yaml/goyaml.v2) reads them: never in
+# base 60 (YAML 1.1's `1:30` is 90 there, "purposefully not supported" here: the text `1:30`).
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_Loader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+                                   for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_INT, re.compile(r"""^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)
+                                                |[-+]?0x[0-9a-fA-F_]+)$""", re.X), list("-+0123456789"))
+# go-yaml's floats: an exponent needs no dot nor sign (`1e3` is 1000.0, which YAML 1.1 keeps as text)
+_Loader.add_implicit_resolver(_FLOAT, re.compile(r"""^(?:[-+]?(?:\.[0-9_]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?
+                                                  |[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""", re.X),
+                              list("-+0123456789."))
 _SCALARS = (str, int, float, bool, type(None))
 
 

@@ -217,6 +217,17 @@ def test_a_value_json_cannot_carry_is_refused_naming_where(extra, where, tmp_pat
     assert str(info.value).startswith(f"{f}: object 1: {where}: "), info.value
 
 
+def test_numbers_are_read_as_kubectls_reader_reads_them(tmp_path):
+    """go-yaml (kubectl) reads no base-60 numbers (YAML 1.1 made `1:30` 90 and `1:30.5` 90.5)
+    and reads `1e3` as a number (YAML 1.1: text)."""
+    f = tmp_path / "b.yaml"
+    f.write_text(_DATED + "  env: [{name: AT, value: 1:30}, {name: T, value: '1:30'}]\n"
+                 "  inputs: [{a: 190:20:30.15, b: 1e3, c: 0x1F, d: 1_000, e: -.5E2, f: 12}]\n")
+    (obj,) = common.load_documents(str(f))
+    assert [e["value"] for e in obj["spec"]["env"]] == ["1:30", "1:30"]
+    assert obj["spec"]["inputs"] == [{"a": "190:20:30.15", "b": 1000.0, "c": 31, "d": 1000, "e": -50.0, "f": 12}]
+
+
 def test_a_document_that_contains_itself_or_explodes_through_aliases_is_one_error(tmp_path):
     """Aliases make a graph: one that contains itself walked until MemoryError, a "billion laughs"
     one (10**8 values from 9 lines) did not answer; kubectl's YAML reader refuses both, and so does
