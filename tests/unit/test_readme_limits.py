@@ -57,3 +57,11 @@ def test_the_settings_read_the_tail_the_core_keeps():
 
     assert Settings().log_tail_bytes == v.LOG_TAIL_BYTES >= v.SUCCESS_LOG_TAIL_BYTES
     assert Settings().log_limit_bytes == v.LOG_LIMIT_BYTES
+
+
+def test_every_test_file_the_readme_names_exists():
+    """The threat tables cite the tests that prove each row: a renamed file leaves a dangling one."""
+    import re
+    root = pathlib.Path(__file__).resolve().parents[2]
+    named = set(re.findall(r"`(tests/[\w/]+\.py)`", (root / "README.md").read_text()))
+    assert named and sorted(p for p in named if not (root / p).exists()) == []
