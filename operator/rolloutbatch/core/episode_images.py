@@ -54,6 +54,13 @@ def image_patch(spec: BatchSpec, facts: PodFacts) -> list[dict]:
     assert facts.index is not None
     ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": facts.uid}]
     for kind, name, position, image in container_images(spec, facts.index):
+        if kind == "initContainers":
+            # where the pod has it: a Job an earlier operator made has no inputs container, and
+            # keeps making pods without one until it ends (README: upgrades keep running batches)
+            if name in facts.init_containers:
+                position = facts.init_containers.index(name)
+            elif name == naming.INPUTS_CONTAINER:
+                continue
         ops.append({"op": "test", "path": f"/spec/{kind}/{position}/name", "value": name})
         ops.append({"op": "replace", "path": f"/spec/{kind}/{position}/image", "value": image})
     gates = [{"name": gate} for gate in facts.scheduling_gates]

@@ -152,6 +152,9 @@ class PodFacts:
     # why the inputs init container (core.manifests, Job mode with inputs) did not copy the
     # episode's input; None when it did, or the pod has none
     inputs_error: str | None = None
+    # the pod's init containers by name, in order: where each is (core.episode_images), which a
+    # pod of a Job an earlier operator made may have laid out otherwise
+    init_containers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
         verifier_started=verifier.get("started") is True,
         verifier_delivered_at=annotation_seconds(meta, ANNOTATION_VERIFIER_DELIVERED_AT),
         inputs_error=_inputs_error(inits, status.get("phase")),
+        init_containers=tuple(str(c.get("name")) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)),
         task_mount_path=task_mount_path_in(spec) if _annotation(meta, POOLED_ANNOTATION) == "true" else None,
     )
 

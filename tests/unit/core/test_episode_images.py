@@ -140,3 +140,28 @@ def test_pods_not_waiting_for_an_image_are_left_alone():
     out_of_range = dataclasses.replace(pod_facts(_pod(spec, 1, gates=[naming.IMAGE_GATE])), index=8)
     assert not needs_image(spec, out_of_range)
     assert not needs_image(parse_spec(MINIMAL), pod_facts(_pod(parse_spec(MINIMAL), 1, gates=[naming.IMAGE_GATE])))
+
+
+@pytest.mark.parametrize("verifier", [False, True])
+def test_a_gated_pod_of_a_job_an_earlier_operator_made_gets_its_images(verifier):
+    """A Job made before the inputs container came keeps making pods without it (retries,
+    parallelism) until it ends: the patch finds each container where the pod has it, not where
+    today's template would (its test failed, and the batch ended: README, upgrades keep running
+    batches)."""
+    raw = {**MINIMAL, "episodes": 8, "samplesPerInput": 2, "inputs": [{"i": i} for i in range(4)],
+           "inputImages": ["repo-a:1", "", "repo-c:1", "repo-d:2"]}
+    if verifier:
+        raw["verifier"] = {"files": {"verify.py": "print(1)"}}
+    spec = parse_spec(raw)
+    pod_spec = manifests.job(REF, spec, None)["spec"]["template"]["spec"]
+    pod_spec["initContainers"] = [c for c in pod_spec.get("initContainers", []) if c["name"] != naming.INPUTS_CONTAINER]
+    if not pod_spec["initContainers"]:
+        del pod_spec["initContainers"]
+    pod = {"metadata": {"name": "rb-x-2-abcde", "namespace": "sb", "uid": "u-1",
+                        "annotations": {"batch.kubernetes.io/job-completion-index": "4"}},
+           "spec": pod_spec, "status": {"phase": "Pending"}}
+    facts = pod_facts(pod)
+    assert needs_image(spec, facts)
+    patched = jsonpatch.apply_patch(pod, image_patch(spec, facts))
+    images = [c["image"] for c in patched["spec"].get("initContainers", []) + patched["spec"]["containers"]]
+    assert images == ["repo-c:1"] * len(images) and "schedulingGates" not in patched["spec"]
