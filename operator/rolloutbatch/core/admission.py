@@ -8,11 +8,10 @@ are missing, not opted in or malformed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from rolloutbatch.core import manifests, pools
+from rolloutbatch.core import manifests, pools, strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import (admitted, best_effort, format_quantity, parse_quantity, pod_amounts,
                                          quota_charges_pods, quota_usage, unset_by_containers)
@@ -211,7 +210,6 @@ def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], cou
     before anything is created. Every ConfigMap must be opted in (``opted_in``) before anything
     of any of them is looked at: the submitter may have no right to read them, and a message
     naming a key would hand their content out."""
-    import json
     import re
 
     configmaps = list(configmaps)
@@ -234,7 +232,8 @@ def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], cou
             if g in seen:
                 raise Stalled(v.STALL_INPUTS_INVALID, f"input {g} is in both {seen[g]} and {name}")
             try:
-                parsed = json.loads(value, parse_constant=_refuse_constant, parse_float=_finite_float)
+                # no episode may be handed a number that is not finite (1e999, NaN, 10**400)
+                parsed = strictjson.loads(value)
             except (ValueError, RecursionError) as exc:
                 raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} is not JSON: {exc}"[:300]) from None
             if not isinstance(parsed, dict):
@@ -248,14 +247,3 @@ def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], cou
     return shards
 
 
-def _refuse_constant(token: str) -> float:
-    raise ValueError(f"{token} is not JSON")
-
-
-def _finite_float(token: str) -> float:
-    """1e999 is JSON, but past a double's range: Python reads it as infinity (the API server's
-    decoder refuses it), and no episode may be handed a number that is not finite."""
-    number = float(token)
-    if not math.isfinite(number):
-        raise ValueError(f"{token} is out of a double's range")
-    return number

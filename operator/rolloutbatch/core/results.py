@@ -14,10 +14,8 @@ import binascii
 import gzip
 import hashlib
 import json
-import math
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rolloutbatch.core import strictjson
 from rolloutbatch.core import vocabulary as v
@@ -219,23 +217,6 @@ def _gunzip_bounded(blob: bytes, limit: int) -> bytes:
     return out
 
 
-def _not_json(token: str) -> float:
-    raise ValueError(f"{token} is not JSON")
-
-
-def _finite(token: str) -> float:
-    number = float(token)     # 1e999 is JSON, but no double: Python reads it as infinity
-    if not math.isfinite(number):
-        raise ValueError(f"{token} is past a double's range")
-    return number
-
-
-def strict_loads(text: str | bytes) -> Any:
-    """``json.loads`` that refuses NaN, Infinity and numbers past a double (ValueError): Python
-    reads them, JSON has none, and no reader of ours may be handed a number that is not finite."""
-    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
-
-
 def decode_results(configmap: Mapping) -> dict | None:
     """The document of a results ConfigMap (either encoding), or None for anything else.
 
@@ -246,9 +227,9 @@ def decode_results(configmap: Mapping) -> dict | None:
     try:
         data, binary = configmap.get("data") or {}, configmap.get("binaryData") or {}
         if KEY in data:
-            document = strict_loads(data[KEY])
+            document = strictjson.loads(data[KEY])
         elif GZ_KEY in binary:
-            document = strict_loads(_gunzip_bounded(base64.b64decode(binary[GZ_KEY], validate=True), MAX_INFLATED))
+            document = strictjson.loads(_gunzip_bounded(base64.b64decode(binary[GZ_KEY], validate=True), MAX_INFLATED))
         else:
             return None
     except (ValueError, TypeError, AttributeError, OSError, EOFError, RecursionError, binascii.Error, zlib.error):

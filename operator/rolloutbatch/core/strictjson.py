@@ -64,3 +64,28 @@ COMPACT = (",", ":")   # json.dumps separators of what we write compactly (resul
 def dumps(value: Any, **kwargs: Any) -> str:
     """``json.dumps`` that never writes NaN/Infinity (raises ValueError instead)."""
     return json.dumps(value, allow_nan=False, **kwargs)
+
+
+def _not_json(token: str) -> float:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _finite_float(token: str) -> float:
+    number = float(token)     # 1e999 is JSON, but no double: Python reads it as infinity
+    if not math.isfinite(number):
+        raise ValueError(f"{token} is past a double's range")
+    return number
+
+
+def _finite_int(token: str) -> int:
+    number = int(token)
+    if finite(number) is None:   # 10**400 is JSON too, and no double either
+        raise ValueError(f"{token[:20]}... is past a double's range")
+    return number
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses NaN, Infinity and numbers past a double, written with a
+    fraction, an exponent or as a whole number (ValueError): Python reads them, JSON has none,
+    and no reader of ours may be handed a number that is not finite."""
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite_float, parse_int=_finite_int)

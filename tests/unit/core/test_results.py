@@ -75,6 +75,7 @@ def gz(payload: bytes) -> str:
     # numbers JSON has not (Python's json.loads reads them): a NaN reward is no reward
     {"data": {"results.json": '{"pods": [{"index": 0, "reward": NaN}]}'}},
     {"data": {"results.json": '{"reward_mean": -Infinity}'}}, {"data": {"results.json": '{"reward_mean": 1e999}'}},
+    {"data": {"results.json": '{"reward_mean": 1' + "0" * 400 + "}"}},   # a whole number past a double too
     {"binaryData": {"results.json.gz": gz(b'{"reward_mean": Infinity}')}},
 ])
 def test_garbage_decodes_to_none(configmap):
