@@ -136,10 +136,11 @@ class Metrics:
         self.server_port: int | None = None  # the bound port after serve()
         self._lock = threading.Lock()
         self._batches: dict[tuple[str, str], _BatchState] = {}
-        # Batches deleted lately: a call for one after batch_deleted (its daemon's last status,
-        # cancelled after the deletion handler ran) would make its series again, for good.
-        # batch_started (a new batch of the name) takes it off; the oldest go past the bound.
-        self._deleted: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Batches deleted lately, with their uids: a call for one after batch_deleted (its
+        # daemon's last status, cancelled after the deletion handler ran) would make its series
+        # again, for good. batch_seen of another uid (a new batch of the name) takes it off; the
+        # oldest go past the bound.
+        self._deleted: OrderedDict[tuple[str, str], str | None] = OrderedDict()
         self._deleted_pools: OrderedDict[tuple[str, str], None] = OrderedDict()   # the same of pools
         # Active batches per namespace, and running episodes per namespace (sum over batches).
         self._active: dict[str, int] = {}
@@ -308,10 +309,16 @@ class Metrics:
 
     # --- batch lifecycle ------------------------------------------------------------------------
 
+    def batch_seen(self, namespace: str, batch: str, uid: str) -> None:
+        """A batch object is handled (its reconciler made): one of a name deleted before, under
+        another uid, records from now on, whatever its first call (it may fail before it starts)."""
+        with self._lock:
+            if (namespace, batch) in self._deleted and self._deleted[(namespace, batch)] != uid:
+                del self._deleted[(namespace, batch)]
+
     def batch_started(self, namespace: str, batch: str) -> None:
         """A batch began (or a restarted operator resumed it): batches_active +1, once."""
         with self._lock:
-            self._deleted.pop((namespace, batch), None)
             st = self._state(namespace, batch)
             if st is None or st.active or st.finished:
                 return
@@ -379,14 +386,15 @@ class Metrics:
                 return
             self.queue_evictions_total.labels(*self._key(namespace, batch)).inc()
 
-    def batch_deleted(self, namespace: str, batch: str) -> None:
-        """A batch is gone: leave batches_active if it never finished, forget its bookkeeping,
-        and (with batch_label) remove every series carrying its name."""
+    def batch_deleted(self, namespace: str, batch: str, uid: str | None = None) -> None:
+        """A batch (of ``uid``) is gone: leave batches_active if it never finished, forget its
+        bookkeeping, and (with batch_label) remove every series carrying its name. Its later
+        calls record nothing (see batch_seen)."""
         with self._lock:
             st = self._batches.pop((namespace, batch), None)
             if st is not None:
                 self._deactivate(namespace, batch, st)
-            self._deleted[(namespace, batch)] = None
+            self._deleted[(namespace, batch)] = uid
             while len(self._deleted) > MAX_DELETED_REMEMBERED:
                 self._deleted.popitem(last=False)
             if not self.batch_label:

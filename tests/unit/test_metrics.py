@@ -239,17 +239,19 @@ def test_a_deleted_batchs_late_calls_make_no_series_again():
     exported until a restart. A new batch of the name records as any other."""
     reg = CollectorRegistry()
     m = Metrics(reg, batch_label=True)
+    m.batch_seen("ns", "b1", "uid-1")
     m.batch_started("ns", "b1")
-    m.batch_deleted("ns", "b1")
+    m.batch_deleted("ns", "b1", "uid-1")
+    m.batch_seen("ns", "b1", "uid-1")   # the deleted one's object handled again: still nothing
     m.set_running("ns", "b1", 0)
     m.batch_finished("ns", "b1", "succeeded", 1, 1, 1)
     m.episode_finished("ns", "b1", "succeeded", 1.0, 1.0, 1.0)
     m.episode_retried("ns", "b1")
     m.job_completed("ns", "b1", 3.0)
     assert not [s for fam in reg.collect() for s in fam.samples if s.labels.get("batch") == "b1"]
-    m.batch_started("ns", "b1")
-    m.episode_finished("ns", "b1", "succeeded", 1.0, 1.0, 1.0)
-    assert val(reg, "rolloutbatch_episodes_total", namespace="ns", batch="b1", result="succeeded") == 1
+    m.batch_seen("ns", "b1", "uid-2")   # a new batch of the name: counted, even failing before it starts
+    m.batch_finished("ns", "b1", "failed", None, None, None)
+    assert val(reg, "rolloutbatch_batches_total", namespace="ns", batch="b1", result="failed") == 1
 
 
 def test_a_deleted_pools_late_claims_make_no_series_again(reg, m):

@@ -51,7 +51,7 @@ async def delete_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) 
         if not gone:
             logger.warning("The sandbox was not gone after %ss; releasing the RolloutBatch", timeout)
         memo.registry.forget(body["metadata"]["uid"])
-        memo.metrics.batch_deleted(body["metadata"]["namespace"], body["metadata"]["name"])
+        memo.metrics.batch_deleted(body["metadata"]["namespace"], body["metadata"]["name"], body["metadata"]["uid"])
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, when=stop.needs_acknowledging)

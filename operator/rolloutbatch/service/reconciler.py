@@ -72,6 +72,7 @@ class BatchReconciler:
         self.storage = Storage(ctx.api, ctx.writer)   # the batch's own: the finalizer closes it (kube.storage)
         self.ref = batch_ref(body)
         self.body = body
+        ctx.metrics.batch_seen(self.ref.namespace, self.ref.name, self.ref.uid)
         self.emit = emit
         self.log = logger
         self.spec: BatchSpec | None = None
