@@ -301,9 +301,11 @@ class BatchTracker:
         self._live.pop(uid, None)
         self._waiting_since.pop(uid, None)
         # A terminal pod waiting for its read keeps its place: the read will fail and say so.
-        # One gone before it ended was no attempt: no retry was counted for it, and a row's
-        # attempts beyond the first are taken for retries when it is restored.
-        if not is_terminal(facts) and not is_infrastructure_failure(facts):
+        # One gone before anything of it ran (deleted while Pending) was no attempt: no retry was
+        # counted for it, and a row's attempts beyond the first are taken for retries when it is
+        # restored. One that ran stays an attempt.
+        never_ran = facts.started_at is None and (facts.agent is None or facts.agent.state == "waiting")
+        if never_ran and not is_terminal(facts) and not is_infrastructure_failure(facts):
             self._attempts.get(facts.index, set()).discard(uid)
 
     def listing_mark(self) -> int:

@@ -101,8 +101,7 @@ class BatchReconciler:
         self._said_provisioned = False                 # the Provisioned Event was posted by this operator
         self._run_id = uuid.uuid4().hex[:16]            # names the pooled Job this run makes (its claims' count)
         self._claims_counted = False                   # this run counted the batch's claims
-        # spec.stop of a queued batch: its Workload is still to be deactivated (none found yet)
-        self._workload_active = False
+        self._workload_deactivated = False   # spec.stop of a queued batch: its Workload made inactive
         # What a running batch says when nothing is wrong; a warning found at its start (declared
         # egress peers that select no pod) stays in it while it runs.
         self._running_message = RUNNING_MESSAGE
@@ -327,12 +326,16 @@ class BatchReconciler:
             await asyncio.sleep(POOL_WAIT_PERIOD)
 
     async def _begin_stop(self) -> None:
-        # else Kueue unsuspends the Job the stop suspends (core.queueing); a namespace's default
-        # LocalQueue is only on the Job's label after a restart
-        job = self.tracker.job
-        self._workload_active = self.spec.queue_name is not None or (job is not None and job.queue is not None)
-        await self._deactivate_workload()
+        await self._deactivate_workload()   # else Kueue unsuspends the Job the stop suspends (core.queueing)
         await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.sandbox.recorded_job_uid)
+
+    @property
+    def _workload_active(self) -> bool:
+        """The stopped batch is queued (spec.queueName, or the namespace's default LocalQueue,
+        which after a restart only the Job's label says) and its Workload not yet deactivated."""
+        job = self.tracker.job
+        queued = self.spec.queue_name is not None or (job is not None and job.queue is not None)
+        return queued and not self._workload_deactivated
 
     async def _deactivate_workload(self) -> None:
         """The stopped Job's Workload made inactive, so Kueue neither admits it nor unsuspends the
@@ -341,14 +344,14 @@ class BatchReconciler:
         job_uid = self.tracker.job_uid or self.sandbox.recorded_job_uid
         if self._workload_active and job_uid is not None:
             namespace = naming.child_namespace(self.ref, self.spec)
-            self._workload_active = not await self.storage.deactivate_workload(namespace, job_uid)
+            self._workload_deactivated = await self.storage.deactivate_workload(namespace, job_uid)
 
     async def _end_stop(self) -> None:
         """The stop is done. A Workload still not found would be made, admitted and unsuspend the
         Job once Kueue comes: the Job goes instead (no pod of it is left, and a stopped batch's rows
         are kept; its sandbox otherwise stays as cleanup says)."""
         await self._deactivate_workload()
-        if self._workload_active:
+        if self._workload_active and (self.tracker.job_uid or self.sandbox.recorded_job_uid):
             self.log.warning("spec.stop: no Workload of the queued Job to deactivate; deleting the Job")
             await self.sandbox.stop_job(self.spec)
 
