@@ -266,7 +266,11 @@ def _creating(pki, scenario, status: int = 201):  # noqa: F811
         return web.json_response(made, status=status)
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/pods", create)
+    return _through_writer(app, pki, scenario), seen
 
+
+def _through_writer(app: web.Application, pki, scenario):  # noqa: F811
+    """``scenario(writer)`` with an AsyncWriter to ``app`` served over TLS: its result."""
     async def main():
         async with tls_server(app, pki) as url:
             writer = AsyncWriter(kubeconfig(url, pki))
@@ -274,7 +278,7 @@ def _creating(pki, scenario, status: int = 201):  # noqa: F811
                 return await scenario(writer)
             finally:
                 await writer.close()
-    return asyncio.run(main()), seen
+    return asyncio.run(main())
 
 
 WARM = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "swe-", "namespace": "rp-1"},
@@ -329,20 +333,15 @@ def test_status_patches_go_through_the_writer_never_the_threads(pki):  # noqa: F
     app = web.Application()
     app.router.add_patch("/apis/rl.agentruntime.io/v1alpha1/namespaces/team/{plural}/{name}/status", patch)
 
-    async def scenario():
-        async with tls_server(app, pki) as url:
-            writer = AsyncWriter(kubeconfig(url, pki))
-            try:
-                storage = Storage(NoThreads(), writer)
-                answer = await storage.patch_batch_status("team", "b", {"phase": "Running"})
-                await PoolStorage(NoThreads(), writer).patch_pool_status("team", "warm", {"readyPods": 3})
-                storage.close()
-                with pytest.raises(OwnerGone):
-                    await storage.patch_batch_status("team", "b", {"phase": "Failed"})
-                return answer
-            finally:
-                await writer.close()
-    answer = asyncio.run(scenario())
+    async def scenario(writer):
+        storage = Storage(NoThreads(), writer)
+        answer = await storage.patch_batch_status("team", "b", {"phase": "Running"})
+        await PoolStorage(NoThreads(), writer).patch_pool_status("team", "warm", {"readyPods": 3})
+        storage.close()
+        with pytest.raises(OwnerGone):
+            await storage.patch_batch_status("team", "b", {"phase": "Failed"})
+        return answer
+    answer = _through_writer(app, pki, scenario)
     assert answer["status"] == {"phase": "Running"}
     assert seen == [("/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches/b/status",
                      {"status": {"phase": "Running"}}, "Strict"),
