@@ -139,14 +139,42 @@ def parse_line(line: bytes, number: int = 0) -> Event | None:
     )
 
 
+# How many "{" of a line :func:`holds_event` tries: a line of a million "{" costs no more.
+MAX_EMBEDDED_TRIES = 16
+
+
+def holds_event(line: bytes) -> bool:
+    """Whether a line that is not an event holds one: a ready or reward object after a stray
+    prefix, or inside other text. A container's stdout is a pipe every process in it can write
+    (``/proc/1/fd/1``): bytes written just before a program's event line, without a newline, make
+    that line unreadable, and a verifier's own reward would be lost unseen."""
+    if b'"event"' not in line:
+        return False
+    text = line.decode("utf-8", errors="replace")
+    decoder, start = json.JSONDecoder(), text.find("{")
+    for _ in range(MAX_EMBEDDED_TRIES):
+        if start < 0:
+            return False
+        try:
+            record, _end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            record = None
+        if isinstance(record, dict) and record.get("event") in (READY, REWARD):
+            return True
+        start = text.find("{", start + 1)
+    return False
+
+
 def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX_LINE_BYTES) -> ParsedLog:
     ready: list[Event] = []
     reward: list[Event] = []
     problems: list[str] = []
+    garbled = 0
     for number, line in enumerate(data.split(b"\n"), start=1):
         if len(line) > max_line_bytes:
             if len(problems) < MAX_PROBLEMS:
                 problems.append(f"line {number}: {len(line)} bytes, longer than {max_line_bytes}: skipped")
+            garbled += b'"event"' in line
             continue
         try:
             event = parse_line(line, number)
@@ -155,6 +183,10 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
                 problems.append(f"line {number}: unparseable ({type(exc).__name__}): skipped")
             continue
         if event is None:
+            if holds_event(line):
+                garbled += 1
+                if len(problems) < MAX_PROBLEMS:
+                    problems.append(f"line {number}: holds an event behind other bytes: not read")
             continue
         kept = ready if event.kind == READY else reward
         if len(kept) < MAX_EVENTS_PER_KIND:
@@ -167,7 +199,7 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
     if truncated:
         problems.append("log truncated at the read limit")
     return ParsedLog(ready=tuple(ready), reward=tuple(reward), problems=tuple(problems),
-                     bytes_read=len(data), truncated=truncated)
+                     bytes_read=len(data), truncated=truncated, garbled=garbled)
 
 
 def has_events(log: ParsedLog) -> bool:
@@ -198,14 +230,16 @@ def cross_checked(message: ParsedLog, stdout: ParsedLog | None) -> ParsedLog:
     may write both channels); rewards that disagree are two, which fails the verifier. A stdout
     read only up to the read limit is ``truncated`` here too: what that code printed could have
     pushed the verifier's own reward past the limit, so the message's cannot be proven (the verdict
-    fails a truncated verifier, as it fails one reporting on stdout alone)."""
+    fails a truncated verifier, as it fails one reporting on stdout alone). So is a stdout line
+    holding an event behind other bytes (``garbled``): the verifier's own, written into."""
     if stdout is None:
         return message
     known = {_reward_key(e.reward) for e in message.reward}
     more = tuple(e for e in stdout.reward if _reward_key(e.reward) not in known)
-    if not more and not stdout.truncated:
+    if not more and not stdout.truncated and not stdout.garbled:
         return message
-    return dataclasses.replace(message, reward=message.reward + more, truncated=message.truncated or stdout.truncated)
+    return dataclasses.replace(message, reward=message.reward + more, truncated=message.truncated or stdout.truncated,
+                               garbled=message.garbled + stdout.garbled)
 
 
 def _reward_key(reward: object) -> str:

@@ -186,6 +186,9 @@ class ParsedLog:
     problems: tuple[str, ...]
     bytes_read: int
     truncated: bool
+    # lines that hold a ready or reward event without being one (something was written into the
+    # line), or that hold one past the line limit: core.events.parse_log
+    garbled: int = 0
 
 
 def _r(value: float | None) -> float | None:

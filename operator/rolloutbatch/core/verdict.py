@@ -609,6 +609,12 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         return done(judge_episode(facts, None, **common), agent_tail)    # EvictedByQueue, whichever phase ran
     if facts.inputs_error is not None:
         return done(judge_episode(facts, None, **common))   # lost: the agent never started
+    if agent_done and not verifier_started(facts) and info["timed_out"] and facts.pod_reason == POD_DEADLINE_REASON:
+        # The agent ran past its time (its launcher's record says so), inside the slack it has
+        # before it is failed, and took the verifier's share of the pod's deadline: its own doing,
+        # not a verifier the node could not start (that would make its bad attempt lost)
+        return pod_result(v.EP_TIMEOUT, "the agent ran past episodeTimeoutSeconds and the pod's deadline came "
+                                        "before its verifier started: not graded", agent_tail)
     if agent_done and not verifier_started(facts) and not over_own_limits(facts):
         reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
         why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"
@@ -657,6 +663,11 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
     rewards = verifier_log.reward
     if verifier_log.truncated:
         return verifier_failed("the verifier's output passed the read limit: its reward cannot be proven")
+    if verifier_log.garbled:
+        # what the verifier ran can write the container's stdout (/proc/1/fd/1): bytes put just
+        # before the verifier's own reward line hide it, and a forged one would stand alone
+        return verifier_failed("a line of the verifier's output holds an event behind other bytes (written into "
+                               "by what it ran): its reward cannot be proven")
     if len(rewards) != 1:
         return verifier_failed(f"the verifier reported {_count(rewards)} reward events, not 1")
     reward = rewards[0]

@@ -1,6 +1,7 @@
 """spec.verifier and the termination-message channel in the pure core."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -284,3 +285,43 @@ def test_a_success_keeps_no_more_of_the_agents_output_than_of_its_own_log():
     long = "0123456789" * 1000
     assert len(_OUTCOMES[v.OUTCOME_SUCCEEDED](long).agent["output_tail"]) == v.SUCCESS_LOG_TAIL_BYTES
     assert len(_OUTCOMES[v.OUTCOME_FAILED](long).agent["output_tail"]) == v.LOG_TAIL_BYTES
+
+
+def test_an_agent_that_took_the_verifiers_share_of_the_deadline_is_its_own_timeout():
+    """The agent killed its watchdog and ran on inside the slack its launcher allows, ending just
+    before the pod's deadline: the verifier never started. That was lost (VerifierNotStarted),
+    which dropped the bad attempt from its group; the launcher's record says the agent ran past
+    its time, so it is the agent's Timeout, counted at the worst reward."""
+    late = facts(agent=agent(timed_out="true"), phase="Failed", exit_code=None, terminated_reason=None,
+                 started_at=None, finished_at=None, waiting_reason="PodInitializing", pod_reason="DeadlineExceeded")
+    result = judge_verified(late, log(ev("ready", T0 + 1)), None)
+    assert (result.reason, result.outcome) == (v.EP_TIMEOUT, v.OUTCOME_FAILED), result.message
+    assert (result.to_row(T0)["valid"], result.to_row(T0)["reward"]) == (True, 0.0)
+    # an agent within its time whose verifier the node could not start before the deadline: still lost
+    on_time = dataclasses.replace(late, agent=agent())
+    assert judge_verified(on_time, log(ev("ready", T0 + 1)), None).reason == v.EP_VERIFIER_NOT_STARTED
+
+
+@pytest.mark.parametrize("prefix", ["x", '{"a": ', "  \x1b[31m", '{"event":"reward","reward":1,"note":"'])
+def test_a_verifier_reward_line_written_into_fails_the_verifier(prefix):
+    """What the verifier runs can write the container's stdout (/proc/1/fd/1): bytes written just
+    before the verifier's own reward line make it unreadable, and a forged line beside it, or a
+    reward in the message, stood alone. Such a line fails the verifier, on either channel."""
+    honest = ev("reward", T0 + 9, reward=0)
+    forged = ev("reward", T0 + 8, reward=1)
+    stdout = log(forged + "\n" + prefix + honest)
+    assert stdout.garbled == 1 and [e.reward for e in stdout.reward] == [1]
+    result = judge_verified(facts(agent=agent()), log(ev("ready", T0 + 1)), stdout)
+    assert (result.reason, result.outcome) == (v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED), result.message
+    from rolloutbatch.core.events import cross_checked
+    checked = cross_checked(parse_termination_message(forged), log(prefix + honest))
+    result = judge_verified(facts(agent=agent()), log(ev("ready", T0 + 1)), checked)
+    assert (result.reason, result.outcome) == (v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED), result.message
+
+
+def test_output_that_only_mentions_events_is_not_taken_for_a_written_into_line():
+    """Test output quoting JSON (a verifier printing the events it checked, a diff) is not an
+    event line of its own: only an object that is a ready or reward event counts."""
+    quoted = ['assert {"event": "done"} == x', "E   '\"event\"' not in text", 'print("{")  # "event"',
+              '{"event": "reward", "reward": 1, "episode_id": "p", "at": 1}']
+    assert log("\n".join(quoted)).garbled == 0
