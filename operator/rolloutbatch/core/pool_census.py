@@ -149,6 +149,10 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
                 stuck.append((name, v.PoolReason.CANNOT_START, start_error))
             elif _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, _prepare_failure(pod)))
+            elif (killed := _oom_killed(pod)) is not None and not _disrupted(pod):
+                # the kernel's KILL, which no launcher traps: an idle warm pod holds next to no
+                # memory, so its prepare passed the limit, and every pod would (not churned)
+                stuck.append((name, v.PoolReason.PREPARE_FAILED, killed))
             continue
         old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
         if is_warm(pod):
@@ -224,6 +228,16 @@ def _start_error(pod: Mapping) -> str | None:
         if isinstance(terminated, Mapping) and terminated.get("reason") in v.START_ERROR_REASONS:
             return (f"container {c.get('name')} could not start ({terminated.get('reason')}): "
                     f"{terminated.get('message') or 'no message'}")[:500]
+    return None
+
+
+def _oom_killed(pod: Mapping) -> str | None:
+    """The stall's message for a pod one of whose containers was killed for its memory."""
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (c.get("state") or {}).get("terminated") if isinstance(c, Mapping) else None
+        if isinstance(terminated, Mapping) and terminated.get("reason") == "OOMKilled":
+            return (f"container {c.get('name')} was killed for using more memory than its limit (OOMKilled): "
+                    f"raise resources.limits.memory, or make the prepare use less")[:500]
     return None
 
 

@@ -36,7 +36,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import check_priority_class, check_quota_fits, runtime_overhead
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.scope import POOLS_REFUSED_MESSAGE
-from rolloutbatch.kube.errors import KubeError, NotOurs
+from rolloutbatch.kube.errors import Forbidden, KubeError, NotFound, NotOurs
 from rolloutbatch.kube.pool_pods import PoolPods
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy
@@ -52,6 +52,12 @@ FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill sta
 PODS_PER_FILLING_SECOND = 80
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once when it changes
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
+
+
+def _namespace_gone(refused: KubeError) -> bool:
+    """A pod refused because the pool's namespace is gone (404) or being deleted (403, "because it
+    is being terminated"): made again with its children next round, not a template that cannot run."""
+    return isinstance(refused, NotFound) or (isinstance(refused, Forbidden) and "being terminated" in str(refused))
 
 
 def filling_period(pods: int) -> float:
@@ -157,8 +163,10 @@ class PoolReconciler:
             self._stuck = None
         listed = {(p.get("metadata") or {}).get("name"): p for p in pods}
         doomed = pool_census.pods_to_delete(spec, found)
+        deleted = set()
         for name in doomed:
-            await self.storage.delete_pod(listed[name])   # not if claimed since the list
+            if await self.storage.delete_pod(listed[name]):   # not if claimed since the list
+                deleted.add(name)
         if self.channels is not None:
             container = pools.episode_container(spec)
             self.channels.keep(self.namespace, [(uid, name, container) for name in found.warm if name not in doomed
@@ -192,12 +200,16 @@ class PoolReconciler:
             refused = next((r for r in results if isinstance(r, KubeError)), None)
             if refused is not None:
                 self._children_for = None   # a namespace deleted meanwhile is made again next round
-                self._stuck_on(template, now, ("-", str(v.PoolReason.PODS_NOT_CREATED),
-                                               f"creating a warm pod was refused: {refused}"))
+                if not _namespace_gone(refused):   # else no fault of the template's: no back-off
+                    self._stuck_on(template, now, ("-", str(v.PoolReason.PODS_NOT_CREATED),
+                                                   f"creating a warm pod was refused: {refused}"))
                 break
         await self._collect_task_configmaps(spec, every)
         # While a stuck template is waited out its broken pods are gone: the status keeps the reason.
         shown = found if self._stuck is None or found.stuck else dataclasses.replace(found, stuck=(self._stuck[2],))
+        # nor are the pods this round deleted counted (a scale down: readyPods is /scale's replicas)
+        shown = dataclasses.replace(shown, warm=tuple(n for n in shown.warm if n not in deleted),
+                                    starting=tuple(n for n in shown.starting if n not in deleted))
         status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every, now),
                                          iso_time(now) or "",
                                          self.body.get("status"), refill_held=bool(hold))

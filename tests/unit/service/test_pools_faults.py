@@ -19,7 +19,7 @@ from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.service import pools as pool_service
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, claimed_indexes, triple, drain, batch_spec, delivery, filled, live, make_pool,
-                                            pod_names, reconciler, run)
+                                            pod_names, reconciler, run, set_status)
 
 
 POOL_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
@@ -181,3 +181,49 @@ def test_a_claims_index_edited_by_hand_is_left_out_not_a_crash(api, edited):
     pods = [api.get_object("Pod", p["metadata"]["name"], POOL_NS) for p in claims.unenrolled]
     assert run(pool_claims.enrol(PoolStorage(api), POOL_NS, BATCH, pods)) == []
     run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60))
+
+
+def _conditions(api):
+    return {c["type"]: c["status"] for c in live(api)["status"]["conditions"]}
+
+
+def test_a_scale_down_writes_the_pods_left_not_those_it_deleted(api):
+    """`kubectl scale rp/warm --replicas=1` of a full pool of 3: the round deletes 2 warm pods, and
+    its status said readyPods 3 ("3/1 warm", Ready) until the next round, 5 s later; readyPods is
+    what /scale reads."""
+    rec = filled(api, 3)
+    run(rec.round())
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm", {"spec": {"size": 1}}, "scale")
+    rec.body = live(api)
+    run(rec.round())
+    assert len(pod_names(api)) == 1 and live(api)["status"]["readyPods"] == 1, live(api)["status"]["message"]
+
+
+def test_a_prepare_killed_for_its_memory_stalls_the_pool_not_churns_it(api):
+    """OOMKilled (exit 137: the kernel's KILL, no launcher traps it) every time: the template cannot
+    run, so the pool says Stalled with the reason and waits out the back-off, as for a prepare that
+    fails; it made a new pod every round, Filling for ever."""
+    make_pool(api, 1)
+    rec = reconciler(api)
+    run(rec.round())
+    made = set(pod_names(api))
+    for _ in range(4):
+        for name in pod_names(api):
+            set_status(api, name, {"phase": "Failed", "containerStatuses": [
+                {"name": "episode", "started": False, "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]})
+        run(rec.round())
+        made |= set(pod_names(api))
+    assert len(made) <= 2 and _conditions(api)["Stalled"] == "True"
+    assert "OOMKilled" in live(api)["status"]["message"]
+
+
+def test_a_namespace_deleted_from_under_the_pool_is_made_again_and_refilled_at_once(api):
+    """The creations meeting the missing namespace (404) stalled the pool PodsNotCreated for the
+    60 s back-off, saying its template cannot run: the namespace came back, its pods a minute later."""
+    rec = filled(api, 2)
+    run(rec.round())
+    api.delete(f"/api/v1/namespaces/{POOL_NS}", "kubectl delete ns")
+    for _ in range(3):
+        run(rec.round())
+    assert api.get_object("Namespace", POOL_NS) is not None and len(pod_names(api)) == 2
+    assert _conditions(api)["Stalled"] == "False", live(api)["status"]["message"]
