@@ -1,4 +1,7 @@
-"""Hostile episodes against the inputs init container and the verifier's message cross-check."""
+"""Hostile episodes on the real node against the verifier phase and the inputs init container:
+what the verifier runs writing into its stdout through /proc/1/fd/1 (no ptrace needed), an agent
+ending inside its slack to leave its verifier no time (a "lost" verdict on purpose), and an
+episode trying to read or change inputs. Each test asserts that its attack ran."""
 from __future__ import annotations
 
 import json
@@ -241,9 +244,9 @@ def test_an_agent_cannot_make_its_bad_attempt_lost_by_ending_late(operator_proce
     print(json.dumps(rows, indent=1)[:6000], json.dumps(doc["groups"]))
     assert rows[4]["reward"] == 1.0, rows[4]
     attackers = [rows[i] for i in range(4)]
-    # the attack ran: at least one bad attempt ended within the launcher's slack, past its timeout
-    # (it was not cut by the pod's deadline while the agent ran, nor as overran)
-    assert any(r["reason"] != "Timeout" for r in attackers), attackers
+    # the attack ran: at least one bad attempt ended within the launcher's slack, past its timeout,
+    # and the pod's deadline came before its verifier started (not cut while the agent ran)
+    assert any("before its verifier started" in r["message"] for r in attackers), attackers
     lost = [(r["index"], r["reason"], r["message"]) for r in attackers if r["outcome"] == "lost"]
     assert not lost, f"bad attempts dropped from their group as lost: {lost}; group {doc['groups']}"
     assert doc["groups"][0]["valid"] == 5, doc["groups"]
