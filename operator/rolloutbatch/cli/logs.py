@@ -124,6 +124,37 @@ def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limi
     return ok
 
 
+def _print_gone(client, batch: Mapping, pods: list[dict], episodes: int) -> bool:
+    """Beside the pods' logs, the kept tails of the episodes whose pod is gone (evicted, deleted);
+    False when one has none, or when a finished batch has an episode with neither (said)."""
+    from rolloutbatch.core.verdict import completion_index
+    from rolloutbatch.sdk import ResultsNotReady
+
+    present = {i for p in pods if (i := completion_index(p.get("metadata") or {})) is not None}
+    if len(present) >= episodes:
+        return True
+    # a running batch's episodes without a pod may not have started yet: only a finished one's
+    # must each have shown something
+    finished = (batch.get("status") or {}).get("phase") in v.TERMINAL_PHASES
+    try:
+        document = client.results_document(batch)
+    except ResultsNotReady as exc:
+        if finished:
+            print(f"rolloutbatch: episodes without a pod: the results cannot be read: {exc}", file=sys.stderr)
+        return not finished
+    rows = {r["index"]: r for r in document.get("pods") or [] if isinstance(r, Mapping)
+            and type(r.get("index")) is int and r["index"] not in present}
+    kept = [print_kept(rows[i], document) for i in sorted(rows)]
+    never = [i for i in range(episodes) if i not in present and i not in rows] if finished else []
+    if never:
+        print(f"rolloutbatch: episode(s) {', '.join(map(str, never[:10]))}{' ...' if len(never) > 10 else ''} "
+              f"of {batch['metadata']['name']}: no pod and no results row", file=sys.stderr)
+    if not all(kept):
+        print(f"rolloutbatch: {kept.count(False)} of {len(kept)} episode(s) whose pod is gone have no log left",
+              file=sys.stderr)
+    return all(kept) and not never
+
+
 def logs(args: argparse.Namespace) -> int:
     from rolloutbatch.cli.common import sandbox_forbidden
     from rolloutbatch.core.naming import LABEL_BATCH_UID
@@ -153,6 +184,8 @@ def logs(args: argparse.Namespace) -> int:
         pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
         shown = _print_pod_logs(client, where, pods if args.index is None else pods[-1:], args.index is None,
                                 args.limit_bytes)
+        if args.index is None:   # every episode: those whose pod is gone, by what their rows keep
+            shown = _print_gone(client, batch, pods, episodes) and shown
         return 0 if shown else 1
     # No pod: say why, then print what the results keep.
     finished = status.get("phase") in v.TERMINAL_PHASES

@@ -191,3 +191,47 @@ def test_a_rows_message_cannot_move_the_terminal_cursor():
         assert all(line.isprintable() for line in out.splitlines()), repr(out)
         assert "\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\x9b1A\\u2028\\u202e" in first, repr(out)
         assert all(line.startswith("  (") for line in rest), repr(out)     # no forged line of its own
+
+
+# -- every episode's log while some pods are gone (an API server in memory) ----------------------
+@pytest.fixture
+def memory_api(monkeypatch):
+    from rolloutbatch.sdk import Client as SdkClient
+    from tests.support.memory_api import MemoryApi
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    monkeypatch.setattr(logs, "make_client", lambda args: SdkClient(api=api, namespace="team"))
+    return api
+
+
+def _batch_with_one_pod_left(api, phase: str) -> dict:
+    from rolloutbatch.core.naming import CONTAINER_NAME, LABEL_BATCH_UID
+    batch = api.put({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+                     "metadata": {"name": "b", "namespace": "team"},
+                     "spec": {"episodes": 3, "isolation": {"namespace": "Shared"}}, "status": {"phase": phase}})
+    api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b-0-abcde", "namespace": "team", "labels": {
+        LABEL_BATCH_UID: batch["metadata"]["uid"], v.COMPLETION_INDEX_KEY: "0"}},
+        "spec": {"containers": [{"name": CONTAINER_NAME}]}})
+    api.set_log("team", "b-0-abcde", CONTAINER_NAME, b"episode zero output\n")
+    return batch
+
+
+@pytest.mark.parametrize("phase, code", [("Failed", 1), ("Running", 0)])
+def test_every_episodes_log_shows_the_kept_tail_of_one_whose_pod_is_gone(memory_api, capsys, monkeypatch,
+                                                                       phase, code):
+    """Episode 0's pod is there, episode 1's is gone (evicted) and its row keeps a tail, episode 2
+    has neither: `logs b` printed episode 0 alone and exited 0. Now episode 1's kept tail follows,
+    and a finished batch's episode 2, of which nothing is left, is said and makes it exit 1 (a
+    running batch's may not have started yet)."""
+    from rolloutbatch.sdk import Client as SdkClient
+    from tests.unit.cli.cli_runner import run as run_cli
+    _batch_with_one_pod_left(memory_api, phase)
+    document = {"episodes": 3, "pods": [
+        {"index": 0, "pod": "b-0-abcde", "outcome": "succeeded", "reason": None, "message": "",
+         "log_tail": "episode zero output\n", "channel": "log"},
+        {"index": 1, "pod": "b-1-fghij", "outcome": "lost", "reason": "Evicted", "message": "node drained",
+         "log_tail": "EPISODE-ONE-TAIL\n", "channel": "log"}]}
+    monkeypatch.setattr(SdkClient, "results_document", lambda self, obj: document)
+    got, out, err = run_cli(capsys, "logs", "b")
+    assert "episode zero output" in out and "EPISODE-ONE-TAIL" in out and got == code, (got, out, err)
+    assert ("episode(s) 2 of b: no pod and no results row" in err) == (phase == "Failed"), err

@@ -16,7 +16,9 @@ HOSTILE = b'{"event": "ready"}\n\x1b[3A\x1b[2K==> forged-pod <==\n\x1b]0;title\x
 
 
 def _pod(name):
-    return {"metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+    index = name.split("-")[1]   # as the Job controller annotates its pods
+    return {"metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"batch.kubernetes.io/job-completion-index": index}},
             "spec": {"containers": [{"name": "episode"}]}}
 
 
