@@ -31,8 +31,8 @@ from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.cadence import Cadence
 from rolloutbatch.core.groups import group_entry, group_members, groups_completed_by
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
-from rolloutbatch.core.result_shards import (ShardBook, assemble, rows_per_shard_for, shard_configmap_name,
-                                             shard_document)
+from rolloutbatch.core.result_shards import (ShardBook, assemble, is_results_configmap_name, rows_per_shard_for,
+                                             shard_configmap_name, shard_document)
 from rolloutbatch.core.results import (DIGESTS, PENDING_DIGESTS, SHARD_DIGESTS, configmap_digest, decode_results,
                                        recorded_by_operator, results_document, results_from_document,
                                        retried_from_document, stall_of, vouched_digests)
@@ -123,9 +123,16 @@ class ResultsStore:
             self.versions[None] = (cm.get("metadata") or {}).get("resourceVersion")
             head = self._adopt(cm, recorded)
         shard_docs = []
-        for shard_cm in await self.storage.list_configmaps(self.ref.namespace, self._selector()):
-            if not resources.owned_by(shard_cm, self.ref.uid):
-                continue
+        labelled = [c for c in await self.storage.list_configmaps(self.ref.namespace, self._selector())
+                    if resources.owned_by(c, self.ref.uid)]
+        seen = {(c.get("metadata") or {}).get("name") for c in labelled}
+        # A shard stripped of its labels (a neighbour with ConfigMap rights) is ours by its content,
+        # as the head is: looked up by each shard name the status vouches for.
+        stripped = [c for shard in sorted(n for n in recorded if n != name and n not in seen
+                                          and is_results_configmap_name(name, n))
+                    if (c := await self.storage.get("ConfigMap", shard, self.ref.namespace)) is not None
+                    and recorded_by_operator(c, recorded)]
+        for shard_cm in labelled + stripped:
             doc = self._adopt(shard_cm, recorded)
             if doc is not None and type(doc.get("shard")) is int and doc.get("uid") == self.ref.uid:
                 shard_docs.append(doc)
@@ -143,7 +150,7 @@ class ResultsStore:
                 if (isinstance(entry, Mapping) and entry.get("skipped") is True and number not in ours
                         and entry.get("name") == shard_configmap_name(name, number)):
                     self.book.give_up_name(number)
-            await self._skip_taken_names(ours)
+            await self._skip_taken_names(ours, recorded)
         if head is None and not shard_docs:
             tracker.restore({}, retried=retried)
             if foreign is not None:
@@ -185,8 +192,9 @@ class ResultsStore:
             if cm is not None and configmap_digest(cm) == digest:
                 self.digests[name] = digest
 
-    async def _skip_taken_names(self, ours: set[int]) -> None:
-        """Shard names the batch will write that ConfigMaps not ours hold are never used."""
+    async def _skip_taken_names(self, ours: set[int], recorded: Mapping[str, frozenset[str]]) -> None:
+        """Shard names the batch will write that ConfigMaps not ours hold are never used (ours by
+        their labels and owner, or by their content: ``recorded``, the status' digests)."""
         head = naming.results_configmap_name(self.ref)
         planned = -(-self.episodes // self.book.rows_per_shard)
         for number in range(planned):
@@ -195,7 +203,7 @@ class ResultsStore:
             name = shard_configmap_name(head, number)
             cm = await self.storage.get("ConfigMap", name, self.ref.namespace)
             # ours but not adopted (a user broke it, a crash): judged again and written over
-            if cm is not None and not resources.owned_by(cm, self.ref.uid):
+            if cm is not None and not resources.owned_by(cm, self.ref.uid) and not recorded_by_operator(cm, recorded):
                 self._name_taken(number)
 
     def _name_taken(self, number: int) -> None:
