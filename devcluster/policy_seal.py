@@ -146,11 +146,26 @@ def cni_pod(cni_args: str) -> tuple[str, str] | None:
     return (namespace, name) if namespace and name else None
 
 
-def _plugin(command: str, conf: dict, node_dir: Path, cni_args: str = "") -> dict | None:
+# IPv6 off in the pod's network namespace: the pod network is IPv4 (its bridge, host-local ranges
+# and kube-router's policies), but a kernel gives every interface an IPv6 link-local address, and
+# nothing filters IPv6: pods on one node reached each other and the node over fe80::, past their
+# NetworkPolicy (a hostile episode found its neighbours' addresses from the ARP table).
+_NO_IPV6 = 'for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > "$f" || exit 1; done'
+
+
+def _no_ipv6(netns: str) -> None:
+    out = subprocess.run(["nsenter", f"--net={netns}", "sh", "-c", _NO_IPV6], capture_output=True, text=True)
+    if out.returncode and "No such file" not in out.stderr:   # a kernel without IPv6 has nothing to turn off
+        raise RuntimeError(f"turning IPv6 off in {netns}: {out.stderr.strip()}")
+
+
+def _plugin(command: str, conf: dict, node_dir: Path, cni_args: str = "", netns: str = "") -> dict | None:
     """One CNI call (CNI spec: a chained plugin passes its prevResult on at ADD)."""
     result = conf.get("prevResult") or {}
     addresses = [ip["address"].split("/")[0] for ip in result.get("ips") or [] if "." in ip.get("address", "")]
     if command == "ADD":
+        if netns:
+            _no_ipv6(netns)
         node_dir.joinpath(PENDING_FILE).touch()
         for address in addresses:
             for args in seal_args(address, cni_pod(cni_args)):
@@ -172,7 +187,8 @@ def main() -> int:
     command = os.environ.get("CNI_COMMAND", "")
     conf = json.loads(sys.stdin.read() or "{}")
     try:
-        out = _plugin(command, conf, Path(conf.get("nodeDir") or "."), os.environ.get("CNI_ARGS", ""))
+        out = _plugin(command, conf, Path(conf.get("nodeDir") or "."), os.environ.get("CNI_ARGS", ""),
+                      os.environ.get("CNI_NETNS", ""))
     except Exception as exc:  # noqa: BLE001 - every failure is a CNI error result, never a traceback
         print(json.dumps({"cniVersion": conf.get("cniVersion", "1.0.0"), "code": 999,
                           "msg": "policy seal failed", "details": str(exc)}))
