@@ -492,60 +492,44 @@ def test_a_head_deleted_while_the_store_reads_it_again_is_created_again():
 
 
 # -- shards stripped of their labels by a neighbour: ours by their content, as the head is --------
-
-def test_a_shard_stripped_of_labels_and_owner_is_still_ours_by_its_content():
-    """The head survives this (test_a_head_stripped_of_labels_and_owner_is_still_ours_by_its_content);
-    a shard, whose content the status still vouches for, loses its rows on restart and its own name
-    is taken for a squatter's."""
-    cms = ConfigMaps()
-    head = naming.results_configmap_name(REF)
-    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
-    events = []
-    for i in range(3):
-        tracker.record(result(i), uid=f"u{i}")
-    _write(store, tracker, spec, cms=cms)                 # shard 0 full (0 1), shard 1 open (2)
-    vouched = cms.status["resultsDigests"][f"{head}-0"]
-    cms.edit(f"{head}-0", _strip)                         # content untouched: still what the operator wrote
-    assert configmap_digest(cms.get(f"{head}-0")) == vouched
-    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
-    store.emit = lambda *e: events.append(e)
-    asyncio.run(store.restore(tracker, cms.status))
-    # the rows of episodes 0 and 1 (final, their pods may be gone) are the operator's own
-    assert sorted(tracker.results) == [0, 1, 2]
-    assert [e[1] for e in events] == []                   # no "ResultsShardNameTaken" for our own shard
-
-
-def test_a_shard_stripped_of_its_labels_only_is_still_adopted_on_restart():
-    """Its ownerReference still names the batch (resources.owned_by: "a user removing the label
-    ... does not orphan it"), its content is what the status vouches for: yet restore lists shards
-    by label only, and the rows it holds are not restored."""
-    cms = ConfigMaps()
-    head = naming.results_configmap_name(REF)
-    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
-    for i in range(3):
-        tracker.record(result(i), uid=f"u{i}")
-    _write(store, tracker, spec, cms=cms)                 # shard 0 full (0 1), shard 1 open (2)
-    cms.edit(f"{head}-0", lambda cm: cm["metadata"].pop("labels"))
-    _, tracker, _ = _restart(cms, 6, 2)
-    assert sorted(tracker.results) == [0, 1, 2]
-
-
-def test_the_operator_does_not_write_its_own_unlabelled_shard_over_with_nothing():
-    """After that restart, the final write finds shard 0 without its label and writes it again
-    from the rebuilt book, which holds none of its rows: the genuine rows of episodes 0 and 1 are
-    destroyed by the operator itself (only a re-read of their pods, if they still exist, brings
-    them back)."""
-    cms = ConfigMaps()
+def _three_rows_written(cms: ConfigMaps, strip) -> str:
+    """Rows 0-2 written (shard 0 full: 0 1; shard 1 open: 2), then shard 0 edited by ``strip``
+    (its content untouched, still what the status vouches for); the shard's name."""
     head = naming.results_configmap_name(REF)
     store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
     for i in range(3):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, cms=cms)
-    cms.edit(f"{head}-0", lambda cm: cm["metadata"].pop("labels"))
+    vouched = cms.status["resultsDigests"][f"{head}-0"]
+    cms.edit(f"{head}-0", strip)
+    assert configmap_digest(cms.get(f"{head}-0")) == vouched
+    return f"{head}-0"
+
+
+@pytest.mark.parametrize("strip", [_strip, lambda cm: cm["metadata"].pop("labels")],
+                         ids=["labels-and-owner", "labels"])
+def test_a_shard_stripped_of_its_labels_keeps_its_rows_across_a_restart(strip):
+    """A neighbour with ConfigMap rights strips a shard's labels (and owner): restored by the
+    names the status vouches for, its rows are the operator's own (episodes 0 and 1, whose pods
+    may be gone), and its name is not taken for a squatter's."""
+    cms, events = ConfigMaps(), []
+    _three_rows_written(cms, strip)
+    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=2)
+    store.emit = lambda *e: events.append(e)
+    asyncio.run(store.restore(tracker, cms.status))
+    assert sorted(tracker.results) == [0, 1, 2] and [e[1] for e in events] == []
+
+
+def test_the_final_write_keeps_the_rows_of_a_shard_stripped_of_its_labels():
+    """After that restart the final write finds the shard without its label and writes it again,
+    with its rows, not from an empty book."""
+    cms = ConfigMaps()
+    _three_rows_written(cms, lambda cm: cm["metadata"].pop("labels"))
     store, tracker, spec = _restart(cms, 6, 2)
     for i in (3, 4, 5):
         tracker.record(result(i), uid=f"u{i}")
     _write(store, tracker, spec, final=True, cms=cms)
+    head = naming.results_configmap_name(REF)
     held = {row["index"] for name, cm in cms.objects.items() if name != head
             for row in (decode_results(cm) or {}).get("pods", [])}
     assert {0, 1} <= held
