@@ -556,9 +556,11 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
     The rule (adversary: the agent, which controls everything the verifier imports of its work;
     the verifier's author is trusted): once the agent phase ended and the verifier started, any
     failure of the verifier (exit code, killed, restarts, its deadline, no or an unusable reward,
-    output past the limit) is ``VerifierFailed``, the agent's failure; a verifier the node never
+    output past the limit, a line holding an event behind other bytes) is ``VerifierFailed``, the
+    agent's failure; a verifier the node never
     started (``ImagePullFailed``, ``VerifierNotStarted``) loses the episode.
-    In order: the verifier never started; the agent outlived its watchdog past the slack (its
+    In order: the verifier never started (the agent's ``Timeout`` when its launcher recorded it
+    ran past its time and the pod's deadline came first); the agent outlived its watchdog past the slack (its
     launcher's AGENT_OVERRAN_EXIT: ``Timeout``, not graded); its pod's deadline while it ran
     (``VerifierFailed``);
     the pod-level reasons of :func:`judge_episode` (``Timeout`` while the agent ran, the batch's
