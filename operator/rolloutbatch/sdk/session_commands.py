@@ -171,10 +171,11 @@ class SessionCore:
         (``_cut_off``), as the file verbs are."""
         started = time.monotonic()
         ran = False   # to an exit code, or for its whole timeout, or its output reached the trainer
-        heard: list[bool] = []
+        heard = False   # one flag, not a record per frame: a sandbox may print for its whole timeout
 
         def hear(stream: str, data: bytes) -> None:
-            heard.append(True)   # it ran: a callback that raises does not take that back
+            nonlocal heard
+            heard = True   # it ran: a callback that raises does not take that back
             on_output(stream, data)
 
         try:
@@ -188,7 +189,7 @@ class SessionCore:
             yield from self._cut_off(result, "a command")
         finally:
             # the client closes this op on an error of the callback's, or on a cancellation
-            ran = ran or bool(heard)
+            ran = ran or heard
             seconds = time.monotonic() - started
             if ran and self.ended is None and not self.ending:
                 self.stats.commands += 1
