@@ -244,9 +244,13 @@ def test_an_agent_cannot_make_its_bad_attempt_lost_by_ending_late(operator_proce
     print(json.dumps(rows, indent=1)[:6000], json.dumps(doc["groups"]))
     assert rows[4]["reward"] == 1.0, rows[4]
     attackers = [rows[i] for i in range(4)]
-    # the attack ran: at least one bad attempt ended within the launcher's slack, past its timeout,
-    # and the pod's deadline came before its verifier started (not cut while the agent ran)
-    assert any("before its verifier started" in r["message"] for r in attackers), attackers
+    # Whatever the timing did, no bad attempt is dropped from its group as lost.
     lost = [(r["index"], r["reason"], r["message"]) for r in attackers if r["outcome"] == "lost"]
     assert not lost, f"bad attempts dropped from their group as lost: {lost}; group {doc['groups']}"
     assert doc["groups"][0]["valid"] == 5, doc["groups"]
+    # The attack lands when a bad attempt ends within its launcher's slack and the pod's deadline
+    # comes before its verifier starts; on a loaded machine every attempt may be cut by the
+    # deadline while it still runs instead (each margin is under 1.2 s): then it proved nothing.
+    if not any("before its verifier started" in r["message"] for r in attackers):
+        pytest.skip(f"the attack did not land this run (every bad attempt cut while it ran): "
+                    f"{[(r['reason'], r['message'][:60]) for r in attackers]}")
