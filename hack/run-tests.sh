@@ -78,6 +78,8 @@ finish() {
       [ -e "$out" ] || continue
       echo "=== failures in $(basename "$out" .txt)"
       grep -E '^(FAILED|ERROR) |^=+ .*(passed|failed|error).* =+$' "$out" | tail -n 40 || true
+      # the failures' own messages (pytest's `E` lines): the summary above is cut to a line's width
+      grep -E '^E ' "$out" | cut -c1-3000 | tail -n 30 || true
     done
     echo "=== FAILED: ${failed_steps[*]}"
   else

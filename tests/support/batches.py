@@ -89,6 +89,17 @@ def wait_gone(kind: str, name: str, namespace: str | None = None, timeout: float
     raise AssertionError(f"{kind} {name} still exists after {timeout}s")
 
 
+# hack/run-tests.sh prints each failure's `E` lines cut to 3,000 characters
+FAILURE_TEXT_CHARS = 2900
+
+
+def failure_text(**parts: object) -> str:
+    """An assertion's message for CI's log: one line of JSON (pytest cuts a message of another
+    type to a few hundred characters, and prints each line of a text as an `E` line), within what
+    hack/run-tests.sh prints of a line."""
+    return json.dumps(parts, default=str)[:FAILURE_TEXT_CHARS]
+
+
 def results(name: str, namespace: str) -> dict:
     """The results document of a batch: its head ConfigMap and, for a sharded batch, every shard
     (core.result_shards.assemble), each decoded with the operator's own defences."""
