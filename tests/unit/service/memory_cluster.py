@@ -36,9 +36,12 @@ from tests.support.memory_api import MemoryApi
 NAMESPACE = "rl-team"
 BATCH_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/rolloutbatches/batch"   # the batch most tests submit
 STATUS_SCHEMA = crd_schema.openapi_schema()["properties"]["status"]
-# Every wait of the operator shortened: a lifecycle runs in well under a second.
+# Every wait of the operator shortened: a lifecycle runs in well under a second. The pods' creation
+# grace is the one kept longer: a test starts its pods when it sees the batch Running, and on a busy
+# machine that status write can come more than half a second after the Job (a batch stalled
+# PodsNotCreated in CI). The tests of that stall pass their own, short grace.
 FAST = dict(status_interval=0.01, status_max_interval=0.05, results_interval=0.01, results_max_interval=0.05,
-            job_poll_interval=0.2, collect_grace=0.2, image_pull_grace=0.3, pod_create_grace=0.5,
+            job_poll_interval=0.2, collect_grace=0.2, image_pull_grace=0.3, pod_create_grace=5.0,
             unschedulable_grace=0.3, stall_read_grace=0.2, stop_grace=0.5, namespace_delete_timeout=1.0,
             transient_give_up=1.0)
 

@@ -223,7 +223,7 @@ def test_a_job_that_makes_no_pod_stalls_with_the_controllers_words():
         status = cluster.status()
         assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_PODS_NOT_CREATED)
         assert "exceeded quota" in status["message"]
-    run(scenario)
+    run(scenario, pod_create_grace=0.5)
 
 
 def test_an_image_the_node_cannot_run_stalls_the_batch():
@@ -287,7 +287,8 @@ def test_the_room_check_asks_for_the_pod_the_job_makes_a_pooled_batchs_its_pools
         assert not await sandbox.never_fits(spec)          # its Job not known yet: no guess
         sandbox.took_pooled_job(job, BatchTracker(3, 1, pooled=True))
         assert await sandbox.never_fits(spec)              # 2 + 2 cpu: no node of 3 holds it
-        assert "cpu 4" in sandbox.requests_text(spec) and "memory 2Gi" in sandbox.requests_text(spec)
+        # with the verifier's files writer's (core.pools.files_writer_resources: a Guaranteed pod's)
+        assert "cpu 4100m" in sandbox.requests_text(spec) and "memory 2112Mi" in sandbox.requests_text(spec)
     asyncio.run(scenario())
 
 
