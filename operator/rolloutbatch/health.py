@@ -47,6 +47,7 @@ class HealthServer:
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
+        # None: one socket per family on every address (asyncio's create_server), IPv6 clusters too.
         await web.TCPSite(self._runner, host or None, port, reuse_address=True).start()
 
     async def stop(self) -> None:

@@ -19,7 +19,9 @@ batch.
 
 from __future__ import annotations
 
+import errno
 import math
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -87,6 +89,7 @@ HISTOGRAM_NAMES: frozenset[str] = frozenset(
 
 @dataclass
 class _BatchState:
+    uid: str | None = None    # the batch object's (batch_seen): a namesake's calls are not its
     active: bool = False
     finished: bool = False
     running: int = 0
@@ -311,10 +314,20 @@ class Metrics:
 
     def batch_seen(self, namespace: str, batch: str, uid: str) -> None:
         """A batch object is handled (its reconciler made): one of a name deleted before, under
-        another uid, records from now on, whatever its first call (it may fail before it starts)."""
+        another uid, records from now on, whatever its first call (it may fail before it starts).
+        A namesake of a batch whose deletion has not ended yet (its finalizer removed by hand)
+        replaces its bookkeeping: that batch's late deletion then leaves this one's alone."""
         with self._lock:
             if (namespace, batch) in self._deleted and self._deleted[(namespace, batch)] != uid:
                 del self._deleted[(namespace, batch)]
+            st = self._batches.get((namespace, batch))
+            if st is not None and st.uid is not None and st.uid != uid:
+                self._forget(namespace, batch, st)
+                st = None
+            if st is None:
+                st = self._state(namespace, batch)
+            if st is not None:
+                st.uid = uid
 
     def batch_started(self, namespace: str, batch: str) -> None:
         """A batch began (or a restarted operator resumed it): batches_active +1, once."""
@@ -391,14 +404,21 @@ class Metrics:
         bookkeeping, and (with batch_label) remove every series carrying its name. Its later
         calls record nothing (see batch_seen)."""
         with self._lock:
-            st = self._batches.pop((namespace, batch), None)
-            if st is not None:
-                self._deactivate(namespace, batch, st)
+            st = self._batches.get((namespace, batch))
+            if st is not None and None not in (st.uid, uid) and st.uid != uid:
+                return   # a namesake's since: its bookkeeping and series are its own
             self._deleted[(namespace, batch)] = uid
             while len(self._deleted) > MAX_DELETED_REMEMBERED:
                 self._deleted.popitem(last=False)
-            if not self.batch_label:
-                return
+            self._forget(namespace, batch, st)
+
+    def _forget(self, namespace: str, batch: str, st: _BatchState | None) -> None:
+        """Leave batches_active if the batch never finished, drop its bookkeeping and (with
+        batch_label) every series carrying its name. Caller holds the lock."""
+        if st is not None:
+            self._batches.pop((namespace, batch), None)
+            self._deactivate(namespace, batch, st)
+        if self.batch_label:
             key = (namespace, batch)
             for result in EPISODE_RESULTS:
                 _remove(self.episodes_total, *key, result)
@@ -531,18 +551,41 @@ class Metrics:
     def set_leader(self, leads: bool) -> None:
         self.leader.set(1 if leads else 0)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> Callable[[], None]:
+    def serve(self, port: int, addr: str | None = None) -> Callable[[], None]:
         """Serve ``/metrics`` from a daemon thread; returns a function that stops the server.
-        ``port=0`` picks a free port, readable afterwards as ``self.server_port``."""
-        server, thread = start_http_server(port, addr, registry=self.registry)
-        self.server_port = server.server_port
+        ``port=0`` picks a free port, readable afterwards as ``self.server_port``.
 
-        def stop() -> None:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        ``addr=None`` listens on every address of both families, so the kubelet and Prometheus
+        reach it on an IPv4, IPv6 or dual-stack cluster: one IPv6 socket on ``::``, which takes
+        IPv4 as well where IPV6_V6ONLY is off (Linux's default, net.ipv6.bindv6only=0), with an
+        IPv4 one beside it where it is on, and ``0.0.0.0`` alone on a host without IPv6.
+        """
+        servers = []
+        if addr is None:
+            try:
+                servers.append(start_http_server(port, "::", registry=self.registry))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise
+                # no IPv6 here (EAFNOSUPPORT, EADDRNOTAVAIL): IPv4 only
+            if not servers or servers[0][0].socket.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY):
+                bound = servers[0][0].server_port if servers else port
+                try:
+                    servers.append(start_http_server(bound, "0.0.0.0", registry=self.registry))
+                except OSError:
+                    _stop(servers)
+                    raise
+        else:
+            servers.append(start_http_server(port, addr, registry=self.registry))
+        self.server_port = servers[0][0].server_port
+        return lambda: _stop(servers)
 
-        return stop
+
+def _stop(servers: list) -> None:
+    for server, thread in servers:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def _remove(metric: Counter | Gauge | Histogram, *labelvalues: str) -> None:

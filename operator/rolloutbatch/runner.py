@@ -25,6 +25,7 @@ import socket
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import kopf
@@ -32,6 +33,7 @@ import kopf
 from rolloutbatch.core.cadence import RESULTS_STEPS, STATUS_STEPS
 from rolloutbatch.core.egress import non_pod_dns_cidrs
 from rolloutbatch.core.leadership import DEFAULT_NAMESPACE, NAMESPACE_LABELS, Timing, identity
+from rolloutbatch.core.results import MAX_DOCUMENT_ROWS
 from rolloutbatch.core.scope import DEGRADED, Scope, parse_namespaces
 from rolloutbatch.health import HealthServer, readiness
 from rolloutbatch.kube import async_logs, leases, resources
@@ -51,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig",
                         help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (default 8080)")
-    parser.add_argument("--metrics-address", default="0.0.0.0")
+    parser.add_argument("--metrics-address", default=None, metavar="ADDRESS",
+                        help="where /metrics, /healthz and /readyz listen (default: every address, IPv4 and IPv6, "
+                             "so probes reach the pod on a single-stack IPv6 cluster too)")
     parser.add_argument("--liveness-port", type=int, default=8081,
                         help="/healthz (liveness) and /readyz (leader or standby) port (default 8081)")
     parser.add_argument("--metrics-batch-label", action="store_true",
@@ -74,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "equal to --results-interval: every row within that interval, at more requests)")
     parser.add_argument("--results-shard-rows", type=int, default=defaults.results_shard_rows,
                         help="rows per results ConfigMap shard; a batch with more episodes keeps its rows in "
-                             f"append-only shards (default {defaults.results_shard_rows})")
+                             f"append-only shards (default {defaults.results_shard_rows}; at most {MAX_DOCUMENT_ROWS}: "
+                             "a document of more would not fit a ConfigMap)")
     parser.add_argument("--pod-create-grace", type=float, default=defaults.pod_create_grace,
                         help="seconds without any episode pod after the Job's creation before the batch stalls "
                              f"as PodsNotCreated (default {defaults.pod_create_grace:g})")
@@ -142,11 +147,12 @@ class StartupError(Exception):
     """The operator cannot start: printed as one line, exit code 1."""
 
 
-def check_port(address: str, port: int, option: str) -> None:
+def check_port(address: str | None, port: int, option: str) -> None:
     """Raise StartupError when ``address:port`` cannot be bound (in use, or not ours to bind).
 
     Binds with SO_REUSEADDR, as both servers do (http.server, asyncio), so a port in TIME_WAIT
-    after a previous operator is not reported as busy.
+    after a previous operator is not reported as busy. ``address=None`` (every address) checks
+    each family the host has, as the servers then listen on each.
     """
     if port == 0:
         return
@@ -154,16 +160,27 @@ def check_port(address: str, port: int, option: str) -> None:
         infos = socket.getaddrinfo(address or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise StartupError(f"{option} {port}: cannot resolve address {address!r}: {exc.strerror}") from None
-    family, kind, proto, _, sockaddr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    shown = address or "*"
+    for family, kind, proto, _, sockaddr in (infos if not address else infos[:1]):
         try:
-            sock.bind(sockaddr)
+            sock = socket.socket(family, kind, proto)
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise StartupError(f"{option} {port}: address {address}:{port} is already in use "
-                                   "(is another operator running? choose another port)") from None
-            raise StartupError(f"{option} {port}: cannot listen on {address}:{port}: {exc.strerror}") from None
+            if not address:
+                continue   # a family this host lacks (no IPv6): the servers skip it too
+            raise StartupError(f"{option} {port}: cannot listen on {shown}:{port}: {exc.strerror}") from None
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)   # IPv4 is checked on its own
+            try:
+                sock.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise StartupError(f"{option} {port}: address {shown}:{port} is already in use "
+                                       "(is another operator running? choose another port)") from None
+                if not address and exc.errno == errno.EADDRNOTAVAIL:
+                    continue
+                raise StartupError(f"{option} {port}: cannot listen on {shown}:{port}: {exc.strerror}") from None
 
 
 @dataclass(frozen=True)
@@ -201,7 +218,8 @@ NUMERIC_FLAGS: dict[str, Range] = {
     # 0 reads no log at all (asyncio.Semaphore(0)); the HTTP pool is twice as many connections,
     # and urllib3 fills a pool's queue when it makes the pool.
     "read_concurrency": Range(1, 1000),
-    "results_shard_rows": Range(1),
+    # More rows than one results document holds once shed would make a whole batch the API refuses.
+    "results_shard_rows": Range(1, MAX_DOCUMENT_ROWS),
     "status_interval": SECONDS,
     "status_max_interval": SECONDS,
     "results_interval": SECONDS,
@@ -287,10 +305,8 @@ def run(args: argparse.Namespace) -> int:
                   writer=AsyncWriter(config) if on_loop else None)
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
     import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
-    if elector is not None:
-        elector.on_leader = metrics.set_leader
     try:
-        asyncio.run(_serve(args, memo, elector, scope))
+        asyncio.run(_serve(args, memo, elector, scope, on_leader=metrics.set_leader))
     finally:
         stop_metrics()
     return 0
@@ -310,8 +326,7 @@ def leader_elector(args: argparse.Namespace, config, log: logging.Logger) -> Ele
     except ValueError as exc:
         raise StartupError(f"--leader-election-*: {exc}") from None
     namespace = args.leader_election_namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
-    # A Lease request may not outlast the renew deadline; two of them (read, write) fit in it.
-    api = Api(config, pool=2, timeout=timing.renew_deadline / 2)
+    api = Api(config, pool=2, timeout=timing.request_timeout)
     if not os.environ.get("POD_NAMESPACE"):
         labels = NAMESPACE_LABELS if namespace == DEFAULT_NAMESPACE else {}
         try:
@@ -327,8 +342,10 @@ def leader_elector(args: argparse.Namespace, config, log: logging.Logger) -> Ele
     return Elector(api, namespace, identity(pod, uuid.uuid4().hex[:8]), timing)
 
 
-async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | None, scope: Scope) -> None:
-    """/healthz and /readyz, then kopf once this process leads (service.leadership.operate)."""
+async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | None, scope: Scope, *,
+                 on_leader: Callable[[bool], None] = lambda leads: None) -> None:
+    """/healthz and /readyz, then kopf once this process leads (service.leadership.operate), telling
+    ``on_leader`` (the rolloutbatch_leader gauge) when it starts and stops leading."""
     reconciling = asyncio.Event()   # kopf's ready flag: raised once its startup handlers ran
 
     def status() -> tuple[int, dict]:
@@ -355,6 +372,6 @@ async def _serve(args: argparse.Namespace, memo: kopf.Memo, elector: Elector | N
             ready_flag=reconciling,
         )
     try:
-        await operate(elector, reconcile)
+        await operate(elector, reconcile, on_leader=on_leader)
     finally:
         await health.stop()

@@ -238,23 +238,36 @@ pathlib.Path("saw").write_text(str(os.path.exists("/verifier") and bool(os.listd
 pathlib.Path("answer").write_text("42" if int(os.environ["EPISODE_INDEX"]) % 2 == 0 else "41")
 # left running: killed with the agent's phase, so it cannot rewrite the answer under the verifier
 subprocess.Popen(["/bin/sh", "-c", "sleep 3; echo 42 > answer"], start_new_session=True)
+# the code the verifier runs (it imports it): it rewrites the verifier's truth to its own answer
+pathlib.Path("solution.py").write_text(
+    "import pathlib\\n"
+    "try:\\n"
+    "    pathlib.Path('/verifier/expected').write_text(pathlib.Path('/workspace/answer').read_text())\\n"
+    "    FORGED = 'rewritten'\\n"
+    "except OSError as exc:\\n"
+    "    FORGED = exc.strerror\\n")
 emit("reward", reward=100)   # an agent's own reward: ignored
 '''
 VERIFY = '''
-import json, os, pathlib, time
+import json, os, pathlib, sys, time
 time.sleep(4)
 ws = pathlib.Path(os.environ["WORKSPACE"])
 answer = (ws / "answer").read_text().strip()
+sys.path.insert(0, str(ws))
+import solution   # the agent's code, run as the verifier's UID, before the verifier reads its truth
 expected = (pathlib.Path(__file__).parent / "expected").read_text().strip()
 print(json.dumps(dict(event="reward", at=time.time(), episode_id=os.environ["EPISODE_ID"], reward=float(answer == expected),
-                      saw=(ws / "saw").read_text(), grade=os.environ.get("GRADE"), index=int(os.environ["EPISODE_INDEX"]))))
+                      saw=(ws / "saw").read_text(), grade=os.environ.get("GRADE"), index=int(os.environ["EPISODE_INDEX"]),
+                      forged=solution.FORGED)))
 '''
 
 
 def test_a_pool_with_a_verifier_grades_every_episode_the_agent_cannot_forge(operator_process, namespace):
     """The verifier phase in a pool's pods: the agent's reward is ignored, the verifier's counts; the
-    agent never sees the verifier's files, and what it left running is gone before grading. Three
-    episodes from a pool of two: one of them cold, judged alike."""
+    agent never sees the verifier's files, and what it left running is gone before grading; the
+    agent's code the verifier runs (as its UID) cannot rewrite the verifier's files, which its own
+    container writes (naming.VERIFIER_FILES_CONTAINER). Three episodes from a pool of two: one of
+    them cold, judged alike."""
     pool_name = unique("vpool")
     body = pool(pool_name, 2)
     body["spec"]["verifier"] = {}
@@ -277,6 +290,7 @@ def test_a_pool_with_a_verifier_grades_every_episode_the_agent_cannot_forge(oper
         assert "AgentRewardIgnored" in row["flags"], row
         assert row["extra"]["saw"] == "False" and row["extra"]["grade"] == "strict", row
         assert row["extra"]["index"] == row["index"]
+        assert row["extra"]["forged"] == "Read-only file system", row
     events = json.loads(kubectl("get", "events", "-n", namespace, "--field-selector", "reason=ClaimedFromPool",
                                 "-o", "json").stdout)["items"]
     assert events and events[0]["message"].startswith("2 of the first 3"), events

@@ -112,3 +112,81 @@ def wait_namespace(client: Client, pool: str, timeout: float = 60) -> str:
             return sandbox
         assert time.monotonic() < end, f"pool {pool} has no namespace yet"
         time.sleep(0.5)
+
+
+SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+
+
+def test_a_command_killed_by_sigkill_reports_its_own_time_at_once(operator_process, namespace):
+    """A command that ends itself with SIGKILL (`kill -KILL $$`, what an OOM kill leaves) while
+    the session holds: its 137 is its own, and so is its time. run() used to read the pod for up
+    to 10 s on every 137 (in case the session's end had killed it) and count that wait as the
+    command's: CommandResult.seconds and the row's session.command_seconds gained ~10 s."""
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("kpool")
+    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
+    wait_ready(client, pool, 1)
+    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                              episode_timeout_seconds=120) as batch:
+        with batch.session(0, timeout=60) as session:
+            started = time.monotonic()
+            result = session.run("kill -KILL $$")
+            took = time.monotonic() - started
+            assert result.exit_code == 137               # the session still holds: the command's own code
+            assert session.run("true").ok                # and it does hold
+        rows = batch.wait(timeout=240)
+    written = {row["index"]: row for row in results(batch.name, namespace)["pods"]}
+    batch.handle.delete()
+    client.delete_pool(pool, wait=False)
+    # an exec of a trivial command takes well under a second on the devcluster (~0.1 s)
+    assert took < 3 and result.seconds < 3, (took, result.seconds)
+    assert written[0]["session"]["commands"] == 2 and written[0]["session"]["command_seconds"] < 3, written[0]
+    assert rows[0]["session"]["command_seconds"] < 3, rows[0]["session"]
+
+
+def test_a_command_the_deadline_cuts_off_is_session_over_not_its_137(operator_process, namespace):
+    """The watchdog's kill at episodeTimeoutSeconds reaches a running command before the kubelet
+    reports the agent container ended: the hold has ended by then, so run() reads the pod until it
+    shows the end, and raises SessionOver, not exit code 137; the wait is not the command's time."""
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("dpool")
+    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
+    wait_ready(client, pool, 1)
+    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                              episode_timeout_seconds=10) as batch:
+        session = batch.session(0, timeout=60)
+        with pytest.raises(SessionOver, match="the session is over"):
+            session.run("sleep 100")
+        assert session.ended and session.stats.commands == 1 and session.stats.command_seconds < 15
+        rows = batch.wait(timeout=240)
+    batch.handle.delete()
+    client.delete_pool(pool, wait=False)
+    assert "AgentTimedOut" in rows[0]["flags"]
+
+
+def test_a_command_that_reads_part_of_its_stdin_returns_when_it_exits(operator_process, namespace):
+    """run(command, stdin=...) where the command stops reading early (`head -c 1`; a write_file
+    refused at once, onto a directory): the command exits, but the runtime reports an exec's
+    exit only once it copied all of its stdin, which no one read. run() hung until its timeout
+    (by default until the session's deadline ended the episode: AgentTimedOut, the session lost)."""
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("ipool")
+    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
+    wait_ready(client, pool, 1)
+    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                              episode_timeout_seconds=120) as batch:
+        try:
+            with batch.session(0, timeout=60) as session:
+                started = time.monotonic()
+                result = session.run("head -c 1", stdin=b"y" * 1_000_000, timeout=20)
+                assert (result.exit_code, result.stdout) == (0, b"y") and time.monotonic() - started < 5
+                assert session.run("wc -c", stdin=b"w" * 1_000_000).stdout.strip() == b"1000000"
+                assert session.run("mkdir -p src").ok
+                started = time.monotonic()
+                with pytest.raises(IsADirectoryError):
+                    session.write_file("src", b"x" * 1_000_000, timeout=20)
+                assert time.monotonic() - started < 5
+                assert session.run("true").ok
+        finally:
+            batch.handle.delete(wait=False)
+            client.delete_pool(pool, wait=False)

@@ -106,7 +106,15 @@ elif case == 14:
             blocked(f"{path}: {exc}")
     sys.exit(3)
 elif case == 15:
-    for host, port in (("127.0.0.1", int(os.environ["API_PORT"])), ("kubernetes.default.svc", 443)):
+    # by name (DNS is closed under DenyAll: that alone fails it) and by address: the API Service's
+    # ClusterIP every kubelet puts in the environment, and the node's kubelet at the default gateway
+    targets = [("127.0.0.1", int(os.environ["API_PORT"])), ("kubernetes.default.svc", 443),
+               (os.environ["KUBERNETES_SERVICE_HOST"], int(os.environ["KUBERNETES_SERVICE_PORT"]))]
+    for line in open("/proc/net/route").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == "00000000" and fields[2] != "00000000":
+            targets.append((socket.inet_ntoa(int(fields[2], 16).to_bytes(4, "little")), 10250))
+    for host, port in targets:
         try:
             socket.create_connection((host, port), timeout=3).close()
             escaped(f"connected to {host}:{port}")
@@ -154,6 +162,7 @@ def test_hostile_episodes_fail_only_themselves(operator_process, namespace, tmp_
     assert not problems, "\n".join(problems)
     for index in (13, 14, 15, 16):
         assert "blocked" in (rows[index].get("log_tail") or ""), rows[index]
+    assert ":10250:" in rows[15]["log_tail"] and rows[15]["log_tail"].count("blocked") == 4, rows[15]   # by address too
     st = obj["status"]
     assert st["phase"] == "Succeeded" and st["succeededEpisodes"] == 2 and st["failedEpisodes"] == len(CASES) - 2
     # 50 MiB of output and a 1 MiB line went through the operator: its memory stayed bounded.

@@ -1,7 +1,8 @@
 """An API server in memory, for the service layer's unit tests: ``kube.client.Api``'s methods
 over a dict of objects, with the rules of the real one that the operator relies on.
 
-- create: 409 AlreadyExists on a taken name; ``generateName`` completed with 5 random characters; 404 when the namespace is missing and 403 when it is
+- create: 409 AlreadyExists on a taken name; ``generateName`` completed with 5 random characters
+  (drawn again while taken); 404 when the namespace is missing and 403 when it is
   terminating; ``uid``, ``resourceVersion``, ``creationTimestamp`` and ``generation`` assigned;
   ``dryRun`` stores nothing. A namespace carries the ``kubernetes.io/metadata.name`` label.
 - replace (PUT): 409 Conflict when ``metadata.resourceVersion`` is not the live one.
@@ -265,6 +266,9 @@ class MemoryApi:
             body = dict(body, items=[{"metadata": item["metadata"]} for item in body.get("items") or []])
         return Response(body)
 
+    def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        return self.request(method, path, what, **kwargs).json()
+
     def get(self, path: str, what: str, **params: Any) -> dict:
         discovery = _DISCOVERY.match(path)
         if discovery:
@@ -285,11 +289,16 @@ class MemoryApi:
         assert name is None, f"create at an object's path {path}"
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
-        if "name" not in meta and meta.get("generateName"):   # the server's 5 random characters
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-        name = meta["name"]
         kind, namespaced, _ = KINDS[plural]
         ns = ns if namespaced else None
+        if "name" not in meta and meta.get("generateName"):
+            # the server's 5 random characters, drawn again while taken (as an API server since
+            # Kubernetes 1.31 does: RetryGenerateName)
+            while True:
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                if (plural, ns, meta["name"]) not in self.objects:
+                    break
+        name = meta["name"]
         with self._lock:
             if namespaced:
                 namespace = self.objects.get(("namespaces", None, ns))

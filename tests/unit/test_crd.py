@@ -96,8 +96,11 @@ EDGES = {
                                                                         for i in range(64)]}, "task": F}, True),
     "65 tolerations": ({"episodes": 1, "podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"}
                                                                         for i in range(65)]}, "task": F}, False),
-    "image max": ({"episodes": 1, "image": "i" * 512, "task": F}, True),
-    "image past max": ({"episodes": 1, "image": "i" * 513, "task": F}, False),
+    # a name of 247, a tag of 128 and a sha512 digest: 512 in all
+    "image max": ({"episodes": 1, "image": "r.io/" + "i" * 242 + ":" + "t" * 128 + "@sha512:" + "a" * 128,
+                   "task": F}, True),
+    "image past max": ({"episodes": 1, "image": "r.io/" + "i" * 243 + ":" + "t" * 128 + "@sha512:" + "a" * 128,
+                        "task": F}, False),
     "env name max": ({"episodes": 1, "env": [{"name": "N" * 256}], "task": F}, True),
     "env name past max": ({"episodes": 1, "env": [{"name": "N" * 257}], "task": F}, False),
     "mountPath max": ({"episodes": 1, "task": {**F, "mountPath": "/t" * 512}}, True),
@@ -205,3 +208,39 @@ def test_the_results_retention_names_its_labels():
     text = " ".join(field["description"].split())
     assert f"{LABEL_RESULTS_RETAINED}={RESULTS_RETAINED}" in text
     assert LABEL_BATCH_NAME in text and LABEL_BATCH_UID in text and "--retained" in text
+
+
+def test_the_crd_parse_spec_and_readme_bound_the_files_alike():
+    """README says task.files holds 1..64 files and the CRDs say maxProperties 64 (task.files,
+    verifier.files, a pool's task.files), but parse_spec and parse_pool_spec took any number: an
+    object stored past the bound (or a spec the SDK checks before it submits) went unrefused."""
+    import pathlib
+
+    from rolloutbatch.core import defaults as d
+    from rolloutbatch import crdgen
+    from rolloutbatch.core.model import SpecError
+    from rolloutbatch.core.pool_spec import parse_pool_spec
+    from rolloutbatch.core.spec import parse_spec
+    from tests.support.crd_schema import ROOT, errors, openapi_schema
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"mounted read-only (1..{d.MAX_FILES} files)" in readme
+    pool_crd = openapi_schema(load_crd(ROOT / "crds" / crdgen.POOL_FILE))
+    spec, pool = SCHEMA["properties"]["spec"], pool_crd["properties"]["spec"]
+
+    def files(n):
+        return {"episode.py": "x", "verify.py": "x", **{f"f{i}": "" for i in range(n - 2)}}
+
+    for n, accepted in ((d.MAX_FILES, True), (d.MAX_FILES + 1, False)):
+        for raw, schema, parse, field in (
+                ({"episodes": 1, "task": {"files": files(n)}}, spec, parse_spec, "spec.task.files"),
+                ({"episodes": 1, "task": {"files": {"episode.py": "x"}}, "verifier": {"files": files(n)}}, spec,
+                 parse_spec, "spec.verifier.files"),
+                ({"size": 1, "task": {"files": files(n)}}, pool, parse_pool_spec, "spec.task.files")):
+            assert (errors(raw, schema) == []) == accepted, (field, n)
+            if accepted:
+                parse(raw)
+            else:
+                with pytest.raises(SpecError, match=f"at most {d.MAX_FILES}") as err:
+                    parse(raw)
+                assert err.value.field == field

@@ -17,6 +17,15 @@ from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import (BadRequest, ConfigError, Conflict, Forbidden, Gone, Invalid, KubeError,
                                       NotFound, TooLarge, Unavailable)
 
+
+@pytest.fixture(autouse=True)
+def _no_env_proxy(monkeypatch):
+    """The process's proxy settings never send these tests' requests elsewhere, nor change the
+    proxy a test expects (an empty NO_PROXY falls back to no_proxy, as in Go)."""
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
 STRICT_400 = ('RolloutBatch in version "v1alpha1" cannot be handled as a RolloutBatch: strict decoding error: '
               'unknown field "spec.paralellism", unknown field "spec.task.mountpath", duplicate field "image"')
 
@@ -87,11 +96,13 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
             status, body = 400, {"kind": "Status", "reason": "BadRequest", "message": STRICT_400}
         elif url.path.endswith("/huge"):
             status, body = 500, {"kind": "Status", "message": "etcdserver: request is too large"}
+        elif "login" in url.path.split("/"):   # a proxy's login page, answered 200
+            status, body = 200, b"<html>proxy login</html>"
         else:
             status, body = 200, {"kind": "Thing"}
-        data = json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/html" if isinstance(body, bytes) else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -142,6 +153,36 @@ def test_refusals_map_to_their_types(api):
         api.replace("/api/v1/namespaces/n/configmaps/huge", {}, "replace")
 
 
+def test_a_success_answer_that_is_not_json_is_unavailable_from_every_call(api):
+    """The blocking client parsed a 2xx answer outside its error mapping: a body that is not JSON
+    (a proxy's login page) escaped as requests' JSONDecodeError, not a KubeError, which the
+    reconciler's policy takes for a bug (StalledInternal, the batch Failed) and which escapes every
+    ``except KubeError``. The event loop's calls (async_session.send_json) say Unavailable."""
+    path = "/api/v1/namespaces/n/configmaps/login"
+    calls = [lambda: api.get(path, "get"), lambda: api.create(path, {}, "create"),
+             lambda: api.merge_patch(path, {}, "patch"), lambda: api.json_patch(path, [], "json patch"),
+             lambda: api.replace(path, {}, "replace"), lambda: api.delete(path, "delete")]
+    for call in calls:
+        with pytest.raises(Unavailable, match="not a JSON object.*proxy login"):
+            call()
+
+
+def test_a_paged_metadata_list_that_is_not_json_is_unavailable(api):
+    from rolloutbatch.kube import resources
+    with pytest.raises(Unavailable, match="not a JSON object"):
+        resources.configmap_versions(api, "login", "a=b")
+
+
+@pytest.mark.parametrize("body", [b"null", b'"ok"', b"[]", b"42"])
+def test_a_success_answer_that_is_json_but_no_object_is_unavailable(body):
+    """JSON that is no object passed the check above and its caller read it as one
+    (AttributeError: 'NoneType' object has no attribute 'get'): StalledInternal again."""
+    from rolloutbatch.kube.errors import json_answer
+    with pytest.raises(Unavailable, match="not a JSON object"):
+        json_answer(body, "get")
+    assert json_answer(b"", "delete") == {} and json_answer(b'{"kind": "Status"}', "delete") == {"kind": "Status"}
+
+
 def test_a_body_json_cannot_carry_is_not_retried(api):
     with pytest.raises(BadRequest, match="not valid JSON"):
         api.merge_patch("/apis/g/v1/namespaces/n/things/t/status", {"status": {"rewardSum": float("inf")}},
@@ -176,6 +217,42 @@ def test_unusable_kubeconfig_is_a_config_error(tmp_path, doc, needle):
     with pytest.raises(ConfigError, match=needle) as info:
         Api(load_config(_kubeconfig(tmp_path, doc)))
     assert "cannot load the kubeconfig" in str(info.value)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ("", "invalid configuration: no configuration has been provided"),
+    ("# only a comment\n", "invalid configuration: no configuration has been provided"),
+    ("clusters: null\n", "invalid configuration: no configuration has been provided"),
+    ({**GOOD, "current-context": "zzz"}, 'context "zzz" does not exist'),
+    ({**GOOD, "contexts": None}, 'context "c" does not exist'),
+    ({**GOOD, "contexts": [{"name": "c", "context": {"cluster": "zzz", "user": "u"}}]},
+     'cluster "zzz" of context "c" does not exist'),
+    ({**GOOD, "clusters": None}, 'cluster "k" of context "c" does not exist'),
+    ({**GOOD, "contexts": [{"name": "c", "context": {"cluster": "k", "user": "zzz"}}]},
+     'user "zzz" of context "c" does not exist'),
+    ({**GOOD, "users": None}, 'user "u" of context "c" does not exist'),
+    ({**GOOD, "users": [{"name": "u", "user": {"auth-provider": {"name": "azure", "config": {}}}}]},
+     'the auth-provider "azure" of user "u" is not supported'),
+])
+def test_a_kubeconfig_that_names_nothing_usable_says_what_in_a_users_words(tmp_path, doc, message):
+    """An empty kubeconfig said "argument of type 'NoneType' is not iterable"; a context, cluster
+    or user it does not hold said "missing 'zzz'", and a user it does not hold was no error at all
+    (pykube sends such requests anonymously), nor an auth-provider pykube does not implement."""
+    with pytest.raises(ConfigError) as info:
+        Api(load_config(_kubeconfig(tmp_path, doc)))
+    assert str(info.value).startswith(f"cannot load the kubeconfig {tmp_path / 'kubeconfig'}: {message}")
+
+
+def test_an_empty_kubeconfig_in_a_list_is_skipped_and_an_empty_list_says_so(tmp_path, monkeypatch):
+    """kubectl merges an empty file as nothing; all of them empty is no configuration."""
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    monkeypatch.setenv("KUBECONFIG", f"{empty}{os.pathsep}{_write(tmp_path / 'good', GOOD)}")
+    assert load_config().cluster["server"] == "https://127.0.0.1:1"
+    monkeypatch.setenv("KUBECONFIG", f"{empty}{os.pathsep}{empty}.2")
+    (tmp_path / "empty.2").write_text("# nothing\n")
+    with pytest.raises(ConfigError, match="no configuration has been provided"):
+        load_config()
 
 
 def test_missing_kubeconfig_is_a_config_error(tmp_path, monkeypatch):
@@ -231,13 +308,18 @@ def test_a_usable_kubeconfig_loads(tmp_path):
     assert Api(config).url == "https://127.0.0.1:1"
 
 
-@pytest.mark.parametrize("no_proxy, proxied", [("", True), ("127.0.0.1", False)])
-def test_the_environments_proxy_is_read_once_for_the_server(tmp_path, monkeypatch, no_proxy, proxied):
+@pytest.mark.parametrize("server, no_proxy, proxied", [
+    ("https://10.0.0.1:6443", "", True), ("https://10.0.0.1:6443", "10.0.0.1", False),
+    ("https://127.0.0.1:1", "", False),   # kubectl never proxies a loopback server
+])
+def test_the_environments_proxy_is_read_once_for_the_server(tmp_path, monkeypatch, server, no_proxy, proxied):
     """As kubectl: HTTPS_PROXY unless NO_PROXY names the server, read when the client is made and
-    not again at each request (requests re-reads the whole environment per call otherwise)."""
+    not again at each request (requests re-reads the whole environment per call otherwise).
+    No request is made: the server need not exist."""
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     monkeypatch.setenv("NO_PROXY", no_proxy)
-    api = Api(load_config(_kubeconfig(tmp_path, GOOD)))
+    doc = {**GOOD, "clusters": [{"name": "k", "cluster": {"server": server}}]}
+    api = Api(load_config(_kubeconfig(tmp_path, doc)))
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")   # later changes are not read
     session = api._http.session
     assert not session.trust_env

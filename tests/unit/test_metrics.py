@@ -335,6 +335,54 @@ def test_serve_exposes_and_stops(reg, m):
         urllib.request.urlopen(url, timeout=2)
 
 
+@pytest.mark.parametrize("ipv6", ["missing", "v6only"])
+def test_serve_by_default_still_answers_on_ipv4_where_ipv6_cannot_carry_it(reg, m, monkeypatch, ipv6):
+    """Every address by default is ``::``, which takes IPv4 too only where IPV6_V6ONLY is off: on a
+    host without IPv6 it is 0.0.0.0 instead, where the option is on an IPv4 server beside it."""
+    import errno
+    import socket
+
+    from rolloutbatch import metrics as module
+    if ipv6 == "v6only" and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this host")
+    real = module.start_http_server
+    asked: list = []
+
+    def start(port, addr, **kwargs):
+        asked.append(addr)
+        if addr == "::" and ipv6 == "missing":
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        if addr == "::":   # as with net.ipv6.bindv6only=1: IPv6 only (here the loopback alone)
+            server, thread = real(port, "::1", **kwargs)
+
+            class V6Only:
+                def getsockopt(self, level, option):
+                    assert (level, option) == (socket.IPPROTO_IPV6, socket.IPV6_V6ONLY)
+                    return 1
+
+            class Server:
+                socket, server_port = V6Only(), server.server_port
+                shutdown, server_close = server.shutdown, server.server_close
+            return Server(), thread
+        return real(port, addr, **kwargs)
+    monkeypatch.setattr(module, "start_http_server", start)
+    stop = m.serve(0)
+    try:
+        assert urllib.request.urlopen(f"http://127.0.0.1:{m.server_port}/metrics", timeout=5).status == 200
+    finally:
+        stop()
+    assert asked == ["::", "0.0.0.0"]
+
+
+def test_serve_on_a_named_address_listens_there_only(reg, m):
+    stop = m.serve(0, "127.0.0.1")
+    try:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://[::1]:{m.server_port}/metrics", timeout=2)
+    finally:
+        stop()
+
+
 def test_a_jobs_completion_seen_after_the_batch_ended_is_observed_once(reg, m):
     """The final status comes as soon as every episode is final; the Job controller marks the
     Job complete a moment later. Its duration still counts, once."""
@@ -417,3 +465,28 @@ def test_a_cold_claims_wait_is_bucketed_as_far_as_a_pod_start_is():
     m.claim_observed("team-a", "warm", False, 240.0)
     bounds = [float(b) for b in m.claim_seconds._upper_bounds if b != float("inf")]
     assert max(bounds) >= max(DEFAULT_STARTUP_BUCKETS) and 0.3 in bounds and bounds == sorted(set(bounds))
+
+
+def test_a_late_finalizer_of_an_old_batch_does_not_wipe_its_namesakes_metrics():
+    """Batch A (uid-a) is deleted; a user removes its finalizer by hand while the operator's
+    deletion handler still waits for A's sandbox namespace (up to namespace_delete_timeout).
+    A new batch of the same name (uid-b) is created and starts; then A's handler returns and
+    calls batch_deleted(ns, name, "uid-a"). The namesake must keep its metrics (README: a
+    namesake never gets the old one's metrics), and go on recording."""
+    reg = CollectorRegistry()
+    m = Metrics(reg, batch_label=True)
+    val = reg.get_sample_value
+    # A ran and is being deleted (its handler has not reached batch_deleted yet)
+    m.batch_seen("ns", "b", "uid-a")
+    m.batch_started("ns", "b")
+    # B, a namesake created once A's object was gone (its finalizer removed by hand)
+    m.batch_seen("ns", "b", "uid-b")
+    m.batch_started("ns", "b")
+    m.episode_finished("ns", "b", "succeeded", 0.5, 1.0, 1.0)
+    # A's deletion handler ends now
+    m.batch_deleted("ns", "b", "uid-a")
+    # B goes on: another episode, then its end
+    m.episode_finished("ns", "b", "succeeded", 0.5, 1.0, 1.0)
+    m.batch_finished("ns", "b", "succeeded", 1.0, 1.0, None)
+    assert val("rolloutbatch_episodes_total", {"namespace": "ns", "batch": "b", "result": "succeeded"}) == 2
+    assert val("rolloutbatch_batches_total", {"namespace": "ns", "batch": "b", "result": "succeeded"}) == 1

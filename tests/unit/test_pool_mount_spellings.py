@@ -81,3 +81,15 @@ def test_a_batchs_task_in_another_spelling_of_its_workspace_overlaps_it() -> Non
     with pytest.raises(SpecError):
         parse_spec({**MINIMAL, "workspace": {"mountPath": "/work"}, "task": {**(MINIMAL.get("task") or {}),
                                                                             "mountPath": "//work/./"}})
+
+
+@pytest.mark.parametrize("field, path", [
+    ("verifier", naming.VERIFIER_FILES_CLAIM_MOUNT_PATH), ("verifier", "/rollout//verifier-files-claim/x"),
+    ("workspace", naming.VERIFIER_FILES_CLAIM_MOUNT_PATH), ("task", "/x/../rollout/verifier-files-claim")])
+def test_mounts_at_the_verifier_files_writers_directory_are_invalid(field: str, path: str) -> None:
+    """The verifier's files writer's directory (the episode's input for the verifier, and its mark
+    that the files are whole) is the pod's own too: a mount there is two mounts at one path."""
+    raw = {**BASE, "verifier": {}}
+    raw[field] = {**raw.get(field, {}), **(BASE["task"] if field == "task" else {}), "mountPath": path}
+    with pytest.raises(SpecError):
+        pool_spec.parse_pool_spec(raw)

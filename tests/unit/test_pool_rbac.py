@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rolloutbatch.core import pools
-from rolloutbatch.core.pool_spec import PoolRef, parse_pool_spec
+from rolloutbatch.core.pool_spec import PoolRef
 from rolloutbatch.kube import pool_storage
 from rolloutbatch.kube.errors import Conflict
 
@@ -22,7 +22,7 @@ OPERATOR = {
 }
 # Only the cluster-wide install keeps pools (core.scope: a pool's namespace is its own).
 CLUSTERWIDE = {
-    ("", "pods"): {"list", "watch", "patch", "create", "delete"},   # a pool's warm pods
+    ("", "pods"): {"get", "list", "watch", "patch", "create", "delete"},   # a pool's warm pods, read one by one too
     ("", "pods/attach"): {"get", "create"},  # a claimed pod gets its episode: a WebSocket attach is both
     ("", "pods/eviction"): {"create"},     # one that cannot get it is evicted
 }
@@ -92,12 +92,13 @@ class PolicyApi:
 
 
 def test_a_pools_network_change_is_a_verb_the_operator_has():
-    """spec.network "applies to every pod at once": the pool's policy is replaced (an update),
-    which the cluster-wide role must grant (it granted create and delete only: a 403)."""
+    """A pool's policy made otherwise (by an older operator: its one policy followed spec.network)
+    is replaced (an update), which the cluster-wide role must grant (it granted create and delete
+    only: a 403)."""
     ref = PoolRef(name="warm", namespace="team-a", uid="pool-uid-1")
-    wanted = pools.network_policy(ref, parse_pool_spec({"size": 1, "network": "AllowEgress", "task": {"files": {"a.sh": "true"}}}))
+    wanted, _ = pools.network_policies(ref)
     api = PolicyApi({"metadata": {**wanted["metadata"], "resourceVersion": "7"},
-                     "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}})
+                     "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}})
     pool_storage._ensure(api, wanted, ref.uid)
     assert "update" in api.verbs
     granted_verbs = granted(role("manifests/rbac/role.yaml", "ClusterRole", "rolloutbatch-operator")["rules"])

@@ -43,6 +43,9 @@ def test_check_port(busy_port):
     with pytest.raises(runner.StartupError, match=f"--liveness-port {busy_port}: address 127.0.0.1:{busy_port} "
                                                   "is already in use"):
         runner.check_port("127.0.0.1", busy_port, "--liveness-port")
+    with pytest.raises(runner.StartupError, match=f"address \\*:{busy_port} is already in use"):
+        runner.check_port(None, busy_port, "--liveness-port")   # the default, every address, covers it
+    runner.check_port(None, _free_port(), "--metrics-port")
     with pytest.raises(runner.StartupError, match="cannot resolve"):
         runner.check_port("no-such-host.invalid", 8080, "--metrics-port")
 
@@ -104,7 +107,7 @@ def test_results_shard_rows_flag_defaults_to_the_setting_and_refuses_zero(capsys
     kubeconfig = _unreachable_kubeconfig(tmp_path)
     args = _args(results_shard_rows=0, kubeconfig=str(kubeconfig), metrics_port=0, liveness_port=_free_port())
     assert runner.run(args) == 1
-    assert "--results-shard-rows must be at least 1" in capsys.readouterr().err
+    assert "--results-shard-rows must be a whole number in [1, " in capsys.readouterr().err
 
 
 def test_cluster_dns_discovery_retries_an_unavailable_api_and_says_what_it_found(monkeypatch, caplog):
@@ -232,3 +235,55 @@ def test_operator_refuses_unusable_numeric_flags_in_one_line(flag, value, capsys
     assert runner.run(args) == 1 and not reached, f"{flag}={value} accepted"
     err = capsys.readouterr().err
     assert err.startswith(f"rolloutbatch operator: error: {flag} must be ") and err.count("\n") == 1, err
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def _status(url: str) -> int:
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.status
+
+
+def test_by_default_health_and_metrics_answer_on_ipv4_and_ipv6(monkeypatch, tmp_path):
+    """The default listen address was 0.0.0.0: on an IPv6 single-stack cluster the kubelet probes
+    the pod's IPv6 address, so liveness failed forever and /metrics was unreachable. Without
+    --metrics-address both servers listen on every address of both families."""
+    import asyncio
+    loopbacks = ["127.0.0.1"] + (["[::1]"] if _has_ipv6_loopback() else [])
+    liveness = _free_port()
+    answers: dict = {}
+
+    async def fake_operator(*, memo, ready_flag, **kwargs):
+        ready_flag.set()
+        for host in loopbacks:
+            for port, path in ((liveness, "/healthz"), (memo.metrics.server_port, "/metrics")):
+                answers[host, path] = await asyncio.to_thread(_status, f"http://{host}:{port}{path}")
+    monkeypatch.setattr(runner.kopf, "operator", fake_operator)
+    monkeypatch.setattr(runner, "cluster_dns_cidrs", lambda api, log: ())
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args(["--no-leader-elect", "--kubeconfig", str(_unreachable_kubeconfig(tmp_path)),
+                              "--metrics-port", "0", "--liveness-port", str(liveness)])
+    assert runner.run(args) == 0
+    assert answers == {(host, path): 200 for host in loopbacks for path in ("/healthz", "/metrics")}
+
+
+def test_results_shard_rows_past_what_one_document_holds_is_refused_at_start(capsys, tmp_path):
+    """--results-shard-rows took any value above 0: at 100000 a batch of 20,000 episodes was one
+    unsharded results document whose gzip, every field shed, the API refused (1 MiB): the batch
+    stalled and every row was lost. The flag is bounded by what one document holds."""
+    from rolloutbatch.core.results import MAX_DOCUMENT_ROWS
+
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
+    args = _args(results_shard_rows=MAX_DOCUMENT_ROWS + 1, kubeconfig=str(kubeconfig), metrics_port=0,
+                 liveness_port=_free_port())
+    assert runner.run(args) == 1
+    assert f"--results-shard-rows must be a whole number in [1, {MAX_DOCUMENT_ROWS}]" in capsys.readouterr().err

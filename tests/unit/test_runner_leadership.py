@@ -159,3 +159,28 @@ def test_kopfs_own_stop_on_a_signal_raises_the_operators_stop_flag_too():
         assert stop.is_set()
         await lifecycle.raise_stop_flag(memo=kopf.Memo())   # a memo without one (kopf run without ours)
     asyncio.run(main())
+
+
+def test_without_leader_election_the_only_operator_exports_leader_1_while_it_reconciles(monkeypatch, tmp_path):
+    """With --no-leader-elect the process reconciles alone, yet rolloutbatch_leader stayed 0: the
+    gauge was hooked to the elector only, so the dashboard's sum(rolloutbatch_leader) said nobody
+    reconciled while /readyz said leader. It is 1 while kopf runs and 0 once it stopped."""
+    seen: list = []
+
+    async def fake_kopf(*, memo, ready_flag, **kwargs):
+        seen.append(memo.metrics.registry.get_sample_value("rolloutbatch_leader"))
+        ready_flag.set()
+    monkeypatch.setattr(runner.kopf, "operator", fake_kopf)
+    monkeypatch.setattr(runner, "cluster_dns_cidrs", lambda api, log: ())
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                          "users: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    memos: list = []
+    memo_type = kopf.Memo
+    monkeypatch.setattr(runner.kopf, "Memo", lambda **kw: memos.append(memo_type(**kw)) or memos[-1])
+    args = _args("--no-leader-elect", "--kubeconfig", str(kubeconfig), "--metrics-port", "0",
+                 "--liveness-port", str(_free_port()))
+    assert runner.run(args) == 0
+    assert seen == [1.0]
+    assert memos[0].metrics.registry.get_sample_value("rolloutbatch_leader") == 0.0

@@ -215,6 +215,45 @@ def test_an_async_timeout_inside_the_settle_returns_the_final_status():
     assert asyncio.run(main())["phase"] == "Succeeded"
 
 
+def test_an_async_wait_on_a_final_batch_deleted_during_the_settle_returns_its_final_status():
+    """As the sync client's: the deletion raised NotFound over the verdict already seen."""
+    done = {"phase": "Succeeded", "jobName": "j", "progress": "4/4"}
+
+    async def main():
+        api = FakeAsyncApi({BATCHES: [listing([batch(done)])]}, {BATCHES: [[0.3, event("DELETED", batch(done))]]})
+        return await asyncio.wait_for(
+            AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch()).wait(timeout=30, settle=10), 5)
+    assert asyncio.run(main())["phase"] == "Succeeded"
+
+
+def test_a_transient_error_in_the_async_final_sweep_is_asked_again():
+    """As the sync client's: one 503 on the head's GET ended the stream with Unavailable."""
+    last = cm([row(0), row(1), row(2), row(3)])
+    final = batch(recorded({"phase": "Succeeded", "progress": "4/4"}, last))
+    api = FakeAsyncApi(lists={BATCHES: [listing([final])], CMS: [listing([])],
+                              f"{CMS}/{NAME}-results": [sdk.Unavailable("503 the server is busy", status=503),
+                                                        last]}, watches={})
+
+    async def main():
+        h = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
+        return [r["index"] async for r in h.stream(timeout=10)]
+    assert sorted(asyncio.run(main())) == [0, 1, 2, 3]
+
+
+def test_an_async_batch_stalled_on_a_namesakes_retained_head_ends_its_groups_quietly():
+    """As the sync client's: the earlier batch's head at the name raised ResultsIncomplete."""
+    earlier = cm([row(0), row(1), row(2), row(3)], uid="old-uid")
+    stalled = {"phase": "Failed", "reason": "ResultsConfigMapConflict", "progress": "0/4",
+               "conditions": [{"type": "Stalled", "status": "True", "reason": "ResultsConfigMapConflict"}]}
+    api = FakeAsyncApi(lists={BATCHES: [listing([batch(stalled)])], CMS: [listing([])],
+                              f"{CMS}/{NAME}-results": [earlier]}, watches={})
+
+    async def main():
+        h = AsyncBatchHandle(AsyncClient(api=api, namespace=NS), batch({"phase": "Running"}))
+        return [(g["group"], g["final"], g["rows"]) async for g in h.groups(timeout=5)]
+    assert asyncio.run(main()) == [(0, False, []), (1, False, [])]
+
+
 def test_the_async_followers_other_times_are_checked_too():
     async def main():
         api = FakeAsyncApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]}, watches={})

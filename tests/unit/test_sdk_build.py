@@ -127,6 +127,26 @@ def test_unknown_spec_fields_are_refused_before_submit():
         build_batch("a", TASK, 2, paralellism=2)
 
 
+@pytest.mark.parametrize("samples, overrides, field, spellings", [
+    (None, {"episodeTimeoutSeconds": 5, "episode_timeout_seconds": 6}, "episodeTimeoutSeconds",
+     ("episodeTimeoutSeconds", "episode_timeout_seconds")),
+    (None, {"min_successful_episodes": 1, "minSuccessfulEpisodes": 2}, "minSuccessfulEpisodes",
+     ("min_successful_episodes", "minSuccessfulEpisodes")),
+    (1, {"samplesPerInput": 2}, "samplesPerInput", ("samples_per_input", "samplesPerInput")),   # parameter and keyword
+])
+def test_a_spec_field_given_in_both_spellings_is_refused(samples, overrides, field, spellings):
+    """Keywords are spec fields in either spelling: both spellings of one field were taken one
+    after the other, the last silently winning (episodeTimeoutSeconds=5, episode_timeout_seconds=6
+    built a batch of 6), where the CLI refuses a key given twice."""
+    from rolloutbatch.core.model import SpecError
+
+    inputs = [{}, {}] if samples else None
+    with pytest.raises(SpecError, match="given twice") as refused:
+        build_batch("a", TASK, 2, samples_per_input=samples, inputs=inputs, **overrides)
+    assert refused.value.field == f"spec.{field}"
+    assert all(repr(spelling) in str(refused.value) for spelling in spellings)
+
+
 @pytest.mark.parametrize("overrides, needle", [
     ({"episode_timeout_seconds": 0}, "spec.episodeTimeoutSeconds: must be at least 1"),
     ({"episode_timeout_seconds": 7200}, "must not exceed activeDeadlineSeconds"),
@@ -348,3 +368,42 @@ def test_secret_env_names_keys_never_values():
         secret_env({"K": "llm/api-key"})
     with pytest.raises(ValueError, match="secretKeyRef.name"):
         build_batch("ship", Task(files={"e.py": ""}, command=["x"], secret_env={"K": ("Not_A_Name", "k")}), 1)
+
+
+def test_a_tasks_empty_resources_reach_the_spec_as_none_not_the_default():
+    """resources={} asks for no requests and no limits (core.spec reads {} as stored); dropped, the
+    batch got the default 128Mi limit."""
+    batch = build_batch("a", Task(files={"episode.py": "x"}, command=["x"], resources={}), 1)
+    assert batch["spec"]["resources"] == {}
+    assert "resources" not in build_batch("a", TASK, 1)["spec"]
+
+
+@pytest.mark.parametrize("field,value", [("cleanup", {"result": "Retain"}), ("retries", {"infrastucture": 2}),
+                                         ("isolation", {"namepsace": "Shared"}), ("workspace", {"sizelimit": "1Gi"})])
+def test_a_misspelt_nested_field_is_refused_before_any_call(field, value):
+    """As for spec.verifier, spec.podTemplate and env entries: a typo under cleanup, retries or
+    isolation was read as absent, its default silently used (a Retain that deletes the results)."""
+    with pytest.raises(ValueError, match=rf"spec.{field}: unsupported fields: {next(iter(value))}"):
+        build_batch("g-", TASK, episodes=1, **{field: value})
+
+
+def test_a_misspelt_task_or_pool_ref_field_is_refused():
+    from rolloutbatch.core.spec import parse_spec
+    spec = build_batch("g-", TASK, episodes=1)["spec"]
+    with pytest.raises(ValueError, match="spec.task: unsupported fields: mountpath"):
+        parse_spec(dict(spec, task=dict(spec["task"], mountpath="/t")))
+    with pytest.raises(ValueError, match="spec.poolRef: unsupported fields: whenempty"):
+        build_batch("g-", TASK, episodes=1, pool="warm", pool_ref={"name": "warm", "whenempty": "Wait"})
+
+
+def test_the_nested_fields_parse_spec_accepts_are_the_crds_and_pruned_past_them():
+    """One list of each object's fields (the CRD's properties), and none of those objects keeps
+    unknown fields (a structural schema prunes them on write): a stored spec holds none that
+    parse_spec refuses, so refusing them cannot stall a batch that runs."""
+    from rolloutbatch.core.crd_spec import SPEC_OBJECT_FIELDS, spec_schema
+    properties = spec_schema()["properties"]
+    assert {"cleanup", "retries", "isolation", "task", "workspace", "poolRef", "verifier", "podTemplate",
+            "inputsFrom"} <= set(SPEC_OBJECT_FIELDS)
+    for name, fields in SPEC_OBJECT_FIELDS.items():
+        assert fields == set(properties[name]["properties"])
+        assert not properties[name].get("x-kubernetes-preserve-unknown-fields"), name

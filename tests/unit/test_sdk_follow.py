@@ -90,6 +90,25 @@ def test_a_timeout_inside_the_settle_returns_the_final_status():
     assert handle(api).stop(wait=True, timeout=0.5)["phase"] == "Succeeded"
 
 
+STALLED_AFTER_ITS_JOB = {"phase": "Failed", "reason": "ImagePullFailed", "jobName": "b-job", "progress": "0/4",
+                         "conditions": [{"type": "Stalled", "status": "True", "reason": "ImagePullFailed"}]}
+
+
+@pytest.mark.parametrize("status", [STALLED_AFTER_ITS_JOB, {"phase": "Stopped", "jobName": "b-job"}],
+                         ids=["stalled", "stopped"])
+def test_wait_does_not_settle_for_a_job_that_will_never_complete(status):
+    """A stalled batch's Job is deleted (``core.lifecycle.job_will_complete``), so its
+    jobCompleteSeconds never comes; the settle exempted only a stopped batch, and wait() on a
+    batch stalled ImagePullFailed held its final status for the whole settle (10 s by default)."""
+    follower = Follower(batch(status), rows=False, settle_seconds=30)
+    assert follower.done(now=0.0)
+    unsettled = Follower(batch(FINAL_UNSETTLED), rows=False, settle_seconds=30)
+    assert not unsettled.done(now=0.0) and unsettled.done(now=30.0)   # a Job that completes is waited for
+    api = FakeApi(lists={BATCHES: [listing([batch(status)])]})
+    done, error = _returns_within(lambda: handle(api).wait(timeout=60, settle=30), seconds=5)
+    assert done and error is None
+
+
 def _returns_within(call, seconds: float = 3.0):
     """Run ``call`` in a daemon thread: (whether it came back, its exception or None); a wait that
     never ends fails the test rather than hangs it."""
@@ -296,6 +315,47 @@ def test_every_list_of_the_batch_is_a_consistent_read():
     assert not [p for p in lists if {"resourceVersion", "resourceVersionMatch"} & set(p)], lists
 
 
+def test_wait_on_a_final_batch_deleted_during_the_settle_returns_its_final_status():
+    """wait() saw Succeeded and settled for jobCompleteSeconds; the batch was deleted meanwhile
+    (its ttlSecondsAfterFinished, or the trainer's other thread) and wait() raised NotFound: the
+    verdict it had seen was lost, though a final batch returns its status."""
+    done = {"phase": "Succeeded", "jobName": "j", "progress": "4/4"}
+    api = FakeApi(lists={BATCHES: [listing([batch(done)])]},
+                  watches={BATCHES: [[0.3, event("DELETED", batch(done))]]})
+    got: list = []
+    finished, error = _returns_within(lambda: got.append(handle(api).wait(timeout=30, settle=10)), seconds=5)
+    assert finished and error is None      # ended at the deletion, not after the settle
+    assert got[0]["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["deleted-before-final", "deleted-after-final"])
+def test_a_deletion_after_the_final_status_ends_stream_and_groups_as_the_sweep_found(before):
+    """Rows read are the trainer's; a final batch deleted with its results (owned ConfigMaps go
+    with it) ends in ResultsIncomplete naming the head the sweep could no longer read, not in
+    NotFound. A batch deleted before it was seen final is still NotFound."""
+    head = cm([row(0), row(1), row(2), row(3)])
+    follower = Follower(batch(recorded({"phase": "Running"}, cm([row(0)]))), groups=True)
+    assert [v["index"] for k, v in follower.feed(follower.results_watch, "ADDED", cm([row(0)])) if k == "row"] == [0]
+    if before:
+        follower.feed(follower.batch_watch, "DELETED", batch({"phase": "Running"}))
+        assert follower.done(now=0) and isinstance(follower.end_error(), sdk.NotFound)
+        return
+    follower.feed(follower.batch_watch, "MODIFIED", batch(recorded({"phase": "Succeeded"}, head)))
+    assert follower.needs_sweep()
+    from rolloutbatch.sdk.ops import ResultsRead
+    follower.swept_with(ResultsRead(head=f"{NAME}-results", status=follower.status, confirmed=True,
+                                    got={f"{NAME}-results": None}, docs={f"{NAME}-results": None}))
+    follower.feed(follower.batch_watch, "DELETED", batch(follower.status))
+    assert follower.done(now=0)
+    error = follower.end_error()
+    assert isinstance(error, sdk.ResultsIncomplete) and error.shards == [f"{NAME}-results"]
+    complete = Follower(batch(recorded({"phase": "Succeeded"}, head)), groups=True)
+    out = complete.feed(complete.results_watch, "ADDED", head)
+    complete.feed(complete.batch_watch, "DELETED", batch(complete.status))
+    assert complete.done(now=0) and complete.end_error() is None
+    assert [v["final"] for k, v in out if k == "group"] == [True, True]
+
+
 def test_a_deleted_batch_and_a_forbidden_watch_end_the_stream():
     api = FakeApi(lists={BATCHES: [listing([batch({"phase": "Running"})])]},
                   watches={BATCHES: [[event("DELETED", batch({"phase": "Running"}))]]})
@@ -458,3 +518,65 @@ def test_a_final_batch_whose_listed_shard_is_gone_raises_rather_than_ends_short(
     assert sorted(got) == [2, 3] and exc.value.shards == [f"{NAME}-results-0"]
     with pytest.raises(sdk.ResultsIncomplete, match="2 of 4 rows received"):
         list(handle(api()).groups(timeout=5))
+
+
+def _final_with_unlisted_head():
+    """A final batch whose head the label watch never showed: the sweep reads it by name."""
+    last = cm([row(0), row(1), row(2), row(3)])
+    return last, batch(recorded({"phase": "Succeeded", "progress": "4/4"}, last))
+
+
+@pytest.mark.parametrize("verb", ["stream", "groups"])
+def test_a_transient_error_in_the_final_sweep_is_asked_again(verb):
+    """The watches ask again after a 5xx or a 429; the end-of-batch sweep did not: one 503 on the
+    head's GET ended the trainer's stream with Unavailable after it had taken rows (and a new
+    stream() hands every row out again)."""
+    last, final = _final_with_unlisted_head()
+    api = FakeApi(lists={BATCHES: [listing([final])], CMS: [listing([])],
+                         HEAD: [Unavailable("503 the server is busy", status=503),
+                                classify(429, "slow down", what="get"), last]})
+    got = list(getattr(handle(api), verb)(timeout=10))
+    indexes = [r["index"] for r in got] if verb == "stream" else [r["index"] for g in got for r in g["rows"]]
+    assert sorted(indexes) == [0, 1, 2, 3]
+    assert [c[1] for c in api.calls].count(HEAD) == 3
+
+
+def test_the_sweep_ends_at_once_on_a_final_4xx_and_at_the_deadline_on_a_lasting_5xx():
+    """Asked again only while it can help: a 403 is the same answer each time; a 5xx that lasts
+    is raised itself once the next pause would end past the timeout (not a TimeoutError, which
+    would say the batch is not final)."""
+    _, final = _final_with_unlisted_head()
+    api = FakeApi(lists={BATCHES: [listing([final])], CMS: [listing([])], HEAD: [Forbidden("no", status=403)]})
+    with pytest.raises(sdk.Forbidden):
+        list(handle(api).stream(timeout=10))
+    assert [c[1] for c in api.calls].count(HEAD) == 1
+    api = FakeApi(lists={BATCHES: [listing([final])], CMS: [listing([])],
+                         HEAD: [Unavailable("503 the server is busy", status=503)]})
+    done, error = _returns_within(lambda: list(handle(api).stream(timeout=2)), seconds=5)
+    assert done and isinstance(error, sdk.Unavailable)
+    # asked again after 0.5 s and 1 s; the next pause (2 s) would end past the timeout
+    assert 2 <= [c[1] for c in api.calls].count(HEAD) <= 3
+
+
+RESULTS_CONFLICT = {"phase": "Failed", "reason": "ResultsConfigMapConflict", "progress": "0/4",
+                    "message": "ConfigMap team/b-results exists and is not this batch's (retained results of uid old-uid)",
+                    "conditions": [{"type": "Stalled", "status": "True", "reason": "ResultsConfigMapConflict"}]}
+
+
+@pytest.mark.parametrize("at_the_name", ["nothing", "an earlier namesake's retained head"])
+def test_a_batch_stalled_before_its_first_results_write_ends_stream_and_groups_quietly(at_the_name):
+    """A batch whose name's results an earlier namesake retained stalls ResultsConfigMapConflict
+    before any episode runs: the operator never wrote nor recorded its head. With nothing at the
+    name the stream ended with no rows; with the earlier set there it raised ResultsIncomplete
+    ("b-results are gone or not what the operator wrote"), blaming a head that was never ours."""
+    objects = {}
+    if at_the_name != "nothing":
+        earlier = cm([row(0), row(1), row(2), row(3)], uid="old-uid")
+        earlier["metadata"]["labels"]["rl.agentruntime.io/results-retained"] = "true"
+        objects[HEAD] = earlier
+
+    def api():
+        return FakeApi(lists={BATCHES: [listing([batch(RESULTS_CONFLICT)])], CMS: [listing([])]}, objects=objects)
+    assert list(handle(api()).stream(timeout=5)) == []
+    groups = list(handle(api()).groups(timeout=5))
+    assert [(g["group"], g["final"], g["rows"]) for g in groups] == [(0, False, []), (1, False, [])]

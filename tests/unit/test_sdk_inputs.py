@@ -8,10 +8,13 @@ import pytest
 from rolloutbatch import sdk
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import configmap_digest, encode_results
-from rolloutbatch.core.spec import INPUT_KEY, MAX_CONFIG_BYTES, parse_spec
-from rolloutbatch.kube.errors import Invalid
-from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, plan_inputs
+from rolloutbatch.core import manifests
+from rolloutbatch.core.model import BatchRef
+from rolloutbatch.core.spec import INPUT_KEY, MAX_CONFIG_BYTES, input_text, parse_spec
+from rolloutbatch.kube.errors import Forbidden, Invalid, Unavailable
+from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, LABEL_INPUTS_TOKEN, LABEL_ROLE, ROLE_INPUTS, plan_inputs
 from rolloutbatch.sdk import ops
+from tests.support.memory_api import MemoryApi
 
 TASK = sdk.Task(files={"episode.py": "print(1)"}, command=["python", "/task/episode.py"])
 BIG = [{"task": g, "text": "x" * 16 * 1024} for g in range(512)]
@@ -316,3 +319,126 @@ def test_an_honest_reader_between_the_operators_two_writes_succeeds():
     api = FakeApi(lists={HEAD_PATH: [v[2]], BATCH_PATH: [status[1], status[2]]})
     assert [r["index"] for r in sdk.BatchHandle(sdk.Client(api=api, namespace="n"), status[1]).results()] == [0, 1, 2]
     assert [c[1] for c in api.calls].count(BATCH_PATH) == 2
+
+
+# --- submit when the API does not answer ---------------------------------------------------------
+FEW_BIG = [{"task": g, "text": "x" * 16 * 1024} for g in range(64)]     # 1 MiB of inputs: by reference
+
+
+def _memory_api(api: MemoryApi | None = None) -> MemoryApi:
+    api = api or MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rl"}})
+    return api
+
+
+def _input_configmaps(api: MemoryApi) -> list[dict]:
+    return [c for c in api.list_objects("ConfigMap", "rl")
+            if (c["metadata"].get("labels") or {}).get(LABEL_ROLE) == ROLE_INPUTS]
+
+
+class ServedThenTimedOut(MemoryApi):
+    """The batch's POST is stored, but its answer is lost (a read timeout, a dropped connection, a
+    proxy's 504): the client sees Unavailable. ``stored=False``: lost before it was stored."""
+
+    def __init__(self, stored: bool = True) -> None:
+        super().__init__()
+        self.stored = stored
+
+    def create(self, path, body, what, *, dry_run=False):
+        if body.get("kind") == "RolloutBatch" and not dry_run:
+            if self.stored:
+                super().create(path, body, what)
+            raise Unavailable(f"{what}: read timed out", status=504)
+        return super().create(path, body, what, dry_run=dry_run)
+
+
+@pytest.fixture
+def _no_owner_patch_pauses(monkeypatch):
+    monkeypatch.setattr(ops, "OWNER_PATCH_PAUSES", tuple(0.0 for _ in ops.OWNER_PATCH_PAUSES))
+
+
+def test_a_batch_stored_but_unanswered_is_found_and_keeps_its_inputs():
+    """Only a refusal deletes the inputs: a batch whose create went unanswered may exist, and
+    without them it would stall InputsNotFound. Stored, it is found by the inputs' token it carries
+    (a generateName has no name to get) and handed back, owning them."""
+    api = _memory_api(ServedThenTimedOut())
+    handle = sdk.Client(api=api, namespace="rl").submit(sdk.build_batch("step-", TASK, episodes=64, inputs=FEW_BIG))
+    [created] = api.list_objects("RolloutBatch", "rl")
+    assert handle.uid == created["metadata"]["uid"]
+    names = created["spec"]["inputsFrom"]["configMaps"]
+    kept = {c["metadata"]["name"]: c for c in _input_configmaps(api)}
+    assert sorted(kept) == sorted(names)
+    assert all(c["metadata"]["ownerReferences"][0]["uid"] == handle.uid for c in kept.values())
+
+
+def test_a_batch_unanswered_and_not_found_keeps_its_inputs_and_says_so():
+    api = _memory_api(ServedThenTimedOut(stored=False))
+    with pytest.raises(sdk.Unavailable, match=f"input ConfigMaps were kept, labelled {LABEL_INPUTS_TOKEN}=") as err:
+        sdk.Client(api=api, namespace="rl").submit(sdk.build_batch("step-", TASK, episodes=64, inputs=FEW_BIG))
+    assert err.value.status == 504
+    kept = _input_configmaps(api)
+    assert kept and api.list_objects("RolloutBatch", "rl") == []
+    token = kept[0]["metadata"]["labels"][LABEL_INPUTS_TOKEN]
+    assert token in str(err.value) and all(token in c["metadata"]["name"] for c in kept)
+
+
+def test_a_transient_error_making_the_batch_their_owner_is_retried(_no_owner_patch_pauses):
+    """A 503 on the ownership patch once: the batch exists, so submit must not raise (a retried
+    submit would make a second batch), and the inputs must not be left owned by nothing."""
+    api = _memory_api()
+    api.fail("PATCH", "ConfigMap", Unavailable("patch ConfigMap: 503 etcdserver: leader changed", status=503))
+    handle = sdk.Client(api=api, namespace="rl").submit(sdk.build_batch("step-", TASK, episodes=64, inputs=FEW_BIG))
+    unowned = [c["metadata"]["name"] for c in _input_configmaps(api)
+               if [o["uid"] for o in c["metadata"].get("ownerReferences") or []] != [handle.uid]]
+    assert unowned == []
+
+
+def test_a_batch_that_exists_is_handed_back_though_its_inputs_could_not_be_made_its_own(_no_owner_patch_pauses):
+    api = _memory_api()
+    api.fail("PATCH", "ConfigMap", Unavailable("patch ConfigMap: 503", status=503), times=100)
+    with pytest.warns(RuntimeWarning, match=f"could not be made owned by it.*labelled {LABEL_INPUTS_TOKEN}="):
+        handle = sdk.Client(api=api, namespace="rl").submit(sdk.build_batch("step-", TASK, episodes=64,
+                                                                            inputs=FEW_BIG))
+    [created] = api.list_objects("RolloutBatch", "rl")
+    assert handle.uid == created["metadata"]["uid"] and _input_configmaps(api)
+
+
+def test_a_refused_batch_on_a_memory_api_deletes_its_inputs():
+    api = _memory_api()
+    api.fail("POST", "RolloutBatch", Forbidden("exceeded quota", status=403),
+             when=lambda path: True, times=2)
+    with pytest.raises(sdk.Forbidden):
+        sdk.Client(api=api, namespace="rl").submit(sdk.build_batch("step-", TASK, episodes=64, inputs=FEW_BIG))
+    assert _input_configmaps(api) == []
+
+
+# --- one measure, one rule, for inputs inline and by reference ------------------------------------
+def test_inputs_are_measured_as_parse_spec_measures_them():
+    """by_reference and parse_spec measured the same inputs differently (compact JSON against
+    json.dumps' spaces): inputs the SDK kept inline were refused as too large, the very thing it
+    was to move by reference."""
+    task = sdk.Task(files={"big.txt": "x" * (790 * 1024)}, command=["python"])
+    inputs = [{"v": [1] * 20000} for _ in range(2)]      # 80 KB compact, 120 KB with spaces
+    batch = sdk.build_batch("g-", task, episodes=2, inputs=inputs)
+    assert batch["spec"]["inputs"] == inputs
+    body, configmaps = plan_inputs(batch, "rl")
+    assert configmaps == [] and parse_spec(body["spec"])
+    assert manifests.inputs_configmap(BatchRef("rl", "g-x", "u"), parse_spec(body["spec"]), None)["data"] == {
+        INPUT_KEY.format(i): input_text(value, i) for i, value in enumerate(inputs)}   # what was measured
+
+
+def _nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("bad,why", [(_nested(150), "100 levels deep"), ({"seed": 10 ** 400}, "past a double")])
+def test_an_input_the_operator_refuses_is_refused_before_any_call_inline_or_by_reference(bad, why):
+    """The operator refuses such an input in an inputsFrom ConfigMap (InvalidInputs: too deep, or a
+    number that is not finite); by reference, build_batch used to upload it and the batch stalled."""
+    with pytest.raises(ValueError, match=rf"spec.inputs\[1\].*{why}"):
+        sdk.build_batch("g-", TASK, episodes=2, inputs=[{"t": "x" * 200 * 1024}, bad])     # by reference
+    with pytest.raises(ValueError, match=rf"spec.inputs\[0\].*{why}"):
+        sdk.build_batch("g-", TASK, episodes=1, inputs=[bad])                               # inline

@@ -24,12 +24,13 @@ from rolloutbatch.core.pools import batch_pod_labels
 from rolloutbatch.core.results import configmap_digest, encode_results
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
-from rolloutbatch.kube.errors import Forbidden
+from rolloutbatch.kube.errors import Forbidden, Unavailable
 from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.sdk import session_commands, sessions
 from rolloutbatch.sdk.aio import AsyncClient
 from tests.support import crd_schema
 from tests.support.memory_api import AsyncMemoryApi, MemoryApi
+from tests.support.runtime_exec import run_like_the_runtime
 
 NS, POOL = "rl", "graded"
 POOL_NS = naming.pool_namespace(NS, POOL)
@@ -53,8 +54,9 @@ def quick_polls(monkeypatch):
 
 
 class Sandbox:
-    """A pod's agent container: every exec run by /bin/sh in ``workspace``, but the end, which
-    ends the container as the hold's launcher would (once)."""
+    """A pod's agent container: every exec run by /bin/sh in ``workspace``, its stdin copied whole
+    as the runtime does (tests/support/runtime_exec.py), but the end, which ends the container as
+    the hold's launcher would (once), and the look at the hold."""
 
     def __init__(self, api: MemoryApi, pod: str, workspace) -> None:
         self.api, self.pod, self.workspace = api, pod, workspace
@@ -65,9 +67,13 @@ class Sandbox:
             self.ends += 1
             set_agent(self.api, self.pod, terminated=True)
             return ExecResult(exit_code=0, stdout=b"", stderr=b"")
-        done = subprocess.run(command, input=stdin, cwd=self.workspace, capture_output=True, timeout=10)
-        return ExecResult(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr,
-                          status={"status": "Success" if done.returncode == 0 else "Failure"})
+        if command[3:4] == ["rolloutbatch-holding"]:   # the hold runs until its container ends
+            agent = self.api.get_object("Pod", self.pod, POOL_NS)["status"]["containerStatuses"][0]
+            return ExecResult(exit_code=1 if "terminated" in agent["state"] else 0, stdout=b"", stderr=b"")
+        done = run_like_the_runtime(command, stdin, self.workspace)
+        code = done.returncode
+        return ExecResult(exit_code=code, stdout=done.stdout, stderr=done.stderr,
+                          status={"status": "Success" if code == 0 else "Failure"})
 
 
 def put_pod(api: MemoryApi, handle, index: int, *, name: str | None = None, delivered: bool = True,
@@ -346,6 +352,43 @@ def test_stats_refused_by_the_api_are_a_warning_and_the_session_still_ends(api, 
     with pytest.warns(RuntimeWarning, match="session stats of episode 1 were not recorded.*its row has none"):
         session.end()
     assert sandbox.ends == 1 and session.ended
+
+@pytest.mark.parametrize("answer", ["killed", "container gone"])
+def test_a_command_the_deadline_cut_off_is_session_over_though_the_kubelet_says_so_late(api, monkeypatch, answer):
+    """The watchdog's kill reaches a running command (137), or the next exec finds the agent
+    container gone, before the kubelet reports the container ended: the pod is read again for a
+    while, and the answer is SessionOver, not exit code 137 nor Unavailable."""
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 5)
+    monkeypatch.setattr(session_commands, "POLL_SECONDS", 0.05)
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    session = batch.session(0)
+
+    reads: list[int] = []
+
+    def cut_off(command, stdin):
+        reads.append(0)    # from now on the pod's reads are counted
+        if answer == "killed":
+            return ExecResult(exit_code=137, stdout=b"", stderr=b"")
+        raise Unavailable('container not found ("agent")', status=500)
+    api.set_exec(POOL_NS, pod, cut_off)
+
+    def of_this_pod(path: str) -> bool:
+        return path.endswith(f"/pods/{pod}")
+
+    def reported_on_the_third_read_after_the_exec():
+        # one race per read (every race registered fires on the next read): it registers the next
+        if reads:
+            reads.append(1)
+            if len(reads) == 4:
+                set_agent(api, pod, terminated=True)
+                return
+        api.meanwhile("GET", "Pod", reported_on_the_third_read_after_the_exec, when=of_this_pod)
+    api.meanwhile("GET", "Pod", reported_on_the_third_read_after_the_exec, when=of_this_pod)
+    with pytest.raises(sdk.SessionOver, match="agent container .* ended"):
+        session.run("sleep 100")
+    assert len(reads) == 4   # read again after the exec until the pod showed the end, then no more
+
 
 def test_a_session_ended_by_its_deadline_raises_session_over_and_ends_quietly(api, tmp_path):
     batch = open_sessions(api)
@@ -646,6 +689,68 @@ def test_a_command_that_exits_137_while_the_session_holds_is_its_own_result(api,
     assert batch.session(0).run("exit 137").exit_code == 137   # as a command OOM-killed does
 
 
+def test_a_command_killed_by_sigkill_while_the_session_holds_returns_at_once_with_its_own_time(
+        api, tmp_path, monkeypatch):
+    """`kill -KILL $$` (what an OOM kill of a tool leaves) while the hold runs. Before, every 137
+    read the pod again for END_SETTLE_SECONDS (10 s) in case the session's end had killed it, and
+    counted that wait as the command's time (CommandResult.seconds, the row's command_seconds).
+    Now one look at the hold says the session holds: the 137 is the command's, at once."""
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 3)
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    started = time.monotonic()
+    result = session.run("kill -KILL $$")
+    assert result.exit_code == 137 and time.monotonic() - started < 2
+    assert result.seconds < 1 and session.stats.commands == 1 and session.stats.command_seconds < 1
+    assert session.run("true").ok and not session.ended
+
+
+def test_a_command_the_deadline_cut_off_counts_its_exec_not_the_wait_for_the_kubelet(api, monkeypatch):
+    """The deadline's kill (137, the hold gone) is SessionOver once the pod shows the end, which
+    the kubelet reports late: the reads meanwhile are no time of the command's (they were)."""
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 5)
+    monkeypatch.setattr(session_commands, "POLL_SECONDS", 0.1)
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    session = batch.session(0)
+    killed_at: list[float] = []
+
+    def killed(command, stdin):
+        killed_at.append(time.monotonic())
+        return ExecResult(exit_code=1 if command[3:4] == ["rolloutbatch-holding"] else 137, stdout=b"", stderr=b"")
+    api.set_exec(POOL_NS, pod, killed)
+
+    def reported_late():   # each read of the pod, until the kubelet reports the end 0.4 s after the kill
+        if killed_at and time.monotonic() - killed_at[0] >= 0.4:
+            set_agent(api, pod, terminated=True)
+        else:
+            api.meanwhile("GET", "Pod", reported_late, when=lambda path: path.endswith(f"/pods/{pod}"))
+    reported_late()
+    with pytest.raises(sdk.SessionOver, match="cut off \\(exit code 137\\).*agent container .* ended"):
+        session.run("sleep 100")
+    assert time.monotonic() - killed_at[0] >= 0.4     # the pod was read again, a while
+    assert session.stats.commands == 1 and session.stats.command_seconds < 0.2
+
+
+def test_a_command_that_reads_part_of_its_stdin_returns_when_it_exits(api, tmp_path):
+    """`head -c 1` given 1 MB, or a write refused before it read its data: the command exits at
+    once, but the runtime reports an exec's exit only once it copied all of its stdin, and the
+    rest was never read. run() hung until its timeout (by default until the session's deadline
+    ended the episode, AgentTimedOut); write_file too. The command's stdin is now read whole."""
+    batch = open_sessions(api)
+    put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    result = session.run("head -c 1", stdin=b"y" * 1_000_000, timeout=20)
+    assert (result.exit_code, result.stdout) == (0, b"y")
+    assert session.run("head -c 2; exit 3", stdin=b"z" * 1_000_000).exit_code == 3
+    assert session.run("wc -c", stdin=b"w" * 1_000_000).stdout.strip() == b"1000000"   # read whole, as before
+    (tmp_path / "src").mkdir()
+    with pytest.raises(IsADirectoryError):
+        session.write_file("src", b"x" * 1_000_000)
+    assert session.stats.commands == 3 and not session.ended
+
+
 def test_an_end_whose_exec_hangs_is_confirmed_by_the_pod_or_said_plainly(api, monkeypatch):
     """The sandbox's commands can hold the end's FIFO so the end's exec hangs: it is then judged by
     the pod, as any end whose answer was lost."""
@@ -660,6 +765,9 @@ def test_an_end_whose_exec_hangs_is_confirmed_by_the_pod_or_said_plainly(api, mo
 @pytest.mark.parametrize("command, options, error", [
     ([b"echo", b"hi"], {}, TypeError), (["echo", 1], {}, TypeError), (["echo", "a\x00b"], {}, ValueError),
     ("echo a\x00b", {}, ValueError),
+    # a name os.fsdecode made of bytes that are not UTF-8: the URL library dropped the surrogate, and
+    # `rm -rf build\udcff` ran as `rm -rf build`
+    (["rm", "-rf", "build\udcff"], {}, ValueError), ("cat caf\udce9", {}, ValueError),
     ("true", {"stdin": "text"}, TypeError), ("true", {"timeout": -1}, ValueError), ("true", {"timeout": 0}, ValueError),
     ("true", {"timeout": float("nan")}, ValueError), ("true", {"limit_bytes": -1}, ValueError),
     ("true", {"limit_bytes": 1.5}, ValueError),
@@ -717,6 +825,7 @@ def test_sessions_open_in_another_namespace(api):
     lambda s: s.read_file("f", max_bytes=-5), lambda s: s.read_file("f", max_bytes=sessions.MAX_FILE_BYTES + 1),
     lambda s: s.read_file("f", max_bytes=True), lambda s: s.read_file("a\x00b"), lambda s: s.read_file(""),
     lambda s: s.write_file("a\x00b", b"x"), lambda s: s.write_file(b"f", b"x"),
+    lambda s: s.read_file("caf\udce9"), lambda s: s.write_file("caf\udce9", b"x"),
 ])
 def test_a_file_call_out_of_bounds_is_refused_before_any_call(api, tmp_path, call):
     batch = open_sessions(api)

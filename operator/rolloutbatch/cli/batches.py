@@ -11,6 +11,7 @@ from rolloutbatch.cli.common import CLIError, load_documents, make_client, one_l
 from rolloutbatch.cli.follow import watch_handles
 from rolloutbatch.core.pool_conversion import manifest_conflict
 from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, Client, with_pool
+from rolloutbatch.sdk.build import plan_inputs
 
 RESOURCE = f"rolloutbatch.{GROUP}"
 
@@ -129,8 +130,11 @@ def submit(args: argparse.Namespace) -> int:
     _refuse_twins(objects)
     if len(objects) > 1:
         # All or nothing: a refused object (a typo in the third batch) must not leave the first two.
+        # Each checked as it will be sent: large inputs by reference (sdk.plan_inputs), not the
+        # megabytes inline that the API server refuses as too large a request.
         for _, _, obj in objects:
-            client.create(obj, dry_run=True)
+            client.create(plan_inputs(obj, (obj.get("metadata") or {}).get("namespace") or client.namespace)[0],
+                          dry_run=True)
     handles: list[BatchHandle] = []
     try:
         for _, _, obj in objects:

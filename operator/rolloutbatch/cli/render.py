@@ -9,8 +9,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import yaml
-
+from rolloutbatch.cli.common import dump_yaml
 from rolloutbatch.core import strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.escapes import escaped
@@ -99,7 +98,10 @@ def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:
     except ValueError:
         return "<invalid>"
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    seconds = max(0, int((now - then).total_seconds()))
+    seconds = int((now - then).total_seconds())
+    if seconds < -1:   # more than a clock's skew ahead (apimachinery's duration.HumanDuration)
+        return "<invalid>"
+    seconds = max(0, seconds)
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         return f"{seconds}s"
@@ -113,7 +115,11 @@ def age(timestamp: str | None, now: datetime.datetime | None = None) -> str:
         return f"{hours}h"
     if days < 8:
         return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    return f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    if days < 365 * 8:
+        return f"{days // 365}y{days % 365}d" if days % 365 else f"{days // 365}y"
+    return f"{days // 365}y"
 
 
 def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None,
@@ -123,6 +129,8 @@ def row(obj: Mapping, wide: bool = False, now: datetime.datetime | None = None,
         if wide_only and not wide:
             continue
         value = dig(obj, path)
+        if path == "status.phase" and not value:
+            value = v.PENDING   # the operator never writes Pending: a batch without a status is one (design §3)
         cells.append(age(value, now) if header == "AGE" else safe_line(number(value)))
     return cells
 
@@ -145,7 +153,7 @@ def serialize(objects: Sequence[Mapping], fmt: str, *, single: bool) -> str:
                                            "metadata": {"resourceVersion": ""}}
     if fmt == "json":
         return strictjson.dumps(data, indent=4)
-    return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
+    return dump_yaml(data).rstrip("\n")
 
 
 def show(objects: Sequence[Mapping], output: str | None, *, single: bool, kind_plural: str = "RolloutBatches",

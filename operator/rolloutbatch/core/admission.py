@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from rolloutbatch.core import defaults as d
 from rolloutbatch.core import manifests, pools, strictjson
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.k8s_rules import (admitted, best_effort, format_quantity, parse_quantity, pod_amounts,
-                                         quota_charges_pods, quota_usage, unset_by_containers)
+from rolloutbatch.core.k8s_rules import (admitted, best_effort, cross_namespace_affinity, format_quantity,
+                                         parse_quantity, pod_amounts, quota_charges_pods, quota_usage, terminating,
+                                         unset_by_containers)
 from rolloutbatch.core.manifests import TERMINATING_SLACK, batch_pods
 from rolloutbatch.core.model import BatchRef, BatchSpec, Stalled  # noqa: F401 (Stalled: re-exported)
 from rolloutbatch.core.naming import AGENT_CONTAINER, CONTAINER_NAME, INPUTS_OPT_IN, LABEL_INPUTS, VERIFIER_CONTAINER
@@ -33,15 +35,20 @@ _BATCH = BatchRef(namespace="footprint", name="footprint", uid="0" * 36)
 _POOL = PoolRef(name="footprint", namespace="footprint", uid="0" * 36)
 
 
-def episode_pod(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> dict:
+def episode_pod(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None,
+                template: PoolSpec | None = None) -> dict:
     """The pod spec the operator makes for the spec's episodes, as the API server admits it (the
     RuntimeClass overhead set): a batch's Job template (with spec.verifier the agent is an init
-    container, the verifier the one container), or a pool's pod (core.pools.pod_spec: agent and
-    verifier are two containers, running at once). Built, not described, so that what quotas and
-    the scheduler are asked about is what runs."""
+    container, the verifier the one container), or a pool's warm pod (core.pools.pod_spec: agent,
+    verifier and the verifier's files writer are containers running at once; no deadline until it
+    is claimed), or with
+    ``template`` (its pool's spec) a pooled batch's cold pod: the pool's pod with the batch's
+    deadline, as its claimed pods get one. Built, not described, so that what quotas and the
+    scheduler are asked about is what runs."""
     if isinstance(spec, PoolSpec):
         return admitted(pools.pod_spec(_POOL, spec), overhead)
-    return admitted(manifests.job(_BATCH, spec, None)["spec"]["template"]["spec"], overhead)
+    job = pools.batch_pooled_job(_BATCH, spec, _POOL, template) if template else manifests.job(_BATCH, spec, None)
+    return admitted(job["spec"]["template"]["spec"], overhead)
 
 
 def pod_resources(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> dict[str, dict[str, Decimal]]:
@@ -72,31 +79,38 @@ def pod_footprint(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None
     return {resource: float(amount) for resource, amount in quota_usage(episode_pod(spec, overhead)).items()}
 
 
-def _scope_matches(scope: object, operator: object, values: object, priority_class: str, best_effort: bool) -> bool:
-    """Whether an episode pod is in one scope of a ResourceQuota, as the quota system decides it.
-    A PriorityClass scope is matched as Kubernetes does (a pod without a class has the empty
-    one: DoesNotExist never matches); BestEffort from the pod's resources; a scope that the spec
-    does not decide (Terminating, CrossNamespacePodAffinity, ...) is taken to match: a stall
-    rather than an escape."""
+def _in_scope(scope: object, operator: object, values: object, pod: Mapping) -> bool:
+    """Whether the pod is in one scope of a ResourceQuota, as Kubernetes' quota evaluator decides
+    it (pkg/quota/v1/evaluator/core/pods.go, podMatchesScopeFunc): Terminating from the pod's
+    ``activeDeadlineSeconds`` (a Job's pods have one, a pool's warm pod none), BestEffort from its
+    QoS, CrossNamespacePodAffinity from its affinity terms; only a PriorityClass scope reads the
+    operator (the API server refuses any but Exists for the others), as a label selector on the
+    class: for a pod without one, as for an object without the label, DoesNotExist and NotIn
+    hold, In and Exists do not (the cluster's ``globalDefault`` class, which the API server would
+    give it, is not read: §11). A scope this does not know (a newer Kubernetes') is taken to
+    match: a stall rather than an escape."""
+    if scope in ("Terminating", "NotTerminating"):
+        return terminating(pod) == (scope == "Terminating")
+    if scope in ("BestEffort", "NotBestEffort"):
+        return best_effort(pod) == (scope == "BestEffort")
+    if scope == "CrossNamespacePodAffinity":
+        return cross_namespace_affinity(pod)
     if scope == "VolumeAttributesClass":
         return False   # persistent volume claims only
     if scope == "PriorityClass":
+        name = str(pod.get("priorityClassName") or "")
         listed = values if isinstance(values, list) else []
-        return {"Exists": priority_class != "", "DoesNotExist": False, "In": priority_class in listed,
-                "NotIn": priority_class not in listed}.get(str(operator), True)
-    if scope in ("BestEffort", "NotBestEffort"):
-        inside = best_effort == (scope == "BestEffort")
-        return not inside if operator == "DoesNotExist" else inside
+        return {"Exists": name != "", "DoesNotExist": name == "", "In": name != "" and name in listed,
+                "NotIn": name == "" or name not in listed}.get(str(operator), True)
     return True
 
 
 def _applies(quota: Mapping, pod: Mapping) -> bool:
     body = quota.get("spec") or {}
-    priority_class = str(pod.get("priorityClassName") or "")
     wanted = [(s, "Exists", None) for s in body.get("scopes") or []]
     wanted += [(e.get("scopeName"), e.get("operator"), e.get("values"))
                for e in ((body.get("scopeSelector") or {}).get("matchExpressions") or []) if isinstance(e, Mapping)]
-    return all(_scope_matches(s, o, vals, priority_class, best_effort(pod)) for s, o, vals in wanted)
+    return all(_in_scope(s, o, vals, pod) for s, o, vals in wanted)
 
 
 def quota_applies(quota: Mapping, spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None) -> bool:
@@ -144,12 +158,12 @@ def _unset_message(name: str, missing: Mapping[str, Sequence[str]], spec: BatchS
 
 
 def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None,
-                     pods: int = 1, what: str = "one episode pod") -> str | None:
+                     pods: int = 1, what: str = "one episode pod", template: PoolSpec | None = None) -> str | None:
     """A message when some ResourceQuota (of those that charge the pods: :func:`quota_applies`)
-    cannot hold ``pods`` of the spec's pods (``what`` names them), or bounds cpu or memory that a
-    container of the pod does not set (the quota admission refuses such a pod, however roomy the
-    quota), else None."""
-    pod = episode_pod(spec, overhead)
+    cannot hold ``pods`` of the spec's pods (``what`` names them; ``template``: a pooled batch's
+    pool's spec, :func:`episode_pod`), or bounds cpu or memory that a container of the pod does
+    not set (the quota admission refuses such a pod, however roomy the quota), else None."""
+    pod = episode_pod(spec, overhead, template)
     footprint = quota_usage(pod)
     for quota in quotas:
         if not _applies(quota, pod):
@@ -157,7 +171,7 @@ def check_quota_fits(quotas: Sequence[Mapping], spec: BatchSpec | PoolSpec, over
         name = quota.get("metadata", {}).get("name", "?")
         missing = unset_by_containers(pod, {str(r) for r in _hard(quota)})
         if missing:
-            return _unset_message(name, missing, spec)
+            return _unset_message(name, missing, template or spec)
         for resource, free in _bounded(quota, footprint):
             need = footprint[resource] * pods
             if need > free:
@@ -170,12 +184,12 @@ def check_quota_outside(quotas: Sequence[Mapping], spec: BatchSpec, overhead: Ma
                         template: PoolSpec | None = None) -> str | None:
     """The namespace's quotas against a batch whose pods run outside it (a Dedicated sandbox, its
     pool's namespace), where none of them reaches: everything it may hold at once
-    (:func:`batch_pods`) must fit what they leave. ``template``: what its pods are made of when
-    not its own spec (a pool's, core.pool_spec.PoolSpec)."""
+    (:func:`batch_pods`) must fit what they leave. ``template``: its pool's spec, when its pods are
+    the pool's (:func:`episode_pod`)."""
     pods = batch_pods(spec)
-    return check_quota_fits(quotas, template or spec, overhead, pods,
+    return check_quota_fits(quotas, spec, overhead, pods,
                             f"this batch's {pods} pods (spec.parallelism {spec.parallelism} + {TERMINATING_SLACK} "
-                            "terminating, run outside the namespace)")
+                            "terminating, run outside the namespace)", template)
 
 
 def check_priority_class(priority_class: Mapping) -> str | None:
@@ -231,13 +245,19 @@ def input_shards(configmaps: Sequence[Mapping | None], names: Sequence[str], cou
             g = int(match.group(1))
             if g in seen:
                 raise Stalled(v.STALL_INPUTS_INVALID, f"input {g} is in both {seen[g]} and {name}")
+            too_deep = Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} nests objects or arrays more than "
+                                                       f"{d.MAX_JSON_DEPTH} levels deep")   # as an inline input
             try:
                 # no episode may be handed a number that is not finite (1e999, NaN, 10**400)
                 parsed = strictjson.loads(value)
-            except (ValueError, RecursionError) as exc:
+            except RecursionError:
+                raise too_deep from None
+            except ValueError as exc:
                 raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} is not JSON: {exc}"[:300]) from None
             if not isinstance(parsed, dict):
                 raise Stalled(v.STALL_INPUTS_INVALID, f"ConfigMap {name}: {k} must be a JSON object")
+            if strictjson.deeper_than(parsed, d.MAX_JSON_DEPTH):
+                raise too_deep
             seen[g] = name
         shards.append(data)
     missing = [g for g in range(count) if g not in seen]

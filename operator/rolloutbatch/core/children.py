@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rolloutbatch.core import manifests, naming
+from rolloutbatch.core import egress, manifests, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, BatchSpec
 
@@ -66,11 +66,11 @@ def adoptable(live: Mapping, desired: Mapping, *, shared: bool, job_uid: str | N
 
 
 def _policy_part(spec: Mapping, key: str) -> object:
-    """A policy field with the API server's defaults spelled out (ports default to TCP)."""
+    """A policy field as the API server stores it (core.egress.canonical_rule: no null or empty
+    fields, ports default to TCP), so that how the rules were spelt does not decide."""
     value = spec.get(key)
     if key in ("ingress", "egress"):
-        return [dict(rule, ports=[dict({"protocol": "TCP"}, **port) for port in rule.get("ports") or []])
-                for rule in value or []]
+        return [egress.canonical_rule(rule) if isinstance(rule, Mapping) else rule for rule in value or []]
     if key == "podSelector":
         return {k: v for k, v in (value or {}).items() if v}
     return value or []

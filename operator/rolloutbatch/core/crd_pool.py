@@ -97,7 +97,8 @@ def _plain_env(batch_env: Schema) -> Schema:
         (f"Environment of the warm pods' container: at most {d.MAX_ENV_ITEMS} plain name/value pairs (no "
          "valueFrom: a pool's pods are made before any batch claims them, so no batch's Secret is copied into "
          f"them). {listing(_RESERVED, 'and')} are reserved: the operator sets them."),
-        "Variable name (letters, digits, '-', '_', '.'; not starting with a digit).",
+        ("Variable name: letters, digits and '_', not starting with a digit (the pods' containers start under "
+         "/bin/sh, and a shell such as dash drops any other name; the operator says InvalidSpec)."),
         rules=batch_env["x-kubernetes-validations"])
     del env["items"]["properties"]["valueFrom"]
     del env["items"]["x-kubernetes-validations"]
@@ -146,7 +147,7 @@ def _properties_of_pool() -> dict[str, Schema]:
         "resources": _resources(
             ("Compute resources of each warm pod's container (requests and limits only), held while it waits. "
              f"Default requests cpu {requests['cpu']}, memory {requests['memory']}; limits cpu {limits['cpu']}, "
-             f"memory {limits['memory']}."),
+             f"memory {limits['memory']}; {{}} is none (no requests, no limits)."),
             "Resource name -> quantity the scheduler reserves per pod.",
             "Resource name -> quantity a pod may use at most.", default=d.RESOURCES),
         "env": _plain_env(batch["env"]),
@@ -172,7 +173,8 @@ def _properties_of_pool() -> dict[str, Schema]:
         "network": string(
             (f"The NetworkPolicy of every pod in the pool's namespace (warm, and the episodes that run there). "
              f"{deny_all} (default): all traffic denied, cluster DNS too. {allow_egress}: outgoing connections "
-             "allowed (e.g. prepare downloads, a model), incoming denied. A change applies to every pod at once."),
+             "allowed (e.g. prepare downloads, a model), incoming denied. A change applies to the pods made after it: "
+             "a pod keeps the network it was made and claimed under until it ends (warm pods are replaced)."),
             enum=v.NETWORK_MODES, default=v.NETWORK_MODES[0]),
         "podTemplate": _pool_pod_template(),
         "verifier": _pool_verifier(batch["verifier"]),
@@ -185,13 +187,15 @@ def _pool_verifier(batch_verifier: Schema) -> Schema:
         ("Optional: a verifier container in every warm pod, for batches with spec.verifier (only those can claim "
          "the pool's pods, and a batch with spec.verifier only such a pool's). It waits beside the episode's "
          "container, which then runs the agent phase; once that container has ended, the operator hands the "
-         "verifier its phase (the batch's verifier command, env, files and timeout). It alone mounts the "
-         "verifier's files and its own directory; both containers hold their resources for the pod's life. "
+         "verifier its phase (the batch's verifier command, env, files and timeout). The verifier's files and "
+         "input are written by a third small container (verifier-files: requests 10m CPU and 16Mi, limits "
+         "100m and 64Mi, both at the limits when the other two containers are Guaranteed), the "
+         "verifier's mount of them read-only; every container holds its resources for the pod's life. "
          "Default: none."), {
             "image": _image(f"Image of the verifier container. Default spec.image (at most {d.MAX_IMAGE_LENGTH} "
                             "characters)."),
             "resources": _reworded(fields["resources"], "Compute resources of the verifier container. Default "
-                                                        "spec.resources."),
+                                                        "spec.resources; {} is none."),
             "mountPath": _reworded(fields["mountPath"], (
                 "Where the batch's verifier files appear in the verifier container, not overlapping the task or "
                 f"workspace; a batch's spec.verifier.mountPath must be the same. Default {d.VERIFIER_MOUNT_PATH}.")),

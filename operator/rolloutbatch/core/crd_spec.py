@@ -7,7 +7,7 @@ prints it). The numbers come from ``core.defaults`` and the words from ``core.vo
 ``core.spec.parse_spec`` reads too: the operator's own reading of a spec applies the same defaults
 and bounds to an object the API server never defaulted (one stored before a CRD upgrade), and
 adds the checks a schema cannot make. ``SPEC_FIELDS`` (the fields parse_spec accepts) is this
-schema's list of properties.
+schema's list of properties, ``SPEC_OBJECT_FIELDS`` those of each of the spec's objects.
 
 The schema carries every rule a person can break at ``kubectl apply``, so a bad spec is refused
 there with a readable message instead of failing later inside the operator. Field order is the
@@ -120,7 +120,7 @@ def _verifier() -> Schema:
             "mountPath": _mount_path(
                 "Where the verifier's files appear in the verifier container, not overlapping the task, "
                 f"workspace or inputs. Default {d.VERIFIER_MOUNT_PATH}."),
-            "resources": _resources("Compute resources of the verifier container. Default spec.resources.",
+            "resources": _resources("Compute resources of the verifier container. Default spec.resources; {} is none.",
                                     "Resource name -> quantity reserved for the verifier.",
                                     "Resource name -> quantity the verifier may use at most."),
             "timeoutSeconds": integer(
@@ -229,7 +229,8 @@ def _properties() -> dict[str, Schema]:
         "resources": _resources(
             ("Compute resources of each episode container (requests and limits only). Default requests cpu "
              f"{requests['cpu']}, memory {requests['memory']}; limits cpu {limits['cpu']}, memory "
-             f"{limits['memory']}. A Dedicated sandbox's ResourceQuota is sized from these and parallelism."),
+             f"{limits['memory']}; {{}} is none (no requests, no limits). A Dedicated sandbox's ResourceQuota is "
+             "sized from these and parallelism."),
             "Resource name -> quantity the scheduler reserves per episode.",
             "Resource name -> quantity an episode may use at most.", default=d.RESOURCES),
         "episodeTimeoutSeconds": integer(
@@ -347,6 +348,9 @@ def spec_schema() -> Schema:
         properties, required=["episodes"], rules=_rules(list(properties)))
 
 
-# The top-level fields of RolloutBatch.spec: parse_spec refuses any other, as the API's strict
-# field validation does.
+# The top-level fields of RolloutBatch.spec, and those of each of its objects: parse_spec refuses
+# any other, as the API's strict field validation does (and a stored object holds no other: the
+# structural schema prunes them).
 SPEC_FIELDS = frozenset(_properties())
+SPEC_OBJECT_FIELDS = {name: frozenset(node["properties"]) for name, node in _properties().items()
+                      if node.get("type") == "object" and node.get("properties")}

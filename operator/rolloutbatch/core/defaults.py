@@ -49,9 +49,18 @@ MAX_PATH_LENGTH = 1024                             # every mountPath
 MAX_NAME_BYTES = 255                               # a path's component (NAME_MAX of Linux file systems)
 MAX_COMMAND_ITEMS, MAX_ARGS_ITEMS, MAX_ARG_LENGTH = 64, 256, 4096
 MAX_ENV_ITEMS, MAX_ENV_NAME_LENGTH, MAX_ENV_VALUE_LENGTH = 128, 256, 32768
+# Linux's bound on one argument or environment string, its NUL included (MAX_ARG_STRLEN, 32 pages of
+# 4 KiB, include/uapi/linux/binfmts.h): execve fails (E2BIG) with a longer one, so no container
+# could start. A value of MAX_ENV_VALUE_LENGTH characters can pass it in bytes (4-byte UTF-8).
+MAX_ARG_STRLEN = 32 * 4096
 MAX_FILES = 64                                     # task.files, verifier.files
 MAX_CONFIG_BYTES = 900 * 1024                      # ConfigMaps are capped at 1 MiB; keep a margin
+# How deep an input (inline or by reference) or another free-form object of the spec (podTemplate's
+# affinity) may nest: far beyond any real one, well within what Python's json reads and writes.
+MAX_JSON_DEPTH = 100
 MAX_INPUT_CONFIGMAPS = 64                          # inputsFrom: at most 64 shards of <= 1 MiB
+# The emptyDir holding an episode's copy of its one input (a ConfigMap key: under 1 MiB), with room.
+INPUT_COPY_SIZE_LIMIT = "2Mi"
 # spec.inputImages stays in the object (it cannot move into ConfigMaps as inputs can): bounded so
 # the RolloutBatch stays far below etcd's ~1.5 MiB object limit.
 MAX_INPUT_IMAGES_BYTES = 512 * 1024

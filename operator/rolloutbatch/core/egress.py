@@ -11,7 +11,11 @@ The egress list must name what it opens; what a peer can match is judged, not it
   ``kubernetes.io/metadata.name``). A ``namespaceSelector`` must pin itself, whatever the
   ``podSelector`` beside it says: pod labels are any namespace user's to write, so a neighbour
   could label its own pod like the endpoint and receive the episodes' traffic; namespace labels
-  are the cluster admin's. A bare ``podSelector`` (the episodes' own namespace: the sandbox
+  are the cluster admin's. Labels the operator stamps (``naming.STAMPED_LABELS``: managed-by,
+  the batch's and the pool's name and uid, the role, the Job controller's, Pod Security's) do not
+  pin: every episode carries them, and every sandbox and pool namespace, so a podSelector on them
+  is ``{}`` in a Dedicated sandbox and a namespaceSelector on them reaches every other batch's
+  episodes and every pool's pods. A bare ``podSelector`` (the episodes' own namespace: the sandbox
   ``rb-<uid10>`` in Dedicated mode) must pin, or it would reach the neighbour episodes (Shared:
   every other workload of the namespace). An endpoint elsewhere needs a pinned
   ``namespaceSelector`` beside its ``podSelector``.
@@ -22,7 +26,9 @@ The egress list must name what it opens; what a peer can match is judged, not it
   local-use ``64:ff9b:1::/48``) counts as all of IPv4, so it is refused. Unparsable CIDRs are
   refused rather than guessed at.
 
-An empty ``to`` is refused for the same reason. At most MAX_RULES rules, MAX_PEERS peers and
+The accepted rules are returned as the API server will store them (``canonical_rule``: no null
+or empty fields, ports' protocol TCP unless given), so the policy the operator finds again after a
+crash is the one it wants. An empty ``to`` is refused for the same reason. At most MAX_RULES rules, MAX_PEERS peers and
 MAX_EXCEPTS ``except`` entries per rule keep the check to milliseconds. The API server judges
 the rest when it validates the policy (a dry run, before anything is created); enforcement needs
 a CNI that implements NetworkPolicy.
@@ -30,7 +36,8 @@ a CNI that implements NetworkPolicy.
 Two mistakes look, from the episodes, like a model that refuses connections (their episodes are
 graded or lost with "Connection refused" and nothing else to go on), so the operator says them:
 
-- an ipBlock inside the cluster's **Service CIDR** (a ClusterIP, ``check_service_ips``): a
+- an ipBlock inside the cluster's **Service CIDR** (a ClusterIP, ``check_service_ips``; written
+  IPv4-mapped or NAT64, it is the IPv4 it embeds, as for the breadth): a
   NetworkPolicy matches the destination after the Service's DNAT, the backing pod's IP, so a
   ClusterIP in an ipBlock never matches anything. Refused before anything is created; the
   Service CIDR is read from the cluster (ServiceCIDR objects) or given to the operator.
@@ -52,6 +59,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rolloutbatch.core import naming
 from rolloutbatch.core.model import SpecError
 
 MAX_RULES = 32
@@ -77,6 +85,7 @@ PORT_FIELDS = {"protocol", "port", "endPort"}
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 DNS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
               "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},)
+STAMPED_EXAMPLES = f"{naming.LABEL_MANAGED_BY}, {naming.LABEL_BATCH_NAME} and the like"
 TO_NAME = "name the endpoint's range (e.g. its /32), or use network: AllowEgress to open all egress"
 
 
@@ -92,18 +101,32 @@ def _fields(value: object, allowed: set[str], where: str) -> Mapping:
 def _pins(selector: object, where: str) -> bool:
     """Whether a label selector confines what it matches to pods or namespaces carrying a label
     it names: a matchLabels entry or an ``In`` expression with values (requirements are ANDed,
-    so one suffices). ``{}``, ``{matchLabels: {}}`` and Exists/NotIn/DoesNotExist match all."""
+    so one suffices). ``{}``, ``{matchLabels: {}}`` and Exists/NotIn/DoesNotExist match all; so
+    do, here, the labels the operator stamps (naming.STAMPED_LABELS): every episode and every
+    namespace it makes carries them."""
     selector = _fields(selector, SELECTOR_FIELDS, where)
     labels, expressions = selector.get("matchLabels"), selector.get("matchExpressions")
     if labels is not None and not isinstance(labels, Mapping):
         raise SpecError(f"{where}.matchLabels", "must be an object of label: value")
     if expressions is not None and not isinstance(expressions, (list, tuple)):
         raise SpecError(f"{where}.matchExpressions", "must be a list of {key, operator, values}")
-    pinned = bool(labels)
+    # The CRD keeps peers schemaless (preserve-unknown-fields): any JSON reaches here, and a list
+    # or an object as a key is no label to look up. Only the types; the API server's dry run of
+    # the policy judges the rest of the label syntax.
+    for key, value in (labels or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise SpecError(f"{where}.matchLabels", "must map label names to string values")
+    pinned = any(key not in naming.STAMPED_LABELS for key in labels or ())
     for k, expr in enumerate(expressions or ()):
-        expr = _fields(expr, EXPRESSION_FIELDS, f"{where}.matchExpressions[{k}]")
-        values = expr.get("values")
-        pinned |= expr.get("operator") == "In" and isinstance(values, (list, tuple)) and len(values) > 0
+        at = f"{where}.matchExpressions[{k}]"
+        expr = _fields(expr, EXPRESSION_FIELDS, at)
+        key, values = expr.get("key"), expr.get("values")
+        if not isinstance(key, str):
+            raise SpecError(f"{at}.key", "must be a label name (a string)")
+        if values is not None and (not isinstance(values, (list, tuple))
+                                   or not all(isinstance(x, str) for x in values)):
+            raise SpecError(f"{at}.values", "must be a list of strings")
+        pinned |= expr.get("operator") == "In" and bool(values) and key not in naming.STAMPED_LABELS
     return pinned
 
 
@@ -114,14 +137,17 @@ def _check_selectors(peer: Mapping, where: str) -> None:
         if not _pins(peer["namespaceSelector"], f"{where}.namespaceSelector"):
             raise SpecError(f"{where}.namespaceSelector",
                             "matches every namespace (it has no matchLabels entry or In expression; Exists, "
-                            "NotIn and DoesNotExist only exclude), and a podSelector beside it does not narrow "
+                            "NotIn and DoesNotExist only exclude), or every namespace the operator makes (it names "
+                            f"only labels the operator stamps: {STAMPED_EXAMPLES}), and a podSelector beside it "
+                            "does not narrow "
                             "it: a pod anyone labels alike in their own namespace would receive the episodes' "
                             "traffic; name the endpoint's namespace, e.g. matchLabels: "
                             "{kubernetes.io/metadata.name: <namespace>}")
     elif pods is False:
         raise SpecError(f"{where}.podSelector",
                         "matches every pod of the episodes' own namespace (it has no matchLabels entry or In "
-                        "expression): the neighbour episodes in a Dedicated sandbox, every other workload in a "
+                        "expression other than on labels the operator stamps on every episode: "
+                        f"{STAMPED_EXAMPLES}): the neighbour episodes in a Dedicated sandbox, every other workload in a "
                         "Shared namespace. Select the endpoint's pods by their labels, with a namespaceSelector "
                         "beside it for an endpoint elsewhere")
 
@@ -160,6 +186,23 @@ def _admitted(block: Mapping, where: str) -> list[tuple[int, int, int]]:
     return out
 
 
+def _split_embedded(a: int, b: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """The IPv6 interval [a, b] as the IPv4 its EMBEDDED_IPV4 parts reach, and its other parts
+    (still IPv6). The one reading of an embedded block, for the breadth bound and the
+    Service-CIDR check alike."""
+    ipv4, ipv6, cur = [], [], a
+    for base in sorted(EMBEDDED_IPV4):
+        x, y = max(a, base), min(b, base + 2 ** 32 - 1)
+        if x <= y:
+            ipv4.append((4, x - base, y - base))
+            if cur < x:
+                ipv6.append((6, cur, x - 1))
+            cur = y + 1
+    if cur <= b:
+        ipv6.append((6, cur, b))
+    return ipv4, ipv6
+
+
 def _union_sizes(intervals: Sequence[tuple[int, int, int]]) -> dict[int, int]:
     """How many addresses of each family the intervals cover together (overlaps once)."""
     spans = list(intervals)
@@ -167,10 +210,7 @@ def _union_sizes(intervals: Sequence[tuple[int, int, int]]) -> dict[int, int]:
         if version == 6:
             if _relays(a, b):
                 spans.append((4, 0, 2 ** 32 - 1))
-            for base in EMBEDDED_IPV4:
-                x, y = max(a, base), min(b, base + 2 ** 32 - 1)
-                if x <= y:
-                    spans.append((4, x - base, y - base))
+            spans.extend(_split_embedded(a, b)[0])
     sizes, end = {4: 0, 6: 0}, {4: -1, 6: -1}
     for version, a, b in sorted(spans):
         a = max(a, end[version] + 1)
@@ -260,11 +300,38 @@ def parse_egress(raw: object) -> tuple[dict, ...]:
                 raise SpecError(f"{where}.ports", "must be a list of ports")
             for j, port in enumerate(ports):
                 port = _fields(port, PORT_FIELDS, f"{where}.ports[{j}]")
-                if port.get("protocol", "TCP") not in PROTOCOLS:
+                protocol = port.get("protocol")   # null is absent: the API server defaults it to TCP
+                if protocol is not None and protocol not in PROTOCOLS:
                     raise SpecError(f"{where}.ports[{j}].protocol", f"must be one of {', '.join(PROTOCOLS)}")
-        rules.append({k: rule[k] for k in ("to", "ports") if rule.get(k) is not None})
+        rules.append(canonical_rule(rule))
     _check_breadth(blocks)
     return tuple(rules)
+
+
+# A peer's selectors and ipBlock are pointers: `{}` there is kept (and means "all"), not dropped.
+_POINTER_FIELDS = {"podSelector", "namespaceSelector", "ipBlock"}
+
+
+def _as_stored(value: object) -> object:
+    if isinstance(value, Mapping):
+        out = {k: _as_stored(x) for k, x in value.items() if x is not None}
+        return {k: x for k, x in out.items() if k in _POINTER_FIELDS or x not in ([], {})}
+    if isinstance(value, (list, tuple)):
+        return [_as_stored(x) for x in value]
+    return value
+
+
+def canonical_rule(rule: Mapping) -> dict:
+    """A NetworkPolicy rule (egress or ingress) as the API server stores it: null fields and
+    empty lists and maps left out (they are omitempty, or pointers read as absent), a port's
+    protocol defaulted to TCP. parse_egress returns its rules so, making the desired policy the
+    stored one; core.children compares live policies in this form (one found after a crash)."""
+    out = _as_stored(rule)
+    if not isinstance(out, dict):
+        return out   # not a rule: compared as it is
+    if isinstance(out.get("ports"), list):
+        out["ports"] = [{"protocol": "TCP", **port} if isinstance(port, dict) else port for port in out["ports"]]
+    return out
 
 
 def non_pod_dns_cidrs(slices: Sequence[Mapping]) -> tuple[str, ...]:
@@ -296,6 +363,7 @@ def check_service_ips(egress: Sequence[Mapping], service_cidrs: Sequence[str]) -
     """Refuses (SpecError) an ipBlock whose every admitted address lies in the cluster's Service
     CIDRs: ClusterIPs, which a policy never sees (it matches after the Service's DNAT). A block
     that only overlaps them (a /16 holding the pods and the Services) admits pods too and passes.
+    IPv6 addresses that embed IPv4 (EMBEDDED_IPV4) are read as that IPv4, as for the breadth.
     ``egress`` is what parse_egress accepted; unreadable ``service_cidrs`` are skipped."""
     nets = []
     for text in service_cidrs:
@@ -312,7 +380,9 @@ def check_service_ips(egress: Sequence[Mapping], service_cidrs: Sequence[str]) -
             if not block:
                 continue
             where = f"spec.isolation.egress[{i}].to[{j}].ipBlock"
-            admitted = _admitted(block, where)
+            # An IPv4-mapped or NAT64 block reaches the IPv4 it embeds: a ClusterIP spelt so is one.
+            admitted = [iv for version, lo, hi in _admitted(block, where)
+                        for iv in ([(version, lo, hi)] if version == 4 else sum(_split_embedded(lo, hi), []))]
             inside = [next((n for n, (v, a, b) in zip(nets, spans) if v == version and a <= lo and hi <= b), None)
                       for version, lo, hi in admitted]
             if admitted and all(inside):

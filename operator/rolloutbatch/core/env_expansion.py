@@ -13,36 +13,38 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 
-def expand(text: str, known: Mapping[str, str]) -> str:
-    """``text`` with its references to ``known`` names replaced, as the kubelet does."""
-    out: list[str] = []
+def _pieces(text: str) -> Iterator[tuple[str | None, str]]:
+    """``text`` as the kubelet reads it: (None, literal text) and (name, its reference as written)."""
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
         if ch != "$" or i + 1 == n:
-            out.append(ch)
+            yield None, ch
             i += 1
             continue
         nxt = text[i + 1]
         if nxt == "$":             # an escaped operator
-            out.append("$")
+            yield None, "$"
             i += 2
         elif nxt == "(":
             close = text.find(")", i + 2)
             if close < 0:          # an unclosed reference is kept, and so is the rest
-                out.append("$(")
+                yield None, "$("
                 i += 2
                 continue
-            name = text[i + 2:close]
-            out.append(known.get(name, f"$({name})"))
+            yield text[i + 2:close], text[i:close + 1]
             i = close + 1
         else:                      # a '$' that opens nothing is kept with what follows it
-            out.append("$" + nxt)
+            yield None, "$" + nxt
             i += 2
-    return "".join(out)
+
+
+def expand(text: str, known: Mapping[str, str]) -> str:
+    """``text`` with its references to ``known`` names replaced, as the kubelet does."""
+    return "".join(piece if name is None else known.get(name, piece) for name, piece in _pieces(text))
 
 
 def references(text: str, names: Iterable[str]) -> list[str]:
@@ -61,3 +63,22 @@ def expand_env(env: Iterable[tuple[str, str]], known: Mapping[str, str]) -> list
         seen[name] = value
         done.append((name, value))
     return done
+
+
+def expanded_sizes(env: Iterable[tuple[str, str | int]]) -> list[tuple[str, int]]:
+    """The UTF-8 size of each variable's value once the kubelet expanded it, without building it
+    (references can multiply a value's size at each step). A value given as a number is one of
+    that size that is not expanded (a Secret's: valueFrom values are taken as they are)."""
+    sizes: dict[str, int] = {}
+    out = []
+    for name, value in env:
+        size = value if isinstance(value, int) else expanded_size(value, sizes)
+        sizes[name] = size
+        out.append((name, size))
+    return out
+
+
+def expanded_size(text: str, sizes: Mapping[str, int]) -> int:
+    """The UTF-8 size of ``text`` once its references to the names of ``sizes`` (their values'
+    sizes) are expanded."""
+    return sum(len(piece.encode()) if ref is None or ref not in sizes else sizes[ref] for ref, piece in _pieces(text))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 from rolloutbatch.core import strictjson
 from rolloutbatch.core.escapes import escaped
@@ -114,14 +115,29 @@ def parse_line(line: bytes, number: int = 0) -> Event | None:
     # raise a million times (seconds of the event loop for one hostile pod).
     if not (text.startswith("{") and text.endswith("}") and '"event"' in text):
         return None
+    events = 0   # ready and reward objects decoded in the line, at any depth, repeated keys' too
+
+    def pairs(items: list) -> dict:
+        nonlocal events
+        events += any(k == "event" and val in (READY, REWARD) for k, val in items)
+        return dict(items)
+    # counted (a Python call per object) only where a second event could be: a second "event", or
+    # an escape that could spell one
+    hook = pairs if text.count('"event"') > 1 or "\\u" in text else None
+    shallow = False
     try:
         try:
-            record = json.loads(text, parse_constant=lambda token: float(token), parse_int=_int)
+            record = json.loads(text, parse_constant=lambda token: float(token), parse_int=_int,
+                                object_pairs_hook=hook)
         except RecursionError:
             # nesting past the decoder's depth (a few KB of brackets): the event still counts,
             # its too-deep values read as null, as strictjson keeps them
-            record = json.loads(_shallow(text, strictjson.MAX_DEPTH), parse_constant=lambda token: float(token),
-                                parse_int=_int)
+            kept = _shallow(text, strictjson.MAX_DEPTH)
+            # an event key in what was cut away: an object there could be another event (its
+            # writer's own, wrapped), its kind unseen
+            shallow, events = len(_EVENT_KEY.findall(kept.encode())) != len(_EVENT_KEY.findall(text.encode())), 0
+            record = json.loads(kept, parse_constant=lambda token: float(token), parse_int=_int,
+                                object_pairs_hook=hook)
     except ValueError:
         return None
     if not isinstance(record, dict) or record.get("event") not in (READY, REWARD):
@@ -136,40 +152,107 @@ def parse_line(line: bytes, number: int = 0) -> Event | None:
         extra=extra,
         line=number,
         dropped=dropped,
+        # another event inside it (decoded, or as its writer spelt it: past the depth kept, or
+        # hidden by a repeated key), or nesting no event of ours ever has: written around
+        wraps_event=(hook is not None and events > 1) or shallow or len(_EVENT_KEY.findall(line)) > 1,
     )
 
 
-# How many "{" of a line :func:`holds_event` tries: a line of a million "{" costs no more.
-MAX_EMBEDDED_TRIES = 16
+# How many objects :func:`holds_event` decodes in one line beyond the one that ends it, and how
+# many of them end at one "event" key: a line of a million "{" or "event" costs no more.
+MAX_EMBEDDED_TRIES = 32
+MAX_TRIES_PER_KEY = 8
+
+
+# An event's key and kind as a program's JSON writer spells them (no escapes in the key or its
+# value): found anywhere in a line in one linear pass, however many braces and keys surround it.
+_EVENT_KEY = re.compile(rb'"event"\s*:\s*"(?:ready|reward)"')
 
 
 def holds_event(line: bytes) -> bool:
     """Whether a line that is not an event holds one: a ready or reward object after a stray
     prefix, or inside other text. A container's stdout is a pipe every process in it can write
     (``/proc/1/fd/1``): bytes written just before a program's event line, without a newline, make
-    that line unreadable, and a verifier's own reward would be lost unseen."""
+    that line unreadable, and a verifier's own reward would be lost unseen.
+
+    A program's writer spells the event's key and kind plainly: found anywhere in the line in one
+    linear pass (``_EVENT_KEY``), whatever bytes surround the object, before or after it (a program
+    that wrote its newline apart). An object whose kind is escaped is also found: whole, by matching
+    its braces from the line's end (:func:`_object_ending`), and from each ``"event"`` key back to
+    the braces before it and at the line's first brace, a bounded number of times."""
     if b'"event"' not in line:
         return False
-    text = line.decode("utf-8", errors="replace")
-    decoder, start = json.JSONDecoder(), text.find("{")
-    for _ in range(MAX_EMBEDDED_TRIES):
-        if start < 0:
-            return False
+    if _EVENT_KEY.search(line):
+        # bytes around the program's own event, however many (a bounded search of the objects in
+        # the line was exhausted by 32 '{"event"' written after it)
+        return True
+    text = line.decode("utf-8", errors="replace").rstrip()
+    decoder = json.JSONDecoder()
+
+    def is_event_at(start: int) -> bool:
         try:
             record, _end = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):
-            record = None
-        if isinstance(record, dict) and record.get("event") in (READY, REWARD):
-            return True
-        start = text.find("{", start + 1)
+            return False
+        return isinstance(record, dict) and record.get("event") in (READY, REWARD)
+
+    last = _object_ending(text)
+    if last >= 0 and is_event_at(last):
+        return True
+    first = text.find("{")
+    if first >= 0 and first != last and is_event_at(first):
+        return True
+    tries = 0
+    key = text.rfind('"event"')
+    while key >= 0 and tries < MAX_EMBEDDED_TRIES:
+        start = text.rfind("{", 0, key)
+        for _ in range(MAX_TRIES_PER_KEY):
+            if start < 0 or tries >= MAX_EMBEDDED_TRIES:
+                break
+            tries += 1
+            if is_event_at(start):
+                return True
+            start = text.rfind("{", 0, start)
+        key = text.rfind('"event"', 0, key)
     return False
 
 
-def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX_LINE_BYTES) -> ParsedLog:
+def _object_ending(text: str) -> int:
+    """Where the JSON object that ends ``text`` begins (its braces matched from the end, outside
+    its strings), or -1. Within valid JSON a quote belongs to a string's edge when an even number
+    of backslashes precede it; the scan stops at the object's first brace, so a prefix written
+    before the object is never read."""
+    if not text.endswith("}"):
+        return -1
+    depth, in_string = 0, False
+    for i in range(len(text) - 1, -1, -1):
+        ch = text[i]
+        if ch == '"':
+            slashes = 0
+            while i - slashes - 1 >= 0 and text[i - slashes - 1] == "\\":
+                slashes += 1
+            if slashes % 2 == 0:
+                in_string = not in_string
+        elif not in_string:
+            if ch == "}":
+                depth += 1
+            elif ch == "{":
+                depth -= 1
+                if depth == 0:
+                    return i
+    return -1
+
+
+def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX_LINE_BYTES,
+              shared: bool = False) -> ParsedLog:
+    """The events of a container's output. ``shared``: a channel other programs write into (a
+    verifier's: the agent's code it runs): an event holding another is the program's own wrapped,
+    not read (counted ``garbled``); elsewhere it is read as any event."""
     ready: list[Event] = []
     reward: list[Event] = []
     problems: list[str] = []
     garbled = 0
+    capped = False
     for number, line in enumerate(data.split(b"\n"), start=1):
         if len(line) > max_line_bytes:
             if len(problems) < MAX_PROBLEMS:
@@ -182,8 +265,8 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
             if len(problems) < MAX_PROBLEMS:
                 problems.append(f"line {number}: unparseable ({type(exc).__name__}): skipped")
             continue
-        if event is None:
-            if holds_event(line):
+        if event is None or (shared and event.wraps_event):
+            if event is not None or holds_event(line):
                 garbled += 1
                 if len(problems) < MAX_PROBLEMS:
                     problems.append(f"line {number}: holds an event behind other bytes: not read")
@@ -194,20 +277,25 @@ def parse_log(data: bytes, *, truncated: bool = False, max_line_bytes: int = MAX
         elif len(kept) == MAX_EVENTS_PER_KIND:
             kept.append(event)
             problems.append(f"more than {MAX_EVENTS_PER_KIND} {event.kind} events; the rest were not kept")
+        else:
+            capped = True
         if len(ready) > MAX_EVENTS_PER_KIND and len(reward) > MAX_EVENTS_PER_KIND:
-            break   # nothing later can change the verdict
+            capped = True
+            break   # nothing later can change this log's own verdict (a cross-check: core.events.cross_checked)
     if truncated:
         problems.append("log truncated at the read limit")
     return ParsedLog(ready=tuple(ready), reward=tuple(reward), problems=tuple(problems),
-                     bytes_read=len(data), truncated=truncated, garbled=garbled)
+                     bytes_read=len(data), truncated=truncated, garbled=garbled, capped=capped)
 
 
 def has_events(log: ParsedLog) -> bool:
     return bool(log.ready or log.reward)
 
 
-def parse_termination_message(text: str | None, *, whole_bytes: int | None = None) -> ParsedLog | None:
-    """The events of a termination message, or None when it holds none (then stdout is read).
+def parse_termination_message(text: str | None, *, whole_bytes: int | None = None,
+                              shared: bool = False) -> ParsedLog | None:
+    """The events of a termination message, or None when it holds none, nor any written into (then
+    stdout is read).
 
     A message of MAX_TERMINATION_MESSAGE_BYTES or more (``whole_bytes``: the size of the message
     it was cut from) may have lost its beginning: the kubelet keeps a larger file's end. It is
@@ -218,8 +306,11 @@ def parse_termination_message(text: str | None, *, whole_bytes: int | None = Non
         return None
     data = text.encode("utf-8", errors="replace")
     truncated = max(len(data), whole_bytes or 0) >= MAX_TERMINATION_MESSAGE_BYTES
-    parsed = parse_log(data[:MAX_TERMINATION_MESSAGE_BYTES], truncated=truncated)
-    return parsed if truncated or has_events(parsed) else None
+    parsed = parse_log(data[:MAX_TERMINATION_MESSAGE_BYTES], truncated=truncated, shared=shared)
+    # ``shared`` (a verifier's): a line written into is the verifier's own event, unread: the
+    # message stays its channel (and fails it), never handing the verdict to stdout alone, where
+    # a forged reward may wait. An agent's message that only mentions an event defers to stdout.
+    return parsed if truncated or has_events(parsed) or (shared and parsed.garbled) else None
 
 
 def cross_checked(message: ParsedLog, stdout: ParsedLog | None) -> ParsedLog:
@@ -236,17 +327,22 @@ def cross_checked(message: ParsedLog, stdout: ParsedLog | None) -> ParsedLog:
         return message
     known = {_reward_key(e.reward) for e in message.reward}
     more = tuple(e for e in stdout.reward if _reward_key(e.reward) not in known)
-    if not more and not stdout.truncated and not stdout.garbled:
+    if not more and not stdout.truncated and not stdout.garbled and not stdout.capped:
         return message
-    return dataclasses.replace(message, reward=message.reward + more, truncated=message.truncated or stdout.truncated,
+    # a stdout whose events were not all kept (a flood of copies of the message's reward) may hide
+    # the verifier's own reward past them: not read whole, as a truncated one
+    return dataclasses.replace(message, reward=message.reward + more,
+                               truncated=message.truncated or stdout.truncated or stdout.capped,
                                garbled=message.garbled + stdout.garbled)
 
 
 def _reward_key(reward: object) -> str:
-    """Rewards compared as JSON writes them (1 and 1.0 alike; a NaN, a str kept apart)."""
+    """Rewards compared as JSON writes them (1 and 1.0 alike; a NaN, a str, an int past a
+    float kept apart: ``float(10**400)`` raises)."""
     if isinstance(reward, bool) or not isinstance(reward, (int, float)):
         return repr(reward)
-    return repr(float(reward))
+    number = strictjson.finite(reward)
+    return repr(reward if number is None else number)
 
 
 def split_agent_record(text: str | None) -> tuple[str, dict | None]:

@@ -17,6 +17,15 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, VERIFIER_TIMEOUT_EX
 
 VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' work between the two phases
 
+# The launchers' own tools (sleep, chmod; the pool launcher's head, tail, mkfifo, cat, rm) are
+# looked up in the standard directories first: a spec.env PATH naming only the agent's own
+# (PATH=/opt/venv/bin) left the watchdog without `sleep`, and it stopped every agent at once, a
+# Timeout. An assignment before one command: the agent's PATH stays its own.
+# TOOLS_SH in a script a shell reads as it is (a command's argument: the session's hold), TOOLS in
+# a container's command, where Kubernetes reads `$$` as `$`.
+TOOLS_SH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH} "
+TOOLS = TOOLS_SH.replace("$", "$$")
+
 # The agent's command runs under this launcher: it stops the agent at episodeTimeoutSeconds,
 # then kills every process left in the container (kill -1 spares only the caller), so nothing of
 # the agent runs into the verifier's phase and nothing can write after the record; then it appends
@@ -31,13 +40,13 @@ VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' w
 # agent that blocks the record (e.g. a read-only file it chmodded) fails the launcher, and with it
 # its own episode.
 _AGENT = ('{group}{began}"$$@" & agent=$$!; '
-          '(sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+          '({tools}sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
           'wait $$agent; code=$$?; timed_out=false; '
           'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
           'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
           '{ended}'
-          '[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began))" -gt {timeout} ] && timed_out=true; '
-          '[ -w {path} ] || chmod u+w {path} 2>/dev/null; '
+          '{ran_past} && timed_out=true; '
+          '[ -w {path} ] || {tools}chmod u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
           '"$$code" "$$timed_out" >> {path} || exit 120; {overran}exit 0')
 # An agent that ran past its time by more than the slack (its watchdog killed) fails its
@@ -45,8 +54,7 @@ _AGENT = ('{group}{began}"$$@" & agent=$$!; '
 # (a Job's pod then never starts it, as a kubelet runs init containers), nor, in a pool's pod,
 # make the episode a retry when handed over late or cut by the pod's deadline while it waited
 # (core.pools.failure_rules and core.manifests.job judge the agent first).
-_OVERRAN = ('[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began - {slack}))" -gt {timeout} ] '
-            '&& exit {code}; ')
+_OVERRAN = '{ran_past} && exit {code}; '
 
 # The verifier runs under this launcher. The pod's deadline alone would hand a hanging verifier
 # the agent's unused time too: a watchdog stops the verifier at verifier.timeoutSeconds after it
@@ -56,7 +64,7 @@ _OVERRAN = ('[ -n "$$began" ] && [ -n "$$ended" ] && [ "$$((ended - began - {sla
 # when the watchdog fired. {remap}: in a pool's pod a verifier's own exit NOT_DELIVERED_EXIT is
 # reported as 1 (that code says the pod never ran its episode).
 _VERIFIER = ('{group}"$$@" & verifier=$$!; '
-             '(sleep {timeout}; trap "" TERM; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
+             '({tools}sleep {timeout}; trap "" TERM; kill -KILL $$verifier) 2>/dev/null & watchdog=$$!; '
              'wait $$verifier; code=$$?; {remap}'
              'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={timeout_exit}; '
              'kill -KILL -1 2>/dev/null; exit $$code')
@@ -66,17 +74,35 @@ def agent_launcher(group: str, timeout: int | str, overran_exit: int = AGENT_OVE
     """The agent phase: ``group`` is shell run first (core.manifests' group setup, or ''),
     ``timeout`` its seconds (a number, or a shell expansion); an agent that ran more than
     VERIFIER_SLACK_SECONDS past it exits ``overran_exit``, after its record."""
-    overran = _OVERRAN.format(slack=VERIFIER_SLACK_SECONDS, timeout=timeout, code=overran_exit)
+    overran = _OVERRAN.format(ran_past=ran_past(timeout, VERIFIER_SLACK_SECONDS), code=overran_exit)
     return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT,
-                         overran=overran, began=_uptime("began"), ended=_uptime("ended"))
+                         overran=overran, tools=TOOLS, began=uptime("began"), ended=uptime("ended"),
+                         ran_past=ran_past(timeout))
 
 
-def _uptime(name: str) -> str:
-    """Shell setting ``name`` to the whole seconds of /proc/uptime (empty when it cannot be read)."""
-    return f'{name}=; read {name} _ 2>/dev/null < /proc/uptime; {name}=$${{{name}%%.*}}; '
+# The phase's clock is /proc/uptime in hundredths of a second (Linux and gVisor print two
+# decimals): in whole seconds an agent that killed its watchdog and ended 10.75 s into a 10 s
+# limit read 14 - 4 = 10, not past it, and the pod's deadline then left its verifier no time (a
+# bad attempt made lost on purpose). A gVisor sandbox's uptime starts at 0: the leading zeros are
+# dropped, as sh would read "007" as octal. Anything else is an unknown clock (empty).
+def uptime(name: str) -> str:
+    """Shell setting ``name`` to /proc/uptime in hundredths of a second (empty when it cannot be read)."""
+    return (f'{name}=; read {name} _ 2>/dev/null < /proc/uptime; case "$${name}" in '
+            f'*[!0-9.]*|*.*.*|.*) {name}=;; '
+            f'*.[0-9][0-9]) {name}=$${{{name}%.*}}$${{{name}#*.}}; {name}=$${{{name}#"$${{{name}%%[!0]*}}"}}; '
+            f'{name}=$${{{name}:-0}};; '
+            f'*) {name}=;; esac; ')
+
+
+def ran_past(timeout: int | str, slack: int = 0) -> str:
+    """Shell test: the clocks ``began`` and ``ended`` (uptime) were read and more than ``timeout``
+    seconds (a number, or a shell expansion of one) plus ``slack`` lie between them."""
+    return (f'[ -n "$$began" ] && [ -n "$$ended" ] && '
+            f'[ "$$((ended - began - {slack * 100}))" -gt {timeout}00 ]')
 
 
 def verifier_launcher(group: str, timeout: int | str, not_delivered: int | None = None) -> str:
     """The verifier phase; with ``not_delivered``, that exit code of the verifier is reported as 1."""
     remap = f'[ "$$code" -eq {not_delivered} ] && code=1; ' if not_delivered is not None else ""
-    return _VERIFIER.format(group=group, timeout=timeout, remap=remap, timeout_exit=VERIFIER_TIMEOUT_EXIT)
+    return _VERIFIER.format(group=group, timeout=timeout, remap=remap, timeout_exit=VERIFIER_TIMEOUT_EXIT,
+                            tools=TOOLS)

@@ -44,6 +44,14 @@ MAX_LEASE_DURATION = 3600.0
 MIN_RETRY_PERIOD = 0.2
 _MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"   # metav1.MicroTime
 
+# A leader's graceful stop (service.leadership.operate), step by step, each bounded (seconds).
+# Their sum, stop_seconds, must stay below the Deployment's terminationGracePeriodSeconds
+# (manifests/manager, the chart): else the kubelet's SIGKILL comes before the release and the
+# standby waits out the lease (tests/unit/test_graceful_stop_budget.py).
+DAEMON_CANCELLATION = 10.0   # the handlers' kopf.daemon cancellation_timeout
+KOPF_HUNG_TASKS = 5.0        # kopf's wait for the tasks left once its own stopped (kopf 1.45, _core/reactor/running.py)
+API_DRAIN = 20.0             # for the API calls kopf's handlers left in worker threads
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -71,6 +79,18 @@ class Timing:
     def lease_seconds(self) -> int:
         """leaseDurationSeconds is an integer: rounded up, never shorter than what we wait."""
         return math.ceil(self.lease_duration)
+
+    @property
+    def request_timeout(self) -> float:
+        """A Lease request's timeout: a round's two (read, write) fit in the renew deadline."""
+        return self.renew_deadline / 2
+
+
+def stop_seconds(timing: Timing) -> float:
+    """The longest graceful stop of a leader: kopf's (its daemons cancelled, then the tasks left),
+    the drain of API calls, the election loop's last round (joined within one renew deadline) and
+    the release (one request)."""
+    return DAEMON_CANCELLATION + KOPF_HUNG_TASKS + API_DRAIN + timing.renew_deadline + timing.request_timeout
 
 
 @dataclass(frozen=True)

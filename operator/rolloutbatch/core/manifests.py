@@ -8,7 +8,6 @@ read-only and write only their size-limited workspace. Dedicated sandboxes enfor
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import launchers, naming, queueing
@@ -19,7 +18,8 @@ from rolloutbatch.core.result_shards import shard_configmap_name
 from rolloutbatch.core.results import encode_results
 from rolloutbatch.core.k8s_rules import QUOTA_REQUIRED, admitted, format_quantity, quota_usage, unset_by_containers
 from rolloutbatch.core.secret_env import key_names
-from rolloutbatch.core.spec import INPUT_KEY
+from rolloutbatch.core.spec import INPUT_KEY, input_text
+from rolloutbatch.core.defaults import INPUT_COPY_SIZE_LIMIT
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY
 
 NODE_LOSS_TOLERATION_SECONDS = 30
@@ -40,10 +40,8 @@ def _meta(ref: BatchRef, name: str, namespace: str | None, owner: Mapping | None
 
 
 def namespace(ref: BatchRef, spec: BatchSpec) -> dict:
-    psa = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
-    psa.update({f"pod-security.kubernetes.io/{mode}-version": "latest" for mode in ("enforce", "audit", "warn")})
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": _meta(ref, naming.sandbox_namespace(ref), None, **psa)}
+            "metadata": _meta(ref, naming.sandbox_namespace(ref), None, **naming.POD_SECURITY_LABELS)}
 
 
 def local_queue(ref: BatchRef, spec: BatchSpec, cluster_queue: str) -> dict:
@@ -140,7 +138,8 @@ def verifier_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) ->
 def inputs_configmap(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict | None:
     if not spec.inputs:
         return None
-    data = {INPUT_KEY.format(i): json.dumps(value) for i, value in enumerate(spec.inputs)}
+    # the text parse_spec measured (core.spec.input_text): what fits there fits here
+    data = {INPUT_KEY.format(i): input_text(value, i) for i, value in enumerate(spec.inputs)}
     return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
             "metadata": _meta(ref, naming.inputs_configmap_name(ref), naming.child_namespace(ref, spec), owner),
             "data": data}
@@ -199,11 +198,11 @@ def _inputs_container(spec: BatchSpec, container: Mapping) -> dict:
     return {
         "name": naming.INPUTS_CONTAINER, "image": container["image"], "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", script, "rolloutbatch-inputs"],
-        "env": [dict(_INDEX_ENV)],   # no user env (nor Secret) here: it needs none
+        "env": [_index_env()],   # no user env (nor Secret) here: it needs none
         "resources": {k: dict(v) for k, v in container["resources"].items()},
         "volumeMounts": [{"name": "inputs-source", "mountPath": naming.INPUTS_SOURCE_MOUNT_PATH, "readOnly": True},
                          {"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH}],
-        "securityContext": dict(_SECURITY_CONTEXT),
+        "securityContext": container_security_context(),
         "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
     }
 
@@ -242,8 +241,10 @@ def _verifier_command(spec: BatchSpec) -> tuple[list[str], list[str]]:
     return ["/bin/sh", "-c", script, "rolloutbatch-verifier"], [*ver.command, *ver.args]
 
 
-_INDEX_ENV = {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
-    "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_KEY}']"}}}
+def _index_env() -> dict:
+    """A new object each call, as every piece of a manifest is: a caller may edit what it gets."""
+    return {"name": "EPISODE_INDEX", "valueFrom": {"fieldRef": {
+        "fieldPath": f"metadata.annotations['{COMPLETION_INDEX_KEY}']"}}}
 
 
 def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) -> list[dict]:
@@ -251,7 +252,7 @@ def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) 
     spec.env); a Secret key is read from the operator's copy (core.secret_env)."""
     env = [
         {"name": "EPISODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        _INDEX_ENV,
+        _index_env(),
         {"name": "BATCH_NAME", "value": ref.name},
     ]
     if spec.samples_per_input == 1:
@@ -272,9 +273,11 @@ def _env(ref: BatchRef, spec: BatchSpec, extra: tuple[dict, ...] | None = None) 
     return env
 
 
-_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                     "readOnlyRootFilesystem": False, "runAsNonRoot": True,
-                     "seccompProfile": {"type": "RuntimeDefault"}}
+def container_security_context() -> dict:
+    """Every episode container's (a batch's and a pool's): Pod Security's restricted profile."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": False, "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
@@ -300,7 +303,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
     if inputs is not None:
         # The episode's containers see only the init container's copy of their own input, read-only
         # (the agent cannot change what the verifier later reads).
-        volumes += [inputs, {"name": "inputs", "emptyDir": {}}]
+        volumes += [inputs, {"name": "inputs", "emptyDir": {"sizeLimit": INPUT_COPY_SIZE_LIMIT}}]
         mounts.append({"name": "inputs", "mountPath": naming.INPUTS_MOUNT_PATH, "readOnly": True})
     command, args = _command(spec)
     container = {
@@ -312,7 +315,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         # and their test runners write to /tmp, ~/.cache and the like; a read-only root would
         # fail them for reasons unrelated to the task. The root filesystem is per container and
         # discarded with it; its size can be capped with resources.limits.ephemeral-storage.
-        "securityContext": dict(_SECURITY_CONTEXT),
+        "securityContext": container_security_context(),
         # File, not FallbackToLogsOnError: the message is then only ever what the program wrote,
         # so events found there are the program's own (a log tail in it would look the same).
         "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
@@ -333,7 +336,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
             "command": vcommand, "workingDir": spec.workspace_mount_path,
             "env": _env(ref, spec, ver.env),
             "resources": {k: dict(v) for k, v in ver.resources.items()}, "volumeMounts": vmounts,
-            "securityContext": dict(_SECURITY_CONTEXT),
+            "securityContext": container_security_context(),
             "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
         }
         if vargs:

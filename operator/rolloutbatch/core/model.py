@@ -146,6 +146,11 @@ class PodFacts:
     claimed_at: float | None = None           # a warm pod's claim; None for a cold one
     verifier_started: bool = False
     verifier_delivered_at: float | None = None
+    # the verifier's files writer (naming.VERIFIER_FILES_CONTAINER): the pod has one (a pool's pod
+    # made before it came has not), and its exit code once it ended (0: the files are written)
+    has_files_writer: bool = False
+    files_writer_started: bool = False
+    files_writer_exit: int | None = None
     # where a pool's pod mounts the task (core.pool_spec.task_mount_path_in): its default command
     # names it, and a pod claimed before its pool's task.mountPath moved keeps the old one
     task_mount_path: str | None = None
@@ -177,6 +182,7 @@ class Event:
     extra: dict
     line: int = 0              # 1-based line of the log; one episode's events are ordered by it
     dropped: tuple[str, ...] = ()   # extra fields left out: over their budget, or not JSON
+    wraps_event: bool = False  # it holds another ready or reward object (core.events.parse_line)
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,8 @@ class ParsedLog:
     # lines that hold a ready or reward event without being one (something was written into the
     # line), or that hold one past the line limit: core.events.parse_log
     garbled: int = 0
+    # events past MAX_EVENTS_PER_KIND were not kept (nor, once both kinds were past it, read)
+    capped: bool = False
 
 
 def _r(value: float | None) -> float | None:
@@ -278,6 +286,15 @@ class EpisodeResult:
         """Durations from its events mean something: not when its clock was found wrong."""
         return self.reason != vocabulary.EP_CLOCK_SKEW and vocabulary.FLAG_SKEW_BEYOND not in self.flags
 
+    def batch_offsets(self, origin: float | None) -> tuple[float | None, float | None]:
+        """Seconds from the batch's origin to its ready and its reward, as its row holds them (the
+        summary's batch_to_all_* are the largest of these: the guide's max over the rows)."""
+        def since(ts: float | None) -> float | None:
+            # a clock within the skew tolerance may put an event a moment before the origin: a
+            # duration is never negative (the metrics clamp alike)
+            return _r(max(0.0, ts - origin)) if ts is not None and origin is not None and self.timings_trusted else None
+        return since(finite(self.ready_at)), since(finite(self.reward_at))
+
     def to_row(self, origin: float | None, samples_per_input: int = 1) -> dict:
         """The guide's per-pod row, plus what a failure needs to be understood.
 
@@ -286,14 +303,13 @@ class EpisodeResult:
         reading ``row["reward"]`` never trains on it. A row whose clock was found wrong
         (:attr:`timings_trusted`) reports no durations.
         """
-        def since(ts: float | None) -> float | None:
-            return _r(ts - origin) if ts is not None and origin is not None and self.timings_trusted else None
+        to_ready, to_reward = self.batch_offsets(origin)
         group, sample = group_and_sample(self.index, samples_per_input)
         row = {
             "pod": self.pod, "index": self.index, "group": group, "sample": sample, "valid": self.valid,
             "node": self.node, "image_id": self.image_id, "reward": self.graded_reward,
             "pod_to_ready_seconds": self.pod_to_ready_seconds if self.timings_trusted else None,
-            "batch_to_ready_seconds": since(self.ready_at), "batch_to_reward_seconds": since(self.reward_at),
+            "batch_to_ready_seconds": to_ready, "batch_to_reward_seconds": to_reward,
             "outcome": self.outcome, "reason": self.reason, "message": self.message,
             "attempts": self.attempts, "pod_created": self.pod_created, "ready_at": self.ready_at,
             "reward_at": self.reward_at,

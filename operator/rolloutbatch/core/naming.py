@@ -48,6 +48,13 @@ LABEL_EPISODE_ENV, EPISODE_ENV_OPT_IN = "rl.agentruntime.io/episode-env", "true"
 # batch's Job adopts it.
 LABEL_POOL_UID = "rl.agentruntime.io/pool-uid"
 LABEL_POOL_NAME = "rl.agentruntime.io/pool-name"
+# A pool pod's network (v.NETWORK_MODES): the pool's spec.network when it was made, which a claim
+# never changes; the pool's policies select by it (core.pools.network_policies).
+LABEL_NETWORK = "rl.agentruntime.io/network"
+POOL_EGRESS_POLICY = "allow-egress"     # a pool's policy that opens egress to its AllowEgress pods
+# a pool's policy that keeps open the egress of the pods an operator made before LABEL_NETWORK
+# (core.pools.unlabelled_egress_policy)
+POOL_UNLABELLED_EGRESS_POLICY = "allow-egress-unlabelled"
 ROLE_WARM = "warm"                                               # LABEL_EPISODE_ROLE of an unclaimed pool pod
 ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim
 ANNOTATION_CLAIMED_BY = "rl.agentruntime.io/claimed-by"          # the batch's uid, written by the claim
@@ -74,7 +81,27 @@ CLAIM_MOUNT_PATH = "/rollout/claim"                              # the pod's own
 # A pool with a verifier: its pods' verifier container gets its phase the same way, in an emptyDir
 # of its own (the agent's container mounts neither it nor the verifier's files).
 VERIFIER_CLAIM_MOUNT_PATH = "/rollout/verifier-claim"
+# ... and its files and input are written by a third container, which alone mounts them writable
+# (the verifier's are read-only mounts, as a Job pod's ConfigMap is): the agent's code the verifier
+# runs shares the verifier's UID, and could otherwise rewrite what grades it.
+VERIFIER_FILES_CONTAINER = "verifier-files"
+VERIFIER_FILES_CLAIM_MOUNT_PATH = "/rollout/verifier-files-claim"
+# The directories a pool's pods keep for themselves: no mount of a pool's spec may overlap one.
+POOL_RESERVED_MOUNT_PATHS = (CLAIM_MOUNT_PATH, VERIFIER_CLAIM_MOUNT_PATH, VERIFIER_FILES_CLAIM_MOUNT_PATH)
 ANNOTATION_VERIFIER_DELIVERED_AT = "rl.agentruntime.io/verifier-delivered-at"
+
+# The Pod Security Admission labels of every namespace the operator makes (a sandbox, a pool's).
+POD_SECURITY_LABELS = {**{f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")},
+                       **{f"pod-security.kubernetes.io/{mode}-version": "latest" for mode in ("enforce", "audit", "warn")}}
+# What the Job controller labels every pod of a Job with (an Indexed Job's also with
+# v.COMPLETION_INDEX_KEY).
+JOB_CONTROLLER_LABELS = ("batch.kubernetes.io/job-name", "job-name", "batch.kubernetes.io/controller-uid",
+                         "controller-uid")
+# Every label the operator (or the Job controller for it) puts on the episodes' pods and on the
+# namespaces it makes. They name nothing a submitter chose: a selector pinned only by them matches
+# every episode, or every sandbox and pool namespace (core.egress refuses it as it refuses `{}`).
+STAMPED_LABELS = frozenset({LABEL_MANAGED_BY, LABEL_BATCH_UID, LABEL_BATCH_NAME, LABEL_EPISODE_ROLE, LABEL_POOL_UID,
+                            LABEL_POOL_NAME, LABEL_NETWORK, v.COMPLETION_INDEX_KEY, *JOB_CONTROLLER_LABELS, *POD_SECURITY_LABELS})
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

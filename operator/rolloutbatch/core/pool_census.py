@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
-from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm, oldest_first
+from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm, network_of, oldest_first
 from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
                                        over_own_limits, parse_time, pod_facts)
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
@@ -53,6 +53,34 @@ def is_held(pod: Mapping, now: float) -> bool:
 def held_pods(pods: Sequence[Mapping], now: float) -> int:
     """How many pods of the pool's namespace batches hold now (:func:`is_held`)."""
     return sum(1 for p in pods if is_held(p, now))
+
+
+def holding_batches(held: Sequence[Mapping], jobs: Sequence[Mapping]) -> list[str]:
+    """The batches that hold a pool's deletion, each once, sorted: those of the ``held`` pods
+    (:func:`is_held`) and of the running ``jobs``. A batch is known by its uid (its pods' and Job's
+    batch-uid label, or the claimed-by annotation of a claim not enrolled yet, which carries no
+    label), and said by its name where any of its objects carries it, else as ``uid <uid>``."""
+    said: dict[str, str] = {}
+    for obj in (*held, *jobs):
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        uid, name = labels.get(naming.LABEL_BATCH_UID) or claimed_by(obj), labels.get(naming.LABEL_BATCH_NAME)
+        if uid is None:   # its batch's uid label edited away: counted by itself
+            said[f"object {meta.get('uid') or meta.get('name')}"] = name or "?"
+        else:
+            said[uid] = name or said.get(uid) or f"uid {uid}"
+    return sorted(said.values())
+
+
+def held_elsewhere(pods: Sequence[Mapping], network: str, now: float) -> dict[str, int]:
+    """The pods batches hold (:func:`is_held`) that were made under a network other than the
+    pool's ``network`` now, counted by theirs: they keep it until they end (core.pools.network_policies)."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        theirs = network_of(pod)
+        if theirs and theirs != network and is_held(pod, now):
+            out[theirs] = out.get(theirs, 0) + 1
+    return out
 
 
 def refill_hold(pods: Sequence[Mapping], now: float, short_since: float | None = None) -> float:
@@ -149,9 +177,10 @@ def census(pods: Sequence[Mapping], template: str, now: float | None = None) -> 
                 stuck.append((name, v.PoolReason.CANNOT_START, start_error))
             elif _exit_code(pod) == NOT_DELIVERED_EXIT and not _disrupted(pod):
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, _prepare_failure(pod)))
-            elif (killed := _oom_killed(pod)) is not None and not _disrupted(pod):
-                # the kernel's KILL, which no launcher traps: an idle warm pod holds next to no
-                # memory, so its prepare passed the limit, and every pod would (not churned)
+            elif (killed := _oom_killed(pod)) is not None and not _disrupted(pod) and not _was_ready(pod):
+                # the kernel's KILL, which no launcher traps, before the pod was ever ready: its
+                # prepare passed the limit, and every pod would (not churned). One killed once
+                # ready (node memory pressure while it waited) is a warm pod that died: replaced.
                 stuck.append((name, v.PoolReason.PREPARE_FAILED, killed))
             continue
         old = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION) != template
@@ -241,6 +270,18 @@ def _oom_killed(pod: Mapping) -> str | None:
     return None
 
 
+def _was_ready(pod: Mapping) -> bool:
+    """The ended pod had been Ready (prepared, warm): its Ready condition last changed, to False,
+    after its container started. A pod never Ready has had it False from before its containers
+    started (the kubelet keeps a condition's transition time while its status stays the same)."""
+    lost = next((parse_time(c.get("lastTransitionTime")) for c in (pod.get("status") or {}).get("conditions") or []
+                 if isinstance(c, Mapping) and c.get("type") == v.CONDITION_READY and c.get("status") == v.CONDITION_FALSE), None)
+    started = [parse_time(((c.get("state") or {}).get("terminated") or {}).get("startedAt"))
+               for c in (pod.get("status") or {}).get("containerStatuses") or [] if isinstance(c, Mapping)]
+    known = [t for t in started if t is not None]
+    return lost is not None and bool(known) and lost > max(known)
+
+
 def _exit_code(pod: Mapping) -> int | None:
     """The exit code of a container that ended (NOT_DELIVERED_EXIT first: a failed prepare)."""
     codes = [terminated["exitCode"] for c in (pod.get("status") or {}).get("containerStatuses") or []
@@ -287,10 +328,12 @@ def pods_to_delete(spec: PoolSpec, found: PoolCensus) -> list[str]:
 
 
 def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int, claimed: int,
-                now_iso: str, previous: Mapping | None = None, refill_held: bool = False) -> dict:
+                now_iso: str, previous: Mapping | None = None, refill_held: bool = False,
+                elsewhere: Mapping[str, int] | None = None) -> dict:
     """The status the pool's reconciler writes (``claimed``: held_pods; ``refill_held``: the round
     started no pods because of :func:`refill_hold`, which the message says so that a short pool
-    with nothing starting is not a mystery); conditions keep their transition time while
+    with nothing starting is not a mystery; ``elsewhere``: :func:`held_elsewhere`, said so that a
+    network changed under running batches is seen to apply to new pods only); conditions keep their transition time while
     unchanged. Never Ready while Stalled: a `kubectl wait --for=condition=Ready` must not pass on
     a pool whose pods cannot run. Reconciling=True while it fills: kstatus (Flux's health checks)
     reads a resource with neither Reconciling nor Stalled true as done, which a pool at 0/10 is not."""
@@ -308,6 +351,9 @@ def pool_status(ref: PoolRef, spec: PoolSpec, found: PoolCensus, generation: int
         if refill_held:
             summary += (f"; the refill waits for the episodes just claimed to start "
                         f"(at most {REFILL_HOLD_MAX_SECONDS:g}s)")
+    for network, count in sorted((elsewhere or {}).items()):
+        summary += (f"; {count} pod(s) that batches hold keep the network {network} they were claimed under until "
+                    f"they end (spec.network {spec.network} applies to the pods made since)")
     stalled = bool(found.stuck)
     return {
         "observedGeneration": generation, "sandboxNamespace": naming.pool_namespace(ref.namespace, ref.name),

@@ -1,10 +1,11 @@
 """How a pooled pod gets its episode (core.pools; docs/design.md §5.17): the launcher a pool's pod
 runs (it waits, holding nothing, then sources what it is handed and runs it), the script the
 operator hands it on its stdin through ``pods/attach`` (identity, input, command), and the bytes
-sent (:func:`delivery`). With a verifier, the pod's two containers each wait so, and each phase
+sent (:func:`delivery`). Without a verifier the episode runs under a watchdog at its time from
+its hand-over (the time handed over with it), as a Job's pod runs under its deadline. With a verifier, the pod's containers each wait so, and each phase
 then runs under the Job pod's own launcher for it (core.launchers): the agent's when it is handed
-its episode, the verifier's once the agent's container has ended (its files, command and time
-handed over then).
+its episode, the verifier's once the agent's container has ended (its command and time handed
+over then, after its files and input were handed to the writer that alone can write them).
 
 Pure. Every piece is run by a real /bin/sh in the unit tests (tests/unit/core/test_pools.py,
 test_pools_hostile_episodes.py, test_pools_verifier.py): quoting, cut-off deliveries and signals
@@ -66,38 +67,52 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # prepare leaves running keeps the FIFO's reader, which drains it. An image without `mkfifo` says
 # so in the same place.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
-            'if [ "$$#" -gt 0 ]; then if ! mkfifo "$$c/prepare.out"; then '
+            'if [ "$$#" -gt 0 ]; then if ! {tools}mkfifo "$$c/prepare.out"; then '
             'm="{mkfifo}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; fi; '
-            'tail -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
+            '{tools}tail -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
             '"$$@" > "$$c/prepare.out" 2>&1 & p=$$!; '
-            '(sleep {timeout}; trap "" TERM; kill -KILL $$p) 2>/dev/null & w=$$!; '
-            'wait $$p; s=$$?; kill $$w 2>/dev/null; rm -f "$$c/prepare.out"; '
-            'if [ "$$s" -ne 0 ]; then (sleep 2; kill $$t) 2>/dev/null & wait $$t; '
+            '({tools}sleep {timeout}; trap "" TERM; kill -KILL $$p) 2>/dev/null & w=$$!; '
+            'wait $$p; s=$$?; kill $$w 2>/dev/null; {tools}rm -f "$$c/prepare.out"; '
+            'if [ "$$s" -ne 0 ]; then ({tools}sleep 2; kill $$t) 2>/dev/null & wait $$t; '
             'if wait $$w; then m="ran past its {timeout}s"; else m="exited $$s"; fi; '
-            '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; tail -c 1024 "$$c/prepare.tail"; }} '
-            '> {term} 2>/dev/null; cat "$$c/prepare.tail"; exit {nd}; fi; rm -f "$$c/prepare.tail"; fi; ')
-_WAIT = (': > "$$c/warm" || exit {nd}; '
+            '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; {tools}tail -c 1024 "$$c/prepare.tail"; }} '
+            '> {term} 2>/dev/null; {tools}cat "$$c/prepare.tail"; exit {nd}; fi; {tools}rm -f "$$c/prepare.tail"; fi; ')
+_READ = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
          'case "$$n" in ""|0*|*[!0-9]*|{too_long}) exit 1;; esac; '
          'case "$$k" in *[!0-9a-f]*) exit 1;; esac; [ "$${{#k}}" -eq {key_chars} ] || exit 1; '
-         '[ "$$n" -ge {sentinel_bytes} ] && head -c "$$(( n - {sentinel_bytes} ))" > "$$c/episode.sh" && '
+         '[ "$$n" -ge {sentinel_bytes} ] && {tools}head -c "$$(( n - {sentinel_bytes} ))" > "$$c/episode.sh" && '
          'read -r l && [ "$$l" = "{sentinel}=$$k" ] && echo "$$l" >> "$$c/episode.sh" && '
          'echo "$$k" > "$$c/episode.key"; }} <&3 & r=$$!; '
          'wait $$r || exit {nd}; read -r k < "$$c/episode.key" || exit {nd}; '
-         'exec 3<&-; echo "{received}"; '
-         '/bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
-         '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = "$$k" ] || exit {nd}; '
-         'trap - TERM INT HUP; ')
-# Without a verifier: the command in a subshell (this shell stays PID 1, immune to its own
-# processes' signals; the trap was reset, so a running episode's TERM is ignored as before; a
-# builtin as the command cannot take PID 1), and an agent's NOT_DELIVERED_EXIT is reported as 1.
-_RUN = '( "$$@" ); code=$$?; [ "$$code" -eq {nd} ] && code=1; exit "$$code"'
-# With a verifier, each phase runs under the Job's own launcher for it (core.launchers), its time
-# limit the one the script sets (TIMEOUT_VARIABLE): the agent's ends with its record and exit 0,
-# the verifier's with the verifier's code, an exit of NOT_DELIVERED_EXIT reported as 1.
+         'exec 3<&-; ')
+_SOURCE = ('/bin/sh -n "$$c/episode.sh" 2>/dev/null || exit {nd}; '
+           '. "$$c/episode.sh"; [ "$${{{sentinel}:-}}" = "$$k" ] || exit {nd}; ')
+_RECEIVED = 'echo "{received}"; '
+_WAIT = _READ + _RECEIVED + _SOURCE + 'trap - TERM INT HUP; '
+# Each phase's time limit is the one the script sets (TIMEOUT_VARIABLE): the episode's time counts
+# from its hand-over, not from the pod's start (a warm pod may have waited for hours).
 TIMEOUT_VARIABLE = "ROLLOUTBATCH_TIMEOUT"
 _TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
+# Without a verifier: the command in the background (this shell stays PID 1, immune to its own
+# processes' signals; the trap was reset, so a running episode's TERM is ignored as before; a
+# builtin as the command cannot take PID 1) under a watchdog that stops it at its time, as a Job's
+# pod is stopped by its deadline: the pod's own deadline after a hand-over is the operator's
+# reckoning of it plus HANDED_OVER_SLACK_SECONDS (core.pools), or the claim's slack when that
+# was never written. An agent stopped so, or that ran past its time at all (it may kill its
+# watchdog, which runs as its user: the shell's own clock says so, as core.launchers' agent
+# launcher's does), exits AGENT_OVERRAN_EXIT, the verdict's Timeout; the agent's own exit of that
+# code or of NOT_DELIVERED_EXIT is reported as 1.
+_RUN = ('{began}"$$@" & agent=$$!; '
+        '({tools}sleep {episode_timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+        'wait $$agent; code=$$?; [ "$$code" -eq {nd} ] || [ "$$code" -eq {overran} ] && code=1; '
+        'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={overran}; {ended}'
+        '{ran_past} && code={overran}; '
+        'exit "$$code"')
+# With a verifier, each phase runs under the Job's own launcher for it (core.launchers): the
+# agent's ends with its record and exit 0, the verifier's with the verifier's code, an exit of
+# NOT_DELIVERED_EXIT reported as 1.
 WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
 SENTINEL = "ROLLOUTBATCH_EPISODE"   # the delivery's last assignment, to its key: a whole script was delivered
 KEY_BYTES = 16                      # of each send's key (hex): no value handed over can guess it
@@ -121,7 +136,9 @@ def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
                            sentinel_bytes=len(SENTINEL) + 2 + 2 * KEY_BYTES,   # its line: name, '=', key, newline
                            key_chars=2 * KEY_BYTES, too_long="?" * (MAX_LENGTH_DIGITS + 1) + "*",
                            received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
-                           mkfifo=MKFIFO_MISSING)
+                           mkfifo=MKFIFO_MISSING, episode_timeout=_TIMEOUT, overran=AGENT_OVERRAN_EXIT,
+                           began=launchers.uptime("began"), ended=launchers.uptime("ended"), tools=launchers.TOOLS,
+                           ran_past=launchers.ran_past(_TIMEOUT))
 
 
 def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> str:
@@ -133,11 +150,25 @@ def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> st
     return _format('c={claim}; ' + _PREPARE + _WAIT, claim_dir, prepare_timeout) + run
 
 
+# The verifier's files writer (a pool pod's third container, naming.VERIFIER_FILES_CONTAINER): it
+# waits as the others do, then sources what it is handed (the files and the input, written into
+# the volumes it alone mounts writable) and only then says RECEIVED, and ends: the operator hands
+# the verifier its phase once it heard that line, so every file is whole before the verifier runs.
+# Its script runs nothing of the episode's (no output can bury the line); a write that fails
+# leaves out the mark the verifier's script checks (:func:`files_script`).
+FILES_WRITER_LAUNCHER = 'c={claim}; ' + _READ + _SOURCE + _RECEIVED + 'exit 0'
+
+
 def verifier_launcher(claim_dir: str) -> str:
     """The verifier container's command (``$$`` escaped): it waits as the episode container does
     (no prepare), then runs what it is handed under the Job's verifier launcher."""
     run = launchers.verifier_launcher("", _TIMEOUT, not_delivered=NOT_DELIVERED_EXIT)
     return _format('c={claim}; ' + _WAIT, claim_dir) + run
+
+
+def files_writer_launcher(claim_dir: str) -> str:
+    """The verifier's files writer's command (``$$`` escaped): FILES_WRITER_LAUNCHER."""
+    return _format(FILES_WRITER_LAUNCHER, claim_dir)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +181,7 @@ class Episode:
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     input_json: str | None = None
-    timeout_seconds: int | None = None              # the phase's launcher's limit (with a verifier)
+    timeout_seconds: int | None = None              # the phase's launcher's limit
     files: tuple[tuple[str, str], ...] = ()         # the verifier's files: name, content
     files_dir: str | None = None                    # where they are written (the verifier's own emptyDir)
     # what a failed write of the input or files exits: before the agent ran, the pod never got its
@@ -160,24 +191,21 @@ class Episode:
     episode_id: str | None = None                   # the pod's name (EPISODE_ID), for $(EPISODE_ID) references
 
 
-def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
+def episode_script(episode: Episode, claim_dir: str | None = None, written_by: str | None = None) -> bytes:
     """The script the launcher sources: every value single-quoted (shlex.quote is POSIX quoting),
     so no value is ever read as shell. The input, when there is one, is written to a file of the
-    container's own claim directory and named by EPISODE_INPUT; files go to ``files_dir``. The
+    container's own claim directory and named by EPISODE_INPUT; files go to ``files_dir``. With
+    ``written_by`` (the verifier's files writer's directory) the script writes nothing: the
+    writer wrote both (:func:`files_script`), and EPISODE_INPUT names the input where it is. The
     variables are ``env``'s arguments, not shell assignments: a name the spec allows need not be
     a shell identifier (``MY-VAR``). ``$(NAME)`` references in the env and the command are expanded
     first, as the kubelet expands a Job pod's (core.env_expansion). Its sentinel is added by
     :func:`delivery`, with the send's key."""
     claim_dir = claim_dir or naming.CLAIM_MOUNT_PATH
-    lines = []
-    input_path = None
-    if episode.input_json is not None:
-        input_path = f"{claim_dir}/input.json"
-        written = shlex.quote(episode.input_json)
-        lines.append(f"printf '%s' {written} > {input_path} || exit {episode.write_failed_exit}")
-    for name, content in episode.files:
-        target = shlex.quote(f"{episode.files_dir}/{name}")
-        lines.append(f"printf '%s' {shlex.quote(content)} > {target} || exit {episode.write_failed_exit}")
+    input_path = f"{written_by or claim_dir}/input.json" if episode.input_json is not None else None
+    failed = f"exit {episode.write_failed_exit}"
+    lines = [f"[ -e {shlex.quote(f'{written_by}/{WRITTEN}')} ] || {failed}"] if written_by \
+        else _writes(episode, input_path, failed)
     if episode.timeout_seconds is not None:
         lines.append(f"{TIMEOUT_VARIABLE}={int(episode.timeout_seconds)}")
     values = episode_variables(episode.batch_name, episode.index, episode.samples_per_input, episode.env,
@@ -191,6 +219,34 @@ def episode_script(episode: Episode, claim_dir: str | None = None) -> bytes:
         command = ["/bin/sh", "-c", 'exec "$0" "$@"', *command]
     words = ["env", *(f"{name}={value}" for name, value in values), *command]
     lines.append("set -- " + " ".join(shlex.quote(word) for word in words))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _writes(episode: Episode, input_path: str | None, failed: str) -> list[str]:
+    """Shell writing the episode's input to ``input_path`` and its files into ``files_dir``,
+    running ``failed`` when a write fails."""
+    lines = []
+    if episode.input_json is not None and input_path is not None:
+        written = shlex.quote(episode.input_json)
+        lines.append(f"printf '%s' {written} > {shlex.quote(input_path)} || {failed}")
+    for name, content in episode.files:
+        target = shlex.quote(f"{episode.files_dir}/{name}")
+        lines.append(f"printf '%s' {shlex.quote(content)} > {target} || {failed}")
+    return lines
+
+
+WRITTEN = "written"   # the files writer's mark, in its directory, that every write succeeded
+
+
+def files_script(episode: Episode, writer_dir: str) -> bytes:
+    """What the verifier's files writer (FILES_WRITER_LAUNCHER) is handed: the verifier phase's
+    files and input, the input into ``writer_dir`` (where ``episode_script(..., written_by=
+    writer_dir)`` names it), then the mark WRITTEN there when every write succeeded. A write that
+    fails does not end the writer (it says RECEIVED all the same, and the verifier is handed its
+    phase): the verifier's script finds no mark and exits ``write_failed_exit``, a verifier that
+    could not start (VerifierFailed), as it was when it wrote its files itself."""
+    lines = _writes(episode, f"{writer_dir}/input.json", "rb_unwritten=1")
+    lines.append(f'[ -n "${{rb_unwritten:-}}" ] || : > {shlex.quote(f"{writer_dir}/{WRITTEN}")}')
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -18,8 +18,9 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
-from rolloutbatch.core.spec import (SYSTEM_PATHS, checked_env, checked_files, checked_image, checked_path,
-                                    checked_pod_template, checked_quantity, checked_resources, checked_runtime_class)
+from rolloutbatch.core.spec import (SYSTEM_PATHS, check_argv_strings, check_shell_names, checked_env, checked_files, checked_image,
+                                    checked_path, checked_pod_template, checked_resources, checked_runtime_class,
+                                    workspace_size_limit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,16 +102,21 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     if task_bytes > d.MAX_CONFIG_BYTES:
         raise SpecError("spec.task.files", f"the task files take {task_bytes} bytes; at most {d.MAX_CONFIG_BYTES} fit")
     env: list[tuple[str, str]] = []
-    for item in checked_env(spec, "spec.env"):   # the batch's rules: valid names, none reserved
+    checked = checked_env(spec, "spec.env")   # the batch's rules: valid names, none reserved
+    for item in checked:
         if "valueFrom" in item:
             raise SpecError("spec.env", "a pool's env holds plain name/value pairs only")
         env.append((item["name"], item["value"]))
+    # both containers of a pool's pod run /bin/sh -c <launcher> (core.pools), as a batch's do with
+    # samplesPerInput > 1: a name the shell drops would be missing from every episode
+    check_shell_names(checked, "spec.env", "a pool's pods start under a /bin/sh launcher")
     prepare = spec.get("prepare") or {}
     if not isinstance(prepare, Mapping):
         raise SpecError("spec.prepare", "must be an object")
     command = _strings(prepare.get("command"), "spec.prepare.command")
     if prepare and not command:
         raise SpecError("spec.prepare.command", "must name a command")
+    check_argv_strings("spec.prepare", command, (), checked)
     # no process can be given a NUL in an argument or its environment: the runtime refuses the
     # container, and every pod of the pool would fail to start
     for field, texts in (("spec.env", [val for _, val in env]), ("spec.prepare.command", command)):
@@ -135,8 +141,7 @@ def parse_pool_spec(spec: Mapping) -> PoolSpec:
     task_mount = checked_path(task_written, "spec.task.mountPath")
     workspace_mount = checked_path(workspace_written, "spec.workspace.mountPath")
     _own_paths({"spec.task.mountPath": task_mount, "spec.workspace.mountPath": workspace_mount})
-    size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
-    checked_quantity(size_limit, "spec.workspace.sizeLimit")
+    size_limit = workspace_size_limit(workspace)
     template = dict(spec.get("podTemplate") or {})
     # an empty class is none (the CRD lets it through, and pods were made without it)
     checked_pod_template({k: val for k, val in template.items() if not (k == "priorityClassName" and val == "")})
@@ -165,7 +170,7 @@ def _own_paths(mounts: Mapping[str, str]) -> None:
         for b in names[i + 1:]:
             if _overlap(mounts[a], mounts[b]):
                 raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
-        for reserved in (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH):
+        for reserved in naming.POOL_RESERVED_MOUNT_PATHS:
             if _overlap(mounts[a], reserved):
                 raise SpecError(a, f"{mounts[a]} overlaps {reserved}, which the pool's pods keep for themselves")
 
@@ -184,7 +189,7 @@ def _verifier(spec: Mapping, image: str, resources: dict, taken: tuple[str, ...]
 
 
 # Paths a pool's pod mounts already or that hold the system: the verifier's files cannot go there.
-_RESERVED_PATHS = (naming.CLAIM_MOUNT_PATH, naming.VERIFIER_CLAIM_MOUNT_PATH, "/dev", *SYSTEM_PATHS)
+_RESERVED_PATHS = (*naming.POOL_RESERVED_MOUNT_PATHS, "/dev", *SYSTEM_PATHS)
 
 
 def _overlap(a: str, b: str) -> bool:

@@ -32,7 +32,8 @@ the rest cold. This module: the pool's children and pods, the claim and the pool
    ``pods/attach``; the launcher reads it whole, checks and sources it and runs the command. The
    pod is its episode's alone, and its result is read from it as a Job pod's is (core.verdict):
    one verdict path. With ``spec.verifier``, a second container waits beside the episode's and
-   is handed the verifier's phase once the agent's container has ended (:func:`pod_spec`).
+   is handed the verifier's phase once the agent's container has ended, after a third wrote the
+   verifier's files (:func:`pod_spec`).
 
 :data:`NOT_DELIVERED_EXIT` is the launcher's: the pod never ran an episode (its prepare failed,
 the delivery was broken, or it was ended while it waited). The Job's ``podFailurePolicy`` counts
@@ -49,23 +50,44 @@ from collections.abc import Mapping, Sequence
 
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.pool_delivery import launcher, verifier_launcher
-from rolloutbatch.core.model import BatchRef, PodFacts
+from rolloutbatch.core.pool_delivery import files_writer_launcher, launcher, verifier_launcher
+from rolloutbatch.core.manifests import container_security_context
+from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
+from rolloutbatch.core.k8s_rules import guaranteed
 from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
 CLAIM_DIR_LIMIT = "16Mi"          # the emptyDir the episode script (with its input) arrives in
 VERIFIER_FILES_LIMIT = "4Mi"      # the verifier's files (a ConfigMap's worth in the Job form)
+# The verifier's files writer's: it waits, then writes at most the verifier's files and input
+# (their memory-backed volumes' pages are charged to it) and ends. Limits set, so that a quota
+# bounding limits admits its pods; small, as a quota charges them for as long as the pod lives.
+FILES_WRITER_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+# ... and its requests at its limits when the pod's other containers are all so: a pod is
+# Guaranteed (its QoS class: evicted last under node pressure, exclusive CPUs under the static CPU
+# manager) only when every container is (upstream: pkg/apis/core/v1/helper/qos, GetPodQOS).
+FILES_WRITER_GUARANTEED = {"requests": dict(FILES_WRITER_RESOURCES["limits"]),
+                           "limits": dict(FILES_WRITER_RESOURCES["limits"])}
+
+
+
+def files_writer_resources(spec: PoolSpec) -> dict:
+    """The verifier's files writer's resources in the pods of ``spec`` (a pool with a verifier)."""
+    assert spec.verifier is not None
+    chosen = FILES_WRITER_GUARANTEED if guaranteed({"resources": spec.resources}) \
+        and guaranteed({"resources": spec.verifier.resources}) else FILES_WRITER_RESOURCES
+    return {kind: dict(amounts) for kind, amounts in chosen.items()}
 # A claimed (or cold) pod's deadline: the episode's time plus this, until its episode is handed
 # over; then the episode's time plus HANDED_OVER_SLACK_SECONDS from the hand-over
 # (:func:`tightened_deadline`). At 200 claims at once on this 2-core machine, the last hand-overs
 # came over 30 s after their claims: with a 30 s slack they were too late, and evicted.
 DELIVERY_SLACK_SECONDS = 120
-# Without a verifier the pod's deadline is the agent's only limit: little beyond its time. With one,
-# the agent's launcher enforces its time, and the slack is the verifier's hand-over's: the agent's
-# end must be seen and its phase handed over before the verifier's own time no longer fits (a hand-
-# over too late evicts the pod, an infrastructure retry).
+# The agent's launcher enforces its time from the hand-over, with a verifier or without
+# (core.pool_delivery): the deadline is the pod's outer bound. Without a verifier, little beyond
+# the agent's time (its launcher's exit); with one, the slack is the verifier's hand-over's: the
+# agent's end must be seen and its phase handed over before the verifier's own time no longer fits
+# (a hand-over too late evicts the pod, an infrastructure retry).
 HANDED_OVER_SLACK_SECONDS = 10
 VERIFIED_HANDED_OVER_SLACK_SECONDS = 60
 STARTUP_PERIOD_SECONDS = 1
@@ -123,10 +145,7 @@ def batch_pod_labels(ref: BatchRef) -> dict[str, str]:
 
 # -- the pool's children ---------------------------------------------------------------------------
 def namespace(ref: PoolRef) -> dict:
-    labels = {**pool_labels(ref)}
-    for mode in ("enforce", "audit", "warn"):
-        labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
-        labels[f"pod-security.kubernetes.io/{mode}-version"] = "latest"
+    labels = {**pool_labels(ref), **naming.POD_SECURITY_LABELS}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": naming.pool_namespace(ref.namespace, ref.name),
                                                                  "labels": labels}}
 
@@ -136,14 +155,64 @@ def service_account(ref: PoolRef) -> dict:
             "metadata": {"name": "default", "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": pool_labels(ref)}}
 
 
-def network_policy(ref: PoolRef, spec: PoolSpec) -> dict:
-    """Every pod of the pool's namespace (warm pods and the batches' episodes): no ingress, and no
-    egress unless the pool allows it. Pods of different batches share the namespace, never a path."""
-    types = ["Ingress"] if spec.network == v.NETWORK_ALLOW_EGRESS else ["Ingress", "Egress"]
+def network_policies(ref: PoolRef) -> tuple[dict, dict]:
+    """The pool's two policies, the same whatever its spec.network: every pod of its namespace
+    (warm pods and the batches' episodes) gets no ingress and no egress; the pods made under
+    AllowEgress (naming.LABEL_NETWORK, which a claim never changes) get all egress. So a pod keeps
+    the network it was made and claimed under until it ends: a pool switched to AllowEgress
+    opens nothing for the episodes of a batch that claimed under DenyAll, and switched back
+    closes nothing under a running AllowEgress batch; its warm pods of the old network are stale
+    (template_digest) and replaced. Pods of different batches share the namespace, never a path."""
+    namespace, labels = naming.pool_namespace(ref.namespace, ref.name), pool_labels(ref)
+    return ({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": {"name": naming.DEDICATED_POLICY, "namespace": namespace, "labels": labels},
+             "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}},
+            {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": {"name": naming.POOL_EGRESS_POLICY, "namespace": namespace, "labels": labels},
+             "spec": {"podSelector": {"matchLabels": {naming.LABEL_NETWORK: str(v.NETWORK_ALLOW_EGRESS)}},
+                      "policyTypes": ["Egress"], "egress": [{}]}})
+
+
+def unlabelled_egress_policy(ref: PoolRef) -> dict:
+    """All egress for the pool's pods without naming.LABEL_NETWORK: those an operator made before
+    the label, whose one policy (``podSelector: {}``) opened egress to every pod of an AllowEgress
+    pool. A running Job's template cannot be changed, so the cold pods such a Job still makes come
+    without the label; this policy keeps them, from their first instant, under the network their
+    batch ran under. Made only at the upgrade of a pool that was AllowEgress then
+    (:func:`network_before_labels`), deleted once no Job of that time runs (:func:`unlabelled_jobs`)."""
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": naming.DEDICATED_POLICY, "namespace": naming.pool_namespace(ref.namespace, ref.name),
-                         "labels": pool_labels(ref)},
-            "spec": {"podSelector": {}, "policyTypes": types}}
+            "metadata": {"name": naming.POOL_UNLABELLED_EGRESS_POLICY,
+                         "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": pool_labels(ref)},
+            "spec": {"podSelector": {"matchExpressions": [{"key": naming.LABEL_NETWORK, "operator": "DoesNotExist"}]},
+                     "policyTypes": ["Egress"], "egress": [{}]}}
+
+
+def network_before_labels(base: Mapping | None, unlabelled: Mapping | None, network: str) -> str:
+    """The network the pool's pods without naming.LABEL_NETWORK run under, from the live policies:
+    ``base`` (naming.DEDICATED_POLICY) and ``unlabelled`` (:func:`unlabelled_egress_policy`).
+    Before the upgrade ``base`` is the earlier operator's one policy over every pod, whose
+    policyTypes say the network it applied (no Egress: AllowEgress); after it, the unlabelled
+    policy is there exactly when that was AllowEgress. So a restart at any point of the upgrade
+    reads the same answer, and a spec.network changed meanwhile opens or closes nothing under a
+    running episode. ``network`` (the pool's spec.network) only when neither policy is there."""
+    if unlabelled is not None:
+        return str(v.NETWORK_ALLOW_EGRESS)
+    if base is not None:
+        types = (base.get("spec") or {}).get("policyTypes") or []
+        return str(v.NETWORK_DENY_ALL if "Egress" in types else v.NETWORK_ALLOW_EGRESS)
+    return str(network)
+
+
+def network_of(obj: Mapping) -> str | None:
+    """A pool pod's naming.LABEL_NETWORK, or None (made by an operator before the label)."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_NETWORK)
+
+
+def unlabelled_jobs(jobs: Sequence[Mapping], pool_uid: str) -> list[Mapping]:
+    """The pool's running Jobs whose cold pods come without naming.LABEL_NETWORK (made by an
+    operator before the label; a running Job's template cannot be changed)."""
+    return [j for j in jobs if owned_by_pool(j, pool_uid) and not job_finished(j)
+            and network_of((j.get("spec") or {}).get("template") or {}) is None]
 
 
 def task_configmap(ref: PoolRef, spec: PoolSpec) -> dict:
@@ -160,11 +229,6 @@ def mounted_configmaps(obj: Mapping) -> set[str]:
     spec = (spec.get("template") or {}).get("spec") or spec
     return {vol["configMap"]["name"] for vol in spec.get("volumes") or []
             if isinstance(vol, Mapping) and isinstance(vol.get("configMap"), Mapping) and vol["configMap"].get("name")}
-
-
-_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                     "readOnlyRootFilesystem": False, "runAsNonRoot": True,
-                     "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def episode_container(spec: PoolSpec) -> str:
@@ -187,9 +251,11 @@ def _probe(claim_dir: str, spec: PoolSpec) -> dict:
 
 def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None = None) -> dict:
     """The pod of a pool: warm in the pool, or cold from a pooled batch's Job template. With a
-    verifier, a second container waits beside the episode's for the verifier phase; it alone
-    mounts its claim directory and its files, and is handed its phase once the agent's container
-    has ended (service.episode_delivery)."""
+    verifier, a second container waits beside the episode's for the verifier phase, and a third
+    (naming.VERIFIER_FILES_CONTAINER) for the verifier's files and input; the agent's container
+    mounts none of their volumes, and the verifier's mounts the writer's read-only. Once the
+    agent's container has ended, the writer is handed the files, then the verifier its phase
+    (service.episode_delivery)."""
     # as written: the runtime cleans them, and the pods' digest stays what it was
     mounts = [
         {"name": "task", "mountPath": spec.task_mount_written, "readOnly": True},
@@ -209,7 +275,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
         "workingDir": spec.workspace_mount_written,
         "resources": {k: dict(val) for k, val in spec.resources.items()},
         "volumeMounts": [*mounts, {"name": "claim", "mountPath": naming.CLAIM_MOUNT_PATH}],
-        "securityContext": dict(_SECURITY_CONTEXT),
+        "securityContext": container_security_context(),
         "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
         "startupProbe": _probe(naming.CLAIM_MOUNT_PATH, spec),
         **_HANDED_OVER_ON_STDIN,
@@ -232,17 +298,30 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
         # phase ends, and the verifier's phase must still arrive whole (a write refused there
         # would read as a pod that never got its episode: a re-rolled attempt).
         volumes += [{"name": "verifier-claim", "emptyDir": {"medium": "Memory", "sizeLimit": CLAIM_DIR_LIMIT}},
-                    {"name": "verifier", "emptyDir": {"medium": "Memory", "sizeLimit": VERIFIER_FILES_LIMIT}}]
+                    {"name": "verifier", "emptyDir": {"medium": "Memory", "sizeLimit": VERIFIER_FILES_LIMIT}},
+                    {"name": "verifier-files-claim", "emptyDir": {"medium": "Memory", "sizeLimit": CLAIM_DIR_LIMIT}}]
+        written = [{"name": "verifier", "mountPath": ver.mount_path},
+                   {"name": "verifier-files-claim", "mountPath": naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}]
         body["containers"].append({
             "name": naming.VERIFIER_CONTAINER, "image": ver.image, "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", verifier_launcher(naming.VERIFIER_CLAIM_MOUNT_PATH), "rolloutbatch-verifier"],
             "env": env, "workingDir": spec.workspace_mount_written,
             "resources": {k: dict(val) for k, val in ver.resources.items()},
             "volumeMounts": [*mounts, {"name": "verifier-claim", "mountPath": naming.VERIFIER_CLAIM_MOUNT_PATH},
-                             {"name": "verifier", "mountPath": ver.mount_path}],
-            "securityContext": dict(_SECURITY_CONTEXT),
+                             *({**mount, "readOnly": True} for mount in written)],
+            "securityContext": container_security_context(),
             "terminationMessagePath": naming.TERMINATION_MESSAGE_PATH, "terminationMessagePolicy": "File",
             "startupProbe": _probe(naming.VERIFIER_CLAIM_MOUNT_PATH, spec),
+            **_HANDED_OVER_ON_STDIN,
+        })
+        # The verifier's files and input are written by this container alone (naming.
+        # VERIFIER_FILES_CONTAINER): read-only in the verifier's, as a Job pod's ConfigMap is.
+        body["containers"].append({
+            "name": naming.VERIFIER_FILES_CONTAINER, "image": ver.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", files_writer_launcher(naming.VERIFIER_FILES_CLAIM_MOUNT_PATH),
+                        "rolloutbatch-verifier-files"],
+            "resources": files_writer_resources(spec),
+            "volumeMounts": written, "securityContext": container_security_context(),
             **_HANDED_OVER_ON_STDIN,
         })
     if active_deadline_seconds is not None:
@@ -258,8 +337,9 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
 def template_digest(ref: PoolRef, spec: PoolSpec) -> str:
     """What a warm pod is made of, as a short digest: a pod of another digest is stale (replaced).
     Not the pool's generation: ``kubectl scale`` changes that and must not recycle warm pods. The
-    task files count through their ConfigMap's name: a pod prepared its workspace from them."""
-    text = json.dumps(pod_spec(ref, spec), sort_keys=True, separators=(",", ":"))
+    task files count through their ConfigMap's name: a pod prepared its workspace from them; the
+    network too: a warm pod keeps the one it was made under (network_policies)."""
+    text = json.dumps([pod_spec(ref, spec), spec.network], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -267,7 +347,7 @@ def warm_pod(ref: PoolRef, spec: PoolSpec, template: str | None = None) -> dict:
     """One warm pod of the pool: no owner (ownerReferences cannot cross namespaces, and the Job
     that claims it must find it an orphan to adopt it); the pool's finalizer removes them.
     ``template``: the pool's :func:`template_digest`, when the caller has it (a refill makes many)."""
-    labels = {**pool_labels(ref), naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM}
+    labels = {**pool_labels(ref), naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM, naming.LABEL_NETWORK: str(spec.network)}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": warm_pod_prefix(ref.name),
                          "namespace": naming.pool_namespace(ref.namespace, ref.name), "labels": labels,
@@ -314,10 +394,21 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
             "backoffLimitPerIndex": infrastructure_retries, "activeDeadlineSeconds": active_deadline_seconds,
             "manualSelector": True, "selector": {"matchLabels": labels},
             "podFailurePolicy": {"rules": failure_rules(spec)},
-            "template": {"metadata": {"labels": labels, "annotations": {naming.POOLED_ANNOTATION: "true"}},
+            # its cold pods run under the network the batch was checked against (network_policies)
+            "template": {"metadata": {"labels": {**labels, naming.LABEL_NETWORK: str(spec.network)},
+                                      "annotations": {naming.POOLED_ANNOTATION: "true"}},
                          "spec": body},
         },
     }
+
+
+def batch_pooled_job(ref: BatchRef, spec: BatchSpec, pool: PoolRef, definition: PoolSpec,
+                     claims_began: float | None = None, suspend: bool = False) -> dict:
+    """:func:`pooled_job` of the batch of ``spec`` (``definition``: its pool's spec): the Job the
+    batch gets, and the cold pod its namespace's quotas are checked against (core.admission)."""
+    return pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
+                      spec.active_deadline_seconds, batch_episode_seconds(spec), pool, definition,
+                      claims_began, suspend)
 
 
 def failure_rules(spec: PoolSpec) -> list[dict]:
@@ -354,6 +445,11 @@ def episode_seconds(episode_timeout: int, verifier_timeout: int | None) -> int:
     """How long a claimed pod may run its episode: the agent's time, and the verifier's with the
     launchers' own work between them (core.manifests' slack)."""
     return episode_timeout + (verifier_timeout + launchers.VERIFIER_SLACK_SECONDS if verifier_timeout is not None else 0)
+
+
+def batch_episode_seconds(spec: BatchSpec) -> int:
+    """:func:`episode_seconds` of a batch's spec."""
+    return episode_seconds(spec.episode_timeout_seconds, spec.verifier.timeout_seconds if spec.verifier else None)
 
 
 def input_copies(ref: BatchRef, shards: Sequence[Mapping[str, str]], owner: Mapping) -> list[dict]:
@@ -455,13 +551,21 @@ def tightened_deadline(active_deadline_seconds: int | None, own_deadline_at: flo
 
 
 def is_warm(pod: Mapping) -> bool:
-    """Every container started (its startupProbe saw ``warm``) and running, unclaimed and not
-    being deleted."""
+    """Every container started (its startupProbe saw ``warm``) and running, unclaimed, not being
+    deleted, and its Ready condition, where written (the kubelet always does), True. The pods have no readinessProbe, so the kubelet
+    says Ready with the containers' statuses; but when the pod's node stops reporting (NotReady)
+    those stay as last reported and the node lifecycle controller turns Ready False (upstream:
+    pkg/controller/nodelifecycle, MarkPodsNotReady). A claim of such a pod would hand it over
+    through that node's kubelet and fail (an eviction: an infrastructure retry of the index), so
+    it is not warm until Ready again, or evicted (its not-ready toleration: pod_spec)."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if meta.get("deletionTimestamp") or (meta.get("labels") or {}).get(naming.LABEL_EPISODE_ROLE) != naming.ROLE_WARM \
             or claimed_by(pod) is not None:
         return False
     if status.get("phase") != v.PodPhase.RUNNING:
+        return False
+    if any(isinstance(c, Mapping) and c.get("type") == v.CONDITION_READY and c.get("status") != v.CONDITION_TRUE
+           for c in status.get("conditions") or []):
         return False
     statuses = [c for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)]
     return bool(statuses) and len(statuses) >= len((pod.get("spec") or {}).get("containers") or ()) \

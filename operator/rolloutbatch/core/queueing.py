@@ -16,11 +16,12 @@ How a batch meets Kueue (docs/design.md §5.16), each rule decided here:
   Workload, admits it when the quota allows and unsuspends the Job. While the Job is suspended
   and the batch is not stopping, the batch is Queued, with the Workload's own words
   (:func:`admission_of`).
-- **Eviction** (preemption by a higher priority, a stopped ClusterQueue, ...): Kueue suspends
-  the Job and the Job controller deletes its running pods. Each episode so cut off is lost with
-  reason ``EvictedByQueue`` (nothing of the agent's doing); its index is not run again (the Job's
-  podFailurePolicy counts the killed pod's exit as the index's failure). Episodes that ended
-  before keep their rows; the rest run once Kueue admits the Job again (:func:`cut_off_by_eviction`).
+- **Eviction** (preemption by a higher priority, a stopped ClusterQueue, ...): Kueue sets the
+  Job's ``spec.suspend`` and the Job controller deletes its running pods, and only afterwards
+  writes the Suspended condition. Each episode so cut off is lost with reason ``EvictedByQueue``
+  (nothing of the agent's doing); its index is not run again (the Job's podFailurePolicy counts
+  the killed pod's exit as the index's failure). Episodes that ended before keep their rows; the
+  rest run once Kueue admits the Job again (:func:`cut_off_by_eviction`).
 - **spec.stop** of a queued batch deactivates its Workload (``spec.active: false``) besides
   suspending the Job: Kueue unsuspends a suspended Job whose Workload is admitted.
 - **Queue wait** is its own figure (status.queueWaitSeconds, a histogram): from the Job's creation
@@ -40,9 +41,14 @@ API_VERSION = f"{API_GROUP}/v1beta2"
 QUEUE_LABEL = f"{API_GROUP}/queue-name"     # on the Job: the LocalQueue Kueue files it under
 JOB_UID_LABEL = f"{API_GROUP}/job-uid"      # on the Workload Kueue makes for a Job
 DEFAULT_QUEUE = "default"                   # the LocalQueue a Job without the label gets (Kueue's defaulting)
-# How much a deletion time may precede the Job's Suspended time and still be the suspension's
-# doing: both are the API's, in whole seconds.
+# How much a deletion time may follow the Job's last resume and still be the suspension's before
+# it: both are the API's, in whole seconds.
 _SECONDS = 1.0
+# How long before the Suspended condition's time the Job controller may have deleted a pod for
+# that suspension: it deletes the active pods first, rate limited by its client (~20 requests a
+# second: 1,000 pods take ~50 s), then writes the condition. A pod deleted earlier than this went
+# for another reason (a user's delete, a drain): not the queue's.
+DELETION_SPREAD_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -95,16 +101,26 @@ def cluster_queue_of(local_queue: Mapping | None) -> str | None:
 
 
 def cut_off_by_eviction(*, deleted_at: float | None, queue_managed: bool, stopping: bool,
-                        suspended_at: float | None, resumed_at: float | None) -> bool:
+                        suspending: bool, resumed_at: float | None, suspended_at: float | None = None) -> bool:
     """Whether a pod deleted at ``deleted_at`` was deleted by the Job controller because Kueue
-    suspended the Job. Pods exist only after the Job's first admission, so a pod deleted while
-    the Job is suspended (``suspended_at``) or before its last resume (``resumed_at``, read from
-    the Job's Suspended condition, which outlives an operator restart) was cut off by it. A stop
-    suspends the Job too: its episodes are the stop's."""
+    suspended the Job. ``suspending``: the Job's ``spec.suspend`` is true or its Suspended
+    condition is, not by the batch's stop (``stopping``: a stop suspends the Job too, and its
+    episodes are the stop's); ``resumed_at``: the Suspended condition's last change to False.
+
+    While the Job is suspending, a pod of it that was deleted is the suspension's, whatever the
+    condition's time: the Job controller deletes the active pods first (rate limited by its
+    client, ~20 requests a second: seconds for many pods) and writes Suspended=True, stamped with
+    its clock, only afterwards, so a pod may be deleted, killed (143) and judged before the
+    condition exists, or long before its time (up to DELETION_SPREAD_SECONDS before
+    ``suspended_at``, the condition's time once written; a pod deleted earlier went for another
+    reason). A pod deleted before the Job's last resume was
+    cut off by the suspension before it (pods exist only after the first admission); the
+    condition outlives an operator restart. A pod not deleted ended on its own: an agent's
+    failure in a queued Job, suspended or not, stays the agent's."""
     if not queue_managed or stopping or deleted_at is None:
         return False
-    if suspended_at is not None and deleted_at >= suspended_at - _SECONDS:
-        return True
+    if suspending:
+        return suspended_at is None or deleted_at >= suspended_at - DELETION_SPREAD_SECONDS
     return resumed_at is not None and deleted_at <= resumed_at + _SECONDS
 
 

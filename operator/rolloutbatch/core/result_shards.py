@@ -4,8 +4,10 @@ A batch of at most ``rows_per_shard`` episodes keeps the guide's layout: one Con
 (``<batch>-results``) whose document holds the summary, ``pods`` (every row) and ``groups``.
 A bigger batch (decided by ``spec.episodes``, so it never changes mid-batch) keeps its rows in
 shards ``<batch>-results-<n>`` in the order episodes became final. A shard is full at
-``rows_per_shard`` rows or ``SHARD_BYTES`` of rows, is written once more when it fills, and never
-again: every checkpoint writes at most the open shard plus the head, so the write cost per row is
+``rows_per_shard`` rows or ``SHARD_BYTES`` of rows (the latter only while the rows left still fit
+the shards ``MAX_SHARDS`` leaves: past that a shard fills by rows, and its document sheds row
+fields as a whole batch's does, ``core.results.encode_results``), is written once more when it
+fills, and never again: every checkpoint writes at most the open shard plus the head, so the write cost per row is
 bounded whatever the batch's size. A group's entry (``core.groups``) is appended to
 the shard that received the group's last row. The head then holds the summary and ``shards``
 (name, rows, full) instead of ``pods``.
@@ -26,17 +28,22 @@ from dataclasses import dataclass, field
 
 from rolloutbatch.core.groups import group_entries, group_members
 from rolloutbatch.core.model import BatchRef, EpisodeResult
+from rolloutbatch.core.results import DROPPED, MAX_DOCUMENT_ROWS, dropped_fields, union_fields
 
 DEFAULT_ROWS_PER_SHARD = 1000
 SHARD_BYTES = 600 * 1024          # rows' JSON per shard; gzip and the 1 MiB limit leave the rest
 # The status records a digest per results ConfigMap (service.results_store): a batch keeps at most
-# this many shards (by rows; a shard filled by bytes first can add a few), whatever
-# --results-shard-rows says, so the status stays far below the API's object size limit.
+# this many shards (plus names others hold, skipped), whatever --results-shard-rows says and however
+# big its rows, so the status stays far below the API's object size limit. Rows as big as an episode
+# may make them (~24 KB) fill SHARD_BYTES in ~25 rows: 100,000 of them would need ~4,000 shards.
 MAX_SHARDS = 1000
 
 
 def rows_per_shard_for(episodes: int, rows_per_shard: int) -> int:
-    return max(1, rows_per_shard, -(-episodes // MAX_SHARDS))
+    """Rows per shard for a batch of ``episodes`` under --results-shard-rows ``rows_per_shard``: at
+    most MAX_DOCUMENT_ROWS (a whole batch of more would not fit one ConfigMap, whatever the flag
+    says), and enough that the batch needs at most MAX_SHARDS shards."""
+    return max(1, min(rows_per_shard, MAX_DOCUMENT_ROWS), -(-episodes // MAX_SHARDS))
 
 
 def shard_configmap_name(results_name: str, number: int) -> str:
@@ -63,9 +70,11 @@ class Shard:
 class ShardBook:
     """Which rows and group entries live in which shard, and which shards need a write."""
 
-    def __init__(self, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD, shard_bytes: int = SHARD_BYTES) -> None:
+    def __init__(self, rows_per_shard: int = DEFAULT_ROWS_PER_SHARD, shard_bytes: int = SHARD_BYTES,
+                 episodes: int | None = None) -> None:
         self.rows_per_shard = max(1, rows_per_shard)
         self.shard_bytes = shard_bytes
+        self.episodes = episodes          # the rows the batch will have; None: unknown (no bound kept)
         self.shards: list[Shard] = []
         self.placed: set[int] = set()
         self.grouped: set[int] = set()
@@ -102,8 +111,21 @@ class ShardBook:
         shard.size += row_bytes
         shard.dirty = True
         self.placed.add(index)
-        if len(shard.indexes) >= self.rows_per_shard or shard.size >= self.shard_bytes:
+        if self._fills(shard):
             shard.full = True   # dirty until its last write; never written after that
+
+    def _fills(self, shard: Shard) -> bool:
+        """Whether ``shard`` is full: at ``rows_per_shard`` rows, or at ``shard_bytes`` while
+        closing it leaves the rows not yet placed enough shards within MAX_SHARDS."""
+        if len(shard.indexes) >= self.rows_per_shard:
+            return True
+        if shard.size < self.shard_bytes:
+            return False
+        if self.episodes is None:
+            return True
+        left = max(0, self.episodes - len(self.placed))
+        limit = max(MAX_SHARDS, -(-self.episodes // self.rows_per_shard))
+        return len(self.shards) + -(-left // self.rows_per_shard) <= limit
 
     def add_group(self, group: int) -> None:
         if group in self.grouped:
@@ -154,9 +176,9 @@ class ShardBook:
                 if type(number_) is int and number_ not in self.grouped:
                     shard.groups.append(number_)
                     self.grouped.add(number_)
-            if number < max(by_number) or len(shard.indexes) >= self.rows_per_shard or shard.size >= self.shard_bytes:
-                shard.full = True   # a shard before the last one is closed, whatever it says
             self.shards.append(shard)
+            if number < max(by_number) or self._fills(shard):
+                shard.full = True   # a shard before the last one is closed, whatever it says
         k = max(1, samples_per_input)
         for shard in self.shards:   # a group whose rows did not all restore is completed again later
             kept = [g for g in shard.groups if all(i in self.placed for i in group_members(g, k))]
@@ -173,6 +195,7 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
     """One document with every row (by index) and group entry, from a head and its shards.
 
     A head without ``shards`` is already whole. Shards of another batch (by ``uid``) are ignored.
+    The row fields any shard read shed are named in ``dropped_row_fields``, as a whole document's.
     """
     document = dict(head)
     if "shards" not in head:
@@ -181,10 +204,12 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
     rows: dict[int, Mapping] = {}
     groups: dict[int, Mapping] = {}
     read: set = set()
+    shed: list[tuple[str, ...]] = []
     for doc in shards:
         if doc.get("uid") != head.get("uid"):
             continue
         read.add(doc.get("shard"))
+        shed.append(dropped_fields(doc))
         for row in doc.get("pods") if isinstance(doc.get("pods"), list) else []:
             if isinstance(row, Mapping) and type(row.get("index")) is int:
                 # Of two rows for one index, one that restores wins: a row a user broke is
@@ -195,6 +220,8 @@ def assemble(head: Mapping, shards: Iterable[Mapping]) -> dict:
             if isinstance(entry, Mapping) and type(entry.get("group")) is int:
                 groups.setdefault(entry["group"], entry)
     document["pods"] = [rows[i] for i in sorted(rows)]
+    if fields := union_fields(dropped_fields(head), *shed):
+        document[DROPPED] = fields
     episodes, k = head.get("episodes"), head.get("samples_per_input", 1)
     if type(episodes) is int and type(k) is int and 1 <= k and 0 <= episodes <= 100_000:
         # Every group, final or not, from the rows (shards list only the final ones).

@@ -23,6 +23,15 @@ from rolloutbatch.core.groups import group_entries
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult, Summary
 
 GZIP_ABOVE = 900 * 1024
+# The gzip a row takes (with its group entry) once every shed stage ran and only verdict fields are
+# left: ~290 bytes for rows of random 63-character pod and node names, a distinct image digest each
+# and three flags, the summary naming each node (tests/unit/core/test_results.py), ~70 for a real
+# batch's rows.
+SHED_ROW_GZIP_BYTES = 320
+# The most rows one results document (a whole batch's head, or a shard) may hold: that many rows,
+# shed to their verdict fields, still fit GZIP_ABOVE, so the API never refuses the document. Past
+# it a batch is sharded whatever --results-shard-rows says (core.result_shards.rows_per_shard_for).
+MAX_DOCUMENT_ROWS = GZIP_ABOVE // SHED_ROW_GZIP_BYTES
 MAX_INFLATED = 256 * 1024 * 1024      # decode_results refuses a gzip that inflates past this
 # Row fields dropped, in stages, from a document too big even gzipped ("agent.output_tail": the
 # verifier's row keeps the agent's last output, up to 4 KiB of what the agent printed). A name
@@ -31,6 +40,10 @@ MAX_INFLATED = 256 * 1024 * 1024      # decode_results refuses a gzip that infla
 SUCCEEDED_TAILS = f"{v.OUTCOME_SUCCEEDED}:log_tail"
 SHED_STAGES = ((SUCCEEDED_TAILS,), ("log_tail", "agent.output_tail"), ("log_tail", "agent.output_tail", "extra"),
                ("log_tail", "agent.output_tail", "extra", "message"))
+# Every name SHED_STAGES uses, in the order they go; a document lists the ones its rows may lack
+# under DROPPED, and keeps listing them when rows restored after a restart are written again.
+SHED_FIELDS = tuple(dict.fromkeys(name for stage in SHED_STAGES for name in stage))
+DROPPED = "dropped_row_fields"
 KEY, GZ_KEY = "results.json", "results.json.gz"
 # The head of a retained sharded batch (spec.cleanup.results: Retain): shard name -> digest of
 # what the operator wrote there, for readers once the batch (and its status) is gone.
@@ -129,6 +142,18 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
     return document
 
 
+def dropped_fields(document: object) -> tuple[str, ...]:
+    """The row fields ``document`` says its rows may lack (``dropped_row_fields``), known names only."""
+    listed = document.get(DROPPED) if isinstance(document, Mapping) else None
+    return tuple(name for name in SHED_FIELDS if isinstance(listed, list) and name in listed)
+
+
+def union_fields(*fields: Sequence[str]) -> list[str]:
+    """The shed field names of every ``fields``, once each, in SHED_FIELDS' order."""
+    named = {name for names in fields for name in names}
+    return [name for name in SHED_FIELDS if name in named]
+
+
 def _gzip(document: Mapping) -> bytes:
     # Level 6, not gzip's default 9: on escaped episode text 9 took 16x longer for ~the same size
     # (29.6 s against 1.8 s for 1,000 rows of control-byte tails, measured), on the event loop.
@@ -137,7 +162,7 @@ def _gzip(document: Mapping) -> bytes:
 
 def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
     """A copy of ``document`` whose rows lack ``fields`` ("[<outcome>:]<key>[.<inner>]"), saying
-    so in ``dropped_row_fields``."""
+    so in ``dropped_row_fields`` (with what it said already: rows shed before a restart)."""
     slim = dict(document)
     specs = []
     for name in fields:
@@ -156,7 +181,7 @@ def _shed(document: Mapping, fields: tuple[str, ...]) -> dict:
                 out[key] = {k: val for k, val in out[key].items() if k != inner}
         return out
     slim["pods"] = [slimmed(row) for row in document.get("pods") or []]
-    slim["dropped_row_fields"] = list(fields)
+    slim[DROPPED] = union_fields(dropped_fields(document), fields)
     return slim
 
 
@@ -182,8 +207,8 @@ def encode_results(document: Mapping, *, sanitized: bool = False,
     are dropped in stages (succeeded episodes' log tails, then every log tail, then reward extras,
     then messages), and the document records which in ``dropped_row_fields``. Verdict fields (index, outcome, reason,
     reward, timestamps) are never dropped: they are what a restarted operator resumes from. A
-    batch still too big after that is returned as is; the API server will refuse it and the
-    caller must say so (tens of thousands of episodes need results sharded across ConfigMaps).
+    document of at most ``MAX_DOCUMENT_ROWS`` rows fits after that (callers hold no more:
+    ``core.result_shards``); a bigger one is returned as is, and the API server would refuse it.
     """
     if not sanitized:
         document = strictjson.sanitize(document)

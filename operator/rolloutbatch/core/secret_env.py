@@ -28,8 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.k8s_rules import MAX_SECRET_BYTES
 from rolloutbatch.core.model import BatchSpec, Stalled
 from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, LABEL_EPISODE_ENV
+from rolloutbatch.core.env_expansion import expanded_sizes
+from rolloutbatch.core.spec import env_string_problem
 
 SecretKey = tuple[str, str]   # (Secret name, key)
 
@@ -71,10 +74,18 @@ def forbidden_message(namespace: str) -> str:
             "ClusterRole rolloutbatch-operator-secrets bound to the operator (manifests/rbac/secrets_role.yaml)")
 
 
+def _decoded_size(value: str) -> int:
+    """Bytes of a Secret's data value, from its base64 (padded, as the API serves it)."""
+    return len(value) // 4 * 3 - (len(value) - len(value.rstrip("=")))
+
+
 def copied_data(secrets: Mapping[str, Mapping | None], spec: BatchSpec) -> dict[str, str]:
     """The data of the operator's copy: each referenced key of each opted-in Secret, under its
-    ``key_names`` name (base64, as the API serves it). Raises Stalled (SecretNotFound) before
-    anything is created; every Secret is checked for the label before any of its keys is looked at."""
+    ``key_names`` name (base64, as the API serves it). Raises Stalled before anything is created:
+    SecretNotFound (every Secret is checked for the label before any of its keys is looked at);
+    InvalidSpec for a value no process can be given as its variable (core.spec.env_string_problem);
+    ProvisioningRefused for a copy larger than the API server takes in one Secret (each original
+    fits, several together need not), which it would refuse once the sandbox namespace exists."""
     names = secret_names(spec)
     for name in names:
         secret = secrets.get(name)
@@ -87,4 +98,25 @@ def copied_data(secrets: Mapping[str, Mapping | None], spec: BatchSpec) -> dict[
             raise Stalled(v.STALL_SECRET_MISSING, f"Secret {name} has no key {key!r} (referenced by an env "
                                                   "secretKeyRef)"[:400])
         data[copy_key] = value
+    total = sum(map(_decoded_size, data.values()))
+    if total > MAX_SECRET_BYTES:
+        raise Stalled(v.STALL_REFUSED, f"the Secret keys the env references take {total} bytes together, and the "
+                                       f"operator copies them into one Secret, which the API server takes up to "
+                                       f"{MAX_SECRET_BYTES} bytes (1 MiB): reference fewer or smaller keys")
+    copies = key_names(spec)
+
+    def value_or_size(entry: Mapping) -> str | int:
+        if "valueFrom" not in entry:
+            return entry["value"]
+        ref = entry["valueFrom"]["secretKeyRef"]
+        return _decoded_size(data[copies[(ref["name"], ref["key"])]])
+
+    for field, env in (("spec.env", spec.env), ("spec.verifier.env", spec.verifier.env if spec.verifier else ())):
+        # each as the kubelet gives it: a Secret's value, and the values that refer to it expanded
+        for entry, (name, size) in zip(env, expanded_sizes((e["name"], value_or_size(e)) for e in env)):
+            problem = env_string_problem(name, size)
+            if problem:
+                source = (f"Secret {entry['valueFrom']['secretKeyRef']['name']} key "
+                          f"{entry['valueFrom']['secretKeyRef']['key']!r}: " if "valueFrom" in entry else "")
+                raise Stalled(v.STALL_INVALID_SPEC, f"{field}[{name}]: {source}{problem}"[:400])
     return data

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.model import valid_session_stats
 
 END_FIFO = "session-end"          # a line written here ends the session
 ENDED_FILE = "session-ended"      # left by the hold once it read that line
+HOLD_PID_FILE = "session-hold"    # the hold's process id (holding_command asks whether it lives)
 # Exit codes of end_command: the hold ended now, had ended already, or never started in time.
 ENDED, ALREADY_ENDED, NOT_HOLDING = 0, 4, 3
 END_WAIT_TRIES = 100              # end_command waits up to this many 0.1 s for the FIFO
@@ -30,11 +31,25 @@ END_WAIT_TRIES = 100              # end_command waits up to this many 0.1 s for 
 # The ready event's `at` is the episode's clock with sub-second precision where date(1) has %N
 # (GNU, busybox): a whole second could fall before the claim and spend the verdict's skew
 # tolerance. The FIFO exists before the event is printed, so once the episode is ready it can
-# be ended. `read` returns on a line or on a writer's close: either ends the session.
-_HOLD = ('c={claim}; mkfifo "$c/{fifo}" || exit 1; '
-         'at=$(date +%s.%N 2>/dev/null); case "$at" in ""|*[!0-9.]*|*.|.*) at=$(date +%s);; esac; '
+# be ended. `read` returns on a line or on a writer's close: either ends the session. The hold
+# records its process id, read by the shell itself from /proc/self (no `$$`: the operator
+# expands a pooled command's `$$` to `$`, as the kubelet does), for holding_command; without
+# /proc it records none, and holding_command then cannot tell.
+_HOLD = ('c={claim}; {tools}mkfifo "$c/{fifo}" || exit 1; '
+         '{{ read -r p _ < /proc/self/stat && echo "$p" > "$c/{pid}"; }} 2>/dev/null; '
+         'at=$({tools}date +%s.%N 2>/dev/null); case "$at" in ""|*[!0-9.]*|*.|.*) at=$({tools}date +%s);; esac; '
          'printf \'{{"event":"ready","at":%s,"episode_id":"%s"}}\\n\' "$at" "$EPISODE_ID"; '
          'read -r line < "$c/{fifo}"; : > "$c/{ended}"; exit 0')
+
+# Whether the hold still runs: its recorded process is there and no zombie. A command of the
+# session that exits 137 was killed by the session's end (the deadline's watchdog, or end()) only
+# once the hold had ended: the agent launcher reaps the hold, then `kill -KILL -1`s what is left
+# (core.launchers). So a 137 while the hold runs is the command's own (an OOM kill, `kill -9 $$`).
+# The file is the session's to write too: a process it names must not be PID 1, the launcher,
+# which outlives `kill -KILL -1` (a sandbox writing 1 there made a command the deadline cut off
+# read as its own 137); any other process is gone once the session's end killed what was left.
+_HOLDING = ('c={claim}; read -r p < "$c/{pid}" || exit 1; case "$p" in ""|*[!0-9]*|0*|1) exit 1;; esac; '
+            'read -r s < "/proc/$p/stat" || exit 1; case "${{s##*) }}" in [ZX]*) exit 1;; esac; exit 0')
 
 # The hold may not have started when the delivery is annotated (the launcher sources its script
 # after the exec that signals it): wait for the FIFO, bounded. The session's own commands run as
@@ -42,13 +57,13 @@ _HOLD = ('c={claim}; mkfifo "$c/{fifo}" || exit 1; '
 # nothing the end says is taken on trust, the SDK confirms the end by the pod's status.
 _END = ('c={claim}; n=0; while [ ! -p "$c/{fifo}" ]; do n=$((n+1)); '
         '[ "$n" -gt {tries} ] && {{ echo "no session FIFO in this container" >&2; exit {not_holding}; }}; '
-        'sleep 0.1 2>/dev/null || sleep 1; done; '
+        '{tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done; '
         '[ -e "$c/{ended}" ] && exit {already}; printf \'end\\n\' > "$c/{fifo}"')
 
 
 def _format(template: str, claim_dir: str, tries: int = END_WAIT_TRIES) -> str:
-    return template.format(claim=claim_dir, fifo=END_FIFO, ended=ENDED_FILE, tries=int(tries),
-                           not_holding=NOT_HOLDING, already=ALREADY_ENDED)
+    return template.format(claim=claim_dir, fifo=END_FIFO, ended=ENDED_FILE, pid=HOLD_PID_FILE, tries=int(tries),
+                           not_holding=NOT_HOLDING, already=ALREADY_ENDED, tools=launchers.TOOLS_SH)
 
 
 def hold_command(claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[str]:
@@ -66,6 +81,28 @@ def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_
     """The exec that ends a session: its exit code is ENDED, ALREADY_ENDED or NOT_HOLDING (no FIFO
     after ``tries`` waits of 0.1 s)."""
     return ["/bin/sh", "-c", _format(_END, claim_dir, tries), "rolloutbatch-end"]
+
+
+def holding_command(claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[str]:
+    """The exec that asks whether the hold still runs: exit 0 when it does; anything else (no
+    record of it: a hold of an older SDK, or no /proc) says it cannot be shown to."""
+    return ["/bin/sh", "-c", _format(_HOLDING, claim_dir), "rolloutbatch-holding"]
+
+
+# What a command given stdin runs behind: `head` reads exactly the stdin's size (on v4 too, where
+# stdin has no end) and the command reads it through a pipe; once the command exited, `cat`
+# drains what it left unread, and the exec exits with the command's own code (137 for a kill).
+# Without it, a command that exits before reading all its stdin (`head -c 1`, `grep -q`, a script
+# reading one line, a write refused at once) never got its exit status back: the container
+# runtime reports an exec's exit only once it copied the whole stdin stream into the process
+# (containerd's CRI exec waits for its copying after the exit), and that copy blocked on a full
+# pipe no one read (kube.pod_exec; measured on the devcluster, tests/devcluster/test_pod_exec.py).
+_DRAINED = 'n=$1; shift; head -c "$n" | { "$@"; c=$?; cat > /dev/null; exit "$c"; }'
+
+
+def drained_command(argv: list[str], size: int) -> list[str]:
+    """``argv`` given ``size`` bytes of stdin, all of which are read whatever ``argv`` reads."""
+    return ["/bin/sh", "-c", _DRAINED, "rolloutbatch-stdin", str(int(size)), *argv]
 
 
 # What the trainer's own execs run: a file written aside then renamed (a cut-off stdin never
@@ -99,14 +136,27 @@ def write_file_command(path: str, size: int) -> list[str]:
     return ["/bin/sh", "-c", _WRITE, "rolloutbatch-write", str(size), path]
 
 
+def unspellable(word: str) -> str | None:
+    """What in ``word`` no exec argument can carry, or None. A NUL byte ends a C string; a lone
+    surrogate (a name ``os.fsdecode`` made of bytes that are not UTF-8) is not UTF-8, and the URL
+    library dropped it from the exec's query without a word: ``build\\udcff`` ran as ``build``."""
+    if "\x00" in word:
+        return "a NUL byte"
+    try:
+        word.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a character that is not UTF-8 (a lone surrogate: bytes os.fsdecode could not decode)"
+    return None
+
+
 def checked_path(path: object) -> str:
-    """A file path a trainer's session may name: a non-empty string without NUL (no exec argument
-    can carry one; refused here, not by the runtime with an unclear status). Relative paths are in
-    the workspace (the exec's directory); an absolute one is taken as it is."""
+    """A file path a trainer's session may name: a non-empty string that an exec argument can
+    carry (refused here, not changed on the way nor refused by the runtime with an unclear status).
+    Relative paths are in the workspace (the exec's directory); an absolute one is taken as it is."""
     if not isinstance(path, str) or not path:
         raise ValueError(f"a file path must be a non-empty string, got {path!r}")
-    if "\x00" in path:
-        raise ValueError(f"a file path cannot hold a NUL byte: {path!r}")
+    if (why := unspellable(path)) is not None:
+        raise ValueError(f"a file path cannot hold {why}: {path!r}"[:300])
     return path
 
 

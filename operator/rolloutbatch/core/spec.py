@@ -14,29 +14,31 @@ a spec is refused as a whole before anything is created.
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import vocabulary as v
 # The spec's fields and its one mutable field are the CRD definition's; the bounds other modules
 # read through this module are core.defaults'.
-from rolloutbatch.core.crd_spec import ENV_NAME_PATTERN, SPEC_FIELDS, STOP_FIELD  # noqa: F401 (re-exported)
+from rolloutbatch.core.crd_spec import ENV_NAME_PATTERN, SPEC_FIELDS, SPEC_OBJECT_FIELDS, STOP_FIELD  # noqa: F401
 from rolloutbatch.core.defaults import (MAX_BATCH_NAME_LENGTH, MAX_CONFIG_BYTES, MAX_EPISODES,  # noqa: F401
                                         MAX_INPUT_CONFIGMAPS, MAX_INPUT_IMAGES_BYTES, MAX_SAMPLES_PER_INPUT,
                                         MAX_TOLERATIONS, MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX)
 from rolloutbatch.core.egress import parse_egress
-from rolloutbatch.core.env_expansion import references
+from rolloutbatch.core.env_expansion import expanded_size, expanded_sizes, references
 from rolloutbatch.core.groups import group_count
-from rolloutbatch.core.k8s_rules import (check_configmap_key, is_dns_subdomain, is_label_value, is_qualified_name,
-                                         parse_quantity)
+from rolloutbatch.core.image_reference import image_reference_problem
+from rolloutbatch.core.k8s_rules import (affinity_problem, check_configmap_key, container_resource_name_problem,
+                                         container_resources_problem, is_dns_subdomain, is_label_value,
+                                         is_qualified_name, labels_problem, parse_quantity)
 from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
+from rolloutbatch.core import strictjson
+from rolloutbatch.core.strictjson import deeper_than
 from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, INPUTS_MOUNT_PATH, LABEL_EPISODE_ENV, TERMINATION_MESSAGE_PATH
 
-NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 TOLERATION_OPERATORS = ("", "Equal", "Exists")
 TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -61,6 +63,9 @@ ISOLATION_NAMESPACE = v.ISOLATION_MODES       # first = default
 ISOLATION_NETWORK = v.NETWORK_MODES
 CLEANUP_SANDBOX = v.CLEANUP_POLICIES
 CLEANUP_RESULTS = v.RESULTS_POLICIES
+# spec.inputs and spec.inputsFrom together: refused, whatever the inputs' size (sdk.build moves
+# large inline inputs into ConfigMaps, and must not replace the ones a user named)
+INLINE_AND_REFERENCE = "give inputs inline (spec.inputs) or by reference, not both"
 
 
 def stop_requested(raw: object) -> bool:
@@ -113,6 +118,22 @@ def checked_object(raw: Mapping, key: str, field_name: str) -> Mapping:
     if not isinstance(value, Mapping):
         raise SpecError(field_name, f"must be an object, got {type(value).__name__}")
     return value
+
+
+def only_declared(value: Mapping, key: str) -> Mapping:
+    """``value``, the spec's object ``key``, when it holds only the fields the CRD declares for it
+    (``SPEC_OBJECT_FIELDS``): a misspelt ``infrastucture`` would otherwise be read as absent and
+    its default silently used."""
+    unknown = sorted(str(k) for k in value if k not in SPEC_OBJECT_FIELDS[key])
+    if unknown:
+        raise SpecError(f"spec.{key}", f"unsupported fields: {', '.join(unknown)}; its fields are "
+                                       f"{', '.join(sorted(SPEC_OBJECT_FIELDS[key]))}"[:300])
+    return value
+
+
+def declared_object(raw: Mapping, key: str) -> Mapping:
+    """spec[key], an object ({} when absent) of the fields the CRD declares for it."""
+    return only_declared(checked_object(raw, key, f"spec.{key}"), key)
 
 
 def _strings(raw: Mapping, key: str, field_name: str | None = None) -> tuple[str, ...]:
@@ -245,20 +266,12 @@ def _toleration(item: object, i: int) -> dict:
 def checked_pod_template(template: Mapping) -> dict:
     """The podTemplate fields the Job's pods get (see core.manifests.job), in the shapes the API
     server accepts; absent or null fields are left out."""
-    unknown = set(template) - {"nodeSelector", "tolerations", "affinity", "priorityClassName"}
-    if unknown:
-        raise SpecError("spec.podTemplate", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:300])
+    only_declared(template, "podTemplate")
     checked: dict = {}
     selector = template.get("nodeSelector")
     if selector is not None:
-        if not isinstance(selector, Mapping):
-            raise SpecError("spec.podTemplate.nodeSelector", "must be a map of label keys to values")
-        for key, value in selector.items():
-            if not is_qualified_name(key):
-                raise SpecError("spec.podTemplate.nodeSelector", f"{key!r} is not a valid label key"[:200])
-            if not is_label_value(value):
-                raise SpecError(f"spec.podTemplate.nodeSelector[{key}]",
-                                f"{value!r} is not a valid label value (a string of at most 63 characters)"[:200])
+        if found := labels_problem(selector, "spec.podTemplate.nodeSelector"):
+            raise SpecError(*found)
         checked["nodeSelector"] = dict(selector)
     tolerations = template.get("tolerations")
     if tolerations is not None:
@@ -270,15 +283,21 @@ def checked_pod_template(template: Mapping) -> dict:
         checked["tolerations"] = [_toleration(item, i) for i, item in enumerate(tolerations)]
     affinity = template.get("affinity")
     if affinity is not None:
-        # Only the shape: the API server checks the selector terms inside.
         if not isinstance(affinity, Mapping):
             raise SpecError("spec.podTemplate.affinity", f"must be an object, got {type(affinity).__name__}")
+        if deeper_than(affinity, d.MAX_JSON_DEPTH):
+            raise SpecError("spec.podTemplate.affinity", f"nests more than {d.MAX_JSON_DEPTH} levels deep")
         for key, value in affinity.items():
             if key not in AFFINITY_FIELDS:
                 raise SpecError("spec.podTemplate.affinity", f"unsupported field {key!r}; "
                                                              f"allowed: {', '.join(AFFINITY_FIELDS)}"[:200])
             if value is not None and not isinstance(value, Mapping):
                 raise SpecError(f"spec.podTemplate.affinity.{key}", "must be an object")
+        # What the API server refuses in every pod (a pool's pods have no dry run to say it);
+        # the rest of the terms it checks itself.
+        found = affinity_problem(affinity)
+        if found:
+            raise SpecError(f"spec.podTemplate.affinity.{found[0]}"[:300], found[1][:300])
         checked["affinity"] = dict(affinity)
     priority = template.get("priorityClassName")
     if priority:   # "" is no class, to a Pod as to a pool (core.pool_spec)
@@ -299,8 +318,7 @@ def _inputs_from(raw: Mapping) -> tuple[tuple[str, ...], int]:
     episode starts)."""
     if not raw:
         return (), 0
-    if set(raw) - {"configMaps", "count"}:
-        raise SpecError("spec.inputsFrom", f"unsupported fields: {', '.join(sorted(map(str, set(raw) - {'configMaps', 'count'})))}")
+    only_declared(raw, "inputsFrom")
     names = raw.get("configMaps")
     if not isinstance(names, (list, tuple)) or not names or len(names) > MAX_INPUT_CONFIGMAPS:
         raise SpecError("spec.inputsFrom.configMaps", f"must list 1 to {MAX_INPUT_CONFIGMAPS} ConfigMap names")
@@ -351,6 +369,31 @@ def _secret_ref(value: object, where: str) -> dict:
     return {"secretKeyRef": {"name": name, "key": key}}
 
 
+def env_string_problem(name: str, value_bytes: int) -> str | None:
+    """Why variable ``name`` with a value of ``value_bytes`` bytes can be given to no process
+    (``NAME=value`` and its NUL past d.MAX_ARG_STRLEN), or None: inline values and Secret keys
+    (core.secret_env) alike."""
+    size = len(name.encode()) + 1 + value_bytes + 1
+    if size <= d.MAX_ARG_STRLEN:
+        return None
+    return (f"{name}=<value> takes {size} bytes with its NUL; Linux gives a process at most {d.MAX_ARG_STRLEN} "
+            "for one environment string (MAX_ARG_STRLEN): no container could start with it")
+
+
+def check_argv_strings(field: str, command: tuple[str, ...], args: tuple[str, ...], env: list[dict]) -> None:
+    """Each argument within what execve takes once the kubelet expanded its $(NAME) references
+    over ``env`` (d.MAX_ARG_STRLEN, its NUL included): else no container could start. A Secret's
+    value counts 0 here (unknown until provisioning)."""
+    sizes = dict(expanded_sizes((e["name"], e.get("value", 0)) for e in env))
+    for key, words in (("command", command), ("args", args)):
+        for i, word in enumerate(words):
+            size = expanded_size(word, sizes) + 1
+            if size > d.MAX_ARG_STRLEN:
+                raise SpecError(f"{field}.{key}[{i}]", f"takes {size} bytes with its NUL once $(NAME) is expanded; "
+                                                       f"Linux gives a process at most {d.MAX_ARG_STRLEN} for one "
+                                                       "argument (MAX_ARG_STRLEN): no container could start with it")
+
+
 def checked_env(raw: Mapping, field: str) -> list[dict]:
     """Name/value pairs or Secret keys (``ENV_SHAPES``), valid names, none reserved (``field``:
     spec.env or spec.verifier.env)."""
@@ -380,12 +423,20 @@ def checked_env(raw: Mapping, field: str) -> list[dict]:
         if NUL in value:
             raise SpecError(f"{field}[{name}]", NUL_REFUSED)
         env.append({"name": name, "value": value})
+    # as the kubelet gives them, $(NAME) expanded (a Secret's value counts 0 here: core.secret_env
+    # checks it, and what refers to it, once the Secret is read)
+    for (name, size), item in zip(expanded_sizes((e["name"], e.get("value", 0)) for e in env), env):
+        if "value" in item and (problem := env_string_problem(name, size)):
+            raise SpecError(f"{field}[{name}]", problem)
     return env
 
 
 def checked_resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) -> dict:
-    """requests/limits of known or domain-prefixed resources, requests within limits."""
-    resources = checked_object(raw, "resources", field) or default
+    """requests/limits as the API server takes them in a container (``k8s_rules``: names,
+    non-negative quantities, requests within limits, extended resources and hugepages). An absent
+    or null field is ``default``; ``{}`` is kept: no requests and no limits, as the API server
+    stores it and as a pod reads it (its defaults fill only an absent field)."""
+    resources = default if raw.get("resources") is None else checked_object(raw, "resources", field)
     for kind in resources:
         if kind not in ("requests", "limits"):
             raise SpecError(f"{field}.{kind}", "only requests and limits are allowed")
@@ -394,22 +445,34 @@ def checked_resources(raw: Mapping, field: str, default: Mapping = d.RESOURCES) 
         amounts[kind] = {}
         for name, value in checked_object(resources, kind, f"{field}.{kind}").items():
             field_name = f"{field}.{kind}.{name}"
-            if not is_qualified_name(name) or ("/" not in name and name not in NATIVE_RESOURCES
-                                               and not name.startswith("hugepages-")):
-                raise SpecError(field_name, f"{', '.join(NATIVE_RESOURCES)}, hugepages-<size> or a "
-                                            "domain-prefixed name (e.g. example.com/gpu)")
+            problem = container_resource_name_problem(name)
+            if problem:
+                raise SpecError(field_name, problem)
             amounts[kind][name] = checked_quantity(value, field_name)
-    for name, request in amounts["requests"].items():
-        limit = amounts["limits"].get(name)
-        if limit is not None and request > limit:
-            raise SpecError(f"{field}.requests.{name}", f"must not exceed the limit ({limit})")
+    found = container_resources_problem(amounts["requests"], amounts["limits"])
+    if found:
+        where, problem = found
+        raise SpecError(f"{field}.{where}" if where else field, problem)
     return {k: dict(v) for k, v in resources.items() if v is not None}   # a null is absent
 
 
+def workspace_size_limit(workspace: Mapping) -> str:
+    """spec.workspace.sizeLimit as the emptyDir gets it: the default when absent or null, else
+    the quantity as written; 0 is 0 whether an integer or a string (one quantity, one meaning)."""
+    value = workspace.get("sizeLimit")
+    value = d.WORKSPACE_SIZE_LIMIT if value is None else value
+    checked_quantity(value, "spec.workspace.sizeLimit")
+    return str(value)
+
+
 def checked_image(value: object, field: str) -> str:
-    if not isinstance(value, str) or len(value) > d.MAX_IMAGE_LENGTH or any(c.isspace() for c in value) \
-            or NUL in value:
+    """An image the kubelet can parse (core.image_reference): else every pod would wait
+    InvalidImageName."""
+    if not isinstance(value, str) or len(value) > d.MAX_IMAGE_LENGTH:
         raise SpecError(field, f"is not an image reference: {value!r}"[:200])
+    problem = image_reference_problem(value)
+    if problem is not None:
+        raise SpecError(field, f"{problem}: {value!r}"[:300])
     return value
 
 
@@ -432,7 +495,7 @@ def _pool_name(raw: Mapping) -> str | None:
     ref = raw.get("poolRef")
     if ref is None:
         return None
-    name = ref.get("name") if isinstance(ref, Mapping) else None
+    name = only_declared(ref, "poolRef").get("name") if isinstance(ref, Mapping) else None
     if not isinstance(name, str) or not is_dns_subdomain(name):
         raise SpecError("spec.poolRef.name", f"must be a RolloutPool name, got {name!r}"[:200])
     for field_name in POOL_EXCLUSIVE:
@@ -472,6 +535,31 @@ def _pool_phase_words(where: str, part: Mapping) -> None:
         raise SpecError(f"{where}.command", "with spec.poolRef the command's first word cannot hold '='")
 
 
+def input_text(value: object, i: int) -> str:
+    """Input ``i`` as the text of its key ``input-<i>.json``, in the operator's inputs ConfigMap
+    (``core.manifests``) and in the SDK's ``inputsFrom`` ConfigMaps alike: one text, so one
+    measure of what fits (:func:`input_bytes`), whoever writes it. SpecError for what the operator
+    refuses in an ``inputsFrom`` ConfigMap (``core.admission.input_shards``): nesting past
+    ``MAX_JSON_DEPTH``, what is not plain JSON, a number past a double's range."""
+    where = f"spec.inputs[{i}]"
+    if deeper_than(value, d.MAX_JSON_DEPTH):
+        raise SpecError(where, f"nests objects or arrays more than {d.MAX_JSON_DEPTH} levels deep")
+    try:
+        text = strictjson.dumps(value, separators=strictjson.COMPACT)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(where, f"is not plain JSON: {exc}") from None
+    try:
+        strictjson.loads(text)   # the operator's rule: no episode is handed a number that is not finite (10**400)
+    except ValueError as exc:
+        raise SpecError(where, f"holds a number no episode can be handed: {exc}") from None
+    return text
+
+
+def input_bytes(i: int, text: str) -> int:
+    """What input ``i`` of ``text`` (:func:`input_text`) takes of a ConfigMap: its key and value."""
+    return len(text.encode()) + len(INPUT_KEY.format(i))
+
+
 def inline_inputs(raw: Mapping) -> tuple:
     """spec.inputs, a list (of anything yet: each is checked where it is read)."""
     value = raw.get("inputs") or ()
@@ -484,6 +572,8 @@ def checked_files(raw: Mapping, field: str, required: bool) -> dict[str, str]:
     files = checked_object(raw, "files", field)
     if required and not files:
         raise SpecError(field, "must name at least one file")
+    if len(files) > d.MAX_FILES:   # the CRD's maxProperties, for an object or a spec it has not checked
+        raise SpecError(field, f"names {len(files)} files; at most {d.MAX_FILES} are allowed")
     for key, content in files.items():
         problem = check_configmap_key(key)
         if problem:
@@ -512,17 +602,15 @@ def _input_images(raw: Mapping, groups: int, image: str) -> tuple[str, ...]:
     return images if any(item != image for item in images) else ()
 
 
-def _shell_names(env: list[dict] | tuple[dict, ...], field: str, under_shell: bool) -> None:
-    """A Job's container that runs under the operator's /bin/sh launcher (samplesPerInput > 1, a
-    verifier's phases) gets only the variables the image's shell passes on (``_SHELL_NAME``)."""
-    for item in env if under_shell else ():
+def check_shell_names(env: Iterable[Mapping], field: str, why: str = "samplesPerInput > 1, or a verifier") -> None:
+    """A container that runs under the operator's /bin/sh launcher (``why``: a batch's with
+    samplesPerInput > 1 or a verifier, every pool's) passes its program only the variables the
+    image's shell keeps (``_SHELL_NAME``): any other would be gone from every episode."""
+    for item in env:
         if not _SHELL_NAME.fullmatch(item["name"]):
-            raise SpecError(f"{field}[{item['name']}]", "runs under /bin/sh here (samplesPerInput > 1, or a "
-                                                        "verifier), and a shell such as dash drops a variable "
-                                                        "whose name is not letters, digits and '_': rename it")
-
-
-VERIFIER_FIELDS = ("image", "command", "args", "env", "files", "mountPath", "resources", "timeoutSeconds")
+            raise SpecError(f"{field}[{item['name']}]", f"runs under /bin/sh here ({why}), and a shell such as dash "
+                                                        "drops a variable whose name is not letters, digits and '_': "
+                                                        "rename it")
 
 
 def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
@@ -530,10 +618,7 @@ def _verifier(raw: Mapping, image: str, resources: dict) -> VerifierSpec | None:
     ``python -B <mountPath>/verify.py``."""
     if raw.get("verifier") is None:
         return None
-    ver = checked_object(raw, "verifier", "spec.verifier")
-    unknown = set(ver) - set(VERIFIER_FIELDS)
-    if unknown:
-        raise SpecError("spec.verifier", f"unsupported fields: {', '.join(sorted(map(str, unknown)))}"[:200])
+    ver = declared_object(raw, "verifier")
     files = checked_files(ver, "spec.verifier.files", required=False)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
     if size > MAX_CONFIG_BYTES:
@@ -582,7 +667,7 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
         raise SpecError("spec.minSuccessfulEpisodes", f"must not exceed spec.episodes ({episodes}), got {min_ok}")
 
     pool, when_empty = _pool(raw)
-    task = checked_object(raw, "task", "spec.task")
+    task = declared_object(raw, "task")
     files = checked_files(task, "spec.task.files", required=pool is None)
     mount = checked_path(task.get("mountPath") or d.TASK_MOUNT_PATH, "spec.task.mountPath")
 
@@ -593,18 +678,14 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     inputs = inline_inputs(raw)
     inputs_from, inputs_count = _inputs_from(checked_object(raw, "inputsFrom", "spec.inputsFrom"))
     if inputs and inputs_from:
-        raise SpecError("spec.inputsFrom", "give inputs inline (spec.inputs) or by reference, not both")
+        raise SpecError("spec.inputsFrom", INLINE_AND_REFERENCE)
     inputs_count = len(inputs) or inputs_count
     if inputs_count and inputs_count * samples != episodes:
         field_name = "spec.inputs" if inputs else "spec.inputsFrom.count"
         raise SpecError(field_name, f"{inputs_count} inputs x samplesPerInput {samples} = {inputs_count * samples}, "
                                     f"but spec.episodes is {episodes}")
     size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
-    for i, value in enumerate(inputs):
-        try:
-            size += len(json.dumps(value, allow_nan=False).encode()) + len(INPUT_KEY.format(i))
-        except (TypeError, ValueError) as exc:
-            raise SpecError(f"spec.inputs[{i}]", f"is not plain JSON: {exc}") from None
+    size += sum(input_bytes(i, input_text(value, i)) for i, value in enumerate(inputs))
     if size > MAX_CONFIG_BYTES:
         raise SpecError("spec.task", f"task files and inputs take {size} bytes; at most {MAX_CONFIG_BYTES} fit "
                                      "(ConfigMaps hold 1 MiB): pass large inputs by reference (spec.inputsFrom)")
@@ -629,10 +710,9 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
                                                         f"({verifier.timeout_seconds}) must not exceed "
                                                         f"activeDeadlineSeconds ({deadline})")
 
-    workspace = checked_object(raw, "workspace", "spec.workspace")
+    workspace = declared_object(raw, "workspace")
     workspace_mount = checked_path(workspace.get("mountPath") or d.WORKSPACE_MOUNT_PATH, "spec.workspace.mountPath")
-    size_limit = str(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT)
-    checked_quantity(workspace.get("sizeLimit") or d.WORKSPACE_SIZE_LIMIT, "spec.workspace.sizeLimit")
+    size_limit = workspace_size_limit(workspace)
     mounts = {"spec.task.mountPath": mount, "spec.workspace.mountPath": workspace_mount}
     if inputs_count:
         mounts["inputs (fixed)"] = INPUTS_MOUNT_PATH
@@ -646,14 +726,14 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
             if _inside(mounts[a], mounts[b]):
                 raise SpecError(a, f"{mounts[a]} overlaps {b} {mounts[b]}")
 
-    retries = _int(checked_object(raw, "retries", "spec.retries"), "infrastructure", d.INFRASTRUCTURE_RETRIES,
+    retries = _int(declared_object(raw, "retries"), "infrastructure", d.INFRASTRUCTURE_RETRIES,
                    maximum=d.MAX_INFRASTRUCTURE_RETRIES, prefix="spec.retries.")
-    isolation = checked_object(raw, "isolation", "spec.isolation")
+    isolation = declared_object(raw, "isolation")
     network = _choice(isolation, "network", ISOLATION_NETWORK, "spec.isolation.network")
     egress = parse_egress(isolation.get("egress"))
     if egress and network != v.NETWORK_DENY_ALL:
         raise SpecError("spec.isolation.egress", "declares what DenyAll opens: with AllowEgress it would mean nothing")
-    cleanup = checked_object(raw, "cleanup", "spec.cleanup")
+    cleanup = declared_object(raw, "cleanup")
     ttl = ttl_seconds_after_finished(raw)
     template = checked_pod_template(checked_object(raw, "podTemplate", "spec.podTemplate"))
     runtime = checked_runtime_class(raw.get("runtimeClassName"))
@@ -664,6 +744,9 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     # A pooled batch's default command names the pool's task path, known once the pool is read
     # (service.pool_claims): () until then.
     command = _strings(raw, "command") or (() if pool else d.default_command(mount, d.EPISODE_SCRIPT))
+    check_argv_strings("spec", command, _strings(raw, "args"), env)
+    if verifier is not None:
+        check_argv_strings("spec.verifier", verifier.command, verifier.args, list(verifier.env))
     if samples > 1:
         # With k > 1 a shell launcher sets these at run time, after Kubernetes expanded $(...)
         # references: such a reference would reach the episode unexpanded ($$(NAME) is none).
@@ -675,10 +758,10 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
                 raise SpecError("spec.samplesPerInput", f"with samplesPerInput > 1, $({names[0]}) is set at run "
                                 f"time: read the environment variable in the program instead of "
                                 f"referencing it in command, args or env")
-    if pool is None and not provisioned:
-        _shell_names(env, "spec.env", samples > 1 or verifier is not None)
-    if verifier is not None and not provisioned:
-        _shell_names(verifier.env, "spec.verifier.env", pool is None)
+    if pool is None and not provisioned and (samples > 1 or verifier is not None):
+        check_shell_names(env, "spec.env")
+    if verifier is not None and pool is None and not provisioned:
+        check_shell_names(verifier.env, "spec.verifier.env")
     spec = BatchSpec(
         episodes=episodes, parallelism=parallelism, runtime_class_name=runtime,
         image=image, command=command, args=_strings(raw, "args"), env=tuple(env),
@@ -702,6 +785,11 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
         pool_name=pool,
         pool_when_empty=when_empty,
     )
+    if not provisioned and pool is None and spec.sandbox_quota and spec.isolation_namespace == v.ISOLATION_SHARED:
+        # the quota is the sandbox namespace's: a Shared batch's namespace is the user's, where the
+        # operator makes none (with spec.poolRef the pool's conflict says so instead)
+        raise SpecError("spec.isolation.resourceQuota", "applies to a Dedicated sandbox only: "
+                                                        "with isolation.namespace Shared no quota is made")
     if not provisioned:
         _default_scripts(raw, spec)
     return spec

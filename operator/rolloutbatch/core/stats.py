@@ -39,13 +39,6 @@ def _percentile_of_sorted(ordered: Sequence[float], q: float) -> float:
     return min(max(value, a), b)    # rounding never leaves [a, b] (nor overflows)
 
 
-def _offset(ts: object, origin: float | None) -> float | None:
-    if origin is None:
-        return None
-    number = finite(ts)
-    return finite(number - origin) if number is not None else None
-
-
 def _later(current: float | None, candidate: float | None) -> float | None:
     if candidate is None:
         return current
@@ -95,8 +88,9 @@ class RunningSummary:
         startup_seconds = finite(result.pod_to_ready_seconds)    # as its row holds it (core.model)
         if startup_seconds is not None:
             bisect.insort(self._startup, startup_seconds)
-        self._all_ready = _later(self._all_ready, _offset(result.ready_at, self.origin))
-        self._all_rewards = _later(self._all_rewards, _offset(result.reward_at, self.origin))
+        to_ready, to_reward = result.batch_offsets(self.origin)   # its row's own figures
+        self._all_ready = _later(self._all_ready, to_ready)
+        self._all_rewards = _later(self._all_rewards, to_reward)
 
     def summary(self, *, episodes: int, retried: int = 0) -> Summary:
         rewards, startup, outcomes = self._rewards, self._startup, self._outcomes

@@ -8,14 +8,14 @@ re-judged those pods, the status keeps the higher counts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.conditions import conditions_for
 from rolloutbatch.core.model import BatchRef, BatchSpec, Summary
 from rolloutbatch.core.stopping import stopped_message
-from rolloutbatch.core.strictjson import sanitize
+from rolloutbatch.core.strictjson import finite, sanitize
 
 DEFAULT_REASONS = {v.PENDING: v.REASON_PENDING, v.PROVISIONING: v.REASON_PROVISIONING, v.QUEUED: v.REASON_QUEUED,
                    v.RUNNING: v.REASON_RUNNING,
@@ -115,10 +115,8 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
         status["resultsDigests"] = previous["resultsDigests"]
     if completion_time:
         status["completionTime"] = completion_time
-    if queue_wait_seconds is not None:
+    if queue_wait_seconds is not None:   # what the queue watch allows of the recorded one, or measured
         status["queueWaitSeconds"] = _ms(queue_wait_seconds)
-    elif previous.get("queueWaitSeconds") is not None:
-        status["queueWaitSeconds"] = previous["queueWaitSeconds"]
     if summary is not None:
         status.update({
             "progress": f"{summary.finished}/{episodes}",
@@ -131,8 +129,9 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
             "lostEpisodes": summary.lost,
             "stoppedEpisodes": summary.stopped,
             "retriedEpisodes": summary.retried,
-            "rewardSum": _ms(summary.reward_sum),
-            "rewardMean": _ms(summary.reward_mean),
+            # rewards as they are (a sum of 0.0004 is not 0): only seconds round to milliseconds
+            "rewardSum": finite(summary.reward_sum),
+            "rewardMean": finite(summary.reward_mean),
             "batchToAllReadySeconds": _ms(summary.batch_to_all_ready_seconds),
             "batchToAllRewardsSeconds": _ms(summary.batch_to_all_rewards_seconds),
             "podToReadySeconds": {"p50": _ms(summary.pod_to_ready_p50), "p95": _ms(summary.pod_to_ready_p95),
@@ -189,8 +188,13 @@ def acknowledged(status: Mapping, generation: int) -> dict | None:
             "conditions": [dict(c, observedGeneration=generation) for c in status.get("conditions") or []]}
 
 
-def bare_failure(reason: str, message: str, generation: int, now_iso: str) -> dict:
+def bare_failure(reason: str, message: str, generation: int, now_iso: str,
+                 previous_conditions: Sequence[Mapping] = ()) -> dict:
     """The smallest status that still says Failed/Stalled with its reason: the fallback when the
-    API refuses the full status (a batch must end visibly). Its completionTime anchors the TTL."""
+    API refuses the full status (a batch must end visibly). Its completionTime anchors the TTL.
+    It is merged into the status last written: what a finished batch's status says of running
+    episodes (none) is said here too, and a condition that does not flip keeps its transition time."""
     return {"phase": v.FAILED, "reason": reason, "message": message[:1000], "completionTime": now_iso,
-            "conditions": conditions_for(v.FAILED, reason, message[:1000], generation, [], now_iso)}
+            "runningEpisodes": 0, "observedGeneration": generation,
+            "conditions": conditions_for(v.FAILED, reason, message[:1000], generation,
+                                         list(previous_conditions), now_iso)}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Iterator
 from typing import Any
 
 MAX_DEPTH = 64
@@ -58,6 +60,20 @@ def sanitize(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects or arrays more than ``limit`` levels deep. Walked without
+    recursion: the API server takes JSON nested 10000 levels deep, and Python's ``json`` (and
+    every recursive walk) raises RecursionError at about a thousand."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 COMPACT = (",", ":")   # json.dumps separators of what we write compactly (results; the extras budget sizes by them)
 
 
@@ -84,8 +100,40 @@ def _finite_int(token: str) -> int:
     return number
 
 
+_NUMBERS = {"parse_constant": _not_json, "parse_float": _finite_float, "parse_int": _finite_int}
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses NaN, Infinity and numbers past a double, written with a
     fraction, an exponent or as a whole number (ValueError): Python reads them, JSON has none,
     and no reader of ours may be handed a number that is not finite."""
-    return json.loads(text, parse_constant=_not_json, parse_float=_finite_float, parse_int=_finite_int)
+    return json.loads(text, **_NUMBERS)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"the key {key!r} is in one object twice")
+        obj[key] = value
+    return obj
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")   # JSON's whitespace
+
+
+def load_all(text: str) -> list[Any]:
+    """The JSON values of ``text``, one after another (``{...} {...}``: kubectl reads a file of
+    several so), each read as :func:`loads` reads one. A file people write may name a key twice
+    in one object: refused (ValueError), as kubectl's strict decoding refuses a duplicate field,
+    rather than one of the two silently kept. A syntax error is a ``json.JSONDecodeError``."""
+    return [value for value, _end in iter_values(text)]
+
+
+def iter_values(text: str, at: int = 0) -> Iterator[tuple[Any, int]]:
+    """Each JSON value of ``text`` from ``at`` with where it ends, as :func:`load_all` reads them:
+    a reader that meets an error after some values knows how far they went."""
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys, **_NUMBERS)
+    while (at := _SPACE.match(text, at).end()) < len(text):
+        value, at = decoder.raw_decode(text, at)
+        yield value, at

@@ -52,7 +52,6 @@ class Transition:
 
 
 Listener = Callable[[Transition], None]
-MAX_FOREIGN_REPORTED = 20      # refused pods reported (as Events) per batch: a flood says so once
 
 
 def _holds(facts: PodFacts) -> bool:
@@ -142,12 +141,16 @@ class BatchTracker:
 
     # -- restoring -------------------------------------------------------------------------
     def restore(self, results: Mapping[int, EpisodeResult], retried: int = 0) -> None:
-        """Adopt results persisted before a restart; their indexes are final."""
+        """Adopt results persisted before a restart; their indexes are final. ``retried``, the
+        persisted count (the status's, the results document's: core.recorded_status), is bounded
+        by what the batch allows: each index retried at most ``retries`` times, unless its rows
+        say more."""
         for index, result in results.items():
             if 0 <= index < self.episodes and result.index == index and index not in self.results:
                 self.results[index] = result
                 self._running.add(result)
                 self._retried_of_restored += max(0, result.attempts - 1)
+        retried = min(retried, max(self.episodes * self.retries, self._retried_of_restored))
         self._retried_persisted = max(self._retried_persisted, retried)
         self.retried = max(self.retried, retried)
         self.version += 1
@@ -179,7 +182,7 @@ class BatchTracker:
                 self._taken(uid)
             return True
         if not ours:
-            if facts.uid not in self._foreign_seen and len(self._foreign_seen) < MAX_FOREIGN_REPORTED:
+            if facts.uid not in self._foreign_seen and len(self._foreign_seen) < v.MAX_POD_EVENTS:
                 self._foreign_seen.add(facts.uid)
                 self._foreign[facts.uid] = facts
             return True

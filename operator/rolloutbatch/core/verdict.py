@@ -23,7 +23,9 @@ most fundamental problem (a dead pod before a missing event, a missing event bef
                            (``inputs_error``; ImagePullFailed if its image never came): the
                            agent never started
     Timeout                the pod hit episodeTimeoutSeconds (pod reason DeadlineExceeded)
-                           unless the Job had deleted it at the batch deadline, before its own
+                           unless the Job had deleted it at the batch deadline, before its own;
+                           or, a pool's pod without a verifier, its launcher stopped it there
+                           (:func:`stopped_at_its_time`)
     StorageLimitExceeded   the kubelet evicted it for passing its own storage limits (never retried)
  3. BatchTimeout           the batch's activeDeadlineSeconds ended the pod (``batch_deadline_at``
                            given, the pod did not end Succeeded/0 and ended at or after it)
@@ -65,7 +67,8 @@ from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, 
                                      usable_reward)
 from rolloutbatch.core.naming import (AGENT_CONTAINER, ANNOTATION_CLAIMED_AT, ANNOTATION_DELIVERED_AT,
                                      ANNOTATION_VERIFIER_DELIVERED_AT, CONTAINER_NAME, INPUTS_CONTAINER,
-                                     POOLED_ANNOTATION, VERIFIER_CONTAINER)
+                                     POOLED_ANNOTATION, VERIFIER_CONTAINER,
+                                     VERIFIER_FILES_CONTAINER)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.pool_spec import task_mount_path_in
 from rolloutbatch.core.strictjson import finite, sanitize
@@ -178,6 +181,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
     disruption = conditions.get("DisruptionTarget") or {}
     episode = next((c for c in statuses if c.get("name") in (CONTAINER_NAME, AGENT_CONTAINER)), {})
     verifier = next((c for c in statuses if c.get("name") == VERIFIER_CONTAINER), {})
+    writer = next((c for c in statuses if c.get("name") == VERIFIER_FILES_CONTAINER), {})
     return PodFacts(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""),
         index=completion_index(meta), created=_created(meta),
@@ -203,10 +207,20 @@ def pod_facts(pod: Mapping) -> PodFacts:
         claimed_at=annotation_seconds(meta, ANNOTATION_CLAIMED_AT),
         verifier_started=verifier.get("started") is True,
         verifier_delivered_at=annotation_seconds(meta, ANNOTATION_VERIFIER_DELIVERED_AT),
+        has_files_writer=any(isinstance(c, Mapping) and c.get("name") == VERIFIER_FILES_CONTAINER
+                             for c in spec.get("containers") or []),
+        files_writer_started=writer.get("started") is True,
+        files_writer_exit=_exit_code(writer),
         inputs_error=_inputs_error(inits, status.get("phase")),
         init_containers=tuple(str(c.get("name")) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)),
         task_mount_path=task_mount_path_in(spec) if _annotation(meta, POOLED_ANNOTATION) == "true" else None,
     )
+
+
+def _exit_code(status: Mapping) -> int | None:
+    """A container's exit code once it has ended (None while it has not)."""
+    code = ((status.get("state") or {}).get("terminated") or {}).get("exitCode")
+    return code if type(code) is int else None
 
 
 def _annotation(meta: Mapping, key: str) -> str | None:
@@ -315,6 +329,14 @@ def never_delivered(facts: PodFacts) -> bool:
     if agent is not None and agent.state == "terminated" and agent.exit_code == 0:
         return facts.verifier_delivered_at is None   # the verifier's container: its phase's word
     return facts.delivered_at is None
+
+
+def stopped_at_its_time(facts: PodFacts) -> bool:
+    """A pool's pod without a verifier whose launcher stopped its agent at, or saw it run past,
+    episodeTimeoutSeconds from its hand-over (core.pool_delivery: AGENT_OVERRAN_EXIT, an agent's
+    own exit of it reported as 1): the Timeout a Job's pod gets from its deadline."""
+    return facts.pooled and facts.agent is None and facts.phase == POD_FAILED \
+        and facts.exit_code == AGENT_OVERRAN_EXIT
 
 
 def rejected_by_node(facts: PodFacts) -> bool:
@@ -431,7 +453,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
         wrong_clock = any(abs(outside(at)) > skew_tolerance for at in (ready_at, reward_at))
         if wrong_clock and reason != v.EP_CLOCK_SKEW:
             flags = (*flags, v.FLAG_SKEW_BEYOND)
-        startup = finite(ready_at - created) if ready_at is not None and created is not None \
+        # within the tolerance a ready may read a moment before the pod's creation: never below 0
+        startup = finite(max(0.0, ready_at - created)) if ready_at is not None and created is not None \
             and not wrong_clock and reason != v.EP_CLOCK_SKEW else None
         return EpisodeResult(
             index=facts.index if facts.index is not None else -1, pod=facts.name, node=facts.node,
@@ -462,6 +485,9 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
         return fail(v.EP_INFRASTRUCTURE, facts.inputs_error)
     if facts.pod_reason == POD_DEADLINE_REASON and not _deleted_by_batch_deadline(facts, deadline):
         return fail(v.EP_TIMEOUT, facts.pod_message or "the episode ran past episodeTimeoutSeconds")
+    if stopped_at_its_time(facts):
+        return fail(v.EP_TIMEOUT, "the episode ran past episodeTimeoutSeconds from its hand-over (its pool "
+                                  "launcher stopped it)")
     if over_own_limits(facts):
         return fail(v.EP_STORAGE_LIMIT, f"evicted by the kubelet: {facts.pod_message}"[:1000])
     if deadline is not None and not ended_normally:

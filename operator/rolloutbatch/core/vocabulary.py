@@ -221,6 +221,12 @@ class EventReason(Word):
     DELIVERY_FAILED = "EpisodeDeliveryFailed"  # a pod could not be handed its episode: evicted, the index re-runs
 
 
+# Events of one per-pod reason (ForeignPodIgnored, EpisodeDeliveryFailed) a batch posts: a flood
+# (a neighbour's pods, a pool image that cannot take episodes) is said this many times, not once per
+# pod and attempt; the operator's log still has each.
+MAX_POD_EVENTS = 20
+
+
 class PoolReason(Word):
     """A RolloutPool's condition reasons (core.pools): why it is, or is not, full of warm pods."""
     WARM = "PoolWarm"                      # size warm pods wait
@@ -237,6 +243,7 @@ class PoolReason(Word):
     CLUSTER_RIGHTS = "ClusterRightsRequired"   # a namespaced install cannot keep a pool (core.scope)
     INVALID_SPEC = "InvalidSpec"           # the operator cannot read the pool's spec (the message says why)
     REFUSED = "ProvisioningRefused"        # the API refused the pool's namespace or its objects
+    API_UNAVAILABLE = "ApiUnavailable"     # transient API errors went on without a break (the give-up time)
     DELETING = "Deleting"                  # deleted: no pod is made; the deletion waits for batches on its pods
 
 
@@ -418,5 +425,7 @@ NOT_DELIVERED_EXIT = 121
 # The agent launcher exits with this when the agent ran more than VERIFIER_SLACK_SECONDS past its
 # time (it killed its watchdog; core.launchers), in a Job's pod as in a pool's: the Job fails the
 # index on it (the agent's container is judged first) and the verdict is the agent's Timeout, so
-# neither a verifier grading the stolen time nor one it kept from its phase counts.
+# neither a verifier grading the stolen time nor one it kept from its phase counts. A pool's
+# launcher without a verifier exits with it when it stopped its agent at its time, or saw it run
+# past (core.pool_delivery): Timeout too (core.verdict.stopped_at_its_time).
 AGENT_OVERRAN_EXIT = 122

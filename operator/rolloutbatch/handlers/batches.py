@@ -7,23 +7,33 @@ from typing import Any
 import kopf
 
 from rolloutbatch import GROUP, PLURAL, VERSION
+from rolloutbatch.core.leadership import DAEMON_CANCELLATION
 from rolloutbatch.service import stop
 
 
-EVENT_MESSAGE_LIMIT = 1024   # the events.k8s.io/v1 bound on an Event's note; one length for both readers
+# events.k8s.io/v1 refuses a note past 1024 bytes (Go's len: Kubernetes'
+# pkg/apis/core/validation/events.go, NoteLengthLimit); core/v1, which kopf posts, checks none. One
+# bound for both readers, in UTF-8 bytes: cut by characters, a message of non-ASCII text passed it.
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def event_message(message: str) -> str:
+    """``message`` within EVENT_MESSAGE_LIMIT bytes of UTF-8, never splitting a character."""
+    # "replace": a lone surrogate (from text decoded leniently) must not make the Event raise
+    return message.encode(errors="replace")[:EVENT_MESSAGE_LIMIT].decode(errors="ignore")
 
 
 def _emitter(body: kopf.Body, logger: Any):
     """Each transition as a Kubernetes Event on the batch and a line in the operator's log
     (the object logger names the batch; settings.posting.loggers is off, so no second Event)."""
     def emit(type_: str, reason: str, message: str) -> None:
-        message = message[:EVENT_MESSAGE_LIMIT]
+        message = event_message(message)
         kopf.event(body, type=type_, reason=reason, message=message)
         (logger.warning if type_ == "Warning" else logger.info)("%s: %s", reason, message)
     return emit
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=DAEMON_CANCELLATION)
 async def run_batch(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
     """Provision, track and finish the batch. The reconciler owns the error policy
     (service.policy): it returns once the batch has ended, one way or another."""

@@ -7,6 +7,7 @@ from typing import Any
 import kopf
 
 from rolloutbatch import GROUP, POOL_PLURAL, VERSION
+from rolloutbatch.core.leadership import DAEMON_CANCELLATION
 from rolloutbatch.handlers.batches import _emitter
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
@@ -17,10 +18,10 @@ DELETE_RETRY_SECONDS = 5
 def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
     return PoolReconciler(PoolStorage(memo.ctx.api, memo.ctx.writer), body, _emitter(body, logger), logger,
                           clusterwide=memo.ctx.settings.scope.clusterwide, channels=memo.ctx.channels,
-                          pods=memo.ctx.pool_pods)
+                          pods=memo.ctx.pool_pods, api_give_up=memo.ctx.settings.transient_give_up)
 
 
-@kopf.daemon(GROUP, VERSION, POOL_PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, POOL_PLURAL, cancellation_timeout=DAEMON_CANCELLATION)
 async def run_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
     """Keep the pool's warm pods (service.pools)."""
     memo.metrics.pool_started(body["metadata"]["namespace"], body["metadata"]["name"])

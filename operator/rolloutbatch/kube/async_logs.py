@@ -20,9 +20,10 @@ import aiohttp
 import pykube
 
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.async_session import LoopSession, api_message, auth_headers
+from rolloutbatch.kube.async_session import LoopSession, api_message
 from rolloutbatch.kube.async_session import supported as supported  # the runner asks here
 from rolloutbatch.kube.errors import Unavailable, classify
+from rolloutbatch.kube.transport import auth_headers
 
 CHUNK = 64 * 1024
 

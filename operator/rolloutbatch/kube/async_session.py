@@ -1,12 +1,14 @@
 """aiohttp sessions to the API server, built from the kubeconfig ``kube.client`` loads.
 
-The synchronous client (``kube.client.Api``) lets pykube apply the kubeconfig's credentials at
-send time. The calls made on the event loop instead (log reads in ``kube.async_logs``, pods/exec
-in ``kube.pod_exec``) need the same credentials as an ``ssl.SSLContext`` and a header; this module
-is the one place that turns a kubeconfig into those, so the two readers cannot drift apart.
+The synchronous client (``kube.client.Api``) lets pykube apply the kubeconfig's TLS settings and
+its exec and auth-provider credentials at send time. The calls made on the event loop instead
+(log reads in ``kube.async_logs``, pods/exec in ``kube.pod_exec``) need the TLS settings as an
+``ssl.SSLContext``; this module is the one place that builds it. The token header and the proxy
+are every client's (``kube.transport``).
 
 Handled: a client certificate, a bearer token or a token file (re-read on every call: projected
-service-account tokens rotate), the cluster's CA or ``insecure-skip-tls-verify``. Not handled:
+service-account tokens rotate), the cluster's CA or ``insecure-skip-tls-verify``, its
+``proxy-url`` or the environment's proxy (``kube.transport.proxy``). Not handled:
 exec plugins and auth providers (they need pykube's machinery, which is synchronous) and plain
 ``http://`` servers; :func:`supported` says so before anything is tried.
 """
@@ -22,7 +24,8 @@ from typing import Any
 import aiohttp
 import pykube
 
-from rolloutbatch.kube.errors import BadRequest, Unavailable, from_text
+from rolloutbatch.kube.errors import BadRequest, Unavailable, from_text, json_answer
+from rolloutbatch.kube.transport import proxy
 
 
 def supported(config: pykube.KubeConfig) -> bool:
@@ -48,34 +51,18 @@ def ssl_context(config: pykube.KubeConfig) -> ssl.SSLContext:
     return context
 
 
-def token(config: pykube.KubeConfig) -> str | None:
-    user = config.user or {}
-    if user.get("token"):
-        return user["token"]
-    if user.get("tokenFile"):
-        with open(user["tokenFile"]) as handle:  # re-read: projected tokens rotate
-            return handle.read().strip()
-    return None
-
-
-def auth_headers(config: pykube.KubeConfig) -> dict[str, Any]:
-    """The request's Authorization header, when the kubeconfig has a token."""
-    bearer = token(config)
-    return {"Authorization": f"Bearer {bearer}"} if bearer else {}
-
-
 def open_session(config: pykube.KubeConfig, *, pool: int, timeout: float | None, user_agent: str,
                  tls: ssl.SSLContext | bool | None = None, middlewares: Sequence[Any] = (),
                  keepalive: float | None = None) -> aiohttp.ClientSession:
     """A session whose connections carry the kubeconfig's TLS settings (``tls``: one already
     built, to skip reading the files again), idle ones kept ``keepalive`` seconds (aiohttp's
-    default when None). Credentials in headers are per request (:func:`auth_headers`): a token
+    default when None). Credentials in headers are per request (``transport.auth_headers``): a token
     file may change between two requests."""
     kept = {"keepalive_timeout": keepalive} if keepalive is not None else {}
     connector = aiohttp.TCPConnector(limit=pool, ssl=ssl_context(config) if tls is None else tls, **kept)
     extra = {"middlewares": tuple(middlewares)} if middlewares else {}
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout),
-                                 headers={"User-Agent": user_agent}, **extra)
+                                 headers={"User-Agent": user_agent}, proxy=proxy(config), **extra)
 
 
 class SessionPerLoop:
@@ -155,10 +142,7 @@ async def send_json(session: aiohttp.ClientSession, method: str, url: str, what:
                 raise from_text(response.status, text, what)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         raise Unavailable(f"{what}: {exc or type(exc).__name__}") from exc
-    try:
-        return json.loads(text) if text else {}
-    except ValueError:
-        raise Unavailable(f"{what}: the API server's answer is not JSON: {text[:200]!r}") from None
+    return json_answer(text, what)
 
 
 def api_message(text: str) -> str:

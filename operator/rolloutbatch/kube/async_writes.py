@@ -30,9 +30,10 @@ from collections.abc import Callable
 import aiohttp
 import pykube
 
-from rolloutbatch.kube.async_session import LoopSession, auth_headers, send_json
+from rolloutbatch.kube.async_session import LoopSession, send_json
 from rolloutbatch.kube.client import STRICT, USER_AGENT
-from rolloutbatch.kube.errors import Unavailable, check_path
+from rolloutbatch.kube.errors import ConfigError, Unavailable, check_path
+from rolloutbatch.kube.transport import auth_headers
 
 
 # An idle connection is closed by the client after this, before the API server's own 90 s
@@ -69,8 +70,8 @@ class AsyncWriter(LoopSession):
             async with session.get(self.base + PING_PATH, headers=auth_headers(self.config),
                                    timeout=aiohttp.ClientTimeout(total=PING_TIMEOUT)) as response:
                 await response.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            pass
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ConfigError):
+            pass   # an unreadable token file: the claims that follow say so
 
     async def merge_patch(self, path: str, patch: dict, what: str) -> dict:
         """The object as patched; raises the mapped KubeError (``async_session.send_json``)."""

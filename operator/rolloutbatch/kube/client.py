@@ -1,6 +1,12 @@
 """One pooled HTTP client for the whole operator, configured from KUBECONFIG (a list of files,
 merged as kubectl merges them), ~/.kube/config, or in-cluster.
 
+pykube applies the kubeconfig's TLS settings and its auth-provider credentials at send time, and
+an exec plugin's (``kube.exec_plugin``: every apiVersion kubectl takes, v1 too, which pykube
+refuses); a token or token file (the in-cluster account's too) is ``kube.transport``'s header, read at
+each request, as is the proxy (the cluster's ``proxy-url``, else the environment's), for this
+client and those on the event loop alike.
+
 Every create, replace and patch asks for strict field validation (``fieldValidation=Strict``):
 the API server refuses an unknown or duplicate field, as ``kubectl`` does, instead of dropping
 it (a typo like ``paralellism`` would otherwise pass silently). It refuses with 400, mapped to
@@ -10,6 +16,9 @@ it (a typo like ``paralellism`` would otherwise pass silently). It refuses with 
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
+import tempfile
 from typing import Any
 
 import pykube
@@ -18,7 +27,8 @@ import pykube.http
 import requests
 import yaml
 
-from rolloutbatch.kube.errors import BadRequest, ConfigError, Unavailable, check_path, raise_for
+from rolloutbatch.kube import exec_plugin, transport
+from rolloutbatch.kube.errors import BadRequest, ConfigError, Unavailable, check_path, json_answer, raise_for
 
 USER_AGENT = "rolloutbatch-operator"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -50,22 +60,77 @@ def load_config(kubeconfig: str | None = None) -> pykube.KubeConfig:
     if len(files) == 1 and not os.path.isfile(os.path.expanduser(filename)):
         if not kubeconfig and _in_cluster():   # an explicit file must exist, as kubectl's flag
             try:
-                return pykube.KubeConfig.from_service_account(SERVICE_ACCOUNT)
+                config = pykube.KubeConfig.from_service_account(SERVICE_ACCOUNT)
             except _CONFIG_ERRORS as exc:
                 raise ConfigError(f"cannot load the in-cluster service account ({SERVICE_ACCOUNT}): "
                                   f"{_describe(exc)}") from None
+            # pykube keeps the token it read; the kubelet rewrites it (a projected token expires):
+            # the file is read at each request instead, as a kubeconfig's tokenFile.
+            config.doc["users"][0]["user"] = {"tokenFile": os.path.join(SERVICE_ACCOUNT, "token")}
+            config.reload()
+            return config
         hint = "" if path else " (set $KUBECONFIG or pass --kubeconfig; not running in a pod)"
         raise ConfigError(f"cannot load the kubeconfig {filename}: no such file{hint}")
     try:
-        config = pykube.KubeConfig.from_file(filename) if len(files) == 1 else _merged(files)
-        if not isinstance(config.doc, dict):
-            raise TypeError("not a kubeconfig document (a YAML mapping)")
-        if len(files) == 1:   # as a merge's: a relative path is the file's own, not the working directory's
-            _resolve_paths(config.doc, os.path.dirname(os.path.abspath(os.path.expanduser(filename))))
+        if len(files) == 1:
+            config = pykube.KubeConfig(_read(filename))
+            config.filepath = pathlib.Path(filename).expanduser()   # as from_file: a refreshed token is kept there
+        else:
+            config = _merged(files)
+        _check_usable(config)
         config.cluster["server"], config.user, config.namespace  # noqa: B018  (read to validate)
     except _CONFIG_ERRORS as exc:
         raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
     return config
+
+
+# The auth providers pykube implements (kube.client's adapter); with another one it sends no credential.
+_AUTH_PROVIDERS = ("gcp", "oidc")
+
+
+def _check_usable(config: pykube.KubeConfig) -> None:
+    """What kubectl checks before its first request (client-go's clientcmd ``ConfirmUsable``: the
+    context, its cluster and user exist, the cluster has a server), on the document as written,
+    since pykube fills in what is missing: a cluster without a server is ``http://localhost``,
+    where every client (``Api``, ``sdk.aio.AsyncApi``, the CLI's) would send the user's token in
+    clear, and a user it does not hold is an anonymous one. Raises ValueError saying what is wrong
+    in kubectl's words (load_config names the file)."""
+    doc = config.doc
+    if not any(doc.get(key) for key in (*_NAMED, "current-context")):
+        raise ValueError("invalid configuration: no configuration has been provided")
+    name = doc.get("current-context")
+    if not name:
+        raise ValueError("no current context is set (current-context)")
+    context = _entry(doc, "contexts", name)
+    if context is None:
+        raise ValueError(f'context "{name}" does not exist')
+    cluster_name = context.get("cluster")
+    if not cluster_name:
+        raise ValueError(f'context "{name}" names no cluster')
+    cluster = _entry(doc, "clusters", cluster_name)
+    if cluster is None:
+        raise ValueError(f'cluster "{cluster_name}" of context "{name}" does not exist')
+    if not cluster.get("server"):
+        raise ValueError(f'no server found for cluster "{cluster_name}"')
+    user_name = context.get("user")
+    if user_name:
+        user = _entry(doc, "users", user_name)
+        if user is None:
+            raise ValueError(f'user "{user_name}" of context "{name}" does not exist')
+        if "auth-provider" in user and (user["auth-provider"] or {}).get("name") not in _AUTH_PROVIDERS:
+            provider = (user["auth-provider"] or {}).get("name")
+            raise ValueError(f'the auth-provider "{provider}" of user "{user_name}" is not supported (only '
+                             f'{" and ".join(_AUTH_PROVIDERS)}): use an exec plugin, as kubectl since 1.26')
+
+
+def _entry(doc: dict, section: str, name: str) -> dict | None:
+    """The body of the entry ``name`` of a section (``{}`` when it is null), None when there is
+    none; of two with that name the last, as pykube takes it."""
+    key = section[:-1]   # clusters: cluster
+    for entry in reversed(doc.get(section) or ()):
+        if entry.get("name") == name:
+            return entry.get(key) or {}
+    return None
 
 
 def _in_cluster() -> bool:
@@ -94,11 +159,7 @@ def _merged(files: list[str]) -> pykube.KubeConfig:
     merged: dict[str, Any] = {}
     for filename in files:
         try:
-            with open(os.path.expanduser(filename)) as handle:
-                doc = yaml.safe_load(handle) or {}
-            if not isinstance(doc, dict):
-                raise TypeError("not a kubeconfig document (a YAML mapping)")
-            _resolve_paths(doc, os.path.dirname(os.path.abspath(os.path.expanduser(filename))))
+            doc = _read(filename)
             for key, value in doc.items():   # in the try: a malformed entry names its file
                 if key in _NAMED:
                     names = {entry.get("name") for entry in merged.setdefault(key, [])}
@@ -108,6 +169,23 @@ def _merged(files: list[str]) -> pykube.KubeConfig:
         except _CONFIG_ERRORS as exc:
             raise ConfigError(f"cannot load the kubeconfig {filename}: {_describe(exc)}") from None
     return pykube.KubeConfig(merged)
+
+
+def _read(filename: str) -> dict:
+    """One kubeconfig file's document, its relative paths made its own directory's (as kubectl
+    reads them, not from the working directory). An empty file (or only comments) is an empty
+    document, and a null list (``users:``) an empty one, as kubectl reads them: pykube iterates them."""
+    with open(os.path.expanduser(filename)) as handle:
+        doc = yaml.safe_load(handle)
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise TypeError("not a kubeconfig document (a YAML mapping)")
+    for key in _NAMED:
+        if key in doc and doc[key] is None:
+            doc[key] = []
+    _resolve_paths(doc, os.path.dirname(os.path.abspath(os.path.expanduser(filename))))
+    return doc
 
 
 def _resolve_paths(doc: dict, base: str) -> None:
@@ -129,6 +207,35 @@ def _describe(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+class _Adapter(pykube.http.KubernetesHTTPAdapter):
+    """pykube's adapter with the exec plugin run by ``kube.exec_plugin`` (pykube's refuses
+    ``client.authentication.k8s.io/v1``), raising a PyKubeError that says why when it cannot get
+    a credential (``Api.request`` makes it a ConfigError), not a traceback for a CLI user."""
+
+    def _setup_request_auth(self, config: pykube.KubeConfig, request: Any, kwargs: Any) -> Any:
+        user = config.user
+        # pykube's order: a header already set (transport's token), then a token, then exec.
+        if "exec" in user and "Authorization" not in request.headers and not user.get("token"):
+            got = exec_plugin.credential(user["exec"] or {}, config.cluster)
+            if got.token:
+                request.headers["Authorization"] = f"Bearer {got.token}"
+            else:   # as pykube's: files for requests' cert=, read by _setup_request_certificates
+                self.cert, self.key = _pem_file(got.client_certificate), _pem_file(got.client_key)
+            return None
+        try:
+            return super()._setup_request_auth(config, request, kwargs)
+        except (subprocess.SubprocessError, ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+            # an auth-provider's (gcp's cmd-path, a token that is no JWT)
+            raise pykube.exceptions.PyKubeError(_describe(exc)) from None
+
+
+def _pem_file(text: str | None) -> Any:
+    handle = tempfile.NamedTemporaryFile(mode="w")   # 0600, removed when let go of
+    handle.write(text or "")
+    handle.flush()
+    return handle
+
+
 class Api:
     """Raw JSON access to the API: ``get/list/create/patch/delete`` by path, dicts in and out.
 
@@ -138,7 +245,7 @@ class Api:
 
     def __init__(self, config: pykube.KubeConfig, *, pool: int = 64, timeout: float = 30) -> None:
         # pykube's adapter injects the kubeconfig's TLS and credentials at send time.
-        adapter = pykube.http.KubernetesHTTPAdapter(config, pool_connections=4, pool_maxsize=pool)
+        adapter = _Adapter(config, pool_connections=4, pool_maxsize=pool)
         try:
             self._http = pykube.HTTPClient(config, timeout=timeout, http_adapter=adapter)
         except _CONFIG_ERRORS as exc:
@@ -148,10 +255,13 @@ class Api:
         # The environment's settings, read once for this server, as client-go reads them once
         # (net/http.ProxyFromEnvironment): requests re-read every variable of the environment at
         # each request (Session.merge_environment_settings), a tenth of a millisecond of the
-        # operator's CPU per call. Its proxies (NO_PROXY too), and the CA bundle requests would
-        # take from it where the kubeconfig names none (pykube's adapter sets the kubeconfig's).
+        # operator's CPU per call. The proxy (transport.proxy: the cluster's proxy-url, else the
+        # environment's, NO_PROXY too), and the CA bundle requests would take from the
+        # environment where the kubeconfig names none (pykube's adapter sets the kubeconfig's).
         session = self._http.session
-        session.proxies.update(requests.utils.get_environ_proxies(self.url))
+        proxy = transport.proxy(config)
+        if proxy:
+            session.proxies[self.url.split(":", 1)[0]] = proxy
         bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
         if bundle and session.verify is True:
             session.verify = bundle
@@ -161,8 +271,11 @@ class Api:
 
     def request(self, method: str, path: str, what: str, **kwargs: Any) -> requests.Response:
         check_path(path, what)
+        # A token (file) is sent as transport says, read now; with it set, pykube adds no other.
+        headers = {**transport.auth_headers(self.config), **(kwargs.pop("headers", None) or {})}
         try:
-            response = self._http.session.request(method, self.url + path, timeout=kwargs.pop("timeout", self._http.timeout), **kwargs)
+            response = self._http.session.request(method, self.url + path, headers=headers,
+                                                  timeout=kwargs.pop("timeout", self._http.timeout), **kwargs)
         except requests.exceptions.InvalidJSONError as exc:
             # A body JSON cannot carry (NaN, Infinity): sending it again cannot help.
             raise BadRequest(f"{what}: the request body is not valid JSON: {exc}") from exc
@@ -170,32 +283,38 @@ class Api:
             raise Unavailable(f"{what}: {exc}") from exc
         except (pykube.exceptions.PyKubeError, OSError, NotImplementedError) as exc:
             # Credentials are read at send time (pykube's adapter): a client certificate or CA
-            # file named by the kubeconfig that went missing, an auth provider pykube lacks.
+            # file named by the kubeconfig that went missing, an auth provider pykube lacks, an
+            # exec plugin that failed (_Adapter).
             raise ConfigError(f"{what}: the kubeconfig's credentials are unusable: {_describe(exc)}") from None
         return raise_for(response, what)
 
+    def request_json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        """:meth:`request`'s answer as JSON; one that is not JSON ``Unavailable`` (errors.json_answer),
+        as the event loop's calls say (async_session.send_json), never requests' own error."""
+        return json_answer(self.request(method, path, what, **kwargs).content, what)
+
     def get(self, path: str, what: str, **params: Any) -> dict:
-        return self.request("GET", path, what, params=params or None).json()
+        return self.request_json("GET", path, what, params=params or None)
 
     def create(self, path: str, body: dict, what: str, *, dry_run: bool = False) -> dict:
         """POST; ``dry_run`` lets the server run every check (schema, admission) and store nothing."""
         params = {**STRICT, "dryRun": "All"} if dry_run else STRICT
-        return self.request("POST", path, what, json=body, params=params).json()
+        return self.request_json("POST", path, what, json=body, params=params)
 
     def merge_patch(self, path: str, patch: dict, what: str) -> dict:
         headers = {"Content-Type": "application/merge-patch+json"}
-        return self.request("PATCH", path, what, json=patch, headers=headers, params=STRICT).json()
+        return self.request_json("PATCH", path, what, json=patch, headers=headers, params=STRICT)
 
     def json_patch(self, path: str, ops: list, what: str) -> dict:
         """A JSON patch (RFC 6902): its ``test`` operations are preconditions the server checks."""
         headers = {"Content-Type": "application/json-patch+json"}
-        return self.request("PATCH", path, what, json=ops, headers=headers, params=STRICT).json()
+        return self.request_json("PATCH", path, what, json=ops, headers=headers, params=STRICT)
 
     def replace(self, path: str, body: dict, what: str) -> dict:
-        return self.request("PUT", path, what, json=body, params=STRICT).json()
+        return self.request_json("PUT", path, what, json=body, params=STRICT)
 
     def delete(self, path: str, what: str, body: dict | None = None) -> dict:
-        return self.request("DELETE", path, what, json=body).json()
+        return self.request_json("DELETE", path, what, json=body)
 
     async def exec_in_pod(self, namespace: str, pod: str, container: str | None, command: list[str], *,
                           stdin: bytes = b"", timeout: float, limit_bytes: int | None = None,

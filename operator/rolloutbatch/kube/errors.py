@@ -12,20 +12,23 @@
       NotFound           404
       Conflict           409: already exists, or a resourceVersion/UID precondition failed
       Gone               410: a watch or list continuation expired
-      Unavailable        no connection, 5xx or 429: worth retrying
+      Unavailable        no connection, 5xx or 429, or a success answer that is not JSON (a
+                         proxy's page): worth retrying
         TooManyRequests  429: not now (the API's rate limits, or an eviction that a
                          PodDisruptionBudget does not allow at the moment)
       TimedOut           a call bounded by its caller's timeout did not finish in it (pods/exec)
         Unconfirmed      an attach sent every byte, and the container never said it read them
       NotOurs            a name we need is taken by an object that is not ours
 
-Only ``Unavailable`` (and ``Conflict``, by re-reading) is worth retrying as is.
+Only ``Unavailable`` (``Conflict`` by re-reading, ``Gone`` by listing again from the start) is
+worth retrying as is.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import requests
 
@@ -90,7 +93,8 @@ class Gone(KubeError):
 
 
 class Unavailable(KubeError):
-    """The API could not be reached or answered 5xx/429: worth retrying."""
+    """The API could not be reached, answered 5xx/429, or answered with something that is not JSON
+    (something between us and it did): worth retrying."""
 
 
 class TooManyRequests(Unavailable):
@@ -182,6 +186,20 @@ def from_text(status: int, text: str, what: str) -> KubeError:
     except (ValueError, AttributeError):
         pass
     return classify(status, message, reason, what)
+
+
+def json_answer(body: str | bytes, what: str) -> dict:
+    """A success answer's JSON object ({} when empty); ``Unavailable`` when it is not one: the API server
+    answers JSON, so something else answered (a proxy's login or error page), which may pass.
+    Bytes are decoded as json.loads does (UTF-8, -16 or -32, RFC 8259)."""
+    try:
+        answer = json.loads(body) if body else {}
+    except ValueError:   # UnicodeDecodeError too
+        answer = None
+    if not isinstance(answer, dict):   # every answer of the API is an object (a Status at least)
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        raise Unavailable(f"{what}: the API server's answer is not a JSON object: {text[:200]!r}") from None
+    return answer
 
 
 def check_path(path: str, what: str) -> str:

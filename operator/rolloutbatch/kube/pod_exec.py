@@ -22,7 +22,12 @@ socket buffers hold before it has read its input would otherwise block on us whi
 it. With v5 stdin is closed after the last byte, so the command sees end of file. v4 has no way
 to close it: a command there must know how much to read (``head -c N``), or it waits for input
 until the timeout. An empty ``stdin`` asks for no stdin at all (the command's reads see end of
-file at once, on both versions).
+file at once, on both versions). The exit status comes only once the runtime copied the whole
+stdin into the process (measured on the devcluster's containerd: tests/devcluster/test_pod_exec.py):
+a command that exits without reading all of it (``head -c 1`` given 1 MB) leaves that copy
+blocked on a full pipe, and no status comes before the timeout, whatever the client does. A
+caller gives stdin only to a command that reads all of it, or runs it behind one that does
+(sdk.sessions: ``core.sessions.drained_command``).
 
 Streaming: ``on_output(stream, data)`` (stream ``"stdout"`` or ``"stderr"``) is called with each
 frame's data as it arrives, all of it (the limit below bounds only what the result keeps), on
@@ -69,7 +74,8 @@ import aiohttp
 import pykube
 import pykube.exceptions
 
-from rolloutbatch.kube import async_session
+from rolloutbatch.core.sessions import unspellable
+from rolloutbatch.kube import async_session, transport
 from rolloutbatch.kube.errors import ConfigError, KubeError, TimedOut, Unavailable, classify
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
@@ -192,7 +198,11 @@ class _Output:
 
 
 def exec_query(command: Sequence[str], container: str | None, stdin: bool) -> list[tuple[str, str]]:
-    """The exec request's query: each word of the command its own ``command`` parameter."""
+    """The exec request's query: each word of the command its own ``command`` parameter; a word
+    no exec can carry is a ValueError, never sent changed (core.sessions.unspellable)."""
+    for word in command:
+        if (why := unspellable(word)) is not None:
+            raise ValueError(f"a command cannot hold {why}: {word!r}"[:300])
     query = [("command", word) for word in command]
     if container:
         query.append(("container", container))
@@ -254,7 +264,7 @@ class PodExec:
             self._check(what)
             if self._tls is None:
                 self._tls = async_session.ssl_context(self.config)
-            headers = async_session.auth_headers(self.config)
+            headers = transport.auth_headers(self.config)
             session = async_session.open_session(self.config, pool=1, timeout=None, user_agent=self.user_agent,
                                                  tls=self._tls,
                                                  middlewares=(_keep_refusal(refused),) if _MIDDLEWARES else ())

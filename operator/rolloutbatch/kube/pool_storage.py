@@ -22,8 +22,8 @@ def pool_path(namespace: str, name: str | None = None) -> str:
 
 
 def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
-    """Create, or bring an existing object of ours to ``obj`` (a NetworkPolicy's spec: a pool's
-    network may change, and the policy must say so at once)."""
+    """Create, or bring an existing object of ours to ``obj`` (a NetworkPolicy's spec: one an
+    older operator made differently must say what the pool's policies say now)."""
     meta = obj["metadata"]
     path = resources.collection_path(obj["kind"], meta.get("namespace"))
     try:
@@ -38,6 +38,19 @@ def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
             body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
             return api.replace(f"{path}/{meta['name']}", body, f"replace NetworkPolicy {meta['name']}")
         return existing   # a task ConfigMap is named by its content: one of that name is the same
+
+
+def _delete_owned(api: Any, kind: str, namespace: str, name: str, pool_uid: str) -> None:
+    """Delete the pool's object of that name, as read now (its uid as precondition); one gone, or
+    not the pool's, is left."""
+    live = resources.get_or_none(api, kind, name, namespace)
+    if live is None or not pools.owned_by_pool(live, pool_uid):
+        return
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": live["metadata"].get("uid")}}
+    try:
+        api.delete(resources.object_path(kind, name, namespace), f"delete {kind} {namespace}/{name}", body)
+    except (NotFound, Conflict):
+        pass
 
 
 def _merge_patch_pod(api: Any, namespace: str, name: str, patch: dict, what: str) -> dict | None:
@@ -70,11 +83,11 @@ def _delete_pod(api: Any, namespace: str, name: str, uid: str, resource_version:
 
 
 def _delete_namespace(api: Any, name: str, pool_uid: str) -> bool:
+    """True when the pool's namespace is deleted or being deleted; False when it is gone, or is
+    not the pool's (another pool's: left to its owner, not an error a deletion retries for ever)."""
     live = resources.get_or_none(api, "Namespace", name)
-    if live is None:
+    if live is None or not pools.owned_by_pool(live, pool_uid):
         return False
-    if not pools.owned_by_pool(live, pool_uid):
-        raise NotOurs(f"namespace {name} is not this RolloutPool's; not deleting it")
     if not (live.get("metadata") or {}).get("deletionTimestamp"):
         api.delete(resources.object_path("Namespace", name), f"delete namespace {name}")
     return True
@@ -115,6 +128,17 @@ class PoolStorage:
 
     async def ensure(self, obj: dict, pool_uid: str) -> dict:
         return await self._run(_ensure, obj, pool_uid)
+
+    async def get_network_policy(self, namespace: str, name: str) -> dict | None:
+        return await self._run(resources.get_or_none, "NetworkPolicy", name, namespace)
+
+    async def delete_network_policy(self, namespace: str, name: str, pool_uid: str) -> None:
+        await self._run(_delete_owned, "NetworkPolicy", namespace, name, pool_uid)
+
+    async def label_pod(self, namespace: str, name: str, labels: dict) -> dict | None:
+        """Labels added to a pod (no precondition: a label another write races with is kept by
+        both), or None when it is gone."""
+        return await self._run(_merge_patch_pod, namespace, name, {"metadata": {"labels": labels}}, "label")
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict]:
         return await self._run(resources.list_pods, namespace, selector)

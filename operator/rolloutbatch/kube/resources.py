@@ -122,8 +122,8 @@ def configmap_versions(api: Api, namespace: str, selector: str) -> dict[str, str
     versions: dict[str, str] = {}
     params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
     while True:
-        page = api.request("GET", collection_path("ConfigMap", namespace), "list ConfigMaps", params=params,
-                           headers={"Accept": METADATA_ONLY}).json()
+        page = api.request_json("GET", collection_path("ConfigMap", namespace), "list ConfigMaps", params=params,
+                                headers={"Accept": METADATA_ONLY})
         for item in page.get("items") or []:
             meta = item.get("metadata") or {}
             versions[str(meta.get("name"))] = str(meta.get("resourceVersion"))
@@ -165,10 +165,10 @@ def dns_endpoint_slices(api: Api, timeout: float = 5.0) -> list[dict]:
 
     Read at startup before the operator serves anything: a short ``timeout`` bounds the delay a
     hanging API server causes (with the client's 30 s, six tries took three minutes)."""
-    response = api.request("GET", "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices",
-                           "list EndpointSlices", params={"labelSelector": "kubernetes.io/service-name=kube-dns"},
-                           timeout=timeout)
-    return response.json().get("items") or []
+    answer = api.request_json("GET", "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices",
+                              "list EndpointSlices", params={"labelSelector": "kubernetes.io/service-name=kube-dns"},
+                              timeout=timeout)
+    return answer.get("items") or []
 
 
 def service_cidrs(api: Api) -> list[str]:

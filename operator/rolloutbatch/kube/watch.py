@@ -8,6 +8,16 @@ status update per finished pod, so they cost the same. Children need none of it:
 only reads a few fields of each snapshot. This watcher runs in one
 thread, filters server-side by label, resumes from the last resourceVersion after a dropped
 connection and relists when the server says the version is too old (410 Gone).
+
+The last resourceVersion is the watcher's, moved by every line the server sends (each event and
+each BOOKMARK), so a session that breaks (a connection reset, a line cut short) resumes where it
+was, not where it began: that would replay up to WATCH_SECONDS of events, take the pools' view
+(kube.pool_pods) back to older pod states, and cost a 410 and a relist once compacted.
+The version moves when an event is read, before the callback has it: a callback that raises on
+an event is logged (the object's namespace/name and version) and the event skipped; the watch
+goes on with the next one. Resuming before such an event would hand it over again at every
+reconnect, for ever. What was skipped is not lost for good: each event is the whole object, so
+its next event, or a relist, brings its state again.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ class Watcher:
         self.stopped = threading.Event()
         self.synced = threading.Event()   # the first full list has been delivered
         self._quiet_gones = 0              # 410s since the watch last brought an event
+        self._version: str | None = None   # where the watch resumes (None: list first)
         self._thread = threading.Thread(target=self._run, name=f"watch {path}", daemon=True)
 
     def start(self) -> None:
@@ -63,18 +74,17 @@ class Watcher:
         self.stopped.set()
 
     def _run(self) -> None:
-        version: str | None = None
         backoff = 0.5
         while not self.stopped.is_set():
             try:
-                listed = version is None
+                listed = self._version is None
                 if listed:
-                    version = self._list()
+                    self._version = self._list()
                     self.synced.set()
-                version = self._watch(version, resumed=not listed)
+                self._watch(resumed=not listed)
                 backoff = 0.5
             except Gone:
-                version = None  # too old: relist, at once the first time
+                self._version = None  # too old: relist, at once the first time
                 if self._quiet_gones:   # again before the watch brought an event: a list that keeps
                     pause = min(0.5 * 2 ** (self._quiet_gones - 1), 10.0)   # expiring must not loop
                     log.warning("Watch of %s: 410 Gone again; relisting in %.1fs", self.path, pause)
@@ -95,7 +105,7 @@ class Watcher:
         while True:
             page = self.api.get(self.path, f"list {self.path}", **params)
             for item in page.get("items") or []:
-                self.on_event("ADDED", item)
+                self._deliver("ADDED", item)
                 if self.on_listed is not None:
                     listed.add((item.get("metadata") or {}).get("uid") or "")
             meta = page.get("metadata") or {}
@@ -105,19 +115,29 @@ class Watcher:
                 return meta.get("resourceVersion") or ""
             params["continue"] = meta["continue"]
 
-    def _watch(self, version: str, resumed: bool = False) -> str | None:
-        """Watch from ``version``; ``resumed``: a version kept across a reconnect, not a list's
-        (the backlog since then may be seconds of changes: see RESUME_SETTLE_SECONDS)."""
+    def _deliver(self, kind: str, obj: dict) -> None:
+        """``on_event``; a failure logged and the event skipped (the module docstring says why)."""
+        try:
+            self.on_event(kind, obj)
+        except Exception:  # noqa: BLE001 - one event the callback cannot take must not stop the watch
+            meta = obj.get("metadata") or {}
+            log.exception("Watch of %s: skipped %s of %s/%s at resourceVersion %s, which the callback failed on",
+                          self.path, kind, meta.get("namespace"), meta.get("name"), meta.get("resourceVersion"))
+
+    def _watch(self, resumed: bool = False) -> None:
+        """Watch from ``self._version``, moving it with each line; ``resumed``: a version kept across
+        a reconnect, not a list's (the backlog since then may be seconds of changes: see
+        RESUME_SETTLE_SECONDS)."""
         response = self.api.raw(
             self.path, f"watch {self.path}", labelSelector=self.selector, watch="true",
-            resourceVersion=version, allowWatchBookmarks="true", timeoutSeconds=WATCH_SECONDS,
+            resourceVersion=self._version, allowWatchBookmarks="true", timeoutSeconds=WATCH_SECONDS,
             timeout=(10, WATCH_SECONDS + 30),
         )
         connected = _Connected(self.on_connected, RESUME_SETTLE_SECONDS if resumed else 0.0)
         try:
             for line in response.iter_lines(chunk_size=65536):
                 if self.stopped.is_set():
-                    return version
+                    return
                 if not line:
                     continue
                 event = json.loads(line)
@@ -126,15 +146,14 @@ class Watcher:
                     if obj.get("code") == 410:
                         raise Gone(obj.get("message", "watch expired"), status=410)
                     raise KubeError(f"watch error: {obj.get('message')}", status=obj.get("code"))
-                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
                 self._quiet_gones = 0
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.on_event(kind, obj)
+                    self._deliver(kind, obj)
                 connected.up()
         finally:
             connected.down()
             response.close()
-        return version
 
 
 class _Connected:

@@ -4,11 +4,12 @@ carried by aiohttp.
 Why aiohttp: it is already installed with the operator (kopf runs on it), so the async SDK adds
 no dependency; it streams a response line by line (watches) and pools connections; and the
 kubeconfig is read by the same ``kube.client.load_config`` (pykube), whose certificate and token
-fields become one ``ssl.SSLContext`` and a header here. kubernetes_asyncio would bring typed
-models (the SDK speaks plain dicts) and a second kubeconfig reader; httpx would be a new
-dependency for the same job. Supported credentials: client certificates, bearer tokens
-(including in-cluster service accounts); an exec or auth-provider plugin raises ConfigError
-(use ``Client`` with ``asyncio.to_thread`` there).
+fields become one ``ssl.SSLContext`` and a header here (``kube.transport``, ``Client``'s too, as
+is the proxy: the cluster's ``proxy-url``, else the environment's). kubernetes_asyncio would
+bring typed models (the SDK speaks plain dicts) and a second kubeconfig reader; httpx would be a
+new dependency for the same job. Supported credentials: client certificates, bearer tokens and
+token files (including in-cluster service accounts); an exec or auth-provider plugin raises
+ConfigError (use ``Client`` with ``asyncio.to_thread`` there).
 
     client = AsyncClient()
     handle = await client.submit(build_batch("step-", task, episodes=64, inputs=tasks, samples_per_input=8))
@@ -29,6 +30,7 @@ from typing import Any
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
+from rolloutbatch.kube import transport
 from rolloutbatch.kube.async_session import SessionPerLoop, send_json, ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import ConfigError, KubeError, Unavailable, from_text
@@ -58,16 +60,15 @@ class AsyncApi:
         if "exec" in user or "auth-provider" in user:
             raise ConfigError("the async client supports client certificates and tokens, not exec or "
                               "auth-provider plugins: use rolloutbatch.sdk.Client")
-        if user.get("token"):
-            self._headers["Authorization"] = f"Bearer {user['token']}"
-        elif user.get("username") and user.get("password"):
+        if not (user.get("token") or user.get("tokenFile")) and user.get("username") and user.get("password"):
             self._auth = aiohttp.BasicAuth(user["username"], user["password"])
         try:
             self._ssl = ssl_context(config)
         except (OSError, ssl.SSLError, KeyError, ValueError) as exc:
             raise ConfigError(f"cannot load the kubeconfig's certificates: {exc}") from None
+        proxy = transport.proxy(config)
         self._sessions = SessionPerLoop(lambda: aiohttp.ClientSession(
-            headers=self._headers, auth=getattr(self, "_auth", None),
+            headers=self._headers, auth=getattr(self, "_auth", None), proxy=proxy,
             connector=aiohttp.TCPConnector(ssl=self._ssl, limit=16)))
 
     async def _client(self) -> aiohttp.ClientSession:
@@ -80,7 +81,8 @@ class AsyncApi:
     async def _request(self, method: str, path: str, what: str, *, params: Mapping | None = None,
                        body: Any = None, headers: Mapping | None = None, timeout: float | None = None) -> Any:
         return await send_json(await self._client(), method, self.url + path, what, params=params, body=body,
-                               headers=headers, timeout=timeout or self.timeout)
+                               headers={**transport.auth_headers(self.config), **(headers or {})},
+                               timeout=timeout or self.timeout)
 
     async def get(self, path: str, what: str, **params: Any) -> dict:
         return await self._request("GET", path, what, params=params)
@@ -115,6 +117,7 @@ class AsyncApi:
         that); a failed read is Unavailable."""
         try:
             async with (await self._client()).get(self.url + path, params={k: str(v) for k, v in params.items()},
+                                          headers=transport.auth_headers(self.config),
                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
                                                                         sock_read=read_timeout)) as response:
                 if response.status >= 400:
@@ -195,14 +198,12 @@ async def follow(api: AsyncApi, follower: Follower, timeout: float) -> AsyncIter
     try:
         while True:
             if follower.needs_sweep():
-                for out in follower.swept_with(await run(api, follower.sweep())):
+                for out in follower.swept_with(await run(api, follower.sweep(deadline))):
                     yield out
             left = deadline - time.monotonic()
             if follower.done(out_of_time=left <= 0):
-                if follower.deleted:
-                    raise follower.deleted_error()
-                if (incomplete := follower.incomplete_error()) is not None:
-                    raise incomplete
+                if (error := follower.end_error()) is not None:
+                    raise error
                 for out in follower.leftover_groups():
                     yield out
                 return

@@ -16,7 +16,6 @@ the batch names is the pool's: ``ops.submit_on_pool``).
 from __future__ import annotations
 
 import copy
-import json
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,9 @@ from rolloutbatch.core.k8s_rules import is_dns_subdomain
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
 from rolloutbatch.core.pool_spec import parse_pool_spec
-from rolloutbatch.core.spec import (INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS, POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS,
-                                    check_batch_name, checked_object, inline_inputs, parse_spec)
+from rolloutbatch.core.spec import (INLINE_AND_REFERENCE, INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS,
+                                    POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS, check_batch_name, checked_object, inline_inputs, input_bytes, input_text,
+                                    parse_spec)
 
 API_VERSION = f"{GROUP}/{VERSION}"
 # Inline inputs above this go by reference: the RolloutBatch object (inputs, task files, the
@@ -38,6 +38,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 # kubectl apply adds (300 inputs of 4 KiB inline were refused).
 INLINE_INPUTS_MAX = 128 * 1024
 LABEL_INPUTS_OF = "rl.agentruntime.io/inputs-of"      # the batch name (or generateName) they were made for
+# The random token of one submit's input ConfigMaps (their names hold it), on them and on the batch:
+# a batch whose create went unanswered is found by it (a generateName has no name to look up).
+LABEL_INPUTS_TOKEN = "rl.agentruntime.io/inputs-token"
 LABEL_ROLE = "rl.agentruntime.io/role"
 ROLE_INPUTS = "inputs"
 
@@ -95,26 +98,19 @@ def _camel(key: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _input_sizes(inputs: Sequence[Any]) -> list[int]:
-    sizes = []
-    for i, value in enumerate(inputs):
-        try:
-            sizes.append(len(json.dumps(value, allow_nan=False, separators=(",", ":")).encode())
-                         + len(INPUT_KEY.format(i)))
-        except (TypeError, ValueError) as exc:
-            raise SpecError(f"spec.inputs[{i}]", f"is not plain JSON: {exc}") from None
-    return sizes
-
-
 def by_reference(spec: Mapping) -> bool:
-    """Whether ``spec.inputs`` is too large to travel inside the object. The shapes it reads are
-    the operator's to refuse (``SpecError``), as parse_spec would, before any call."""
+    """Whether ``spec.inputs`` is too large to travel inside the object, measured as parse_spec
+    measures it (``core.spec.input_text``). The shapes it reads are the operator's to refuse
+    (``SpecError``), as parse_spec would, before any call: every input, inline or by reference,
+    is checked here (depth, plain JSON, finite numbers)."""
     inputs = inline_inputs(spec)
     if not inputs:
         return False
+    if spec.get("inputsFrom"):
+        raise SpecError("spec.inputsFrom", INLINE_AND_REFERENCE)
     files = checked_object(checked_object(spec, "task", "spec.task"), "files", "spec.task.files")
     files = sum(len(k.encode()) + len(v.encode()) for k, v in files.items() if isinstance(k, str) and isinstance(v, str))
-    total = sum(_input_sizes(inputs))
+    total = sum(input_bytes(i, input_text(value, i)) for i, value in enumerate(inputs))
     return total > INLINE_INPUTS_MAX or total + files > MAX_CONFIG_BYTES
 
 
@@ -123,8 +119,8 @@ def _shards(inputs: Sequence[Any]) -> list[dict[str, str]]:
     shards: list[dict[str, str]] = [{}]
     size = 0
     for g, value in enumerate(inputs):
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
-        item = len(text.encode()) + len(INPUT_KEY.format(g))
+        text = input_text(value, g)
+        item = input_bytes(g, text)
         if item > MAX_CONFIG_BYTES:
             raise SpecError(f"spec.inputs[{g}]", f"takes {item} bytes; one input must fit a ConfigMap "
                                                  f"({MAX_CONFIG_BYTES} bytes)")
@@ -198,7 +194,8 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
     (JSON above ``INLINE_INPUTS_MAX``) stay in ``spec.inputs`` here; :meth:`Client.submit` moves
     them into ConfigMaps (``spec.inputsFrom``) owned by the batch (``kubectl create`` of such an
     object would be refused as too large). ``spec_overrides`` are further spec fields, in
-    camelCase or snake_case (``episode_timeout_seconds=300``, ``isolation={...}``).
+    camelCase or snake_case (``episode_timeout_seconds=300``, ``isolation={...}``), one spelling a
+    field (both is a SpecError, as the CLI refuses a key given twice).
 
     ``pool``: run the episodes in the warm pods of that RolloutPool (same namespace):
     ``spec.poolRef``, and none of the pool's fields (see :func:`with_pool`). ``task`` may then
@@ -228,7 +225,7 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
     env = task.env_list() if task is not None else []
     if env:
         spec["env"] = env
-    if task is not None and task.resources:
+    if task is not None and task.resources is not None:   # {} is no requests and no limits
         spec["resources"] = copy.deepcopy(task.resources)
     if inputs is not None:
         inputs = _items(inputs, "spec.inputs")
@@ -236,8 +233,14 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
         if not all(isinstance(i, Mapping) for i in inputs):
             raise SpecError("spec.inputs", "every input must be a JSON object (a dict)")
         spec["inputs"] = [copy.deepcopy(dict(i)) for i in inputs]
+    # Each field in one spelling only, as the CLI refuses a key given twice: spec[name] = value
+    # would keep the last of episodeTimeoutSeconds=5, episode_timeout_seconds=6 silently.
+    given = {"samplesPerInput": "samples_per_input"} if samples_per_input is not None else {}
     for key, value in spec_overrides.items():
         name = _camel(key)
+        if name in given:
+            raise SpecError(f"spec.{name}", f"given twice, as {given[name]!r} and as {key!r}: give one")
+        given[name] = key
         if name not in SPEC_FIELDS:
             raise SpecError(f"spec.{name}", f"unknown field (keyword {key!r}); spec fields are "
                                             f"{', '.join(sorted(SPEC_FIELDS))}")
@@ -318,6 +321,15 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
         spec["podTemplate"] = copy.deepcopy(_mapping(pod_template, "spec.podTemplate"))
     if verifier is not None:
         spec["verifier"] = copy.deepcopy(_mapping(verifier, "spec.verifier"))
+    # The operator reads an empty string as the default; the API's schema refuses it (an image,
+    # a RuntimeClass name, a mount path): refused here, before the call (an unset shell variable)
+    for field, value in (("spec.image", spec.get("image")), ("spec.runtimeClassName", spec.get("runtimeClassName")),
+                         ("spec.task.mountPath", spec["task"].get("mountPath")),
+                         ("spec.workspace.mountPath", (spec.get("workspace") or {}).get("mountPath")),
+                         ("spec.verifier.image", (spec.get("verifier") or {}).get("image")),
+                         ("spec.verifier.mountPath", (spec.get("verifier") or {}).get("mountPath"))):
+        if value == "":
+            raise SpecError(field, "may not be empty: leave it out for its default")
     parse_pool_spec(spec)
     metadata: dict[str, Any] = {"name": name}
     if namespace:
@@ -339,7 +351,8 @@ def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:
     """``(batch, configmaps)``: the batch as it will be created and the input ConfigMaps to create
     first (none when the inputs fit inline), labelled ``rl.agentruntime.io/inputs=true`` so the
     operator may read them. Names are ``<name>-in-<random>-<n>``: the batch's final name is
-    unknown before it is created (generateName)."""
+    unknown before it is created (generateName). The random token labels the ConfigMaps and the
+    batch alike (``LABEL_INPUTS_TOKEN``)."""
     checked_batch(batch)
     body = copy.deepcopy(dict(batch))
     spec = body.get("spec") or {}
@@ -352,9 +365,10 @@ def plan_inputs(batch: Mapping, namespace: str) -> tuple[dict, list[dict]]:
     shards = _shards(inputs)
     names = [f"{stem}-in-{token}-{n}" for n in range(len(shards))]
     spec["inputsFrom"] = {"configMaps": names, "count": len(inputs)}
+    meta["labels"] = {**(meta.get("labels") or {}), LABEL_INPUTS_TOKEN: token}
     # LABEL_INPUTS opts them in: the operator reads no unlabelled ConfigMap as inputs.
     labels = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_ROLE: ROLE_INPUTS, LABEL_INPUTS_OF: stem[:63].rstrip("-._"),
-              LABEL_INPUTS: INPUTS_OPT_IN}
+              LABEL_INPUTS_TOKEN: token, LABEL_INPUTS: INPUTS_OPT_IN}
     configmaps = [{"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
                    "data": data} for name, data in zip(names, shards)]

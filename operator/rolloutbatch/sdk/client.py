@@ -129,7 +129,8 @@ def _interrupt(response: requests.Response) -> None:
 
 
 def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, Any]]:
-    """The follower's outputs until the batch is final (or deleted: NotFound); TimeoutError."""
+    """The follower's outputs until the batch is final (or deleted before it was seen final:
+    NotFound); TimeoutError."""
     checked_timeout(timeout, zero_ok=True)   # before any watch starts
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
@@ -141,13 +142,11 @@ def follow(api: Api, follower: Follower, timeout: float) -> Iterator[tuple[str, 
     try:
         while True:
             if follower.needs_sweep():
-                yield from follower.swept_with(run(api, follower.sweep()))
+                yield from follower.swept_with(run(api, follower.sweep(deadline)))
             left = deadline - time.monotonic()
             if follower.done(out_of_time=left <= 0):
-                if follower.deleted:
-                    raise follower.deleted_error()
-                if (incomplete := follower.incomplete_error()) is not None:
-                    raise incomplete
+                if (error := follower.end_error()) is not None:
+                    raise error
                 yield from follower.leftover_groups()
                 return
             left = deadline - time.monotonic()
@@ -337,9 +336,11 @@ class BatchHandle:
              settle: float = 10.0) -> dict:
         """Watch until Succeeded, Failed or Stalled; ``on_progress(status)`` on every change.
 
-        Returns the final status (check ``status["phase"]``); raises ``TimeoutError``, and
-        ``NotFound`` when the batch is deleted meanwhile. After the phase is final it waits up to
-        ``settle`` seconds for ``jobCompleteSeconds``, and no longer than ``timeout``: a final batch
+        Returns the final status (check ``status["phase"]``), also when the batch is deleted
+        once it was seen final; raises ``TimeoutError``, and ``NotFound`` when the batch is
+        deleted before. After the phase is final it waits up to
+        ``settle`` seconds for ``jobCompleteSeconds`` (not when the batch stalled or was stopped:
+        its Job never completes), and no longer than ``timeout``: a final batch
         returns its status then, without it, never a TimeoutError.
         """
         follower = Follower(self.obj, rows=False, settle_seconds=settle)

@@ -14,7 +14,9 @@ before the final status (docs/design.md §5), and when the batch is final the fo
 head and every shard its index lists once more, by name (a *sweep*, ``ops.read_results``)
 before it ends, since the two watches are not ordered with each other and a neighbour can strip
 a ConfigMap's labels. A final batch whose listed ConfigMaps are then gone or not the
-operator's, with rows still lacking, ends in ResultsIncomplete rather than short.
+operator's, with rows still lacking, ends in ResultsIncomplete rather than short. The sweep
+asks again after a transient error as a watch does (``is_retryable``, ``backoff``), within the
+caller's timeout: a 503 there is no reason to end a stream that already handed out rows.
 
 Trust: anyone with ConfigMap rights in the namespace can write a ConfigMap with the batch's
 label and names. A ConfigMap's rows count only once its digest is the one recorded under its
@@ -34,14 +36,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from rolloutbatch.core import naming
+from rolloutbatch.core import lifecycle, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample, group_count, group_entry, group_members
 from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
 from rolloutbatch.kube import resources
 from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound, Unauthorized
-from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, is_finished, read_results
+from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, Sleep, is_finished, read_results
 from rolloutbatch.sdk.types import Group, Row
 
 WATCH_SECONDS = 60        # the server ends each watch after this; we resume from the last version
@@ -132,21 +134,27 @@ class ListWatch:
             self.version = self._continue = None
             self.gones += 1
             # At once the first time; a 410 again before any watch event waits like other errors.
-            return 0.0 if self.gones == 1 else self._backoff(self.gones - 1)
-        if isinstance(exc, FATAL) or is_final_4xx(exc):
+            return 0.0 if self.gones == 1 else backoff(self.gones - 1)
+        if not is_retryable(exc):
             return None
         self.failures += 1
-        return self._backoff(self.failures)
+        return backoff(self.failures)
 
-    @staticmethod
-    def _backoff(failures: int) -> float:
-        return min(0.25 * 2 ** failures, 5.0)
+
+def backoff(failures: int) -> float:
+    """The pause before asking again after ``failures`` failures in a row: a watch's, a sweep's."""
+    return min(0.25 * 2 ** failures, 5.0)
 
 
 def is_final_4xx(exc: BaseException) -> bool:
     """A client error that asking again unchanged cannot fix (not 408, 409, 410 nor 429)."""
     status = getattr(exc, "status", None) if isinstance(exc, KubeError) else None
     return type(status) is int and 400 <= status < 500 and status not in RETRYABLE_4XX
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Worth asking again as is: no connection, a 5xx, a 408, 409, 410 or 429."""
+    return not isinstance(exc, FATAL) and not is_final_4xx(exc)
 
 
 def _row(raw: Any, episodes: int) -> Row | None:
@@ -272,10 +280,22 @@ class Follower:
                     out.append(("group", self.group(g)))
         return out
 
-    def sweep(self) -> Op:
-        """The sweep's reads (``swept_with`` takes their answer)."""
-        return read_results({"metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
-                             "status": self.status})
+    def sweep(self, deadline: float | None = None) -> Op:
+        """The sweep's reads (``swept_with`` takes their answer). A transient error (no
+        connection, a 5xx, a 429) is asked again as the watches ask again, all reads anew after
+        the watches' pause, while the pause ends before ``deadline`` (``time.monotonic``; None: no
+        bound); an error that asking again cannot fix, or the last one at the deadline, is raised."""
+        failures = 0
+        while True:
+            try:
+                return (yield from read_results({"metadata": {"name": self.name, "namespace": self.namespace,
+                                                              "uid": self.uid}, "status": self.status}))
+            except KubeError as exc:
+                failures += 1
+                pause = backoff(failures)
+                if not is_retryable(exc) or (deadline is not None and time.monotonic() + pause >= deadline):
+                    raise
+                yield Sleep(pause)
 
     def swept_with(self, read: ResultsRead) -> list[tuple[str, Any]]:
         """The head and listed shards, read by name after the batch turned final."""
@@ -288,7 +308,10 @@ class Follower:
                 out += self._configmap("ADDED", read.got[name], by_name=True)
         # Not what the operator last wrote, by the newest status: never its rows.
         self.unverified = sorted(self.pending)
-        never_written = read.got.get(read.head) is None and read.head not in self._digests()
+        # A head the status never vouched for was never the operator's to write (a batch stalled
+        # before its first results write): whatever sits at that name (an earlier namesake's
+        # retained set, a forgery) is nothing this batch lacks.
+        never_written = read.head not in self._digests()
         self.lacking = [n for n in names if not (read.recorded(n) and (read.docs.get(n) or {}).get("uid") == self.uid)
                         and not (n == read.head and never_written)]
         self.swept = True
@@ -330,21 +353,35 @@ class Follower:
 
     def done(self, now: float | None = None, *, out_of_time: bool = False) -> bool:
         """Whether following ends here; ``out_of_time``: the caller's timeout has run out, which
-        cuts the settle short (a final batch is finished, not timed out)."""
+        cuts the settle short (a final batch is finished, not timed out). A batch deleted (or
+        replaced by a namesake) ends the follow: before it was seen final in NotFound
+        (``end_error``), after that with the final status held, once swept, without the settle
+        (a deleted object's jobCompleteSeconds never lands)."""
+        if not self.final:
+            return self.deleted
+        if self.needs_sweep():
+            return False
         if self.deleted:
             return True
-        if not self.final or self.needs_sweep():
-            return False
         now = time.monotonic() if now is None else now
         if self._final_at is None:
             self._final_at = now
         # The operator can publish phase one patch before jobCompleteSeconds (it needs the Job's
         # own completion): a waiter gives the last timing field a moment to land. A stopped
-        # batch's Job is suspended and never completes.
+        # batch's Job is suspended, a stalled one's deleted: neither completes.
         phase = self.status.get("phase")
-        unsettled = (phase in v.TERMINAL_PHASES and phase != v.STOPPED and self.status.get("jobName")
-                     and self.status.get("jobCompleteSeconds") is None)
+        unsettled = (phase in v.TERMINAL_PHASES and lifecycle.job_will_complete(phase, self.status.get("reason"))
+                     and self.status.get("jobName") and self.status.get("jobCompleteSeconds") is None)
         return not unsettled or out_of_time or now - self._final_at >= self.settle_seconds
+
+    def end_error(self) -> KubeError | None:
+        """The error a follow that is ``done`` ends in, or None: NotFound when the batch was
+        deleted before it was seen final (a batch deleted after that, by its
+        ttlSecondsAfterFinished or the trainer's other thread, has its final status to give), else
+        ``incomplete_error``."""
+        if self.deleted and not self.final:
+            return self.deleted_error()
+        return self.incomplete_error()
 
     def deleted_error(self) -> NotFound:
         return NotFound(f"RolloutBatch {self.namespace}/{self.name} was deleted while it was followed",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +29,9 @@ from rolloutbatch.core.vocabulary import TERMINAL_PHASES
 from rolloutbatch.kube import resources
 from rolloutbatch.core.pool_conversion import manifest_conflict
 from rolloutbatch.core.pools import DELETING_MESSAGE
-from rolloutbatch.kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
-from rolloutbatch.sdk.build import checked_batch, owner_reference, plan_inputs, with_pool
+from rolloutbatch.kube.errors import (BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound, TooLarge,
+                                      Unavailable)
+from rolloutbatch.sdk.build import LABEL_INPUTS_TOKEN, checked_batch, owner_reference, plan_inputs, with_pool
 from rolloutbatch.sdk.timeouts import checked_timeout
 
 INSTALL_HINT = "the RolloutBatch CRD is not installed: kubectl apply -k manifests/default"
@@ -158,9 +160,62 @@ def _delete_configmaps(configmaps: list[dict]) -> Op:
             pass   # best effort: the refusal is what the caller must see
 
 
+def refused(exc: KubeError) -> bool:
+    """Whether the API answered a create with a refusal, so that nothing was created: a 4xx, or
+    etcd's "too large" (which may come as a 5xx). No answer, another 5xx or a timeout may hide a
+    create that was stored."""
+    return isinstance(exc, TooLarge) or (exc.status is not None and 400 <= exc.status < 500)
+
+
+# Pauses before the tries of making the batch the owner of an input ConfigMap again (Unavailable,
+# Conflict): the batch exists by then, and a submit retried by its caller would make a second one.
+OWNER_PATCH_PAUSES = (0.5, 1.0, 2.0, 4.0)
+
+
+def _created_unanswered(body: Mapping, namespace: str, token: str) -> Op:
+    """The batch of ``body`` when its create went unanswered yet was stored, else None. Found by
+    the inputs' token it carries (``LABEL_INPUTS_TOKEN``; a generateName has no name to get)."""
+    try:
+        found = yield Call("get", (resources.collection_path("RolloutBatch", namespace), "list RolloutBatches"),
+                           {"labelSelector": f"{LABEL_INPUTS_TOKEN}={token}"})
+    except KubeError:
+        return None
+    names = (body.get("spec") or {}).get("inputsFrom", {}).get("configMaps")
+    return next((item for item in found.get("items") or []
+                 if (item.get("spec") or {}).get("inputsFrom", {}).get("configMaps") == names), None)
+
+
+def _own(configmap: dict, owner: dict, namespace: str) -> Op:
+    """Make the batch ``owner`` the owner of an input ConfigMap; retried on Unavailable and
+    Conflict. False when it still failed: the ConfigMap stays, labelled, as when the SDK dies."""
+    name = configmap["metadata"]["name"]
+    error = None
+    for pause in (0.0, *OWNER_PATCH_PAUSES):
+        if pause:
+            yield Sleep(pause)
+        try:
+            yield Call("merge_patch", (resources.object_path("ConfigMap", name, namespace),
+                                       {"metadata": {"ownerReferences": [owner]}},
+                                       f"make ConfigMap {namespace}/{name} owned by the batch"))
+            return True
+        except KubeError as exc:
+            error = exc
+            if not isinstance(exc, (Unavailable, Conflict)):
+                break
+    warnings.warn(f"RolloutBatch {namespace}/{owner['name']} was created, but its input ConfigMap {name} could not "
+                  f"be made owned by it ({error}): it stays when the batch is deleted (labelled "
+                  f"{LABEL_INPUTS_TOKEN}={configmap['metadata']['labels'][LABEL_INPUTS_TOKEN]}); delete it by hand",
+                  RuntimeWarning)
+    return False
+
+
 def submit(batch: Mapping, namespace: str) -> Op:
     """Create the batch; large inputs first become ConfigMaps (``spec.inputsFrom``) that the
-    created batch then owns. A refused batch leaves none of them behind."""
+    created batch then owns. A refused batch leaves none of them behind. A create that went
+    unanswered (Unavailable: the batch may have been stored) keeps them: the batch found by their
+    token is returned, else Unavailable says they were kept. A batch that exists is returned even
+    when some of them could not be made its own (a warning names them): submitting again would
+    make a second batch."""
     namespace = (checked_batch(batch).get("metadata") or {}).get("namespace") or namespace
     body, configmaps = plan_inputs(batch, namespace)
     if not configmaps:
@@ -173,16 +228,25 @@ def submit(batch: Mapping, namespace: str) -> Op:
         for cm in configmaps:
             created.append((yield Call("create", (resources.collection_path("ConfigMap", namespace), cm,
                                                   f"create ConfigMap {namespace}/{cm['metadata']['name']}"))))
-        obj = yield from create(body, namespace)
     except BaseException:
         yield from _delete_configmaps(created)
         raise
+    try:
+        obj = yield from create(body, namespace)
+    except KubeError as exc:
+        if refused(exc):
+            yield from _delete_configmaps(created)
+            raise
+        token = body["metadata"]["labels"][LABEL_INPUTS_TOKEN]
+        obj = yield from _created_unanswered(body, namespace, token)
+        if obj is None:
+            raise Unavailable(f"{exc}; the batch may have been created: its input ConfigMaps were kept, labelled "
+                              f"{LABEL_INPUTS_TOKEN}={token} as the batch would be (kubectl get rolloutbatches,"
+                              f"configmaps -l {LABEL_INPUTS_TOKEN}={token})", status=exc.status,
+                              reason=exc.reason) from exc
     owner = owner_reference(obj)
     for cm in created:
-        meta = cm["metadata"]
-        yield Call("merge_patch", (resources.object_path("ConfigMap", meta["name"], namespace),
-                                   {"metadata": {"ownerReferences": [owner]}},
-                                   f"make ConfigMap {namespace}/{meta['name']} owned by the batch"))
+        yield from _own(cm, owner, namespace)
     return obj
 
 

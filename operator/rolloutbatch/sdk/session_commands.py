@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rolloutbatch.core import defaults as d
@@ -77,7 +77,9 @@ def open_session(batch: Mapping, index: int, *, timeout: float, opened_at: float
 # -- commands in a session -----------------------------------------------------------------------------
 # A command's exit code from this up: a signal ended it (128 + its number: 137 KILL, 143 TERM).
 SIGNALLED_EXIT = 128
+KILLED_EXIT = SIGNALLED_EXIT + 9   # SIGKILL
 END_WAIT_SECONDS = 0.05   # how often an end() looks whether another one under way is done
+HOLDING_TIMEOUT = 10      # the exec asking whether the hold still runs
 
 
 def _over(target: SessionTarget) -> Op:
@@ -99,26 +101,56 @@ def _over(target: SessionTarget) -> Op:
     return over_reason(facts)
 
 
-def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
-          limit_bytes: int, on_output: OnOutput | None = None) -> Op:
-    """One exec in the session's agent container, its refusals made plain: Forbidden names the
-    Role a trainer needs; a pod that ended is SessionOver."""
-    where = f"{what} in episode {target.index} of RolloutBatch {target.batch}"
+def _over_settled(target: SessionTarget) -> Op:
+    """Why the session is over, looked at again for up to END_SETTLE_SECONDS while it still looks
+    held: the watchdog's or the end's kill reaches a command (exit KILLED_EXIT), or an exec finds
+    the agent container gone, before the kubelet reports that container ended."""
+    settle = time.monotonic() + END_SETTLE_SECONDS
+    while (why := (yield from _over(target))) is None and time.monotonic() < settle:
+        yield Sleep(POLL_SECONDS)
+    return why
+
+
+def _holds(target: SessionTarget) -> Op:
+    """Whether the session's hold still runs, asked in its container (core.sessions.holding_command):
+    True only when it says so. A refused or failed exec cannot say so."""
     try:
-        result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, argv),
-                            {"stdin": stdin, "timeout": timeout, "limit_bytes": limit_bytes,
-                             "on_output": on_output})
+        result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER,
+                                            sessions.holding_command()),
+                            {"stdin": b"", "timeout": HOLDING_TIMEOUT, "limit_bytes": 4096, "on_output": None})
+    except KubeError:
+        return False
+    return result.exit_code == 0
+
+
+def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
+          limit_bytes: int, on_output: OnOutput | None = None, returned: Callable[[], None] | None = None) -> Op:
+    """One exec in the session's agent container, its refusals made plain: Forbidden names the
+    Role a trainer needs; a pod that ended is SessionOver. Given stdin, the command runs behind
+    core.sessions.drained_command. ``returned`` is called as soon as the
+    exec returns or fails, before any look at the pod."""
+    where = f"{what} in episode {target.index} of RolloutBatch {target.batch}"
+    if stdin:   # all of it is read, whatever the command reads, or the exec never answers
+        argv = sessions.drained_command(argv, len(stdin))
+    try:
+        try:
+            result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, argv),
+                                {"stdin": stdin, "timeout": timeout, "limit_bytes": limit_bytes,
+                                 "on_output": on_output})
+        finally:
+            if returned is not None:
+                returned()
     except Forbidden as exc:
         raise ExecForbidden(f"{where}: {exc}: a trainer needs get and create on pods/exec (and get, list on "
                             f"pods) in the pool's namespace {target.namespace}", status=exc.status,
                             reason=exc.reason) from None
     except (NotFound, BadRequest, Unavailable) as exc:
-        why = yield from _over(target)
+        why = yield from _over_settled(target)
         if why is not None:
             raise SessionOver(f"{where}: the session is over: {why}", why=why) from None
         raise type(exc)(f"{where}: {exc}", status=exc.status, reason=exc.reason) from None
     if result.exit_code is None:
-        why = yield from _over(target)
+        why = yield from _over_settled(target)
         if why is not None:
             raise SessionOver(f"{where}: the session is over: {why}", why=why)
         raise SessionError(f"{where}: the command did not run to an exit code: {result.message}")
@@ -166,12 +198,18 @@ class SessionCore:
     def _run(self, argv: list[str], stdin: bytes, timeout: float, on_output: OnOutput | None,
              limit_bytes: int) -> Op:
         """A command that ran counts, with its time, whatever its end (a timeout, the session's
-        end): "commands run, their total time". One that ends after end() recorded the stats does
-        not (the row has them already). Killed by a signal, it is checked against the session
+        end): "commands run, their total time". Its time is its exec's round trip, not the looks
+        at the session after it. One that ends after end() recorded the stats does not count (the
+        row has them already). Killed by a signal, it is checked against the session
         (``_cut_off``), as the file verbs are."""
         started = time.monotonic()
+        finished: float | None = None   # the exec's own end: no look at the pod after it is its time
         ran = False   # to an exit code, or for its whole timeout, or its output reached the trainer
         heard = False   # one flag, not a record per frame: a sandbox may print for its whole timeout
+
+        def returned() -> None:
+            nonlocal finished
+            finished = time.monotonic()
 
         def hear(stream: str, data: bytes) -> None:
             nonlocal heard
@@ -181,7 +219,8 @@ class SessionCore:
         try:
             try:
                 result = yield from _exec(self.target, argv, "a command", stdin=stdin, timeout=timeout,
-                                          limit_bytes=limit_bytes, on_output=hear if on_output else None)
+                                          limit_bytes=limit_bytes, on_output=hear if on_output else None,
+                                          returned=returned)
             except TimedOut:
                 ran = True
                 raise
@@ -190,7 +229,7 @@ class SessionCore:
         finally:
             # the client closes this op on an error of the callback's, or on a cancellation
             ran = ran or heard
-            seconds = time.monotonic() - started
+            seconds = (finished if finished is not None else time.monotonic()) - started
             if ran and self.ended is None and not self.ending:
                 self.stats.commands += 1
                 self.stats.command_seconds = round(self.stats.command_seconds + seconds, 6)
@@ -205,7 +244,17 @@ class SessionCore:
         if result.exit_code is not None and result.exit_code >= SIGNALLED_EXIT:
             # an end() telling the hold meanwhile (another task's) kills it before the pod shows
             # the end; while the end only writes its stats, nothing of it kills a command
-            why = "end() was called" if self.telling_hold else (yield from _over(self.target))
+            if self.telling_hold:
+                why: str | None = "end() was called"
+            elif result.exit_code == KILLED_EXIT:   # what the deadline's and the end's kills leave
+                why = yield from _over(self.target)
+                # the pod may not show the end yet (the kubelet reports it late): the end's kill
+                # comes only after the hold ended, so while the hold runs the 137 is the command's
+                # own (an OOM kill, `kill -9 $$`), answered at once; else the pod is read again
+                if why is None and not (yield from _holds(self.target)):
+                    why = yield from _over_settled(self.target)
+            else:
+                why = yield from _over(self.target)
             if why is not None:
                 raise SessionOver(f"{what} in episode {self.target.index} of RolloutBatch {self.target.batch} "
                                   f"was cut off (exit code {result.exit_code}): the session is over: {why}", why=why)

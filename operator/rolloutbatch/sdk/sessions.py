@@ -30,11 +30,11 @@ from typing import Any
 from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_delivery import episode_variables
-from rolloutbatch.core.model import BatchRef, PodFacts
+from rolloutbatch.core.model import BatchRef, PodFacts, SpecError
 from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden, KubeError
-from rolloutbatch.sdk.build import _env_entries, build_batch
+from rolloutbatch.sdk.build import _env_entries, _mapping, build_batch
 from rolloutbatch.sdk.ops import Call, Op
 
 SESSION_TIMEOUT = 600        # session(index): the pod's claim (or cold start) and its delivery
@@ -130,16 +130,20 @@ def build_sessions(pool: str, episodes: int, *, verifier: Mapping, name: str = "
     before any call for what the operator would refuse."""
     if verifier is None:
         raise ValueError("a session batch needs a verifier: it is what grades the workspace a session leaves")
+    verifier = _mapping(verifier, "spec.verifier")
     if "command" in spec or "args" in spec:
         raise ValueError("a session batch's command is the hold (core.sessions): run commands with Session.run")
+    if "task" in spec:
+        raise SpecError("spec.task", f"is the pool's with pool={pool!r}: set it in the RolloutPool")
     options = dict(spec)
+    parallelism = options.pop("parallelism", None)   # build_batch's positional parameter
     if episode_timeout_seconds is not None:
         options["episode_timeout_seconds"] = episode_timeout_seconds
     entries = _env_entries(env)
     if entries:
         options["env"] = entries
-    return build_batch(name, None, episodes, None, inputs, namespace, samples_per_input, pool=pool,
-                       command=sessions.hold_command(), verifier=copy.deepcopy(dict(verifier)), **options)
+    return build_batch(name, None, episodes, parallelism, inputs, namespace, samples_per_input, pool=pool,
+                       command=sessions.hold_command(), verifier=copy.deepcopy(verifier), **options)
 
 
 def pool_namespace(batch: Mapping) -> str:
@@ -178,8 +182,9 @@ def exec_argv(target: SessionTarget, command: str | Sequence[str]) -> list[str]:
         if "=" in argv[0]:
             raise ValueError(f"the command's first word {argv[0]!r} holds '=': env(1) would read it as a "
                              "variable; run it through a shell (a string) instead")
-    if any("\x00" in word for word in argv):
-        raise ValueError("a command cannot hold a NUL byte (no exec argument can carry one)")
+    for word in argv:
+        if (why := sessions.unspellable(word)) is not None:
+            raise ValueError(f"a command cannot hold {why} (no exec argument can carry it): {word!r}"[:300])
     return ["env", *(f"{name}={value}" for name, value in target.env), *argv]
 
 

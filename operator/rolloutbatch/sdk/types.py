@@ -40,6 +40,8 @@ class Row(_RowFields, total=False):
     """One episode's final result (``core.model.EpisodeResult.to_row``): the fields above, and these when present."""
 
     claimed_reward: float      # what a failed episode printed: never train on it
+    channel: str               # where its reward was read: terminationMessage or log
+    agent: dict[str, Any]      # with spec.verifier: exit_code, timed_out, output_tail, channel
     extra: dict[str, Any]
     flags: list[str]
     log_tail: str

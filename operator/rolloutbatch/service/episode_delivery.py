@@ -11,7 +11,9 @@ were, in the seconds twenty hand-overs share the node with them. A pod whose
 delivery fails is evicted: it never ran an episode, so its eviction is an infrastructure retry
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
 With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
-ended, the verifier's phase to the ``verifier`` container the same way (annotated apart).
+ended, the verifier's files and input to the ``verifier-files`` container (the one that can write
+them: core.pools.pod_spec), then the verifier's phase to the ``verifier`` container the same way
+(annotated apart).
 
 An eviction re-rolls an attempt, so it is kept for what the operator caused:
 - a pod that existed before this delivery began (an earlier operator may have handed it its
@@ -53,6 +55,7 @@ from rolloutbatch.service.warm_channels import WarmChannels
 from rolloutbatch.service.context import Emit
 
 DELIVERY_TIMEOUT = 20.0      # one hand-over; past it the pod is evicted
+WRITER_END_PAUSE = 2.0       # between tries to end a files writer whose verifier ended before its phase
 MAX_DELIVERIES = 32          # hand-overs in flight at once per batch
 ANNOTATE_TRIES = 3
 
@@ -74,7 +77,11 @@ class EpisodeDelivery:
         # be seen by the watch only later, with a snapshot from before its annotation
         self._in_flight: set[tuple[str, str]] = set()
         self._done: set[tuple[str, str]] = set()
+        # when to try again (time.monotonic): a verifier phase whose files went unconfirmed (unless
+        # its writer is seen to have ended), a files writer's end whose attach failed
+        self._retry_after: dict[tuple[str, str], float] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._failures_said = 0   # EpisodeDeliveryFailed Events posted (at most v.MAX_POD_EVENTS)
         # agent hand-overs to claimed pods held for the enrolment's write while the first wave is
         # handed over: pod uid -> its record
         self._holding = False
@@ -128,6 +135,7 @@ class EpisodeDelivery:
                 self._start(facts)
             if self.spec.verifier is not None:
                 self._start_verifier(facts)
+                self._end_writer(facts)
 
     def _start(self, facts: PodFacts) -> None:
         if facts.delivered_at is None and facts.container_started:
@@ -136,14 +144,45 @@ class EpisodeDelivery:
     def _start_verifier(self, facts: PodFacts) -> None:
         """The agent's container ended (its launcher wrote the record, or it never ran): the verifier's
         turn. It never starts before: the agent's processes are all gone by then."""
-        if facts.verifier_delivered_at is None and facts.verifier_started and facts.agent is not None \
+        # its files writer too, where it has one: an attach to a container not started yet fails,
+        # and would evict a pod whose agent ran (a cold pod's containers start one after another)
+        writer_ready = not facts.has_files_writer or facts.files_writer_started or facts.files_writer_exit is not None
+        if facts.verifier_delivered_at is None and facts.verifier_started and writer_ready and facts.agent is not None \
                 and facts.agent.state == "terminated":
             self._launch(facts, _VERIFIER_PHASE)
+
+    def _end_writer(self, facts: PodFacts) -> None:
+        """The verifier's container ended before its phase (a kill, its memory): the files writer,
+        still waiting, would keep the pod running to its deadline, and the row would say that
+        deadline, not the verifier's end. It is handed nothing to write, and ends."""
+        key = (facts.uid, _WRITER_END)
+        if not (facts.has_files_writer and facts.files_writer_started and facts.files_writer_exit is None
+                and facts.exit_code is not None and facts.phase == v.PodPhase.RUNNING) \
+                or key in self._done or (facts.uid, _VERIFIER_PHASE) in self._in_flight \
+                or time.monotonic() < self._retry_after.get(key, 0.0):
+            return
+        self._done.add(key)
+
+        async def end() -> None:
+            try:
+                await self.storage.attach_to_pod(facts.namespace, facts.name, naming.VERIFIER_FILES_CONTAINER,
+                                                 pool_delivery.delivery(b""), ack=pool_delivery.RECEIVED.encode(),
+                                                 timeout=DELIVERY_TIMEOUT, hello=pool_delivery.HELLO)
+            except Exception as exc:  # noqa: BLE001 - tried again by a later round (a repeat is refused whole)
+                self.log.warning("Ending the verifier's files writer of pod %s failed (%s); tried again",
+                                 facts.name, exc)
+                self._done.discard(key)
+                self._retry_after[key] = time.monotonic() + WRITER_END_PAUSE
+        task = asyncio.create_task(end())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _launch(self, facts: PodFacts, phase: str) -> None:
         key = (facts.uid, phase)
         if key in self._done or key in self._in_flight or facts.phase != v.PodPhase.RUNNING or facts.deleting \
                 or facts.index is None:
+            return
+        if key in self._retry_after and facts.files_writer_exit is None and time.monotonic() < self._retry_after[key]:
             return
         self._in_flight.add(key)
         task = asyncio.create_task(self._deliver(facts, phase))
@@ -160,7 +199,7 @@ class EpisodeDelivery:
                                      command=(*command, *spec.args), env=_plain(spec.env),
                                      input_json=input_json if input_json is not None else
                                      pool_delivery.input_json(spec.inputs, index, spec.samples_per_input),
-                                     timeout_seconds=spec.episode_timeout_seconds if spec.verifier else None)
+                                     timeout_seconds=spec.episode_timeout_seconds)
 
     def verification(self, index: int, input_json: str | None = None) -> pool_delivery.Episode:
         """The verifier phase of episode ``index``: its command, env, files and time."""
@@ -219,6 +258,19 @@ class EpisodeDelivery:
                 await self._hand_over(facts, phase)
             except asyncio.CancelledError:
                 raise
+            except _FilesUnconfirmed as exc:
+                # The writer may have written and ended (its line lost): not a failure yet. A
+                # later round sees it ended 0 (then only the verifier is handed its phase) or
+                # hands the files again (a writer that never got them); its deadline bounds this.
+                self.log.warning("Handing the verifier's files of episode %s to pod %s went unconfirmed (%s); "
+                                 "tried again once the pod's status says where the writer is", facts.index,
+                                 facts.name, exc)
+                if key not in self._retry_after:   # the first time: said, as every hand-over's trouble is
+                    self._say_failed(f"pod {facts.name} (episode {facts.index}) was sent its verifier's files and did "
+                                     f"not confirm them ({exc}); tried again until the pod's status shows its files "
+                                     "writer ended, or the pod's deadline")
+                self._retry_after[key] = time.monotonic() + DELIVERY_TIMEOUT
+                return
             except _SentUnconfirmed as sent:
                 # Every byte went and no word came back: the pod may run its phase (its line lost).
                 # Evicting it would re-roll an attempt that may be running, so its deadline ends
@@ -258,9 +310,7 @@ class EpisodeDelivery:
                                         self._episode_seconds(), verified=self.spec.verifier is not None)
 
     def _episode_seconds(self) -> int:
-        spec = self.spec
-        return pools.episode_seconds(spec.episode_timeout_seconds,
-                                     spec.verifier.timeout_seconds if spec.verifier else None)
+        return pools.batch_episode_seconds(self.spec)
 
     def maybe_handed_over(self, facts: PodFacts) -> bool:
         return pool_delivery.maybe_handed_over(facts, self._since)
@@ -291,28 +341,52 @@ class EpisodeDelivery:
             return None
         return f"too late to hand over its {phase} phase: {max(0, int(left))} s left before the pod's deadline, {need} s needed"
 
-    async def _script(self, facts: PodFacts, phase: str) -> bytes:
+    async def _script(self, facts: PodFacts, phase: str) -> tuple[bytes, bytes | None]:
+        """The phase's script, and what the verifier's files writer is handed first (None: no
+        writer, or it has written already: an earlier operator handed it over)."""
         assert facts.index is not None
-        claim_dir = naming.CLAIM_MOUNT_PATH
+        writer = naming.VERIFIER_FILES_CLAIM_MOUNT_PATH if phase == _VERIFIER_PHASE and facts.has_files_writer \
+            and facts.files_writer_exit is None else None
         if phase == _AGENT_PHASE:
             episode = self.episode(facts.index, await self._task_mount_path(facts),
                                    await self._input(facts.index))
-        elif facts.agent is None or facts.agent.exit_code != 0:
-            return pool_delivery.ABORT_SCRIPT   # the agent never ran, or its launcher failed: nothing to grade
-        else:
-            episode, claim_dir = self.verification(facts.index, await self._input(facts.index)), \
-                naming.VERIFIER_CLAIM_MOUNT_PATH
-        return pool_delivery.episode_script(dataclasses.replace(episode, episode_id=facts.name), claim_dir)
+            return pool_delivery.episode_script(dataclasses.replace(episode, episode_id=facts.name)), None
+        if facts.agent is None or facts.agent.exit_code != 0:
+            # the agent never ran, or its launcher failed: nothing to grade (the writer only ends)
+            return pool_delivery.ABORT_SCRIPT, b"" if writer else None
+        if facts.files_writer_exit not in (None, 0):
+            # it ended without the files (deleted, or a cut delivery it refused): nothing to grade with
+            raise RuntimeError(f"the verifier's files writer ended with exit code {facts.files_writer_exit} "
+                               "before it was handed the files")
+        episode = dataclasses.replace(self.verification(facts.index, await self._input(facts.index)),
+                                      episode_id=facts.name)
+        script = pool_delivery.episode_script(episode, naming.VERIFIER_CLAIM_MOUNT_PATH,
+                                              written_by=naming.VERIFIER_FILES_CLAIM_MOUNT_PATH
+                                              if facts.has_files_writer else None)
+        return script, pool_delivery.files_script(episode, writer) if writer else None
 
     async def _hand_over(self, facts: PodFacts, phase: str) -> None:
         """The phase's script on the container's stdin (pods/attach); returns once its launcher
-        said it read the whole of it (core.pool_delivery.RECEIVED)."""
-        script = await self._script(facts, phase)
+        said it read the whole of it (core.pool_delivery.RECEIVED). The verifier's is handed
+        over only after its files writer said it wrote them."""
+        script, files = await self._script(facts, phase)
         container = _CONTAINERS[phase] if self.spec.verifier is not None else naming.CONTAINER_NAME
         async with self._slots:
             late = self._too_late(facts, phase, time.time())   # after the queue: its wait counts
             if late:
                 raise RuntimeError(late)
+            if files is not None:
+                try:
+                    await self.storage.attach_to_pod(facts.namespace, facts.name, naming.VERIFIER_FILES_CONTAINER,
+                                                     pool_delivery.delivery(files),
+                                                     ack=pool_delivery.RECEIVED.encode(), timeout=DELIVERY_TIMEOUT,
+                                                     hello=pool_delivery.HELLO)
+                except Unconfirmed as exc:
+                    raise _FilesUnconfirmed(str(exc)) from None
+                # the writer's attach took time of the verifier's: checked again
+                late = self._too_late(facts, phase, time.time())
+                if late:
+                    raise RuntimeError(late)
             # The pool's channel to the pod when it has a live one (taken even for the verifier's
             # phase: no channel is opened to a pod once taken), else an attach opened now.
             channel = await self.channels.take(facts.uid, container) if self.channels is not None else None
@@ -359,17 +433,27 @@ class EpisodeDelivery:
         what = "episode" if phase == _AGENT_PHASE else "verifier phase"
         self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); it may have been handed over: "
                          "left to its deadline", what, facts.index, facts.name, exc)
-        self.emit("Warning", v.EVENT_DELIVERY_FAILED,
+        self._say_failed(
                   f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); it may have it "
                   "(an earlier operator's hand-over, or this one's answer lost), so it runs to its deadline (if it "
                   "never got its episode, it is not counted and the index runs again)")
         self._done.add((facts.uid, phase))
 
+    def _say_failed(self, message: str) -> None:
+        """An EpisodeDeliveryFailed Event, up to v.MAX_POD_EVENTS per batch (the log has every one)."""
+        if self._failures_said >= v.MAX_POD_EVENTS:
+            return
+        self._failures_said += 1
+        if self._failures_said == v.MAX_POD_EVENTS:
+            # first: the Event's message is cut at its end (handlers.batches.event_message)
+            message = f"further delivery failures of this batch are in the operator's log only; {message}"
+        self.emit("Warning", v.EVENT_DELIVERY_FAILED, message)
+
     async def _evict(self, facts: PodFacts, phase: str, exc: BaseException) -> None:
         what = "episode" if phase == _AGENT_PHASE else "verifier phase"
         self.log.warning("Delivering the %s of episode %s to pod %s failed (%s); evicting it",
                          what, facts.index, facts.name, exc)
-        self.emit("Warning", v.EVENT_DELIVERY_FAILED,
+        self._say_failed(
                   f"pod {facts.name} (episode {facts.index}) could not be handed its {what} ({exc}); it is "
                   "evicted and the index runs again")
         try:
@@ -381,9 +465,14 @@ class EpisodeDelivery:
 
 # The two phases a pool's pod is handed, where each goes, and the annotation that records it.
 _AGENT_PHASE, _VERIFIER_PHASE = "agent", "verifier"
+_WRITER_END = "writer-end"   # the files writer told to end: its verifier ended before its phase
 _CONTAINERS = {_AGENT_PHASE: naming.AGENT_CONTAINER, _VERIFIER_PHASE: naming.VERIFIER_CONTAINER}
 _ANNOTATIONS = {_AGENT_PHASE: naming.ANNOTATION_DELIVERED_AT,
                 _VERIFIER_PHASE: naming.ANNOTATION_VERIFIER_DELIVERED_AT}
+
+
+class _FilesUnconfirmed(Exception):
+    """The verifier's files writer was sent every byte of its files and said nothing back."""
 
 
 class _SentUnconfirmed(Exception):

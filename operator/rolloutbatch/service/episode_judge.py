@@ -43,8 +43,9 @@ class EpisodeJudge:
         if error:
             return None, tail, error
         # up to --log-limit-bytes of hostile text: parsed off the event loop when large
-        parsed = (await asyncio.to_thread(parse_log, data, truncated=truncated) if len(data) > PARSE_INLINE_BYTES
-                  else parse_log(data, truncated=truncated))
+        shared = _shared(container)
+        parsed = (await asyncio.to_thread(parse_log, data, truncated=truncated, shared=shared)
+                  if len(data) > PARSE_INLINE_BYTES else parse_log(data, truncated=truncated, shared=shared))
         # The kubelet removes a deleted pod's containers and their logs: a read then comes back
         # empty, or as the kubelet's own error line after a 200 it had already sent ("unable to
         # retrieve container logs for ..."). Neither says what the episode printed (an evicted
@@ -70,7 +71,7 @@ class EpisodeJudge:
                       ) -> tuple[ParsedLog | None, str | None, str | None, str]:
         """The events of one container: its termination message when that holds them (no log
         read), else its log (the fallback). (parsed, tail, error, channel)."""
-        parsed = parse_termination_message(message, whole_bytes=whole_bytes)
+        parsed = parse_termination_message(message, whole_bytes=whole_bytes, shared=_shared(container))
         if parsed is not None:
             return parsed, None, None, v.CHANNEL_TERMINATION_MESSAGE
         return (*await self.read_log(facts, container), v.CHANNEL_LOG)
@@ -123,3 +124,9 @@ class EpisodeJudge:
             _, tail, _ = await self.read_log(facts, naming.VERIFIER_CONTAINER)
             result = dataclasses.replace(result, log_tail=log_tails.kept(tail, result.outcome))
         return result
+
+
+def _shared(container: str) -> bool:
+    """The container's output is a shared channel (core.events.parse_log): the verifier's, which
+    the agent's code it runs writes into too."""
+    return container == naming.VERIFIER_CONTAINER

@@ -217,9 +217,12 @@ class Elector:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
+        # One renew deadline for all of them (a round's requests fit in it), not one each: the
+        # graceful stop's budget counts it once (core.leadership.stop_seconds).
+        deadline = time.monotonic() + self.timing.renew_deadline
         for thread in self._threads:
             if thread is not threading.current_thread():
-                thread.join(self.timing.renew_deadline)
+                thread.join(max(0.0, deadline - time.monotonic()))
         was_leader = self.leading.is_set() and self.role == "leader"
         self.role = "stopped"
         if was_leader:
@@ -247,6 +250,18 @@ class Elector:
         return True
 
 
+async def _cancelled(tasks: set[asyncio.Task], timeout: float) -> bool:
+    """Cancel ``tasks`` (but the caller's) and wait, at most ``timeout`` seconds, for them to end.
+    True when none is left."""
+    left = {task for task in tasks if task is not asyncio.current_task() and not task.done()}
+    for task in left:
+        task.cancel()
+    if not left:
+        return True
+    _, pending = await asyncio.wait(left, timeout=timeout)
+    return not pending
+
+
 async def _drained(executor: concurrent.futures.ThreadPoolExecutor, timeout: float) -> bool:
     """Shut ``executor`` down (no new call) and wait, at most ``timeout`` seconds and without
     blocking the loop, for the calls it still runs. True when none is left."""
@@ -263,9 +278,14 @@ async def _drained(executor: concurrent.futures.ThreadPoolExecutor, timeout: flo
 
 
 async def operate(elector: Elector | None, reconcile: Callable[[asyncio.Event], Awaitable[None]], *,
-                  settle_timeout: float = 30.0) -> None:
+                  settle_timeout: float = L.API_DRAIN,
+                  on_leader: Callable[[bool], None] = lambda leads: None) -> None:
     """The operator's life: wait as a standby (SIGTERM/SIGINT end the wait), run ``reconcile(stop)``
-    (kopf) only as the leader, then release the lease once nothing it started still runs."""
+    (kopf) only as the leader, then release the lease once nothing it started still runs.
+
+    ``on_leader`` hears when this process starts and stops leading: from the elector when there is
+    one, else here, since a process without leader election is the only one and leads while it
+    reconciles."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     if threading.current_thread() is threading.main_thread():
@@ -277,22 +297,31 @@ async def operate(elector: Elector | None, reconcile: Callable[[asyncio.Event], 
     executor = concurrent.futures.ThreadPoolExecutor(API_THREADS, thread_name_prefix="rolloutbatch-api")
     loop.set_default_executor(executor)
     if elector is None:
-        await reconcile(stop)
+        on_leader(True)
+        try:
+            await reconcile(stop)
+        finally:
+            on_leader(False)
         return
+    elector.on_leader = on_leader
     elector.start()
     settled = True
     try:
         if not await elector.wait_leader(stop):
             return
+        before = asyncio.all_tasks()
         try:
             await reconcile(stop)
         finally:
-            # API calls kopf's handlers left running in worker threads (Storage runs every call
-            # in one) must end before another operator may start: client-go's ReleaseOnCancel
-            # asks the same of its callers.
-            settled = await _drained(executor, settle_timeout)
+            # What the reconciler started must end before another operator may start (client-go's
+            # ReleaseOnCancel asks the same of its callers): the tasks it left on the loop (a
+            # hand-over, a retried annotation, a channel's close: kopf stops only its own), then
+            # the API calls left running in worker threads (Storage runs every call in one).
+            deadline = time.monotonic() + settle_timeout
+            settled = await _cancelled(asyncio.all_tasks() - before, settle_timeout) \
+                and await _drained(executor, max(0.0, deadline - time.monotonic()))
             if not settled:
-                log.warning("leader: API calls still running after %gs: the lease is left to expire",
+                log.warning("leader: tasks or API calls still running after %gs: the lease is left to expire",
                             settle_timeout)
     finally:
         elector.stop(release=settled)   # blocking, briefly: the executor is gone by now

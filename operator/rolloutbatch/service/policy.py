@@ -1,7 +1,9 @@
 """The service's one error policy: what is retried, for how long, and what ends a batch.
 
-Transient API errors (the connection, 5xx, 429 Too Many Requests, 409 conflicts) are retried
-with capped exponential backoff. Anything else (a refused request, an object that is not ours,
+Transient API errors (the connection, 5xx, 429 Too Many Requests, 409 conflicts, 410 Gone) are
+retried with capped exponential backoff. A 410 is a paged list's continue token that expired
+(kube.resources lists page by page): the retried round lists again from the start, which is the
+server's own advice. The watches handle their 410s themselves (kube.watch: relist). Anything else (a refused request, an object that is not ours,
 a bug) ends the batch Failed with ``Stalled=True``, a CamelCase reason and a message a person
 can act on. So does a transient error that lasts past ``give_up_after``: nothing retries
 forever without a visible state.
@@ -12,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.kube.errors import Conflict, KubeError, NotOurs, Unavailable
+from rolloutbatch.kube.errors import ConfigError, Conflict, Gone, KubeError, NotOurs, TimedOut, Unavailable, Unconfirmed
 
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
 
 
 def is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, (Unavailable, Conflict))
+    return isinstance(exc, (Unavailable, Conflict, Gone))
 
 
 def stall_for(exc: BaseException) -> tuple[str, str]:
@@ -28,9 +30,23 @@ def stall_for(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, KubeError):
         if is_transient(exc):
             return v.STALL_API_UNAVAILABLE, f"the API server kept failing: {exc}"
-        return v.STALL_API_REFUSED, f"the API server refused a request (HTTP {exc.status}): {exc}"
+        return v.STALL_API_REFUSED, _refused(exc)
     return v.STALL_INTERNAL, (f"the operator hit an unexpected {type(exc).__name__}: {exc}"[:900]
                               + " (a bug: please report it with the operator log)")
+
+
+def _refused(exc: KubeError) -> str:
+    """What a final KubeError says: the API server's refusal only when it answered one (an HTTP
+    status); else what failed on this side (kube.errors: raised before sending, or no answer)."""
+    if isinstance(exc, Unconfirmed):
+        return f"a pod's container never confirmed the input it was sent (it may or may not have it): {exc}"
+    if isinstance(exc, TimedOut):
+        return f"a call into a pod did not finish in its time: {exc}"
+    if isinstance(exc, ConfigError):
+        return f"the operator's credentials are unusable (its kubeconfig or service account): {exc}"
+    if exc.status is None:
+        return f"a request could not be made: {exc}"
+    return f"the API server refused a request (HTTP {exc.status}): {exc}"
 
 
 FULL_STALL_TRIES = 3   # full status patches of a stall before the bare verdict is tried

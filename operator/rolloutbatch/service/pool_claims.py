@@ -267,8 +267,8 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec, waiting)
     await copy_inputs(storage, ref, spec)
-    claims = await claim(pool_storage, ref, spec, pool, _episode_seconds(spec), pools.template_digest(pool, definition),
-                         on_claimed=claimed)
+    claims = await claim(pool_storage, ref, spec, pool, pools.batch_episode_seconds(spec),
+                         pools.template_digest(pool, definition), on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
     # The Job waits for the first wave's hand-overs only when it has no cold pod to make; the
@@ -279,7 +279,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     enrolled = await enrol(pool_storage, namespace, ref, claims.unenrolled, records)
     crash_point("pool:enrolled")
     await _until_listed(pool_storage, namespace, ref, enrolled)
-    job = _job(ref, spec, pool, definition, claims.began)
+    job = pools.batch_pooled_job(ref, spec, pool, definition, claims.began)
     if made_by is not None:
         job["metadata"].setdefault("annotations", {})[naming.ANNOTATION_MADE_BY] = made_by
     try:
@@ -308,14 +308,6 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     return live
 
 
-def _job(ref: BatchRef, spec: BatchSpec, pool: pool_spec.PoolRef, definition: pool_spec.PoolSpec, began: float,
-         suspend: bool = False) -> dict:
-    return pools.pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
-                            spec.active_deadline_seconds, _episode_seconds(spec), pool, definition, began, suspend)
-
-
-def _episode_seconds(spec: BatchSpec) -> int:
-    return pools.episode_seconds(spec.episode_timeout_seconds, spec.verifier.timeout_seconds if spec.verifier else None)
 
 
 async def job_for_claims(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec) -> dict | None:
@@ -338,7 +330,8 @@ async def job_for_claims(storage: Storage, pool_storage: PoolStorage, ref: Batch
         return None
     await _until_listed(pool_storage, namespace, ref,
                         await enrol(pool_storage, namespace, ref, pools.unenrolled_claims(mine, ref.uid)))
-    return await storage.create_or_adopt(_job(ref, spec, pool, definition, min(began), suspend=True), ref.uid)
+    job = pools.batch_pooled_job(ref, spec, pool, definition, min(began), suspend=True)
+    return await storage.create_or_adopt(job, ref.uid)
 
 
 async def copy_inputs(storage: Storage, ref: BatchRef, spec: BatchSpec) -> None:

@@ -16,11 +16,16 @@ restart.
 A template that cannot run (an image that cannot be pulled, a missing RuntimeClass, a prepare that
 fails) is not churned: the pool says ``Stalled`` with the reason, deletes the broken pods, and
 tries again only after ``STUCK_BACKOFF`` or when the spec changes (or, stalled on a missing or
-refused class, as soon as the class is there).
+refused class, as soon as the class is there). A creation refused transiently (429 throttling, a
+5xx, a generated name drawn twice: service.policy.is_transient) is no fault of the template's: the
+next round makes the pod. Transient errors without a break for ``api_give_up`` (the batches'
+``Settings.transient_give_up``) say ``Stalled`` ``ApiUnavailable`` until a round goes through, as
+a batch's do: nothing is retried for ever without a visible state.
 
 Deletion (:meth:`delete`): the warm pods go at once; the namespace waits while a batch's Job
 or a pod it claimed (its labels written or not yet: core.pools.claimed_by) still runs in it, and
-the pool's message says so.
+the pool's message says so. A namespace that is another pool's (core.pools.owned_by_pool) is
+left to its owner: nothing in it is this pool's, and the deletion ends.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from rolloutbatch.kube.errors import Forbidden, KubeError, NotFound, NotOurs
 from rolloutbatch.kube.pool_pods import PoolPods
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import policy
-from rolloutbatch.service.context import Emit, iso_time
+from rolloutbatch.service.context import Emit, Settings, iso_time
 from rolloutbatch.service.warm_channels import WarmChannels
 
 FILLING_PERIOD = 0.5       # a round while pods start (seconds), at least
@@ -50,6 +55,7 @@ FULL_PERIOD = 5.0          # a round when the pool is full: a claim's refill sta
 # not read every pod twice a second (a pool of 200 filling and listing: 28 ms of CPU per pod,
 # bench/README.md).
 PODS_PER_FILLING_SECOND = 80
+TRANSIENT_RETRY = 2.0      # the next round after a transient API error (seconds)
 STUCK_BACKOFF = 60.0       # a stuck template is tried again after this long, or at once when it changes
 MAX_CREATES_PER_ROUND = 50  # pod creations in flight at once
 
@@ -70,8 +76,11 @@ class PoolReconciler:
     """Drives one RolloutPool; ``body`` is kopf's live view of it."""
 
     def __init__(self, storage: PoolStorage, body: Mapping, emit: Emit, logger: logging.Logger,
-                 clusterwide: bool = True, channels: WarmChannels | None = None, pods: PoolPods | None = None) -> None:
+                 clusterwide: bool = True, channels: WarmChannels | None = None, pods: PoolPods | None = None,
+                 api_give_up: float = Settings.transient_give_up) -> None:
         self.clusterwide = clusterwide
+        self.api_give_up = api_give_up   # transient errors this long without a break: ApiUnavailable
+        self._api_failing_since: float | None = None   # the first of the transient errors since a round went through
         self.channels = channels   # attaches opened to the warm pods ahead of their claims
         self.pods = pods           # the pod watch's view of the pool namespaces (None: each round lists)
         self.storage = storage
@@ -86,7 +95,10 @@ class PoolReconciler:
         # no longer finds it (placed, started, or gone), without the back-off
         self._stuck_kept = False
         self._held_at_deletion = 0   # the pods batches hold, as the deletion last listed them
-        self._children_for: tuple[str, str] | None = None    # (task ConfigMap, network) the children match
+        self._children_for: str | None = None    # the task ConfigMap the children match
+        # no pod nor running Job made before naming.LABEL_NETWORK is left (_label_pods_made_before)
+        self._labels_carried = False
+        self._network_before: tuple[str, dict | None] | None = None   # (network, unlabelled policy): _label_pods_made_before
         self._short_since: float | None = None   # when a round first found the pool short of pods
         # the task ConfigMap the last collection found alone (no older one to wait out): no list
         # of them again until the task changes (a fill's rounds listed them twice a second)
@@ -124,10 +136,25 @@ class PoolReconciler:
                 self._children_for = None   # its namespace may be gone: made again next round
                 if policy.is_transient(exc):
                     self.log.warning("Pool round failed (%s); retrying", exc)
-                    period = 2.0
+                    period = TRANSIENT_RETRY
+                    lasting = self._api_failed(exc, time.time())
+                    if lasting is not None:
+                        try:
+                            await self._say_stalled(v.PoolReason.API_UNAVAILABLE, lasting)
+                        except KubeError as unsaid:   # the API is down: the log says it meanwhile
+                            self.log.warning("Pool status not written (%s)", unsaid)
                 else:
                     await self._say_stalled(v.PoolReason.REFUSED, f"the API refused the pool's objects: {exc}")
             await asyncio.sleep(period)
+
+    def _api_failed(self, exc: KubeError, now: float) -> str | None:
+        """A transient API error recorded; the stall's message once such errors have gone on
+        without a break (no round through) for ``api_give_up``, else None."""
+        if self._api_failing_since is None:
+            self._api_failing_since = now
+        if now - self._api_failing_since <= self.api_give_up:
+            return None
+        return f"the API server has kept failing since {iso_time(self._api_failing_since)}: {exc}"
 
     async def _say_stalled(self, reason: str, message: str) -> None:
         """Ready=False, Stalled=True with ``reason``, the counts as last written."""
@@ -141,8 +168,9 @@ class PoolReconciler:
         if not self.clusterwide:   # nothing is created: the status says why (core.scope)
             await self._say_stalled(v.PoolReason.CLUSTER_RIGHTS, POOLS_REFUSED_MESSAGE)
             return FULL_PERIOD
-        await self._ensure_children(spec)
         every = await self._namespace_pods()
+        await self._label_pods_made_before(spec, every)   # before the policies are written: they select by it
+        await self._ensure_children(spec)
         pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
                 == self.ref.uid]
         template = pools.template_digest(self.ref, spec)
@@ -180,6 +208,7 @@ class PoolReconciler:
         hold = pool_census.refill_hold(every, now, self._short_since) if missing else 0.0   # claimed episodes first
         wanted = 0 if hold else missing
         created = 0
+        transient: KubeError | None = None   # a creation refused transiently this round
         # read each time pods are to be made: the pool's namespace is outside every quota of the
         # pool's own, so nothing else would see one lowered since
         problem = (await cannot_run(self.storage, spec) or await self._quota_exceeded(spec)) if wanted else None
@@ -200,7 +229,13 @@ class PoolReconciler:
             refused = next((r for r in results if isinstance(r, KubeError)), None)
             if refused is not None:
                 self._children_for = None   # a namespace deleted meanwhile is made again next round
-                if not _namespace_gone(refused):   # else no fault of the template's: no back-off
+                # no fault of the template's, no back-off: its namespace gone, or a transient error
+                # (429 throttling, a 5xx, a name the server drew twice: generateName's 409 before
+                # Kubernetes 1.31 retried it, RetryGenerateName), made again next round
+                if policy.is_transient(refused):
+                    transient = refused
+                    self.log.warning("Creating a warm pod failed (%s); made next round", refused)
+                elif not _namespace_gone(refused):
                     self._stuck_on(template, now, ("-", str(v.PoolReason.PODS_NOT_CREATED),
                                                    f"creating a warm pod was refused: {refused}"))
                 break
@@ -210,12 +245,18 @@ class PoolReconciler:
         # nor are the pods this round deleted counted (a scale down: readyPods is /scale's replicas)
         shown = dataclasses.replace(shown, warm=tuple(n for n in shown.warm if n not in deleted),
                                     starting=tuple(n for n in shown.starting if n not in deleted))
+        if transient is None:
+            self._api_failing_since = None   # a round through
+        elif (lasting := self._api_failed(transient, now)) is not None and not shown.stuck:
+            shown = dataclasses.replace(shown, stuck=(("-", str(v.PoolReason.API_UNAVAILABLE), lasting),))
         status = pool_census.pool_status(self.ref, spec, shown, generation, pool_census.held_pods(every, now),
-                                         iso_time(now) or "",
-                                         self.body.get("status"), refill_held=bool(hold))
+                                         iso_time(now) or "", self.body.get("status"), refill_held=bool(hold),
+                                         elsewhere=pool_census.held_elsewhere(every, spec.network, now))
         await self._write(status)
         if hold:
             return max(hold, FILLING_PERIOD)   # the refill's round: when the hold ends
+        if transient is not None:
+            return TRANSIENT_RETRY
         filling = len(found.warm) < spec.size and self._stuck is None
         return filling_period(len(every)) if filling or created else FULL_PERIOD
 
@@ -235,14 +276,55 @@ class PoolReconciler:
             return seen
         return await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
 
+    async def _label_pods_made_before(self, spec: pool_spec.PoolSpec, every: list[dict]) -> None:
+        """The upgrade from an operator before naming.LABEL_NETWORK, whose one policy applied the
+        pool's network to every pod: the pool's policies now deny egress to a pod without the
+        label, which would cut a running AllowEgress episode off. So, before they are written,
+        each pod without it is labelled with the network it ran under (core.pools.network_before_labels,
+        read from the live policies), and while Jobs of that time run (a running Job's template
+        cannot be changed: its cold pods come without the label) core.pools.unlabelled_egress_policy
+        keeps their egress if that was AllowEgress; it is deleted once they ended. Every step is
+        idempotent and read from the live objects, so a restart anywhere in it ends the same. Once
+        nothing of that time is left, nothing more is read."""
+        if self._labels_carried:
+            return
+        ns, uid = self.namespace, self.ref.uid
+        if self._network_before is None:
+            home = await self.storage.get_namespace(ns)
+            if home is None:   # a pool new, or its namespace made again: nothing of that time in it
+                self._labels_carried = True
+                return
+            if not pools.owned_by_pool(home, uid):
+                return   # another pool's: nothing in it is this one's to label (_ensure_children says so)
+            unlabelled = await self.storage.get_network_policy(ns, naming.POOL_UNLABELLED_EGRESS_POLICY)
+            network = pools.network_before_labels(
+                await self.storage.get_network_policy(ns, naming.DEDICATED_POLICY), unlabelled, spec.network)
+            # read once a process: the rounds while an old Job runs (for hours when Kueue holds it
+            # suspended) list its Jobs only; this process is the policies' only writer meanwhile
+            self._network_before = (network, unlabelled)
+        network, unlabelled = self._network_before
+        pods = [p for p in every if pools.network_of(p) is None]
+        jobs = pools.unlabelled_jobs(await self.storage.list_jobs(ns), uid)
+        if network == v.NETWORK_ALLOW_EGRESS and unlabelled is None and jobs:
+            unlabelled = await self.storage.ensure(pools.unlabelled_egress_policy(self.ref), uid)
+            self._network_before = (network, unlabelled)
+        for pod in pods:
+            await self.storage.label_pod(ns, pod["metadata"]["name"], {naming.LABEL_NETWORK: network})
+        if jobs:
+            return   # their next cold pods: labelled by the next round, open from their start meanwhile
+        if unlabelled is not None:
+            await self.storage.delete_network_policy(ns, naming.POOL_UNLABELLED_EGRESS_POLICY, uid)
+        self._labels_carried = True
+
     async def _ensure_children(self, spec: pool_spec.PoolSpec) -> None:
-        """The namespace, its ServiceAccount and NetworkPolicy, today's task ConfigMap: made or
-        brought to the spec when it changed, and again after a refusal (made anew if deleted)."""
-        wanted = (pools.task_configmap_name(self.ref, spec), spec.network)
+        """The namespace, its ServiceAccount and NetworkPolicies, today's task ConfigMap: made when
+        the task changed, and again after a refusal (made anew if deleted). The policies do not
+        change with spec.network (core.pools.network_policies: each pod keeps its own)."""
+        wanted = pools.task_configmap_name(self.ref, spec)
         if self._children_for == wanted:
             return
         for obj in (pools.namespace(self.ref), pools.service_account(self.ref),
-                    pools.network_policy(self.ref, spec), pools.task_configmap(self.ref, spec)):
+                    *pools.network_policies(self.ref), pools.task_configmap(self.ref, spec)):
             live = await self.storage.ensure(obj, self.ref.uid)
             if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
                 raise NotOurs(f"the pool's namespace {self.namespace} is being deleted; waiting to make it again")
@@ -305,6 +387,8 @@ class PoolReconciler:
         as long as its pool). Returns what it still waits for (None: done)."""
         if not self.clusterwide:
             return None   # a namespaced install created nothing for it
+        if not await self._namespace_is_ours():
+            return None
         # One list for both: the unclaimed warm pods to delete, and the pods batches hold. Each
         # delete is of the pod as listed (resourceVersion precondition), so when all went through
         # none was claimed since; one refused (claimed, changed or gone since) may be held now,
@@ -319,16 +403,31 @@ class PoolReconciler:
         now = time.time()
         held_pods = [p for p in pods if pool_census.is_held(p, now)]
         self._held_at_deletion = len(held_pods)
-        held = {(p.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME)
-                or f"uid {pools.claimed_by(p)}" for p in held_pods}
-        held |= {(j.get("metadata") or {}).get("labels", {}).get(naming.LABEL_BATCH_NAME, "?")
-                 for j in await self.storage.list_jobs(self.namespace)
-                 if not (j.get("metadata") or {}).get("deletionTimestamp") and not pools.job_finished(j)
-                 and not pools.job_stopped(j)}
+        jobs = [j for j in await self.storage.list_jobs(self.namespace)
+                if pools.owned_by_pool(j, self.ref.uid) and not (j.get("metadata") or {}).get("deletionTimestamp")
+                and not pools.job_finished(j) and not pools.job_stopped(j)]
+        held = pool_census.holding_batches(held_pods, jobs)
         if held:
-            return f"waiting for {len(held)} batch(es) that run on its pods: {', '.join(sorted(held)[:5])}"
+            return f"waiting for {len(held)} batch(es) that run on its pods: {', '.join(held[:5])}"
         await self.storage.delete_namespace(self.namespace, self.ref.uid)
         return None
+
+    async def _namespace_is_ours(self) -> bool:
+        """Whether the pool's namespace is there and its own. One that is another pool's (two
+        pools' names may map to one namespace: naming.pool_namespace) holds nothing of this pool's
+        (it was refused it, and so were its batches): it is left to its owner, neither read nor
+        waited on, and this pool's deletion ends (said once; an error would be retried for ever,
+        and the pool never deleted)."""
+        live = await self.storage.get_namespace(self.namespace)
+        if live is None:
+            return False
+        if not pools.owned_by_pool(live, self.ref.uid):
+            message = (f"namespace {self.namespace} is another RolloutPool's (two pools' names map to it); "
+                       "left to its owner")
+            self.emit("Warning", v.PoolReason.REFUSED, message)
+            self.log.warning("deleting RolloutPool %s/%s: %s", self.ref.namespace, self.ref.name, message)
+            return False
+        return True
 
 
 async def cannot_run(storage: PoolStorage, spec: pool_spec.PoolSpec) -> tuple[str, str] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-from rolloutbatch.core import queueing
+from rolloutbatch.core import queueing, recorded_status
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, PodFacts
 from rolloutbatch.core.job_facts import JobFacts
@@ -32,9 +32,10 @@ def held(job: JobFacts | None, stopping: bool) -> bool:
 
 class QueueWatch:
     def __init__(self, storage: Storage, ref: BatchRef, emit: Emit, metrics, log: logging.Logger,
-                 recorded_wait: float | None) -> None:
+                 recorded_wait: object) -> None:
         self.storage, self.ref, self.emit, self.metrics, self.log = storage, ref, emit, metrics, log
-        self.wait_seconds = recorded_wait if isinstance(recorded_wait, (int, float)) else None
+        self._recorded = recorded_wait                # the status's: counts as the Job allows (wait_seconds)
+        self._measured: float | None = None           # seen by this process
         self.admission: queueing.Admission | None = None
         self._was_held: bool | None = None   # None: not yet seen by this operator
         self._read_at = 0.0
@@ -61,11 +62,18 @@ class QueueWatch:
             return False
         return queueing.cut_off_by_eviction(
             deleted_at=facts.delete_requested_at, queue_managed=job.queue is not None, stopping=tracker.stopping,
-            suspended_at=job.suspended_at if (job.suspend or job.suspended) else None, resumed_at=job.resumed_at)
+            suspending=job.suspend or job.suspended, resumed_at=job.resumed_at, suspended_at=job.suspended_at)
 
-    def origin_offset(self) -> float:
+    def wait_seconds(self, job: JobFacts | None) -> float | None:
+        """The queue wait: measured by this process, else the status's within what the Job allows
+        (core.recorded_status: anyone who may write the status subresource wrote it too)."""
+        if self._measured is not None:
+            return self._measured
+        return recorded_status.queue_wait(self._recorded, job, time.time())
+
+    def origin_offset(self, job: JobFacts | None) -> float:
         """Seconds to add to the Job's creation for the batch's own clock (ready timings start at admission)."""
-        return self.wait_seconds or 0.0
+        return self.wait_seconds(job) or 0.0
 
     async def round(self, tracker: BatchTracker) -> bool:
         """Once a round: read the Workload while the Job is held, say admission and eviction once.
@@ -87,15 +95,15 @@ class QueueWatch:
                                                       f"is admitted again; {self.admission.message}"[:1000])
         self._was_held = is_held
         if (was_held is None and not is_held and job is not None and job.queue is not None
-                and self.wait_seconds is None and job.resumed_at is not None):
+                and self.wait_seconds(job) is None and job.resumed_at is not None):
             # admitted while no operator watched: its last admission is the best the Job says
-            self.wait_seconds = queueing.queue_wait_seconds(job.created, job.resumed_at)
+            self._measured = queueing.queue_wait_seconds(job.created, job.resumed_at)
         if was_held is True and not is_held and job is not None and job.queue is not None and not tracker.stopping:
-            first = self.wait_seconds is None
+            first = self.wait_seconds(job) is None
             if first:
-                self.wait_seconds = queueing.queue_wait_seconds(job.created, job.resumed_at or time.time())
-                self.metrics.batch_admitted(self.ref.namespace, self.ref.name, self.wait_seconds)
-            waited = f" after {self.wait_seconds:.1f}s in the queue" if first and self.wait_seconds is not None else ""
+                self._measured = queueing.queue_wait_seconds(job.created, job.resumed_at or time.time())
+                self.metrics.batch_admitted(self.ref.namespace, self.ref.name, self._measured)
+            waited = f" after {self._measured:.1f}s in the queue" if first and self._measured is not None else ""
             self.emit("Normal", v.EVENT_ADMITTED, f"Kueue admitted the Job from LocalQueue {job.queue}{waited}; "
                                                   "the episodes start")
             return True

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from rolloutbatch.core import lifecycle, naming, sessions
+from rolloutbatch.core import lifecycle, naming, recorded_status, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.egress import empty_peers_warning
@@ -42,7 +42,6 @@ from rolloutbatch.core.results import PENDING_DIGESTS, STALL_MESSAGE, STALL_REAS
 from rolloutbatch.core.stopping import stopping_message
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import parse_time
 from rolloutbatch.kube.errors import KubeError, NotOurs, OwnerGone
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.pool_storage import PoolStorage
@@ -108,6 +107,7 @@ class BatchReconciler:
         self._started_metrics = False
         self._finished_metrics = False
         self._retry = policy.Retry(ctx.settings.transient_give_up)
+        self._outage_said = False   # a finished batch's cleanup waiting for the API, said once
 
     @property
     def last_status(self) -> dict:
@@ -157,6 +157,14 @@ class BatchReconciler:
             except Exception as exc:  # noqa: BLE001 - the policy decides; nothing escapes silently
                 if policy.is_transient(exc):
                     delay = self._retry.failed(time.monotonic())
+                    if delay is None and self.status.phase in v.TERMINAL_PHASES:
+                        # A finished batch's verdict stands: what is left (its cleanup, its TTL's
+                        # deletion) waits out an API outage, said once, never dropped.
+                        if not self._outage_said:
+                            self.emit("Warning", v.STALL_API_UNAVAILABLE,
+                                      f"the batch's cleanup waits for the API server: {exc}"[:1000])
+                            self._outage_said = True
+                        delay = policy.BACKOFF[-1]
                     if delay is not None:
                         self.log.warning("API call failed (%s); retrying in %ss (attempt %d)", exc, delay,
                                          self._retry.failures)
@@ -213,9 +221,8 @@ class BatchReconciler:
         if not self._restored:
             # The tracker exists before restoring: a restore that fails (a foreign ConfigMap,
             # the API) still ends the batch with every episode accounted for (_end_stalled).
-            retried = self.last_status.get("retriedEpisodes")
             await self.results.restore(self.tracker, self.last_status,
-                                       retried=retried if type(retried) is int and retried >= 0 else 0)
+                                       retried=recorded_status.retried_episodes(self.last_status.get("retriedEpisodes")))
             self.tracker.listener = TransitionReport(self.ctx.metrics, self.ref, self.emit)
             self._restored = True
         for kind, facts in self._early:
@@ -519,13 +526,13 @@ class BatchReconciler:
         """The batch's clock starts when its Job is created, or (spec.queueName) admitted, or (a
         pooled batch, which has no queue) when its first claim was made."""
         job = self.tracker.job if self.tracker else None
-        return job.began_at + self.queue.origin_offset() if job and job.began_at is not None else None
+        return job.began_at + self.queue.origin_offset(job) if job and job.began_at is not None else None
 
     def _job_complete_seconds(self) -> float | None:
         t = self.tracker
         if t and t.job and t.job.finished and t.job.created and t.job_finished_seen_at:
             return max(0.0, t.job_finished_seen_at - t.job.created)
-        return self.last_status.get("jobCompleteSeconds")
+        return recorded_status.seconds(self.last_status.get("jobCompleteSeconds"))
 
     def _build_status(self, phase: str, reason: str | None, message: str | None, completion: float | None,
                       now: float) -> dict:
@@ -542,7 +549,7 @@ class BatchReconciler:
             message=message if message is not None else self.last_status.get("message", ""),
             reason=reason if reason is not None else self.last_status.get("reason"),
             previous=self.last_status, now_iso=iso_time(now), raw_episodes=(self.body.get("spec") or {}).get("episodes"),
-            results_digests=self.results.digests, queue_wait_seconds=self.queue.wait_seconds,
+            results_digests=self.results.digests, queue_wait_seconds=self.queue.wait_seconds(tracker and tracker.job),
         )
 
     async def _patch_status(self, phase: str, *, reason: str | None = None, message: str | None = None,
@@ -689,7 +696,7 @@ class BatchReconciler:
         any cleanup deletes the Job."""
         tracker = self.tracker
         # the recorded figure, not the tracker's: a retry after a failed write must write it again
-        if (tracker is None or self.last_status.get("jobCompleteSeconds") is not None
+        if (tracker is None or recorded_status.seconds(self.last_status.get("jobCompleteSeconds")) is not None
                 or not lifecycle.job_will_complete(self.status.phase, self.last_status.get("reason"))):
             return
         deadline = time.monotonic() + timeout
@@ -749,8 +756,9 @@ class BatchReconciler:
         """ttlSecondsAfterFinished: the batch deleted that long after its completionTime."""
         if ttl is None:
             return
-        finished = parse_time(self.last_status.get("completionTime")) or time.time()
-        delay = finished + ttl - time.time()
+        delay, later = recorded_status.ttl_wait(self.last_status.get("completionTime"), ttl, time.time())
+        if later:
+            self.log.warning("status.completionTime is later than now: ttlSecondsAfterFinished counts from now")
         if delay > 0:
             self._retry.succeeded()   # everything before the wait went through
             await asyncio.sleep(delay)

@@ -33,9 +33,10 @@ from rolloutbatch.core.groups import group_entry, group_members, groups_complete
 from rolloutbatch.core.model import BatchRef, BatchSpec, EpisodeResult
 from rolloutbatch.core.result_shards import (ShardBook, assemble, is_results_configmap_name, rows_per_shard_for,
                                              shard_configmap_name, shard_document)
-from rolloutbatch.core.results import (DIGESTS, PENDING_DIGESTS, SHARD_DIGESTS, configmap_digest, decode_results,
-                                       recorded_by_operator, results_document, results_from_document,
-                                       retried_from_document, stall_of, vouched_digests)
+from rolloutbatch.core.results import (DIGESTS, DROPPED, PENDING_DIGESTS, SHARD_DIGESTS, configmap_digest,
+                                       decode_results, dropped_fields, recorded_by_operator, results_document,
+                                       results_from_document, retried_from_document, stall_of, union_fields,
+                                       vouched_digests)
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
@@ -87,11 +88,16 @@ class ResultsStore:
         self._rows: dict[int, tuple[EpisodeResult, float | None, dict, str]] = {}
         self._groups: dict[int, tuple[float | None, dict]] = {}   # group -> (origin, entry), likewise
         self._consumed = 0                            # results (in the order they became final) placed so far
+        # index -> the fields a restored row may lack: the document it came from had shed them
+        # (dropped_row_fields). Every later document holding the row says so again: written anew
+        # it may fit unshed, and the row's fields are gone all the same.
+        self._shed: dict[int, list[str]] = {}
 
     def configure(self, spec: BatchSpec) -> None:
         self.episodes = spec.episodes
         self.k = spec.samples_per_input
         self.book.rows_per_shard = rows_per_shard_for(spec.episodes, self.book.rows_per_shard)
+        self.book.episodes = spec.episodes
         self.sharded = spec.episodes > self.book.rows_per_shard
         self.retained = spec.retains_results
 
@@ -158,6 +164,12 @@ class ResultsStore:
             return
         whole = assemble(head or {"uid": self.ref.uid, "shards": []}, shard_docs)
         restored = results_from_document(whole)
+        for doc in shard_docs + ([head] if head is not None and "pods" in head else []):
+            if fields := dropped_fields(doc):
+                for row in doc["pods"] if isinstance(doc.get("pods"), list) else ():
+                    index = row.get("index") if isinstance(row, Mapping) else None
+                    if type(index) is int and index in restored:
+                        self._shed[index] = union_fields(self._shed.get(index, ()), fields)
         tracker.restore(restored, retried=max(retried, retried_from_document(head or {})))
         if self.sharded:
             self.book.restore(shard_docs, set(tracker.results), self.k)
@@ -282,9 +294,11 @@ class ResultsStore:
                 shard = dirty[0]
                 shard_rows = [self._row(results[i], origin, k) for i in shard.indexes]
                 groups = [self._group(g, k, results, origin) for g in shard.groups]
+                document = shard_document(self.ref, shard, shard_rows, groups)
+                if shed := self._shed_of(shard.indexes):
+                    document[DROPPED] = shed
                 try:
-                    await self._put(shard_document(self.ref, shard, shard_rows, groups), shard.number,
-                                    [self._text(results[i], origin, k) for i in shard.indexes])
+                    await self._put(document, shard.number, [self._text(results[i], origin, k) for i in shard.indexes])
                 except NotOurs:
                     self._name_taken(shard.number)   # its rows move to a new dirty shard
                     continue
@@ -305,6 +319,8 @@ class ResultsStore:
                                                   if e["name"] in self.digests}}
         else:
             rows = {i: self._row(r, origin, k) for i, r in results.items()}
+            if shed := self._shed_of(rows):
+                extra = {**extra, DROPPED: shed}
         document = results_document(ref=self.ref, spec=spec, summary=summary,
                                     results=(), origin=origin,   # the rows (or shards) are given
                                     extra=extra, shards=shards_index, rows=rows)
@@ -321,6 +337,10 @@ class ResultsStore:
         crash_point("results:final" if final else "results:partial")
         self.written_version, self.written_at, self.written_finals = version, time.monotonic(), count
         self.written_final = final
+
+    def _shed_of(self, indexes) -> list[str]:
+        """The fields restored rows among ``indexes`` may lack (``_shed``)."""
+        return union_fields(*(self._shed[i] for i in indexes if i in self._shed)) if self._shed else []
 
     def unwritten(self, tracker: BatchTracker, final: bool) -> bool:
         """Whether a write would hold anything new: a change since the last write, or the final

@@ -125,12 +125,16 @@ class SandboxLifecycle:
             self.pod = pod
 
     async def adopt(self, spec: BatchSpec, tracker: BatchTracker) -> None:
-        """Provisioned by an earlier run: its Job and pods, read once; never recreated."""
+        """Provisioned by an earlier run: its Job and pods, read once; never recreated. A Job gone
+        stalls the batch only while an episode is open (core.lifecycle.next_step): every row
+        restored final (a crash after the final results write, a finished batch's phase edited
+        back), the batch ends with its rows."""
         self.created = True
         await self.poll_job(spec, tracker)
-        if self.job_deleted:
+        if not self.job_deleted:
+            await self.resync_pods(spec, tracker)
+        elif not tracker.complete:
             raise Stalled(v.STALL_SANDBOX_DELETED, self.job_gone_message())
-        await self.resync_pods(spec, tracker)
         self.provisioned_at = time.monotonic()
 
     async def poll_job(self, spec: BatchSpec, tracker: BatchTracker) -> None:

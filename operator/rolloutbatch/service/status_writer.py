@@ -81,7 +81,7 @@ class StatusWriter:
         """The smallest status that says Failed with its reason: the fallback when the API
         refuses the full one (a batch must end visibly). It still records the digests of the
         results written last, or readers would not trust the rows it ended with."""
-        bare = bare_failure(reason, message, self.ref.generation, now_iso)
+        bare = bare_failure(reason, message, self.ref.generation, now_iso, self.last.get("conditions") or ())
         if results_digests:
             bare[DIGESTS] = dict(results_digests)
         if PENDING_DIGESTS in self.last:

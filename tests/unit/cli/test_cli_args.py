@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
+import shlex
 import socket
 
 import pytest
@@ -137,6 +139,31 @@ def test_context_namespace_is_the_default(dead_kubeconfig):
     assert common.make_client(args).namespace == "team-a"
     args = build_parser().parse_args(["--kubeconfig", str(dead_kubeconfig), "list", "-n", "other"])
     assert common.make_client(args).namespace == "other"
+
+
+def _readme_commands() -> list[str]:
+    """README's runnable `rolloutbatch` commands: the console lines (`$ rolloutbatch ...`) and the
+    inline ones piped to another tool (`rolloutbatch ... | head`); the operator's flags aside."""
+    readme = (ROOT / "README.md").read_text()
+    lines = re.findall(r"^\$ (rolloutbatch .*?)(?:\s+#.*)?$", readme, re.M)
+    piped = [c for c in re.findall(r"`(rolloutbatch [^`]+)`", readme) if "|" in c]
+    return [c.split("|")[0].rstrip(" \\") for c in lines + piped if not c.startswith("rolloutbatch operator")]
+
+
+def test_every_command_readme_shows_is_accepted():
+    """README (exit codes) said "Any command whose output's reader goes away (`rolloutbatch results
+    NAME -o json | head`) stops quietly with 141": `results` has no -o (only --output/-O DIR,
+    required), so that command was a usage error, exit 2, never a JSON document."""
+    commands = _readme_commands()
+    assert any("|" in line for line in re.findall(r"`(rolloutbatch [^`]+)`", (ROOT / "README.md").read_text()))
+    refused = []
+    for command in commands:
+        try:
+            build_parser(operator=False).parse_args(shlex.split(command)[1:])
+        except SystemExit as exc:
+            if exc.code:
+                refused.append(command)
+    assert refused == [], refused
 
 
 # --- files ---------------------------------------------------------------------------------

@@ -188,6 +188,21 @@ def test_submit_on_a_pool_refuses_a_manifest_that_names_another_sandbox(capsys, 
     assert api.get_object("RolloutBatch", "same", NS)["spec"]["poolRef"] == {"name": "warm"}
 
 
+def test_submit_pool_of_a_json_file_with_the_pools_own_files_is_not_refused(capsys, api, tmp_path):
+    """`submit --pool` refuses a batch whose task files are "not the pool's". The pool's own
+    files, written by json.dump (an emoji as its two escaped UTF-16 halves), were read by the YAML
+    reader as two lone surrogates, and so "differed": refused, exit 1."""
+    files = {"a.py": "print('done \U0001F600')"}
+    Client(api=api, namespace=NS).create_pool("warm", 1, task_files=files, image="python:3.12")
+    batch = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutBatch", "metadata": {"name": "pooled"},
+             "spec": {"episodes": 2, "image": "python:3.12", "command": ["python", "/task/a.py"],
+                      "task": {"files": files}}}
+    (tmp_path / "batch.json").write_text(json.dumps(batch))
+    code, out, err = run(capsys, "submit", "-f", str(tmp_path / "batch.json"), "--pool", "warm")
+    assert code == 0, (out, err)
+    assert api.get_object("RolloutBatch", "pooled", NS)["spec"]["poolRef"] == {"name": "warm"}
+
+
 def test_task_files_go_as_on_disk(capsys, api, tmp_path):
     (tmp_path / "table.csv").write_bytes(b"id,answer\r\n1,42\r\n")
     (tmp_path / "old.txt").write_bytes(b"a\rb")

@@ -5,15 +5,20 @@ import copy
 import datetime
 import json
 import pathlib
+import tempfile
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rolloutbatch.cli import render
+from rolloutbatch.cli import batches, common, render
 from rolloutbatch.cli.export import export
 from rolloutbatch.core.results import configmap_digest
 from rolloutbatch.kube.errors import NotFound
 from rolloutbatch.sdk import Client, CRDNotInstalled, ResultsNotReady
+from tests.support.memory_api import MemoryApi
+from tests.unit.cli.cli_runner import run
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -82,7 +87,7 @@ def test_table_like_kubectl():
     assert all_wide.count("NAMESPACE") == 1 and all_wide[0] == "NAMESPACE"
     assert "1.5" in wide[1] and "rb-u1" in wide[1] and "3 of 3 episodes succeeded" in wide[1]
     empty = {"metadata": {"name": "new", "creationTimestamp": "2026-01-01T11:00:00Z"}}
-    assert render.table([empty], now=NOW).splitlines()[1].split() == ["new", "60m"]
+    assert render.table([empty], now=NOW).splitlines()[1].split() == ["new", "Pending", "60m"]   # no status yet
     assert render.table([BATCH], all_namespaces=True, now=NOW).splitlines()[1].startswith("team ")
 
 
@@ -103,6 +108,50 @@ def test_serialize():
     assert json.loads(render.serialize([BATCH], "json", single=True))["metadata"]["name"] == "ship"
     listed = yaml.safe_load(render.serialize([BATCH, BATCH], "yaml", single=False))
     assert listed["kind"] == "List" and len(listed["items"]) == 2
+
+
+def _saved_and_read(tmp_path, text: str) -> dict:
+    saved = tmp_path / "saved.yaml"
+    saved.write_text(text)
+    (read,) = common.load_documents(str(saved))
+    return read
+
+
+@pytest.mark.parametrize("value", ["1e-3", "1e3", "+2E5", "08", "0o17", "y", "N", "+Inf", "-nan", "0x1p-2"])
+def test_get_o_yaml_reads_back_as_the_object(monkeypatch, tmp_path, capsys, value):
+    """`get -o yaml` (and submit/list/pool -o yaml) dumped with PyYAML's YAML 1.1 resolver, which
+    leaves `1e-3` plain: kubectl's reader (go-yaml) and this CLI's own `submit -f` (cli.common's
+    loader, "numbers read as kubectl's reader reads them") read it back as the number 0.001. A
+    learning rate in spec.env ({name: LR, value: "1e-3"}) saved with `get -o yaml` and submitted
+    again became a number, which an env value cannot be. Quoted too: what YAML 1.2 (`0o17`) and
+    go-yaml (`y`, `+Inf`, `0x1p-2`) read as no string."""
+    api = MemoryApi()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    monkeypatch.setattr(batches, "make_client", lambda args: Client(api=api, namespace="team"))
+    batch = {**copy.deepcopy(BATCH), "spec": {"episodes": 1, "task": {"files": {"a.py": "x"}},
+                                              "env": [{"name": "LR", "value": value}]}}
+    del batch["status"], batch["metadata"]["uid"]
+    api.create("/apis/rl.agentruntime.io/v1alpha1/namespaces/team/rolloutbatches", batch, "create")
+    code, out, err = run(capsys, "get", "ship", "-o", "yaml")
+    assert code == 0, err
+    assert _saved_and_read(tmp_path, out)["spec"]["env"] == [{"name": "LR", "value": value}], out
+
+
+# any text, and text shaped as the numbers, booleans and nulls some YAML reader reads
+_STRINGS = st.one_of(st.text(), st.from_regex(r"[-+]?(0[xob])?[0-9a-fA-F_.]{0,6}([eEpP][-+]?[0-9]{1,3})?", fullmatch=True),
+                     st.from_regex(r"[-+]?[.]?(?i:inf|infinity|nan|null|true|false|yes|no|on|off|y|n|~)", fullmatch=True))
+
+
+@settings(max_examples=150)
+@given(st.lists(_STRINGS, min_size=1, max_size=4), st.dictionaries(_STRINGS, _STRINGS, max_size=3))
+def test_every_string_o_yaml_writes_reads_back_as_that_string(values, keys):
+    """Whatever a string is, `-o yaml` writes it so that `submit -f` reads it back as it was, as a
+    value and as a key."""
+    batch = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": "s"},
+             "spec": {"episodes": 1, "args": values, "inputs": [keys]}}
+    with tempfile.TemporaryDirectory() as directory:
+        read = _saved_and_read(pathlib.Path(directory), render.serialize([batch], "yaml", single=True))
+    assert read == batch
 
 
 def test_summary_uses_the_guides_names():
@@ -277,3 +326,29 @@ def test_not_found_vs_crd_missing():
         client.get("x")
     with pytest.raises(ResultsNotReady):
         Client(api=FakeApi({}), namespace="team").results_document(BATCH)
+
+
+
+# Plain scalars kubectl's YAML reader (go.yaml.in/yaml/v2 resolve.go: `_`s removed, then Go's
+# strconv.ParseInt(text, 0, 64) / ParseUint / a "YAML-style" ParseFloat) reads as numbers.
+KUBECTL_NUMBERS = {"0X1F": 31, "0XFF": 255, "0o17": 15, "0B11": 3, "010": 8, "08": 8.0, "1_000": 1000,
+                   "1e1_0": 1e10, "1.5e1_0": 1.5e10, "-0b11": -3, ".5": 0.5, "+0x10": 16,
+                   "18446744073709551615": 2**64 - 1, "18446744073709551616": 2.0**64, "1_": 1}
+KUBECTL_TEXT = ["1:30", "0x", "abc", "1e999", "0x1p-2", "2001-12-14", "+.5e", "0b", "1e"]
+
+
+@pytest.mark.parametrize("text", sorted(KUBECTL_NUMBERS))
+def test_a_string_kubectl_reads_as_a_number_is_quoted_and_a_number_read_as_kubectl_reads_it(tmp_path, text):
+    """-o yaml quotes it (an env value saved and applied with kubectl stays a string), and submit -f
+    reads the plain scalar as the number kubectl makes of it."""
+    out = render.serialize([{"value": text}], "yaml", single=True)
+    assert f"value: {text}\n" not in out, out
+    path = tmp_path / "b.yaml"
+    path.write_text(f"v: {text}\n")
+    got = yaml.load(path.read_text(), Loader=common._Loader)["v"]
+    assert got == KUBECTL_NUMBERS[text] and type(got) is type(KUBECTL_NUMBERS[text]), (text, got)
+
+
+@pytest.mark.parametrize("text", KUBECTL_TEXT)
+def test_what_kubectl_reads_as_text_is_text(text):
+    assert yaml.load(f"v: {text}\n", Loader=common._Loader)["v"] == text

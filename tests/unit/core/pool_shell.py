@@ -35,6 +35,12 @@ def start_launcher(tmp_path, prepare: list[str] | None = None, prepare_timeout: 
     return _start(["/bin/sh", "-c", script, "warm", *(prepare or [])], tmp_path, tmp_path, **popen)
 
 
+def episode(*args, **fields) -> pool_delivery.Episode:
+    """An episode as the operator hands it to a launcher: with its time (the watchdog's; here long
+    enough never to fire unless a test says otherwise)."""
+    return pool_delivery.Episode(*args, **{"timeout_seconds": 30, **fields})
+
+
 def termination_message_file(claim) -> os.PathLike:
     return claim.parent / f"{claim.name}.termination-log"
 

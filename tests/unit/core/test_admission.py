@@ -30,7 +30,7 @@ def test_footprint_includes_overhead():
 from rolloutbatch.core import pool_spec, pools  # noqa: E402
 from rolloutbatch.core.admission import check_quota_outside, episode_pod, pod_resources, quotas_bound  # noqa: E402
 from rolloutbatch.core.manifests import resource_quota  # noqa: E402
-from rolloutbatch.core.naming import AGENT_CONTAINER, VERIFIER_CONTAINER  # noqa: E402
+from rolloutbatch.core.naming import AGENT_CONTAINER, VERIFIER_CONTAINER, VERIFIER_FILES_CONTAINER  # noqa: E402
 from tests.unit.core.factories import REF  # noqa: E402
 
 GI = 1024 ** 3
@@ -101,22 +101,26 @@ def test_a_job_pod_is_charged_the_larger_phase_and_a_pool_pod_both_containers():
     assert [c["name"] for c in pod["initContainers"]] == [AGENT_CONTAINER]      # the agent runs first, alone
     assert pod_resources(batch, None)["requests"] == {"cpu": 2, "memory": GI}
     pool = _pool(agent, verifier={"resources": verifier})
-    assert [c["name"] for c in episode_pod(pool, None)["containers"]][-1] == VERIFIER_CONTAINER
-    assert pod_resources(pool, None)["requests"] == {"cpu": 3, "memory": GI + 256 * 1024 ** 2}
+    assert [c["name"] for c in episode_pod(pool, None)["containers"]][1:] == [VERIFIER_CONTAINER,
+                                                                             VERIFIER_FILES_CONTAINER]
+    # the verifier's files writer is charged too (its requests are the operator's own)
+    assert pod_resources(pool, None)["requests"] == {"cpu": Decimal("3.01"), "memory": GI + 272 * 1024 ** 2}
     assert pod_resources(_pool(agent), None)["requests"] == {"cpu": 1, "memory": GI}      # no verifier
     assert pod_resources(parse_spec({**MINIMAL, "resources": agent}), None)["requests"] == {"cpu": 1, "memory": GI}
 
 
 def test_a_pool_with_a_verifier_is_held_to_a_quota_at_its_pods_whole_size():
     spec = _pool({"requests": {"memory": "1Gi", "cpu": "1"}, "limits": {"memory": "1Gi", "cpu": "1"}}, verifier={})
-    assert pod_footprint(spec, None)["requests.memory"] == 2 * GI                # both containers run at once
+    # all containers run at once (the files writer's 64Mi: at its limit in a Guaranteed pod)
+    assert pod_footprint(spec, None)["requests.memory"] == 2 * GI + 64 * 1024 ** 2
     quota = _quota({"requests.memory": "10Gi"})
     assert check_quota_fits([quota], spec, None, spec.size, "the pool's warm pods") is not None, \
         "10 warm pods charging 20Gi passed a 10Gi quota"
-    assert check_quota_fits([quota], spec, None, 5, "five") is None
+    assert check_quota_fits([quota], spec, None, 4, "four") is None
+    assert check_quota_fits([quota], spec, None, 5, "five") is not None    # 5 x 2Gi and the writers' 64Mi
     batch = parse_spec({**MINIMAL, "parallelism": 3, "verifier": {"command": ["true"]}})   # 5 pods of the pool's
-    assert check_quota_outside([_quota({"requests.memory": "9Gi"})], batch, None, spec) is not None
-    assert check_quota_outside([_quota({"requests.memory": "10Gi"})], batch, None, spec) is None
+    assert check_quota_outside([_quota({"requests.memory": "10Gi"})], batch, None, spec) is not None
+    assert check_quota_outside([_quota({"requests.memory": "10560Mi"})], batch, None, spec) is None
 
 
 def test_the_overhead_is_added_to_every_request_and_to_the_limits_the_pod_sets():
@@ -149,8 +153,10 @@ def test_every_pod_is_charged_as_the_quota_evaluator_counts_it(agent, verifier, 
     batch = parse_spec({**MINIMAL, "resources": agent,
                         **({"verifier": {"command": ["true"], "resources": verifier}} if verifier else {})})
     pool = _pool(agent, verifier={"resources": verifier} if verifier else None)
-    phases = [agent] + ([verifier] if verifier else [])
     for spec, combine in ((batch, max), (pool, sum)):   # init container then container; side by side
+        # a pool's pod with a verifier has its files writer beside it (core.pools)
+        phases = [agent] + ([verifier] if verifier else []) + \
+            ([pools.files_writer_resources(pool)] if verifier and spec is pool else [])
         footprint = pod_footprint(spec, overhead)
         for kind in ("requests", "limits"):
             for resource in ("cpu", "memory"):
@@ -276,6 +282,14 @@ def test_an_input_with_a_number_past_a_doubles_range_is_refused(text):
     assert input_shards([inputs_configmap({"input-0.json": '{"x": 1.5e300}'})], ["inputs"], 1)
 
 
+@pytest.mark.parametrize("depth", [101, 990])
+def test_an_input_by_reference_nested_too_deep_is_refused_as_an_inline_one(depth):
+    text = '{"a":' * depth + "1" + "}" * depth
+    with pytest.raises(Stalled) as refused:
+        input_shards([inputs_configmap({"input-0.json": text})], ["inputs"], 1)
+    assert refused.value.reason == STALL_INPUTS_INVALID and "deep" in str(refused.value)
+
+
 # -- the sandbox's own ResourceQuota admits the pods it is made for --------------------------------
 KATA = {"cpu": "250m", "memory": "160Mi"}   # a typical RuntimeClass overhead.podFixed
 
@@ -324,3 +338,114 @@ def test_a_shared_pod_that_exactly_fits_what_the_quota_leaves_is_admitted():
                                                 "limits": {"cpu": "300m", "memory": "64Mi"}}})
     problem = check_quota_fits([_quota({"requests.cpu": "1200m"}, {"requests.cpu": "900m"})], spec, None)
     assert problem is None, problem
+
+
+# -- quota scopes: a pod is in a scope as Kubernetes' quota evaluator decides it -------------------
+# (pkg/quota/v1/evaluator/core/pods.go, podMatchesScopeFunc)
+from rolloutbatch.core.k8s_rules import best_effort  # noqa: E402
+
+REQUESTED = {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+
+
+def _scoped(hard, used=None, name="scoped", scopes=None, selector=None):
+    spec = {"hard": hard, **({"scopes": scopes} if scopes else {}),
+            **({"scopeSelector": {"matchExpressions": selector}} if selector else {})}
+    return {"metadata": {"name": name}, "spec": spec, "status": {"hard": hard, "used": used or {}}}
+
+
+def _full(**scope):
+    """A quota of one pod, in use: it refuses every pod it charges."""
+    return _scoped({"pods": "1"}, {"pods": "1"}, **scope)
+
+
+@pytest.mark.parametrize("resources", [{"requests": {"cpu": "0", "memory": "0"}},
+                                       {"requests": {"cpu": "0m"}, "limits": {"memory": "0Gi"}}])
+def test_a_pod_whose_cpu_and_memory_are_all_zero_is_best_effort(resources):
+    """qos.GetPodQOS (the evaluator's isBestEffort) counts only amounts above zero: such a pod is
+    charged to a BestEffort quota (the API server refuses it when full) and never to NotBestEffort."""
+    spec = parse_spec({**MINIMAL, "resources": resources})
+    assert best_effort(episode_pod(spec, None))
+    assert check_quota_fits([_full(scopes=["BestEffort"])], spec, None) is not None
+    assert check_quota_fits([_full(scopes=["NotBestEffort"])], spec, None) is None
+    requested = parse_spec({**MINIMAL, "resources": {"requests": {"cpu": "0", "memory": "1Mi"}}})
+    assert not best_effort(episode_pod(requested, None))
+    assert check_quota_fits([_full(scopes=["BestEffort"])], requested, None) is None
+
+
+SHARED = {**MINIMAL, "isolation": {"namespace": "Shared"}, "resources": REQUESTED}
+
+
+@pytest.mark.parametrize("scope", [{"scopes": ["NotTerminating"]},
+                                   {"selector": [{"scopeName": "NotTerminating", "operator": "Exists"}]}])
+def test_a_full_not_terminating_quota_does_not_hold_a_batchs_pods(scope):
+    """Every pod of a batch's Job has an activeDeadlineSeconds: a NotTerminating quota (the usual one
+    for a namespace's long-running services) never charges it, a Terminating one does. Neither a
+    Shared batch, nor a Dedicated one, nor its sandbox is held to the first."""
+    shared = parse_spec(SHARED)
+    assert check_quota_fits([_full(**scope)], shared, None) is None
+    assert check_quota_fits([_full(scopes=["Terminating"])], shared, None) is not None
+    dedicated = parse_spec({**SHARED, "isolation": {"namespace": "Dedicated"}, "episodes": 10, "parallelism": 10})
+    assert check_quota_outside([_full(**scope)], dedicated, None) is None
+    assert not quotas_bound([_full(**scope)], dedicated, None)   # no sandbox ResourceQuota for it
+    assert check_quota_outside([_full(scopes=["Terminating"])], dedicated, None) is not None
+    assert quotas_bound([_full(scopes=["Terminating"])], dedicated, None)
+
+
+def test_a_pools_warm_pods_are_not_terminating_and_a_pooled_batchs_pods_are():
+    """A warm pod has no deadline until it is claimed: a pool is held to a NotTerminating quota, not
+    a Terminating one. A pooled batch's pods carry its deadline (a cold pod from the Job's
+    template, a claimed one from its claim): the other way round."""
+    pool = _pool(REQUESTED)
+    assert check_quota_fits([_full(scopes=["NotTerminating"])], pool, None, pool.size) is not None
+    assert check_quota_fits([_full(scopes=["Terminating"])], pool, None, pool.size) is None
+    batch = parse_spec({"episodes": 3, "poolRef": {"name": "warm"}})
+    assert check_quota_outside([_full(scopes=["Terminating"])], batch, None, pool) is not None
+    assert check_quota_outside([_full(scopes=["NotTerminating"])], batch, None, pool) is None
+
+
+@pytest.mark.parametrize("operator, values, charges_classless, charges_gold", [
+    ("Exists", None, False, True), ("DoesNotExist", None, True, False),
+    ("In", ["gold"], False, True), ("In", [""], False, False),
+    ("NotIn", ["gold"], True, False), ("NotIn", [""], True, True)])
+def test_a_priority_class_scope_matches_as_a_label_selector_on_the_class(operator, values, charges_classless,
+                                                                         charges_gold):
+    """podMatchesSelector: the class is a label PriorityClass=<name>, absent when the pod names none."""
+    expression = {"scopeName": "PriorityClass", "operator": operator, **({"values": values} if values else {})}
+    quota = _full(selector=[expression])
+    classless = parse_spec(SHARED)
+    gold = parse_spec({**SHARED, "podTemplate": {"priorityClassName": "gold"}})
+    assert (check_quota_fits([quota], classless, None) is not None) == charges_classless
+    assert (check_quota_fits([quota], gold, None) is not None) == charges_gold
+
+
+@pytest.mark.parametrize("affinity, crosses", [
+    (None, False),
+    ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"a": "b"}}}]}}, False),
+    ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}}]}}, True),
+    ({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "namespaces": ["other"]}}]}}, True)])
+def test_a_cross_namespace_pod_affinity_scope_charges_only_pods_whose_affinity_reaches_other_namespaces(affinity,
+                                                                                                       crosses):
+    """The admin's way to forbid cross-namespace affinity is a quota of 0 pods scoped to it: it holds
+    the pods with such a term (usesCrossNamespacePodAffinity), no other."""
+    spec = parse_spec({**SHARED, **({"podTemplate": {"affinity": affinity}} if affinity else {})})
+    quota = _scoped({"pods": "0"}, scopes=["CrossNamespacePodAffinity"])
+    assert (check_quota_fits([quota], spec, None) is not None) == crosses
+
+
+from rolloutbatch.core.k8s_rules import guaranteed  # noqa: E402
+
+
+@pytest.mark.parametrize("resources, expected", [
+    ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "1024Mi"}}, True),  # spelt apart
+    ({"limits": {"cpu": "500m", "memory": "256Mi"}}, True),                           # requests from limits
+    ({"requests": {"cpu": "1"}, "limits": {"cpu": "1", "memory": "1Gi"}}, True),      # memory request from its limit
+    ({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}, False),
+    ({"limits": {"cpu": "1"}}, False),                                                # no memory limit
+    ({}, False),
+])
+def test_a_container_is_guaranteed_as_getpodqos_reads_its_amounts(resources, expected):
+    """Quantities compared as amounts (1 and 1000m are one CPU), a missing request its limit."""
+    assert guaranteed({"resources": resources}) is expected

@@ -1,4 +1,6 @@
 """What a batch creates and how its deletion finds everything without the spec."""
+import pytest
+
 from rolloutbatch.core import naming
 from rolloutbatch.core.children import deletion_plan, provisioning_plan
 from rolloutbatch.core.model import BatchRef
@@ -49,8 +51,10 @@ def test_the_sandbox_quota_is_opt_in():
     raw = {"episodes": 2, "task": {"files": {"episode.py": "x"}}, "isolation": {"resourceQuota": True}}
     kinds = [o["kind"] for o in provisioning_plan(REF, parse_spec(raw), OWNER, None)]
     assert kinds.count("ResourceQuota") == 1
+    # refused for a new batch (core.spec); one provisioned before that rule still gets no quota
     shared = dict(raw, isolation={"namespace": "Shared", "resourceQuota": True})
-    assert "ResourceQuota" not in [o["kind"] for o in provisioning_plan(REF, parse_spec(shared), OWNER, None)]
+    assert "ResourceQuota" not in [o["kind"] for o in provisioning_plan(REF, parse_spec(shared, provisioned=True),
+                                                                         OWNER, None)]
     sa = provisioning_plan(REF, spec("Dedicated"), OWNER, None)[1]
     assert sa["metadata"]["name"] == "default" and sa["automountServiceAccountToken"] is False
 
@@ -100,3 +104,64 @@ def test_a_neighbours_job_or_task_under_our_names_is_not_adopted():
         opened = _as_stored(policy)
         opened["spec"].update(change)
         assert not adoptable(opened, policy, shared=True, job_uid=None), change
+
+
+# -- a declared egress spelt with null or empty fields, found again after a crash -------------------------
+def _policy_as_stored(value, key=None):
+    """A NetworkPolicy spec as the API server stores it: null fields and empty lists and maps
+    dropped (omitempty; a peer's selectors are pointers, kept when {}), ports' protocol TCP."""
+    if isinstance(value, dict):
+        kept = {k: _policy_as_stored(x, k) for k, x in value.items() if x is not None}
+        kept = {k: x for k, x in kept.items() if x not in ([], {}) or k in ("podSelector", "namespaceSelector")}
+        return {"protocol": "TCP", **kept} if key == "ports" else kept
+    if isinstance(value, list):
+        return [_policy_as_stored(x, key) for x in value]
+    return value
+
+
+MODEL_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}},
+              "podSelector": {"matchLabels": {"app": "policy-server"}}}
+
+
+@pytest.mark.parametrize("rule", [
+    {"to": [MODEL_PEER], "ports": [{"port": 8000}]},                               # the README's example
+    {"to": [MODEL_PEER], "ports": [{"protocol": None, "port": 8000}]},             # a null protocol
+    {"to": [MODEL_PEER], "ports": [{"port": 8000, "endPort": None}]},
+    {"to": [MODEL_PEER], "ports": []},                                             # no ports: every port
+    {"to": [MODEL_PEER], "ports": None},
+    {"to": [{**MODEL_PEER, "ipBlock": None}]},                                     # a null peer field
+    {"to": [{"ipBlock": {"cidr": "203.0.113.10/32", "except": []}}]},              # empty lists
+    {"to": [{"ipBlock": {"cidr": "203.0.113.10/32", "except": None}}]},
+    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"},
+                                   "matchExpressions": []}}]},
+    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}},
+             "podSelector": {"matchLabels": None, "matchExpressions": [
+                 {"key": "app", "operator": "In", "values": ["policy-server"]}]}}]},
+    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}}, "podSelector": {}}]},
+])
+@pytest.mark.parametrize("mode", ["Dedicated", "Shared"])
+def test_a_declared_egress_policy_is_adopted_as_the_api_server_stored_it(rule, mode):
+    """On a 409 the policy found is adopted only as "exactly our selector and rules": one spelt with
+    null or empty fields, stored without them, must still be ours, or the batch stalls NameConflict
+    for good after a crash. The desired policy is already the stored form."""
+    from rolloutbatch.core.children import adoptable
+    batch = parse_spec({"episodes": 2, "task": {"files": {"episode.py": "x"}},
+                        "isolation": {"namespace": mode, "egress": [rule]}})
+    desired = next(o for o in provisioning_plan(REF, batch, OWNER, None) if o["kind"] == "NetworkPolicy")
+    stored = {**desired, "spec": _policy_as_stored(desired["spec"])}
+    assert stored["spec"] == desired["spec"]
+    assert adoptable(stored, desired, shared=mode == "Shared", job_uid=None)
+    opened = {**stored, "spec": {**stored["spec"], "egress": [*stored["spec"]["egress"], {}]}}
+    assert not adoptable(opened, desired, shared=mode == "Shared", job_uid=None)
+
+
+def test_a_live_policy_spelt_otherwise_is_compared_in_the_stored_form():
+    """A policy made by an older operator from a spec with null fields: the desired one has none."""
+    from rolloutbatch.core.children import adoptable
+    batch = parse_spec({"episodes": 2, "task": {"files": {"episode.py": "x"}},
+                        "isolation": {"egress": [{"to": [MODEL_PEER], "ports": [{"port": 8000}]}]}})
+    desired = next(o for o in provisioning_plan(REF, batch, OWNER, None) if o["kind"] == "NetworkPolicy")
+    spelt = {**desired, "spec": {**desired["spec"], "egress": [
+        {"to": [{**MODEL_PEER, "ipBlock": None}], "ports": [{"protocol": None, "port": 8000, "endPort": None}]},
+        *desired["spec"]["egress"][1:]]}}
+    assert adoptable(spelt, desired, shared=False, job_uid=None)

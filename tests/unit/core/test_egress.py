@@ -6,7 +6,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core import egress, manifests
+from rolloutbatch.core import egress, manifests, naming
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 
@@ -50,6 +50,15 @@ def test_egress_shapes_that_are_refused(isolation, field):
     with pytest.raises(SpecError) as err:
         spec(**isolation)
     assert err.value.field == field
+
+
+def test_a_null_protocol_is_an_absent_one():
+    """The API server reads a null protocol as absent, and defaults it to TCP: not refused, and
+    kept as the server will store it (the policy found after a crash is then the one wanted)."""
+    rule = {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": None, "port": 443}]}
+    assert spec(egress=[rule]).egress == ({**rule, "ports": [{"protocol": "TCP", "port": 443}]},)
+    with pytest.raises(SpecError):   # "" is no protocol, to the API server too
+        spec(egress=[{**rule, "ports": [{"protocol": "", "port": 443}]}])
 
 
 def test_dns_endpoints_that_are_not_pods_become_cidrs():
@@ -135,6 +144,39 @@ def test_a_bare_pod_selector_that_matches_every_pod_is_refused(pods):
     assert refused({"podSelector": pods, "namespaceSelector": None}).field.endswith("podSelector")
 
 
+# Labels the operator stamps on every episode and on every namespace it makes: they name nothing.
+STAMPED = [{"matchLabels": {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}},
+           {"matchLabels": {naming.LABEL_BATCH_NAME: "b"}},              # the batch's own name: known to its submitter
+           {"matchLabels": {naming.LABEL_BATCH_UID: REF.uid, naming.LABEL_EPISODE_ROLE: "episode"}},
+           {"matchLabels": {naming.LABEL_POOL_NAME: "warm"}},
+           {"matchLabels": {"batch.kubernetes.io/job-name": "b"}},       # the Job controller's, for the operator
+           {"matchLabels": {"pod-security.kubernetes.io/enforce": "restricted"}},
+           {"matchExpressions": [{"key": naming.LABEL_MANAGED_BY, "operator": "In", "values": [naming.MANAGED_BY]}]}]
+
+
+@pytest.mark.parametrize("pods", STAMPED)
+def test_a_bare_pod_selector_on_the_operators_own_labels_is_refused(pods):
+    # In a Dedicated sandbox only episodes run, and every one carries these: it is `podSelector: {}`.
+    err = refused({"podSelector": pods})
+    assert err.field == "spec.isolation.egress[0].to[0].podSelector" and "neighbour episodes" in str(err)
+
+
+@pytest.mark.parametrize("namespaces", STAMPED)
+@pytest.mark.parametrize("pods", [None, {}, POD_SERVER])
+def test_a_namespace_selector_on_the_operators_own_labels_is_refused(namespaces, pods):
+    # Every sandbox and pool namespace carries them: every other batch's episodes, every pool's pods.
+    assert manifests.namespace(REF, spec())["metadata"]["labels"][naming.LABEL_MANAGED_BY] == naming.MANAGED_BY
+    peer = {"namespaceSelector": namespaces, **({} if pods is None else {"podSelector": pods})}
+    assert refused(peer).field == "spec.isolation.egress[0].to[0].namespaceSelector"
+
+
+def test_a_selector_pinned_beside_the_operators_labels_passes():
+    # the operator's labels narrow nothing, nor do they widen: the endpoint's own label pins
+    stamped = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+    assert spec(egress=[{"to": [{"namespaceSelector": {"matchLabels": {**stamped, **NS_MODELS["matchLabels"]}}}]}]).egress
+    assert spec(egress=[{"to": [{"podSelector": {"matchLabels": {**stamped, "app": "policy-server"}}}]}]).egress
+
+
 def test_only_one_peer_of_a_rule_need_be_too_broad():
     err = refused(rules=[MODEL, {"to": [{"ipBlock": {"cidr": "203.0.113.10/32"}}, {"namespaceSelector": EXISTS_NAME}]}])
     assert err.field == "spec.isolation.egress[1].to[1].namespaceSelector"
@@ -150,6 +192,24 @@ def test_only_one_peer_of_a_rule_need_be_too_broad():
 ])
 def test_selectors_that_cannot_be_read_are_refused(peer, field):
     assert refused(peer).field == "spec.isolation.egress[0].to[0]" + (f".{field}" if field else "")
+
+
+@pytest.mark.parametrize("selector, field", [
+    ({"matchExpressions": [{"key": ["app"], "operator": "In", "values": ["x"]}]}, "matchExpressions[0].key"),
+    ({"matchExpressions": [{"key": {"a": "b"}, "operator": "In", "values": ["x"]}]}, "matchExpressions[0].key"),
+    ({"matchExpressions": [{"operator": "Exists"}]}, "matchExpressions[0].key"),
+    ({"matchExpressions": [{"key": "app", "operator": "In", "values": [["x"]]}]}, "matchExpressions[0].values"),
+    ({"matchExpressions": [{"key": "app", "operator": "In", "values": "x"}]}, "matchExpressions[0].values"),
+    ({"matchLabels": {"app": ["x"]}}, "matchLabels"), ({"matchLabels": {"app": 1}}, "matchLabels"),
+])
+def test_selector_keys_and_values_that_are_not_strings_are_refused_naming_the_field(selector, field):
+    """The CRD keeps egress peers schemaless (preserve-unknown-fields), so any JSON reaches the
+    check: a list or an object as an expression's key raised TypeError (unhashable, looked up in
+    the stamped labels), an InternalError of the reconciler instead of InvalidSpec, and non-string
+    values reached label_selector, which joins them."""
+    for peer, at in (({"namespaceSelector": NS_MODELS, "podSelector": selector}, "podSelector"),
+                     ({"namespaceSelector": selector}, "namespaceSelector")):
+        assert refused(peer).field == f"spec.isolation.egress[0].to[0].{at}.{field}"
 
 
 @pytest.mark.parametrize("peer", [

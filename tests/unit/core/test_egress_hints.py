@@ -38,6 +38,27 @@ def test_ip_blocks_that_admit_an_address_outside_pass(rule):
     egress.check_service_ips(egress.parse_egress([rule]), SERVICES)
 
 
+@pytest.mark.parametrize("cidr", ["::ffff:10.96.0.10/128", "::ffff:10.100.0.0/112", "64:ff9b::10.96.0.10/128",
+                                  "64:ff9b::a60:0/108"])
+def test_a_cluster_ip_written_as_ipv4_in_ipv6_is_refused_like_its_ipv4_spelling(cidr):
+    """An IPv4-mapped (::ffff:0:0/96) or NAT64 (64:ff9b::/96) block reaches the IPv4 it embeds,
+    as the breadth bound already counts it; the Service-CIDR check compared it only with IPv6
+    Service CIDRs and let ::ffff:10.96.0.10/128 (kube-dns's ClusterIP) through, where
+    10.96.0.10/32 is refused."""
+    with pytest.raises(SpecError) as err:
+        egress.check_service_ips(egress.parse_egress([block(cidr)]), SERVICES)
+    assert "Service CIDR 10.96.0.0/12" in str(err.value)
+
+
+@pytest.mark.parametrize("rule", [
+    block("::ffff:10.95.255.255/128"), block("64:ff9b::a00:0/104"),   # embedded IPv4 outside the Service CIDR
+    block("::ffff:10.96.0.0/127", "::ffff:10.96.0.0/128", "::ffff:10.96.0.1/128"),   # nothing left of it
+    block("::fffe:a60:a/128"),           # beside ::ffff:0:0/96: no IPv4 in it
+])
+def test_ipv4_in_ipv6_blocks_that_admit_an_address_outside_pass(rule):
+    egress.check_service_ips(egress.parse_egress([rule]), SERVICES)
+
+
 def test_what_is_excepted_does_not_count():
     # 10.80.0.0/11 minus its half outside the Service CIDR admits only ClusterIPs.
     with pytest.raises(SpecError):

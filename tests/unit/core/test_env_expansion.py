@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutbatch.core.env_expansion import expand, expand_env
+from rolloutbatch.core.env_expansion import expand, expand_env, expanded_sizes
 
 KNOWN = {"EPISODE_INDEX": "7", "BATCH_NAME": "b", "EMPTY": ""}
 
@@ -45,3 +45,28 @@ def test_text_without_a_known_reference_or_escape_is_kept(text):
 def test_an_escaped_text_expands_to_itself(text, value):
     """Doubling every '$' escapes the text whatever it holds: no value is spliced in."""
     assert expand(text.replace("$", "$$"), {"X": value, "": value}) == text
+
+
+_VALUES = st.lists(st.tuples(st.sampled_from(["A", "B", "C"]),
+                             st.one_of(st.integers(0, 50),
+                                       st.lists(st.sampled_from(["$(A)", "$(B)", "$(C)", "$$(A)", "$", "(", ")", "x",
+                                                                 "\u00e9", "\U0001F600", "$(D)"]), max_size=8)
+                                       .map("".join))), max_size=6)
+
+
+@given(_VALUES)
+def test_expanded_sizes_are_the_sizes_of_the_expanded_values(env):
+    # a number is a Secret's value of that size: taken as it is, never expanded
+    as_text = [(name, "s" * value if isinstance(value, int) else value) for name, value in env]
+    seen, want = {}, []
+    for (name, value), (_, original) in zip(as_text, env):
+        value = value if isinstance(original, int) else expand(value, seen)
+        seen[name] = value
+        want.append((name, len(value.encode())))
+    assert expanded_sizes(env) == want
+
+
+def test_expanded_sizes_never_build_the_value():
+    # each variable four times the one before: 4**40 bytes is never made
+    env = [("V0", "x" * 1000)] + [(f"V{i}", f"$(V{i - 1})" * 4) for i in range(1, 41)]
+    assert expanded_sizes(env)[-1] == ("V40", 1000 * 4 ** 40)

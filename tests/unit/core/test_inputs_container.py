@@ -45,7 +45,8 @@ def test_only_the_inputs_container_mounts_the_configmap(verifier):
                               "inputs": (naming.INPUTS_MOUNT_PATH, False)}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["inputs-source"]["configMap"] == {"name": naming.inputs_configmap_name(REF)}
-    assert volumes["inputs"] == {"name": "inputs", "emptyDir": {}}
+    # One input (a ConfigMap key, under 1 MiB) lives there: bounded, so nothing fills the node's disk.
+    assert volumes["inputs"] == {"name": "inputs", "emptyDir": {"sizeLimit": "2Mi"}}
     episode = [*others, *pod["containers"]]
     assert [c["name"] for c in episode] == (["agent", "verifier"] if verifier else ["episode"])
     for container in episode:   # the agent and the verifier: their own copy, read-only
@@ -138,3 +139,17 @@ def test_a_missing_input_fails_loudly(tmp_path, index):
     done, copied, message = _run(script, tmp_path, index, {"input-0.json": "{}", "input-1.json": "{}"})
     assert done.returncode != 0 and copied == []
     assert "rolloutbatch:" in done.stderr and message and message in done.stderr
+
+
+def test_manifests_share_no_mutable_piece():
+    """Each Job is built of new objects: a caller editing one (an env entry, a security context)
+    changes no other Job built before or after it."""
+    raw = _inline(4, verifier=VERIFIER)
+    first, second = _pod(raw), _pod(raw)
+    for container in [*first["initContainers"], *first["containers"]]:
+        for entry in container.get("env", []):
+            entry.setdefault("valueFrom", {}).setdefault("fieldRef", {})["fieldPath"] = "spoiled"
+        container["securityContext"]["capabilities"]["drop"].clear()
+    assert second == _pod(raw)
+    for container in [*second["initContainers"], *second["containers"]]:
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]

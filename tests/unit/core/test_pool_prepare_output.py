@@ -21,7 +21,7 @@ from rolloutbatch.core import naming, pool_census, pool_delivery
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.verdict import judge_episode, pod_facts
-from tests.unit.core.pool_shell import (_start, hand_over, reap_launchers, start_launcher,  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import (episode, _start, hand_over, reap_launchers, start_launcher,  # noqa: F401 (the fixture)
                                        termination_message_file, wait_for_file)
 
 POD = "warm-abcde"
@@ -39,7 +39,7 @@ def test_a_verbose_prepare_does_not_fail_every_episode_of_the_pool(tmp_path) -> 
     with open(container_log, "wb") as out:
         proc = _start(["/bin/sh", "-c", script, "warm", *PREPARE], tmp_path, tmp_path, stdout=out, env=env)
     wait_for_file(tmp_path / "warm", 20)
-    assert hand_over(tmp_path, pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, EPISODE)))
+    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 0, 1, EPISODE)))
     assert proc.wait(timeout=30) == 0
     log = container_log.read_bytes()
     assert b'"event":"reward"' in log     # the episode did print its two events
@@ -125,12 +125,8 @@ def test_a_prepare_past_its_time_is_said_to_be_so(tmp_path) -> None:
 def test_an_image_without_mkfifo_says_so(tmp_path) -> None:
     """The launcher keeps the prepare's output in a FIFO: an image without `mkfifo` (or one where it
     fails) says that in the pod's log and in the pool's condition, not only PrepareFailed."""
-    bin_dir = tmp_path.parent / f"{tmp_path.name}.bin"
-    bin_dir.mkdir()
-    (bin_dir / "mkfifo").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "mkfifo").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    proc = start_launcher(tmp_path, ["true"], stdout=subprocess.PIPE, env=env)
+    (tmp_path / "prepare.out").mkdir()    # where the FIFO goes: mkfifo fails
+    proc = start_launcher(tmp_path, ["true"], stdout=subprocess.PIPE)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == v.NOT_DELIVERED_EXIT
     assert pool_delivery.MKFIFO_MISSING.encode() in out

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +22,8 @@ from rolloutbatch.core.env_expansion import expand
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
-from tests.unit.core.pool_shell import hand_over, reap_launchers, start_launcher, wait_for_file  # noqa: F401 (the fixture)
+from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
+from tests.unit.core.pool_shell import episode, hand_over, reap_launchers, start_launcher, wait_for_file  # noqa: F401 (the fixture)
 
 POOL = pool_spec.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 BATCH = BatchRef(namespace="team", name="b1", uid="fedcba98-7654-3210", generation=1)
@@ -196,6 +197,23 @@ def test_a_claimed_pod_is_no_longer_warm_and_its_batch_finds_it_in_one_list() ->
     assert [p["metadata"]["name"] for p in listed.warm] == ["c"]
     assert sorted(p["metadata"]["name"] for p in listed.mine) == ["a", "d"]
     assert pools.unenrolled_claims([claimed, other, free, enrolled], BATCH.uid) == [claimed]
+
+
+def test_a_warm_pod_whose_node_stopped_reporting_is_not_warm() -> None:
+    """is_warm read only the containers' started/running, which stay as last reported when the
+    pod's node goes NotReady; the node lifecycle controller then turns the pod's Ready condition
+    False. Such a pod counted in readyPods and was claimed, and its hand-over (an attach through
+    that node's kubelet) failed: an eviction, an infrastructure retry of the index, or a pod left
+    to its deadline. A pod is warm only while its Ready condition is True; until it is Ready
+    again (or evicted: the not-ready toleration is 30 s) it counts as starting, not claimed."""
+    lost = _pod("lost", created="2026-12-03T00:00:01Z")
+    lost["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]
+    ready = _pod("ready", created="2026-12-03T00:00:02Z")
+    ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert not pools.is_warm(lost) and pools.is_warm(ready)
+    assert [p["metadata"]["name"] for p in pools.claim_order([lost, ready])] == ["ready"]
+    found = pool_census.census([lost, ready], "t1")
+    assert found.warm == ("ready",) and found.starting == ("lost",) and not found.dead and not found.stuck
 
 
 def _pod(name: str, *, phase: str = "Running", started: bool = True, template: str = "t1", role: str = "warm",
@@ -411,7 +429,7 @@ def test_launcher_waits_then_runs_the_delivered_episode(tmp_path) -> None:
     assert proc.poll() is None   # warm: waiting, holding no episode
     # the episode reads its stdin: it must get nothing of what a later attach writes there
     command = ("/bin/sh", "-c", 'sleep 0.3; if read -r x; then printf "%s" "$x" > got; fi; exit 7')
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, command))
+    script = pool_delivery.episode_script(episode("b", 0, 1, command))
     assert hand_over(tmp_path, script, keep_open=True)   # a pod without stdinOnce: its stdin stays open
     hand_over(tmp_path, b"exit 99\n", keep_open=True)     # a second delivery (a repeat after a restart)
     assert proc.wait(timeout=10) == 7
@@ -422,8 +440,66 @@ def test_an_agents_own_not_delivered_code_reads_as_one(tmp_path) -> None:
     proc = _launcher(tmp_path)
     wait_for_file(tmp_path / "warm")
     hand_over(tmp_path, pool_delivery.episode_script(
-        pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
+        episode("b", 0, 1, ("/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}"))))
     assert proc.wait(timeout=10) == 1
+
+
+def _timed(command: str, seconds: int) -> bytes:
+    """An episode without a verifier, handed its time as the operator hands it (episode_delivery)."""
+    return pool_delivery.episode_script(episode("b", 0, 1, ("/bin/sh", "-c", command),
+                                                              timeout_seconds=seconds))
+
+
+def test_a_pooled_agent_without_a_verifier_is_stopped_at_its_time_from_its_hand_over(tmp_path) -> None:
+    """README: an episode past episodeTimeoutSeconds fails with Timeout, a pooled one as a Job's.
+    The pod's deadline alone left it its time plus HANDED_OVER_SLACK_SECONDS (and the claim's
+    DELIVERY_SLACK_SECONDS when the lowered deadline was never written): a reward printed in that
+    slack was a success. The launcher's watchdog stops it at its time, counted from the hand-over
+    however long the pod waited warm, and says so (AGENT_OVERRAN_EXIT: the verdict's Timeout)."""
+    proc = _launcher(tmp_path)
+    wait_for_file(tmp_path / "warm")
+    time.sleep(1.5)   # warm longer than the episode's time: none of it is the episode's
+    handed = time.monotonic()
+    hand_over(tmp_path, _timed("sleep 4; echo late > reward; exit 0", 1))
+    assert proc.wait(timeout=10) == AGENT_OVERRAN_EXIT
+    assert 1 <= time.monotonic() - handed < 3 and not (tmp_path / "reward").exists()
+
+
+def test_a_pooled_agent_that_kills_its_watchdog_still_ran_past_its_time(tmp_path) -> None:
+    """The watchdog runs as the agent's user: killed, the launcher's own clock still says the
+    agent ran past its time (as core.launchers' agent launcher's does)."""
+    proc = _launcher(tmp_path)
+    wait_for_file(tmp_path / "warm")
+    hand_over(tmp_path, _timed('for p in $(pgrep -P "$PPID"); do [ "$p" = "$$$$" ] || kill "$p"; done; '
+                               "sleep 2.5; exit 0", 1))
+    assert proc.wait(timeout=10) == AGENT_OVERRAN_EXIT
+
+
+def test_a_pooled_agent_within_its_time_keeps_its_code_and_its_own_overran_code_reads_as_one(tmp_path) -> None:
+    for claim, (command, code) in enumerate((("sleep 0.2; exit 5", 5), ("exit 0", 0),
+                                             (f"exit {AGENT_OVERRAN_EXIT}", 1))):
+        where = tmp_path / str(claim)
+        where.mkdir()
+        proc = _launcher(where)
+        wait_for_file(where / "warm")
+        hand_over(where, _timed(command, 5))
+        assert proc.wait(timeout=10) == code, command
+
+
+def test_a_pooled_episode_its_launcher_stopped_at_its_time_is_a_timeout() -> None:
+    """Judged as a Job's pod ended by its deadline: Timeout, whatever it printed; an agent's own
+    exit of that code cannot be told from it (its launcher reports it as 1)."""
+    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    pod = {"metadata": {"name": "p", "creationTimestamp": "2026-12-03T00:00:00Z",
+                        "annotations": {naming.POOLED_ANNOTATION: "true", naming.ANNOTATION_DELIVERED_AT: "1796256001.0"},
+                        "labels": {COMPLETION_INDEX_KEY: "0"}},
+           "status": {"phase": "Failed", "containerStatuses": [
+               {"name": naming.CONTAINER_NAME, "restartCount": 0, "state": {"terminated": {
+                   "exitCode": AGENT_OVERRAN_EXIT, "reason": "Error", "finishedAt": "2026-12-03T00:01:05Z"}}}]}}
+    result = judge_episode(pod_facts(pod), None, log_error="no log")
+    assert result.reason == v.EP_TIMEOUT and "episodeTimeoutSeconds" in result.message
+    job_pod = {**pod, "metadata": {**pod["metadata"], "annotations": {}}}
+    assert judge_episode(pod_facts(job_pod), None, log_error="no log").reason != v.EP_TIMEOUT
 
 
 def test_a_failed_prepare_is_not_an_episode(tmp_path) -> None:

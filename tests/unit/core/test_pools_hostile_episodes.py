@@ -18,7 +18,7 @@ from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 from rolloutbatch.service import episode_delivery
-from tests.unit.core.pool_shell import (delivery_head, hand_over, reap_launchers,  # noqa: F401 (the fixture)
+from tests.unit.core.pool_shell import (episode, delivery_head, hand_over, reap_launchers,  # noqa: F401 (the fixture)
                                        send, start_launcher)
 
 BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)
@@ -61,7 +61,7 @@ def _episode_of(spec_raw: dict, index: int = 0) -> pool_delivery.Episode:
 def _cut_script(tmp_path, where: str) -> tuple[bytes, int]:
     naming_path = str(tmp_path)
     text = json.dumps({"q": "x" * 5000})
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"), input_json=text))
+    script = pool_delivery.episode_script(episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"), input_json=text))
     script = script.replace(naming.CLAIM_MOUNT_PATH.encode(), naming_path.encode())
     if where == "inside a quoted value":
         cut = len(script) // 4                        # in the middle of the input's quoted JSON
@@ -116,7 +116,7 @@ def test_a_splice_crafted_by_the_submitters_values_never_runs_them(tmp_path) -> 
     payload = "touch spliced-ran"
     forged = f"{pool_delivery.SENTINEL}=ready\n"
     value = "#" * 600 + f"\n{payload}\n{forged}" + "#" * 600
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"),
+    script = pool_delivery.episode_script(episode("b", 0, 1, ("/bin/sh", "-c", "exit 0"),
                                                                 env=(("X", value),)))
     # the second attach pings first, and the launcher, reading the script, takes its pings as script
     first, second = pool_delivery.delivery(script), pool_delivery.HELLO[0] + pool_delivery.delivery(script)
@@ -207,7 +207,7 @@ def test_a_command_that_is_a_shell_builtin_cannot_pass_for_not_delivered(tmp_pat
     exit 121 is not mapped: the episode reads as InfrastructureFailure (lost, not graded)."""
     proc = _launcher(tmp_path)
     _wait_for(tmp_path / "warm")
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("exec", "/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}")))
+    script = pool_delivery.episode_script(episode("b", 0, 1, ("exec", "/bin/sh", "-c", f"exit {NOT_DELIVERED_EXIT}")))
     hand_over(tmp_path, script)
     assert _exit_or_none(proc) not in (None, NOT_DELIVERED_EXIT)   # env finds no program `exec`: 127
 
@@ -246,7 +246,7 @@ def test_a_length_or_key_not_in_the_one_form_delivery_writes_is_refused_before_a
     proc = start_launcher(tmp_path, env={"PATH": os.environ["PATH"]}, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL)
     _wait_for(tmp_path / "warm")
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "echo ran > ran.txt")))
+    script = pool_delivery.episode_script(episode("b", 0, 1, ("/bin/sh", "-c", "echo ran > ran.txt")))
     whole = script + f"{pool_delivery.SENTINEL}={key}\n".encode()
     send(tmp_path, f"{length % len(whole)} {key}\n".encode() + whole)
     assert _exit_or_none(proc) == NOT_DELIVERED_EXIT
@@ -267,7 +267,7 @@ def test_the_launcher_says_it_received_before_the_agent_runs_and_the_agent_reads
     stdin (a second attach's bytes) never reaches the agent: its stdin is /dev/null."""
     proc = start_launcher(tmp_path, env={"PATH": os.environ["PATH"]}, stdout=subprocess.PIPE)
     _wait_for(tmp_path / "warm")
-    script = pool_delivery.episode_script(pool_delivery.Episode(
+    script = pool_delivery.episode_script(episode(
         "b", 0, 1, ("/bin/sh", "-c", "echo agent; wc -c; echo done")))
     proc.stdin.write(pool_delivery.delivery(script) + b"more bytes for the agent?\n" * 100)
     proc.stdin.close()
@@ -285,7 +285,7 @@ def test_pings_are_answered_until_the_script_comes_and_are_no_part_of_it(tmp_pat
     proc.stdin.write(ping * 3)
     proc.stdin.flush()
     assert [proc.stdout.readline() for _ in range(3)] == [pool_delivery.PONG.encode() + b"\n"] * 3
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, ("/bin/sh", "-c", "exit 4")))
+    script = pool_delivery.episode_script(episode("b", 0, 1, ("/bin/sh", "-c", "exit 4")))
     data = pool_delivery.delivery(script)
     proc.stdin.write(data + ping)
     proc.stdin.close()

@@ -1,5 +1,5 @@
-"""A pool with a verifier (core.pools, core.pool_delivery, core.verdict): the pod's two containers,
-what each mounts, the Job's failure rules, which batches may claim it, the two phases' launchers
+"""A pool with a verifier (core.pools, core.pool_delivery, core.verdict): the pod's containers (the
+agent's, the verifier's and its files writer's), what each mounts, the Job's failure rules, which batches may claim it, the two phases' launchers
 run by a real /bin/sh (each as PID 1 of a PID namespace, as in a container: they `kill -KILL -1`),
 and how the verdict reads such a pod.
 """
@@ -38,18 +38,55 @@ def _mounts(container: dict) -> dict[str, str]:
 def test_a_verifier_pool_pod_has_the_agent_and_a_waiting_verifier() -> None:
     spec = _spec(verifier={"image": "grader:1", "resources": {"requests": {"cpu": "50m"}}, "mountPath": "/grade"})
     pod = pools.pod_spec(POOL, spec)
-    agent, verifier = pod["containers"]
-    assert (agent["name"], verifier["name"]) == (naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER)
+    agent, verifier, writer = pod["containers"]
+    assert (agent["name"], verifier["name"], writer["name"]) == (naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER,
+                                                                 naming.VERIFIER_FILES_CONTAINER)
     assert verifier["image"] == "grader:1" and verifier["resources"] == {"requests": {"cpu": "50m"}}
     # the agent sees neither the verifier's directory nor its files
     assert _mounts(agent) == {"task": "/task", "workspace": "/workspace", "claim": naming.CLAIM_MOUNT_PATH}
     assert _mounts(verifier) == {"task": "/task", "workspace": "/workspace",
-                                 "verifier-claim": naming.VERIFIER_CLAIM_MOUNT_PATH, "verifier": "/grade"}
+                                 "verifier-claim": naming.VERIFIER_CLAIM_MOUNT_PATH, "verifier": "/grade",
+                                 "verifier-files-claim": naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}
+    # the verifier's files and input are the writer's alone: read-only where the verifier (and the
+    # agent's code it runs, of its UID) sees them, as a Job pod's ConfigMap is; the writer sees
+    # nothing else (no workspace: nothing of the agent's reaches it)
+    assert {m["name"] for m in verifier["volumeMounts"] if m.get("readOnly")} == \
+        {"task", "verifier", "verifier-files-claim"}
+    assert _mounts(writer) == {"verifier": "/grade", "verifier-files-claim": naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}
+    assert not any(m.get("readOnly") for m in writer["volumeMounts"])
+    assert writer["image"] == "grader:1" and writer["resources"] == pools.FILES_WRITER_RESOURCES
     assert verifier["startupProbe"]["exec"]["command"][-1] == f"test -e {naming.VERIFIER_CLAIM_MOUNT_PATH}/warm"
     assert pools.episode_container(spec) == naming.AGENT_CONTAINER
     assert pools.episode_container(_spec()) == naming.CONTAINER_NAME
     # a verifier is part of what a warm pod is made of
     assert pools.template_digest(POOL, spec) != pools.template_digest(POOL, _spec())
+
+
+def _qos(pod: dict) -> str:
+    """The pod's QoS class as upstream's GetPodQOS (pkg/apis/core/v1/helper/qos) reads cpu and memory."""
+    guaranteed, any_set = True, False
+    for c in [*(pod.get("initContainers") or []), *pod["containers"]]:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        for r in ("cpu", "memory"):
+            any_set = any_set or r in req or r in lim
+            if r not in lim or req.get(r, lim.get(r)) != lim[r]:
+                guaranteed = False
+    return "Guaranteed" if guaranteed else ("Burstable" if any_set else "BestEffort")
+
+
+@pytest.mark.parametrize("sized, qos", [
+    ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
+    ({"limits": {"cpu": "500m", "memory": "256Mi"}}, "Guaranteed"),            # requests default to limits
+    ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}, "Burstable"),
+    ({"requests": {"cpu": "1"}}, "Burstable"),
+])
+def test_the_files_writer_keeps_the_pods_qos_class(sized, qos) -> None:
+    """A pool whose agent and verifier are sized requests == limits had Guaranteed pods (evicted
+    last under node pressure); the writer's requests below its limits made every one Burstable."""
+    spec = _spec(resources=sized, verifier={"resources": sized})
+    pod = pools.pod_spec(POOL, spec)
+    assert _qos({"containers": pod["containers"][:2]}) == qos == _qos(pod)
 
 
 def test_without_a_verifier_the_pod_is_as_before() -> None:
@@ -104,11 +141,15 @@ def test_a_pod_is_warm_only_when_both_containers_wait() -> None:
     pod["metadata"]["name"] = "p"
     running = {"started": True, "state": {"running": {}}}
     pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "agent", **running},
+                                                               {"name": "verifier-files", **running},
                                                                {"name": "verifier", "started": False,
                                                                 "state": {"running": {}}}]}
     assert not pools.is_warm(pod)
-    pod["status"]["containerStatuses"][1]["started"] = True
+    pod["status"]["containerStatuses"][2]["started"] = True
     assert pools.is_warm(pod)
+    pod["status"]["containerStatuses"][1]["state"] = {"terminated": {"exitCode": 0}}
+    assert not pools.is_warm(pod)        # its files writer ended: it can be handed no files
+    pod["status"]["containerStatuses"].pop(1)
     pod["status"]["containerStatuses"].pop()
     assert not pools.is_warm(pod)        # one not reported yet
 
@@ -384,10 +425,89 @@ def test_a_verifier_phase_whose_files_cannot_be_written_is_the_verifiers_failure
     assert proc.wait(timeout=20) == 1
 
 
+# -- the verifier's files writer: the files and input are written by a container of their own ----
+def _writer(tmp_path):
+    claim, files = tmp_path / "wclaim", tmp_path / "files"
+    claim.mkdir()
+    proc = start_phase_launcher(pool_delivery.files_writer_launcher(str(claim)), tmp_path,
+                                tmp_path / "writer-message", claim, stdout=subprocess.PIPE)
+    _wait_for(claim / "warm")
+    return proc, claim, files
+
+
+def _verification_episode(files, command: tuple[str, ...], verify: str = "") -> pool_delivery.Episode:
+    return pool_delivery.Episode("b", 2, 1, command, env=(("GRADE", "strict"),), timeout_seconds=10,
+                                 files=(("verify.sh", verify), ("truth.txt", "0.125")), files_dir=str(files),
+                                 input_json='{"q":1}', write_failed_exit=1)
+
+
+@needs_pid_namespace
+def test_the_files_writer_says_received_only_once_every_file_is_written(tmp_path) -> None:
+    (tmp_path / "files").mkdir()
+    proc, wclaim, files = _writer(tmp_path)
+    episode = _verification_episode(files, ("true",), verify="cat truth.txt")
+    assert hand_over(wclaim, pool_delivery.files_script(episode, str(wclaim)))
+    assert proc.wait(timeout=20) == 0
+    # the line the operator waits for comes after the writes, and last
+    assert proc.stdout.read().decode().splitlines()[-1] == pool_delivery.RECEIVED
+    assert (files / "verify.sh").read_text() == "cat truth.txt" and (files / "truth.txt").read_text() == "0.125"
+    assert json.loads((wclaim / "input.json").read_text()) == {"q": 1}
+    assert (wclaim / pool_delivery.WRITTEN).exists()
+
+
+@needs_pid_namespace
+def test_the_verifier_reads_what_the_writer_wrote_and_writes_nothing_itself(tmp_path) -> None:
+    proc, claim, files, message = _verifier(tmp_path)
+    writer, wclaim, _ = _writer(tmp_path)
+    verify = (f'printf \'{{"event":"reward","reward":%s,"grade":"%s","input":%s}}\\n\' '
+              f'"$(cat {files}/truth.txt)" "$GRADE" "$(cat "$EPISODE_INPUT")" > {message}')
+    episode = _verification_episode(files, ("/bin/sh", "-c", verify))
+    script = pool_delivery.episode_script(episode, str(claim), written_by=str(wclaim))
+    assert b"0.125" not in script and b'{"q":1}' not in script    # the files and input are the writer's to write
+    assert hand_over(wclaim, pool_delivery.files_script(episode, str(wclaim)))
+    assert writer.wait(timeout=20) == 0
+    assert hand_over(claim, script)
+    assert proc.wait(timeout=20) == 0
+    assert json.loads(message.read_text()) == {"event": "reward", "reward": 0.125, "grade": "strict", "input": {"q": 1}}
+    assert not (claim / "input.json").exists()
+
+
+@needs_pid_namespace
+def test_files_the_writer_could_not_write_fail_the_verifier_not_the_pod(tmp_path) -> None:
+    """A write that fails leaves out the writer's mark: the writer still answers (the verifier is
+    handed its phase, never a re-rolled attempt), and the verifier exits 1 (VerifierFailed), as it
+    did when it wrote its files itself."""
+    proc, claim, files, message = _verifier(tmp_path)
+    writer, wclaim, _ = _writer(tmp_path)
+    episode = dataclasses.replace(_verification_episode(files, ("true",)), files_dir=str(files / "gone"))
+    assert hand_over(wclaim, pool_delivery.files_script(episode, str(wclaim)))
+    assert writer.wait(timeout=20) == 0
+    assert pool_delivery.RECEIVED in writer.stdout.read().decode()
+    assert not (wclaim / pool_delivery.WRITTEN).exists()
+    assert hand_over(claim, pool_delivery.episode_script(episode, str(claim), written_by=str(wclaim)))
+    assert proc.wait(timeout=20) == 1
+
+
+@needs_pid_namespace
+def test_a_files_writer_handed_a_cut_delivery_writes_nothing_and_says_nothing(tmp_path) -> None:
+    from tests.unit.core.pool_shell import delivery_head, send
+    (tmp_path / "files").mkdir()
+    writer, wclaim, files = _writer(tmp_path)
+    script = pool_delivery.files_script(_verification_episode(files, ("true",), verify="x" * 100), str(wclaim))
+    data = pool_delivery.delivery(script)
+    other = pool_delivery.delivery(b"exit 0\n")
+    # cut inside the first file's value and completed by another send's bytes: refused whole
+    send(wclaim, data[:delivery_head(script) + 60] + other[delivery_head(b"exit 0\n"):] + b"\n" * 200)
+    assert writer.wait(timeout=20) == NOT_DELIVERED_EXIT
+    assert pool_delivery.RECEIVED not in writer.stdout.read().decode()
+    assert not (wclaim / pool_delivery.WRITTEN).exists()
+
+
 def test_the_verifiers_directories_are_in_memory() -> None:
     volumes = {vol["name"]: vol for vol in pools.pod_spec(POOL, _spec(verifier={}))["volumes"]}
     assert volumes["verifier"]["emptyDir"]["medium"] == "Memory"
     assert volumes["verifier-claim"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["verifier-files-claim"]["emptyDir"]["medium"] == "Memory"
 
 
 def _census_pod(agent: dict, verifier: dict) -> dict:

@@ -49,17 +49,42 @@ def test_the_queued_message_names_the_queue_and_kueues_reason():
 
 
 @pytest.mark.parametrize("kwargs, cut", [
-    (dict(deleted_at=100.0, suspended_at=99.5, resumed_at=None), True),     # deleted while suspended
-    (dict(deleted_at=100.0, suspended_at=None, resumed_at=130.0), True),    # ... and the Job resumed since
-    (dict(deleted_at=140.0, suspended_at=None, resumed_at=130.0), False),   # deleted after the last resume
-    (dict(deleted_at=90.0, suspended_at=100.0, resumed_at=None), False),    # before the suspension
-    (dict(deleted_at=None, suspended_at=99.0, resumed_at=None), False),     # never deleted: it ended itself
+    (dict(deleted_at=100.0, suspending=True, resumed_at=None), True),      # deleted while suspended
+    (dict(deleted_at=100.0, suspending=False, resumed_at=130.0), True),    # ... and the Job resumed since
+    (dict(deleted_at=140.0, suspending=False, resumed_at=130.0), False),   # deleted after the last resume
+    (dict(deleted_at=None, suspending=True, resumed_at=None), False),      # never deleted: it ended itself
+    (dict(deleted_at=None, suspending=True, resumed_at=50.0), False),
 ])
 def test_a_pod_is_cut_off_by_an_eviction_only_when_deleted_in_one(kwargs, cut):
     assert queueing.cut_off_by_eviction(queue_managed=True, stopping=False, **kwargs) is cut
     # a Job not under Kueue, or one a stop suspended: never an eviction
     assert not queueing.cut_off_by_eviction(queue_managed=False, stopping=False, **kwargs)
     assert not queueing.cut_off_by_eviction(queue_managed=True, stopping=True, **kwargs)
+
+
+@pytest.mark.parametrize("resumed_at", [50.0, None])
+def test_a_pod_deleted_while_suspending_is_cut_off_whatever_the_conditions_time(resumed_at):
+    """Kueue sets spec.suspend; the Job controller deletes the active pods (rate limited: ~20 a
+    second, so many pods take seconds) and writes Suspended=True, stamped with its clock, only
+    afterwards. A pod deleted at 100 under a condition of 103 (resumed_at None: the condition
+    reads True and keeps no resume time), or before the condition exists at all (spec.suspend
+    only, the condition still False since the resume at 50), was the suspension's. Before the fix
+    only a deletion within 1 s of the condition's time counted: both were the agent's
+    NonZeroExit."""
+    assert queueing.cut_off_by_eviction(deleted_at=100.0, queue_managed=True, stopping=False,
+                                        suspending=True, resumed_at=resumed_at) is True
+    assert queueing.cut_off_by_eviction(deleted_at=100.0, queue_managed=True, stopping=False,
+                                        suspending=True, resumed_at=resumed_at, suspended_at=140.0) is True
+
+
+def test_a_pod_deleted_long_before_the_suspension_is_not_the_queues():
+    """A pod a user deleted (or a drain) at 30, judged late (a restart, a slow log read) while the
+    Job is suspended since 100: the rule 'deleted while suspending' made it EvictedByQueue, its
+    index never run again by the operator's count. The Job controller deletes a suspension's pods
+    within DELETION_SPREAD_SECONDS before the condition's time."""
+    early = 100.0 - queueing.DELETION_SPREAD_SECONDS - 1
+    assert not queueing.cut_off_by_eviction(deleted_at=early, queue_managed=True, stopping=False,
+                                            suspending=True, resumed_at=None, suspended_at=100.0)
 
 
 @given(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),

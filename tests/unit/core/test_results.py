@@ -198,3 +198,40 @@ def test_lone_surrogates_never_reach_a_document():
     data, _ = encode_results(document(rows))
     data["results.json"].encode("utf-8")                      # valid UTF-8, so valid I-JSON
     assert decode_results({"data": data})["pods"][0]["extra"] == {"?key": "a?b\u0000"}
+
+
+def _verdict_only_row(i, rnd):
+    """A row as large as its verdict fields get: random 63-character pod and node names, a distinct
+    image digest, three flags (its message, tails and extras are what shedding drops)."""
+    import string
+
+    from rolloutbatch.core.model import EpisodeResult
+
+    def name(n):
+        return "".join(rnd.choice(string.ascii_lowercase + string.digits) for _ in range(n))
+    created = 1.7e9 + rnd.random() * 1e5
+    return EpisodeResult(index=i, pod=name(63), node=name(63), outcome=rnd.choice(["failed", "succeeded"]),
+                         image_id=f"docker.io/{name(40)}@sha256:" + "".join(rnd.choice("0123456789abcdef")
+                                                                            for _ in range(64)),
+                         reason="NonZeroExit", message=name(300), reward=rnd.random(), pod_created=created,
+                         ready_at=created + rnd.random() * 5, reward_at=created + 5 + rnd.random() * 60,
+                         pod_to_ready_seconds=rnd.random() * 5, attempts=3,
+                         flags=("ClockSkewWithinTolerance", "RewardExtrasDropped", "DuplicateReady"))
+
+
+def test_a_document_of_max_document_rows_fits_once_shed():
+    """encode_results returned a document still too big after every shed stage "as is", and nothing
+    bounded how many rows one document held (--results-shard-rows took any value): 20,000 plain rows
+    made a 1.4 MB gzip the API refused. MAX_DOCUMENT_ROWS rows whose verdict fields are as large as
+    they get must fit, so every document the operator writes (core.result_shards keeps to it) does."""
+    import random
+
+    from rolloutbatch.core.results import MAX_DOCUMENT_ROWS, SHED_ROW_GZIP_BYTES
+    rnd = random.Random(1)
+    rows = [_verdict_only_row(i, rnd) for i in range(MAX_DOCUMENT_ROWS)]
+    data, binary = encode_results(document(rows))
+    assert not data and len(base64.b64decode(binary["results.json.gz"])) <= GZIP_ABOVE
+    assert decode_results({"binaryData": binary})["dropped_row_fields"][-1] == "message"
+    # the constant the bound is derived from holds what such a row takes, shed
+    from rolloutbatch.core.results import SHED_STAGES, _gzip, _shed
+    assert len(_gzip(_shed(document(rows[:1000]), SHED_STAGES[-1]))) / 1000 <= SHED_ROW_GZIP_BYTES

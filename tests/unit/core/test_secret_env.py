@@ -1,6 +1,7 @@
 """Secret keys in an episode's environment (core.secret_env): read only from opted-in Secrets of
 the batch's namespace, copied key by key, reaching only the container whose env names them.
 Golden file: golden/secret_env.json (UPDATE_GOLDEN=1 rewrites it; review the diff)."""
+import base64
 import json
 import os
 import pathlib
@@ -179,3 +180,58 @@ def test_golden():
     if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(text)
     assert path.read_text() == text, "manifests drifted: rerun with UPDATE_GOLDEN=1 and review the diff"
+
+
+def _b64(size: int, byte: bytes = b"x") -> str:
+    return base64.b64encode(byte * size).decode()
+
+
+def test_a_copy_over_the_apis_secret_limit_stalls_before_anything_is_created():
+    """Two opted-in Secrets each under 1 MiB, 600 KiB values referenced from spec.env: their copy
+    holds 1.2 MiB, which the API server refuses for a Secret (MaxSecretSize), but copied_data took
+    it, and the copy was refused only after the sandbox namespace existed. Stalled now, first."""
+    big = {"llm": secret("llm", {"api-key": _b64(600 * 1024)}), "org": secret("org", {"api-key": _b64(600 * 1024)})}
+    spec = parse_spec({**MINIMAL, "env": [{"name": "A", "valueFrom": ref("llm", "api-key")},
+                                          {"name": "B", "valueFrom": ref("org", "api-key")}]})
+    with pytest.raises(Stalled) as err:
+        secret_env.copied_data(big, spec)
+    assert err.value.reason == "ProvisioningRefused"
+    assert str(2 * 600 * 1024) in err.value.message and "1048576" in err.value.message
+    assert "eHh4" not in err.value.message   # no value is said
+    # keys each short enough for a process: eight of 120 KiB fit, nine do not; a key referenced
+    # twice is copied, and counted, once
+    many = {"s": secret("s", {f"k{i}": _b64(120 * 1024) for i in range(9)})}
+    env = [{"name": f"K{i}", "valueFrom": ref("s", f"k{i}")} for i in range(8)]
+    again = {"name": "AGAIN", "valueFrom": ref("s", "k0")}
+    assert len(secret_env.copied_data(many, parse_spec({**MINIMAL, "env": [*env, again]}))) == 8
+    nine = parse_spec({**MINIMAL, "env": [*env, {"name": "K8", "valueFrom": ref("s", "k8")}]})
+    with pytest.raises(Stalled) as err:
+        secret_env.copied_data(many, nine)
+    assert err.value.reason == "ProvisioningRefused" and str(9 * 120 * 1024) in err.value.message
+
+
+def test_a_secret_value_longer_than_exec_takes_is_refused():
+    """A process's environment string (NAME=value and its NUL) may be at most MAX_ARG_STRLEN
+    (131072 bytes on Linux): a longer Secret value was copied and every pod then failed to start
+    its container. Refused before anything is created, naming the variable, not the value."""
+    spec = parse_spec({**MINIMAL, "verifier": {"env": [{"name": "TOKEN", "valueFrom": ref("llm", "api-key")}]}})
+    fits = 131072 - len("TOKEN=") - 1
+    assert secret_env.copied_data({"llm": secret("llm", {"api-key": _b64(fits)})}, spec) == {"ref-0": _b64(fits)}
+    with pytest.raises(Stalled) as err:
+        secret_env.copied_data({"llm": secret("llm", {"api-key": _b64(fits + 1)})}, spec)
+    assert err.value.reason == "InvalidSpec" and "spec.verifier.env[TOKEN]" in err.value.message
+    assert "131072" in err.value.message and "eHh4" not in err.value.message
+
+
+def test_a_value_that_refers_to_a_secret_past_exec_once_expanded_is_refused():
+    """$(TOKEN) in a later value is the Secret's value at exec: each fits, the value made of it
+    twice does not (the kubelet expands it: valueFrom values themselves are never expanded)."""
+    half = 70000
+    spec = parse_spec({**MINIMAL, "env": [{"name": "TOKEN", "valueFrom": ref("llm", "api-key")},
+                                          {"name": "TWICE", "value": "$(TOKEN)$(TOKEN)"}]})
+    with pytest.raises(Stalled) as err:
+        secret_env.copied_data({"llm": secret("llm", {"api-key": _b64(half)})}, spec)
+    assert err.value.reason == "InvalidSpec" and "spec.env[TWICE]" in err.value.message
+    once = parse_spec({**MINIMAL, "env": [{"name": "TOKEN", "valueFrom": ref("llm", "api-key")},
+                                          {"name": "ONCE", "value": "$(TOKEN)"}]})
+    assert secret_env.copied_data({"llm": secret("llm", {"api-key": _b64(half)})}, once) == {"ref-0": _b64(half)}

@@ -18,6 +18,7 @@ from rolloutbatch.core.events import parse_line, parse_log, split_agent_record
 from rolloutbatch.core.model import AgentFacts
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import judge_verified
+from tests.support.runtime_exec import StdinUnread, run_like_the_runtime
 from tests.unit.core import test_verifier_core as vc
 from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401
 
@@ -322,3 +323,74 @@ def test_two_writes_of_one_path_that_overlap_each_land_whole(tmp_path) -> None:
             earlier.kill()
             earlier.wait()
     assert (tmp_path / "model.py").read_bytes() == first and os.listdir(tmp_path) == ["model.py"]
+
+
+
+def test_the_hold_and_its_end_find_their_tools_whatever_path_the_batch_sets(tmp_path):
+    """A session batch's spec.env may set PATH to the agent's own directories (PATH=/opt/venv/bin):
+    the hold's mkfifo and date, and the end's sleep, are found in the standard directories first
+    (the hold could not make its FIFO: no session opened)."""
+    env = {"PATH": "/opt/venv/bin", "EPISODE_ID": "pod-0"}
+    hold = subprocess.Popen([*sessions.hold_command(str(tmp_path))], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        ready = parse_line(hold.stdout.readline())
+        assert ready is not None and ready.kind == "ready" and ready.at is not None, hold.stderr.read()
+        end = subprocess.run(sessions.end_command(str(tmp_path)), env=env, capture_output=True, timeout=30)
+        assert end.returncode == sessions.ENDED, end.stderr
+        assert hold.wait(timeout=30) == 0
+    finally:
+        if hold.poll() is None:
+            os.killpg(hold.pid, 9)
+            hold.wait()
+
+
+def test_holding_says_whether_the_hold_still_runs(tmp_path):
+    """A session's command that exits 137 was killed by the session's end only once the hold had
+    ended (the launcher reaps it, then kills what is left): holding_command tells the two apart
+    at once, where the SDK read the pod for 10 s on every 137 (an OOM-killed tool, `kill -9 $$`)."""
+    def holding() -> int:
+        return subprocess.run(sessions.holding_command(str(tmp_path)), capture_output=True, timeout=10).returncode
+    assert holding() != 0                            # no hold yet: nothing says it runs
+    hold = subprocess.Popen(sessions.hold_command(str(tmp_path)), env={"PATH": "/usr/bin:/bin", "EPISODE_ID": "p"},
+                            stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parse_line(hold.stdout.readline()).kind == "ready"
+        assert (tmp_path / sessions.HOLD_PID_FILE).read_text().strip() == str(hold.pid)
+        subprocess.run(["/bin/sh", "-c", "kill -KILL $$"], timeout=10)   # a command of its own, killed
+        assert holding() == 0
+        os.kill(hold.pid, 9)                         # the deadline's watchdog
+        _wait_for(lambda: holding() != 0)            # a zombie no longer holds, before it is reaped
+        hold.wait(timeout=10)
+        assert holding() != 0
+        # the file is the session's to write: PID 1 (the launcher, which outlives the session's
+        # end) never says the hold runs, however it is spelt
+        for forged in ("1", "01", "0"):
+            (tmp_path / sessions.HOLD_PID_FILE).write_text(forged + "\n")
+            assert holding() != 0, forged
+    finally:
+        if hold.poll() is None:
+            os.killpg(hold.pid, 9)
+            hold.wait()
+
+
+def test_a_command_given_stdin_reads_all_of_it_whatever_the_command_reads(tmp_path):
+    """The runtime reports an exec's exit only once it copied all of its stdin into the process: a
+    command that stops reading early (`head -c 1`, `grep -q`, a write refused at once) left the
+    copy blocked and the exec never answered. Behind drained_command every byte is read, and the
+    exit code is the command's own."""
+    data = b"y" * 1_000_000
+    with pytest.raises(StdinUnread):                 # what hung: the command alone
+        run_like_the_runtime(["head", "-c", "1"], data, tmp_path, timeout=2)
+
+    def drained(argv: list[str], stdin: bytes = data) -> subprocess.CompletedProcess:
+        return run_like_the_runtime(sessions.drained_command(argv, len(stdin)), stdin, tmp_path)
+    first = drained(["head", "-c", "1"])
+    assert (first.returncode, first.stdout) == (0, b"y")
+    failed = drained(["sh", "-c", "head -c 2; exit 3"])
+    assert (failed.returncode, failed.stdout) == (3, b"yy")
+    assert drained(["sh", "-c", "kill -KILL $$"]).returncode == 137      # killed: the runtime's 137, kept
+    assert drained(["cat"], b"to the end\n").stdout == b"to the end\n"  # read whole, and it ends
+    assert drained(["wc", "-c"]).stdout.strip() == b"1000000"
+    (tmp_path / "dir").mkdir()
+    assert drained(sessions.write_file_command("dir", len(data))).returncode == sessions.IS_A_DIRECTORY

@@ -371,3 +371,107 @@ def test_any_toleration_list_with_a_blanket_or_protected_toleration_is_refused(b
 @given(tolerations=st.lists(_SPECIFIC, max_size=8))
 def test_any_list_of_specific_tolerations_is_kept(tolerations):
     assert parse_spec(_template(tolerations=tolerations)).pod_template.get("tolerations", []) == tolerations
+
+
+# -- free-form JSON: bounded in depth, refused with the spec's own error ---------------------------
+def _nested(depth: int) -> dict:
+    value: object = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("depth", [101, 995, 5000])
+def test_a_deeply_nested_input_is_refused_not_a_crash(depth):
+    """The API server takes JSON nested 10000 levels deep in spec.inputs' objects; encoding one
+    raised RecursionError (a traceback in the CLI, an InternalError stall in the operator)."""
+    with pytest.raises(SpecError) as err:
+        parse_spec({"episodes": 2, "task": F, "inputs": [{}, _nested(depth)]})
+    assert err.value.field == "spec.inputs[1]" and "deep" in str(err.value)
+    assert parse_spec({**MINIMAL, "episodes": 1, "inputs": [_nested(100)]}).inputs   # bounded, not refused
+
+
+def test_a_deeply_nested_affinity_is_refused_not_a_crash():
+    with pytest.raises(SpecError) as err:
+        parse_spec({**MINIMAL, "podTemplate": {"affinity": {"nodeAffinity": _nested(995)}}})
+    assert err.value.field == "spec.podTemplate.affinity"
+
+
+# -- affinity the API server refuses in every pod ---------------------------------------------------
+REQ, PREF = "requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@pytest.mark.parametrize("affinity,where", [
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": []}}}, f"nodeAffinity.{REQ}.nodeSelectorTerms"),
+    ({"nodeAffinity": {REQ: {}}}, f"nodeAffinity.{REQ}.nodeSelectorTerms"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": "gpu"}}}, f"nodeAffinity.{REQ}.nodeSelectorTerms"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In"}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchExpressions[0].values"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "gpu", "operator": "Exists", "values": ["a"]}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchExpressions[0].values"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "gpu", "operator": "Gt", "values": ["1", "2"]}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchExpressions[0].values"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Is"}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchExpressions[0].operator"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a b", "operator": "Exists"}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchExpressions[0].key"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.labels", "operator": "In", "values": ["n1"]}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchFields[0].key"),
+    ({"nodeAffinity": {REQ: {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}]}}},
+     f"nodeAffinity.{REQ}.nodeSelectorTerms[0].matchFields[0].values"),
+    ({"nodeAffinity": {PREF: [{"weight": 0, "preference": {}}]}}, f"nodeAffinity.{PREF}[0].weight"),
+    ({"nodeAffinity": {PREF: [{"weight": 101, "preference": {}}]}}, f"nodeAffinity.{PREF}[0].weight"),
+    ({"podAffinity": {REQ: [{"labelSelector": {"matchLabels": {"a": "b"}}}]}}, f"podAffinity.{REQ}[0].topologyKey"),
+    ({"podAntiAffinity": {PREF: [{"weight": 1, "podAffinityTerm": {"topologyKey": ""}}]}},
+     f"podAntiAffinity.{PREF}[0].podAffinityTerm.topologyKey"),
+    ({"podAntiAffinity": {PREF: [{"weight": 1000, "podAffinityTerm": {"topologyKey": "zone"}}]}},
+     f"podAntiAffinity.{PREF}[0].weight"),
+    ({"podAffinity": {REQ: [{"topologyKey": "zone", "labelSelector": {"matchExpressions": [
+        {"key": "app", "operator": "Bogus"}]}}]}}, f"podAffinity.{REQ}[0].labelSelector.matchExpressions[0].operator"),
+    ({"podAntiAffinity": {PREF: [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "namespaceSelector": {
+        "matchLabels": {"team": "not a label value!"}}}}]}},
+     f"podAntiAffinity.{PREF}[0].podAffinityTerm.namespaceSelector.matchLabels[team]"),
+])
+def test_an_affinity_no_pod_may_have_is_refused_naming_its_field(affinity, where):
+    with pytest.raises(SpecError) as err:
+        parse_spec({**MINIMAL, "podTemplate": {"affinity": affinity}})
+    assert err.value.field == f"spec.podTemplate.affinity.{where}", err.value
+
+
+def test_a_usual_affinity_passes():
+    affinity = {
+        "nodeAffinity": {REQ: {"nodeSelectorTerms": [
+                             {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]},
+                                                   {"key": "spot", "operator": "DoesNotExist"},
+                                                   {"key": "cores", "operator": "Gt", "values": ["8"]}]},
+                             {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}]},
+                         PREF: [{"weight": 100, "preference": {"matchExpressions": [
+                             {"key": "zone", "operator": "In", "values": ["a"]}]}}]},
+        "podAntiAffinity": {PREF: [{"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                                     "labelSelector": {"matchLabels": {"a": "b"}}}}]},
+        "podAffinity": {REQ: None},
+    }
+    assert parse_spec({**MINIMAL, "podTemplate": {"affinity": affinity}}).pod_template["affinity"] == affinity
+
+
+# -- one quantity, one meaning ---------------------------------------------------------------------
+@pytest.mark.parametrize("written", [0, "0"])
+def test_a_zero_workspace_size_is_zero_however_written(written):
+    """An integer 0 became the default 1Gi while "0" stayed "0": both are the quantity 0 (the API
+    server stores either as written)."""
+    assert parse_spec({**MINIMAL, "workspace": {"sizeLimit": written}}).workspace_size_limit == "0"
+    assert parse_spec({**MINIMAL, "workspace": {"sizeLimit": None}}).workspace_size_limit == "1Gi"
+
+
+def test_a_resource_quota_asked_of_a_shared_sandbox_is_refused():
+    """README: isolation.resourceQuota is "Dedicated only". Asked with namespace Shared, it was
+    taken without a word and no quota was made."""
+    with pytest.raises(SpecError, match="Dedicated sandbox only") as err:
+        parse_spec({**MINIMAL, "isolation": {"namespace": "Shared", "resourceQuota": True}})
+    assert err.value.field == "spec.isolation.resourceQuota"
+    assert parse_spec({**MINIMAL, "isolation": {"namespace": "Dedicated", "resourceQuota": True}}).sandbox_quota
+    assert not parse_spec({**MINIMAL, "isolation": {"namespace": "Shared", "resourceQuota": False}}).sandbox_quota

@@ -48,6 +48,46 @@ def test_a_pool_with_a_nul_in_a_mount_path_is_refused():
         pool_spec.parse_pool_spec({"size": 1, "task": {**TASK, "mountPath": "/ta\0sk"}})
 
 
+# -- an environment string past MAX_ARG_STRLEN: no process can be started with it ------------------
+@pytest.mark.parametrize("where", ["spec.env", "spec.verifier.env", "pool"])
+def test_an_env_value_longer_than_exec_takes_is_refused(where):
+    """Linux's execve takes an environment string (NAME=value and its NUL) of at most 131072 bytes
+    (MAX_ARG_STRLEN). The CRD bounds a value at 32768 characters, which in 4-byte characters is
+    131072 bytes: the CRD and parse_spec took it, and every pod then failed to start."""
+    longest = "\U0001F600" * 32767 + "x" * (131072 - 4 * 32767 - len("A=") - 1)   # exactly at the limit
+    over = "\U0001F600" * 32768
+    def parse(value):
+        entry = [{"name": "A", "value": value}]
+        if where == "pool":
+            return pool_spec.parse_pool_spec({"size": 1, "task": TASK, "env": entry})
+        raw = {**COLD, "env": entry} if where == "spec.env" else {**COLD, "verifier": {"files": {"verify.py": "x"},
+                                                                                           "env": entry}}
+        assert crd_schema.errors(raw, SPEC) == []     # the CRD takes it: parse_spec is the guard
+        return parse_spec(raw)
+    parse(longest)
+    with pytest.raises(SpecError, match="131072") as err:
+        parse(over)
+    assert err.value.field == ("spec.env[A]" if where == "pool" else f"{where}[A]")
+
+
+@pytest.mark.parametrize("where", ["spec.env", "spec.verifier.env", "pool"])
+def test_an_env_value_past_exec_once_expanded_is_refused(where):
+    """The kubelet expands $(NAME) in a value before the process starts: B = $(A) five times, A of
+    32768 characters, is 163840 bytes at exec, and no container could start. It was measured as
+    written (25 bytes)."""
+    entries = [{"name": "A", "value": "a" * 32768}, {"name": "B", "value": "$(A)" * 5}]
+    if where == "pool":
+        parse = lambda env: pool_spec.parse_pool_spec({"size": 1, "task": TASK, "env": env})  # noqa: E731
+    elif where == "spec.env":
+        parse = lambda env: parse_spec({**COLD, "env": env})  # noqa: E731
+    else:
+        parse = lambda env: parse_spec({**COLD, "verifier": {"files": {"verify.py": "x"}, "env": env}})  # noqa: E731
+    parse([entries[0], {"name": "B", "value": "$(A)" * 3 + "$$(A)" * 2}])   # 98314 bytes, escaped ones kept
+    with pytest.raises(SpecError, match="131072") as err:
+        parse(entries)
+    assert err.value.field.endswith("[B]")
+
+
 # -- a path's name past NAME_MAX: no mount point can be made ----------------------------------------
 @pytest.mark.parametrize("field", ["task", "workspace", "verifier"])
 def test_a_mount_path_with_a_name_longer_than_name_max_is_refused(field):
@@ -178,3 +218,24 @@ def test_a_null_amounts_entry_reads_as_absent(key):
     other = "requests" if key == "limits" else "limits"
     spec = parse_spec({**COLD, "resources": {key: None, other: {"cpu": "1"}}})
     assert spec.resources == {other: {"cpu": "1"}}
+
+
+@pytest.mark.parametrize("where", ["spec.args", "spec.command", "spec.verifier.args", "spec.prepare.command"])
+def test_an_argument_past_exec_once_expanded_is_refused(where):
+    """execve takes an argument of at most MAX_ARG_STRLEN bytes too, after the kubelet expanded its
+    $(NAME) references: args ["$(A)" * 5] with A of 32768 characters, or a literal argument of
+    200,000, passed and no container could start."""
+    big = [{"name": "A", "value": "a" * 32768}]
+    word = "$(A)" * 5
+
+    def parse(words):
+        if where == "spec.prepare.command":
+            return pool_spec.parse_pool_spec({"size": 1, "task": TASK, "env": big, "prepare": {"command": words}})
+        if where == "spec.verifier.args":
+            return parse_spec({**COLD, "verifier": {"files": {"verify.py": "x"}, "env": big, "args": words}})
+        return parse_spec({**COLD, "env": big, where.split(".")[1]: words})
+    parse(["x", "$(A)" * 3])                              # 98304 bytes: fits
+    for words in (["x", word], ["x", "b" * 200_000]):
+        with pytest.raises(SpecError, match="MAX_ARG_STRLEN") as err:
+            parse(words)
+        assert err.value.field.endswith("[1]"), err.value.field

@@ -121,7 +121,7 @@ def _oracle(rows, origin):
         for r in ok:
             ts = finite(getattr(r, name))
             if origin is not None and ts is not None and finite(ts - origin) is not None:
-                out.append(ts - origin)
+                out.append(round(max(0.0, ts - origin), 3))   # never negative; in ms, as its row holds it
         return max(out) if out else None
     return {"succeeded": len(ok), "failed": sum(r.outcome == "failed" for r in rows),
             "lost": sum(r.outcome == "lost" for r in rows), "reward_sum": math.fsum(rewards),
@@ -178,3 +178,26 @@ def test_the_live_summary_is_the_one_rebuilt_from_the_rows_after_a_restart():
     before, after = (summarize(rs, episodes=3, origin=100.0) for rs in (live, restored))
     assert before == after
     assert before.pod_to_ready_p95 == percentile([row["pod_to_ready_seconds"] for row in rows], 0.95)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e4), st.floats(0, 1e4)), min_size=1, max_size=8),
+       st.floats(-1e4, 1e4))
+def test_the_batch_timings_are_the_largest_of_the_rows(offsets, shift):
+    """The guide's script: batch_to_all_ready_seconds = max(row batch_to_ready_seconds), and the
+    same for rewards. Rows round each offset to the millisecond; the summary was the unrounded
+    offset (1.123856782913208 beside its only row's 1.124, and the status' 1.124)."""
+    origin = 100.0 + shift
+    results = [result(i, ready=ready, done=ready + work) for i, (ready, work) in enumerate(offsets)]
+    s = summarize(results, episodes=len(results), origin=origin)
+    rows = [r.to_row(origin) for r in results]
+    assert s.batch_to_all_ready_seconds == max(r["batch_to_ready_seconds"] for r in rows)
+    assert s.batch_to_all_rewards_seconds == max(r["batch_to_reward_seconds"] for r in rows)
+
+
+def test_a_result_whose_clock_was_wrong_gives_the_batch_no_timing():
+    # its row reports no durations: a forged `at` reaches no figure of the batch either
+    from rolloutbatch.core import vocabulary as v
+    skewed = result(0, ready=1e6, done=2e6, flags=(v.FLAG_SKEW_BEYOND,))
+    s = summarize([skewed, result(1, ready=1, done=3)], episodes=2, origin=100.0)
+    assert (s.batch_to_all_ready_seconds, s.batch_to_all_rewards_seconds) == (1.0, 3.0)

@@ -8,6 +8,7 @@ import pytest
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import MAX_ABS_REWARD
+from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.verdict import (is_infrastructure_failure, judge_episode, judge_verified, missing_reason,
                                        never_ran, parse_time, pod_facts)
 
@@ -93,6 +94,13 @@ def test_nan_reward_is_invalid():
 def test_small_skew_is_flagged_not_failed():
     r = judge_episode(pod_facts(pod_json()), log_of(with_(READY, at=T0 - 0.5), REWARD))
     assert r.outcome == "succeeded" and "ClockSkewWithinTolerance" in r.flags
+    # the durations it gives are never negative: in the row, its percentiles and the batch's
+    row = r.to_row(origin=T0)
+    assert (r.pod_to_ready_seconds, row["pod_to_ready_seconds"], row["batch_to_ready_seconds"]) == (0.0, 0.0, 0.0)
+    stats = RunningSummary(origin=T0)
+    stats.add(r)
+    summary = stats.summary(episodes=1)
+    assert summary.batch_to_all_ready_seconds == 0.0 and summary.pod_to_ready_p50 == 0.0
 
 
 def test_truncated_log_without_reward_says_so():
@@ -425,7 +433,7 @@ def test_no_row_has_durations_from_a_clock_beyond_the_tolerance_whichever_reason
 
 def test_a_failure_whose_clock_is_within_the_tolerance_keeps_its_durations():
     r = judge_episode(pod_facts(pod_json("Failed", 1)), log_of(with_(READY, at=T0 - 0.5), REWARD))
-    assert (r.reason, r.pod_to_ready_seconds, r.flags) == ("NonZeroExit", -0.5, ())
+    assert (r.reason, r.pod_to_ready_seconds, r.flags) == ("NonZeroExit", 0.0, ())
     assert r.to_row(T0)["batch_to_reward_seconds"] == 2.0
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolloutbatch.core import launchers, log_tails, manifests, vocabulary as v
-from rolloutbatch.core.events import parse_log, parse_termination_message, split_agent_record
+from rolloutbatch.core.events import parse_line, parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import AgentFacts, BatchRef, EpisodeResult, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import judge_episode, judge_verified, pod_facts
@@ -41,6 +41,11 @@ def agent(code=0, timed_out="false", own=""):
 
 def log(*lines):
     return parse_log("\n".join(lines).encode())
+
+
+def verifier_log(*lines):
+    """A verifier's stdout: a channel the agent's code it runs writes into too."""
+    return parse_log("\n".join(lines).encode(), shared=True)
 
 
 def test_message_channel_rules():
@@ -186,6 +191,34 @@ def _needs_pid_namespace():
         pytest.skip("needs unshare -p (a PID namespace)")
 
 
+def test_a_spec_path_without_the_standard_directories_leaves_the_watchdogs_their_sleep(tmp_path):
+    """spec.env may set PATH to the agent's own directories only (a `$(PATH)` in it is not
+    expanded: the image's PATH is not in the container's env). The watchdogs' `sleep` was looked
+    up there: not found, the agent was killed at once and every episode was a Timeout, and a
+    hanging verifier was never stopped. Run in a PID namespace of its own (`kill -1`)."""
+    import subprocess
+    import time
+    from rolloutbatch.core import naming
+    _needs_pid_namespace()
+    term = tmp_path / "termination-log"
+    term.write_text("")
+    env = {"PATH": "/opt/venv/bin:$(PATH)"}
+
+    def run(script, *argv):
+        script = script.replace("$$", "$").replace(naming.TERMINATION_MESSAGE_PATH, str(term))
+        started = time.monotonic()
+        done = subprocess.run([shutil.which("unshare"), "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "l",
+                               *argv], capture_output=True, timeout=60, env=env)
+        return done.returncode, time.monotonic() - started
+
+    code, took = run(launchers.agent_launcher("", 30), "/bin/sh", "-c", "exec 2>/dev/null; read x < /proc/uptime; "
+                     "/bin/sleep 1; exit 3")
+    assert code == 0 and took >= 1, (code, took)
+    assert split_agent_record(term.read_text())[1] == {"exit_code": 3, "timed_out": False}
+    code, took = run(launchers.verifier_launcher("", 1), "/bin/sleep", "60")
+    assert code == v.VERIFIER_TIMEOUT_EXIT and took < 10, (code, took)
+
+
 # Kills the watchdog (the parent of the launcher's `sleep`) and that sleep, then works on well past
 # episodeTimeoutSeconds + VERIFIER_SLACK_SECONDS + the skew tolerance.
 _KILL_WATCHDOG = ('sleep 0.5; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] || continue; '
@@ -302,7 +335,8 @@ def test_an_agent_that_took_the_verifiers_share_of_the_deadline_is_its_own_timeo
     assert judge_verified(on_time, log(ev("ready", T0 + 1)), None).reason == v.EP_VERIFIER_NOT_STARTED
 
 
-@pytest.mark.parametrize("prefix", ["x", '{"a": ', "  \x1b[31m", '{"event":"reward","reward":1,"note":"'])
+@pytest.mark.parametrize("prefix", ["x", '{"a": ', "  \x1b[31m", '{"event":"reward","reward":1,"note":"', "{" * 17,
+                                    "{" * 100_000, '"event" {' * 1000, '{"event":"x"}' * 100])
 def test_a_verifier_reward_line_written_into_fails_the_verifier(prefix):
     """What the verifier runs can write the container's stdout (/proc/1/fd/1): bytes written just
     before the verifier's own reward line make it unreadable, and a forged line beside it, or a
@@ -319,9 +353,109 @@ def test_a_verifier_reward_line_written_into_fails_the_verifier(prefix):
     assert (result.reason, result.outcome) == (v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED), result.message
 
 
+_DETAILS = {f"t{i}": {"ok": True, "note": 'a "quoted" \\ {brace}'} for i in range(10)}
+# honest reward objects laid out as verifiers write them: the event key after nested details, or
+# details that hold event-like records of their own
+HONEST = [{"reward": 0.0, "tests": _DETAILS, "event": "reward"},
+          {"event": "reward", "reward": 0.0, "log": [{"event": "test", "ok": True}] * 40}]
+
+
+@pytest.mark.parametrize("honest", HONEST, ids=["key-last", "records-inside"])
+@pytest.mark.parametrize("prefix", ["x", "{" * 17, '"', '\\"{', '{"event":"reward","reward":1,"s":"'])
+def test_a_verifier_reward_line_is_found_behind_a_prefix_however_it_is_laid_out(honest, prefix):
+    line = prefix + json.dumps(honest)
+    stdout = log(ev("reward", T0 + 8, reward=1) + "\n" + line)
+    assert stdout.garbled == 1, line[:200]
+
+
+@settings(max_examples=200, deadline=None)
+@given(prefix=st.text(min_size=1, max_size=60).filter(lambda t: "\n" not in t and "\r" not in t),
+       extra=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                      max_size=3), max_leaves=12))
+def test_any_prefix_before_a_reward_object_is_found(prefix, extra):
+    """Whatever the agent's code writes before the verifier's reward line, the line holds an event."""
+    from rolloutbatch.core.events import holds_event, parse_line
+    line = (prefix + json.dumps({"event": "reward", "reward": 0.5, "extra": extra})).encode()
+    if parse_line(line) is None:   # a prefix of blanks alone leaves an event of its own
+        assert holds_event(line)
+
+
+def test_a_reward_past_a_float_in_the_message_fails_the_verifier():
+    """An int of 400 digits written into the (world-writable) message: compared with stdout's
+    reward, it is one more reward (the cross-check raised OverflowError, ending the whole batch)."""
+    from rolloutbatch.core.events import cross_checked
+    forged = '{"event":"reward","reward":1' + "0" * 400 + ',"episode_id":"pod-0","at":%s}' % (T0 + 8)
+    checked = cross_checked(parse_termination_message(forged), log(ev("reward", T0 + 9, reward=0)))
+    assert len(checked.reward) == 2
+    result = judge_verified(facts(agent=agent()), log(ev("ready", T0 + 1)), checked)
+    assert (result.reason, result.outcome) == (v.EP_VERIFIER_FAILED, v.OUTCOME_FAILED), result.message
+
+
 def test_output_that_only_mentions_events_is_not_taken_for_a_written_into_line():
     """Test output quoting JSON (a verifier printing the events it checked, a diff) is not an
     event line of its own: only an object that is a ready or reward event counts."""
     quoted = ['assert {"event": "done"} == x', "E   '\"event\"' not in text", 'print("{")  # "event"',
               '{"event": "reward", "reward": 1, "episode_id": "p", "at": 1}']
     assert log("\n".join(quoted)).garbled == 0
+
+
+def test_a_verifier_reward_line_wrapped_by_the_agents_code_is_not_a_forged_reward():
+    """The agent's code writes an opening object before the verifier's reward object and a closing
+    brace after it (the verifier wrote its newline apart): the line is one valid reward of the
+    agent's (1), holding the verifier's own reward (0) among its fields. It was read as the
+    verifier's reward and succeeded; it is the verifier's line written into: VerifierFailed. Also
+    with the wrapper's kind escaped (its key then looks like no event to a text search)."""
+    honest = ev("reward", T0 + 8, reward=0)
+    for kind in ('"reward"', '"re\\u0077ard"'):
+        prefix = '{"event":%s,"reward":1,"episode_id":"pod-0","at":%s,"graded":[' % (kind, T0 + 8)
+        stdout = verifier_log(prefix + honest + "]}")
+        assert stdout.garbled == 1 and stdout.reward == (), kind
+        result = judge_verified(facts(agent=agent()), log(ev("ready", T0 + 1)), stdout)
+        assert (result.outcome, result.reason) == (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED), (kind, result.reward)
+    # an event's own fields may hold records of other kinds; and an agent's own channel, which
+    # nothing else writes, reads an event holding sub-rewards as any event
+    assert verifier_log(ev("reward", T0 + 8, reward=1, tests=[{"event": "test", "ok": True}])).reward
+    assert log(ev("reward", T0 + 8, reward=1, parts=[{"event": "reward", "name": "tests", "reward": 1}])).reward
+
+
+@pytest.mark.parametrize("after", ['{"event"' * 40, '{"event":' * 40, "{" * 40 + '"event"' * 40])
+def test_bytes_after_the_verifiers_reward_cannot_exhaust_the_written_into_search(after):
+    """holds_event's case of an object with bytes after it too (its newline written apart): 40
+    '{"event"' written after the verifier's reward exhausted the bounded search (32 tries from the
+    last "event" key back), the line was not counted as written into, and a forged reward line
+    stood alone and succeeded."""
+    honest = ev("reward", T0 + 9, reward=0)
+    stdout = log(ev("reward", T0 + 8, reward=1) + "\n" + "{" + honest + after)
+    assert stdout.garbled == 1
+    result = judge_verified(facts(agent=agent()), log(ev("ready", T0 + 1)), stdout)
+    assert (result.outcome, result.reason) == (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED), (result.outcome, result.reward)
+
+
+_FORGED = '{"event":%s,"reward":1,"episode_id":"pod-0","at":%s,"graded":'
+
+
+@pytest.mark.parametrize("kind", ['"reward"', '"re\\u0077ard"'], ids=["plain", "escaped"])
+@pytest.mark.parametrize("before, after", [
+    ("[" * 70, "]" * 70 + "}"),          # nested deeper than a walk of the decoded value looked
+    ("[" * 2000, "]" * 2000 + "}"),      # past the decoder's recursion limit: cut away as null
+    ("", ',"graded":0}'),                # the wrapping key given again: the decoded value keeps the last
+], ids=["deep", "past-recursion", "repeated-key"])
+def test_a_wrapped_verifier_reward_cannot_be_hidden_from_the_wrap_check(kind, before, after):
+    """The wrap above, with the verifier's object out of a decoded value's sight: nested deep,
+    or overwritten by a repeated key (a hostile helper's second round). Events are counted as the
+    decoder meets them, repeated keys' too, and an event key cut away with a too-deep part counts."""
+    honest = ev("reward", T0 + 8, reward=0)
+    stdout = verifier_log(_FORGED % (kind, T0 + 8) + before + honest + after)
+    result = judge_verified(facts(agent=agent()), log(ev("ready", T0 + 1)), stdout)
+    assert (result.outcome, result.reason) == (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED), (result.outcome, result.reward)
+
+
+def test_deep_extras_naming_event_past_the_kept_depth_still_count():
+    """The docstring: 'absurd nesting cannot raise ... the event still counts, its too-deep values
+    read as null'. A deep extra holding the plain string "event" (no ready/reward object) now
+    marks the line as wrapping one."""
+    deep = "[" * 1200 + '"event"' + "]" * 1200
+    line = ('{"event": "reward", "at": %s, "episode_id": "pod-0", "reward": 1, "trace": %s}' % (T0 + 2, deep)).encode()
+    event = parse_line(line, 1)
+    assert event is not None and not event.wraps_event

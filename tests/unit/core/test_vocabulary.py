@@ -193,6 +193,8 @@ GUARDED = {member.value for enum in ENUMS if enum is not v.Outcome for member in
 # Kubernetes' own words that a word of ours spells alike: (file, word). Not our vocabulary.
 KUBERNETES_WORDS = {
     ("core/manifests.py", "Never"),          # a pod's restartPolicy
+    # a kubeconfig exec plugin's interactiveMode (client-go's ExecInteractiveMode)
+    ("kube/exec_plugin.py", "Never"), ("kube/exec_plugin.py", "Always"),
     ("core/job_facts.py", "Failed"),         # a Job's condition type
     ("core/verdict.py", "Ready"),            # a pod's condition type
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False

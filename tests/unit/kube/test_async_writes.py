@@ -84,7 +84,7 @@ def test_a_claim_is_one_strict_merge_patch_with_the_kubeconfigs_token(pki):  # n
     ("gone", NotFound, 'pods "gone" not found'),
     ("invalid", Invalid, "pod updates"),
     ("broken", Unavailable, "etcdserver"),
-    ("notjson", Unavailable, "not JSON"),
+    ("notjson", Unavailable, "not a JSON object"),
 ])
 def test_every_answer_is_mapped_as_the_threads_map_it(pki, pod, error, text):  # noqa: F811
     path = POD.replace("warm-0", pod)

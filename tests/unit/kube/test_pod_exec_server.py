@@ -200,3 +200,13 @@ def test_credentials_the_session_cannot_carry_make_exec_unavailable(pki):
                                                       "client-key": "/nonexistent.key"})
     with pytest.raises(ConfigError, match="credentials are unusable"):
         asyncio.run(pe.PodExec(missing).run("ns", "p", None, ["true"], timeout=5))
+
+
+def test_a_word_no_exec_can_carry_is_refused_never_sent_changed(pki):
+    """The operator's own execs too: a lone surrogate is not UTF-8, and the URL library dropped it
+    from the query without a word (another command would run)."""
+    async def scenario(ex, fake):
+        with pytest.raises(ValueError, match="not UTF-8"):
+            await ex.run("ns", "fail3", None, ["rm", "-rf", "build\udcff"], timeout=10)
+        assert fake.requests == []
+    asyncio.run(serving(pki, scenario))

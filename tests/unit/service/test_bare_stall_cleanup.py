@@ -17,9 +17,13 @@ def test_a_bare_stall_verdict_leaves_no_pending_digest_and_still_cleans_up(monke
     async def scenario(cluster):
         spec = {**SPEC, "cleanup": {"sandbox": v.CLEANUP_ALWAYS}}
         task = await running(cluster, spec)
-        cluster.start_pods(range(3))
+        pods = cluster.start_pods(range(3))
+        for pod in pods[1:]:   # the kubelet: two episodes are running
+            cluster.api.merge_patch(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
+                                    "/status", {"status": {"phase": "Running"}}, "kubelet")
         cluster.end_pod(0)
-        await until(lambda: cluster.status().get("progress") == "1/3" and cluster.status().get("resultsDigests"))
+        await until(lambda: cluster.status().get("progress") == "1/3" and cluster.status().get("resultsDigests")
+                    and cluster.status().get("runningEpisodes") == 2)
         assert sandboxes(cluster), "no sandbox namespace to clean up"
         refuse_full_statuses(cluster)
         job = cluster.job()
@@ -28,6 +32,7 @@ def test_a_bare_stall_verdict_leaves_no_pending_digest_and_still_cleans_up(monke
         await asyncio.wait_for(task, 10)
         status = cluster.status()
         assert (status["phase"], status["reason"]) == (v.FAILED, v.STALL_SANDBOX_DELETED)   # the bare verdict
+        assert status.get("runningEpisodes") == 0   # a finished batch's status: none runs
         cluster.api.collect_garbage()
         problems = []
         if "pendingResultsDigests" in status:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.errors import Unavailable
@@ -158,3 +160,71 @@ def test_a_verifiers_message_reward_stands_only_on_a_stdout_read_whole():
                 when=lambda path: path.endswith("/log"))
     result = judge(forged, unread, verified=True)
     assert result.outcome != v.OUTCOME_SUCCEEDED and result.reason == v.EP_LOG_UNAVAILABLE, result
+
+
+def test_a_written_into_verifier_message_does_not_hand_the_verdict_to_a_forged_stdout_reward():
+    """The agent's code the verifier runs writes one byte into the (world-writable) message file
+    and a forged reward line to the verifier's stdout (/proc/1/fd/1); the verifier then appends
+    its own reward (0) to its message, whose line now holds an event behind other bytes. The
+    message was taken as holding no event: stdout became the only channel, and the forged reward 1
+    succeeded. The message stays the channel, and its line written into fails the verifier."""
+    api = cluster(b"")
+    api.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, (ev("reward", T0 + 7, reward=1) + "\n").encode())
+    pod = facts(agent=agent(own=ev("ready", T0 + 1) + "\n"), termination_message="x" + ev("reward", T0 + 8, reward=0) + "\n")
+    result = judge(pod, api, verified=True)
+    assert (result.outcome, result.reason) == (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED), (result.outcome, result.reward)
+
+
+
+@pytest.mark.parametrize("flood_ready", [0, 101], ids=["rewards-only", "ready-and-rewards"])
+def test_a_flood_of_forged_rewards_on_stdout_cannot_hide_the_verifiers_own(flood_ready):
+    """A verifier that follows the README (kills what the agent's code left, then prints its one
+    reward on stdout). The agent's code, while the verifier ran it, wrote a forged reward (1) to
+    the world-writable message file and printed 101 copies of it on /proc/1/fd/1: the message is
+    the channel, cross-checked against stdout's rewards, but parse_log kept 101 of them (and stopped
+    reading past 101 of each kind), so the verifier's own 0 after them was never compared and the
+    forged 1 succeeded. A stdout whose events were not all kept is not read whole."""
+    forged = ev("reward", T0 + 7, reward=1)
+    stdout = "\n".join([ev("ready", T0 + 7)] * flood_ready + [forged] * 101 + [ev("reward", T0 + 8, reward=0)]) + "\n"
+    api = cluster(b"")
+    api.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, stdout.encode())
+    pod = facts(agent=agent(own=ev("ready", T0 + 1) + "\n"), termination_message=forged + "\n")
+    result = judge(pod, api, verified=True)
+    assert (result.outcome, result.reason) == (v.OUTCOME_FAILED, v.EP_VERIFIER_FAILED), (result.outcome, result.reward)
+
+
+# -- honest agents the verifier's wrap and written-into rules must not touch (a review's proofs) --
+
+
+def test_plain_agent_message_without_events_still_falls_back_to_stdout():
+    """No verifier: an honest agent prints its events on stdout and writes its final result,
+    pretty-printed, to /dev/termination-log. That message holds no event line (README: 'stdout
+    stays the fallback, read only when the message holds no event'). The verifier's written-into
+    rule, applied to every container, counted a line like '  "event": "reward",' as garbled and
+    kept the message the channel: NoReadyEvent."""
+    api = cluster(EVENTS.encode())
+    message = json.dumps({"event": "reward", "reward": 1}, indent=2) + "\n"
+    result = judge(facts(termination_message=message), api)
+    assert (result.outcome, result.channel) == (v.OUTCOME_SUCCEEDED, v.CHANNEL_LOG), (result.reason, result.message)
+
+
+def test_verified_agent_message_without_a_ready_line_still_falls_back_to_stdout():
+    """spec.verifier: the agent's own message part (before its launcher's record) holds no event,
+    only a note quoting one; its ready is on stdout. Stdout was read, and is again."""
+    api = cluster(b"")
+    api.set_log("ns", "pod-0", naming.AGENT_CONTAINER, (ev("ready", T0 + 1) + "\n").encode())
+    api.set_log("ns", "pod-0", naming.VERIFIER_CONTAINER, b"")
+    pod = facts(agent=agent(own='printed {"event": "ready"} on stdout\n'),
+                termination_message=ev("reward", T0 + 7, reward=1) + "\n")
+    result = judge(pod, api, verified=True)
+    assert result.outcome == v.OUTCOME_SUCCEEDED, (result.reason, result.message)
+
+
+def test_plain_agent_reward_with_sub_reward_records_in_its_extras_is_read():
+    """No verifier, so no one else writes the agent's stdout: a reward whose extras list its
+    parts as reward records is read as any reward (the verifier's wrap rule, applied to every
+    channel, dropped it as written into: NoRewardEvent)."""
+    line = json.dumps({"event": "reward", "at": T0 + 2, "episode_id": "pod-0", "reward": 1,
+                       "parts": [{"event": "reward", "name": "tests", "reward": 1}]})
+    result = judge(facts(), cluster((ev("ready", T0 + 1) + "\n" + line + "\n").encode()))
+    assert result.outcome == v.OUTCOME_SUCCEEDED, (result.reason, result.message)

@@ -152,6 +152,25 @@ def test_a_released_lease_is_taken_at_the_next_try_and_a_standby_never_releases(
     assert c.try_once() and holder(api) == "pod-c_3"   # no wait: the same instant
 
 
+def test_stopping_waits_for_the_election_threads_one_renew_deadline_in_all(api):
+    """stop() joined each of its two threads for a renew deadline, twice that in all when both
+    were slow: with the drain and kopf's own stop that outlasted the pod's grace period, and the
+    kubelet killed it before the release (tests/unit/test_graceful_stop_budget.py)."""
+    clock = Clock()
+    a = Elector(api, NS, "pod-a_1", L.Timing(lease_duration=3, renew_deadline=1, retry_period=0.2),
+                clock=clock, wall=clock.wall)
+    assert a.try_once()
+    hung = threading.Event()
+    a._threads = [threading.Thread(target=hung.wait, daemon=True) for _ in range(2)]   # two stuck requests
+    for thread in a._threads:
+        thread.start()
+    started = time.monotonic()
+    a.stop(release=True)
+    took = time.monotonic() - started
+    hung.set()
+    assert took < 1.5 and holder(api) == ""
+
+
 def test_a_leader_that_cannot_renew_stops_at_its_deadline_and_says_why(api, caplog):
     lost, leads = threading.Event(), []
     clock = Clock()
@@ -291,3 +310,47 @@ def test_a_namespace_that_may_not_be_read_is_left_unchecked_and_one_that_may_not
     api.fail("POST", "Namespace", Forbidden("namespaces is forbidden"))
     with pytest.raises(Forbidden):
         leases.ensure_namespace(api, NS, L.NAMESPACE_LABELS)
+
+
+def test_tasks_the_reconciler_left_on_the_loop_end_before_the_lease_is_released(api):
+    """kopf stops its own tasks; a hand-over, a retried annotation or a channel's close the
+    handlers started with create_task ran on after operate released the lease: a write of the
+    old leader could land after a standby took over. They are cancelled and waited for first,
+    and one that will not end keeps the lease (it expires instead)."""
+    clock = Clock()
+    seen: list = []
+
+    async def late_write() -> None:
+        try:
+            await asyncio.sleep(10)
+            seen.append("wrote after the stop")
+        except asyncio.CancelledError:
+            seen.append(("cancelled", holder(api)))   # the lease still held while it ends
+            raise
+
+    async def reconcile(stop: asyncio.Event) -> None:
+        asyncio.create_task(late_write())
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        await operate(elector(api, "pod-a_1", clock), reconcile, settle_timeout=2)
+    asyncio.run(main())
+    assert seen == [("cancelled", "pod-a_1")] and holder(api) == ""
+
+    ended: list = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1)   # ends a second after it was told: past the settle bound
+            ended.append(True)
+
+    async def reconcile_stubborn(stop: asyncio.Event) -> None:
+        asyncio.create_task(stubborn())
+        await asyncio.sleep(0)
+
+    async def main_stubborn() -> bool:
+        await operate(elector(api, "pod-b_2", clock), reconcile_stubborn, settle_timeout=0.3)
+        return bool(ended)   # whether operate waited for it past its bound
+    assert asyncio.run(main_stubborn()) is False and holder(api) == "pod-b_2"   # not waited for; kept: it expires

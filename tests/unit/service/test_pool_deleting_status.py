@@ -19,10 +19,10 @@ import kopf
 from prometheus_client import CollectorRegistry
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.scope import CLUSTERWIDE
 from rolloutbatch.handlers import pools as pool_handlers
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import pool_claims
+from rolloutbatch.service.context import Settings
 from rolloutbatch.core import pool_spec
 from rolloutbatch.metrics import Metrics
 from tests.unit.service.memory_pool import BATCH, NS, POOL_NS, batch_spec, filled, live, run
@@ -30,7 +30,7 @@ from rolloutbatch import GROUP, VERSION
 
 
 def _memo(api) -> types.SimpleNamespace:
-    ctx = types.SimpleNamespace(api=api, writer=None, settings=types.SimpleNamespace(scope=CLUSTERWIDE), channels=None,
+    ctx = types.SimpleNamespace(api=api, writer=None, settings=Settings(), channels=None,
                                 pool_pods=None)
     metrics = types.SimpleNamespace(handler=lambda name: contextlib.nullcontext(), pool_deleted=lambda *_: None)
     return types.SimpleNamespace(ctx=ctx, metrics=metrics)
@@ -83,7 +83,7 @@ def test_a_deleted_pool_leaves_no_metric_series(api) -> None:
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
     api.merge_patch(path, {"metadata": {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}}, "finalizer")
     api.delete(path, "delete pool")
-    ctx = types.SimpleNamespace(api=api, writer=None, settings=types.SimpleNamespace(scope=CLUSTERWIDE),
+    ctx = types.SimpleNamespace(api=api, writer=None, settings=Settings(),
                                 channels=None, pool_pods=None)
     memo = types.SimpleNamespace(ctx=ctx, metrics=metrics)
     run(pool_handlers.delete_pool(body=live(api), memo=memo, logger=logging.getLogger("t"), patch=kopf.Patch()))

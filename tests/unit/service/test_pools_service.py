@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from rolloutbatch.core.model import EpisodeResult
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
 from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.kube.errors import Conflict
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_delivery, pool_claims, sandbox
@@ -98,6 +100,21 @@ def test_a_large_pool_filling_lists_its_pods_less_often_than_a_small_one(api, si
     rec = reconciler(api)
     run(rec.round())                           # the pods made, none started yet
     assert run(rec.round()) == period          # the next round lists them all
+
+
+def test_a_name_the_server_drew_twice_is_made_again_without_a_back_off(api):
+    """generateName's 5 characters can repeat: an API server before Kubernetes 1.31 (no
+    RetryGenerateName) answers 409. No fault of the template's: the pod is made next round, and
+    the pool neither stalls nor waits out the stuck back-off."""
+    make_pool(api, 3)
+    api.fail("POST", "Pod", Conflict('pods "warm-abcde" already exists', status=409), times=1)
+    rec = reconciler(api)
+    run(rec.round())
+    assert len(pod_names(api)) == 2
+    run(rec.round())
+    assert len(pod_names(api)) == 3
+    conditions = {c["type"]: c["status"] for c in live(api)["status"]["conditions"]}
+    assert conditions.get("Stalled") != "True", live(api)["status"]
 
 
 def test_a_dead_warm_pod_is_replaced_and_a_surplus_removed(api):
@@ -251,18 +268,26 @@ def test_a_pooled_batch_is_held_to_its_namespace_quota_before_anything_is_claime
 VICTIM, SQUATTER = ("team-b", "warm-998453"), ("team-a", "warm-1410639")
 
 
-def test_two_pools_that_share_a_namespace_keep_the_second_ones_batches_out_of_it(api):
-    """The second pool stalls Refused (the namespace is not its own); its batches stall before
-    claiming from, or running a Job in, the first pool's namespace."""
-    shared = naming.pool_namespace(*VICTIM)
-    assert naming.pool_namespace(*SQUATTER) == shared
-    for namespace, name in (SQUATTER, VICTIM):
+def _two_pools(api, pairs, emit) -> list:
+    """A RolloutPool of each (namespace, name), in that order: their reconcilers."""
+    recs = []
+    for namespace, name in pairs:
         api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         api.create(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/rolloutpools",
                    {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutPool", "metadata": {"name": name},
                     "spec": {"size": 1, "task": {"files": {"episode.py": "x"}}}}, "create pool")
         body = api.get_object("RolloutPool", name, namespace)
-        _one_round_of_the_daemon(service_pools.PoolReconciler(PoolStorage(api), body, lambda *e: None, LOG))
+        recs.append(service_pools.PoolReconciler(PoolStorage(api), body, emit, LOG))
+    return recs
+
+
+def test_two_pools_that_share_a_namespace_keep_the_second_ones_batches_out_of_it(api):
+    """The second pool stalls Refused (the namespace is not its own); its batches stall before
+    claiming from, or running a Job in, the first pool's namespace."""
+    shared = naming.pool_namespace(*VICTIM)
+    assert naming.pool_namespace(*SQUATTER) == shared
+    for rec in _two_pools(api, (SQUATTER, VICTIM), lambda *e: None):
+        _one_round_of_the_daemon(rec)
     victim = api.get_object("RolloutPool", VICTIM[1], VICTIM[0])
     stalled = {c["type"]: c for c in victim["status"]["conditions"]}["Stalled"]
     assert stalled["reason"] == v.PoolReason.REFUSED and shared in stalled["message"]
@@ -278,6 +303,49 @@ def test_two_pools_that_share_a_namespace_keep_the_second_ones_batches_out_of_it
         assert err.value.reason == v.STALL_POOL_CONFLICT and "is not this pool's" in err.value.message
     squatters = [p for p in api.list_objects("Pod", shared) if pools.claimed_by(p) == ref.uid]
     assert squatters == [] and api.list_objects("Job", shared) == []
+
+
+def _squatted(api, events: list):
+    """The victim pool made the shared namespace and one of its batches runs a Job there; the
+    squatter pool (its name maps to the same namespace) was refused it. Returns the namespace and
+    the squatter's reconciler."""
+    shared = naming.pool_namespace(*VICTIM)
+    recs = _two_pools(api, (VICTIM, SQUATTER), lambda *e: events.append(e))
+    for rec in recs:
+        _one_round_of_the_daemon(rec)
+    victim, squatter = recs
+    secret = dataclasses.replace(BATCH, namespace=VICTIM[0], name="team-b-secret-project")
+    job = pools.pooled_job(secret, 2, 2, 0, 100, 50, victim.ref,
+                           pool_spec.parse_pool_spec(api.get_object("RolloutPool", VICTIM[1], VICTIM[0])["spec"]))
+    api.create(f"/apis/batch/v1/namespaces/{shared}/jobs", job, "job")
+    return shared, squatter
+
+
+def test_deleting_a_pool_whose_namespace_is_another_pools_neither_waits_for_nor_names_its_batches(api):
+    """§11: the squatted pool is renamed, i.e. deleted. It made nothing in the namespace: its
+    deletion ends at once, names none of the other pool's batches (another team's) in its status,
+    and leaves the namespace, its pods and its Jobs to their owner, saying so once."""
+    events: list = []
+    shared, squatter = _squatted(api, events)
+    pods_before = api.list_objects("Pod", shared)
+    del events[:]
+    assert run(squatter.delete()) is None
+    assert api.get_object("Namespace", shared) is not None and api.list_objects("Pod", shared) == pods_before
+    assert len(api.list_objects("Job", shared)) == 1
+    status = api.get_object("RolloutPool", SQUATTER[1], SQUATTER[0]).get("status")
+    assert "team-b-secret-project" not in str(status) and "Deleting" not in str(status)
+    assert [e[:2] for e in events] == [("Warning", v.PoolReason.REFUSED)] and shared in events[0][2]
+    assert "team-b-secret-project" not in events[0][2]
+
+
+def test_deleting_a_pool_whose_namespace_is_another_pools_ends_even_once_nothing_runs_there(api):
+    """With no batch on the shared namespace, the deletion must end (kopf retries a raised error
+    for ever: the finalizer was never released), and the namespace stays its owner's."""
+    shared, squatter = _squatted(api, [])
+    for job in api.list_objects("Job", shared):
+        api.delete(f"/apis/batch/v1/namespaces/{shared}/jobs/{job['metadata']['name']}", "delete job")
+    assert run(squatter.delete()) is None
+    assert api.get_object("Namespace", shared) is not None
 
 
 @pytest.mark.parametrize("value, reason", [(None, v.PoolReason.PRIORITY_CLASS),
@@ -325,6 +393,47 @@ def test_deleting_a_pool_waits_for_the_batches_that_hold_its_pods(api):
     api.delete(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs/{naming.job_name(BATCH)}", "delete job")
     assert run(rec.delete()) is None
     assert api.get_object("Namespace", POOL_NS) is None
+
+
+def test_a_batch_never_claims_a_warm_pod_whose_node_stopped_reporting(api):
+    """A warm pod whose node went NotReady (its Ready condition turned False by the node lifecycle
+    controller, its containers still reported running) was counted in readyPods and claimed
+    first (the oldest), and its hand-over through the dead node's kubelet failed. It is now
+    neither warm nor claimed: the batch gets the healthy pods."""
+    rec = filled(api, 3)
+    lost, *healthy = sorted(pod_names(api))
+    set_status(api, lost, {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]})
+    run(rec.round())
+    assert live(api)["status"]["readyPods"] == 2
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=3), rec.ref, 60))
+    assert sorted(claimed_indexes(api)) == healthy
+
+
+@pytest.mark.parametrize("named_by", ["an enrolled pod", "its Job"])
+def test_deleting_a_pool_counts_a_batch_once_whatever_holds_its_pods(api, named_by):
+    """A batch with a claim not enrolled yet (only its claimed-by annotation: no labels) and an
+    enrolled pod or its Job was counted twice, by its name and by its uid: "waiting for 2 batch(es)
+    that run on its pods: b, uid b0000000-..." (status.message, the SDK's delete_pool error). Each
+    batch is now counted once by its uid, and named by its name when anything of it says it."""
+    rec = filled(api, 3)
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    claimed = [p for p in api.list_objects("Pod", POOL_NS) if pools.claimed_by(p)]
+    assert len(claimed) == 2
+    if named_by == "an enrolled pod":
+        run(pool_claims.enrol(PoolStorage(api), POOL_NS, BATCH, claimed[:1]))   # the other's still to come
+    else:
+        job = pools.pooled_job(BATCH, 2, 2, 0, 100, 50, rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+        api.create(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs", job, "job")
+    waiting = run(rec.delete())
+    assert waiting == "waiting for 1 batch(es) that run on its pods: b", waiting
+
+
+def test_deleting_a_pool_names_a_batch_by_its_uid_while_nothing_says_its_name(api):
+    """Claims not enrolled yet carry only the batch's uid: that is what the message can say."""
+    rec = filled(api, 3)
+    run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
+    waiting = run(rec.delete())
+    assert waiting == f"waiting for 1 batch(es) that run on its pods: uid {BATCH.uid}", waiting
 
 
 def test_deleting_a_pool_lists_its_namespace_once_unless_a_pod_changed_since(api):
@@ -755,7 +864,9 @@ def test_a_batch_applied_with_its_pool_waits_for_the_pools_namespace(api, monkey
     """`kubectl apply -f dir/` of a pool and a Cold batch: the batch may be read before the pool's
     first round made its namespace. It waits for it (bounded), then runs cold there; a namespace
     never made stalls it, saying so."""
-    monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_WAIT", 0.6)
+    # long enough, when the namespace is made meanwhile, for a loaded machine's round to make it
+    wait = 5.0 if made else 0.6
+    monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_WAIT", wait)
     monkeypatch.setattr(pool_claims, "POOL_NAMESPACE_PAUSE", 0.05)
     make_pool(api, 2)
     said: list[str] = []
@@ -767,9 +878,13 @@ def test_a_batch_applied_with_its_pool_waits_for_the_pools_namespace(api, monkey
         provision = asyncio.create_task(pool_claims.provision(
             Storage(api), PoolStorage(api), BATCH, batch_spec(), lambda *e: None, None, lambda pods: None,
             CLUSTERWIDE, waiting=waiting))
-        await asyncio.sleep(0.2)
+        for _ in range(100):
+            if said:
+                break
+            await asyncio.sleep(0.02)
         # the batch says what it waits for, once
-        assert len(said) == 1 and "waiting up to 1 s for RolloutPool warm to make its namespace" in said[0]
+        assert len(said) == 1, said
+        assert f"waiting up to {math.ceil(wait)} s for RolloutPool warm to make its namespace" in said[0]
         if made:
             await reconciler(api).round()   # the pool's first round: its namespace (and pods, not warm)
         return await provision
@@ -956,6 +1071,32 @@ def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     assert api.get_object("Pod", fresh[0]["metadata"]["name"], POOL_NS) is None   # evicted (and gone here)
 
 
+def test_delivery_failures_post_at_most_max_pod_events_events(api):
+    """One EpisodeDeliveryFailed Event per pod and per attempt, without a cap: a pool image that
+    cannot take episodes posted one for every pod of the batch, and again for every retry (tens of
+    thousands for one large batch). They are capped as ForeignPodIgnored is (v.MAX_POD_EVENTS),
+    the last one saying so; the log keeps each."""
+    pods = v.MAX_POD_EVENTS + 5
+    filled(api, pods)
+    spec = batch_spec(episodes=pods, parallelism=pods)
+    _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
+    assert len(fresh) == pods
+    for pod in fresh:
+        # a long refusal (an admission webhook's, a proxy's): the Event's cut must keep the note
+        api.set_attach(POOL_NS, pod["metadata"]["name"], lambda container, stdin: refuse("no " * 400))
+    events: list = []
+    d = delivery(api, spec, events, [])
+
+    async def go() -> None:
+        d.claimed(fresh)
+        await drain(d)
+    run(go())
+    failed = [e for e in events if e[1] == v.EVENT_DELIVERY_FAILED]
+    from rolloutbatch.handlers.batches import event_message
+    assert len(failed) == v.MAX_POD_EVENTS and "operator's log only" in event_message(failed[-1][2])
+    assert all(api.get_object("Pod", pod["metadata"]["name"], POOL_NS) is None for pod in fresh)   # all evicted
+
+
 def _default_command_handed_over(api, mount_path: str, after_restart: bool = False) -> str:
     """The command line a pooled batch without spec.command hands its claimed pod, its pool's task
     mounted at ``mount_path``: handed over as claimed, or after a restart by a round over the Job's."""
@@ -1066,7 +1207,8 @@ def test_inputs_by_reference_are_copied_then_each_episode_is_handed_its_groups(a
 async def _delivered_script(api: MemoryApi, d: episode_delivery.EpisodeDelivery, index: int) -> bytes:
     pod = next(p for p in api.list_objects("Pod", POOL_NS)
                if (p["metadata"].get("annotations") or {}).get(v.COMPLETION_INDEX_KEY))
-    return await d._script(dataclasses.replace(pod_facts(pod), index=index), "agent")
+    script, _ = await d._script(dataclasses.replace(pod_facts(pod), index=index), "agent")
+    return script
 
 
 def test_inputs_by_reference_that_are_not_opted_in_stall_before_any_claim(api):

@@ -53,10 +53,15 @@ def _claimed(api: MemoryApi, episodes: int = 1):
     return spec, pods
 
 
-def _agent_ended(api: MemoryApi, name: str, code: int) -> None:
+def _agent_ended(api: MemoryApi, name: str, code: int, writer_exit: int | None = None) -> None:
+    writer = {"terminated": {"exitCode": writer_exit}} if writer_exit is not None else {"running": {}}
     set_status(api, name, {"phase": "Running", "startTime": "2026-12-03T00:00:00Z", "containerStatuses": [
         {"name": "agent", "started": False, "state": {"terminated": {"exitCode": code, "message": ""}}},
-        {"name": "verifier", "started": True, "state": {"running": {}}}]})
+        {"name": "verifier", "started": True, "state": {"running": {}}},
+        {"name": "verifier-files", "started": writer_exit is None, "state": writer}]})
+
+
+WRITER_WAITS = {"name": "verifier-files", "started": True, "state": {"running": {}}}
 
 
 def _keyed(data: bytes) -> bool:
@@ -86,10 +91,15 @@ def test_the_agent_then_the_verifier_are_handed_their_phases_once_each(api):
     _agent_ended(api, name, 0)
     _round(api, d)
     _round(api, d)                    # handed once
-    assert [e[2] for e in api.attaches] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
-    verifier_script = handed[1][1].decode()
-    assert handed[1][0] == naming.VERIFIER_CONTAINER
-    assert "ROLLOUTBATCH_TIMEOUT=30" in verifier_script and "/verifier/verify.py" in verifier_script
+    # the files first, to the writer that alone can write them; then the verifier its phase
+    assert [e[2] for e in api.attaches] == [naming.AGENT_CONTAINER, naming.VERIFIER_FILES_CONTAINER,
+                                            naming.VERIFIER_CONTAINER]
+    files_script, verifier_script = handed[1][1].decode(), handed[2][1].decode()
+    assert (handed[1][0], handed[2][0]) == (naming.VERIFIER_FILES_CONTAINER, naming.VERIFIER_CONTAINER)
+    assert "/verifier/verify.py" in files_script and _keyed(files_script.encode())
+    assert f"{naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}/{pool_delivery.WRITTEN}" in files_script
+    assert "ROLLOUTBATCH_TIMEOUT=30" in verifier_script and "printf" not in verifier_script   # it writes nothing
+    assert f"[ -e {naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}/{pool_delivery.WRITTEN} ] || exit 1" in verifier_script
     assert " GRADE=1 " in verifier_script and _keyed(verifier_script.encode())
     annotations = api.get_object("Pod", name, POOL_NS)["metadata"]["annotations"]
     assert float(annotations[naming.ANNOTATION_DELIVERED_AT]) > 0
@@ -107,6 +117,37 @@ def test_a_verifier_whose_agent_did_not_end_well_is_told_to_grade_nothing(api, a
     to_verifier = [e for e in api.attaches if e[2] == naming.VERIFIER_CONTAINER]
     assert len(to_verifier) == 1 and _keyed(to_verifier[0][3])
     assert to_verifier[0][3].split(b"\n")[1] == f"exit {v.NOT_DELIVERED_EXIT}".encode()
+    # the files writer is handed nothing to write, only its end (the pod ends when all its containers do)
+    (to_writer,) = [e for e in api.attaches if e[2] == naming.VERIFIER_FILES_CONTAINER]
+    assert to_writer[3].split(b"\n")[1].startswith(pool_delivery.SENTINEL.encode())
+
+
+def test_a_files_writer_that_ended_well_before_a_restart_is_not_handed_the_files_again(api):
+    """An earlier operator handed the writer its files and died before the verifier's phase: the
+    writer ended 0 (it said RECEIVED, then ended), so the verifier alone is handed its phase, whose
+    script checks the writer's mark."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
+    _agent_ended(api, name, 0, writer_exit=0)
+    _round(api, delivery(api, spec, [], []))
+    assert [e[2] for e in api.attaches] == [naming.VERIFIER_CONTAINER]
+    assert f"{naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}/{pool_delivery.WRITTEN} ] || exit 1".encode() \
+        in api.attaches[0][3]
+
+
+def test_a_files_writer_that_failed_is_never_followed_by_the_verifier(api):
+    """The writer ended otherwise (deleted, a delivery it refused): its files are not there, and
+    the verifier is not handed a phase it could not grade; the pod is evicted (an infrastructure
+    retry), as for any hand-over that failed."""
+    spec, pods = _claimed(api)
+    name = pods[0]["metadata"]["name"]
+    api.set_attach(POOL_NS, name, lambda container, stdin: None)
+    events: list = []
+    _agent_ended(api, name, 0, writer_exit=v.NOT_DELIVERED_EXIT)
+    _round(api, delivery(api, spec, events, []))
+    assert not api.attaches
+    assert "files writer ended with exit code" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
 
 
 def test_a_verifier_phase_that_cannot_be_handed_over_evicts_the_pod(api):
@@ -126,7 +167,8 @@ def test_the_pool_refills_with_pods_that_have_both_containers(api):
     rec = filled(api, 1, verifier={"image": "grader:1"})
     assert pool_spec.parse_pool_spec(live(api)["spec"]).verifier is not None
     pod = api.list_objects("Pod", POOL_NS)[0]
-    assert [c["name"] for c in pod["spec"]["containers"]] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER]
+    assert [c["name"] for c in pod["spec"]["containers"]] == [naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER,
+                                                              naming.VERIFIER_FILES_CONTAINER]
     assert rec is not None
 
 
@@ -142,7 +184,7 @@ def test_a_phase_handed_over_too_late_for_its_time_evicts_the_pod(api):
     set_status(api, name, {"phase": "Running", "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
                            "containerStatuses": [
                                {"name": "agent", "started": False, "state": {"terminated": {"exitCode": 0}}},
-                               {"name": "verifier", "started": True, "state": {"running": {}}}]})
+                               {"name": "verifier", "started": True, "state": {"running": {}}}, WRITER_WAITS]})
     events: list = []
     d = delivery(api, spec, events, [])
     _round(api, d)
@@ -178,7 +220,7 @@ def _verifier_waits(api: MemoryApi, name: str, agent_seconds: float, left: float
         {"name": "agent", "started": False, "state": {"terminated": {
             "exitCode": agent_exit, "finishedAt": stamp(delivered + agent_seconds),
             "message": '{"event":"agent_exit","exit_code":0,"timed_out":true}'}}},
-        {"name": "verifier", "started": True, "state": {"running": {}}}]})
+        {"name": "verifier", "started": True, "state": {"running": {}}}, WRITER_WAITS]})
 
 
 @pytest.mark.parametrize("agent_seconds, delivered_ago, handed_over, agent_exit", [
@@ -200,7 +242,8 @@ def test_a_late_verifier_hand_over_evicts_only_when_the_operator_made_it_late(ap
     events: list = []
     _round(api, delivery(api, spec, events, []))
     if handed_over:
-        assert [e[2] for e in api.attaches] == [naming.VERIFIER_CONTAINER] and events == []
+        assert [e[2] for e in api.attaches] == [naming.VERIFIER_FILES_CONTAINER, naming.VERIFIER_CONTAINER] \
+            and events == []
         assert api.get_object("Pod", name, POOL_NS) is not None
     else:
         assert not api.attaches and "too late" in events[0][2] and api.get_object("Pod", name, POOL_NS) is None
@@ -235,7 +278,7 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
     start = time.time() - pod["spec"]["activeDeadlineSeconds"] + need + 1.5   # fits now, not in 2 s
     set_status(api, name, {"phase": "Running", "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
                            "containerStatuses": [{"name": "agent", "started": True, "state": {"running": {}}},
-                                                 {"name": "verifier", "started": True, "state": {"running": {}}}]})
+                                                 {"name": "verifier", "started": True, "state": {"running": {}}}, WRITER_WAITS]})
     events: list = []
     d = delivery(api, spec, events, [])
 

@@ -14,7 +14,7 @@ from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.service import policy
 from rolloutbatch.service import queue_watch
 from rolloutbatch.service.queue_watch import QueueWatch
-from tests.unit.service.memory_cluster import NAMESPACE, _iso, run, sandboxes, until
+from tests.unit.service.memory_cluster import NAMESPACE, _iso, events_text, run, sandboxes, until
 
 SPEC = {"episodes": 3, "parallelism": 3, "queueName": "team", "task": {"files": {"episode.py": "print('hi')"}}}
 WAITING = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
@@ -57,7 +57,7 @@ def set_suspended(cluster, suspended: bool):
                             {"status": {"conditions": [condition]}}, "job controller")
 
 
-def evict_pod(cluster, index: int):
+def evict_pod(cluster, index: int, message: str = ""):
     """The Job controller deletes a running pod of a suspended Job; the kubelet kills it (143)."""
     pod = next(p for p in cluster.api.list_objects("Pod")
                if p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] == str(index))
@@ -65,7 +65,14 @@ def evict_pod(cluster, index: int):
     cluster.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
                             {"metadata": {"finalizers": ["batch.kubernetes.io/job-tracking"]}}, "job controller")
     cluster.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", "job controller")
-    cluster.end_pod(index, reward=None, exit_code=143, message="")
+    cluster.end_pod(index, reward=None, exit_code=143, message=message)
+
+
+def ask_suspend(cluster, suspend: bool):
+    """Kueue sets the Job's spec.suspend; the Job controller has not written Suspended yet."""
+    job = cluster.job()
+    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    cluster.api.merge_patch(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", {"spec": {"suspend": suspend}}, "kueue")
 
 
 async def queued(cluster, spec=SPEC):
@@ -172,6 +179,67 @@ def test_an_eviction_cuts_off_running_episodes_as_lost_and_the_rest_run_after_re
         status = cluster.status()
         assert (status["succeededEpisodes"], status["lostEpisodes"], status["failedEpisodes"]) == (2, 1, 0)
         assert cluster.counted("rolloutbatch_queue_wait_seconds_count") == 1   # the first admission only
+    run(scenario)
+
+
+def test_an_episode_cut_off_before_the_suspended_condition_is_written_is_evicted_not_the_agents_failure():
+    """Kueue suspends the Job (spec.suspend); the Job controller deletes the running pods first
+    and writes the Suspended condition afterwards. The pod, killed by SIGTERM (143), ends while
+    the condition still reads False since the admission two seconds earlier. It was judged
+    failed/NonZeroExit before the fix: a valid 0 in its group, blamed on the agent."""
+    async def scenario(cluster):
+        task = await queued(cluster)
+        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted"))
+        set_suspended(cluster, False)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(2))
+        cluster.end_pod(0)
+        await until(lambda: cluster.status().get("progress") == "1/3")
+        await asyncio.sleep(2.1)            # more than the 1 s a deletion may follow the resume
+        kueue_workload(cluster, ("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority"))
+        ask_suspend(cluster, True)
+        pod = next(p for p in cluster.api.list_objects("Pod")
+                   if p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY] == "1")
+        evict_pod(cluster, 1, message=events_text(pod["metadata"]["name"], None, start=time.time() - 1))
+        await until(lambda: cluster.status().get("progress") == "2/3")
+        set_suspended(cluster, True)        # ... and only then the Suspended condition
+        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted again"))
+        set_suspended(cluster, False)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods([2])
+        cluster.end_pod(2)
+        cluster.complete_job(failed=True, reason="FailedIndexes")
+        await asyncio.wait_for(task, 10)
+        rows = {row["index"]: row for row in cluster.rows()}
+        assert (rows[1]["outcome"], rows[1]["reason"]) == (v.OUTCOME_LOST, v.EP_EVICTED), rows[1]
+    run(scenario)
+
+
+@pytest.mark.parametrize("suspending", [False, True])
+def test_an_agents_own_failure_in_a_queued_job_stays_the_agents(suspending):
+    """A pod that ended on its own (exit 1, never deleted) is the agent's NonZeroExit, whether or
+    not Kueue is suspending the Job at that moment: only a pod the Job controller deleted is
+    cut off by an eviction."""
+    async def scenario(cluster):
+        task = await queued(cluster)
+        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted"))
+        set_suspended(cluster, False)
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))
+        cluster.end_pod(0)
+        await until(lambda: cluster.status().get("progress") == "1/3")
+        if suspending:
+            ask_suspend(cluster, True)
+            await until(lambda: cluster.reconciler().tracker.job.suspend)
+        cluster.end_pod(1, reward=None, exit_code=1)
+        await until(lambda: cluster.status().get("progress") == "2/3")
+        if suspending:
+            ask_suspend(cluster, False)
+        cluster.end_pod(2)
+        cluster.complete_job(failed=True, reason="FailedIndexes")
+        await asyncio.wait_for(task, 10)
+        rows = {row["index"]: row for row in cluster.rows()}
+        assert (rows[1]["outcome"], rows[1]["reason"]) == (v.OUTCOME_FAILED, v.EP_NON_ZERO_EXIT), rows[1]
     run(scenario)
 
 

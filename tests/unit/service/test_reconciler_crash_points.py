@@ -11,7 +11,7 @@ import pytest
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.storage import Storage
-from tests.unit.service.memory_cluster import MemoryCluster
+from tests.unit.service.memory_cluster import MemoryCluster, until
 
 EPISODES = 3
 SPEC = {"episodes": EPISODES, "parallelism": EPISODES, "task": {"files": {"episode.py": "print('hi')"}},
@@ -274,4 +274,33 @@ def test_a_stop_after_a_crash_mid_provisioning_suspends_the_job_the_first_operat
             assert cluster.job()["spec"]["suspend"] is True and len(cluster.api.list_objects("Job")) == 1
             # the episode that ended before the stop was judged from its pod, not given up
             assert [row["outcome"] for row in cluster.rows()] == [v.OUTCOME_SUCCEEDED] + [v.OUTCOME_STOPPED] * 2
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_every_episode_final_at_the_crash_then_the_job_deleted_still_succeeds(monkeypatch):
+    """The operator dies right after the final results write (every episode final, the status
+    not yet Succeeded); the Job is then deleted. The restarted operator restored every row
+    final, yet its adoption (sandbox_lifecycle.adopt) stalled the batch SandboxDeleted ("deleted
+    before every episode ended"): a batch whose every episode succeeded ended Failed. A Job gone
+    stalls a batch only while an episode is open (core.lifecycle.next_step)."""
+    async def main():
+        async with MemoryCluster() as cluster:
+            crash = Crash(monkeypatch, SITES["results-final"], after=True)
+            cluster.submit(SPEC)
+            crash.start(cluster.reconciler())
+            await until(lambda: cluster.job() is not None)
+            cluster.start_pods(range(EPISODES))
+            for index in range(EPISODES):
+                cluster.end_pod(index)
+            await crash.ran()
+            assert crash.fired
+            assert cluster.status()["phase"] not in v.TERMINAL_PHASES
+            assert [r["outcome"] for r in cluster.rows()] == [v.OUTCOME_SUCCEEDED] * EPISODES
+            job = cluster.job()["metadata"]
+            cluster.api.delete(f"/apis/batch/v1/namespaces/{job['namespace']}/jobs/{job['name']}", "someone")
+            cluster.api.collect_garbage()
+            await resumed(cluster)
+            status = cluster.status()
+            assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED), status["message"]
+            assert status["succeededEpisodes"] == EPISODES
     asyncio.run(asyncio.wait_for(main(), 30))

@@ -13,7 +13,7 @@ import pytest
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.results import configmap_digest
-from rolloutbatch.kube.errors import Invalid, Unavailable
+from rolloutbatch.kube.errors import Gone, Invalid, Unavailable
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import batch_ref
@@ -39,6 +39,25 @@ def unschedulable(cluster, pods):
         cluster.api.merge_patch(pod_path(pod) + "/status", {"status": {"conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
              "message": "0/1 nodes are available: 1 Insufficient cpu."}]}}, "scheduler")
+
+
+def test_a_list_continuation_that_expires_once_is_listed_again_not_the_batch_failed():
+    """The first list of any collection answered 410 (its continue token expired, as a paged
+    list's does past etcd's compaction): the batch ended Failed with ApiRequestRefused instead of
+    listing again from the start in the retried round."""
+    collections = {"pods", "configmaps", "jobs", "events", "namespaces", "resourcequotas", "nodes", "workloads",
+                   "networkpolicies", "serviceaccounts", "secrets", "rolloutbatches", "runtimeclasses"}
+
+    async def scenario(cluster):
+        cluster.api.fail("GET", None, Gone("list: the provided continue parameter is too old", status=410,
+                                           reason="Expired"),
+                         when=lambda path: path.rsplit("/", 1)[-1] in collections)
+        cluster.submit(SPEC)
+        task = asyncio.create_task(cluster.reconciler().run())
+        await until(lambda: cluster.status().get("phase") in (v.RUNNING, v.FAILED))
+        assert cluster.status().get("phase") == v.RUNNING, cluster.status()
+        task.cancel()
+    run(scenario)
 
 
 # --- CHECK_ROOM asked twice ---------------------------------------------------------------------
@@ -77,6 +96,26 @@ def test_a_status_patch_refused_after_the_cleanup_still_lets_the_ttl_delete_the_
         await asyncio.wait_for(task, 10)
         assert cluster.batch() is None, cluster.status()
     run(scenario, namespace_delete_timeout=0.3)
+
+
+def test_an_api_outage_past_the_give_up_when_the_ttl_expires_still_lets_the_ttl_delete_the_batch(monkeypatch):
+    """A finished batch's verdict stands and its TTL is kept: an outage longer than
+    transient_give_up (1 s here) ended the daemon, and the batch was never deleted while this
+    operator ran."""
+    monkeypatch.setattr(policy, "BACKOFF", (0.05, 0.1))
+
+    async def scenario(cluster):
+        task = await running(cluster, {**SPEC, "cleanup": {"ttlSecondsAfterFinished": 1}})
+        cluster.start_pods(range(3))
+        for index in range(3):
+            cluster.end_pod(index)
+        cluster.complete_job()
+        await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
+        # the TTL's DELETE refused for about 3 s, three times transient_give_up
+        cluster.api.fail("DELETE", "RolloutBatch", Unavailable("apiserver restarting", status=503), times=30)
+        await asyncio.wait_for(task, 20)
+        assert cluster.batch() is None, cluster.status()
+    run(scenario, timeout=40)
 
 
 # --- where a run enters -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from rolloutbatch.core import manifests, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.cadence import Cadence
+from rolloutbatch.core.model import EpisodeResult
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import KEY, configmap_digest, decode_results
 from rolloutbatch.core.spec import parse_spec
@@ -533,3 +534,109 @@ def test_the_final_write_keeps_the_rows_of_a_shard_stripped_of_its_labels():
     held = {row["index"] for name, cm in cms.objects.items() if name != head
             for row in (decode_results(cm) or {}).get("pods", [])}
     assert {0, 1} <= held
+
+
+def _configmap_bytes(cm: dict) -> int:
+    """What the API server counts against a ConfigMap's 1 MiB: keys and values of data and binaryData."""
+    import base64
+    data = sum(len(k) + len(val.encode()) for k, val in (cm.get("data") or {}).items())
+    binary = sum(len(k) + len(base64.b64decode(val)) for k, val in (cm.get("binaryData") or {}).items())
+    return data + binary
+
+
+def _plain_row(i: int, rnd) -> EpisodeResult:
+    """A succeeded termination-message episode: no log tail, no extras, no message."""
+    created = 1.7e9 + rnd.random() * 1000
+    suffix = "".join(rnd.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    return EpisodeResult(index=i, pod=f"shipping-fix-{i}-{suffix}", node=f"node-{rnd.randrange(50)}",
+                         image_id="docker.io/library/python@sha256:" + "ab" * 32, outcome="succeeded",
+                         reason=None, message="", reward=rnd.random(), pod_created=created,
+                         ready_at=created + rnd.random() * 5, reward_at=created + 5 + rnd.random() * 60,
+                         pod_to_ready_seconds=rnd.random() * 5)
+
+
+def test_the_largest_results_shard_rows_the_runner_accepts_writes_no_configmap_past_one_mib():
+    """--results-shard-rows took any value (runner.NUMERIC_FLAGS: Range(1)) and a batch no bigger
+    than it was one unsharded document: 20,000 plain episodes under 100000 made a gzip of ~1.4 MB
+    after every shed stage, the API refused it, the batch stalled ApiRefused and every row was lost.
+    Now the runner bounds the flag and the store shards past MAX_DOCUMENT_ROWS whatever it says."""
+    import random
+
+    from rolloutbatch.runner import NUMERIC_FLAGS
+    rnd = random.Random(7)
+    episodes = 20_000
+    largest = NUMERIC_FLAGS["results_shard_rows"].high
+    cms = ConfigMaps()
+    store, tracker, spec = _store(cms, episodes=episodes, rows_per_shard=int(min(largest, 100_000)))
+    assert store.book.episodes == episodes      # what keeps shards filled by bytes within MAX_SHARDS
+    for i in range(episodes):
+        tracker.record(_plain_row(i, rnd), uid=f"u{i}")
+    _write(store, tracker, spec, final=True, cms=cms)
+    sizes = {name: _configmap_bytes(cm) for name, cm in cms.objects.items()}
+    assert max(sizes.values()) <= 1024 * 1024, sizes
+    whole = assemble(decode_results(cms.get(naming.results_configmap_name(REF))),
+                     [decode_results(cm) for name, cm in cms.objects.items() if name != naming.results_configmap_name(REF)])
+    assert len(whole["pods"]) == episodes and "dropped_row_fields" not in whole
+
+
+def _noise(rnd, n: int) -> str:
+    import string
+    return "".join(rnd.choice(string.ascii_letters + string.digits + "+/") for _ in range(n))
+
+
+def test_fields_shed_before_a_restart_stay_flagged_after_it():
+    """A document too big even gzipped sheds row fields and says so in dropped_row_fields. A
+    restarted operator restored those shed rows (no log_tail, no extra) as final; its next write fit
+    without shedding, so dropped_row_fields was gone while the rows still lacked the fields: a
+    trainer reading the final document found extras missing without a word."""
+    import random
+    rnd = random.Random(3)
+    episodes = 100
+    cms = ConfigMaps()
+    store, tracker, spec = _store(cms, episodes=episodes, rows_per_shard=1000)
+    for i in range(80):
+        extra = {f"f{j}": _noise(rnd, 3900) for j in range(4)}
+        tracker.record(result(i, outcome="failed", log_tail=_noise(rnd, 4000), extra=extra), uid=f"u{i}")
+    _write(store, tracker, spec, cms=cms)
+    head = naming.results_configmap_name(REF)
+    before = decode_results(cms.get(head))
+    assert "extra" in before["dropped_row_fields"]                  # shed, and said so
+    assert not any("extra" in r for r in before["pods"])
+
+    store, tracker, spec = _restart(cms, episodes, 1000)            # the operator restarts
+    assert len(tracker.results) == 80
+    tracker.record(result(80), uid="u80")
+    _write(store, tracker, spec, final=True, cms=cms)
+    after = decode_results(cms.get(head))
+    shed_rows = [r for r in after["pods"] if r["index"] < 80]
+    assert not any("extra" in r or "log_tail" in r for r in shed_rows)   # still without them...
+    assert after["dropped_row_fields"] == before["dropped_row_fields"]   # ...and still said so
+
+
+def test_a_shard_rewritten_after_a_restart_still_flags_its_shed_rows(monkeypatch):
+    """Likewise for a shard: rows restored from a shard that shed fields, written again (here the
+    final write finds the shard deleted), must keep saying which fields they lack; a shard of rows
+    that lost nothing says nothing."""
+    import random
+    rnd = random.Random(4)
+    cms = ConfigMaps()
+    store, tracker, spec = _store(cms, episodes=6, rows_per_shard=3)
+    for i in range(3):
+        big = {f"f{j}": _noise(rnd, 3900) for j in range(4)}
+        tracker.record(result(i, outcome="failed", log_tail=_noise(rnd, 4000), extra=big), uid=f"u{i}")
+    with monkeypatch.context() as patch:
+        patch.setattr("rolloutbatch.core.results.GZIP_ABOVE", 20_000)   # too small for three such rows gzipped
+        _write(store, tracker, spec, cms=cms)
+    shard0 = f"{naming.results_configmap_name(REF)}-0"
+    assert "extra" in decode_results(cms.get(shard0))["dropped_row_fields"]
+
+    store, tracker, spec = _restart(cms, 6, 3)
+    for i in range(3, 6):
+        tracker.record(result(i), uid=f"u{i}")
+    cms.api.delete(cms.path(shard0), "kubectl delete")
+    _write(store, tracker, spec, final=True, cms=cms)
+    assert "extra" in decode_results(cms.get(shard0))["dropped_row_fields"]
+    assert "dropped_row_fields" not in decode_results(cms.get(f"{naming.results_configmap_name(REF)}-1"))
+    whole = assemble(decode_results(cms.get(naming.results_configmap_name(REF))),
+                     [decode_results(cms.get(f"{naming.results_configmap_name(REF)}-{n}")) for n in (0, 1)])
+    assert "extra" in whole["dropped_row_fields"]       # what readers get says it too
