@@ -123,7 +123,7 @@ def submit(args: argparse.Namespace) -> int:
     for path in args.filename:
         objects += [(path, n, o) for n, o in enumerate(load_documents(path), 1)]
     client = make_client(args)
-    if args.pool:
+    if args.pool is not None:   # --pool "" (an unset variable) is refused, not read as no pool
         objects = _on_pool(client, objects, args)
     for path, n, obj in objects:
         _with_namespace(obj, args.namespace, client.namespace, f"{path}: object {n}")

@@ -232,7 +232,7 @@ MAX_DEPTH = 256
 MAX_VALUES = 1_000_000
 # A YAML escape of a UTF-16 half (``"\\ud83d"``; a pair is two, which YAML does not join) or a
 # lone one in JSON: no character, and no UTF-8 request can carry it.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = strictjson.SURROGATE
 _HALF = "half of a UTF-16 surrogate pair, which is no character"
 
 

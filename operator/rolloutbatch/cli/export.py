@@ -65,7 +65,7 @@ def results(args: argparse.Namespace) -> int:
     if out.exists():
         raise CLIError(f"{out} already exists: choose a new directory (results are never overwritten)")
     client = make_client(args)
-    if args.retained_uid:
+    if args.retained_uid is not None:
         written = export_retained(client, args.name, _retained_of(client, args.name, args.retained_uid), out)
     else:
         try:

@@ -62,7 +62,8 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--env", type=_env, action="append", default=[], metavar="NAME=VALUE",
                    help="a plain environment variable of the pods (repeatable)")
     p.add_argument("--task-mount-path", metavar="PATH", help="where the task files appear (default /task)")
-    p.add_argument("--network", choices=list(v.NETWORK_MODES), help=f"the pods' network (default {v.NETWORK_MODES[0]})")
+    p.add_argument("--network", choices=[str(mode) for mode in v.NETWORK_MODES],   # values, not the enum's reprs
+                   help=f"the pods' network (default {v.NETWORK_MODES[0]})")
     p.add_argument("--runtime-class", metavar="NAME", help="RuntimeClass of the pods (e.g. gvisor)")
     p.add_argument("--verifier", action="store_true",
                    help="a verifier container in every pod, for batches with spec.verifier")

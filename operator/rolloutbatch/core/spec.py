@@ -540,10 +540,14 @@ def input_text(value: object, i: int) -> str:
     (``core.manifests``) and in the SDK's ``inputsFrom`` ConfigMaps alike: one text, so one
     measure of what fits (:func:`input_bytes`), whoever writes it. SpecError for what the operator
     refuses in an ``inputsFrom`` ConfigMap (``core.admission.input_shards``): nesting past
-    ``MAX_JSON_DEPTH``, what is not plain JSON, a number past a double's range."""
+    ``MAX_JSON_DEPTH``, what is not plain JSON, a number past a double's range; and half of a
+    UTF-16 surrogate pair, which an inline input sent to the API server would reach its episode as
+    U+FFFD, and one by reference as itself (``submit -f`` refuses it as well)."""
     where = f"spec.inputs[{i}]"
     if deeper_than(value, d.MAX_JSON_DEPTH):
         raise SpecError(where, f"nests objects or arrays more than {d.MAX_JSON_DEPTH} levels deep")
+    if strictjson.holds_surrogate(value):
+        raise SpecError(where, "holds half of a UTF-16 surrogate pair, which is no character")
     try:
         text = strictjson.dumps(value, separators=strictjson.COMPACT)
     except (TypeError, ValueError) as exc:

@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from typing import Any
 
 MAX_DEPTH = 64
+# Half of a UTF-16 surrogate pair in a Python string: no character. No UTF-8 request can carry it
+# (the API server's Go decoder makes it U+FFFD), and a JSON text that escapes it is not I-JSON.
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def finite(value: Any) -> float | None:
@@ -58,6 +61,23 @@ def sanitize(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [sanitize(v, _depth + 1) for v in value]
     return str(value)
+
+
+def holds_surrogate(value: Any) -> bool:
+    """Whether a string or key in ``value`` holds a :data:`SURROGATE` (walked without recursion,
+    as :func:`deeper_than`)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def deeper_than(value: Any, limit: int) -> bool:

@@ -35,7 +35,7 @@ from rolloutbatch.kube.async_session import SessionPerLoop, send_json, ssl_conte
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import ConfigError, KubeError, Unavailable, from_text
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
-from rolloutbatch.sdk.build import build_pool
+from rolloutbatch.sdk.build import build_pool, pool_options
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.sdk.types import Group, Row
@@ -268,7 +268,7 @@ class AsyncClient:
         return await self._run(ops.create(batch, self.namespace, dry_run=dry_run))
 
     async def submit(self, batch: Mapping, *, pool: str | None = None) -> AsyncBatchHandle:
-        return AsyncBatchHandle(self, await self._run(ops.submit_on_pool(batch, pool, self.namespace) if pool else
+        return AsyncBatchHandle(self, await self._run(ops.submit_on_pool(batch, pool, self.namespace) if pool is not None else
                                                       ops.submit(batch, self.namespace)))
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
@@ -301,7 +301,8 @@ class AsyncClient:
     # --- warm pools (RolloutPool): Client's, awaited --------------------------------------------
     async def create_pool(self, name: str, size: int, *, task_files: Mapping[str, str],
                           namespace: str | None = None, dry_run: bool = False, **options: Any) -> dict:
-        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace, **options)
+        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace,
+                          **pool_options(options))
         return await self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))
 
     async def get_pool(self, name: str, namespace: str | None = None) -> dict:

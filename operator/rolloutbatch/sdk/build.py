@@ -16,6 +16,7 @@ the batch names is the pool's: ``ops.submit_on_pool``).
 from __future__ import annotations
 
 import copy
+import inspect
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -208,6 +209,8 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
     """
     check_batch_name(name_or_prefix)
     spec: dict[str, Any] = {"episodes": episodes}
+    if task is not None and not isinstance(task, Task):   # a mapping: the YAML's `task` is another shape
+        raise SpecError("task", f"must be a rolloutbatch.sdk.Task, got {type(task).__name__}")
     if task is None:
         if pool is None:
             raise SpecError("spec.task", "is required, unless pool names the RolloutPool whose task runs")
@@ -254,6 +257,7 @@ def build_batch(name_or_prefix: str, task: Task | None, episodes: int, paralleli
         spec[name] = copy.deepcopy(value)
     if pool is not None:
         spec = _pooled(spec, pool)
+    _refuse_empty(spec)
     _check(spec)
 
     metadata: dict[str, Any] = {"generateName" if name_or_prefix.endswith("-") else "name": name_or_prefix}
@@ -321,20 +325,39 @@ def build_pool(name: str, size: int, *, task_files: Mapping[str, str], image: st
         spec["podTemplate"] = copy.deepcopy(_mapping(pod_template, "spec.podTemplate"))
     if verifier is not None:
         spec["verifier"] = copy.deepcopy(_mapping(verifier, "spec.verifier"))
-    # The operator reads an empty string as the default; the API's schema refuses it (an image,
-    # a RuntimeClass name, a mount path): refused here, before the call (an unset shell variable)
-    for field, value in (("spec.image", spec.get("image")), ("spec.runtimeClassName", spec.get("runtimeClassName")),
-                         ("spec.task.mountPath", spec["task"].get("mountPath")),
-                         ("spec.workspace.mountPath", (spec.get("workspace") or {}).get("mountPath")),
-                         ("spec.verifier.image", (spec.get("verifier") or {}).get("image")),
-                         ("spec.verifier.mountPath", (spec.get("verifier") or {}).get("mountPath"))):
-        if value == "":
-            raise SpecError(field, "may not be empty: leave it out for its default")
+    _refuse_empty(spec)
     parse_pool_spec(spec)
     metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
     return {"apiVersion": API_VERSION, "kind": POOL_KIND, "metadata": metadata, "spec": spec}
+
+
+# The options Client.create_pool passes on to build_pool (its keywords but those it sets itself).
+POOL_OPTIONS = frozenset(inspect.signature(build_pool).parameters) - {"name", "size", "task_files", "namespace"}
+# Fields the operator reads as their default when empty, and the API's schema refuses so (an
+# image, a RuntimeClass name, a mount path), in a batch's spec and a pool's alike.
+_NOT_EMPTY = (("image",), ("runtimeClassName",), ("task", "mountPath"), ("workspace", "mountPath"),
+              ("verifier", "image"), ("verifier", "mountPath"))
+
+
+def _refuse_empty(spec: Mapping) -> None:
+    """SpecError for an empty :data:`_NOT_EMPTY` field, before the call (an unset shell variable)."""
+    for path in _NOT_EMPTY:
+        value: object = spec
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value == "":
+            raise SpecError("spec." + ".".join(path), "may not be empty: leave it out for its default")
+
+
+def pool_options(options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``options`` of :meth:`Client.create_pool`, refused (SpecError) when one is no keyword of
+    :func:`build_pool`'s, as build_batch refuses a field it does not know."""
+    unknown = sorted(set(options) - POOL_OPTIONS)
+    if unknown:
+        raise SpecError(unknown[0], f"is no option of a pool; they are {', '.join(sorted(POOL_OPTIONS))}")
+    return options
 
 
 def checked_batch(batch: object) -> Mapping:

@@ -24,7 +24,7 @@ import requests
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
 from rolloutbatch.sdk import ops, retained, session_commands, sessions
-from rolloutbatch.sdk.build import build_pool
+from rolloutbatch.sdk.build import build_pool, pool_options
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.sdk.types import Group, Row
@@ -202,7 +202,7 @@ class Client:
         in the warm pods of that RolloutPool (``spec.poolRef``; the batch's own image, task,
         resources, workspace, isolation and pod template are left out: ``sdk.build.with_pool``),
         refused (ValueError) when what it names is not the pool's (``ops.submit_on_pool``)."""
-        return BatchHandle(self, self._run(ops.submit_on_pool(batch, pool, self.namespace) if pool else
+        return BatchHandle(self, self._run(ops.submit_on_pool(batch, pool, self.namespace) if pool is not None else
                                            ops.submit(batch, self.namespace)))
 
     def get(self, name: str, namespace: str | None = None) -> dict:
@@ -251,7 +251,8 @@ class Client:
         runtime_class_name, task_mount_path, prepare, prepare_timeout_seconds, network,
         workspace, pod_template, verifier). ValueError before any call for what the operator would
         refuse; InvalidPool when the API refuses it."""
-        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace, **options)
+        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace,
+                          **pool_options(options))
         return self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))
 
     def get_pool(self, name: str, namespace: str | None = None) -> dict:
