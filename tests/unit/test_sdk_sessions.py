@@ -695,14 +695,15 @@ def test_a_command_killed_by_sigkill_while_the_session_holds_returns_at_once_wit
     read the pod again for END_SETTLE_SECONDS (10 s) in case the session's end had killed it, and
     counted that wait as the command's time (CommandResult.seconds, the row's command_seconds).
     Now one look at the hold says the session holds: the 137 is the command's, at once."""
-    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 3)
+    # its real 10 s: the bounds below leave a loaded machine's stalls room and still tell the wait apart
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 10)
     batch = open_sessions(api)
     put_pod(api, batch.handle, 0, workspace=tmp_path)
     session = batch.session(0)
     started = time.monotonic()
     result = session.run("kill -KILL $$")
-    assert result.exit_code == 137 and time.monotonic() - started < 2
-    assert result.seconds < 1 and session.stats.commands == 1 and session.stats.command_seconds < 1
+    assert result.exit_code == 137 and time.monotonic() - started < 5
+    assert result.seconds < 5 and session.stats.commands == 1 and session.stats.command_seconds < 5
     assert session.run("true").ok and not session.ended
 
 

@@ -65,6 +65,33 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def daemon_until_its_status(rec: PoolReconciler, timeout: float = 10.0) -> None:
+    """The pool's daemon (``rec.run()``: its rounds and their error handling) until a round has
+    written its status (or found it unchanged: the write is a round's last step, a failed one's
+    too, and a transient failure within the give-up writes none), then cancelled in its wait for
+    the next round. Waited for, not given a fixed time: on a loaded machine (make test runs the
+    unit tests beside the cluster's) a first round took longer than the 0.3 s it was given."""
+    async def go():
+        written = asyncio.Event()
+        write = rec._write
+
+        async def write_and_say(status: dict) -> None:
+            await write(status)
+            written.set()
+        rec._write = write_and_say
+        daemon = asyncio.create_task(rec.run())
+        said = asyncio.create_task(written.wait())
+        try:
+            await asyncio.wait({daemon, said}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            assert written.is_set(), f"the pool's daemon wrote no status within {timeout}s"
+        finally:
+            del rec._write
+            for task in (daemon, said):
+                task.cancel()
+            await asyncio.gather(daemon, said, return_exceptions=True)
+    run(go())
+
+
 # -- the pool's daemon --------------------------------------------------------------------------
 
 

@@ -57,10 +57,12 @@ def test_a_finished_batch_of_the_previous_operator_is_still_deleted_by_its_ttl(m
                 cluster.start_pods(range(EPISODES))
                 for i in range(EPISODES):
                     cluster.end_pod(i)
-                cluster.complete_job()
                 await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
-                task.cancel()   # waiting out its TTL
+                # it dies while it waits for its Job's end, before its TTL's wait: its TTL (1 s
+                # from a completionTime in whole seconds) may pass before this test looks again
+                task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+                cluster.complete_job()
             assert cluster.batch() is not None
             await asyncio.sleep(1.2)   # the upgraded operator, after the TTL passed
             cluster.restart_operator()

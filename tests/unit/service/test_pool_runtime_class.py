@@ -3,8 +3,6 @@ the CRD's pattern (``^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$``) admits names no Runtime
 (``a..b``), and such a pool stalls InvalidSpec before its namespace is made."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from rolloutbatch import sdk
@@ -12,7 +10,7 @@ from rolloutbatch.core import pool_spec
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
-from tests.unit.service.memory_pool import POOL_NS, live, make_pool, reconciler
+from tests.unit.service.memory_pool import POOL_NS, daemon_until_its_status, live, make_pool, reconciler
 
 NOT_A_NAME = ["a..b", "a.-b"]
 
@@ -38,14 +36,7 @@ def test_build_pool_refuses_it_before_any_call() -> None:
 
 def test_such_a_pool_stalls_invalid_spec_before_its_namespace_is_made(api) -> None:
     make_pool(api, 2, runtimeClassName="a..b")
-    rec = reconciler(api)
-
-    async def first_round():
-        try:
-            await asyncio.wait_for(rec.run(), timeout=0.3)
-        except asyncio.TimeoutError:
-            pass
-    asyncio.run(first_round())
+    daemon_until_its_status(reconciler(api))   # its first round
     stalled = {c["type"]: c for c in live(api)["status"]["conditions"]}["Stalled"]
     assert stalled["status"] == "True"
     assert stalled["reason"] == v.PoolReason.INVALID_SPEC, stalled

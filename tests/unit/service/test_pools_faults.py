@@ -3,7 +3,6 @@
 docstring says what it did before it was fixed)."""
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.service import pools as pool_service
 from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, claimed_indexes, triple, drain, batch_spec, delivery, filled, live, make_pool,
-                                            pod_names, reconciler, run, set_status)
+                                            daemon_until_its_status, pod_names, reconciler, run, set_status)
 
 
 POOL_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
@@ -293,14 +292,7 @@ def test_a_task_the_api_refuses_is_said_in_the_status(api):
     api.fail("POST", "ConfigMap", Invalid('ConfigMap "rp-x-task" is invalid: data[a/b]: a valid config key '
                                           "must consist of alphanumeric characters, '-', '_' or '.'", status=422),
              times=1000)
-    rec = reconciler(api)
-
-    async def go() -> None:
-        try:
-            await asyncio.wait_for(rec.run(), 0.5)
-        except asyncio.TimeoutError:
-            pass
-    run(go())
+    daemon_until_its_status(reconciler(api))   # its first round
     status = live(api).get("status") or {}
     assert status.get("message") or any(c.get("status") == "True" for c in status.get("conditions") or []
                                         if c.get("type") == "Stalled")
@@ -511,11 +503,6 @@ def test_a_pool_round_failing_transiently_without_a_break_says_the_api_is_unavai
     api.fail("POST", "Namespace", Unavailable("create namespace: 503 Service Unavailable", status=503), times=1000)
     api.fail("GET", "Namespace", Unavailable("get namespace: 503 Service Unavailable", status=503), times=1000)
 
-    async def go() -> None:
-        try:
-            await asyncio.wait_for(rec.run(), 2.5)
-        except asyncio.TimeoutError:
-            pass
-    run(go())
+    daemon_until_its_status(rec)   # the first round fails within the give-up, the next one past it
     stalled = next(c for c in live(api)["status"]["conditions"] if c["type"] == "Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == v.PoolReason.API_UNAVAILABLE, stalled

@@ -27,9 +27,10 @@ from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import episode_delivery, pool_claims, sandbox
 from rolloutbatch.service import pools as service_pools
 from tests.support.memory_api import MemoryApi
-from tests.unit.service.memory_pool import (BATCH, LOG, NS, POOL_NS, triple, batch_spec, claimed_indexes, delivery, delivery_round,
-                                            drain, filled, live, make_pool, pod_names, reconciler, replaced_then_shrunk,
-                                            run, set_status, refuse, warm)
+from tests.unit.service.memory_pool import (BATCH, LOG, NS, POOL_NS, triple, batch_spec, claimed_indexes,
+                                            daemon_until_its_status, delivery, delivery_round, drain, filled, live,
+                                            make_pool, pod_names, reconciler, replaced_then_shrunk, run, set_status,
+                                            refuse, warm)
 
 
 def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
@@ -146,12 +147,7 @@ def test_a_template_that_cannot_run_is_said_once_and_not_churned(api):
 
 def _one_round_of_the_daemon(rec) -> None:
     """The daemon's loop (its error handling included) for its first round, then cancelled."""
-    async def first_round():
-        try:
-            await asyncio.wait_for(rec.run(), timeout=0.3)
-        except asyncio.TimeoutError:
-            pass
-    run(first_round())
+    daemon_until_its_status(rec)
 
 
 def test_a_pool_whose_spec_the_operator_refuses_is_never_ready(api):

@@ -100,10 +100,10 @@ def test_a_queued_batch_waits_with_kueues_words_then_runs_once_admitted():
         kueue_workload(cluster, ("QuotaReserved", "True", "QuotaReserved", "reserved"),
                        ("Admitted", "True", "Admitted", "admitted"))
         set_suspended(cluster, False)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        cluster.start_pods(range(3))      # the Job controller at once, not within the grace of when
+        await until(lambda: cluster.status().get("phase") == v.RUNNING)   # this test sees Running
         assert cluster.status()["reason"] == v.REASON_RUNNING
         assert v.EVENT_ADMITTED in cluster.reasons()
-        cluster.start_pods(range(3))
         for index in range(3):
             cluster.end_pod(index)
         cluster.complete_job()
@@ -112,7 +112,7 @@ def test_a_queued_batch_waits_with_kueues_words_then_runs_once_admitted():
         assert status["phase"] == v.SUCCEEDED and status["succeededEpisodes"] == 3
         assert status["queueWaitSeconds"] >= 0
         assert cluster.counted("rolloutbatch_queue_wait_seconds_count") == 1
-    run(scenario)
+    run(scenario, pod_create_grace=0.5)   # the 1 s of queue wait is past it
 
 
 def test_a_queue_that_does_not_exist_stalls_before_anything_is_created():

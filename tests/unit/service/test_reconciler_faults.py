@@ -68,6 +68,8 @@ def test_a_busy_cluster_with_no_unschedulable_grace_only_waits():
                          "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}})
         task = await running(cluster)
         unschedulable(cluster, cluster.start_pods(range(3)))
+        # said as soon as the pods are seen (a while on a loaded machine); then rounds that only wait
+        await until(lambda: cluster.status().get("reason") == v.EVENT_UNSCHEDULABLE or task.done())
         await asyncio.sleep(0.4)
         status = cluster.status()
         assert not task.done(), status
@@ -106,13 +108,15 @@ def test_an_api_outage_past_the_give_up_when_the_ttl_expires_still_lets_the_ttl_
 
     async def scenario(cluster):
         task = await running(cluster, {**SPEC, "cleanup": {"ttlSecondsAfterFinished": 1}})
+        # the TTL's DELETE refused for about 3 s, three times transient_give_up (refused from before
+        # the end: the TTL, 1 s from a completionTime in whole seconds, may pass before this test
+        # sees the batch Succeeded)
+        cluster.api.fail("DELETE", "RolloutBatch", Unavailable("apiserver restarting", status=503), times=30)
         cluster.start_pods(range(3))
         for index in range(3):
             cluster.end_pod(index)
         cluster.complete_job()
         await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
-        # the TTL's DELETE refused for about 3 s, three times transient_give_up
-        cluster.api.fail("DELETE", "RolloutBatch", Unavailable("apiserver restarting", status=503), times=30)
         await asyncio.wait_for(task, 20)
         assert cluster.batch() is None, cluster.status()
     run(scenario, timeout=40)

@@ -128,10 +128,12 @@ def test_a_completion_time_written_into_the_future_does_not_hold_the_ttl_back():
         cluster.end_pod(0)
         cluster.end_pod(1)
         await until(lambda: cluster.status().get("phase") == v.SUCCEEDED)
-        cluster.complete_job()
-        await until(lambda: cluster.status().get("jobCompleteSeconds") is not None)
-        task.cancel()   # waiting out its TTL
+        # The operator dies while it waits for its Job's end, before its TTL's wait: once it saw
+        # the Job end it would delete the batch as soon as it wrote jobCompleteSeconds, its TTL
+        # (1 s from a completionTime in whole seconds) already past on a loaded machine.
+        task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        cluster.complete_job()
         cluster.api.merge_patch(BATCH_PATH + "/status", {"status": {"completionTime": "2100-01-01T00:00:00Z"}},
                                 "kubectl")
         cluster.restart_operator()
