@@ -161,6 +161,19 @@ async def drain(d: episode_delivery.EpisodeDelivery) -> None:
         await asyncio.gather(*list(d._tasks), return_exceptions=True)
 
 
+def hand_over(api: MemoryApi, spec, fresh: list[dict]) -> list:
+    """The pods ``fresh`` (just claimed) handed their episodes by a new delivery, drained; the
+    Events it emitted."""
+    events: list = []
+    d = delivery(api, spec, events, [])
+
+    async def go() -> None:
+        d.claimed(fresh)
+        await drain(d)
+    run(go())
+    return events
+
+
 def triple(claims: pool_claims.Claims) -> tuple[int, int, list[dict]]:
     """(hits, wanted, claimed) of a claim."""
     return claims.hits, claims.wanted, claims.claimed

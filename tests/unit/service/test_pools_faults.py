@@ -17,8 +17,8 @@ from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
 from rolloutbatch.service import pools as pool_service
-from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, claimed_indexes, triple, drain, batch_spec, delivery, filled, live, make_pool,
-                                            daemon_until_its_status, pod_names, reconciler, run, set_status)
+from tests.unit.service.memory_pool import (BATCH, NS, POOL_NS, claimed_indexes, triple, batch_spec, filled, live, make_pool,
+                                            daemon_until_its_status, hand_over, pod_names, reconciler, run, set_status)
 
 
 POOL_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm"
@@ -325,13 +325,7 @@ def test_a_failed_annotation_does_not_evict_a_pod_running_its_episode(api):
     name = fresh[0]["metadata"]["name"]
     api.set_attach(POOL_NS, name, lambda container, stdin: None)
     api.fail("PATCH", "Pod", Unavailable("the server is currently unable to handle the request", status=503))
-    events: list = []
-    d = delivery(api, spec, events, [])
-
-    async def go() -> None:
-        d.claimed(fresh)
-        await drain(d)
-    run(go())
+    events = hand_over(api, spec, fresh)
     assert api.get_object("Pod", name, POOL_NS) is not None, "the running episode was evicted"
     assert [e[1] for e in events if e[1] == v.EVENT_DELIVERY_FAILED] == []
 

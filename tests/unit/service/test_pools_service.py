@@ -28,7 +28,7 @@ from rolloutbatch.service import episode_delivery, pool_claims, sandbox
 from rolloutbatch.service import pools as service_pools
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import (BATCH, LOG, NS, POOL_NS, triple, batch_spec, claimed_indexes,
-                                            daemon_until_its_status, delivery, delivery_round, drain, filled, live,
+                                            daemon_until_its_status, delivery, hand_over, delivery_round, drain, filled, live,
                                             make_pool, pod_names, reconciler, replaced_then_shrunk, run, set_status,
                                             refuse, warm)
 
@@ -1056,13 +1056,7 @@ def test_a_pod_that_cannot_be_handed_its_episode_is_evicted(api):
     spec = batch_spec(episodes=1, parallelism=1)
     _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
     api.set_attach(POOL_NS, fresh[0]["metadata"]["name"], lambda container, stdin: refuse("no"))
-    events: list = []
-    d = delivery(api, spec, events, [])
-
-    async def go() -> None:
-        d.claimed(fresh)
-        await drain(d)
-    run(go())
+    events = hand_over(api, spec, fresh)
     assert [e[1] for e in events] == [v.EVENT_DELIVERY_FAILED]
     assert api.get_object("Pod", fresh[0]["metadata"]["name"], POOL_NS) is None   # evicted (and gone here)
 
@@ -1080,13 +1074,7 @@ def test_delivery_failures_post_at_most_max_pod_events_events(api):
     for pod in fresh:
         # a long refusal (an admission webhook's, a proxy's): the Event's cut must keep the note
         api.set_attach(POOL_NS, pod["metadata"]["name"], lambda container, stdin: refuse("no " * 400))
-    events: list = []
-    d = delivery(api, spec, events, [])
-
-    async def go() -> None:
-        d.claimed(fresh)
-        await drain(d)
-    run(go())
+    events = hand_over(api, spec, fresh)
     failed = [e for e in events if e[1] == v.EVENT_DELIVERY_FAILED]
     from rolloutbatch.handlers.batches import event_message
     assert len(failed) == v.MAX_POD_EVENTS and "operator's log only" in event_message(failed[-1][2])
@@ -1112,12 +1100,7 @@ def _default_command_handed_over(api, mount_path: str, after_restart: bool = Fal
         run(delivery_round(api, delivery(api, spec, [], []), 1))
     else:
         _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, rec.ref, 60)))
-        d = delivery(api, spec, [], [])
-
-        async def go() -> None:
-            d.claimed(fresh)
-            await drain(d)
-        run(go())
+        hand_over(api, spec, fresh)
     assert seen
     return seen[0].decode().rstrip().splitlines()[-2]
 

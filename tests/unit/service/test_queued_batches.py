@@ -83,6 +83,20 @@ async def queued(cluster, spec=SPEC):
     return task
 
 
+async def admitted(cluster, message: str = "admitted") -> None:
+    """Kueue admits the Workload and unsuspends the Job; the batch is seen Running."""
+    kueue_workload(cluster, ("Admitted", "True", "Admitted", message))
+    set_suspended(cluster, False)
+    await until(lambda: cluster.status().get("phase") == v.RUNNING)
+
+
+async def rows_once_the_job_failed_indexes(cluster, task) -> dict:
+    """The Job ends Failed (FailedIndexes), the batch with it; its rows by index."""
+    cluster.complete_job(failed=True, reason="FailedIndexes")
+    await asyncio.wait_for(task, 10)
+    return {row["index"]: row for row in cluster.rows()}
+
+
 def test_a_queued_batch_waits_with_kueues_words_then_runs_once_admitted():
     async def scenario(cluster):
         task = await queued(cluster)
@@ -151,9 +165,7 @@ def test_no_queue_and_no_default_starts_at_once():
 def test_an_eviction_cuts_off_running_episodes_as_lost_and_the_rest_run_after_readmission():
     async def scenario(cluster):
         task = await queued(cluster)
-        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted"))
-        set_suspended(cluster, False)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        await admitted(cluster)
         cluster.start_pods(range(2))
         cluster.end_pod(0)
         await until(lambda: cluster.status().get("progress") == "1/3")
@@ -166,14 +178,10 @@ def test_an_eviction_cuts_off_running_episodes_as_lost_and_the_rest_run_after_re
         assert v.EVENT_EVICTED in cluster.reasons() and "Preempted" in cluster.status()["message"]
         assert cluster.counted("rolloutbatch_queue_evictions_total") == 1
         # admitted again: the index not yet run runs; the cut-off one is not run twice
-        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted again"))
-        set_suspended(cluster, False)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        await admitted(cluster, "admitted again")
         cluster.start_pods([2])
         cluster.end_pod(2)
-        cluster.complete_job(failed=True, reason="FailedIndexes")
-        await asyncio.wait_for(task, 10)
-        rows = {row["index"]: row for row in cluster.rows()}
+        rows = await rows_once_the_job_failed_indexes(cluster, task)
         assert [rows[i]["outcome"] for i in range(3)] == [v.OUTCOME_SUCCEEDED, v.OUTCOME_LOST, v.OUTCOME_SUCCEEDED]
         assert rows[1]["reason"] == v.EP_EVICTED
         status = cluster.status()
@@ -189,9 +197,7 @@ def test_an_episode_cut_off_before_the_suspended_condition_is_written_is_evicted
     failed/NonZeroExit before the fix: a valid 0 in its group, blamed on the agent."""
     async def scenario(cluster):
         task = await queued(cluster)
-        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted"))
-        set_suspended(cluster, False)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        await admitted(cluster)
         cluster.start_pods(range(2))
         cluster.end_pod(0)
         await until(lambda: cluster.status().get("progress") == "1/3")
@@ -203,14 +209,10 @@ def test_an_episode_cut_off_before_the_suspended_condition_is_written_is_evicted
         evict_pod(cluster, 1, message=events_text(pod["metadata"]["name"], None, start=time.time() - 1))
         await until(lambda: cluster.status().get("progress") == "2/3")
         set_suspended(cluster, True)        # ... and only then the Suspended condition
-        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted again"))
-        set_suspended(cluster, False)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        await admitted(cluster, "admitted again")
         cluster.start_pods([2])
         cluster.end_pod(2)
-        cluster.complete_job(failed=True, reason="FailedIndexes")
-        await asyncio.wait_for(task, 10)
-        rows = {row["index"]: row for row in cluster.rows()}
+        rows = await rows_once_the_job_failed_indexes(cluster, task)
         assert (rows[1]["outcome"], rows[1]["reason"]) == (v.OUTCOME_LOST, v.EP_EVICTED), rows[1]
     run(scenario)
 
@@ -222,9 +224,7 @@ def test_an_agents_own_failure_in_a_queued_job_stays_the_agents(suspending):
     cut off by an eviction."""
     async def scenario(cluster):
         task = await queued(cluster)
-        kueue_workload(cluster, ("Admitted", "True", "Admitted", "admitted"))
-        set_suspended(cluster, False)
-        await until(lambda: cluster.status().get("phase") == v.RUNNING)
+        await admitted(cluster)
         cluster.start_pods(range(3))
         cluster.end_pod(0)
         await until(lambda: cluster.status().get("progress") == "1/3")
@@ -236,9 +236,7 @@ def test_an_agents_own_failure_in_a_queued_job_stays_the_agents(suspending):
         if suspending:
             ask_suspend(cluster, False)
         cluster.end_pod(2)
-        cluster.complete_job(failed=True, reason="FailedIndexes")
-        await asyncio.wait_for(task, 10)
-        rows = {row["index"]: row for row in cluster.rows()}
+        rows = await rows_once_the_job_failed_indexes(cluster, task)
         assert (rows[1]["outcome"], rows[1]["reason"]) == (v.OUTCOME_FAILED, v.EP_NON_ZERO_EXIT), rows[1]
     run(scenario)
 
