@@ -351,7 +351,7 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                             "tolerationSeconds": NODE_LOSS_TOLERATION_SECONDS})
     pod_spec: dict = {
-        "restartPolicy": "Never",
+        "restartPolicy": v.RestartPolicy.NEVER,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         # With a verifier the pod holds both phases; the launchers enforce each phase's own limit

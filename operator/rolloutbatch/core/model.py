@@ -113,7 +113,7 @@ class PodFacts:
     uid: str
     index: int | None
     created: float
-    phase: str
+    phase: str          # status.phase; Succeeded once every container exited 0 (core.verdict.settled_phase)
     node: str | None
     image_id: str | None
     exit_code: int | None

@@ -286,7 +286,7 @@ def pod_spec(ref: PoolRef, spec: PoolSpec, active_deadline_seconds: int | None =
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30})
     body: dict = {
-        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "restartPolicy": v.RestartPolicy.NEVER, "automountServiceAccountToken": False, "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 5,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
                             "seccompProfile": {"type": "RuntimeDefault"}},

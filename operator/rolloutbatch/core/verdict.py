@@ -4,10 +4,10 @@ Whether a failure is the agent's (outcome failed, valid, counted with the worst 
 infrastructure loss (outcome lost, not valid) is decided by reason, in one table:
 core.outcomes.REASON_CLASS (below, "lost" marks the infrastructure reasons).
 
-The success rule (docs/design.md): the pod Succeeded with exit code 0 and no restarts, its whole
-log was read, it holds exactly one ``ready`` and one ``reward`` event, both carrying its own pod
-name, the reward is a finite number of magnitude at most MAX_ABS_REWARD, and
-pod created <= ready.at <= reward.at <= pod finished. The two events come from one clock (the
+The success rule (docs/design.md): the pod Succeeded (:func:`settled_phase`) with exit code 0
+and no restarts, its whole log was read, it holds exactly one ``ready`` and one ``reward`` event,
+both carrying its own pod name, the reward is a finite number of magnitude at most
+MAX_ABS_REWARD, and pod created <= ready.at <= reward.at <= pod finished. The two events come from one clock (the
 episode's), so ``reward`` before ``ready``, by line or by ``at``, fails with no tolerance; only
 comparisons with the API's timestamps (creation, finish) allow the clock-skew tolerance: inside
 it the episode succeeds with a flag, beyond it, it fails with ClockSkew.
@@ -185,7 +185,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
     return PodFacts(
         name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid", ""),
         index=completion_index(meta), created=_created(meta),
-        phase=status.get("phase") or v.PodPhase.PENDING, node=spec.get("nodeName"), image_id=container.get("imageID") or None,
+        phase=settled_phase(meta, spec, status), node=spec.get("nodeName"), image_id=container.get("imageID") or None,
         exit_code=terminated.get("exitCode"), restart_count=int(container.get("restartCount") or 0),
         terminated_reason=terminated.get("reason"), pod_reason=status.get("reason") or disruption.get("reason"),
         pod_message=status.get("message") or disruption.get("message"),
@@ -215,6 +215,25 @@ def pod_facts(pod: Mapping) -> PodFacts:
         init_containers=tuple(str(c.get("name")) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)),
         task_mount_path=task_mount_path_in(spec) if _annotation(meta, POOLED_ANNOTATION) == "true" else None,
     )
+
+
+def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
+    """The pod's phase, or Succeeded as soon as every container has exited 0 under restartPolicy
+    Never. The kubelet writes that phase only once it has torn the pod's sandbox down
+    (kubernetes/kubernetes#108366), seconds later on a busy node (a burst of episodes that end
+    together tear down one after another), yet nothing can change the outcome then: no container
+    runs again. A pod being deleted or disrupted keeps the phase the API gives: its end may be the
+    kill's, which only the kubelet's final word tells."""
+    phase = status.get("phase") or v.PodPhase.PENDING
+    if phase != v.PodPhase.RUNNING or spec.get("restartPolicy") != v.RestartPolicy.NEVER \
+            or meta.get("deletionTimestamp"):
+        return phase
+    if any(c.get("type") == "DisruptionTarget" and c.get("status") == v.CONDITION_TRUE
+           for c in status.get("conditions") or [] if isinstance(c, Mapping)):
+        return phase
+    names = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, Mapping)]
+    ended = {c.get("name"): _exit_code(c) for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)}
+    return v.PodPhase.SUCCEEDED if names and all(ended.get(name) == 0 for name in names) else phase
 
 
 def _exit_code(status: Mapping) -> int | None:

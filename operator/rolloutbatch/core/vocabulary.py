@@ -408,6 +408,12 @@ class PodPhase(Word):
     UNKNOWN = "Unknown"
 
 
+class RestartPolicy(Word):
+    """A pod's spec.restartPolicy. Every episode pod's (a Job's, a pool's) is Never: an ended
+    container never runs again, so its end is the episode's (core.verdict.settled_phase)."""
+    NEVER = "Never"
+
+
 # Kubernetes' conditions (a pod's, a Job's) have the statuses of ``ConditionStatus``.
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 # Waiting reasons of a container whose image the node cannot run (kubelet's images package).

@@ -95,7 +95,7 @@ KINDS = [
     (v.EPISODE_FLAGS, v.EpisodeFlag, "FLAG_"),
     (v.CHANNELS, v.Channel, "CHANNEL_"),
 ]
-ENUMS = [enum for _, enum, _ in KINDS] + [v.PodPhase]
+ENUMS = [enum for _, enum, _ in KINDS] + [v.PodPhase, v.RestartPolicy]
 MEMBERS = [member for enum in ENUMS for member in enum]
 
 
@@ -192,13 +192,11 @@ GUARDED = {member.value for enum in ENUMS if enum is not v.Outcome for member in
     | {member.value for member in v.Channel}
 # Kubernetes' own words that a word of ours spells alike: (file, word). Not our vocabulary.
 KUBERNETES_WORDS = {
-    ("core/manifests.py", "Never"),          # a pod's restartPolicy
     # a kubeconfig exec plugin's interactiveMode (client-go's ExecInteractiveMode)
     ("kube/exec_plugin.py", "Never"), ("kube/exec_plugin.py", "Always"),
     ("core/job_facts.py", "Failed"),         # a Job's condition type
     ("core/verdict.py", "Ready"),            # a pod's condition type
     ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
-    ("core/pools.py", "Never"),              # a pool pod's restartPolicy
     ("core/pool_census.py", "Unschedulable"),  # the reason of a pod's PodScheduled=False
     ("core/pools.py", "Failed"),             # a Job's condition type
     ("core/crd_pool.py", "Ready"),           # the title of `kubectl get rp`'s column counting warm pods
