@@ -118,3 +118,26 @@ def test_create_pool_unknown_option_is_a_value_error(api):
 def test_build_batch_refuses_an_input_with_a_lone_surrogate_as_submit_f_does():
     with pytest.raises(ValueError, match=r"spec\.inputs\[0\]"):
         build_batch("x", _task(), episodes=1, inputs=[{"prompt": "emoji \ud83d"}])
+
+
+# 7. A namespace argument is a part of every path the SDK builds: `../x` or `a/b` named another
+#    object (`namespaces/../x/rolloutbatches/b` is the cluster's `x/rolloutbatches/b`). Each is
+#    refused before any call, as a name is; the CLI says so in one line.
+@pytest.mark.parametrize("namespace", ["../x", "a/b", "RL", "a" * 64, "x?y=1", "-a"])
+def test_a_namespace_that_names_no_namespace_is_refused_before_any_call(api, namespace):
+    client = Client(api=api, namespace=NS)
+    calls = list(api.calls)
+    for call in (lambda: client.get("b", namespace), lambda: client.list(namespace),
+                 lambda: client.get_pool("warm", namespace), lambda: client.list_pools(namespace),
+                 lambda: client.retained_results("b", namespace), lambda: client.delete_pool("warm", namespace),
+                 lambda: client.scale_pool("warm", 2, namespace)):
+        with pytest.raises(ValueError, match="is not a namespace name"):
+            call()
+    with pytest.raises(ValueError, match="is not a namespace name"):
+        Client(api=api, namespace=namespace).submit(build_batch("b", _task(), 1))
+    assert api.calls == calls
+
+
+def test_the_cli_refuses_such_a_namespace_in_one_line(api, tmp_path):
+    code, out, err = _run("--kubeconfig", str(tmp_path / "none"), "-n", "../x", "get", "b")
+    assert code != 0 and "is not a namespace name" in err and "Traceback" not in err, (out, err)

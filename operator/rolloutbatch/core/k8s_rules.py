@@ -23,6 +23,8 @@ MAX_CONFIGMAP_KEY_LENGTH = 253
 # What the API server takes in one Secret's (or ConfigMap's) data, its values' bytes summed
 # (core.MaxSecretSize, checked by ValidateSecret and ValidateConfigMap).
 MAX_SECRET_BYTES = 1 << 20
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_DNS_LABEL_LENGTH = 63   # a namespace's name, a LocalQueue's: a DNS-1123 label
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -48,6 +50,26 @@ def check_configmap_key(key: object) -> str | None:
     if key in (".", "..") or key.startswith(".."):
         return "must not be '.' or '..' nor start with '..'"
     return None
+
+
+def is_dns_label(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= MAX_DNS_LABEL_LENGTH and bool(_DNS_LABEL.fullmatch(text))
+
+
+class InvalidName(ValueError):
+    """A name given to a call that names no object (a namespace here, any object in the SDK's
+    ``sdk.ops.object_name``): refused before any call."""
+
+
+def check_namespace_name(value: object) -> str:
+    """``value`` when it can name a namespace (a DNS-1123 label), else InvalidName. A namespace is a
+    part of every API path the operator and the SDK build: ``..`` or a ``/`` there would name
+    another object than the one meant."""
+    if not is_dns_label(value):
+        raise InvalidName(f"{value!r} is not a namespace name (a DNS-1123 label: lowercase letters, digits "
+                         f"and '-', at most {MAX_DNS_LABEL_LENGTH} characters)"[:300])
+    assert isinstance(value, str)
+    return value
 
 
 def is_dns_subdomain(text: object) -> bool:

@@ -23,10 +23,8 @@ from dataclasses import dataclass
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
-from rolloutbatch.core.k8s_rules import is_dns_subdomain
+from rolloutbatch.core.k8s_rules import check_namespace_name
 from rolloutbatch.core.model import BatchSpec
-
-NAMESPACE_NAME_MAX = 63   # a namespace name is a DNS-1123 label
 
 # What the namespaced install does without cluster-wide rights, logged once at startup.
 DEGRADED = (
@@ -46,10 +44,7 @@ def parse_namespaces(values: Iterable[str]) -> tuple[str, ...]:
     """The ``--watch-namespace`` values, checked and in order, each once. Raises ValueError."""
     names: list[str] = []
     for value in values:
-        if not (isinstance(value, str) and len(value) <= NAMESPACE_NAME_MAX and "." not in value
-                and is_dns_subdomain(value)):
-            raise ValueError(f"{value!r} is not a namespace name (a DNS-1123 label: lowercase letters, digits "
-                             f"and '-', at most {NAMESPACE_NAME_MAX} characters)")
+        check_namespace_name(value)
         if value not in names:
             names.append(value)
     return tuple(names)

@@ -32,7 +32,7 @@ from rolloutbatch.core.env_expansion import expanded_size, expanded_sizes, refer
 from rolloutbatch.core.groups import group_count
 from rolloutbatch.core.image_reference import image_reference_problem
 from rolloutbatch.core.k8s_rules import (affinity_problem, check_configmap_key, container_resource_name_problem,
-                                         container_resources_problem, is_dns_subdomain, is_label_value,
+                                         container_resources_problem, is_dns_label, is_dns_subdomain, is_label_value,
                                          is_qualified_name, labels_problem, parse_quantity)
 from rolloutbatch.core.model import BatchSpec, SpecError, VerifierSpec
 from rolloutbatch.core import strictjson
@@ -58,7 +58,6 @@ NUL_REFUSED = "may not hold a NUL byte: no process can be given one"
 # a variable whose name is no shell identifier (MY-VAR), which the env pattern allows.
 _SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INPUT_KEY = "input-{}.json"        # the key (and file name) of input g, inline or by reference
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ISOLATION_NAMESPACE = v.ISOLATION_MODES       # first = default
 ISOLATION_NETWORK = v.NETWORK_MODES
 CLEANUP_SANDBOX = v.CLEANUP_POLICIES
@@ -80,7 +79,7 @@ def check_batch_name(name_or_prefix: str) -> None:
     stem = name_or_prefix[:-1] if prefix else name_or_prefix
     # the CRD bounds the name the API server makes, a prefix and its generated suffix
     limit = MAX_BATCH_NAME_LENGTH - d.GENERATED_NAME_SUFFIX if prefix else MAX_BATCH_NAME_LENGTH
-    if not isinstance(stem, str) or not stem or not _DNS_LABEL.fullmatch(stem) or len(name_or_prefix) > limit:
+    if not isinstance(stem, str) or not stem or not is_dns_label(stem) or len(name_or_prefix) > limit:
         raise SpecError("metadata.name", f"{name_or_prefix!r} must be lowercase letters, digits and '-', "
                                          f"at most {limit} characters"
                                          + (f" (a generateName prefix: the API server adds "
@@ -742,7 +741,7 @@ def parse_spec(raw: Mapping, *, provisioned: bool = False) -> BatchSpec:
     template = checked_pod_template(checked_object(raw, "podTemplate", "spec.podTemplate"))
     runtime = checked_runtime_class(raw.get("runtimeClassName"))
     queue = raw.get("queueName") or None
-    if queue is not None and not (isinstance(queue, str) and len(queue) <= 63 and _DNS_LABEL.fullmatch(queue)):
+    if queue is not None and not is_dns_label(queue):
         raise SpecError("spec.queueName", f"must be a LocalQueue name (a lowercase DNS label of at most 63 "
                                           f"characters), got {queue!r}"[:200])
     # A pooled batch's default command names the pool's task path, known once the pool is read

@@ -10,15 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rolloutbatch import GROUP, POOL_PLURAL, VERSION
+from rolloutbatch import POOL_KIND
 from rolloutbatch.core import pools
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
-
-
-def pool_path(namespace: str, name: str | None = None) -> str:
-    base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{POOL_PLURAL}"
-    return base if name is None else f"{base}/{name}"
 
 
 def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
@@ -114,13 +109,13 @@ class PoolStorage:
     async def get_pool(self, namespace: str, name: str) -> dict | None:
         def get(api: Any) -> dict | None:
             try:
-                return api.get(pool_path(namespace, name), f"get RolloutPool {namespace}/{name}")
+                return api.get(resources.object_path(POOL_KIND, name, namespace), f"get RolloutPool {namespace}/{name}")
             except NotFound:
                 return None
         return await self._run(get)
 
     async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
-        path, what = pool_path(namespace, name) + "/status", f"patch status of RolloutPool {namespace}/{name}"
+        path, what = resources.object_path(POOL_KIND, name, namespace) + "/status", f"patch status of RolloutPool {namespace}/{name}"
         if self.writer is not None:   # a round's one write, on the loop as the claims are
             await self.writer.merge_patch(path, {"status": status}, what)
             return

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from rolloutbatch import GROUP, PLURAL, VERSION
+from rolloutbatch import GROUP, PLURAL, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import queueing
+from rolloutbatch.core.k8s_rules import check_namespace_name
 from rolloutbatch.core.naming import ANNOTATION_STOPPED, LABEL_BATCH_UID
 from rolloutbatch.kube.client import Api
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs, OwnerGone
@@ -31,6 +32,7 @@ _COLLECTIONS = {
     "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
     "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
     "RolloutBatch": f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{PLURAL}",
+    POOL_KIND: f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{POOL_PLURAL}",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "Event": "/api/v1/namespaces/{ns}/events",
     "LocalQueue": f"/apis/{queueing.API_VERSION}/namespaces/{{ns}}/localqueues",
@@ -39,7 +41,10 @@ _COLLECTIONS = {
 
 
 def collection_path(kind: str, namespace: str | None = None) -> str:
-    return _COLLECTIONS[kind].format(ns=namespace)
+    """The kind's objects in ``namespace`` (a kind of no namespace: None). A namespace that is no
+    DNS label (a caller's ``../x`` or ``a/b``) is refused, ValueError, before it names another path."""
+    path = _COLLECTIONS[kind]
+    return path.format(ns=check_namespace_name(namespace)) if "{ns}" in path else path
 
 
 def object_path(kind: str, name: str, namespace: str | None = None) -> str:

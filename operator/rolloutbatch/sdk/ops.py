@@ -19,7 +19,7 @@ from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import naming
-from rolloutbatch.core.k8s_rules import is_dns_subdomain
+from rolloutbatch.core.k8s_rules import InvalidName, is_dns_subdomain
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import configmap_digest, decode_results, vouched_digests
@@ -77,10 +77,6 @@ def close(op: Op) -> None:
         op.close()
     except RuntimeError:   # it yielded a call on GeneratorExit
         pass
-
-
-class InvalidName(ValueError):
-    """A name given to a call that names no object (:func:`object_name`): refused before any call."""
 
 
 @dataclass
@@ -593,8 +589,8 @@ def delete(batch: Mapping, *, wait: bool = True, timeout: float = 300, interval:
 # --- warm pools (RolloutPool, docs/design.md §5.17) ------------------------------------------------
 def pools_path(namespace: str | None) -> str:
     """The RolloutPools of ``namespace`` (None: of every namespace)."""
-    where = f"/namespaces/{namespace}" if namespace is not None else ""
-    return f"/apis/{GROUP}/{VERSION}{where}/{POOL_PLURAL}"
+    return resources.collection_path(POOL_KIND, namespace) if namespace is not None \
+        else f"/apis/{GROUP}/{VERSION}/{POOL_PLURAL}"
 
 
 def create_pool(pool: Mapping, namespace: str, *, dry_run: bool = False) -> Op:
