@@ -18,7 +18,8 @@ keep that out of the hand-overs' time, as a real episode (minutes long) does.
 `--repeats N` runs each agent's warm and cold batches N times, one after another on the same
 pool; a mode's figures are then its runs (`runs`) and their medians (`median`).
 
-Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), and per
+Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), batch ->
+finished (its creation until the status was seen terminal: what `kubectl wait` waits), and per
 episode the claim latency: claim (the operator's annotation) -> the pod was handed its episode
 (delivered-at), read from the pods (the batch keeps its sandbox: cleanup Never), and the pods its
 Job counted failed (cold pods the Job controller made for claimed indexes, then deleted). Operator
@@ -143,17 +144,19 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
             body.update(task={"files": TASK_FILES}, resources=RESOURCES, isolation={"namespace": "Shared"})
             if runtime_class:
                 body["runtimeClassName"] = runtime_class
-        cpu0 = lib.proc_cpu_seconds(op.proc.pid)
+        cpu0, began = lib.proc_cpu_seconds(op.proc.pid), time.monotonic()
         kube.create(f"{GROUP}/namespaces/{ns}/rolloutbatches",
                     {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": name},
                      "spec": body})
         done = _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}", _finished, 1800)
-        cpu = lib.proc_cpu_seconds(op.proc.pid) - cpu0
+        cpu, took = lib.proc_cpu_seconds(op.proc.pid) - cpu0, time.monotonic() - began
         st = done["status"]
         row = {"phase": st.get("phase"), "succeeded": st.get("succeededEpisodes"),
                "batch_to_all_ready_s": st.get("batchToAllReadySeconds"),
                "batch_to_all_rewards_s": st.get("batchToAllRewardsSeconds"),
                "pod_to_ready_s": st.get("podToReadySeconds"),
+               # created -> seen finished (polled every 0.25 s): what `kubectl wait` waits
+               "batch_to_finished_s": round(took, 2),
                "operator_cpu_ms_per_episode": round(1000 * cpu / size, 2)}
         if warm:
             pods = kube.get(f"/api/v1/namespaces/{naming.pool_namespace(ns, pool)}/pods",
@@ -187,7 +190,8 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
 
 MEDIAN_KEYS = {"batch_to_all_ready_s": ("batch_to_all_ready_s",), "batch_to_all_rewards_s": ("batch_to_all_rewards_s",),
                "claim_p50_s": ("claim_seconds", "p50"), "claim_p95_s": ("claim_seconds", "p95"),
-               "operator_cpu_ms_per_episode": ("operator_cpu_ms_per_episode",)}
+               "operator_cpu_ms_per_episode": ("operator_cpu_ms_per_episode",),
+               "batch_to_finished_s": ("batch_to_finished_s",)}
 
 
 def medians(rows: list[dict]) -> dict:

@@ -7,10 +7,10 @@ core.outcomes.REASON_CLASS (below, "lost" marks the infrastructure reasons).
 The success rule (docs/design.md): the pod Succeeded (:func:`settled_phase`) with exit code 0
 and no restarts, its whole log was read, it holds exactly one ``ready`` and one ``reward`` event,
 both carrying its own pod name, the reward is a finite number of magnitude at most
-MAX_ABS_REWARD, and pod created <= ready.at <= reward.at <= pod finished. The two events come from one clock (the
-episode's), so ``reward`` before ``ready``, by line or by ``at``, fails with no tolerance; only
-comparisons with the API's timestamps (creation, finish) allow the clock-skew tolerance: inside
-it the episode succeeds with a flag, beyond it, it fails with ClockSkew.
+MAX_ABS_REWARD, and pod created <= ready.at <= reward.at <= pod finished. The two events come
+from one clock (the episode's), so ``reward`` before ``ready``, by line or by ``at``, fails with
+no tolerance; only comparisons with the API's timestamps (creation, finish) allow the clock-skew
+tolerance: inside it the episode succeeds with a flag, beyond it, it fails with ClockSkew.
 Failure reasons are checked in this order; the first that applies wins, so the reason names the
 most fundamental problem (a dead pod before a missing event, a missing event before a bad one):
 

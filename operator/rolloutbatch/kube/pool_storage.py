@@ -109,13 +109,15 @@ class PoolStorage:
     async def get_pool(self, namespace: str, name: str) -> dict | None:
         def get(api: Any) -> dict | None:
             try:
-                return api.get(resources.object_path(POOL_KIND, name, namespace), f"get RolloutPool {namespace}/{name}")
+                return api.get(resources.object_path(POOL_KIND, name, namespace),
+                               f"get RolloutPool {namespace}/{name}")
             except NotFound:
                 return None
         return await self._run(get)
 
     async def patch_pool_status(self, namespace: str, name: str, status: dict) -> None:
-        path, what = resources.object_path(POOL_KIND, name, namespace) + "/status", f"patch status of RolloutPool {namespace}/{name}"
+        path = resources.object_path(POOL_KIND, name, namespace) + "/status"
+        what = f"patch status of RolloutPool {namespace}/{name}"
         if self.writer is not None:   # a round's one write, on the loop as the claims are
             await self.writer.merge_patch(path, {"status": status}, what)
             return

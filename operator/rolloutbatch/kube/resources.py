@@ -42,7 +42,7 @@ _COLLECTIONS = {
 
 def collection_path(kind: str, namespace: str | None = None) -> str:
     """The kind's objects in ``namespace`` (a kind of no namespace: None). A namespace that is no
-    DNS label (a caller's ``../x`` or ``a/b``) is refused, ValueError, before it names another path."""
+    DNS label (a caller's ``../x`` or ``a/b``) is refused (InvalidName) before it names another path."""
     path = _COLLECTIONS[kind]
     return path.format(ns=check_namespace_name(namespace)) if "{ns}" in path else path
 
