@@ -51,8 +51,8 @@ def _recorded(source: str):
         if key == "*":
             assert isinstance(value, dict) and len(value) == 1, f"{source}: '*' stands for a single key"
             (value,) = value.values()
-        else:
-            value = value[key]
+        else:   # a list's item by its index (a run of `--repeats`: runs/0)
+            value = value[int(key)] if isinstance(value, list) and key.isdigit() else value[key]
     return value
 
 
