@@ -358,3 +358,18 @@ def test_every_public_verb_of_the_sync_client_is_the_async_clients_too():
         return {name for name in dir(cls) if not name.startswith("_")}
     assert public(sdk.Client) - public(AsyncClient) == set()
     assert public(sdk.BatchHandle) - public(sdk.AsyncBatchHandle) <= {"settle"}   # a status getter, sync only
+
+
+def test_the_readmes_pool_example_runs_as_written(api):
+    # README "Warm pools": the batch built for the pool, and one built to run cold from the pool's
+    # own files; a batch whose task differs from the pool's is refused (ValueError) instead
+    client = sdk.Client(api=api, namespace=NS)
+    files = {**FILES, "run.sh": "echo"}
+    client.create_pool("warm", 8, task_files=files, prepare=["sh", "/task/setup.sh"])
+    pooled = client.submit(sdk.build_batch("step-", None, 64, pool="warm", command=["sh", "/task/run.sh"]))
+    cold = client.submit(sdk.build_batch("step-", sdk.Task(files=files, command=["sh", "/task/run.sh"]), 64),
+                         pool="warm")
+    for handle in (pooled, cold):
+        assert handle.obj["spec"] == {"episodes": 64, "command": ["sh", "/task/run.sh"], "poolRef": {"name": "warm"}}
+    with pytest.raises(ValueError, match="task"):
+        client.submit(sdk.build_batch("step-", TASK, 64), pool="warm")
