@@ -16,7 +16,8 @@ each node) while the batch's later episodes are still being handed over: `shwork
 keep that out of the hand-overs' time, as a real episode (minutes long) does.
 
 `--repeats N` runs each agent's warm and cold batches N times, one after another on the same
-pool; a mode's figures are then its runs (`runs`) and their medians (`median`).
+pool, each once the batch before it has no pod left and the pool is full again (`--settle` s); a
+mode's figures are then its runs (`runs`) and their medians (`median`).
 
 Per size and mode: batch -> all ready and batch -> all rewards (the status' own figures), batch ->
 finished (its creation until the status was seen terminal: what `kubectl wait` waits), and per
@@ -86,6 +87,16 @@ def _full(kube: Kube, ns: str, pool: str, size: int, settle: float) -> None:
     trainer's pool is full well before its batch."""
     _wait(kube, f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", lambda st: st.get("readyPods") == size, 900)
     time.sleep(settle)
+
+
+def _pods_gone(kube: Kube, batch_uid: str, timeout: float = 300.0) -> None:
+    """Until no pod of the batch is left on the cluster (a pooled batch's in its pool's namespace,
+    a cold one's beside it)."""
+    end = time.monotonic() + timeout
+    while (kube.get("/api/v1/pods", labelSelector=f"{naming.LABEL_BATCH_UID}={batch_uid}") or {}).get("items"):
+        if time.monotonic() > end:
+            raise RuntimeError(f"the pods of batch {batch_uid} are still on the cluster after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 QUIET_TIMEOUT = 300.0   # seconds an earlier run's pods get to go before a run starts
@@ -180,8 +191,11 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
         print(f"[bench] pools {size} {mode}: {json.dumps(row)}", flush=True)
         kube.delete(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}")
         kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutbatches/{name}", 300)
-        if warm:   # the cold batch runs while the pool is full again: the same node load
-            _full(kube, ns, pool, size, settle)
+        # the next batch starts once this one's pods are gone (their sandboxes torn down would
+        # take the node's CPU from its hand-overs) and the pool is full again: each run from the
+        # same state, as a trainer's batch finds a full pool on a quiet node
+        _pods_gone(kube, done["metadata"]["uid"])
+        _full(kube, ns, pool, size, settle)
     kube.delete(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}")
     kube.wait_gone(f"{GROUP}/namespaces/{ns}/rolloutpools/{pool}", 300)
     out.update((mode, got[0] if repeats == 1 else {"runs": got, "median": medians(got)}) for mode, got in rows.items())

@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     from rolloutbatch.cli.common import positive
     from rolloutbatch.cli.export import export
     from rolloutbatch.cli.watch import follow
+    from rolloutbatch.kube import resources
     from rolloutbatch.kube.errors import KubeError
     from rolloutbatch.sdk import Client, is_succeeded
 
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 except (KubeError, TimeoutError) as exc:
                     console.print(f"demo: cleanup of {h.name}: {exc}")
             try:
-                client.api.delete(f"/api/v1/namespaces/{namespace}", f"delete namespace {namespace}")
+                client.api.delete(resources.object_path("Namespace", namespace), f"delete namespace {namespace}")
             except KubeError:
                 pass
             if model_namespace_ours:

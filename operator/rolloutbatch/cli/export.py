@@ -282,10 +282,10 @@ def _events(client: Client, batch: dict, child_ns: str, forbidden: dict[str, For
     meta = batch["metadata"]
     events: list[dict] = []
     try:
-        events += client.api.get(f"/api/v1/namespaces/{meta['namespace']}/events", "list events",
+        events += client.api.get(resources.collection_path("Event", meta["namespace"]), "list events",
                                  fieldSelector=f"involvedObject.uid={meta['uid']}").get("items", [])
         if child_ns != meta["namespace"]:
-            events += client.api.get(f"/api/v1/namespaces/{child_ns}/events", "list events").get("items", [])
+            events += client.api.get(resources.collection_path("Event", child_ns), "list events").get("items", [])
     except NotFound:
         pass
     except Forbidden as exc:

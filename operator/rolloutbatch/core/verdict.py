@@ -218,12 +218,19 @@ def pod_facts(pod: Mapping) -> PodFacts:
 
 
 def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
-    """The pod's phase, or Succeeded as soon as every container has exited 0 under restartPolicy
-    Never. The kubelet writes that phase only once it has torn the pod's sandbox down
-    (kubernetes/kubernetes#108366), seconds later on a busy node (a burst of episodes that end
-    together tear down one after another), yet nothing can change the outcome then: no container
-    runs again. A pod being deleted or disrupted keeps the phase the API gives: its end may be the
-    kill's, which only the kubelet's final word tells."""
+    """The pod's phase, or Succeeded as soon as every container of a pool's pod or of a pod with a
+    verifier has exited 0 under restartPolicy Never. The kubelet writes that phase only once it has
+    torn the pod's sandbox down (kubernetes/kubernetes#108366), seconds later on a busy node
+    (twenty pooled episodes that end together are torn down one after another), yet nothing can
+    change the outcome then: no container runs again.
+
+    Only where every container's PID 1 is one of the operator's launchers (core.pool_delivery,
+    core.launchers): a shell that has no TERM handler while its phase runs, so a kill by the
+    kubelet (the pod's deadline, an eviction, a node's shutdown) ends it with 137 or
+    NOT_DELIVERED_EXIT, never 0. A Job's pod without a verifier runs the submitter's command as PID
+    1, which may answer TERM with 0; and until the phase is terminal the kubelet withholds the
+    reason (DeadlineExceeded, Evicted) and its DisruptionTarget too: such a pod keeps the phase
+    the API gives, as does any pod being deleted or disrupted."""
     phase = status.get("phase") or v.PodPhase.PENDING
     if phase != v.PodPhase.RUNNING or spec.get("restartPolicy") != v.RestartPolicy.NEVER \
             or meta.get("deletionTimestamp"):
@@ -232,6 +239,8 @@ def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
            for c in status.get("conditions") or [] if isinstance(c, Mapping)):
         return phase
     names = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, Mapping)]
+    if _annotation(meta, POOLED_ANNOTATION) != "true" and VERIFIER_CONTAINER not in names:
+        return phase
     ended = {c.get("name"): _exit_code(c) for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)}
     return v.PodPhase.SUCCEEDED if names and all(ended.get(name) == 0 for name in names) else phase
 

@@ -8,14 +8,12 @@ Lease already made (another candidate won that race), ``NotFound`` when the name
 
 from __future__ import annotations
 
+from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Conflict, Forbidden, NotFound
-
-_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
 
 def _path(namespace: str, name: str | None = None) -> str:
-    base = _LEASES.format(ns=namespace)
-    return f"{base}/{name}" if name else base
+    return resources.object_path("Lease", name, namespace) if name else resources.collection_path("Lease", namespace)
 
 
 def get_lease(api, namespace: str, name: str) -> dict | None:
@@ -47,7 +45,7 @@ def ensure_namespace(api, name: str, labels: dict) -> bool:
     that may not read namespaces leaves it unchecked (False): it may well exist, and the Lease's
     own requests say so if it does not. ``Forbidden`` on the create is the caller's to explain."""
     try:
-        api.get(f"/api/v1/namespaces/{name}", f"get namespace {name}")
+        api.get(resources.object_path("Namespace", name), f"get namespace {name}")
         return False
     except Forbidden:
         return False
@@ -55,7 +53,7 @@ def ensure_namespace(api, name: str, labels: dict) -> bool:
         pass
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels)}}
     try:
-        api.create("/api/v1/namespaces", body, f"create namespace {name}")
+        api.create(resources.collection_path("Namespace"), body, f"create namespace {name}")
     except Conflict:   # created meanwhile by another operator starting
         return False
     return True

@@ -35,6 +35,7 @@ _COLLECTIONS = {
     POOL_KIND: f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{POOL_PLURAL}",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "Event": "/api/v1/namespaces/{ns}/events",
+    "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
     "LocalQueue": f"/apis/{queueing.API_VERSION}/namespaces/{{ns}}/localqueues",
     "Workload": f"/apis/{queueing.API_VERSION}/namespaces/{{ns}}/workloads",
 }
@@ -48,6 +49,8 @@ def collection_path(kind: str, namespace: str | None = None) -> str:
 
 
 def object_path(kind: str, name: str, namespace: str | None = None) -> str:
+    if kind == "Namespace":   # a namespace's name is checked as any namespace a path holds
+        check_namespace_name(name)
     return f"{collection_path(kind, namespace)}/{name}"
 
 

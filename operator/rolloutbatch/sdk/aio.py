@@ -272,13 +272,13 @@ class AsyncClient:
                                                       ops.submit(batch, self.namespace)))
 
     async def get(self, name: str, namespace: str | None = None) -> dict:
-        return await self._run(ops.get(name, namespace or self.namespace))
+        return await self._run(ops.get(name, ops.namespace_of(namespace, self.namespace)))
 
     async def handle(self, name: str, namespace: str | None = None) -> AsyncBatchHandle:
         return AsyncBatchHandle(self, await self.get(name, namespace))
 
     async def list(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
-        return await self._run(ops.list_(namespace or self.namespace, all_namespaces))
+        return await self._run(ops.list_(ops.namespace_of(namespace, self.namespace), all_namespaces))
 
     async def results_document(self, batch: Mapping) -> dict:
         return await self._run(ops.results_document(batch))
@@ -294,45 +294,45 @@ class AsyncClient:
                             **options: Any) -> AsyncSessions:
         """``Client.open_sessions``, awaited: ``async with await client.open_sessions(...) as s:``."""
         batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name,
-                                        namespace=options.pop("namespace", None) or self.namespace,
+                                        namespace=ops.namespace_of(options.pop("namespace", None), self.namespace),
                                         **options)
         return AsyncSessions(await self.submit(batch))
 
     # --- warm pools (RolloutPool): Client's, awaited --------------------------------------------
     async def create_pool(self, name: str, size: int, *, task_files: Mapping[str, str],
                           namespace: str | None = None, dry_run: bool = False, **options: Any) -> dict:
-        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace,
+        pool = build_pool(name, size, task_files=task_files, namespace=ops.namespace_of(namespace, self.namespace),
                           **pool_options(options))
         return await self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))
 
     async def get_pool(self, name: str, namespace: str | None = None) -> dict:
-        return await self._run(ops.get_pool(name, namespace or self.namespace))
+        return await self._run(ops.get_pool(name, ops.namespace_of(namespace, self.namespace)))
 
     async def list_pools(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
-        return await self._run(ops.list_pools(namespace or self.namespace, all_namespaces))
+        return await self._run(ops.list_pools(ops.namespace_of(namespace, self.namespace), all_namespaces))
 
     async def scale_pool(self, name: str, size: int, namespace: str | None = None) -> dict:
-        return await self._run(ops.scale_pool(name, namespace or self.namespace, size))
+        return await self._run(ops.scale_pool(name, ops.namespace_of(namespace, self.namespace), size))
 
     async def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
                           timeout: float = 300) -> None:
-        await self._run(ops.delete_pool(name, namespace or self.namespace, wait=wait, timeout=timeout))
+        await self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout))
 
     async def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
-        return await self._run(retained.retained_document(name, namespace or self.namespace, uid))
+        return await self._run(retained.retained_document(name, ops.namespace_of(namespace, self.namespace), uid))
 
     async def retained_results(self, name: str, namespace: str | None = None, *,
                                uid: str | None = None) -> list[Row]:
-        namespace = namespace or self.namespace
+        namespace = ops.namespace_of(namespace, self.namespace)
         document = await self.retained_document(name, namespace, uid=uid)
         return ops.rows(document, retained.retained_batch(document, name, namespace))
 
     async def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
-        return await self._run(retained.retained_uids(name, namespace or self.namespace))
+        return await self._run(retained.retained_uids(name, ops.namespace_of(namespace, self.namespace)))
 
     async def delete_retained(self, name: str, namespace: str | None = None, *,
                               uid: str | None = None) -> list[str]:
-        return await self._run(retained.delete_retained(name, namespace or self.namespace, uid))
+        return await self._run(retained.delete_retained(name, ops.namespace_of(namespace, self.namespace), uid))
 
 
 class AsyncBatchHandle:

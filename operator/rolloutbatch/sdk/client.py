@@ -206,13 +206,13 @@ class Client:
                                            ops.submit(batch, self.namespace)))
 
     def get(self, name: str, namespace: str | None = None) -> dict:
-        return self._run(ops.get(name, namespace or self.namespace))
+        return self._run(ops.get(name, ops.namespace_of(namespace, self.namespace)))
 
     def handle(self, name: str, namespace: str | None = None) -> BatchHandle:
         return BatchHandle(self, self.get(name, namespace))
 
     def list(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
-        return self._run(ops.list_(namespace or self.namespace, all_namespaces))
+        return self._run(ops.list_(ops.namespace_of(namespace, self.namespace), all_namespaces))
 
     def results_document(self, batch: Mapping) -> dict:
         return self._run(ops.results_document(batch))
@@ -239,7 +239,7 @@ class Client:
         (inputs, samples_per_input, episode_timeout_seconds: each session's deadline, env, and
         other spec fields). ``with client.open_sessions(...) as s:`` ends what is left open."""
         batch = sessions.build_sessions(pool, episodes, verifier=verifier, name=name,
-                                        namespace=options.pop("namespace", None) or self.namespace,
+                                        namespace=ops.namespace_of(options.pop("namespace", None), self.namespace),
                                         **options)
         return Sessions(self.submit(batch))
 
@@ -251,48 +251,48 @@ class Client:
         runtime_class_name, task_mount_path, prepare, prepare_timeout_seconds, network,
         workspace, pod_template, verifier). ValueError before any call for what the operator would
         refuse; InvalidPool when the API refuses it."""
-        pool = build_pool(name, size, task_files=task_files, namespace=namespace or self.namespace,
+        pool = build_pool(name, size, task_files=task_files, namespace=ops.namespace_of(namespace, self.namespace),
                           **pool_options(options))
         return self._run(ops.create_pool(pool, self.namespace, dry_run=dry_run))
 
     def get_pool(self, name: str, namespace: str | None = None) -> dict:
-        return self._run(ops.get_pool(name, namespace or self.namespace))
+        return self._run(ops.get_pool(name, ops.namespace_of(namespace, self.namespace)))
 
     def list_pools(self, namespace: str | None = None, *, all_namespaces: bool = False) -> list[dict]:
-        return self._run(ops.list_pools(namespace or self.namespace, all_namespaces))
+        return self._run(ops.list_pools(ops.namespace_of(namespace, self.namespace), all_namespaces))
 
     def scale_pool(self, name: str, size: int, namespace: str | None = None) -> dict:
         """Set the pool's ``spec.size`` (as ``kubectl scale rp/NAME --replicas=N``); the object."""
-        return self._run(ops.scale_pool(name, namespace or self.namespace, size))
+        return self._run(ops.scale_pool(name, ops.namespace_of(namespace, self.namespace), size))
 
     def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
                     timeout: float = 300) -> None:
         """Delete the pool; with ``wait``, until it is gone (the operator removes its pods first)."""
-        self._run(ops.delete_pool(name, namespace or self.namespace, wait=wait, timeout=timeout))
+        self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout))
 
     def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         """The retained results of a batch that is gone, by its name (``sdk.retained``: checked
         only against the shard digests their head records; ``document["retained"]`` says so).
         ``uid``: only those of the batch that had it, e.g. while a new batch of the name exists.
         ResultsNotReady when the batch that had them still exists: read them through it."""
-        return self._run(retained.retained_document(name, namespace or self.namespace, uid))
+        return self._run(retained.retained_document(name, ops.namespace_of(namespace, self.namespace), uid))
 
     def retained_results(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> list[Row]:
         """Every row of :meth:`retained_document`; ResultsIncomplete when listed shards are gone."""
-        namespace = namespace or self.namespace
+        namespace = ops.namespace_of(namespace, self.namespace)
         document = self.retained_document(name, namespace, uid=uid)
         return ops.rows(document, retained.retained_batch(document, name, namespace))
 
     def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
         """The uids of the batches named ``name`` whose retained results ConfigMaps exist (the
         batch of that name that exists now among them, when it retains its results)."""
-        return self._run(retained.retained_uids(name, namespace or self.namespace))
+        return self._run(retained.retained_uids(name, ops.namespace_of(namespace, self.namespace)))
 
     def delete_retained(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> list[str]:
         """Delete the retained results ConfigMaps of batches named ``name`` that are gone (a batch
         of the name that exists keeps its own, even by its ``uid``); ``uid``: of that batch only.
         The names deleted."""
-        return self._run(retained.delete_retained(name, namespace or self.namespace, uid))
+        return self._run(retained.delete_retained(name, ops.namespace_of(namespace, self.namespace), uid))
 
 
 class BatchHandle:

@@ -266,6 +266,13 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
     return (yield from submit(pooled, namespace))
 
 
+def namespace_of(given: str | None, default: str) -> str:
+    """The namespace a call was given, else the client's. Only None means "not given": "" (a
+    script's unset variable) goes on to be refused (kube.resources.collection_path), never taken
+    for the client's namespace."""
+    return default if given is None else given
+
+
 def object_name(name: object, kind: str) -> str:
     """``name`` when it names one object, else ValueError before any call: the API server reads
     ``rolloutpools/`` (an empty name: a script's unset variable) as the collection, where a DELETE

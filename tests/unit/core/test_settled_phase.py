@@ -3,7 +3,8 @@
 The kubelet writes a terminal phase only after it has torn the pod's sandbox down
 (kubernetes/kubernetes#108366): twenty pooled episodes ending together were Succeeded in the API
 between 1.5 and 9 s after their one container had exited 0. ``pod_facts`` reads such a pod as
-Succeeded at once; every other pod keeps the phase the API gives.
+Succeeded at once when the operator's launchers are every container's PID 1 (a pool's pod, a pod
+with a verifier); every other pod keeps the phase the API gives.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.tracker import BatchTracker
@@ -34,9 +36,14 @@ def running(name: str) -> dict:
 
 
 def pod(statuses: list[dict], *, names: tuple[str, ...] = ("episode",), phase: str = "Running",
-        restart_policy: str | None = "Never", deleting: bool = False, conditions: list[dict] | None = None) -> dict:
+        restart_policy: str | None = "Never", deleting: bool = False, conditions: list[dict] | None = None,
+        pooled: bool = True) -> dict:
+    """A pool's pod (``pooled``), else a Job's; claimed at CREATED when pooled."""
+    annotations = {"batch.kubernetes.io/job-completion-index": "3"}
+    if pooled:
+        annotations.update({naming.POOLED_ANNOTATION: "true", naming.ANNOTATION_CLAIMED_AT: str(T0)})
     meta = {"name": "rb-1-3-abc", "namespace": "rb-1", "uid": "u1", "creationTimestamp": CREATED,
-            "annotations": {"batch.kubernetes.io/job-completion-index": "3"},
+            "annotations": annotations,
             "ownerReferences": [{"controller": True, "uid": JOB_UID, "kind": "Job", "name": "rb-1"}]}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-29T07:00:06Z"
@@ -86,6 +93,18 @@ def test_only_restart_policy_never_settles():
     # under OnFailure or Always (or a policy not stated) an ended container may run again
     for policy in ("OnFailure", "Always", None):
         assert pod_facts(pod([ended("episode", 0)], restart_policy=policy)).phase == v.PodPhase.RUNNING
+
+
+def test_a_jobs_pod_without_a_verifier_keeps_its_phase():
+    # its PID 1 is the submitter's command, which may answer the kubelet's TERM (its deadline, an
+    # eviction) with 0; the kubelet says which only with the terminal phase
+    assert pod_facts(pod([ended("episode", 0)], pooled=False)).phase == v.PodPhase.RUNNING
+
+
+def test_a_jobs_pod_with_a_verifier_settles():
+    # the verifier's container runs under core.launchers (its agent is an init container)
+    facts = pod_facts(pod([ended("verifier", 0)], names=("verifier",), pooled=False))
+    assert facts.phase == v.PodPhase.SUCCEEDED
 
 
 def test_a_phase_the_api_gives_is_never_changed_but_running():

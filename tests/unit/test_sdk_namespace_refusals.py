@@ -1,0 +1,66 @@
+"""A namespace that names no namespace is refused wherever the SDK and the CLI build a path from it
+(kube.resources, core.k8s_rules.InvalidName): a hostile review found three that were not."""
+from __future__ import annotations
+
+import pytest
+
+from rolloutbatch.sdk import Client, InvalidName
+from tests.support.memory_api import MemoryApi
+from tests.unit.test_sdk_cli_refusals import NS, _run, api  # noqa: F401  (the fixture)
+
+
+def _paths(api: MemoryApi, monkeypatch) -> list[str]:
+    """Every path a GET was sent to (MemoryApi asserts on a path it does not serve, before it records it)."""
+    sent: list[str] = []
+    real = api.get
+
+    def get(path, what, **params):
+        sent.append(path)
+        return real(path, what, **params)
+    monkeypatch.setattr(api, "get", get)
+    return sent
+
+
+@pytest.mark.parametrize("namespace", ["../x", "a/b", ".."])
+def test_namespace_exists_refuses_a_name_that_names_no_namespace(api, monkeypatch, namespace):  # noqa: F811
+    # Client.namespace_exists builds object_path("Namespace", name): the name is not checked, so
+    # GET /api/v1/namespaces/../x (the server cleans it to /api/v1/x) goes out
+    sent = _paths(api, monkeypatch)
+    client = Client(api=api, namespace=NS)
+    try:
+        client.namespace_exists(namespace)
+    except InvalidName:
+        pass
+    except AssertionError:
+        pass    # the MemoryApi's "does not serve": the request was made
+    assert sent == [], f"sent {sent} for namespace {namespace!r}"
+
+
+def test_the_cli_export_sends_no_path_built_from_a_status_sandbox_namespace_unchecked(api, monkeypatch,  # noqa: F811
+                                                                                          tmp_path):
+    # status.sandboxNamespace is whatever the status says (anyone with rolloutbatches/status may write it)
+    api.put({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch",
+             "metadata": {"name": "b", "namespace": NS, "uid": "u1"},
+             "spec": {"episodes": 1, "task": {"files": {"episode.py": "print(1)"}}},
+             "status": {"phase": "Running", "sandboxNamespace": "../y"}})
+    from rolloutbatch.cli import export
+    monkeypatch.setattr(export, "make_client", lambda args: Client(api=api, namespace=args.namespace or NS))
+    sent = _paths(api, monkeypatch)
+    try:
+        code, out, err = _run("results", "b", "-O", str(tmp_path / "out"))
+    except AssertionError as exc:   # the MemoryApi's "does not serve": the request was made
+        code, out, err = None, "", str(exc)
+    assert not [p for p in sent if ".." in p], (sent, code, out, err)
+    assert "Traceback" not in err and "AssertionError" not in err, err
+
+
+def test_an_empty_namespace_is_refused_not_taken_for_the_clients(api):  # noqa: F811
+    # the brief: '' where a namespace is needed is refused before any call; `namespace or self.namespace`
+    # takes '' (a script's unset $NS) for "not given" and acts on the client's namespace instead
+    api.put({"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool",
+             "metadata": {"name": "warm", "namespace": NS, "uid": "p1"}, "spec": {"size": 1}})
+    client = Client(api=api, namespace=NS)
+    calls = list(api.calls)
+    with pytest.raises(InvalidName):
+        client.scale_pool("warm", 3, "")
+    assert api.calls == calls, api.calls[len(calls):]
