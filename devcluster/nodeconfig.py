@@ -42,6 +42,13 @@ KERNEL_TUNABLES = {
 #: Where kubelet rotates a running container's log (its default; see kubelet_config).
 CONTAINER_LOG_MAX_SIZE = "10Mi"
 
+#: Processes and threads one pod may hold (kubelet's podPidsLimit, the pod cgroup's pids.max).
+#: Without it one episode's fork bomb takes the node's whole pid space (this machine's
+#: kernel.pid_max is 32768), and every neighbour, the kubelet and the runtime fail to fork: a
+#: hostile episode must fail only itself. A cluster that runs episodes needs a limit there too
+#: (docs/real-node.md).
+POD_PIDS_LIMIT = 1024
+
 #: The RuntimeClass handlers every real node serves.
 HANDLER_RUNC = "runc"
 HANDLER_CUBE = "cube"
@@ -267,6 +274,7 @@ def kubelet_config(node: Node, client_ca: Path, tls_cert: Path, tls_key: Path,
         "clusterDomain": "cluster.local",
         "resolvConf": str(p.resolv_conf),
         "maxPods": node.max_pods,
+        "podPidsLimit": POD_PIDS_LIMIT,
         "podLogsDir": str(p.pod_logs),
         # kubelet's defaults, said here because tests depend on them: a running container's log
         # is rotated past 10 MiB and only the file since then is served (the hostile-episode

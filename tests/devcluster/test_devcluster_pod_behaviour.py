@@ -161,3 +161,44 @@ def test_conditions_written_by_others_survive(core, kube_namespace):
     assert pod.status.phase == "Succeeded"
     assert types["DisruptionTarget"].reason == "Test"
     assert "PodScheduled" in types and types["Ready"].status == "False"
+
+
+# Holds as many sleeping processes as it can, up to GOAL (past the node's podPidsLimit, well under
+# this machine's kernel.pid_max of 32768), prints the count, then keeps them until it is deleted.
+FORK_BOMB = r'''
+import os, subprocess, time
+GOAL, held, error = 3000, 0, ""
+try:
+    while held < GOAL:
+        subprocess.Popen(["sleep", "600"])
+        held += 1
+except OSError as exc:
+    error = repr(exc)
+print("held", held, error, flush=True)
+open("/tmp/done", "w").write(str(held))
+time.sleep(600)
+'''
+
+
+def test_a_fork_bomb_is_capped_at_the_pods_pid_limit_and_a_neighbour_still_starts(core, kube_namespace):
+    from devcluster.nodeconfig import POD_PIDS_LIMIT
+    core.create_namespaced_pod(kube_namespace, simple_pod(
+        "bomb", FORK_BOMB, terminationGracePeriodSeconds=1,
+        containers=[{"name": "main", "image": "python:3.12-alpine", "command": ["python", "-c", FORK_BOMB],
+                     "resources": {"limits": {"memory": "512Mi"}},
+                     "readinessProbe": {"exec": {"command": ["cat", "/tmp/done"]}, "periodSeconds": 1}}]))
+    wait_for(lambda: any(c.type == "Ready" and c.status == "True" for c in _pod(core, kube_namespace, "bomb").status.conditions or []),
+             timeout=120, what="the bomb holds all the processes it could get")
+    log = core.read_namespaced_pod_log("bomb", kube_namespace, container="main")
+    held = int(log.split()[1])
+    # the pod's python, its probe's process and a few kept by the runtime share the limit
+    assert POD_PIDS_LIMIT - 16 <= held < POD_PIDS_LIMIT, log
+    # while it holds them, a neighbour on the same node still starts and forks
+    node = _pod(core, kube_namespace, "bomb").spec.node_name
+    core.create_namespaced_pod(kube_namespace, simple_pod(
+        "neighbour", "import subprocess; print(subprocess.run(['echo', 'forked'], capture_output=True, text=True).stdout)",
+        nodeName=node))
+    pod = wait_pod_finished(core, "neighbour", kube_namespace, timeout=120)
+    assert pod.status.phase == "Succeeded"
+    assert "forked" in core.read_namespaced_pod_log("neighbour", kube_namespace)
+    core.delete_namespaced_pod("bomb", kube_namespace, grace_period_seconds=0)

@@ -104,3 +104,10 @@ def test_kubelet_rotates_logs_at_its_default_size():
     """The hostile-episode suite's 8 MiB case relies on no rotation below 10 MiB."""
     config = nodeconfig.kubelet_config(NODE, Path("/ca"), Path("/crt"), Path("/key"), cgroup_v1=True)
     assert (config["containerLogMaxSize"], config["containerLogMaxFiles"]) == ("10Mi", 5)
+
+
+def test_kubelet_caps_each_pods_processes():
+    """One pod's fork bomb must not take the node's pid space (kernel.pid_max is 32768 here)."""
+    config = nodeconfig.kubelet_config(NODE, Path("/ca"), Path("/crt"), Path("/key"), cgroup_v1=True)
+    assert config["podPidsLimit"] == nodeconfig.POD_PIDS_LIMIT
+    assert 256 <= nodeconfig.POD_PIDS_LIMIT <= 4096
