@@ -10,6 +10,7 @@ import hashlib
 import re
 
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.k8s_rules import is_label_value
 from rolloutbatch.core.model import BatchRef, BatchSpec
 
 LABEL_BATCH_UID = "rl.agentruntime.io/batch-uid"
@@ -103,8 +104,6 @@ JOB_CONTROLLER_LABELS = ("batch.kubernetes.io/job-name", "job-name", "batch.kube
 STAMPED_LABELS = frozenset({LABEL_MANAGED_BY, LABEL_BATCH_UID, LABEL_BATCH_NAME, LABEL_EPISODE_ROLE, LABEL_POOL_UID,
                             LABEL_POOL_NAME, LABEL_NETWORK, v.COMPLETION_INDEX_KEY, *JOB_CONTROLLER_LABELS, *POD_SECURITY_LABELS})
 
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
 
 def short_uid(uid: str) -> str:
     return uid.replace("-", "").lower()[:10]
@@ -196,7 +195,7 @@ def child_namespace(ref: BatchRef, spec: BatchSpec) -> str:
 def label_value(text: str) -> str:
     """``text`` made a valid label value (≤ 63 chars, alphanumeric at both ends)."""
     value = re.sub(r"[^-A-Za-z0-9_.]", "-", text)[:63].strip("-_.")
-    return value if _LABEL_VALUE.fullmatch(value) else ""
+    return value if is_label_value(value) else ""
 
 
 def owner_labels(ref: BatchRef) -> dict[str, str]:
