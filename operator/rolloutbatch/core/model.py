@@ -171,6 +171,7 @@ class AgentFacts:
     exit_code: int | None = None     # the launcher's (0 once it recorded the agent's own)
     message: str | None = None       # the agent's termination message plus the launcher's record
     finished_at: float | None = None
+    reason: str | None = None        # the runtime's, once terminated: OOMKilled, Error, Completed
 
 
 @dataclass(frozen=True)

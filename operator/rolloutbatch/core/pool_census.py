@@ -264,7 +264,7 @@ def _oom_killed(pod: Mapping) -> str | None:
     """The stall's message for a pod one of whose containers was killed for its memory."""
     for c in (pod.get("status") or {}).get("containerStatuses") or []:
         terminated = (c.get("state") or {}).get("terminated") if isinstance(c, Mapping) else None
-        if isinstance(terminated, Mapping) and terminated.get("reason") == "OOMKilled":
+        if isinstance(terminated, Mapping) and terminated.get("reason") == v.OOM_KILLED_REASON:
             return (f"container {c.get('name')} was killed for using more memory than its limit (OOMKilled): "
                     f"raise resources.limits.memory, or make the prepare use less")[:500]
     return None

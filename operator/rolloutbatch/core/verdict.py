@@ -135,7 +135,8 @@ def _agent_facts(statuses: list) -> AgentFacts | None:
         code = terminated.get("exitCode")
         return AgentFacts(state="terminated", exit_code=code if type(code) is int else None,
                           message=terminated.get("message") if isinstance(terminated.get("message"), str) else None,
-                          finished_at=parse_time(terminated.get("finishedAt")))
+                          finished_at=parse_time(terminated.get("finishedAt")),
+                          reason=terminated.get("reason") if isinstance(terminated.get("reason"), str) else None)
     return AgentFacts(state="running" if state.get("running") else "waiting")
 
 
@@ -230,10 +231,18 @@ def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
     NOT_DELIVERED_EXIT, never 0. A Job's pod without a verifier runs the submitter's command as PID
     1, which may answer TERM with 0; and until the phase is terminal the kubelet withholds the
     reason (DeadlineExceeded, Evicted) and its DisruptionTarget too: such a pod keeps the phase
-    the API gives, as does any pod being deleted or disrupted."""
+    the API gives, as does any pod being deleted or disrupted.
+
+    And Failed as soon as a Job's pod with a verifier shows its agent init container OOMKilled:
+    the kubelet fails such a pod without starting the rest (kuberuntime's isInitContainerFailed),
+    but it was seen still Pending until its deadline (the episode's time and the verifier's):
+    its verdict (:func:`agent_oom_killed`) is known, and its index need not wait for it."""
     phase = status.get("phase") or v.PodPhase.PENDING
-    if phase != v.PodPhase.RUNNING or spec.get("restartPolicy") != v.RestartPolicy.NEVER \
-            or meta.get("deletionTimestamp"):
+    if spec.get("restartPolicy") != v.RestartPolicy.NEVER or meta.get("deletionTimestamp"):
+        return phase
+    if phase == v.PodPhase.PENDING and _agent_init_oom_killed(spec, status):
+        return v.PodPhase.FAILED
+    if phase != v.PodPhase.RUNNING:
         return phase
     if any(c.get("type") == "DisruptionTarget" and c.get("status") == v.CONDITION_TRUE
            for c in status.get("conditions") or [] if isinstance(c, Mapping)):
@@ -243,6 +252,19 @@ def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
         return phase
     ended = {c.get("name"): _exit_code(c) for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)}
     return v.PodPhase.SUCCEEDED if names and all(ended.get(name) == 0 for name in names) else phase
+
+
+def _agent_init_oom_killed(spec: Mapping, status: Mapping) -> bool:
+    """The pod's agent runs as an init container before a verifier, and the runtime reported it
+    OOMKilled."""
+    names = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, Mapping)]
+    if VERIFIER_CONTAINER not in names:
+        return False
+    for c in status.get("initContainerStatuses") or []:
+        if isinstance(c, Mapping) and c.get("name") == AGENT_CONTAINER:
+            terminated = (c.get("state") or {}).get("terminated")
+            return isinstance(terminated, Mapping) and terminated.get("reason") == v.OOM_KILLED_REASON
+    return False
 
 
 def _exit_code(status: Mapping) -> int | None:
@@ -592,6 +614,14 @@ def agent_record(facts: PodFacts) -> dict | None:
     return split_agent_record(agent.message)[1]
 
 
+def agent_oom_killed(facts: PodFacts) -> bool:
+    """A Job's pod with a verifier whose agent init container the runtime reported OOMKilled. (A
+    pool's agent is a container beside its verifier: the kubelet still runs the verifier then.)"""
+    agent = facts.agent
+    return (not facts.pooled and agent is not None and agent.state == "terminated"
+            and agent.reason == v.OOM_KILLED_REASON)
+
+
 def verifier_started(facts: PodFacts) -> bool:
     """The judged container (the verifier) was started by the node: it has a start time (a
     runtime's start error reports the epoch, a container never created none)."""
@@ -671,6 +701,14 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         # not a verifier the node could not start (that would make its bad attempt lost)
         return pod_result(v.EP_TIMEOUT, "the agent ran past episodeTimeoutSeconds and the pod's deadline came "
                                         "before its verifier started: not graded", agent_tail)
+    if agent_oom_killed(facts) and not verifier_started(facts):
+        # A process of the agent passed the pod's memory limit; the kubelet fails a pod whose init
+        # container the runtime reports OOMKilled, whatever its exit code (kuberuntime's
+        # isInitContainerFailed), so its verifier never starts. The agent did it: its failure,
+        # counted, never a verifier the node could not start (a re-roll of its bad attempt).
+        return pod_result(v.EP_NON_ZERO_EXIT, "the agent phase's container was OOMKilled (a process of the agent used "
+                                              "more memory than the pod's limit), so the kubelet failed the pod "
+                                              "before its verifier: the agent's failure", agent_tail)
     if agent_done and not verifier_started(facts) and not over_own_limits(facts):
         reason = v.EP_IMAGE_PULL if facts.waiting_reason in v.IMAGE_WAITING_REASONS else v.EP_VERIFIER_NOT_STARTED
         why = f"{facts.waiting_reason or facts.terminated_reason or facts.phase}: {facts.waiting_message or ''}"
