@@ -416,10 +416,10 @@ class RestartPolicy(Word):
 
 # Kubernetes' conditions (a pod's, a Job's) have the statuses of ``ConditionStatus``.
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-# Waiting reasons of a container whose image the node cannot run (kubelet's images package).
 # A container the runtime saw killed for its cgroup's memory limit (any of its processes, not only
 # its PID 1: the launcher may have exited 0 after it).
 OOM_KILLED_REASON = "OOMKilled"
+# Waiting reasons of a container whose image the node cannot run (kubelet's images package).
 IMAGE_WAITING_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # Job condition reason when activeDeadlineSeconds passed (Job controller).
 JOB_DEADLINE_REASON = "DeadlineExceeded"
