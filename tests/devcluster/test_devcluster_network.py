@@ -302,7 +302,9 @@ def test_network_policy_egress_deny_seals_a_pod(kube_api, core, kube_namespace):
         "podSelector": {"matchLabels": {"role": "sealed"}}, "policyTypes": ["Egress"]}))
     sealed.until(all_refused, "egress deny enforced")
     assert all_refused(sealed.next_round())
-    got = free.next_round()
+    # its neighbour stays open: each try has a 1 s timeout, which one round on a loaded machine can
+    # miss (seen in CI), so the next rounds may answer; a policy that sealed it too never does
+    got = free.until(all_ok, "the unselected neighbour still reaches both", timeout=30)
     assert got[f"http={srv}:8080"] == "ok:srv-a:8080" and got["dns=kubernetes.default"].startswith("ok:"), got
 
 

@@ -182,11 +182,10 @@ time.sleep(600)
 
 def test_a_fork_bomb_is_capped_at_the_pods_pid_limit_and_a_neighbour_still_starts(core, kube_namespace):
     from devcluster.nodeconfig import POD_PIDS_LIMIT
-    core.create_namespaced_pod(kube_namespace, simple_pod(
-        "bomb", FORK_BOMB, terminationGracePeriodSeconds=1,
-        containers=[{"name": "main", "image": "python:3.12-alpine", "command": ["python", "-c", FORK_BOMB],
-                     "resources": {"limits": {"memory": "512Mi"}},
-                     "readinessProbe": {"exec": {"command": ["cat", "/tmp/done"]}, "periodSeconds": 1}}]))
+    bomb = simple_pod("bomb", FORK_BOMB, terminationGracePeriodSeconds=1)
+    bomb["spec"]["containers"][0].update(resources={"limits": {"memory": "512Mi"}},
+                                         readinessProbe={"exec": {"command": ["cat", "/tmp/done"]}, "periodSeconds": 1})
+    core.create_namespaced_pod(kube_namespace, bomb)
     wait_for(lambda: any(c.type == "Ready" and c.status == "True" for c in _pod(core, kube_namespace, "bomb").status.conditions or []),
              timeout=120, what="the bomb holds all the processes it could get")
     log = core.read_namespaced_pod_log("bomb", kube_namespace, container="main")

@@ -154,6 +154,8 @@ class PodFacts:
     # where a pool's pod mounts the task (core.pool_spec.task_mount_path_in): its default command
     # names it, and a pod claimed before its pool's task.mountPath moved keeps the old one
     task_mount_path: str | None = None
+    # a Job pod's agent init container the runtime reported OOMKilled (core.verdict.agent_init_oom_killed)
+    agent_oom_killed: bool = False
     # why the inputs init container (core.manifests, Job mode with inputs) did not copy the
     # episode's input; None when it did, or the pod has none
     inputs_error: str | None = None
@@ -171,7 +173,6 @@ class AgentFacts:
     exit_code: int | None = None     # the launcher's (0 once it recorded the agent's own)
     message: str | None = None       # the agent's termination message plus the launcher's record
     finished_at: float | None = None
-    reason: str | None = None        # the runtime's, once terminated: OOMKilled, Error, Completed
 
 
 @dataclass(frozen=True)

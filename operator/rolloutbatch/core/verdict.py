@@ -135,8 +135,7 @@ def _agent_facts(statuses: list) -> AgentFacts | None:
         code = terminated.get("exitCode")
         return AgentFacts(state="terminated", exit_code=code if type(code) is int else None,
                           message=terminated.get("message") if isinstance(terminated.get("message"), str) else None,
-                          finished_at=parse_time(terminated.get("finishedAt")),
-                          reason=terminated.get("reason") if isinstance(terminated.get("reason"), str) else None)
+                          finished_at=parse_time(terminated.get("finishedAt")))
     return AgentFacts(state="running" if state.get("running") else "waiting")
 
 
@@ -215,6 +214,7 @@ def pod_facts(pod: Mapping) -> PodFacts:
         inputs_error=_inputs_error(inits, status.get("phase")),
         init_containers=tuple(str(c.get("name")) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)),
         task_mount_path=task_mount_path_in(spec) if _annotation(meta, POOLED_ANNOTATION) == "true" else None,
+        agent_oom_killed=agent_init_oom_killed(status),
     )
 
 
@@ -236,11 +236,11 @@ def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
     And Failed as soon as a Job's pod with a verifier shows its agent init container OOMKilled:
     the kubelet fails such a pod without starting the rest (kuberuntime's isInitContainerFailed),
     but it was seen still Pending until its deadline (the episode's time and the verifier's):
-    its verdict (:func:`agent_oom_killed`) is known, and its index need not wait for it."""
+    its verdict (:func:`judge_verified`) is known, and its index need not wait for it."""
     phase = status.get("phase") or v.PodPhase.PENDING
     if spec.get("restartPolicy") != v.RestartPolicy.NEVER or meta.get("deletionTimestamp"):
         return phase
-    if phase == v.PodPhase.PENDING and _agent_init_oom_killed(spec, status):
+    if phase == v.PodPhase.PENDING and agent_init_oom_killed(status):
         return v.PodPhase.FAILED
     if phase != v.PodPhase.RUNNING:
         return phase
@@ -254,12 +254,10 @@ def settled_phase(meta: Mapping, spec: Mapping, status: Mapping) -> str:
     return v.PodPhase.SUCCEEDED if names and all(ended.get(name) == 0 for name in names) else phase
 
 
-def _agent_init_oom_killed(spec: Mapping, status: Mapping) -> bool:
-    """The pod's agent runs as an init container before a verifier, and the runtime reported it
-    OOMKilled."""
-    names = [c.get("name") for c in spec.get("containers") or [] if isinstance(c, Mapping)]
-    if VERIFIER_CONTAINER not in names:
-        return False
+def agent_init_oom_killed(status: Mapping) -> bool:
+    """The runtime reported the pod's agent init container OOMKilled. Only a Job's pod with a
+    verifier runs its agent as an init container; a pool's agent is a container beside its
+    verifier, which the kubelet runs whatever the agent's end."""
     for c in status.get("initContainerStatuses") or []:
         if isinstance(c, Mapping) and c.get("name") == AGENT_CONTAINER:
             terminated = (c.get("state") or {}).get("terminated")
@@ -614,14 +612,6 @@ def agent_record(facts: PodFacts) -> dict | None:
     return split_agent_record(agent.message)[1]
 
 
-def agent_oom_killed(facts: PodFacts) -> bool:
-    """A Job's pod with a verifier whose agent init container the runtime reported OOMKilled. (A
-    pool's agent is a container beside its verifier: the kubelet still runs the verifier then.)"""
-    agent = facts.agent
-    return (not facts.pooled and agent is not None and agent.state == "terminated"
-            and agent.reason == v.OOM_KILLED_REASON)
-
-
 def verifier_started(facts: PodFacts) -> bool:
     """The judged container (the verifier) was started by the node: it has a start time (a
     runtime's start error reports the epoch, a container never created none)."""
@@ -701,7 +691,7 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         # not a verifier the node could not start (that would make its bad attempt lost)
         return pod_result(v.EP_TIMEOUT, "the agent ran past episodeTimeoutSeconds and the pod's deadline came "
                                         "before its verifier started: not graded", agent_tail)
-    if agent_oom_killed(facts) and not verifier_started(facts):
+    if facts.agent_oom_killed and not verifier_started(facts):
         # A process of the agent passed the pod's memory limit; the kubelet fails a pod whose init
         # container the runtime reports OOMKilled, whatever its exit code (kuberuntime's
         # isInitContainerFailed), so its verifier never starts. The agent did it: its failure,
