@@ -14,8 +14,11 @@ import json
 
 import pytest
 
+from rolloutbatch.core import naming
+from rolloutbatch.core.vocabulary import AGENT_OOM_KILLED_EXIT
 from tests.support.batches import apply, episode_batch, results, unique, wait_finished
 from tests.support.operator import kubectl
+from tests.support.kube import wait_for
 
 pytestmark = [pytest.mark.cluster]
 
@@ -147,11 +150,34 @@ def test_a_job_agent_cannot_make_its_attempt_lost_by_getting_a_child_oom_killed(
     name = unique(f"oomv-{runtime}")
     apply(episode_batch(name, OOM_AGENT, episodes=3, minSuccessfulEpisodes=0, episodeTimeoutSeconds=20,
                         activeDeadlineSeconds=200, runtimeClassName=runtime, retries={"infrastructure": 2},
+                        cleanup={"sandbox": "Never"},
                         verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 30,
                                   "command": ["python", "-B", "/verifier/verify.py"]}), namespace)
     done = wait_finished(name, namespace, timeout=300, operator=operator_process)
     rows = {row["index"]: row for row in results(name, namespace)["pods"]}
     check(rows, done["status"], hostile=(2,))
+    # The agent's launcher exits AGENT_OOM_KILLED_EXIT after its record: the kubelet fails the pod at
+    # once, and the Job fails the index on that exit (its podFailurePolicy cannot read a reason).
+    # With exit 0 the kubelet kept the pod Pending until the operator's deadline ended it, and only
+    # the never-started verifier's exit code (137, "could not be located") kept the Job from
+    # counting it against backoffLimitPerIndex and running the agent again. The batch is finished
+    # before the Job's status says so.
+    selector = f"{naming.LABEL_BATCH_UID}={done['metadata']['uid']}"
+
+    def job_status() -> dict:
+        jobs = json.loads(kubectl("get", "jobs", "-A", "-o", "json", "-l", selector).stdout)["items"]
+        assert len(jobs) == 1, jobs
+        return jobs[0].get("status") or {}
+    status = wait_for(lambda: (s := job_status()).get("failedIndexes") == "2" and s, timeout=150,
+                      what="the Job to fail index 2")
+    assert status.get("failed") == 1, status
+    pods = json.loads(kubectl("get", "pods", "-A", "-o", "json", "-l", selector).stdout)["items"]
+    hostile = [p for p in pods if p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == "2"]
+    agent = [c["state"].get("terminated") or {} for p in hostile for c in p["status"].get("initContainerStatuses") or []
+             if c["name"] == naming.AGENT_CONTAINER]
+    assert [(p["status"].get("phase"), p["status"].get("reason")) for p in hostile] == [("Failed", None)] \
+        and [(a.get("reason"), a.get("exitCode")) for a in agent] == [("OOMKilled", AGENT_OOM_KILLED_EXIT)], \
+        json.dumps([p["status"] for p in hostile])[:2500]
 
 
 def test_a_job_agents_fork_bomb_at_the_default_resources_does_not_make_its_attempt_lost(operator_process,

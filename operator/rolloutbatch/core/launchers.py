@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rolloutbatch.core import naming
 from rolloutbatch.core.events import AGENT_EXIT
-from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, VERIFIER_TIMEOUT_EXIT
+from rolloutbatch.core.vocabulary import AGENT_OOM_KILLED_EXIT, AGENT_OVERRAN_EXIT, VERIFIER_TIMEOUT_EXIT
 
 VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' work between the two phases
 
@@ -30,7 +30,8 @@ TOOLS = TOOLS_SH.replace("$", "$$")
 # then kills every process left in the container (kill -1 spares only the caller), so nothing of
 # the agent runs into the verifier's phase and nothing can write after the record; then it appends
 # the agent's exit code to its own termination message (the last line is therefore the
-# launcher's) and exits 0, so the verifier always starts. The watchdog exits 0 only when it fired
+# launcher's) and exits 0, so the verifier always starts (a Job's launcher: unless a process of its
+# container was killed for its memory, oom_killed below; the kubelet would not start it anyway). The watchdog exits 0 only when it fired
 # (killed, it exits 137): that is the timeout record. The watchdog ignores TERM once it fired and
 # is stopped with TERM, so one that fired always exits 0 (stopped by KILL, one caught between its
 # kill and its exit read as not fired: a timed-out verifier was reported as exit 137 on a busy
@@ -48,7 +49,7 @@ _AGENT = ('{group}{began}"$$@" & agent=$$!; '
           '{ran_past} && timed_out=true; '
           '[ -w {path} ] || {tools}chmod u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
-          '"$$code" "$$timed_out" >> {path} || exit 120; {overran}exit 0')
+          '"$$code" "$$timed_out" >> {path} || exit 120; {overran}{oom}exit 0')
 # An agent that ran past its time by more than the slack (its watchdog killed) fails its
 # container, in a Job's pod as in a pool's: the verifier must not grade work done in its time
 # (a Job's pod then never starts it, as a kubelet runs init containers), nor, in a pool's pod,
@@ -70,14 +71,33 @@ _VERIFIER = ('{group}"$$@" & verifier=$$!; '
              'kill -KILL -1 2>/dev/null; exit $$code')
 
 
-def agent_launcher(group: str, timeout: int | str, overran_exit: int = AGENT_OVERRAN_EXIT) -> str:
+def agent_launcher(group: str, timeout: int | str, overran_exit: int = AGENT_OVERRAN_EXIT,
+                   oom_exit: int | None = None) -> str:
     """The agent phase: ``group`` is shell run first (core.manifests' group setup, or ''),
     ``timeout`` its seconds (a number, or a shell expansion); an agent that ran more than
-    VERIFIER_SLACK_SECONDS past it exits ``overran_exit``, after its record."""
+    VERIFIER_SLACK_SECONDS past it exits ``overran_exit``, after its record; with ``oom_exit``,
+    one a process of which was killed for its memory exits that (:func:`oom_killed`)."""
     overran = _OVERRAN.format(ran_past=ran_past(timeout, VERIFIER_SLACK_SECONDS), code=overran_exit)
     return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT,
                          overran=overran, tools=TOOLS, began=uptime("began"), ended=uptime("ended"),
-                         ran_past=ran_past(timeout))
+                         ran_past=ran_past(timeout), oom=oom_killed(oom_exit) if oom_exit is not None else "")
+
+
+# The kernel's count of a container's processes killed for their memory, as the container sees its
+# own memory cgroup (runc: v1's memory.oom_control, v2's memory.events; a line `oom_kill N`). The
+# runtime reports a container OOMKilled when it saw such a kill, whatever the exit code. A gVisor
+# sandbox has neither file: its kills stay inside it, and nothing is reported.
+OOM_COUNTERS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def oom_killed(code: int, counters: tuple[str, ...] = OOM_COUNTERS) -> str:
+    """Shell that exits ``code`` when one of ``counters`` (a file it can read) counts a kill. A Job's
+    agent launcher runs it after its record (AGENT_OOM_KILLED_EXIT): the kubelet has failed the pod
+    anyway (its verifier never starts), and a non-zero exit is what the Job's podFailurePolicy can
+    fail the index on, where it cannot read a reason."""
+    # the count compared as text, not by `-gt`: no shell's arithmetic limit to pass
+    return "".join(f'[ -r {path} ] && while read key count; do [ "$$key" = oom_kill ] && case "$$count" in '
+                   f'*[!0-9]*) ;; [1-9]*) exit {code};; esac; done < {path}; ' for path in counters)
 
 
 # The phase's clock is /proc/uptime in hundredths of a second (Linux and gVisor print two

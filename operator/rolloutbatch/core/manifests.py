@@ -227,7 +227,8 @@ def _group_setup(spec: BatchSpec) -> str:
 def _command(spec: BatchSpec) -> tuple[list[str], list[str]]:
     """(command, args) of the episode container (the agent's, with spec.verifier)."""
     if spec.verifier is not None:
-        script = launchers.agent_launcher(_group_setup(spec), spec.episode_timeout_seconds)
+        script = launchers.agent_launcher(_group_setup(spec), spec.episode_timeout_seconds,
+                                          oom_exit=v.AGENT_OOM_KILLED_EXIT)
         return ["/bin/sh", "-c", script, "rolloutbatch-agent"], [*spec.command, *spec.args]
     if spec.samples_per_input == 1:
         return list(spec.command), list(spec.args)
@@ -377,7 +378,8 @@ def job(ref: BatchRef, spec: BatchSpec, owner: Mapping | None) -> dict:
             pod_spec[key] = spec.pod_template[key]
     labels = {**naming.owner_labels(ref), naming.LABEL_EPISODE_ROLE: "episode"}
     # With a verifier the agent's init container is judged first (a rule may name an init
-    # container): a failed one (its launcher's AGENT_OVERRAN_EXIT or 120, the deadline's kill)
+    # container): a failed one (its launcher's AGENT_OVERRAN_EXIT, AGENT_OOM_KILLED_EXIT or 120,
+    # the deadline's kill)
     # leaves the verifier never run, which no rule on it matches, and the Job would count that
     # against backoffLimitPerIndex: a re-roll.
     judged = (naming.AGENT_CONTAINER, main) if spec.verifier is not None else (main,)

@@ -438,3 +438,9 @@ NOT_DELIVERED_EXIT = 121
 # launcher without a verifier exits with it when it stopped its agent at its time, or saw it run
 # past (core.pool_delivery): Timeout too (core.verdict.stopped_at_its_time).
 AGENT_OVERRAN_EXIT = 122
+# A Job pod's agent launcher exits with this, after its record, when the kernel killed a process of
+# its container for its memory (core.launchers.oom_killed): the runtime reports that container
+# OOMKilled whatever its exit code, and the kubelet fails the pod before its verifier. Non-zero, so
+# the Job fails the index on it (core.manifests.job); with 0 the Job counted the pod against
+# backoffLimitPerIndex and ran the agent again in a pod whose index was already final.
+AGENT_OOM_KILLED_EXIT = 123
