@@ -251,6 +251,10 @@ def test_the_agents_code_cannot_make_the_examples_verifier_look_never_handed_its
                    pods=exits(done, pool))
         # the first attempt is the agent's (VerifierFailed at worst, reward 0): never re-rolled
         assert (got["outcome"], got["rewardSum"]) == ("failed", 0.0), " ".join(f"{k}={v}" for k, v in got.items())
-        assert "verifier=121" in got["pods"], f"the attack did not run (its launcher never exited 121): {got}"
+        if "verifier=121" not in got["pods"]:
+            # A race: the launcher makes its next system call when the verifier ends, and the
+            # example's verifier may kill the tracing child (its own time limit) first, which
+            # detaches it. Seen on a loaded CI machine (the verifier's 124); the verdict held.
+            pytest.skip(f"the attack did not land this run (the verifier's launcher never exited 121): {got}")
     finally:
         tidy(name, pool_name, namespace)
