@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import ipaddress
 import logging
 import math
@@ -305,11 +306,21 @@ def run(args: argparse.Namespace) -> int:
                   writer=AsyncWriter(config) if on_loop else None)
     memo = kopf.Memo(ctx=ctx, registry=Registry(ctx), metrics=metrics)
     import rolloutbatch.handlers  # noqa: F401  (registers the handlers)
+    freeze_loaded()
     try:
         asyncio.run(_serve(args, memo, elector, scope, on_leader=metrics.set_leader))
     finally:
         stop_metrics()
     return 0
+
+
+def freeze_loaded() -> None:
+    """What is loaded by now (the modules, kopf's registry, the clients: some 80,000 objects) lives
+    as long as the process: it is moved out of the garbage collector's reach (gc.freeze). Each full
+    collection scanned all of it, 73-154 ms of CPU with the event loop stopped, and one came in most
+    pooled batches' hand-overs (bench/README.md); frozen, one scans what came since (9 ms)."""
+    gc.collect()
+    gc.freeze()
 
 
 def leader_elector(args: argparse.Namespace, config, log: logging.Logger) -> Elector | None:
