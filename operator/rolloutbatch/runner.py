@@ -318,7 +318,7 @@ def freeze_loaded() -> None:
     """What is loaded by now (the modules, kopf's registry, the clients: some 80,000 objects) lives
     as long as the process: it is moved out of the garbage collector's reach (gc.freeze). Each full
     collection scanned all of it, 73-154 ms of CPU with the event loop stopped, and one came in most
-    pooled batches' hand-overs (bench/README.md); frozen, one scans what came since (9 ms)."""
+    pooled batches' hand-overs (bench/README.md); frozen, one scans what came since (9-20 ms)."""
     gc.collect()
     gc.freeze()
 

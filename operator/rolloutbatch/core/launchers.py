@@ -30,9 +30,9 @@ TOOLS = TOOLS_SH.replace("$", "$$")
 # then kills every process left in the container (kill -1 spares only the caller), so nothing of
 # the agent runs into the verifier's phase and nothing can write after the record; then it appends
 # the agent's exit code to its own termination message (the last line is therefore the
-# launcher's) and exits 0, so the verifier always starts (a Job's launcher: unless a process of its
-# container was killed for its memory, oom_killed below; the kubelet would not start it anyway). The watchdog exits 0 only when it fired
-# (killed, it exits 137): that is the timeout record. The watchdog ignores TERM once it fired and
+# launcher's) and exits 0, so the verifier always starts (a Job's launcher: unless a process of
+# its container was killed for its memory, oom_killed below: the kubelet would not start it
+# anyway). The watchdog exits 0 only when it fired (killed, it exits 137): that is the timeout record. The watchdog ignores TERM once it fired and
 # is stopped with TERM, so one that fired always exits 0 (stopped by KILL, one caught between its
 # kill and its exit read as not fired: a timed-out verifier was reported as exit 137 on a busy
 # node). The watchdog runs as the agent's user, so the agent can kill it: the phase's own clock

@@ -441,6 +441,8 @@ AGENT_OVERRAN_EXIT = 122
 # A Job pod's agent launcher exits with this, after its record, when the kernel killed a process of
 # its container for its memory (core.launchers.oom_killed): the runtime reports that container
 # OOMKilled whatever its exit code, and the kubelet fails the pod before its verifier. Non-zero, so
-# the Job fails the index on it (core.manifests.job); with 0 the Job counted the pod against
-# backoffLimitPerIndex and ran the agent again in a pod whose index was already final.
+# the Job fails the index on the agent's own rule (core.manifests.job). With 0 the pod was seen
+# Pending until the operator's deadline ended it, and only its never-started verifier's 137 ("could
+# not be located") kept the Job from counting it against backoffLimitPerIndex: a new pod would have
+# run the agent again, its index already final.
 AGENT_OOM_KILLED_EXIT = 123
