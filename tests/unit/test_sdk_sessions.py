@@ -61,12 +61,16 @@ class Sandbox:
     def __init__(self, api: MemoryApi, pod: str, workspace) -> None:
         self.api, self.pod, self.workspace = api, pod, workspace
         self.ends = 0
+        self.stops: list[str] = []   # the markers of the commands stopped
 
     def __call__(self, command: list[str], stdin: bytes) -> ExecResult:
         if command[3:4] == ["rolloutbatch-end"]:
             self.ends += 1
             set_agent(self.api, self.pod, terminated=True)
             return ExecResult(exit_code=0, stdout=b"", stderr=b"")
+        if command[3:4] == ["rolloutbatch-stop"]:   # kills by what it finds in /proc: never on this machine
+            self.stops.append(command[4])
+            return ExecResult(exit_code=0, stdout=b"0\n", stderr=b"")
         if command[3:4] == ["rolloutbatch-holding"]:   # the hold runs until its container ends
             agent = self.api.get_object("Pod", self.pod, POOL_NS)["status"]["containerStatuses"][0]
             return ExecResult(exit_code=1 if "terminated" in agent["state"] else 0, stdout=b"", stderr=b"")
@@ -216,7 +220,8 @@ def test_run_in_the_agent_container_with_the_episodes_variables_and_its_exit_cod
     assert result.stderr == b"oops\n" and heard == [("stdout", result.stdout), ("stderr", b"oops\n")]
     namespace, where, container, command, _ = api.execs[-1]
     assert (namespace, where, container) == (POOL_NS, pod, naming.AGENT_CONTAINER)
-    assert command[0] == "env" and command[-3:-1] == ["/bin/sh", "-c"]
+    assert command[:5] == core_sessions.marked_command([], command[4])   # stopped by it past its timeout
+    assert command[5] == "env" and command[-3:-1] == ["/bin/sh", "-c"]
     # a list runs as it is, with stdin, in the workspace
     listed = session.run(["sh", "-c", 'cat; pwd'], stdin=b"in\n")
     assert listed.ok and listed.stdout == f"in\n{tmp_path}\n".encode()
@@ -522,9 +527,14 @@ def test_a_forbidden_read_of_the_sessions_pod_names_the_rights_too(api, tmp_path
         session.run("exit 137")   # as a killed process exits
 
 
-def hangs(api: MemoryApi, pod: str) -> None:
-    """The pod's execs never answer (a command that hangs, or a FIFO the sandbox holds)."""
+def hangs(api: MemoryApi, pod: str, stopped: ExecResult | Exception | None = None) -> None:
+    """The pod's execs never answer (a command that hangs, or a FIFO the sandbox holds), but the
+    stop of a command past its timeout, which answers ``stopped``."""
     async def never(command, stdin):
+        if command[3:4] == ["rolloutbatch-stop"]:
+            if isinstance(stopped, Exception):
+                raise stopped
+            return stopped or ExecResult(exit_code=0, stdout=b"2\n", stderr=b"")
         await asyncio.sleep(10)
     api.set_exec(POOL_NS, pod, never)
 
@@ -536,6 +546,46 @@ def test_an_exec_that_times_out_says_so_and_counts_with_its_time(api):
     with pytest.raises(sdk.TimedOut, match="no exit status within 0.2s"):
         session.run("sleep 100", timeout=0.2)
     assert session.stats.commands == 1 and session.stats.command_seconds >= 0.2   # it ran, for its timeout
+    assert session.stats.command_seconds < 1   # not the stop's exec after it
+
+
+def test_a_command_past_its_timeout_is_stopped_in_the_sandbox_before_timed_out(api):
+    """Closing the exec's stream leaves the command running: it could change the workspace the
+    verifier grades after the trainer moved on. It runs marked, and its marker's processes are
+    killed (core.sessions.stop_command, run by real shells in tests/unit/core/test_session_stop.py)
+    before TimedOut, which says so."""
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    hangs(api, pod)
+    session = batch.session(0)
+    with pytest.raises(sdk.TimedOut, match=r"no exit status within 0.2s; it was stopped: its processes in the "
+                                           r"sandbox were killed \(2\)"):
+        session.run("sleep 100", timeout=0.2, stdin=b"in")
+    ran, stop = api.execs[-2][3], api.execs[-1][3]
+    assert ran[:5] == core_sessions.marked_command([], ran[4]) and len(ran[4]) == 32
+    assert ran[5:8] == ["/bin/sh", "-c", core_sessions._DRAINED]   # the marker is on the whole exec
+    assert stop == core_sessions.stop_command(ran[4])
+    with pytest.raises(sdk.TimedOut):
+        session.run("sleep 100", timeout=0.2)
+    assert api.execs[-2][3][4] != ran[4]   # a marker per command
+    # a stop that failed says the command may still run
+    hangs(api, pod, ExecResult(exit_code=1, stdout=b"9\n", stderr=b""))
+    with pytest.raises(sdk.TimedOut, match=r"stopping it failed \(exit code 1: 9 killed\): it may still run"):
+        session.run("sleep 100", timeout=0.2)
+    hangs(api, pod, Unavailable("no route", status=503))
+    with pytest.raises(sdk.TimedOut, match=r"stopping it failed \(.*no route.*\): it may still run in the sandbox, "
+                                           "unless the session ended"):
+        session.run("sleep 100", timeout=0.2)
+    assert session.stats.commands == 4
+
+
+def test_a_command_that_ends_in_time_is_marked_and_nothing_is_stopped(api, tmp_path):
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0, workspace=tmp_path)
+    session = batch.session(0)
+    result = session.run(f'echo "${core_sessions.COMMAND_MARKER}"; exit 4')
+    assert result.exit_code == 4 and len(result.stdout) == 33
+    assert api.exec_handlers[(POOL_NS, pod)].stops == [] and len(api.execs) == 1
 
 
 def test_files_take_a_timeout_as_run_does(api, tmp_path):

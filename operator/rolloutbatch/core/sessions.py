@@ -105,6 +105,42 @@ def drained_command(argv: list[str], size: int) -> list[str]:
     return ["/bin/sh", "-c", _DRAINED, "rolloutbatch-stdin", str(int(size)), *argv]
 
 
+# A command past its timeout must not run on and change the workspace the verifier grades, and
+# the API cannot signal an exec's process (closing the stream leaves it running). So each of
+# run()'s execs carries a marker of its own in its environment, which every process it starts
+# inherits (one that clears its environment escapes it), and a timeout stops them by it.
+COMMAND_MARKER = "ROLLOUTBATCH_COMMAND"
+STOP_TRIES = 50                   # stop_command's passes over /proc, 0.1 s apart
+# Set by the shell, then exec'd: the exec's own process is marked from its start, and its exit
+# code, output and stdin are those of `argv` (no env(1): the file verbs need only /bin/sh).
+_MARKED = '{marker}=$1; export {marker}; shift; exec "$@"'
+# Each process's environ read by the shell itself (no process per pid): `read` drops its NUL
+# bytes (dash, bash, busybox), so the marker is sought in the joined text; every marker has one
+# length, so none is another's prefix. A pass stops each marked process it finds and kills them
+# all at its end: killed one by one in /proc's order (10 before 2), a child died before its
+# parent, which ran on (`sleep 1; echo late > answer.txt` wrote at once). A process forked
+# during a pass is found by the next; the passes end with one that finds none (a killed
+# process's environ reads empty). Prints how many it killed; exit 1 when some still ran after
+# STOP_TRIES passes, 2 without /proc.
+_STOP = ('m=$1; [ -r /proc/self/environ ] || {{ echo "no /proc in this container" >&2; exit 2; }}; '
+         'k=0; n=0; while :; do f=; for p in /proc/[0-9]*; do '
+         '{{ while IFS= read -r l || [ -n "$l" ]; do case "$l" in *"{marker}=$m"*) '
+         'kill -STOP "${{p#/proc/}}" && f="$f ${{p#/proc/}}" && k=$((k+1)); break;; esac; done < "$p/environ"; '
+         '}} 2>/dev/null; done; [ -z "$f" ] && {{ echo "$k"; exit 0; }}; kill -KILL $f 2>/dev/null; n=$((n+1)); '
+         '[ "$n" -ge {tries} ] && {{ echo "$k"; exit 1; }}; {tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done'
+         ).format(marker=COMMAND_MARKER, tries=STOP_TRIES, tools=launchers.TOOLS_SH)
+
+
+def marked_command(argv: list[str], marker: str) -> list[str]:
+    """``argv`` with ``marker`` in its environment and that of all it starts (stop_command)."""
+    return ["/bin/sh", "-c", _MARKED.format(marker=COMMAND_MARKER), "rolloutbatch-marked", marker, *argv]
+
+
+def stop_command(marker: str) -> list[str]:
+    """The exec that kills every process marked ``marker`` (marked_command); it prints how many."""
+    return ["/bin/sh", "-c", _STOP, "rolloutbatch-stop", marker]
+
+
 # What the trainer's own execs run: a file written aside then renamed (a cut-off stdin never
 # leaves half a file; `head -c` because a v4 exec cannot close stdin), and a file read whole.
 # Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them,

@@ -72,8 +72,9 @@ are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the m
                       pool's namespace; the message says so
     FileNotFoundError read_file of a path where nothing is (a FIFO, a socket or a device there: SessionError)
     IsADirectoryError write_file or read_file of a directory (or a symbolic link to one)
-    TimedOut          a session's run/write_file/read_file past its timeout (the command may still run;
-                      it counts as run); not a TimeoutError nor a SessionError
+    TimedOut          a session's run/write_file/read_file past its timeout (it counts as run; run's
+                      command is stopped in the sandbox first, a file verb's may still run); not a
+                      TimeoutError nor a SessionError
 """
 
 from __future__ import annotations

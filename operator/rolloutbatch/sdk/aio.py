@@ -431,6 +431,9 @@ class AsyncSession(session_commands.SessionView, session_commands.AsyncEndsOnExi
     async def run(self, command: str | Sequence[str], *, on_output: sessions.OnOutput | None = None,
                   timeout: float | None = None, stdin: bytes = b"",
                   limit_bytes: int = sessions.RUN_LIMIT_BYTES) -> sessions.CommandResult:
+        """``Session.run``'s twin: past ``timeout`` the command is stopped in the sandbox, then
+        TimedOut; a background process holding its output (``server &``) keeps it until then, so
+        redirect that output: ``nohup server > /dev/null 2>&1 &``."""
         return await self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                       limit_bytes=limit_bytes))
 

@@ -444,7 +444,10 @@ class Session(session_commands.SessionView, session_commands.EndsOnExit):
         """Run ``command`` in the workspace (a string under ``/bin/sh -c``, a list as it is) with
         the episode's variables; ``on_output(stream, data)`` as output arrives. Its exit code is
         the result's (never raised); SessionOver once the session ended, TimedOut past ``timeout``
-        (default: the episode's time)."""
+        (default: the episode's time), once the command and every process it started were
+        stopped in the sandbox (the error says whether they were). It returns when its output
+        closes: a process left in the background that holds it (``server &``) keeps it until the
+        timeout, so redirect that process's output: ``nohup server > /dev/null 2>&1 &``."""
         return self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                 limit_bytes=limit_bytes))
 

@@ -9,6 +9,7 @@ says why the session is over, ``SessionLost`` that its pod was lost (the episode
 
 from __future__ import annotations
 
+import secrets
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -80,6 +81,7 @@ SIGNALLED_EXIT = 128
 KILLED_EXIT = SIGNALLED_EXIT + 9   # SIGKILL
 END_WAIT_SECONDS = 0.05   # how often an end() looks whether another one under way is done
 HOLDING_TIMEOUT = 10      # the exec asking whether the hold still runs
+STOP_TIMEOUT = sessions.STOP_TRIES * 0.1 + 20   # the exec stopping a command past its timeout
 
 
 def _over(target: SessionTarget) -> Op:
@@ -123,15 +125,37 @@ def _holds(target: SessionTarget) -> Op:
     return result.exit_code == 0
 
 
+def _stop(target: SessionTarget, marker: str) -> Op:
+    """Stop every process of a command past its timeout (core.sessions.stop_command); what the
+    trainer is told of it."""
+    try:
+        result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER,
+                                            sessions.stop_command(marker)),
+                            {"stdin": b"", "timeout": STOP_TIMEOUT, "limit_bytes": 4096, "on_output": None})
+    except KubeError as exc:
+        return f"stopping it failed ({exc}): it may still run in the sandbox, unless the session ended"
+    killed = result.stdout.decode(errors="replace").strip()
+    if result.exit_code == 0:
+        return f"it was stopped: its processes in the sandbox were killed ({killed or 0})"
+    said = result.stderr.decode(errors="replace").strip() or f"{killed} killed"
+    return f"stopping it failed (exit code {result.exit_code}: {said}): it may still run in the sandbox"
+
+
 def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
-          limit_bytes: int, on_output: OnOutput | None = None, returned: Callable[[], None] | None = None) -> Op:
+          limit_bytes: int, on_output: OnOutput | None = None, returned: Callable[[], None] | None = None,
+          stop_on_timeout: bool = False) -> Op:
     """One exec in the session's agent container, its refusals made plain: Forbidden names the
     Role a trainer needs; a pod that ended is SessionOver. Given stdin, the command runs behind
     core.sessions.drained_command. ``returned`` is called as soon as the
-    exec returns or fails, before any look at the pod."""
+    exec returns or fails, before any look at the pod. ``stop_on_timeout``: past its timeout, the
+    command and all it started are stopped in the sandbox before TimedOut is raised (closing the
+    exec's stream leaves them running, and they could change the workspace the verifier grades)."""
     where = f"{what} in episode {target.index} of RolloutBatch {target.batch}"
     if stdin:   # all of it is read, whatever the command reads, or the exec never answers
         argv = sessions.drained_command(argv, len(stdin))
+    marker = secrets.token_hex(16) if stop_on_timeout else None
+    if marker is not None:
+        argv = sessions.marked_command(argv, marker)
     try:
         try:
             result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, argv),
@@ -140,6 +164,12 @@ def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b
         finally:
             if returned is not None:
                 returned()
+    except TimedOut as exc:
+        if marker is None:
+            raise
+        said = yield from _stop(target, marker)
+        raise TimedOut(f"{where} (pod {target.pod}): no exit status within {timeout:g}s; {said}",
+                       status=exc.status, reason=exc.reason) from None
     except Forbidden as exc:
         raise ExecForbidden(f"{where}: {exc}: a trainer needs get and create on pods/exec (and get, list on "
                             f"pods) in the pool's namespace {target.namespace}", status=exc.status,
@@ -220,7 +250,7 @@ class SessionCore:
             try:
                 result = yield from _exec(self.target, argv, "a command", stdin=stdin, timeout=timeout,
                                           limit_bytes=limit_bytes, on_output=hear if on_output else None,
-                                          returned=returned)
+                                          returned=returned, stop_on_timeout=True)
             except TimedOut:
                 ran = True
                 raise

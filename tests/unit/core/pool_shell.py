@@ -82,6 +82,10 @@ def delivery_head(script: bytes) -> int:
     return pool_delivery.delivery(script).index(b"\n") + 1
 
 
+# Every POSIX shell an image may have as /bin/sh that this machine has (busybox: Alpine's).
+SHELLS = [argv for argv in (["sh"], ["dash"], ["bash", "--posix"], ["busybox", "sh"]) if shutil.which(argv[0])]
+
+
 def has_pid_namespaces() -> bool:
     """Whether `unshare -p` works here: the verifier phases' launchers `kill -KILL -1`, which
     outside a PID namespace of their own would reach every process of the test's user."""

@@ -18,12 +18,10 @@ from hypothesis import strategies as st
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.events import split_agent_record
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT
-from tests.unit.core.pool_shell import (episode, hand_over, has_pid_namespaces, reap_launchers,  # noqa: F401
-                                        start_launcher, wait_for_file)
+from tests.unit.core.pool_shell import (SHELLS, episode, hand_over, has_pid_namespaces,  # noqa: F401
+                                        reap_launchers, start_launcher, wait_for_file)
 from rolloutbatch.core import pool_delivery
 
-# Every POSIX shell an image may have as /bin/sh that this machine has (busybox: Alpine's).
-SHELLS = [argv for argv in (["sh"], ["dash"], ["bash", "--posix"], ["busybox", "sh"]) if shutil.which(argv[0])]
 
 
 def _read_clock(shell: list[str], path, texts: list[str]) -> list[str]:

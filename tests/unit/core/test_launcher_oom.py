@@ -15,8 +15,7 @@ import pytest
 from rolloutbatch.core import launchers, manifests, naming, pool_delivery
 from rolloutbatch.core.events import split_agent_record
 from rolloutbatch.core.vocabulary import AGENT_OOM_KILLED_EXIT
-from tests.unit.core.pool_shell import has_pid_namespaces
-from tests.unit.core.test_launcher_clock import SHELLS
+from tests.unit.core.pool_shell import SHELLS, has_pid_namespaces
 from rolloutbatch.core.spec import parse_spec
 from tests.unit.core.factories import MINIMAL, REF
 
