@@ -7,10 +7,8 @@ import time
 
 import pytest
 
-from rolloutbatch.sdk import Client
-from tests.e2e.test_sessions import SMALL, VERIFY, wait_ready
-from tests.support.batches import unique
-from tests.support.kube import kubeconfig_path
+from rolloutbatch.kube.errors import TimedOut
+from tests.e2e.test_sessions import one_session
 
 pytestmark = [pytest.mark.cluster]
 
@@ -21,21 +19,11 @@ def test_a_command_that_leaves_a_background_process_with_its_output_redirected_r
     exec returns when its output closes, so one holding the exec's stdout/stderr keeps run() until
     its timeout; the README and run() say to redirect its output, and then run() returns at once
     with the command's own exit code, the process still running for the next command."""
-    client = Client(str(kubeconfig_path()), namespace=namespace)
-    pool = unique("bpool")
-    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
-    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
-                              episode_timeout_seconds=120) as batch:
-        try:
-            with batch.session(0, timeout=60) as session:
-                started = time.monotonic()
-                outcome = session.run("echo started; nohup sleep 60 > /dev/null 2>&1 &", timeout=15)
-                took = time.monotonic() - started
-                after = session.run("echo next", timeout=15)
-        finally:
-            batch.handle.delete(wait=False)
-            client.delete_pool(pool, wait=False)
+    with one_session(namespace, "bpool") as session:
+        started = time.monotonic()
+        outcome = session.run("echo started; nohup sleep 60 > /dev/null 2>&1 &", timeout=15)
+        took = time.monotonic() - started
+        after = session.run("echo next", timeout=15)
     assert after.stdout == b"next\n"
     assert took < 5 and outcome.exit_code == 0 and outcome.stdout == b"started\n", (took, outcome)
 
@@ -44,23 +32,12 @@ def test_a_command_past_its_timeout_is_stopped_not_left_to_change_the_workspace(
     """run(timeout=...) raises TimedOut, as a tool executor's timeout does; the command itself must
     not run on in the sandbox and change the workspace the verifier grades after the trainer moved on
     (here: overwriting the answer the trainer wrote after the timeout)."""
-    from rolloutbatch.kube.errors import TimedOut
-    client = Client(str(kubeconfig_path()), namespace=namespace)
-    pool = unique("tpool")
-    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
-    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
-                              episode_timeout_seconds=120) as batch:
-        try:
-            with batch.session(0, timeout=60) as session:
-                with pytest.raises(TimedOut, match="it was stopped: its processes in the sandbox were killed"):
-                    session.run("(sleep 5; echo deeper > deeper.txt) & sleep 6; echo late > answer.txt", timeout=2)
-                session.write_file("answer.txt", b"42\n")
-                time.sleep(8)
-                answer = session.read_file("answer.txt")
-                left = session.run("ps -o pid,args 2>/dev/null || ls /proc").stdout
-                deeper = session.run("ls deeper.txt").exit_code
-        finally:
-            batch.handle.delete(wait=False)
-            client.delete_pool(pool, wait=False)
+    with one_session(namespace, "tpool") as session:
+        with pytest.raises(TimedOut, match="it was stopped: its processes in the sandbox were killed"):
+            session.run("(sleep 5; echo deeper > deeper.txt) & sleep 6; echo late > answer.txt", timeout=2)
+        session.write_file("answer.txt", b"42\n")
+        time.sleep(8)
+        answer = session.read_file("answer.txt")
+        left = session.run("ps -o pid,args 2>/dev/null || ls /proc").stdout
+        deeper = session.run("ls deeper.txt").exit_code
     assert answer == b"42\n" and deeper != 0, (answer, deeper, left)

@@ -6,8 +6,10 @@ what it needs, and no less.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,6 +30,24 @@ answer = (ws / "answer.txt").read_text().strip() if (ws / "answer.txt").exists()
 print(json.dumps(dict(event="reward", at=time.time(), episode_id=os.environ["EPISODE_ID"],
                       reward=float(answer == "42"), answer=answer)))
 '''
+
+
+@contextlib.contextmanager
+def one_session(namespace: str, prefix: str) -> Iterator:
+    """A session of a batch of one episode on a new pool of one (its verifier: VERIFY); the batch
+    and the pool are deleted after it, whatever happened."""
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique(prefix)
+    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
+    wait_ready(client, pool, 1)
+    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                              episode_timeout_seconds=120) as batch:
+        try:
+            with batch.session(0, timeout=60) as session:
+                yield session
+        finally:
+            batch.handle.delete(wait=False)
+            client.delete_pool(pool, wait=False)
 
 
 def wait_ready(client: Client, pool: str, ready: int, timeout: float = 180) -> dict:
@@ -169,24 +189,14 @@ def test_a_command_that_reads_part_of_its_stdin_returns_when_it_exits(operator_p
     refused at once, onto a directory): the command exits, but the runtime reports an exec's
     exit only once it copied all of its stdin, which no one read. run() hung until its timeout
     (by default until the session's deadline ended the episode: AgentTimedOut, the session lost)."""
-    client = Client(str(kubeconfig_path()), namespace=namespace)
-    pool = unique("ipool")
-    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
-    with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
-                              episode_timeout_seconds=120) as batch:
-        try:
-            with batch.session(0, timeout=60) as session:
-                started = time.monotonic()
-                result = session.run("head -c 1", stdin=b"y" * 1_000_000, timeout=20)
-                assert (result.exit_code, result.stdout) == (0, b"y") and time.monotonic() - started < 5
-                assert session.run("wc -c", stdin=b"w" * 1_000_000).stdout.strip() == b"1000000"
-                assert session.run("mkdir -p src").ok
-                started = time.monotonic()
-                with pytest.raises(IsADirectoryError):
-                    session.write_file("src", b"x" * 1_000_000, timeout=20)
-                assert time.monotonic() - started < 5
-                assert session.run("true").ok
-        finally:
-            batch.handle.delete(wait=False)
-            client.delete_pool(pool, wait=False)
+    with one_session(namespace, "ipool") as session:
+        started = time.monotonic()
+        result = session.run("head -c 1", stdin=b"y" * 1_000_000, timeout=20)
+        assert (result.exit_code, result.stdout) == (0, b"y") and time.monotonic() - started < 5
+        assert session.run("wc -c", stdin=b"w" * 1_000_000).stdout.strip() == b"1000000"
+        assert session.run("mkdir -p src").ok
+        started = time.monotonic()
+        with pytest.raises(IsADirectoryError):
+            session.write_file("src", b"x" * 1_000_000, timeout=20)
+        assert time.monotonic() - started < 5
+        assert session.run("true").ok
