@@ -19,7 +19,7 @@ from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.events import split_agent_record
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT
 from tests.unit.core.pool_shell import (SHELLS, episode, hand_over, has_pid_namespaces,  # noqa: F401
-                                        reap_launchers, start_launcher, wait_for_file)
+                                        kills_its_watchdog, reap_launchers, start_launcher, wait_for_file)
 from rolloutbatch.core import pool_delivery
 
 
@@ -67,10 +67,7 @@ def _early_in_a_second() -> None:
 
 # Kills its watchdog (the parent of the launcher's `sleep 1`, and that sleep) at once, then ends
 # 1.5 s into its 1 s: past its time, well inside the slack.
-_KILL_WATCHDOG_AND_END_LATE = (
-    'sleep 0.3; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
-    'case "$c" in "sleep 1 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
-    'sleep 1.2; exit 0')
+_KILL_WATCHDOG_AND_END_LATE = kills_its_watchdog(1, 'sleep 1.5; exit 0')
 
 
 @pytest.mark.skipif(not has_pid_namespaces(), reason="needs unshare -p (a PID namespace)")

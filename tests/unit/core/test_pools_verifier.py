@@ -20,7 +20,7 @@ from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import is_infrastructure_failure, judge_verified, never_delivered, pod_facts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
-from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401
+from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, kills_its_watchdog, reap_launchers, start_phase_launcher  # noqa: F401
 
 POOL = pool_spec.PoolRef(name="swe", namespace="team", uid="0123456789abcdef")
 SPEC = {"size": 2, "task": {"files": {"episode.py": "print(1)"}}}
@@ -388,9 +388,7 @@ def test_hostile_files_and_env_reach_the_verifier_verbatim(tmp_path) -> None:
 def test_an_agent_that_kills_its_watchdog_is_still_recorded_as_timed_out(tmp_path) -> None:
     proc, claim, message = _agent(tmp_path)
     # the watchdog's subshell (the sleep's parent) and its sleep, once it runs (it starts after the agent)
-    kill_watchdog = ('sleep 0.5; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
-                     'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
-                     'sleep 5; exit 0')
+    kill_watchdog = kills_its_watchdog(2, 'sleep 5; exit 0')
     assert hand_over(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2))
     assert proc.wait(timeout=30) == 0       # 3 s past its time: within the slack, graded
     record = split_agent_record(message.read_text())[1]
@@ -403,9 +401,7 @@ def test_an_agent_that_outlives_its_watchdog_past_the_slack_fails_its_container(
     AGENT_OVERRAN_EXIT, which the Job fails the index on (the agent's container is judged first),
     so a verifier kept waiting into the pod's deadline never turns the attempt into a retry."""
     proc, claim, message = _agent(tmp_path)
-    kill_watchdog = ('sleep 0.5; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
-                     'case "$c" in "sleep 2 ") kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}";; esac; done; '
-                     'sleep 8; exit 0')   # 2 s of time, 6.5 s past it (the slack is 5)
+    kill_watchdog = kills_its_watchdog(2, 'sleep 8; exit 0')   # 2 s of time, 6.5 s past it (the slack is 5)
     assert hand_over(claim, _episode(("/bin/sh", "-c", kill_watchdog), timeout=2))
     assert proc.wait(timeout=30) == AGENT_OVERRAN_EXIT
     record = split_agent_record(message.read_text())[1]

@@ -14,6 +14,7 @@ from rolloutbatch.core.events import parse_line, parse_log, parse_termination_me
 from rolloutbatch.core.model import AgentFacts, BatchRef, EpisodeResult, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.verdict import judge_episode, judge_verified, pod_facts
+from tests.unit.core.pool_shell import kills_its_watchdog
 
 T0 = 1_700_000_000.0
 BASE = {"episodes": 2, "task": {"files": {"episode.py": "pass"}}}
@@ -219,13 +220,8 @@ def test_a_spec_path_without_the_standard_directories_leaves_the_watchdogs_their
     assert code == v.VERIFIER_TIMEOUT_EXIT and took < 10, (code, took)
 
 
-# Kills the watchdog (the parent of the launcher's `sleep`) and that sleep as soon as they exist,
-# trying every 50 ms (one try after a fixed wait lost the race to a 1 s watchdog on a loaded CI
-# run), then works on well past episodeTimeoutSeconds + VERIFIER_SLACK_SECONDS + the skew tolerance.
-_KILL_WATCHDOG = ('until killed=; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] || continue; '
-                  'pp=$(awk "/^PPid:/{print \\$2}" $p/status); kill -KILL $pp ${p#/proc/} 2>/dev/null && killed=1; '
-                  'done; [ -n "$killed" ]; do sleep 0.05; done; '
-                  'sleep 9; echo solved > "$WORK/answer"; exit 0')
+# Works on well past episodeTimeoutSeconds + VERIFIER_SLACK_SECONDS + the skew tolerance.
+_KILL_WATCHDOG = kills_its_watchdog(2, 'sleep 9; echo solved > "$WORK/answer"; exit 0')
 
 
 @pytest.mark.parametrize("with_date", [True, False], ids=["image-with-date", "image-without-date"])
@@ -251,7 +247,7 @@ def test_a_job_pods_agent_that_outlives_its_watchdog_is_its_timeout_and_never_gr
     if not with_date:   # the image's tools, but no date
         tools = tmp_path / "bin"
         tools.mkdir()
-        for tool in ("sleep", "cat", "awk", "chmod"):
+        for tool in ("sleep", "cat", "tr", "cut", "chmod"):
             (tools / tool).symlink_to(shutil.which(tool))
         path = str(tools)
     done = subprocess.run([shutil.which("unshare"), "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "rolloutbatch-agent",
