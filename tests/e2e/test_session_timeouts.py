@@ -25,7 +25,8 @@ def test_a_command_that_leaves_a_background_process_with_its_output_redirected_r
         took = time.monotonic() - started
         after = session.run("echo next", timeout=15)
     assert after.stdout == b"next\n"
-    assert took < 5 and outcome.exit_code == 0 and outcome.stdout == b"started\n", (took, outcome)
+    # well under its 15 s timeout (an exec of a trivial command takes ~0.1 s; a loaded CI machine more)
+    assert took < 12 and outcome.exit_code == 0 and outcome.stdout == b"started\n", (took, outcome)
 
 
 def test_a_command_past_its_timeout_is_stopped_not_left_to_change_the_workspace(operator_process, namespace):

@@ -26,20 +26,20 @@ VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' w
 TOOLS_SH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH} "
 TOOLS = TOOLS_SH.replace("$", "$$")
 
-# The agent's command runs under this launcher: it stops the agent at episodeTimeoutSeconds,
-# then kills every process left in the container (kill -1 spares only the caller), so nothing of
-# the agent runs into the verifier's phase and nothing can write after the record; then it appends
-# the agent's exit code to its own termination message (the last line is therefore the
-# launcher's) and exits 0, so the verifier always starts (a Job's launcher: unless a process of
-# its container was killed for its memory, oom_killed below: the kubelet would not start it
-# anyway). The watchdog exits 0 only when it fired (killed, it exits 137): that is the timeout record. The watchdog ignores TERM once it fired and
-# is stopped with TERM, so one that fired always exits 0 (stopped by KILL, one caught between its
-# kill and its exit read as not fired: a timed-out verifier was reported as exit 137 on a busy
-# node). The watchdog runs as the agent's user, so the agent can kill it: the phase's own clock
-# (the kernel's uptime, before and after, read by the shell itself: no process, where `date` was
-# two per episode; and no wall clock to step) then still says it ran past its time. An
-# agent that blocks the record (e.g. a read-only file it chmodded) fails the launcher, and with it
-# its own episode.
+# The agent's command runs under this launcher: it stops the agent at episodeTimeoutSeconds, then
+# kills every process left in the container (kill -1 spares only the caller), so nothing of the
+# agent runs into the verifier's phase and nothing can write after the record; then it appends the
+# agent's exit code to its own termination message (the last line is therefore the launcher's) and
+# exits 0, so the verifier always starts (a Job's launcher: unless a process of its container was
+# killed for its memory, oom_killed below: the kubelet would not start it anyway). The watchdog
+# exits 0 only when it fired (killed, it exits 137): that is the timeout record. The watchdog
+# ignores TERM once it fired and is stopped with TERM, so one that fired always exits 0 (stopped
+# by KILL, one caught between its kill and its exit read as not fired: a timed-out verifier was
+# reported as exit 137 on a busy node). The watchdog runs as the agent's user, so the agent can
+# kill it: the phase's own clock (the kernel's uptime, before and after, read by the shell itself:
+# no process, where `date` was two per episode; and no wall clock to step) then still says it ran
+# past its time. An agent that blocks the record (e.g. a read-only file it chmodded) fails the
+# launcher, and with it its own episode.
 _AGENT = ('{group}{began}"$$@" & agent=$$!; '
           '({tools}sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
           'wait $$agent; code=$$?; timed_out=false; '
