@@ -1,5 +1,5 @@
 """A session command's timeout and the processes it leaves (core.sessions.marked_command,
-stop_command): one past its timeout is stopped in the sandbox with all it started before the
+stop_command): one past its timeout, or interrupted by Ctrl-C, is stopped in the sandbox with all it started before the
 trainer hears TimedOut, and one that leaves a process behind returns when its output closes."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 import pytest
 
 from rolloutbatch.kube.errors import TimedOut
+from tests.support.interrupts import ctrl_c_in
 from tests.e2e.test_sessions import one_session
 
 pytestmark = [pytest.mark.cluster]
@@ -42,3 +43,16 @@ def test_a_command_past_its_timeout_is_stopped_not_left_to_change_the_workspace(
         left = session.run("ps -o pid,args 2>/dev/null || ls /proc").stdout
         deeper = session.run("ls deeper.txt").exit_code
     assert answer == b"42\n" and deeper != 0, (answer, deeper, left)
+
+
+def test_a_command_interrupted_by_ctrl_c_is_stopped_not_left_to_change_the_workspace(operator_process, namespace):
+    """A trainer's Ctrl-C in run() leaves the exec as a timeout does: the command is stopped in the
+    sandbox before KeyboardInterrupt goes on, and the answer written after it stands."""
+    with one_session(namespace, "cpool") as session:
+        with ctrl_c_in(2), pytest.raises(KeyboardInterrupt):
+            session.run("(sleep 5; echo deeper > deeper.txt) & sleep 6; echo late > answer.txt", timeout=60)
+        session.write_file("answer.txt", b"42\n")
+        time.sleep(8)
+        answer = session.read_file("answer.txt")
+        deeper = session.run("ls deeper.txt").exit_code
+    assert answer == b"42\n" and deeper != 0, (answer, deeper)

@@ -160,8 +160,29 @@ async def run(api: Any, op: ops.Op) -> Any:
                 answer = await getattr(api, step.method)(*step.args, **step.kwargs)
             except KubeError as exc:
                 error = exc
+            except BaseException:   # a cancellation among them (asyncio.wait_for, a task cancelled)
+                if step.abandoned is not None:
+                    await _abandon(api, step.abandoned)
+                raise
     finally:
         ops.close(op)
+
+
+_ABANDONING: set[asyncio.Future] = set()   # stops still running after a second cancellation
+
+
+async def _abandon(api: Any, call: ops.Call) -> None:
+    """``call`` (a Call's ``abandoned``) made to its end, its errors ignored: the error that left
+    the call it stops is what the caller gets. Shielded: cancelled again, the caller goes on at
+    once and the stop still runs to its end."""
+    stop = asyncio.ensure_future(getattr(api, call.method)(*call.args, **call.kwargs))
+    _ABANDONING.add(stop)
+    stop.add_done_callback(_ABANDONING.discard)
+    stop.add_done_callback(lambda done: done.cancelled() or done.exception())   # retrieved: never logged
+    try:
+        await asyncio.shield(stop)
+    except BaseException:   # noqa: BLE001 - its own error, or a second cancellation: the caller's follows
+        pass
 
 
 async def _watch_task(api: AsyncApi, watch: ListWatch, events: asyncio.Queue) -> None:
@@ -432,7 +453,8 @@ class AsyncSession(session_commands.SessionView, session_commands.AsyncEndsOnExi
                   timeout: float | None = None, stdin: bytes = b"",
                   limit_bytes: int = sessions.RUN_LIMIT_BYTES) -> sessions.CommandResult:
         """``Session.run``'s twin: past ``timeout`` the command is stopped in the sandbox, then
-        TimedOut; a background process holding its output (``server &``) keeps it until then, so
+        TimedOut; cancelled (``asyncio.wait_for``, a task's cancel), it is stopped before the
+        cancellation goes on (cancelled again meanwhile: at once, the stop still sent); a background process holding its output (``server &``) keeps it until then, so
         redirect that output: ``nohup server > /dev/null 2>&1 &``."""
         return await self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                       limit_bytes=limit_bytes))

@@ -48,8 +48,21 @@ def run(api: Any, op: ops.Op) -> Any:
                 answer = _settled(getattr(api, step.method)(*step.args, **step.kwargs))
             except KubeError as exc:
                 error = exc
+            except BaseException:   # Ctrl-C among them
+                if step.abandoned is not None:
+                    _abandon(api, step.abandoned)
+                raise
     finally:
         ops.close(op)
+
+
+def _abandon(api: Any, call: ops.Call) -> None:
+    """``call`` (a Call's ``abandoned``) made to its end, its errors ignored: the error that left
+    the call it stops is what the caller gets. A second Ctrl-C stops this wait too."""
+    try:
+        _settled(getattr(api, call.method)(*call.args, **call.kwargs))
+    except Exception:   # noqa: BLE001 - best effort; the caller's own error follows
+        pass
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -445,7 +458,8 @@ class Session(session_commands.SessionView, session_commands.EndsOnExit):
         the episode's variables; ``on_output(stream, data)`` as output arrives. Its exit code is
         the result's (never raised); SessionOver once the session ended, TimedOut past ``timeout``
         (default: the episode's time), once the command and every process it started were
-        stopped in the sandbox (the error says whether they were). It returns when its output
+        stopped in the sandbox (the error says whether they were); interrupted (Ctrl-C), they are
+        stopped so before KeyboardInterrupt goes on. It returns when its output
         closes: a process left in the background that holds it (``server &``) keeps it until the
         timeout, so redirect that process's output: ``nohup server > /dev/null 2>&1 &``."""
         return self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,

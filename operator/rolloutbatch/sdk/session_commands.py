@@ -125,13 +125,16 @@ def _holds(target: SessionTarget) -> Op:
     return result.exit_code == 0
 
 
+def _stop_call(target: SessionTarget, marker: str) -> Call:
+    """The exec that stops every process of a marked command (core.sessions.stop_command)."""
+    return Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, sessions.stop_command(marker)),
+                {"stdin": b"", "timeout": STOP_TIMEOUT, "limit_bytes": 4096, "on_output": None})
+
+
 def _stop(target: SessionTarget, marker: str) -> Op:
-    """Stop every process of a command past its timeout (core.sessions.stop_command); what the
-    trainer is told of it."""
+    """Stop every process of a command past its timeout; what the trainer is told of it."""
     try:
-        result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER,
-                                            sessions.stop_command(marker)),
-                            {"stdin": b"", "timeout": STOP_TIMEOUT, "limit_bytes": 4096, "on_output": None})
+        result = yield _stop_call(target, marker)
     except KubeError as exc:
         return f"stopping it failed ({exc}): it may still run in the sandbox, unless the session ended"
     killed = result.stdout.decode(errors="replace").strip()
@@ -149,18 +152,22 @@ def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b
     core.sessions.drained_command. ``returned`` is called as soon as the
     exec returns or fails, before any look at the pod. ``stop_on_timeout``: past its timeout, the
     command and all it started are stopped in the sandbox before TimedOut is raised (closing the
-    exec's stream leaves them running, and they could change the workspace the verifier grades)."""
+    exec's stream leaves them running, and they could change the workspace the verifier grades);
+    so are they when the trainer abandons the call (a cancelled task, Ctrl-C: the drivers make
+    the Call's ``abandoned``) before its error goes on."""
     where = f"{what} in episode {target.index} of RolloutBatch {target.batch}"
     if stdin:   # all of it is read, whatever the command reads, or the exec never answers
         argv = sessions.drained_command(argv, len(stdin))
     marker = secrets.token_hex(16) if stop_on_timeout else None
     if marker is not None:
         argv = sessions.marked_command(argv, marker)
+    # a command the trainer abandons (a cancelled task, Ctrl-C) is stopped as one past its timeout
+    abandoned = None if marker is None else _stop_call(target, marker)
     try:
         try:
             result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, argv),
                                 {"stdin": stdin, "timeout": timeout, "limit_bytes": limit_bytes,
-                                 "on_output": on_output})
+                                 "on_output": on_output}, abandoned=abandoned)
         finally:
             if returned is not None:
                 returned()
