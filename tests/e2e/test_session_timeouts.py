@@ -1,6 +1,7 @@
 """A session command's timeout and the processes it leaves (core.sessions.marked_command,
-stop_command): one past its timeout, or interrupted by Ctrl-C, is stopped in the sandbox with all it started before the
-trainer hears TimedOut, and one that leaves a process behind returns when its output closes."""
+stop_command): one past its timeout, or interrupted by Ctrl-C, is stopped in the sandbox with all
+it started before the trainer hears of it, and one that leaves a process behind returns when its
+output closes."""
 from __future__ import annotations
 
 import time
