@@ -126,7 +126,7 @@ def test_the_crd_and_parse_spec_share_each_bound(name):
 
 
 def test_reserved_env_names_are_the_operators():
-    from rolloutbatch.core.spec import RESERVED_ENV
+    from rolloutbatch.core.spec_env import RESERVED_ENV
 
     env = SCHEMA["properties"]["spec"]["properties"]["env"]
     (rule,) = env["x-kubernetes-validations"]
@@ -139,7 +139,7 @@ def _pod_template():
 
 
 def test_the_crd_refuses_the_tolerations_the_operator_refuses():
-    from rolloutbatch.core.spec import MAX_TOLERATIONS, PROTECTED_TAINT_KEYS
+    from rolloutbatch.core.spec_pod_template import MAX_TOLERATIONS, PROTECTED_TAINT_KEYS
 
     tolerations = _pod_template()["tolerations"]
     assert tolerations["maxItems"] == MAX_TOLERATIONS
@@ -153,7 +153,7 @@ def test_the_crd_refuses_the_tolerations_the_operator_refuses():
 
 
 def test_the_crd_refuses_system_priority_classes():
-    from rolloutbatch.core.spec import MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX
+    from rolloutbatch.core.defaults import MAX_USER_PRIORITY, SYSTEM_PRIORITY_PREFIX
 
     field = _pod_template()["priorityClassName"]
     (rule,) = field["x-kubernetes-validations"]

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rolloutbatch.core.model import SpecError
-from rolloutbatch.core.spec import RESERVED_ENV, parse_spec
+from rolloutbatch.core.spec import parse_spec
+from rolloutbatch.core.spec_env import RESERVED_ENV
 from tests.support import crd_schema
 from tests.unit.core.factories import MINIMAL
 

@@ -1,7 +1,7 @@
 """A mount at /dev/null is refused by the spec: no pod of it could start.
 
 An earlier change allowed mounts under /dev again (a workspace at /dev/shm), refusing only /dev itself,
-/proc, /sys and /dev/termination-log (core.spec.system_path). But runc reopens /dev/null inside
+/proc, /sys and /dev/termination-log (core.spec_fields.system_path). But runc reopens /dev/null inside
 every container it creates: a volume (a directory) mounted at /dev/null makes every pod fail
 to start. On the devcluster (containerd 2.4, runc), a pod with an emptyDir at /dev/null:
 

@@ -1,5 +1,5 @@
 """A pool's pods mount its paths as written (a trailing '/' the CRD admits: their digest must not
-change), and the pool's paths are read cleaned, as a batch's (core.spec.checked_path), so a batch
+change), and the pool's paths are read cleaned, as a batch's (core.spec_fields.checked_path), so a batch
 naming its pool's path, either way, runs on it."""
 
 from __future__ import annotations

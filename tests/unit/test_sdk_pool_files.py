@@ -1,7 +1,7 @@
 """A pool's task files as ``build_pool`` / ``Client.create_pool`` take them.
 
 ``build_pool`` promises "ValueError (a SpecError) for what the operator would refuse, read by its
-own parse_pool_spec", which reads a pool's files as a batch's (core.spec.checked_files: each a
+own parse_pool_spec", which reads a pool's files as a batch's (core.spec_fields.checked_files: each a
 string). It used to check a copy turned into strings while the object kept what was given:
 
 - ``bytes`` content (``pathlib.Path(p).read_bytes()``, the natural way to read a script):

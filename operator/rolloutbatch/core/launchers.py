@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rolloutbatch.core import naming
 from rolloutbatch.core.events import AGENT_EXIT
-from rolloutbatch.core.vocabulary import AGENT_OOM_KILLED_EXIT, AGENT_OVERRAN_EXIT, VERIFIER_TIMEOUT_EXIT
+from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, VERIFIER_TIMEOUT_EXIT
 
 VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' work between the two phases
 
@@ -92,9 +92,9 @@ OOM_COUNTERS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memo
 
 def oom_killed(code: int, counters: tuple[str, ...] = OOM_COUNTERS) -> str:
     """Shell that exits ``code`` when one of ``counters`` (a file it can read) counts a kill. A Job's
-    agent launcher runs it after its record (AGENT_OOM_KILLED_EXIT): the kubelet has failed the pod
-    anyway (its verifier never starts), and a non-zero exit is what the Job's podFailurePolicy can
-    fail the index on, where it cannot read a reason."""
+    agent launcher runs it after its record (vocabulary.AGENT_OOM_KILLED_EXIT): the kubelet has
+    failed the pod anyway (its verifier never starts), and a non-zero exit is what the Job's
+    podFailurePolicy can fail the index on, where it cannot read a reason."""
     # the count compared as text, not by `-gt`: no shell's arithmetic limit to pass
     return "".join(f'[ -r {path} ] && while read key count; do [ "$$key" = oom_kill ] && case "$$count" in '
                    f'*[!0-9]*) ;; [1-9]*) exit {code};; esac; done < {path}; ' for path in counters)

@@ -18,9 +18,10 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import parse_quantity
 from rolloutbatch.core.model import BatchSpec, SpecError
-from rolloutbatch.core.spec import (SYSTEM_PATHS, check_argv_strings, check_shell_names, checked_env, checked_files, checked_image,
-                                    checked_path, checked_pod_template, checked_resources, checked_runtime_class,
-                                    workspace_size_limit)
+from rolloutbatch.core.spec_env import check_argv_strings, check_shell_names, checked_env
+from rolloutbatch.core.spec_fields import (SYSTEM_PATHS, checked_files, checked_image, checked_path, checked_resources,
+                                           checked_runtime_class, workspace_size_limit)
+from rolloutbatch.core.spec_pod_template import checked_pod_template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class PoolSpec:
     runtime_class_name: str | None
     resources: dict
     env: tuple[tuple[str, str], ...]
-    task_mount_path: str              # cleaned as the runtime reads it (core.spec.checked_path)
+    task_mount_path: str              # cleaned as the runtime reads it (core.spec_fields.checked_path)
     task_files: dict[str, str]
     workspace_mount_path: str         # cleaned, as task_mount_path
     workspace_size_limit: str
@@ -265,7 +266,7 @@ def same_image(ref: object) -> str:
 
 
 def same_path(path: str | None) -> str | None:
-    """A mount path as the runtime reads it (core.spec.checked_path: '/grade/', '//grade' and
+    """A mount path as the runtime reads it (core.spec_fields.checked_path: '/grade/', '//grade' and
     '/x/../grade' are one directory); one that is no mount path as written (a manifest's,
     unchecked: it compares unequal, it does not raise)."""
     if path is None:

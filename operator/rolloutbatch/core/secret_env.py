@@ -32,7 +32,7 @@ from rolloutbatch.core.k8s_rules import MAX_SECRET_BYTES
 from rolloutbatch.core.model import BatchSpec, Stalled
 from rolloutbatch.core.naming import EPISODE_ENV_OPT_IN, LABEL_EPISODE_ENV
 from rolloutbatch.core.env_expansion import expanded_sizes
-from rolloutbatch.core.spec import env_string_problem
+from rolloutbatch.core.spec_env import env_string_problem
 
 SecretKey = tuple[str, str]   # (Secret name, key)
 
@@ -83,7 +83,7 @@ def copied_data(secrets: Mapping[str, Mapping | None], spec: BatchSpec) -> dict[
     """The data of the operator's copy: each referenced key of each opted-in Secret, under its
     ``key_names`` name (base64, as the API serves it). Raises Stalled before anything is created:
     SecretNotFound (every Secret is checked for the label before any of its keys is looked at);
-    InvalidSpec for a value no process can be given as its variable (core.spec.env_string_problem);
+    InvalidSpec for a value no process can be given as its variable (core.spec_env.env_string_problem);
     ProvisioningRefused for a copy larger than the API server takes in one Secret (each original
     fits, several together need not), which it would refuse once the sandbox namespace exists."""
     names = secret_names(spec)

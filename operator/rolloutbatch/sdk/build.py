@@ -30,8 +30,9 @@ from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.naming import INPUTS_OPT_IN, LABEL_INPUTS, LABEL_MANAGED_BY, MANAGED_BY
 from rolloutbatch.core.pool_spec import parse_pool_spec
 from rolloutbatch.core.spec import (INLINE_AND_REFERENCE, INPUT_KEY, MAX_CONFIG_BYTES, MAX_INPUT_CONFIGMAPS,
-                                    POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS, check_batch_name, checked_object, inline_inputs, input_bytes, input_text,
-                                    parse_spec)
+                                    POOL_VERIFIER_EXCLUSIVE, SPEC_FIELDS, check_batch_name, inline_inputs, input_bytes,
+                                    input_text, parse_spec)
+from rolloutbatch.core.spec_fields import checked_object
 
 API_VERSION = f"{GROUP}/{VERSION}"
 # Inline inputs above this go by reference: the RolloutBatch object (inputs, task files, the

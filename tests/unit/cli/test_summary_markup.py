@@ -15,7 +15,7 @@ from rich.console import Console
 
 from rolloutbatch.cli.summary import print_summaries
 from rolloutbatch.core.model import SpecError
-from rolloutbatch.core.spec import checked_pod_template
+from rolloutbatch.core.spec_pod_template import checked_pod_template
 
 
 class _Handle:

@@ -297,7 +297,7 @@ def test_a_pool_spec_is_kept_as_written() -> None:
 
 @pytest.mark.parametrize("written", ["/absent/../task", "//task", "/task/.", "/task/"])
 def test_a_pools_mount_paths_are_read_as_the_runtime_reads_them(written: str) -> None:
-    """As a batch's (core.spec.checked_path): a pooled batch's default command names the task where
+    """As a batch's (core.spec_fields.checked_path): a pooled batch's default command names the task where
     the runtime mounts it, not 'python -B /absent/../task/episode.py', which the kernel resolves
     only if /absent exists. The pods still mount the spelling written (their digest)."""
     spec = _spec(task={"files": {"e.py": "x"}, "mountPath": written}, workspace={"mountPath": f"/w{written}"})

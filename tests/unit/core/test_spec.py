@@ -248,7 +248,7 @@ def test_launcher_variables_cannot_be_referenced_by_the_verifier_either():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from rolloutbatch.core.spec import MAX_TOLERATIONS, PROTECTED_TAINT_KEYS  # noqa: E402
+from rolloutbatch.core.spec_pod_template import MAX_TOLERATIONS, PROTECTED_TAINT_KEYS  # noqa: E402
 
 
 def _template(**template):

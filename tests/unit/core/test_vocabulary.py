@@ -61,7 +61,7 @@ UNDEFAULTED = {"spec.isolation.network"}
 
 
 def test_crd_defaults_are_the_first_choice():
-    # core.spec._choice defaults to a tuple's first word, as the API server does with the CRD's default.
+    # core.spec_fields.checked_choice defaults to a tuple's first word, as the API server does with the CRD's default.
     nodes = dict(_walk(_schema()))
     for path, choices in CRD_ENUMS.items():
         if path.startswith("spec.") and path not in UNDEFAULTED:

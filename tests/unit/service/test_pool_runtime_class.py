@@ -1,4 +1,4 @@
-"""A pool's spec.runtimeClassName is read by the batch's rule (core.spec.checked_runtime_class):
+"""A pool's spec.runtimeClassName is read by the batch's rule (core.spec_fields.checked_runtime_class):
 the CRD's pattern (``^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$``) admits names no RuntimeClass can have
 (``a..b``), and such a pool stalls InvalidSpec before its namespace is made."""
 from __future__ import annotations
