@@ -8,7 +8,7 @@ import pathlib
 import pytest
 import yaml
 
-from rolloutbatch.core import pools
+from rolloutbatch.core import pool_children
 from rolloutbatch.core.pool_spec import PoolRef
 from rolloutbatch.kube import pool_storage
 from rolloutbatch.kube.errors import Conflict
@@ -96,7 +96,7 @@ def test_a_pools_network_change_is_a_verb_the_operator_has():
     is replaced (an update), which the cluster-wide role must grant (it granted create and delete
     only: a 403)."""
     ref = PoolRef(name="warm", namespace="team-a", uid="pool-uid-1")
-    wanted, _ = pools.network_policies(ref)
+    wanted, _ = pool_children.network_policies(ref)
     api = PolicyApi({"metadata": {**wanted["metadata"], "resourceVersion": "7"},
                      "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}})
     pool_storage._ensure(api, wanted, ref.uid)

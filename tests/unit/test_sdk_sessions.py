@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
-import subprocess
 import time
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from rolloutbatch import sdk
 from rolloutbatch.core import naming, sessions as core_sessions
 from rolloutbatch.core.model import BatchRef
-from rolloutbatch.core.pools import batch_pod_labels
+from rolloutbatch.core.pool_children import batch_pod_labels
 from rolloutbatch.core.results import configmap_digest, encode_results
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY

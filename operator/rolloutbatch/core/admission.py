@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from rolloutbatch.core import defaults as d
-from rolloutbatch.core import manifests, pools, strictjson
+from rolloutbatch.core import manifests, pool_children, pools, strictjson
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.k8s_rules import (admitted, best_effort, cross_namespace_affinity, format_quantity,
                                          parse_quantity, pod_amounts, quota_charges_pods, quota_usage, terminating,
@@ -39,14 +39,14 @@ def episode_pod(spec: BatchSpec | PoolSpec, overhead: Mapping[str, str] | None,
                 template: PoolSpec | None = None) -> dict:
     """The pod spec the operator makes for the spec's episodes, as the API server admits it (the
     RuntimeClass overhead set): a batch's Job template (with spec.verifier the agent is an init
-    container, the verifier the one container), or a pool's warm pod (core.pools.pod_spec: agent,
+    container, the verifier the one container), or a pool's warm pod (core.pool_children.pod_spec: agent,
     verifier and the verifier's files writer are containers running at once; no deadline until it
     is claimed), or with
     ``template`` (its pool's spec) a pooled batch's cold pod: the pool's pod with the batch's
     deadline, as its claimed pods get one. Built, not described, so that what quotas and the
     scheduler are asked about is what runs."""
     if isinstance(spec, PoolSpec):
-        return admitted(pools.pod_spec(_POOL, spec), overhead)
+        return admitted(pool_children.pod_spec(_POOL, spec), overhead)
     job = pools.batch_pooled_job(_BATCH, spec, _POOL, template) if template else manifests.job(_BATCH, spec, None)
     return admitted(job["spec"]["template"]["spec"], overhead)
 

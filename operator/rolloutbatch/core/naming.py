@@ -50,11 +50,11 @@ LABEL_EPISODE_ENV, EPISODE_ENV_OPT_IN = "rl.agentruntime.io/episode-env", "true"
 LABEL_POOL_UID = "rl.agentruntime.io/pool-uid"
 LABEL_POOL_NAME = "rl.agentruntime.io/pool-name"
 # A pool pod's network (v.NETWORK_MODES): the pool's spec.network when it was made, which a claim
-# never changes; the pool's policies select by it (core.pools.network_policies).
+# never changes; the pool's policies select by it (core.pool_children.network_policies).
 LABEL_NETWORK = "rl.agentruntime.io/network"
 POOL_EGRESS_POLICY = "allow-egress"     # a pool's policy that opens egress to its AllowEgress pods
 # a pool's policy that keeps open the egress of the pods an operator made before LABEL_NETWORK
-# (core.pools.unlabelled_egress_policy)
+# (core.pool_children.unlabelled_egress_policy)
 POOL_UNLABELLED_EGRESS_POLICY = "allow-egress-unlabelled"
 ROLE_WARM = "warm"                                               # LABEL_EPISODE_ROLE of an unclaimed pool pod
 ANNOTATION_CLAIMED_AT = "rl.agentruntime.io/claimed-at"          # unix seconds, written by the claim

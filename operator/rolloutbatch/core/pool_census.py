@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
-from rolloutbatch.core.pools import TEMPLATE_ANNOTATION, claimed_by, is_warm, network_of, oldest_first
+from rolloutbatch.core.pools import is_warm, oldest_first
+from rolloutbatch.core.pool_children import TEMPLATE_ANNOTATION, claimed_by, network_of
 from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
                                        over_own_limits, parse_time, pod_facts)
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
@@ -74,7 +75,7 @@ def holding_batches(held: Sequence[Mapping], jobs: Sequence[Mapping]) -> list[st
 
 def held_elsewhere(pods: Sequence[Mapping], network: str, now: float) -> dict[str, int]:
     """The pods batches hold (:func:`is_held`) that were made under a network other than the
-    pool's ``network`` now, counted by theirs: they keep it until they end (core.pools.network_policies)."""
+    pool's ``network`` now, counted by theirs: they keep it until they end (core.pool_children.network_policies)."""
     out: dict[str, int] = {}
     for pod in pods:
         theirs = network_of(pod)

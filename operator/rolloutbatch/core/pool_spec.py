@@ -53,7 +53,7 @@ class PoolSpec:
     workspace_mount_path: str         # cleaned, as task_mount_path
     workspace_size_limit: str
     # The two paths as written, which the pods mount (the runtime cleans them): cleaned, a pod's
-    # digest (core.pools.template_digest) would change under a running pool at an upgrade.
+    # digest (core.pool_children.template_digest) would change under a running pool at an upgrade.
     task_mount_written: str
     workspace_mount_written: str
     prepare_command: tuple[str, ...]

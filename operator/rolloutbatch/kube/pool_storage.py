@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from rolloutbatch import POOL_KIND
-from rolloutbatch.core import pools
+from rolloutbatch.core import pool_children, pools
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
 
@@ -27,7 +27,7 @@ def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
         if obj["kind"] == "ServiceAccount":
             return obj
         existing = api.get(f"{path}/{meta['name']}", f"get {obj['kind']} {meta['name']}")
-        if not pools.owned_by_pool(existing, pool_uid):
+        if not pool_children.owned_by_pool(existing, pool_uid):
             raise NotOurs(f"{obj['kind']} {meta['name']} exists and is not this RolloutPool's") from None
         if obj["kind"] == "NetworkPolicy" and existing.get("spec") != obj.get("spec"):
             body = dict(obj, metadata=dict(meta, resourceVersion=existing["metadata"]["resourceVersion"]))
@@ -39,7 +39,7 @@ def _delete_owned(api: Any, kind: str, namespace: str, name: str, pool_uid: str)
     """Delete the pool's object of that name, as read now (its uid as precondition); one gone, or
     not the pool's, is left."""
     live = resources.get_or_none(api, kind, name, namespace)
-    if live is None or not pools.owned_by_pool(live, pool_uid):
+    if live is None or not pool_children.owned_by_pool(live, pool_uid):
         return
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": live["metadata"].get("uid")}}
     try:
@@ -81,7 +81,7 @@ def _delete_namespace(api: Any, name: str, pool_uid: str) -> bool:
     """True when the pool's namespace is deleted or being deleted; False when it is gone, or is
     not the pool's (another pool's: left to its owner, not an error a deletion retries for ever)."""
     live = resources.get_or_none(api, "Namespace", name)
-    if live is None or not pools.owned_by_pool(live, pool_uid):
+    if live is None or not pool_children.owned_by_pool(live, pool_uid):
         return False
     if not (live.get("metadata") or {}).get("deletionTimestamp"):
         api.delete(resources.object_path("Namespace", name), f"delete namespace {name}")

@@ -12,7 +12,7 @@ delivery fails is evicted: it never ran an episode, so its eviction is an infras
 of the index (a DisruptionTarget, counted by the Job's podFailurePolicy), not a failed episode.
 With ``spec.verifier`` the episode goes to the ``agent`` container, and once that container has
 ended, the verifier's files and input to the ``verifier-files`` container (the one that can write
-them: core.pools.pod_spec), then the verifier's phase to the ``verifier`` container the same way
+them: core.pool_children.pod_spec), then the verifier's phase to the ``verifier`` container the same way
 (annotated apart).
 
 An eviction re-rolls an attempt, so it is kept for what the operator caused:

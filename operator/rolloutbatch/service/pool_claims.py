@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 
-from rolloutbatch.core import naming, pool_spec, pools
+from rolloutbatch.core import naming, pool_children, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, check_quota_outside, input_shards
 from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
@@ -75,12 +75,12 @@ async def _own_namespace(pool_storage: PoolStorage, pool: pool_spec.PoolRef,
 
 async def _namespace_problem(pool_storage: PoolStorage, pool: pool_spec.PoolRef) -> str | None:
     """What is wrong with the pool's namespace, None when it exists and is the pool's
-    (core.pools.owned_by_pool): two pools' names may map to one namespace (naming.pool_namespace,
+    (core.pool_children.owned_by_pool): two pools' names may map to one namespace (naming.pool_namespace,
     and a pool recreated finds its predecessor's until it is gone), and a batch must not claim
     from, nor run its Job in, another pool's."""
     namespace = naming.pool_namespace(pool.namespace, pool.name)
     live = await pool_storage.get_namespace(namespace)
-    if live is not None and pools.owned_by_pool(live, pool.uid):
+    if live is not None and pool_children.owned_by_pool(live, pool.uid):
         return None
     state = _NOT_YET if live is None else "is not this pool's (another pool's, or a former one's)"
     return f"the namespace {namespace} of RolloutPool {pool.name} {state}"
@@ -131,7 +131,7 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
     pool, definition = _checked(body, ref, spec)
     listed = pools.pool_pods(await pool_storage.list_pods(naming.pool_namespace(pool.namespace, pool.name),
                                                           naming.MANAGED_SELECTOR),
-                             pool, ref.uid, pools.template_digest(pool, definition))
+                             pool, ref.uid, pool_children.template_digest(pool, definition))
     warm, mine = len(listed.warm), len(listed.mine)
     wanted = min(spec.parallelism, spec.episodes)
     if definition.max_size < wanted - mine:
@@ -206,7 +206,7 @@ async def claim(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec, pool:
             # kubelet update) refuses it and is still warm. Listed again, it is claimed; a pod
             # another batch took is no longer warm.
             relists += 1
-            warm = pools.claim_order(await pool_storage.list_pods(namespace, pools.warm_selector(pool)), template)
+            warm = pools.claim_order(await pool_storage.list_pods(namespace, pool_children.warm_selector(pool)), template)
     return Claims(hits=hits, wanted=min(spec.parallelism, spec.episodes), claimed=fresh, began=min([now, *earlier]),
                   unenrolled=[*pools.unenrolled_claims(mine, ref.uid), *fresh])
 
@@ -268,7 +268,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     pool, definition = await read_pool(pool_storage, ref, spec, waiting)
     await copy_inputs(storage, ref, spec)
     claims = await claim(pool_storage, ref, spec, pool, pools.batch_episode_seconds(spec),
-                         pools.template_digest(pool, definition), on_claimed=claimed)
+                         pool_children.template_digest(pool, definition), on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
     # The Job waits for the first wave's hand-overs only when it has no cold pod to make; the

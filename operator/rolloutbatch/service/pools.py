@@ -23,8 +23,8 @@ next round makes the pod. Transient errors without a break for ``api_give_up`` (
 a batch's do: nothing is retried for ever without a visible state.
 
 Deletion (:meth:`delete`): the warm pods go at once; the namespace waits while a batch's Job
-or a pod it claimed (its labels written or not yet: core.pools.claimed_by) still runs in it, and
-the pool's message says so. A namespace that is another pool's (core.pools.owned_by_pool) is
+or a pod it claimed (its labels written or not yet: core.pool_children.claimed_by) still runs in it, and
+the pool's message says so. A namespace that is another pool's (core.pool_children.owned_by_pool) is
 left to its owner: nothing in it is this pool's, and the deletion ends.
 """
 
@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from rolloutbatch.core import naming, pool_census, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_children, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import check_priority_class, check_quota_fits, runtime_overhead
 from rolloutbatch.core.model import SpecError
@@ -173,7 +173,7 @@ class PoolReconciler:
         await self._ensure_children(spec)
         pods = [p for p in every if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_POOL_UID)
                 == self.ref.uid]
-        template = pools.template_digest(self.ref, spec)
+        template = pool_children.template_digest(self.ref, spec)
         now = time.time()
         found = pool_census.census(pods, template, now)
         if found.stuck:
@@ -196,7 +196,7 @@ class PoolReconciler:
             if await self.storage.delete_pod(listed[name]):   # not if claimed since the list
                 deleted.add(name)
         if self.channels is not None:
-            container = pools.episode_container(spec)
+            container = pool_children.episode_container(spec)
             self.channels.keep(self.namespace, [(uid, name, container) for name in found.warm if name not in doomed
                                                 if (uid := (listed[name].get("metadata") or {}).get("uid"))])
         # A batch claims up to the pool's size at once: a connection for each claim is opened
@@ -217,7 +217,7 @@ class PoolReconciler:
             wanted = 0
         for start in range(0, wanted, MAX_CREATES_PER_ROUND):
             count = min(MAX_CREATES_PER_ROUND, wanted - start)
-            batch = [pools.warm_pod(self.ref, spec, template) for _ in range(count)]
+            batch = [pool_children.warm_pod(self.ref, spec, template) for _ in range(count)]
             results = await asyncio.gather(*(self.storage.create_pod(p) for p in batch), return_exceptions=True)
             made = tuple(r["metadata"]["name"] for r in results if isinstance(r, dict))
             if self.pods is not None:
@@ -280,9 +280,9 @@ class PoolReconciler:
         """The upgrade from an operator before naming.LABEL_NETWORK, whose one policy applied the
         pool's network to every pod: the pool's policies now deny egress to a pod without the
         label, which would cut a running AllowEgress episode off. So, before they are written,
-        each pod without it is labelled with the network it ran under (core.pools.network_before_labels,
+        each pod without it is labelled with the network it ran under (core.pool_children.network_before_labels,
         read from the live policies), and while Jobs of that time run (a running Job's template
-        cannot be changed: its cold pods come without the label) core.pools.unlabelled_egress_policy
+        cannot be changed: its cold pods come without the label) core.pool_children.unlabelled_egress_policy
         keeps their egress if that was AllowEgress; it is deleted once they ended. Every step is
         idempotent and read from the live objects, so a restart anywhere in it ends the same. Once
         nothing of that time is left, nothing more is read."""
@@ -294,19 +294,19 @@ class PoolReconciler:
             if home is None:   # a pool new, or its namespace made again: nothing of that time in it
                 self._labels_carried = True
                 return
-            if not pools.owned_by_pool(home, uid):
+            if not pool_children.owned_by_pool(home, uid):
                 return   # another pool's: nothing in it is this one's to label (_ensure_children says so)
             unlabelled = await self.storage.get_network_policy(ns, naming.POOL_UNLABELLED_EGRESS_POLICY)
-            network = pools.network_before_labels(
+            network = pool_children.network_before_labels(
                 await self.storage.get_network_policy(ns, naming.DEDICATED_POLICY), unlabelled, spec.network)
             # read once a process: the rounds while an old Job runs (for hours when Kueue holds it
             # suspended) list its Jobs only; this process is the policies' only writer meanwhile
             self._network_before = (network, unlabelled)
         network, unlabelled = self._network_before
-        pods = [p for p in every if pools.network_of(p) is None]
+        pods = [p for p in every if pool_children.network_of(p) is None]
         jobs = pools.unlabelled_jobs(await self.storage.list_jobs(ns), uid)
         if network == v.NETWORK_ALLOW_EGRESS and unlabelled is None and jobs:
-            unlabelled = await self.storage.ensure(pools.unlabelled_egress_policy(self.ref), uid)
+            unlabelled = await self.storage.ensure(pool_children.unlabelled_egress_policy(self.ref), uid)
             self._network_before = (network, unlabelled)
         for pod in pods:
             await self.storage.label_pod(ns, pod["metadata"]["name"], {naming.LABEL_NETWORK: network})
@@ -319,12 +319,12 @@ class PoolReconciler:
     async def _ensure_children(self, spec: pool_spec.PoolSpec) -> None:
         """The namespace, its ServiceAccount and NetworkPolicies, today's task ConfigMap: made when
         the task changed, and again after a refusal (made anew if deleted). The policies do not
-        change with spec.network (core.pools.network_policies: each pod keeps its own)."""
-        wanted = pools.task_configmap_name(self.ref, spec)
+        change with spec.network (core.pool_children.network_policies: each pod keeps its own)."""
+        wanted = pool_children.task_configmap_name(self.ref, spec)
         if self._children_for == wanted:
             return
-        for obj in (pools.namespace(self.ref), pools.service_account(self.ref),
-                    *pools.network_policies(self.ref), pools.task_configmap(self.ref, spec)):
+        for obj in (pool_children.namespace(self.ref), pool_children.service_account(self.ref),
+                    *pool_children.network_policies(self.ref), pool_children.task_configmap(self.ref, spec)):
             live = await self.storage.ensure(obj, self.ref.uid)
             if obj["kind"] == "Namespace" and (live.get("metadata") or {}).get("deletionTimestamp"):
                 raise NotOurs(f"the pool's namespace {self.namespace} is being deleted; waiting to make it again")
@@ -332,7 +332,7 @@ class PoolReconciler:
 
     async def _collect_task_configmaps(self, spec: pool_spec.PoolSpec, pods: list[dict]) -> None:
         """Task ConfigMaps of earlier templates, once no pod and no running Job mounts them."""
-        current = pools.task_configmap_name(self.ref, spec)
+        current = pool_children.task_configmap_name(self.ref, spec)
         if self._collected_for == current:
             return
         old = [cm for cm in await self.storage.list_configmaps(self.namespace, f"{naming.LABEL_POOL_UID}={self.ref.uid}")
@@ -343,10 +343,10 @@ class PoolReconciler:
         used: set[str] = set()
         for pod in pods:
             if (pod.get("status") or {}).get("phase") not in (v.PodPhase.SUCCEEDED, v.PodPhase.FAILED):
-                used |= pools.mounted_configmaps(pod)
+                used |= pool_children.mounted_configmaps(pod)
         for job in await self.storage.list_jobs(self.namespace):
             if not pools.job_finished(job):
-                used |= pools.mounted_configmaps(job)
+                used |= pool_children.mounted_configmaps(job)
         for cm in old:
             if cm["metadata"]["name"] not in used:
                 await self.storage.delete_configmap(cm)
@@ -396,7 +396,7 @@ class PoolReconciler:
         pods = await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
         refused = False
         for pod in pods:
-            if pools.not_enrolled(pod, self.ref) and pools.claimed_by(pod) is None:
+            if pool_children.not_enrolled(pod, self.ref) and pool_children.claimed_by(pod) is None:
                 refused |= not await self.storage.delete_pod(pod)
         if refused:
             pods = await self.storage.list_pods(self.namespace, naming.MANAGED_SELECTOR)
@@ -404,7 +404,7 @@ class PoolReconciler:
         held_pods = [p for p in pods if pool_census.is_held(p, now)]
         self._held_at_deletion = len(held_pods)
         jobs = [j for j in await self.storage.list_jobs(self.namespace)
-                if pools.owned_by_pool(j, self.ref.uid) and not (j.get("metadata") or {}).get("deletionTimestamp")
+                if pool_children.owned_by_pool(j, self.ref.uid) and not (j.get("metadata") or {}).get("deletionTimestamp")
                 and not pools.job_finished(j) and not pools.job_stopped(j)]
         held = pool_census.holding_batches(held_pods, jobs)
         if held:
@@ -421,7 +421,7 @@ class PoolReconciler:
         live = await self.storage.get_namespace(self.namespace)
         if live is None:
             return False
-        if not pools.owned_by_pool(live, self.ref.uid):
+        if not pool_children.owned_by_pool(live, self.ref.uid):
             message = (f"namespace {self.namespace} is another RolloutPool's (two pools' names map to it); "
                        "left to its owner")
             self.emit("Warning", v.PoolReason.REFUSED, message)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_children
 from rolloutbatch.core.children import deletion_plan
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
@@ -66,7 +66,7 @@ async def evict_unowned_claims(storage: Storage, ref: BatchRef, pool_namespace: 
     # be in neither. The batch's pods, and those claimed whose labels were not written yet.
     claims = [p for p in await storage.list_pods(pool_namespace, naming.MANAGED_SELECTOR)
               if ((p.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_BATCH_UID) == ref.uid
-              or pools.claimed_by(p) == ref.uid]
+              or pool_children.claimed_by(p) == ref.uid]
     for pod in claims:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") or any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or ()):

@@ -27,7 +27,7 @@ def test_footprint_includes_overhead():
 
 
 # -- what one pod is charged: the pod the operator builds, as Kubernetes counts it ----------------
-from rolloutbatch.core import pool_spec, pools  # noqa: E402
+from rolloutbatch.core import pool_children, pool_spec  # noqa: E402
 from rolloutbatch.core.admission import check_quota_outside, episode_pod, pod_resources, quotas_bound  # noqa: E402
 from rolloutbatch.core.manifests import resource_quota  # noqa: E402
 from rolloutbatch.core.naming import AGENT_CONTAINER, VERIFIER_CONTAINER, VERIFIER_FILES_CONTAINER  # noqa: E402
@@ -156,7 +156,7 @@ def test_every_pod_is_charged_as_the_quota_evaluator_counts_it(agent, verifier, 
     for spec, combine in ((batch, max), (pool, sum)):   # init container then container; side by side
         # a pool's pod with a verifier has its files writer beside it (core.pools)
         phases = [agent] + ([verifier] if verifier else []) + \
-            ([pools.files_writer_resources(pool)] if verifier and spec is pool else [])
+            ([pool_children.files_writer_resources(pool)] if verifier and spec is pool else [])
         footprint = pod_footprint(spec, overhead)
         for kind in ("requests", "limits"):
             for resource in ("cpu", "memory"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rolloutbatch.core import naming, pool_census, pools
+from rolloutbatch.core import naming, pool_census, pool_children
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.verdict import parse_time
 
@@ -14,7 +14,7 @@ T0 = parse_time(CREATED)
 def pod(state: dict | None, started: bool = False) -> dict:
     statuses = [{"name": naming.CONTAINER_NAME, "started": started, "state": state}] if state is not None else []
     return {"metadata": {"name": "p", "creationTimestamp": CREATED, "labels": {naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM},
-                         "annotations": {pools.TEMPLATE_ANNOTATION: "t"}},
+                         "annotations": {pool_children.TEMPLATE_ANNOTATION: "t"}},
             "status": {"phase": v.PodPhase.PENDING if not started else v.PodPhase.RUNNING, "containerStatuses": statuses}}
 
 

@@ -4,7 +4,7 @@ over): the pool says it is filling, quoting the scheduler, and is Stalled Unsche
 after UNSCHEDULABLE_SECONDS, still keeping the pod and making no other."""
 from __future__ import annotations
 
-from rolloutbatch.core import naming, pool_census, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_children, pool_spec
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.verdict import parse_time
 
@@ -19,7 +19,7 @@ REF = pool_spec.PoolRef(namespace="team", name="warm", uid="u1")
 def unplaced(template: str = "t") -> dict:
     return {"metadata": {"name": "p", "creationTimestamp": CREATED,
                          "labels": {naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM},
-                         "annotations": {pools.TEMPLATE_ANNOTATION: template}},
+                         "annotations": {pool_children.TEMPLATE_ANNOTATION: template}},
             "status": {"phase": v.PodPhase.PENDING, "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": MESSAGE,
                  "lastTransitionTime": SAID}]}}
@@ -61,5 +61,5 @@ def test_an_older_templates_broken_pod_is_replaced_without_stalling_todays_templ
     assert found.dead == ("p",) and not found.stuck
     assert pool_census.pods_to_create(SPEC, found) == 2
     same = pool_census.census([dict(broken, metadata={**broken["metadata"],
-                                                      "annotations": {pools.TEMPLATE_ANNOTATION: "t"}})], "t", T0)
+                                                      "annotations": {pool_children.TEMPLATE_ANNOTATION: "t"}})], "t", T0)
     assert [s[1] for s in same.stuck] == [v.PoolReason.IMAGE]

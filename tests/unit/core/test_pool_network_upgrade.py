@@ -1,10 +1,10 @@
-"""The network of a pool's pods made before naming.LABEL_NETWORK (core.pools.network_before_labels,
+"""The network of a pool's pods made before naming.LABEL_NETWORK (core.pool_children.network_before_labels,
 unlabelled_jobs, unlabelled_egress_policy): what the upgrade reads from the live policies."""
 from __future__ import annotations
 
 import pytest
 
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_children, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef
 
@@ -24,7 +24,7 @@ def _policy(types: list[str]) -> dict:
     (None, None, DENY, DENY),
 ])
 def test_the_network_before_the_label_is_the_live_policies(base, unlabelled, spec_network, ran_under):
-    assert pools.network_before_labels(base, unlabelled, spec_network) == ran_under
+    assert pool_children.network_before_labels(base, unlabelled, spec_network) == ran_under
 
 
 def test_the_jobs_that_keep_the_unlabelled_policy():
@@ -38,6 +38,6 @@ def test_the_jobs_that_keep_the_unlabelled_policy():
 
 
 def test_the_unlabelled_policy_opens_only_pods_without_the_label():
-    spec = pools.unlabelled_egress_policy(POOL)["spec"]
+    spec = pool_children.unlabelled_egress_policy(POOL)["spec"]
     assert spec["podSelector"] == {"matchExpressions": [{"key": naming.LABEL_NETWORK, "operator": "DoesNotExist"}]}
     assert spec["policyTypes"] == ["Egress"] and spec["egress"] == [{}]

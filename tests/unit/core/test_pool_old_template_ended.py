@@ -17,7 +17,7 @@ template's ImagePullBackOff pod now is.
 """
 from __future__ import annotations
 
-from rolloutbatch.core import naming, pool_census, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_children, pool_spec
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.verdict import parse_time
 
@@ -28,7 +28,7 @@ SPEC = pool_spec.parse_pool_spec({"size": 2, "task": {"files": {"e.py": "x"}}})
 def ended(name: str, template: str, terminated: dict) -> dict:
     return {"metadata": {"name": name, "creationTimestamp": "2026-12-03T00:00:00Z",
                          "labels": {naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM},
-                         "annotations": {pools.TEMPLATE_ANNOTATION: template}},
+                         "annotations": {pool_children.TEMPLATE_ANNOTATION: template}},
             "status": {"phase": v.PodPhase.FAILED, "containerStatuses": [
                 {"name": naming.CONTAINER_NAME, "state": {"terminated": terminated}}]}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from rolloutbatch.core import pools
+from rolloutbatch.core import pool_children
 from tests.unit.core.pool_shell import reap_launchers, start_launcher, wait_for_file  # noqa: F401 (the fixture)
 
 
@@ -31,6 +31,6 @@ def test_a_verbose_prepare_stays_within_the_claim_directorys_size_limit(tmp_path
     wait_for_file(claim / "warm", 30)
     used = int(size_file.read_text())
     proc.kill()
-    limit = _bytes(pools.CLAIM_DIR_LIMIT)
+    limit = _bytes(pool_children.CLAIM_DIR_LIMIT)
     assert used <= limit, (f"the prepare's output filled the claim emptyDir to {used} bytes, past its sizeLimit "
-                           f"{pools.CLAIM_DIR_LIMIT} ({limit}): the kubelet evicts the warm pod")
+                           f"{pool_children.CLAIM_DIR_LIMIT} ({limit}): the kubelet evicts the warm pod")

@@ -4,7 +4,7 @@ name: random with respect to age for generateName pods); the oldest are claimed 
 
 from __future__ import annotations
 
-from rolloutbatch.core import naming, pool_census, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_children, pool_spec, pools
 
 SPEC = pool_spec.parse_pool_spec({"size": 1, "task": {"files": {"e.py": "x"}}})
 
@@ -12,7 +12,7 @@ SPEC = pool_spec.parse_pool_spec({"size": 1, "task": {"files": {"e.py": "x"}}})
 def _warm(name: str, created: str) -> dict:
     return {"metadata": {"name": name, "uid": f"u-{name}", "creationTimestamp": created,
                          "labels": {naming.LABEL_EPISODE_ROLE: naming.ROLE_WARM},
-                         "annotations": {pools.TEMPLATE_ANNOTATION: "t1"}},
+                         "annotations": {pool_children.TEMPLATE_ANNOTATION: "t1"}},
             "spec": {"containers": [{"name": "episode"}]},
             "status": {"phase": "Running", "containerStatuses": [{"name": "episode", "started": True,
                                                                   "state": {"running": {}}}]}}

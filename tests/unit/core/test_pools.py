@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutbatch.core import naming, pool_census, pool_delivery, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_children, pool_delivery, pool_spec, pools
 from rolloutbatch.core.env_expansion import expand
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef, SpecError
@@ -103,12 +103,12 @@ def test_a_pooled_batch_naming_its_pools_image_in_another_spelling_runs(written:
 
 # -- the pods -------------------------------------------------------------------------------------
 def test_warm_pod_is_an_orphan_of_the_pools_namespace() -> None:
-    pod = pools.warm_pod(POOL, _spec())
+    pod = pool_children.warm_pod(POOL, _spec())
     meta = pod["metadata"]
     assert meta["namespace"] == naming.pool_namespace("team", "swe")
     assert "ownerReferences" not in meta
     assert meta["labels"][naming.LABEL_EPISODE_ROLE] == naming.ROLE_WARM
-    assert meta["annotations"][pools.TEMPLATE_ANNOTATION] == pools.template_digest(POOL, _spec())
+    assert meta["annotations"][pool_children.TEMPLATE_ANNOTATION] == pool_children.template_digest(POOL, _spec())
     body = pod["spec"]
     assert body["automountServiceAccountToken"] is False and "activeDeadlineSeconds" not in body
     container = body["containers"][0]
@@ -118,14 +118,14 @@ def test_warm_pod_is_an_orphan_of_the_pools_namespace() -> None:
 
 def test_a_warm_pod_made_with_the_pools_digest_at_hand_is_the_same_pod() -> None:
     spec = _spec()
-    assert pools.warm_pod(POOL, spec, pools.template_digest(POOL, spec)) == pools.warm_pod(POOL, spec)
+    assert pool_children.warm_pod(POOL, spec, pool_children.template_digest(POOL, spec)) == pool_children.warm_pod(POOL, spec)
 
 
 def test_only_a_change_of_what_the_pod_is_made_of_makes_pods_stale() -> None:
-    digest = pools.template_digest(POOL, _spec())
-    assert pools.template_digest(POOL, _spec(size=7, maxSize=9)) == digest          # kubectl scale
-    assert pools.template_digest(POOL, _spec(image="other:1")) != digest
-    assert pools.template_digest(POOL, _spec(task={"files": {"a": "b"}})) != digest  # it prepared from them
+    digest = pool_children.template_digest(POOL, _spec())
+    assert pool_children.template_digest(POOL, _spec(size=7, maxSize=9)) == digest          # kubectl scale
+    assert pool_children.template_digest(POOL, _spec(image="other:1")) != digest
+    assert pool_children.template_digest(POOL, _spec(task={"files": {"a": "b"}})) != digest  # it prepared from them
 
 
 def test_pool_namespace_is_per_pool() -> None:
@@ -225,7 +225,7 @@ def _pod(name: str, *, phase: str = "Running", started: bool = True, template: s
         state = {"terminated": {"exitCode": exit_code}}
     return {"metadata": {"name": name, "uid": f"u-{name}", "creationTimestamp": created,
                          "labels": {naming.LABEL_EPISODE_ROLE: role},
-                         "annotations": {pools.TEMPLATE_ANNOTATION: template}},
+                         "annotations": {pool_children.TEMPLATE_ANNOTATION: template}},
             "status": {"phase": phase, "containerStatuses": [{"name": "episode", "started": started, "state": state}]}}
 
 
@@ -287,12 +287,12 @@ def test_a_pool_spec_is_kept_as_written() -> None:
     not change under a running pool when the operator is upgraded."""
     spec = _spec(task={"files": {"e.py": "x"}, "mountPath": "/opt/task/"}, workspace={"mountPath": "/work/"},
                  podTemplate={"priorityClassName": "", "tolerations": [{"key": "k", "operator": "Exists"}]})
-    container = pools.pod_spec(POOL, spec)["containers"][0]
+    container = pool_children.pod_spec(POOL, spec)["containers"][0]
     assert _mounts(container) == {
         "task": "/opt/task/", "workspace": "/work/", "claim": naming.CLAIM_MOUNT_PATH}
     assert container["workingDir"] == "/work/"
     assert spec.pod_template == {"priorityClassName": "", "tolerations": [{"key": "k", "operator": "Exists"}]}
-    assert "priorityClassName" not in pools.warm_pod(POOL, spec)["spec"]   # an empty class is none
+    assert "priorityClassName" not in pool_children.warm_pod(POOL, spec)["spec"]   # an empty class is none
 
 
 @pytest.mark.parametrize("written", ["/absent/../task", "//task", "/task/.", "/task/"])
@@ -304,8 +304,8 @@ def test_a_pools_mount_paths_are_read_as_the_runtime_reads_them(written: str) ->
     assert (spec.task_mount_path, spec.workspace_mount_path) == ("/task", "/w/task")
     assert spec.task_mount_path == parse_spec({"episodes": 1, "task": {"files": {"episode.py": "x"}, "mountPath": written}}
                                               ).task_mount_path
-    assert pool_spec.task_mount_path_in(pools.pod_spec(POOL, spec)) == "/task"
-    assert _mounts(pools.pod_spec(POOL, spec)["containers"][0])["task"] == written
+    assert pool_spec.task_mount_path_in(pool_children.pod_spec(POOL, spec)) == "/task"
+    assert _mounts(pool_children.pod_spec(POOL, spec)["containers"][0])["task"] == written
 
 
 @pytest.mark.parametrize("pools_own", ["/w/./ws", "/w/ws/", "//w/ws", "/x/../w/ws"])
@@ -634,12 +634,12 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 
 @given(st.from_regex(_DNS_SUBDOMAIN, fullmatch=True).filter(lambda n: len(n) <= 253))
 def test_every_pool_name_gives_its_pods_valid_names(name: str) -> None:
-    prefix = pools.warm_pod_prefix(name)
+    prefix = pool_children.warm_pod_prefix(name)
     assert _DNS_SUBDOMAIN.fullmatch(prefix + "abcde") and len(prefix) + 5 <= 63
 
 
 def test_a_pool_name_cut_at_a_dot_gives_valid_pod_names() -> None:
-    assert pools.warm_pod_prefix("a" * 39 + ".b") == "a" * 39 + "-"
+    assert pool_children.warm_pod_prefix("a" * 39 + ".b") == "a" * 39 + "-"
 
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from rolloutbatch.core import naming, pool_delivery, pool_spec, pools
+from rolloutbatch.core import naming, pool_children, pool_delivery, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log, split_agent_record
 from rolloutbatch.core.model import SpecError
@@ -37,7 +37,7 @@ def _mounts(container: dict) -> dict[str, str]:
 # -- the pod ------------------------------------------------------------------------------------
 def test_a_verifier_pool_pod_has_the_agent_and_a_waiting_verifier() -> None:
     spec = _spec(verifier={"image": "grader:1", "resources": {"requests": {"cpu": "50m"}}, "mountPath": "/grade"})
-    pod = pools.pod_spec(POOL, spec)
+    pod = pool_children.pod_spec(POOL, spec)
     agent, verifier, writer = pod["containers"]
     assert (agent["name"], verifier["name"], writer["name"]) == (naming.AGENT_CONTAINER, naming.VERIFIER_CONTAINER,
                                                                  naming.VERIFIER_FILES_CONTAINER)
@@ -54,12 +54,12 @@ def test_a_verifier_pool_pod_has_the_agent_and_a_waiting_verifier() -> None:
         {"task", "verifier", "verifier-files-claim"}
     assert _mounts(writer) == {"verifier": "/grade", "verifier-files-claim": naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}
     assert not any(m.get("readOnly") for m in writer["volumeMounts"])
-    assert writer["image"] == "grader:1" and writer["resources"] == pools.FILES_WRITER_RESOURCES
+    assert writer["image"] == "grader:1" and writer["resources"] == pool_children.FILES_WRITER_RESOURCES
     assert verifier["startupProbe"]["exec"]["command"][-1] == f"test -e {naming.VERIFIER_CLAIM_MOUNT_PATH}/warm"
-    assert pools.episode_container(spec) == naming.AGENT_CONTAINER
-    assert pools.episode_container(_spec()) == naming.CONTAINER_NAME
+    assert pool_children.episode_container(spec) == naming.AGENT_CONTAINER
+    assert pool_children.episode_container(_spec()) == naming.CONTAINER_NAME
     # a verifier is part of what a warm pod is made of
-    assert pools.template_digest(POOL, spec) != pools.template_digest(POOL, _spec())
+    assert pool_children.template_digest(POOL, spec) != pool_children.template_digest(POOL, _spec())
 
 
 def _qos(pod: dict) -> str:
@@ -85,12 +85,12 @@ def test_the_files_writer_keeps_the_pods_qos_class(sized, qos) -> None:
     """A pool whose agent and verifier are sized requests == limits had Guaranteed pods (evicted
     last under node pressure); the writer's requests below its limits made every one Burstable."""
     spec = _spec(resources=sized, verifier={"resources": sized})
-    pod = pools.pod_spec(POOL, spec)
+    pod = pool_children.pod_spec(POOL, spec)
     assert _qos({"containers": pod["containers"][:2]}) == qos == _qos(pod)
 
 
 def test_without_a_verifier_the_pod_is_as_before() -> None:
-    pod = pools.pod_spec(POOL, _spec())
+    pod = pool_children.pod_spec(POOL, _spec())
     assert [c["name"] for c in pod["containers"]] == [naming.CONTAINER_NAME]
     assert [vol["name"] for vol in pod["volumes"]] == ["task", "workspace", "claim"]
 
@@ -137,7 +137,7 @@ def parse_ref():
 
 
 def test_a_pod_is_warm_only_when_both_containers_wait() -> None:
-    pod = pools.warm_pod(POOL, _spec(verifier={}))
+    pod = pool_children.warm_pod(POOL, _spec(verifier={}))
     pod["metadata"]["name"] = "p"
     running = {"started": True, "state": {"running": {}}}
     pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "agent", **running},
@@ -500,7 +500,7 @@ def test_a_files_writer_handed_a_cut_delivery_writes_nothing_and_says_nothing(tm
 
 
 def test_the_verifiers_directories_are_in_memory() -> None:
-    volumes = {vol["name"]: vol for vol in pools.pod_spec(POOL, _spec(verifier={}))["volumes"]}
+    volumes = {vol["name"]: vol for vol in pool_children.pod_spec(POOL, _spec(verifier={}))["volumes"]}
     assert volumes["verifier"]["emptyDir"]["medium"] == "Memory"
     assert volumes["verifier-claim"]["emptyDir"]["medium"] == "Memory"
     assert volumes["verifier-files-claim"]["emptyDir"]["medium"] == "Memory"
@@ -508,7 +508,7 @@ def test_the_verifiers_directories_are_in_memory() -> None:
 
 def _census_pod(agent: dict, verifier: dict) -> dict:
     spec = _spec(verifier={})
-    pod = pools.warm_pod(POOL, spec)
+    pod = pool_children.warm_pod(POOL, spec)
     pod["metadata"]["name"] = "p"
     pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "agent", **agent},
                                                                {"name": "verifier", **verifier}]}
@@ -521,20 +521,20 @@ def test_a_warm_pod_with_one_container_ended_is_dead_not_starting(agent_exit, ve
     ended = {"started": False, "state": {"terminated": {"exitCode": agent_exit or verifier_exit}}}
     pod = _census_pod(ended if agent_exit else WAITING, ended if verifier_exit else WAITING)
     spec = _spec(verifier={})
-    found = pool_census.census([pod], pools.template_digest(POOL, spec))
+    found = pool_census.census([pod], pool_children.template_digest(POOL, spec))
     assert found.starting == () and found.dead == ("p",)
     assert [s[1] for s in found.stuck] == ([v.PoolReason.PREPARE_FAILED] if stuck else [])
 
 
 def test_only_pods_of_the_pools_template_are_claimed() -> None:
     spec = _spec(verifier={})
-    old, new = pools.warm_pod(POOL, _spec()), pools.warm_pod(POOL, spec)
+    old, new = pool_children.warm_pod(POOL, _spec()), pool_children.warm_pod(POOL, spec)
     for name, pod in (("old", old), ("new", new)):
         pod["metadata"].update(name=name, creationTimestamp="2026-12-03T00:00:0" + str(int(name == "new")) + "Z")
         pod["status"] = {"phase": "Running", "containerStatuses": [
             {"name": c["name"], "started": True, "state": {"running": {}}} for c in pod["spec"]["containers"]]}
     assert [p["metadata"]["name"] for p in pools.claim_order([old, new])] == ["old", "new"]
-    assert [p["metadata"]["name"] for p in pools.claim_order([old, new], pools.template_digest(POOL, spec))] == ["new"]
+    assert [p["metadata"]["name"] for p in pools.claim_order([old, new], pool_children.template_digest(POOL, spec))] == ["new"]
 
 
 def test_a_pools_verifier_is_judged_by_its_exit_code_as_the_jobs_policy_judges_it() -> None:

@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from rolloutbatch import GROUP, POOL_KIND, VERSION
-from rolloutbatch.core import naming, pool_spec, pools
+from rolloutbatch.core import naming, pool_children, pool_spec
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
@@ -131,7 +131,7 @@ def claimed_indexes(api: MemoryApi) -> dict[str, str]:
     """The batch's claimed pods (enrolled or not: core.pools.enrol_patch) and their indexes."""
     return {p["metadata"]["name"]: p["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
             for p in api.list_objects("Pod", POOL_NS)
-            if pools.claimed_by(p) == BATCH.uid or p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
+            if pool_children.claimed_by(p) == BATCH.uid or p["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid}
 
 
 def delivery(api: MemoryApi, spec, events: list, observed: list, since: float | None = 0.0) -> episode_delivery.EpisodeDelivery:

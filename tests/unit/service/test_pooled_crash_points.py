@@ -11,7 +11,7 @@ import time
 import pytest
 
 from rolloutbatch import GROUP, POOL_KIND, VERSION
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_children, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
@@ -55,7 +55,7 @@ def warm_every_pod(cluster: MemoryCluster) -> None:
 def batch_pods(cluster: MemoryCluster) -> list[dict]:
     uid = cluster.batch()["metadata"]["uid"]
     return [p for p in cluster.api.list_objects("Pod", POOL_NS)
-            if (p["metadata"].get("labels") or {}).get(naming.LABEL_BATCH_UID) == uid or pools.claimed_by(p) == uid]
+            if (p["metadata"].get("labels") or {}).get(naming.LABEL_BATCH_UID) == uid or pool_children.claimed_by(p) == uid]
 
 
 def job_of(cluster: MemoryCluster) -> dict | None:
@@ -491,7 +491,7 @@ def test_a_stop_while_the_batch_waits_for_its_pool_claims_nothing_even_once_the_
             cluster.submit(WAIT_SPEC)
             claims: set[str] = set()
             cluster.api.subscribe("Pod", lambda event, obj: claims.add(obj["metadata"]["name"])
-                                  if pools.claimed_by(obj) is not None else None)
+                                  if pool_children.claimed_by(obj) is not None else None)
             task = asyncio.create_task(cluster.reconciler().run())
             await until(lambda: cluster.status().get("reason") == v.REASON_WAITING_FOR_POOL)
             # the trainer stops the batch; the pool then fills, before the batch looks again
@@ -522,7 +522,7 @@ def test_a_pooled_batch_whose_job_is_refused_leaves_no_claimed_pod_running():
             cluster.api.fail("POST", "Job", Invalid("admission webhook denied the request", status=422), times=100)
             ended: list[str] = []
             cluster.api.subscribe("Pod", lambda event, obj: ended.append(obj["metadata"]["name"])
-                                  if event == "DELETED" and pools.claimed_by(obj) is not None else None)
+                                  if event == "DELETED" and pool_children.claimed_by(obj) is not None else None)
             cluster.submit(SPEC)
             await asyncio.wait_for(cluster.reconciler().run(), 10)
             status = cluster.status()
@@ -623,7 +623,7 @@ def test_a_claim_no_job_adopted_is_evicted_when_the_batch_ends():
             def late_claim(event, obj):
                 if event != "ADDED" or orphan:
                     return
-                spare = next(p for p in cluster.api.list_objects("Pod", POOL_NS) if pools.claimed_by(p) is None)
+                spare = next(p for p in cluster.api.list_objects("Pod", POOL_NS) if pool_children.claimed_by(p) is None)
                 orphan.append(spare["metadata"]["name"])
                 uid = cluster.batch()["metadata"]["uid"]
                 from rolloutbatch.core.model import BatchRef

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pool_spec, pools
+from rolloutbatch.core import naming, pool_children, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE
@@ -46,7 +46,7 @@ def test_the_pool_never_deletes_a_pod_claimed_since_its_list(api, how):
     api.meanwhile("DELETE", "Pod", lambda: _claim_now(api, name))
     run(rec.round() if how == "scale to 0" else rec.delete())
     pod = api.get_object("Pod", name, POOL_NS)
-    assert pod is not None and pools.claimed_by(pod) == BATCH.uid
+    assert pod is not None and pool_children.claimed_by(pod) == BATCH.uid
 
 
 # -- a pool's network tightened later ---------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_a_network_change_leaves_the_pods_batches_hold_under_theirs(api, before,
     rec.body = live(api)
     run(rec.round())
     pod = api.get_object("Pod", claimed, POOL_NS)
-    assert pools.claimed_by(pod) == BATCH.uid or pod["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid
+    assert pool_children.claimed_by(pod) == BATCH.uid or pod["metadata"]["labels"].get(naming.LABEL_BATCH_UID) == BATCH.uid
     assert _egress_open(api, pod) is (before == v.NETWORK_ALLOW_EGRESS)
     # the batch's cold pods run under the network it was checked against too
     (job,) = [j for j in api.list_objects("Job", POOL_NS)]
@@ -112,7 +112,7 @@ def test_a_network_change_leaves_the_pods_batches_hold_under_theirs(api, before,
     others = [p for p in api.list_objects("Pod", POOL_NS) if p["metadata"]["name"] != claimed
               and not p["metadata"].get("deletionTimestamp")]
     assert all(_egress_open(api, p) is (after == v.NETWORK_ALLOW_EGRESS) for p in others)
-    fresh = pools.warm_pod(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    fresh = pool_children.warm_pod(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
     assert _egress_open(api, fresh) is (after == v.NETWORK_ALLOW_EGRESS)
     message = live(api)["status"]["message"]
     assert f"1 pod(s) that batches hold keep the network {before}" in message, message
@@ -184,10 +184,10 @@ def test_an_episode_claimed_before_the_upgrade_keeps_its_network(api, in_force, 
     assert api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["metadata"]["labels"][naming.LABEL_NETWORK] == in_force
     # the previous version's podSelector {} policy is replaced: nothing opens a DenyAll pod
     policies = {p["metadata"]["name"]: p["spec"] for p in api.list_objects("NetworkPolicy", POOL_NS)}
-    assert policies[naming.DEDICATED_POLICY] == pools.network_policies(rec.ref)[0]["spec"]
-    denied = pools.warm_pod(rec.ref, pool_spec.parse_pool_spec({**live(api)["spec"], "network": v.NETWORK_DENY_ALL}))
+    assert policies[naming.DEDICATED_POLICY] == pool_children.network_policies(rec.ref)[0]["spec"]
+    denied = pool_children.warm_pod(rec.ref, pool_spec.parse_pool_spec({**live(api)["spec"], "network": v.NETWORK_DENY_ALL}))
     assert not _egress_open(api, denied)
-    allowed = pools.warm_pod(rec.ref, pool_spec.parse_pool_spec({**live(api)["spec"], "network": v.NETWORK_ALLOW_EGRESS}))
+    allowed = pool_children.warm_pod(rec.ref, pool_spec.parse_pool_spec({**live(api)["spec"], "network": v.NETWORK_ALLOW_EGRESS}))
     assert _egress_open(api, allowed)
     assert (naming.POOL_UNLABELLED_EGRESS_POLICY in policies) is opened
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutbatch import GROUP, VERSION
-from rolloutbatch.core import naming, pool_census, pool_spec, pools
+from rolloutbatch.core import naming, pool_census, pool_children, pool_spec, pools
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.scope import CLUSTERWIDE, Scope
@@ -39,7 +39,7 @@ def test_a_pool_fills_to_its_size_and_says_when_it_is_warm(api):
     run(rec.round())
     assert len(pod_names(api)) == 3
     assert api.get_object("Namespace", POOL_NS)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    task = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    task = pool_children.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
     assert api.get_object("ConfigMap", task, POOL_NS)["data"] == {"episode.py": "x"}
     assert api.get_object("NetworkPolicy", naming.DEDICATED_POLICY, POOL_NS)["spec"]["policyTypes"] == ["Ingress", "Egress"]
     status = live(api)["status"]
@@ -297,7 +297,7 @@ def test_two_pools_that_share_a_namespace_keep_the_second_ones_batches_out_of_it
             run(pool_claims.provision(Storage(api), PoolStorage(api), ref, spec, lambda *e: None, None,
                                       lambda pods: None, CLUSTERWIDE))
         assert err.value.reason == v.STALL_POOL_CONFLICT and "is not this pool's" in err.value.message
-    squatters = [p for p in api.list_objects("Pod", shared) if pools.claimed_by(p) == ref.uid]
+    squatters = [p for p in api.list_objects("Pod", shared) if pool_children.claimed_by(p) == ref.uid]
     assert squatters == [] and api.list_objects("Job", shared) == []
 
 
@@ -413,7 +413,7 @@ def test_deleting_a_pool_counts_a_batch_once_whatever_holds_its_pods(api, named_
     batch is now counted once by its uid, and named by its name when anything of it says it."""
     rec = filled(api, 3)
     run(pool_claims.claim(PoolStorage(api), BATCH, batch_spec(parallelism=2), rec.ref, 60))
-    claimed = [p for p in api.list_objects("Pod", POOL_NS) if pools.claimed_by(p)]
+    claimed = [p for p in api.list_objects("Pod", POOL_NS) if pool_children.claimed_by(p)]
     assert len(claimed) == 2
     if named_by == "an enrolled pod":
         run(pool_claims.enrol(PoolStorage(api), POOL_NS, BATCH, claimed[:1]))   # the other's still to come
@@ -485,7 +485,7 @@ def test_claims_take_warm_pods_for_the_first_indexes_once(api, monkeypatch):
     assert (hits, wanted, len(fresh)) == (2, 3, 2)
     assert sorted(claimed_indexes(api).values()) == ["0", "1"]
     for pod in fresh:   # claimed, its labels not changed yet (pool_claims.enrol)
-        assert pools.claimed_by(pod) == BATCH.uid and pod["metadata"]["labels"][naming.LABEL_POOL_UID] == rec.ref.uid
+        assert pool_children.claimed_by(pod) == BATCH.uid and pod["metadata"]["labels"][naming.LABEL_POOL_UID] == rec.ref.uid
         assert pod["spec"]["activeDeadlineSeconds"] > 60
     # repeated (a restart mid-provisioning): the claims stand, nothing is claimed twice
     run(rec.round())
@@ -791,7 +791,7 @@ def test_the_job_waits_for_the_first_waves_hand_overs_only_when_it_all_got_warm_
         + ["enrol"] * len(claims) + ["Job"]
     for pod in api.list_objects("Pod", POOL_NS):
         labels = pod["metadata"]["labels"]
-        if pools.claimed_by(pod) is not None:   # enrolled: the Job's selector and the watch find it
+        if pool_children.claimed_by(pod) is not None:   # enrolled: the Job's selector and the watch find it
             assert labels[naming.LABEL_BATCH_UID] == BATCH.uid and naming.LABEL_POOL_UID not in labels
             assert labels[v.COMPLETION_INDEX_KEY] == pod["metadata"]["annotations"][v.COMPLETION_INDEX_KEY]
         else:
@@ -1017,7 +1017,7 @@ def test_each_claimed_pod_is_told_as_its_own_claim_is_made(api):
     heard: list[str] = []
 
     def on_claimed(pods: list[dict]) -> None:
-        assert len(pods) == 1 and pools.claimed_by(pods[0]) == BATCH.uid
+        assert len(pods) == 1 and pool_children.claimed_by(pods[0]) == BATCH.uid
         heard.append(pods[0]["metadata"]["name"])
 
     _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60,
@@ -1210,7 +1210,7 @@ def test_a_claim_the_job_has_not_adopted_yet_holds_its_index_against_a_cold_pod(
     _, _, fresh = triple(run(pool_claims.claim(PoolStorage(api), BATCH, spec, pool_spec.pool_ref(live(api)), 60)))
     shadow = next(n for n in pod_names(api) if n != fresh[0]["metadata"]["name"])
     api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{shadow}", {"metadata": {
-        "labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **pools.batch_pod_labels(BATCH),
+        "labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **pool_children.batch_pod_labels(BATCH),
                    v.COMPLETION_INDEX_KEY: "0"},
         "annotations": {v.COMPLETION_INDEX_KEY: "0", naming.POOLED_ANNOTATION: "true"}}}, "as the Job's")
     handed: list[str] = []
@@ -1242,7 +1242,7 @@ def test_a_cold_pod_the_job_made_for_a_claimed_index_is_handed_nothing(api):
     shadow, cold = [n for n in pod_names(api) if n != fresh[0]["metadata"]["name"]]
     for name, index in ((shadow, "0"), (cold, "1")):   # as the Job makes them: the batch's labels, no claim
         api.merge_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}", {"metadata": {
-            "labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **pools.batch_pod_labels(BATCH),
+            "labels": {naming.LABEL_POOL_UID: None, naming.LABEL_POOL_NAME: None, **pool_children.batch_pod_labels(BATCH),
                        v.COMPLETION_INDEX_KEY: index},
             "annotations": {v.COMPLETION_INDEX_KEY: index, naming.POOLED_ANNOTATION: "true"}}}, "as the Job's")
     handed: list[str] = []
@@ -1295,7 +1295,7 @@ def test_old_task_configmaps_go_once_unmounted_and_a_steady_pool_lists_them_no_m
     """A task change makes a new task ConfigMap; the old one goes once no pod mounts it. Once a
     round found the current one alone, rounds list them no more until the task changes again."""
     rec = filled(api, 1)
-    first = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    first = pool_children.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
 
     def listed() -> int:
         return sum(1 for method, path in api.calls if method == "GET" and path.endswith(f"/{POOL_NS}/configmaps"))
@@ -1307,7 +1307,7 @@ def test_old_task_configmaps_go_once_unmounted_and_a_steady_pool_lists_them_no_m
                     {"spec": {"task": {"files": {"e.py": "y"}}}}, "new task")
     rec.body = live(api)
     run(rec.round())   # the old pod is stale: replaced; its ConfigMap waits until it is gone
-    second = pools.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
+    second = pool_children.task_configmap_name(rec.ref, pool_spec.parse_pool_spec(live(api)["spec"]))
     assert second != first and api.get_object("ConfigMap", second, POOL_NS) is not None
     for _ in range(3):
         api.collect_garbage()

@@ -287,7 +287,7 @@ def test_the_room_check_asks_for_the_pod_the_job_makes_a_pooled_batchs_its_pools
         assert not await sandbox.never_fits(spec)          # its Job not known yet: no guess
         sandbox.took_pooled_job(job, BatchTracker(3, 1, pooled=True))
         assert await sandbox.never_fits(spec)              # 2 + 2 cpu: no node of 3 holds it
-        # with the verifier's files writer's (core.pools.files_writer_resources: a Guaranteed pod's)
+        # with the verifier's files writer's (core.pool_children.files_writer_resources: a Guaranteed pod's)
         assert "cpu 4100m" in sandbox.requests_text(spec) and "memory 2112Mi" in sandbox.requests_text(spec)
     asyncio.run(scenario())
 
