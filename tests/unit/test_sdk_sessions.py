@@ -28,7 +28,6 @@ from rolloutbatch.kube.pod_exec import ExecResult
 from rolloutbatch.sdk import session_commands, sessions
 from rolloutbatch.sdk.aio import AsyncClient
 from tests.support import crd_schema
-from tests.support.interrupts import ctrl_c_in
 from tests.support.memory_api import AsyncMemoryApi, MemoryApi
 from tests.support.runtime_exec import run_like_the_runtime
 
@@ -577,78 +576,6 @@ def test_a_command_past_its_timeout_is_stopped_in_the_sandbox_before_timed_out(a
                                            "unless the session ended"):
         session.run("sleep 100", timeout=0.2)
     assert session.stats.commands == 4
-
-
-def stops_of(api: MemoryApi) -> list[str]:
-    """The markers of the stops sent (core.sessions.stop_command), in order."""
-    return [command[4] for _, _, _, command, _ in api.execs if command[3:4] == ["rolloutbatch-stop"]]
-
-
-def test_a_command_the_trainer_cancels_is_stopped_in_the_sandbox_before_the_cancellation_goes_on(api):
-    """asyncio.wait_for around run(), or a task cancelled: the exec's stream closes and the command
-    would run on, as one past its timeout would (writing into the workspace the verifier grades).
-    The cancellation goes on once it is stopped; cancelled again meanwhile, at once, the stop
-    still sent to its end."""
-    async def main():
-        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
-        pod = put_pod(api, batch.handle, 0)
-        hangs(api, pod)
-        session = await batch.session(0)
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(session.run("sleep 100", timeout=60), 0.2)
-        ran = api.execs[-2][3]
-        assert stops_of(api) == [ran[4]]
-        # cancelled twice: the second lands while the stop runs, which the shield keeps going
-        stopping, stopped = asyncio.Event(), asyncio.Event()
-
-        async def slow_stop(command, stdin):
-            if command[3:4] == ["rolloutbatch-stop"]:
-                stopping.set()
-                await asyncio.sleep(0.3)
-                stopped.set()
-                return ExecResult(exit_code=0, stdout=b"1\n", stderr=b"")
-            await asyncio.sleep(10)
-        api.set_exec(POOL_NS, pod, slow_stop)
-        task = asyncio.ensure_future(session.run("sleep 100", timeout=60))
-        await asyncio.sleep(0.1)
-        task.cancel()
-        await stopping.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert not stopped.is_set()      # the caller went on at once
-        await asyncio.wait_for(stopped.wait(), 5)   # and the stop ran to its end
-        return ran
-    ran = asyncio.run(main())
-    assert len(stops_of(api)) == 2 and stops_of(api)[0] == ran[4]
-
-
-def test_a_command_interrupted_by_ctrl_c_is_stopped_in_the_sandbox_before_the_interrupt_goes_on(api):
-    batch = open_sessions(api)
-    pod = put_pod(api, batch.handle, 0)
-    hangs(api, pod)
-    session = batch.session(0)
-    with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
-        session.run("sleep 100", timeout=60)
-    assert stops_of(api) == [api.execs[-2][3][4]]
-    # a stop that fails leaves the interrupt as it was
-    hangs(api, pod, Unavailable("no route", status=503))
-    with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
-        session.run("sleep 100", timeout=60)
-    assert len(stops_of(api)) == 2
-
-
-def test_file_verbs_are_never_stopped_when_abandoned(api):
-    """Only run() marks its command: a write cut off leaves no file (its part is renamed only
-    once whole), and a read changes nothing."""
-    batch = open_sessions(api)
-    hangs(api, put_pod(api, batch.handle, 0))
-    session = batch.session(0)
-    for verb in (lambda: session.write_file("a.txt", b"A", timeout=60), lambda: session.read_file("a.txt", timeout=60)):
-        with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
-            verb()
-    assert stops_of(api) == [] and len(api.execs) == 2
 
 
 def test_a_command_that_ends_in_time_is_marked_and_nothing_is_stopped(api, tmp_path):

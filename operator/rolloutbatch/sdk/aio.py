@@ -160,8 +160,12 @@ async def run(api: Any, op: ops.Op) -> Any:
                 answer = await getattr(api, step.method)(*step.args, **step.kwargs)
             except KubeError as exc:
                 error = exc
-            except BaseException:   # a cancellation among them (asyncio.wait_for, a task cancelled)
+            # A cancellation (asyncio.wait_for, a task cancelled, Ctrl-C under asyncio.run) or an
+            # error not the API's (a callback's). Not GeneratorExit: a coroutine closed unfinished
+            # (its loop gone) can await nothing more.
+            except (asyncio.CancelledError, Exception):
                 if step.abandoned is not None:
+                    ops.close(op)   # its finally blocks first: a command's time is its own, not its stop's
                     await _abandon(api, step.abandoned)
                 raise
     finally:
@@ -173,15 +177,16 @@ _ABANDONING: set[asyncio.Future] = set()   # stops still running after a second 
 
 async def _abandon(api: Any, call: ops.Call) -> None:
     """``call`` (a Call's ``abandoned``) made to its end, its errors ignored: the error that left
-    the call it stops is what the caller gets. Shielded: cancelled again, the caller goes on at
-    once and the stop still runs to its end."""
+    the call it stops is what the caller gets. Shielded: cancelled meanwhile, the caller goes on at
+    once with that cancellation (never lost behind the first error) and the stop still runs to
+    its end."""
     stop = asyncio.ensure_future(getattr(api, call.method)(*call.args, **call.kwargs))
     _ABANDONING.add(stop)
     stop.add_done_callback(_ABANDONING.discard)
     stop.add_done_callback(lambda done: done.cancelled() or done.exception())   # retrieved: never logged
     try:
         await asyncio.shield(stop)
-    except BaseException:   # noqa: BLE001 - its own error, or a second cancellation: the caller's follows
+    except Exception:   # noqa: BLE001 - its own error: the caller's follows
         pass
 
 

@@ -50,6 +50,7 @@ def run(api: Any, op: ops.Op) -> Any:
                 error = exc
             except BaseException:   # Ctrl-C among them
                 if step.abandoned is not None:
+                    ops.close(op)   # its finally blocks first: a command's time is its own, not its stop's
                     _abandon(api, step.abandoned)
                 raise
     finally:
@@ -78,8 +79,36 @@ def _settled(answer: Any) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(_awaited(answer))
-    with concurrent.futures.ThreadPoolExecutor(1) as worker:
-        return worker.submit(asyncio.run, _awaited(answer)).result()
+    return _on_a_thread(answer)
+
+
+def _on_a_thread(answer: Any) -> Any:
+    """``answer`` awaited on a loop of a thread of its own. Left (Ctrl-C in a notebook, whose loop
+    turns no SIGINT into a cancellation), it is cancelled there and the caller goes on at once:
+    waiting for the thread would wait for the exec's own end, its whole timeout."""
+    lock = threading.Lock()
+    running: list = []   # (loop, task) once it runs; None when it was left before it began
+
+    async def main() -> Any:
+        with lock:
+            if running == [None]:
+                raise asyncio.CancelledError
+            running.append((asyncio.get_running_loop(), asyncio.current_task()))
+        return await answer
+
+    worker = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return worker.submit(asyncio.run, main()).result()
+    except BaseException:
+        with lock:
+            if running:
+                loop, task = running[0]
+                loop.call_soon_threadsafe(task.cancel)
+            else:
+                running.append(None)
+        raise
+    finally:
+        worker.shutdown(wait=False)
 
 
 def _watch_thread(api: Api, watch: ListWatch, events: queue.Queue, stop: threading.Event, open_: list) -> None:
