@@ -19,7 +19,7 @@ from workloads import batch_obj, ensure_namespace, trivial_spec
 from rolloutbatch.core import vocabulary
 from rolloutbatch.core.results import decode_results
 from rolloutbatch.sdk.client import Client
-from rolloutbatch.sdk.ops import results_name, shard_selector
+from rolloutbatch.sdk.result_ops import results_name, shard_selector
 
 LISTS_UP_TO = 2000   # per-episode lists (reward_times, pod_to_ready) kept in the JSON up to this many episodes
 

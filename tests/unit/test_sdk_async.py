@@ -15,7 +15,7 @@ from rolloutbatch.sdk.aio import AsyncApi, AsyncBatchHandle, AsyncClient
 from tests.unit.fake_watch import event
 from tests.unit.test_sdk_follow import BATCHES, CMS, FINAL_UNSETTLED, NAME, NS, UID, batch, cm, listing, recorded, row
 from rolloutbatch.kube.errors import Gone, KubeError, classify
-from rolloutbatch.sdk import ops
+from rolloutbatch.sdk import result_ops
 
 
 class FakeAsyncApi:
@@ -381,4 +381,4 @@ def test_async_api_reads_the_kubeconfig(tmp_path):
 @pytest.fixture(autouse=True)
 def _no_status_reread_pauses(monkeypatch):
     """The re-reads of a lagging status keep their count, not their pauses (seconds each)."""
-    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+    monkeypatch.setattr(result_ops, "STATUS_REREADS", tuple(0.0 for _ in result_ops.STATUS_REREADS))

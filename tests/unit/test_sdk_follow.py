@@ -7,7 +7,7 @@ import pytest
 
 from rolloutbatch import sdk
 from rolloutbatch.core.results import configmap_digest, decode_results, encode_results
-from rolloutbatch.sdk import ops
+from rolloutbatch.sdk import result_ops
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.kube.errors import Forbidden, Gone, Unavailable, classify
 from tests.unit.fake_watch import FakeApi, event, gone
@@ -342,7 +342,7 @@ def test_a_deletion_after_the_final_status_ends_stream_and_groups_as_the_sweep_f
         return
     follower.feed(follower.batch_watch, "MODIFIED", batch(recorded({"phase": "Succeeded"}, head)))
     assert follower.needs_sweep()
-    from rolloutbatch.sdk.ops import ResultsRead
+    from rolloutbatch.sdk.result_ops import ResultsRead
     follower.swept_with(ResultsRead(head=f"{NAME}-results", status=follower.status, confirmed=True,
                                     got={f"{NAME}-results": None}, docs={f"{NAME}-results": None}))
     follower.feed(follower.batch_watch, "DELETED", batch(follower.status))
@@ -464,7 +464,7 @@ def test_an_operator_restart_that_rewrites_loses_nothing():
 
 def test_unrecorded_configmaps_are_bounded_and_ignored_by_the_sweep():
     from rolloutbatch.sdk.follow import MAX_PENDING
-    from rolloutbatch.sdk.ops import ResultsRead
+    from rolloutbatch.sdk.result_ops import ResultsRead
 
     follower = Follower(batch({"phase": "Running"}))
     for n in range(MAX_PENDING + 5):
@@ -484,7 +484,7 @@ def test_unrecorded_configmaps_are_bounded_and_ignored_by_the_sweep():
 @pytest.fixture(autouse=True)
 def _no_status_reread_pauses(monkeypatch):
     """The re-reads of a lagging status keep their count, not their pauses (seconds each)."""
-    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+    monkeypatch.setattr(result_ops, "STATUS_REREADS", tuple(0.0 for _ in result_ops.STATUS_REREADS))
 
 
 def _sharded_results():

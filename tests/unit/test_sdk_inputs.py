@@ -13,7 +13,7 @@ from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import INPUT_KEY, MAX_CONFIG_BYTES, input_text, parse_spec
 from rolloutbatch.kube.errors import Forbidden, Invalid, Unavailable
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, LABEL_INPUTS_TOKEN, LABEL_ROLE, ROLE_INPUTS, plan_inputs
-from rolloutbatch.sdk import ops
+from rolloutbatch.sdk import ops, result_ops
 from tests.support.memory_api import MemoryApi
 
 TASK = sdk.Task(files={"episode.py": "print(1)"}, command=["python", "/task/episode.py"])
@@ -193,7 +193,7 @@ def test_a_forged_shard_is_left_out_and_named():
     assert f"{HEAD_PATH}-2" not in api.paths
     assert 1e6 not in [g.get("reward_mean") for g in document["groups"]]
     # final, yet read again (bounded): the operator rewrites a final batch's results once more
-    assert 1 <= api.paths.count(BATCH_PATH) <= len(ops.STATUS_REREADS)
+    assert 1 <= api.paths.count(BATCH_PATH) <= len(result_ops.STATUS_REREADS)
 
 
 def test_a_forged_or_edited_head_is_refused():
@@ -204,12 +204,12 @@ def test_a_forged_or_edited_head_is_refused():
         api = ShardApi({HEAD_PATH: whole}, cms[1:])
         with pytest.raises(sdk.ResultsNotReady, match="changed since the operator wrote it.*do not trust it"):
             sdk.Client(api=api, namespace="n").results_document(_batch(uid, **status))
-        assert api.paths.count(BATCH_PATH) <= len(ops.STATUS_REREADS)
+        assert api.paths.count(BATCH_PATH) <= len(result_ops.STATUS_REREADS)
     # Not final: the status is read again, a bounded number of times (it lags a write by one call).
     api = ShardApi({HEAD_PATH: whole, BATCH_PATH: _batch(uid, phase="Running", resultsDigests=_digests(*cms))}, cms[1:])
     with pytest.raises(sdk.ResultsNotReady, match="not yet confirmed by the batch's status.*try again"):
         sdk.Client(api=api, namespace="n").results_document(_batch(uid, phase="Running", resultsDigests=_digests(*cms)))
-    assert api.paths.count(BATCH_PATH) == len(ops.STATUS_REREADS)
+    assert api.paths.count(BATCH_PATH) == len(result_ops.STATUS_REREADS)
 
 
 def test_a_status_that_lags_the_write_is_read_again_once():
@@ -243,7 +243,7 @@ def test_the_sdks_input_configmaps_are_opted_in_and_read_by_the_operator():
 @pytest.fixture(autouse=True)
 def _no_status_reread_pauses(monkeypatch):
     """The re-reads of a lagging status keep their count, not their pauses (seconds each)."""
-    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+    monkeypatch.setattr(result_ops, "STATUS_REREADS", tuple(0.0 for _ in result_ops.STATUS_REREADS))
 
 
 def _unlabelled(cm):
@@ -286,7 +286,7 @@ def test_a_stale_handle_refuses_a_replayed_older_genuine_version():
                    [])
     with pytest.raises(sdk.ResultsNotReady, match="changed since the operator wrote it"):
         sdk.BatchHandle(sdk.Client(api=api, namespace="n"), stale).results()
-    assert api.paths.count(BATCH_PATH) == len(ops.STATUS_REREADS)     # read again, bounded, then refused
+    assert api.paths.count(BATCH_PATH) == len(result_ops.STATUS_REREADS)     # read again, bounded, then refused
 
     # Sharded: an older genuine shard written back under the final head.
     rows, cms = _sharded(uid)

@@ -4,8 +4,8 @@ import json
 
 from rolloutbatch.core.result_shards import MAX_SHARDS
 from rolloutbatch.core.results import configmap_digest
-from rolloutbatch.sdk import follow, ops
-from rolloutbatch.sdk.ops import ResultsRead
+from rolloutbatch.sdk import follow, result_ops
+from rolloutbatch.sdk.result_ops import ResultsRead
 
 
 def _counting(monkeypatch, module) -> list[int]:
@@ -20,7 +20,7 @@ def _counting(monkeypatch, module) -> list[int]:
 
 
 def test_a_read_checks_every_shard_against_one_map(monkeypatch):
-    calls = _counting(monkeypatch, ops)
+    calls = _counting(monkeypatch, result_ops)
     got = {f"b-results-{i}": {"data": {"results.json": json.dumps({"shard": i})}} for i in range(MAX_SHARDS)}
     got["b-results"] = {"data": {"results.json": json.dumps({"shards": [{"name": n} for n in got]})}}
     digests = {name: configmap_digest(cm) for name, cm in got.items()}

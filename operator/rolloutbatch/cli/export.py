@@ -37,7 +37,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden, KubeError, NotFound
-from rolloutbatch.sdk import Client, ResultsNotReady, ops
+from rolloutbatch.sdk import Client, ResultsNotReady, result_ops
 from rolloutbatch.sdk.retained import retained_batch, retained_head_name
 
 _SAFE_FILE = re.compile(r"[a-z0-9][-a-z0-9.]{0,252}")   # fullmatch: `$` would take a trailing newline
@@ -146,7 +146,7 @@ def export_retained(client: Client, name: str, document: dict, out: pathlib.Path
         "rolloutbatch_version": __version__,
     })
     _write(out / "results.json", document)
-    incomplete = ops.incomplete(document, retained_batch(document, name, client.namespace))
+    incomplete = result_ops.incomplete(document, retained_batch(document, name, client.namespace))
     why = ("the RolloutBatch is gone; its results were retained (checked only against the shard digests "
            "their head records: anyone who may write ConfigMaps in the namespace could have rewritten them)")
     return {"files": ["receipt.json", "results.json"], "results": True, "results_error": "", "logs": 0,
@@ -192,7 +192,7 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
         _write(out / "results.json", document)
         files.append("results.json")
         result["results"] = True
-        incomplete = ops.incomplete(document, batch)
+        incomplete = result_ops.incomplete(document, batch)
         result["results_incomplete"] = str(incomplete) if incomplete else ""
     except ResultsNotReady as exc:
         result["results_error"] = str(exc)

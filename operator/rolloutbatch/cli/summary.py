@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rolloutbatch.cli import render
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.sdk import BatchHandle, ops
+from rolloutbatch.sdk import BatchHandle, result_ops
 
 
 def print_summaries(console, handles: list[BatchHandle]) -> None:
@@ -37,7 +37,7 @@ def failure_summary(handle: BatchHandle, examples: int = 3) -> list[str]:
     except KubeError as exc:
         return [f"  (failure reasons unavailable: {exc})"]
     rows = document.get("pods") or []
-    incomplete = ops.incomplete(document, handle.obj)
+    incomplete = result_ops.incomplete(document, handle.obj)
     by_reason: dict[str, list[dict]] = {}
     for row in rows:
         if row.get("outcome") != v.OUTCOME_SUCCEEDED:

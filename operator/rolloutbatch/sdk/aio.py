@@ -34,7 +34,7 @@ from rolloutbatch.kube import transport
 from rolloutbatch.kube.async_session import SessionPerLoop, send_json, ssl_context
 from rolloutbatch.kube.client import STRICT, USER_AGENT, load_config
 from rolloutbatch.kube.errors import ConfigError, KubeError, Unavailable, from_text
-from rolloutbatch.sdk import ops, retained, session_commands, sessions
+from rolloutbatch.sdk import ops, result_ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool, pool_options
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.timeouts import checked_timeout
@@ -307,7 +307,7 @@ class AsyncClient:
         return await self._run(ops.list_(ops.namespace_of(namespace, self.namespace), all_namespaces))
 
     async def results_document(self, batch: Mapping) -> dict:
-        return await self._run(ops.results_document(batch))
+        return await self._run(result_ops.results_document(batch))
 
     async def delete(self, batch: Mapping, *, wait: bool = True, timeout: float = 300, interval: float = 1.0) -> None:
         """Delete; with ``wait`` (awaiting, never blocking the loop) until the sandbox is gone."""
@@ -351,7 +351,7 @@ class AsyncClient:
                                uid: str | None = None) -> list[Row]:
         namespace = ops.namespace_of(namespace, self.namespace)
         document = await self.retained_document(name, namespace, uid=uid)
-        return ops.rows(document, retained.retained_batch(document, name, namespace))
+        return result_ops.rows(document, retained.retained_batch(document, name, namespace))
 
     async def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
         return await self._run(retained.retained_uids(name, ops.namespace_of(namespace, self.namespace)))
@@ -410,7 +410,7 @@ class AsyncBatchHandle:
         return await self.client.results_document(self.obj)
 
     async def results(self) -> list[Row]:
-        return ops.rows(await self.document(), self.obj)
+        return result_ops.rows(await self.document(), self.obj)
 
     async def stop(self, wait: bool = False, timeout: float = 3600) -> dict:
         checked_timeout(timeout, zero_ok=True)   # before the stop, not after it

@@ -23,7 +23,7 @@ import requests
 
 from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
-from rolloutbatch.sdk import ops, retained, session_commands, sessions
+from rolloutbatch.sdk import ops, result_ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool, pool_options
 from rolloutbatch.sdk.follow import Follower, ListWatch
 from rolloutbatch.sdk.timeouts import checked_timeout
@@ -257,7 +257,7 @@ class Client:
         return self._run(ops.list_(ops.namespace_of(namespace, self.namespace), all_namespaces))
 
     def results_document(self, batch: Mapping) -> dict:
-        return self._run(ops.results_document(batch))
+        return self._run(result_ops.results_document(batch))
 
     def sandbox_namespace(self, batch: Mapping) -> str | None:
         return ops.sandbox_namespace(batch)
@@ -323,7 +323,7 @@ class Client:
         """Every row of :meth:`retained_document`; ResultsIncomplete when listed shards are gone."""
         namespace = ops.namespace_of(namespace, self.namespace)
         document = self.retained_document(name, namespace, uid=uid)
-        return ops.rows(document, retained.retained_batch(document, name, namespace))
+        return result_ops.rows(document, retained.retained_batch(document, name, namespace))
 
     def retained_uids(self, name: str, namespace: str | None = None) -> list[str]:
         """The uids of the batches named ``name`` whose retained results ConfigMaps exist (the
@@ -424,7 +424,7 @@ class BatchHandle:
     def results(self) -> list[Row]:
         """One row per episode, ordered by episode index; ResultsIncomplete (a ResultsNotReady)
         when shards of the results are gone or not the operator's, never a partial list."""
-        return ops.rows(self.document(), self.obj)
+        return result_ops.rows(self.document(), self.obj)
 
     def stop(self, wait: bool = False, timeout: float = 3600) -> dict:
         """Stop the batch early (``spec.stop``): no new episode starts, running ones end within

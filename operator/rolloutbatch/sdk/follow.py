@@ -11,7 +11,7 @@ once, and each group once all its samples have rows. A relist, a resumed watch o
 that restarted and rewrote its ConfigMaps redelivers rows; the follower keeps the indexes it
 handed out, so none comes twice. None goes missing: the operator writes the final results
 before the final status (docs/design.md §5), and when the batch is final the follower reads the
-head and every shard its index lists once more, by name (a *sweep*, ``ops.read_results``)
+head and every shard its index lists once more, by name (a *sweep*, ``result_ops.read_results``)
 before it ends, since the two watches are not ordered with each other and a neighbour can strip
 a ConfigMap's labels. A final batch whose listed ConfigMaps are then gone or not the
 operator's, with rows still lacking, ends in ResultsIncomplete rather than short. The sweep
@@ -43,7 +43,8 @@ from rolloutbatch.core.results import configmap_digest, decode_results, vouched_
 from rolloutbatch.kube import resources
 from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.kube.errors import BadRequest, ConfigError, Forbidden, Gone, KubeError, NotFound, Unauthorized
-from rolloutbatch.sdk.ops import Op, ResultsIncomplete, ResultsRead, Sleep, is_finished, read_results
+from rolloutbatch.sdk.ops import Op, ResultsIncomplete, Sleep, is_finished
+from rolloutbatch.sdk.result_ops import ResultsRead, read_results
 from rolloutbatch.sdk.types import Group, Row
 
 WATCH_SECONDS = 60        # the server ends each watch after this; we resume from the last version

@@ -1,7 +1,7 @@
 """Retained results (``spec.cleanup.results: Retain``) read and removed by the batch's name,
 once the batch is gone: the sans-IO verbs both clients run (as ``sdk.ops``).
 
-While the batch exists its status vouches for its results (``ops.results_document``); a
+While the batch exists its status vouches for its results (``result_ops.results_document``); a
 handle that saw the final status still checks them against the digests it holds. Read by name
 without the batch, only the head vouches for its shards, and nothing for the head: whoever may
 write ConfigMaps in the namespace could have rewritten the whole set (docs/design.md §8.3).
@@ -23,7 +23,8 @@ from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.results import SHARD_DIGESTS, configmap_digest, decode_results
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Conflict, NotFound
-from rolloutbatch.sdk.ops import Call, Op, ResultsNotReady, with_shards, list_configmaps
+from rolloutbatch.sdk.ops import Call, Op, ResultsNotReady
+from rolloutbatch.sdk.result_ops import list_configmaps, with_shards
 
 
 def retained_head_name(name: str, namespace: str) -> str:

@@ -280,9 +280,9 @@ def test_results_exits_non_zero_when_a_listed_shard_is_gone(tmp_path, capsys, mo
     could be read (naming what it lacks), and the command says so and exits 1."""
     from rolloutbatch.cli import export as export_cli
     from rolloutbatch.cli.main import main
-    from rolloutbatch.sdk import ops
+    from rolloutbatch.sdk import result_ops
 
-    monkeypatch.setattr(ops, "STATUS_REREADS", tuple(0.0 for _ in ops.STATUS_REREADS))
+    monkeypatch.setattr(result_ops, "STATUS_REREADS", tuple(0.0 for _ in result_ops.STATUS_REREADS))
     rows = [{"pod": f"rb-u1-{i}-x", "index": i, "reward": 1, "outcome": "succeeded"} for i in range(3)]
     head = {"batch": "ship", "uid": "u-1", "episodes": 3,
             "shards": [{"name": "ship-results-0", "rows": 2, "full": True},

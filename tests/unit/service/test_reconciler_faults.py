@@ -155,7 +155,7 @@ def test_a_transient_failure_of_the_running_status_posts_provisioned_once(monkey
 
 # --- the late jobCompleteSeconds ----------------------------------------------------------------
 def assert_results_trusted(cluster):
-    """What the SDK checks before it trusts the results (sdk.ops.results_document): the head's
+    """What the SDK checks before it trusts the results (sdk.result_ops.results_document): the head's
     digest is the one the batch's status records. (Read through the SDK the failure costs its
     retries, seconds: the digests are compared here directly.)"""
     name = naming.results_configmap_name(batch_ref(cluster.batch()))

@@ -12,7 +12,7 @@ from rolloutbatch import GROUP, KIND, VERSION
 from rolloutbatch.core import naming
 from rolloutbatch.core.results import SHARD_DIGESTS, decode_results
 from rolloutbatch.kube import resources
-from rolloutbatch.sdk import ResultsNotReady, ops, retained
+from rolloutbatch.sdk import ResultsNotReady, result_ops, retained
 from rolloutbatch.sdk.client import run
 from tests.unit.core.factories import REF, result
 from tests.unit.service.test_results_store import ConfigMaps, _store, _write
@@ -66,7 +66,7 @@ def test_the_retained_rows_read_without_the_batch():
     assert [row["index"] for row in document["pods"]] == list(range(6))
     assert document["retained"] == {"uid": REF.uid, "verified_by": retained.RETAINED_VERIFIED_BY}
     assert not document["missing_shards"]
-    assert len(ops.rows(document, retained.retained_batch(document, REF.name, REF.namespace))) == 6
+    assert len(result_ops.rows(document, retained.retained_batch(document, REF.name, REF.namespace))) == 6
 
 
 def test_a_shard_edited_since_is_left_out_and_named():
@@ -80,7 +80,7 @@ def test_a_shard_edited_since_is_left_out_and_named():
     assert document["unverified_shards"] == [shard] and document["missing_shards"] == [shard]
     assert all(row["reward"] != 1e6 for row in document["pods"]) and len(document["pods"]) == 4
     with pytest.raises(ResultsNotReady):      # ResultsIncomplete: never a silently partial list
-        ops.rows(document, retained.retained_batch(document, REF.name, REF.namespace))
+        result_ops.rows(document, retained.retained_batch(document, REF.name, REF.namespace))
 
 
 def test_a_retained_head_edited_to_hold_nan_is_no_results(tmp_path):
