@@ -133,7 +133,7 @@ def test_a_job_agent_that_fills_its_pid_limit_fails_only_itself_with_a_verifier(
 # not its PID 1, which exited 0), the kubelet counts an init container so reported as failed
 # (kuberuntime isInitContainerFailed) and, restartPolicy Never, kills the pod: its verifier never
 # starts, and the pod was seen Pending until its deadline. The verdict said VerifierNotStarted
-# (lost, its index run again) until core.verdict.agent_init_oom_killed made it the agent's failure.
+# (lost, its index run again) until core.pod_reading.agent_init_oom_killed made it the agent's failure.
 OOM_AGENT = r'''
 import json, os, subprocess, sys, time
 me, case = os.environ["EPISODE_ID"], int(os.environ["EPISODE_INDEX"])

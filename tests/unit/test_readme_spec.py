@@ -76,7 +76,8 @@ def test_the_episode_reason_table_lists_exactly_the_episode_reasons():
 
 def test_the_reason_the_table_gives_for_the_batch_deadline_is_the_one_rows_carry():
     """An episode the batch's activeDeadlineSeconds ends is judged BatchTimeout, not Timeout."""
-    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from rolloutbatch.core.verdict import judge_episode
+    from rolloutbatch.core.pod_reading import pod_facts
     from tests.unit.core.test_verdict import DEADLINE, READY, killed_pod, log_of
 
     result = judge_episode(pod_facts(killed_pod()), log_of(READY), batch_deadline_at=DEADLINE)

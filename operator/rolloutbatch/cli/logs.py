@@ -127,7 +127,7 @@ def _print_pod_logs(client, namespace: str, pods: list[dict], headed: bool, limi
 def _print_gone(client, batch: Mapping, pods: list[dict], episodes: int) -> bool:
     """Beside the pods' logs, the kept tails of the episodes whose pod is gone (evicted, deleted);
     False when one has none, or when a finished batch has an episode with neither (said)."""
-    from rolloutbatch.core.verdict import completion_index
+    from rolloutbatch.core.pod_reading import completion_index
     from rolloutbatch.sdk import ResultsNotReady
 
     present = {i for p in pods if (i := completion_index(p.get("metadata") or {})) is not None}

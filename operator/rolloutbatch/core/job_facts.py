@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.naming import ANNOTATION_CLAIMS_BEGAN_AT
 from rolloutbatch.core.queueing import QUEUE_LABEL
-from rolloutbatch.core.verdict import annotation_seconds, parse_time
+from rolloutbatch.core.pod_reading import annotation_seconds, parse_time
 
 
 # The longest a pooled batch's first claim can come before its Job: the claims and the Job's

@@ -113,7 +113,7 @@ class PodFacts:
     uid: str
     index: int | None
     created: float
-    phase: str          # status.phase; Succeeded once every container exited 0 (core.verdict.settled_phase)
+    phase: str          # status.phase; Succeeded once every container exited 0 (core.pod_reading.settled_phase)
     node: str | None
     image_id: str | None
     exit_code: int | None
@@ -154,7 +154,7 @@ class PodFacts:
     # where a pool's pod mounts the task (core.pool_spec.task_mount_path_in): its default command
     # names it, and a pod claimed before its pool's task.mountPath moved keeps the old one
     task_mount_path: str | None = None
-    # a Job pod's agent init container the runtime reported OOMKilled (core.verdict.agent_init_oom_killed)
+    # a Job pod's agent init container the runtime reported OOMKilled (core.pod_reading.agent_init_oom_killed)
     agent_oom_killed: bool = False
     # why the inputs init container (core.manifests, Job mode with inputs) did not copy the
     # episode's input; None when it did, or the pod has none

@@ -15,8 +15,8 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
 from rolloutbatch.core.pools import is_warm, oldest_first
 from rolloutbatch.core.pool_children import TEMPLATE_ANNOTATION, claimed_by, network_of
-from rolloutbatch.core.verdict import (CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, annotation_seconds,
-                                       over_own_limits, parse_time, pod_facts)
+from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, INFRASTRUCTURE_REASONS, over_own_limits
+from rolloutbatch.core.pod_reading import annotation_seconds, parse_time, pod_facts
 from rolloutbatch.core.vocabulary import NOT_DELIVERED_EXIT
 
 # While the episodes a pool gave out start, it starts no pods: a refill's pod starts (sandboxes,

@@ -280,7 +280,7 @@ def same_path(path: str | None) -> str | None:
 def task_mount_path_in(pod_spec: Mapping) -> str | None:
     """Where a pool's pod (or its Job's template) mounts the task files: the pod is what the
     episode runs in, whatever its pool says now (a changed pool makes new pods; these keep theirs).
-    Here, not in core.pools: core.verdict.pod_facts reads it, and core.pools imports core.verdict.
+    Here, not in core.pools: core.pod_reading.pod_facts reads it, and core.pools imports core.pod_reading.
     Cleaned, as the runtime mounts it: the pod carries the pool's spelling ('/absent/../task'),
     which a command's path resolves only if /absent exists."""
     for container in pod_spec.get("containers") or ():

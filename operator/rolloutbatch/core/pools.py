@@ -52,7 +52,7 @@ from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts
 from rolloutbatch.core.pool_children import (TEMPLATE_ANNOTATION, batch_pod_labels, claimed_by, episode_container,
                                              network_of, owned_by_pool, pod_spec)
 from rolloutbatch.core.pool_spec import PoolRef, PoolSpec
-from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.pod_reading import parse_time
 from rolloutbatch.core.vocabulary import COMPLETION_INDEX_KEY, NOT_DELIVERED_EXIT
 
 # A claimed (or cold) pod's deadline: the episode's time plus this, until its episode is handed

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from rolloutbatch.core.job_facts import JobFacts
-from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.pod_reading import parse_time
 
 
 def retried_episodes(value: object) -> int:

@@ -38,8 +38,7 @@ from rolloutbatch.core.pools import shadowed_by_claim
 from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
 from rolloutbatch.core.strictjson import finite
-from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure,
-                                       is_terminal, judge_episode, missing_reason, never_delivered, never_ran)
+from rolloutbatch.core.verdict import (INFRASTRUCTURE_EXHAUSTED, is_infrastructure_failure, is_terminal, judge_episode, missing_reason, never_delivered, never_ran)
 
 
 @dataclasses.dataclass(frozen=True)

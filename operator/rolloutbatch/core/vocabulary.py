@@ -410,7 +410,7 @@ class PodPhase(Word):
 
 class RestartPolicy(Word):
     """A pod's spec.restartPolicy. Every episode pod's (a Job's, a pool's) is Never: an ended
-    container never runs again, so its end is the episode's (core.verdict.settled_phase)."""
+    container never runs again, so its end is the episode's (core.pod_reading.settled_phase)."""
     NEVER = "Never"
 
 

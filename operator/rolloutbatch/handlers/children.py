@@ -24,7 +24,7 @@ import kopf
 
 from rolloutbatch.core.naming import LABEL_BATCH_UID, LABEL_POOL_UID
 from rolloutbatch.core.job_facts import job_facts
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube import pool_pods
 from rolloutbatch.kube.watch import LoopInbox, Watcher
 

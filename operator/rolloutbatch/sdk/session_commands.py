@@ -18,7 +18,8 @@ from typing import Any
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
+from rolloutbatch.core.verdict import is_infrastructure_failure
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import BadRequest, Forbidden, KubeError, NotFound, TimedOut, Unavailable
 from rolloutbatch.sdk.ops import Call, Op, Sleep, get, is_finished

@@ -31,7 +31,8 @@ from rolloutbatch.core import naming, sessions
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.pool_delivery import episode_variables
 from rolloutbatch.core.model import BatchRef, PodFacts, SpecError
-from rolloutbatch.core.verdict import is_infrastructure_failure, pod_facts
+from rolloutbatch.core.verdict import is_infrastructure_failure
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden, KubeError
 from rolloutbatch.sdk.build import _env_entries, _mapping, build_batch

@@ -46,7 +46,7 @@ from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
 from rolloutbatch.core.spec import INPUT_KEY
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError, Unconfirmed
 from rolloutbatch.kube.pool_storage import PoolStorage

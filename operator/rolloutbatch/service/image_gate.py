@@ -23,7 +23,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.episode_images import image_patch, needs_image
 from rolloutbatch.core.model import BatchSpec, PodFacts
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.service import policy

@@ -20,7 +20,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.admission import Stalled, check_quota_outside, input_shards
 from rolloutbatch.core.model import BatchRef, BatchSpec, SpecError
 from rolloutbatch.core.scope import Scope
-from rolloutbatch.core.verdict import annotation_seconds, completion_index
+from rolloutbatch.core.pod_reading import annotation_seconds, completion_index
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.pool_storage import PoolStorage

@@ -21,7 +21,7 @@ from rolloutbatch.core.k8s_rules import admitted, format_quantity, pod_amounts
 from rolloutbatch.core.model import BatchRef, BatchSpec
 from rolloutbatch.core.job_facts import JobFacts, job_facts
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import KubeError

@@ -179,7 +179,8 @@ def _printed_row(row) -> str:
 def test_a_rows_message_cannot_move_the_terminal_cursor():
     """A row's message quotes episode text (a dropped reward extra's name), and a results ConfigMap
     is anyone's with write access to it (or an older operator's): printed escaped, on one line."""
-    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from rolloutbatch.core.verdict import judge_episode
+    from rolloutbatch.core.pod_reading import pod_facts
     from tests.unit.core.test_verdict import READY, REWARD, T0, log_of, pod_json
     judged = judge_episode(pod_facts(pod_json()), log_of(READY, {**REWARD, HOSTILE_NAME: "a" * 5000}))
     assert judged.outcome == v.OUTCOME_SUCCEEDED

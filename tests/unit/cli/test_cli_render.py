@@ -205,7 +205,8 @@ SHOWN = "\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\x9b1A \\u202e"        # U+2028 is wh
 def test_events_cannot_move_the_terminal_cursor():
     """An Event can come from anything with create on events, and the operator's own quote episode
     text (a dropped reward extra's name): every field is printed escaped, on one line."""
-    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from rolloutbatch.core.verdict import judge_episode
+    from rolloutbatch.core.pod_reading import pod_facts
     from rolloutbatch.service.transitions import extras_dropped_message
     from tests.unit.core.test_verdict import READY, REWARD, log_of, pod_json
     judged = judge_episode(pod_facts(pod_json()), log_of(READY, {**REWARD, HOSTILE: "a" * 5000}))

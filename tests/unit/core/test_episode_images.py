@@ -10,7 +10,7 @@ from rolloutbatch.core import manifests, naming
 from rolloutbatch.core.episode_images import container_images, episode_image, image_patch, needs_image
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import MAX_INPUT_IMAGES_BYTES, parse_spec
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from tests.unit.core.factories import MINIMAL, REF
 
 FOUR = {**MINIMAL, "episodes": 8, "samplesPerInput": 2, "inputs": [{"i": i} for i in range(4)],

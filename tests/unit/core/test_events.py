@@ -196,7 +196,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rolloutbatch.core import vocabulary as v  # noqa: E402
-from rolloutbatch.core.verdict import judge_episode, pod_facts  # noqa: E402
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.pod_reading import pod_facts  # noqa: E402
 from tests.unit.core.test_verdict import READY as V_READY, REWARD as V_REWARD, pod_json  # noqa: E402
 
 

@@ -15,7 +15,8 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.groups import advantages, group_entry
 from rolloutbatch.core.outcomes import AGENT, FAILURE_REWARD, REASON_CLASS
-from rolloutbatch.core.verdict import judge_episode, judge_verified, pod_facts
+from rolloutbatch.core.verdict import judge_episode, judge_verified
+from rolloutbatch.core.pod_reading import pod_facts
 from tests.unit.core import test_verifier_core as vc
 from tests.unit.core.factories import result
 from tests.unit.core.test_verdict import READY, REWARD, T0, killed_pod, log_of, pod_json, with_

@@ -1,7 +1,7 @@
 """A Job agent launcher's exit after one of its container's processes was killed for its memory
 (core.launchers.oom_killed, AGENT_OOM_KILLED_EXIT). The runtime reports such a container
 OOMKilled whatever its exit code, and the kubelet fails the pod before its verifier
-(core.verdict.agent_init_oom_killed); a non-zero exit is what the Job's podFailurePolicy fails the
+(core.pod_reading.agent_init_oom_killed); a non-zero exit is what the Job's podFailurePolicy fails the
 index on. With the launcher's exit 0 only the never-started verifier's 137 kept the Job from
 running the agent again (tests/security/test_pid_exhaustion.py). Run by real shells, the counters being files of the test's;
 the whole launcher (it `kill -1`s) in a PID namespace of its own."""

@@ -5,7 +5,7 @@ import pytest
 
 from rolloutbatch.core import naming, pool_census, pool_children
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.pod_reading import parse_time
 
 CREATED = "2026-12-03T00:00:00Z"
 T0 = parse_time(CREATED)

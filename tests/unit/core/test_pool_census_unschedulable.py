@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rolloutbatch.core import naming, pool_census, pool_children, pool_spec
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.pod_reading import parse_time
 
 CREATED = "2026-12-03T00:00:00Z"
 SAID = "2026-12-03T00:00:05Z"   # when the scheduler first said so

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from rolloutbatch.core import naming, pool_census, pool_children, pool_spec
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.verdict import parse_time
+from rolloutbatch.core.pod_reading import parse_time
 
 NOW = parse_time("2026-12-03T00:10:00Z")
 SPEC = pool_spec.parse_pool_spec({"size": 2, "task": {"files": {"e.py": "x"}}})

@@ -20,7 +20,8 @@ import time
 from rolloutbatch.core import naming, pool_census, pool_delivery
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
-from rolloutbatch.core.verdict import judge_episode, pod_facts
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.pod_reading import pod_facts
 from tests.unit.core.pool_shell import (episode, _start, hand_over, reap_launchers, start_launcher,  # noqa: F401 (the fixture)
                                        termination_message_file, wait_for_file)
 

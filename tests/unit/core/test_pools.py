@@ -489,7 +489,8 @@ def test_a_pooled_agent_within_its_time_keeps_its_code_and_its_own_overran_code_
 def test_a_pooled_episode_its_launcher_stopped_at_its_time_is_a_timeout() -> None:
     """Judged as a Job's pod ended by its deadline: Timeout, whatever it printed; an agent's own
     exit of that code cannot be told from it (its launcher reports it as 1)."""
-    from rolloutbatch.core.verdict import judge_episode, pod_facts
+    from rolloutbatch.core.verdict import judge_episode
+    from rolloutbatch.core.pod_reading import pod_facts
     pod = {"metadata": {"name": "p", "creationTimestamp": "2026-12-03T00:00:00Z",
                         "annotations": {naming.POOLED_ANNOTATION: "true", naming.ANNOTATION_DELIVERED_AT: "1796256001.0"},
                         "labels": {COMPLETION_INDEX_KEY: "0"}},
@@ -516,7 +517,7 @@ def test_the_prepare_runs_before_warm(tmp_path) -> None:
 
 
 def test_only_a_pool_pods_claim_moves_its_episodes_clock() -> None:
-    from rolloutbatch.core.verdict import pod_facts
+    from rolloutbatch.core.pod_reading import pod_facts
     meta = {"name": "p", "creationTimestamp": "2026-12-03T00:00:00Z",
             "annotations": {naming.ANNOTATION_CLAIMED_AT: "1796256100.5"}}
     assert pod_facts({"metadata": meta}).created == 1796256000.0          # not a pool's pod

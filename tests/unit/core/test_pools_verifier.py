@@ -18,7 +18,8 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log, split_agent_record
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.verdict import is_infrastructure_failure, judge_verified, never_delivered, pod_facts
+from rolloutbatch.core.verdict import is_infrastructure_failure, judge_verified, never_delivered
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, kills_its_watchdog, reap_launchers, start_phase_launcher  # noqa: F401
 

@@ -12,7 +12,8 @@ from rolloutbatch.core.children import adoptable, provisioning_plan
 from rolloutbatch.core.model import BatchRef, SpecError
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.job_facts import job_facts
-from rolloutbatch.core.verdict import judge_episode, parse_time, pod_facts
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.pod_reading import parse_time, pod_facts
 
 REF = BatchRef(namespace="team-a", name="b", uid="0123456789abcdef", generation=1)
 SPEC = {"episodes": 2, "task": {"files": {"episode.py": "print(1)"}}}

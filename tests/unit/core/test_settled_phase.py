@@ -17,7 +17,8 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import is_terminal, judge_episode, parse_time, pod_facts
+from rolloutbatch.core.verdict import is_terminal, judge_episode
+from rolloutbatch.core.pod_reading import parse_time, pod_facts
 
 CREATED = "2026-11-29T07:00:00Z"
 T0 = parse_time(CREATED)

@@ -1,4 +1,4 @@
-"""Kills by the kubelet itself are never read early (core.verdict.settled_phase).
+"""Kills by the kubelet itself are never read early (core.pod_reading.settled_phase).
 
 The kubelet withholds more than the terminal phase while a pod's containers could still run
 (pkg/kubelet/status/status_manager.go mergePodStatus, kubernetes#108366): it also keeps the old
@@ -19,7 +19,8 @@ import json
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import judge_episode, parse_time, pod_facts
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.pod_reading import parse_time, pod_facts
 
 from tests.unit.core.test_settled_phase import CREATED, JOB_UID, T0, ended
 from tests.unit.core.test_settled_phase import pod as any_pod

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from tests.unit.core.test_verdict import CREATED, READY, judge_pod
 
 

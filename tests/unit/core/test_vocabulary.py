@@ -196,8 +196,8 @@ KUBERNETES_WORDS = {
     # a kubeconfig exec plugin's interactiveMode (client-go's ExecInteractiveMode)
     ("kube/exec_plugin.py", "Never"), ("kube/exec_plugin.py", "Always"),
     ("core/job_facts.py", "Failed"),         # a Job's condition type
-    ("core/verdict.py", "Ready"),            # a pod's condition type
-    ("core/verdict.py", "Unschedulable"),    # the reason of a pod's PodScheduled=False
+    ("core/pod_reading.py", "Ready"),          # a pod's condition type
+    ("core/pod_reading.py", "Unschedulable"),  # the reason of a pod's PodScheduled=False
     ("core/pool_census.py", "Unschedulable"),  # the reason of a pod's PodScheduled=False
     ("core/pools.py", "Failed"),             # a Job's condition type
     ("core/crd_pool.py", "Ready"),           # the title of `kubectl get rp`'s column counting warm pods

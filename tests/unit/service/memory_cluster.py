@@ -24,7 +24,7 @@ from rolloutbatch.core.naming import LABEL_BATCH_UID
 from rolloutbatch.core.result_shards import assemble
 from rolloutbatch.core.results import decode_results
 from rolloutbatch.core.job_facts import job_facts
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube.watch import LoopInbox
 from rolloutbatch.metrics import Metrics
 from rolloutbatch.service.context import Context, Settings

@@ -20,7 +20,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.service.episode_delivery import EpisodeDelivery
 
 BATCH = BatchRef(namespace="team", name="b", uid="b0000000-0000-0000-0000-000000000001", generation=1)

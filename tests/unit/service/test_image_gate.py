@@ -7,7 +7,7 @@ import logging
 from rolloutbatch.core import manifests, naming
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube.errors import Forbidden, Invalid, Unavailable
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service.image_gate import REFUSALS_BEFORE_WARNING, ImageGate

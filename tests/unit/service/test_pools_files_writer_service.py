@@ -8,7 +8,7 @@ import time
 
 from rolloutbatch.core import launchers, naming
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube.errors import Unavailable, Unconfirmed
 from rolloutbatch.service import episode_delivery
 from tests.unit.service.memory_pool import POOL_NS, delivery, delivery_round, run, set_status

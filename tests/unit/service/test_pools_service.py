@@ -20,7 +20,7 @@ from rolloutbatch.core.scope import CLUSTERWIDE, Scope
 from rolloutbatch.core.model import EpisodeResult
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.core.tracker import BatchTracker
-from rolloutbatch.core.verdict import pod_facts
+from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.kube.errors import Conflict
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage

@@ -287,7 +287,7 @@ def test_the_time_left_is_checked_once_the_exec_has_its_slot(api):
             await d._slots.acquire()
         from tests.unit.service.memory_pool import drain
         from rolloutbatch.core.tracker import BatchTracker
-        from rolloutbatch.core.verdict import pod_facts
+        from rolloutbatch.core.pod_reading import pod_facts
         tracker = BatchTracker(1, 0, pooled=True)
         tracker._live[pod["metadata"]["uid"]] = pod_facts(api.get_object("Pod", name, POOL_NS))
         d.round(tracker)

@@ -155,7 +155,7 @@ def test_a_resync_list_does_not_undo_what_the_watch_brought_while_it_was_read():
     watch brought meanwhile (deleted, ended, or running now) is older and must not win."""
     from rolloutbatch.core.spec import parse_spec
     from rolloutbatch.core.tracker import BatchTracker
-    from rolloutbatch.core.verdict import pod_facts
+    from rolloutbatch.core.pod_reading import pod_facts
     from rolloutbatch.service.context import Settings
     from rolloutbatch.service.sandbox_lifecycle import SandboxLifecycle
 
