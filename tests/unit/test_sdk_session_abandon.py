@@ -30,17 +30,26 @@ def stops_of(api: MemoryApi) -> list[str]:
     return [command[4] for _, _, _, command, _ in api.execs if command[3:4] == ["rolloutbatch-stop"]]
 
 
+async def async_session(api: MemoryApi, stop_seconds: float | None = None, talking: bool = False):
+    """Episode 0's session on the asyncio client, its pod's commands hanging and its stop answered
+    after ``stop_seconds`` (None: at once, as ``hangs``); ``talking``: each command prints first."""
+    client = AsyncClient(api=(Talking if talking else AsyncMemoryApi)(api), namespace=NS)
+    batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
+    pod = put_pod(api, batch.handle, 0)
+    if stop_seconds is None:
+        hangs(api, pod)
+    else:
+        slow_stop(api, pod, stop_seconds)
+    return await batch.session(0), pod
+
+
 def test_a_command_the_trainer_cancels_is_stopped_in_the_sandbox_before_the_cancellation_goes_on(api):
     """asyncio.wait_for around run(), or a task cancelled: the exec's stream closes and the command
     would run on, as one past its timeout would (writing into the workspace the verifier grades).
     The cancellation goes on once it is stopped; cancelled again meanwhile, at once, the stop
     still sent to its end."""
     async def main():
-        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
-        pod = put_pod(api, batch.handle, 0)
-        hangs(api, pod)
-        session = await batch.session(0)
+        session, pod = await async_session(api)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(session.run("sleep 100", timeout=60), 0.2)
         ran = api.execs[-2][3]
@@ -119,11 +128,7 @@ def test_a_cancelled_commands_time_excludes_the_stop(api):
     """The command heard output, so it counts; its time is its exec's round trip (as a TimedOut
     one's is: returned() before the stop), not the stop's 0.6 s that follows the cancellation."""
     async def main():
-        client = AsyncClient(api=Talking(api), namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
-        pod = put_pod(api, batch.handle, 0)
-        slow_stop(api, pod, 0.6)
-        session = await batch.session(0)
+        session, _ = await async_session(api, 0.6, talking=True)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(session.run("sleep 100", timeout=60, on_output=lambda s, d: None), 0.2)
         return session.stats
@@ -134,11 +139,7 @@ def test_a_cancelled_commands_time_excludes_the_stop(api):
 
 def test_asyncio_timeout_context_still_raises_timeout_error(api):
     async def main():
-        client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
-        pod = put_pod(api, batch.handle, 0)
-        slow_stop(api, pod, 0.3)
-        session = await batch.session(0)
+        session, _ = await async_session(api, 0.3)
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.2):
                 await session.run("sleep 100", timeout=60)
@@ -157,11 +158,7 @@ def test_a_task_left_pending_when_its_loop_closes_is_collected_quietly(api):
     loop = asyncio.new_event_loop()
     try:
         async def opened():
-            client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
-            batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
-            pod = put_pod(api, batch.handle, 0)
-            hangs(api, pod)
-            return await batch.session(0)
+            return (await async_session(api))[0]
         session = loop.run_until_complete(opened())
         task = loop.create_task(session.run("sleep 100", timeout=60))
         loop.run_until_complete(asyncio.sleep(0.1))
@@ -206,11 +203,7 @@ def test_a_cancellation_during_the_stop_of_a_failed_callback_is_not_swallowed(ap
     cancelled meanwhile: awaiting it gives CancelledError, not the callback's error with the
     cancellation dropped (a wait_for, TaskGroup or asyncio.timeout around it would never end so)."""
     async def main():
-        client = AsyncClient(api=Talking(api), namespace=NS)
-        batch = await client.open_sessions(POOL, 2, verifier=VERIFIER, inputs=[{"q": 1}], samples_per_input=2)
-        pod = put_pod(api, batch.handle, 0)
-        slow_stop(api, pod, 0.5)
-        session = await batch.session(0)
+        session, _ = await async_session(api, 0.5, talking=True)
 
         def boom(stream, data):
             raise ValueError("the trainer's callback")
