@@ -459,8 +459,9 @@ class AsyncSession(session_commands.SessionView, session_commands.AsyncEndsOnExi
                   limit_bytes: int = sessions.RUN_LIMIT_BYTES) -> sessions.CommandResult:
         """``Session.run``'s twin: past ``timeout`` the command is stopped in the sandbox, then
         TimedOut; cancelled (``asyncio.wait_for``, a task's cancel), it is stopped before the
-        cancellation goes on (cancelled again meanwhile: at once, the stop still sent); a background process holding its output (``server &``) keeps it until then, so
-        redirect that output: ``nohup server > /dev/null 2>&1 &``."""
+        cancellation goes on (cancelled again meanwhile: at once, the stop still sent); a
+        background process holding its output (``server &``) keeps it until then, so redirect
+        that output: ``nohup server > /dev/null 2>&1 &``."""
         return await self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                       limit_bytes=limit_bytes))
 

@@ -488,9 +488,9 @@ class Session(session_commands.SessionView, session_commands.EndsOnExit):
         the result's (never raised); SessionOver once the session ended, TimedOut past ``timeout``
         (default: the episode's time), once the command and every process it started were
         stopped in the sandbox (the error says whether they were); interrupted (Ctrl-C), they are
-        stopped so before KeyboardInterrupt goes on. It returns when its output
-        closes: a process left in the background that holds it (``server &``) keeps it until the
-        timeout, so redirect that process's output: ``nohup server > /dev/null 2>&1 &``."""
+        stopped so before KeyboardInterrupt goes on. It returns when its output closes: a process
+        left in the background that holds it (``server &``) keeps it until the timeout, so
+        redirect that process's output: ``nohup server > /dev/null 2>&1 &``."""
         return self._client._run(self._core.run(command, stdin=stdin, timeout=timeout, on_output=on_output,
                                                 limit_bytes=limit_bytes))
 
