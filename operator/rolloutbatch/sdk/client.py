@@ -92,6 +92,8 @@ def _on_a_thread(answer: Any) -> Any:
     async def main() -> Any:
         with lock:
             if running == [None]:
+                if inspect.iscoroutine(answer):
+                    answer.close()   # never awaited, and never said to be
                 raise asyncio.CancelledError
             running.append((asyncio.get_running_loop(), asyncio.current_task()))
         return await answer
