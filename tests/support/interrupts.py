@@ -18,9 +18,14 @@ def ctrl_c_in(seconds: float) -> Iterator[None]:
     main thread, which SIGINT does not reach."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("SIGINT reaches only the main thread")
+    # Python's own handler, as a trainer's script has it: an earlier test of this worker may have
+    # left another (an event loop's add_signal_handler not undone), and asyncio.run turns SIGINT
+    # into a cancellation only over the default one.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
         yield
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, before)
