@@ -18,9 +18,10 @@ def ctrl_c_in(seconds: float) -> Iterator[None]:
     main thread, which SIGINT does not reach."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("SIGINT reaches only the main thread")
-    # Python's own handler, as a trainer's script has it: an earlier test of this worker may have
-    # left another (an event loop's add_signal_handler not undone), and asyncio.run turns SIGINT
-    # into a cancellation only over the default one.
+    # Python's own handler, as a trainer's script at a terminal has it. A test run started in the
+    # background by a non-interactive shell (CI's) inherits SIGINT ignored (POSIX: `&` without job
+    # control), Python keeps it so, and asyncio.run turns SIGINT into a cancellation only over the
+    # default handler: the interrupt never came (seen on CI; `trap "" INT` reproduces it).
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
