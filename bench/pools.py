@@ -28,7 +28,10 @@ episode the claim latency: claim (the operator's annotation) -> the pod was hand
 Job counted failed (cold pods the Job controller made for claimed indexes, then deleted). Operator
 CPU per episode from /proc/<pid>/stat over each batch (a pooled batch's includes whatever of its
 pool's refill falls in its time: all of it for `shwork`, little for the others), and per pod over
-the pool's first fill (`fill_operator_cpu_ms_per_pod`). Writes bench/results/pools.json.
+the pool's first fill (`fill_operator_cpu_ms_per_pod`). Per agent, its CPU and the time it spent
+runnable but waiting for a CPU, up to its `ready` (`agent_cpu_s`, `agent_runqueue_wait_s`: the
+schedstat line each episode writes to stderr, read from the kept pods' logs). Writes
+bench/results/pools.json.
 """
 from __future__ import annotations
 
@@ -52,13 +55,18 @@ from rolloutbatch.core import naming  # noqa: E402
 from rolloutbatch.core.model import BatchRef  # noqa: E402
 
 GROUP = "/apis/rl.agentruntime.io/v1alpha1"
-EPISODE = ('import json, os, time\n'
+# Each agent writes its process's /proc schedstat (CPU time, time spent runnable waiting for a
+# CPU, in ns) to stderr just before `ready`: whether its start computed or waited (agent_sched).
+EPISODE = ('import json, os, sys, time\n'
            'e = lambda k, **f: print(json.dumps(dict(event=k, at=time.time(), episode_id=os.environ["EPISODE_ID"], '
            '**f)), flush=True)\n'
+           'print("schedstat", open("/proc/self/schedstat").read().strip(), file=sys.stderr, flush=True)\n'
            'e("ready"); e("reward", reward=1.0)\n')
-SH_EPISODE = ('printf \'{"event":"ready","at":%s,"episode_id":"%s"}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n'
-              'printf \'{"event":"reward","at":%s,"episode_id":"%s","reward":1.0}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n')
-SH_WORK_EPISODE = SH_EPISODE.replace("\n", "\nsleep 3\n", 1)   # ready, 3 s of work, reward
+SH_SCHEDSTAT = 'echo "schedstat $(cat /proc/$$/schedstat)" >&2\n'
+SH_READY = 'printf \'{"event":"ready","at":%s,"episode_id":"%s"}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n'
+SH_REWARD = 'printf \'{"event":"reward","at":%s,"episode_id":"%s","reward":1.0}\\n\' "$(date +%s.%N)" "$EPISODE_ID"\n'
+SH_EPISODE = SH_SCHEDSTAT + SH_READY + SH_REWARD
+SH_WORK_EPISODE = SH_SCHEDSTAT + SH_READY + "sleep 3\n" + SH_REWARD   # ready, 3 s of work, reward
 PY_WORK_EPISODE = EPISODE.replace('e("ready"); ', 'e("ready"); time.sleep(3); ')   # the same in Python
 TASK_FILES = {"episode.py": EPISODE, "episode.sh": SH_EPISODE, "work.sh": SH_WORK_EPISODE, "work.py": PY_WORK_EPISODE}
 # agent -> (the modes' keys in a size's results, the batch's command: None is the default, episode.py)
@@ -99,6 +107,34 @@ def _pods_gone(kube: Kube, batch_uid: str, timeout: float = 300.0) -> None:
         if time.monotonic() > end:
             raise RuntimeError(f"the pods of batch {batch_uid} are still on the cluster after {timeout:.0f} s")
         time.sleep(0.5)
+
+
+def schedstat_of(log: str) -> tuple[float, float] | None:
+    """(CPU seconds, seconds runnable but waiting for a CPU) of an agent up to its `ready`, from the
+    schedstat line its episode wrote to stderr (None when its log has none)."""
+    for line in log.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[0] == "schedstat" and all(f.isdigit() for f in fields[1:]):
+            return int(fields[1]) / 1e9, int(fields[2]) / 1e9
+    return None
+
+
+def agent_sched(kube: Kube, batch_uid: str) -> dict:
+    """Over a finished batch's pods (kept: cleanup Never), each agent's CPU and run-queue wait up to
+    its `ready` (schedstat_of): a start that waited for a CPU it did not get shows here, one that
+    computed in the CPU figure."""
+    cpu, wait = [], []
+    for pod in (kube.get("/api/v1/pods", labelSelector=f"{naming.LABEL_BATCH_UID}={batch_uid}") or {}).get("items") or []:
+        meta = pod["metadata"]
+        try:
+            log = kube.text(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log",
+                            container=naming.CONTAINER_NAME, limitBytes="65536")
+        except RuntimeError:
+            continue
+        if (got := schedstat_of(log)) is not None:
+            cpu.append(got[0])
+            wait.append(got[1])
+    return {"agent_cpu_s": lib.summary(cpu), "agent_runqueue_wait_s": lib.summary(wait)}
 
 
 QUIET_TIMEOUT = 300.0   # seconds an earlier run's pods get to go before a run starts
@@ -170,7 +206,8 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
                "pod_to_ready_s": st.get("podToReadySeconds"),
                # created -> seen finished (polled every 0.25 s): what `kubectl wait` waits
                "batch_to_finished_s": round(took, 2),
-               "operator_cpu_ms_per_episode": round(1000 * cpu / size, 2)}
+               "operator_cpu_ms_per_episode": round(1000 * cpu / size, 2),
+               **agent_sched(kube, done["metadata"]["uid"])}
         if warm:
             pods = kube.get(f"/api/v1/namespaces/{naming.pool_namespace(ns, pool)}/pods",
                             labelSelector=f"{naming.LABEL_BATCH_UID}={done['metadata']['uid']}")["items"]
@@ -207,7 +244,9 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
 MEDIAN_KEYS = {"batch_to_all_ready_s": ("batch_to_all_ready_s",), "batch_to_all_rewards_s": ("batch_to_all_rewards_s",),
                "claim_p50_s": ("claim_seconds", "p50"), "claim_p95_s": ("claim_seconds", "p95"),
                "operator_cpu_ms_per_episode": ("operator_cpu_ms_per_episode",),
-               "batch_to_finished_s": ("batch_to_finished_s",)}
+               "batch_to_finished_s": ("batch_to_finished_s",),
+               "agent_cpu_p50_s": ("agent_cpu_s", "p50"),
+               "agent_runqueue_wait_p50_s": ("agent_runqueue_wait_s", "p50")}
 
 
 def medians(rows: list[dict]) -> dict:

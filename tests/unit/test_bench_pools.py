@@ -47,7 +47,21 @@ def test_a_cold_mode_has_no_claim_figures_and_a_missing_figure_is_left_out():
 def test_the_working_agent_waits_between_its_two_events():
     pools = _pools()
     lines = pools.SH_WORK_EPISODE.splitlines()
-    assert '"event":"ready"' in lines[0] and lines[1] == "sleep 3" and '"event":"reward"' in lines[2]
+    assert lines[0].startswith("echo \"schedstat ") and '"event":"ready"' in lines[1] and lines[2] == "sleep 3" \
+        and '"event":"reward"' in lines[3]
+    assert pools.PY_WORK_EPISODE.index("schedstat") < pools.PY_WORK_EPISODE.index('e("ready"); time.sleep(3)')
+
+
+def test_an_agents_schedstat_line_gives_its_cpu_and_run_queue_wait_in_seconds():
+    pools = _pools()
+    log = '{"event":"ready"}\nschedstat 31000000 1250000000 98\n{"event":"reward","reward":1.0}\n'
+    assert pools.schedstat_of(log) == (0.031, 1.25)
+
+
+@pytest.mark.parametrize("log", ["", '{"event":"ready"}', "schedstat", "schedstat 1 2", "schedstat 1 x 3",
+                                 "schedstat: 1 2 3", "a schedstat 1 2 3"])
+def test_a_log_without_a_whole_schedstat_line_gives_none(log):
+    assert _pools().schedstat_of(log) is None
 
 
 class _Kube:
