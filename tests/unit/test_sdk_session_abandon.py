@@ -84,14 +84,36 @@ def test_a_command_interrupted_by_ctrl_c_is_stopped_in_the_sandbox_before_the_in
     pod = put_pod(api, batch.handle, 0)
     hangs(api, pod)
     session = batch.session(0)
-    with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
-        session.run("sleep 100", timeout=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a stop that worked says nothing
+        with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
+            session.run("sleep 100", timeout=60)
     assert stops_of(api) == [api.execs[-2][3][4]]
-    # a stop that fails leaves the interrupt as it was
+    # a stop that fails leaves the interrupt as it was, and says the command may still run
     hangs(api, pod, Unavailable("no route", status=503))
-    with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
-        session.run("sleep 100", timeout=60)
+    with pytest.warns(RuntimeWarning, match=r"episode 0 .*\(pod .*\): the command was abandoned \(cancelled or "
+                                            r"interrupted\), and stopping it failed \(no route\): it may still run"):
+        with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
+            session.run("sleep 100", timeout=60)
     assert len(stops_of(api)) == 2
+
+
+@pytest.mark.parametrize("stopped, said", [
+    (ExecResult(exit_code=1, stdout=b"3\n", stderr=b""), r"stopping it failed \(exit code 1: 3 killed\): it may still run"),
+    (ExecResult(exit_code=2, stdout=b"", stderr=b"no /proc in this container\n"),
+     r"stopping it failed \(exit code 2: no /proc in this container\)"),
+    (Unavailable("no route", status=503), r"stopping it failed \(no route\)")])
+def test_a_cancelled_command_whose_stop_fails_is_warned_of(api, stopped, said):
+    """The caller gets its cancellation, as ever; the warning says the command may still run (and
+    change the workspace the verifier grades)."""
+    async def main():
+        session, pod = await async_session(api)
+        hangs(api, pod, stopped)
+        with pytest.warns(RuntimeWarning, match=r"the command was abandoned .*, and " + said):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(session.run("sleep 100", timeout=60), 0.2)
+    asyncio.run(main())
+    assert len(stops_of(api)) == 1
 
 
 def test_file_verbs_are_never_stopped_when_abandoned(api):

@@ -175,12 +175,12 @@ async def run(api: Any, op: ops.Op) -> Any:
 _ABANDONING: set[asyncio.Future] = set()   # stops still running after a second cancellation
 
 
-async def _abandon(api: Any, call: ops.Call) -> None:
-    """``call`` (a Call's ``abandoned``) made to its end, its errors ignored: the error that left
+async def _abandon(api: Any, op: ops.Op) -> None:
+    """``op`` (a Call's ``abandoned``) run to its end, its errors ignored: the error that left
     the call it stops is what the caller gets. Shielded: cancelled meanwhile, the caller goes on at
     once with that cancellation (never lost behind the first error) and the stop still runs to
     its end."""
-    stop = asyncio.ensure_future(getattr(api, call.method)(*call.args, **call.kwargs))
+    stop = asyncio.ensure_future(run(api, op))
     _ABANDONING.add(stop)
     stop.add_done_callback(_ABANDONING.discard)
     stop.add_done_callback(lambda done: done.cancelled() or done.exception())   # retrieved: never logged

@@ -57,11 +57,11 @@ def run(api: Any, op: ops.Op) -> Any:
         ops.close(op)
 
 
-def _abandon(api: Any, call: ops.Call) -> None:
-    """``call`` (a Call's ``abandoned``) made to its end, its errors ignored: the error that left
+def _abandon(api: Any, op: ops.Op) -> None:
+    """``op`` (a Call's ``abandoned``) run to its end, its errors ignored: the error that left
     the call it stops is what the caller gets. A second Ctrl-C stops this wait too."""
     try:
-        _settled(getattr(api, call.method)(*call.args, **call.kwargs))
+        run(api, op)
     except Exception:   # noqa: BLE001 - best effort; the caller's own error follows
         pass
 

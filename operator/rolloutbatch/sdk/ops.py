@@ -82,10 +82,10 @@ class Call:
     method: str                       # a method of kube.client.Api (or sdk.aio.AsyncApi)
     args: tuple
     kwargs: dict = field(default_factory=dict)
-    # Made by the driver when it leaves this call unanswered (a cancellation, an interrupt, an
-    # error not the API's), its own errors ignored: what stops the work the call began in a
-    # sandbox, which closing the call's stream leaves running.
-    abandoned: Call | None = None
+    # Run by the driver when it leaves this call unanswered (a cancellation, an interrupt, an
+    # error not the API's), its own errors ignored: the op that stops the work the call began in
+    # a sandbox, which closing the call's stream leaves running.
+    abandoned: Op | None = None
 
 
 @dataclass

@@ -133,16 +133,27 @@ def _stop_call(target: SessionTarget, marker: str) -> Call:
 
 
 def _stop(target: SessionTarget, marker: str) -> Op:
-    """Stop every process of a command past its timeout; what the trainer is told of it."""
+    """Stop every process of a marked command: whether it was stopped, and what the trainer is
+    told of it."""
     try:
         result = yield _stop_call(target, marker)
     except KubeError as exc:
-        return f"stopping it failed ({exc}): it may still run in the sandbox, unless the session ended"
+        return False, f"stopping it failed ({exc}): it may still run in the sandbox, unless the session ended"
     killed = result.stdout.decode(errors="replace").strip()
     if result.exit_code == 0:
-        return f"it was stopped: its processes in the sandbox were killed ({killed or 0})"
+        return True, f"it was stopped: its processes in the sandbox were killed ({killed or 0})"
     said = result.stderr.decode(errors="replace").strip() or f"{killed} killed"
-    return f"stopping it failed (exit code {result.exit_code}: {said}): it may still run in the sandbox"
+    return False, f"stopping it failed (exit code {result.exit_code}: {said}): it may still run in the sandbox"
+
+
+def _stop_abandoned(target: SessionTarget, marker: str, where: str) -> Op:
+    """Stop a command the trainer abandoned. Its caller gets the error that abandoned it (a
+    cancellation, KeyboardInterrupt), so a stop that failed is a warning, never silence: the
+    command may still change the workspace the verifier grades."""
+    stopped, said = yield from _stop(target, marker)
+    if not stopped:
+        warnings.warn(f"{where}: the command was abandoned (cancelled or interrupted), and {said}",
+                      RuntimeWarning, stacklevel=2)
 
 
 def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
@@ -154,7 +165,7 @@ def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b
     exec returns or fails, before any look at the pod. ``stop_on_timeout``: past its timeout, the
     command and all it started are stopped in the sandbox before TimedOut is raised (closing the
     exec's stream leaves them running, and they could change the workspace the verifier grades);
-    so are they when the trainer abandons the call (a cancelled task, Ctrl-C: the drivers make
+    so are they when the trainer abandons the call (a cancelled task, Ctrl-C: the drivers run
     the Call's ``abandoned``) before its error goes on."""
     where = f"{what} in episode {target.index} of RolloutBatch {target.batch}"
     if stdin:   # all of it is read, whatever the command reads, or the exec never answers
@@ -163,7 +174,7 @@ def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b
     if marker is not None:
         argv = sessions.marked_command(argv, marker)
     # a command the trainer abandons (a cancelled task, Ctrl-C) is stopped as one past its timeout
-    abandoned = None if marker is None else _stop_call(target, marker)
+    abandoned = None if marker is None else _stop_abandoned(target, marker, f"{where} (pod {target.pod})")
     try:
         try:
             result = yield Call("exec_in_pod", (target.namespace, target.pod, naming.AGENT_CONTAINER, argv),
@@ -175,7 +186,7 @@ def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b
     except TimedOut as exc:
         if marker is None:
             raise
-        said = yield from _stop(target, marker)
+        _, said = yield from _stop(target, marker)
         raise TimedOut(f"{where} (pod {target.pod}): no exit status within {timeout:g}s; {said}",
                        status=exc.status, reason=exc.reason) from None
     except Forbidden as exc:
