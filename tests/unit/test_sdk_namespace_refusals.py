@@ -61,3 +61,23 @@ def test_an_empty_namespace_is_refused_not_taken_for_the_clients(api):  # noqa: 
     with pytest.raises(InvalidName):
         client.scale_pool("warm", 3, "")
     assert api.calls == calls, api.calls[len(calls):]
+
+
+@pytest.mark.parametrize("namespace", ["", "a/b", "..", "Team", "x" * 64])
+def test_a_client_made_for_a_namespace_that_names_none_is_refused(api, namespace):  # noqa: F811
+    """Client(namespace=os.environ.get("NS", "")): the "" of an unset variable was taken for "not
+    given" and every call went to the kubeconfig's namespace without a word. Both clients refuse
+    it, as every call refuses such a namespace."""
+    from rolloutbatch.sdk import AsyncClient
+    calls = list(api.calls)
+    for make in (Client, AsyncClient):
+        with pytest.raises(InvalidName, match="is not a namespace name"):
+            make(api=api, namespace=namespace)
+    assert api.calls == calls
+
+
+def test_a_client_given_no_namespace_takes_the_default_and_one_given_keeps_it(api):  # noqa: F811
+    from rolloutbatch.sdk import AsyncClient
+    for make in (Client, AsyncClient):
+        assert make(api=api).namespace == "default"
+        assert make(api=api, namespace="team-a").namespace == "team-a"

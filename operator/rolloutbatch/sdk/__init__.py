@@ -44,8 +44,10 @@ are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the m
     ValueError        build_batch: a spec the operator would refuse (``core.spec.SpecError``),
                       an unknown spec field, a bad name; before any network call
     InvalidName       a ValueError: get, get_pool, scale_pool, delete_pool of a name that names no
-                      object ('', '..', 'A/b'), and any call given a namespace that names none
-                      ('../x', 'a/b'); before any call (an empty name is the collection)
+                      object ('', '..', 'A/b'), and any call or client given a namespace that
+                      names none ('', '../x', 'a/b'); before any call (an empty name is the
+                      collection; an empty namespace, a script's unset variable, is not the
+                      kubeconfig's)
     ConfigError       Client(): the kubeconfig is missing or unusable (also at the first call,
                       when a certificate file it names is gone)
     InvalidBatch      submit/create: the API refused the RolloutBatch: an unknown or duplicate

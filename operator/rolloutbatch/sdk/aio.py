@@ -261,8 +261,8 @@ class AsyncClient:
                  api: Any = None, timeout: float = 30) -> None:
         checked_timeout(timeout)
         self.config = load_config(kubeconfig) if api is None else None
+        self.namespace = ops.client_namespace(namespace, self.config)
         self.api = api if api is not None else AsyncApi(self.config, timeout=timeout)
-        self.namespace = namespace or (self.config.namespace if self.config is not None else "default")
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -218,13 +218,9 @@ class Client:
     def __init__(self, kubeconfig: str | None = None, *, namespace: str | None = None,
                  api: Api | None = None, timeout: float = 30) -> None:
         checked_timeout(timeout)
-        if api is None:
-            self.config = load_config(kubeconfig)
-            api = Api(self.config, pool=8, timeout=timeout)
-        else:
-            self.config = None
-        self.api = api
-        self.namespace = namespace or (self.config.namespace if self.config is not None else "default")
+        self.config = load_config(kubeconfig) if api is None else None
+        self.namespace = ops.client_namespace(namespace, self.config)
+        self.api = api if api is not None else Api(self.config, pool=8, timeout=timeout)
 
     @property
     def context(self) -> str:

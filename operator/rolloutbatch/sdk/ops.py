@@ -19,7 +19,7 @@ from typing import Any
 
 from rolloutbatch import GROUP, PLURAL, POOL_KIND, POOL_PLURAL, VERSION
 from rolloutbatch.core import naming
-from rolloutbatch.core.k8s_rules import InvalidName, is_dns_subdomain
+from rolloutbatch.core.k8s_rules import InvalidName, check_namespace_name, is_dns_subdomain
 from rolloutbatch.core.model import BatchRef
 from rolloutbatch.core.spec import STOP_FIELD, stop_requested
 from rolloutbatch.core import vocabulary as v
@@ -266,6 +266,15 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
         name = (batch.get("metadata") or {}).get("name") or (batch.get("metadata") or {}).get("generateName", "")
         raise ValueError(f"RolloutBatch {namespace}/{name} on RolloutPool {pool}: {problem}")
     return (yield from submit(pooled, namespace))
+
+
+def client_namespace(given: str | None, config: Any) -> str:
+    """A client's namespace: ``given`` when it can name one, else InvalidName ("" is a script's
+    unset variable, never taken for the kubeconfig's, as namespace_of does per call); not given,
+    the kubeconfig context's, or "default" on an API given by hand."""
+    if given is not None:
+        return check_namespace_name(given)
+    return config.namespace if config is not None else "default"
 
 
 def namespace_of(given: str | None, default: str) -> str:
