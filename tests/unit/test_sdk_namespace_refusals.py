@@ -81,3 +81,23 @@ def test_a_client_given_no_namespace_takes_the_default_and_one_given_keeps_it(ap
     for make in (Client, AsyncClient):
         assert make(api=api).namespace == "default"
         assert make(api=api, namespace="team-a").namespace == "team-a"
+
+
+_KUBECONFIG = """apiVersion: v1
+kind: Config
+current-context: c
+clusters: [{{name: k, cluster: {{server: "https://127.0.0.1:1"}}}}]
+users: [{{name: u, user: {{token: abc}}}}]
+contexts: [{{name: c, context: {{cluster: k, user: u, namespace: {ns}}}}}]
+"""
+
+
+@pytest.mark.parametrize("written", ['""', "null", "~"])
+def test_a_kubeconfig_context_with_an_empty_namespace_is_the_default_one_as_for_kubectl(tmp_path, written):
+    """client-go reads an empty context namespace as "default"; taken as written, every call was
+    refused for a namespace '' (or None) the user never gave."""
+    from rolloutbatch.sdk import AsyncClient
+    path = tmp_path / "config"
+    path.write_text(_KUBECONFIG.format(ns=written))
+    for make in (Client, AsyncClient):
+        assert make(str(path)).namespace == "default"

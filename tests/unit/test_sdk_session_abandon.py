@@ -238,7 +238,9 @@ def test_a_cancellation_during_the_stop_of_a_failed_callback_is_not_swallowed(ap
         except BaseException as exc:   # noqa: BLE001
             return type(exc).__name__, task.cancelled()
         return "returned", task.cancelled()
-    got = asyncio.run(main())
+    # main() returns before the stop's 0.5 s are up: asyncio.run cancels it, which is said
+    with pytest.warns(RuntimeWarning, match="its stop was cut off: it may still run"):
+        got = asyncio.run(main())
     assert got == ("CancelledError", True), got
     assert len(stops_of(api)) == 1
 
@@ -259,3 +261,82 @@ def test_api_errors_and_timeouts_send_one_stop_at_most(api, monkeypatch):
     with pytest.raises(TimedOut):
         session.run("sleep 100", timeout=0.2)
     assert len(stops_of(api)) == 1
+
+
+def _said(exc: BaseException) -> str:
+    """All an exception says: its text, its notes, its chain."""
+    out = []
+    while exc is not None:
+        out += [type(exc).__name__, str(exc), *getattr(exc, "__notes__", [])]
+        exc = exc.__cause__ or exc.__context__
+    return " | ".join(out)
+
+
+def test_a_failed_stop_under_an_error_filter_is_said_on_the_callers_interrupt(api):
+    """warnings.simplefilter('error') (pytest -W error, a trainer's strict mode): the RuntimeWarning
+    is an exception inside the stop op. Raised, it would replace the caller's KeyboardInterrupt;
+    dropped, nothing would say the command may still run: it is a note on the interrupt."""
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+    hangs(api, pod, Unavailable("no route", status=503))
+    session = batch.session(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ctrl_c_in(0.3), pytest.raises(BaseException) as caught:
+            session.run("sleep 100", timeout=60)
+    assert len(stops_of(api)) == 1
+    assert "may still run" in _said(caught.value), _said(caught.value)
+
+
+def test_a_failed_stop_under_an_error_filter_is_said_on_the_callers_cancellation(api):
+    """The same on the asyncio client: a note on the caller's TimeoutError."""
+    async def main():
+        session, pod = await async_session(api)
+        hangs(api, pod, Unavailable("no route", status=503))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                await asyncio.wait_for(session.run("sleep 100", timeout=60), 0.2)
+            except BaseException as exc:   # noqa: BLE001
+                return exc
+    exc = asyncio.run(main())
+    assert len(stops_of(api)) == 1
+    assert "may still run" in _said(exc), _said(exc)
+
+
+def test_a_second_abandoned_command_whose_stop_fails_alike_is_warned_of_too(api):
+    """Python's default action for RuntimeWarning says a text once per place: the second command
+    of an episode abandoned with its stop failing alike is warned of all the same."""
+    async def main():
+        session, pod = await async_session(api)
+        hangs(api, pod, Unavailable("no route", status=503))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")   # what a plain `python train.py` has for RuntimeWarning
+            for _ in range(2):
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(session.run("sleep 100", timeout=60), 0.2)
+        return [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    got = asyncio.run(main())
+    assert len(stops_of(api)) == 2
+    assert len(got) == 2, [str(w.message) for w in got]
+
+
+def test_a_stop_cut_off_by_a_second_ctrl_c_says_the_command_may_still_run(api):
+    """Ctrl-C, then Ctrl-C again while the stop waits (README: a second Ctrl-C ends it): the stop
+    never answered, so the command may still run, which is said as a failed stop is."""
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+
+    async def slow(command, stdin):
+        await asyncio.sleep(3 if command[3:4] == ["rolloutbatch-stop"] else 100)
+        return ExecResult(exit_code=0, stdout=b"1\n", stderr=b"")
+    api.set_exec(POOL_NS, pod, slow)
+    session = batch.session(0)
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ctrl_c_in(0.3), ctrl_c_in(0.8), pytest.raises(KeyboardInterrupt):
+            session.run("sleep 100", timeout=60)
+    assert time.monotonic() - started < 2.5   # the second Ctrl-C did end the wait
+    assert len(stops_of(api)) == 1
+    assert any("may still run" in str(w.message) for w in caught), [str(w.message) for w in caught]

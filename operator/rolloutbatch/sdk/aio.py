@@ -163,10 +163,10 @@ async def run(api: Any, op: ops.Op) -> Any:
             # A cancellation (asyncio.wait_for, a task cancelled, Ctrl-C under asyncio.run) or an
             # error not the API's (a callback's). Not GeneratorExit: a coroutine closed unfinished
             # (its loop gone) can await nothing more.
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception) as exc:
                 if step.abandoned is not None:
                     ops.close(op)   # its finally blocks first: a command's time is its own, not its stop's
-                    await _abandon(api, step.abandoned)
+                    await _abandon(api, step.abandoned, exc)
                 raise
     finally:
         ops.close(op)
@@ -175,9 +175,9 @@ async def run(api: Any, op: ops.Op) -> Any:
 _ABANDONING: set[asyncio.Future] = set()   # stops still running after a second cancellation
 
 
-async def _abandon(api: Any, op: ops.Op) -> None:
-    """``op`` (a Call's ``abandoned``) run to its end, its errors ignored: the error that left
-    the call it stops is what the caller gets. Shielded: cancelled meanwhile, the caller goes on at
+async def _abandon(api: Any, op: ops.Op, error: BaseException) -> None:
+    """``op`` (a Call's ``abandoned``) run to its end, its errors ignored: ``error``, which left
+    the call it stops, is what the caller gets. Shielded: cancelled meanwhile, the caller goes on at
     once with that cancellation (never lost behind the first error) and the stop still runs to
     its end."""
     stop = asyncio.ensure_future(run(api, op))
@@ -186,6 +186,8 @@ async def _abandon(api: Any, op: ops.Op) -> None:
     stop.add_done_callback(lambda done: done.cancelled() or done.exception())   # retrieved: never logged
     try:
         await asyncio.shield(stop)
+    except Warning as said:   # made an error by a filter (-W error): said with the caller's error
+        error.add_note(str(said))
     except Exception:   # noqa: BLE001 - its own error: the caller's follows
         pass
 

@@ -48,20 +48,22 @@ def run(api: Any, op: ops.Op) -> Any:
                 answer = _settled(getattr(api, step.method)(*step.args, **step.kwargs))
             except KubeError as exc:
                 error = exc
-            except BaseException:   # Ctrl-C among them
+            except BaseException as exc:   # Ctrl-C among them
                 if step.abandoned is not None:
                     ops.close(op)   # its finally blocks first: a command's time is its own, not its stop's
-                    _abandon(api, step.abandoned)
+                    _abandon(api, step.abandoned, exc)
                 raise
     finally:
         ops.close(op)
 
 
-def _abandon(api: Any, op: ops.Op) -> None:
-    """``op`` (a Call's ``abandoned``) run to its end, its errors ignored: the error that left
-    the call it stops is what the caller gets. A second Ctrl-C stops this wait too."""
+def _abandon(api: Any, op: ops.Op, error: BaseException) -> None:
+    """``op`` (a Call's ``abandoned``) run to its end, its errors ignored: ``error``, which left
+    the call it stops, is what the caller gets. A second Ctrl-C stops this wait too."""
     try:
         run(api, op)
+    except Warning as said:   # made an error by a filter (-W error): said with the caller's error
+        error.add_note(str(said))
     except Exception:   # noqa: BLE001 - best effort; the caller's own error follows
         pass
 
@@ -99,13 +101,19 @@ def _on_a_thread(answer: Any) -> Any:
         return await answer
 
     worker = concurrent.futures.ThreadPoolExecutor(1)
+    future = worker.submit(asyncio.run, main())
     try:
-        return worker.submit(asyncio.run, main()).result()
+        return future.result()
     except BaseException:
+        if future.done():   # the exec's own answer (an API error): nothing is left to cancel
+            raise
         with lock:
             if running:
                 loop, task = running[0]
-                loop.call_soon_threadsafe(task.cancel)
+                try:
+                    loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:   # its loop closed meanwhile: the exec ended on its own
+                    pass
             else:
                 running.append(None)
         raise

@@ -271,10 +271,11 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
 def client_namespace(given: str | None, config: Any) -> str:
     """A client's namespace: ``given`` when it can name one, else InvalidName ("" is a script's
     unset variable, never taken for the kubeconfig's, as namespace_of does per call); not given,
-    the kubeconfig context's, or "default" on an API given by hand."""
+    the kubeconfig context's, or "default" where it has none (an empty or null one too, as
+    kubectl reads it) and on an API given by hand."""
     if given is not None:
         return check_namespace_name(given)
-    return config.namespace if config is not None else "default"
+    return (config.namespace if config is not None else None) or "default"
 
 
 def namespace_of(given: str | None, default: str) -> str:

@@ -142,18 +142,34 @@ def _stop(target: SessionTarget, marker: str) -> Op:
     killed = result.stdout.decode(errors="replace").strip()
     if result.exit_code == 0:
         return True, f"it was stopped: its processes in the sandbox were killed ({killed or 0})"
-    said = result.stderr.decode(errors="replace").strip() or f"{killed} killed"
-    return False, f"stopping it failed (exit code {result.exit_code}: {said}): it may still run in the sandbox"
+    said = result.stderr.decode(errors="replace").strip() or f"{killed or 0} killed"
+    status = "no exit status" if result.exit_code is None else f"exit code {result.exit_code}"
+    return False, f"stopping it failed ({status}: {said}): it may still run in the sandbox"
 
 
 def _stop_abandoned(target: SessionTarget, marker: str, where: str) -> Op:
     """Stop a command the trainer abandoned. Its caller gets the error that abandoned it (a
-    cancellation, KeyboardInterrupt), so a stop that failed is a warning, never silence: the
-    command may still change the workspace the verifier grades."""
-    stopped, said = yield from _stop(target, marker)
+    cancellation, KeyboardInterrupt), so a stop that failed, or was itself cut off (a second
+    Ctrl-C, the loop's end), is a warning, never silence: the command may still change the
+    workspace the verifier grades. Under a filter that makes warnings errors, the drivers add it
+    to the caller's error as a note."""
+    try:
+        stopped, said = yield from _stop(target, marker)
+    except GeneratorExit:
+        try:
+            _warn_each(f"{where}: the command was abandoned (cancelled or interrupted), and its stop was cut "
+                       "off: it may still run in the sandbox")
+        except Warning:   # an error by a filter: raised from close() it would replace the caller's error
+            pass
+        raise
     if not stopped:
-        warnings.warn(f"{where}: the command was abandoned (cancelled or interrupted), and {said}",
-                      RuntimeWarning, stacklevel=2)
+        _warn_each(f"{where}: the command was abandoned (cancelled or interrupted), and {said}")
+
+
+def _warn_each(text: str) -> None:
+    """A RuntimeWarning said every time: the default filters say a text once per place, and a
+    second abandoned command of an episode whose stop failed alike would go unsaid."""
+    warnings.warn_explicit(text, RuntimeWarning, __file__, 0, module=__name__, registry={})
 
 
 def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
