@@ -102,6 +102,7 @@ def test_a_command_interrupted_by_ctrl_c_is_stopped_in_the_sandbox_before_the_in
     (ExecResult(exit_code=1, stdout=b"3\n", stderr=b""), r"stopping it failed \(exit code 1: 3 killed\): it may still run"),
     (ExecResult(exit_code=2, stdout=b"", stderr=b"no /proc in this container\n"),
      r"stopping it failed \(exit code 2: no /proc in this container\)"),
+    (ExecResult(exit_code=None, stdout=b"", stderr=b""), r"stopping it failed \(no exit status: 0 killed\)"),
     (Unavailable("no route", status=503), r"stopping it failed \(no route\)")])
 def test_a_cancelled_command_whose_stop_fails_is_warned_of(api, stopped, said):
     """The caller gets its cancellation, as ever; the warning says the command may still run (and
