@@ -17,6 +17,10 @@ ends at once has its sandbox torn down (its container, its pod's network, a kube
 each node) while the batch's later episodes are still being handed over: `shwork` and `pywork`
 keep that out of the hand-overs' time, as a real episode (minutes long) does.
 
+`--node-cpu-shares N` (`run.py --pool-node-cpu-shares N`) makes each node's cgroup weigh N for the
+run (cgroup v1 `cpu.shares`; the devcluster makes it 1024, one control-plane thread's weight) and
+sets it back after; the result says the weights it ran with (`node_cpu_shares`).
+
 `--repeats N` runs each agent's warm and cold batches N times, one after another on the same
 pool, each once the batch before it has no pod left and the pool is full again (`--settle` s); a
 mode's figures are then its runs (`runs`) and their medians (`median`).
@@ -36,6 +40,7 @@ bench/results/pools.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import statistics
@@ -135,6 +140,48 @@ def agent_sched(kube: Kube, batch_uid: str) -> dict:
             cpu.append(got[0])
             wait.append(got[1])
     return {"agent_cpu_s": lib.summary(cpu), "agent_runqueue_wait_s": lib.summary(wait)}
+
+
+CPU_CGROUPS = pathlib.Path("/sys/fs/cgroup/cpu")   # cgroup v1's cpu hierarchy (the devcluster's real nodes)
+
+
+def node_cgroups(state: pathlib.Path = lib.STATE) -> list[pathlib.Path]:
+    """Each devcluster node's cgroup in the cpu hierarchy: its launch.json's cgroupRoot, under
+    which the kubelet puts every pod of the node."""
+    return [CPU_CGROUPS / json.loads(path.read_text())["cgroupRoot"].strip("/")
+            for path in sorted((state / "nodes").glob("*/launch.json"))]
+
+
+CPU_SHARES = (2, 262144)   # cgroup v1's bounds of cpu.shares
+
+
+def cpu_shares_refused(shares: int | None) -> str | None:
+    """Why ``shares`` cannot be a node cgroup's weight, or None."""
+    if shares is not None and not CPU_SHARES[0] <= shares <= CPU_SHARES[1]:
+        return f"must be from {CPU_SHARES[0]} to {CPU_SHARES[1]} (cgroup v1's bounds of cpu.shares), got {shares}"
+    return None
+
+
+@contextlib.contextmanager
+def node_cpu_shares(shares: int | None, cgroups: list[pathlib.Path] | None = None):
+    """With ``shares``, each node's cgroup weighs that much (cgroup v1 ``cpu.shares``) for the
+    block, and what it weighed before after it; yields the weights the run has. A node's cgroup
+    weighs 1024 as the devcluster makes it, as much as one thread of the control plane, which runs
+    in the root cgroup (README: "The Python agents wait for a CPU")."""
+    cgroups = node_cgroups() if cgroups is None else cgroups
+    before = {path: (path / "cpu.shares").read_text().strip() for path in cgroups if (path / "cpu.shares").exists()}
+    if shares is not None and not before:
+        raise RuntimeError(f"no devcluster node cgroup in {CPU_CGROUPS} to weigh {shares}: is a cluster of real "
+                           "nodes up, on cgroup v1?")
+    try:
+        for path in before if shares is not None else ():
+            (path / "cpu.shares").write_text(str(shares))
+        yield sorted({int(shares) if shares is not None else int(v) for v in before.values()})
+    finally:
+        if shares is not None:
+            for path, value in before.items():
+                with contextlib.suppress(OSError):   # a node gone meanwhile
+                    (path / "cpu.shares").write_text(value)
 
 
 QUIET_TIMEOUT = 300.0   # seconds an earlier run's pods get to go before a run starts
@@ -266,16 +313,19 @@ def medians(rows: list[dict]) -> dict:
 
 
 def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, result: str = "pools",
-               settle: float = 10.0, agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1) -> dict:
-    """Every size in turn with one fresh operator; writes results/<result>.json."""
+               settle: float = 10.0, agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1,
+               cpu_shares: int | None = None) -> dict:
+    """Every size in turn with one fresh operator; writes results/<result>.json. ``cpu_shares``:
+    each node's cgroup weighs that much for the run (node_cpu_shares)."""
     ns = "bench-pools"
     ensure_namespace(kube, ns)
-    op = lib.start_operator("bench-pools")
-    try:
-        runs = [run(kube, op, ns, size, runtime_class, settle, agents, repeats) for size in sizes]
-    finally:
-        op.stop()
-    out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc",
+    with node_cpu_shares(cpu_shares) as weights:
+        op = lib.start_operator("bench-pools")
+        try:
+            runs = [run(kube, op, ns, size, runtime_class, settle, agents, repeats) for size in sizes]
+        finally:
+            op.stop()
+    out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc", "node_cpu_shares": weights,
            "sizes": {str(run_["episodes"]): run_ for run_ in runs}}
     lib.write_result(result, out)
     return out
@@ -288,11 +338,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settle", type=float, default=10.0, help="seconds a full pool is left before each batch")
     parser.add_argument("--agents", nargs="+", choices=list(AGENTS), default=list(AGENTS))
     parser.add_argument("--repeats", type=int, default=1, help="runs of each batch (medians when more than one)")
+    parser.add_argument("--node-cpu-shares", type=int, default=None, metavar="N",
+                        help="each node's cgroup weighs N for the run (cgroup v1 cpu.shares; the devcluster's 1024 after it)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if why := cpu_shares_refused(args.node_cpu_shares):
+        parser.error(f"--node-cpu-shares {why}")
     part_pools(Kube(), args.sizes, args.runtime_class, settle=args.settle, agents=tuple(args.agents),
-               repeats=args.repeats)
+               repeats=args.repeats, cpu_shares=args.node_cpu_shares)
 
 
 if __name__ == "__main__":

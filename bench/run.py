@@ -198,6 +198,9 @@ def main() -> None:
                         "between their events)")
     p.add_argument("--pool-repeats", type=int, default=1, metavar="N",
                    help="runs of each of `pools`' batches (medians when more than one)")
+    p.add_argument("--pool-node-cpu-shares", type=int, default=None, metavar="N",
+                   help="each node's cgroup weighs N during `pools` (cgroup v1 cpu.shares; default: as the devcluster "
+                        "makes it, 1024)")
     p.add_argument("--pool-settle", type=float, default=10.0, metavar="SECONDS",
                    help="seconds a full pool is left before each batch (default 10: the fill's tail is not the batch's)")
     p.add_argument("--modes-variants", nargs="*", default=None, metavar="VARIANT",
@@ -214,6 +217,8 @@ def main() -> None:
             p.error(f"--pool-agents: unknown {', '.join(unknown)} (choose from {', '.join(sorted(pools.AGENTS))})")
     if args.pool_repeats < 1:
         p.error("--pool-repeats must be at least 1")
+    if "pools" in args.parts and (why := pools.cpu_shares_refused(args.pool_node_cpu_shares)):
+        p.error(f"--pool-node-cpu-shares {why}")
     if args.modes_variants:
         import modes
         unknown = set(args.modes_variants) - set(modes.VARIANTS)
@@ -241,7 +246,7 @@ def main() -> None:
     if "pools" in args.parts:
         import pools
         pools.part_pools(kube, args.pool_sizes, args.pool_runtime_class, args.pools_result, args.pool_settle,
-                         tuple(args.pool_agents), args.pool_repeats)
+                         tuple(args.pool_agents), args.pool_repeats, args.pool_node_cpu_shares)
     if "plots" in args.parts:
         import plots
         plots.main()

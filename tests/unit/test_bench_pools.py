@@ -98,3 +98,55 @@ def test_loading_the_bench_leaves_no_bench_module_importable():
     assert str(ROOT / "bench") not in sys.path
     assert not [m for m in ("lib", "workloads", "pools") if m in sys.modules
                 and str(ROOT / "bench") in str(getattr(sys.modules[m], "__file__", "") or "")]
+
+
+def _nodes(tmp_path, weights=("1024", "1024")):
+    """A devcluster's state with a node per weight, each node's cgroup a directory of tmp_path."""
+    state, cgroups = tmp_path / "state", []
+    for i, weight in enumerate(weights, 1):
+        (state / "nodes" / f"devnode-{i}").mkdir(parents=True)
+        (state / "nodes" / f"devnode-{i}" / "launch.json").write_text(f'{{"cgroupRoot": "/rbx-devnode-{i}"}}')
+        cgroup = tmp_path / "cpu" / f"rbx-devnode-{i}"
+        cgroup.mkdir(parents=True)
+        (cgroup / "cpu.shares").write_text(weight + "\n")
+        cgroups.append(cgroup)
+    return state, cgroups
+
+
+def test_the_node_cgroups_are_those_the_nodes_launch_files_name(tmp_path, monkeypatch):
+    pools = _pools()
+    state, cgroups = _nodes(tmp_path)
+    monkeypatch.setattr(pools, "CPU_CGROUPS", tmp_path / "cpu")
+    assert pools.node_cgroups(state) == cgroups
+
+
+def test_node_cgroups_weigh_the_shares_given_for_the_block_and_what_they_did_after(tmp_path):
+    pools = _pools()
+    _, cgroups = _nodes(tmp_path, ("1024", "2048"))
+    with pools.node_cpu_shares(8192, cgroups) as weights:
+        assert weights == [8192]
+        assert [(c / "cpu.shares").read_text() for c in cgroups] == ["8192", "8192"]
+    assert [(c / "cpu.shares").read_text().strip() for c in cgroups] == ["1024", "2048"]
+    with pytest.raises(ValueError), pools.node_cpu_shares(8192, cgroups):
+        raise ValueError("the run failed")
+    assert [(c / "cpu.shares").read_text().strip() for c in cgroups] == ["1024", "2048"]
+
+
+def test_no_shares_given_changes_nothing_and_says_the_weights_the_run_has(tmp_path):
+    pools = _pools()
+    _, cgroups = _nodes(tmp_path, ("1024", "1024"))
+    with pools.node_cpu_shares(None, cgroups) as weights:
+        assert weights == [1024]
+    with pools.node_cpu_shares(None, []) as weights:   # no real nodes (the node agent): nothing to say
+        assert weights == []
+
+
+def test_shares_given_without_a_node_cgroup_are_refused(tmp_path):
+    with pytest.raises(RuntimeError, match="no devcluster node cgroup"), _pools().node_cpu_shares(8192, []):
+        pass
+
+
+@pytest.mark.parametrize("shares, refused", [(None, False), (2, False), (262144, False), (1, True), (262145, True),
+                                             (0, True), (-5, True)])
+def test_node_cpu_shares_are_within_cgroup_v1s_bounds(shares, refused):
+    assert (_pools().cpu_shares_refused(shares) is not None) == refused
