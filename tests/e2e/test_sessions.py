@@ -201,3 +201,36 @@ def test_a_command_that_reads_part_of_its_stdin_returns_when_it_exits(operator_p
             session.write_file("src", b"x" * 1_000_000, timeout=20)
         assert time.monotonic() - started < 15
         assert session.run("true").ok
+
+
+def test_nothing_the_agent_left_running_changes_the_workspace_after_end(operator_process, namespace):
+    """Two processes an agent's command leaves behind (env -i, setsid: no stop marker finds them):
+    one waits for the hold to end, then writes its answer over and over; the other takes the FIFO's
+    place to catch an end's line. A line on the FIFO ended the session, and both got their answer
+    in before the launcher's kill (a hostile review's attack: reward 1.0 for the agent's 42 where
+    the trainer left 7). end() now kills them with the hold: the verifier grades 7."""
+    claim = naming.CLAIM_MOUNT_PATH
+    racer = (f'c={claim}; read -r h < "$c/session-hold"; while [ -e "/proc/$h" ]; do :; done; '
+             'while :; do echo 42 1<> /workspace/answer.txt; done')
+    thief = (f'c={claim}; mv "$c/session-end" "$c/.real" && mkfifo "$c/session-end" && '
+             'read -r l < "$c/session-end"; echo 42 > /workspace/answer.txt; printf "end\\n" > "$c/.real"')
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("lpool")
+    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
+    wait_ready(client, pool, 1)
+    try:
+        with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                                  episode_timeout_seconds=120) as batch:
+            session = batch.session(0, timeout=60)
+            for left in (racer, thief):
+                assert session.run(f"nohup env -i setsid /bin/sh -c '{left}' > /dev/null 2>&1 &", timeout=15).ok
+            time.sleep(1)
+            session.write_file("answer.txt", b"7\n")                # the trainer's last word
+            assert session.read_file("answer.txt") == b"7\n"
+            session.end()
+            batch.wait(timeout=240)
+            row = {r["index"]: r for r in results(batch.name, namespace)["pods"]}[0]
+            batch.handle.delete(wait=False)
+    finally:
+        client.delete_pool(pool, wait=False)
+    assert (row.get("extra") or {}).get("answer") == "7" and row.get("reward") == 0.0, row

@@ -661,14 +661,14 @@ def test_the_async_client_opens_runs_and_ends_sessions_alike(api, tmp_path):
 # --- from an attack review: what the session's own commands say is not trusted (each failed before) ----
 @pytest.mark.parametrize("said", [core_sessions.ENDED, core_sessions.ALREADY_ENDED])
 def test_an_end_is_confirmed_by_the_pod_not_by_what_the_sandbox_said(api, monkeypatch, said):
-    """The session's commands can take the end's line from the FIFO or forge the hold's marker:
-    an end the pod does not confirm (its agent container still runs) is an error, bounded."""
+    """Whatever the end says (the session's commands can forge the hold's marker), an end the pod
+    does not confirm (its agent container still runs) is an error, bounded."""
     monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0)
     api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(said, b"", b""))
     session = batch.session(0)
-    with pytest.raises(sdk.SessionError, match="did not end: its own commands"):
+    with pytest.raises(sdk.SessionError, match="did not end: its agent container still runs"):
         session.end()
 
 

@@ -42,9 +42,9 @@ _HOLD = ('c={claim}; {tools}mkfifo "$c/{fifo}" || exit 1; '
          'read -r line < "$c/{fifo}"; : > "$c/{ended}"; exit 0')
 
 # Whether the hold still runs: its recorded process is there and no zombie. A command of the
-# session that exits 137 was killed by the session's end (the deadline's watchdog, or end()) only
-# once the hold had ended: the agent launcher reaps the hold, then `kill -KILL -1`s what is left
-# (core.launchers). So a 137 while the hold runs is the command's own (an OOM kill, `kill -9 $$`).
+# session that exits 137 was killed by the session's end only with the hold or once it had ended:
+# end() kills them in one sweep; at the deadline the agent launcher reaps the hold its watchdog
+# killed, then `kill -KILL -1`s what is left (core.launchers). So a 137 while the hold runs is the command's own (an OOM kill, `kill -9 $$`).
 # The file is the session's to write too: a process it names must not be PID 1, the launcher,
 # which outlives `kill -KILL -1` (a sandbox writing 1 there made a command the deadline cut off
 # read as its own 137); any other process is gone once the session's end killed what was left.
@@ -52,13 +52,21 @@ _HOLDING = ('c={claim}; read -r p < "$c/{pid}" || exit 1; case "$p" in ""|*[!0-9
             'read -r s < "/proc/$p/stat" || exit 1; case "${{s##*) }}" in [ZX]*) exit 1;; esac; exit 0')
 
 # The hold may not have started when the delivery is annotated (the launcher sources its script
-# after the exec that signals it): wait for the FIFO, bounded. The session's own commands run as
-# the hold's user in its directory (they can take the line, remove the FIFO, forge the marker):
-# nothing the end says is taken on trust, the SDK confirms the end by the pod's status.
+# after the exec that signals it): wait for the FIFO, bounded. Then the end kills every process of
+# the container but its PID 1 (the launcher) and itself, the hold among them (`kill -1`, the
+# shell's own: all stopped first, so none sees another die and acts before its own kill lands;
+# killed twice, for a process forked meanwhile), so the workspace the verifier grades is the one
+# the trainer left: a line written to the FIFO let a process the session's commands left running
+# write on until the launcher's own kill, and let one of them take the line first, rewrite the
+# workspace and pass the line on. The hold's exit code is then the kill's (137), which no verdict
+# grades. The session's own commands run as the hold's user in its directory (they can remove
+# the FIFO or forge the marker): nothing the end says is taken on trust, the SDK confirms the end
+# by the pod's status.
 _END = ('c={claim}; n=0; while [ ! -p "$c/{fifo}" ]; do n=$((n+1)); '
         '[ "$n" -gt {tries} ] && {{ echo "no session FIFO in this container" >&2; exit {not_holding}; }}; '
         '{tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done; '
-        '[ -e "$c/{ended}" ] && exit {already}; printf \'end\\n\' > "$c/{fifo}"')
+        'a=0; [ -e "$c/{ended}" ] && a={already}; kill -STOP -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
+        'kill -KILL -1 2>/dev/null; exit $a')
 
 
 def _format(template: str, claim_dir: str, tries: int = END_WAIT_TRIES) -> str:
@@ -78,8 +86,10 @@ def is_hold_command(command: object) -> bool:
 
 
 def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_TRIES) -> list[str]:
-    """The exec that ends a session: its exit code is ENDED, ALREADY_ENDED or NOT_HOLDING (no FIFO
-    after ``tries`` waits of 0.1 s)."""
+    """The exec that ends a session by killing every process of its container but PID 1 (run it
+    only in a container, or a PID namespace of its own): its exit code is ENDED, ALREADY_ENDED
+    (the hold's marker was there: it had ended, or the session forged it) or NOT_HOLDING (no FIFO
+    after ``tries`` waits of 0.1 s; nothing killed)."""
     return ["/bin/sh", "-c", _format(_END, claim_dir, tries), "rolloutbatch-end"]
 
 

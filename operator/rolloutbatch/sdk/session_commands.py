@@ -409,9 +409,10 @@ class SessionCore:
 
 
 def end_target(target: SessionTarget) -> Op:
-    """Write the hold's line. The launcher kills every process left once the hold exited, the end's
-    own exec among them at times (exit 137, or no exit code), before the kubelet reports the agent
-    container ended: such an end is taken as done once the pod says so, within END_SETTLE_SECONDS."""
+    """Kill every process of the session's container but its launcher, the hold among them
+    (core.sessions.end_command). The launcher then kills what is left, the end's own exec among
+    them at times (exit 137, or no exit code), before the kubelet reports the agent container
+    ended: such an end is taken as done once the pod says so, within END_SETTLE_SECONDS."""
     said = ""
     try:
         result = yield from _exec(target, sessions.end_command(), "ending the session", timeout=END_TIMEOUT,
@@ -421,7 +422,7 @@ def end_target(target: SessionTarget) -> Op:
         raise            # not an end: the episode runs again elsewhere
     except SessionOver:
         return
-    except (SessionError, Unavailable, TimedOut) as exc:   # TimedOut: its own commands can hold the FIFO's line
+    except (SessionError, Unavailable, TimedOut) as exc:   # TimedOut: a node that does not answer
         code, said = None, str(exc)
     if code == sessions.NOT_HOLDING and (yield from _over(target)) is None:
         raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} cannot be ended: its session's "
@@ -434,8 +435,8 @@ def end_target(target: SessionTarget) -> Op:
         if time.monotonic() >= settle:
             if code in (sessions.ENDED, sessions.ALREADY_ENDED):
                 raise SessionError(f"the session of episode {target.index} of RolloutBatch {target.batch} did not "
-                                   "end: its own commands took the end's line or forged its marker; it holds "
-                                   "until episodeTimeoutSeconds")
+                                   "end: its agent container still runs after the end killed its processes; it "
+                                   "holds until episodeTimeoutSeconds")
             raise SessionError(f"ending the session of episode {target.index} of RolloutBatch {target.batch} "
                                f"failed (exit code {code}): {said}")
         yield Sleep(POLL_SECONDS)

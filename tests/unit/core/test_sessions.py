@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import shlex
 import subprocess
 import time
 
@@ -33,10 +35,10 @@ def _wait_for(check, seconds: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _hold(tmp_path, timeout: int = 30):
+def _hold(tmp_path, timeout: int = 30, handed_over: bool = True):
     """A pool pod's agent launcher, warm, then handed the hold as its episode (as the operator
-    hands a session batch's episode): the launcher, its claim dir, message file, stdout file, and
-    the time it was handed over (the claim)."""
+    hands a session batch's episode; not with ``handed_over`` False: _hand_over_the_hold): the
+    launcher, its claim dir, message file, stdout file, and the time it was handed over (the claim)."""
     claim, message, out = tmp_path / "claim", tmp_path / "agent-message", tmp_path / "stdout"
     claim.mkdir(exist_ok=True)
     message.write_text("")
@@ -45,14 +47,42 @@ def _hold(tmp_path, timeout: int = 30):
                                     env={**os.environ, "EPISODE_ID": POD}, stdout=stdout)
     _wait_for((claim / "warm").exists)
     claimed = time.time()
-    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, tuple(sessions.hold_command(str(claim))),
-                                                                timeout_seconds=timeout))
-    assert hand_over(claim, script)
+    if handed_over:
+        assert _hand_over_the_hold(claim, timeout)
     return proc, claim, message, out, claimed
 
 
-def _end(claim, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(sessions.end_command(str(claim), **kw), capture_output=True, timeout=30)
+def _hand_over_the_hold(claim, timeout: int = 30) -> bool:
+    script = pool_delivery.episode_script(pool_delivery.Episode("b", 0, 1, tuple(sessions.hold_command(str(claim))),
+                                                                timeout_seconds=timeout))
+    return hand_over(claim, script)
+
+
+def _pid_one(launcher: subprocess.Popen) -> int:
+    """The host's id of the launcher's shell: PID 1 of the namespace `unshare` made for it."""
+    _wait_for(lambda: (pathlib.Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()))
+    return int(pathlib.Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()[0])
+
+
+def _in_its_container(launcher: subprocess.Popen | None, argv: list[str]) -> list[str]:
+    """``argv`` run as an exec into the launcher's container runs: in its PID namespace (and the
+    mount namespace whose /proc is that namespace's), where the end's `kill -KILL -1` reaches only
+    the launcher's processes; with no launcher, in a PID namespace of its own. Never on the host:
+    there `kill -1` would reach every process of the test's user."""
+    if launcher is None:
+        return ["unshare", "-p", "-f", "--mount-proc", *argv]
+    return ["nsenter", "-t", str(_pid_one(launcher)), "-p", "-m", "--", *argv]
+
+
+# The end's own exec, still running when the launcher has reaped the hold it killed, is killed by
+# the launcher's `kill -KILL -1` at times, as in a pod (the SDK then confirms the end by the pod);
+# nsenter ends with the signal its child died of.
+KILLED = -9
+
+
+def _end(claim, launcher: subprocess.Popen | None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(_in_its_container(launcher, sessions.end_command(str(claim), **kw)), capture_output=True,
+                          timeout=30)
 
 
 def _verdict(out, message, claimed: float):
@@ -77,12 +107,11 @@ def test_the_hold_prints_its_ready_event_and_ends_on_a_line(tmp_path) -> None:
     assert ready is not None and ready.kind == "ready" and ready.episode_id == POD
     assert claimed - 0.01 <= ready.at <= time.time()
 
-    ended = _end(claim)
-    assert ended.returncode == sessions.ENDED, ended.stderr
+    ended = _end(claim, proc)
+    assert ended.returncode in (sessions.ENDED, KILLED), ended.stderr
     assert proc.wait(timeout=20) == 0
-    assert split_agent_record(message.read_text())[1] == {"exit_code": 0, "timed_out": False}
-    # a second end says it had ended (in a pod the agent container is gone by then: exec fails)
-    assert _end(claim).returncode == sessions.ALREADY_ENDED
+    # the hold killed with the rest: its 137 is the record's, and no verdict grades it
+    assert split_agent_record(message.read_text())[1] == {"exit_code": 137, "timed_out": False}
 
     result = _verdict(out, message, claimed)
     assert result.outcome == v.OUTCOME_SUCCEEDED and result.reward == 1
@@ -102,19 +131,19 @@ def test_a_session_nobody_ends_is_stopped_at_its_deadline_visibly(tmp_path) -> N
 
 @needs_pid_namespace
 def test_an_end_sent_before_the_hold_started_waits_for_it(tmp_path) -> None:
-    claim = tmp_path / "claim"
-    claim.mkdir()
-    early = subprocess.Popen(sessions.end_command(str(claim)), stderr=subprocess.PIPE)
+    proc, claim, message, _, _ = _hold(tmp_path, handed_over=False)
+    early = subprocess.Popen(_in_its_container(proc, sessions.end_command(str(claim))), stderr=subprocess.PIPE)
     time.sleep(0.3)                                  # the delivery comes later
-    proc, claim, message, _, _ = _hold(tmp_path)
-    assert early.wait(timeout=30) == sessions.ENDED
+    assert _hand_over_the_hold(claim)
+    assert early.wait(timeout=30) in (sessions.ENDED, KILLED)
     assert proc.wait(timeout=20) == 0
     assert split_agent_record(message.read_text())[1]["timed_out"] is False
 
 
+@needs_pid_namespace
 def test_an_end_where_no_session_holds_says_so(tmp_path) -> None:
     started = time.monotonic()
-    ended = _end(tmp_path, tries=2)
+    ended = _end(tmp_path, None, tries=2)
     assert ended.returncode == sessions.NOT_HOLDING and b"no session FIFO" in ended.stderr
     assert time.monotonic() - started < 5
 
@@ -174,14 +203,47 @@ def test_a_file_of_the_longest_name_a_file_system_takes_is_written(tmp_path) -> 
 
 # -- from an attack review: the session's own commands are untrusted (each failed before) ---------
 @needs_pid_namespace
-def test_a_forged_end_marker_says_already_ended_and_the_sdk_checks_the_pod(tmp_path) -> None:
-    """The end command cannot tell a forged marker from the hold's; it says ALREADY_ENDED, and the
-    SDK confirms by the pod (tests/unit/test_sdk_sessions.py), which still holds here."""
+def test_a_forged_end_marker_keeps_no_session_from_its_end(tmp_path) -> None:
+    """The end command cannot tell a forged marker from the hold's; it says ALREADY_ENDED (the SDK
+    confirms an end by the pod: tests/unit/test_sdk_sessions.py), and ends the session all the same."""
     proc, claim, _, _, _ = _hold(tmp_path, timeout=30)
     _wait_for((claim / sessions.END_FIFO).is_fifo)
     (claim / sessions.ENDED_FILE).write_text("")
-    assert _end(claim).returncode == sessions.ALREADY_ENDED
-    assert proc.poll() is None
+    assert _end(claim, proc).returncode in (sessions.ALREADY_ENDED, KILLED)
+    assert proc.wait(timeout=20) == 0
+
+
+# A process a session's command left behind, as an agent that wants the last word would leave it:
+# its environment cleared and a session of its own (the stop marker does not find it), it waits
+# for the hold to end, then writes the answer as often as it can. The second takes the end's
+# line from the FIFO first (moved aside, a FIFO of its own in its place), rewrites the answer,
+# then passes the line on.
+_SPINNER = ('exec env -i setsid sh -c \'read -r h < "$0/session-hold"; while [ -e "/proc/$h" ]; do :; done; '
+            'while :; do echo 42 1<> "$1"; done\' {claim} {answer} > /dev/null 2>&1 < /dev/null &')
+_THIEF = ('exec env -i setsid sh -c \'c=$0; mv "$c/session-end" "$c/.real" && mkfifo "$c/session-end" && '
+          'read -r l < "$c/session-end"; echo 42 > "$1"; printf "end\\n" > "$c/.real"\' {claim} {answer} '
+          '> /dev/null 2>&1 < /dev/null &')
+
+
+@needs_pid_namespace
+@pytest.mark.parametrize("left", [_SPINNER, _THIEF], ids=["spinner", "fifo-thief"])
+def test_nothing_the_session_left_running_writes_after_its_end(tmp_path, left) -> None:
+    """A line on the FIFO ended the hold, and the launcher's own kill came only after it had reaped
+    the hold and its watchdog: a spinning writer got its answer in between every time, and a
+    thief of the line rewrote the workspace before the hold saw it (the verifier graded 42 where
+    the trainer left 7). The end now kills every process but the launcher before it returns."""
+    proc, claim, message, _, _ = _hold(tmp_path, timeout=30)
+    _wait_for((claim / sessions.END_FIFO).is_fifo)
+    answer = tmp_path / "answer.txt"
+    command = left.format(claim=shlex.quote(str(claim)), answer=shlex.quote(str(answer)))
+    assert subprocess.run(_in_its_container(proc, ["/bin/sh", "-c", command]), timeout=10).returncode == 0
+    time.sleep(0.3)                                  # the spinner spins; the thief waits for the line
+    answer.write_text("7\n")                        # the trainer's last word
+    assert _end(claim, proc).returncode in (sessions.ENDED, KILLED)
+    assert proc.wait(timeout=20) == 0
+    time.sleep(0.3)
+    assert answer.read_text() == "7\n"
+
 
 
 def test_a_file_is_never_written_into_a_directory_of_its_name(tmp_path) -> None:
@@ -326,23 +388,21 @@ def test_two_writes_of_one_path_that_overlap_each_land_whole(tmp_path) -> None:
 
 
 
+@needs_pid_namespace
 def test_the_hold_and_its_end_find_their_tools_whatever_path_the_batch_sets(tmp_path):
     """A session batch's spec.env may set PATH to the agent's own directories (PATH=/opt/venv/bin):
     the hold's mkfifo and date, and the end's sleep, are found in the standard directories first
-    (the hold could not make its FIFO: no session opened)."""
+    (the hold could not make its FIFO: no session opened). Both run in a PID namespace of their
+    own, the shell that starts them its PID 1 (the end kills all but PID 1)."""
     env = {"PATH": "/opt/venv/bin", "EPISODE_ID": "pod-0"}
-    hold = subprocess.Popen([*sessions.hold_command(str(tmp_path))], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        ready = parse_line(hold.stdout.readline())
-        assert ready is not None and ready.kind == "ready" and ready.at is not None, hold.stderr.read()
-        end = subprocess.run(sessions.end_command(str(tmp_path)), env=env, capture_output=True, timeout=30)
-        assert end.returncode == sessions.ENDED, end.stderr
-        assert hold.wait(timeout=30) == 0
-    finally:
-        if hold.poll() is None:
-            os.killpg(hold.pid, 9)
-            hold.wait()
+    script = (f'{shlex.join(sessions.hold_command(str(tmp_path)))} & h=$!; '
+              f'{shlex.join(sessions.end_command(str(tmp_path)))}; e=$?; wait $h; echo "end $e hold $?"')
+    done = subprocess.run(["/usr/bin/unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script], env=env,
+                          capture_output=True, timeout=30)
+    lines = done.stdout.decode().splitlines()
+    ready = parse_line(lines[0].encode())
+    assert ready is not None and ready.kind == "ready" and ready.at is not None, done.stderr
+    assert lines[-1] == f"end {sessions.ENDED} hold 137", (lines, done.stderr)
 
 
 def test_holding_says_whether_the_hold_still_runs(tmp_path):
