@@ -44,7 +44,8 @@ _HOLD = ('c={claim}; {tools}mkfifo "$c/{fifo}" || exit 1; '
 # Whether the hold still runs: its recorded process is there and no zombie. A command of the
 # session that exits 137 was killed by the session's end only with the hold or once it had ended:
 # end() kills them in one sweep; at the deadline the agent launcher reaps the hold its watchdog
-# killed, then `kill -KILL -1`s what is left (core.launchers). So a 137 while the hold runs is the command's own (an OOM kill, `kill -9 $$`).
+# killed, then `kill -KILL -1`s what is left (core.launchers). So a 137 while the hold runs is the
+# command's own (an OOM kill, `kill -9 $$`).
 # The file is the session's to write too: a process it names must not be PID 1, the launcher,
 # which outlives `kill -KILL -1` (a sandbox writing 1 there made a command the deadline cut off
 # read as its own 137); any other process is gone once the session's end killed what was left.
