@@ -234,3 +234,33 @@ def test_nothing_the_agent_left_running_changes_the_workspace_after_end(operator
     finally:
         client.delete_pool(pool, wait=False)
     assert (row.get("extra") or {}).get("answer") == "7" and row.get("reward") == 0.0, row
+
+
+def test_an_end_whose_fifo_the_agent_removed_still_ends_the_session(operator_process, namespace):
+    """An agent's command removes the end's FIFO and leaves behind a writer that waits for the hold
+    to end: the end found no FIFO, said so and killed nothing, the hold ran to the episode's
+    deadline and the writer then wrote its 42. The end now kills all the same; end() returns once
+    the pod says the agent ended, and the verifier grades the trainer's 7."""
+    claim = naming.CLAIM_MOUNT_PATH
+    racer = (f'c={claim}; read -r h < "$c/session-hold"; while [ -e "/proc/$h" ]; do :; done; '
+             'while :; do echo 42 1<> /workspace/answer.txt; done')
+    remover = f"rm -f {claim}/session-end; nohup env -i setsid /bin/sh -c '{racer}' > /dev/null 2>&1 &"
+    client = Client(str(kubeconfig_path()), namespace=namespace)
+    pool = unique("rpool")
+    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
+    wait_ready(client, pool, 1)
+    try:
+        with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
+                                  episode_timeout_seconds=300) as batch:
+            session = batch.session(0, timeout=60)
+            assert session.run(remover, timeout=15).ok
+            session.write_file("answer.txt", b"7\n")                # the trainer's last word
+            started = time.monotonic()
+            session.end()
+            assert time.monotonic() - started < 60          # not at the deadline, 300 s away
+            batch.wait(timeout=240)
+            row = {r["index"]: r for r in results(batch.name, namespace)["pods"]}[0]
+            batch.handle.delete(wait=False)
+    finally:
+        client.delete_pool(pool, wait=False)
+    assert (row.get("extra") or {}).get("answer") == "7" and row.get("reward") == 0.0, row

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
+import threading
 import time
 
 import pytest
@@ -460,12 +461,29 @@ def test_an_end_that_the_launcher_killed_still_ended_the_session(api, monkeypatc
         batch.session(1).end()
 
 
-def test_an_end_where_nothing_holds_is_an_error(api):
+def test_an_end_where_nothing_holds_and_nothing_ends_is_an_error(api, monkeypatch):
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 0.2)
     batch = open_sessions(api)
     pod = put_pod(api, batch.handle, 0)
     api.set_exec(POOL_NS, pod, lambda command, stdin: ExecResult(core_sessions.NOT_HOLDING, b"", b"no session"))
     with pytest.raises(sdk.SessionError, match="cannot be ended: its session.s end FIFO is gone"):
         batch.session(0).end()
+
+
+def test_an_end_whose_fifo_the_session_removed_ends_it_once_the_pod_says_so(api, monkeypatch):
+    """The end kills the session's processes even when its FIFO is gone (core.sessions): the
+    kubelet reports the agent container ended a moment later, and end() returns."""
+    monkeypatch.setattr(session_commands, "END_SETTLE_SECONDS", 5)
+    batch = open_sessions(api)
+    pod = put_pod(api, batch.handle, 0)
+
+    def removed(command, stdin):
+        threading.Timer(0.3, set_agent, (api, pod), {"terminated": True}).start()
+        return ExecResult(core_sessions.NOT_HOLDING, b"", b"no session FIFO in this container")
+    api.set_exec(POOL_NS, pod, removed)
+    session = batch.session(0)
+    session.end()
+    assert session.ended
 
 
 def test_leaving_the_batch_ends_every_session_still_holding(api, tmp_path):

@@ -24,7 +24,8 @@ from rolloutbatch.core.model import valid_session_stats
 END_FIFO = "session-end"          # a line written here ends the session
 ENDED_FILE = "session-ended"      # left by the hold once it read that line
 HOLD_PID_FILE = "session-hold"    # the hold's process id (holding_command asks whether it lives)
-# Exit codes of end_command: the hold ended now, had ended already, or never started in time.
+# Exit codes of end_command: the hold ended now, had ended already, or had no FIFO (removed, or
+# the hold never started in time).
 ENDED, ALREADY_ENDED, NOT_HOLDING = 0, 4, 3
 END_WAIT_TRIES = 100              # end_command waits up to this many 0.1 s for the FIFO
 
@@ -62,11 +63,12 @@ _HOLDING = ('c={claim}; read -r p < "$c/{pid}" || exit 1; case "$p" in ""|*[!0-9
 # workspace and pass the line on. The hold's exit code is then the kill's (137), which no verdict
 # grades. The session's own commands run as the hold's user in its directory (they can remove
 # the FIFO or forge the marker): nothing the end says is taken on trust, the SDK confirms the end
-# by the pod's status.
-_END = ('c={claim}; n=0; while [ ! -p "$c/{fifo}" ]; do n=$((n+1)); '
-        '[ "$n" -gt {tries} ] && {{ echo "no session FIFO in this container" >&2; exit {not_holding}; }}; '
-        '{tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done; '
-        'a=0; [ -e "$c/{ended}" ] && a={already}; kill -STOP -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
+# by the pod's status. A FIFO still missing after the wait was removed by them (the hold has long
+# started): the end kills all the same, or what they left running wrote on until the deadline.
+_END = ('c={claim}; n=0; a=0; while [ ! -p "$c/{fifo}" ]; do n=$((n+1)); '
+        '[ "$n" -gt {tries} ] && {{ echo "no session FIFO in this container: its processes killed all the same" >&2; '
+        'a={not_holding}; break; }}; {tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done; '
+        '[ "$a" = 0 ] && [ -e "$c/{ended}" ] && a={already}; kill -STOP -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
         'kill -KILL -1 2>/dev/null; exit $a')
 
 
@@ -90,7 +92,8 @@ def end_command(claim_dir: str = naming.CLAIM_MOUNT_PATH, tries: int = END_WAIT_
     """The exec that ends a session by killing every process of its container but PID 1 (run it
     only in a container, or a PID namespace of its own): its exit code is ENDED, ALREADY_ENDED
     (the hold's marker was there: it had ended, or the session forged it) or NOT_HOLDING (no FIFO
-    after ``tries`` waits of 0.1 s; nothing killed)."""
+    after ``tries`` waits of 0.1 s: the session removed it, or the hold never started; killed all
+    the same)."""
     return ["/bin/sh", "-c", _format(_END, claim_dir, tries), "rolloutbatch-end"]
 
 

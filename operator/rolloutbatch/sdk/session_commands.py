@@ -424,15 +424,16 @@ def end_target(target: SessionTarget) -> Op:
         return
     except (SessionError, Unavailable, TimedOut) as exc:   # TimedOut: a node that does not answer
         code, said = None, str(exc)
-    if code == sessions.NOT_HOLDING and (yield from _over(target)) is None:
-        raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} cannot be ended: its session's "
-                           "end FIFO is gone (its own commands removed it, or it runs something other than the "
-                           "hold); it holds until episodeTimeoutSeconds")
     # Confirmed by the pod, whatever the end said: the session's own commands can take the FIFO's
-    # line or forge the hold's marker.
+    # line, forge the hold's marker or remove the FIFO (the end then kills all the same).
     settle = time.monotonic() + END_SETTLE_SECONDS
     while (yield from _over(target)) is None:
         if time.monotonic() >= settle:
+            if code == sessions.NOT_HOLDING:
+                raise SessionError(f"episode {target.index} of RolloutBatch {target.batch} cannot be ended: its "
+                                   "session's end FIFO is gone and its agent container still runs after the end "
+                                   "killed its processes (the hold never started, or it runs something other than "
+                                   "the hold); it holds until episodeTimeoutSeconds")
             if code in (sessions.ENDED, sessions.ALREADY_ENDED):
                 raise SessionError(f"the session of episode {target.index} of RolloutBatch {target.batch} did not "
                                    "end: its agent container still runs after the end killed its processes; it "

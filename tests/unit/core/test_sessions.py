@@ -246,6 +246,31 @@ def test_nothing_the_session_left_running_writes_after_its_end(tmp_path, left) -
 
 
 
+# The spinner's kind, after it removed the end's FIFO: the end waited for it, said NOT_HOLDING and
+# killed nothing, and the spinner wrote on until the episode's deadline.
+_REMOVER = ('rm -f {claim}/session-end; exec env -i setsid sh -c \'while :; do echo 42 1<> "$0"; done\' {answer} '
+            '> /dev/null 2>&1 < /dev/null &')
+
+
+@needs_pid_namespace
+def test_an_end_whose_fifo_the_session_removed_kills_all_the_same(tmp_path) -> None:
+    proc, claim, message, _, _ = _hold(tmp_path, timeout=30)
+    _wait_for((claim / sessions.END_FIFO).is_fifo)
+    answer = tmp_path / "answer.txt"
+    command = _REMOVER.format(claim=shlex.quote(str(claim)), answer=shlex.quote(str(answer)))
+    assert subprocess.run(_in_its_container(proc, ["/bin/sh", "-c", command]), timeout=10).returncode == 0
+    _wait_for(answer.exists)
+    ended = _end(claim, proc, tries=2)
+    assert ended.returncode in (sessions.NOT_HOLDING, KILLED)
+    assert ended.returncode == KILLED or b"killed all the same" in ended.stderr
+    assert proc.wait(timeout=20) == 0                # ended now, not at the deadline 30 s away
+    answer.write_text("7\n")                         # nothing of the session's writes after this
+    time.sleep(0.3)
+    assert answer.read_text() == "7\n"
+    assert split_agent_record(message.read_text())[1] == {"exit_code": 137, "timed_out": False}
+
+
+
 def test_a_file_is_never_written_into_a_directory_of_its_name(tmp_path) -> None:
     (tmp_path / "out").mkdir()
     done = _sh(sessions.write_file_command("out", 3), tmp_path, b"abc")
