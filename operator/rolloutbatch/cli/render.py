@@ -57,6 +57,13 @@ SUMMARY_FIELDS: tuple[tuple[str, str], ...] = (
     ("batch_to_all_rewards_seconds", "batchToAllRewardsSeconds"),
     ("client_job_complete_seconds", "jobCompleteSeconds"),
 )
+# A pooled batch's claim figures, shown only for a batch with a pool.
+POOL_SUMMARY_FIELDS: tuple[tuple[str, str], ...] = (
+    ("pool_hits", "pool.hits"),
+    ("pool_misses", "pool.misses"),
+    ("claim_p50_seconds", "pool.claimSeconds.p50"),
+    ("claim_p95_seconds", "pool.claimSeconds.p95"),
+)
 
 
 # A path's parts: a key, or a key and the JSONPath filter of a printer column that picks the item
@@ -173,7 +180,8 @@ def summary(status: Mapping | None, document: Mapping | None = None) -> dict[str
     """The guide's metric names -> values, from status (the results document fills gaps)."""
     status, document = status or {}, document or {}
     out: dict[str, Any] = {}
-    for name, path in SUMMARY_FIELDS:
+    pooled = "pool" in status or "pool_hits" in document
+    for name, path in (*SUMMARY_FIELDS, *(POOL_SUMMARY_FIELDS if pooled else ())):
         value = dig(status, path)
         if value is None:
             value = document.get(name)

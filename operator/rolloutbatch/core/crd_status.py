@@ -90,6 +90,17 @@ def status_schema() -> Schema:
                     "p95": _seconds("95th percentile seconds (pod_to_ready_p95_seconds)."),
                     "max": _seconds("Slowest, seconds (pod_to_ready_max_seconds)."),
                 }),
+            "pool": obj(
+                "spec.poolRef: the episodes handed over so far on a claimed warm pod (hits) and on a cold pod of "
+                "the pool's template (misses), and the hits' claim -> hand-over seconds (linear-interpolated "
+                "percentiles; each episode's is its row's pool.claim_seconds). Absent for a batch without a pool.", {
+                    "hits": integer("Episodes that ran on a claimed warm pod (pool_hits).", minimum=0),
+                    "misses": integer("Episodes that ran on a cold pod (pool_misses).", minimum=0),
+                    "claimSeconds": obj("A warm pod's claim -> its episode handed over.", {
+                        "p50": _seconds("Median seconds (claim_p50_seconds)."),
+                        "p95": _seconds("95th percentile seconds (claim_p95_seconds)."),
+                    }),
+                }),
             "nodes": obj("Node name -> episodes placed there.", values=integer(minimum=0)),
             "imageIDs": array("Image digests the episodes actually ran.", string()),
             "startTime": date_time("When the operator started the batch."),

@@ -226,6 +226,24 @@ def _time(row: Mapping, key: str) -> float | None:
     return number
 
 
+def pool_claim(hit: bool, seconds: object) -> dict | None:
+    """A pooled episode's claim as its row holds it: a warm pod claimed (a hit) or a cold pod made
+    (a miss), and the seconds from that to its episode's hand-over (never below 0: the two times
+    are two writers' clocks); None for seconds that are no finite number."""
+    value = finite(seconds)
+    return None if value is None else {"hit": bool(hit), "claim_seconds": _r(max(0.0, value))}
+
+
+def valid_pool_claim(value: object) -> dict | None:
+    """``value`` if it is exactly what pool_claim makes (a row read back), else None."""
+    if not isinstance(value, Mapping) or set(value) != {"hit", "claim_seconds"}:
+        return None
+    hit, seconds = value["hit"], value["claim_seconds"]
+    if type(hit) is not bool or isinstance(seconds, bool) or finite(seconds) is None or seconds < 0:
+        return None
+    return pool_claim(hit, float(seconds))
+
+
 def _agent(value: object) -> dict:
     """The ``agent`` object of a row, checked field by field (a restart reads it back)."""
     if not isinstance(value, Mapping):
@@ -264,6 +282,7 @@ class EpisodeResult:
     channel: str | None = None       # where the reward came from: vocabulary.CHANNELS
     agent: dict | None = None        # with spec.verifier: exit_code, timed_out, output_tail, channel
     session: dict | None = None      # a trainer-driven session's stats (valid_session_stats)
+    pool: dict | None = None         # spec.poolRef: {hit, claim_seconds} (pool_claim), once handed over
 
     def __post_init__(self) -> None:
         # Held as its row holds it, the one rounding: the live summary's percentiles must be
@@ -330,6 +349,8 @@ class EpisodeResult:
             row["agent"] = dict(self.agent)
         if self.session is not None:
             row["session"] = dict(self.session)
+        if self.pool is not None:
+            row["pool"] = dict(self.pool)
         return row
 
     @classmethod
@@ -371,8 +392,13 @@ class EpisodeResult:
             session = valid_session_stats(session)
             if session is None:
                 raise ValueError("session must be {commands, command_seconds} within their bounds")
+        pool = row.get("pool")
+        if pool is not None:
+            pool = valid_pool_claim(pool)
+            if pool is None:
+                raise ValueError("pool must be {hit, claim_seconds}: a boolean and a non-negative number")
         return cls(
-            channel=channel, agent=agent, session=session,
+            channel=channel, agent=agent, session=session, pool=pool,
             index=index, pod=_text(row, "pod", ""), node=_text(row, "node"), image_id=_text(row, "image_id"),
             outcome=outcome, reason=_text(row, "reason"), message=_text(row, "message", ""), reward=reward,
             pod_created=_time(row, "pod_created"), ready_at=_time(row, "ready_at"),
@@ -423,6 +449,12 @@ class Summary:
     nodes: dict[str, int]
     image_ids: tuple[str, ...]
     stopped: int = 0           # cut off by spec.stop: final, but not finished (core.stopping)
+    # spec.poolRef: episodes handed over on a claimed warm pod (hits) or a cold one (misses), and
+    # the hits' claim -> hand-over seconds
+    pool_hits: int = 0
+    pool_misses: int = 0
+    claim_p50: float | None = None
+    claim_p95: float | None = None
 
     @property
     def finished(self) -> int:

@@ -127,6 +127,9 @@ def results_document(*, ref: BatchRef, spec: BatchSpec | None, summary: Summary,
         "image_ids": list(summary.image_ids),
         "origin": origin,
     }
+    if summary.pool_hits or summary.pool_misses:
+        document.update(pool_hits=summary.pool_hits, pool_misses=summary.pool_misses,
+                        claim_p50_seconds=summary.claim_p50, claim_p95_seconds=summary.claim_p95)
     k = spec.samples_per_input if spec is not None else 1
     if spec is not None:
         document.update(image=spec.image, runtime=spec.runtime_class_name, parallelism=spec.parallelism)

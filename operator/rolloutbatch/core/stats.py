@@ -67,6 +67,8 @@ class RunningSummary:
         self._all_rewards: float | None = None
         self._nodes: Counter[str] = Counter()
         self._images: list[str] = []
+        self._misses = 0
+        self._claims: list[float] = []       # the hits' claim seconds, kept sorted
 
     def add(self, result: EpisodeResult) -> None:
         self.count += 1
@@ -78,6 +80,11 @@ class RunningSummary:
         if isinstance(result.image_id, str) and result.image_id and result.image_id not in self._images \
                 and len(self._images) < MAX_IMAGE_IDS:
             self._images.append(result.image_id)
+        if result.pool is not None:          # a claim is a claim whatever the episode did after it
+            if result.pool["hit"]:
+                bisect.insort(self._claims, result.pool["claim_seconds"])
+            else:
+                self._misses += 1
         # Every graded episode counts its reward (a failed one FAILURE_REWARD: core.outcomes);
         # timings come from succeeded episodes only.
         reward = result.graded_reward
@@ -106,6 +113,9 @@ class RunningSummary:
             pod_to_ready_max=startup[-1] if startup else None,
             nodes=dict(sorted(self._nodes.items())), image_ids=tuple(self._images),
             stopped=outcomes[v.OUTCOME_STOPPED],
+            pool_hits=len(self._claims), pool_misses=self._misses,
+            claim_p50=_percentile_of_sorted(self._claims, 0.5) if self._claims else None,
+            claim_p95=_percentile_of_sorted(self._claims, 0.95) if self._claims else None,
         )
 
 

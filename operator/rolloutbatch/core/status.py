@@ -24,7 +24,7 @@ DEFAULT_REASONS = {v.PENDING: v.REASON_PENDING, v.PROVISIONING: v.REASON_PROVISI
 # Counters of the status that only grow while a batch runs.
 SUMMARY_KEYS = ("readyEpisodes", "runningEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes",
                 "stoppedEpisodes", "retriedEpisodes", "rewardSum", "rewardMean", "batchToAllReadySeconds", "batchToAllRewardsSeconds",
-                "podToReadySeconds", "jobCompleteSeconds", "nodes", "imageIDs")
+                "podToReadySeconds", "jobCompleteSeconds", "nodes", "imageIDs", "pool")
 MONOTONIC_COUNTS = ("readyEpisodes", "succeededEpisodes", "failedEpisodes", "lostEpisodes", "stoppedEpisodes",
                     "retriedEpisodes")
 
@@ -140,6 +140,9 @@ def build_status(*, ref: BatchRef, spec: BatchSpec | None, phase: str, summary: 
             "nodes": dict(summary.nodes),
             "imageIDs": list(summary.image_ids),
         })
+        if summary.pool_hits or summary.pool_misses:
+            status["pool"] = {"hits": summary.pool_hits, "misses": summary.pool_misses,
+                              "claimSeconds": {"p50": _ms(summary.claim_p50), "p95": _ms(summary.claim_p95)}}
     else:
         # Not recomputed here (a finished batch after a restart, a refused spec): what the status
         # already says stands, so a late patch (the cleanup's) never erases the counts.

@@ -60,7 +60,8 @@ import re
 from rolloutbatch.core import log_tails
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import MAX_EVENTS_PER_KIND, MAX_EXTRA_BYTES, MAX_EXTRA_FIELD_BYTES, split_agent_record
-from rolloutbatch.core.model import MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts, usable_reward
+from rolloutbatch.core.model import (MAX_ABS_REWARD, AgentFacts, EpisodeResult, ParsedLog, PodFacts, pool_claim,
+                                     usable_reward)
 from rolloutbatch.core.outcomes import never_ran_outcome, outcome_of
 from rolloutbatch.core.pod_reading import POD_FAILED, POD_SUCCEEDED
 from rolloutbatch.core.strictjson import finite, sanitize
@@ -108,6 +109,15 @@ def is_infrastructure_failure(facts: PodFacts) -> bool:
     if facts.pooled and never_delivered(facts):
         return True   # the pool's launcher: this pod never ran an episode (core.pool_delivery)
     return facts.disrupted or facts.pod_reason in INFRASTRUCTURE_REASONS or rejected_by_node(facts)
+
+
+def _claim_of(facts: PodFacts) -> dict | None:
+    """A pool's pod handed its episode: a claimed warm pod (a hit) or a cold pod of the pool's
+    template (a miss), and the seconds from its claim (a hit) or creation (a miss) to the hand-over,
+    both on the control plane's clocks (as rolloutbatch_claim_seconds): no node's clock is in it."""
+    if not facts.pooled or facts.delivered_at is None or not facts.created:
+        return None
+    return pool_claim(facts.claimed_at is not None, facts.delivered_at - facts.created)
 
 
 def never_delivered(facts: PodFacts) -> bool:
@@ -263,7 +273,7 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
             pod_created=created, ready_at=ready_at, reward_at=reward_at, pod_to_ready_seconds=startup,
             attempts=attempts, log_tail=log_tails.kept(log_tail, outcome),
             extra=sanitize(dict(reward.extra)) if reward else {}, flags=flags,
-            channel=channel if log is not None else None,
+            channel=channel if log is not None else None, pool=_claim_of(facts),
         )
 
     def fail(reason: str, message: str) -> EpisodeResult:

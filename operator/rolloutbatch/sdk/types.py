@@ -46,6 +46,7 @@ class Row(_RowFields, total=False):
     flags: list[str]
     log_tail: str
     session: dict[str, Any]    # a session's commands, command_seconds; Sessions.wait() adds the SDK's SessionStats
+    pool: dict[str, Any]       # spec.poolRef, once handed over: hit (a claimed warm pod), claim_seconds
 
 
 class Group(TypedDict):

@@ -170,6 +170,14 @@ def test_summary_uses_the_guides_names():
     assert "batch_to_all_ready_seconds" in text and "parallel" in text and "serial" in text
 
 
+def test_summary_shows_the_claim_figures_of_a_pooled_batch_only():
+    pooled = {**BATCH["status"], "pool": {"hits": 18, "misses": 2, "claimSeconds": {"p50": 0.21, "p95": 0.4}}}
+    values = render.summary(pooled)
+    assert [values[k] for k in ("pool_hits", "pool_misses", "claim_p50_seconds", "claim_p95_seconds")] == \
+        [18, 2, 0.21, 0.4]
+    assert "pool_hits" not in render.summary(BATCH["status"])
+    assert render.summary({}, {"pool_hits": 3, "pool_misses": 0})["pool_hits"] == 3    # from the results
+
 def test_progress_line():
     assert render.progress_line("ship", BATCH["status"]) == \
         "ship: Succeeded 3/3 finished, running 0, failed 0, lost 0, reward 3"
