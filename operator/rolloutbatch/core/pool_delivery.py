@@ -24,7 +24,6 @@ from rolloutbatch.core import launchers, naming
 from rolloutbatch.core.env_expansion import expand, expand_env
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import PodFacts
-from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 
@@ -63,9 +62,14 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 # whatever the prepare printed), printed only when the prepare fails (the pod then runs no
 # episode), and with a line saying how it ended (its code, or its timeout) as the container's
 # termination message, which the pool's Stalled condition quotes (core.pool_census; a watchdog that
-# fired ignores TERM, so its exit says it fired, as core.launchers' do). A process the
-# prepare leaves running keeps the FIFO's reader, which drains it. An image without `mkfifo` says
-# so in the same place.
+# fired ignores TERM, so its exit says it fired, as core.launchers' do). An image without `mkfifo`
+# says so in the same place. Nothing the prepare started outlives it: once it ended well, every
+# process of the container but the launcher (PID 1) is stopped, then killed twice (as a session's
+# end does). A process it left ran as the launcher's user into the wait: it answered the pings,
+# read the episode from the container's stdin (/proc/1/fd/0) and killed the reader of a draw it
+# did not like (the episode then lost: retried), or rewrote the script's time and handed it on
+# with the same key (a hostile review's attacks on the devcluster). Only as PID 1: elsewhere (a
+# unit test on a host) `kill -1` would reach every process of its user.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             'if [ "$$#" -gt 0 ]; then if ! {tools}mkfifo "$$c/prepare.out"; then '
             'm="{mkfifo}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; fi; '
@@ -76,7 +80,9 @@ _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             'if [ "$$s" -ne 0 ]; then ({tools}sleep 2; kill $$t) 2>/dev/null & wait $$t; '
             'if wait $$w; then m="ran past its {timeout}s"; else m="exited $$s"; fi; '
             '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; {tools}tail -c 1024 "$$c/prepare.tail"; }} '
-            '> {term} 2>/dev/null; {tools}cat "$$c/prepare.tail"; exit {nd}; fi; {tools}rm -f "$$c/prepare.tail"; fi; ')
+            '> {term} 2>/dev/null; {tools}cat "$$c/prepare.tail"; exit {nd}; fi; {tools}rm -f "$$c/prepare.tail"; '
+            '[ "$$$$" = 1 ] && {{ kill -STOP -1; kill -KILL -1; kill -KILL -1; }} 2>/dev/null; '
+            '{tools}rm -f "$$c/episode.sh" "$$c/episode.key"; fi; ')
 _READ = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
@@ -272,19 +278,6 @@ def maybe_handed_over(facts: PodFacts, since: float) -> bool:
     it. Creation times are whole seconds, rounded down: a pod of that second counts as earlier."""
     began = facts.claimed_at if facts.claimed_at is not None else facts.created
     return began < since
-
-
-def agent_overran(facts: PodFacts, episode_timeout: int) -> bool:
-    """The agent phase ended more than VERIFIER_SLACK_SECONDS past ``episode_timeout`` (the agent
-    killed its watchdog; its launcher then fails its container: core.launchers). Never said of an
-    agent that did not: it began no later than its delivery was annotated, finishedAt is rounded
-    down, and the two clocks (the node's, the operator's) may differ by the verdict's skew
-    tolerance."""
-    agent = facts.agent
-    if agent is None or agent.finished_at is None or facts.delivered_at is None:
-        return False
-    return agent.finished_at - facts.delivered_at > (episode_timeout + launchers.VERIFIER_SLACK_SECONDS
-                                                     + CLOCK_SKEW_TOLERANCE_SECONDS)
 
 
 def delivery(script: bytes) -> bytes:

@@ -148,6 +148,32 @@ def stopped_at_its_time(facts: PodFacts) -> bool:
         and facts.exit_code == AGENT_OVERRAN_EXIT
 
 
+def _past_by_the_api(finished_at: float | None, delivered_at: float | None, episode_timeout: int | None) -> bool:
+    """A pooled phase that began at its hand-over (``delivered_at``, the operator's clock) ended
+    (``finished_at``, the kubelet's) more than VERIFIER_SLACK_SECONDS past ``episode_timeout``.
+    Never said of one that did not: it began no later than its hand-over was written down,
+    finishedAt is rounded down, and the two clocks may differ by the skew tolerance."""
+    if episode_timeout is None or finished_at is None or delivered_at is None:
+        return False
+    return finished_at - delivered_at > episode_timeout + VERIFIER_SLACK_SECONDS + CLOCK_SKEW_TOLERANCE_SECONDS
+
+
+def agent_overran(facts: PodFacts, episode_timeout: int | None) -> bool:
+    """A pool pod's agent phase (spec.verifier) ran past its time by the API's times, whatever its
+    launcher recorded: the launcher reads its time from the script it was handed, in a container
+    whose processes (a prepare's leftover) could rewrite it, and its watchdog can be killed."""
+    agent = facts.agent
+    return facts.pooled and agent is not None and _past_by_the_api(agent.finished_at, facts.delivered_at,
+                                                                   episode_timeout)
+
+
+def episode_overran(facts: PodFacts, episode_timeout: int | None) -> bool:
+    """A pool pod's episode without a verifier ran past its time by the API's times (as
+    :func:`agent_overran`): the episode container's finish against its hand-over."""
+    return facts.pooled and facts.agent is None and _past_by_the_api(facts.finished_at, facts.delivered_at,
+                                                                     episode_timeout)
+
+
 def rejected_by_node(facts: PodFacts) -> bool:
     """The kubelet refused the pod at admission (OutOfcpu, OutOfmemory, OutOfpods, NodeAffinity,
     ...): Failed with its reason, before any container was created, so its status lists none and
@@ -219,7 +245,8 @@ def _deleted_by_batch_deadline(facts: PodFacts, deadline: float | None) -> bool:
 def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | None = None,
                   skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, log_tail: str | None = None, attempts: int = 1,
                   batch_deadline_at: float | None = None, now: float | None = None,
-                  channel: str | None = None, evicted: bool = False) -> EpisodeResult:
+                  channel: str | None = None, evicted: bool = False,
+                  episode_timeout: int | None = None) -> EpisodeResult:
     """The verdict of one pod (see the module docstring for the order of reasons).
 
     ``channel``: where ``log`` came from (vocabulary.CHANNELS), recorded on the result.
@@ -230,6 +257,8 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     long before it passes; a pod deleted earlier was not ended by it).
     ``evicted``: the Job controller deleted the pod because Kueue suspended the Job
     (core.queueing.cut_off_by_eviction): unless it ended well, EvictedByQueue, lost.
+    ``episode_timeout``: the batch's episodeTimeoutSeconds, which a pool's pod counts from its
+    hand-over (:func:`episode_overran`).
     Total: any facts and any log give a result, never an exception.
     """
     ready = log.ready[0] if log and len(log.ready) == 1 else None
@@ -297,6 +326,9 @@ def judge_episode(facts: PodFacts, log: ParsedLog | None, *, log_error: str | No
     if stopped_at_its_time(facts):
         return fail(v.EP_TIMEOUT, "the episode ran past episodeTimeoutSeconds from its hand-over (its pool "
                                   "launcher stopped it)")
+    if episode_overran(facts, episode_timeout):
+        return fail(v.EP_TIMEOUT, f"the episode ended more than {VERIFIER_SLACK_SECONDS} s past episodeTimeoutSeconds "
+                                  "from its hand-over (by the API's times, whatever its launcher recorded): not graded")
     if over_own_limits(facts):
         return fail(v.EP_STORAGE_LIMIT, f"evicted by the kubelet: {facts.pod_message}"[:1000])
     if deadline is not None and not ended_normally:
@@ -385,7 +417,7 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
                    agent_tail: str | None = None, verifier_tail: str | None = None,
                    skew_tolerance: float = CLOCK_SKEW_TOLERANCE_SECONDS, attempts: int = 1,
                    batch_deadline_at: float | None = None, now: float | None = None,
-                   evicted: bool = False) -> EpisodeResult:
+                   evicted: bool = False, episode_timeout: int | None = None) -> EpisodeResult:
     """The verdict of a pod with spec.verifier: the agent's ``ready``, the verifier's ``reward``.
 
     The rule (adversary: the agent, which controls everything the verifier imports of its work;
@@ -446,6 +478,13 @@ def judge_verified(facts: PodFacts, agent_log: ParsedLog | None, verifier_log: P
         return done(judge_episode(facts, None, **common), agent_tail)    # EvictedByQueue, whichever phase ran
     if facts.inputs_error is not None:
         return done(judge_episode(facts, None, **common))   # lost: the agent never started
+    if agent_done and agent_overran(facts, episode_timeout):
+        # its launcher said it did not (a pool pod's launcher can be misled: agent_overran), but the
+        # API's times do: not graded, whether its verifier ran or the pod's deadline came first (a
+        # verifier not started would make its attempt lost, and retried)
+        return pod_result(v.EP_TIMEOUT, f"the agent ran more than {VERIFIER_SLACK_SECONDS} s past "
+                                        "episodeTimeoutSeconds from its hand-over (by the API's times, whatever "
+                                        "its launcher recorded): not graded", agent_tail)
     if agent_done and not verifier_started(facts) and info["timed_out"] and facts.pod_reason == POD_DEADLINE_REASON:
         # The agent ran past its time (its launcher's record says so), inside the slack it has
         # before it is failed, and took the verifier's share of the pod's deadline: its own doing,

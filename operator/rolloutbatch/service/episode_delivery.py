@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 
 from rolloutbatch.core import defaults as d
-from rolloutbatch.core import launchers, naming, pool_delivery, pool_spec, pools
+from rolloutbatch.core import launchers, naming, pool_delivery, pool_spec, pools, verdict
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.groups import group_and_sample
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts, SpecError
@@ -316,7 +316,7 @@ class EpisodeDelivery:
         return pool_delivery.maybe_handed_over(facts, self._since)
 
     def agent_overran(self, facts: PodFacts) -> bool:
-        return pool_delivery.agent_overran(facts, self.spec.episode_timeout_seconds)
+        return verdict.agent_overran(facts, self.spec.episode_timeout_seconds)
 
     def _too_late(self, facts: PodFacts, phase: str, now: float) -> str | None:
         """Why the phase can no longer have its whole time before the pod's deadline (set at the

@@ -77,10 +77,11 @@ class EpisodeJudge:
         return (*await self.read_log(facts, container), v.CHANNEL_LOG)
 
     async def judge(self, facts: PodFacts, *, verified: bool, batch_deadline_at: float | None,
-                    now: float, evicted: bool = False) -> EpisodeResult:
+                    now: float, evicted: bool = False, episode_timeout: int | None = None) -> EpisodeResult:
         """The verdict of one finished pod (``spec.verifier``: ``verified``; ``evicted``: see
-        core.queueing.cut_off_by_eviction)."""
-        common = dict(batch_deadline_at=batch_deadline_at, now=now, evicted=evicted)
+        core.queueing.cut_off_by_eviction; ``episode_timeout``: a pool's pod's time from its
+        hand-over, checked against the API's times: core.verdict.agent_overran)."""
+        common = dict(batch_deadline_at=batch_deadline_at, now=now, evicted=evicted, episode_timeout=episode_timeout)
         if verified:
             return await self._verified(facts, common)
         parsed, tail, log_error, channel = await self.channel(facts, naming.CONTAINER_NAME, facts.termination_message)

@@ -506,7 +506,8 @@ class BatchReconciler(BatchEnding):
         job = self.tracker.job
         result = await self.judge.judge(facts, verified=self.spec.verifier is not None,
                                         batch_deadline_at=job.deadline_at if job else None, now=time.time(),
-                                        evicted=self.queue.evicted(facts, self.tracker))
+                                        evicted=self.queue.evicted(facts, self.tracker),
+                                        episode_timeout=self.spec.episode_timeout_seconds)
         if self.spec.pool_name and facts.index is not None:   # a trainer-driven session's stats (core.sessions)
             result = result.replace(session=sessions.stats_of(
                 (self.body.get("metadata") or {}).get("annotations") or {}, facts.index, facts.name))

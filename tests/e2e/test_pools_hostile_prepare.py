@@ -1,0 +1,131 @@
+"""A pool's prepare that leaves a process behind (a hostile review's attacks on the devcluster): the
+process ran as the launcher's user into the warm wait, took the container's stdin (/proc/1/fd/0) from
+the launcher's reader, answered the operator's pings, and read the episode handed over at the claim.
+It then killed the reader for an input it did not like (the episode was lost, never counted: a
+re-roll of a bad draw), or handed the launcher the script again with its time rewritten (the agent
+ran 15 s past its time and its verifier's reward counted). The launcher now kills every process the
+prepare left before the pod is warm (core.pool_delivery); the verdict checks a pooled phase's time by
+the API's times as well (core.verdict.agent_overran)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rolloutbatch.core import naming
+from tests.e2e.test_pools import EPISODE, pooled_batch, wait_pool
+from tests.support.batches import apply, results, unique, wait_finished
+from tests.support.operator import kubectl
+
+pytestmark = [pytest.mark.cluster]
+
+# The process the prepare leaves: detached, it waits for the pod to be warm, stops the launcher's
+# reader (the process whose stdin is the container's) and reads the delivery itself; {act} then
+# decides what becomes of it (`first`: the length line; `body`: the script; `reader`: its pid).
+LEFTOVER = r'''
+import os, re, signal, time
+stdin = os.open("/proc/1/fd/0", os.O_RDWR)
+out = os.open("/proc/1/fd/1", os.O_WRONLY)
+if os.fork():
+    os._exit(0)
+os.setsid()
+while not os.path.exists("{claim}/warm"):
+    time.sleep(0.01)
+me = os.readlink(f"/proc/self/fd/{{stdin}}")
+reader = None
+while reader is None:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) not in (1, os.getpid()):
+            try:
+                if os.readlink(f"/proc/{{pid}}/fd/0") == me:
+                    reader = int(pid)
+            except OSError:
+                pass
+    time.sleep(0.005)
+os.kill(reader, signal.SIGSTOP)
+def line():
+    b = b""
+    while not b.endswith(b"\n"):
+        b += os.read(stdin, 1)
+    return b
+while True:
+    first = line()
+    if first.strip() == b"ping":
+        os.write(out, b"rolloutbatch: waiting for an episode\n")
+        continue
+    n, key = first.split()
+    body = b""
+    while len(body) < int(n):
+        body += os.read(stdin, int(n) - len(body))
+    break
+{act}
+'''
+RE_ROLL = '''
+if b'"r":0}' in body:                  # a hard draw: the hand-over fails, the episode is lost
+    os.kill(reader, signal.SIGKILL)
+else:                                  # an easy one: handed on untouched
+    os.write(stdin, first + body)
+    os.kill(reader, signal.SIGCONT)
+'''
+MORE_TIME = '''
+body = re.sub(rb"ROLLOUTBATCH_TIMEOUT=[0-9]+", b"ROLLOUTBATCH_TIMEOUT=900", body)
+os.write(stdin, b"%d %s\\n" % (len(body), key) + body)
+os.kill(reader, signal.SIGCONT)
+'''
+SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+
+
+def hostile_pool(namespace: str, size: int, act: str, **spec) -> str:
+    name = unique("hprep")
+    leftover = LEFTOVER.format(claim=naming.CLAIM_MOUNT_PATH, act=act)
+    body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": name},
+            "spec": {"size": size, "task": {"files": {"episode.py": EPISODE, "leftover.py": leftover}},
+                     "prepare": {"command": ["/bin/sh", "-c", "python3 /task/leftover.py < /dev/null > /dev/null 2>&1; "
+                                             "echo warm-$EPISODE_ID > prepared"], "timeoutSeconds": 60},
+                     "resources": SMALL, **spec}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    wait_pool(name, namespace, lambda st: st.get("readyPods") == size, timeout=120)
+    return name
+
+
+def test_a_prepares_leftover_cannot_make_an_episode_it_saw_lost(operator_process, namespace):
+    pool = hostile_pool(namespace, 2, RE_ROLL)
+    name = unique("reroll")
+    try:
+        apply(pooled_batch(name, pool, 2, parallelism=2, inputs=[{"r": 1}, {"r": 0}],
+                           retries={"infrastructure": 0}), namespace)
+        wait_finished(name, namespace, timeout=150, operator=operator_process)
+        rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
+    finally:
+        kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+    assert [(row["outcome"], row["reward"]) for row in rows] == [("succeeded", 1.0), ("succeeded", 0.0)], rows
+
+
+AGENT = '''
+import json, os, time
+print(json.dumps(dict(event="ready", at=time.time(), episode_id=os.environ["EPISODE_ID"])), flush=True)
+time.sleep(25)                      # well past episodeTimeoutSeconds (10) and its 5 s slack
+open("answer", "w").write("42")
+'''
+VERIFY = '''
+import json, os, time
+answer = open("/workspace/answer").read().strip() if os.path.exists("/workspace/answer") else ""
+print(json.dumps(dict(event="reward", at=time.time(), episode_id=os.environ["EPISODE_ID"], reward=float(answer == "42"))))
+'''
+
+
+def test_a_prepares_leftover_cannot_lift_its_agents_time_limit(operator_process, namespace):
+    pool = hostile_pool(namespace, 1, MORE_TIME, verifier={})
+    name = unique("overtime")
+    batch = pooled_batch(name, pool, 1, command=["python3", "-c", AGENT], retries={"infrastructure": 0},
+                         verifier={"command": ["python3", "-c", VERIFY], "timeoutSeconds": 30})
+    batch["spec"]["episodeTimeoutSeconds"] = 10
+    try:
+        apply(batch, namespace)
+        wait_finished(name, namespace, timeout=150, operator=operator_process)
+        row = results(name, namespace)["pods"][0]
+    finally:
+        kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+    # stopped at its time (graded on what it left then: nothing) or Timeout: never the late answer's 1.0
+    assert row["reward"] == 0.0 and row["outcome"] in ("succeeded", "failed"), row
+    assert row["outcome"] == "failed" or row["agent"]["timed_out"] is True, row

@@ -1,0 +1,71 @@
+"""Nothing a pool's prepare starts outlives it (core.pool_delivery): a process it left ran as the
+launcher's user into the warm wait, read the episode from the container's stdin and killed the
+launcher's reader for a draw it did not like (the episode lost, and retried), or rewrote the script's
+time and handed it on (a hostile review's attacks on the devcluster). The launcher runs here as PID 1
+of a PID namespace of its own, as in its container: only there does it kill (`kill -1`)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from rolloutbatch.core import naming, pool_delivery
+from tests.unit.core.pool_shell import (_start, episode, hand_over, has_pid_namespaces, reap_launchers,  # noqa: F401
+                                        termination_message_file, wait_for_file)
+
+pytestmark = pytest.mark.skipif(not has_pid_namespaces(), reason="needs unshare -p (a PID namespace)")
+
+# Detached (a session of its own, its output and input away from the launcher's) and beating.
+LEFTOVER = ["/bin/sh", "-c", 'setsid /bin/sh -c \'echo $$ > "$0/leftover.pid"; while :; do date +%s%N > "$0/alive"; '
+                             'sleep 0.05; done\' "$PWD" > /dev/null 2>&1 < /dev/null & '
+                             'while [ ! -s alive ]; do sleep 0.01; done; echo prepared > prepared']   # it beat once
+
+
+def start_in_its_container(claim, prepare: list[str], **popen):
+    script = pool_delivery.launcher(str(claim), 10).replace("$$", "$")
+    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
+    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "warm", *prepare], claim, claim,
+                  **popen)
+
+
+def beats(path) -> bool:
+    before = path.read_bytes()
+    time.sleep(0.5)
+    return path.read_bytes() != before
+
+
+def test_a_process_the_prepare_left_is_gone_before_the_pod_is_warm(tmp_path) -> None:
+    proc = start_in_its_container(tmp_path, LEFTOVER)
+    wait_for_file(tmp_path / "warm", 10)
+    assert (tmp_path / "prepared").read_text() == "prepared\n" and (tmp_path / "alive").exists()
+    assert not beats(tmp_path / "alive")
+    # the episode is handed over and runs as any
+    command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
+    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 3, 1, command)))
+    assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "3\n"
+
+
+def test_files_the_prepare_left_where_the_delivery_goes_are_removed(tmp_path) -> None:
+    planted = ["/bin/sh", "-c", 'echo "exit 9" > episode.sh; echo 0000 > episode.key']
+    proc = start_in_its_container(tmp_path, planted)
+    wait_for_file(tmp_path / "warm", 10)
+    assert not (tmp_path / "episode.sh").exists() and not (tmp_path / "episode.key").exists()
+    command = ("/bin/sh", "-c", "exit 0")
+    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 0, 1, command)))
+    assert proc.wait(timeout=20) == 0
+
+
+def test_the_launcher_kills_nothing_when_it_is_not_pid_1(tmp_path) -> None:
+    """On a host (a unit test without a PID namespace) `kill -1` would reach every process of its
+    user: the launcher kills only as a container's PID 1."""
+    script = pool_delivery.launcher(str(tmp_path), 10).replace("$$", "$")
+    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(tmp_path)))
+    proc = _start(["/bin/sh", "-c", script, "warm", *LEFTOVER], tmp_path, tmp_path)
+    wait_for_file(tmp_path / "warm", 10)
+    try:
+        assert beats(tmp_path / "alive")       # left alone
+        assert proc.poll() is None
+    finally:                                   # a session of its own: no process group of the test's holds it
+        os.kill(int((tmp_path / "leftover.pid").read_text()), signal.SIGKILL)
