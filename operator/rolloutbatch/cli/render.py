@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
