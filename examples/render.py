@@ -105,10 +105,32 @@ def inputs_by_reference(name: str, inputs: list[dict]) -> list[dict]:
     return [configmap, obj]
 
 
+def pooled(name: str, episodes: int, parallelism: int, size: int) -> list[dict]:
+    """The verified shipping-fix task from a warm pool: the pool keeps ``size`` pods with the
+    agent's program and a waiting verifier container; the batch names it and brings the verifier's
+    files, which reach a pod only after its agent has ended."""
+    cold = verified_batch(name, episodes, parallelism)["spec"]
+    pool = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": name},
+            "spec": {"size": size, "maxSize": 4 * size,
+                     **{key: cold[key] for key in ("runtimeClassName", "image", "task", "resources")},
+                     "prepare": {"command": ["python", "-c", "import json, pathlib"], "timeoutSeconds": 60},
+                     "network": "DenyAll", "verifier": {"mountPath": "/verifier"}}}
+    spec = {"poolRef": {"name": name}, "episodes": episodes, "parallelism": parallelism,
+            **{key: cold[key] for key in ("command", "episodeTimeoutSeconds", "activeDeadlineSeconds")},
+            "verifier": {key: cold["verifier"][key] for key in ("files", "timeoutSeconds")}}
+    batch_ = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": name},
+              "spec": spec}
+    return [pool, batch_]
+
+
 NOTES = {"inputs-by-reference.yaml": (
     "# spec.inputsFrom reads only ConfigMaps labelled rl.agentruntime.io/inputs=true: whoever may write\n"
     "# the ConfigMap opts it in (the SDK labels the ones it creates). Without the label the batch\n"
-    "# stalls with InputsNotFound before anything is created.\n")}
+    "# stalls with InputsNotFound before anything is created.\n"),
+    "shipping-fix-pool.yaml": (
+    "# A warm pool and a batch that claims from it (README.md, \"Warm pools\"): apply the pool, wait\n"
+    "# for it (kubectl wait rp/shipping-fix-pool --for=condition=Ready), then the batch. Pools need\n"
+    "# the cluster-wide install.\n")}
 
 
 def examples() -> dict[str, dict | list[dict]]:
@@ -121,6 +143,7 @@ def examples() -> dict[str, dict | list[dict]]:
         "shipping-fix-verified.yaml": verified_batch("shipping-fix-verified", 10, 10),
         "policy-server.yaml": policy_server(),
         "shipping-fix-model.yaml": model_batch("shipping-fix-model", 8, 8),
+        "shipping-fix-pool.yaml": pooled("shipping-fix-pool", 4, 4, 4),
     }
 
 

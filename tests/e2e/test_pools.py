@@ -6,9 +6,11 @@ before anything is claimed.
 from __future__ import annotations
 
 import json
+import pathlib
 import time
 
 import pytest
+import yaml
 
 from devcluster.nodeconfig import PAUSE_IMAGE   # an image with no /bin/sh, on every node
 from rolloutbatch.core import naming, pool_delivery
@@ -16,6 +18,7 @@ from tests.support.batches import apply, condition, results, unique, wait_finish
 from tests.support.operator import kubectl
 
 pytestmark = [pytest.mark.cluster]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 EPISODE = '''
 import json, os, time
@@ -74,7 +77,13 @@ def test_a_batch_claims_warm_pods_and_runs_the_rest_cold(operator_process, names
     status = done["status"]
     assert status["phase"] == "Succeeded" and status["succeededEpisodes"] == 4, status
     assert status["rewardSum"] == pytest.approx(0.5 + 0.5 + 0.25 + 0.25)
-    rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
+    # the claim figures: 3 hits, 1 miss, each row's own, and the hits' percentiles
+    assert (status["pool"]["hits"], status["pool"]["misses"]) == (3, 1), status
+    assert status["pool"]["claimSeconds"]["p50"] is not None, status
+    document = results(name, namespace)
+    rows = sorted(document["pods"], key=lambda r: r["index"])
+    assert sorted(row["pool"]["hit"] for row in rows) == [False, True, True, True], rows
+    assert (document["pool_hits"], document["pool_misses"]) == (3, 1)
     for row in rows:
         extra = row["extra"]
         assert extra["index"] == row["index"] and extra["group"] == row["index"] // 2
@@ -93,6 +102,29 @@ def test_a_batch_claims_warm_pods_and_runs_the_rest_cold(operator_process, names
         assert time.monotonic() < end, f"the pool's namespace {sandbox} outlived the pool"
         time.sleep(1)
 
+
+def test_the_pool_example_runs_as_a_user_applies_it(operator_process, namespace):
+    """examples/shipping-fix-pool.yaml: the pool warms, the batch claims every episode from it, and
+    the verifier it brings grades each agent's fix."""
+    pool_doc, batch_doc = yaml.safe_load_all((ROOT / "examples" / "shipping-fix-pool.yaml").read_text())
+    pool_doc["metadata"]["name"] = pool_name = unique("expool")
+    batch_doc["metadata"]["name"], batch_doc["spec"]["poolRef"]["name"] = unique("expooled"), pool_name
+    size = pool_doc["spec"]["size"]
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool_doc))
+    kubectl("wait", f"rolloutpool/{pool_name}", "-n", namespace, "--for=condition=Ready", "--timeout=300s",
+            timeout=310)
+    assert wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == size, timeout=60)
+    try:
+        apply(batch_doc, namespace)
+        done = wait_finished(batch_doc["metadata"]["name"], namespace, timeout=300, operator=operator_process)
+        status = done["status"]
+        assert (status["phase"], status["succeededEpisodes"], status["rewardSum"]) == ("Succeeded", size, size), status
+        assert status["pool"]["hits"] == size and status["pool"]["misses"] == 0, status   # every episode a hit
+        rows = results(batch_doc["metadata"]["name"], namespace)["pods"]
+        assert all(row["pool"]["hit"] and row["pool"]["claim_seconds"] >= 0 for row in rows), rows
+    finally:
+        kubectl("delete", "rolloutbatch", batch_doc["metadata"]["name"], "-n", namespace, "--wait=false", check=False)
+        kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=false", check=False)
 
 def test_under_the_sandbox_runtime_each_pod_gets_its_episode_on_its_stdin(operator_process, namespace):
     """Under gVisor (`cube`) an attach reaches the container's stdin through gVisor's shim, as under

@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from rolloutbatch import GROUP, POOL_KIND, POOL_PLURAL, VERSION, crdgen
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.crd import openapi_schema as batch_openapi_schema
 from rolloutbatch.core.crd_pool import POOL_OWNED_BATCH_FIELDS, build_pool_crd
+from rolloutbatch.core.pool_spec import parse_pool_spec
 from tests.support import crd_schema
 
 CRD = crd_schema.load_crd(crd_schema.ROOT / "crds" / crdgen.POOL_FILE)
@@ -125,6 +127,30 @@ def test_every_cel_rule_has_a_twin_here():
 def test_sample_pools_are_accepted(spec):
     assert refusals(spec) == []
 
+
+
+def _example_pools() -> Iterator:
+    for path in sorted((crd_schema.ROOT / "examples").glob("*.yaml")):
+        for i, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if doc and doc.get("kind") == POOL_KIND:
+                yield pytest.param(doc, id=f"{path.name}#{i}")
+
+
+EXAMPLE_POOLS = list(_example_pools())
+
+
+@pytest.mark.parametrize("pool", EXAMPLE_POOLS)
+def test_every_example_pool_is_accepted_by_the_schema_and_the_operator(pool):
+    assert refusals(pool["spec"]) == []
+    parse_pool_spec(pool["spec"])                   # raises what the operator would refuse
+
+
+def test_an_example_pool_is_there_and_claimed_by_its_batch():
+    (pool,) = [p.values[0] for p in EXAMPLE_POOLS]
+    path = crd_schema.ROOT / "examples" / "shipping-fix-pool.yaml"
+    batches = [doc for doc in yaml.safe_load_all(path.read_text()) if doc["kind"] == "RolloutBatch"]
+    assert [b["spec"]["poolRef"]["name"] for b in batches] == [pool["metadata"]["name"]]
+    assert "verifier" in pool["spec"] and "verifier" in batches[0]["spec"]
 
 def test_the_api_server_defaults_a_minimal_pool_as_a_batch_is_defaulted():
     stored = crd_schema.apply_defaults(MINIMAL, SPEC)
