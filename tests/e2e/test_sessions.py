@@ -203,64 +203,59 @@ def test_a_command_that_reads_part_of_its_stdin_returns_when_it_exits(operator_p
         assert session.run("true").ok
 
 
-def test_nothing_the_agent_left_running_changes_the_workspace_after_end(operator_process, namespace):
-    """Two processes an agent's command leaves behind (env -i, setsid: no stop marker finds them):
-    one waits for the hold to end, then writes its answer over and over; the other takes the FIFO's
-    place to catch an end's line. A line on the FIFO ended the session, and both got their answer
-    in before the launcher's kill (a hostile review's attack: reward 1.0 for the agent's 42 where
-    the trainer left 7). end() now kills them with the hold: the verifier grades 7."""
-    claim = naming.CLAIM_MOUNT_PATH
-    racer = (f'c={claim}; read -r h < "$c/session-hold"; while [ -e "/proc/$h" ]; do :; done; '
-             'while :; do echo 42 1<> /workspace/answer.txt; done')
-    thief = (f'c={claim}; mv "$c/session-end" "$c/.real" && mkfifo "$c/session-end" && '
-             'read -r l < "$c/session-end"; echo 42 > /workspace/answer.txt; printf "end\\n" > "$c/.real"')
+# A process an agent's command leaves behind (env -i, setsid: no stop marker finds it): it waits for
+# the hold to end, then writes its answer over and over.
+RACER = (f'c={naming.CLAIM_MOUNT_PATH}; read -r h < "$c/session-hold"; while [ -e "/proc/$h" ]; do :; done; '
+         'while :; do echo 42 1<> /workspace/answer.txt; done')
+
+
+def graded_after(namespace: str, leave: list[str], episode_timeout: int = 120) -> tuple[dict, float]:
+    """The row of a one-episode session whose agent ran the commands ``leave`` (each exits at once),
+    after which the trainer wrote its last word (7) and ended it; and the seconds end() took."""
     client = Client(str(kubeconfig_path()), namespace=namespace)
     pool = unique("lpool")
     client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
     wait_ready(client, pool, 1)
     try:
         with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
-                                  episode_timeout_seconds=120) as batch:
+                                  episode_timeout_seconds=episode_timeout) as batch:
             session = batch.session(0, timeout=60)
-            for left in (racer, thief):
-                assert session.run(f"nohup env -i setsid /bin/sh -c '{left}' > /dev/null 2>&1 &", timeout=15).ok
-            time.sleep(1)
-            session.write_file("answer.txt", b"7\n")                # the trainer's last word
+            for command in leave:
+                assert session.run(command, timeout=15).ok
+            time.sleep(1)                                          # what they left starts
+            session.write_file("answer.txt", b"7\n")
             assert session.read_file("answer.txt") == b"7\n"
+            started = time.monotonic()
             session.end()
+            ended = time.monotonic() - started
             batch.wait(timeout=240)
             row = {r["index"]: r for r in results(batch.name, namespace)["pods"]}[0]
             batch.handle.delete(wait=False)
     finally:
         client.delete_pool(pool, wait=False)
+    return row, ended
+
+
+def test_nothing_the_agent_left_running_changes_the_workspace_after_end(operator_process, namespace):
+    """Two processes an agent's command leaves behind: RACER, and one that takes the FIFO's place to
+    catch an end's line. A line on the FIFO ended the session, and both got their answer in before
+    the launcher's kill (a hostile review's attack: reward 1.0 for the agent's 42 where the trainer
+    left 7). end() now kills them with the hold: the verifier grades 7."""
+    claim = naming.CLAIM_MOUNT_PATH
+    thief = (f'c={claim}; mv "$c/session-end" "$c/.real" && mkfifo "$c/session-end" && '
+             'read -r l < "$c/session-end"; echo 42 > /workspace/answer.txt; printf "end\\n" > "$c/.real"')
+    row, _ = graded_after(namespace, [f"nohup env -i setsid /bin/sh -c '{left}' > /dev/null 2>&1 &"
+                                      for left in (RACER, thief)])
     assert (row.get("extra") or {}).get("answer") == "7" and row.get("reward") == 0.0, row
 
 
 def test_an_end_whose_fifo_the_agent_removed_still_ends_the_session(operator_process, namespace):
-    """An agent's command removes the end's FIFO and leaves behind a writer that waits for the hold
-    to end: the end found no FIFO, said so and killed nothing, the hold ran to the episode's
-    deadline and the writer then wrote its 42. The end now kills all the same; end() returns once
-    the pod says the agent ended, and the verifier grades the trainer's 7."""
-    claim = naming.CLAIM_MOUNT_PATH
-    racer = (f'c={claim}; read -r h < "$c/session-hold"; while [ -e "/proc/$h" ]; do :; done; '
-             'while :; do echo 42 1<> /workspace/answer.txt; done')
-    remover = f"rm -f {claim}/session-end; nohup env -i setsid /bin/sh -c '{racer}' > /dev/null 2>&1 &"
-    client = Client(str(kubeconfig_path()), namespace=namespace)
-    pool = unique("rpool")
-    client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
-    try:
-        with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
-                                  episode_timeout_seconds=300) as batch:
-            session = batch.session(0, timeout=60)
-            assert session.run(remover, timeout=15).ok
-            session.write_file("answer.txt", b"7\n")                # the trainer's last word
-            started = time.monotonic()
-            session.end()
-            assert time.monotonic() - started < 60          # not at the deadline, 300 s away
-            batch.wait(timeout=240)
-            row = {r["index"]: r for r in results(batch.name, namespace)["pods"]}[0]
-            batch.handle.delete(wait=False)
-    finally:
-        client.delete_pool(pool, wait=False)
+    """An agent's command removes the end's FIFO and leaves RACER behind: the end found no FIFO,
+    said so and killed nothing, the hold ran to the episode's deadline and RACER then wrote its 42.
+    The end now kills all the same; end() returns once the pod says the agent ended (not at the
+    deadline, 300 s away), and the verifier grades the trainer's 7."""
+    remover = (f"rm -f {naming.CLAIM_MOUNT_PATH}/session-end; "
+               f"nohup env -i setsid /bin/sh -c '{RACER}' > /dev/null 2>&1 &")
+    row, ended = graded_after(namespace, [remover], episode_timeout=300)
+    assert ended < 60
     assert (row.get("extra") or {}).get("answer") == "7" and row.get("reward") == 0.0, row
