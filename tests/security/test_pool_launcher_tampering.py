@@ -209,7 +209,7 @@ def assert_forgery_refused(name: str, namespace: str, operator_process) -> None:
 # reward last. Its launcher (the verifier container's PID 1, a dumpable sh of the same UID) is not
 # protected: the agent's module, imported by the child, turns the launcher's next system call
 # into exit_group(121). In a pool's pod the verifier container's NOT_DELIVERED_EXIT after an agent
-# that ended well reads as "never handed its phase" (core.verdict.judge_verified,
+# that ended well reads as "never handed its phase" (core.verdict_verified.judge_verified,
 # never_delivered): InfrastructureFailure, lost, retried. The agent does it only on its warm pod.
 SHIPPING_AGENT = r"""
 import os, pathlib

@@ -15,7 +15,8 @@ from rolloutbatch.core import log_tails, naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import cross_checked, parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import EpisodeResult, ParsedLog, PodFacts
-from rolloutbatch.core.verdict import is_terminal, judge_episode, judge_verified
+from rolloutbatch.core.verdict import is_terminal, judge_episode
+from rolloutbatch.core.verdict_verified import judge_verified
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.kube.storage import Storage

@@ -15,7 +15,8 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.groups import advantages, group_entry
 from rolloutbatch.core.outcomes import AGENT, FAILURE_REWARD, REASON_CLASS
-from rolloutbatch.core.verdict import judge_episode, judge_verified
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.verdict_verified import judge_verified
 from rolloutbatch.core.pod_reading import pod_facts
 from tests.unit.core import test_verifier_core as vc
 from tests.unit.core.factories import result

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from rolloutbatch.core import log_tails
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.results import GZIP_ABOVE, SUCCEEDED_TAILS, decode_results, encode_results
-from rolloutbatch.core.verdict import judge_episode, judge_verified
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.verdict_verified import judge_verified
 from tests.unit.core.factories import result
 from tests.unit.core.test_results import document
 from tests.unit.core.test_verifier_core import T0, agent, ev, facts, log

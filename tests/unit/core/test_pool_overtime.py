@@ -12,7 +12,8 @@ import pytest
 
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.launchers import VERIFIER_SLACK_SECONDS
-from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, agent_overran, judge_episode, judge_verified
+from rolloutbatch.core.verdict import CLOCK_SKEW_TOLERANCE_SECONDS, agent_overran, judge_episode
+from rolloutbatch.core.verdict_verified import judge_verified
 from tests.unit.core.test_verifier_core import RECORD, T0, ev, facts, log, verifier_log
 from rolloutbatch.core.model import AgentFacts
 

@@ -18,7 +18,8 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log, split_agent_record
 from rolloutbatch.core.model import SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.verdict import is_infrastructure_failure, judge_verified, never_delivered
+from rolloutbatch.core.verdict import is_infrastructure_failure, never_delivered
+from rolloutbatch.core.verdict_verified import judge_verified
 from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, kills_its_watchdog, reap_launchers, start_phase_launcher  # noqa: F401
@@ -543,7 +544,7 @@ def test_a_pools_verifier_is_judged_by_its_exit_code_as_the_jobs_policy_judges_i
     and the Job retries the index). Any other failure is the verifier's, counted, whether or not
     the hand-over's annotation (written after the exec) got there first: the Job's
     podFailurePolicy already failed the index, so calling it lost would drop a counted failure."""
-    from rolloutbatch.core.verdict import judge_verified
+    from rolloutbatch.core.verdict_verified import judge_verified
     record = '{"event":"agent_exit","exit_code":0,"timed_out":false}'
     waited = _pod(_ended(0, record), _ended(NOT_DELIVERED_EXIT), phase="Failed")
     result = judge_verified(pod_facts(waited), None, None)
@@ -565,7 +566,7 @@ def test_an_agent_that_overran_is_its_timeout_whatever_its_waiting_verifier_did(
     """Its launcher exited AGENT_OVERRAN_EXIT; the verifier, TERMed by the pod's deadline while it
     waited, exited NOT_DELIVERED_EXIT. The agent's failure (Timeout, counted), never a lost
     episode, as the Job judges it (the agent's container first: FailIndex)."""
-    from rolloutbatch.core.verdict import judge_verified
+    from rolloutbatch.core.verdict_verified import judge_verified
     record = '{"event":"agent_exit","exit_code":0,"timed_out":true}'
     pod = _pod(_ended(AGENT_OVERRAN_EXIT, record), _ended(NOT_DELIVERED_EXIT), phase="Failed")
     pod["status"]["reason"] = "DeadlineExceeded"

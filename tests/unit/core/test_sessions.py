@@ -19,7 +19,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_line, parse_log, split_agent_record
 from rolloutbatch.core.model import AgentFacts
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.verdict import judge_verified
+from rolloutbatch.core.verdict_verified import judge_verified
 from tests.support.runtime_exec import StdinUnread, run_like_the_runtime
 from tests.unit.core import test_verifier_core as vc
 from tests.unit.core.pool_shell import has_pid_namespaces, hand_over, reap_launchers, start_phase_launcher  # noqa: F401

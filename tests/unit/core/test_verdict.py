@@ -9,7 +9,8 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.events import parse_log
 from rolloutbatch.core.model import MAX_ABS_REWARD
 from rolloutbatch.core.stats import RunningSummary
-from rolloutbatch.core.verdict import (is_infrastructure_failure, judge_episode, judge_verified, missing_reason, never_ran)
+from rolloutbatch.core.verdict import is_infrastructure_failure, judge_episode, missing_reason, never_ran
+from rolloutbatch.core.verdict_verified import judge_verified
 from rolloutbatch.core.pod_reading import parse_time, pod_facts
 
 CREATED = "2026-11-29T07:00:00Z"

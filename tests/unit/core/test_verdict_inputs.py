@@ -3,7 +3,8 @@ never started, so the episode is lost (never the agent's failure), and its reaso
 import pytest
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.verdict import is_infrastructure_failure, judge_episode, judge_verified
+from rolloutbatch.core.verdict import is_infrastructure_failure, judge_episode
+from rolloutbatch.core.verdict_verified import judge_verified
 from rolloutbatch.core.pod_reading import pod_facts
 
 MESSAGE = "rolloutbatch: episode 3: its input input-1.json could not be copied from the inputs ConfigMaps"

@@ -13,7 +13,8 @@ from rolloutbatch.core import launchers, log_tails, manifests, vocabulary as v
 from rolloutbatch.core.events import parse_line, parse_log, parse_termination_message, split_agent_record
 from rolloutbatch.core.model import AgentFacts, BatchRef, EpisodeResult, PodFacts, SpecError
 from rolloutbatch.core.spec import parse_spec
-from rolloutbatch.core.verdict import judge_episode, judge_verified
+from rolloutbatch.core.verdict import judge_episode
+from rolloutbatch.core.verdict_verified import judge_verified
 from rolloutbatch.core.pod_reading import pod_facts
 from tests.unit.core.pool_shell import kills_its_watchdog
 
