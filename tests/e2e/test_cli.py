@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -29,6 +30,8 @@ def test_submit_watch_results_get_cleanup(operator_process, namespace, tmp_path)
                    "client_job_complete_seconds"):
         assert metric in out, out
     assert "shipping-fix-parallel: Succeeded" in out
+    # the last timing lands a moment after the phase: the watch waits for it (it showed an empty cell)
+    assert re.search(r"client_job_complete_seconds\W+\d", out), out
 
     got = cli("get", "shipping-fix-parallel", "-n", namespace, "-o", "json")
     assert got.returncode == 0, got.stderr

@@ -126,6 +126,34 @@ def test_the_pool_example_runs_as_a_user_applies_it(operator_process, namespace)
         kubectl("delete", "rolloutbatch", batch_doc["metadata"]["name"], "-n", namespace, "--wait=false", check=False)
         kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=false", check=False)
 
+def test_a_batch_waiting_for_its_pool_says_why_in_its_status_and_its_watch(operator_process, namespace, tmp_path):
+    """A new user's review: `submit --pool --watch` of a batch waiting for an empty pool showed only
+    `Provisioning 0/2` until its timeout; a batch waiting for a pool no node can place said only how
+    many pods were ready, for the 300 s before the pool stalls. The watch now shows the status's
+    reason and message; the batch's message quotes the pool's while it is short."""
+    from tests.e2e.test_cli import cli
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool("empty", 0)))
+    huge = pool("huge", 1)
+    huge["spec"]["resources"] = {"requests": {"cpu": "64", "memory": "32Mi"},          # no node has 64 cores
+                                 "limits": {"cpu": "64", "memory": "128Mi"}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(huge))
+    wait_pool("empty", namespace, lambda st: st.get("readyPods") == 0 and st.get("sandboxNamespace"), timeout=60)
+    batch = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": "waits"},
+             "spec": {"episodes": 2, "command": ["python", "/task/episode.py"], "episodeTimeoutSeconds": 60,
+                      "poolRef": {"whenEmpty": "Wait"}}}
+    (tmp_path / "batch.yaml").write_text(json.dumps(batch))
+    run = cli("submit", "-f", str(tmp_path / "batch.yaml"), "--pool", "empty", "-n", namespace, "--watch",
+              "--timeout", "15", timeout=60)
+    assert run.returncode == 3, run.stdout + run.stderr                      # timed out, as asked
+    assert "WaitingForPool: waiting for RolloutPool empty" in run.stdout, run.stdout
+    wait_pool("huge", namespace, lambda st: "not placed yet" in (st.get("message") or ""), timeout=60)
+    apply(pooled_batch("w", "huge", 1, poolRef={"name": "huge", "whenEmpty": "Wait"}), namespace)
+    status = wait_status("w", namespace, lambda st: "Insufficient cpu" in (st.get("message") or ""),
+                         timeout=60)["status"]
+    assert status["reason"] == "WaitingForPool" and "the pool says:" in status["message"], status
+    for name in ("waits", "w"):
+        kubectl("patch", "rolloutbatch", name, "-n", namespace, "--type=merge", "-p", '{"spec":{"stop":true}}')
+
 def test_under_the_sandbox_runtime_each_pod_gets_its_episode_on_its_stdin(operator_process, namespace):
     """Under gVisor (`cube`) an attach reaches the container's stdin through gVisor's shim, as under
     runc: both episodes are warm hits, and each pod's log begins with the launcher's lines (its

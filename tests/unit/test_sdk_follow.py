@@ -580,3 +580,19 @@ def test_a_batch_stalled_before_its_first_results_write_ends_stream_and_groups_q
     assert list(handle(api()).stream(timeout=5)) == []
     groups = list(handle(api()).groups(timeout=5))
     assert [(g["group"], g["final"], g["rows"]) for g in groups] == [(0, False, []), (1, False, [])]
+
+
+def test_settle_reads_a_final_batch_again_until_its_job_complete_seconds_comes():
+    """What `watch` and `submit --watch` show last: their summary lacked client_job_complete_seconds,
+    which the operator writes a moment after the phase (settle read nothing again)."""
+    path = f"{BATCHES}/{NAME}"
+    api = FakeApi(objects={path: batch(FINAL_UNSETTLED)})
+    threading.Timer(0.7, lambda: api.objects.__setitem__(path, batch(dict(FINAL_UNSETTLED, jobCompleteSeconds=2.5)))
+                    ).start()
+    assert handle(api, **FINAL_UNSETTLED).settle(10)["jobCompleteSeconds"] == 2.5
+    # bounded, and nothing to wait for when the Job will never complete or the batch is not final
+    api = FakeApi(objects={path: batch(FINAL_UNSETTLED)})
+    assert "jobCompleteSeconds" not in handle(api, **FINAL_UNSETTLED).settle(0.6)
+    for status in (STALLED_AFTER_ITS_JOB, {"phase": "Running", "jobName": "j"}):
+        quiet = FakeApi(objects={path: batch(status)})
+        assert handle(quiet, **status).settle(10) == status and quiet.calls == []

@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from rolloutbatch.cli.render import progress_counts
+from rolloutbatch.cli.render import progress_counts, waiting_note
 
 BAR_MIN, BAR_MAX = 10, 40
 NAME_MIN = 8               # a name is shortened to no less than this (with "…")
@@ -52,6 +52,13 @@ def count_tokens(status: Mapping | None, labels: Sequence[str]) -> list[str]:
 
 def _shorten(name: str, width: int) -> str:
     return name if cell_len(name) <= width else name[:max(1, width - 1)] + "…"
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells (a wide character counts two), ending "…" when cut."""
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, max(0, width - 1)).rstrip() + "…"
 
 
 def _lines_for(rows: Sequence[tuple[str, Mapping]], width: int, elapsed: float,
@@ -111,14 +118,27 @@ def _folded(name: str, status: Mapping, width: int) -> list[list[Segment]]:
     return lines
 
 
+def _noted(per_batch: Sequence[list[list[Segment]]], rows: Sequence[tuple[str, Mapping]],
+           width: int) -> list[list[Segment]]:
+    """Each batch's lines, and under those of one that waits to start a line saying why
+    (render.waiting_note), cut to the width."""
+    lines: list[list[Segment]] = []
+    for batch_lines, (_, status) in zip(per_batch, rows):
+        lines += batch_lines
+        note = waiting_note(status)
+        if note:
+            lines.append([(_cut(f"  {note}", width), "dim")])
+    return lines
+
+
 def layout(rows: Sequence[tuple[str, Mapping]], width: int, elapsed: float = 0.0
            ) -> tuple[int, list[list[Segment]]]:
     """(the layout's rank, 0 the richest, len(LAYOUTS) folded; the lines) for ``width`` columns."""
     for rank, candidate in enumerate(LAYOUTS):
         lines = _lines_for(rows, width, elapsed, candidate)
         if lines is not None:
-            return rank, lines
-    return len(LAYOUTS), [line for name, status in rows for line in _folded(name, status, width)]
+            return rank, _noted([[line] for line in lines], rows, width)
+    return len(LAYOUTS), _noted([_folded(name, status, width) for name, status in rows], rows, width)
 
 
 def plain_lines(rows: Sequence[tuple[str, Mapping]], width: int, elapsed: float = 0.0) -> list[str]:

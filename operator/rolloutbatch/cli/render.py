@@ -276,11 +276,29 @@ def progress_counts(status: Mapping | None) -> dict[str, Any]:
             "reward": number(s.get("rewardSum") or 0)}
 
 
+# Phases of a batch that has not started its episodes: its status says why it waits.
+WAITING_PHASES = (v.PENDING, v.PROVISIONING, v.QUEUED)
+
+
+def waiting_note(status: Mapping | None) -> str | None:
+    """Why a batch that has not started waits (its status's reason and message: WaitingForPool,
+    Kueue's queue, a sandbox being made), as one safe line; None once it runs or ended."""
+    s = status or {}
+    message = s.get("message")
+    if (s.get("phase") or v.PENDING) not in WAITING_PHASES or not isinstance(message, str) or not message:
+        return None
+    reason = s.get("reason")
+    return safe_line(f"{reason}: {message}" if isinstance(reason, str) and reason else message) or None
+
+
 def progress_line(name: str, status: Mapping | None) -> str:
-    """One plain line of progress (for logs and non-terminal output)."""
+    """One plain line of progress (for logs and non-terminal output); while the batch waits to
+    start, why (:func:`waiting_note`)."""
     c = progress_counts(status)
-    return (f"{name}: {c['phase']} {c['finished']}/{c['total']} finished, running {c['running']}, "
+    line = (f"{name}: {c['phase']} {c['finished']}/{c['total']} finished, running {c['running']}, "
             f"failed {c['failed']}, lost {c['lost']}, reward {c['reward']}")
+    note = waiting_note(status)
+    return f"{line} ({note})" if note else line
 
 
 def safe_line(text: Any) -> str:

@@ -19,6 +19,7 @@ from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.sdk import BatchHandle, is_finished
 
 OUTAGE_GRACE = 120.0               # seconds the API server may fail every poll before the watch gives up
+SETTLE_SECONDS = 10.0              # a final batch's jobCompleteSeconds is waited for so long (BatchHandle.settle)
 RETRY_FIRST, RETRY_MOST = 1.0, 15.0   # the pause after a failed poll, doubling up to RETRY_MOST
 
 
@@ -60,8 +61,9 @@ def follow(handles: Sequence[BatchHandle], console, *, timeout: float = 3600, in
         _follow_live(handles, console, deadline, interval, outage)
     else:
         _follow_plain(handles, console, deadline, interval, outage)
+    settled_by = min(deadline, time.monotonic() + SETTLE_SECONDS)   # one wait for them all, within the timeout
     for h in handles:
-        h.settle()
+        h.settle(max(0.0, settled_by - time.monotonic()))
 
 
 def _pending(handles: Sequence[BatchHandle]) -> list[BatchHandle]:

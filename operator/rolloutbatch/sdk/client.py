@@ -25,7 +25,7 @@ from rolloutbatch.kube.client import Api, load_config
 from rolloutbatch.kube.errors import KubeError, Unavailable
 from rolloutbatch.sdk import ops, result_ops, retained, session_commands, sessions
 from rolloutbatch.sdk.build import build_pool, pool_options
-from rolloutbatch.sdk.follow import Follower, ListWatch
+from rolloutbatch.sdk.follow import Follower, ListWatch, awaits_job_complete
 from rolloutbatch.sdk.timeouts import checked_timeout
 from rolloutbatch.sdk.types import Group, Row
 
@@ -372,7 +372,18 @@ class BatchHandle:
         self.obj = ops.not_a_namesake(self.obj, self.client.get(self.name, self.namespace))
         return self.status
 
-    def settle(self) -> dict:
+    def settle(self, seconds: float = 10.0) -> dict:
+        """The status, read again every half second for up to ``seconds`` while the batch is final
+        and its ``jobCompleteSeconds`` is still to come (as :meth:`wait`'s ``settle``): a watch
+        that returned with the phase would show the summary without it. A batch gone or an API
+        that does not answer ends the wait with what the handle has."""
+        end = time.monotonic() + seconds
+        while awaits_job_complete(self.status) and time.monotonic() < end:
+            time.sleep(0.5)
+            try:
+                self.refresh()
+            except KubeError:
+                break
         return self.status
 
     def _follow(self, follower: Follower, timeout: float) -> Iterator[tuple[str, Any]]:

@@ -168,6 +168,15 @@ def _row(raw: Any, episodes: int) -> Row | None:
     return raw  # type: ignore[return-value]
 
 
+def awaits_job_complete(status: Mapping) -> bool:
+    """A final batch whose status still lacks ``jobCompleteSeconds`` though its Job will complete:
+    the operator can publish the phase one patch before it (it needs the Job's own completion). A
+    stopped batch's Job is suspended, a stalled one's deleted: neither completes."""
+    phase = status.get("phase")
+    return bool(phase in v.TERMINAL_PHASES and lifecycle.job_will_complete(phase, status.get("reason"))
+                and status.get("jobName") and status.get("jobCompleteSeconds") is None)
+
+
 class Follower:
     """The events of one batch (and its results ConfigMaps) in, ``(kind, value)`` outputs out:
     ``("status", dict)``, ``("row", Row)``, ``("group", Group)``."""
@@ -370,10 +379,7 @@ class Follower:
         # The operator can publish phase one patch before jobCompleteSeconds (it needs the Job's
         # own completion): a waiter gives the last timing field a moment to land. A stopped
         # batch's Job is suspended, a stalled one's deleted: neither completes.
-        phase = self.status.get("phase")
-        unsettled = (phase in v.TERMINAL_PHASES and lifecycle.job_will_complete(phase, self.status.get("reason"))
-                     and self.status.get("jobName") and self.status.get("jobCompleteSeconds") is None)
-        return not unsettled or out_of_time or now - self._final_at >= self.settle_seconds
+        return not awaits_job_complete(self.status) or out_of_time or now - self._final_at >= self.settle_seconds
 
     def end_error(self) -> KubeError | None:
         """The error a follow that is ``done`` ends in, or None: NotFound when the batch was

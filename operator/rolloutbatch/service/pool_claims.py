@@ -148,8 +148,12 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
     if definition.size < wanted - mine:
         message += f"; the pool keeps only {definition.size}: scale it (kubectl scale rp/{pool.name} --replicas=N)"
     stalled = _stalled(body)
+    said = (body.get("status") or {}).get("message")
     if stalled is not None:   # its pods cannot run: the wait lasts until the pool is mended
         message += f"; the pool is stalled ({stalled.get('reason')}): {stalled.get('message')}"
+    elif warm + mine < wanted and isinstance(said, str) and said:
+        # why it is short (pods no node can place yet, still preparing), long before it stalls
+        message += f"; the pool says: {said}"
     return warm + mine >= wanted, message[:1000], uid
 
 

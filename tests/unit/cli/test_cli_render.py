@@ -170,6 +170,20 @@ def test_summary_uses_the_guides_names():
     assert "batch_to_all_ready_seconds" in text and "parallel" in text and "serial" in text
 
 
+def test_a_batch_waiting_to_start_says_why_in_its_progress():
+    """`submit --watch` of a batch waiting for its pool showed only `Provisioning 0/2` until its
+    timeout, though the status said WaitingForPool and what to do (a new user's review)."""
+    waiting = {"phase": "Provisioning", "episodes": 2, "reason": "WaitingForPool",
+               "message": "waiting for RolloutPool empty: 0 of the 2 warm pods\x1b[31m are ready;\nscale it"}
+    line = render.progress_line("waits", waiting)
+    assert line.endswith("(WaitingForPool: waiting for RolloutPool empty: 0 of the 2 warm pods\\x1b[31m are ready; "
+                         "scale it)"), line
+    from rolloutbatch.cli import progress_board
+    lines = progress_board.plain_lines([("waits", waiting)], 60)
+    assert len(lines) == 2 and lines[1].startswith("  WaitingForPool: waiting") and len(lines[1]) <= 60
+    running = dict(waiting, phase="Running")
+    assert "(" not in render.progress_line("runs", running) and len(progress_board.plain_lines([("r", running)], 60)) == 1
+
 def test_summary_shows_the_claim_figures_of_a_pooled_batch_only():
     pooled = {**BATCH["status"], "pool": {"hits": 18, "misses": 2, "claimSeconds": {"p50": 0.21, "p95": 0.4}}}
     values = render.summary(pooled)

@@ -11,7 +11,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from rolloutbatch.cli import progress_board as board
-from rolloutbatch.cli.render import number
+from rolloutbatch.cli.render import number, waiting_note
 from rolloutbatch.cli.watch import follow
 from rolloutbatch.sdk import BatchHandle
 from tests.unit.cli.test_cli_watch import FakeClient
@@ -50,9 +50,18 @@ def statuses(draw):
     running = draw(st.integers(min_value=0, max_value=episodes - succeeded - failed - lost))
     reward = draw(st.one_of(st.integers(min_value=0, max_value=succeeded),
                             st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).map(lambda x: round(x, 3))))
-    phase = draw(st.sampled_from(["Pending", "Provisioning", "Running", "Collecting", "Succeeded", "Failed"]))
-    return {"phase": phase, "episodes": episodes, "succeededEpisodes": succeeded, "failedEpisodes": failed,
-            "lostEpisodes": lost, "runningEpisodes": running, "rewardSum": reward}
+    phase = draw(st.sampled_from(["Pending", "Provisioning", "Queued", "Running", "Collecting", "Succeeded",
+                                  "Failed"]))
+    status = {"phase": phase, "episodes": episodes, "succeededEpisodes": succeeded, "failedEpisodes": failed,
+              "lostEpisodes": lost, "runningEpisodes": running, "rewardSum": reward}
+    if draw(st.booleans()):     # why it waits (shown under a batch that has not started): any text
+        status.update(reason=draw(st.sampled_from(["WaitingForPool", "Provisioning", ""])), message=draw(st.text()))
+    return status
+
+
+def lines_of(status: dict) -> int:
+    """A batch's lines in a one-line layout: its own, and one saying why it waits."""
+    return 1 + (waiting_note(status) is not None)
 
 
 def counts_shown(text: str, status: dict) -> bool:
@@ -73,13 +82,15 @@ def test_never_wider_than_the_terminal_and_no_count_dropped(rows, width, elapsed
     texts = ["".join(part for part, _ in line) for line in lines]
     assert all(cell_len(t) <= width for t in texts), (width, texts)
     if rank < len(board.LAYOUTS):
-        assert len(texts) == len(rows)                     # one line per batch
-        for (name, status), text in zip(rows, texts):
-            assert counts_shown(text, status), (text, status)
+        assert len(texts) == sum(lines_of(status) for _, status in rows)   # one line per batch (and its note)
+        start = 0
+        for name, status in rows:
+            assert counts_shown(texts[start], status), (texts[start], status)
+            start += lines_of(status)
     else:                                                  # folded: each batch's lines hold its counts
         blocks, start = [], 0
         for name, status in rows:
-            n = len(board._folded(name, status, width))
+            n = len(board._folded(name, status, width)) + lines_of(status) - 1
             blocks.append((status, " ".join(texts[start:start + n])))
             start += n
         assert all(counts_shown(text, status) for status, text in blocks)
