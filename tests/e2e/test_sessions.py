@@ -39,7 +39,7 @@ def one_session(namespace: str, prefix: str) -> Iterator:
     client = Client(str(kubeconfig_path()), namespace=namespace)
     pool = unique(prefix)
     client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
+    client.wait_pool(pool, timeout=180)
     with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
                               episode_timeout_seconds=120) as batch:
         try:
@@ -50,23 +50,13 @@ def one_session(namespace: str, prefix: str) -> Iterator:
             client.delete_pool(pool, wait=False)
 
 
-def wait_ready(client: Client, pool: str, ready: int, timeout: float = 180) -> dict:
-    end = time.monotonic() + timeout
-    while True:
-        obj = client.get_pool(pool)
-        if (obj.get("status") or {}).get("readyPods", 0) >= ready:
-            return obj
-        assert time.monotonic() < end, f"pool {pool} never held {ready} ready pods: {obj.get('status')}"
-        time.sleep(1)
-
-
 def test_a_trainer_drives_two_sessions_and_the_verifier_grades_them(operator_process, namespace):
     client = Client(str(kubeconfig_path()), namespace=namespace)
     pool = unique("spool")
     client.create_pool(pool, 2, task_files={"setup.sh": "true"}, prepare=PREPARE, verifier={},
                        resources={"requests": {"cpu": "10m", "memory": "32Mi"},
                                   "limits": {"cpu": "500m", "memory": "128Mi"}})
-    assert wait_ready(client, pool, 2)["status"]["sandboxNamespace"] == naming.pool_namespace(namespace, pool)
+    assert client.wait_pool(pool, timeout=180)["status"]["sandboxNamespace"] == naming.pool_namespace(namespace, pool)
 
     with client.open_sessions(pool, 2, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
                               inputs=[{"q": "six times seven"}], samples_per_input=2,
@@ -145,7 +135,7 @@ def test_a_command_killed_by_sigkill_reports_its_own_time_at_once(operator_proce
     client = Client(str(kubeconfig_path()), namespace=namespace)
     pool = unique("kpool")
     client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
+    client.wait_pool(pool, timeout=180)
     with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
                               episode_timeout_seconds=120) as batch:
         with batch.session(0, timeout=60) as session:
@@ -171,7 +161,7 @@ def test_a_command_the_deadline_cuts_off_is_session_over_not_its_137(operator_pr
     client = Client(str(kubeconfig_path()), namespace=namespace)
     pool = unique("dpool")
     client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
+    client.wait_pool(pool, timeout=180)
     with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
                               episode_timeout_seconds=10) as batch:
         session = batch.session(0, timeout=60)
@@ -215,7 +205,7 @@ def graded_after(namespace: str, leave: list[str], episode_timeout: int = 120) -
     client = Client(str(kubeconfig_path()), namespace=namespace)
     pool = unique("lpool")
     client.create_pool(pool, 1, task_files={"setup.sh": "true"}, verifier={}, resources=SMALL)
-    wait_ready(client, pool, 1)
+    client.wait_pool(pool, timeout=180)
     try:
         with client.open_sessions(pool, 1, verifier={"files": {"verify.py": VERIFY}, "timeoutSeconds": 60},
                                   episode_timeout_seconds=episode_timeout) as batch:

@@ -373,3 +373,47 @@ def test_the_readmes_pool_example_runs_as_written(api):
         assert handle.obj["spec"] == {"episodes": 64, "command": ["sh", "/task/run.sh"], "poolRef": {"name": "warm"}}
     with pytest.raises(ValueError, match="task"):
         client.submit(sdk.build_batch("step-", TASK, 64), pool="warm")
+
+
+# --- wait_pool ---------------------------------------------------------------------------------------------
+def _pool_object(generation: int = 1, observed: int = 1, *conditions: tuple[str, str, str], message: str = ""):
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": POOL_KIND,
+            "metadata": {"name": "warm", "namespace": NS, "generation": generation},
+            "spec": {"size": 2, "task": {"files": FILES}},
+            "status": {"observedGeneration": observed, "message": message, "readyPods": 0,
+                       "conditions": [{"type": t, "status": s, "reason": r, "message": message}
+                                      for t, s, r in conditions]}}
+
+
+def test_wait_pool_returns_a_pool_ready_for_its_current_spec(api):
+    api.put(_pool_object(1, 1, ("Ready", "True", "Warm"), message="2/2 warm"))
+    assert sdk.Client(api=api, namespace=NS).wait_pool("warm", timeout=5)["status"]["message"] == "2/2 warm"
+
+
+def test_wait_pool_waits_while_filling_and_takes_no_old_generations_ready_for_now(api):
+    """Scaled up: the status still says Ready for the old size until the operator observes the new."""
+    import threading
+    api.put(_pool_object(1, 1, ("Ready", "True", "Warm"), message="2/2 warm"))
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{POOL_PLURAL}/warm"
+    api.merge_patch(path, {"spec": {"size": 4}}, "scale")                    # generation 2
+    client = sdk.Client(api=api, namespace=NS)
+    with pytest.raises(TimeoutError, match="not ready after 1.5s .it says: 2/2 warm"):
+        client.wait_pool("warm", timeout=1.5)
+    observed = {"status": {"observedGeneration": 2, "message": "4/4 warm"}}
+    threading.Timer(0.8, api.merge_patch, (f"{path}/status", observed, "the operator")).start()
+    assert client.wait_pool("warm", timeout=10)["status"]["message"] == "4/4 warm"
+
+
+def test_wait_pool_says_why_a_pool_cannot_fill(api):
+    api.put(_pool_object(1, 1, ("Ready", "False", "ImagePullFailed"), ("Stalled", "True", "ImagePullFailed"),
+                         message="ErrImagePull: no such image"))
+    with pytest.raises(sdk.PoolStalled, match="cannot fill: ImagePullFailed: ErrImagePull: no such image"):
+        sdk.Client(api=api, namespace=NS).wait_pool("warm", timeout=30)
+    with pytest.raises(sdk.NotFound):
+        sdk.Client(api=api, namespace=NS).wait_pool("cold", timeout=30)
+
+
+def test_the_async_client_waits_for_a_pool_too(api):
+    api.put(_pool_object(1, 1, ("Ready", "True", "Warm"), message="2/2 warm"))
+    client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
+    assert asyncio.run(client.wait_pool("warm", timeout=5))["status"]["message"] == "2/2 warm"

@@ -53,6 +53,7 @@ are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the m
     InvalidBatch      submit/create: the API refused the RolloutBatch: an unknown or duplicate
                       field (``unknown_fields`` names them), the schema, a CEL rule; an ``Invalid``
     InvalidPool       create_pool/scale_pool: the API refused the RolloutPool (e.g. size > maxSize)
+    PoolStalled       wait_pool: the pool's pods cannot run (its Stalled reason and message)
     TooLarge          the object is bigger than the API or etcd accept (1.5-3 MiB): not retryable
     BadRequest        another 400
     CRDNotInstalled   the cluster does not serve RolloutBatches (or, for the pool verbs, RolloutPools)
@@ -65,7 +66,7 @@ are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the m
     ResultsNotReady   results() before the results ConfigMap exists, or one the newest status does not vouch for
     ResultsIncomplete a ResultsNotReady: results(), stream(), groups() of a batch whose listed result shards
                       are gone or not what the operator wrote (``shards`` names them); document() returns the rest
-    TimeoutError      wait(), stream(), groups() and delete(wait=True) past their timeout; session(i)
+    TimeoutError      wait(), stream(), groups(), wait_pool() and delete(wait=True) past their timeout; session(i)
                       while the episode's pod holds no session
     SessionOver       a session's run/write_file/read_file once it ended (end(), its deadline, its pod gone)
     SessionLost       a SessionOver: its pod was lost (evicted, node lost) before it ended; session(i) opens the retry
@@ -90,7 +91,8 @@ from rolloutbatch.kube.errors import (BadRequest, Conflict, ConfigError, Forbidd
 from rolloutbatch.sdk.build import INLINE_INPUTS_MAX, Task, build_batch, build_pool, with_pool
 from rolloutbatch.sdk.client import BatchHandle, Client, Session, Sessions
 from rolloutbatch.sdk.ops import (INSTALL_HINT, CRDNotInstalled, InvalidBatch, InvalidName, InvalidPool,
-                                  ResultsIncomplete, ResultsNotReady, condition, is_finished, is_succeeded)
+                                  PoolStalled, ResultsIncomplete, ResultsNotReady, condition, is_finished,
+                                  is_succeeded)
 from rolloutbatch.sdk.sessions import (CommandResult, ExecForbidden, SessionError, SessionLost, SessionOver,
                                        SessionStats, build_sessions)
 from rolloutbatch.sdk.types import Group, Row
@@ -100,7 +102,7 @@ __all__ = ["Client", "BatchHandle", "AsyncClient", "AsyncBatchHandle", "Task", "
            "CommandResult", "SessionStats", "SessionError", "SessionOver", "SessionLost", "ExecForbidden",
            "condition", "is_finished", "is_succeeded", "SPEC_FIELDS", "TERMINAL_PHASES", "INLINE_INPUTS_MAX",
            "INSTALL_HINT", "CRDNotInstalled", "ResultsNotReady", "ResultsIncomplete", "InvalidBatch", "InvalidPool",
-           "InvalidName", "KubeError", "ConfigError",
+           "PoolStalled", "InvalidName", "KubeError", "ConfigError",
            "BadRequest", "Invalid", "TooLarge", "NotFound", "Unauthorized", "Forbidden", "Conflict", "Unavailable",
            "TimedOut"]
 

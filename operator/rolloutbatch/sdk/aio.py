@@ -342,6 +342,9 @@ class AsyncClient:
     async def scale_pool(self, name: str, size: int, namespace: str | None = None) -> dict:
         return await self._run(ops.scale_pool(name, ops.namespace_of(namespace, self.namespace), size))
 
+    async def wait_pool(self, name: str, namespace: str | None = None, *, timeout: float = 300) -> dict:
+        return await self._run(ops.wait_pool(name, ops.namespace_of(namespace, self.namespace), timeout=timeout))
+
     async def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
                           timeout: float = 300) -> None:
         await self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout))

@@ -313,6 +313,12 @@ class Client:
         """Set the pool's ``spec.size`` (as ``kubectl scale rp/NAME --replicas=N``); the object."""
         return self._run(ops.scale_pool(name, ops.namespace_of(namespace, self.namespace), size))
 
+    def wait_pool(self, name: str, namespace: str | None = None, *, timeout: float = 300) -> dict:
+        """The pool once ``spec.size`` of its pods are warm (its Ready condition for its current
+        spec), so that a batch submitted next claims them; PoolStalled when its pods cannot run,
+        TimeoutError after ``timeout`` with what the pool says."""
+        return self._run(ops.wait_pool(name, ops.namespace_of(namespace, self.namespace), timeout=timeout))
+
     def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
                     timeout: float = 300) -> None:
         """Delete the pool; with ``wait``, until it is gone (the operator removes its pods first)."""

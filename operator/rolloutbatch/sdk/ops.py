@@ -66,6 +66,11 @@ class InvalidPool(Invalid):
     such as size <= maxSize). The message is the API's."""
 
 
+class PoolStalled(KubeError):
+    """wait_pool: the pool's pods cannot run (its Stalled condition: an image that cannot be
+    pulled, a RuntimeClass missing, a prepare that fails); its reason and message are said."""
+
+
 def close(op: Op) -> None:
     """An op its driver leaves (a cancellation, an interrupt, any error not its own) runs its
     ``finally`` blocks now, not whenever the garbage collector closes it: a session's end()
@@ -450,6 +455,31 @@ def scale_pool(name: str, namespace: str, size: int) -> Op:
         raise (yield from not_found(f'rolloutpool "{name}" not found in namespace {namespace}', POOL_PLURAL)) from None
     except Invalid as exc:
         raise InvalidPool(str(exc), status=exc.status, reason=exc.reason) from None
+
+
+def wait_pool(name: str, namespace: str, *, timeout: float = 300, interval: float = 1.0) -> Op:
+    """The pool once it is Ready for its current spec (``spec.size`` pods warm: its Ready
+    condition, for the generation its status observed, so a pool just scaled is not taken for
+    ready by its old status). PoolStalled when its pods cannot run; TimeoutError after ``timeout``
+    with what it says; NotFound when there is none."""
+    checked_timeout(timeout, zero_ok=True)
+    checked_timeout(interval, zero_ok=True, name="interval")
+    deadline = time.monotonic() + timeout
+    while True:
+        live = yield from get_pool(name, namespace)
+        status = live.get("status") or {}
+        current = status.get("observedGeneration") == live["metadata"].get("generation")
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+        stalled = conditions.get(v.CONDITION_STALLED) or {}
+        if current and (conditions.get(v.CONDITION_READY) or {}).get("status") == v.CONDITION_TRUE:
+            return live
+        if current and stalled.get("status") == v.CONDITION_TRUE:
+            raise PoolStalled(f"{POOL_KIND} {namespace}/{name} cannot fill: {stalled.get('reason')}: "
+                              f"{str(stalled.get('message') or '')[:1000]}", reason=str(stalled.get("reason")))
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{POOL_KIND} {namespace}/{name} not ready after {timeout:g}s (it says: "
+                               f"{str(status.get('message') or 'nothing yet: is the operator running?')[:500]})")
+        yield Sleep(interval)
 
 
 def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float = 300, interval: float = 1.0) -> Op:
