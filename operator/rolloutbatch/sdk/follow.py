@@ -376,9 +376,7 @@ class Follower:
         now = time.monotonic() if now is None else now
         if self._final_at is None:
             self._final_at = now
-        # The operator can publish phase one patch before jobCompleteSeconds (it needs the Job's
-        # own completion): a waiter gives the last timing field a moment to land. A stopped
-        # batch's Job is suspended, a stalled one's deleted: neither completes.
+        # a waiter gives the last timing field a moment to land (awaits_job_complete)
         return not awaits_job_complete(self.status) or out_of_time or now - self._final_at >= self.settle_seconds
 
     def end_error(self) -> KubeError | None:
