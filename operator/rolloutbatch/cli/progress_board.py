@@ -50,10 +50,6 @@ def count_tokens(status: Mapping | None, labels: Sequence[str]) -> list[str]:
     return [f"{c['finished']}/{c['total']}"] + [f"{label} {value}" for label, value in zip(labels, values)]
 
 
-def _shorten(name: str, width: int) -> str:
-    return name if cell_len(name) <= width else name[:max(1, width - 1)] + "…"
-
-
 def _cut(text: str, width: int) -> str:
     """``text`` in at most ``width`` cells (a wide character counts two), ending "…" when cut."""
     if cell_len(text) <= width:
@@ -89,7 +85,7 @@ def _lines_for(rows: Sequence[tuple[str, Mapping]], width: int, elapsed: float,
         return None
     lines = []
     for (name, status), tail in zip(rows, tails):
-        line: list[Segment] = [(f"{_shorten(name, name_width):<{name_width}}", "bold")]
+        line: list[Segment] = [(f"{_cut(name, name_width):<{name_width}}", "bold")]
         if bar:
             c = progress_counts(status)
             total = c["total"] if isinstance(c["total"], int) else 0
@@ -103,7 +99,7 @@ def _lines_for(rows: Sequence[tuple[str, Mapping]], width: int, elapsed: float,
 
 def _folded(name: str, status: Mapping, width: int) -> list[list[Segment]]:
     """The last resort: the name on a line of its own, then the counts, as many to a line as fit."""
-    lines: list[list[Segment]] = [[(_shorten(name, width), "bold")]]
+    lines: list[list[Segment]] = [[(_cut(name, width), "bold")]]
     current = ""
     tokens = []
     for token in count_tokens(status, SHORT):     # a token wider than a line (a reward of 1e17) is cut up

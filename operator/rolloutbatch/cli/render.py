@@ -276,16 +276,12 @@ def progress_counts(status: Mapping | None) -> dict[str, Any]:
             "reward": number(s.get("rewardSum") or 0)}
 
 
-# Phases of a batch that has not started its episodes: its status says why it waits.
-WAITING_PHASES = (v.PENDING, v.PROVISIONING, v.QUEUED)
-
-
 def waiting_note(status: Mapping | None) -> str | None:
     """Why a batch that has not started waits (its status's reason and message: WaitingForPool,
     Kueue's queue, a sandbox being made), as one safe line; None once it runs or ended."""
     s = status or {}
     message = s.get("message")
-    if (s.get("phase") or v.PENDING) not in WAITING_PHASES or not isinstance(message, str) or not message:
+    if (s.get("phase") or v.PENDING) not in v.WAITING_PHASES or not isinstance(message, str) or not message:
         return None
     reason = s.get("reason")
     return safe_line(f"{reason}: {message}" if isinstance(reason, str) and reason else message) or None

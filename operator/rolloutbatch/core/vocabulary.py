@@ -64,6 +64,8 @@ QUEUED = Phase.QUEUED
 SUCCEEDED, FAILED, STOPPED = Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPED
 PHASES = tuple(Phase)
 TERMINAL_PHASES = (SUCCEEDED, FAILED, STOPPED)
+# A batch in these has not started its episodes; its status's reason and message say why it waits.
+WAITING_PHASES = (PENDING, PROVISIONING, QUEUED)
 
 
 # --- status.conditions: types, in the order the status lists them, and their statuses -----------
