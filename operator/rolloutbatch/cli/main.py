@@ -40,8 +40,19 @@ def _prog() -> str:
 def _connection_options(parser: argparse.ArgumentParser, default) -> None:
     parser.add_argument("--kubeconfig", dest="global_kubeconfig", default=default, metavar="FILE",
                         help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
-    parser.add_argument("-n", "--namespace", default=default,
+    parser.add_argument("-n", "--namespace", default=default, type=_namespace_name,
                         help="namespace (default: the kubeconfig context's namespace, else 'default')")
+
+
+def _namespace_name(text: str) -> str:
+    """``-n``'s value, refused when it names no namespace: ``-n "$NS"`` with NS unset would
+    otherwise act in the kubeconfig's namespace (the SDK refuses "" alike)."""
+    from rolloutbatch.core.k8s_rules import InvalidName, check_namespace_name
+
+    try:
+        return check_namespace_name(text)
+    except InvalidName as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _runner():

@@ -86,9 +86,10 @@ def _typed_options(parser):
 
 def test_every_number_option_refuses_what_is_no_finite_number():
     """A number argparse takes as float('inf') or nan waits for ever or fails late: every typed
-    option of the command (but the operator's, which checks its own ranges) refuses them."""
+    option of the command (but the operator's, which checks its own ranges, and the two that take text)
+    refuses them."""
     typed = [(c, o, t) for c, o, t in _typed_options(build_parser(operator=False))
-             if not c.startswith("operator") and o != "--env"]
+             if not c.startswith("operator") and o not in ("--env", "--namespace")]
     assert len(typed) >= 10, typed
     for command, option, kind in typed:
         for value in ("inf", "nan", "1e400"):
@@ -139,6 +140,17 @@ def test_context_namespace_is_the_default(dead_kubeconfig):
     assert common.make_client(args).namespace == "team-a"
     args = build_parser().parse_args(["--kubeconfig", str(dead_kubeconfig), "list", "-n", "other"])
     assert common.make_client(args).namespace == "other"
+
+
+@pytest.mark.parametrize("value", ["", "Team_A", "a/b", "..", "x" * 64])
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_namespace_that_names_none_is_a_bad_argument_not_the_default(capsys, dead_kubeconfig, value, where):
+    """``-n "$NS"`` with NS unset must not act in the kubeconfig's namespace (here team-a)."""
+    words = ["--kubeconfig", str(dead_kubeconfig), "-n", value, "stop", "b"]
+    argv = words if where == "before" else words[:2] + words[4:] + words[2:4]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "-n/--namespace" in err and "is not a namespace name" in err, err
 
 
 def _readme_commands() -> list[str]:
