@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import sys
 import time
 import warnings
@@ -320,6 +321,30 @@ def test_a_second_abandoned_command_whose_stop_fails_alike_is_warned_of_too(api)
     got = asyncio.run(main())
     assert len(stops_of(api)) == 2
     assert len(got) == 2, [str(w.message) for w in got]
+
+
+def test_the_warning_names_the_trainers_line(api):
+    """Not line 0 of the SDK's module: the line of the trainer's code that made the call."""
+    batch = open_sessions(api)
+    hangs(api, put_pod(api, batch.handle, 0), Unavailable("no route", status=503))
+    with pytest.warns(RuntimeWarning, match="may still run") as caught:
+        with ctrl_c_in(0.3), pytest.raises(KeyboardInterrupt):
+            called = inspect.currentframe().f_lineno + 1
+            batch.session(0).run("sleep 100", timeout=60)
+    assert (caught[0].filename, caught[0].lineno) == (__file__, called)
+
+
+def test_the_warning_of_a_call_run_as_its_own_task_names_the_sdk_method(api):
+    """asyncio.wait_for runs the call as a task: only the event loop is outside the SDK."""
+    async def main():
+        session, pod = await async_session(api)
+        hangs(api, pod, Unavailable("no route", status=503))
+        with pytest.warns(RuntimeWarning, match="may still run") as caught:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(session.run("sleep 100", timeout=60), 0.2)
+        return caught[0]
+    said = asyncio.run(main())
+    assert said.filename == sdk_aio.__file__ and said.lineno > 0, (said.filename, said.lineno)
 
 
 def test_a_stop_cut_off_by_a_second_ctrl_c_says_the_command_may_still_run(api):

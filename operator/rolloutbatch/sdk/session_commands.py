@@ -9,7 +9,10 @@ says why the session is over, ``SessionLost`` that its pod was lost (the episode
 
 from __future__ import annotations
 
+import asyncio
+import os
 import secrets
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -168,8 +171,26 @@ def _stop_abandoned(target: SessionTarget, marker: str, where: str) -> Op:
 
 def _warn_each(text: str) -> None:
     """A RuntimeWarning said every time: the default filters say a text once per place, and a
-    second abandoned command of an episode whose stop failed alike would go unsaid."""
-    warnings.warn_explicit(text, RuntimeWarning, __file__, 0, module=__name__, registry={})
+    second abandoned command of an episode whose stop failed alike would go unsaid. It names the
+    trainer's line that made the call (:func:`_call_site`)."""
+    frame = _call_site(sys._getframe(1))
+    warnings.warn_explicit(text, RuntimeWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__", __name__), registry={},
+                           module_globals=frame.f_globals)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_ASYNCIO = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
+
+
+def _call_site(frame: Any) -> Any:
+    """The first frame outside this package, walking out from ``frame``: the trainer's call. A
+    call run as its own task (``asyncio.wait_for`` makes one) has only the event loop outside the
+    package: then the outermost frame of the package, the SDK method the trainer called."""
+    inner = frame
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        inner, frame = frame, frame.f_back
+    return inner if frame is None or frame.f_code.co_filename.startswith(_ASYNCIO) else frame
 
 
 def _exec(target: SessionTarget, argv: list[str], what: str, *, stdin: bytes = b"", timeout: float,
