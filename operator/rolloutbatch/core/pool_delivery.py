@@ -27,6 +27,17 @@ from rolloutbatch.core.model import PodFacts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 
+# Every launcher starts here: the claim directory, and the tools that run once a prepare may have
+# run (`head` reads the delivery, `sleep` is the episode's watchdog) found by their full paths
+# first. A prepare runs as the pod's user and could put a `head` into a directory of the tools'
+# PATH that user can write and that comes first (/usr/local/bin in some images): it would read
+# every delivery and fail the one whose draw it did not like (a re-roll). One found before the
+# prepare ran is the image's; only a tool its user can overwrite in place stays its to replace
+# (docs/design.md §11). A tool not found stays its name, failing as it did. The trap first, as
+# _PREPARE's comment says.
+_START = ("c={claim}; trap 'exit {nd}' TERM INT HUP; hd=$$({tools}command -v head) || hd=head; "
+          'sl=$$({tools}command -v sleep) || sl=sleep; ')
+
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
 # its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm` (the startupProbe's), and
@@ -88,7 +99,7 @@ _READ = (': > "$$c/warm" || exit {nd}; '
          '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
          'case "$$n" in ""|0*|*[!0-9]*|{too_long}) exit 1;; esac; '
          'case "$$k" in *[!0-9a-f]*) exit 1;; esac; [ "$${{#k}}" -eq {key_chars} ] || exit 1; '
-         '[ "$$n" -ge {sentinel_bytes} ] && {tools}head -c "$$(( n - {sentinel_bytes} ))" > "$$c/episode.sh" && '
+         '[ "$$n" -ge {sentinel_bytes} ] && "$$hd" -c "$$(( n - {sentinel_bytes} ))" > "$$c/episode.sh" && '
          'read -r l && [ "$$l" = "{sentinel}=$$k" ] && echo "$$l" >> "$$c/episode.sh" && '
          'echo "$$k" > "$$c/episode.key"; }} <&3 & r=$$!; '
          'wait $$r || exit {nd}; read -r k < "$$c/episode.key" || exit {nd}; '
@@ -111,7 +122,7 @@ _TIMEOUT = '"$${' + TIMEOUT_VARIABLE + '}"'
 # launcher's does), exits AGENT_OVERRAN_EXIT, the verdict's Timeout; the agent's own exit of that
 # code or of NOT_DELIVERED_EXIT is reported as 1.
 _RUN = ('{began}"$$@" & agent=$$!; '
-        '({tools}sleep {episode_timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+        '("$$sl" {episode_timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
         'wait $$agent; code=$$?; [ "$$code" -eq {nd} ] || [ "$$code" -eq {overran} ] && code=1; '
         'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && code={overran}; {ended}'
         '{ran_past} && code={overran}; '
@@ -119,7 +130,7 @@ _RUN = ('{began}"$$@" & agent=$$!; '
 # With a verifier, each phase runs under the Job's own launcher for it (core.launchers): the
 # agent's ends with its record and exit 0, the verifier's with the verifier's code, an exit of
 # NOT_DELIVERED_EXIT reported as 1.
-WARM_LAUNCHER = 'c={claim}; ' + _PREPARE + _WAIT + _RUN
+WARM_LAUNCHER = _START + _PREPARE + _WAIT + _RUN
 SENTINEL = "ROLLOUTBATCH_EPISODE"   # the delivery's last assignment, to its key: a whole script was delivered
 KEY_BYTES = 16                      # of each send's key (hex): no value handed over can guess it
 MAX_LENGTH_DIGITS = 9               # of the length line: under 1 GB, in range of any sh's arithmetic (32-bit too)
@@ -153,7 +164,7 @@ def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> st
     if not verified:
         return _format(WARM_LAUNCHER, claim_dir, prepare_timeout)
     run = launchers.agent_launcher("", _TIMEOUT, overran_exit=AGENT_OVERRAN_EXIT)
-    return _format('c={claim}; ' + _PREPARE + _WAIT, claim_dir, prepare_timeout) + run
+    return _format(_START + _PREPARE + _WAIT, claim_dir, prepare_timeout) + run
 
 
 # The verifier's files writer (a pool pod's third container, naming.VERIFIER_FILES_CONTAINER): it
@@ -162,14 +173,14 @@ def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> st
 # the verifier its phase once it heard that line, so every file is whole before the verifier runs.
 # Its script runs nothing of the episode's (no output can bury the line); a write that fails
 # leaves out the mark the verifier's script checks (:func:`files_script`).
-FILES_WRITER_LAUNCHER = 'c={claim}; ' + _READ + _SOURCE + _RECEIVED + 'exit 0'
+FILES_WRITER_LAUNCHER = _START + _READ + _SOURCE + _RECEIVED + 'exit 0'
 
 
 def verifier_launcher(claim_dir: str) -> str:
     """The verifier container's command (``$$`` escaped): it waits as the episode container does
     (no prepare), then runs what it is handed under the Job's verifier launcher."""
     run = launchers.verifier_launcher("", _TIMEOUT, not_delivered=NOT_DELIVERED_EXIT)
-    return _format('c={claim}; ' + _WAIT, claim_dir) + run
+    return _format(_START + _WAIT, claim_dir) + run
 
 
 def files_writer_launcher(claim_dir: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -69,3 +70,30 @@ def test_the_launcher_kills_nothing_when_it_is_not_pid_1(tmp_path) -> None:
         assert proc.poll() is None
     finally:                                   # a session of its own: no process group of the test's holds it
         os.kill(int((tmp_path / "leftover.pid").read_text()), signal.SIGKILL)
+
+
+def can_mount_in_a_namespace() -> bool:
+    return has_pid_namespaces() and subprocess.run(
+        ["unshare", "-m", "/bin/sh", "-c", "mount -t tmpfs tmpfs /usr/local/bin"], capture_output=True).returncode == 0
+
+
+# A `head` that saves every delivery it reads and fails it: a re-roll of every draw.
+PLANT_HEAD = ["/bin/sh", "-c", "printf '#!/bin/sh\\n: > \"%s/planted-head-ran\"; cat > \"%s/stolen\"; exit 1\\n' "
+                               '"$PWD" "$PWD" > /usr/local/bin/head && chmod +x /usr/local/bin/head']
+
+
+@pytest.mark.skipif(not can_mount_in_a_namespace(), reason="needs unshare -m and mount (root)")
+def test_a_head_the_prepare_put_first_on_the_path_never_reads_the_delivery(tmp_path) -> None:
+    """/usr/local/bin comes before /usr/bin on the launcher's tools' PATH; in an image whose user
+    can write it, a prepare could put a `head` there. The launcher found its `head` before the
+    prepare ran. Here /usr/local/bin is a tmpfs of the test's own mount namespace."""
+    script = pool_delivery.launcher(str(tmp_path), 10).replace("$$", "$")
+    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(tmp_path)))
+    in_its_image = 'mount -t tmpfs tmpfs /usr/local/bin && exec /bin/sh -c "$0" "$@"'
+    proc = _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, script, "warm",
+                   *PLANT_HEAD], tmp_path, tmp_path)
+    wait_for_file(tmp_path / "warm", 10)
+    command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
+    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 5, 1, command)))
+    assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "5\n"
+    assert not (tmp_path / "planted-head-ran").exists() and not (tmp_path / "stolen").exists()
