@@ -1,14 +1,13 @@
-"""Prometheus metrics for the RolloutBatch operator.
+"""Prometheus metrics for the RolloutBatch operator: when each family changes (its names, help
+texts, labels and buckets are :mod:`rolloutbatch.metrics_collectors`').
 
 Every collector lives on an injected :class:`CollectorRegistry`, so tests build a fresh registry
 and read values with ``registry.get_sample_value``; the operator builds one registry per process.
 
-Naming follows the Prometheus conventions: prefix ``rolloutbatch_``, base units in the names
-(``_seconds``, ``_bytes``), ``_total`` on counters. Label cardinality is bounded: by default the
-only per-object label is ``namespace`` (the RolloutBatch's namespace); pod, episode and batch names
-never become labels. ``batch_label=True`` adds a ``batch`` label to the per-batch series, and
-:meth:`Metrics.batch_deleted` removes them again, so a cluster that runs many batches does not
-accumulate dead series.
+Label cardinality is bounded: by default the only per-object label is ``namespace`` (the
+RolloutBatch's namespace); pod, episode and batch names never become labels. ``batch_label=True``
+adds a ``batch`` label to the per-batch series, and :meth:`Metrics.batch_deleted` removes them
+again, so a cluster that runs many batches does not accumulate dead series.
 
 The operator calls the methods below from its handlers; they are cheap, thread-safe, idempotent
 where a restarted or retried handler may repeat a call (``batch_started``, ``batch_finished``,
@@ -16,7 +15,6 @@ where a restarted or retried handler may repeat a call (``batch_started``, ``bat
 clock skew): such observations are dropped or clamped, because a metrics bug must never fail a
 batch.
 """
-
 from __future__ import annotations
 
 import errno
@@ -30,61 +28,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ContextManager
 
-from prometheus_client import (
-    PLATFORM_COLLECTOR,
-    PROCESS_COLLECTOR,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    start_http_server,
-)
+from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from rolloutbatch import __version__
-from rolloutbatch.core import vocabulary
-
-PREFIX = "rolloutbatch"
-
-from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part of this module's API
-    DEFAULT_BATCH_BUCKETS,
-    DEFAULT_CLAIM_BUCKETS,
-    DEFAULT_DURATION_BUCKETS,
-    DEFAULT_HANDLER_BUCKETS,
-    DEFAULT_LOG_READ_BUCKETS,
-    DEFAULT_REWARD_BUCKETS,
-    DEFAULT_STARTUP_BUCKETS,
+from rolloutbatch.metric_buckets import DEFAULT_REWARD_BUCKETS, DEFAULT_STARTUP_BUCKETS
+from rolloutbatch.metrics_collectors import (  # noqa: F401 - the names are part of this module's API
+    BATCH_RESULTS,
+    EPISODE_RESULTS,
+    HISTOGRAM_NAMES,
+    METRIC_NAMES,
+    PREFIX,
+    REWARD_SIGNS,
+    Collectors,
 )
 
 MAX_DELETED_REMEMBERED = 10_000   # deleted batches and pools whose late calls are ignored
-
-# The result label: a terminal phase (lowercase) or an episode outcome, as core names them.
-BATCH_RESULTS: tuple[str, ...] = tuple(phase.lower() for phase in vocabulary.TERMINAL_PHASES)
-EPISODE_RESULTS: tuple[str, ...] = vocabulary.OUTCOMES
-# The sign label of episode_reward_magnitude_total.
-REWARD_SIGNS: tuple[str, ...] = ("positive", "negative")
-
-# Every metric family this module exports (names as Prometheus shows them, without the
-# `_bucket`/`_sum`/`_count` suffixes of histograms). Tests use it to check dashboards and alerts.
-METRIC_NAMES: frozenset[str] = frozenset(
-    f"{PREFIX}_{n}"
-    for n in (
-        "episodes_total", "batches_total", "batches_active", "episodes_running",
-        "episodes_retried_total", "episode_startup_seconds", "episode_duration_seconds",
-        "episode_reward", "batch_ready_seconds", "batch_rewards_seconds",
-        "batch_complete_seconds", "log_read_seconds", "log_read_bytes_total",
-        "handler_duration_seconds", "handler_errors_total", "build_info", "reward_extras_dropped_total",
-        "episode_reward_magnitude_total", "leader", "queue_wait_seconds", "queue_evictions_total",
-        "claim_seconds", "pool_claims_total",
-    )
-)
-HISTOGRAM_NAMES: frozenset[str] = frozenset(
-    f"{PREFIX}_{n}"
-    for n in (
-        "episode_startup_seconds", "episode_duration_seconds", "episode_reward",
-        "batch_ready_seconds", "batch_rewards_seconds", "batch_complete_seconds",
-        "log_read_seconds", "handler_duration_seconds", "queue_wait_seconds", "claim_seconds",
-    )
-)
 
 
 @dataclass
@@ -114,7 +71,7 @@ def _duration(value: float | None) -> float | None:
     return None if v is None else max(0.0, v)
 
 
-class Metrics:
+class Metrics(Collectors):
     """The operator's collectors, registered on ``registry``.
 
     ``registry=None`` creates a private registry with the process and platform collectors, so
@@ -149,110 +106,7 @@ class Metrics:
         self._active: dict[str, int] = {}
         self._running: dict[str, int] = {}
 
-        per_batch = ("namespace", "batch") if batch_label else ("namespace",)
-
-        def name(n: str) -> str:
-            return f"{PREFIX}_{n}"
-
-        r = registry
-        self.episodes_total = Counter(
-            name("episodes"), "Episodes final, by result (succeeded, failed, lost, stopped).",
-            [*per_batch, "result"], registry=r)
-        self.batches_total = Counter(
-            name("batches"), "RolloutBatches finished, by result (succeeded, failed, stopped).",
-            [*per_batch, "result"], registry=r)
-        self.batches_active = Gauge(
-            name("batches_active"), "RolloutBatches started and not yet finished.",
-            list(per_batch), registry=r)
-        self.episodes_running = Gauge(
-            name("episodes_running"), "Episode pods currently running.",
-            list(per_batch), registry=r)
-        self.episodes_retried_total = Counter(
-            name("episodes_retried"),
-            "Episodes re-run after an infrastructure failure (eviction, preemption, node loss).",
-            list(per_batch), registry=r)
-        self.reward_extras_dropped_total = Counter(
-            name("reward_extras_dropped"),
-            "Episodes whose reward event had extra fields left out of their row (over the extras budget, "
-            "or not JSON); each row is flagged RewardExtrasDropped.",
-            list(per_batch), registry=r)
-        self.episode_startup_seconds = Histogram(
-            name("episode_startup_seconds"),
-            "Episode pod created -> its ready event, in seconds.",
-            list(per_batch), buckets=tuple(startup_buckets), registry=r)
-        self.episode_duration_seconds = Histogram(
-            name("episode_duration_seconds"),
-            "Episode ready event -> its reward event, in seconds.",
-            list(per_batch), buckets=DEFAULT_DURATION_BUCKETS, registry=r)
-        self.episode_reward = Histogram(
-            name("episode_reward"), "Rewards reported by episodes.",
-            list(per_batch), buckets=tuple(reward_buckets), registry=r)
-        # A mean reward needs a sum, and the histogram exports none while a bucket is below zero
-        # (its _sum could decrease, which rate() would take for a counter reset). A sum per sign
-        # never decreases: mean = (positive - negative) / episode_reward_count.
-        self.episode_reward_magnitude_total = Counter(
-            name("episode_reward_magnitude"),
-            "Sum of the magnitudes of the rewards graded episodes count with, by sign; their mean is "
-            "(positive - negative) / rolloutbatch_episode_reward_count.",
-            [*per_batch, "sign"], registry=r)
-        self.batch_ready_seconds = Histogram(
-            name("batch_ready_seconds"),
-            "RolloutBatch start -> every episode ready, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.batch_rewards_seconds = Histogram(
-            name("batch_rewards_seconds"),
-            "RolloutBatch start -> every episode's reward, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.batch_complete_seconds = Histogram(
-            name("batch_complete_seconds"),
-            "Job created -> the operator saw the Job finish, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.queue_wait_seconds = Histogram(
-            name("queue_wait_seconds"),
-            "spec.queueName: the batch's Job created -> Kueue first admitted it, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.queue_evictions_total = Counter(
-            name("queue_evictions"),
-            "Times Kueue evicted a batch's running Job (preemption, a stopped queue); its running episodes "
-            "end EvictedByQueue.",
-            list(per_batch), registry=r)
-        # Warm pools (core.pools): per pool, not per batch (a pool serves many batches).
-        self.claim_seconds = Histogram(
-            name("claim_seconds"),
-            "spec.poolRef: an episode's claim (a warm pod) or its cold pod's creation -> the pod was handed "
-            "its episode, in seconds.",
-            ["namespace", "pool", "result"], buckets=DEFAULT_CLAIM_BUCKETS, registry=r)
-        self.pool_claims_total = Counter(
-            name("pool_claims"),
-            "Episodes of pooled batches by result: hit (a warm pod of the pool) or miss (a cold pod).",
-            ["namespace", "pool", "result"], registry=r)
-        self.log_read_seconds = Histogram(
-            name("log_read_seconds"), "Time to read one episode pod's log, in seconds.",
-            buckets=DEFAULT_LOG_READ_BUCKETS, registry=r)
-        self.log_read_bytes_total = Counter(
-            name("log_read_bytes"), "Bytes of episode pod logs read.", registry=r)
-        self.handler_duration_seconds = Histogram(
-            name("handler_duration_seconds"), "Operator handler run time, in seconds.",
-            ["handler"], buckets=DEFAULT_HANDLER_BUCKETS, registry=r)
-        self.handler_errors_total = Counter(
-            name("handler_errors"), "Operator handler runs that raised.",
-            ["handler"], registry=r)
-        self.build_info = Gauge(
-            name("build_info"), "Always 1; the operator's version is in the labels.",
-            ["version"], registry=r)
-        self.build_info.labels(version=__version__).set(1)
-        self.leader = Gauge(
-            name("leader"), "1 while this process holds the leader-election Lease and reconciles; "
-            "0 as a standby. Summed over the operator's pods: 1, or 0 for a takeover's few seconds.",
-            registry=r)
-
-        self._batch_histograms = (
-            self.batch_ready_seconds, self.batch_rewards_seconds, self.batch_complete_seconds,
-            self.queue_wait_seconds,
-        )
-        self._episode_histograms = (
-            self.episode_startup_seconds, self.episode_duration_seconds, self.episode_reward,
-        )
+        super().__init__(registry, batch_label, startup_buckets, reward_buckets)
 
     # --- label plumbing -----------------------------------------------------------------------
 
@@ -273,7 +127,7 @@ class Metrics:
         self.queue_evictions_total.labels(*key)
         for sign in REWARD_SIGNS:
             self.episode_reward_magnitude_total.labels(*key, sign)
-        for h in (*self._episode_histograms, *self._batch_histograms):
+        for h in (*self.episode_histograms, *self.batch_histograms):
             h.labels(*key)
 
     def _state(self, namespace: str, batch: str) -> _BatchState | None:
@@ -360,7 +214,7 @@ class Metrics:
             self._deactivate(namespace, batch, st)
             key = self._key(namespace, batch)
             self.batches_total.labels(*key, result).inc()
-            for hist, value in zip(self._batch_histograms[:2], (ready_seconds, rewards_seconds)):
+            for hist, value in zip(self.batch_histograms[:2], (ready_seconds, rewards_seconds)):
                 v = _duration(value)
                 if v is not None:
                     hist.labels(*key).observe(v)
@@ -428,8 +282,8 @@ class Metrics:
                 _remove(self.episode_reward_magnitude_total, *key, sign)
             for metric in (
                 self.batches_active, self.episodes_running, self.episodes_retried_total,
-                self.reward_extras_dropped_total, self.queue_evictions_total, *self._episode_histograms,
-                *self._batch_histograms,
+                self.reward_extras_dropped_total, self.queue_evictions_total, *self.episode_histograms,
+                *self.batch_histograms,
             ):
                 _remove(metric, *key)
 

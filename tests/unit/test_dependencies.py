@@ -16,7 +16,8 @@ from tests.support import package_imports as pi
 PROJECT = tomllib.loads((pi.SOURCE.parent / "pyproject.toml").read_text())["project"]
 # Distributions whose import name is not their project name.
 MODULE_OF = {"pykube-ng": "pykube", "pyyaml": "yaml", "prometheus-client": "prometheus_client"}
-OPERATOR_LAYERS = ("rolloutbatch.runner", "rolloutbatch.service", "rolloutbatch.handlers", "rolloutbatch.metrics")
+OPERATOR_LAYERS = ("rolloutbatch.runner", "rolloutbatch.service", "rolloutbatch.handlers", "rolloutbatch.metrics",
+                   "rolloutbatch.metrics_collectors")
 
 
 def declared(requirements: list[str]) -> dict[str, str]:

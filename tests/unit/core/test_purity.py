@@ -4,7 +4,7 @@ import pathlib
 
 CORE = pathlib.Path(__file__).resolve().parents[3] / "operator" / "rolloutbatch" / "core"
 FORBIDDEN = {"kopf", "kubernetes", "pykube", "prometheus_client", "requests", "aiohttp", "rolloutbatch.kube",
-             "rolloutbatch.handlers", "rolloutbatch.service", "rolloutbatch.metrics"}
+             "rolloutbatch.handlers", "rolloutbatch.service", "rolloutbatch.metrics", "rolloutbatch.metrics_collectors"}
 
 
 def imported(path):
