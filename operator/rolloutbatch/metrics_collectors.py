@@ -107,22 +107,17 @@ class Collectors:
             "Sum of the magnitudes of the rewards graded episodes count with, by sign; their mean is "
             "(positive - negative) / rolloutbatch_episode_reward_count.",
             [*per_batch, "sign"], registry=r)
-        self.batch_ready_seconds = Histogram(
-            name("batch_ready_seconds"),
-            "RolloutBatch start -> every episode ready, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.batch_rewards_seconds = Histogram(
-            name("batch_rewards_seconds"),
-            "RolloutBatch start -> every episode's reward, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.batch_complete_seconds = Histogram(
-            name("batch_complete_seconds"),
-            "Job created -> the operator saw the Job finish, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
-        self.queue_wait_seconds = Histogram(
-            name("queue_wait_seconds"),
-            "spec.queueName: the batch's Job created -> Kueue first admitted it, in seconds.",
-            list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+        def batch_histogram(n: str, text: str) -> Histogram:
+            return Histogram(name(n), text, list(per_batch), buckets=DEFAULT_BATCH_BUCKETS, registry=r)
+
+        self.batch_ready_seconds = batch_histogram(
+            "batch_ready_seconds", "RolloutBatch start -> every episode ready, in seconds.")
+        self.batch_rewards_seconds = batch_histogram(
+            "batch_rewards_seconds", "RolloutBatch start -> every episode's reward, in seconds.")
+        self.batch_complete_seconds = batch_histogram(
+            "batch_complete_seconds", "Job created -> the operator saw the Job finish, in seconds.")
+        self.queue_wait_seconds = batch_histogram(
+            "queue_wait_seconds", "spec.queueName: the batch's Job created -> Kueue first admitted it, in seconds.")
         self.queue_evictions_total = Counter(
             name("queue_evictions"),
             "Times Kueue evicted a batch's running Job (preemption, a stopped queue); its running episodes "
