@@ -23,7 +23,8 @@ VERIFIER_SLACK_SECONDS = 5   # a pod's deadline allows this for the launchers' w
 # Timeout. An assignment before one command: the agent's PATH stays its own.
 # TOOLS_SH in a script a shell reads as it is (a command's argument: the session's hold), TOOLS in
 # a container's command, where Kubernetes reads `$$` as `$`.
-TOOLS_SH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH} "
+TOOL_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+TOOLS_SH = "PATH=" + ":".join(TOOL_DIRS) + "${PATH:+:$PATH} "
 TOOLS = TOOLS_SH.replace("$", "$$")
 
 # The agent's command runs under this launcher: it stops the agent at episodeTimeoutSeconds, then

@@ -28,15 +28,18 @@ from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 
 # Every launcher starts here: the claim directory, and the tools that run once a prepare may have
-# run (`head` reads the delivery, `sleep` is the episode's watchdog) found by their full paths
-# first. A prepare runs as the pod's user and could put a `head` into a directory of the tools'
-# PATH that user can write and that comes first (/usr/local/bin in some images): it would read
-# every delivery and fail the one whose draw it did not like (a re-roll). One found before the
-# prepare ran is the image's; only a tool its user can overwrite in place stays its to replace
-# (docs/design.md §11). A tool not found stays its name, failing as it did. The trap first, as
-# _PREPARE's comment says.
-_START = ("c={claim}; trap 'exit {nd}' TERM INT HUP; hd=$$({tools}command -v head) || hd=head; "
-          'sl=$$({tools}command -v sleep) || sl=sleep; ')
+# run (`head` reads the delivery, `sleep` is the episode's watchdog) fixed by their full paths. A
+# prepare runs as the pod's user and could put a `head` into a directory of the tools' PATH that
+# user can write and that comes first (/usr/local/bin in some images): it would read every
+# delivery and fail the one whose draw it did not like (a re-roll). Each tool is the first of the
+# standard directories' whose file and directory the launcher's user cannot write; else the first
+# on the tools' PATH (the prepare could replace that one: docs/design.md §11); else its name,
+# failing as it did. Found before the prepare runs, in the pod's start, not in a hand-over. The
+# trap first, as _PREPARE's comment says.
+_START = ("c={claim}; trap 'exit {nd}' TERM INT HUP; "
+          'found() {{ for d in {tool_dirs}; do [ -f "$$d/$$1" ] && [ -x "$$d/$$1" ] && [ ! -w "$$d/$$1" ] && '
+          '[ ! -w "$$d" ] && {{ echo "$$d/$$1"; return; }}; done; {tools}command -v "$$1" || echo "$$1"; }}; '
+          'hd=$$(found head); sl=$$(found sleep); ')
 
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
@@ -155,6 +158,7 @@ def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
                            received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
                            mkfifo=MKFIFO_MISSING, episode_timeout=_TIMEOUT, overran=AGENT_OVERRAN_EXIT,
                            began=launchers.uptime("began"), ended=launchers.uptime("ended"), tools=launchers.TOOLS,
+                           tool_dirs=" ".join(launchers.TOOL_DIRS),
                            ran_past=launchers.ran_past(_TIMEOUT))
 
 

@@ -6,8 +6,11 @@ of a PID namespace of its own, as in its container: only there does it kill (`ki
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -97,3 +100,32 @@ def test_a_head_the_prepare_put_first_on_the_path_never_reads_the_delivery(tmp_p
     assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 5, 1, command)))
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "5\n"
     assert not (tmp_path / "planted-head-ran").exists() and not (tmp_path / "stolen").exists()
+
+
+@pytest.mark.skipif(not can_mount_in_a_namespace() or not shutil.which("setpriv"),
+                    reason="needs unshare -m, mount and setpriv (root)")
+def test_a_head_of_the_image_that_its_user_can_write_gives_way_to_one_it_cannot():
+    """An image whose /usr/local/bin is its user's (some chown it) and holds a `head` of its own:
+    the prepare, as that user, overwrites it; the launcher reads the delivery with /usr/bin/head,
+    which the user cannot write. The launcher runs as uid 1000 here, as in its pod."""
+    base = pathlib.Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        claim = base / "claim"
+        claim.mkdir()
+        for path in (base, claim):
+            os.chmod(path, 0o777)
+        script = pool_delivery.launcher(str(claim), 10).replace("$$", "$")
+        script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
+        in_its_image = ("mount -t tmpfs -o mode=755,uid=1000 tmpfs /usr/local/bin && "
+                        "printf '#!/bin/sh\\nexec /usr/bin/head \"$@\"\\n' > /usr/local/bin/head && "
+                        "chmod 755 /usr/local/bin/head && chown 1000 /usr/local/bin/head && "
+                        'exec setpriv --reuid 1000 --regid 1000 --clear-groups /bin/sh -c "$0" "$@"')
+        proc = _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, script, "warm",
+                       *PLANT_HEAD], claim, claim)
+        wait_for_file(claim / "warm", 10)
+        command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
+        assert hand_over(claim, pool_delivery.episode_script(episode("b", 2, 1, command)))
+        assert proc.wait(timeout=20) == 0 and (claim / "ran").read_text() == "2\n"
+        assert not (claim / "planted-head-ran").exists() and not (claim / "stolen").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
