@@ -5,15 +5,20 @@ It then killed the reader for an input it did not like (the episode was lost, ne
 re-roll of a bad draw), or handed the launcher the script again with its time rewritten (the agent
 ran 15 s past its time and its verifier's reward counted). The launcher now kills every process the
 prepare left before the pod is warm (core.pool_delivery); the verdict checks a pooled phase's time by
-the API's times as well (core.verdict.agent_overran)."""
+the API's times as well (core.verdict.agent_overran). A later review made the pod look warm from the
+prepare itself (it wrote the probe's file at once, was claimed while it ran, and did the same with no
+process left behind), or left a FIFO where the launcher writes that file (every claim lost, the pool
+Ready throughout): the probe now waits for the launcher's own stdin to be /dev/null, and the launcher
+clears its names in the claim directory after the prepare."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from rolloutbatch.core import naming
-from tests.e2e.test_pools import EPISODE, pooled_batch, wait_pool
+from tests.e2e.test_pools import EPISODE, get_pool, pooled_batch, wait_pool
 from tests.support.batches import apply, results, unique, wait_finished
 from tests.support.operator import kubectl
 
@@ -129,3 +134,42 @@ def test_a_prepares_leftover_cannot_lift_its_agents_time_limit(operator_process,
     # stopped at its time (graded on what it left then: nothing) or Timeout: never the late answer's 1.0
     assert row["reward"] == 0.0 and row["outcome"] in ("succeeded", "failed"), row
     assert row["outcome"] == "failed" or row["agent"]["timed_out"] is True, row
+
+
+def test_a_prepare_that_writes_the_warm_file_is_not_claimable_until_it_ended(operator_process, namespace):
+    """The probe's file alone was the prepare's to write: its pod counted warm and was claimed while
+    the prepare still ran, and read the delivery from /proc/1/fd/0."""
+    pool = unique("earlywarm")
+    prepare = f": > {naming.CLAIM_MOUNT_PATH}/warm; sleep 25; : > prepared"
+    body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
+            "spec": {"size": 2, "task": {"files": {"episode.py": EPISODE}},
+                     "prepare": {"command": ["/bin/sh", "-c", prepare], "timeoutSeconds": 120}, "resources": SMALL}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    try:
+        made, seen = time.monotonic(), []
+        while time.monotonic() - made < 18:       # the pods start in seconds; their prepare ends 25 s in
+            seen.append((get_pool(pool, namespace).get("status") or {}).get("readyPods") or 0)
+            time.sleep(1)
+        assert max(seen) == 0, seen
+        wait_pool(pool, namespace, lambda st: st.get("readyPods") == 2, timeout=120)
+    finally:
+        kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+
+
+def test_a_fifo_the_prepare_left_as_the_warm_file_does_not_wedge_the_pool(operator_process, namespace):
+    pool = unique("fifowarm")
+    body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
+            "spec": {"size": 1, "task": {"files": {"episode.py": EPISODE}},
+                     "prepare": {"command": ["/bin/sh", "-c", f"echo warm > prepared; mkfifo {naming.CLAIM_MOUNT_PATH}/warm"],
+                                 "timeoutSeconds": 60},
+                     "resources": SMALL}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    name = unique("fifo")
+    try:
+        wait_pool(pool, namespace, lambda st: st.get("readyPods") == 1, timeout=180)
+        apply(pooled_batch(name, pool, 1, parallelism=1, retries={"infrastructure": 0}), namespace)
+        wait_finished(name, namespace, timeout=180, operator=operator_process)
+        rows = results(name, namespace)["pods"]
+    finally:
+        kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+    assert [row["outcome"] for row in rows] == ["succeeded"], [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]

@@ -42,13 +42,13 @@ TOOLS = TOOLS_SH.replace("$", "$$")
 # past its time. An agent that blocks the record (e.g. a read-only file it chmodded) fails the
 # launcher, and with it its own episode.
 _AGENT = ('{group}{began}"$$@" & agent=$$!; '
-          '({tools}sleep {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
+          '({sleep} {timeout}; trap "" TERM; kill -KILL $$agent) 2>/dev/null & watchdog=$$!; '
           'wait $$agent; code=$$?; timed_out=false; '
           'kill -TERM $$watchdog 2>/dev/null; wait $$watchdog 2>/dev/null && timed_out=true; '
           'kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; '
           '{ended}'
           '{ran_past} && timed_out=true; '
-          '[ -w {path} ] || {tools}chmod u+w {path} 2>/dev/null; '
+          '[ -w {path} ] || {chmod} u+w {path} 2>/dev/null; '
           "printf '\\n{{\"event\":\"{event}\",\"exit_code\":%d,\"timed_out\":%s}}\\n' "
           '"$$code" "$$timed_out" >> {path} || exit 120; {overran}{oom}exit 0')
 # An agent that ran past its time by more than the slack (its watchdog killed) fails its
@@ -73,14 +73,16 @@ _VERIFIER = ('{group}"$$@" & verifier=$$!; '
 
 
 def agent_launcher(group: str, timeout: int | str, overran_exit: int = AGENT_OVERRAN_EXIT,
-                   oom_exit: int | None = None) -> str:
+                   oom_exit: int | None = None, sleep: str = TOOLS + "sleep", chmod: str = TOOLS + "chmod") -> str:
     """The agent phase: ``group`` is shell run first (core.manifests' group setup, or ''),
     ``timeout`` its seconds (a number, or a shell expansion); an agent that ran more than
     VERIFIER_SLACK_SECONDS past it exits ``overran_exit``, after its record; with ``oom_exit``,
-    one a process of which was killed for its memory exits that (:func:`oom_killed`)."""
+    one a process of which was killed for its memory exits that (:func:`oom_killed`). ``sleep``
+    and ``chmod`` are its tools (a pool's pod fixed them before its prepare ran:
+    core.pool_delivery)."""
     overran = _OVERRAN.format(ran_past=ran_past(timeout, VERIFIER_SLACK_SECONDS), code=overran_exit)
     return _AGENT.format(group=group, timeout=timeout, path=naming.TERMINATION_MESSAGE_PATH, event=AGENT_EXIT,
-                         overran=overran, tools=TOOLS, began=uptime("began"), ended=uptime("ended"),
+                         overran=overran, sleep=sleep, chmod=chmod, began=uptime("began"), ended=uptime("ended"),
                          ran_past=ran_past(timeout), oom=oom_killed(oom_exit) if oom_exit is not None else "")
 
 

@@ -184,9 +184,24 @@ def episode_container(spec: PoolSpec) -> str:
 _HANDED_OVER_ON_STDIN = {"stdin": True, "stdinOnce": False}
 
 
+# The container is started (its pod warm, claimable) once its launcher waits: the file `warm`, and
+# the launcher's (PID 1's) stdin turned to /dev/null, which it does only past the prepare and the
+# kill of everything the prepare left (core.pool_delivery). The file alone was the prepare's to
+# write: a prepare made it at once, its pod was claimed while it still ran, and it read the
+# delivery from /proc/1/fd/0 and failed the draws it did not like (a hostile review's attack). No
+# other process can change PID 1's files. `-ef` where the shell's test has it, else readlink.
+_WAITING = ('test -e {claim}/warm && {{ [ /proc/1/fd/0 -ef /dev/null ] 2>/dev/null || '
+            '[ "$(readlink /proc/1/fd/0)" = /dev/null ]; }}')
+
+
+def waiting_check(claim_dir: str) -> list[str]:
+    """The command that succeeds once the launcher waiting in ``claim_dir`` waits (_WAITING)."""
+    return ["/bin/sh", "-c", _WAITING.format(claim=claim_dir)]
+
+
 def _probe(claim_dir: str, spec: PoolSpec) -> dict:
     """Probed only until it first succeeds: a warm pod costs no probe while it waits or runs."""
-    return {"exec": {"command": ["/bin/sh", "-c", f"test -e {claim_dir}/warm"]},
+    return {"exec": {"command": waiting_check(claim_dir)},
             "periodSeconds": STARTUP_PERIOD_SECONDS, "failureThreshold": spec.prepare_timeout_seconds + 60}
 
 

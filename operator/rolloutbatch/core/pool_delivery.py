@@ -27,25 +27,30 @@ from rolloutbatch.core.model import PodFacts
 from rolloutbatch.core.vocabulary import AGENT_OVERRAN_EXIT, NOT_DELIVERED_EXIT
 
 
-# Every launcher starts here: the claim directory, and the tools that run once a prepare may have
-# run (`head` reads the delivery, `sleep` is the episode's watchdog) fixed by their full paths. A
-# prepare runs as the pod's user and could put a `head` into a directory of the tools' PATH that
-# user can write and that comes first (/usr/local/bin in some images): it would read every
-# delivery and fail the one whose draw it did not like (a re-roll). Each tool is the first of the
-# standard directories' whose file and directory the launcher's user cannot write; else the first
-# on the tools' PATH (the prepare could replace that one: docs/design.md §11); else its name,
-# failing as it did. Found before the prepare runs, in the pod's start, not in a hand-over. The
-# trap first, as _PREPARE's comment says.
+# Every launcher starts here: the claim directory, and every tool it runs once a prepare may have
+# started (`head` reads the delivery, `sleep` times the prepare and the agent, `rm` clears what the
+# prepare left, `tail` and `cat` say how a prepare failed, `chmod` keeps the agent's record
+# writable) fixed by its full path. A prepare runs as the pod's user and could put a tool into a
+# directory of the tools' PATH that user can write and that comes first (/usr/local/bin in some
+# images): a `head` read every delivery and failed the one whose draw it did not like (a re-roll),
+# an `rm` run after the kill of the prepare's processes started one that did the same (a hostile
+# review's attacks). Each tool is the first of the standard directories' whose file and directory
+# the launcher's user cannot write; else the first on the tools' PATH (the prepare could replace
+# that one: docs/design.md §11); else its name, failing as it did. Found in the pod's start, not in
+# a hand-over. The trap first, as _PREPARE's comment says.
 _START = ("c={claim}; trap 'exit {nd}' TERM INT HUP; "
           'found() {{ for d in {tool_dirs}; do [ -f "$$d/$$1" ] && [ -x "$$d/$$1" ] && [ ! -w "$$d/$$1" ] && '
           '[ ! -w "$$d" ] && {{ echo "$$d/$$1"; return; }}; done; {tools}command -v "$$1" || echo "$$1"; }}; '
-          'hd=$$(found head); sl=$$(found sleep); ')
+          'hd=$$(found head); sl=$$(found sleep); rmf=$$(found rm); tl=$$(found tail); ct=$$(found cat); '
+          'chm=$$(found chmod); ')
+# The tools so fixed, for core.launchers' agent launcher in a pool's pod.
+FIXED_SLEEP, FIXED_CHMOD = '"$$sl"', '"$$chm"'
 
 # The warm pod's command (POSIX sh; `$$` is Kubernetes' escape for `$`). Positional parameters are
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
-# its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm` (the startupProbe's), and
-# the wait on the container's stdin (the pod's `stdin: true`), kept as fd 3 while
-# everything else reads /dev/null (a background list's stdin is /dev/null in sh): a background
+# its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm`, and the wait on the
+# container's stdin (the pod's `stdin: true`), kept as fd 3 while everything else reads /dev/null
+# (both together the startupProbe's sign: core.pool_children) (a background list's stdin is /dev/null in sh): a background
 # reader answers PING lines, takes one line of the length and the send's key, then the script but
 # its last line into `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot
 # send), and its last line with the shell's own `read`, which must be the sentinel set to that key:
@@ -83,20 +88,23 @@ _START = ("c={claim}; trap 'exit {nd}' TERM INT HUP; "
 # read the episode from the container's stdin (/proc/1/fd/0) and killed the reader of a draw it
 # did not like (the episode then lost: retried), or rewrote the script's time and handed it on
 # with the same key (a hostile review's attacks on the devcluster). Only as PID 1: elsewhere (a
-# unit test on a host) `kill -1` would reach every process of its user.
+# unit test on a host) `kill -1` would reach every process of its user. Then what the prepare left
+# at the launcher's own names is removed (a FIFO at `warm` blocked `: > warm` for ever while the
+# pod counted warm); one it cannot remove fails the pod, PREPARE_LEFT in its termination message.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             'if [ "$$#" -gt 0 ]; then if ! {tools}mkfifo "$$c/prepare.out"; then '
             'm="{mkfifo}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; fi; '
-            '{tools}tail -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
+            '"$$tl" -c 4096 < "$$c/prepare.out" > "$$c/prepare.tail" & t=$$!; '
             '"$$@" > "$$c/prepare.out" 2>&1 & p=$$!; '
-            '({tools}sleep {timeout}; trap "" TERM; kill -KILL $$p) 2>/dev/null & w=$$!; '
-            'wait $$p; s=$$?; kill $$w 2>/dev/null; {tools}rm -f "$$c/prepare.out"; '
-            'if [ "$$s" -ne 0 ]; then ({tools}sleep 2; kill $$t) 2>/dev/null & wait $$t; '
+            '("$$sl" {timeout}; trap "" TERM; kill -KILL $$p) 2>/dev/null & w=$$!; '
+            'wait $$p; s=$$?; kill $$w 2>/dev/null; "$$rmf" -f "$$c/prepare.out"; '
+            'if [ "$$s" -ne 0 ]; then ("$$sl" 2; kill $$t) 2>/dev/null & wait $$t; '
             'if wait $$w; then m="ran past its {timeout}s"; else m="exited $$s"; fi; '
-            '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; {tools}tail -c 1024 "$$c/prepare.tail"; }} '
-            '> {term} 2>/dev/null; {tools}cat "$$c/prepare.tail"; exit {nd}; fi; {tools}rm -f "$$c/prepare.tail"; '
+            '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; "$$tl" -c 1024 "$$c/prepare.tail"; }} '
+            '> {term} 2>/dev/null; "$$ct" "$$c/prepare.tail"; exit {nd}; fi; "$$rmf" -f "$$c/prepare.tail"; '
             '[ "$$$$" = 1 ] && {{ kill -STOP -1; kill -KILL -1; kill -KILL -1; }} 2>/dev/null; '
-            '{tools}rm -f "$$c/episode.sh" "$$c/episode.key"; fi; ')
+            '"$$rmf" -rf "$$c/episode.sh" "$$c/episode.key" "$$c/input.json" "$$c/warm" || '
+            '{{ m="{left}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; }}; fi; ')
 _READ = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
          '{{ while read -r n k && [ "$$n" = {ping} ]; do echo "{pong}"; done; '
@@ -140,6 +148,8 @@ MAX_LENGTH_DIGITS = 9               # of the length line: under 1 GB, in range o
 MAX_DELIVERY_BYTES = 10 ** MAX_LENGTH_DIGITS - 1
 RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has read its whole script
 MKFIFO_MISSING = "rolloutbatch: mkfifo failed: the pool launcher needs it in the image to run prepare"
+PREPARE_LEFT = ("rolloutbatch: the pool prepare exited 0 but left files in the claim directory that the launcher "
+                "cannot remove (episode.sh, episode.key, input.json, warm are the launcher's)")
 # Before the length, the sender may send PING lines; each is answered PONG. containerd starts
 # copying an attach's stdin before it adds the attach to the container's stdout (internal/cri/io,
 # ContainerIO.Attach), so a line printed at once may never reach that attach: the sender pings
@@ -156,7 +166,7 @@ def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
                            sentinel_bytes=len(SENTINEL) + 2 + 2 * KEY_BYTES,   # its line: name, '=', key, newline
                            key_chars=2 * KEY_BYTES, too_long="?" * (MAX_LENGTH_DIGITS + 1) + "*",
                            received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
-                           mkfifo=MKFIFO_MISSING, episode_timeout=_TIMEOUT, overran=AGENT_OVERRAN_EXIT,
+                           mkfifo=MKFIFO_MISSING, left=PREPARE_LEFT, episode_timeout=_TIMEOUT, overran=AGENT_OVERRAN_EXIT,
                            began=launchers.uptime("began"), ended=launchers.uptime("ended"), tools=launchers.TOOLS,
                            tool_dirs=" ".join(launchers.TOOL_DIRS),
                            ran_past=launchers.ran_past(_TIMEOUT))
@@ -167,7 +177,7 @@ def launcher(claim_dir: str, prepare_timeout: int, verified: bool = False) -> st
     agent phase's launcher in place of its last step."""
     if not verified:
         return _format(WARM_LAUNCHER, claim_dir, prepare_timeout)
-    run = launchers.agent_launcher("", _TIMEOUT, overran_exit=AGENT_OVERRAN_EXIT)
+    run = launchers.agent_launcher("", _TIMEOUT, overran_exit=AGENT_OVERRAN_EXIT, sleep=FIXED_SLEEP, chmod=FIXED_CHMOD)
     return _format(_START + _PREPARE + _WAIT, claim_dir, prepare_timeout) + run
 
 

@@ -94,11 +94,12 @@ def has_pid_namespaces() -> bool:
 
 
 def kills_its_watchdog(watchdog_seconds: int, then: str) -> str:
-    """A shell agent that kills its launcher's watchdog (the ``sleep N`` and the subshell above
-    it) as soon as they exist, trying every 50 ms, then runs ``then``. One try after a fixed wait
-    lost the race to the watchdog on a loaded CI run. Run it only in a PID namespace of its own."""
+    """A shell agent that kills its launcher's watchdog (the ``sleep N``, by its name or its full
+    path, and the subshell above it) as soon as they exist, trying every 50 ms, then runs
+    ``then``. One try after a fixed wait lost the race to the watchdog on a loaded CI run. Run it
+    only in a PID namespace of its own."""
     return ('until killed=; for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null); '
-            f'case "$c" in "sleep {watchdog_seconds} ") '
+            f'case "$c" in "sleep {watchdog_seconds} "|*"/sleep {watchdog_seconds} ") '
             'kill -KILL "$(cut -d" " -f4 "$p/stat")" "${p#/proc/}" 2>/dev/null && killed=1;; esac; done; '
             '[ -n "$killed" ]; do sleep 0.05; done; ' + then)
 

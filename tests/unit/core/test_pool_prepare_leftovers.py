@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from rolloutbatch.core import naming, pool_delivery
+from rolloutbatch.core import naming, pool_children, pool_delivery
 from tests.unit.core.pool_shell import (_start, episode, hand_over, has_pid_namespaces, reap_launchers,  # noqa: F401
                                         termination_message_file, wait_for_file)
 
@@ -85,21 +85,48 @@ PLANT_HEAD = ["/bin/sh", "-c", "printf '#!/bin/sh\\n: > \"%s/planted-head-ran\";
                                '"$PWD" "$PWD" > /usr/local/bin/head && chmod +x /usr/local/bin/head']
 
 
+def plant(tool: str) -> list[str]:
+    """A prepare that puts a `tool` first on the PATH: it marks that it ran, then does the job
+    (an `rm` run after the kill of the prepare's processes could start one of its own)."""
+    real = shutil.which(tool, path="/usr/bin:/bin")
+    return ["/bin/sh", "-c", f"printf '#!/bin/sh\\n: > \"%s/planted-{tool}-ran\"\\nexec {real} \"$@\"\\n' "
+                             f'"$PWD" > /usr/local/bin/{tool} && chmod +x /usr/local/bin/{tool}']
+
+
+def start_in_its_image(claim, prepare: list[str]):
+    """The launcher as PID 1 of its PID namespace, /usr/local/bin a tmpfs of its own mount
+    namespace (an image whose user can write it)."""
+    script = pool_delivery.launcher(str(claim), 10).replace("$$", "$")
+    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
+    in_its_image = 'mount -t tmpfs tmpfs /usr/local/bin && exec /bin/sh -c "$0" "$@"'
+    return _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, script, "warm",
+                   *prepare], claim, claim)
+
+
 @pytest.mark.skipif(not can_mount_in_a_namespace(), reason="needs unshare -m and mount (root)")
 def test_a_head_the_prepare_put_first_on_the_path_never_reads_the_delivery(tmp_path) -> None:
     """/usr/local/bin comes before /usr/bin on the launcher's tools' PATH; in an image whose user
-    can write it, a prepare could put a `head` there. The launcher found its `head` before the
-    prepare ran. Here /usr/local/bin is a tmpfs of the test's own mount namespace."""
-    script = pool_delivery.launcher(str(tmp_path), 10).replace("$$", "$")
-    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(tmp_path)))
-    in_its_image = 'mount -t tmpfs tmpfs /usr/local/bin && exec /bin/sh -c "$0" "$@"'
-    proc = _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, script, "warm",
-                   *PLANT_HEAD], tmp_path, tmp_path)
+    can write it, a prepare could put a `head` there. The launcher fixed its `head` before the
+    prepare ran."""
+    proc = start_in_its_image(tmp_path, PLANT_HEAD)
     wait_for_file(tmp_path / "warm", 10)
     command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
     assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 5, 1, command)))
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "5\n"
     assert not (tmp_path / "planted-head-ran").exists() and not (tmp_path / "stolen").exists()
+
+
+@pytest.mark.skipif(not can_mount_in_a_namespace(), reason="needs unshare -m and mount (root)")
+@pytest.mark.parametrize("tool", ["rm", "sleep", "head"])
+def test_no_tool_the_prepare_put_first_on_the_path_runs_after_it(tmp_path, tool) -> None:
+    """An `rm` run after the kill of the prepare's processes started one that read the delivery and
+    failed the draws it did not like (a hostile review's attack); `sleep` is the agent's watchdog."""
+    proc = start_in_its_image(tmp_path, plant(tool))
+    wait_for_file(tmp_path / "warm", 10)
+    command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
+    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 1, 1, command)))
+    assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "1\n"
+    assert not (tmp_path / f"planted-{tool}-ran").exists()
 
 
 @pytest.mark.skipif(not can_mount_in_a_namespace() or not shutil.which("setpriv"),
@@ -129,3 +156,48 @@ def test_a_head_of_the_image_that_its_user_can_write_gives_way_to_one_it_cannot(
         assert not (claim / "planted-head-ran").exists() and not (claim / "stolen").exists()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def waits(proc, claim) -> bool:
+    """The pod's startupProbe (core.pool_children.waiting_check), run in the launcher's namespaces."""
+    children = pathlib.Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    if not children:                           # unshare has not forked it yet
+        return False
+    return subprocess.run(["nsenter", "-t", children[0], "-p", "-m", *pool_children.waiting_check(str(claim))],
+                          capture_output=True).returncode == 0
+
+
+def until_it_waits(proc, claim, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not waits(proc, claim):
+        assert time.monotonic() < deadline, "the launcher never said it waits"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not shutil.which("nsenter"), reason="needs nsenter")
+def test_a_prepare_that_makes_the_warm_file_is_not_warm_until_it_ended(tmp_path) -> None:
+    """A prepare that made `warm` at once had its pod claimed while it ran: it read the delivery
+    from /proc/1/fd/0 and failed the draws it did not like (a hostile review's attack). The probe
+    waits for the launcher's own stdin to be /dev/null, which no other process can do."""
+    prepare = ["/bin/sh", "-c", ': > warm; : > made-warm; sleep 2; : > prepared']
+    proc = start_in_its_container(tmp_path, prepare)
+    wait_for_file(tmp_path / "made-warm", 10)
+    assert not waits(proc, tmp_path)
+    until_it_waits(proc, tmp_path)
+    assert (tmp_path / "prepared").exists()
+    command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
+    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 4, 1, command)))
+    assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "4\n"
+
+
+@pytest.mark.skipif(not shutil.which("nsenter"), reason="needs nsenter")
+@pytest.mark.parametrize("left", ["mkfifo warm", "mkdir -p episode.sh/x", "mkfifo input.json", "ln -s /dev/zero episode.key"])
+def test_what_the_prepare_left_at_the_launchers_names_is_cleared(tmp_path, left) -> None:
+    """A FIFO at `warm` blocked the launcher's `: > warm` for ever while the old probe (`test -e`)
+    said the pod was warm: every claim of the pool was lost, the pool Ready throughout."""
+    proc = start_in_its_container(tmp_path, ["/bin/sh", "-c", left])
+    until_it_waits(proc, tmp_path)
+    command = ("/bin/sh", "-c", 'cat "$EPISODE_INPUT" > ran')
+    script = pool_delivery.episode_script(episode("b", 0, 1, command, input_json='{"r": 0}'), claim_dir=str(tmp_path))
+    assert hand_over(tmp_path, script)
+    assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == '{"r": 0}'

@@ -57,7 +57,8 @@ def test_a_verifier_pool_pod_has_the_agent_and_a_waiting_verifier() -> None:
     assert _mounts(writer) == {"verifier": "/grade", "verifier-files-claim": naming.VERIFIER_FILES_CLAIM_MOUNT_PATH}
     assert not any(m.get("readOnly") for m in writer["volumeMounts"])
     assert writer["image"] == "grader:1" and writer["resources"] == pool_children.FILES_WRITER_RESOURCES
-    assert verifier["startupProbe"]["exec"]["command"][-1] == f"test -e {naming.VERIFIER_CLAIM_MOUNT_PATH}/warm"
+    probe = verifier["startupProbe"]["exec"]["command"][-1]
+    assert probe.startswith(f"test -e {naming.VERIFIER_CLAIM_MOUNT_PATH}/warm && ") and "/proc/1/fd/0" in probe
     assert pool_children.episode_container(spec) == naming.AGENT_CONTAINER
     assert pool_children.episode_container(_spec()) == naming.CONTAINER_NAME
     # a verifier is part of what a warm pod is made of
