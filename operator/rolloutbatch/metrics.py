@@ -15,6 +15,7 @@ where a restarted or retried handler may repeat a call (``batch_started``, ``bat
 clock skew): such observations are dropped or clamped, because a metrics bug must never fail a
 batch.
 """
+
 from __future__ import annotations
 
 import errno
@@ -28,7 +29,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ContextManager
 
-from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
 
 from rolloutbatch.metric_buckets import DEFAULT_REWARD_BUCKETS, DEFAULT_STARTUP_BUCKETS
 from rolloutbatch.metrics_collectors import (  # noqa: F401 - the names are part of this module's API

@@ -160,7 +160,8 @@ def test_a_fifo_the_prepare_left_as_the_warm_file_does_not_wedge_the_pool(operat
     pool = unique("fifowarm")
     body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
             "spec": {"size": 1, "task": {"files": {"episode.py": EPISODE}},
-                     "prepare": {"command": ["/bin/sh", "-c", f"echo warm > prepared; mkfifo {naming.CLAIM_MOUNT_PATH}/warm"],
+                     "prepare": {"command": ["/bin/sh", "-c",
+                                             f"echo warm > prepared; mkfifo {naming.CLAIM_MOUNT_PATH}/warm"],
                                  "timeoutSeconds": 60},
                      "resources": SMALL}}
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
@@ -172,4 +173,5 @@ def test_a_fifo_the_prepare_left_as_the_warm_file_does_not_wedge_the_pool(operat
         rows = results(name, namespace)["pods"]
     finally:
         kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
-    assert [row["outcome"] for row in rows] == ["succeeded"], [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]
+    assert [row["outcome"] for row in rows] == ["succeeded"], \
+        [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]

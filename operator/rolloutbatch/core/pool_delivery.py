@@ -50,10 +50,10 @@ FIXED_SLEEP, FIXED_CHMOD = '"$$sl"', '"$$chm"'
 # the pool's prepare command. The prepare runs under a watchdog (as core.manifests' launchers do);
 # its failure or timeout exits NOT_DELIVERED_EXIT. Then the file `warm`, and the wait on the
 # container's stdin (the pod's `stdin: true`), kept as fd 3 while everything else reads /dev/null
-# (both together the startupProbe's sign: core.pool_children) (a background list's stdin is /dev/null in sh): a background
-# reader answers PING lines, takes one line of the length and the send's key, then the script but
-# its last line into `episode.sh` (`head -c`: no end of file needed, which a v4 attach cannot
-# send), and its last line with the shell's own `read`, which must be the sentinel set to that key:
+# (the file and PID 1's /dev/null are the startupProbe's sign: core.pool_children; a background
+# list's stdin is /dev/null in sh): a background reader answers PING lines, takes one line of the
+# length and the send's key, then the script but its last line into `episode.sh` (`head -c`: no
+# end of file needed, which a v4 attach cannot send), and its last line with the shell's own `read`, which must be the sentinel set to that key:
 # a delivery cut short (inside a quoted value, say) and completed by another attach's bytes has
 # the other send's bytes there, so it is refused before anything of it runs, whatever the values
 # (a value cannot hold a key drawn at random for each send; nor can the script before its last
@@ -166,7 +166,8 @@ def _format(template: str, claim_dir: str, prepare_timeout: int = 0) -> str:
                            sentinel_bytes=len(SENTINEL) + 2 + 2 * KEY_BYTES,   # its line: name, '=', key, newline
                            key_chars=2 * KEY_BYTES, too_long="?" * (MAX_LENGTH_DIGITS + 1) + "*",
                            received=RECEIVED, ping=PING, pong=PONG, term=naming.TERMINATION_MESSAGE_PATH,
-                           mkfifo=MKFIFO_MISSING, left=PREPARE_LEFT, episode_timeout=_TIMEOUT, overran=AGENT_OVERRAN_EXIT,
+                           mkfifo=MKFIFO_MISSING, left=PREPARE_LEFT, episode_timeout=_TIMEOUT,
+                           overran=AGENT_OVERRAN_EXIT,
                            began=launchers.uptime("began"), ended=launchers.uptime("ended"), tools=launchers.TOOLS,
                            tool_dirs=" ".join(launchers.TOOL_DIRS),
                            ran_past=launchers.ran_past(_TIMEOUT))

@@ -191,7 +191,8 @@ def test_a_prepare_that_makes_the_warm_file_is_not_warm_until_it_ended(tmp_path)
 
 
 @pytest.mark.skipif(not shutil.which("nsenter"), reason="needs nsenter")
-@pytest.mark.parametrize("left", ["mkfifo warm", "mkdir -p episode.sh/x", "mkfifo input.json", "ln -s /dev/zero episode.key"])
+@pytest.mark.parametrize("left", ["mkfifo warm", "mkdir -p episode.sh/x", "mkfifo input.json",
+                                  "ln -s /dev/zero episode.key"])
 def test_what_the_prepare_left_at_the_launchers_names_is_cleared(tmp_path, left) -> None:
     """A FIFO at `warm` blocked the launcher's `: > warm` for ever while the old probe (`test -e`)
     said the pod was warm: every claim of the pool was lost, the pool Ready throughout."""
