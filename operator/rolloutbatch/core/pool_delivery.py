@@ -54,8 +54,8 @@ FIXED_SLEEP, FIXED_CHMOD = '"$$sl"', '"$$chm"'
 # list's stdin is /dev/null in sh): a background reader answers PING lines, takes one line of the
 # length and the send's key, then the script but its last line into `episode.sh` (`head -c`: no
 # end of file needed, which a v4 attach cannot send), and its last line with the shell's own
-# `read`, which must be the sentinel set to that key: a delivery cut short (inside a quoted value, say) and completed by another attach's bytes has
-# the other send's bytes there, so it is refused before anything of it runs, whatever the values
+# `read`, which must be the sentinel set to that key: a delivery cut short (inside a quoted value,
+# say) and completed by another attach's bytes has the other send's bytes there, so it is refused before anything of it runs, whatever the values
 # (a value cannot hold a key drawn at random for each send; nor can the script before its last
 # line, so a script whose last line checks is whole). The length must be 1 to MAX_LENGTH_DIGITS
 # plain digits without a leading 0 and the key its 2 * KEY_BYTES hex digits, refused before any
