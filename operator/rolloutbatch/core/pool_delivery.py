@@ -52,25 +52,24 @@ FIXED_SLEEP, FIXED_CHMOD = '"$$sl"', '"$$chm"'
 # container's stdin (the pod's `stdin: true`), kept as fd 3 while everything else reads /dev/null
 # (the file and PID 1's /dev/null are the startupProbe's sign: core.pool_children; a background
 # list's stdin is /dev/null in sh): a background reader answers PING lines, takes one line of the
-# length and the send's key, then the script but its last line into `episode.sh` (`head -c`: no
-# end of file needed, which a v4 attach cannot send), and its last line with the shell's own
-# `read`, which must be the sentinel set to that key: a delivery cut short (inside a quoted value,
-# say) and completed by another attach's bytes has the other send's bytes there, so it is refused before anything of it runs, whatever the values
-# (a value cannot hold a key drawn at random for each send; nor can the script before its last
-# line, so a script whose last line checks is whole). The length must be 1 to MAX_LENGTH_DIGITS
-# plain digits without a leading 0 and the key its 2 * KEY_BYTES hex digits, refused before any
-# arithmetic: POSIX sh reads a constant with a leading 0 as octal ($((010)) is 8 in dash and bash),
-# and a number past the shell's integer range is an error or wraps. One process (`head`) between
-# the script's arrival and RECEIVED: each fork and exec there was paid by twenty hand-overs at
-# once on a loaded node (a count by `wc` and the last line by `tail` were two more). The key is kept in
-# `episode.key` for the check after sourcing (the reader is a subshell). No process polls, and `wait` for
-# it is what a trapped TERM interrupts, so a pod ended
-# before its episode came (its deadline, a deletion, the batch's deadline) says
+# length and the send's key, then the script but its last line into `episode.sh` (`head -c`: no end
+# of file needed, which a v4 attach cannot send), and its last line with the shell's own `read`,
+# which must be the sentinel set to that key: a delivery cut short (inside a quoted value, say) and
+# completed by another attach's bytes has the other send's bytes there, so it is refused before
+# anything of it runs, whatever the values (a value cannot hold a key drawn at random for each send;
+# nor can the script before its last line, so a script whose last line checks is whole). The length
+# must be 1 to MAX_LENGTH_DIGITS plain digits without a leading 0 and the key its 2 * KEY_BYTES hex
+# digits, refused before any arithmetic: POSIX sh reads a constant with a leading 0 as octal
+# ($((010)) is 8 in dash and bash), and a number past the shell's integer range is an error or
+# wraps. One process (`head`) between the script's arrival and RECEIVED: each fork and exec there
+# was paid by twenty hand-overs at once on a loaded node (a count by `wc` and the last line by
+# `tail` were two more). The key is kept in `episode.key` for the check after sourcing (the reader
+# is a subshell). No process polls, and `wait` for it is what a trapped TERM interrupts, so a pod
+# ended before its episode came (its deadline, a deletion, the batch's deadline) says
 # NOT_DELIVERED_EXIT, never an agent's code. Then stdin is closed, RECEIVED is printed (what the
-# operator's attach waits for, before anything the script runs), and the script is parsed
-# (`sh -n`) before it is sourced and must end with its sentinel: a cut-off delivery never runs.
-# Its last line `set --`s the command under `env` (any variable name the spec allows); then {run}
-# runs it.
+# operator's attach waits for, before anything the script runs), and the script is parsed (`sh -n`)
+# before it is sourced and must end with its sentinel: a cut-off delivery never runs. Its last line
+# `set --`s the command under `env` (any variable name the spec allows); then {run} runs it.
 # The trap comes first: a pod deleted while it prepares (the Job controller's cold pod for an
 # index a claimed pod holds) then says NOT_DELIVERED_EXIT too, not the 137 of a PID 1 shell that
 # ignored TERM and was killed, which would read as an episode's failure.
