@@ -39,7 +39,15 @@ from prometheus_client import (
     start_http_server,
 )
 
-from rolloutbatch.metric_buckets import DEFAULT_REWARD_BUCKETS, DEFAULT_STARTUP_BUCKETS
+from rolloutbatch.metric_buckets import (  # noqa: F401 - the defaults are part of this module's API
+    DEFAULT_BATCH_BUCKETS,
+    DEFAULT_CLAIM_BUCKETS,
+    DEFAULT_DURATION_BUCKETS,
+    DEFAULT_HANDLER_BUCKETS,
+    DEFAULT_LOG_READ_BUCKETS,
+    DEFAULT_REWARD_BUCKETS,
+    DEFAULT_STARTUP_BUCKETS,
+)
 from rolloutbatch.metrics_collectors import (  # noqa: F401 - the names are part of this module's API
     BATCH_RESULTS,
     EPISODE_RESULTS,

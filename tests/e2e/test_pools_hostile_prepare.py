@@ -8,11 +8,14 @@ prepare left before the pod is warm (core.pool_delivery); the verdict checks a p
 the API's times as well (core.verdict.agent_overran). A later review made the pod look warm from the
 prepare itself (it wrote the probe's file at once, was claimed while it ran, and did the same with no
 process left behind), or left a FIFO where the launcher writes that file (every claim lost, the pool
-Ready throughout): the probe now waits for the launcher's own stdin to be /dev/null, and the launcher
-clears its names in the claim directory after the prepare."""
+Ready throughout), or wrote a whole delivery of its own into the container's stdin (/proc/1/fd/0) and
+exited (the launcher ran it as PID 1 once warm, and every claim failed): the probe now waits for the
+launcher's own stdin to be /dev/null, and after the prepare the launcher drops what is on its stdin
+and empties its claim directory."""
 from __future__ import annotations
 
 import json
+import secrets
 import time
 
 import pytest
@@ -173,5 +176,34 @@ def test_a_fifo_the_prepare_left_as_the_warm_file_does_not_wedge_the_pool(operat
         rows = results(name, namespace)["pods"]
     finally:
         kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+    assert [row["outcome"] for row in rows] == ["succeeded"], \
+        [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]
+
+
+def test_a_delivery_the_prepare_left_on_the_stdin_never_runs(operator_process, namespace):
+    """runc: under gVisor the prepare's write to /proc/1/fd/0 fails (EBADF), its pool PrepareFailed."""
+    key = secrets.token_hex(16)
+    script = ("set -- /bin/sh -c 'echo planted-script-ran-as-pid-1; exec sleep 86400'\n"
+              f"ROLLOUTBATCH_EPISODE={key}\n")
+    plant = f"{len(script.encode())} {key}\n{script}"
+    pool = unique("stdinplant")
+    body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
+            "spec": {"size": 1, "task": {"files": {"episode.py": EPISODE, "plant": plant}},
+                     "prepare": {"command": ["/bin/sh", "-c", "echo warm > prepared; cat /task/plant > /proc/1/fd/0"],
+                                 "timeoutSeconds": 60},
+                     "resources": SMALL}}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    name = unique("plant")
+    try:
+        wait_pool(pool, namespace, lambda st: st.get("readyPods") == 1, timeout=180)
+        sandbox = naming.pool_namespace(namespace, pool)
+        pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]
+        logs = [kubectl("logs", "-n", sandbox, p["metadata"]["name"], check=False).stdout for p in pods]
+        apply(pooled_batch(name, pool, 1, parallelism=1, retries={"infrastructure": 0}), namespace)
+        wait_finished(name, namespace, timeout=240, operator=operator_process)
+        rows = results(name, namespace)["pods"]
+    finally:
+        kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+    assert not any("planted-script-ran-as-pid-1" in log for log in logs), logs
     assert [row["outcome"] for row in rows] == ["succeeded"], \
         [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]

@@ -87,9 +87,16 @@ FIXED_SLEEP, FIXED_CHMOD = '"$$sl"', '"$$chm"'
 # read the episode from the container's stdin (/proc/1/fd/0) and killed the reader of a draw it
 # did not like (the episode then lost: retried), or rewrote the script's time and handed it on
 # with the same key (a hostile review's attacks on the devcluster). Only as PID 1: elsewhere (a
-# unit test on a host) `kill -1` would reach every process of its user. Then what the prepare left
-# at the launcher's own names is removed (a FIFO at `warm` blocked `: > warm` for ever while the
-# pod counted warm); one it cannot remove fails the pod, PREPARE_LEFT in its termination message.
+# unit test on a host) `kill -1` would reach every process of its user. Then whatever is already
+# on the container's stdin is read and dropped: the prepare could write a whole delivery of its
+# own there (/proc/1/fd/0, with a key of its choosing) and exit, and the launcher ran it as its
+# episode once warm (two reviews' attack). A `cat` reads it, stopped once it sleeps (blocked on the
+# empty pipe: state S) and at least 0.2 s passed, or after 5 s; nothing else writes there before
+# the pod is warm, and the operator sends nothing before the launcher's PONG, so a ping it sent
+# early is lost and sent again.
+# Then the claim directory is emptied (a FIFO at `warm` blocked `: > warm` for ever while the pod
+# counted warm; one at a session's names blocked its hold); what the launcher cannot remove fails
+# the pod, PREPARE_LEFT in its termination message.
 _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             'if [ "$$#" -gt 0 ]; then if ! {tools}mkfifo "$$c/prepare.out"; then '
             'm="{mkfifo}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; fi; '
@@ -102,7 +109,11 @@ _PREPARE = ("trap 'exit {nd}' TERM INT HUP; "
             '{{ echo "rolloutbatch: the pool prepare $$m; its output ends:"; "$$tl" -c 1024 "$$c/prepare.tail"; }} '
             '> {term} 2>/dev/null; "$$ct" "$$c/prepare.tail"; exit {nd}; fi; "$$rmf" -f "$$c/prepare.tail"; '
             '[ "$$$$" = 1 ] && {{ kill -STOP -1; kill -KILL -1; kill -KILL -1; }} 2>/dev/null; '
-            '"$$rmf" -rf "$$c/episode.sh" "$$c/episode.key" "$$c/input.json" "$$c/warm" || '
+            'exec 3<&0; "$$ct" <&3 > /dev/null 3<&- & d=$$!; exec 3<&-; i=0; while [ "$$i" -lt 50 ]; do '
+            '{{ "$$sl" 0.1 || "$$sl" 1; }} 2>/dev/null; i=$$((i + 1)); st=; read -r _ _ st _ < /proc/$$d/stat; '
+            '[ "$$i" -ge 2 ] && [ "$$st" = S ] && break; done 2>/dev/null; kill -KILL $$d 2>/dev/null; '
+            'wait $$d 2>/dev/null; '
+            '"$$rmf" -rf "$$c"/* "$$c"/.[!.]* "$$c"/..?* || '
             '{{ m="{left}"; echo "$$m"; echo "$$m" > {term}; exit {nd}; }}; fi; ')
 _READ = (': > "$$c/warm" || exit {nd}; '
          "trap 'exit {nd}' TERM INT HUP; exec 3<&0 < /dev/null; "
@@ -148,7 +159,7 @@ MAX_DELIVERY_BYTES = 10 ** MAX_LENGTH_DIGITS - 1
 RECEIVED = "rolloutbatch: episode received"   # the launcher's line once it has read its whole script
 MKFIFO_MISSING = "rolloutbatch: mkfifo failed: the pool launcher needs it in the image to run prepare"
 PREPARE_LEFT = ("rolloutbatch: the pool prepare exited 0 but left files in the claim directory that the launcher "
-                "cannot remove (episode.sh, episode.key, input.json, warm are the launcher's)")
+                "cannot remove (or the image has no rm): the directory is the launcher's")
 # Before the length, the sender may send PING lines; each is answered PONG. containerd starts
 # copying an attach's stdin before it adds the attach to the container's stdout (internal/cri/io,
 # ContainerIO.Attach), so a line printed at once may never reach that attach: the sender pings

@@ -27,11 +27,23 @@ LEFTOVER = ["/bin/sh", "-c", 'setsid /bin/sh -c \'echo $$ > "$0/leftover.pid"; w
                              'while [ ! -s alive ]; do sleep 0.01; done; echo prepared > prepared']   # it beat once
 
 
-def start_in_its_container(claim, prepare: list[str], **popen):
+def claim_of(workspace: pathlib.Path) -> pathlib.Path:
+    """The launcher's claim directory; the prepare and the agent run in ``workspace`` beside it, as
+    in their pod (the launcher empties its claim directory once the prepare ended)."""
+    claim = workspace / "claim"
+    claim.mkdir(exist_ok=True)
+    return claim
+
+
+def launcher_script(claim) -> str:
     script = pool_delivery.launcher(str(claim), 10).replace("$$", "$")
-    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
-    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script, "warm", *prepare], claim, claim,
-                  **popen)
+    return script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
+
+
+def start_in_its_container(workspace, prepare: list[str], **popen):
+    claim = claim_of(workspace)
+    return _start(["unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", launcher_script(claim), "warm", *prepare],
+                  workspace, claim, **popen)
 
 
 def beats(path) -> bool:
@@ -42,32 +54,32 @@ def beats(path) -> bool:
 
 def test_a_process_the_prepare_left_is_gone_before_the_pod_is_warm(tmp_path) -> None:
     proc = start_in_its_container(tmp_path, LEFTOVER)
-    wait_for_file(tmp_path / "warm", 10)
+    wait_for_file(claim_of(tmp_path) / "warm", 10)
     assert (tmp_path / "prepared").read_text() == "prepared\n" and (tmp_path / "alive").exists()
     assert not beats(tmp_path / "alive")
     # the episode is handed over and runs as any
     command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
-    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 3, 1, command)))
+    assert hand_over(claim_of(tmp_path), pool_delivery.episode_script(episode("b", 3, 1, command)))
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "3\n"
 
 
 def test_files_the_prepare_left_where_the_delivery_goes_are_removed(tmp_path) -> None:
-    planted = ["/bin/sh", "-c", 'echo "exit 9" > episode.sh; echo 0000 > episode.key']
+    planted = ["/bin/sh", "-c", 'echo "exit 9" > claim/episode.sh; echo 0000 > claim/episode.key']
     proc = start_in_its_container(tmp_path, planted)
-    wait_for_file(tmp_path / "warm", 10)
-    assert not (tmp_path / "episode.sh").exists() and not (tmp_path / "episode.key").exists()
+    claim = claim_of(tmp_path)
+    wait_for_file(claim / "warm", 10)
+    assert not (claim / "episode.sh").exists() and not (claim / "episode.key").exists()
     command = ("/bin/sh", "-c", "exit 0")
-    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 0, 1, command)))
+    assert hand_over(claim, pool_delivery.episode_script(episode("b", 0, 1, command)))
     assert proc.wait(timeout=20) == 0
 
 
 def test_the_launcher_kills_nothing_when_it_is_not_pid_1(tmp_path) -> None:
     """On a host (a unit test without a PID namespace) `kill -1` would reach every process of its
     user: the launcher kills only as a container's PID 1."""
-    script = pool_delivery.launcher(str(tmp_path), 10).replace("$$", "$")
-    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(tmp_path)))
-    proc = _start(["/bin/sh", "-c", script, "warm", *LEFTOVER], tmp_path, tmp_path)
-    wait_for_file(tmp_path / "warm", 10)
+    claim = claim_of(tmp_path)
+    proc = _start(["/bin/sh", "-c", launcher_script(claim), "warm", *LEFTOVER], tmp_path, claim)
+    wait_for_file(claim / "warm", 10)
     try:
         assert beats(tmp_path / "alive")       # left alone
         assert proc.poll() is None
@@ -93,14 +105,13 @@ def plant(tool: str) -> list[str]:
                              f'"$PWD" > /usr/local/bin/{tool} && chmod +x /usr/local/bin/{tool}']
 
 
-def start_in_its_image(claim, prepare: list[str]):
+def start_in_its_image(workspace, prepare: list[str]):
     """The launcher as PID 1 of its PID namespace, /usr/local/bin a tmpfs of its own mount
     namespace (an image whose user can write it)."""
-    script = pool_delivery.launcher(str(claim), 10).replace("$$", "$")
-    script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
+    claim = claim_of(workspace)
     in_its_image = 'mount -t tmpfs tmpfs /usr/local/bin && exec /bin/sh -c "$0" "$@"'
-    return _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, script, "warm",
-                   *prepare], claim, claim)
+    return _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, launcher_script(claim),
+                   "warm", *prepare], workspace, claim)
 
 
 @pytest.mark.skipif(not can_mount_in_a_namespace(), reason="needs unshare -m and mount (root)")
@@ -109,9 +120,9 @@ def test_a_head_the_prepare_put_first_on_the_path_never_reads_the_delivery(tmp_p
     can write it, a prepare could put a `head` there. The launcher fixed its `head` before the
     prepare ran."""
     proc = start_in_its_image(tmp_path, PLANT_HEAD)
-    wait_for_file(tmp_path / "warm", 10)
+    wait_for_file(claim_of(tmp_path) / "warm", 10)
     command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
-    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 5, 1, command)))
+    assert hand_over(claim_of(tmp_path), pool_delivery.episode_script(episode("b", 5, 1, command)))
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "5\n"
     assert not (tmp_path / "planted-head-ran").exists() and not (tmp_path / "stolen").exists()
 
@@ -122,9 +133,9 @@ def test_no_tool_the_prepare_put_first_on_the_path_runs_after_it(tmp_path, tool)
     """An `rm` run after the kill of the prepare's processes started one that read the delivery and
     failed the draws it did not like (a hostile review's attack); `sleep` is the agent's watchdog."""
     proc = start_in_its_image(tmp_path, plant(tool))
-    wait_for_file(tmp_path / "warm", 10)
+    wait_for_file(claim_of(tmp_path) / "warm", 10)
     command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
-    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 1, 1, command)))
+    assert hand_over(claim_of(tmp_path), pool_delivery.episode_script(episode("b", 1, 1, command)))
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "1\n"
     assert not (tmp_path / f"planted-{tool}-ran").exists()
 
@@ -141,19 +152,18 @@ def test_a_head_of_the_image_that_its_user_can_write_gives_way_to_one_it_cannot(
         claim.mkdir()
         for path in (base, claim):
             os.chmod(path, 0o777)
-        script = pool_delivery.launcher(str(claim), 10).replace("$$", "$")
-        script = script.replace(naming.TERMINATION_MESSAGE_PATH, str(termination_message_file(claim)))
+        script = launcher_script(claim)
         in_its_image = ("mount -t tmpfs -o mode=755,uid=1000 tmpfs /usr/local/bin && "
                         "printf '#!/bin/sh\\nexec /usr/bin/head \"$@\"\\n' > /usr/local/bin/head && "
                         "chmod 755 /usr/local/bin/head && chown 1000 /usr/local/bin/head && "
                         'exec setpriv --reuid 1000 --regid 1000 --clear-groups /bin/sh -c "$0" "$@"')
         proc = _start(["unshare", "-m", "-p", "-f", "--mount-proc", "/bin/sh", "-c", in_its_image, script, "warm",
-                       *PLANT_HEAD], claim, claim)
+                       *PLANT_HEAD], base, claim)
         wait_for_file(claim / "warm", 10)
         command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
         assert hand_over(claim, pool_delivery.episode_script(episode("b", 2, 1, command)))
-        assert proc.wait(timeout=20) == 0 and (claim / "ran").read_text() == "2\n"
-        assert not (claim / "planted-head-ran").exists() and not (claim / "stolen").exists()
+        assert proc.wait(timeout=20) == 0 and (base / "ran").read_text() == "2\n"
+        assert not (base / "planted-head-ran").exists() and not (base / "stolen").exists()
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -179,26 +189,50 @@ def test_a_prepare_that_makes_the_warm_file_is_not_warm_until_it_ended(tmp_path)
     """A prepare that made `warm` at once had its pod claimed while it ran: it read the delivery
     from /proc/1/fd/0 and failed the draws it did not like (a hostile review's attack). The probe
     waits for the launcher's own stdin to be /dev/null, which no other process can do."""
-    prepare = ["/bin/sh", "-c", ': > warm; : > made-warm; sleep 2; : > prepared']
+    prepare = ["/bin/sh", "-c", ': > claim/warm; : > made-warm; sleep 2; : > prepared']
     proc = start_in_its_container(tmp_path, prepare)
+    claim = claim_of(tmp_path)
     wait_for_file(tmp_path / "made-warm", 10)
-    assert not waits(proc, tmp_path)
-    until_it_waits(proc, tmp_path)
+    assert not waits(proc, claim)
+    until_it_waits(proc, claim)
     assert (tmp_path / "prepared").exists()
     command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
-    assert hand_over(tmp_path, pool_delivery.episode_script(episode("b", 4, 1, command)))
+    assert hand_over(claim, pool_delivery.episode_script(episode("b", 4, 1, command)))
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "4\n"
 
 
 @pytest.mark.skipif(not shutil.which("nsenter"), reason="needs nsenter")
 @pytest.mark.parametrize("left", ["mkfifo warm", "mkdir -p episode.sh/x", "mkfifo input.json",
-                                  "ln -s /dev/zero episode.key"])
+                                  "ln -s /dev/zero episode.key", "mkfifo session-hold", ": > session-end"])
 def test_what_the_prepare_left_at_the_launchers_names_is_cleared(tmp_path, left) -> None:
     """A FIFO at `warm` blocked the launcher's `: > warm` for ever while the old probe (`test -e`)
-    said the pod was warm: every claim of the pool was lost, the pool Ready throughout."""
-    proc = start_in_its_container(tmp_path, ["/bin/sh", "-c", left])
-    until_it_waits(proc, tmp_path)
+    said the pod was warm: every claim of the pool was lost, the pool Ready throughout. A FIFO at
+    `session-hold` blocked a session's hold alike. The claim directory is the launcher's: emptied."""
+    proc = start_in_its_container(tmp_path, ["/bin/sh", "-c", f"cd claim && {left}"])
+    claim = claim_of(tmp_path)
+    until_it_waits(proc, claim)
+    assert sorted(os.listdir(claim)) == ["warm"]
     command = ("/bin/sh", "-c", 'cat "$EPISODE_INPUT" > ran')
-    script = pool_delivery.episode_script(episode("b", 0, 1, command, input_json='{"r": 0}'), claim_dir=str(tmp_path))
-    assert hand_over(tmp_path, script)
+    script = pool_delivery.episode_script(episode("b", 0, 1, command, input_json='{"r": 0}'), claim_dir=str(claim))
+    assert hand_over(claim, script)
     assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == '{"r": 0}'
+
+
+@pytest.mark.parametrize("junk", [0, 60_000])       # below the pipe's 64 KiB: more would block the prepare
+def test_a_delivery_the_prepare_wrote_to_the_launchers_stdin_never_runs(tmp_path, junk) -> None:
+    """The prepare can open /proc/1/fd/0 (the launcher's, of its user) and write a whole delivery
+    of its own, with a key it chose, then exit: the launcher read it once warm and ran the
+    prepare's script as its episode (a review's attack). What is on the stdin before the launcher
+    waits is dropped; the operator's own hand-over then runs."""
+    injected = pool_delivery.delivery(pool_delivery.episode_script(
+        episode("x", 9, 1, ("/bin/sh", "-c", ": > injected-ran")), claim_dir=str(claim_of(tmp_path))))
+    (tmp_path / "injected").write_bytes(b"x" * junk + b"\n" * bool(junk) + injected)
+    proc = start_in_its_container(tmp_path, ["/bin/sh", "-c", "cat injected > /proc/1/fd/0"])
+    claim = claim_of(tmp_path)
+    until_it_waits(proc, claim)
+    time.sleep(0.5)                             # time for the reader to take what it was given
+    assert not (tmp_path / "injected-ran").exists() and proc.poll() is None
+    command = ("/bin/sh", "-c", 'echo "$EPISODE_INDEX" > ran')
+    assert hand_over(claim, pool_delivery.episode_script(episode("b", 6, 1, command)))
+    assert proc.wait(timeout=20) == 0 and (tmp_path / "ran").read_text() == "6\n"
+    assert not (tmp_path / "injected-ran").exists()

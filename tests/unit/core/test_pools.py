@@ -510,9 +510,10 @@ def test_a_failed_prepare_is_not_an_episode(tmp_path) -> None:
 
 
 def test_the_prepare_runs_before_warm(tmp_path) -> None:
-    proc = _launcher(tmp_path, ["/bin/sh", "-c", "echo ready > prepared"])
+    out = tmp_path.parent / f"{tmp_path.name}.prepared"        # the claim directory is emptied after it
+    proc = _launcher(tmp_path, ["/bin/sh", "-c", f"echo ready > {out}"])
     wait_for_file(tmp_path / "warm")
-    assert (tmp_path / "prepared").read_text() == "ready\n"
+    assert out.read_text() == "ready\n"
     proc.kill()
 
 
