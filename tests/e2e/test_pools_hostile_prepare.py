@@ -159,25 +159,35 @@ def test_a_prepare_that_writes_the_warm_file_is_not_claimable_until_it_ended(ope
         kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
 
 
-def test_a_fifo_the_prepare_left_as_the_warm_file_does_not_wedge_the_pool(operator_process, namespace):
-    pool = unique("fifowarm")
+def one_episode_on(operator_process, namespace: str, prepare: str, files: dict | None = None,
+                   while_warm=lambda pool: None) -> list[dict]:
+    """A pool of one pod whose prepare is ``prepare`` (sh), ``while_warm(pool)`` once it is warm,
+    then one episode of a batch from it (no infrastructure retry): its rows."""
+    pool = unique("hprep")
     body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
-            "spec": {"size": 1, "task": {"files": {"episode.py": EPISODE}},
-                     "prepare": {"command": ["/bin/sh", "-c",
-                                             f"echo warm > prepared; mkfifo {naming.CLAIM_MOUNT_PATH}/warm"],
+            "spec": {"size": 1, "task": {"files": {"episode.py": EPISODE, **(files or {})}},
+                     "prepare": {"command": ["/bin/sh", "-c", "echo warm > prepared; " + prepare],
                                  "timeoutSeconds": 60},
                      "resources": SMALL}}
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
-    name = unique("fifo")
+    name = unique("hprep")
     try:
         wait_pool(pool, namespace, lambda st: st.get("readyPods") == 1, timeout=180)
+        while_warm(pool)
         apply(pooled_batch(name, pool, 1, parallelism=1, retries={"infrastructure": 0}), namespace)
-        wait_finished(name, namespace, timeout=180, operator=operator_process)
-        rows = results(name, namespace)["pods"]
+        wait_finished(name, namespace, timeout=240, operator=operator_process)
+        return results(name, namespace)["pods"]
     finally:
         kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
-    assert [row["outcome"] for row in rows] == ["succeeded"], \
-        [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]
+
+
+def outcomes(rows: list[dict]) -> list[tuple]:
+    return [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]
+
+
+def test_a_fifo_the_prepare_left_as_the_warm_file_does_not_wedge_the_pool(operator_process, namespace):
+    rows = one_episode_on(operator_process, namespace, f"mkfifo {naming.CLAIM_MOUNT_PATH}/warm")
+    assert [row["outcome"] for row in rows] == ["succeeded"], outcomes(rows)
 
 
 def test_a_delivery_the_prepare_left_on_the_stdin_never_runs(operator_process, namespace):
@@ -185,25 +195,14 @@ def test_a_delivery_the_prepare_left_on_the_stdin_never_runs(operator_process, n
     key = secrets.token_hex(16)
     script = ("set -- /bin/sh -c 'echo planted-script-ran-as-pid-1; exec sleep 86400'\n"
               f"ROLLOUTBATCH_EPISODE={key}\n")
-    plant = f"{len(script.encode())} {key}\n{script}"
-    pool = unique("stdinplant")
-    body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
-            "spec": {"size": 1, "task": {"files": {"episode.py": EPISODE, "plant": plant}},
-                     "prepare": {"command": ["/bin/sh", "-c", "echo warm > prepared; cat /task/plant > /proc/1/fd/0"],
-                                 "timeoutSeconds": 60},
-                     "resources": SMALL}}
-    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
-    name = unique("plant")
-    try:
-        wait_pool(pool, namespace, lambda st: st.get("readyPods") == 1, timeout=180)
+    logs: list[str] = []
+
+    def read_logs(pool: str) -> None:
         sandbox = naming.pool_namespace(namespace, pool)
         pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]
-        logs = [kubectl("logs", "-n", sandbox, p["metadata"]["name"], check=False).stdout for p in pods]
-        apply(pooled_batch(name, pool, 1, parallelism=1, retries={"infrastructure": 0}), namespace)
-        wait_finished(name, namespace, timeout=240, operator=operator_process)
-        rows = results(name, namespace)["pods"]
-    finally:
-        kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
-    assert not any("planted-script-ran-as-pid-1" in log for log in logs), logs
-    assert [row["outcome"] for row in rows] == ["succeeded"], \
-        [(row["outcome"], row.get("reason"), row.get("message")) for row in rows]
+        logs.extend(kubectl("logs", "-n", sandbox, p["metadata"]["name"], check=False).stdout for p in pods)
+
+    rows = one_episode_on(operator_process, namespace, "cat /task/plant > /proc/1/fd/0",
+                          files={"plant": f"{len(script.encode())} {key}\n{script}"}, while_warm=read_logs)
+    assert logs and not any("planted-script-ran-as-pid-1" in log for log in logs), logs
+    assert [row["outcome"] for row in rows] == ["succeeded"], outcomes(rows)
