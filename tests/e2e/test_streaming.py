@@ -41,7 +41,8 @@ def test_rows_and_groups_arrive_while_the_batch_runs_across_watch_drops(operator
     for group in handle.groups(timeout=240, watch_seconds=1):
         groups.append(group)
         phases.append(client.get(handle.name)["status"].get("phase"))
-    assert [g["group"] for g in groups] == [0, 1, 2, 3], [g["group"] for g in groups]
+    # groups come as they complete: the 3 s stagger per group orders them only on an idle node
+    assert sorted(g["group"] for g in groups) == [0, 1, 2, 3], [g["group"] for g in groups]
     assert all(g["final"] and g["valid"] == 2 and g["reward_mean"] == 0.5 for g in groups)
     assert phases[0] not in ("Succeeded", "Failed"), "the first group came only at the end"
     rows = [r for g in groups for r in g["rows"]]
@@ -82,7 +83,7 @@ def test_async_handle_end_to_end(operator_process, namespace):
             return groups, status, rows, names, again, await client.list()
 
     groups, status, rows, names, again, after = asyncio.run(main())
-    assert [g["group"] for g in groups] == [0, 1, 2]
+    assert sorted(g["group"] for g in groups) == [0, 1, 2], [g["group"] for g in groups]
     assert status["phase"] == "Succeeded" and [r["index"] for r in rows] == list(range(6))
     assert again["metadata"]["name"] in names and after == []
 

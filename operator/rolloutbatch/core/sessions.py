@@ -31,16 +31,17 @@ END_WAIT_TRIES = 100              # end_command waits up to this many 0.1 s for 
 
 # The ready event's `at` is the episode's clock with sub-second precision where date(1) has %N
 # (GNU, busybox): a whole second could fall before the claim and spend the verdict's skew
-# tolerance. The FIFO exists before the event is printed, so once the episode is ready it can
-# be ended. `read` returns on a line or on a writer's close: either ends the session. The hold
-# records its process id, read by the shell itself from /proc/self (no `$$`: the operator
-# expands a pooled command's `$$` to `$`, as the kubelet does), for holding_command; without
-# /proc it records none, and holding_command then cannot tell.
-_HOLD = ('c={claim}; {tools}mkfifo "$c/{fifo}" || exit 1; '
-         '{{ read -r p _ < /proc/self/stat && echo "$p" > "$c/{pid}"; }} 2>/dev/null; '
+# tolerance. The event is printed before the FIFO is made: the end waits for the FIFO, then kills
+# the hold, so with the FIFO first an end that came at once (a session ended as soon as it
+# opened) could kill the hold before its event, and the episode had none. `read` returns on a
+# line or on a writer's close: either ends the session. The hold records its process id, read by
+# the shell itself from /proc/self (no `$$`: the operator expands a pooled command's `$$` to `$`,
+# as the kubelet does), for holding_command; without /proc it records none, and holding_command
+# then cannot tell.
+_HOLD = ('c={claim}; {{ read -r p _ < /proc/self/stat && echo "$p" > "$c/{pid}"; }} 2>/dev/null; '
          'at=$({tools}date +%s.%N 2>/dev/null); case "$at" in ""|*[!0-9.]*|*.|.*) at=$({tools}date +%s);; esac; '
          'printf \'{{"event":"ready","at":%s,"episode_id":"%s"}}\\n\' "$at" "$EPISODE_ID"; '
-         'read -r line < "$c/{fifo}"; : > "$c/{ended}"; exit 0')
+         '{tools}mkfifo "$c/{fifo}" || exit 1; read -r line < "$c/{fifo}"; : > "$c/{ended}"; exit 0')
 
 # Whether the hold still runs: its recorded process is there and no zombie. A command of the
 # session that exits 137 was killed by the session's end only with the hold or once it had ended:

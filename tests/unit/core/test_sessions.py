@@ -419,15 +419,37 @@ def test_the_hold_and_its_end_find_their_tools_whatever_path_the_batch_sets(tmp_
     the hold's mkfifo and date, and the end's sleep, are found in the standard directories first
     (the hold could not make its FIFO: no session opened). Both run in a PID namespace of their
     own, the shell that starts them its PID 1 (the end kills all but PID 1)."""
-    env = {"PATH": "/opt/venv/bin", "EPISODE_ID": "pod-0"}
-    script = (f'{shlex.join(sessions.hold_command(str(tmp_path)))} & h=$!; '
-              f'{shlex.join(sessions.end_command(str(tmp_path)))}; e=$?; wait $h; echo "end $e hold $?"')
+    lines, stderr = _hold_ended_at_once(tmp_path, {"PATH": "/opt/venv/bin", "EPISODE_ID": "pod-0"})
+    ready = parse_line(lines[0].encode())
+    assert ready is not None and ready.kind == "ready" and ready.at is not None, (lines, stderr)
+    assert lines[-1] == f"end {sessions.ENDED} hold 137", (lines, stderr)
+
+
+@needs_pid_namespace
+def test_an_end_called_as_the_session_opens_never_kills_the_hold_before_its_ready_event(tmp_path):
+    """The end waits for the hold's FIFO and then kills it: with the FIFO made before the ready event
+    was printed, an end that came at once killed the hold between the two (seen in CI), and the
+    episode had no ready event. The end here starts the moment the FIFO appears (the widest window)."""
+    for attempt in range(5):
+        claim = tmp_path / str(attempt)
+        claim.mkdir()
+        lines, stderr = _hold_ended_at_once(claim, {"PATH": "/usr/bin:/bin", "EPISODE_ID": "pod-0"}, on_fifo=True)
+        ready = parse_line(lines[0].encode()) if lines else None
+        assert ready is not None and ready.kind == "ready", (attempt, lines, stderr)
+        assert lines[-1] == f"end {sessions.ENDED} hold 137", (attempt, lines, stderr)
+
+
+def _hold_ended_at_once(claim: pathlib.Path, env: dict[str, str], on_fifo: bool = False) -> tuple[list[str], bytes]:
+    """The hold started and the end run at once (or, ``on_fifo``, the moment the hold's FIFO
+    exists), in a PID namespace whose PID 1 is the shell that starts both: (the lines printed, the
+    hold's first, the last 'end <code> hold <code>'; stderr)."""
+    fifo = shlex.quote(str(claim / sessions.END_FIFO))
+    script = (f'{shlex.join(sessions.hold_command(str(claim)))} & h=$!; '
+              + (f'until [ -p {fifo} ]; do :; done; ' if on_fifo else '')
+              + f'{shlex.join(sessions.end_command(str(claim)))}; e=$?; wait $h; echo "end $e hold $?"')
     done = subprocess.run(["/usr/bin/unshare", "-p", "-f", "--mount-proc", "/bin/sh", "-c", script], env=env,
                           capture_output=True, timeout=30)
-    lines = done.stdout.decode().splitlines()
-    ready = parse_line(lines[0].encode())
-    assert ready is not None and ready.kind == "ready" and ready.at is not None, done.stderr
-    assert lines[-1] == f"end {sessions.ENDED} hold 137", (lines, done.stderr)
+    return done.stdout.decode().splitlines(), done.stderr
 
 
 def test_holding_says_whether_the_hold_still_runs(tmp_path):
