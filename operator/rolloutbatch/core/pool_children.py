@@ -189,8 +189,9 @@ _HANDED_OVER_ON_STDIN = {"stdin": True, "stdinOnce": False}
 # kill of everything the prepare left (core.pool_delivery). The file alone was the prepare's to
 # write: a prepare made it at once, its pod was claimed while it still ran, and it read the
 # delivery from /proc/1/fd/0 and failed the draws it did not like (a hostile review's attack). No
-# other process can change PID 1's files (what one wrote into its stdin before is dropped). Shell builtins only (`test -ef`: dash, bash, busybox): a
-# tool found on the PATH could be one the prepare planted.
+# other process can change PID 1's files (what one wrote into its stdin before is dropped). Shell
+# builtins only (`test -ef`: dash, bash, busybox): a tool found on the PATH could be one the
+# prepare planted.
 _WAITING = "test -e {claim}/warm && test /proc/1/fd/0 -ef /dev/null"
 
 
