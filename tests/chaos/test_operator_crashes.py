@@ -31,6 +31,17 @@ if i == 3:
     sys.exit(2)
 '''
 
+
+def _program(*changes: tuple[str, str]) -> str:
+    """PROGRAM with each (old, new) replaced: a change that no longer matches (PROGRAM edited since)
+    fails here, not as a test that silently stopped waiting as it says."""
+    program = PROGRAM
+    for old, new in changes:
+        assert old in program, old
+        program = program.replace(old, new)
+    return program
+
+
 EXPECTED = {0: ("succeeded", 0.0), 1: ("succeeded", 0.1), 2: ("succeeded", 0.2), 3: ("failed", None)}
 
 POINTS = [
@@ -148,7 +159,7 @@ def test_hand_edited_results_and_a_restart_lose_nothing(solo_operator, namespace
     op = OperatorProcess("operator-before-edit", extra_args=QUICK_LEASE)
     op.start()
     name = unique("edited")
-    slow = PROGRAM.replace("1 + 1.5 * i", "1 + 5 * i")  # the last episode ends ~16 s in
+    slow = _program(("0.5 + 1.0 * i", "1 + 5 * i"))  # the last episode ends ~16 s in
     apply(episode_batch(name, slow, episodes=4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
     deadline = time.monotonic() + 90
     while True:
@@ -184,7 +195,7 @@ def test_sharded_results_survive_a_restart(solo_operator, namespace):
     op = OperatorProcess("operator-shards", extra_args=(*args, *QUICK_LEASE))
     op.start()
     name = unique("shards")
-    program = PROGRAM.replace("1 + 1.5 * i", "1 + 0.8 * i").replace("if i == 3:", "if i == 99:")
+    program = _program(("0.5 + 1.0 * i", "1 + 0.8 * i"), ("if i == 3:", "if i == 99:"))
     apply(episode_batch(name, program, episodes=10, parallelism=10, cleanup={"sandbox": "Never"}), namespace)
     deadline = time.monotonic() + 90
     selector = "rl.agentruntime.io/role=results-shard"

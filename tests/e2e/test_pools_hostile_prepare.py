@@ -143,20 +143,33 @@ def test_a_prepare_that_writes_the_warm_file_is_not_claimable_until_it_ended(ope
     """The probe's file alone was the prepare's to write: its pod counted warm and was claimed while
     the prepare still ran, and read the delivery from /proc/1/fd/0."""
     pool = unique("earlywarm")
-    prepare = f": > {naming.CLAIM_MOUNT_PATH}/warm; sleep 25; : > prepared"
+    prepare = f": > {naming.CLAIM_MOUNT_PATH}/warm; sleep 60; : > prepared"
     body = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutPool", "metadata": {"name": pool},
             "spec": {"size": 2, "task": {"files": {"episode.py": EPISODE}},
                      "prepare": {"command": ["/bin/sh", "-c", prepare], "timeoutSeconds": 120}, "resources": SMALL}}
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
     try:
-        made, seen = time.monotonic(), []
-        while time.monotonic() - made < 18:       # the pods start in seconds; their prepare ends 25 s in
+        # Watched while both pods' prepares run (their containers running, the file written), for
+        # 8 s: the probe runs each second. A deadline well inside the prepare's 60 s, so that a slow
+        # start leaves no vacuous pass: the check must see the prepares run, or fail.
+        made, seen, started, running_for = time.monotonic(), [], [], 0
+        while running_for < 8:
+            assert time.monotonic() - made < 45, f"the pool's pods never ran their prepare in time: {seen}"
             seen.append((get_pool(pool, namespace).get("status") or {}).get("readyPods") or 0)
+            statuses = [c for pod in _pods(naming.pool_namespace(namespace, pool))
+                        for c in (pod.get("status") or {}).get("containerStatuses") or []]
+            started += [c["name"] for c in statuses if c.get("started")]
+            running = [c for c in statuses if "running" in (c.get("state") or {})]
+            running_for = running_for + 1 if len(running) >= 2 else 0
             time.sleep(1)
-        assert max(seen) == 0, seen
+        assert max(seen) == 0 and not started, (seen, started)
         wait_pool(pool, namespace, lambda st: st.get("readyPods") == 2, timeout=120)
     finally:
         kubectl("delete", "rolloutpool", pool, "-n", namespace, "--wait=false", check=False)
+
+
+def _pods(namespace: str) -> list[dict]:
+    return json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
 
 
 def one_episode_on(operator_process, namespace: str, prepare: str, files: dict | None = None,
@@ -199,8 +212,7 @@ def test_a_delivery_the_prepare_left_on_the_stdin_never_runs(operator_process, n
 
     def read_logs(pool: str) -> None:
         sandbox = naming.pool_namespace(namespace, pool)
-        pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]
-        logs.extend(kubectl("logs", "-n", sandbox, p["metadata"]["name"], check=False).stdout for p in pods)
+        logs.extend(kubectl("logs", "-n", sandbox, p["metadata"]["name"], check=False).stdout for p in _pods(sandbox))
 
     rows = one_episode_on(operator_process, namespace, "cat /task/plant > /proc/1/fd/0",
                           files={"plant": f"{len(script.encode())} {key}\n{script}"}, while_warm=read_logs)

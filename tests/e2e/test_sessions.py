@@ -148,10 +148,12 @@ def test_a_command_killed_by_sigkill_reports_its_own_time_at_once(operator_proce
     written = {row["index"]: row for row in results(batch.name, namespace)["pods"]}
     batch.handle.delete()
     client.delete_pool(pool, wait=False)
-    # an exec of a trivial command takes well under a second on the devcluster (~0.1 s)
-    assert took < 3 and result.seconds < 3, (took, result.seconds)
-    assert written[0]["session"]["commands"] == 2 and written[0]["session"]["command_seconds"] < 3, written[0]
-    assert rows[0]["session"]["command_seconds"] < 3, rows[0]["session"]
+    # an exec of a trivial command takes ~0.1 s on the devcluster, and a 137 three round trips
+    # (exec, the pod, the hold's check); the defect this guards against waited 10 s more
+    # (END_SETTLE_SECONDS): 7 s leaves a loaded node's stalls room and still catches it
+    assert took < 7 and result.seconds < 7, (took, result.seconds)
+    assert written[0]["session"]["commands"] == 2 and written[0]["session"]["command_seconds"] < 7, written[0]
+    assert rows[0]["session"]["command_seconds"] < 7, rows[0]["session"]
 
 
 def test_a_command_the_deadline_cuts_off_is_session_over_not_its_137(operator_process, namespace):

@@ -124,36 +124,54 @@ def drained_command(argv: list[str], size: int) -> list[str]:
 # the API cannot signal an exec's process (closing the stream leaves it running). So each of
 # run()'s execs carries a marker of its own in its environment, which every process it starts
 # inherits (one that clears its environment escapes it), and a timeout stops them by it.
+# A command whose exec had not started its process when the stop ran (a loaded node: the exec's
+# way through the API server, kubelet and runtime) must not start after it either: the stop
+# first leaves a file named by the marker in the claim directory, and a marked command that
+# finds it exits STOPPED_BEFORE_START instead of running. One that looked before the file was
+# there is already a process: its shell has the marker in its arguments until it execs, and in
+# its environment after, so the stop reads both (its arguments first) and misses neither.
 COMMAND_MARKER = "ROLLOUTBATCH_COMMAND"
+STOPPED_PREFIX = "session-stopped-"   # + the marker: the stop's file, in the claim directory
+STOPPED_BEFORE_START = 137            # a marked command the stop reached before it ran, as if killed
 STOP_TRIES = 50                   # stop_command's passes over /proc, 0.1 s apart
+_MARKED_NAME = "rolloutbatch-marked"
 # Set by the shell, then exec'd: the exec's own process is marked from its start, and its exit
 # code, output and stdin are those of `argv` (no env(1): the file verbs need only /bin/sh).
-_MARKED = '{marker}=$1; export {marker}; shift; exec "$@"'
-# Each process's environ read by the shell itself (no process per pid): `read` drops its NUL
-# bytes (dash, bash, busybox), so the marker is sought in the joined text; every marker has one
-# length, so none is another's prefix. A pass stops each marked process it finds and kills them
-# all at its end: killed one by one in /proc's order (10 before 2), a child died before its
-# parent, which ran on (`sleep 1; echo late > answer.txt` wrote at once). A process forked
-# during a pass is found by the next; the passes end with one that finds none (a killed
-# process's environ reads empty). Prints how many it killed; exit 1 when some still ran after
-# STOP_TRIES passes, 2 without /proc.
+_MARKED = ('{marker}=$1; export {marker}; shift; [ -e "{claim}/{stopped}${marker}" ] && exit {before}; '
+           'exec "$@"')
+# Each process's arguments, then its environ, read by the shell itself (no process per pid):
+# `read` drops their NUL bytes (dash, bash, busybox), so the marker is sought in the joined text
+# (the marked shell's name and the marker, joined, are in no other process's arguments, the
+# stop's own included); every marker has one length, so none is another's prefix. A pass stops
+# each marked process it finds and kills them all at its end: killed one by one in /proc's order
+# (10 before 2), a child died before its parent, which ran on (`sleep 1; echo late > answer.txt`
+# wrote at once). A process forked during a pass is found by the next; the passes end with one
+# that finds none (a killed process's environ reads empty). Prints how many it killed; exit 1
+# when some still ran after STOP_TRIES passes, 2 without /proc. The file is written by printf, a
+# regular builtin: a failed redirection of `:`, a special one, ends a POSIX shell.
 _STOP = ('m=$1; [ -r /proc/self/environ ] || {{ echo "no /proc in this container" >&2; exit 2; }}; '
-         'k=0; n=0; while :; do f=; for p in /proc/[0-9]*; do '
-         '{{ while IFS= read -r l || [ -n "$l" ]; do case "$l" in *"{marker}=$m"*) '
-         'kill -STOP "${{p#/proc/}}" && f="$f ${{p#/proc/}}" && k=$((k+1)); break;; esac; done < "$p/environ"; '
+         '{{ printf "" > "{claim}/{stopped}$m"; }} 2>/dev/null; '
+         'k=0; n=0; while :; do f=; for p in /proc/[0-9]*; do {{ h=; '
+         'while IFS= read -r l || [ -n "$l" ]; do case "$l" in *"{name}$m"*) h=1; break;; esac; done < "$p/cmdline"; '
+         '[ -z "$h" ] && while IFS= read -r l || [ -n "$l" ]; do case "$l" in *"{marker}=$m"*) h=1; break;; esac; '
+         'done < "$p/environ"; [ -n "$h" ] && kill -STOP "${{p#/proc/}}" && f="$f ${{p#/proc/}}" && k=$((k+1)); '
          '}} 2>/dev/null; done; [ -z "$f" ] && {{ echo "$k"; exit 0; }}; kill -KILL $f 2>/dev/null; n=$((n+1)); '
-         '[ "$n" -ge {tries} ] && {{ echo "$k"; exit 1; }}; {tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done'
-         ).format(marker=COMMAND_MARKER, tries=STOP_TRIES, tools=launchers.TOOLS_SH)
+         '[ "$n" -ge {tries} ] && {{ echo "$k"; exit 1; }}; {tools}sleep 0.1 2>/dev/null || {tools}sleep 1; done')
 
 
-def marked_command(argv: list[str], marker: str) -> list[str]:
-    """``argv`` with ``marker`` in its environment and that of all it starts (stop_command)."""
-    return ["/bin/sh", "-c", _MARKED.format(marker=COMMAND_MARKER), "rolloutbatch-marked", marker, *argv]
+def marked_command(argv: list[str], marker: str, claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[str]:
+    """``argv`` with ``marker`` in its environment and that of all it starts (stop_command); it
+    does not run once the stop of ``marker`` was made in ``claim_dir``."""
+    script = _MARKED.format(marker=COMMAND_MARKER, claim=claim_dir, stopped=STOPPED_PREFIX, before=STOPPED_BEFORE_START)
+    return ["/bin/sh", "-c", script, _MARKED_NAME, marker, *argv]
 
 
-def stop_command(marker: str) -> list[str]:
-    """The exec that kills every process marked ``marker`` (marked_command); it prints how many."""
-    return ["/bin/sh", "-c", _STOP, "rolloutbatch-stop", marker]
+def stop_command(marker: str, claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[str]:
+    """The exec that kills every process marked ``marker`` (marked_command), and keeps one not
+    started yet from running; it prints how many it killed."""
+    script = _STOP.format(marker=COMMAND_MARKER, name=_MARKED_NAME, claim=claim_dir, stopped=STOPPED_PREFIX,
+                          tries=STOP_TRIES, tools=launchers.TOOLS_SH)
+    return ["/bin/sh", "-c", script, "rolloutbatch-stop", marker]
 
 
 # What the trainer's own execs run: a file written aside then renamed (a cut-off stdin never

@@ -83,3 +83,42 @@ def test_a_stop_without_proc_says_so(shell, tmp_path):
     text = sessions.stop_command("0" * 32)[2].replace("/proc/", f"{tmp_path}/none/")
     done = subprocess.run([*shell, "-c", text, "rolloutbatch-stop", "0" * 32], capture_output=True, timeout=10)
     assert done.returncode == 2 and b"no /proc" in done.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=" ".join)
+def test_a_command_whose_stop_came_first_never_runs(shell, tmp_path):
+    """On a loaded node a command's exec can start its process after the trainer's timeout and the
+    stop: it found nothing to kill, and the command ran later and changed the workspace. The stop
+    leaves a file named by the marker; a marked command that finds it exits at once. Another
+    command's marker still runs."""
+    marker, other = secrets.token_hex(16), secrets.token_hex(16)
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    text = sessions.stop_command(marker, str(claim))[2].replace("/proc/", f"{tmp_path}/no-pids/")
+    pids = tmp_path / "no-pids"
+    (pids / "self").mkdir(parents=True)
+    (pids / "self" / "environ").write_text("")   # a /proc with no process in it: nothing to kill
+    stopped = subprocess.run([*shell, "-c", text, "rolloutbatch-stop", marker], capture_output=True, timeout=10)
+    assert (stopped.returncode, stopped.stdout) == (0, b"0\n"), stopped.stderr
+
+    def run(mark: str) -> int:
+        argv = _under(shell, sessions.marked_command(["sh", "-c", f"echo late > {mark}.txt"], mark, str(claim)))
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, timeout=10).returncode
+    assert run(marker) == sessions.STOPPED_BEFORE_START and not (tmp_path / f"{marker}.txt").exists()
+    assert run(other) == 0 and (tmp_path / f"{other}.txt").read_text() == "late\n"
+
+
+@needs_pid_namespace
+@pytest.mark.parametrize("shell", SHELLS, ids=" ".join)
+def test_a_stop_kills_a_marked_shell_that_has_not_execd_its_command_yet(shell, tmp_path):
+    """Between its look for the stop's file and its exec, the marked shell's environment does not
+    hold the marker yet (its `export` is not in /proc/<pid>/environ): its arguments do. Here a shell
+    with the marked one's arguments and no marker in its environment stands for it."""
+    marker = secrets.token_hex(16)
+    early = shlex.join([*shell, "-c", "sleep 1; echo late > answer.txt", "rolloutbatch-marked", marker])
+    stop = shlex.join(_under(shell, sessions.stop_command(marker, str(tmp_path))))
+    driver = f"{early} & sleep 0.3; {stop} > stopped.txt; echo $? >> stopped.txt; sleep 1.5; wait"
+    subprocess.run(["unshare", "-p", "-f", "--mount-proc", *shell, "-c", driver], cwd=tmp_path, timeout=30,
+                   check=True)
+    killed, code = (tmp_path / "stopped.txt").read_text().split()
+    assert code == "0" and int(killed) >= 1 and not (tmp_path / "answer.txt").exists()
