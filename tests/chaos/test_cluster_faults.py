@@ -145,10 +145,10 @@ def test_an_apiserver_outage_past_the_renew_deadline_stops_the_leader_and_its_su
 
 def test_evicted_episodes_are_retried_and_counted_once(operator_process, namespace):
     name = unique("evict")
-    apply(episode_batch(name, SLOW_EPISODE, episodes=4, env=[{"name": "SLEEP", "value": "15"}],
+    apply(episode_batch(name, SLOW_EPISODE, episodes=4, env=[{"name": "SLEEP", "value": "25"}],
                         cleanup={"sandbox": "Never"}), namespace)
     sandbox = sandbox_of(name, namespace)
-    # The two that started last, each with most of its 15 s ahead: the program is the container's
+    # The two that started last, each with most of its 25 s ahead: the program is the container's
     # PID 1, which SIGTERM does not stop, so an evicted pod is killed only after its 5 s grace; one
     # with less time left than that ends 0, Succeeded, and the Job makes no retry (seen in CI with
     # 8 s, the first-started pods, and the second eviction a second late).
@@ -180,9 +180,10 @@ def test_an_evicted_episode_that_exits_zero_is_judged_like_the_job_does(operator
     the operator must not record a retry that never happens (it judges the pod from its log)."""
     name = unique("evict0")
     apply(episode_batch(name, GRACEFUL_EPISODE, episodes=2, minSuccessfulEpisodes=1,
-                        env=[{"name": "SLEEP", "value": "10"}], cleanup={"sandbox": "Never"}), namespace)
+                        env=[{"name": "SLEEP", "value": "30"}], cleanup={"sandbox": "Never"}), namespace)
     sandbox = sandbox_of(name, namespace)
-    victim = wait_pods_running(sandbox, 2)[0]
+    # the one that started last, its 30 s far from over: one that printed its reward first is a success
+    victim = max(wait_pods_running(sandbox, 2), key=_started)
     wait_logged(victim, sandbox, '"event": "ready"')   # else it is judged NoReadyEvent
     evict(victim, sandbox)
     obj = wait_finished(name, namespace, timeout=120, operator=operator_process)

@@ -28,7 +28,7 @@ from tests.support.operator import kubectl
 
 pytestmark = [pytest.mark.cluster]
 
-LINGER = 30   # seconds an episode keeps its listener open for the ingress knock
+LINGER = 60   # seconds an episode keeps its listener open for the ingress knock (3 batches start, a probe pod runs)
 
 PROBE = r'''
 import json, os, socket, threading, time, urllib.request

@@ -52,10 +52,12 @@ def first_pod_created(obj: dict) -> float:
 
 def test_two_batches_over_one_quota_run_one_after_the_other(operator_process, namespace, queue):
     first, second = unique("first"), unique("second")
-    env = [{"name": "SLEEP", "value": "8"}]
-    apply(episode_batch(first, SLEEPER, episodes=2, queueName=queue, env=env), namespace)
+    # the first holds the quota 30 s past its start: the second's Queued must be seen meanwhile
+    apply(episode_batch(first, SLEEPER, episodes=2, queueName=queue, env=[{"name": "SLEEP", "value": "30"}]),
+          namespace)
     wait_status(first, namespace, lambda st: st.get("phase") == "Running", timeout=120)
-    apply(episode_batch(second, SLEEPER, episodes=2, queueName=queue, env=env), namespace)
+    apply(episode_batch(second, SLEEPER, episodes=2, queueName=queue, env=[{"name": "SLEEP", "value": "8"}]),
+          namespace)
     queued = wait_status(second, namespace, lambda st: st.get("phase") == "Queued" and "Kueue" in st.get("message", ""),
                          timeout=60)
     assert queued["status"]["reason"] == "WaitingForAdmission"

@@ -13,14 +13,17 @@ from tests.support.kube import kubeconfig_path
 
 pytestmark = pytest.mark.cluster
 
-# Episode i sleeps 3 * (i // 2) seconds before its reward: groups of 2 land one after another.
+# Group g's episodes sleep 3 * g seconds before their reward, so groups of 2 land one after
+# another; group 3's sleep 30 s, so that a batch of 4 groups is still running when its first group
+# lands, however far apart a loaded node starts their pods.
 STAGGERED = """
 import json, os, time
 i = int(os.environ["EPISODE_INDEX"])
 def emit(event, **fields):
     print(json.dumps({"event": event, "at": time.time(), "episode_id": os.environ["EPISODE_ID"], **fields}), flush=True)
 emit("ready")
-time.sleep(3 * int(os.environ["EPISODE_GROUP"]))
+group = int(os.environ["EPISODE_GROUP"])
+time.sleep(30 if group == 3 else 3 * group)
 emit("reward", reward=float(os.environ["EPISODE_SAMPLE"]))
 """
 TASK = Task(files={"episode.py": STAGGERED}, command=["python", "-B", "/task/episode.py"])

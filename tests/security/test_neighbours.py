@@ -182,7 +182,7 @@ def test_a_busy_cluster_delays_a_batch_and_never_stalls_it(solo_operator, namesp
     nodes = core.list_node().items
     hog_gi = min(_memory_gi(n.status.allocatable["memory"]) for n in nodes) - 4
     for i, _ in enumerate(nodes):
-        hog = kube.simple_pod(f"hog-{i}", "import time; time.sleep(40)")
+        hog = kube.simple_pod(f"hog-{i}", "import time; time.sleep(600)")   # deleted once the batch waits
         hog["spec"]["containers"][0]["resources"] = {"requests": {"memory": f"{hog_gi}Gi"}}
         neighbour.create(hog)
     kube.wait_for(lambda: all(kube.pod_phase(core, f"hog-{i}", neighbour.namespace) == "Running"
@@ -198,8 +198,13 @@ def test_a_busy_cluster_delays_a_batch_and_never_stalls_it(solo_operator, namesp
         def waiting():
             st = (get(name, namespace) or {}).get("status") or {}
             return st if st.get("reason") == "EpisodesUnschedulable" else None
-        st = kube.wait_for(waiting, timeout=60, what="the batch saying it waits for room")
+        st = kube.wait_for(waiting, timeout=120, what="the batch saying it waits for room")
         assert st["phase"] == "Running" and "Insufficient memory" in st["message"], st
+        time.sleep(12)    # past the grace: still waiting, not stalled
+        st = get(name, namespace)["status"]
+        assert (st["phase"], st.get("reason")) == ("Running", "EpisodesUnschedulable"), st
+        for i, _ in enumerate(nodes):
+            core.delete_namespaced_pod(f"hog-{i}", neighbour.namespace, grace_period_seconds=0)
         st = wait_finished(name, namespace, timeout=240, operator=operator)["status"]
         assert (st["phase"], st["succeededEpisodes"]) == ("Succeeded", 2), st
     finally:
