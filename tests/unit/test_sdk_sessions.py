@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
+import shutil
+import tempfile
 import threading
 import time
 
@@ -299,6 +301,35 @@ def test_write_file_through_a_symlink_writes_the_file_it_names(api, tmp_path):
     os.symlink("conf", tmp_path / "dirlink")
     with pytest.raises(IsADirectoryError, match="a directory, not a file: dirlink"):
         session.write_file("dirlink", b"x")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv (a second user)")
+def test_a_file_the_sandbox_user_cannot_reach_is_a_permission_error(api):
+    """Not FileNotFoundError (a new user's review: /root/.bashrc was "no such file"): the reads
+    run as uid 1000, as the pool's pods do."""
+    top = pathlib.Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        (top / "shut").mkdir(mode=0o700)
+        (top / "shut" / "f").write_text("x")
+        batch = open_sessions(api)
+        pod = put_pod(api, batch.handle, 0, workspace=top)
+        sandbox = Sandbox(api, pod, top)
+
+        def as_the_user(command: list[str], stdin: bytes) -> ExecResult:
+            if command[3:4] != ["rolloutbatch-read"]:
+                return sandbox(command, stdin)
+            done = run_like_the_runtime(["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", *command],
+                                        stdin, top)
+            return ExecResult(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr)
+        api.set_exec(POOL_NS, pod, as_the_user)
+        session = batch.session(0)
+        with pytest.raises(PermissionError, match="permission denied: shut cannot be searched: shut/f in episode 0"):
+            session.read_file("shut/f")
+        with pytest.raises(FileNotFoundError):
+            session.read_file("nope.txt")
+    finally:
+        shutil.rmtree(top)
 
 
 # --- the end -----------------------------------------------------------------------------------------

@@ -176,9 +176,11 @@ def stop_command(marker: str, claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[
 
 # What the trainer's own execs run: a file written aside then renamed (a cut-off stdin never
 # leaves half a file; `head -c` because a v4 exec cannot close stdin), and a file read whole.
-# Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError for them,
-# and a SessionError for a path that is there but no regular file (reading a FIFO would block).
-NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE = 3, 4, 5
+# Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError /
+# PermissionError for them, and a SessionError for a path that is there but no regular file
+# (reading a FIFO would block). A path under a directory the user cannot search is not "no such
+# file" (test -e cannot tell the two apart): the nearest directory that is there says which.
+NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE, NOT_PERMITTED = 3, 4, 5, 6
 # A directory at the path (or a link to one) would take the file inside it (`mv`): refused. A
 # symbolic link is followed to the file it names (a chain too; `readlink -f`, GNU's and
 # busybox's), as the agent's own `>` would, so the link stays and its target is what the
@@ -196,9 +198,13 @@ _WRITE = ('[ -d "$2" ] && exit {isdir}; p=$2; if [ -L "$p" ]; then p=$(readlink 
           'mkdir -p -- "$d" && head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] '
           '&& {{ m=$(stat -c %a -- "$p" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$p"; }} '
           '|| {{ rm -f -- "$t"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
-_READ = ('[ -d "$1" ] && exit {isdir}; [ -e "$1" ] || {{ echo "no such file: $1" >&2; exit {missing}; }}; '
+_READ = ('[ -d "$1" ] && exit {isdir}; if [ ! -e "$1" ]; then p=$1; while :; do case "$p" in */*) p=${{p%/*}};; '
+         '*) p=.;; esac; [ -z "$p" ] && p=/; [ -e "$p" ] && break; [ "$p" = . ] && break; done; '
+         '[ -d "$p" ] && [ ! -x "$p" ] && {{ echo "permission denied: $p cannot be searched" >&2; exit {denied}; }}; '
+         'echo "no such file: $1" >&2; exit {missing}; fi; '
          '[ -f "$1" ] || {{ echo "not a regular file: $1" >&2; exit {special}; }}; '
-         'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE, special=NOT_A_FILE)
+         'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE, special=NOT_A_FILE,
+                                           denied=NOT_PERMITTED)
 
 
 def write_file_command(path: str, size: int) -> list[str]:

@@ -377,6 +377,8 @@ class SessionCore:
             raise FileNotFoundError(f"no such file: {where}")
         if result.exit_code == sessions.IS_A_DIRECTORY:
             raise IsADirectoryError(f"a directory, not a file: {where}")
+        if result.exit_code == sessions.NOT_PERMITTED:
+            raise PermissionError(f"{result.stderr.decode(errors='replace').strip()}: {where}")
         if result.exit_code == sessions.NOT_A_FILE:
             raise SessionError(f"not a regular file (a FIFO, a socket or a device): {where}")
         if result.exit_code != 0:

@@ -9,7 +9,9 @@ import json
 import os
 import pathlib
 import shlex
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -191,6 +193,29 @@ def test_reading_what_is_not_a_file_says_what_it_is(tmp_path) -> None:
     assert fifo.returncode == sessions.NOT_A_FILE and b"not a regular file: pipe" in fifo.stderr
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     assert _sh(sessions.read_file_command("dangling", 1 << 20), tmp_path).returncode == sessions.NO_SUCH_FILE
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv (a second user)")
+def test_reading_under_a_directory_the_user_cannot_search_is_permission_denied_not_no_such_file() -> None:
+    """A new user's review: read_file of /root/.bashrc (or a file under a `chmod 000` directory)
+    said "no such file" where `ls` said Permission denied: `test -e` cannot tell them apart."""
+    top = pathlib.Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        (top / "shut").mkdir()
+        (top / "shut" / "f").write_text("x")
+        (top / "shut").chmod(0o700)                 # root's: the reader (uid 1000) cannot search it
+
+        def read(path: str) -> subprocess.CompletedProcess:
+            return _sh(["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups",
+                        *sessions.read_file_command(path, 1 << 20)], top)
+        for path in ("shut/f", f"{top}/shut/f", "shut/deeper/f"):
+            denied = read(path)
+            assert denied.returncode == sessions.NOT_PERMITTED and b"permission denied" in denied.stderr, (path, denied)
+        for path in ("nope.txt", f"{top}/nope/x", "/nonexistent-rb", "./a/b/c"):
+            assert read(path).returncode == sessions.NO_SUCH_FILE, path
+    finally:
+        shutil.rmtree(top)
 
 
 def test_a_file_of_the_longest_name_a_file_system_takes_is_written(tmp_path) -> None:
