@@ -115,7 +115,9 @@ def pooled(name: str, episodes: int, parallelism: int, size: int) -> list[dict]:
                      **{key: cold[key] for key in ("runtimeClassName", "image", "task", "resources")},
                      "prepare": {"command": ["python", "-c", "import json, pathlib"], "timeoutSeconds": 60},
                      "network": "DenyAll", "verifier": {"mountPath": "/verifier"}}}
-    spec = {"poolRef": {"name": name}, "episodes": episodes, "parallelism": parallelism,
+    # whenEmpty Wait: applied in one go, the batch waits for the pool's first pods (Cold, the
+    # default, ran them all cold beside the pool's own starting pods)
+    spec = {"poolRef": {"name": name, "whenEmpty": "Wait"}, "episodes": episodes, "parallelism": parallelism,
             **{key: cold[key] for key in ("command", "episodeTimeoutSeconds", "activeDeadlineSeconds")},
             "verifier": {key: cold["verifier"][key] for key in ("files", "timeoutSeconds")}}
     batch_ = {"apiVersion": "rl.agentruntime.io/v1alpha1", "kind": "RolloutBatch", "metadata": {"name": name},
@@ -128,9 +130,9 @@ NOTES = {"inputs-by-reference.yaml": (
     "# the ConfigMap opts it in (the SDK labels the ones it creates). Without the label the batch\n"
     "# stalls with InputsNotFound before anything is created.\n"),
     "shipping-fix-pool.yaml": (
-    "# A warm pool and a batch that claims from it (README.md, \"Warm pools\"): apply the pool, wait\n"
-    "# for it (kubectl wait rp/shipping-fix-pool --for=condition=Ready), then the batch. Pools need\n"
-    "# the cluster-wide install.\n")}
+    "# A warm pool and a batch that claims from it (README.md, \"Warm pools\"): `kubectl apply -f`\n"
+    "# this file; the batch waits for the pool's pods to be warm (poolRef.whenEmpty: Wait), then\n"
+    "# claims them. Pools need the cluster-wide install.\n")}
 
 
 def examples() -> dict[str, dict | list[dict]]:

@@ -104,18 +104,16 @@ def test_a_batch_claims_warm_pods_and_runs_the_rest_cold(operator_process, names
 
 
 def test_the_pool_example_runs_as_a_user_applies_it(operator_process, namespace):
-    """examples/shipping-fix-pool.yaml: the pool warms, the batch claims every episode from it, and
-    the verifier it brings grades each agent's fix."""
+    """examples/shipping-fix-pool.yaml, applied in one go: the pool warms, the batch waits for it
+    and claims every episode from it, and the verifier it brings grades each agent's fix (applied
+    together with the default whenEmpty, Cold, the batch ran every episode cold)."""
     pool_doc, batch_doc = yaml.safe_load_all((ROOT / "examples" / "shipping-fix-pool.yaml").read_text())
     pool_doc["metadata"]["name"] = pool_name = unique("expool")
     batch_doc["metadata"]["name"], batch_doc["spec"]["poolRef"]["name"] = unique("expooled"), pool_name
     size = pool_doc["spec"]["size"]
-    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool_doc))
-    kubectl("wait", f"rolloutpool/{pool_name}", "-n", namespace, "--for=condition=Ready", "--timeout=300s",
-            timeout=310)
-    assert wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == size, timeout=60)
+    both = {"apiVersion": "v1", "kind": "List", "items": [pool_doc, batch_doc]}
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(both))
     try:
-        apply(batch_doc, namespace)
         done = wait_finished(batch_doc["metadata"]["name"], namespace, timeout=300, operator=operator_process)
         status = done["status"]
         assert (status["phase"], status["succeededEpisodes"], status["rewardSum"]) == ("Succeeded", size, size), status

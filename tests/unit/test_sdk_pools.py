@@ -309,18 +309,32 @@ def test_submit_to_a_pool_refuses_a_batch_that_names_what_the_pool_does_not_run(
     assert not api.list_objects("RolloutBatch", NS)
 
 
-def test_submit_to_a_pool_not_made_yet_leaves_the_word_to_the_operator(api):
-    """Applied before its pool (a directory in file order): the batch is made, and waits or
-    stalls PoolNotFound with the operator's reason."""
-    handle = sdk.Client(api=api, namespace=NS).submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS),
-                                                      pool="later")
-    assert api.get_object("RolloutBatch", handle.name, NS)["spec"]["poolRef"] == {"name": "later"}
+def test_submit_to_a_pool_not_made_yet_is_refused_unless_the_batch_waits_for_it(api):
+    """A misspelt pool (a new user's review): the batch was made, its task left out unchecked, and
+    failed PoolNotFound at once. Now NotFound before anything is made, naming the fix; a batch
+    that waits for its pool (whenEmpty Wait, which waits for a pool made after it) is made."""
+    client = sdk.Client(api=api, namespace=NS)
+    with pytest.raises(sdk.NotFound, match="RolloutPool .*/nosuchpool not found: create it first"):
+        client.submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS), pool="nosuchpool")
+
+    async def main():
+        await AsyncClient(api=AsyncMemoryApi(api), namespace=NS).submit(
+            sdk.build_batch("step", TASK, episodes=1, namespace=NS), pool="nosuchpool")
+    with pytest.raises(sdk.NotFound, match="whenEmpty: Wait"):
+        asyncio.run(main())
+    assert not api.list_objects("RolloutBatch", NS)
+    waiting = sdk.build_batch("step", TASK, episodes=1, namespace=NS)
+    waiting["spec"]["poolRef"] = {"name": "later", "whenEmpty": "Wait"}
+    handle = client.submit(waiting, pool="later")
+    assert api.get_object("RolloutBatch", handle.name, NS)["spec"]["poolRef"] == {"name": "later", "whenEmpty": "Wait"}
 
 
 def test_the_async_submit_takes_a_pool_too(api):
+    _put_pool(api)
+
     async def main():
         client = AsyncClient(api=AsyncMemoryApi(api), namespace=NS)
-        return await client.submit(sdk.build_batch("step", TASK, episodes=1, namespace=NS), pool="warm")
+        return await client.submit(sdk.build_batch("step", POOLS_TASK, episodes=1, namespace=NS), pool="warm")
     handle = asyncio.run(main())
     assert api.get_object("RolloutBatch", handle.name, NS)["spec"]["poolRef"] == {"name": "warm"}
 

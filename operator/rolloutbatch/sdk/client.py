@@ -488,7 +488,9 @@ class Sessions(session_commands.EndsOnExit):
 
     def wait(self, timeout: float = 3600) -> list[Row]:
         """Wait for the batch to end; its rows (``BatchHandle.results()``), each of a session
-        opened here with ``session``: that session's stats (SessionStats, as the SDK saw them)."""
+        opened here with ``session``: that session's stats (SessionStats, as the SDK saw them).
+        The batch ends once every episode's session did: one never ended (``end()``, its ``with``
+        block left, ``end_all()``), or never opened, holds until ``episodeTimeoutSeconds``."""
         self.handle.wait(timeout=timeout)
         return self._core.with_stats(self.handle.results())
 

@@ -258,13 +258,21 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
     the pool's own fields left out), once what it names (image, task files, resources, ...) is
     found to be the pool's, as ``rolloutbatch submit --pool`` does: otherwise its episodes would
     silently run the pool's task on the pool's image (ValueError, before anything is created). A
-    pool not there (yet), or not ours to read, leaves the word to the operator (the batch stalls
-    PoolNotFound); a cluster without the RolloutPool CRD is CRDNotInstalled (:func:`get_pool`)."""
+    pool not there is NotFound, before anything is created (the operator would fail the batch at
+    once, PoolNotFound), unless the batch waits for its pool (``poolRef.whenEmpty: Wait``, which
+    waits for a pool made after it too); one not ours to read leaves the word to the operator; a
+    cluster without the RolloutPool CRD is CRDNotInstalled (:func:`get_pool`)."""
     pooled = with_pool(checked_batch(batch), pool)
     namespace = (batch.get("metadata") or {}).get("namespace") or namespace
     try:
         live = yield from get_pool(pool, namespace)
-    except (NotFound, Forbidden):
+    except NotFound as exc:
+        if pooled["spec"]["poolRef"].get("whenEmpty") != v.POOL_WAIT:
+            raise NotFound(f"RolloutPool {namespace}/{pool} not found: create it first (rolloutbatch pool create, "
+                           "kubectl apply), or set spec.poolRef.whenEmpty: Wait to have the batch wait for it",
+                           status=exc.status, reason=exc.reason) from None
+        live = None
+    except Forbidden:
         live = None
     problem = live and manifest_conflict(batch.get("spec") or {}, live.get("spec") or {})
     if problem:
