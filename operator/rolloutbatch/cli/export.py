@@ -38,6 +38,7 @@ from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden, KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, result_ops
+from rolloutbatch.sdk.ops import pods_namespace
 from rolloutbatch.sdk.retained import retained_batch, retained_head_name
 
 _SAFE_FILE = re.compile(r"[a-z0-9][-a-z0-9.]{0,252}")   # fullmatch: `$` would take a trailing newline
@@ -164,7 +165,7 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     """Write the layout into the new directory ``out``; returns what was written."""
     meta, status = batch["metadata"], batch.get("status") or {}
     # The status stops naming the sandbox once it is deleted: its name is deterministic.
-    child_ns = status.get("sandboxNamespace") or client.sandbox_namespace(batch) or meta["namespace"]
+    child_ns = pods_namespace(batch)
     out.mkdir(parents=True, exist_ok=False)
     files: list[str] = []
     receipt = {

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from rolloutbatch.cli.common import CLIError, at_least, make_client
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.escapes import escaped
+from rolloutbatch.sdk.ops import pool_of, pods_namespace
 
 
 def add_parsers(sub, common: argparse.ArgumentParser) -> None:
@@ -39,14 +40,22 @@ TAILS_KEPT = (f"Every episode's results row keeps the end of its log: {kib(v.SUC
 
 
 def cleanup_hint(batch: Mapping) -> str:
-    """Why the batch's sandbox (its pods, and their logs) is gone, and the one policy that keeps it."""
+    """Why the batch's sandbox (its pods, and their logs) is gone, and the one policy that keeps it;
+    a batch that ended before it made a Job never had one."""
     from rolloutbatch.core.children import removes_sandbox
 
+    status = batch.get("status") or {}
     policy = ((batch.get("spec") or {}).get("cleanup") or {}).get("sandbox") or v.CLEANUP_POLICIES[0]
-    phase = (batch.get("status") or {}).get("phase")
+    phase = status.get("phase")
+    if phase in v.TERMINAL_PHASES and not status.get("jobName"):
+        because = f" ({status['reason']})" if isinstance(status.get("reason"), str) and status["reason"] else ""
+        return (f"the batch reached {phase}{because} before it made its Job: it never had pods, nor logs (its "
+                "status message says why)")
+    pool = pool_of(batch)
+    it = f"its Job in RolloutPool {pool}'s namespace" if pool is not None else "it"
     ended = str(phase or v.PENDING).lower()
-    why = (f"spec.cleanup.sandbox {policy} removes it once a batch {ended}" if removes_sandbox(policy, phase)
-           else f"it was deleted by someone (spec.cleanup.sandbox {policy} keeps it while a batch is {ended})")
+    why = (f"spec.cleanup.sandbox {policy} removes {it} once a batch {ended}" if removes_sandbox(policy, phase)
+           else f"{it} was deleted by someone (spec.cleanup.sandbox {policy} keeps it while a batch is {ended})")
     return (f"{why}, its pods and their logs with it. Only cleanup.sandbox: {v.CLEANUP_NEVER} keeps the sandbox, "
             f"until the batch is deleted ({v.CLEANUP_DELETE_ON_SUCCESS}, the default, removes it after a success, "
             f"{v.CLEANUP_ALWAYS} after any end); the spec is immutable, so set it on the next batch")
@@ -168,7 +177,7 @@ def logs(args: argparse.Namespace) -> int:
     episodes = int(spec.get("episodes") or 0)
     if args.index is not None and not 0 <= args.index < episodes:
         raise CLIError(f"--index {args.index}: the batch has episodes 0..{episodes - 1}")
-    where = status.get("sandboxNamespace") or client.sandbox_namespace(batch) or meta["namespace"]
+    where = pods_namespace(batch)
     selector = f"{LABEL_BATCH_UID}={meta['uid']}"
     if args.index is not None:
         selector += f",{v.COMPLETION_INDEX_KEY}={args.index}"

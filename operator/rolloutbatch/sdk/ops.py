@@ -350,12 +350,16 @@ def stop(batch: Mapping) -> Op:
 
 
 def sandbox_namespace(batch: Mapping) -> str | None:
-    """The batch's own sandbox namespace (Dedicated isolation), None when it shares its namespace.
+    """The batch's own sandbox namespace (Dedicated isolation), None when it shares its namespace
+    or runs on a pool's pods (``spec.poolRef``: they live in the pool's namespace, which is not
+    the batch's to delete; :func:`pods_namespace`).
 
     From the status, else the deterministic name: the status may not name it yet (read just
     after submit) or any more (removed once the sandbox was deleted).
     """
     meta = batch["metadata"]
+    if pool_of(batch) is not None:
+        return None
     ns = (batch.get("status") or {}).get("sandboxNamespace")
     if ns:
         return None if ns == meta["namespace"] else ns
@@ -364,6 +368,23 @@ def sandbox_namespace(batch: Mapping) -> str | None:
     if isolation != v.ISOLATION_DEDICATED or not meta.get("uid"):
         return None
     return naming.sandbox_namespace(BatchRef(meta["namespace"], meta["name"], meta["uid"]))
+
+
+def pool_of(batch: Mapping) -> str | None:
+    """The RolloutPool a batch runs on (``spec.poolRef.name``), None for a batch of its own pods."""
+    ref = (batch.get("spec") or {}).get("poolRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def pods_namespace(batch: Mapping) -> str:
+    """Where the batch's episode pods are (were): its sandbox namespace, its pool's for a batch
+    on a pool, else its own namespace."""
+    meta = batch["metadata"]
+    pool = pool_of(batch)
+    if pool is not None:
+        return naming.pool_namespace(meta["namespace"], pool)
+    return (batch.get("status") or {}).get("sandboxNamespace") or sandbox_namespace(batch) or meta["namespace"]
 
 
 def namespace_exists(name: str, uid: str | None = None) -> Op:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rolloutbatch.cli import logs
+from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.children import removes_sandbox
 from rolloutbatch.kube.errors import Forbidden, NotFound
@@ -151,8 +152,26 @@ def test_results_without_rights_in_the_sandbox_writes_the_rest_and_says_why(caps
     (v.CLEANUP_ALWAYS, v.FAILED, True), (v.CLEANUP_NEVER, v.SUCCEEDED, False)])
 def test_the_hint_says_what_the_policy_does(policy, phase, removed):
     assert removes_sandbox(policy, phase) is removed
-    hint = logs.cleanup_hint({"spec": {"cleanup": {"sandbox": policy}}, "status": {"phase": phase}})
+    hint = logs.cleanup_hint({"spec": {"cleanup": {"sandbox": policy}}, "status": {"phase": phase, "jobName": "j"}})
     assert ("removes it once" in hint) is removed and "Only cleanup.sandbox: Never keeps" in hint
+
+
+def test_the_hint_names_no_sandbox_a_batch_never_had_and_the_pools_namespace_for_a_pooled_one():
+    """A new user's review: an InvalidSpec batch, and batches on a pool, were said to have lost a
+    sandbox namespace rb-... that never existed ("deleted by someone")."""
+    from rolloutbatch.sdk.ops import pods_namespace, sandbox_namespace
+
+    never = {"spec": {}, "status": {"phase": v.FAILED, "reason": "InvalidSpec"}}
+    hint = logs.cleanup_hint(never)
+    assert "reached Failed (InvalidSpec) before it made its Job: it never had pods" in hint
+    assert "deleted by someone" not in hint
+    pooled = {"metadata": {"name": "b", "namespace": "team", "uid": "u-1"}, "spec": {"poolRef": {"name": "warm"}},
+              "status": {"phase": v.SUCCEEDED, "jobName": "b-job"}}
+    assert "removes its Job in RolloutPool warm's namespace once" in logs.cleanup_hint(pooled)
+    assert sandbox_namespace(pooled) is None                   # not the batch's own: never waited for, never deleted
+    assert pods_namespace(pooled) == naming.pool_namespace("team", "warm")
+    dedicated = {"metadata": {"name": "b", "namespace": "team", "uid": "u-1"}, "spec": {}, "status": {}}
+    assert pods_namespace(dedicated) == sandbox_namespace(dedicated) != "team"
 
 
 def test_a_kept_tail_cannot_move_the_terminal_cursor():
