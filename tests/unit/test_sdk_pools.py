@@ -11,6 +11,7 @@ import pytest
 from rolloutbatch import GROUP, POOL_KIND, POOL_PLURAL, VERSION, crdgen, sdk
 from rolloutbatch.core import defaults as d
 from rolloutbatch.core.crd_pool import POOL_OWNED_BATCH_FIELDS
+from rolloutbatch.core.pools import DELETING_MESSAGE
 from rolloutbatch.core.spec import parse_spec
 from rolloutbatch.kube.errors import Invalid
 from rolloutbatch.sdk import ops
@@ -101,6 +102,31 @@ def test_create_get_list_scale_and_delete_a_pool(api):
         client.get_pool("warm")
     with pytest.raises(sdk.NotFound):
         client.delete_pool("warm")
+
+
+def test_delete_pool_says_which_batches_it_waits_for_once_each_time_it_changes(api, monkeypatch):
+    """A new user's review: `pool delete` of a pool under a running batch waited silently until
+    the batch ended (an hour by default)."""
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    client = sdk.Client(api=api, namespace=NS)
+    client.create_pool("warm", 1, task_files=FILES)
+    path = f"{ops.pools_path(NS)}/warm"
+    api.merge_patch(path, {"metadata": {"finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}}, "finalizer")
+    says = iter([DELETING_MESSAGE + "waiting for 2 batch(es) that run on its pods: a, b"] * 2
+                + [DELETING_MESSAGE + "waiting for 1 batch(es) that run on its pods: b", None])
+    heard: list[str] = []
+
+    def the_operator_says():
+        message = next(says)
+        if message is None:
+            api.merge_patch(path, {"metadata": {"finalizers": None}}, "finalizer removed")
+            return
+        api.merge_patch(path + "/status", {"status": {"message": message}}, "the operator's status")
+        api.meanwhile("GET", POOL_KIND, the_operator_says)
+    api.meanwhile("DELETE", POOL_KIND, lambda: api.meanwhile("GET", POOL_KIND, the_operator_says))
+    client.delete_pool("warm", on_waiting=heard.append, timeout=60)
+    assert heard == [DELETING_MESSAGE + "waiting for 2 batch(es) that run on its pods: a, b",
+                     DELETING_MESSAGE + "waiting for 1 batch(es) that run on its pods: b"]
 
 
 def test_dry_run_stores_nothing(api):

@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import pathlib
 import shlex
+import sys
 
 from rolloutbatch import GROUP
 from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, at_least, make_client, one_line, positive
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.escapes import escaped
 
 RESOURCE = f"rolloutpool.{GROUP}"
 
@@ -167,6 +169,8 @@ def scale(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    make_client(args).delete_pool(args.name, wait=args.wait, timeout=args.timeout)
+    def waiting(message: str) -> None:   # the wait lasts as long as the batches on its pods
+        print(f"rolloutbatch: {RESOURCE}/{args.name}: {escaped(one_line(message))}", file=sys.stderr, flush=True)
+    make_client(args).delete_pool(args.name, wait=args.wait, timeout=args.timeout, on_waiting=waiting)
     print(f"{RESOURCE}/{args.name} {'deleted' if args.wait else 'deletion requested'}")
     return 0

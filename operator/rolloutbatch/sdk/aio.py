@@ -346,8 +346,9 @@ class AsyncClient:
         return await self._run(ops.wait_pool(name, ops.namespace_of(namespace, self.namespace), timeout=timeout))
 
     async def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
-                          timeout: float = 300) -> None:
-        await self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout))
+                          timeout: float = 300, on_waiting: Callable[[str], None] | None = None) -> None:
+        await self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout,
+                                        on_waiting=on_waiting))
 
     async def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         return await self._run(retained.retained_document(name, ops.namespace_of(namespace, self.namespace), uid))

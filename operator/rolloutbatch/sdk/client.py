@@ -320,9 +320,11 @@ class Client:
         return self._run(ops.wait_pool(name, ops.namespace_of(namespace, self.namespace), timeout=timeout))
 
     def delete_pool(self, name: str, namespace: str | None = None, *, wait: bool = True,
-                    timeout: float = 300) -> None:
-        """Delete the pool; with ``wait``, until it is gone (the operator removes its pods first)."""
-        self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout))
+                    timeout: float = 300, on_waiting: Callable[[str], None] | None = None) -> None:
+        """Delete the pool; with ``wait``, until it is gone (the operator removes its pods first,
+        once no batch runs on them: ``on_waiting(message)`` hears which it waits for)."""
+        self._run(ops.delete_pool(name, ops.namespace_of(namespace, self.namespace), wait=wait, timeout=timeout,
+                                  on_waiting=on_waiting))
 
     def retained_document(self, name: str, namespace: str | None = None, *, uid: str | None = None) -> dict:
         """The retained results of a batch that is gone, by its name (``sdk.retained``: checked

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -511,10 +511,12 @@ def wait_pool(name: str, namespace: str, *, timeout: float = 300, interval: floa
         yield Sleep(interval)
 
 
-def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float = 300, interval: float = 1.0) -> Op:
+def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float = 300, interval: float = 1.0,
+                on_waiting: Callable[[str], None] | None = None) -> Op:
     """Delete a pool (the operator removes its warm pods and namespace); with ``wait``, until the
     object is gone. The pool read first is the one deleted (UID precondition): a namesake created
-    meanwhile is never touched. NotFound when there is none."""
+    meanwhile is never touched. NotFound when there is none. ``on_waiting(message)`` hears what the
+    operator says the deletion waits for (batches that run on its pods), each time it changes."""
     checked_timeout(timeout, zero_ok=True)
     checked_timeout(interval, zero_ok=True, name="interval")
     live = yield from get_pool(name, namespace)
@@ -525,7 +527,7 @@ def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float 
                               {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}))
     except (NotFound, Conflict):
         return   # gone already, or replaced by a namesake that must not be touched
-    deadline = time.monotonic() + timeout
+    deadline, heard = time.monotonic() + timeout, ""
     while wait:
         try:
             live = yield Call("get", (path, f"get {POOL_KIND} {namespace}/{name}"))
@@ -533,9 +535,12 @@ def delete_pool(name: str, namespace: str, *, wait: bool = True, timeout: float 
             return
         if live["metadata"].get("uid") != uid:
             return
+        # what the operator says it waits for (batches on its pods), when it said anything
+        said = str((live.get("status") or {}).get("message") or "")
+        if on_waiting is not None and said.startswith(DELETING_MESSAGE) and said != heard:
+            heard = said
+            on_waiting(said[:1000])
         if time.monotonic() >= deadline:
-            # what the operator says it waits for (batches on its pods), when it said anything
-            said = str((live.get("status") or {}).get("message") or "")
             why = f"the pool says: {said[:500]}" if said.startswith(DELETING_MESSAGE) else \
                 "its finalizer needs the operator: is it running?"
             raise TimeoutError(f"{POOL_KIND} {namespace}/{name} still exists after {timeout:g}s ({why})")
