@@ -197,7 +197,7 @@ _WRITE = ('[ -d "$2" ] && exit {isdir}; p=$2; if [ -L "$p" ]; then p=$(readlink 
           'or the links loop" >&2; exit 1; }}; fi; d=$(dirname -- "$p"; printf .); d=${{d%??}}; t="$d/.rb-part-$$"; '
           'mkdir -p -- "$d" && head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] '
           '&& {{ m=$(stat -c %a -- "$p" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$p"; }} '
-          '|| {{ rm -f -- "$t"; exit 1; }}').format(isdir=IS_A_DIRECTORY)
+          '|| {{ rm -f -- "$t" 2>/dev/null; exit 1; }}').format(isdir=IS_A_DIRECTORY)
 _READ = ('[ -d "$1" ] && exit {isdir}; if [ ! -e "$1" ]; then p=$1; while :; do case "$p" in */*) p=${{p%/*}};; '
          '*) p=.;; esac; [ -z "$p" ] && p=/; [ -e "$p" ] && break; [ "$p" = . ] && break; done; '
          '[ -d "$p" ] && [ ! -x "$p" ] && {{ echo "permission denied: $p cannot be searched" >&2; exit {denied}; }}; '
