@@ -126,12 +126,12 @@ def drained_command(argv: list[str], size: int) -> list[str]:
 # inherits (one that clears its environment escapes it), and a timeout stops them by it.
 # A command whose exec had not started its process when the stop ran (a loaded node: the exec's
 # way through the API server, kubelet and runtime) must not start after it either: the stop
-# first leaves a file named by the marker in the claim directory, and a marked command that
+# first leaves a mark named by the marker in the claim directory, and a marked command that
 # finds it exits STOPPED_BEFORE_START instead of running. One that looked before the file was
 # there is already a process: its shell has the marker in its arguments until it execs, and in
 # its environment after, so the stop reads both (its arguments first) and misses neither.
 COMMAND_MARKER = "ROLLOUTBATCH_COMMAND"
-STOPPED_PREFIX = "session-stopped-"   # + the marker: the stop's file, in the claim directory
+STOPPED_PREFIX = "session-stopped-"   # + the marker: the stop's mark, in the claim directory
 STOPPED_BEFORE_START = 137            # a marked command the stop reached before it ran, as if killed
 STOP_TRIES = 50                   # stop_command's passes over /proc, 0.1 s apart
 _MARKED_NAME = "rolloutbatch-marked"
@@ -147,10 +147,11 @@ _MARKED = ('{marker}=$1; export {marker}; shift; [ -e "{claim}/{stopped}${marker
 # (10 before 2), a child died before its parent, which ran on (`sleep 1; echo late > answer.txt`
 # wrote at once). A process forked during a pass is found by the next; the passes end with one
 # that finds none (a killed process's environ reads empty). Prints how many it killed; exit 1
-# when some still ran after STOP_TRIES passes, 2 without /proc. The file is written by printf, a
-# regular builtin: a failed redirection of `:`, a special one, ends a POSIX shell.
+# when some still ran after STOP_TRIES passes, 2 without /proc. The stop's mark is a directory:
+# made by mkdir, which never blocks where a write would (the session's own command may have put a
+# FIFO there; anything already at the path stops the command all the same).
 _STOP = ('m=$1; [ -r /proc/self/environ ] || {{ echo "no /proc in this container" >&2; exit 2; }}; '
-         '{{ printf "" > "{claim}/{stopped}$m"; }} 2>/dev/null; '
+         '{tools}mkdir -- "{claim}/{stopped}$m" 2>/dev/null; '
          'k=0; n=0; while :; do f=; for p in /proc/[0-9]*; do {{ h=; '
          'while IFS= read -r l || [ -n "$l" ]; do case "$l" in *"{name}$m"*) h=1; break;; esac; done < "$p/cmdline"; '
          '[ -z "$h" ] && while IFS= read -r l || [ -n "$l" ]; do case "$l" in *"{marker}=$m"*) h=1; break;; esac; '

@@ -4,6 +4,7 @@ code, output and stdin; stopped, it and everything it started are killed, and no
 The stop runs in a PID namespace of its own (it kills by what it finds in /proc)."""
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
 import subprocess
@@ -122,3 +123,22 @@ def test_a_stop_kills_a_marked_shell_that_has_not_execd_its_command_yet(shell, t
                    check=True)
     killed, code = (tmp_path / "stopped.txt").read_text().split()
     assert code == "0" and int(killed) >= 1 and not (tmp_path / "answer.txt").exists()
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=" ".join)
+def test_a_fifo_the_command_put_at_its_stops_mark_neither_blocks_the_stop_nor_lets_it_run(shell, tmp_path):
+    """The session's commands run as the stop's user in the claim directory's reach: a command that
+    knows its own marker can put a FIFO where the stop leaves its mark; a write there would block
+    the stop for ever."""
+    marker = secrets.token_hex(16)
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    os.mkfifo(claim / f"{sessions.STOPPED_PREFIX}{marker}")
+    text = sessions.stop_command(marker, str(claim))[2].replace("/proc/", f"{tmp_path}/no-pids/")
+    (tmp_path / "no-pids" / "self").mkdir(parents=True)
+    (tmp_path / "no-pids" / "self" / "environ").write_text("")
+    stopped = subprocess.run([*shell, "-c", text, "rolloutbatch-stop", marker], capture_output=True, timeout=10)
+    assert stopped.returncode == 0, stopped.stderr
+    run = subprocess.run(_under(shell, sessions.marked_command(["sh", "-c", "echo late > late.txt"], marker,
+                                                                str(claim))), cwd=tmp_path, timeout=10)
+    assert run.returncode == sessions.STOPPED_BEFORE_START and not (tmp_path / "late.txt").exists()
