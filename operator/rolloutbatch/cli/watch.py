@@ -14,12 +14,13 @@ import time
 from collections.abc import Sequence
 
 from rolloutbatch.cli.common import one_line
+from rolloutbatch.core import lifecycle
 from rolloutbatch.cli.render import progress_line
 from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.sdk import BatchHandle, is_finished
 
 OUTAGE_GRACE = 120.0               # seconds the API server may fail every poll before the watch gives up
-SETTLE_SECONDS = 10.0              # a final batch's jobCompleteSeconds is waited for so long (BatchHandle.settle)
+SETTLE_SECONDS = lifecycle.JOB_END_WAIT_SECONDS   # a final batch's jobCompleteSeconds is waited for so long
 RETRY_FIRST, RETRY_MOST = 1.0, 15.0   # the pause after a failed poll, doubling up to RETRY_MOST
 
 

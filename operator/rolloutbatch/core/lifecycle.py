@@ -25,6 +25,10 @@ from rolloutbatch.core import vocabulary as v
 # Phases where the sandbox was made by an earlier run: a reconciler adopts it, never recreates it
 # (a Job deleted meanwhile would run every episode again).
 PROVISIONED_PHASES = (v.QUEUED, v.RUNNING, v.COLLECTING)
+# After the last episode, how long the Job controller may take to mark its Job finished: the
+# operator waits so long for it (its completion time is in the status), and so does the CLI's
+# watch before it prints the summary.
+JOB_END_WAIT_SECONDS = 30.0
 
 
 class Entry(enum.Enum):

@@ -26,7 +26,6 @@ from rolloutbatch.kube.errors import KubeError
 from rolloutbatch.service import policy
 from rolloutbatch.service.context import iso_time
 
-JOB_END_WAIT = 30.0   # after the last episode, how long the Job controller may take to mark its Job finished
 
 
 class BatchEnding:
@@ -133,7 +132,7 @@ class BatchEnding:
         for task in self._reads:
             task.cancel()
 
-    async def _await_job_end(self, timeout: float = JOB_END_WAIT) -> None:
+    async def _await_job_end(self, timeout: float = lifecycle.JOB_END_WAIT_SECONDS) -> None:
         """Ready is declared as soon as every episode is final; the Job controller marks the Job
         finished a moment later. Wait for that (bounded) to record jobCompleteSeconds, before
         any cleanup deletes the Job."""

@@ -338,6 +338,6 @@ def test_every_episode_final_ends_the_batch_though_a_retried_pod_waits_for_its_i
         await until(lambda: cluster.status().get("phase") in v.TERMINAL_PHASES)
         status = cluster.status()
         assert (status["phase"], status["reason"]) == (v.SUCCEEDED, v.REASON_SUCCEEDED)
-        task.cancel()   # it now waits (reconciler.JOB_END_WAIT, 30 s) for a Job that will not end
+        task.cancel()   # it now waits (core.lifecycle.JOB_END_WAIT_SECONDS, 30 s) for a Job that will not end
     run(scenario)
 
