@@ -70,7 +70,8 @@ def test_a_secret_key_reaches_the_agent_only_and_goes_with_the_sandbox(operator_
     _secret("unlabelled", namespace, {"api-key": admin}, labelled=False)
     expected = hashlib.sha256(key.encode()).hexdigest()
     from_llm = {"secretKeyRef": {"name": "llm", "key": "api-key"}}
-    env = [{"name": "OPENAI_API_KEY", "valueFrom": from_llm}, {"name": "LINGER", "value": "6"}]
+    # long enough for both batches to be seen Running one after the other on a loaded node
+    env = [{"name": "OPENAI_API_KEY", "valueFrom": from_llm}, {"name": "LINGER", "value": "20"}]
     names = {"dedicated": unique("sec-ded"), "shared": unique("sec-shared"), "refused": unique("sec-refused")}
     apply(episode_batch(names["dedicated"], AGENT, episodes=2, env=env, verifier={
         "files": {"verify.py": VERIFY}, "timeoutSeconds": 30,
