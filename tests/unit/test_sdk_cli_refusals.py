@@ -86,6 +86,23 @@ def test_submit_cli_empty_pool_is_refused_not_run_cold(api, tmp_path):
     assert api.list_objects("RolloutBatch", NS) == []
 
 
+def test_submit_cli_on_a_pool_that_does_not_exist_makes_nothing_unless_the_batch_waits_for_it(api, tmp_path):
+    """A hostile review: the SDK refused a missing pool, `submit --pool` still made the batch (its
+    task left out unchecked), which failed PoolNotFound at once."""
+    path = tmp_path / "b.yaml"
+    path.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: b}\n"
+                    "spec: {episodes: 1, task: {files: {episode.py: 'print(1)'}}}\n")
+    code, out, err = _run("submit", "-f", str(path), "--pool", "no-such-pool")
+    assert code != 0 and "RolloutPool rl/no-such-pool not found: create it first" in err, (code, out, err)
+    assert api.list_objects("RolloutBatch", NS) == []
+    path.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: b}\n"
+                    "spec: {episodes: 1, poolRef: {name: no-such-pool, whenEmpty: Wait}}\n")
+    code, out, err = _run("submit", "-f", str(path), "--pool", "no-such-pool")
+    assert code == 0, (code, out, err)
+    assert [b["spec"]["poolRef"] for b in api.list_objects("RolloutBatch", NS)] == [
+        {"name": "no-such-pool", "whenEmpty": "Wait"}]
+
+
 def test_sdk_submit_empty_pool_is_refused_not_run_cold(api):
     client = Client(api=api, namespace=NS)
     with pytest.raises(ValueError, match="poolRef|pool"):

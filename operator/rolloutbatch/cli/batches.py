@@ -10,7 +10,7 @@ from rolloutbatch.cli import render
 from rolloutbatch.cli.common import CLIError, load_documents, make_client, one_line, positive
 from rolloutbatch.cli.follow import watch_handles
 from rolloutbatch.core.pool_conversion import manifest_conflict
-from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, Client, with_pool
+from rolloutbatch.sdk import TERMINAL_PHASES, BatchHandle, Client, ops, with_pool
 from rolloutbatch.sdk.build import plan_inputs
 
 RESOURCE = f"rolloutbatch.{GROUP}"
@@ -94,9 +94,13 @@ def _on_pool(client: Client, objects: list, args: argparse.Namespace) -> list:
         if namespace not in pools:
             try:
                 pools[namespace] = client.get_pool(args.pool, namespace)
-            except (NotFound, Forbidden):   # not there (yet), or not ours to read: the operator speaks then
+            except NotFound:   # none is made unless the batch waits for its pool (sdk.ops.submit_on_pool)
                 pools[namespace] = None
+            except Forbidden:   # not ours to read: the operator speaks then
+                pools[namespace] = {}
         pool = pools[namespace]
+        if pool is None and not ops.waits_for_its_pool(obj):
+            raise CLIError(f"{path}: object {n}: --pool: {ops.missing_pool(namespace, args.pool)}")
         problem = pool and manifest_conflict(obj.get("spec") or {}, pool.get("spec") or {})
         if problem:
             raise CLIError(f"{path}: object {n}: --pool {args.pool}: {problem}")

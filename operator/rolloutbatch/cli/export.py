@@ -38,7 +38,7 @@ from rolloutbatch.core.naming import LABEL_BATCH_UID, episode_containers
 from rolloutbatch.kube import resources
 from rolloutbatch.kube.errors import Forbidden, KubeError, NotFound
 from rolloutbatch.sdk import Client, ResultsNotReady, result_ops
-from rolloutbatch.sdk.ops import pods_namespace
+from rolloutbatch.sdk.ops import pods_namespace, pool_of
 from rolloutbatch.sdk.retained import retained_batch, retained_head_name
 
 _SAFE_FILE = re.compile(r"[a-z0-9][-a-z0-9.]{0,252}")   # fullmatch: `$` would take a trailing newline
@@ -210,8 +210,13 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
             forbidden[what] = exc
             return empty
 
-    sandbox_gone = not sandbox_read("namespace", lambda: _namespace_alive(client, child_ns, meta), True)
-    gone_why = f"the sandbox namespace {child_ns} is gone: {cleanup_hint(batch)}"
+    sandbox_gone = not sandbox_read("namespace", lambda: _namespace_alive(client, batch, child_ns), True)
+    final = status.get("phase") in v.TERMINAL_PHASES
+    # a batch on a pool, or one that ended before its Job: the hint says why it has no pods (its
+    # pool's namespace stays when they go; a batch without a Job never had a namespace of pods)
+    hint = cleanup_hint(batch) if final and (pool_of(batch) is not None or not status.get("jobUID")) else None
+    gone_why = hint if hint and not status.get("jobUID") else \
+        f"the sandbox namespace {child_ns} is gone: {cleanup_hint(batch)}"
     job = sandbox_read("job.json", lambda: resources.get_or_none(client.api, "Job", status["jobName"], child_ns),
                        None) if status.get("jobName") else None
     _write(out / "job.json", job)
@@ -230,8 +235,9 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     _write(out / "pods.json", pods)
     files.append("pods.json")
     if not pods:
-        missing["pods.json"] = gone_why if sandbox_gone else f"no episode pod exists in {child_ns}"
-        missing["<pod>.log"] = gone_why if sandbox_gone else "no pod, no log"
+        missing["pods.json"] = gone_why if sandbox_gone else f"no episode pod exists in {child_ns}" + (
+            f": {hint}" if hint else "")
+        missing["<pod>.log"] = gone_why if sandbox_gone else "no pod, no log" + (f": {hint}" if hint else "")
         result["kept"] = f"{TAILS_KEPT}, in results.json: rolloutbatch logs {meta['name']} --index I shows one"
 
     _write(out / "events.txt", render.format_events(_events(client, batch, child_ns, forbidden)))
@@ -271,10 +277,13 @@ def export(client: Client, batch: dict, out: pathlib.Path, *, log_limit_bytes: i
     return result
 
 
-def _namespace_alive(client: Client, namespace: str, meta: dict) -> bool:
+def _namespace_alive(client: Client, batch: dict, namespace: str) -> bool:
+    """Whether the namespace of the batch's pods is there: the batch's own sandbox (its uid on it),
+    or for a batch on a pool the pool's (the batch's pods go, the namespace stays)."""
+    meta = batch["metadata"]
     if namespace == meta["namespace"]:
         return True
-    return client.namespace_exists(namespace, meta["uid"])
+    return client.namespace_exists(namespace, None if pool_of(batch) is not None else meta["uid"])
 
 
 def _events(client: Client, batch: dict, child_ns: str, forbidden: dict[str, Forbidden]) -> list[dict]:

@@ -47,7 +47,8 @@ def cleanup_hint(batch: Mapping) -> str:
     status = batch.get("status") or {}
     policy = ((batch.get("spec") or {}).get("cleanup") or {}).get("sandbox") or v.CLEANUP_POLICIES[0]
     phase = status.get("phase")
-    if phase in v.TERMINAL_PHASES and not status.get("jobName"):
+    # jobUID is recorded once the operator read the Job it made (jobName is named before that)
+    if phase in v.TERMINAL_PHASES and not status.get("jobUID"):
         because = f" ({status['reason']})" if isinstance(status.get("reason"), str) and status["reason"] else ""
         return (f"the batch reached {phase}{because} before it made its Job: it never had pods, nor logs (its "
                 "status message says why)")

@@ -182,6 +182,7 @@ def stop_command(marker: str, claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[
 # (reading a FIFO would block). A path under a directory the user cannot search is not "no such
 # file" (test -e cannot tell the two apart): the nearest directory that is there says which.
 NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE, NOT_PERMITTED = 3, 4, 5, 6
+PATH_MAX = 4096                   # Linux's, with its NUL: a longer path is refused before any exec
 # A directory at the path (or a link to one) would take the file inside it (`mv`): refused. A
 # symbolic link is followed to the file it names (a chain too; `readlink -f`, GNU's and
 # busybox's), as the agent's own `>` would, so the link stays and its target is what the
@@ -233,6 +234,9 @@ def checked_path(path: object) -> str:
         raise ValueError(f"a file path must be a non-empty string, got {path!r}")
     if (why := unspellable(path)) is not None:
         raise ValueError(f"a file path cannot hold {why}: {path!r}"[:300])
+    if len(path.encode()) >= PATH_MAX:   # no system call takes it; the read's walk up it would be long
+        raise ValueError(f"a file path of {len(path.encode())} bytes is longer than any system call takes "
+                         f"({PATH_MAX - 1}): {path[:100]!r}...")
     return path
 
 

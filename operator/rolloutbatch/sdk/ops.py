@@ -267,10 +267,8 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
     try:
         live = yield from get_pool(pool, namespace)
     except NotFound as exc:
-        if pooled["spec"]["poolRef"].get("whenEmpty") != v.POOL_WAIT:
-            raise NotFound(f"RolloutPool {namespace}/{pool} not found: create it first (rolloutbatch pool create, "
-                           "kubectl apply), or set spec.poolRef.whenEmpty: Wait to have the batch wait for it",
-                           status=exc.status, reason=exc.reason) from None
+        if not waits_for_its_pool(pooled):
+            raise NotFound(missing_pool(namespace, pool), status=exc.status, reason=exc.reason) from None
         live = None
     except Forbidden:
         live = None
@@ -279,6 +277,19 @@ def submit_on_pool(batch: Mapping, pool: str, namespace: str) -> Op:
         name = (batch.get("metadata") or {}).get("name") or (batch.get("metadata") or {}).get("generateName", "")
         raise ValueError(f"RolloutBatch {namespace}/{name} on RolloutPool {pool}: {problem}")
     return (yield from submit(pooled, namespace))
+
+
+def waits_for_its_pool(batch: Mapping) -> bool:
+    """Whether a pooled batch waits for its pool (``spec.poolRef.whenEmpty: Wait``), one not made
+    yet too; otherwise the operator fails it at once when the pool is not there (PoolNotFound)."""
+    ref = (batch.get("spec") or {}).get("poolRef")
+    return isinstance(ref, Mapping) and ref.get("whenEmpty") == v.POOL_WAIT
+
+
+def missing_pool(namespace: str, pool: str) -> str:
+    """Why a batch is not submitted on a pool that does not exist, and the fixes."""
+    return (f"RolloutPool {namespace}/{pool} not found: create it first (rolloutbatch pool create, kubectl apply), "
+            "or set spec.poolRef.whenEmpty: Wait to have the batch wait for it")
 
 
 def client_namespace(given: str | None, config: Any) -> str:

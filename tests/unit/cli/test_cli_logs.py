@@ -36,7 +36,8 @@ class Client:
     def __init__(self, phase="Succeeded", policy=None, rows=ROWS, document_extra=None):
         spec = {"episodes": 3, "cleanup": {"sandbox": policy}} if policy else {"episodes": 3}
         self.obj = {"metadata": {"name": "okgone", "namespace": "n", "uid": "0123456789abcdef"}, "spec": spec,
-                    "status": {"phase": phase, "jobName": "okgone-job", "resultsConfigMap": "okgone-results"}}
+                    "status": {"phase": phase, "jobName": "okgone-job", "jobUID": "j-1",
+                               "resultsConfigMap": "okgone-results"}}
         self.document = {"pods": rows, "episodes": 3, **(document_extra or {})}
         self.api = Api()
 
@@ -152,7 +153,7 @@ def test_results_without_rights_in_the_sandbox_writes_the_rest_and_says_why(caps
     (v.CLEANUP_ALWAYS, v.FAILED, True), (v.CLEANUP_NEVER, v.SUCCEEDED, False)])
 def test_the_hint_says_what_the_policy_does(policy, phase, removed):
     assert removes_sandbox(policy, phase) is removed
-    hint = logs.cleanup_hint({"spec": {"cleanup": {"sandbox": policy}}, "status": {"phase": phase, "jobName": "j"}})
+    hint = logs.cleanup_hint({"spec": {"cleanup": {"sandbox": policy}}, "status": {"phase": phase, "jobName": "j", "jobUID": "u"}})
     assert ("removes it once" in hint) is removed and "Only cleanup.sandbox: Never keeps" in hint
 
 
@@ -165,8 +166,12 @@ def test_the_hint_names_no_sandbox_a_batch_never_had_and_the_pools_namespace_for
     hint = logs.cleanup_hint(never)
     assert "reached Failed (InvalidSpec) before it made its Job: it never had pods" in hint
     assert "deleted by someone" not in hint
+    # its Job named (the status names it before it is made), never made: a pool that was not there
+    named = {"spec": {"poolRef": {"name": "gone"}}, "status": {"phase": v.FAILED, "reason": "PoolNotFound",
+                                                               "jobName": "rb-0123456789"}}
+    assert "reached Failed (PoolNotFound) before it made its Job" in logs.cleanup_hint(named)
     pooled = {"metadata": {"name": "b", "namespace": "team", "uid": "u-1"}, "spec": {"poolRef": {"name": "warm"}},
-              "status": {"phase": v.SUCCEEDED, "jobName": "b-job"}}
+              "status": {"phase": v.SUCCEEDED, "jobName": "b-job", "jobUID": "j-1"}}
     assert "removes its Job in RolloutPool warm's namespace once" in logs.cleanup_hint(pooled)
     assert sandbox_namespace(pooled) is None                   # not the batch's own: never waited for, never deleted
     assert pods_namespace(pooled) == naming.pool_namespace("team", "warm")
@@ -255,3 +260,21 @@ def test_every_episodes_log_shows_the_kept_tail_of_one_whose_pod_is_gone(memory_
     got, out, err = run_cli(capsys, "logs", "b")
     assert "episode zero output" in out and "EPISODE-ONE-TAIL" in out and got == code, (got, out, err)
     assert ("episode(s) 2 of b: no pod and no results row" in err) == (phase == "Failed"), err
+
+
+def test_a_pooled_batchs_pods_namespace_is_the_pools_and_alive_while_the_pool_is():
+    """A hostile review: `results --output` of a pooled batch said the pool's namespace "is gone"
+    (it looked for the batch's uid on it, which only a batch's own sandbox carries)."""
+    from rolloutbatch.cli import export
+
+    asked = []
+
+    class Namespaces:
+        def namespace_exists(self, name, uid=None):
+            asked.append((name, uid))
+            return True
+    pooled = {"metadata": {"name": "b", "namespace": "team", "uid": "u-1"}, "spec": {"poolRef": {"name": "warm"}}}
+    assert export._namespace_alive(Namespaces(), pooled, naming.pool_namespace("team", "warm"))
+    own = {"metadata": {"name": "b", "namespace": "team", "uid": "u-1"}, "spec": {}}
+    assert export._namespace_alive(Namespaces(), own, "rb-0123456789")
+    assert asked == [(naming.pool_namespace("team", "warm"), None), ("rb-0123456789", "u-1")]

@@ -143,17 +143,20 @@ def test_a_missing_or_twice_named_task_file_is_one_line(capsys, api, tmp_path, t
 
 
 def test_submit_on_a_pool_sends_none_of_the_pools_fields(capsys, api, tmp_path):
-    # a batch written to run cold: the pool's pods replace its image, task and isolation
+    # a batch written to run cold: the pool's pods replace its image, task and isolation (the pool
+    # not made yet: the batch waits for it, so nothing compares the two)
     batch = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutBatch", "metadata": {"name": "on-pool"},
              "spec": {"episodes": 2, "image": "python:3.12-slim", "command": ["python", "/task/episode.py"],
-                      "task": {"files": {"episode.py": "print(1)"}}, "isolation": {"namespace": "Shared"}}}
+                      "task": {"files": {"episode.py": "print(1)"}}, "isolation": {"namespace": "Shared"},
+                      "poolRef": {"name": "warm", "whenEmpty": "Wait"}}}
     path = tmp_path / "batch.yaml"
     path.write_text(yaml.safe_dump(batch))
     code, out, err = run(capsys, "submit", "-f", str(path), "--pool", "warm")
     assert code == 0, err
     assert out == f"rolloutbatch.{GROUP}/on-pool created (namespace {NS})\n"
     stored = api.get_object("RolloutBatch", "on-pool", NS)["spec"]
-    assert stored == {"episodes": 2, "command": ["python", "/task/episode.py"], "poolRef": {"name": "warm"}}
+    assert stored == {"episodes": 2, "command": ["python", "/task/episode.py"],
+                      "poolRef": {"name": "warm", "whenEmpty": "Wait"}}
     code, _, err = run(capsys, "submit", "-f", str(path), "--pool", "Not A Name")
     assert code == 1 and err.startswith("rolloutbatch: error: --pool:") and len(err.splitlines()) == 1
 
