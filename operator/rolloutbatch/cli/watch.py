@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 
 from rolloutbatch.cli.common import one_line
-from rolloutbatch.core import lifecycle
 from rolloutbatch.cli.render import progress_line
+from rolloutbatch.core import lifecycle
 from rolloutbatch.kube.errors import Unavailable
 from rolloutbatch.sdk import BatchHandle, is_finished
 

@@ -127,7 +127,7 @@ def drained_command(argv: list[str], size: int) -> list[str]:
 # A command whose exec had not started its process when the stop ran (a loaded node: the exec's
 # way through the API server, kubelet and runtime) must not start after it either: the stop
 # first leaves a mark named by the marker in the claim directory, and a marked command that
-# finds it exits STOPPED_BEFORE_START instead of running. One that looked before the file was
+# finds it exits STOPPED_BEFORE_START instead of running. One that looked before the mark was
 # there is already a process: its shell has the marker in its arguments until it execs, and in
 # its environment after, so the stop reads both (its arguments first) and misses neither.
 COMMAND_MARKER = "ROLLOUTBATCH_COMMAND"
