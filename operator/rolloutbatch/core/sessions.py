@@ -180,7 +180,8 @@ def stop_command(marker: str, claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[
 # Exit codes say what went wrong: the SDK raises FileNotFoundError / IsADirectoryError /
 # PermissionError for them, and a SessionError for a path that is there but no regular file
 # (reading a FIFO would block). A path under a directory the user cannot search is not "no such
-# file" (test -e cannot tell the two apart): the nearest directory that is there says which.
+# file" (test -e cannot tell the two apart): the nearest directory that is there says which; a
+# file the user may not read is a PermissionError too.
 NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE, NOT_PERMITTED = 3, 4, 5, 6
 PATH_MAX = 4096                   # Linux's, with its NUL: a longer path is refused before any exec
 # A directory at the path (or a link to one) would take the file inside it (`mv`): refused. A
@@ -205,6 +206,7 @@ _READ = ('[ -d "$1" ] && exit {isdir}; if [ ! -e "$1" ]; then p=$1; while :; do 
          '[ -d "$p" ] && [ ! -x "$p" ] && {{ echo "permission denied: $p cannot be searched" >&2; exit {denied}; }}; '
          'echo "no such file: $1" >&2; exit {missing}; fi; '
          '[ -f "$1" ] || {{ echo "not a regular file: $1" >&2; exit {special}; }}; '
+         '[ -r "$1" ] || {{ echo "permission denied: $1 cannot be read" >&2; exit {denied}; }}; '
          'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE, special=NOT_A_FILE,
                                            denied=NOT_PERMITTED)
 

@@ -74,7 +74,7 @@ Errors (all but ``ValueError``, ``TimeoutError``, ``FileNotFoundError``, ``Permi
     ExecForbidden     a Forbidden: the trainer lacks pods (get, list) or pods/exec (get, create) in the
                       pool's namespace; the message says so
     FileNotFoundError read_file of a path where nothing is (a FIFO, a socket or a device there: SessionError)
-    PermissionError   read_file of a path under a directory the sandbox's user cannot search
+    PermissionError   read_file of a file the sandbox's user may not read, or under a directory it cannot search
     IsADirectoryError write_file or read_file of a directory (or a symbolic link to one)
     TimedOut          a session's run/write_file/read_file past its timeout (it counts as run; run's
                       command is stopped in the sandbox first, a file verb's may still run); not a

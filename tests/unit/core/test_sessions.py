@@ -209,7 +209,9 @@ def test_reading_under_a_directory_the_user_cannot_search_is_permission_denied_n
         def read(path: str) -> subprocess.CompletedProcess:
             return _sh(["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups",
                         *sessions.read_file_command(path, 1 << 20)], top)
-        for path in ("shut/f", f"{top}/shut/f", "shut/deeper/f"):
+        (top / "unreadable").write_text("x")
+        (top / "unreadable").chmod(0o000)
+        for path in ("shut/f", f"{top}/shut/f", "shut/deeper/f", "unreadable"):
             denied = read(path)
             assert denied.returncode == sessions.NOT_PERMITTED and b"permission denied" in denied.stderr, (path, denied)
         for path in ("nope.txt", f"{top}/nope/x", "/nonexistent-rb", "./a/b/c"):
