@@ -111,10 +111,12 @@ print(json.dumps({
 
 def test_on_failure_restarts_count_and_previous_logs(core, kube_namespace):
     """The third attempt lingers, so the previous instance's log is read while the pod runs:
-    once a pod has finished, kubelet's container GC may already have removed that instance."""
+    once a pod has finished, kubelet's container GC may already have removed that instance.
+    A running container may not have printed yet (Python starting on a loaded node), so its
+    own log is polled, within the 20 s it lingers."""
     script = ("import os, sys, time\np = '/state/n'\nn = int(open(p).read()) if os.path.exists(p) else 0\n"
               "open(p, 'w').write(str(n + 1))\nprint('attempt', n, flush=True)\n"
-              "time.sleep(10 if n >= 2 else 0)\n"
+              "time.sleep(20 if n >= 2 else 0)\n"
               "sys.exit(0 if n >= 2 else 1)")
     body = simple_pod("retry", script, restartPolicy="OnFailure", volumes=[{"name": "s", "emptyDir": {}}])
     body["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/state"}]
@@ -128,7 +130,8 @@ def test_on_failure_restarts_count_and_previous_logs(core, kube_namespace):
         assert time.monotonic() < deadline, pod.status
         time.sleep(0.3)
     assert cs.last_state.terminated.exit_code == 1
-    assert core.read_namespaced_pod_log("retry", kube_namespace).strip() == "attempt 2"
+    wait_for(lambda: core.read_namespaced_pod_log("retry", kube_namespace).strip() == "attempt 2",
+             timeout=15, interval=0.3, what="the running attempt's log")
     assert core.read_namespaced_pod_log("retry", kube_namespace, previous=True).strip() == "attempt 1"
     pod = wait_pod_finished(core, "retry", kube_namespace, timeout=60)
     assert pod.status.phase == "Succeeded"
