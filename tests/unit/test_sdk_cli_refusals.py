@@ -75,13 +75,20 @@ def test_build_batch_refuses_what_the_crd_refuses(task_kw, spec_kw):
         f"build_batch accepted {task_kw or spec_kw} and built a spec the CRD refuses"
 
 
+_BATCH_YAML = ("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: b}\n"
+               "spec: {episodes: 1, task: {files: {episode.py: 'print(1)'}}}\n")
+
+
+def _submit_on_pool(path, pool: str, yaml_text: str = _BATCH_YAML) -> tuple[int, str, str]:
+    """`rolloutbatch submit -f <path> --pool <pool>` of ``yaml_text`` written at ``path``."""
+    path.write_text(yaml_text)
+    return _run("submit", "-f", str(path), "--pool", pool)
+
+
 # 3. `submit --pool ""` (an unset shell variable) and Client.submit(batch, pool="") run the batch
 #    COLD, silently: `if args.pool:` / `if pool` treat "" as not given. build_batch(pool="") refuses it.
 def test_submit_cli_empty_pool_is_refused_not_run_cold(api, tmp_path):
-    path = tmp_path / "b.yaml"
-    path.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: b}\n"
-                    "spec: {episodes: 1, task: {files: {episode.py: 'print(1)'}}}\n")
-    code, out, err = _run("submit", "-f", str(path), "--pool", "")
+    code, out, err = _submit_on_pool(tmp_path / "b.yaml", "")
     assert code != 0 and "--pool" in err, (code, out, err)
     assert api.list_objects("RolloutBatch", NS) == []
 
@@ -90,14 +97,11 @@ def test_submit_cli_on_a_pool_that_does_not_exist_makes_nothing_unless_the_batch
     """A hostile review: the SDK refused a missing pool, `submit --pool` still made the batch (its
     task left out unchecked), which failed PoolNotFound at once."""
     path = tmp_path / "b.yaml"
-    path.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: b}\n"
-                    "spec: {episodes: 1, task: {files: {episode.py: 'print(1)'}}}\n")
-    code, out, err = _run("submit", "-f", str(path), "--pool", "no-such-pool")
+    code, out, err = _submit_on_pool(path, "no-such-pool")
     assert code != 0 and "RolloutPool rl/no-such-pool not found: create it first" in err, (code, out, err)
     assert api.list_objects("RolloutBatch", NS) == []
-    path.write_text("apiVersion: rl.agentruntime.io/v1alpha1\nkind: RolloutBatch\nmetadata: {name: b}\n"
-                    "spec: {episodes: 1, poolRef: {name: no-such-pool, whenEmpty: Wait}}\n")
-    code, out, err = _run("submit", "-f", str(path), "--pool", "no-such-pool")
+    code, out, err = _submit_on_pool(path, "no-such-pool", _BATCH_YAML.replace(
+        "task: {files: {episode.py: 'print(1)'}}", "poolRef: {name: no-such-pool, whenEmpty: Wait}"))
     assert code == 0, (code, out, err)
     assert [b["spec"]["poolRef"] for b in api.list_objects("RolloutBatch", NS)] == [
         {"name": "no-such-pool", "whenEmpty": "Wait"}]

@@ -395,7 +395,7 @@ def pods_namespace(batch: Mapping) -> str:
     pool = pool_of(batch)
     if pool is not None:
         return naming.pool_namespace(meta["namespace"], pool)
-    return (batch.get("status") or {}).get("sandboxNamespace") or sandbox_namespace(batch) or meta["namespace"]
+    return sandbox_namespace(batch) or meta["namespace"]
 
 
 def namespace_exists(name: str, uid: str | None = None) -> Op:
