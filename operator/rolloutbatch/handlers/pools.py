@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kopf
@@ -13,6 +14,25 @@ from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service.pools import PoolReconciler
 
 DELETE_RETRY_SECONDS = 5
+DELETE_POOL_HANDLER = "delete_pool"   # the deletion handler's kopf id (its function's name, as kopf's default)
+
+
+class DeletionWaitIsNoError(logging.Filter):
+    """kopf logs every ``TemporaryError`` at ERROR, and posts it as a Warning Event, with no level
+    of the handler's choosing (nolar/kopf#981). A pool's deletion waiting for the batches that run
+    on its pods is no error: its retries are logged, and posted, at INFO. Any other failure of the
+    handler (logged otherwise by kopf) keeps its level."""
+
+    PREFIX = f"Handler {DELETE_POOL_HANDLER!r} failed temporarily: "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and isinstance(record.msg, str) and record.msg.startswith(self.PREFIX):
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        return True
+
+
+# the logger of kopf's per-object messages (kopf._core.actions.loggers)
+logging.getLogger("kopf.objects").addFilter(DeletionWaitIsNoError())
 
 
 def _reconciler(body: kopf.Body, memo: kopf.Memo, logger: Any) -> PoolReconciler:
@@ -29,7 +49,7 @@ async def run_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> N
         await _reconciler(body, memo, logger).run()
 
 
-@kopf.on.delete(GROUP, VERSION, POOL_PLURAL)
+@kopf.on.delete(GROUP, VERSION, POOL_PLURAL, id=DELETE_POOL_HANDLER)
 async def delete_pool(body: kopf.Body, memo: kopf.Memo, logger: Any, patch: kopf.Patch, **_: Any) -> None:
     """Warm pods go at once; the namespace once no batch that claimed from the pool still runs
     there. Until then the deletion waits, saying for whom in the pool's message."""
