@@ -10,6 +10,7 @@ real: tests/unit/core/test_sessions.py)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import pathlib
 import shutil
@@ -340,6 +341,19 @@ def test_a_file_the_sandbox_user_cannot_reach_is_a_permission_error(api):
             session.read_file("shut/f")
         with pytest.raises(FileNotFoundError):
             session.read_file("nope.txt")
+        # through a symbolic link: the user cannot reach its target (a hostile review: "no such file")
+        os.symlink("shut/f", top / "into-shut")
+        with pytest.raises(PermissionError, match="into-shut is a symbolic link to where the user cannot reach"):
+            session.read_file("into-shut")
+        # links that loop: Python's own open says ELOOP, not "no such file"
+        os.symlink("loop-b", top / "loop-a")
+        os.symlink("loop-a", top / "loop-b")
+        with pytest.raises(OSError, match="the symbolic links loop: loop-a") as looped:
+            session.read_file("loop-a")
+        assert looped.value.errno == errno.ELOOP and not isinstance(looped.value, FileNotFoundError)
+        os.symlink("gone", top / "dangling")
+        with pytest.raises(FileNotFoundError):
+            session.read_file("dangling")
     finally:
         shutil.rmtree(top)
 

@@ -181,8 +181,11 @@ def stop_command(marker: str, claim_dir: str = naming.CLAIM_MOUNT_PATH) -> list[
 # PermissionError for them, and a SessionError for a path that is there but no regular file
 # (reading a FIFO would block). A path under a directory the user cannot search is not "no such
 # file" (test -e cannot tell the two apart): the nearest directory that is there says which; a
-# file the user may not read is a PermissionError too.
-NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE, NOT_PERMITTED = 3, 4, 5, 6
+# file the user may not read is a PermissionError too. A symbolic link that leads nowhere is
+# opened once, which says why (its target is missing, cannot be searched, or the links loop: an
+# OSError of ELOOP, as Python's own open raises); its strerror in English (LC_ALL=C), which glibc
+# ("Too many levels of symbolic links") and musl ("Symbolic link loop") both spell with it.
+NO_SUCH_FILE, IS_A_DIRECTORY, NOT_A_FILE, NOT_PERMITTED, LINK_LOOP = 3, 4, 5, 6, 7
 PATH_MAX = 4096                   # Linux's, with its NUL: a longer path is refused before any exec
 # A directory at the path (or a link to one) would take the file inside it (`mv`): refused. A
 # symbolic link is followed to the file it names (a chain too; `readlink -f`, GNU's and
@@ -201,14 +204,18 @@ _WRITE = ('[ -d "$2" ] && exit {isdir}; p=$2; if [ -L "$p" ]; then p=$(readlink 
           'mkdir -p -- "$d" && head -c "$1" > "$t" && [ "$(( $(wc -c < "$t") ))" -eq "$1" ] '
           '&& {{ m=$(stat -c %a -- "$p" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$p"; }} '
           '|| {{ rm -f -- "$t" 2>/dev/null; exit 1; }}').format(isdir=IS_A_DIRECTORY)
-_READ = ('[ -d "$1" ] && exit {isdir}; if [ ! -e "$1" ]; then p=$1; while :; do case "$p" in */*) p=${{p%/*}};; '
+_READ = ('[ -d "$1" ] && exit {isdir}; if [ ! -e "$1" ]; then if [ -L "$1" ]; then '
+         'e=$(LC_ALL=C; export LC_ALL; exec 2>&1; sh -c \': < "$0"\' "$1"); case "$e" in '
+         '*"ermission denied"*) echo "permission denied: $1 is a symbolic link to where the user cannot reach" >&2; '
+         'exit {denied};; *"ymbolic link"*) echo "the symbolic links loop: $1" >&2; exit {loop};; esac; fi; '
+         'p=$1; while :; do case "$p" in */*) p=${{p%/*}};; '
          '*) p=.;; esac; [ -z "$p" ] && p=/; [ -e "$p" ] && break; [ "$p" = . ] && break; done; '
          '[ -d "$p" ] && [ ! -x "$p" ] && {{ echo "permission denied: $p cannot be searched" >&2; exit {denied}; }}; '
          'echo "no such file: $1" >&2; exit {missing}; fi; '
          '[ -f "$1" ] || {{ echo "not a regular file: $1" >&2; exit {special}; }}; '
          '[ -r "$1" ] || {{ echo "permission denied: $1 cannot be read" >&2; exit {denied}; }}; '
          'exec head -c "$2" < "$1"').format(isdir=IS_A_DIRECTORY, missing=NO_SUCH_FILE, special=NOT_A_FILE,
-                                           denied=NOT_PERMITTED)
+                                           denied=NOT_PERMITTED, loop=LINK_LOOP)
 
 
 def write_file_command(path: str, size: int) -> list[str]:

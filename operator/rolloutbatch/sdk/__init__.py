@@ -38,8 +38,8 @@ Modules: ``build`` (Task, build_batch, build_pool, with_pool, where inputs go), 
 Everything goes through the same plain-dict API layer as the operator (``rolloutbatch.kube``),
 which asks the API server for strict field validation: a misspelt field is refused, never dropped.
 
-Errors (all but ``ValueError``, ``TimeoutError``, ``FileNotFoundError``, ``PermissionError`` and
-``IsADirectoryError`` are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the message is the API's own):
+Errors (all but ``ValueError``, ``TimeoutError``, ``FileNotFoundError``, ``PermissionError``,
+``IsADirectoryError`` and a link loop's ``OSError`` are ``rolloutbatch.kube.errors.KubeError``; ``status`` is the HTTP status, the message is the API's own):
 
     ValueError        build_batch: a spec the operator would refuse (``core.spec.SpecError``),
                       an unknown spec field, a bad name; before any network call
@@ -74,7 +74,9 @@ Errors (all but ``ValueError``, ``TimeoutError``, ``FileNotFoundError``, ``Permi
     ExecForbidden     a Forbidden: the trainer lacks pods (get, list) or pods/exec (get, create) in the
                       pool's namespace; the message says so
     FileNotFoundError read_file of a path where nothing is (a FIFO, a socket or a device there: SessionError)
-    PermissionError   read_file of a file the sandbox's user may not read, or under a directory it cannot search
+    PermissionError   read_file of a file the sandbox's user may not read, or under a directory it cannot
+                      search (a symbolic link into one too)
+    OSError           read_file through symbolic links that loop (errno ELOOP, as Python's open)
     IsADirectoryError write_file or read_file of a directory (or a symbolic link to one)
     TimedOut          a session's run/write_file/read_file past its timeout (it counts as run; run's
                       command is stopped in the sandbox first, a file verb's may still run); not a

@@ -10,6 +10,7 @@ says why the session is over, ``SessionLost`` that its pod was lost (the episode
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import secrets
 import sys
@@ -381,6 +382,8 @@ class SessionCore:
             raise PermissionError(f"{result.stderr.decode(errors='replace').strip()}: {where}")
         if result.exit_code == sessions.NOT_A_FILE:
             raise SessionError(f"not a regular file (a FIFO, a socket or a device): {where}")
+        if result.exit_code == sessions.LINK_LOOP:
+            raise OSError(errno.ELOOP, f"the symbolic links loop: {where}")
         if result.exit_code != 0:
             raise SessionError(f"reading {where} failed (exit code {result.exit_code}): "
                                f"{result.stderr.decode(errors='replace').strip()}")

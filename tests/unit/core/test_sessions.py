@@ -216,6 +216,16 @@ def test_reading_under_a_directory_the_user_cannot_search_is_permission_denied_n
             assert denied.returncode == sessions.NOT_PERMITTED and b"permission denied" in denied.stderr, (path, denied)
         for path in ("nope.txt", f"{top}/nope/x", "/nonexistent-rb", "./a/b/c"):
             assert read(path).returncode == sessions.NO_SUCH_FILE, path
+        # a link whose target the user cannot reach, links that loop, a dangling link
+        (top / "into-shut").symlink_to("shut/f")
+        (top / "loop-a").symlink_to("loop-b")
+        (top / "loop-b").symlink_to("loop-a")
+        (top / "dangling").symlink_to(top / "gone")
+        (top / "to-shut-dir").symlink_to("shut/deeper/f")
+        for path, code in (("into-shut", sessions.NOT_PERMITTED), ("to-shut-dir", sessions.NOT_PERMITTED),
+                           ("loop-a", sessions.LINK_LOOP), ("dangling", sessions.NO_SUCH_FILE)):
+            assert read(path).returncode == code, (path, read(path))
+        assert read("into-shut").stderr == b"permission denied: into-shut is a symbolic link to where the user cannot reach\n"
     finally:
         shutil.rmtree(top)
 
