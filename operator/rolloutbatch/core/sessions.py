@@ -205,7 +205,7 @@ _WRITE = ('[ -d "$2" ] && exit {isdir}; p=$2; if [ -L "$p" ]; then p=$(readlink 
           '&& {{ m=$(stat -c %a -- "$p" 2>/dev/null) && chmod "$m" "$t"; mv -f -- "$t" "$p"; }} '
           '|| {{ rm -f -- "$t" 2>/dev/null; exit 1; }}').format(isdir=IS_A_DIRECTORY)
 _READ = ('[ -d "$1" ] && exit {isdir}; if [ ! -e "$1" ]; then if [ -L "$1" ]; then '
-         'e=$(LC_ALL=C; export LC_ALL; exec 2>&1; sh -c \': < "$0"\' "$1"); case "$e" in '
+         'e=$(LC_ALL=C; export LC_ALL; exec 2>&1; /bin/sh -c \': < "$0"\' "$1"); case "$e" in '
          '*"ermission denied"*) echo "permission denied: $1 is a symbolic link to where the user cannot reach" >&2; '
          'exit {denied};; *"ymbolic link"*) echo "the symbolic links loop: $1" >&2; exit {loop};; esac; fi; '
          'p=$1; while :; do case "$p" in */*) p=${{p%/*}};; '
