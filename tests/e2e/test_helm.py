@@ -16,7 +16,7 @@ import yaml
 
 from rolloutbatch.core.naming import short_uid
 from tests.support.batches import apply, episode_batch, results, unique, wait_finished, wait_status
-from tests.support.operator import CHART, can_i, helm, kubectl
+from tests.support.operator import CHART, can_i, helm, kubectl, rollout
 
 pytestmark = [pytest.mark.cluster]
 
@@ -51,9 +51,9 @@ def operator_log() -> str:
 
 def install(*values: str) -> None:
     kubectl("create", "namespace", NS, check=False)   # the chart's release lives there: not the chart's own
-    helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", NS, "--take-ownership",
-         "--wait", "--timeout", "180s", *values, timeout=240)
-    kubectl("rollout", "status", "deployment/rolloutbatch-operator", "-n", NS, "--timeout=120s", timeout=150)
+    # (no --wait: the rollout's own wait replaces a pod the devcluster left unreachable, once)
+    helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", NS, "--take-ownership", *values, timeout=240)
+    rollout(NS, "rolloutbatch-operator", SELECTOR)
 
 
 @pytest.fixture
@@ -76,8 +76,8 @@ def test_helm_install_runs_a_batch_and_an_upgrade_keeps_it_running(uninstall, na
 
     # A changed value: a rolling update replaces both replicas and the new leader takes the batch over.
     helm("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", "--set", "logLevel=debug",
-         "--set", "resources.limits.memory=640Mi", "--wait", "--timeout", "180s", timeout=240)
-    kubectl("rollout", "status", "deployment/rolloutbatch-operator", "-n", NS, "--timeout=120s", timeout=150)
+         "--set", "resources.limits.memory=640Mi", timeout=240)
+    rollout(NS, "rolloutbatch-operator", SELECTOR)
     pods = live_operator_pods()
     assert len(before) == 2 and len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & before
     for pod in pods:

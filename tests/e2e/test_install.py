@@ -18,7 +18,7 @@ import yaml
 
 from tests.support.batches import apply, failure_text, results, wait_finished, wait_gone
 from tests.support.kube import simple_pod, unique_name, wait_pod_finished
-from tests.support.operator import ROOT, kubectl
+from tests.support.operator import ROOT, kubectl, rollout
 
 pytestmark = [pytest.mark.cluster]
 
@@ -63,7 +63,7 @@ def pod_names() -> list[str]:
 def installed(solo_operator):
     kubectl("apply", "-k", str(ROOT / "manifests" / "default"))
     try:
-        kubectl("rollout", "status", "deployment/rolloutbatch-operator", "-n", NS, "--timeout=120s", timeout=150)
+        rollout(NS, "rolloutbatch-operator", SELECTOR)
         yield
     finally:
         # The operator only; the CRD (and every batch of the session) stays.

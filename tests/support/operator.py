@@ -85,6 +85,31 @@ class KubectlError(subprocess.CalledProcessError):
         return f"{super().__str__()}: {(self.stderr or '').strip()[-2000:]}"
 
 
+def rollout(namespace: str, deployment: str, selector: str, timeout: int = 120) -> None:
+    """Wait for ``deployment``'s rollout; when it times out, once more after deleting its pods that
+    are not Ready (each said with its node and conditions). A fresh pod of the devcluster can stay
+    unreachable on its node: twice in CI runs of 2026-12-07 every probe of one new operator pod on
+    one node timed out for minutes (no answer, not a refusal) while the node's other pods answered
+    and the same image ran on the other node: the devcluster's pod network, not the operator. Its
+    replacement (a new sandbox and address) is the one retry; an operator that cannot start fails
+    both tries."""
+    status = ("rollout", "status", f"deployment/{deployment}", "-n", namespace, f"--timeout={timeout}s")
+    try:
+        kubectl(*status, timeout=timeout + 30)
+        return
+    except KubectlError:
+        pods = json.loads(kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+        stuck = [p for p in pods if not p["metadata"].get("deletionTimestamp") and not any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions") or [])]
+        if not stuck:
+            raise
+        for pod in stuck:
+            print(f"rollout of {deployment}: pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')} not Ready: "
+                  f"{(pod.get('status') or {}).get('conditions')}; deleted, its replacement waited for", file=sys.stderr)
+        kubectl("delete", "pod", "-n", namespace, "--wait=false", *(p["metadata"]["name"] for p in stuck))
+    kubectl(*status, timeout=timeout + 30)
+
+
 def install_crd() -> None:
     """Both CRDs: RolloutBatch and RolloutPool (the operator serves both)."""
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(POOL_CRD))
