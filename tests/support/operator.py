@@ -104,8 +104,13 @@ def rollout(namespace: str, deployment: str, selector: str, timeout: int = 120) 
         if not stuck:
             raise
         for pod in stuck:
-            print(f"rollout of {deployment}: pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')} not Ready: "
-                  f"{(pod.get('status') or {}).get('conditions')}; deleted, its replacement waited for", file=sys.stderr)
+            name = pod["metadata"]["name"]
+            logs = [kubectl("logs", "-n", namespace, name, *previous, "--tail=40", check=False)
+                    for previous in ((), ("--previous",))]
+            print(f"rollout of {deployment}: pod {name} on {pod['spec'].get('nodeName')} not Ready: "
+                  f"{(pod.get('status') or {}).get('conditions')}; its log:\n{logs[0].stdout}{logs[0].stderr}"
+                  f"its previous container's:\n{logs[1].stdout}{logs[1].stderr}deleted, its replacement waited for",
+                  file=sys.stderr)
         kubectl("delete", "pod", "-n", namespace, "--wait=false", *(p["metadata"]["name"] for p in stuck))
     kubectl(*status, timeout=timeout + 30)
 
