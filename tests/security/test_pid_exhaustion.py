@@ -168,8 +168,11 @@ def test_a_job_agent_cannot_make_its_attempt_lost_by_getting_a_child_oom_killed(
         jobs = json.loads(kubectl("get", "jobs", "-A", "-o", "json", "-l", selector).stdout)["items"]
         assert len(jobs) == 1, jobs
         return jobs[0].get("status") or {}
-    status = wait_for(lambda: (s := job_status()).get("failedIndexes") == "2" and s, timeout=150,
-                      what="the Job to fail index 2")
+    # failedIndexes is written before the failed pod is counted: the Job controller lists it in
+    # uncountedTerminatedPods first, then removes its finalizer, then counts it (a second write)
+    status = wait_for(lambda: (s := job_status()).get("failedIndexes") == "2"
+                      and not (s.get("uncountedTerminatedPods") or {}).get("failed") and s, timeout=150,
+                      what="the Job to fail index 2 and count its pods")
     assert status.get("failed") == 1, status
     pods = json.loads(kubectl("get", "pods", "-A", "-o", "json", "-l", selector).stdout)["items"]
     hostile = [p for p in pods if p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == "2"]
