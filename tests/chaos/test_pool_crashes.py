@@ -1,6 +1,7 @@
 """Faults of the warm pools: the operator is SIGKILLed right after a pooled batch claimed its
-warm pods (before its Job exists), or right after a pod was handed its episode (before the
-delivery was recorded on it), then the standby beside it takes over. The batch must end as an
+warm pods (before its Job exists), right after a pod was handed its episode (before the
+delivery was recorded on it), or right after a later wave's indexes claimed theirs (before the
+claimed pods were enrolled into the Job), then the standby beside it takes over. The batch must end as an
 undisturbed one does: every index judged once, on one pod that ran it, none handed two episodes
 (a pod whose hand-over the crash cut never runs anything: it says so, and its index runs again).
 """
@@ -27,8 +28,10 @@ def pool(name: str, size: int) -> dict:
                                    "limits": {"cpu": "500m", "memory": "128Mi"}}}}
 
 
-@pytest.mark.parametrize("point", ["pool:claimed", "pool:delivered"])
-def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, namespace, point):
+# pool:later-claimed: parallelism 2 of 4, the crash comes after the claims of the later wave's
+# indexes (service.later_claims), before their enrolment
+@pytest.mark.parametrize("point,parallelism", [("pool:claimed", 4), ("pool:delivered", 4), ("pool:later-claimed", 2)])
+def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, namespace, point, parallelism):
     pool_name = unique("pool")
     kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 4)))
     crashing = OperatorProcess(f"operator-crash-{point.replace(':', '-')}", env={"ROLLOUTBATCH_CRASH_AT": point},
@@ -38,7 +41,8 @@ def test_a_crash_mid_claim_loses_no_claim_and_binds_no_pod_twice(solo_operator, 
     try:
         wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 4, timeout=180)
         name = unique("crash")
-        apply(pooled_batch(name, pool_name, 4, minSuccessfulEpisodes=3, cleanup={"sandbox": "Never"}), namespace)
+        apply(pooled_batch(name, pool_name, 4, parallelism=parallelism, minSuccessfulEpisodes=3,
+                           cleanup={"sandbox": "Never"}), namespace)
         wait_crashed(crashing, point)
         survivor.wait_role("leader", 60)
         obj = wait_finished(name, namespace, timeout=240, operator=survivor)

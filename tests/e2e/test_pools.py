@@ -14,6 +14,7 @@ import yaml
 
 from devcluster.nodeconfig import PAUSE_IMAGE   # an image with no /bin/sh, on every node
 from rolloutbatch.core import naming, pool_delivery
+from rolloutbatch.core.model import BatchRef
 from tests.support.batches import apply, condition, results, unique, wait_finished, wait_status
 from tests.support.operator import kubectl
 
@@ -101,6 +102,32 @@ def test_a_batch_claims_warm_pods_and_runs_the_rest_cold(operator_process, names
     while kubectl("get", "namespace", sandbox, check=False).returncode == 0:
         assert time.monotonic() < end, f"the pool's namespace {sandbox} outlived the pool"
         time.sleep(1)
+
+
+def test_later_waves_claim_warm_pods_as_they_start(operator_process, namespace):
+    """Past the first wave (parallelism 2 of 4), each index the Job starts claims a warm pod: its
+    gated cold pod never reaches a node, and every row is a hit."""
+    pool_name = unique("waves")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pool(pool_name, 4)))
+    full = wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 4, timeout=240)
+    sandbox = full["status"]["sandboxNamespace"]
+    name = unique("waves")
+    apply(pooled_batch(name, pool_name, 4, parallelism=2), namespace)
+    done = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    status = done["status"]
+    assert status["phase"] == "Succeeded" and status["succeededEpisodes"] == 4, status
+    assert (status["pool"]["hits"], status["pool"]["misses"]) == (4, 0), status
+    rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
+    assert [row["pool"]["hit"] for row in rows] == [True] * 4, rows
+    assert all(row["extra"]["prepared"].startswith("warm-") for row in rows), rows
+    # the Job's gated pods were deleted unscheduled: no pod of the batch ran on a node but the claims
+    events = json.loads(kubectl("get", "events", "-n", sandbox, "--field-selector", "reason=Scheduled",
+                                "-o", "json").stdout)["items"]
+    job = naming.job_name(BatchRef(namespace=namespace, name=name, uid=done["metadata"]["uid"], generation=1))
+    cold = sorted(e["involvedObject"]["name"] for e in events if e["involvedObject"]["name"].startswith(f"{job}-"))
+    assert cold == [], f"cold pods of the Job were scheduled: {cold}"
+    kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=180s")
 
 
 def test_the_pool_example_runs_as_a_user_applies_it(operator_process, namespace):

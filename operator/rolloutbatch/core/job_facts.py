@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from rolloutbatch.core import vocabulary as v
-from rolloutbatch.core.naming import ANNOTATION_CLAIMS_BEGAN_AT
+from rolloutbatch.core.naming import ANNOTATION_CLAIMS_BEGAN_AT, ANNOTATION_POOL_TEMPLATE, LABEL_POOL_UID
 from rolloutbatch.core.queueing import QUEUE_LABEL
 from rolloutbatch.core.pod_reading import annotation_seconds, parse_time
 
@@ -41,6 +41,10 @@ class JobFacts:
     suspended_at: float | None = None    # the Suspended condition's last change to True ...
     resumed_at: float | None = None      # ... or to False (resumed: admitted by Kueue, after its first start)
     claims_began_at: float | None = None  # a pooled batch's first claim (naming.ANNOTATION_CLAIMS_BEGAN_AT)
+    # a pooled Job whose later indexes claim (naming.ANNOTATION_POOL_TEMPLATE): the warm pods'
+    # template digest, and its pool's uid (naming.LABEL_POOL_UID)
+    pool_template: str | None = None
+    pool_uid: str | None = None
 
     @property
     def began_at(self) -> float | None:
@@ -90,7 +94,13 @@ def job_facts(job: Mapping) -> JobFacts:
                                   if type(n) is int and n > 0),
                     queue=_queue_label(meta), suspend=spec.get("suspend") is True,
                     suspended_at=suspended_at, resumed_at=resumed_at,
-                    claims_began_at=annotation_seconds(meta, ANNOTATION_CLAIMS_BEGAN_AT))
+                    claims_began_at=annotation_seconds(meta, ANNOTATION_CLAIMS_BEGAN_AT),
+                    pool_template=_text((meta.get("annotations") or {}).get(ANNOTATION_POOL_TEMPLATE)),
+                    pool_uid=_text((meta.get("labels") or {}).get(LABEL_POOL_UID)))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _queue_label(meta: Mapping) -> str | None:

@@ -32,6 +32,9 @@ TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 # The scheduling gate of a batch with spec.inputImages: lifted by the operator once the pod has
 # its input's image (core.episode_images).
 IMAGE_GATE = "rl.agentruntime.io/input-image"
+# The gate on the cold pods of a pooled Job with later waves (core.pools.pooled_job): each is
+# answered by a claim for its index, or ungated to start cold (service.later_claims).
+CLAIM_GATE = "rl.agentruntime.io/pool-claim"
 INPUTS_MOUNT_PATH = "/rollout/inputs"
 # A batch with inputs (Job mode): this first init container alone mounts the inputs ConfigMap(s),
 # at INPUTS_SOURCE_MOUNT_PATH, and copies the episode's own input into the emptyDir the episode's
@@ -70,6 +73,9 @@ ANNOTATION_CLAIMS_BEGAN_AT = "rl.agentruntime.io/claims-began-at"
 # counts the batch's claims (the pool_claims metric, the ClaimedFromPool Event), even when the
 # answer to its create was lost and its retry adopted the Job; a later run adopts it silently.
 ANNOTATION_MADE_BY = "rl.agentruntime.io/made-by"
+# On a pooled batch's Job whose cold pods carry CLAIM_GATE: the template digest of the warm pods
+# its later indexes may claim (core.pool_children.template_digest, as the first wave's were).
+ANNOTATION_POOL_TEMPLATE = "rl.agentruntime.io/pool-template"
 POOLED_ANNOTATION = "rl.agentruntime.io/pooled"                # "true" on every pod of a pool's template
 # "true" on a Job the operator suspended for spec.stop (Kueue suspends Jobs too): it runs nothing again
 ANNOTATION_STOPPED = "rl.agentruntime.io/stopped"

@@ -23,6 +23,8 @@ pod, ``core.pool_delivery`` how a pod gets its episode, ``core.pool_census`` the
    matching orphan pods, as upstream documents for a Job that takes over another's pods, and reads
    their index from the annotation. Indexes without a claimed pod get cold pods from the Job's
    template, which is the same pool pod: every pod of a pooled batch gets its episode one way.
+   With indexes past the first wave, each such pod is made gated (naming.CLAIM_GATE) and answered
+   by a claim for its index or by lifting the gate (:func:`awaits_claim`, service.later_claims).
    If the Job controller saw the Job before the relabelled pods and made a cold pod for a claimed
    index too, it keeps one pod per index and deletes the others, the least advanced first, so the
    running warm pod stays, and until then the cold one is handed nothing (:func:`shadowed_by_claim`).
@@ -71,7 +73,7 @@ VERIFIED_HANDED_OVER_SLACK_SECONDS = 60
 
 def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastructure_retries: int,
                active_deadline_seconds: int, episode_seconds: int, pool: PoolRef, spec: PoolSpec,
-               claims_began: float | None = None, suspend: bool = False) -> dict:
+               claims_began: float | None = None, suspend: bool = False, later_claims: str | None = None) -> dict:
     """A pooled batch's Indexed Job, in the pool's namespace. ``manualSelector``: its selector is
     the batch's labels, which the claimed warm pods carry, so the Job controller adopts them; its
     template is the pool's pod (cold pods wait for their episode too). No ownerReference (it
@@ -81,16 +83,21 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
     ``podFailurePolicy`` (:func:`failure_rules`); a cold pod's deadline covers its prepare and its
     episode. ``claims_began``: when the batch's first claim was made (the batch's clock starts
     there: ``naming.ANNOTATION_CLAIMS_BEGAN_AT``). ``suspend``: made suspended, for a batch
-    stopped before its Job was made (service.pool_claims.job_for_claims)."""
+    stopped before its Job was made (service.pool_claims.job_for_claims). ``later_claims``: the
+    template digest of the warm pods its later indexes claim (:func:`claims_later`): past the first
+    wave, its cold pods carry naming.CLAIM_GATE, each answered by a claim or ungated."""
     labels = batch_pod_labels(ref)
-    began = {naming.ANNOTATION_CLAIMS_BEGAN_AT: f"{claims_began:.3f}"} if claims_began is not None else {}
+    annotations = {naming.ANNOTATION_CLAIMS_BEGAN_AT: f"{claims_began:.3f}"} if claims_began is not None else {}
     body = pod_spec(pool, spec, active_deadline_seconds=spec.prepare_timeout_seconds + episode_seconds
                     + DELIVERY_SLACK_SECONDS)
+    if later_claims is not None and claims_later(batch_episodes, parallelism):
+        annotations[naming.ANNOTATION_POOL_TEMPLATE] = later_claims
+        body["schedulingGates"] = [{"name": naming.CLAIM_GATE}]
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": naming.job_name(ref), "namespace": naming.pool_namespace(pool.namespace, pool.name),
                      "labels": {**naming.owner_labels(ref), naming.LABEL_POOL_UID: pool.uid},
-                     **({"annotations": began} if began else {})},
+                     **({"annotations": annotations} if annotations else {})},
         "spec": {
             **({"suspend": True} if suspend else {}),
             "completions": batch_episodes, "parallelism": parallelism, "completionMode": "Indexed",
@@ -106,12 +113,38 @@ def pooled_job(ref: BatchRef, batch_episodes: int, parallelism: int, infrastruct
 
 
 def batch_pooled_job(ref: BatchRef, spec: BatchSpec, pool: PoolRef, definition: PoolSpec,
-                     claims_began: float | None = None, suspend: bool = False) -> dict:
+                     claims_began: float | None = None, suspend: bool = False, later_claims: str | None = None) -> dict:
     """:func:`pooled_job` of the batch of ``spec`` (``definition``: its pool's spec): the Job the
     batch gets, and the cold pod its namespace's quotas are checked against (core.admission)."""
     return pooled_job(ref, spec.episodes, spec.parallelism, spec.infrastructure_retries,
                       spec.active_deadline_seconds, batch_episode_seconds(spec), pool, definition,
-                      claims_began, suspend)
+                      claims_began, suspend, later_claims)
+
+
+def claims_later(episodes: int, parallelism: int) -> bool:
+    """Whether a pooled batch has indexes past its first wave (``min(parallelism, episodes)``,
+    claimed before its Job): they claim as the Job makes their pods (service.later_claims)."""
+    return episodes > parallelism
+
+
+def awaits_claim(pod: PodFacts) -> bool:
+    """A cold pod of a pooled Job that waits for the operator's answer (naming.CLAIM_GATE): a claim
+    of a warm pod for its index (the Job controller then deletes it, unscheduled), or its gate
+    lifted (:func:`ungate_patch`), when no warm pod is there."""
+    return naming.CLAIM_GATE in pod.scheduling_gates and pod.index is not None and not pod.deleting \
+        and pod.claimed_at is None
+
+
+def ungate_patch(pod: PodFacts) -> list[dict]:
+    """The JSON patch that lifts naming.CLAIM_GATE off a pod (:func:`awaits_claim`): the pod is
+    scheduled and starts cold. Its ``test``s fail (422) on another pod of that name or gates
+    changed since ``pod`` was read (the API lets gates only be removed)."""
+    gates = [{"name": gate} for gate in pod.scheduling_gates]
+    rest = [gate for gate in gates if gate["name"] != naming.CLAIM_GATE]
+    return [{"op": "test", "path": "/metadata/uid", "value": pod.uid},
+            {"op": "test", "path": "/spec/schedulingGates", "value": gates},
+            {"op": "replace", "path": "/spec/schedulingGates", "value": rest} if rest
+            else {"op": "remove", "path": "/spec/schedulingGates"}]
 
 
 def failure_rules(spec: PoolSpec) -> list[dict]:

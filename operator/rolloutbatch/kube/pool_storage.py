@@ -13,7 +13,7 @@ from typing import Any
 from rolloutbatch import POOL_KIND
 from rolloutbatch.core import pool_children, pools
 from rolloutbatch.kube import resources
-from rolloutbatch.kube.errors import Conflict, NotFound, NotOurs
+from rolloutbatch.kube.errors import Conflict, Invalid, NotFound, NotOurs
 
 
 def _ensure(api: Any, obj: dict, pool_uid: str) -> dict:
@@ -186,6 +186,17 @@ class PoolStorage:
                                                  f"{what} pod {namespace}/{name}")
         except (Conflict, NotFound):
             return None
+
+    async def ungate_pod(self, namespace: str, name: str, ops: list[dict]) -> bool:
+        """Apply ``core.pools.ungate_patch``'s patch. False when the pod is gone or a ``test`` of
+        the patch failed (another pod of that name, its gates changed since it was read)."""
+        def ungate(api: Any) -> bool:
+            try:
+                api.json_patch(resources.object_path("Pod", name, namespace), ops, f"ungate pod {namespace}/{name}")
+            except (NotFound, Invalid):
+                return False
+            return True
+        return await self._run(ungate)
 
     async def keep_claims_open(self, connections: int) -> None:
         """Connections for the next ``connections`` claims, opened ahead when they go out on the

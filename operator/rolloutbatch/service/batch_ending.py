@@ -73,6 +73,8 @@ class BatchEnding:
             return
         if self.delivery is not None:
             self.delivery.cancel()   # no episode handed over from now: its index is given up below
+        if self.later is not None:
+            self.later.cancel()      # nor claimed
         await self._judge_finished_pods()
         if self.tracker is not None:
             episode_reason = v.EP_IMAGE_PULL if reason == v.STALL_IMAGE else v.EP_BATCH_STALLED

@@ -271,8 +271,9 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     scope.refuse(spec)
     pool, definition = await read_pool(pool_storage, ref, spec, waiting)
     await copy_inputs(storage, ref, spec)
-    claims = await claim(pool_storage, ref, spec, pool, pools.batch_episode_seconds(spec),
-                         pool_children.template_digest(pool, definition), on_claimed=claimed)
+    template = pool_children.template_digest(pool, definition)
+    claims = await claim(pool_storage, ref, spec, pool, pools.batch_episode_seconds(spec), template,
+                         on_claimed=claimed)
     hits, wanted = claims.hits, claims.wanted
     crash_point("pool:claimed")
     # The Job waits for the first wave's hand-overs only when it has no cold pod to make; the
@@ -283,7 +284,7 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     enrolled = await enrol(pool_storage, namespace, ref, claims.unenrolled, records)
     crash_point("pool:enrolled")
     await _until_listed(pool_storage, namespace, ref, enrolled)
-    job = pools.batch_pooled_job(ref, spec, pool, definition, claims.began)
+    job = pools.batch_pooled_job(ref, spec, pool, definition, claims.began, later_claims=template)
     if made_by is not None:
         job["metadata"].setdefault("annotations", {})[naming.ANNOTATION_MADE_BY] = made_by
     try:
@@ -296,12 +297,15 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
         naming.ANNOTATION_MADE_BY) == made_by
     if not count or not made_here:
         return live
-    misses = spec.episodes - hits
+    # the later indexes claim as their pods come (service.later_claims), and count themselves
+    misses = wanted - hits
     record = getattr(metrics, "pool_claims", None)
     if record is not None:
         record(ref.namespace, pool.name, hits, misses)
-    said = (f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool {pool.name}; {misses} of "
-            f"{spec.episodes} start cold")
+    said = f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool {pool.name}"
+    said += (f"; {misses} start cold" if misses else "") + (
+        f"; {spec.episodes - wanted} later episode(s) claim a warm pod as each starts, or start cold"
+        if pools.claims_later(spec.episodes, spec.parallelism) else "")
     if spec.pool_when_empty == v.POOL_WAIT and hits < wanted:
         # Another batch claimed since the pool held this one's first wave. A claim cannot be given
         # back (its pod's deadline is set, its episode handed over): the rest start cold, said so.

@@ -51,6 +51,7 @@ from rolloutbatch.service.context import Context, Emit, batch_ref, iso_time, own
 from rolloutbatch.service.episode_delivery import EpisodeDelivery
 from rolloutbatch.service.episode_judge import EpisodeJudge
 from rolloutbatch.service.image_gate import ImageGate
+from rolloutbatch.service.later_claims import LaterClaims
 from rolloutbatch.service.queue_watch import QueueWatch
 from rolloutbatch.service.results_store import ResultsStore
 from rolloutbatch.service.sandbox_lifecycle import SandboxLifecycle
@@ -79,6 +80,7 @@ class BatchReconciler(BatchEnding):
         self.tracker: BatchTracker | None = None
         self.images: ImageGate | None = None            # spec.inputImages (once the spec is read)
         self.delivery: EpisodeDelivery | None = None   # spec.poolRef (once the spec is read)
+        self.later: LaterClaims | None = None          # spec.poolRef: the indexes past the first wave
         self.pool_storage = PoolStorage(ctx.api, ctx.writer)   # its writes on the loop (kube.async_writes)
         self._early: list[tuple[str, PodFacts]] = []   # pod events before the spec was parsed
         self._early_job: JobFacts | None = None
@@ -217,6 +219,10 @@ class BatchReconciler(BatchEnding):
                                             self.ctx.metrics.claim_observed, channels=self.ctx.channels,
                                             handed=self._handed_over)
             self.results.configure(self.spec)
+            delivery = self.delivery
+            self.later = LaterClaims(self.pool_storage, self.ref, self.spec, lambda pods: delivery.claimed(pods),
+                                     lambda hits, misses: self.ctx.metrics.pool_claims(
+                                         self.ref.namespace, self.spec.pool_name, hits, misses), self.log)
             self.images = ImageGate(self.storage, self.spec, lambda *event: self.emit(*event), self.log,
                                     self.ctx.settings.transient_give_up)
         if not self._restored:
@@ -397,6 +403,7 @@ class BatchReconciler(BatchEnding):
             if self._read_error is not None:
                 raise self._read_error  # a bug in judging: the policy ends the batch with it
             self.delivery.round(tracker)
+            self.later.round(tracker)
             self.images.round(tracker)
             if self.images.error is not None:
                 raise self.images.error  # e.g. no right to patch pods: the policy ends the batch with it
