@@ -14,7 +14,6 @@ finalizer, held unscheduled (a scheduling gate).
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
 from tests.e2e.test_pools import pool, pooled_batch, wait_pool
 from tests.support.batches import apply, unique, wait_finished
+from tests.support.kube import wait_for
 from tests.support.operator import kubectl
 
 pytestmark = [pytest.mark.cluster]
@@ -43,16 +43,6 @@ def _get(kind: str, name: str, namespace: str) -> dict | None:
     return json.loads(done.stdout) if done.returncode == 0 else None
 
 
-def _wait(what: str, probe, timeout: float = 120):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"never: {what}")
-
-
 def test_a_cold_duplicate_of_a_claimed_index_does_not_fail_it(operator_process, namespace):
     pool_name = unique("dup")
     body = pool(pool_name, 1)
@@ -63,8 +53,8 @@ def test_a_cold_duplicate_of_a_claimed_index_does_not_fail_it(operator_process, 
 
     name = unique("dup")
     apply(pooled_batch(name, pool_name, 1, retries={"infrastructure": 0}), namespace)
-    batch = _wait("the batch's uid", lambda: (_get("rolloutbatch", name, namespace) or {}).get("metadata"))
-    job = _wait("the batch's Job", lambda: next(
+    batch = wait_for(what="the batch's uid", timeout=120, predicate=lambda: (_get("rolloutbatch", name, namespace) or {}).get("metadata"))
+    job = wait_for(what="the batch's Job", timeout=120, predicate=lambda: next(
         (j for j in json.loads(kubectl("get", "jobs", "-n", sandbox, "-o", "json").stdout)["items"]
          if j["metadata"].get("labels", {}).get(naming.LABEL_BATCH_UID) == batch["uid"]), None))
     job_uid = job["metadata"]["uid"]
@@ -73,7 +63,7 @@ def test_a_cold_duplicate_of_a_claimed_index_does_not_fail_it(operator_process, 
         pods = json.loads(kubectl("get", "pods", "-n", sandbox, "-o", "json").stdout)["items"]
         return [p for p in pods if any(o.get("uid") == job_uid for o in p["metadata"].get("ownerReferences") or [])
                 and (p.get("status") or {}).get("phase") == "Running"]
-    claimed = _wait("the claimed pod adopted by the Job and running", adopted)[0]
+    claimed = wait_for(what="the claimed pod adopted by the Job and running", timeout=120, predicate=adopted)[0]
     assert claimed["metadata"]["annotations"].get(naming.ANNOTATION_CLAIMED_BY) == batch["uid"]
 
     template = job["spec"]["template"]

@@ -90,9 +90,10 @@ def rollout(namespace: str, deployment: str, selector: str, timeout: int = 120) 
     are not Ready (each said with its node and conditions). A fresh pod of the devcluster can stay
     unreachable on its node: twice in CI runs of 2026-12-07 every probe of one new operator pod on
     one node timed out for minutes (no answer, not a refusal) while the node's other pods answered
-    and the same image ran on the other node: the devcluster's pod network, not the operator. Its
-    replacement (a new sandbox and address) is the one retry; an operator that cannot start fails
-    both tries."""
+    and the same image ran on the other node. Why is not yet explained (the node's pod network
+    dropping the new pod's traffic, or the operator's event loop, which answers the probes, too
+    busy as it starts). Its replacement (a new sandbox and address) is the one retry; an operator
+    that cannot start fails both tries."""
     status = ("rollout", "status", f"deployment/{deployment}", "-n", namespace, f"--timeout={timeout}s")
     try:
         kubectl(*status, timeout=timeout + 30)

@@ -18,10 +18,10 @@ DELETE_POOL_HANDLER = "delete_pool"   # the deletion handler's kopf id (its func
 
 
 class DeletionWaitIsNoError(logging.Filter):
-    """kopf logs every ``TemporaryError`` at ERROR, and posts it as a Warning Event, with no level
-    of the handler's choosing (nolar/kopf#981). A pool's deletion waiting for the batches that run
-    on its pods is no error: its retries are logged, and posted, at INFO. Any other failure of the
-    handler (logged otherwise by kopf) keeps its level."""
+    """kopf logs every ``TemporaryError`` at ERROR, with no level of the handler's choosing
+    (nolar/kopf#981). A pool's deletion waiting for the batches that run on its pods is no error:
+    its retries are logged at INFO (and posted as no Event: ``settings.posting.loggers`` is off;
+    the pool's status says whom it waits for). Any other failure of the handler keeps its level."""
 
     PREFIX = f"Handler {DELETE_POOL_HANDLER!r} failed temporarily: "
 
