@@ -21,6 +21,10 @@ keep that out of the hand-overs' time, as a real episode (minutes long) does.
 run (cgroup v1 `cpu.shares`; the devcluster makes it 1024, one control-plane thread's weight) and
 sets it back after; the result says the weights it ran with (`node_cpu_shares`).
 
+`--parallelism N` runs each batch N episodes at a time (the default: all at once): the first
+wave claims before the Job, each later index as the Job starts it (service.later_claims), and
+`hits` says how many of all claimed. `--result NAME` writes bench/results/NAME.json.
+
 `--repeats N` runs each agent's warm and cold batches N times, one after another on the same
 pool, each once the batch before it has no pod left and the pool is full again (`--settle` s); a
 mode's figures are then its runs (`runs`) and their medians (`median`).
@@ -205,7 +209,7 @@ def _quiet(kube: Kube, timeout: float = QUIET_TIMEOUT) -> None:
 
 
 def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: float = 10.0,
-        agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1) -> dict:
+        agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1, parallelism: int | None = None) -> dict:
     _quiet(kube)
     pool = lib.unique(f"pool{size}")
     spec: dict = {"size": size, "maxSize": max(size, 1), "task": {"files": TASK_FILES},
@@ -224,14 +228,16 @@ def run(kube: Kube, op, ns: str, size: int, runtime_class: str | None, settle: f
     # the operator's CPU from the pool's creation until it is full: what each pod's start costs
     # it (its creation, the pool's rounds, the channel opened to it), which a pooled episode's
     # figure carries when the refill falls in its batch's time
-    out: dict = {"episodes": size, "pool_fill_seconds": round(fill, 2), "settle_seconds": settle,
+    out: dict = {"episodes": size, "parallelism": min(parallelism or size, size),
+                 "pool_fill_seconds": round(fill, 2), "settle_seconds": settle,
                  "fill_operator_cpu_ms_per_pod": round(1000 * fill_cpu / size, 2)}
     runs = [(mode, AGENTS[agent][1]) for _ in range(repeats) for agent in agents for mode in AGENTS[agent][0]]
     rows: dict[str, list[dict]] = {}
     for mode, command in runs:
         warm = mode.startswith("warm")
         name = lib.unique(f"{mode.replace('_', '')}{size}")
-        body: dict = {"episodes": size, "cleanup": {"sandbox": "Never"}, "episodeTimeoutSeconds": 300}
+        body: dict = {"episodes": size, "parallelism": out["parallelism"], "cleanup": {"sandbox": "Never"},
+                      "episodeTimeoutSeconds": 300}
         if command:
             body["command"] = command
         if warm:
@@ -314,7 +320,7 @@ def medians(rows: list[dict]) -> dict:
 
 def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, result: str = "pools",
                settle: float = 10.0, agents: tuple[str, ...] = tuple(AGENTS), repeats: int = 1,
-               cpu_shares: int | None = None) -> dict:
+               cpu_shares: int | None = None, parallelism: int | None = None) -> dict:
     """Every size in turn with one fresh operator; writes results/<result>.json. ``cpu_shares``:
     each node's cgroup weighs that much for the run (node_cpu_shares)."""
     ns = "bench-pools"
@@ -322,7 +328,7 @@ def part_pools(kube: Kube, sizes: list[int], runtime_class: str | None = None, r
     with node_cpu_shares(cpu_shares) as weights:
         op = lib.start_operator("bench-pools")
         try:
-            runs = [run(kube, op, ns, size, runtime_class, settle, agents, repeats) for size in sizes]
+            runs = [run(kube, op, ns, size, runtime_class, settle, agents, repeats, parallelism) for size in sizes]
         finally:
             op.stop()
     out = {"machine": lib.machine_info(), "runtime_class": runtime_class or "runc", "node_cpu_shares": weights,
@@ -340,13 +346,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs of each batch (medians when more than one)")
     parser.add_argument("--node-cpu-shares", type=int, default=None, metavar="N",
                         help="each node's cgroup weighs N for the run (cgroup v1 cpu.shares; the devcluster's 1024 after it)")
+    parser.add_argument("--parallelism", type=int, default=None, metavar="N",
+                        help="each batch's parallelism (default its episodes): the later waves claim as they start")
+    parser.add_argument("--result", default="pools", help="writes results/<result>.json")
     args = parser.parse_args(argv)
+    if args.parallelism is not None and args.parallelism < 1:
+        parser.error("--parallelism must be at least 1")
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if why := cpu_shares_refused(args.node_cpu_shares):
         parser.error(f"--node-cpu-shares {why}")
-    part_pools(Kube(), args.sizes, args.runtime_class, settle=args.settle, agents=tuple(args.agents),
-               repeats=args.repeats, cpu_shares=args.node_cpu_shares)
+    part_pools(Kube(), args.sizes, args.runtime_class, args.result, settle=args.settle, agents=tuple(args.agents),
+               repeats=args.repeats, cpu_shares=args.node_cpu_shares, parallelism=args.parallelism)
 
 
 if __name__ == "__main__":

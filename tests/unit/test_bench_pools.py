@@ -150,3 +150,20 @@ def test_shares_given_without_a_node_cgroup_are_refused(tmp_path):
                                              (0, True), (-5, True)])
 def test_node_cpu_shares_are_within_cgroup_v1s_bounds(shares, refused):
     assert (_pools().cpu_shares_refused(shares) is not None) == refused
+
+
+def test_the_command_line_hands_its_parallelism_and_result_name_to_the_run(monkeypatch):
+    pools, got = _pools(), {}
+    monkeypatch.setattr(pools, "Kube", lambda: "kube")
+    monkeypatch.setattr(pools, "part_pools", lambda kube, sizes, runtime_class, result, **kw: got.update(
+        sizes=sizes, result=result, **kw))
+    pools.main(["--sizes", "20", "--parallelism", "10", "--result", "pools-later-waves"])
+    assert (got["sizes"], got["result"], got["parallelism"]) == ([20], "pools-later-waves", 10)
+    pools.main(["--sizes", "20"])
+    assert (got["result"], got["parallelism"]) == ("pools", None)
+
+
+def test_a_parallelism_below_one_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        _pools().main(["--parallelism", "0"])
+    assert "--parallelism must be at least 1" in capsys.readouterr().err
