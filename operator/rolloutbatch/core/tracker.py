@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.model import EpisodeResult, PodFacts, Summary
-from rolloutbatch.core.pools import shadowed_by_claim
+from rolloutbatch.core.pools import awaits_claim, shadowed_by_claim
 from rolloutbatch.core.stats import RunningSummary
 from rolloutbatch.core.stopping import NEVER_STARTED_MESSAGE, cut_off
 from rolloutbatch.core.strictjson import finite
@@ -100,6 +100,11 @@ class BatchTracker:
         # counts (failures, not pods: a cold duplicate or a concurrent pod of the index is no failure)
         self._failures: dict[int, set[str]] = {}
         self._live: dict[str, PodFacts] = {}        # uid -> newest facts of pods still running
+        # uid -> a gated pod (core.pools.awaits_claim) of an index already final: the Job
+        # controller's retry of an index it counts failed and this batch judged (a pod that ended
+        # with NOT_DELIVERED_EXIT after its hand-over). Never an attempt; its gate is lifted
+        # (service.later_claims), or it would hold one of the Job's parallelism for good
+        self._gated_done: dict[str, PodFacts] = {}
         self._to_read: dict[str, PodFacts] = {}     # uid -> terminal pods whose log is wanted
         self._reading: dict[str, PodFacts] = {}     # uid -> log read in flight
         self._done_uids: set[str] = set()           # pods fully accounted for
@@ -250,6 +255,10 @@ class BatchTracker:
         if index in self.results:
             self._forget(uid)
             self._done_uids.add(uid)  # a stale attempt of an index that is already final
+            if awaits_claim(facts) and uid not in self._gone:
+                self._gated_done[uid] = facts
+            else:
+                self._gated_done.pop(uid, None)
             return
         attempts = self._attempts.setdefault(index, set())
         if self._duplicate(facts):
@@ -292,10 +301,12 @@ class BatchTracker:
 
     def pod_deleted(self, facts: PodFacts) -> None:
         """The pod object is gone. Unless it was final, what it knew is lost with it."""
+        self._gated_done.pop(facts.uid, None)
         facts = self._with_hand_overs(facts)
         if self._held(facts, True):
             return
         self.observe_pod(facts)
+        self._gated_done.pop(facts.uid, None)   # its last snapshot may still show it gated
         uid = facts.uid
         self._gone.add(uid)   # any snapshot of it still to come is older
         if uid in self._done_uids or uid in self._reading or facts.index is None:
@@ -472,6 +483,11 @@ class BatchTracker:
     def live_pods(self) -> list[PodFacts]:
         """The newest facts of the batch's own pods that have not ended."""
         return list(self._live.values())
+
+    def gated_after_the_end(self) -> list[PodFacts]:
+        """Gated pods (core.pools.awaits_claim) of indexes already final: never episodes, to be
+        ungated (they then end as a pod handed nothing ends, at their deadline)."""
+        return list(self._gated_done.values())
 
     def unschedulable(self) -> list[PodFacts]:
         """Live pods the scheduler cannot place (PodScheduled False, Unschedulable)."""

@@ -221,6 +221,8 @@ class EventReason(Word):
     EVICTED = "EvictedByQueue"  # Kueue evicted it (preempted, ...): running episodes are cut off, it queues again
     CLAIMED = "ClaimedFromPool"  # spec.poolRef: how many episodes got a warm pod (hits) and how many start cold
     DELIVERY_FAILED = "EpisodeDeliveryFailed"  # a pod could not be handed its episode: evicted, the index re-runs
+    # the later waves' claims failed GIVE_UP_AFTER times in a row: their pods start cold (service.later_claims)
+    LATER_CLAIMS_FAILED = "LaterClaimsFailed"
 
 
 # Events of one per-pod reason (ForeignPodIgnored, EpisodeDeliveryFailed) a batch posts: a flood
@@ -266,6 +268,7 @@ EVENT_EGRESS_PEER_EMPTY = EventReason.EGRESS_PEER_EMPTY
 EVENT_EXTRAS_DROPPED = EventReason.EXTRAS_DROPPED
 EVENT_ADMITTED, EVENT_EVICTED = EventReason.ADMITTED, EventReason.EVICTED
 EVENT_CLAIMED, EVENT_DELIVERY_FAILED = EventReason.CLAIMED, EventReason.DELIVERY_FAILED
+EVENT_LATER_CLAIMS_FAILED = EventReason.LATER_CLAIMS_FAILED
 POOL_REASONS = tuple(PoolReason)
 # A pool stalled on a class its pods name (not on a pod that failed): no pod of its template can be made
 POOL_CLASS_REASONS = (PoolReason.RUNTIME_CLASS, PoolReason.PRIORITY_CLASS, PoolReason.PRIORITY_CLASS_DENIED)

@@ -9,14 +9,24 @@ pod holds is answered: a warm pod of the pool (of the Job's template digest) is 
 index, handed its episode at once (service.episode_delivery) and enrolled (the batch's labels), so
 the Job adopts it and deletes the gated pod as its index's duplicate (the least advanced: upstream
 ``appendDuplicatedIndexPodsForRemoval``; it takes its tracking finalizer off first, so nothing is
-counted); with no warm pod left (or its claim lost), the gate is lifted and the pod starts cold.
-``whenEmpty: Wait`` waits for the first wave only: a later index never waits.
+counted); with no warm pod left (or every claim tried lost), the gate is lifted and the pod starts
+cold. ``whenEmpty: Wait`` waits for the first wave only: a later index never waits.
 
-A pod answered is left alone for ANSWER_SETTLE_SECONDS (the Job's deletion of it, or the watch's
-news of the claim, comes within it); one still gated past it, its index held by no pod (its claimed
-pod lost before the Job adopted it), is answered again. Claims of the batch that were never
-enrolled (an operator that died between a claim and its enrolment) are enrolled first, and their
-indexes are theirs. One answer runs at a time; the claims and enrolments of one go out together.
+The tracker's view can lag (a watch reconnecting): each answer lists the pool's namespace once
+and answers only what that list still shows gated, of an index no live claimed pod of the batch
+holds, so a claim the tracker has not seen yet is never made twice. A pod answered is left alone
+for ANSWER_SETTLE_SECONDS (the Job's deletion of it, or the watch's news of the claim, comes
+within it); one still gated past it, its index held by no pod (its claimed pod lost before the Job
+adopted it), is answered again. Claims of the batch that were never enrolled (an operator that
+died between a claim and its enrolment) are enrolled first, and their indexes are theirs. A gated
+pod of an index already final (the Job controller's retry of an index this batch judged) is only
+ungated: it is handed nothing and ends at its deadline, as such a retry did before the gate.
+Answers that keep failing (GIVE_UP_AFTER in a row) lift the gates of the pods they wait on, which
+then start cold, with a Warning Event; the next answer tries claims again. One answer runs at a
+time; the batch's stall, stop or deletion cancels it.
+
+``pool_claims_total`` counts each later index once per operator run (the first wave's are counted
+when the Job is made; a retry is not counted again).
 """
 
 from __future__ import annotations
@@ -24,46 +34,59 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
-from rolloutbatch.core import naming, pool_children, pools
+from rolloutbatch.core import naming, pools
+from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts
-from rolloutbatch.core.pod_reading import completion_index
+from rolloutbatch.core.pod_reading import completion_index, pod_facts
 from rolloutbatch.core.pool_spec import PoolRef
 from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import is_terminal
 from rolloutbatch.faults import crash_point
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import pool_claims
 
 ANSWER_SETTLE_SECONDS = 15.0
+GIVE_UP_AFTER = 3   # failed answers in a row (about 30 s) before the pods they wait on start cold
 
 
 class LaterClaims:
     """Answers the gated cold pods of a pooled batch's Job (see the module docstring).
     ``claimed`` hears of each pod as its claim is made (EpisodeDelivery.claimed: its hand-over);
-    ``counted(hits, misses)`` of each answer's claims and cold starts (Metrics.pool_claims)."""
+    ``counted(hits, misses)`` of each answer's claims and cold starts (Metrics.pool_claims);
+    ``emit(type, reason, message)`` posts the batch's Events."""
 
     def __init__(self, pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
                  claimed: Callable[[list[dict]], None], counted: Callable[[int, int], None],
-                 log: logging.Logger) -> None:
+                 emit: Callable[[str, str, str], None], log: logging.Logger) -> None:
         self.pool_storage, self.ref, self.spec = pool_storage, ref, spec
-        self.claimed, self.counted, self.log = claimed, counted, log
+        self.claimed, self.counted, self.emit, self.log = claimed, counted, emit, log
         self._answered: dict[str, float] = {}   # gated pod uid -> when it was answered (time.monotonic)
+        self._counted: set[int] = set()         # later indexes counted in pool_claims_total
+        self._failures = 0                      # answers failed in a row
         self._task: asyncio.Task | None = None
         self._cancelled = False
 
     def cancel(self) -> None:
-        """No answer from now (the batch stalled): the one in flight stops, claims and all. A pod it
-        claimed and did not enrol ends at its claim's deadline, handed nothing."""
+        """No answer from now (the batch stalled, stopped or is being deleted): the one in flight
+        stops, claims and all. A pod it claimed and did not enrol ends at its claim's deadline,
+        handed nothing."""
         self._cancelled = True
         if self._task is not None:
             self._task.cancel()
 
+    async def cancelled(self, within: float) -> None:
+        """:meth:`cancel`, then until the answer in flight has stopped (at most ``within`` s)."""
+        self.cancel()
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task}, timeout=within)
+
     def round(self, tracker: BatchTracker) -> None:
         job = tracker.job
         if self._cancelled or not self.spec.pool_name or tracker.stopping or job is None or job.finished \
-                or job.suspended or job.pool_template is None or job.pool_uid is None:
+                or job.suspend or job.suspended or job.pool_template is None or job.pool_uid is None:
             return
         if self._task is not None and not self._task.done():
             return
@@ -77,52 +100,97 @@ class LaterClaims:
                     and not pools.shadowed(f, held) and f.index not in waiting \
                     and f.uid not in self._answered:
                 waiting[f.index] = f
-        if waiting:
-            for facts in waiting.values():
+        after_end = [f for f in tracker.gated_after_the_end() if f.uid not in self._answered]
+        if waiting or after_end:
+            for facts in [*waiting.values(), *after_end]:
                 self._answered[facts.uid] = now
-            self._task = asyncio.create_task(self._answer(list(waiting.values()), job))
+            self._task = asyncio.create_task(self._answer(list(waiting.values()), after_end, job))
 
-    async def _answer(self, waiting: list[PodFacts], job: JobFacts) -> None:
+    async def _answer(self, waiting: list[PodFacts], after_end: list[PodFacts], job: JobFacts) -> None:
         try:
-            hits, misses = await self._claim_or_ungate(waiting, job)
+            hits, misses = await self._claim_or_ungate(waiting, after_end, job)
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:  # noqa: BLE001 - answered again once settled; its pod waits gated meanwhile
-            self.log.warning("Answering %d gated pod(s) of the later waves failed (%s); tried again in %.0f s",
-                             len(waiting), exc, ANSWER_SETTLE_SECONDS)
+            self._failures += 1
+            if self._failures < GIVE_UP_AFTER:
+                self.log.warning("Answering %d gated pod(s) of the later waves failed (%s); tried again in %.0f s",
+                                 len(waiting), exc, ANSWER_SETTLE_SECONDS)
+                return
+            started = await self._start_cold(waiting + after_end)
+            message = (f"{len(waiting)} later episode(s) could not claim a warm pod of RolloutPool "
+                       f"{self.spec.pool_name} {self._failures} times in a row ({exc})"[:900]
+                       + f"; {started} start cold")
+            self.log.warning("%s", message)
+            if self._failures == GIVE_UP_AFTER:   # once per spell; the log has every one
+                self.emit("Warning", v.EVENT_LATER_CLAIMS_FAILED, message)
             return
+        self._failures = 0
         if hits or misses:
             self.counted(hits, misses)
 
-    async def _claim_or_ungate(self, waiting: list[PodFacts], job: JobFacts) -> tuple[int, int]:
+    async def _start_cold(self, pods: list[PodFacts]) -> int:
+        """Best effort: the gates of ``pods`` lifted (the API may be what failed)."""
+        try:
+            done = await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
+                                          for f in pods))
+        except Exception as exc:  # noqa: BLE001 - the next answer tries again
+            self.log.warning("Lifting the gates of %d pod(s) failed too: %s", len(pods), exc)
+            return 0
+        return sum(done)
+
+    def _count(self, indexes: set[int]) -> int:
+        """How many of ``indexes`` are later ones not counted yet (and count them)."""
+        new = {i for i in indexes if i >= min(self.spec.parallelism, self.spec.episodes)} - self._counted
+        self._counted |= new
+        return len(new)
+
+    async def _claim_or_ungate(self, waiting: list[PodFacts], after_end: list[PodFacts],
+                               job: JobFacts) -> tuple[int, int]:
         assert job.pool_template is not None and job.pool_uid is not None
         namespace = naming.pool_namespace(self.ref.namespace, self.spec.pool_name or "")
         pool = PoolRef(name=self.spec.pool_name or "", namespace=self.ref.namespace, uid=job.pool_uid)
-        listed = await self.pool_storage.list_pods(namespace, pool_children.warm_selector(pool))
-        left = pools.unenrolled_claims(listed, self.ref.uid)
+        # one list: the warm pods, the batch's claims (enrolled or not) and its gated pods as they are now
+        listed = pools.pool_pods(await self.pool_storage.list_pods(namespace, naming.MANAGED_SELECTOR),
+                                 pool, self.ref.uid, job.pool_template)
+        now_facts = {f.uid: f for f in map(pod_facts, listed.mine)}
+        left = pools.unenrolled_claims(listed.mine, self.ref.uid)
         owned: set[int] = set()
         if left:   # a claim an earlier operator made and never enrolled: its index is its own
-            enrolled = await pool_claims.enrol(self.pool_storage, namespace, self.ref, list(left))
-            owned = {i for p in enrolled if (i := completion_index(p.get("metadata") or {})) is not None}
-        waiting = [f for f in waiting if f.index not in owned]
-        warm = pools.claim_order(listed, job.pool_template)
+            owned = _indexes(await pool_claims.enrol(self.pool_storage, namespace, self.ref, left))
+        held = owned | {f.index for f in now_facts.values() if f.index is not None and f.claimed_at is not None
+                        and not f.deleting and not is_terminal(f)}
+        still = [now_facts[f.uid] for f in waiting if f.uid in now_facts and pools.awaits_claim(now_facts[f.uid])]
+        waiting = [f for f in still if f.index not in held]
         now, seconds = time.time(), pools.batch_episode_seconds(self.spec)
+        candidates: Iterator[Mapping] = iter(listed.warm)
 
-        async def claim_one(facts: PodFacts, pod: dict) -> dict | None:
+        async def claim_one(facts: PodFacts) -> dict | None:
             assert facts.index is not None
-            live = await self.pool_storage.claim_pod(namespace, pod["metadata"]["name"],
-                                                     pools.claim_patch(pod, self.ref, facts.index, now, seconds))
-            if live is not None:
-                self.claimed([live])   # its hand-over starts now, beside its enrolment
-            return live
-        pairs = list(zip(waiting, warm))
-        claims = await asyncio.gather(*(claim_one(facts, pod) for facts, pod in pairs))
+            for pod in candidates:   # shared: each warm pod is tried by one index once; a 409 tries the next
+                live = await self.pool_storage.claim_pod(namespace, pod["metadata"]["name"],
+                                                         pools.claim_patch(pod, self.ref, facts.index, now, seconds))
+                if live is not None:
+                    self.claimed([live])   # its hand-over starts now, beside its enrolment
+                    return live
+            return None
+        claims = await asyncio.gather(*(claim_one(facts) for facts in waiting))
         crash_point("pool:later-claimed")
         enrolled = await pool_claims.enrol(self.pool_storage, namespace, self.ref, [c for c in claims if c is not None])
-        taken = {i for p in enrolled if (i := completion_index(p.get("metadata") or {})) is not None}
-        # a claim lost to a race, or no warm pod left: the pod starts cold (a refused patch, its
-        # gates changed since, or gone: answered again once settled, if it is still gated)
+        taken = _indexes(enrolled)
+        # no warm pod left, or every one tried lost to a race: the pod starts cold; a gated pod of
+        # an index already final is ungated too, and not counted (a refused patch, its gates
+        # changed since, or gone: answered again once settled, if it is still gated)
+        ending = [now_facts[f.uid] for f in after_end if f.uid in now_facts and pools.awaits_claim(now_facts[f.uid])]
+        cold = [f for f in waiting if f.index not in taken]
         ungated = await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
-                                         for f in waiting if f.index not in taken))
-        cold = sum(ungated)
-        if taken or cold:
-            self.log.info("Later wave: %d index(es) claimed a warm pod, %d start cold", len(taken), cold)
-        return len(taken), cold
+                                         for f in cold + ending))
+        started_cold = {f.index for f, done in zip(cold, ungated) if done and f.index is not None}
+        if taken or started_cold or any(ungated):
+            self.log.info("Later wave: %d index(es) claimed a warm pod, %d start cold, %d gated pod(s) of "
+                          "indexes already final ungated", len(taken), len(started_cold), sum(ungated[len(cold):]))
+        return self._count(taken | owned), self._count(started_cold)
+
+
+def _indexes(pods: list[dict]) -> set[int]:
+    return {i for p in pods if (i := completion_index(p.get("metadata") or {})) is not None}

@@ -222,7 +222,8 @@ class BatchReconciler(BatchEnding):
             delivery = self.delivery
             self.later = LaterClaims(self.pool_storage, self.ref, self.spec, lambda pods: delivery.claimed(pods),
                                      lambda hits, misses: self.ctx.metrics.pool_claims(
-                                         self.ref.namespace, self.spec.pool_name, hits, misses), self.log)
+                                         self.ref.namespace, self.spec.pool_name, hits, misses),
+                                     lambda *event: self.emit(*event), self.log)
             self.images = ImageGate(self.storage, self.spec, lambda *event: self.emit(*event), self.log,
                                     self.ctx.settings.transient_give_up)
         if not self._restored:
@@ -340,6 +341,8 @@ class BatchReconciler(BatchEnding):
             await asyncio.sleep(POOL_WAIT_PERIOD)
 
     async def _begin_stop(self) -> None:
+        if self.later is not None:
+            self.later.cancel()   # no index claims from now: the stop suspends the Job
         await self._deactivate_workload()   # else Kueue unsuspends the Job the stop suspends (core.queueing)
         await self.stop.begin(self.spec, self.tracker, self.tracker.job_uid or self.sandbox.recorded_job_uid)
 
@@ -604,6 +607,8 @@ class BatchReconciler(BatchEnding):
         threads waited for, so nothing they create lands after the removal. True when gone."""
         for task in self._reads:
             task.cancel()
+        if self.later is not None:   # a claim landing after the sandbox's removal would run uncounted
+            await self.later.cancelled(within=min(timeout, SETTLE_WAIT))
         self.storage.close()
         if not await self.storage.settled(timeout=min(timeout, SETTLE_WAIT)):
             self.log.warning("API calls of the batch still running after %ss: removing its sandbox anyway",

@@ -19,12 +19,18 @@ from rolloutbatch.core.model import PodFacts
 from rolloutbatch.core.pod_reading import pod_facts
 from rolloutbatch.core.scope import CLUSTERWIDE
 from rolloutbatch.core.tracker import BatchTracker
+from rolloutbatch.core.verdict import never_ran
 from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.kube.storage import Storage
 from rolloutbatch.service import pool_claims
+from rolloutbatch.service import later_claims
 from rolloutbatch.service.later_claims import LaterClaims
 from tests.support.memory_api import MemoryApi
 from tests.unit.service.memory_pool import BATCH, LOG, POOL_NS, batch_spec, filled, run
+
+
+def _no_event(*event) -> None:
+    pass
 
 
 def claimed_indexes(api: MemoryApi) -> dict[str, str]:
@@ -85,7 +91,7 @@ def test_a_later_index_claims_a_warm_pod_and_its_gated_pod_is_left_to_the_job(ap
     cold = _cold_pod(api, job, 2)
     tracker = _tracker(api, job, spec)
     handed, counted = [], []
-    later = LaterClaims(PoolStorage(api), BATCH, spec, handed.extend, lambda h, m: counted.append((h, m)), LOG)
+    later = LaterClaims(PoolStorage(api), BATCH, spec, handed.extend, lambda h, m: counted.append((h, m)), _no_event, LOG)
     _answer(api, later, tracker)
     assert sorted(claimed_indexes(api).values()) == ["0", "1", "2"]
     third = next(p for p, i in claimed_indexes(api).items() if i == "2")
@@ -105,7 +111,7 @@ def test_with_no_warm_pod_left_a_later_index_starts_cold(api) -> None:
     cold = _cold_pod(api, job, 2)
     tracker = _tracker(api, job, spec)
     counted = []
-    later = LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), LOG)
+    later = LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), _no_event, LOG)
     _answer(api, later, tracker)
     assert "schedulingGates" not in api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]
     assert sorted(claimed_indexes(api).values()) == ["0", "1"] and counted == [(0, 1)]
@@ -118,7 +124,7 @@ def test_a_stalled_batch_answers_nothing_more(api) -> None:
     job = _provisioned(api, 3, spec)
     cold = _cold_pod(api, job, 2)
     counted = []
-    later = LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), LOG)
+    later = LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), _no_event, LOG)
     later.cancel()
     _answer(api, later, _tracker(api, job, spec))
     assert sorted(claimed_indexes(api).values()) == ["0", "1"] and counted == []
@@ -145,14 +151,14 @@ def test_a_claim_an_earlier_operator_never_enrolled_keeps_its_index(api) -> None
         raise RuntimeError("the operator died here")
     pool_claims.enrol = crash
     try:
-        _answer(api, LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: None, LOG), tracker)
+        _answer(api, LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: None, _no_event, LOG), tracker)
     finally:
         pool_claims.enrol = enrol
     unenrolled = [p for p, i in claimed_indexes(api).items() if i == "2"]
     assert len(unenrolled) == 1
     assert naming.LABEL_BATCH_UID not in api.get_object("Pod", unenrolled[0], POOL_NS)["metadata"]["labels"]
     counted = []
-    _answer(api, LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), LOG),
+    _answer(api, LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), _no_event, LOG),
             _tracker(api, job, spec))
     assert [p for p, i in claimed_indexes(api).items() if i == "2"] == unenrolled
     assert api.get_object("Pod", unenrolled[0], POOL_NS)["metadata"]["labels"][naming.LABEL_BATCH_UID] == BATCH.uid
@@ -200,19 +206,137 @@ def test_two_gated_pods_of_one_index_get_one_claim(api) -> None:
     twin = copy.deepcopy(_cold_pod_body(job, 2))
     twin["metadata"]["name"] += "-twin"
     api.put(twin)
-    _answer(api, LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: None, LOG),
+    _answer(api, LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: None, _no_event, LOG),
             _tracker(api, job, spec))
     assert sorted(claimed_indexes(api).values()) == ["0", "1", "2"]
 
 
 def test_a_refused_ungate_is_no_miss(api) -> None:
+    """The pod's gates changed between the answer's list and its patch: the patch's test fails
+    (422), nothing is counted, and the pod waits for its next answer."""
     spec = batch_spec(episodes=3, parallelism=2)
     job = _provisioned(api, 2, spec)
     cold = _cold_pod(api, job, 2)
     tracker = _tracker(api, job, spec)
-    api.json_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{cold['metadata']['name']}",
-                   [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "x.example/other"}}], "someone")
+    storage = PoolStorage(api)
+    ungate = storage.ungate_pod
+
+    async def changed_first(namespace, name, ops):
+        api.json_patch(f"/api/v1/namespaces/{POOL_NS}/pods/{name}",
+                       [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "x.example/other"}}],
+                       "someone")
+        return await ungate(namespace, name, ops)
+    storage.ungate_pod = changed_first
     counted = []
-    _answer(api, LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)),
+    _answer(api, LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)), _no_event,
                              LOG), tracker)
     assert counted == [] and len(api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]["schedulingGates"]) == 2
+
+
+# -- what a hostile review found -------------------------------------------------------------------------
+def test_a_first_wave_miss_answered_by_its_gate_is_not_counted_again(api) -> None:
+    """provision counts the first wave (1 hit, 1 miss); the miss's gated pod, ungated, is no second miss."""
+    spec = batch_spec(episodes=3, parallelism=2)
+    filled(api, 1)
+    calls = []
+
+    class Metrics:
+        def pool_claims(self, namespace, pool, hits, misses):
+            calls.append((hits, misses))
+    job = run(pool_claims.provision(Storage(api), PoolStorage(api), BATCH, spec, lambda *e: None, Metrics(),
+                                    lambda pods: None, CLUSTERWIDE))
+    cold = _cold_pod(api, job, 1)
+    _answer(api, LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: calls.append((h, m)),
+                             _no_event, LOG), _tracker(api, job, spec))
+    assert "schedulingGates" not in api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]
+    assert calls == [(1, 1)]
+
+
+def test_a_lagging_tracker_never_gets_an_index_claimed_twice(api, monkeypatch) -> None:
+    """The watch has not brought the claim of index 2 (nor the Job's deletion of its gated pod)
+    when the gated pod is answered again: the answer's own list shows the index held."""
+    spec = batch_spec(episodes=4, parallelism=2)
+    job = _provisioned(api, 4, spec)
+    _cold_pod(api, job, 2)
+    stale = _tracker(api, job, spec)
+    later = LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: None, _no_event, LOG)
+    _answer(api, later, stale)
+    settled = time.monotonic() + later_claims.ANSWER_SETTLE_SECONDS + 1
+    monkeypatch.setattr(later_claims.time, "monotonic", lambda: settled)
+    _answer(api, later, stale)
+    assert sorted(claimed_indexes(api).values()) == ["0", "1", "2"]
+
+
+def test_a_gated_retry_of_an_index_already_final_is_ungated_not_claimed_for(api) -> None:
+    """The Job retries an index this batch judged (its pod ended NOT_DELIVERED_EXIT after its hand-over):
+    the retry's gated pod would hold one of the Job's parallelism for good; it is ungated, uncounted."""
+    spec = batch_spec(episodes=4, parallelism=2)
+    job = _provisioned(api, 4, spec)
+    tracker = _tracker(api, job, spec)
+    tracker.restore({1: never_ran(1, v.EP_INFRASTRUCTURE, "judged", attempts=1)})
+    retry = _cold_pod(api, job, 1)
+    tracker.observe_pod(pod_facts(api.get_object("Pod", retry["metadata"]["name"], POOL_NS)))
+    assert [f.name for f in tracker.gated_after_the_end()] == [retry["metadata"]["name"]]
+    counted = []
+    _answer(api, LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)),
+                             _no_event, LOG), tracker)
+    assert "schedulingGates" not in api.get_object("Pod", retry["metadata"]["name"], POOL_NS)["spec"]
+    assert sorted(claimed_indexes(api).values()) == ["0", "1"] and counted == []
+    tracker.pod_deleted(pod_facts(api.get_object("Pod", retry["metadata"]["name"], POOL_NS)))
+    assert tracker.gated_after_the_end() == []
+
+
+def test_answers_that_keep_failing_start_their_pods_cold_and_say_so_once(api, monkeypatch) -> None:
+    spec = batch_spec(episodes=3, parallelism=2)
+    job = _provisioned(api, 3, spec)
+    cold = _cold_pod(api, job, 2)
+    tracker = _tracker(api, job, spec)
+    storage = PoolStorage(api)
+
+    async def refused(*args, **kwargs):
+        raise RuntimeError("admission webhook refused the claim")
+    storage.claim_pod = refused
+    events = []
+    later = LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: None,
+                        lambda *event: events.append(event), LOG)
+    clock = [time.monotonic()]
+    monkeypatch.setattr(later_claims.time, "monotonic", lambda: clock[0])
+    for answer in range(later_claims.GIVE_UP_AFTER):
+        assert api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"].get("schedulingGates"), answer
+        _answer(api, later, tracker)
+        clock[0] += later_claims.ANSWER_SETTLE_SECONDS + 1
+    assert "schedulingGates" not in api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]
+    assert [(kind, reason) for kind, reason, _ in events] == [("Warning", v.EVENT_LATER_CLAIMS_FAILED)]
+    assert "admission webhook refused the claim" in events[0][2] and "1 start cold" in events[0][2]
+
+
+def test_a_claim_lost_to_a_race_tries_the_next_warm_pod(api) -> None:
+    spec = batch_spec(episodes=3, parallelism=2)
+    job = _provisioned(api, 4, spec)
+    cold = _cold_pod(api, job, 2)
+    storage = PoolStorage(api)
+    claim, tried = storage.claim_pod, []
+
+    async def first_lost(namespace, name, patch):
+        tried.append(name)
+        return None if len(tried) == 1 else await claim(namespace, name, patch)
+    storage.claim_pod = first_lost
+    counted = []
+    _answer(api, LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)),
+                             _no_event, LOG), _tracker(api, job, spec))
+    assert len(tried) == 2 and tried[0] != tried[1]
+    assert sorted(claimed_indexes(api).values()) == ["0", "1", "2"] and counted == [(1, 0)]
+    assert api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]["schedulingGates"]
+
+
+def test_a_job_being_suspended_gets_no_answer(api) -> None:
+    """spec.suspend set (a stop, or Kueue) before the Suspended condition: no claim goes out."""
+    spec = batch_spec(episodes=3, parallelism=2)
+    job = _provisioned(api, 3, spec)
+    cold = _cold_pod(api, job, 2)
+    api.json_patch(f"/apis/batch/v1/namespaces/{POOL_NS}/jobs/{job['metadata']['name']}",
+                   [{"op": "add", "path": "/spec/suspend", "value": True}], "stop")
+    _answer(api, LaterClaims(PoolStorage(api), BATCH, spec, lambda pods: None, lambda h, m: None, _no_event, LOG),
+            _tracker(api, job, spec))
+    assert sorted(claimed_indexes(api).values()) == ["0", "1"]
+    assert api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]["schedulingGates"]
