@@ -73,6 +73,15 @@ def _tracker(api: MemoryApi, job: dict, spec) -> BatchTracker:
     return tracker
 
 
+def _gated_index_2(api: MemoryApi, episodes: int, pool_size: int):
+    """A batch of ``episodes`` at parallelism 2 from a pool of ``pool_size``, its first wave
+    claimed, and the Job's gated pod of index 2: (spec, job, that pod, the batch's tracker)."""
+    spec = batch_spec(episodes=episodes, parallelism=2)
+    job = _provisioned(api, pool_size, spec)
+    cold = _cold_pod(api, job, 2)
+    return spec, job, cold, _tracker(api, job, spec)
+
+
 def _answer(api: MemoryApi, later: LaterClaims, tracker: BatchTracker) -> None:
     async def go() -> None:
         later.round(tracker)
@@ -140,10 +149,7 @@ def test_a_batch_without_later_waves_has_no_gate(api) -> None:
 def test_a_claim_an_earlier_operator_never_enrolled_keeps_its_index(api) -> None:
     """A crash between a later index's claim and its enrolment: the pod claimed for index 2 is
     enrolled by the next answer, and no second warm pod is claimed for it."""
-    spec = batch_spec(episodes=4, parallelism=2)
-    job = _provisioned(api, 4, spec)
-    cold = _cold_pod(api, job, 2)
-    tracker = _tracker(api, job, spec)
+    spec, job, cold, tracker = _gated_index_2(api, episodes=4, pool_size=4)
     storage = PoolStorage(api)
     enrol = pool_claims.enrol
 
@@ -214,10 +220,7 @@ def test_two_gated_pods_of_one_index_get_one_claim(api) -> None:
 def test_a_refused_ungate_is_no_miss(api) -> None:
     """The pod's gates changed between the answer's list and its patch: the patch's test fails
     (422), nothing is counted, and the pod waits for its next answer."""
-    spec = batch_spec(episodes=3, parallelism=2)
-    job = _provisioned(api, 2, spec)
-    cold = _cold_pod(api, job, 2)
-    tracker = _tracker(api, job, spec)
+    spec, job, cold, tracker = _gated_index_2(api, episodes=3, pool_size=2)
     storage = PoolStorage(api)
     ungate = storage.ungate_pod
 
@@ -287,10 +290,7 @@ def test_a_gated_retry_of_an_index_already_final_is_ungated_not_claimed_for(api)
 
 
 def test_answers_that_keep_failing_start_their_pods_cold_and_say_so_once(api, monkeypatch) -> None:
-    spec = batch_spec(episodes=3, parallelism=2)
-    job = _provisioned(api, 3, spec)
-    cold = _cold_pod(api, job, 2)
-    tracker = _tracker(api, job, spec)
+    spec, job, cold, tracker = _gated_index_2(api, episodes=3, pool_size=3)
     storage = PoolStorage(api)
 
     async def refused(*args, **kwargs):
