@@ -1,7 +1,7 @@
 """A pooled batch's later waves on the devcluster (service.later_claims), beside what a user does
 to the batch or its pool while they run: a stop suspends the Job and leaves no gated pod behind;
 a pool deleted mid-batch leaves the later indexes no warm pod, and they start cold, the batch
-ending as an undisturbed one. (The waves' claims themselves: tests/e2e/test_pools.py; a crash
+ending as an undisturbed one; with whenEmpty Wait they wait for the pool's refill instead. (The waves' claims themselves: tests/e2e/test_pools.py; a crash
 between a later claim and its enrolment: tests/chaos/test_pool_crashes.py.)
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 
 from rolloutbatch.core import naming
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.model import BatchRef
 from tests.e2e.test_pools import pool, pooled_batch, wait_pool
 from tests.support.batches import apply, results, unique, wait_finished, wait_status
 from tests.support.kube import wait_for
@@ -84,3 +85,26 @@ def test_a_pool_deleted_mid_batch_leaves_its_later_indexes_to_start_cold(operato
     kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
     wait_for(lambda: kubectl("get", "rolloutpool", pool_name, "-n", namespace, check=False).returncode != 0,
              timeout=180, what="the pool gone once its batch is")
+
+
+def test_with_when_empty_wait_later_indexes_wait_for_the_refill_not_cold(operator_process, namespace):
+    """A pool of 2 and a batch of 4 at parallelism 2 with whenEmpty Wait: the first wave takes both
+    warm pods; index 0 ends at once, and its successor's pod waits, gated, for the pool's refill
+    (which holds a few seconds after claims, then starts its pods): every episode runs warm, and no
+    pod of the Job ever reaches a node."""
+    pool_name = unique("waitw")
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(_pool(pool_name, 2, 8)))
+    sandbox = wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=180)["status"]["sandboxNamespace"]
+    name = unique("waitw")
+    apply(pooled_batch(name, pool_name, 4, parallelism=2, poolRef={"name": pool_name, "whenEmpty": "Wait"}), namespace)
+    done = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    st = done["status"]
+    assert st["phase"] == "Succeeded" and st["succeededEpisodes"] == 4, st
+    assert (st["pool"]["hits"], st["pool"]["misses"]) == (4, 0), st
+    events = json.loads(kubectl("get", "events", "-n", sandbox, "--field-selector", "reason=Scheduled",
+                                "-o", "json").stdout)["items"]
+    job = naming.job_name(BatchRef(namespace=namespace, name=name, uid=done["metadata"]["uid"], generation=1))
+    cold = [e["involvedObject"]["name"] for e in events if e["involvedObject"]["name"].startswith(f"{job}-")]
+    assert cold == [], f"pods of the Job were scheduled: {cold}"
+    kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
+    kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=true", "--timeout=180s")

@@ -274,9 +274,11 @@ def _properties() -> dict[str, Schema]:
                   f"{v.POOL_COLD} (default) starts the missing ones cold at once; {v.POOL_WAIT} waits, in phase "
                   f"{v.PROVISIONING} with reason {v.REASON_WAITING_FOR_POOL} and the count in its message, until "
                   "the pool has them all, then claims them (a pool not created yet is waited for too; one whose "
-                  f"maxSize is below the first wave stalls the batch with {v.STALL_POOL_CONFLICT}). Either way, an "
-                  "episode past the first wave claims a warm pod as the Job starts it, or starts cold when the "
-                  "pool has none ready: it never waits."),
+                  f"maxSize is below the first wave stalls the batch with {v.STALL_POOL_CONFLICT}). An episode past "
+                  "the first wave claims a warm pod as the Job starts it; with none ready, "
+                  f"{v.POOL_COLD} starts it cold and {v.POOL_WAIT} keeps it waiting for the pool's refill (phase "
+                  f"{v.RUNNING}, reason {v.REASON_WAITING_FOR_POOL}) while the pool can give it one: a pool "
+                  "deleted, stalled, resized to 0 or changed since the batch started lets it start cold."),
                  enum=list(v.POOL_WHEN_EMPTY), default=v.POOL_COLD)},
             required=["name"]),
         STOP_FIELD: boolean(

@@ -147,6 +147,13 @@ def ungate_patch(pod: PodFacts) -> list[dict]:
             else {"op": "remove", "path": "/spec/schedulingGates"}]
 
 
+def is_stalled(pool: Mapping) -> bool:
+    """The pool object's Stalled condition is True (core.pool_census): its pods cannot be made or
+    started, and no warm pod comes until someone fixes it."""
+    return any(isinstance(c, Mapping) and c.get("type") == v.CONDITION_STALLED and c.get("status") == v.CONDITION_TRUE
+               for c in (pool.get("status") or {}).get("conditions") or [])
+
+
 def failure_rules(spec: PoolSpec) -> list[dict]:
     """A disruption is an infrastructure retry, as in core.manifests.job; so is
     :data:`NOT_DELIVERED_EXIT` of the episode's container (the pod never ran an episode); any

@@ -10,7 +10,11 @@ index, handed its episode at once (service.episode_delivery) and enrolled (the b
 the Job adopts it and deletes the gated pod as its index's duplicate (the least advanced: upstream
 ``appendDuplicatedIndexPodsForRemoval``; it takes its tracking finalizer off first, so nothing is
 counted); with no warm pod left (or every claim tried lost), the gate is lifted and the pod starts
-cold. ``whenEmpty: Wait`` waits for the first wave only: a later index never waits.
+cold. With ``whenEmpty: Wait`` a later index with no warm pod stays gated instead, looked at again
+every WAIT_RECHECK_SECONDS, while its pool can still give it one (the same pool, not being deleted
+nor stalled, of size above 0, making pods of the Job's template: :meth:`LaterClaims._pool_refills`);
+the batch's status says so (:meth:`LaterClaims.waiting_message`). Else it starts cold: nothing would
+come. The Job's ``activeDeadlineSeconds`` bounds the wait, as it bounds every episode.
 
 The tracker's view can lag (a watch reconnecting): each answer lists the pool's namespace once
 and answers only what that list still shows gated, of an index no live claimed pod of the batch
@@ -36,8 +40,9 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 
-from rolloutbatch.core import naming, pools
+from rolloutbatch.core import naming, pool_children, pools
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.admission import Stalled
 from rolloutbatch.core.job_facts import JobFacts
 from rolloutbatch.core.model import BatchRef, BatchSpec, PodFacts
 from rolloutbatch.core.pod_reading import completion_index, pod_facts
@@ -49,6 +54,7 @@ from rolloutbatch.kube.pool_storage import PoolStorage
 from rolloutbatch.service import pool_claims
 
 ANSWER_SETTLE_SECONDS = 15.0
+WAIT_RECHECK_SECONDS = 2.0   # whenEmpty Wait: how often a later index kept gated looks for a warm pod
 GIVE_UP_AFTER = 3   # failed answers in a row (about 30 s) before the pods they wait on start cold
 
 
@@ -66,6 +72,7 @@ class LaterClaims:
         self._answered: dict[str, float] = {}   # gated pod uid -> when it was answered (time.monotonic)
         self._counted: set[int] = set()         # later indexes counted in pool_claims_total
         self._failures = 0                      # answers failed in a row
+        self._kept: dict[str, int] = {}         # whenEmpty Wait: gated pod uid -> its index, waiting for a warm pod
         self._task: asyncio.Task | None = None
         self._cancelled = False
 
@@ -83,8 +90,18 @@ class LaterClaims:
         if self._task is not None and not self._task.done():
             await asyncio.wait({self._task}, timeout=within)
 
+    def waiting_message(self) -> str | None:
+        """What the batch's status says while later indexes wait for a warm pod (whenEmpty Wait)."""
+        if not self._kept:
+            return None
+        return (f"{len(self._kept)} later episode(s) wait for a warm pod of RolloutPool {self.spec.pool_name} "
+                f"(spec.poolRef.whenEmpty: {v.POOL_WAIT}; indexes {', '.join(map(str, sorted(self._kept.values())[:10]))})")
+
     def round(self, tracker: BatchTracker) -> None:
         job = tracker.job
+        if self._kept:   # only pods still gated and unanswered wait
+            gated = {f.uid for f in tracker.live_pods() if pools.awaits_claim(f)}
+            self._kept = {uid: index for uid, index in self._kept.items() if uid in gated}
         if self._cancelled or not self.spec.pool_name or tracker.stopping or job is None or job.finished \
                 or job.suspend or job.suspended or job.pool_template is None or job.pool_uid is None:
             return
@@ -148,6 +165,8 @@ class LaterClaims:
     async def _claim_or_ungate(self, waiting: list[PodFacts], after_end: list[PodFacts],
                                job: JobFacts) -> tuple[int, int]:
         assert job.pool_template is not None and job.pool_uid is not None
+        for f in waiting:   # kept waiting again below if it still has to
+            self._kept.pop(f.uid, None)
         namespace = naming.pool_namespace(self.ref.namespace, self.spec.pool_name or "")
         pool = PoolRef(name=self.spec.pool_name or "", namespace=self.ref.namespace, uid=job.pool_uid)
         # one list: the warm pods, the batch's claims (enrolled or not) and its gated pods as they are now
@@ -183,6 +202,11 @@ class LaterClaims:
         # changed since, or gone: answered again once settled, if it is still gated)
         ending = [now_facts[f.uid] for f in after_end if f.uid in now_facts and pools.awaits_claim(now_facts[f.uid])]
         cold = [f for f in waiting if f.index not in taken]
+        if cold and self.spec.pool_when_empty == v.POOL_WAIT and await self._pool_refills(job):
+            for f in cold:   # looked at again soon: the pool refills behind the claims
+                self._kept[f.uid] = f.index if f.index is not None else -1
+                self._answered[f.uid] = time.monotonic() - ANSWER_SETTLE_SECONDS + WAIT_RECHECK_SECONDS
+            cold = []
         ungated = await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
                                          for f in cold + ending))
         started_cold = {f.index for f, done in zip(cold, ungated) if done and f.index is not None}
@@ -190,6 +214,19 @@ class LaterClaims:
             self.log.info("Later wave: %d index(es) claimed a warm pod, %d start cold, %d gated pod(s) of "
                           "indexes already final ungated", len(taken), len(started_cold), sum(ungated[len(cold):]))
         return self._count(taken | owned), self._count(started_cold)
+
+    async def _pool_refills(self, job: JobFacts) -> bool:
+        """whenEmpty Wait: whether a later index may wait, gated, for a warm pod: the pool the Job
+        claimed from is there (the same object), not being deleted nor stalled, keeps pods, and
+        makes them of the Job's template. Otherwise none would ever come, and it starts cold."""
+        body = await self.pool_storage.get_pool(self.ref.namespace, self.spec.pool_name or "")
+        if body is None or (body.get("metadata") or {}).get("uid") != job.pool_uid or pools.is_stalled(body):
+            return False
+        try:
+            pool, definition = pool_claims.checked_pool(body, self.ref, self.spec)
+        except Stalled:
+            return False
+        return definition.size > 0 and pool_children.template_digest(pool, definition) == job.pool_template
 
 
 def _indexes(pods: list[dict]) -> set[int]:

@@ -42,7 +42,7 @@ async def read_pool(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
     """The batch's pool, checked: a missing, deleted or unusable pool stalls the batch before
     anything is claimed. ``waiting`` hears what the batch waits for, if it waits."""
     assert spec.pool_name is not None
-    pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
+    pool, definition = checked_pool(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec)
     await _own_namespace(pool_storage, pool, waiting)
     problem = await cannot_run(pool_storage, definition)
     if problem is not None:
@@ -93,8 +93,10 @@ def _stalled(body: dict) -> dict | None:
                  and c.get("status") == v.CONDITION_TRUE), None)
 
 
-def _checked(body: dict | None, ref: BatchRef, spec: BatchSpec,
-             conflicts: bool = True) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
+def checked_pool(body: dict | None, ref: BatchRef, spec: BatchSpec,
+                 conflicts: bool = True) -> tuple[pool_spec.PoolRef, pool_spec.PoolSpec]:
+    """The batch's pool (its object ``body``) and its parsed spec; Stalled when it is missing,
+    being deleted, or cannot run the batch's episodes (``conflicts``: its sandbox or verifier)."""
     assert spec.pool_name is not None
     if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
         state = "does not exist" if body is None else "is being deleted"
@@ -128,7 +130,7 @@ async def readiness(pool_storage: PoolStorage, ref: BatchRef, spec: BatchSpec,
     if body is None:
         return False, (f"waiting for RolloutPool {ref.namespace}/{spec.pool_name} to be created "
                        f"(spec.poolRef.whenEmpty: {v.POOL_WAIT})"), None
-    pool, definition = _checked(body, ref, spec)
+    pool, definition = checked_pool(body, ref, spec)
     listed = pools.pool_pods(await pool_storage.list_pods(naming.pool_namespace(pool.namespace, pool.name),
                                                           naming.MANAGED_SELECTOR),
                              pool, ref.uid, pool_children.template_digest(pool, definition))
@@ -302,13 +304,18 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     record = getattr(metrics, "pool_claims", None)
     if record is not None:
         record(ref.namespace, pool.name, hits, misses)
+    later = pools.claims_later(spec.episodes, spec.parallelism)
+    # with later waves, the Job's pods are gated: a miss is answered as a later index is
+    # (service.later_claims), and with whenEmpty Wait it waits for the pool's refill
+    waits = later and spec.pool_when_empty == v.POOL_WAIT
     said = f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool {pool.name}"
-    said += (f"; {misses} start cold" if misses else "") + (
-        f"; {spec.episodes - wanted} later episode(s) claim a warm pod as each starts, or start cold"
-        if pools.claims_later(spec.episodes, spec.parallelism) else "")
+    said += (f"; {misses} {'wait for a warm pod' if waits else 'start cold'}" if misses else "") + (
+        f"; {spec.episodes - wanted} later episode(s) claim a warm pod as each starts, or "
+        f"{'wait for one' if waits else 'start cold'}" if later else "")
     if spec.pool_when_empty == v.POOL_WAIT and hits < wanted:
         # Another batch claimed since the pool held this one's first wave. A claim cannot be given
-        # back (its pod's deadline is set, its episode handed over): the rest start cold, said so.
+        # back (its pod's deadline is set, its episode handed over): the rest start cold (or, with
+        # later waves, wait gated for the refill), said so.
         emit("Warning", v.EVENT_CLAIMED, f"{said}: another batch claimed warm pods after the pool held this "
                                          f"batch's first wave (spec.poolRef.whenEmpty: {v.POOL_WAIT})")
     else:
@@ -326,7 +333,7 @@ async def job_for_claims(storage: Storage, pool_storage: PoolStorage, ref: Batch
     is gone or changed so that its Job cannot be made (the caller evicts the claims then)."""
     assert spec.pool_name is not None
     try:   # the claims were made: what the batch says of its sandbox is moot for a Job that runs nothing
-        pool, definition = _checked(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec,
+        pool, definition = checked_pool(await pool_storage.get_pool(ref.namespace, spec.pool_name), ref, spec,
                                     conflicts=False)
         await _own_namespace(pool_storage, pool)
     except Stalled:

@@ -477,7 +477,8 @@ class BatchReconciler(BatchEnding):
 
     def _running_state(self, phase: str) -> dict:
         """Reason and message of a running batch: pods the scheduler cannot place are said,
-        with its words (and an Event, once per spell), not hidden behind RUNNING_MESSAGE."""
+        with its words (and an Event, once per spell), not hidden behind RUNNING_MESSAGE; so are
+        later indexes waiting for a warm pod (spec.poolRef.whenEmpty Wait: service.later_claims)."""
         if self.tracker.stopping:
             return {"reason": v.REASON_STOPPING,
                     "message": stopping_message(self.tracker.summary(self._origin()), self.tracker.running)}
@@ -495,7 +496,10 @@ class BatchReconciler(BatchEnding):
                 self.emit("Warning", v.EVENT_UNSCHEDULABLE, message)
             return {"reason": v.EVENT_UNSCHEDULABLE, "message": message}
         self._said_unschedulable = False
-        if self.last_status.get("reason") == v.EVENT_UNSCHEDULABLE:
+        waiting = self.later.waiting_message() if self.later is not None else None
+        if waiting:   # spec.poolRef.whenEmpty Wait: later indexes wait, gated, for warm pods
+            return {"reason": v.REASON_WAITING_FOR_POOL, "message": waiting}
+        if self.last_status.get("reason") in (v.EVENT_UNSCHEDULABLE, v.REASON_WAITING_FOR_POOL):
             return {"reason": v.REASON_RUNNING, "message": self._running_message}
         return {}
 
