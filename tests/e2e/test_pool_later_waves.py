@@ -20,20 +20,24 @@ from tests.support.operator import kubectl
 
 pytestmark = [pytest.mark.cluster]
 
-# index 0 ends at once; the others work SECONDS
+# index 0 works FIRST seconds, the others SECONDS
 WORKING = '''
 import json, os, time
 def emit(e, **f): print(json.dumps(dict(event=e, at=time.time(), episode_id=os.environ["EPISODE_ID"], **f)), flush=True)
 i = int(os.environ["EPISODE_INDEX"])
 emit("ready")
-time.sleep(0 if i == 0 else SECONDS)
+time.sleep(FIRST if i == 0 else SECONDS)
 emit("reward", reward=1.0)
 '''
 
 
-def _pool(name: str, size: int, seconds: int) -> dict:
+def _pool(name: str, size: int, seconds: int, first: int = 0, prepare_seconds: int = 0) -> dict:
+    """A pool whose episodes work ``seconds`` (index 0 ``first``), its warm pods prepared in
+    ``prepare_seconds`` at least."""
     body = pool(name, size)
-    body["spec"]["task"]["files"]["episode.py"] = WORKING.replace("SECONDS", str(seconds))
+    body["spec"]["task"]["files"]["episode.py"] = WORKING.replace("FIRST", str(first)).replace("SECONDS", str(seconds))
+    if prepare_seconds:
+        body["spec"]["prepare"]["command"][-1] += f" && sleep {prepare_seconds}"
     return body
 
 
@@ -70,8 +74,10 @@ def test_a_stop_while_later_indexes_wait_leaves_no_gated_pod(operator_process, n
 
 
 def test_a_pool_deleted_mid_batch_leaves_its_later_indexes_to_start_cold(operator_process, namespace):
+    """The first wave works 15 s, so the later indexes' pods come after the deletion: the pool
+    keeps no warm pod while it goes, and both start cold."""
     pool_name = unique("gone")
-    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(_pool(pool_name, 2, 5)))
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(_pool(pool_name, 2, 15, first=15)))
     wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=180)
     name = unique("gone")
     apply(pooled_batch(name, pool_name, 4, parallelism=2), namespace)
@@ -79,7 +85,7 @@ def test_a_pool_deleted_mid_batch_leaves_its_later_indexes_to_start_cold(operato
     kubectl("delete", "rolloutpool", pool_name, "-n", namespace, "--wait=false")
     st = wait_finished(name, namespace, timeout=240, operator=operator_process)["status"]
     assert st["phase"] == "Succeeded" and st["succeededEpisodes"] == 4, st
-    assert st["pool"]["hits"] >= 2 and st["pool"]["hits"] + st["pool"]["misses"] == 4, st
+    assert (st["pool"]["hits"], st["pool"]["misses"]) == (2, 2), st
     rows = sorted(results(name, namespace)["pods"], key=lambda r: r["index"])
     assert [r["outcome"] for r in rows] == ["succeeded"] * 4, rows
     kubectl("delete", "rolloutbatch", name, "-n", namespace, "--wait=true", "--timeout=120s")
@@ -90,15 +96,22 @@ def test_a_pool_deleted_mid_batch_leaves_its_later_indexes_to_start_cold(operato
 def test_with_when_empty_wait_later_indexes_wait_for_the_refill_not_cold(operator_process, namespace):
     """A pool of 2 and a batch of 4 at parallelism 2 with whenEmpty Wait: the first wave takes both
     warm pods; index 0 ends at once, and its successor's pod waits, gated, for the pool's refill
-    (which holds a few seconds after claims, then starts its pods): every episode runs warm, and no
-    pod of the Job ever reaches a node."""
+    (which holds a few seconds after claims, then starts pods whose prepare takes 10 s), the batch
+    saying so: every episode runs warm, and no pod of the Job ever reaches a node."""
     pool_name = unique("waitw")
-    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(_pool(pool_name, 2, 8)))
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(_pool(pool_name, 2, 8, prepare_seconds=10)))
     sandbox = wait_pool(pool_name, namespace, lambda st: st.get("readyPods") == 2, timeout=180)["status"]["sandboxNamespace"]
     name = unique("waitw")
     apply(pooled_batch(name, pool_name, 4, parallelism=2, poolRef={"name": pool_name, "whenEmpty": "Wait"}), namespace)
-    done = wait_finished(name, namespace, timeout=240, operator=operator_process)
+    reasons: list[str] = []
+
+    def finished(st: dict) -> bool:
+        reasons.append(st.get("reason") or "")
+        return st.get("phase") in ("Succeeded", "Failed")
+    done = wait_status(name, namespace, finished, timeout=240, operator=operator_process)
     st = done["status"]
+    assert v.REASON_WAITING_FOR_POOL in reasons, reasons
+    assert st.get("reason") != v.REASON_WAITING_FOR_POOL, st
     assert st["phase"] == "Succeeded" and st["succeededEpisodes"] == 4, st
     assert (st["pool"]["hits"], st["pool"]["misses"]) == (4, 0), st
     events = json.loads(kubectl("get", "events", "-n", sandbox, "--field-selector", "reason=Scheduled",

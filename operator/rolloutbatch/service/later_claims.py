@@ -29,8 +29,10 @@ Answers that keep failing (GIVE_UP_AFTER in a row) lift the gates of the pods th
 then start cold, with a Warning Event; the next answer tries claims again. One answer runs at a
 time; the batch's stall, stop or deletion cancels it.
 
-``pool_claims_total`` counts each later index once per operator run (the first wave's are counted
-when the Job is made; a retry is not counted again).
+``pool_claims_total`` counts each index answered once per operator run: the first wave's hits
+are counted when the Job is made (:meth:`LaterClaims.first_wave_claimed`), its misses as they are
+answered here (with ``whenEmpty: Wait`` most of them get a warm pod after all); a retry is not
+counted again.
 """
 
 from __future__ import annotations
@@ -90,12 +92,24 @@ class LaterClaims:
         if self._task is not None and not self._task.done():
             await asyncio.wait({self._task}, timeout=within)
 
+    def first_wave_claimed(self, pods: list[dict]) -> None:
+        """The first wave's claims, counted when the Job is made: a retry of their index is not
+        counted again."""
+        self._counted |= _indexes(pods)
+
+    def answering(self) -> bool:
+        """An answer is in flight: whether the indexes it looks at still wait is not known yet
+        (after a restart, the status keeps saying they wait until the first answer says)."""
+        return self._task is not None and not self._task.done()
+
     def waiting_message(self) -> str | None:
         """What the batch's status says while later indexes wait for a warm pod (whenEmpty Wait)."""
         if not self._kept:
             return None
-        return (f"{len(self._kept)} later episode(s) wait for a warm pod of RolloutPool {self.spec.pool_name} "
-                f"(spec.poolRef.whenEmpty: {v.POOL_WAIT}; indexes {', '.join(map(str, sorted(self._kept.values())[:10]))})")
+        indexes = sorted(set(self._kept.values()))
+        shown = ", ".join(map(str, indexes[:10])) + (", ..." if len(indexes) > 10 else "")
+        return (f"{len(indexes)} later episode(s) wait for a warm pod of RolloutPool {self.spec.pool_name} "
+                f"(spec.poolRef.whenEmpty: {v.POOL_WAIT}; indexes {shown})")
 
     def round(self, tracker: BatchTracker) -> None:
         job = tracker.job
@@ -146,27 +160,29 @@ class LaterClaims:
         if hits or misses:
             self.counted(hits, misses)
 
+    async def _ungate(self, pods: list[PodFacts]) -> list[bool]:
+        """The gates of ``pods`` lifted, at once; per pod whether its patch took."""
+        return list(await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
+                                           for f in pods)))
+
     async def _start_cold(self, pods: list[PodFacts]) -> int:
         """Best effort: the gates of ``pods`` lifted (the API may be what failed)."""
         try:
-            done = await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
-                                          for f in pods))
+            return sum(await self._ungate(pods))
         except Exception as exc:  # noqa: BLE001 - the next answer tries again
             self.log.warning("Lifting the gates of %d pod(s) failed too: %s", len(pods), exc)
             return 0
-        return sum(done)
 
     def _count(self, indexes: set[int]) -> int:
-        """How many of ``indexes`` are later ones not counted yet (and count them)."""
-        new = {i for i in indexes if i >= min(self.spec.parallelism, self.spec.episodes)} - self._counted
+        """How many of ``indexes`` are not counted yet (and count them)."""
+        new = indexes - self._counted
         self._counted |= new
         return len(new)
 
     async def _claim_or_ungate(self, waiting: list[PodFacts], after_end: list[PodFacts],
                                job: JobFacts) -> tuple[int, int]:
         assert job.pool_template is not None and job.pool_uid is not None
-        for f in waiting:   # kept waiting again below if it still has to
-            self._kept.pop(f.uid, None)
+        asked = [f.uid for f in waiting]   # kept waiting until this answer says otherwise (the status)
         namespace = naming.pool_namespace(self.ref.namespace, self.spec.pool_name or "")
         pool = PoolRef(name=self.spec.pool_name or "", namespace=self.ref.namespace, uid=job.pool_uid)
         # one list: the warm pods, the batch's claims (enrolled or not) and its gated pods as they are now
@@ -202,13 +218,17 @@ class LaterClaims:
         # changed since, or gone: answered again once settled, if it is still gated)
         ending = [now_facts[f.uid] for f in after_end if f.uid in now_facts and pools.awaits_claim(now_facts[f.uid])]
         cold = [f for f in waiting if f.index not in taken]
+        kept: dict[str, int] = {}
         if cold and self.spec.pool_when_empty == v.POOL_WAIT and await self._pool_refills(job):
             for f in cold:   # looked at again soon: the pool refills behind the claims
-                self._kept[f.uid] = f.index if f.index is not None else -1
+                assert f.index is not None   # awaits_claim: every waiting pod has its index
+                kept[f.uid] = f.index
                 self._answered[f.uid] = time.monotonic() - ANSWER_SETTLE_SECONDS + WAIT_RECHECK_SECONDS
             cold = []
-        ungated = await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
-                                         for f in cold + ending))
+        for uid in asked:
+            self._kept.pop(uid, None)
+        self._kept.update(kept)
+        ungated = await self._ungate(cold + ending)
         started_cold = {f.index for f, done in zip(cold, ungated) if done and f.index is not None}
         if taken or started_cold or any(ungated):
             self.log.info("Later wave: %d index(es) claimed a warm pod, %d start cold, %d gated pod(s) of "

@@ -299,12 +299,13 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
         naming.ANNOTATION_MADE_BY) == made_by
     if not count or not made_here:
         return live
-    # the later indexes claim as their pods come (service.later_claims), and count themselves
     misses = wanted - hits
+    later = pools.claims_later(spec.episodes, spec.parallelism)
     record = getattr(metrics, "pool_claims", None)
     if record is not None:
-        record(ref.namespace, pool.name, hits, misses)
-    later = pools.claims_later(spec.episodes, spec.parallelism)
+        # with later waves a miss's pod is gated and answered as a later index is: it counts
+        # itself then, a hit or not (service.later_claims)
+        record(ref.namespace, pool.name, hits, 0 if later else misses)
     # with later waves, the Job's pods are gated: a miss is answered as a later index is
     # (service.later_claims), and with whenEmpty Wait it waits for the pool's refill
     waits = later and spec.pool_when_empty == v.POOL_WAIT

@@ -61,6 +61,7 @@ from rolloutbatch.service.transitions import TransitionReport
 from rolloutbatch.service.batch_ending import BatchEnding
 
 RUNNING_MESSAGE = "Episodes are running"
+COLLECTING_MESSAGE = "The Job has ended; the last episodes' results are being collected"
 SETTLE_WAIT = 30.0    # how long the finalizer waits for the batch's calls still running (the client's timeout)
 POOL_WAIT_PERIOD = 1.0   # spec.poolRef.whenEmpty Wait: how often the pool is looked at
 
@@ -294,10 +295,14 @@ class BatchReconciler(BatchEnding):
                 await self._stop_before_run()
                 return
             empty: list[str] = []
-            delivery = self.delivery
+            delivery, later = self.delivery, self.later
+
+            def claimed(pods: list[dict]) -> None:
+                delivery.claimed(pods, held=True)
+                later.first_wave_claimed(pods)
             await self.sandbox.provision_pooled(lambda: pool_claims.provision(
                 self.storage, self.pool_storage, self.ref, self.spec, lambda *event: self.emit(*event),
-                self.ctx.metrics, lambda pods: delivery.claimed(pods, held=True), self.ctx.settings.scope,
+                self.ctx.metrics, claimed, self.ctx.settings.scope,
                 delivery.settled,
                 made_by=self._run_id, count=not self._claims_counted, waiting=self._say_waiting_for_pool), self.tracker)
             self._claims_counted = True
@@ -437,8 +442,10 @@ class BatchReconciler(BatchEnding):
             state = self._running_state(phase)
             # a change of reason (pods that cannot be placed, or placed again) is shown at once
             changed = bool(state) and (state["reason"] != self.last_status.get("reason")
-                                       # Kueue's word on the wait (read every few seconds at most)
-                                       or (phase == v.QUEUED and state["message"] != self.last_status.get("message")))
+                                       # Kueue's word on the wait (read every few seconds at most), or
+                                       # which later indexes wait for a warm pod
+                                       or ((phase == v.QUEUED or state["reason"] == v.REASON_WAITING_FOR_POOL)
+                                           and state["message"] != self.last_status.get("message")))
             await self._patch_status(phase, **state, force=changed)
             # A whole round went through: a later error starts a new count. Rounds that change
             # nothing write no status (a batch Kueue holds for hours), and two blips hours apart
@@ -476,7 +483,8 @@ class BatchReconciler(BatchEnding):
         return f"pod {stuck.name} cannot start: {stuck.waiting_reason}: {stuck.waiting_message or ''}".strip()
 
     def _running_state(self, phase: str) -> dict:
-        """Reason and message of a running batch: pods the scheduler cannot place are said,
+        """Reason and message of a batch whose Job is there (Queued, Running, Collecting: the
+        phase's own reason once the Job has ended): pods the scheduler cannot place are said,
         with its words (and an Event, once per spell), not hidden behind RUNNING_MESSAGE; so are
         later indexes waiting for a warm pod (spec.poolRef.whenEmpty Wait: service.later_claims)."""
         if self.tracker.stopping:
@@ -486,8 +494,9 @@ class BatchReconciler(BatchEnding):
             return {"reason": v.REASON_QUEUED, "message": self.queue.message(self.tracker)}
         if phase == v.RUNNING and self.last_status.get("reason") == v.REASON_QUEUED:
             return {"reason": v.REASON_RUNNING, "message": self._running_message}
-        if phase != v.RUNNING:
-            return {}
+        if phase != v.RUNNING:   # Collecting: whatever the pods waited for, they wait no more (the start's warning kept)
+            return {"reason": v.REASON_COLLECTING,
+                    "message": COLLECTING_MESSAGE + self._running_message.removeprefix(RUNNING_MESSAGE)}
         pending = self.tracker.unschedulable()
         if pending:
             message = (f"{len(pending)} episode pod(s) cannot be scheduled: {pending[0].unschedulable}")[:1000]
@@ -499,6 +508,9 @@ class BatchReconciler(BatchEnding):
         waiting = self.later.waiting_message() if self.later is not None else None
         if waiting:   # spec.poolRef.whenEmpty Wait: later indexes wait, gated, for warm pods
             return {"reason": v.REASON_WAITING_FOR_POOL, "message": waiting}
+        if self.last_status.get("reason") == v.REASON_WAITING_FOR_POOL and self.later is not None \
+                and self.later.answering():
+            return {}   # the answer in flight says whether they still wait (after a restart, the first)
         if self.last_status.get("reason") in (v.EVENT_UNSCHEDULABLE, v.REASON_WAITING_FOR_POOL):
             return {"reason": v.REASON_RUNNING, "message": self._running_message}
         return {}
