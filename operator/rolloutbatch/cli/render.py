@@ -276,14 +276,18 @@ def progress_counts(status: Mapping | None) -> dict[str, Any]:
             "reward": number(s.get("rewardSum") or 0)}
 
 
+RUNNING_WAITS = (v.REASON_WAITING_FOR_POOL, v.EVENT_UNSCHEDULABLE)   # reasons of a Running batch that waits
+
+
 def waiting_note(status: Mapping | None) -> str | None:
-    """Why a batch that has not started waits (its status's reason and message: WaitingForPool,
-    Kueue's queue, a sandbox being made), as one safe line; None once it runs or ended."""
+    """Why a batch waits (its status's reason and message), as one safe line: one that has not
+    started (WaitingForPool, Kueue's queue, a sandbox being made), or a running one whose later
+    episodes wait for warm pods or a node (WaitingForPool, Unschedulable); else None."""
     s = status or {}
-    message = s.get("message")
-    if (s.get("phase") or v.PENDING) not in v.WAITING_PHASES or not isinstance(message, str) or not message:
+    message, reason = s.get("message"), s.get("reason")
+    waits = (s.get("phase") or v.PENDING) in v.WAITING_PHASES or reason in RUNNING_WAITS
+    if not waits or not isinstance(message, str) or not message:
         return None
-    reason = s.get("reason")
     return safe_line(f"{reason}: {message}" if isinstance(reason, str) and reason else message) or None
 
 

@@ -181,8 +181,17 @@ def test_a_batch_waiting_to_start_says_why_in_its_progress():
     from rolloutbatch.cli import progress_board
     lines = progress_board.plain_lines([("waits", waiting)], 60)
     assert len(lines) == 2 and lines[1].startswith("  WaitingForPool: waiting") and len(lines[1]) <= 60
-    running = dict(waiting, phase="Running")
+    running = dict(waiting, phase="Running", reason="EpisodesRunning", message="Episodes are running")
     assert "(" not in render.progress_line("runs", running) and len(progress_board.plain_lines([("r", running)], 60)) == 1
+
+
+def test_a_running_batch_whose_later_episodes_wait_says_why_in_its_progress():
+    waits = {"phase": "Running", "episodes": 4, "runningEpisodes": 1, "reason": "WaitingForPool",
+             "message": "1 later episode(s) wait for a warm pod of RolloutPool warm (spec.poolRef.whenEmpty: Wait; indexes 2)"}
+    assert render.progress_line("w", waits).endswith("(WaitingForPool: 1 later episode(s) wait for a warm pod of "
+                                                     "RolloutPool warm (spec.poolRef.whenEmpty: Wait; indexes 2))")
+    unplaced = dict(waits, reason="EpisodesUnschedulable", message="1 episode pod(s) cannot be scheduled: 0/2 nodes are available")
+    assert render.waiting_note(unplaced) == "EpisodesUnschedulable: 1 episode pod(s) cannot be scheduled: 0/2 nodes are available"
 
 def test_summary_shows_the_claim_figures_of_a_pooled_batch_only():
     pooled = {**BATCH["status"], "pool": {"hits": 18, "misses": 2, "claimSeconds": {"p50": 0.21, "p95": 0.4}}}
