@@ -149,9 +149,11 @@ class LaterClaims:
                                  len(waiting), exc, ANSWER_SETTLE_SECONDS)
                 return
             started = await self._start_cold(waiting + after_end)
+            if missed := self._count({f.index for f, done in zip(waiting, started) if done and f.index is not None}):
+                self.counted(0, missed)
             message = (f"{len(waiting)} later episode(s) could not claim a warm pod of RolloutPool "
                        f"{self.spec.pool_name} {self._failures} times in a row ({exc})"[:900]
-                       + f"; {started} start cold")
+                       + f"; {sum(started)} start cold")
             self.log.warning("%s", message)
             if self._failures == GIVE_UP_AFTER:   # once per spell; the log has every one
                 self.emit("Warning", v.EVENT_LATER_CLAIMS_FAILED, message)
@@ -165,13 +167,14 @@ class LaterClaims:
         return list(await asyncio.gather(*(self.pool_storage.ungate_pod(f.namespace, f.name, pools.ungate_patch(f))
                                            for f in pods)))
 
-    async def _start_cold(self, pods: list[PodFacts]) -> int:
-        """Best effort: the gates of ``pods`` lifted (the API may be what failed)."""
+    async def _start_cold(self, pods: list[PodFacts]) -> list[bool]:
+        """Best effort: the gates of ``pods`` lifted (the API may be what failed); per pod whether
+        its gate was."""
         try:
-            return sum(await self._ungate(pods))
+            return await self._ungate(pods)
         except Exception as exc:  # noqa: BLE001 - the next answer tries again
             self.log.warning("Lifting the gates of %d pod(s) failed too: %s", len(pods), exc)
-            return 0
+            return []
 
     def _count(self, indexes: set[int]) -> int:
         """How many of ``indexes`` are not counted yet (and count them)."""

@@ -296,8 +296,8 @@ def test_answers_that_keep_failing_start_their_pods_cold_and_say_so_once(api, mo
     async def refused(*args, **kwargs):
         raise RuntimeError("admission webhook refused the claim")
     storage.claim_pod = refused
-    events = []
-    later = LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: None,
+    events, counted = [], []
+    later = LaterClaims(storage, BATCH, spec, lambda pods: None, lambda h, m: counted.append((h, m)),
                         lambda *event: events.append(event), LOG)
     clock = [time.monotonic()]
     monkeypatch.setattr(later_claims.time, "monotonic", lambda: clock[0])
@@ -308,6 +308,7 @@ def test_answers_that_keep_failing_start_their_pods_cold_and_say_so_once(api, mo
     assert "schedulingGates" not in api.get_object("Pod", cold["metadata"]["name"], POOL_NS)["spec"]
     assert [(kind, reason) for kind, reason, _ in events] == [("Warning", v.EVENT_LATER_CLAIMS_FAILED)]
     assert "admission webhook refused the claim" in events[0][2] and "1 start cold" in events[0][2]
+    assert counted == [(0, 1)]   # a miss, as any cold start of a later index
 
 
 def test_a_claim_lost_to_a_race_tries_the_next_warm_pod(api) -> None:
