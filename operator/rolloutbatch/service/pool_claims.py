@@ -310,9 +310,10 @@ async def provision(storage: Storage, pool_storage: PoolStorage, ref: BatchRef, 
     # (service.later_claims), and with whenEmpty Wait it waits for the pool's refill
     waits = later and spec.pool_when_empty == v.POOL_WAIT
     said = f"{hits} of the first {wanted} episodes got a warm pod of RolloutPool {pool.name}"
-    said += (f"; {misses} {'wait for a warm pod' if waits else 'start cold'}" if misses else "") + (
+    cold = "wait for a warm pod while the pool can make one" if waits else "start cold"
+    said += (f"; {misses} {cold}" if misses else "") + (
         f"; {spec.episodes - wanted} later episode(s) claim a warm pod as each starts, or "
-        f"{'wait for one' if waits else 'start cold'}" if later else "")
+        f"{cold.replace('a warm pod', 'one')}" if later else "")
     if spec.pool_when_empty == v.POOL_WAIT and hits < wanted:
         # Another batch claimed since the pool held this one's first wave. A claim cannot be given
         # back (its pod's deadline is set, its episode handed over): the rest start cold (or, with
