@@ -41,6 +41,7 @@ CASES = [
     ("episodes as string", with_("episodes", "ten"), 'must be of type integer'),
     ("missing episodes", with_("episodes", DELETE), "spec.episodes: Required value"),
     ("missing task", with_("task", DELETE), "spec.task is required, unless spec.poolRef names a pool"),
+    ("a task and a pool", with_("poolRef", {"name": "warm"}), "spec.task and spec.poolRef are exclusive"),
     ("empty task files", with_("task.files", {}), "should have at least 1 properties"),
     ("parallelism above episodes", with_("parallelism", 3), "spec.parallelism must be less than or equal to spec.episodes"),
     ("zero parallelism", with_("parallelism", 0), "should be greater than or equal to 1"),

@@ -22,6 +22,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.crd import openapi_schema as batch_openapi_schema
 from rolloutbatch.core.crd_pool import POOL_OWNED_BATCH_FIELDS, build_pool_crd
 from rolloutbatch.core.pool_spec import parse_pool_spec
+from rolloutbatch.core.spec_env import SHELL_NAME_PATTERN
 from tests.support import crd_schema
 
 CRD = crd_schema.load_crd(crd_schema.ROOT / "crds" / crdgen.POOL_FILE)
@@ -178,6 +179,8 @@ REFUSED = {
                          "valueFrom"),
     "a reserved env name": ({**MINIMAL, "env": [{"name": "EPISODE_INDEX", "value": "3"}]},
                             "spec.env must not set EPISODE_ID"),
+    "an env name a shell drops": ({**MINIMAL, "env": [{"name": "MY-VAR", "value": "1"}]}, "does not match"),
+    "an env name that starts with a digit": ({**MINIMAL, "env": [{"name": "1X", "value": "1"}]}, "does not match"),
     "env past its bound": ({**MINIMAL, "env": [{"name": f"V{i}"} for i in range(d.MAX_ENV_ITEMS + 1)]}, "env"),
     "prepare without a command": ({**MINIMAL, "prepare": {"timeoutSeconds": 5}}, "'command' is a required property"),
     "prepare with an empty command": ({**MINIMAL, "prepare": {"command": []}}, "prepare.command"),
@@ -227,12 +230,25 @@ def test_the_pod_fields_accept_what_the_batchs_accept(field):
     assert _shape(SPEC["properties"][field]) == _shape(BATCH_SPEC["properties"][field])
 
 
-def test_env_is_the_batchs_without_value_from():
+def test_env_is_the_batchs_without_value_from_and_with_shell_names():
     pool, batch = SPEC["properties"]["env"], copy.deepcopy(BATCH_SPEC["properties"]["env"])
     assert pool["x-kubernetes-validations"] == batch["x-kubernetes-validations"]   # the reserved names
     del batch["items"]["properties"]["valueFrom"]
     del batch["items"]["x-kubernetes-validations"]                                 # value xor valueFrom
+    batch["items"]["properties"]["name"]["pattern"] = SHELL_NAME_PATTERN           # the pods start under /bin/sh
     assert _shape(pool) == _shape(batch)
+
+
+@pytest.mark.parametrize("name", ["A", "_x", "PIP_INDEX_URL", "a1", "MY-VAR", "1X", "A.B", "x y", "é"])
+def test_the_schema_refuses_an_env_name_as_the_operator_does(name):
+    spec = {**MINIMAL, "env": [{"name": name, "value": "1"}]}
+    schema_refuses = any("does not match" in problem for problem in refusals(spec))
+    try:
+        parse_pool_spec(spec)
+        operator_refuses = False
+    except ValueError:
+        operator_refuses = True
+    assert schema_refuses == operator_refuses, (name, schema_refuses)
 
 
 def test_network_is_the_batchs_network_word():

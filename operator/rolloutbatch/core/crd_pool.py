@@ -38,6 +38,7 @@ from rolloutbatch.core import vocabulary as v
 from rolloutbatch.core.crd import _column, crd_object
 from rolloutbatch.core.crd_sandbox import listing
 from rolloutbatch.core.crd_spec import _env, _image, _mount_path, _properties, _resources, _strings
+from rolloutbatch.core.spec_env import SHELL_NAME_PATTERN
 from rolloutbatch.core.crd_status import _condition, _count
 from rolloutbatch.core.openapi import Schema, array, integer, obj, rule, string
 
@@ -98,8 +99,9 @@ def _plain_env(batch_env: Schema) -> Schema:
          "valueFrom: a pool's pods are made before any batch claims them, so no batch's Secret is copied into "
          f"them). {listing(_RESERVED, 'and')} are reserved: the operator sets them."),
         ("Variable name: letters, digits and '_', not starting with a digit (the pods' containers start under "
-         "/bin/sh, and a shell such as dash drops any other name; the operator says InvalidSpec)."),
+         "/bin/sh, and a shell such as dash drops any other name)."),
         rules=batch_env["x-kubernetes-validations"])
+    env["items"]["properties"]["name"]["pattern"] = SHELL_NAME_PATTERN
     del env["items"]["properties"]["valueFrom"]
     del env["items"]["x-kubernetes-validations"]
     return env

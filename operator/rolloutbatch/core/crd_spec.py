@@ -310,8 +310,10 @@ def _rules(fields: list[str]) -> list[dict]:
              f"spec is immutable (only spec.{stop} may change, to true)"),
         rule(f"!has(oldSelf.{stop}) || !oldSelf.{stop} || (has(self.{stop}) && self.{stop})",
              f"spec.{stop} cannot be undone: a stopped batch stays stopped (create a new batch to run again)"),
-        rule("has(self.task) != has(self.poolRef)",
+        rule("has(self.task) || has(self.poolRef)",
              "spec.task is required, unless spec.poolRef names a pool (whose task the episodes run)"),
+        rule("!has(self.task) || !has(self.poolRef)",
+             "spec.task and spec.poolRef are exclusive: a batch on a pool runs the pool's task (leave spec.task out)"),
         # podTemplate has a default ({}), so only parse_spec can refuse a set one (PoolConflict stall)
         rule("!has(self.poolRef) || (!has(self.runtimeClassName) && !has(self.inputImages) "
              "&& !has(self.queueName) "

@@ -23,7 +23,8 @@ _ENV_NAME = re.compile(ENV_NAME_PATTERN)
 RESERVED_ENV = frozenset(d.RESERVED_ENV)
 # A name /bin/sh passes on to the program it execs: dash (Debian's and Ubuntu's /bin/sh) drops
 # a variable whose name is no shell identifier (MY-VAR), which the env pattern allows.
-_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SHELL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"   # a name every /bin/sh keeps in the environment
+_SHELL_NAME = re.compile(SHELL_NAME_PATTERN)
 
 # An env entry is {name, value} or {name, valueFrom: {secretKeyRef: {name, key}}}: the one
 # valueFrom kind, a key of a Secret of the batch's namespace that its writer opted in by label
