@@ -342,6 +342,8 @@ class BatchReconciler(BatchEnding):
                 return
             await self._patch_status(v.PROVISIONING, reason=v.REASON_WAITING_FOR_POOL, message=message,
                                      force=message != said)
+            if said is None:   # once per wait: `kubectl describe` says why the batch waits
+                self.emit("Normal", v.REASON_WAITING_FOR_POOL, message)
             said = message
             await asyncio.sleep(POOL_WAIT_PERIOD)
 
@@ -507,6 +509,8 @@ class BatchReconciler(BatchEnding):
         self._said_unschedulable = False
         waiting = self.later.waiting_message() if self.later is not None else None
         if waiting:   # spec.poolRef.whenEmpty Wait: later indexes wait, gated, for warm pods
+            if self.last_status.get("reason") != v.REASON_WAITING_FOR_POOL:   # once per spell
+                self.emit("Normal", v.REASON_WAITING_FOR_POOL, waiting)
             return {"reason": v.REASON_WAITING_FOR_POOL, "message": waiting}
         if self.last_status.get("reason") == v.REASON_WAITING_FOR_POOL and self.later is not None \
                 and self.later.answering():

@@ -167,7 +167,7 @@ def test_a_retry_of_a_first_wave_hit_is_not_counted_again(api) -> None:
     assert counted == []
 
 
-# -- through the reconciler: the status as written -----------------------------------------------------
+# -- through the reconciler: the status and Events as written -------------------------------------------
 SPEC = {"episodes": 4, "parallelism": 2, "episodeTimeoutSeconds": 60, "poolRef": {"name": "warm", "whenEmpty": "Wait"}}
 
 
@@ -185,6 +185,8 @@ async def _index_2_waits(cluster: MemoryCluster, written: list[tuple]):
     end_claimed(cluster, 0)
     cluster.start_pods([2])
     await until(lambda: cluster.status().get("reason") == v.REASON_WAITING_FOR_POOL)
+    assert [(kind, message) for kind, reason, message in cluster.events if reason == v.REASON_WAITING_FOR_POOL] \
+        == [("Normal", cluster.status()["message"])]
     return rec, task
 
 
@@ -246,6 +248,26 @@ def test_the_wait_is_not_said_once_the_job_has_ended():
                 await until(lambda: cluster.status().get("phase") == v.COLLECTING
                             and cluster.status().get("reason") != v.REASON_WAITING_FOR_POOL)
                 assert cluster.status()["reason"] == v.REASON_COLLECTING, cluster.status()
+            finally:
+                await _stopped(rec, task)
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_batch_waiting_for_its_first_wave_says_so_in_one_event():
+    """A pool of 1 for a first wave of 2: the batch waits in Provisioning; `kubectl describe`
+    shows why (one Event for the wait, not one per look at the pool)."""
+    async def main():
+        async with MemoryCluster(pod_create_grace=30.0) as cluster:
+            await fill_pool(cluster, 1)
+            cluster.submit(SPEC)
+            rec = cluster.reconciler()
+            task = asyncio.create_task(rec.run())
+            try:
+                await until(lambda: cluster.status().get("reason") == v.REASON_WAITING_FOR_POOL)
+                await asyncio.sleep(2.5)   # two more looks at the pool (POOL_WAIT_PERIOD)
+                said = [(kind, message) for kind, reason, message in cluster.events if reason == v.REASON_WAITING_FOR_POOL]
+                assert len(said) == 1 and said[0][0] == "Normal" and "RolloutPool" in said[0][1], said
+                assert cluster.status()["phase"] == v.PROVISIONING
             finally:
                 await _stopped(rec, task)
     asyncio.run(asyncio.wait_for(main(), 30))
