@@ -150,8 +150,15 @@ def ungate_patch(pod: PodFacts) -> list[dict]:
 def is_stalled(pool: Mapping) -> bool:
     """The pool object's Stalled condition is True (core.pool_census): its pods cannot be made or
     started, and no warm pod comes until someone fixes it."""
-    return any(isinstance(c, Mapping) and c.get("type") == v.CONDITION_STALLED and c.get("status") == v.CONDITION_TRUE
-               for c in (pool.get("status") or {}).get("conditions") or [])
+    return stall_reason(pool.get("status") or {}) is not None
+
+
+def stall_reason(status: Mapping) -> str | None:
+    """The reason of a pool status's Stalled condition when it is True, else None."""
+    for c in status.get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == v.CONDITION_STALLED and c.get("status") == v.CONDITION_TRUE:
+            return str(c.get("reason") or "")
+    return None
 
 
 def failure_rules(spec: PoolSpec) -> list[dict]:

@@ -157,9 +157,12 @@ class PoolReconciler:
         return f"the API server has kept failing since {iso_time(self._api_failing_since)}: {exc}"
 
     async def _say_stalled(self, reason: str, message: str) -> None:
-        """Ready=False, Stalled=True with ``reason``, the counts as last written."""
+        """Ready=False, Stalled=True with ``reason``, the counts as last written; a Warning Event
+        when the pool was not stalled for that reason already (said once, not each round)."""
         status = pool_census.stalled_status(self.ref, str(reason), message[:1000], self._generation(),
                                             iso_time(time.time()) or "", self.body.get("status") or {})
+        if pools.stall_reason(self._last_status or self.body.get("status") or {}) != str(reason):
+            self.emit("Warning", str(reason), message[:1000])
         await self._write(status)
 
     async def round(self) -> float:

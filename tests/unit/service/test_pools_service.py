@@ -169,6 +169,21 @@ def test_a_pool_whose_spec_the_operator_refuses_is_never_ready(api):
     assert status["readyPods"] == 3 and len(pod_names(api)) == 3
 
 
+def test_a_pool_stalled_on_its_spec_says_so_in_one_warning_event(api):
+    """`kubectl describe rp` showed no Event for a stall that no pod caused (InvalidSpec here):
+    one Warning when it begins, none for each round it goes on."""
+    filled(api, 1)
+    api.merge_patch(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/rolloutpools/warm",
+                    {"spec": {"task": {"files": {"my file.py": "x"}}}}, "break")
+    events: list = []
+    rec = reconciler(api, events)
+    for _ in range(3):
+        _one_round_of_the_daemon(rec)
+        rec.body = live(api)
+    assert [(kind, reason) for kind, reason, _ in events] == [("Warning", v.PoolReason.INVALID_SPEC)], events
+    assert "invalid spec" in events[0][2]
+
+
 def test_a_stuck_pool_is_not_ready_even_when_full():
     ref = pool_spec.PoolRef(namespace=NS, name="warm", uid="u")
     spec = pool_spec.parse_pool_spec({"size": 1, "task": {"files": {"e.py": "x"}}})
