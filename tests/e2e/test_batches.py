@@ -71,7 +71,7 @@ def test_parallel_and_serial_shipping_fix(operator_process, namespace):
 
     table = kubectl("get", "rolloutbatch", "-n", namespace).stdout
     header = table.splitlines()[0].split()
-    assert header == ["NAME", "STATUS", "PROGRESS", "RUNNING", "SUCCEEDED", "FAILED", "REWARD", "AGE"], table
+    assert header == ["NAME", "STATUS", "PROGRESS", "RUNNING", "SUCCEEDED", "FAILED", "LOST", "REWARD", "AGE"], table
     wide = kubectl("get", "rb", "-n", namespace, "-o", "wide").stdout.splitlines()[0]
     for column in ("P50-READY", "P95-READY", "SANDBOX", "MESSAGE"):
         assert column in wide

@@ -40,8 +40,8 @@ def test_submit_watch_results_get_cleanup(operator_process, namespace, tmp_path)
 
     table = cli("list", "-n", namespace)
     assert table.returncode == 0
-    assert table.stdout.split()[:8] == ["NAME", "STATUS", "PROGRESS", "RUNNING", "SUCCEEDED", "FAILED", "REWARD",
-                                        "AGE"]
+    assert table.stdout.split()[:9] == ["NAME", "STATUS", "PROGRESS", "RUNNING", "SUCCEEDED", "FAILED", "LOST",
+                                        "REWARD", "AGE"]
     assert "Succeeded" in table.stdout and "10/10" in table.stdout
 
     target = tmp_path / "rl-parallel-10"

@@ -11,35 +11,19 @@ from typing import Any
 from rolloutbatch.cli.common import dump_yaml
 from rolloutbatch.core import strictjson
 from rolloutbatch.core import vocabulary as v
+from rolloutbatch.core.crd import PRINTER_COLUMNS
+from rolloutbatch.core.crd_pool import POOL_PRINTER_COLUMNS
 from rolloutbatch.core.escapes import escaped
 
-# The CRD's additionalPrinterColumns (tests/unit/cli checks they stay in sync with crds/).
-# (header, path in the object, wide only)
-COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("STATUS", "status.phase", False),
-    ("PROGRESS", "status.progress", False),
-    ("RUNNING", "status.runningEpisodes", False),
-    ("SUCCEEDED", "status.succeededEpisodes", False),
-    ("FAILED", "status.failedEpisodes", False),
-    ("REWARD", "status.rewardSum", False),
-    ("AGE", "metadata.creationTimestamp", False),
-    ("P50-READY", "status.podToReadySeconds.p50", True),
-    ("P95-READY", "status.podToReadySeconds.p95", True),
-    ("SANDBOX", "status.sandboxNamespace", True),
-    ("MESSAGE", "status.message", True),
-)
 
-# `rolloutbatch pools`: the RolloutPool CRD's additionalPrinterColumns, as COLUMNS is the batch's.
-POOL_COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("SIZE", "spec.size", False),
-    ("READY", "status.readyPods", False),
-    ("STARTING", "status.startingPods", False),
-    ("CLAIMED", "status.claimedPods", False),
-    ("STATUS", 'status.conditions[?(@.type=="Ready")].reason', False),
-    ("AGE", "metadata.creationTimestamp", False),
-    ("SANDBOX", "status.sandboxNamespace", True),
-    ("MESSAGE", "status.message", True),
-)
+def _columns(printer_columns: Sequence[Mapping]) -> tuple[tuple[str, str, bool], ...]:
+    """A CRD's additionalPrinterColumns as (header, path in the object, wide only)."""
+    return tuple((c["name"].upper(), c["jsonPath"].lstrip("."), c.get("priority", 0) > 0) for c in printer_columns)
+
+
+# What `kubectl get rb` prints, and `rolloutbatch pools` as `kubectl get rp` does: the CRDs' own columns.
+COLUMNS = _columns(PRINTER_COLUMNS)
+POOL_COLUMNS = _columns(POOL_PRINTER_COLUMNS)
 
 # The guide's result names, and where each lives in RolloutBatch status.
 SUMMARY_FIELDS: tuple[tuple[str, str], ...] = (

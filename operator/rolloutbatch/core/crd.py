@@ -42,6 +42,9 @@ PRINTER_COLUMNS = [
     _column("Running", "integer", ".status.runningEpisodes"),
     _column("Succeeded", "integer", ".status.succeededEpisodes"),
     _column("Failed", "integer", ".status.failedEpisodes"),
+    # infrastructure losses: invalid samples, masked out of their group (a batch whose pool was
+    # missing read PROGRESS 5/5 with SUCCEEDED and FAILED 0)
+    _column("Lost", "integer", ".status.lostEpisodes"),
     _column("Reward", "number", ".status.rewardSum"),
     _column("Age", "date", ".metadata.creationTimestamp"),
     _column("P50-Ready", "number", ".status.podToReadySeconds.p50", priority=1),

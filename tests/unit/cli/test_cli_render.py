@@ -28,7 +28,7 @@ BATCH = {
     "metadata": {"name": "ship", "namespace": "team", "uid": "u-1", "creationTimestamp": "2026-01-01T11:59:15Z"},
     "spec": {"episodes": 3},
     "status": {"phase": "Succeeded", "progress": "3/3", "episodes": 3, "runningEpisodes": 0, "succeededEpisodes": 3,
-               "failedEpisodes": 0, "readyEpisodes": 3, "rewardSum": 3.0, "rewardMean": 1.0,
+               "failedEpisodes": 0, "lostEpisodes": 0, "readyEpisodes": 3, "rewardSum": 3.0, "rewardMean": 1.0,
                "batchToAllReadySeconds": 2.5, "batchToAllRewardsSeconds": 4.25, "jobCompleteSeconds": 6.0,
                "podToReadySeconds": {"p50": 1.5, "p95": 1.9, "max": 2.0},
                "sandboxNamespace": "rb-u1", "jobName": "rb-u1", "resultsConfigMap": "ship-results",
@@ -78,8 +78,8 @@ def test_columns_match_the_crd():
 def test_table_like_kubectl():
     text = render.table([BATCH], now=NOW)
     header, line = text.splitlines()
-    assert header.split() == ["NAME", "STATUS", "PROGRESS", "RUNNING", "SUCCEEDED", "FAILED", "REWARD", "AGE"]
-    assert line.split() == ["ship", "Succeeded", "3/3", "0", "3", "0", "3", "45s"]
+    assert header.split() == ["NAME", "STATUS", "PROGRESS", "RUNNING", "SUCCEEDED", "FAILED", "LOST", "REWARD", "AGE"]
+    assert line.split() == ["ship", "Succeeded", "3/3", "0", "3", "0", "0", "3", "45s"]
     wide = render.table([BATCH], wide=True, now=NOW).splitlines()
     assert wide[0].split()[-4:] == ["P50-READY", "P95-READY", "SANDBOX", "MESSAGE"]
     # -A adds the batch's NAMESPACE in front; the sandbox column must not repeat that header.
